@@ -1,0 +1,15 @@
+// Subcommands of the `specula` executable. Each takes the arguments after its name and returns the
+// process exit code; errors are thrown as specula::Error and reported by main.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace specula::cli {
+
+using Args = std::vector<std::string>;
+
+int sample_command(const Args& args);
+int bench_command(const Args& args);
+
+}  // namespace specula::cli

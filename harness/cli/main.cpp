@@ -1,0 +1,55 @@
+// `specula <command> [options]`: the one executable of the harness.
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include "harness/cli/commands.h"
+#include "verify/error.h"
+
+namespace {
+
+struct Command {
+  std::function<int(const specula::cli::Args&)> run;
+  const char* summary;
+};
+
+const std::map<std::string, Command>& commands() {
+  static const std::map<std::string, Command> table = {
+      {"sample", {specula::cli::sample_command, "sample tokens from one logits row through the sampler pipeline"}},
+      {"bench", {specula::cli::bench_command, "run benchmarks (bench sampler)"}},
+  };
+  return table;
+}
+
+void usage(std::ostream& os) {
+  os << "usage: specula <command> [options]\n\ncommands:\n";
+  for (const auto& [name, cmd] : commands()) os << "  " << name << std::string(12 - name.size(), ' ') << cmd.summary << "\n";
+  os << "\n`specula <command> --help` describes a command's options.\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    usage(argc < 2 ? std::cerr : std::cout);
+    return argc < 2 ? 2 : 0;
+  }
+  const auto it = commands().find(argv[1]);
+  if (it == commands().end()) {
+    std::cerr << "specula: unknown command '" << argv[1] << "'\n";
+    usage(std::cerr);
+    return 2;
+  }
+  try {
+    return it->second.run(specula::cli::Args(argv + 2, argv + argc));
+  } catch (const specula::Error& e) {
+    std::cerr << "specula " << argv[1] << ": error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "specula " << argv[1] << ": error: " << e.what() << "\n";
+    return 1;
+  }
+}

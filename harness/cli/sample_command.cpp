@@ -1,0 +1,80 @@
+// `specula sample`: the sampler pipeline from the shell. Draws N independent tokens from the processed
+// distribution of one logits row (with the given history), one token id per line on stdout.
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "harness/cli/commands.h"
+#include "harness/config/command_options.h"
+#include "harness/io/logits_file.h"
+#include "verify/categorical.h"
+#include "verify/error.h"
+#include "verify/sampler_pipeline.h"
+
+namespace specula::cli {
+
+int sample_command(const Args& args) {
+  po::options_description desc(
+      "specula sample --logits FILE --num-samples N --seed S [sampler options]\n\n"
+      "Samples N tokens from the processed distribution of one logits row.\nOptions");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "show this help")
+    ("logits", po::value<std::string>(), "file with one row of logits (whitespace or comma separated)")
+    ("num-samples", po::value<int64_t>(), "number of tokens to draw")
+    ("seed", po::value<uint64_t>(), "Philox seed (draw i uses stream 0, offset i)")
+    ("prompt-tokens", po::value<std::string>(), "history: prompt token ids (repetition penalty)")
+    ("output-tokens", po::value<std::string>(), "history: generated token ids (all penalties, bad words, min tokens)")
+    ("mirostat-mu", po::value<double>(), "history: mirostat state mu (default 2 * tau)")
+    ("print-distribution", po::bool_switch(), "print the processed probabilities (one per line, token order) instead of samples")
+    ("print-chain", po::bool_switch(), "print the sampler chain to stderr")
+    ("config", po::value<std::string>(), "INI file with any of these options (the command line wins)");
+  // clang-format on
+  add_sampler_options(desc);
+  const po::variables_map vm = parse_options(args, desc, "sample");
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  if (!vm.count("logits")) fail("--logits FILE is required");
+  const bool print_distribution = vm["print-distribution"].as<bool>();
+  if (!print_distribution && !vm.count("num-samples")) fail("--num-samples N is required");
+  if (!print_distribution && !vm.count("seed")) fail("--seed S is required");
+
+  const std::vector<float> logits = read_logits_file(vm["logits"].as<std::string>());
+  SamplingParams params;
+  read_sampler_options(vm, params);
+  const SamplerPipeline pipeline(params, static_cast<int32_t>(logits.size()));
+  TokenHistory history;
+  if (vm.count("prompt-tokens")) history.prompt = parse_token_list(vm["prompt-tokens"].as<std::string>(), "prompt-tokens");
+  if (vm.count("output-tokens")) history.output = parse_token_list(vm["output-tokens"].as<std::string>(), "output-tokens");
+  for (Token t : history.prompt)
+    if (t >= pipeline.vocab_size()) fail("--prompt-tokens: token id ", t, " is outside the vocabulary [0, ", pipeline.vocab_size(), ")");
+  for (Token t : history.output)
+    if (t >= pipeline.vocab_size()) fail("--output-tokens: token id ", t, " is outside the vocabulary [0, ", pipeline.vocab_size(), ")");
+  if (vm.count("mirostat-mu")) history.mirostat_mu = vm["mirostat-mu"].as<double>();
+  if (vm["print-chain"].as<bool>()) std::cerr << pipeline.describe() << "\n";
+
+  const std::vector<float> probs = pipeline.process(logits, history);
+  if (print_distribution) {
+    for (float p : probs) std::printf("%.9g\n", static_cast<double>(p));
+    return 0;
+  }
+  const int64_t n = vm["num-samples"].as<int64_t>();
+  if (n < 0) fail("--num-samples must be >= 0, got ", n);
+  const uint64_t seed = vm["seed"].as<uint64_t>();
+  const uint64_t stream = philox_stream(0, RandomRole::sample);
+  std::string out;
+  out.reserve(static_cast<size_t>(n) * 6);
+  char buf[16];
+  for (int64_t i = 0; i < n; ++i) {
+    const RandomKey key{seed, stream, static_cast<uint64_t>(i)};
+    const Token t = sample_categorical(probs.data(), pipeline.vocab_size(), key);
+    const int len = std::snprintf(buf, sizeof buf, "%d\n", t);
+    out.append(buf, static_cast<size_t>(len));
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
+}  // namespace specula::cli

@@ -1,0 +1,173 @@
+#include "harness/config/command_options.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <sstream>
+
+#include "harness/config/ini_file.h"
+#include "verify/error.h"
+
+namespace specula {
+namespace {
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+}
+
+long parse_long(const std::string& item, const std::string& option, const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(item.c_str(), &end, 10);
+  if (item.empty() || *end != '\0' || errno != 0)
+    fail("--", option, ": '", item, "' is not an integer token id (in '", text, "')");
+  return v;
+}
+
+}  // namespace
+
+po::variables_map parse_options(const std::vector<std::string>& args, const po::options_description& desc,
+                                const std::string& section, const std::string& config_option) {
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).run(), vm);
+  } catch (const po::error& e) {
+    fail(e.what());
+  }
+  if (vm.count(config_option)) {
+    const std::string path = vm[config_option].as<std::string>();
+    for (const IniEntry& entry : read_ini_file(path)) {
+      std::string key = entry.key;
+      if (!section.empty() && key.rfind(section + ".", 0) == 0) key = key.substr(section.size() + 1);
+      std::replace(key.begin(), key.end(), '_', '-');
+      if (key == config_option || !desc.find_nothrow(key, false))
+        fail(entry.where(), ": unknown key '", entry.key, "'");
+      po::parsed_options one(&desc);
+      one.options.emplace_back(key, std::vector<std::string>{entry.value});
+      try {
+        po::variables_map probe;
+        po::store(one, probe);
+        po::store(one, vm);  // values already given on the command line are kept: the command line wins
+      } catch (const po::error& e) {
+        fail(entry.where(), ": key '", entry.key, "' = '", entry.value, "': ", e.what());
+      }
+    }
+  }
+  try {
+    po::notify(vm);
+  } catch (const po::error& e) {
+    fail(e.what());
+  }
+  return vm;
+}
+
+std::vector<Token> parse_token_list(const std::string& text, const std::string& option) {
+  std::vector<Token> out;
+  std::string normalized = text;
+  std::replace(normalized.begin(), normalized.end(), ' ', ',');
+  std::stringstream ss(normalized);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    item = trim(item);
+    if (item.empty()) continue;
+    const long v = parse_long(item, option, text);
+    if (v < 0 || v > INT32_MAX) fail("--", option, ": token id ", v, " is out of range (in '", text, "')");
+    out.push_back(static_cast<Token>(v));
+  }
+  return out;
+}
+
+std::vector<std::pair<Token, float>> parse_logit_bias(const std::string& text, const std::string& option) {
+  std::vector<std::pair<Token, float>> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    item = trim(item);
+    if (item.empty()) continue;
+    const size_t colon = item.find(':');
+    if (colon == std::string::npos) fail("--", option, ": '", item, "' is not TOKEN:BIAS (in '", text, "')");
+    const long token = parse_long(trim(item.substr(0, colon)), option, text);
+    const std::string bias_text = trim(item.substr(colon + 1));
+    char* end = nullptr;
+    const float bias = std::strtof(bias_text.c_str(), &end);
+    if (bias_text.empty() || *end != '\0') fail("--", option, ": bias '", bias_text, "' is not a number (in '", text, "')");
+    if (token < 0 || token > INT32_MAX) fail("--", option, ": token id ", token, " is out of range");
+    out.emplace_back(static_cast<Token>(token), bias);
+  }
+  return out;
+}
+
+std::vector<std::vector<Token>> parse_token_sequences(const std::string& text, const std::string& option) {
+  std::vector<std::vector<Token>> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ';')) {
+    if (trim(item).empty()) continue;
+    out.push_back(parse_token_list(item, option));
+  }
+  return out;
+}
+
+void add_sampler_options(po::options_description& desc, const std::string& prefix) {
+  auto name = [&](const char* n) { return prefix + n; };
+  // clang-format off
+  desc.add_options()
+    (name("temperature").c_str(), po::value<float>(), "temperature T (0 = greedy); default 1")
+    (name("top-k").c_str(), po::value<int32_t>(), "keep the k most likely tokens, ties kept (0 or -1 = off)")
+    (name("top-p").c_str(), po::value<float>(), "nucleus: keep tokens until mass P, crossing token kept (1 = off)")
+    (name("min-p").c_str(), po::value<float>(), "keep tokens with p >= M * max p (0 = off)")
+    (name("sampler-order").c_str(), po::value<std::string>(), "order of the filters (default min_p,top_k,top_p)")
+    (name("repetition-penalty").c_str(), po::value<float>(), "repetition penalty over prompt and output (1 = off)")
+    (name("frequency-penalty").c_str(), po::value<float>(), "frequency penalty over output tokens")
+    (name("presence-penalty").c_str(), po::value<float>(), "presence penalty over output tokens")
+    (name("logit-bias").c_str(), po::value<std::string>(), "TOKEN:BIAS,... added to logits")
+    (name("allowed-tokens").c_str(), po::value<std::string>(), "only these token ids may be sampled")
+    (name("banned-tokens").c_str(), po::value<std::string>(), "these token ids are never sampled")
+    (name("bad-words").c_str(), po::value<std::string>(), "token sequences 'a b;c': last token banned after the rest")
+    (name("min-tokens").c_str(), po::value<int32_t>(), "stop tokens are banned until the output has N tokens")
+    (name("stop-tokens").c_str(), po::value<std::string>(), "stop token ids (for --min-tokens and generation)")
+    (name("typical-p").c_str(), po::value<float>(), "locally typical sampling mass (1 = off)")
+    (name("tfs-z").c_str(), po::value<float>(), "tail-free sampling z (1 = off)")
+    (name("dynatemp-range").c_str(), po::value<float>(), "dynamic temperature range (0 = off)")
+    (name("dynatemp-exponent").c_str(), po::value<float>(), "dynamic temperature exponent (default 1)")
+    (name("mirostat").c_str(), po::value<int32_t>(), "0 = off, 2 = mirostat v2")
+    (name("mirostat-tau").c_str(), po::value<float>(), "mirostat target surprise in bits (default 5)")
+    (name("mirostat-eta").c_str(), po::value<float>(), "mirostat learning rate (default 0.1)");
+  // clang-format on
+}
+
+bool sampler_option_given(const po::variables_map& vm, const std::string& name) { return vm.count(name) > 0; }
+
+void read_sampler_options(const po::variables_map& vm, SamplingParams& s, const std::string& prefix) {
+  auto has = [&](const char* n) { return vm.count(prefix + n) > 0; };
+  auto str = [&](const char* n) { return vm[prefix + n].as<std::string>(); };
+  auto opt = [&](const char* n) { return prefix + n; };
+  if (has("temperature")) s.temperature = vm[opt("temperature")].as<float>();
+  if (has("top-k")) s.top_k = vm[opt("top-k")].as<int32_t>();
+  if (has("top-p")) s.top_p = vm[opt("top-p")].as<float>();
+  if (has("min-p")) s.min_p = vm[opt("min-p")].as<float>();
+  if (has("sampler-order")) s.order = parse_filter_order(str("sampler-order"), "--" + opt("sampler-order"));
+  if (has("repetition-penalty")) s.repetition_penalty = vm[opt("repetition-penalty")].as<float>();
+  if (has("frequency-penalty")) s.frequency_penalty = vm[opt("frequency-penalty")].as<float>();
+  if (has("presence-penalty")) s.presence_penalty = vm[opt("presence-penalty")].as<float>();
+  if (has("logit-bias")) s.logit_bias = parse_logit_bias(str("logit-bias"), opt("logit-bias"));
+  if (has("allowed-tokens")) {
+    s.allowed_tokens = parse_token_list(str("allowed-tokens"), opt("allowed-tokens"));
+    if (s.allowed_tokens.empty()) fail("--", opt("allowed-tokens"), ": the list is empty, so no token could be sampled");
+  }
+  if (has("banned-tokens")) s.banned_tokens = parse_token_list(str("banned-tokens"), opt("banned-tokens"));
+  if (has("bad-words")) s.bad_words = parse_token_sequences(str("bad-words"), opt("bad-words"));
+  if (has("min-tokens")) s.min_tokens = vm[opt("min-tokens")].as<int32_t>();
+  if (has("stop-tokens")) s.stop_tokens = parse_token_list(str("stop-tokens"), opt("stop-tokens"));
+  if (has("typical-p")) s.typical_p = vm[opt("typical-p")].as<float>();
+  if (has("tfs-z")) s.tfs_z = vm[opt("tfs-z")].as<float>();
+  if (has("dynatemp-range")) s.dynatemp_range = vm[opt("dynatemp-range")].as<float>();
+  if (has("dynatemp-exponent")) s.dynatemp_exponent = vm[opt("dynatemp-exponent")].as<float>();
+  if (has("mirostat")) s.mirostat = vm[opt("mirostat")].as<int32_t>();
+  if (has("mirostat-tau")) s.mirostat_tau = vm[opt("mirostat-tau")].as<float>();
+  if (has("mirostat-eta")) s.mirostat_eta = vm[opt("mirostat-eta")].as<float>();
+}
+
+}  // namespace specula

@@ -1,0 +1,37 @@
+// Command-line parsing shared by the subcommands: Boost.Program_options for the command line, plus an
+// optional INI file (`--config FILE`) whose keys are the same option names; the command line wins.
+// Errors name the option (and for the INI file, the file and line) and the offending value.
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <string>
+#include <vector>
+
+#include "verify/sampling_params.h"
+
+namespace specula {
+
+namespace po = boost::program_options;
+
+// Parses `args` against `desc`; if the option `config_option` is given, reads that INI file too.
+// Keys in the INI file may use '_' or '-' and may sit in a section named `section` (or none).
+po::variables_map parse_options(const std::vector<std::string>& args, const po::options_description& desc,
+                                const std::string& section, const std::string& config_option = "config");
+
+// "1,2,3" -> {1,2,3}; throws naming `option` on a bad entry. Empty text gives an empty list.
+std::vector<Token> parse_token_list(const std::string& text, const std::string& option);
+// "3:2.5,7:-1.5" -> {(3, 2.5), (7, -1.5)}.
+std::vector<std::pair<Token, float>> parse_logit_bias(const std::string& text, const std::string& option);
+// "1 2;5" -> {{1,2},{5}}: sequences separated by ';', tokens by spaces or commas.
+std::vector<std::vector<Token>> parse_token_sequences(const std::string& text, const std::string& option);
+
+// The sampler options shared by `sample`, `generate` and experiments. With a non-empty `prefix` (e.g.
+// "draft-") every option is registered under that prefix, for `--draft-temperature` and friends.
+void add_sampler_options(po::options_description& desc, const std::string& prefix = "");
+// Reads the options registered by add_sampler_options into `params`, starting from `params` as given
+// (options not set keep their value). Validation against the vocabulary is the pipeline's job.
+void read_sampler_options(const po::variables_map& vm, SamplingParams& params, const std::string& prefix = "");
+// Prompt/output token histories shared by `sample` and others.
+bool sampler_option_given(const po::variables_map& vm, const std::string& name);
+
+}  // namespace specula

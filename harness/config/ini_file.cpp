@@ -1,0 +1,60 @@
+#include "harness/config/ini_file.h"
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "verify/error.h"
+
+namespace specula {
+namespace {
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return "";
+  const size_t e = s.find_last_not_of(" \t\r");
+  return s.substr(b, e - b + 1);
+}
+}  // namespace
+
+std::vector<IniEntry> parse_ini_text(const std::string& text, const std::string& file_name) {
+  std::vector<IniEntry> entries;
+  std::map<std::string, int> seen;
+  std::istringstream in(text);
+  std::string raw, section;
+  int line_no = 0;
+  while (std::getline(in, raw)) {
+    ++line_no;
+    const std::string line = trim(raw);
+    if (line.empty() || line[0] == '#' || line[0] == ';') continue;
+    if (line[0] == '[') {
+      if (line.back() != ']' || line.size() < 3) fail(file_name, ":", line_no, ": malformed section header '", line, "'");
+      section = trim(line.substr(1, line.size() - 2));
+      continue;
+    }
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos) fail(file_name, ":", line_no, ": expected 'key = value', got '", line, "'");
+    std::string key = trim(line.substr(0, eq));
+    std::string value = trim(line.substr(eq + 1));
+    // Inline comments: ' #' or ' ;' after the value.
+    for (const char* marker : {" #", " ;", "\t#", "\t;"}) {
+      const size_t c = value.find(marker);
+      if (c != std::string::npos) value = trim(value.substr(0, c));
+    }
+    if (key.empty()) fail(file_name, ":", line_no, ": empty key in '", line, "'");
+    if (!section.empty()) key = section + "." + key;
+    const auto [it, inserted] = seen.emplace(key, line_no);
+    if (!inserted) fail(file_name, ":", line_no, ": key '", key, "' is already set on line ", it->second);
+    entries.push_back({key, value, file_name, line_no});
+  }
+  return entries;
+}
+
+std::vector<IniEntry> read_ini_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail(path, ": cannot open config file");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return parse_ini_text(buffer.str(), path);
+}
+
+}  // namespace specula

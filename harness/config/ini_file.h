@@ -1,0 +1,24 @@
+// A small INI reader that remembers where every value came from, so configuration errors can name the
+// file, the line and the key. Syntax: `[section]`, `key = value`, comments starting with '#' or ';'.
+// Keys inside a section are reported as "section.key".
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace specula {
+
+struct IniEntry {
+  std::string key;    // "section.key", or "key" before any section
+  std::string value;  // trimmed
+  std::string file;
+  int line = 0;
+  std::string where() const { return file + ":" + std::to_string(line); }
+};
+
+// Reads and parses `path`; throws Error naming the file and line of a syntax error, a duplicate key, or
+// the file itself when it cannot be read.
+std::vector<IniEntry> read_ini_file(const std::string& path);
+std::vector<IniEntry> parse_ini_text(const std::string& text, const std::string& file_name);
+
+}  // namespace specula

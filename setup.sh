@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs the Debian bookworm packages Specula needs, only those that are missing, then configures and
+# builds the project. Safe to run again: with everything present it only (re)builds.
+#   ./setup.sh            install + build (Release) into build/
+#   SPECULA_BUILD_DIR=dir ./setup.sh
+set -euo pipefail
+cd "$(dirname "$0")"
+
+packages=(
+  cmake g++ ninja-build
+  libtorch-dev
+  libopenblas0-openmp        # not optional: reference BLAS makes LibTorch 2-6x slower
+  libeigen3-dev
+  libboost-program-options-dev libboost-math-dev
+  catch2 libbenchmark-dev nlohmann-json3-dev
+  python3 python3-matplotlib
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  sudo_cmd=""; [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+
+# LibTorch must see OpenBLAS (OpenMP flavour), not the reference BLAS that libtorch-dev pulls in.
+if command -v update-alternatives >/dev/null; then
+  arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
+  for lib in libblas.so.3 liblapack.so.3; do
+    alt=$(update-alternatives --list "${lib}-${arch}" 2>/dev/null | grep openblas-openmp | head -n1 || true)
+    [ -n "$alt" ] && ${sudo_cmd:-} update-alternatives --set "${lib}-${arch}" "$alt" >/dev/null 2>&1 || true
+  done
+fi
+
+build_dir=${SPECULA_BUILD_DIR:-build}
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE:-Release} >&2
+cmake --build "$build_dir" -j "$(nproc)" >&2
