@@ -11,5 +11,6 @@ using Args = std::vector<std::string>;
 
 int sample_command(const Args& args);
 int bench_command(const Args& args);
+int generate_command(const Args& args);
 
 }  // namespace specula::cli

@@ -19,6 +19,7 @@ struct Command {
 const std::map<std::string, Command>& commands() {
   static const std::map<std::string, Command> table = {
       {"sample", {specula::cli::sample_command, "sample tokens from one logits row through the sampler pipeline"}},
+      {"generate", {specula::cli::generate_command, "generate with plain or speculative decoding"}},
       {"bench", {specula::cli::bench_command, "run benchmarks (bench sampler)"}},
   };
   return table;

@@ -1,0 +1,56 @@
+// The drafter interface, modelled on llama.cpp's speculative lifecycle: begin(prompt), propose(...)
+// -> a token tree (a chain is a tree) together with the exact law every candidate was drawn from (or
+// "point mass" for deterministic drafters), accept(n) after verification.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "verify/token_history.h"
+#include "verify/token_tree.h"
+#include "verify/verifiers/verification.h"
+
+namespace specula {
+
+struct DraftRequest {
+  const std::vector<Token>* context = nullptr;  // prompt + committed output
+  const TokenHistory* history = nullptr;         // the same, as the draft pipeline sees it
+  int32_t num_draft_tokens = 0;                  // chain length K (used when tree_shape is empty)
+  std::vector<int32_t> tree_shape;               // branching per depth, e.g. {2, 2, 1}; empty = chain
+  SiblingScheme scheme = SiblingScheme::iid;
+  StepRandom rng;                                // draws use RandomRole::draft
+};
+
+struct DrafterCounters {
+  int64_t n_drafts = 0;        // propose() calls
+  int64_t n_draft_tokens = 0;  // candidate tokens proposed
+  int64_t n_accepted = 0;      // candidates accepted by the verifier
+  int64_t n_forward = 0;       // draft model forward passes
+  double t_draft_us = 0.0;
+};
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  virtual std::string name() const = 0;
+  virtual void begin(const std::vector<Token>& /*prompt*/) {}
+  virtual TokenTree propose(const DraftRequest& request) = 0;
+  virtual void accept(int32_t n_accepted) { counters_.n_accepted += n_accepted; }
+  const DrafterCounters& counters() const { return counters_; }
+
+ protected:
+  DrafterCounters counters_;
+};
+
+// Builds one drafter per sequence being generated (drafters hold per-sequence state).
+class DrafterFactory {
+ public:
+  virtual ~DrafterFactory() = default;
+  virtual std::unique_ptr<Drafter> create() const = 0;
+  virtual int32_t vocab_size() const = 0;
+  virtual std::string description() const = 0;
+};
+
+}  // namespace specula

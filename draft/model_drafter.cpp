@@ -1,0 +1,127 @@
+#include "draft/model_drafter.h"
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+#include "verify/categorical.h"
+#include "verify/error.h"
+#include "verify/logprobs.h"
+#include "verify/mutants.h"
+#include "verify/target_rows.h"
+
+namespace specula {
+namespace {
+
+class ModelDrafter : public Drafter {
+ public:
+  ModelDrafter(const LanguageModel& model, const SamplerPipeline& pipeline)
+      : session_(model.new_session()), pipeline_(pipeline), vocab_size_(model.vocab_size()) {}
+
+  std::string name() const override { return "model"; }
+
+  TokenTree propose(const DraftRequest& request) override {
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<int32_t> shape = request.tree_shape;
+    if (shape.empty()) shape.assign(request.num_draft_tokens, 1);
+    TokenTree tree;
+    tree.scheme = request.tree_shape.empty() ? SiblingScheme::iid : request.scheme;
+    tree.draft_q.emplace_back();
+    std::vector<int32_t> frontier = {0};  // rows whose children are drawn next
+    uint32_t slot = 0;
+    for (int32_t branching : shape) {
+      // One draft forward per depth: logits for every row of the tree so far.
+      std::vector<float> logits(static_cast<size_t>(tree.size() + 1) * vocab_size_);
+      session_->tree_logits(*request.context, tree, logits.data());
+      ++counters_.n_forward;
+      std::vector<float> probs(logits.size());
+      std::vector<int32_t> next_frontier;
+      for (int32_t row : frontier) {
+        float* q = probs.data() + static_cast<size_t>(row) * vocab_size_;
+        // Row histories need the processed rows of ancestors (mirostat); those were stored in draft_q.
+        const TokenHistory h = history_for_row(request, tree, row);
+        pipeline_.process(logits.data() + static_cast<size_t>(row) * vocab_size_, h, q);
+        for (Token c : draw_children(q, branching, tree.scheme, request.rng, slot)) {
+          tree.add(c, row - 1);
+          tree.draft_q.emplace_back();
+          next_frontier.push_back(tree.size());
+        }
+        std::vector<float>& recorded = tree.draft_q[row];
+        if (mutant_on(Mutant::draft_q_from_raw_logits)) {
+          const std::vector<double> raw = log_softmax(logits.data() + static_cast<size_t>(row) * vocab_size_, vocab_size_);
+          recorded.resize(vocab_size_);
+          for (int32_t x = 0; x < vocab_size_; ++x) recorded[x] = static_cast<float>(std::exp(raw[x]));
+        } else {
+          recorded.assign(q, q + vocab_size_);
+        }
+      }
+      frontier = std::move(next_frontier);
+      if (frontier.empty()) break;
+    }
+    // Deterministic candidates are verified as point masses: their recorded q is not a sampling law.
+    if (tree.scheme == SiblingScheme::deterministic) tree.draft_q.clear();
+    tree.draft_q.resize(tree.size() + 1);
+    ++counters_.n_drafts;
+    counters_.n_draft_tokens += tree.size();
+    counters_.t_draft_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    return tree;
+  }
+
+ private:
+  TokenHistory history_for_row(const DraftRequest& request, const TokenTree& tree, int32_t row) const {
+    if (row == 0) return *request.history;
+    // Walk the path, advancing with the recorded q of each parent row (the law the token was drawn from).
+    std::vector<int32_t> nodes;
+    for (int32_t n = row - 1; n >= 0; n = tree.parent[n]) nodes.push_back(n);
+    TokenHistory h = *request.history;
+    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it)
+      h = pipeline_.advance(h, tree.tokens[*it], tree.draft_q[tree.parent[*it] + 1].data());
+    return h;
+  }
+
+  std::vector<Token> draw_children(const float* q, int32_t count, SiblingScheme scheme, const StepRandom& rng,
+                                   uint32_t& slot) const {
+    std::vector<Token> out;
+    if (scheme == SiblingScheme::deterministic) {
+      std::vector<Token> idx(vocab_size_);
+      std::iota(idx.begin(), idx.end(), 0);
+      const int32_t n = std::min(count, vocab_size_);
+      std::partial_sort(idx.begin(), idx.begin() + n, idx.end(),
+                        [&](Token a, Token b) { return q[a] > q[b] || (q[a] == q[b] && a < b); });
+      out.assign(idx.begin(), idx.begin() + n);
+      return out;
+    }
+    if (scheme == SiblingScheme::iid) {
+      const bool prune = mutant_on(Mutant::tree_prune_stochastic_by_q) && count > 1;
+      const int32_t draws = prune ? count + 1 : count;
+      for (int32_t j = 0; j < draws; ++j) out.push_back(sample_categorical(q, vocab_size_, rng.key(RandomRole::draft, slot++)));
+      if (prune) {  // keep the `count` most confident draws: NOT exact (ALGORITHMS.md §3)
+        std::stable_sort(out.begin(), out.end(), [&](Token a, Token b) { return q[a] > q[b]; });
+        out.resize(count);
+      }
+      return out;
+    }
+    // Without replacement: sequential draws from q with earlier picks removed (same law as Gumbel-top-k).
+    std::vector<float> remaining(q, q + vocab_size_);
+    for (int32_t j = 0; j < count; ++j) {
+      const Token t = sample_from_weights(remaining.data(), vocab_size_, rng.key(RandomRole::draft, slot++).uniform());
+      if (t < 0) break;  // support exhausted
+      out.push_back(t);
+      remaining[t] = 0.0f;
+    }
+    return out;
+  }
+
+  std::unique_ptr<ModelSession> session_;
+  const SamplerPipeline& pipeline_;
+  int32_t vocab_size_;
+};
+
+}  // namespace
+
+ModelDrafterFactory::ModelDrafterFactory(std::shared_ptr<const LanguageModel> model, SamplingParams draft_params)
+    : model_(std::move(model)), pipeline_(std::move(draft_params), model_->vocab_size()) {}
+
+std::unique_ptr<Drafter> ModelDrafterFactory::create() const { return std::make_unique<ModelDrafter>(*model_, pipeline_); }
+
+}  // namespace specula

@@ -1,0 +1,26 @@
+// A drafter backed by a language model (a table model or a small transformer): samples every candidate
+// from the model's processed distribution q (the draft's own sampler pipeline, with each candidate's path
+// history) and records exactly that q, so the verifier can test p/q.
+#pragma once
+
+#include <memory>
+
+#include "draft/drafter.h"
+#include "harness/models/language_model.h"
+#include "verify/sampler_pipeline.h"
+
+namespace specula {
+
+class ModelDrafterFactory : public DrafterFactory {
+ public:
+  ModelDrafterFactory(std::shared_ptr<const LanguageModel> model, SamplingParams draft_params);
+  std::unique_ptr<Drafter> create() const override;
+  int32_t vocab_size() const override { return model_->vocab_size(); }
+  std::string description() const override { return model_->description(); }
+
+ private:
+  std::shared_ptr<const LanguageModel> model_;
+  SamplerPipeline pipeline_;
+};
+
+}  // namespace specula

@@ -1,0 +1,70 @@
+#include "harness/generation/generation_metrics.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+namespace specula {
+
+void GenerationMetrics::resize(int32_t positions) {
+  position_reached.resize(std::max<size_t>(position_reached.size(), positions));
+  position_accepted.resize(std::max<size_t>(position_accepted.size(), positions));
+  accepted_histogram.resize(std::max<size_t>(accepted_histogram.size(), positions + 1));
+}
+
+void GenerationMetrics::merge(const GenerationMetrics& o) {
+  sequences += o.sequences;
+  new_tokens += o.new_tokens;
+  steps += o.steps;
+  target_calls += o.target_calls;
+  draft_calls += o.draft_calls;
+  proposed += o.proposed;
+  accepted += o.accepted;
+  emitted += o.emitted;
+  q_zero_errors += o.q_zero_errors;
+  resize(static_cast<int32_t>(o.position_reached.size()));
+  for (size_t i = 0; i < o.position_reached.size(); ++i) {
+    position_reached[i] += o.position_reached[i];
+    position_accepted[i] += o.position_accepted[i];
+  }
+  for (size_t i = 0; i < o.accepted_histogram.size(); ++i) accepted_histogram[i] += o.accepted_histogram[i];
+  expected_acceptance_sum += o.expected_acceptance_sum;
+  expected_acceptance_count += o.expected_acceptance_count;
+  draft_seconds += o.draft_seconds;
+  target_seconds += o.target_seconds;
+  verify_seconds += o.verify_seconds;
+}
+
+std::vector<double> GenerationMetrics::per_position_acceptance() const {
+  std::vector<double> out(position_reached.size(), 0.0);
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = position_reached[i] ? static_cast<double>(position_accepted[i]) / position_reached[i] : 0.0;
+  return out;
+}
+
+std::string GenerationMetrics::to_json(const std::string& method, bool lossy) const {
+  nlohmann::json j;
+  j["method"] = method;
+  j["lossy"] = lossy;
+  j["sequences"] = sequences;
+  j["new_tokens"] = new_tokens;
+  j["acceptance_rate"] = acceptance_rate();
+  j["mean_accepted_length"] = mean_accepted_length();
+  j["per_position_acceptance"] = per_position_acceptance();
+  j["per_position_reached"] = position_reached;
+  j["accepted_length_histogram"] = accepted_histogram;
+  j["expected_acceptance"] = expected_acceptance();
+  j["target_calls"] = target_calls;
+  j["draft_calls"] = draft_calls;
+  j["steps"] = steps;
+  j["proposed_tokens"] = proposed;
+  j["accepted_tokens"] = accepted;
+  j["q_zero_errors"] = q_zero_errors;
+  j["draft_seconds"] = draft_seconds;
+  j["target_seconds"] = target_seconds;
+  j["verify_seconds"] = verify_seconds;
+  j["wall_seconds"] = wall_seconds;
+  j["tokens_per_second"] = wall_seconds > 0 ? new_tokens / wall_seconds : 0.0;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace specula

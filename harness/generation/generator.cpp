@@ -1,0 +1,190 @@
+#include "harness/generation/generator.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "verify/categorical.h"
+#include "verify/error.h"
+#include "verify/target_rows.h"
+
+namespace specula {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// sum_x min(p(x), q(x)): the probability that a draw from q is accepted against p (= 1 - TV(p, q)).
+// For a point-mass candidate d it is p(d).
+double acceptance_probability(const float* p, const std::vector<float>& q, Token candidate, int32_t vocab_size) {
+  if (q.empty()) return p[candidate];
+  double s = 0.0;
+  for (int32_t x = 0; x < vocab_size; ++x) s += std::min(p[x], q[x]);
+  return s;
+}
+
+}  // namespace
+
+Generator::Generator(std::shared_ptr<const LanguageModel> target, SamplingParams target_params,
+                     std::shared_ptr<const DrafterFactory> drafter, GenerationConfig config)
+    : target_(std::move(target)),
+      pipeline_(std::move(target_params), target_->vocab_size()),
+      drafter_(std::move(drafter)),
+      config_(std::move(config)) {
+  if (config_.method && !drafter_) fail("--method ", verify_method_name(*config_.method), " needs a --draft model");
+  if (drafter_ && drafter_->vocab_size() != target_->vocab_size())
+    fail("vocabulary mismatch: target ", target_->description(), " has ", target_->vocab_size(), " tokens but draft ",
+         drafter_->description(), " has ", drafter_->vocab_size());
+  if (config_.max_new_tokens < 0) fail("--max-new-tokens must be >= 0, got ", config_.max_new_tokens);
+  if (config_.method && config_.tree_shape.empty() && config_.num_draft_tokens < 1)
+    fail("--num-draft-tokens must be >= 1, got ", config_.num_draft_tokens);
+  if (config_.method == VerifyMethod::greedy && !pipeline_.params().greedy())
+    fail("--method greedy verifies greedy decoding: use --temperature 0 (got ", pipeline_.params().temperature, ")");
+  if (config_.method != VerifyMethod::tree && !config_.tree_shape.empty())
+    fail("--tree is only used by --method tree");
+  for (int32_t b : config_.tree_shape)
+    if (b != 1 && config_.method != VerifyMethod::tree) fail("--tree with branching needs --method tree");
+}
+
+SequenceOutput Generator::generate(const std::vector<Token>& prompt, uint64_t sequence,
+                                   GenerationMetrics& metrics) const {
+  auto target = target_->new_session();
+  if (!config_.method) return generate_autoregressive(*target, prompt, sequence, metrics);
+  auto drafter = drafter_->create();
+  drafter->begin(prompt);
+  return generate_speculative(*target, *drafter, prompt, sequence, metrics);
+}
+
+std::vector<SequenceOutput> Generator::generate_many(const std::vector<Token>& prompt, uint64_t first, int64_t count,
+                                                     GenerationMetrics& metrics) const {
+  std::vector<SequenceOutput> out(count);
+  std::vector<std::string> errors(count);
+  const auto start = Clock::now();
+#pragma omp parallel
+  {
+    GenerationMetrics local;
+#pragma omp for schedule(dynamic, 16)
+    for (int64_t n = 0; n < count; ++n) {
+      try {
+        out[n] = generate(prompt, first + static_cast<uint64_t>(n), local);
+      } catch (const std::exception& e) {
+        errors[n] = e.what();
+      }
+    }
+#pragma omp critical
+    metrics.merge(local);
+  }
+  metrics.wall_seconds += seconds_since(start);
+  for (const std::string& e : errors)
+    if (!e.empty()) throw Error(e);
+  return out;
+}
+
+SequenceOutput Generator::generate_autoregressive(ModelSession& target, const std::vector<Token>& prompt,
+                                                  uint64_t sequence, GenerationMetrics& metrics) const {
+  const auto start = Clock::now();
+  const int32_t V = target_->vocab_size();
+  SequenceOutput out;
+  std::vector<Token> context = prompt;
+  TokenHistory history;
+  history.prompt = prompt;
+  std::vector<float> logits(V), probs(V);
+  const uint64_t stream = philox_stream(sequence, RandomRole::sample);
+  for (int32_t t = 0; t < config_.max_new_tokens; ++t) {
+    const auto t0 = Clock::now();
+    target.next_logits(context, logits.data());
+    metrics.target_seconds += seconds_since(t0);
+    pipeline_.process(logits.data(), history, probs.data());
+    const Token x = sample_categorical(probs.data(), V, RandomKey{config_.seed, stream, static_cast<uint64_t>(t)});
+    history = pipeline_.advance(history, x, probs.data());
+    context.push_back(x);
+    out.tokens.push_back(x);
+    ++metrics.target_calls;
+    ++metrics.steps;
+    ++metrics.emitted;
+  }
+  ++metrics.sequences;
+  metrics.new_tokens += static_cast<int64_t>(out.tokens.size());
+  out.wall_seconds = seconds_since(start);
+  return out;
+}
+
+SequenceOutput Generator::generate_speculative(ModelSession& target, Drafter& drafter, const std::vector<Token>& prompt,
+                                               uint64_t sequence, GenerationMetrics& metrics) const {
+  const auto start = Clock::now();
+  const int32_t V = target_->vocab_size();
+  const VerifyMethod method = *config_.method;
+  const int32_t positions = config_.tree_shape.empty() ? config_.num_draft_tokens
+                                                       : static_cast<int32_t>(config_.tree_shape.size());
+  metrics.resize(positions);
+  SequenceOutput out;
+  std::vector<Token> context = prompt;
+  TokenHistory history;
+  history.prompt = prompt;
+  const int64_t draft_forwards_before = drafter.counters().n_forward;
+
+  for (uint64_t step = 0; static_cast<int32_t>(out.tokens.size()) < config_.max_new_tokens; ++step) {
+    DraftRequest request;
+    request.context = &context;
+    request.history = &history;
+    request.num_draft_tokens = config_.num_draft_tokens;
+    request.tree_shape = config_.tree_shape;
+    request.scheme = config_.tree_sampling;
+    request.rng = StepRandom{config_.seed, sequence, step};
+    auto t0 = Clock::now();
+    const TokenTree tree = drafter.propose(request);
+    metrics.draft_seconds += seconds_since(t0);
+
+    t0 = Clock::now();
+    std::vector<float> logits(static_cast<size_t>(tree.size() + 1) * V), probs(logits.size());
+    target.tree_logits(context, tree, logits.data());
+    ++metrics.target_calls;
+    metrics.target_seconds += seconds_since(t0);
+
+    t0 = Clock::now();
+    process_tree_rows(pipeline_, logits.data(), history, tree, probs.data());
+    const VerifyOutcome outcome = verify(method, probs.data(), tree, V, request.rng);
+    metrics.verify_seconds += seconds_since(t0);
+    drafter.accept(outcome.accepted);
+    if (outcome.emitted.empty()) fail("verifier ", verify_method_name(method), " emitted no token");
+
+    // Counters: a position is "tested" when the verifier reached it (every earlier one was accepted).
+    const int32_t depth = tree.size() ? tree.max_depth() : 0;
+    const int32_t tested = std::min(depth, outcome.accepted + (outcome.all_accepted ? 0 : 1));
+    ++metrics.steps;
+    metrics.proposed += depth;
+    metrics.accepted += outcome.accepted;
+    metrics.emitted += static_cast<int64_t>(outcome.emitted.size());
+    metrics.q_zero_errors += outcome.q_zero_errors;
+    if (outcome.accepted < static_cast<int32_t>(metrics.accepted_histogram.size()))
+      ++metrics.accepted_histogram[outcome.accepted];
+    int32_t row = 0;
+    for (int32_t i = 0; i < tested && i < positions; ++i) {
+      ++metrics.position_reached[i];
+      if (i < outcome.accepted) ++metrics.position_accepted[i];
+      const std::vector<int32_t> kids = tree.children(row);
+      if (!kids.empty()) {
+        metrics.expected_acceptance_sum +=
+            acceptance_probability(probs.data() + static_cast<size_t>(row) * V, tree.q_at_row(row), tree.tokens[kids[0]], V);
+        ++metrics.expected_acceptance_count;
+      }
+      if (i < outcome.accepted) row = outcome.path[i] + 1;
+    }
+    out.accept_lengths.push_back(outcome.accepted);
+
+    // Commit the emitted tokens: token i was drawn from the row after the first i accepted nodes.
+    for (size_t i = 0; i < outcome.emitted.size(); ++i) {
+      const int32_t from_row = i == 0 ? 0 : outcome.path[i - 1] + 1;
+      history = pipeline_.advance(history, outcome.emitted[i], probs.data() + static_cast<size_t>(from_row) * V);
+      context.push_back(outcome.emitted[i]);
+      out.tokens.push_back(outcome.emitted[i]);
+    }
+  }
+  out.tokens.resize(std::min<size_t>(out.tokens.size(), config_.max_new_tokens));
+  metrics.draft_calls += drafter.counters().n_forward - draft_forwards_before;
+  ++metrics.sequences;
+  metrics.new_tokens += static_cast<int64_t>(out.tokens.size());
+  out.wall_seconds = seconds_since(start);
+  return out;
+}
+
+}  // namespace specula

@@ -1,0 +1,57 @@
+#include <cmath>
+#include <string>
+
+#include "verify/error.h"
+#include "verify/mutants.h"
+#include "verify/verifiers/verification.h"
+
+namespace specula {
+
+Token sample_residual(const std::vector<double>& weights, const float* fallback, int32_t vocab_size, double u) {
+  const Token t = sample_from_weights(weights.data(), vocab_size, u);
+  if (t >= 0) return t;
+  // Every residual weight is zero: the rejection that led here has probability O(float eps).
+  const Token f = sample_from_weights(fallback, vocab_size, u);
+  if (f < 0) fail("residual and fallback distributions are both empty");
+  return f;
+}
+
+double accept_uniform(const StepRandom& rng, uint32_t slot) {
+  const double u = rng.key(RandomRole::accept, slot).uniform();
+  if (mutant_on(Mutant::uniform_closed_at_zero)) return std::floor(u * 256.0) / 256.0;
+  return u;
+}
+
+VerifyMethod parse_verify_method(const std::string& text) {
+  if (text == "greedy") return VerifyMethod::greedy;
+  if (text == "chain") return VerifyMethod::chain;
+  if (text == "tree") return VerifyMethod::tree;
+  if (text == "block") return VerifyMethod::block;
+  if (text == "typical") return VerifyMethod::typical;
+  fail("--method: unknown verification method '", text, "' (known: greedy, chain, tree, block, typical)");
+}
+
+const char* verify_method_name(VerifyMethod m) {
+  switch (m) {
+    case VerifyMethod::greedy: return "greedy";
+    case VerifyMethod::chain: return "chain";
+    case VerifyMethod::tree: return "tree";
+    case VerifyMethod::block: return "block";
+    case VerifyMethod::typical: return "typical";
+  }
+  return "?";
+}
+
+VerifyOutcome verify(VerifyMethod method, const float* p, const TokenTree& tree, int32_t vocab_size,
+                     const StepRandom& rng) {
+  switch (method) {
+    case VerifyMethod::greedy: return verify_greedy(p, tree, vocab_size);
+    case VerifyMethod::chain: return verify_chain(p, tree, vocab_size, rng);
+    case VerifyMethod::tree: return verify_tree(p, tree, vocab_size, rng);
+    case VerifyMethod::block: return verify_block(p, tree, vocab_size, rng);
+    case VerifyMethod::typical: return verify_typical(p, tree, vocab_size, rng);
+  }
+  fail("unknown verification method");
+}
+
+}  // namespace specula

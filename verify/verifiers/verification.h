@@ -1,0 +1,73 @@
+// Exact (lossless) speculative verification on processed target distributions. Conventions: p = target,
+// q = draft; rows follow TokenTree (row 0 = after the committed context, row j + 1 = after node j), and
+// p is [rows, V] as produced by the sampler pipeline with each row's own path history
+// (verify/target_rows.h). ALGORITHMS.md is the reference for every rule here.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "verify/categorical.h"
+#include "verify/token_tree.h"
+
+namespace specula {
+
+enum class VerifyMethod { greedy, chain, tree, block, typical };
+VerifyMethod parse_verify_method(const std::string& text);
+const char* verify_method_name(VerifyMethod m);
+// Lossy methods do not preserve the target law; they are labelled as such in every report.
+inline bool is_lossy(VerifyMethod m) { return m == VerifyMethod::typical; }
+
+// Keys of the Philox draws of one speculative step of one sequence. Every role has its own stream and
+// each draw its own slot, so the accept test's uniform never picks a residual token and results do not
+// depend on how sequences are batched.
+struct StepRandom {
+  uint64_t seed = 0;
+  uint64_t sequence = 0;
+  uint64_t step = 0;
+  RandomKey key(RandomRole role, uint32_t slot) const {
+    return {seed, philox_stream(sequence, role), (step << 16) | (slot & 0xffffu)};
+  }
+};
+
+struct VerifyOutcome {
+  std::vector<Token> emitted;        // accepted draft tokens, then the correction or bonus token
+  int32_t accepted = 0;              // number of accepted draft tokens
+  std::vector<int32_t> path;         // accepted tree nodes, root's child first
+  bool all_accepted = false;         // the last emitted token is a bonus token
+  int32_t q_zero_errors = 0;         // drafted tokens whose recorded q was 0: a bookkeeping bug upstream
+};
+
+// Medusa's typical acceptance thresholds (Cai et al. 2024): epsilon = posterior_threshold,
+// delta = posterior_alpha.
+struct TypicalAcceptance {
+  double epsilon = 0.09;
+  double delta = 0.3;
+};
+
+// Greedy: accept while the draft equals argmax p (lowest id on ties); emit argmax at the first mismatch.
+VerifyOutcome verify_greedy(const float* p, const TokenTree& chain, int32_t vocab_size);
+// Token-wise rejection sampling (Leviathan et al. 2023, Alg. 1; Chen et al. 2023). Rows of chain.draft_q
+// that are empty are point masses (accept with p(d), residual = p with d removed).
+VerifyOutcome verify_chain(const float* p, const TokenTree& chain, int32_t vocab_size, const StepRandom& rng);
+// Recursive rejection sampling over a tree (SpecInfer Alg. 2, RSD, EAGLE): see ALGORITHMS.md §3.
+VerifyOutcome verify_tree(const float* p, const TokenTree& tree, int32_t vocab_size, const StepRandom& rng);
+// Block verification (Sun et al., ICLR 2025, Alg. 2). Needs every q row; falls back to chain otherwise.
+VerifyOutcome verify_block(const float* p, const TokenTree& chain, int32_t vocab_size, const StepRandom& rng);
+// Medusa typical acceptance: LOSSY. Accept d_i iff p_i(d_i) > min(eps, delta * exp(-H(p_i))), keep the
+// longest accepted prefix, then sample the next token from p at the first unaccepted position.
+VerifyOutcome verify_typical(const float* p, const TokenTree& chain, int32_t vocab_size, const StepRandom& rng,
+                             const TypicalAcceptance& params = {});
+
+VerifyOutcome verify(VerifyMethod method, const float* p, const TokenTree& tree, int32_t vocab_size,
+                     const StepRandom& rng);
+
+// Draws from norm(weights) where weights are unnormalised and non-negative, falling back to `fallback`
+// when every weight is zero (ALGORITHMS.md §1: float32 residuals near 0).
+Token sample_residual(const std::vector<double>& weights, const float* fallback, int32_t vocab_size, double u);
+
+// The uniform of an accept test (mutant uniform_closed_at_zero: 8-bit resolution in [0, 1), so u = 0
+// happens with probability 1/256, as a float32 torch.rand does with probability 2^-24).
+double accept_uniform(const StepRandom& rng, uint32_t slot);
+
+}  // namespace specula
