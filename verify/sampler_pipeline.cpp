@@ -18,6 +18,16 @@ void check_logits(const float* logits, int32_t size) {
   }
 }
 
+// Penalties index the row by history tokens, so an id outside the vocabulary must be an error, not a read
+// or write out of bounds.
+void check_history(const TokenHistory& h, int32_t vocab_size) {
+  for (const auto* part : {&h.prompt, &h.output})
+    for (Token t : *part)
+      if (t < 0 || t >= vocab_size)
+        fail("history: ", part == &h.prompt ? "prompt" : "output", " token id ", t,
+             " is outside the vocabulary [0, ", vocab_size, ")");
+}
+
 double mirostat_mu(const SamplingParams& s, const TokenHistory& h) {
   return std::isnan(h.mirostat_mu) ? 2.0 * s.mirostat_tau : h.mirostat_mu;
 }
@@ -42,6 +52,7 @@ SamplerPipeline::SamplerPipeline(SamplingParams params, int32_t vocab_size)
 
 void SamplerPipeline::process(const float* logits, const TokenHistory& history, float* probs) const {
   check_logits(logits, vocab_size_);
+  check_history(history, vocab_size_);
   thread_local std::vector<float> scratch;
   scratch.assign(logits, logits + vocab_size_);
   LogitsRow row{scratch.data(), vocab_size_};
@@ -79,6 +90,8 @@ std::vector<float> SamplerPipeline::process(const std::vector<float>& logits, co
 }
 
 TokenHistory SamplerPipeline::advance(const TokenHistory& history, Token token, const float* probs) const {
+  if (token < 0 || token >= vocab_size_)
+    fail("advance: token id ", token, " is outside the vocabulary [0, ", vocab_size_, ")");
   TokenHistory next = history.extended(token);
   if (params_.mirostat == 2 && !params_.greedy()) {
     // Surprise of the emitted token under the distribution it was drawn from (llama.cpp computes it on
