@@ -18,7 +18,7 @@ void emit_bonus(VerifyOutcome& out, const float* p, const TokenTree& chain, int3
   if (mutant_on(Mutant::bonus_missing)) return;
   const int32_t k = chain.size();
   const float* row = row_ptr(p, k, vocab_size);
-  if (mutant_on(Mutant::bonus_from_draft) && k > 0 && !!chain.q_at_row(k - 1).empty()) row = chain.q_at_row(k - 1).data();
+  if (mutant_on(Mutant::bonus_from_draft) && k > 0 && !chain.q_at_row(k - 1).empty()) row = chain.q_at_row(k - 1).data();
   out.emitted.push_back(sample_categorical(row, vocab_size, rng.key(RandomRole::bonus, static_cast<uint32_t>(k))));
 }
 

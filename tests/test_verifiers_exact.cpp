@@ -1,0 +1,419 @@
+// Exact-law tests of speculative decoding (TESTING.md batteries E and G, and M for the verifiers): the
+// joint law of whole continuations produced by the real Generator (drafter -> target rows through the
+// sampler pipeline -> verifier) is G-tested against the exact autoregressive law, enumerated over all
+// V^L continuations. Every assertion runs at stats::kAlpha = 1e-6 with a fixed seed; a failure is a bug.
+#include <catch2/catch.hpp>
+#include <functional>
+#include <optional>
+#include <sstream>
+
+#include "draft/model_drafter.h"
+#include "speculative_fixtures.h"
+#include "verify/mutants.h"
+
+using namespace specula;
+using namespace specula::testing;
+
+namespace {
+
+constexpr int32_t kV = 6;
+constexpr int32_t kL = 3;
+const std::vector<Token> kPrompt = {2, 5};
+
+SamplingParams plain() { return SamplingParams{}; }
+
+SamplingParams truncating() {
+  SamplingParams s;
+  s.temperature = 0.8f;
+  s.top_k = 4;
+  s.top_p = 0.9f;
+  s.min_p = 0.05f;
+  return s;
+}
+
+// Penalties make the law depend on the whole history, including draft prefixes.
+SamplingParams penalties() {
+  SamplingParams s;
+  s.repetition_penalty = 1.4f;
+  s.frequency_penalty = 0.5f;
+  s.presence_penalty = 0.4f;
+  s.logit_bias = {{1, 0.8f}, {3, -0.6f}};
+  s.min_tokens = 2;
+  s.stop_tokens = {0};
+  return s;
+}
+
+SamplingParams full_pipeline() {
+  SamplingParams s = penalties();
+  s.temperature = 0.9f;
+  s.top_k = 5;
+  s.top_p = 0.95f;
+  s.min_p = 0.02f;
+  s.bad_words = {{4, 2}};
+  return s;
+}
+
+struct Named {
+  const char* name;
+  SamplingParams params;
+};
+const std::vector<Named> kPipelines = {
+    {"plain", plain()}, {"truncating", truncating()}, {"penalties", penalties()}, {"full", full_pipeline()}};
+
+GenerationConfig chain_config(VerifyMethod m, int32_t k) {
+  GenerationConfig c;
+  c.method = m;
+  c.num_draft_tokens = k;
+  c.max_new_tokens = kL;
+  c.seed = 20261122;
+  return c;
+}
+
+GenerationConfig tree_config(std::vector<int32_t> shape, SiblingScheme scheme) {
+  GenerationConfig c = chain_config(VerifyMethod::tree, 0);
+  c.tree_shape = std::move(shape);
+  c.tree_sampling = scheme;
+  return c;
+}
+
+std::string describe(const GenerationConfig& c) {
+  std::ostringstream os;
+  os << (c.method ? verify_method_name(*c.method) : "ar") << " K=" << c.num_draft_tokens << " tree=";
+  for (int32_t b : c.tree_shape) os << b << ",";
+  os << " scheme=" << sibling_scheme_name(c.tree_sampling);
+  return os.str();
+}
+
+struct LawCheck {
+  stats::GofResult gof;
+  RunResult run;
+};
+
+LawCheck check_law(const TablePair& pair, const SamplingParams& target, const SamplingParams& draft,
+                   const GenerationConfig& config, int64_t n) {
+  auto drafter = std::make_shared<ModelDrafterFactory>(pair.draft, draft);
+  const Generator generator(pair.target, target, drafter, config);
+  LawCheck out;
+  out.run = run_generator(generator, kPrompt, n, kV);
+  const std::vector<double> law = exact_sequence_law(*pair.target, generator.target_pipeline(), kPrompt, config.max_new_tokens);
+  out.gof = stats::g_test(out.run.counts, law);
+  return out;
+}
+
+const std::vector<GenerationConfig>& exact_methods() {
+  static const std::vector<GenerationConfig> methods = {
+      chain_config(VerifyMethod::chain, 1),
+      chain_config(VerifyMethod::chain, 2),
+      chain_config(VerifyMethod::chain, 4),
+      chain_config(VerifyMethod::block, 2),
+      chain_config(VerifyMethod::block, 4),
+      tree_config({2, 2}, SiblingScheme::iid),
+      tree_config({3, 1}, SiblingScheme::iid),
+      tree_config({2, 2}, SiblingScheme::without_replacement),
+      tree_config({2, 1, 1}, SiblingScheme::without_replacement),
+      tree_config({2, 2}, SiblingScheme::deterministic),
+      tree_config({3, 1}, SiblingScheme::deterministic),
+  };
+  return methods;
+}
+
+}  // namespace
+
+TEST_CASE("every exact verifier reproduces the target's law of whole continuations", "[verify][exact]") {
+  // Order-2 tables: rows depend on the last two tokens, so bugs that corrupt older context show up.
+  const TablePair pair = random_pair(2, kV, 11, 1.2, 0.8);
+  for (const Named& pipeline : kPipelines) {
+    for (const GenerationConfig& config : exact_methods()) {
+      INFO(pipeline.name << " / " << describe(config));
+      const LawCheck c = check_law(pair, pipeline.params, pipeline.params, config, 60000);
+      INFO(c.gof.detail);
+      CHECK(c.gof.passed(stats::kAlpha));
+      CHECK(c.run.metrics.q_zero_errors == 0);
+    }
+  }
+}
+
+TEST_CASE("exactness holds when the draft samples with its own settings", "[verify][exact]") {
+  // The draft truncates hard (top-k 2) and runs hotter; the target uses the full pipeline. Tokens outside
+  // the draft's support can only come out through the residual, which must still give the target law.
+  const TablePair pair = random_pair(1, kV, 12, 1.5, 0.5);
+  SamplingParams draft = plain();
+  draft.top_k = 2;
+  draft.temperature = 1.3f;
+  for (const GenerationConfig& config : {chain_config(VerifyMethod::chain, 3), chain_config(VerifyMethod::block, 3),
+                                         tree_config({2, 2}, SiblingScheme::iid),
+                                         tree_config({3, 1}, SiblingScheme::without_replacement)}) {
+    INFO(describe(config));
+    const LawCheck c = check_law(pair, full_pipeline(), draft, config, 60000);
+    INFO(c.gof.detail);
+    CHECK(c.gof.passed(stats::kAlpha));
+  }
+}
+
+TEST_CASE("the autoregressive baseline samples the same exact law", "[verify][exact]") {
+  const TablePair pair = random_pair(2, kV, 13, 1.2, 0.8);
+  GenerationConfig ar;
+  ar.max_new_tokens = kL;
+  ar.seed = 5;
+  const Generator generator(pair.target, full_pipeline(), nullptr, ar);
+  const RunResult r = run_generator(generator, kPrompt, 60000, kV);
+  const stats::GofResult gof = stats::g_test(r.counts, exact_sequence_law(*pair.target, generator.target_pipeline(), kPrompt, kL));
+  INFO(gof.detail);
+  CHECK(gof.passed(stats::kAlpha));
+}
+
+TEST_CASE("at temperature 0 every method outputs exactly what greedy decoding outputs", "[verify][greedy]") {
+  const TablePair pair = random_pair(2, 8, 14, 1.0, 1.0);
+  SamplingParams greedy = penalties();
+  greedy.temperature = 0.0f;
+  GenerationConfig ar;
+  ar.max_new_tokens = 12;
+  const std::vector<Token> prompt = {1, 3};
+  GenerationMetrics m;
+  const std::vector<Token> expected = Generator(pair.target, greedy, nullptr, ar).generate(prompt, 0, m).tokens;
+  std::vector<GenerationConfig> configs = exact_methods();
+  configs.push_back(chain_config(VerifyMethod::greedy, 3));
+  configs.push_back(chain_config(VerifyMethod::typical, 3));
+  for (GenerationConfig config : configs) {
+    config.max_new_tokens = 12;
+    for (const SamplingParams& draft : {greedy, plain()}) {  // greedy drafts and sampled drafts
+      INFO(describe(config) << " draft T=" << draft.temperature);
+      auto drafter = std::make_shared<ModelDrafterFactory>(pair.draft, draft);
+      const Generator generator(pair.target, greedy, drafter, config);
+      for (uint64_t seq = 0; seq < 20; ++seq) CHECK(generator.generate(prompt, seq, m).tokens == expected);
+    }
+  }
+}
+
+TEST_CASE("Medusa typical acceptance is lossy and its distance from the target is measured", "[verify][lossy]") {
+  const TablePair pair = random_pair(1, kV, 15, 1.5, 1.0);
+  const LawCheck c = check_law(pair, plain(), plain(), chain_config(VerifyMethod::typical, 3), 60000);
+  const std::vector<double> law =
+      exact_sequence_law(*pair.target, SamplerPipeline(plain(), kV), kPrompt, kL);
+  const double tv = total_variation(c.run.counts, law);
+  WARN("typical acceptance: TV distance of the 3-token law from the target = " << tv);
+  // Not exact, and visibly so: the G-test rejects it and the TV is far above sampling noise (~0.02 here).
+  CHECK_FALSE(c.gof.passed(stats::kAlpha));
+  CHECK(tv > 0.05);
+}
+
+// ---- Mutants: each realistic bug must fail the same law test that the correct code passes -------------
+
+namespace {
+
+struct MutantCase {
+  Mutant mutant;
+  const char* name;
+  SamplingParams target, draft;
+  GenerationConfig config;
+};
+
+SamplingParams draft_truncated() {
+  SamplingParams s = plain();
+  s.top_k = 2;
+  return s;
+}
+
+std::vector<MutantCase> law_changing_mutants() {
+  // K = 2 < L = 3, so bonus tokens appear in the output.
+  const GenerationConfig chain2 = chain_config(VerifyMethod::chain, 2);
+  SamplingParams peaked = plain();  // a cold draft: duplicate i.i.d. siblings are common
+  peaked.temperature = 0.5f;
+  return {
+      {Mutant::accept_q_over_p, "accept with min(1, q/p)", plain(), plain(), chain2},
+      {Mutant::residual_not_subtracted, "resample from p instead of the residual", plain(), plain(), chain2},
+      {Mutant::residual_zero_draft_token, "residual = p with the draft token zeroed, real q", plain(), plain(), chain2},
+      {Mutant::bonus_from_draft, "bonus token from the draft's row", plain(), plain(), chain2},
+      {Mutant::penalties_ignore_draft_prefix, "target rows ignore the draft prefix", penalties(), penalties(), chain2},
+      {Mutant::uniform_shared_accept_residual, "one uniform for accept and residual", plain(), plain(), chain2},
+      {Mutant::uniform_closed_at_zero, "u in [0, 1) accepts forbidden tokens", truncating(), plain(), chain2},
+      {Mutant::draft_q_from_raw_logits, "q recorded from raw logits", plain(), draft_truncated(), chain2},
+      {Mutant::block_tokenwise_residual, "block verification with the token-wise residual", plain(), plain(),
+       chain_config(VerifyMethod::block, 3)},
+      {Mutant::tree_merge_duplicate_siblings, "duplicate i.i.d. siblings merged", plain(), peaked,
+       tree_config({4, 1}, SiblingScheme::iid)},
+      {Mutant::tree_prune_stochastic_by_q, "stochastic siblings pruned by q, tested with p/q", plain(), plain(),
+       tree_config({2, 2}, SiblingScheme::iid)},
+      {Mutant::penalties_ignore_draft_prefix, "tree rows ignore their path", penalties(), penalties(),
+       tree_config({2, 2}, SiblingScheme::without_replacement)},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("every law-changing verifier mutant fails the exact-law test", "[verify][mutant]") {
+  // A pair with moderate acceptance so that rejections, residuals and bonus tokens all occur often; the
+  // draft is flatter than the target so q > p somewhere (min(1, q/p) differs from min(1, p/q)).
+  const TablePair pair = random_pair(1, kV, 21, 1.6, 1.2);
+  for (const MutantCase& m : law_changing_mutants()) {
+    INFO("mutant: " << m.name << " / " << describe(m.config));
+    {
+      const LawCheck correct = check_law(pair, m.target, m.draft, m.config, 60000);
+      INFO("correct code: " << correct.gof.detail);
+      REQUIRE(correct.gof.passed(stats::kAlpha));
+    }
+    const ScopedMutant on(m.mutant);
+    const LawCheck broken = check_law(pair, m.target, m.draft, m.config, 60000);
+    INFO("mutant: " << broken.gof.detail);
+    CHECK_FALSE(broken.gof.passed(stats::kAlpha));
+  }
+}
+
+// ---- Efficiency: exact expectations on closed-form models --------------------------------------------
+// Some bugs leave the law unchanged (a missing bonus token) and are caught only by comparing measured
+// counts with their exact expectation (TESTING.md). On an order-1 table with a history-free pipeline the
+// processed p(.|a), q(.|a) depend on the last token only, so the number of verification steps needed
+// for L tokens follows from a dynamic program over (tokens emitted so far, last token).
+
+namespace {
+
+using Rows = std::vector<std::vector<double>>;  // [V][V]: row a = processed law after token a
+
+Rows processed_rows(const TableModel& model, const SamplingParams& params) {
+  const SamplerPipeline pipeline(params, model.vocab_size());
+  Rows rows(model.vocab_size());
+  for (Token a = 0; a < model.vocab_size(); ++a) {
+    const std::vector<float> p =
+        pipeline.process(std::vector<float>(model.row_after({a}), model.row_after({a}) + model.vocab_size()), {});
+    rows[a].assign(p.begin(), p.end());
+  }
+  return rows;
+}
+
+struct ChainExpectation {
+  double steps = 0.0;     // E[verification steps per sequence]
+  double accepted = 0.0;  // E[accepted draft tokens per sequence]
+};
+
+// Token-wise chain verification with K drafts from `first` until L tokens are out (Leviathan et al. 2023:
+// draft x at a position ending in c is accepted with min(p, q)(x); on rejection y ~ (p - q)+).
+ChainExpectation expected_chain_run(const Rows& p, const Rows& q, int32_t K, int32_t L, Token first, bool bonus) {
+  const int32_t V = static_cast<int32_t>(p.size());
+  std::vector<std::vector<double>> mass(L + K + 2, std::vector<double>(V, 0.0));
+  mass[0][first] = 1.0;
+  ChainExpectation e;
+  for (int32_t n = 0; n < L; ++n) {
+    for (Token a = 0; a < V; ++a) {
+      if (mass[n][a] == 0.0) continue;
+      e.steps += mass[n][a];
+      // Walk every accepted draft prefix (x_1..x_i) with its probability.
+      std::function<void(Token, int32_t, double)> walk = [&](Token c, int32_t i, double prob) {
+        if (i == K) {
+          e.accepted += prob * K;
+          if (bonus)
+            for (Token b = 0; b < V; ++b) mass[n + K + 1][b] += prob * p[c][b];
+          else
+            mass[n + K][c] += prob;
+          return;
+        }
+        for (Token y = 0; y < V; ++y) {
+          const double r = std::max(p[c][y] - q[c][y], 0.0);
+          mass[n + i + 1][y] += prob * r;
+          e.accepted += prob * r * i;
+        }
+        for (Token x = 0; x < V; ++x) {
+          const double a_x = std::min(p[c][x], q[c][x]);
+          if (a_x > 0.0) walk(x, i + 1, prob * a_x);
+        }
+      };
+      walk(a, 0, mass[n][a]);
+    }
+  }
+  return e;
+}
+
+// E[accepted drafts in one step from context ending in `first`]: token-wise = sum_i E[prod_{j<=i} min(1,
+// p_j/q_j)], block = sum_i E[w_i] with w_i = min(1, w_{i-1} p_i/q_i) (Sun et al. 2025, proof of Thm. 2).
+std::pair<double, double> expected_first_step(const Rows& p, const Rows& q, int32_t K, Token first) {
+  const int32_t V = static_cast<int32_t>(p.size());
+  double tokenwise = 0.0, block = 0.0;
+  std::function<void(Token, int32_t, double, double, double)> walk = [&](Token c, int32_t i, double prob, double tw,
+                                                                         double w) {
+    if (i > 0) {
+      tokenwise += prob * tw;
+      block += prob * w;
+    }
+    if (i == K) return;
+    for (Token x = 0; x < V; ++x)
+      if (q[c][x] > 0.0)
+        walk(x, i + 1, prob * q[c][x], tw * std::min(1.0, p[c][x] / q[c][x]), std::min(1.0, w * p[c][x] / q[c][x]));
+  };
+  walk(first, 0, 1.0, 1.0, 1.0);
+  return {tokenwise, block};
+}
+
+double mean_of(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / v.size(); }
+double sd_of(const std::vector<double>& v) {
+  const double m = mean_of(v);
+  double s = 0.0;
+  for (double x : v) s += (x - m) * (x - m);
+  return std::sqrt(s / (v.size() - 1));
+}
+
+}  // namespace
+
+TEST_CASE("target calls and acceptance match their exact expectation", "[verify][theory]") {
+  const TablePair pair = random_pair(1, kV, 31, 1.4, 0.9);
+  const Rows p = processed_rows(*pair.target, plain());
+  const Rows q = processed_rows(*pair.draft, plain());
+  const int32_t L = 10;
+  const int64_t N = 40000;
+  for (int32_t K : {1, 2, 3}) {
+    INFO("K = " << K);
+    GenerationConfig config = chain_config(VerifyMethod::chain, K);
+    config.max_new_tokens = L;
+    const Generator generator(pair.target, plain(), std::make_shared<ModelDrafterFactory>(pair.draft, plain()), config);
+    auto measure = [&](bool bonus_missing) {
+      std::optional<ScopedMutant> mutant;
+      if (bonus_missing) mutant.emplace(Mutant::bonus_missing);
+      GenerationMetrics metrics;
+      const std::vector<SequenceOutput> out = generator.generate_many({kPrompt.back()}, 0, N, metrics);
+      std::vector<double> steps, ratio_terms;
+      for (const SequenceOutput& s : out) steps.push_back(static_cast<double>(s.accept_lengths.size()));
+      return std::make_pair(steps, metrics);
+    };
+    const ChainExpectation exact = expected_chain_run(p, q, K, L, kPrompt.back(), true);
+    const auto [steps, metrics] = measure(false);
+    const double z_steps = stats::z_score(mean_of(steps), sd_of(steps), N, exact.steps);
+    INFO("steps per sequence: measured " << mean_of(steps) << ", exact " << exact.steps << ", z = " << z_steps);
+    CHECK(stats::normal_two_sided_p(z_steps) >= stats::kAlpha);
+    // Acceptance rate = accepted / proposed, a ratio of sums: compare with the ratio of expectations
+    // using the delta-method standard error.
+    const double exact_rate = exact.accepted / (K * exact.steps);
+    CHECK(metrics.acceptance_rate() == Approx(exact_rate).margin(6 * std::sqrt(exact_rate * (1 - exact_rate) / metrics.proposed)));
+
+    // The missing-bonus mutant leaves the law intact but needs more target calls.
+    const ChainExpectation exact_without_bonus = expected_chain_run(p, q, K, L, kPrompt.back(), false);
+    REQUIRE(exact_without_bonus.steps > exact.steps + 0.1);
+    const auto [broken_steps, broken_metrics] = measure(true);
+    const double z_broken = stats::z_score(mean_of(broken_steps), sd_of(broken_steps), N, exact.steps);
+    INFO("with the missing-bonus mutant: measured " << mean_of(broken_steps) << ", z = " << z_broken);
+    CHECK(stats::normal_two_sided_p(z_broken) < stats::kAlpha);
+  }
+}
+
+TEST_CASE("block verification accepts at least as much as token-wise, as theory predicts", "[verify][theory]") {
+  const TablePair pair = random_pair(1, kV, 32, 1.4, 1.0);
+  const Rows p = processed_rows(*pair.target, plain());
+  const Rows q = processed_rows(*pair.draft, plain());
+  const int64_t N = 60000;
+  for (int32_t K : {2, 3, 4}) {
+    const auto [exact_chain, exact_block] = expected_first_step(p, q, K, kPrompt.back());
+    INFO("K = " << K << ": exact accepted per step, token-wise " << exact_chain << ", block " << exact_block);
+    CHECK(exact_block >= exact_chain);
+    for (VerifyMethod method : {VerifyMethod::chain, VerifyMethod::block}) {
+      GenerationConfig config = chain_config(method, K);
+      config.max_new_tokens = 1;  // one verification step per sequence
+      const Generator generator(pair.target, plain(), std::make_shared<ModelDrafterFactory>(pair.draft, plain()),
+                                config);
+      GenerationMetrics metrics;
+      std::vector<double> accepted;
+      for (const SequenceOutput& s : generator.generate_many({kPrompt.back()}, 0, N, metrics))
+        accepted.push_back(s.accept_lengths.at(0));
+      const double exact = method == VerifyMethod::block ? exact_block : exact_chain;
+      const double z = stats::z_score(mean_of(accepted), sd_of(accepted), N, exact);
+      INFO(verify_method_name(method) << ": measured " << mean_of(accepted) << ", z = " << z);
+      CHECK(stats::normal_two_sided_p(z) >= stats::kAlpha);
+    }
+  }
+}
