@@ -1,16 +1,260 @@
-// `specula bench <what>`: benchmarks (not tests). Results go to results/bench/ as JSON.
-#include <iostream>
+// `specula bench <what>`: benchmarks (not tests). Results go to results/bench/ as JSON, with the machine,
+// build and revision they ran on, because a timing means nothing without them; every claim is a ratio
+// against a baseline measured in the same run.
+#include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "harness/bench/sampler_benchmark.h"
 #include "harness/cli/commands.h"
+#include "harness/config/command_options.h"
 #include "verify/error.h"
 
+#ifndef SPECULA_BUILD_TYPE
+#define SPECULA_BUILD_TYPE "unknown"
+#endif
+
 namespace specula::cli {
+namespace {
+
+using nlohmann::json;
+
+std::string hostname() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "unknown-host";
+  return buf;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+  }
+  return "unknown";
+}
+
+// The first line a command prints, or "unknown" when it fails (no git, not a checkout).
+std::string command_output(const char* command) {
+  FILE* pipe = popen(command, "r");
+  if (!pipe) return "unknown";
+  char buf[256] = {};
+  const bool got = std::fgets(buf, sizeof buf, pipe) != nullptr;
+  const int status = pclose(pipe);
+  std::string out = got ? buf : "";
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return status == 0 && !out.empty() ? out : "unknown";
+}
+
+// The 1, 5 and 15 minute load averages: a benchmark on a shared machine is only as good as its quiet.
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string one, five, fifteen;
+  if (!(in >> one >> five >> fifteen)) return "unknown";
+  return one + " " + five + " " + fifteen;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+json machine_json(const bench::SamplerBenchResult& result, int threads, const std::string& load_before) {
+  return {
+      {"hostname", hostname()},
+      {"cpu_model", cpu_model()},
+      {"logical_cores", std::thread::hardware_concurrency()},
+      {"threads_used", threads},
+      {"omp_wait_policy", std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset"},
+      // The streaming floor runs its AVX2 clone where the CPU has it; the pipeline is built for the baseline.
+      {"cpu_avx2", static_cast<bool>(__builtin_cpu_supports("avx2"))},
+      {"cpu_avx512f", static_cast<bool>(__builtin_cpu_supports("avx512f"))},
+      {"load_average_before", load_before},
+      {"load_average_after", load_average()},
+      {"compiler", __VERSION__},
+      {"build_type", SPECULA_BUILD_TYPE},
+      {"torch_version", result.torch_version},
+      {"torch_parallel_info", result.parallel_info},
+      // Debian's libbenchmark is built without NDEBUG and says so; that affects its timer bookkeeping
+      // between measured batches, not the code inside them.
+      {"google_benchmark", "libbenchmark 1.7.1 (Debian)"},
+  };
+}
+
+// torch_ops / specula (how much faster Specula is than plain LibTorch ops) and specula / streaming_floor
+// (how far Specula is from one softmax pass over the logits), per shape.
+json ratios_json(const bench::SamplerBenchResult& result) {
+  std::map<std::pair<int32_t, int32_t>, std::map<std::string, double>> by_shape;
+  for (const auto& c : result.cases) by_shape[{c.vocab_size, c.batch}][c.method] = c.mean_us;
+  json ratios = json::array();
+  for (const auto& [shape, times] : by_shape) {
+    json r = {{"vocab_size", shape.first}, {"batch", shape.second}};
+    auto ratio = [&](const char* num, const char* den) -> json {
+      const auto n = times.find(num), d = times.find(den);
+      if (n == times.end() || d == times.end()) return nullptr;
+      return n->second / d->second;
+    };
+    r["torch_ops_over_specula"] = ratio("torch_ops", "specula");
+    r["specula_over_streaming_floor"] = ratio("specula", "streaming_floor");
+    r["specula_over_read"] = ratio("specula", "read");
+    r["streaming_floor_over_torch_softmax"] = ratio("streaming_floor", "torch_softmax");
+    ratios.push_back(r);
+  }
+  return ratios;
+}
+
+// The targets, at the largest shape (V = 128256, B = 64), judged on this run's ratios.
+json targets_json(const json& ratios) {
+  json targets = json::object();
+  for (const auto& r : ratios) {
+    if (r["vocab_size"] != 128256 || r["batch"] != 64) continue;
+    auto judge = [](const json& measured, double bound, bool at_least) -> json {
+      if (measured.is_null()) return {{"bound", bound}, {"measured", nullptr}, {"met", nullptr}};
+      const double v = measured.get<double>();
+      return {{"bound", bound}, {"measured", v}, {"met", at_least ? v >= bound : v <= bound}};
+    };
+    targets["torch_ops_over_specula_at_least"] = judge(r["torch_ops_over_specula"], 10.0, true);
+    targets["specula_over_streaming_floor_at_most"] = judge(r["specula_over_streaming_floor"], 2.0, false);
+  }
+  return targets;
+}
+
+void print_ratio_table(const json& ratios, std::ostream& os) {
+  auto cell = [](const json& v) {
+    std::ostringstream s;
+    if (v.is_null())
+      s << "-";
+    else
+      s << std::fixed << std::setprecision(2) << v.get<double>() << "x";
+    return s.str();
+  };
+  os << "\n"
+     << std::left << std::setw(8) << "V" << std::setw(5) << "B" << std::right << std::setw(20) << "torch_ops/specula"
+     << std::setw(24) << "specula/streaming_floor" << std::setw(15) << "specula/read"
+     << "\n";
+  for (const auto& r : ratios)
+    os << std::left << std::setw(8) << r["vocab_size"].get<int>() << std::setw(5) << r["batch"].get<int>() << std::right
+       << std::setw(20) << cell(r["torch_ops_over_specula"]) << std::setw(24) << cell(r["specula_over_streaming_floor"])
+       << std::setw(15) << cell(r["specula_over_read"]) << "\n";
+  os << "targets at V=128256, B=64: torch_ops/specula >= 10x, specula/streaming_floor <= 2x\n";
+}
+
+int bench_sampler(const Args& args) {
+  po::options_description desc(
+      "specula bench sampler [options]\n\n"
+      "Times the sampler pipeline (all stages, then one draw per row) against the same pipeline in plain\n"
+      "LibTorch ops, a streaming softmax floor and a plain read, for V in {32000, 128256}, B in {1, 64}.\n"
+      "Options");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "show this help")
+    ("threads", po::value<int>()->default_value(1), "LibTorch and OpenMP threads (>1: set OMP_WAIT_POLICY=passive)")
+    ("min-time", po::value<double>()->default_value(0.5), "minimum measuring time per case, seconds")
+    ("output", po::value<std::string>(), "JSON report (default results/bench/sampler-<hostname>.json)")
+    ("filter", po::value<std::string>()->default_value("."), "regex searched in sampler/<method>/V=<V>/B=<B>");
+  // clang-format on
+  const po::variables_map vm = parse_options(args, desc, "bench", "");
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  bench::SamplerBenchOptions options;
+  options.threads = vm["threads"].as<int>();
+  options.min_time_s = vm["min-time"].as<double>();
+  options.filter = vm["filter"].as<std::string>();
+  const std::filesystem::path output =
+      vm.count("output") ? vm["output"].as<std::string>() : "results/bench/sampler-" + hostname() + ".json";
+  if (options.threads > 1)
+    std::cout << "note: with " << options.threads << " threads, OMP_WAIT_POLICY=passive is advised: LibTorch and "
+              << "the pipeline share the OpenMP pool, and spinning idle workers steal the cores of the next region\n";
+
+  const std::string load_before = load_average();
+  const bench::SamplerBenchResult result = bench::run_sampler_benchmarks(options);
+
+  json cases = json::array();
+  for (const auto& c : result.cases)
+    cases.push_back({{"name", c.name},
+                     {"method", c.method},
+                     {"vocab_size", c.vocab_size},
+                     {"batch", c.batch},
+                     {"iterations", c.iterations},
+                     {"mean_us_per_batch", c.mean_us},
+                     {"mean_us_per_row", c.mean_us / c.batch},
+                     {"mean_wall_us_per_batch", c.mean_wall_us},
+                     {"mean_cpu_us_per_batch", c.mean_cpu_us},
+                     {"logits_bytes_per_second", c.bytes_per_second}});
+  json agreement = json::array();
+  for (const auto& a : result.agreement)
+    agreement.push_back({{"vocab_size", a.vocab_size},
+                         {"rows", a.rows},
+                         {"max_abs_prob_diff", a.max_abs_prob_diff},
+                         {"support_mismatches", a.support_mismatches},
+                         {"min_support", a.min_support},
+                         {"max_support", a.max_support}});
+  const json ratios = ratios_json(result);
+  const json report = {
+      {"benchmark", "sampler"},
+      {"utc_time", utc_now()},
+      {"git_revision", command_output("git rev-parse --short HEAD 2>/dev/null")},
+      {"machine", machine_json(result, options.threads, load_before)},
+      {"options", {{"threads", options.threads}, {"min_time_s", options.min_time_s}, {"filter", options.filter}}},
+      {"time_basis", options.threads > 1 ? "wall time per batch"
+                                         : "CPU time of the main thread per batch (all work runs on it with one "
+                                           "thread; immune to other processes on a shared machine)"},
+      {"pipeline", result.pipeline},
+      {"workload", result.workload},
+      {"methods",
+       {{"specula", "specula::process_batch (all stages) + specula::sample_rows"},
+        {"torch_ops", "same stages in plain LibTorch ops (gather/scatter, softmax, topk, sort+cumsum) + multinomial"},
+        {"streaming_floor", "one stable softmax over [B, V]: max, sum of exp, normalise (vectorised, same flags)"},
+        {"torch_softmax", "at::_softmax_out over [B, V]"},
+        {"read", "memcpy of [B, V]"}}},
+      {"agreement_torch_ops_vs_specula", agreement},
+      {"cases", cases},
+      {"ratios", ratios},
+      {"targets_v128256_b64", targets_json(ratios)},
+  };
+
+  if (output.has_parent_path()) std::filesystem::create_directories(output.parent_path());
+  std::ofstream out(output);
+  if (!out) fail("--output: cannot write ", output.string());
+  out << report.dump(2) << "\n";
+  if (!out.flush()) fail("--output: failed writing ", output.string());
+
+  print_ratio_table(ratios, std::cout);
+  for (const auto& a : result.agreement)
+    std::cout << "agreement V=" << a.vocab_size << ": max |p_specula - p_torch| = " << a.max_abs_prob_diff << ", "
+              << a.support_mismatches << " support mismatches, " << a.min_support << ".." << a.max_support
+              << " tokens survive\n";
+  std::cout << "wrote " << output.string() << "\n";
+  return 0;
+}
+
+}  // namespace
 
 int bench_command(const Args& args) {
-  if (args.empty() || args[0] == "--help") {
-    std::cout << "usage: specula bench sampler [options]\n";
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::cout << "usage: specula bench sampler [options]   (`specula bench sampler --help` for the options)\n";
     return args.empty() ? 2 : 0;
   }
+  if (args[0] == "sampler") return bench_sampler(Args(args.begin() + 1, args.end()));
   fail("unknown benchmark '", args[0], "' (known: sampler)");
 }
 
