@@ -1,10 +1,8 @@
 #include "draft/model_drafter.h"
 
-#include <algorithm>
 #include <chrono>
-#include <numeric>
 
-#include "verify/categorical.h"
+#include "draft/candidate_sampling.h"
 #include "verify/error.h"
 #include "verify/logprobs.h"
 #include "verify/mutants.h"
@@ -41,7 +39,7 @@ class ModelDrafter : public Drafter {
         // Row histories need the processed rows of ancestors (mirostat); those were stored in draft_q.
         const TokenHistory h = history_for_row(request, tree, row);
         pipeline_.process(logits.data() + static_cast<size_t>(row) * vocab_size_, h, q);
-        for (Token c : draw_children(q, branching, tree.scheme, request.rng, slot)) {
+        for (Token c : draw_children(q, vocab_size_, branching, tree.scheme, request.rng, slot)) {
           tree.add(c, row - 1);
           tree.draft_q.emplace_back();
           next_frontier.push_back(tree.size());
@@ -77,39 +75,6 @@ class ModelDrafter : public Drafter {
     for (auto it = nodes.rbegin(); it != nodes.rend(); ++it)
       h = pipeline_.advance(h, tree.tokens[*it], tree.draft_q[tree.parent[*it] + 1].data());
     return h;
-  }
-
-  std::vector<Token> draw_children(const float* q, int32_t count, SiblingScheme scheme, const StepRandom& rng,
-                                   uint32_t& slot) const {
-    std::vector<Token> out;
-    if (scheme == SiblingScheme::deterministic) {
-      std::vector<Token> idx(vocab_size_);
-      std::iota(idx.begin(), idx.end(), 0);
-      const int32_t n = std::min(count, vocab_size_);
-      std::partial_sort(idx.begin(), idx.begin() + n, idx.end(),
-                        [&](Token a, Token b) { return q[a] > q[b] || (q[a] == q[b] && a < b); });
-      out.assign(idx.begin(), idx.begin() + n);
-      return out;
-    }
-    if (scheme == SiblingScheme::iid) {
-      const bool prune = mutant_on(Mutant::tree_prune_stochastic_by_q) && count > 1;
-      const int32_t draws = prune ? count + 1 : count;
-      for (int32_t j = 0; j < draws; ++j) out.push_back(sample_categorical(q, vocab_size_, rng.key(RandomRole::draft, slot++)));
-      if (prune) {  // keep the `count` most confident draws: NOT exact (ALGORITHMS.md §3)
-        std::stable_sort(out.begin(), out.end(), [&](Token a, Token b) { return q[a] > q[b]; });
-        out.resize(count);
-      }
-      return out;
-    }
-    // Without replacement: sequential draws from q with earlier picks removed (same law as Gumbel-top-k).
-    std::vector<float> remaining(q, q + vocab_size_);
-    for (int32_t j = 0; j < count; ++j) {
-      const Token t = sample_from_weights(remaining.data(), vocab_size_, rng.key(RandomRole::draft, slot++).uniform());
-      if (t < 0) break;  // support exhausted
-      out.push_back(t);
-      remaining[t] = 0.0f;
-    }
-    return out;
   }
 
   std::unique_ptr<ModelSession> session_;

@@ -68,7 +68,7 @@ int generate_command(const Args& args) {
 
   auto target = load_language_model(vm["target"].as<std::string>(), "target");
   std::shared_ptr<const DrafterFactory> drafter;
-  if (vm.count("draft")) drafter = load_drafter(vm["draft"].as<std::string>(), draft_params);
+  if (vm.count("draft")) drafter = load_drafter(vm["draft"].as<std::string>(), draft_params, target, target_params);
   std::vector<Token> prompt;
   if (vm.count("prompt-tokens")) prompt = parse_token_list(vm["prompt-tokens"].as<std::string>(), "prompt-tokens");
   for (Token t : prompt)

@@ -1,6 +1,9 @@
 #include "harness/models/model_source.h"
 
 #include "draft/model_drafter.h"
+#include "draft/ngram_drafter.h"
+#include "draft/prompt_lookup_drafter.h"
+#include "draft/synthetic_drafter.h"
 #include "harness/models/table_model.h"
 #include "verify/error.h"
 
@@ -17,8 +20,28 @@ std::shared_ptr<const LanguageModel> load_language_model(const std::string& spec
   fail("--", option, ": unknown model '", spec, "' (known: bigram:PATH)");
 }
 
-std::shared_ptr<const DrafterFactory> load_drafter(const std::string& spec, const SamplingParams& draft_params) {
-  return std::make_shared<ModelDrafterFactory>(load_language_model(spec, "draft"), draft_params);
+std::shared_ptr<const DrafterFactory> load_drafter(const std::string& spec, const SamplingParams& draft_params,
+                                                   std::shared_ptr<const LanguageModel> target,
+                                                   const SamplingParams& target_params) {
+  const size_t colon = spec.find(':');
+  const std::string kind = spec.substr(0, colon);
+  const std::string rest = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  if (kind == "prompt-lookup" || kind == "synthetic") {
+    if (!target) fail("--draft ", spec, ": needs the target model");
+    if (kind == "prompt-lookup")
+      return std::make_shared<PromptLookupDrafterFactory>(parse_prompt_lookup_options(rest, spec), target->vocab_size());
+    return std::make_shared<SyntheticDrafterFactory>(target, target_params, parse_synthetic_alpha(rest, spec));
+  }
+  if (kind == "ngram") {
+    if (rest.empty()) fail("--draft: 'ngram:' needs a path, e.g. ngram:model.ngram (from specula train-ngram)");
+    return std::make_shared<NgramDrafterFactory>(std::make_shared<NgramModel>(NgramModel::load(rest)), draft_params, spec);
+  }
+  try {
+    return std::make_shared<ModelDrafterFactory>(load_language_model(spec, "draft"), draft_params);
+  } catch (const Error& e) {
+    if (std::string(e.what()).find("unknown model") == std::string::npos) throw;
+    fail(e.what(), "; or a drafter: prompt-lookup[:max_n=N,min_n=M], ngram:PATH, synthetic:alpha=A");
+  }
 }
 
 }  // namespace specula

@@ -1,0 +1,88 @@
+#include "draft/candidate_sampling.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "verify/categorical.h"
+#include "verify/mutants.h"
+
+namespace specula {
+
+std::vector<Token> draw_children(const float* q, int32_t vocab_size, int32_t count, SiblingScheme scheme,
+                                 const StepRandom& rng, uint32_t& slot) {
+  std::vector<Token> out;
+  if (scheme == SiblingScheme::deterministic) {
+    std::vector<Token> idx(vocab_size);
+    std::iota(idx.begin(), idx.end(), 0);
+    const int32_t n = std::min(count, vocab_size);
+    std::partial_sort(idx.begin(), idx.begin() + n, idx.end(),
+                      [&](Token a, Token b) { return q[a] > q[b] || (q[a] == q[b] && a < b); });
+    out.assign(idx.begin(), idx.begin() + n);
+    return out;
+  }
+  if (scheme == SiblingScheme::iid) {
+    const bool prune = mutant_on(Mutant::tree_prune_stochastic_by_q) && count > 1;
+    const int32_t draws = prune ? count + 1 : count;
+    for (int32_t j = 0; j < draws; ++j) out.push_back(sample_categorical(q, vocab_size, rng.key(RandomRole::draft, slot++)));
+    if (prune) {  // keep the `count` most confident draws: NOT exact (ALGORITHMS.md §3)
+      std::stable_sort(out.begin(), out.end(), [&](Token a, Token b) { return q[a] > q[b]; });
+      out.resize(count);
+    }
+    return out;
+  }
+  // Without replacement: sequential draws from q with earlier picks removed (same law as Gumbel-top-k).
+  std::vector<float> remaining(q, q + vocab_size);
+  for (int32_t j = 0; j < count; ++j) {
+    const Token t = sample_from_weights(remaining.data(), vocab_size, rng.key(RandomRole::draft, slot++).uniform());
+    if (t < 0) break;  // support exhausted
+    out.push_back(t);
+    remaining[t] = 0.0f;
+  }
+  return out;
+}
+
+std::vector<int32_t> draft_shape(const DraftRequest& request) {
+  if (!request.tree_shape.empty()) return request.tree_shape;
+  return std::vector<int32_t>(std::max(request.num_draft_tokens, 0), 1);
+}
+
+TokenTree sample_draft_tree(const DraftRequest& request, int32_t vocab_size, const RowLaws& row_laws) {
+  TokenTree tree;
+  tree.scheme = request.tree_shape.empty() ? SiblingScheme::iid : request.scheme;
+  tree.draft_q.emplace_back();
+  std::vector<int32_t> frontier = {0};  // rows whose children are drawn next
+  std::vector<std::vector<float>> laws;
+  uint32_t slot = 0;
+  for (int32_t branching : draft_shape(request)) {
+    laws.assign(frontier.size(), {});
+    row_laws(tree, frontier, laws);
+    std::vector<int32_t> next_frontier;
+    for (size_t i = 0; i < frontier.size(); ++i) {
+      for (Token c : draw_children(laws[i].data(), vocab_size, branching, tree.scheme, request.rng, slot)) {
+        tree.add(c, frontier[i] - 1);
+        tree.draft_q.emplace_back();
+        next_frontier.push_back(tree.size());
+      }
+      tree.draft_q[frontier[i]] = std::move(laws[i]);
+    }
+    frontier = std::move(next_frontier);
+    if (frontier.empty()) break;
+  }
+  // Deterministic candidates are verified as point masses: their recorded q is not a sampling law.
+  if (tree.scheme == SiblingScheme::deterministic) tree.draft_q.clear();
+  tree.draft_q.resize(tree.size() + 1);
+  return tree;
+}
+
+TokenHistory path_history(const SamplerPipeline& pipeline, const TokenHistory& committed, const TokenTree& tree,
+                          int32_t row, const std::function<const float*(int32_t)>& law_of_row) {
+  if (row == 0) return committed;
+  std::vector<int32_t> nodes;
+  for (int32_t n = row - 1; n >= 0; n = tree.parent[n]) nodes.push_back(n);
+  TokenHistory h = committed;
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it)
+    h = pipeline.advance(h, tree.tokens[*it], law_of_row(tree.parent[*it] + 1));
+  return h;
+}
+
+}  // namespace specula

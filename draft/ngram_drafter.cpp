@@ -1,0 +1,64 @@
+#include "draft/ngram_drafter.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "draft/candidate_sampling.h"
+
+namespace specula {
+namespace {
+
+class NgramDrafter : public Drafter {
+ public:
+  NgramDrafter(const NgramModel& model, const SamplerPipeline& pipeline) : model_(model), pipeline_(pipeline) {}
+
+  std::string name() const override { return "ngram"; }
+
+  // No model forward passes: n_forward stays 0 (a lookup per row is all the n-gram costs).
+  TokenTree propose(const DraftRequest& request) override {
+    const auto start = std::chrono::steady_clock::now();
+    const int32_t V = model_.vocab_size();
+    const std::vector<Token>& context = *request.context;
+    const size_t keep = static_cast<size_t>(model_.order() - 1);  // tokens of history the model reads
+    std::vector<double> kn(V);
+    std::vector<float> logits(V);
+    std::vector<Token> history;
+    auto row_laws = [&](const TokenTree& tree, const std::vector<int32_t>& rows, std::vector<std::vector<float>>& laws) {
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const int32_t row = rows[i];
+        const std::vector<Token> path = row == 0 ? std::vector<Token>{} : tree.path(row - 1);
+        const size_t from = context.size() - std::min(context.size(), keep > path.size() ? keep - path.size() : 0);
+        history.assign(context.begin() + from, context.end());
+        history.insert(history.end(), path.begin(), path.end());
+        model_.distribution(history.data(), history.size(), kn.data());
+        for (int32_t x = 0; x < V; ++x) logits[x] = static_cast<float>(std::log(kn[x]));
+        // The draft pipeline sees the row's own path; ancestors advance with the law they were drawn from.
+        const TokenHistory h = path_history(pipeline_, *request.history, tree, row,
+                                            [&](int32_t r) { return tree.draft_q[r].data(); });
+        laws[i].resize(V);
+        pipeline_.process(logits.data(), h, laws[i].data());
+      }
+    };
+    TokenTree tree = sample_draft_tree(request, V, row_laws);
+    ++counters_.n_drafts;
+    counters_.n_draft_tokens += tree.size();
+    counters_.t_draft_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    return tree;
+  }
+
+ private:
+  const NgramModel& model_;
+  const SamplerPipeline& pipeline_;
+};
+
+}  // namespace
+
+NgramDrafterFactory::NgramDrafterFactory(std::shared_ptr<const NgramModel> model, SamplingParams draft_params,
+                                         std::string description)
+    : model_(std::move(model)),
+      pipeline_(std::move(draft_params), model_->vocab_size()),
+      description_(std::move(description)) {}
+
+std::unique_ptr<Drafter> NgramDrafterFactory::create() const { return std::make_unique<NgramDrafter>(*model_, pipeline_); }
+
+}  // namespace specula

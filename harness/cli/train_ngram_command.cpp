@@ -1,0 +1,62 @@
+// `specula train-ngram`: fit an interpolated modified Kneser-Ney n-gram model (draft/ngram_model.h) to a
+// corpus and write it for `--draft ngram:PATH`. Tokenisation is byte-level for now (token = byte value,
+// V = 256), the tokenizer of the byte-level transformer checkpoints.
+#include <fstream>
+#include <iostream>
+#include <iterator>
+
+#include "draft/ngram_model.h"
+#include "harness/cli/commands.h"
+#include "harness/config/command_options.h"
+#include "verify/error.h"
+
+namespace specula::cli {
+
+int train_ngram_command(const Args& args) {
+  po::options_description desc(
+      "specula train-ngram --corpus FILE --order N --output PATH [--tokenizer bytes]\n\n"
+      "Fits an interpolated modified Kneser-Ney n-gram model for --draft ngram:PATH.\nOptions");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "show this help")
+    ("corpus", po::value<std::string>(), "training text")
+    ("order", po::value<int32_t>(), "n-gram order N (1..16): the model reads the last N - 1 tokens")
+    ("output", po::value<std::string>(), "file for the model")
+    ("tokenizer", po::value<std::string>()->default_value("bytes"), "bytes: token = byte value (V = 256)")
+    ("config", po::value<std::string>(), "INI file with any of these options (the command line wins)");
+  // clang-format on
+  const po::variables_map vm = parse_options(args, desc, "train-ngram");
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  for (const char* required : {"corpus", "order", "output"})
+    if (!vm.count(required)) fail("--", required, " is required");
+  const std::string tokenizer = vm["tokenizer"].as<std::string>();
+  if (tokenizer != "bytes" && tokenizer != "byte") fail("--tokenizer: unknown tokenizer '", tokenizer, "' (known: bytes)");
+  const int32_t order = vm["order"].as<int32_t>();
+  if (order < 1 || order > 16) fail("--order must be in 1..16, got ", order);
+
+  const std::string corpus_path = vm["corpus"].as<std::string>();
+  std::ifstream in(corpus_path, std::ios::binary);
+  if (!in) fail("--corpus: cannot open '", corpus_path, "'");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) fail("--corpus: error while reading '", corpus_path, "'");
+  if (text.empty()) fail("--corpus: '", corpus_path, "' is empty");
+  std::vector<Token> tokens(text.size());
+  for (size_t i = 0; i < text.size(); ++i) tokens[i] = static_cast<unsigned char>(text[i]);
+
+  const NgramModel model = NgramModel::train(tokens, order, 256);
+  const std::string output = vm["output"].as<std::string>();
+  model.save(output);
+  std::cout << "trained order-" << order << " Kneser-Ney model on " << tokens.size() << " tokens (V = 256) -> "
+            << output << "\n";
+  for (int32_t n = 1; n <= order; ++n) {
+    const NgramModel::Discounts& d = model.discounts(n);
+    std::cout << "  " << n << "-grams: " << model.num_ngrams(n) << "  discounts " << d.d1 << " " << d.d2 << " "
+              << d.d3 << (d.fallback ? " (fallback)" : "") << "\n";
+  }
+  return 0;
+}
+
+}  // namespace specula::cli
