@@ -1,0 +1,127 @@
+// `specula generate` end to end: the output and metrics formats other tools rely on, the errors for bad
+// models and options, and greedy speculation equal to greedy decoding through the command line.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+
+using namespace specula::testing;
+using Catch::Matchers::Contains;
+
+namespace {
+
+const char* kTarget =
+    "0.5 1.0 -0.3 0.2\n"
+    "1.2 -0.4 0.3 0.0\n"
+    "-0.2 0.8 0.9 -1.0\n"
+    "0.1 0.1 1.5 -0.5\n";
+const char* kDraft =
+    "0.4 1.3 -0.1 0.2\n"
+    "1.0 -0.2 0.3 0.3\n"
+    "-0.5 0.8 1.2 -1.0\n"
+    "0.3 0.0 1.1 -0.2\n";
+
+std::vector<std::vector<int>> read_lines(const std::string& path) {
+  std::vector<std::vector<int>> lines;
+  std::istringstream in(read_text(path));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::vector<int> tokens;
+    int t;
+    while (fields >> t) tokens.push_back(t);
+    lines.push_back(tokens);
+  }
+  return lines;
+}
+
+}  // namespace
+
+TEST_CASE("generate writes exactly L tokens per sample and the documented metrics", "[cli][generate]") {
+  TempDir dir;
+  const std::string target = dir.write("t.txt", kTarget), draft = dir.write("d.txt", kDraft);
+  for (const std::string method : {"ar", "chain", "block", "tree", "greedy", "typical"}) {
+    INFO(method);
+    std::string extra = method == "tree" ? " --tree 2,1" : " --num-draft-tokens 3";
+    if (method == "greedy") extra += " --temperature 0";
+    const CliResult r = run_specula("generate --target bigram:" + target + (method == "ar" ? "" : " --draft bigram:" + draft) +
+                                    " --method " + method + extra +
+                                    " --prompt-tokens 0,3 --max-new-tokens 7 --num-samples 50 --seed 3 --output " +
+                                    dir.file("out.txt") + " --metrics-json " + dir.file("m.json"));
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto lines = read_lines(dir.file("out.txt"));
+    REQUIRE(lines.size() == 50);
+    for (const auto& line : lines) {
+      CHECK(line.size() == 7);
+      for (int t : line) CHECK((t >= 0 && t < 4));
+    }
+    const nlohmann::json m = nlohmann::json::parse(read_text(dir.file("m.json")));
+    for (const char* key : {"acceptance_rate", "mean_accepted_length", "per_position_acceptance",
+                            "accepted_length_histogram", "expected_acceptance", "target_calls", "draft_calls", "steps"})
+      CHECK(m.contains(key));
+    if (method != "ar") {
+      const size_t positions = method == "tree" ? 2 : 3;
+      CHECK(m["per_position_acceptance"].size() == positions);
+      CHECK(m["accepted_length_histogram"].size() == positions + 1);
+      CHECK(m["mean_accepted_length"].get<double>() >= 1.0);
+      CHECK(m["target_calls"].get<int64_t>() == m["steps"].get<int64_t>());
+      CHECK(m["lossy"].get<bool>() == (method == "typical"));
+    } else {
+      CHECK(m["target_calls"].get<int64_t>() == 50 * 7);
+    }
+  }
+}
+
+TEST_CASE("speculative decoding at temperature 0 prints exactly greedy decoding's output", "[cli][generate]") {
+  TempDir dir;
+  const std::string target = dir.write("t.txt", kTarget), draft = dir.write("d.txt", kDraft);
+  const std::string common = " --prompt-tokens 1 --max-new-tokens 20 --num-samples 3 --temperature 0 --repetition-penalty 1.3";
+  REQUIRE(run_specula("generate --target bigram:" + target + " --method ar" + common + " --output " + dir.file("ar.txt"))
+              .exit_code == 0);
+  for (const std::string method : {"chain", "block", "tree", "greedy"}) {
+    INFO(method);
+    REQUIRE(run_specula("generate --target bigram:" + target + " --draft bigram:" + draft + " --method " + method +
+                        common + " --draft-temperature 1 --output " + dir.file("s.txt"))
+                .exit_code == 0);
+    CHECK(read_text(dir.file("s.txt")) == read_text(dir.file("ar.txt")));
+  }
+}
+
+TEST_CASE("generate refuses bad models and options with a message naming them", "[cli][generate][errors]") {
+  TempDir dir;
+  const std::string target = dir.write("t.txt", kTarget), draft = dir.write("d.txt", kDraft);
+  const std::string ragged = dir.write("ragged.txt", "0 1 2\n0 1\n0 1 2\n");
+  const std::string nan = dir.write("nan.txt", "0 1\n0 nan\n");
+  const std::string word = dir.write("word.txt", "0 1\n0 x\n");
+  const std::string small = dir.write("small.txt", "0 1\n1 0\n");
+  const std::string out = " --output " + dir.file("o.txt");
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"--target bigram:" + ragged + " --prompt-tokens 0 --max-new-tokens 2" + out, ragged + ":2: row has 2 logits"},
+      {"--target bigram:" + nan + " --prompt-tokens 0 --max-new-tokens 2" + out, nan + ":2: column 2: NaN"},
+      {"--target bigram:" + word + " --prompt-tokens 0 --max-new-tokens 2" + out, word + ":2: column 2: 'x'"},
+      {"--target bigram:" + dir.file("missing.txt") + " --prompt-tokens 0 --max-new-tokens 2" + out, "cannot open"},
+      {"--target bigram:" + target + " --draft bigram:" + small + " --method chain --prompt-tokens 0 --max-new-tokens 2" + out,
+       "vocabulary mismatch"},
+      {"--target bigram:" + target + " --draft bigram:" + draft + " --method sideways --prompt-tokens 0 --max-new-tokens 2" + out,
+       "unknown verification method 'sideways'"},
+      {"--target bigram:" + target + " --method chain --prompt-tokens 0 --max-new-tokens 2" + out, "needs a --draft"},
+      {"--target bigram:" + target + " --draft bigram:" + draft + " --method greedy --temperature 0.7 --prompt-tokens 0 --max-new-tokens 2" + out,
+       "--temperature 0"},
+      {"--target bigram:" + target + " --draft bigram:" + draft + " --method chain --tree 2,2 --prompt-tokens 0 --max-new-tokens 2" + out,
+       "--tree"},
+      {"--target bigram:" + target + " --prompt-tokens 0,9 --max-new-tokens 2" + out, "token id 9"},
+      {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --top-p 0" + out, "top_p"},
+      {"--target bigram:" + target + " --max-new-tokens 2" + out, "context token"},
+      {"--target unicorn:x --prompt-tokens 0 --max-new-tokens 2" + out, "unknown model 'unicorn:x'"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.args);
+    const CliResult r = run_specula("generate " + c.args);
+    CHECK(r.exit_code != 0);
+    CHECK_THAT(r.err, Contains(c.message));
+  }
+}
