@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "harness/bench/forward_benchmark.h"
 #include "harness/bench/sampler_benchmark.h"
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
@@ -223,9 +224,14 @@ int bench_sampler(const Args& args) {
       {"methods",
        {{"specula", "specula::process_batch (all stages) + specula::sample_rows"},
         {"torch_ops", "same stages in plain LibTorch ops (gather/scatter, softmax, topk, sort+cumsum) + multinomial"},
-        {"streaming_floor", "one stable softmax over [B, V]: max, sum of exp, normalise (vectorised, same flags)"},
+        {"streaming_floor", "one stable softmax over [B, V]: max, exp, sum, normalise; vectorised, AVX2 clone"},
         {"torch_softmax", "at::_softmax_out over [B, V]"},
         {"read", "memcpy of [B, V]"}}},
+      {"notes",
+       {"with --threads > 1 set OMP_WAIT_POLICY=passive: LibTorch and the pipeline share the OpenMP pool and "
+        "spinning idle workers steal the cores of the next parallel region",
+        "torch_ops sorts whole rows for top-p, as Hugging Face's TopPLogitsWarper and vLLM's apply_top_k_top_p do",
+        "agreement: torch_ops and specula on the same 4 rows per vocabulary, before sampling"}},
       {"agreement_torch_ops_vs_specula", agreement},
       {"cases", cases},
       {"ratios", ratios},
@@ -255,7 +261,8 @@ int bench_command(const Args& args) {
     return args.empty() ? 2 : 0;
   }
   if (args[0] == "sampler") return bench_sampler(Args(args.begin() + 1, args.end()));
-  fail("unknown benchmark '", args[0], "' (known: sampler)");
+  if (args[0] == "forward") return bench::forward_benchmark_command(Args(args.begin() + 1, args.end()));
+  fail("unknown benchmark '", args[0], "' (known: sampler, forward)");
 }
 
 }  // namespace specula::cli
