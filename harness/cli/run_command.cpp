@@ -1,0 +1,109 @@
+// `specula run`, `specula merge` and `specula plot`: experiments from the shell.
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "harness/cli/commands.h"
+#include "harness/config/command_options.h"
+#include "harness/runner/experiment_runner.h"
+#include "harness/runner/sweep.h"
+#include "verify/error.h"
+
+#ifndef SPECULA_SOURCE_DIR
+#define SPECULA_SOURCE_DIR "."
+#endif
+
+namespace specula::cli {
+namespace {
+
+std::string join_args(const std::string& command, const Args& args) {
+  std::string s = "specula " + command;
+  for (const std::string& a : args) s += " " + a;
+  return s;
+}
+
+}  // namespace
+
+int plot_results(const std::string& dir, bool quiet) {
+  // Debian's python3 has matplotlib; a python3 earlier on PATH (e.g. a pyenv shim) may not.
+  const char* env_python = std::getenv("SPECULA_PYTHON");
+  const std::string python = env_python ? env_python : (std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3");
+  const char* env_script = std::getenv("SPECULA_PLOT_SCRIPT");
+  const std::string script = env_script ? env_script : SPECULA_SOURCE_DIR "/experiments/plot.py";
+  if (!std::filesystem::exists(script)) fail("plot script not found: ", script, " (set SPECULA_PLOT_SCRIPT)");
+  const std::string command = python + " '" + script + "' '" + dir + "'" + (quiet ? " --quiet" : "");
+  const int status = std::system(command.c_str());
+  if (status != 0) fail("plotting failed (", command, "); the results in ", dir, " are complete");
+  return 0;
+}
+
+int run_command(const Args& args) {
+  po::options_description desc("specula run EXPERIMENT.ini [--set section.key=value ...] [options]\n\nOptions");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "show this help")
+    ("experiment", po::value<std::string>(), "experiment file (INI)")
+    ("set", po::value<std::vector<std::string>>()->composing(), "override a value: section.key=value (repeatable)")
+    ("shard", po::value<std::string>(), "run the i-th of N deterministic slices of the sweep: i/N")
+    ("no-plots", po::bool_switch(), "do not plot at the end (run `specula plot DIR` later)")
+    ("quiet,q", po::bool_switch(), "no progress output");
+  // clang-format on
+  po::positional_options_description positional;
+  positional.add("experiment", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    fail(e.what());
+  }
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  if (!vm.count("experiment")) fail("give an experiment file: specula run experiments/NAME.ini");
+  RunOptions options;
+  if (vm.count("set")) options.overrides = vm["set"].as<std::vector<std::string>>();
+  if (vm.count("shard")) std::tie(options.shard_index, options.shard_count) = parse_shard(vm["shard"].as<std::string>());
+  options.quiet = vm["quiet"].as<bool>();
+  options.command_line = join_args("run", args);
+  const std::string dir = run_experiment(vm["experiment"].as<std::string>(), options);
+  if (!vm["no-plots"].as<bool>() && options.shard_count == 1) plot_results(dir, options.quiet);
+  std::cout << "results: " << dir << "\n  summary: " << dir << "/summary.csv\n";
+  if (!vm["no-plots"].as<bool>() && options.shard_count == 1) std::cout << "  plots:   " << dir << "/plots/\n";
+  return 0;
+}
+
+int merge_command(const Args& args) {
+  po::options_description desc("specula merge SHARD_DIR... --output DIR\n\nOptions");
+  desc.add_options()("help,h", "show this help")("shards", po::value<std::vector<std::string>>(), "shard folders")(
+      "output", po::value<std::string>(), "merged results folder");
+  po::positional_options_description positional;
+  positional.add("shards", -1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).positional(positional).run(), vm);
+  } catch (const po::error& e) {
+    fail(e.what());
+  }
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  if (!vm.count("shards") || !vm.count("output")) fail("usage: specula merge SHARD_DIR... --output DIR");
+  merge_results(vm["shards"].as<std::vector<std::string>>(), vm["output"].as<std::string>());
+  std::cout << "merged: " << vm["output"].as<std::string>() << "/summary.csv\n";
+  return 0;
+}
+
+int plot_command(const Args& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::cout << "usage: specula plot RESULTS_DIR [--quiet]\n  writes PNG and SVG plots into RESULTS_DIR/plots/\n";
+    return args.empty() ? 2 : 0;
+  }
+  if (!std::filesystem::exists(std::filesystem::path(args[0]) / "summary.csv"))
+    fail(args[0], ": not a results folder (no summary.csv)");
+  return plot_results(args[0], args.size() > 1 && (args[1] == "--quiet" || args[1] == "-q"));
+}
+
+}  // namespace specula::cli

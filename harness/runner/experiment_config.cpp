@@ -1,0 +1,195 @@
+#include "harness/runner/experiment_config.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+
+#include "harness/config/command_options.h"
+#include "verify/error.h"
+#include "verify/token_tree.h"
+#include "verify/verifiers/verification.h"
+
+namespace specula {
+namespace {
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+}
+
+const std::set<std::string>& experiment_keys() {
+  static const std::set<std::string> keys = {"name", "target", "prompts", "prompts_from_corpus", "num_prompts",
+                                             "prompt_length", "max_new_tokens", "repetitions", "seed", "threads",
+                                             "output_dir"};
+  return keys;
+}
+
+const std::set<std::string>& draft_keys() {
+  static const std::set<std::string> keys = {"drafter", "method", "num_draft_tokens", "tree", "tree_sampling"};
+  return keys;
+}
+
+// The sampler option names of `specula sample`, spelled with underscores.
+const std::set<std::string>& sampler_keys() {
+  static const std::set<std::string> keys = [] {
+    po::options_description desc;
+    add_sampler_options(desc);
+    std::set<std::string> out;
+    for (const auto& opt : desc.options()) {
+      std::string name = opt->long_name();
+      std::replace(name.begin(), name.end(), '-', '_');
+      out.insert(name);
+    }
+    return out;
+  }();
+  return keys;
+}
+
+long parse_int(const std::string& where, const std::string& key, const std::string& value, long min) {
+  char* end = nullptr;
+  const long v = std::strtol(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0') fail(where, ": key '", key, "': '", value, "' is not an integer");
+  if (v < min) fail(where, ": key '", key, "': ", v, " must be >= ", min);
+  return v;
+}
+
+// Checks one value of a sweep axis by parsing it the way the run will.
+void check_axis_value(const std::string& where, const std::string& key, const std::string& value) {
+  const std::string section = key.substr(0, key.find('.'));
+  const std::string name = key.substr(key.find('.') + 1);
+  try {
+    if (key == "draft.method") {
+      if (value != "ar") parse_verify_method(value);
+    } else if (key == "draft.num_draft_tokens") {
+      parse_int(where, key, value, 1);
+    } else if (key == "draft.tree") {
+      parse_tree_shape(value, "tree");
+    } else if (key == "draft.tree_sampling") {
+      parse_sibling_scheme(value);
+    } else if (section == "sampling" || section == "draft_sampling") {
+      // Parse through the same option machinery as the command line.
+      po::options_description desc;
+      add_sampler_options(desc);
+      std::string option = name;
+      std::replace(option.begin(), option.end(), '_', '-');
+      po::variables_map vm;
+      po::parsed_options parsed(&desc);
+      parsed.options.emplace_back(option, std::vector<std::string>{value});
+      po::store(parsed, vm);
+      SamplingParams params;
+      read_sampler_options(vm, params);
+    }
+  } catch (const po::error& e) {
+    fail(where, ": key '", key, "' = '", value, "': ", e.what());
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    if (msg.rfind(where, 0) == 0) throw;
+    fail(where, ": key '", key, "' = '", value, "': ", msg);
+  }
+}
+
+void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, const std::string& where) {
+  const size_t dot = key.find('.');
+  if (dot == std::string::npos)
+    fail(where, ": key '", key, "' is outside any section (use [experiment], [draft], [sampling] or [draft_sampling])");
+  const std::string section = key.substr(0, dot);
+  const std::string name = key.substr(dot + 1);
+  const std::string value = trim(raw);
+  if (section == "experiment") {
+    if (!experiment_keys().count(name))
+      fail(where, ": unknown key '", key, "' (known in [experiment]: name, target, prompts, prompts_from_corpus, "
+           "num_prompts, prompt_length, max_new_tokens, repetitions, seed, threads, output_dir)");
+    if (name == "name") c.name = value;
+    if (name == "target") c.target = value;
+    if (name == "prompts") c.prompts_file = value;
+    if (name == "prompts_from_corpus") c.prompts_from_corpus = value;
+    if (name == "num_prompts") c.num_prompts = static_cast<int>(parse_int(where, key, value, 1));
+    if (name == "prompt_length") c.prompt_length = static_cast<int>(parse_int(where, key, value, 1));
+    if (name == "max_new_tokens") c.max_new_tokens = static_cast<int>(parse_int(where, key, value, 1));
+    if (name == "repetitions") c.repetitions = static_cast<int>(parse_int(where, key, value, 1));
+    if (name == "seed") c.seed = static_cast<uint64_t>(parse_int(where, key, value, 0));
+    if (name == "threads") c.threads = static_cast<int>(parse_int(where, key, value, 1));
+    if (name == "output_dir") c.output_dir = value;
+    c.origin[key] = where;
+    return;
+  }
+  const bool known = (section == "draft" && draft_keys().count(name)) ||
+                     ((section == "sampling" || section == "draft_sampling") && sampler_keys().count(name));
+  if (!known) fail(where, ": unknown key '", key, "'");
+  std::vector<std::string> values = split_values(key, value);
+  if (values.empty()) fail(where, ": key '", key, "' has no value");
+  for (const std::string& v : values) check_axis_value(where, key, v);
+  c.axes[key] = values;
+  c.origin[key] = where;
+}
+
+}  // namespace
+
+bool key_uses_bar_separator(const std::string& key) {
+  static const std::set<std::string> bar = {"draft.drafter", "draft.tree"};
+  if (bar.count(key)) return true;
+  const std::string name = key.substr(key.find('.') + 1);
+  static const std::set<std::string> structured = {"logit_bias", "allowed_tokens", "banned_tokens", "bad_words",
+                                                   "stop_tokens", "sampler_order"};
+  return structured.count(name) > 0;
+}
+
+std::vector<std::string> split_values(const std::string& key, const std::string& value) {
+  const char sep = key_uses_bar_separator(key) ? '|' : ',';
+  std::vector<std::string> out;
+  std::stringstream ss(value);
+  std::string item;
+  while (std::getline(ss, item, sep))
+    if (!trim(item).empty()) out.push_back(trim(item));
+  return out;
+}
+
+ExperimentConfig load_experiment(const std::string& path, const std::vector<std::string>& overrides) {
+  ExperimentConfig c;
+  c.file = path;
+  for (const IniEntry& e : read_ini_file(path)) apply(c, e.key, e.value, e.where());
+  for (const std::string& o : overrides) {
+    const size_t eq = o.find('=');
+    if (eq == std::string::npos) fail("--set '", o, "': expected section.key=value");
+    apply(c, trim(o.substr(0, eq)), o.substr(eq + 1), "--set " + trim(o.substr(0, eq)));
+  }
+  if (c.name.empty()) {
+    std::string stem = path.substr(path.find_last_of('/') + 1);
+    c.name = stem.substr(0, stem.rfind('.'));
+  }
+  if (c.target.empty()) fail(path, ": [experiment] target is required (e.g. target = transformer:results/models/target)");
+  if (c.prompts_file.empty() == c.prompts_from_corpus.empty())
+    fail(path, ": give exactly one of [experiment] prompts (a file) or prompts_from_corpus (a text corpus)");
+  if (!c.axes.count("draft.drafter")) fail(path, ": [draft] drafter is required (one or more, separated by '|')");
+  if (!c.axes.count("draft.method")) c.axes["draft.method"] = {"chain"};
+  if (!c.axes.count("draft.num_draft_tokens")) c.axes["draft.num_draft_tokens"] = {"4"};
+  return c;
+}
+
+std::string ExperimentConfig::resolved_ini() const {
+  std::ostringstream os;
+  os << "# Resolved from " << file << " (every value used by this run)\n[experiment]\n";
+  os << "name = " << name << "\ntarget = " << target << "\n";
+  if (!prompts_file.empty()) os << "prompts = " << prompts_file << "\n";
+  if (!prompts_from_corpus.empty())
+    os << "prompts_from_corpus = " << prompts_from_corpus << "\nnum_prompts = " << num_prompts
+       << "\nprompt_length = " << prompt_length << "\n";
+  else
+    os << "num_prompts = " << num_prompts << "\n";
+  os << "max_new_tokens = " << max_new_tokens << "\nrepetitions = " << repetitions << "\nseed = " << seed
+     << "\nthreads = " << threads << "\noutput_dir = " << output_dir << "\n";
+  std::string section;
+  for (const auto& [key, values] : axes) {
+    const std::string s = key.substr(0, key.find('.'));
+    if (s != section) os << "\n[" << (section = s) << "]\n";
+    os << key.substr(key.find('.') + 1) << " = ";
+    const char* sep = key_uses_bar_separator(key) ? " | " : ", ";
+    for (size_t i = 0; i < values.size(); ++i) os << (i ? sep : "") << values[i];
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace specula

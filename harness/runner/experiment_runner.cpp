@@ -1,0 +1,197 @@
+#include "harness/runner/experiment_runner.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <omp.h>
+#include <set>
+
+#include "harness/config/command_options.h"
+#include "harness/generation/generator.h"
+#include "harness/models/compute_threads.h"
+#include "harness/models/model_source.h"
+#include "harness/models/tokenizer.h"
+#include "harness/runner/environment.h"
+#include "harness/runner/experiment_config.h"
+#include "harness/runner/run_progress.h"
+#include "harness/runner/run_record.h"
+#include "harness/runner/summary.h"
+#include "harness/runner/sweep.h"
+#include "kernels/philox.h"
+#include "verify/error.h"
+
+namespace specula {
+namespace fs = std::filesystem;
+namespace {
+
+std::string read_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path);
+  if (!in) fail(what, ": cannot open '", path, "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string unescape_newlines(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 1 < s.size() && s[i + 1] == 'n') {
+      out += '\n';
+      ++i;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+// Sampler parameters from the setting's values of one section ("sampling" or "draft_sampling"), parsed
+// by the same option code as the command line.
+SamplingParams sampler_params(const Setting& setting, const std::string& section, SamplingParams params) {
+  po::options_description desc;
+  add_sampler_options(desc);
+  po::parsed_options parsed(&desc);
+  for (const auto& [key, value] : setting.values) {
+    if (key.rfind(section + ".", 0) != 0) continue;
+    std::string option = key.substr(section.size() + 1);
+    std::replace(option.begin(), option.end(), '_', '-');
+    parsed.options.emplace_back(option, std::vector<std::string>{value});
+  }
+  po::variables_map vm;
+  po::store(parsed, vm);
+  read_sampler_options(vm, params);
+  return params;
+}
+
+}  // namespace
+
+std::vector<std::vector<int32_t>> load_prompts(const ExperimentConfig& c, const std::string& target_spec) {
+  const std::shared_ptr<const Tokenizer> tokenizer = load_tokenizer_for(target_spec);
+  std::vector<std::string> texts;
+  if (!c.prompts_file.empty()) {
+    std::istringstream in(read_file(c.prompts_file, c.origin.count("experiment.prompts") ? c.origin.at("experiment.prompts") : "prompts"));
+    std::string line;
+    while (std::getline(in, line))
+      if (!line.empty() && line[0] != '#') texts.push_back(unescape_newlines(line));
+    if (c.origin.count("experiment.num_prompts") && static_cast<int>(texts.size()) > c.num_prompts) texts.resize(c.num_prompts);
+  } else {
+    const std::string corpus = read_file(c.prompts_from_corpus, c.origin.at("experiment.prompts_from_corpus"));
+    if (static_cast<int>(corpus.size()) <= c.prompt_length)
+      fail(c.prompts_from_corpus, ": corpus is shorter than prompt_length = ", c.prompt_length);
+    // Excerpts at fixed pseudo-random offsets (Philox, seeded by the experiment), started at a line start.
+    for (int i = 0; i < c.num_prompts; ++i) {
+      size_t offset = static_cast<size_t>(philox_uniform(c.seed, philox_stream(0, RandomRole::aux), i) *
+                                          (corpus.size() - c.prompt_length));
+      const size_t line_start = corpus.rfind('\n', offset);
+      offset = line_start == std::string::npos ? 0 : line_start + 1;
+      texts.push_back(corpus.substr(offset, c.prompt_length));
+    }
+  }
+  if (texts.empty()) fail(c.prompts_file, ": no prompts");
+  std::vector<std::vector<int32_t>> prompts;
+  for (const std::string& text : texts) {
+    if (tokenizer) {
+      prompts.push_back(tokenizer->encode(text));
+    } else {
+      prompts.push_back(parse_token_list(text, "prompts (token ids for a model without a tokenizer)"));
+    }
+    if (prompts.back().empty()) fail("a prompt is empty after tokenisation: '", text, "'");
+  }
+  return prompts;
+}
+
+std::string run_experiment(const std::string& path, const RunOptions& options) {
+  const ExperimentConfig config = load_experiment(path, options.overrides);
+  std::vector<Setting> settings = expand_sweep(config);
+  if (options.shard_count > 1) settings = shard_of(settings, options.shard_index, options.shard_count);
+
+  omp_set_num_threads(config.threads);
+  set_compute_threads(config.threads);
+  const std::shared_ptr<const LanguageModel> target = load_language_model(config.target, "experiment.target");
+  const std::vector<std::vector<int32_t>> prompts = load_prompts(config, config.target);
+
+  std::string folder = utc_timestamp(true) + "-" + git_revision();
+  if (options.shard_count > 1)
+    folder += "-shard-" + std::to_string(options.shard_index) + "-of-" + std::to_string(options.shard_count);
+  const fs::path dir = fs::path(config.output_dir) / config.name / folder;
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.resolved.ini") << config.resolved_ini();
+  std::ofstream(dir / "env.json") << environment_json(config.threads, options.command_line);
+  std::ofstream records_out(dir / "records.jsonl");
+  if (!records_out) fail(dir.string(), ": cannot write records.jsonl");
+
+  std::vector<RunRecord> records;
+  RunProgress progress(static_cast<int64_t>(settings.size() * prompts.size() * config.repetitions), options.quiet);
+  int64_t done = 0;
+  std::map<std::string, std::shared_ptr<const DrafterFactory>> drafters;
+  for (const Setting& setting : settings) {
+    SamplingParams target_params = sampler_params(setting, "sampling", SamplingParams{});
+    GenerationConfig gen;
+    gen.max_new_tokens = config.max_new_tokens;
+    std::shared_ptr<const DrafterFactory> drafter;
+    const std::string method = setting.get("draft.method");
+    if (!setting.baseline) {
+      gen.method = parse_verify_method(method);
+      if (*gen.method == VerifyMethod::greedy && !setting.values.count("sampling.temperature"))
+        target_params.temperature = 0.0f;
+      gen.num_draft_tokens = std::stoi(setting.get_or("draft.num_draft_tokens", "4"));
+      if (setting.values.count("draft.tree")) gen.tree_shape = parse_tree_shape(setting.get("draft.tree"));
+      if (*gen.method == VerifyMethod::tree && gen.tree_shape.empty()) gen.tree_shape.assign(gen.num_draft_tokens, 1);
+      gen.tree_sampling = parse_sibling_scheme(setting.get_or("draft.tree_sampling", "iid"));
+      const SamplingParams draft_params = sampler_params(setting, "draft_sampling", target_params);
+      const std::string spec = setting.get("draft.drafter");
+      // Drafters are shared by settings with the same draft sampler (loading a model costs time).
+      std::string key = spec + "|";
+      for (const auto& [k, v] : setting.values)
+        if (k.rfind("sampling.", 0) == 0 || k.rfind("draft_sampling.", 0) == 0) key += k + "=" + v + ";";
+      if (!drafters.count(key)) drafters[key] = load_drafter(spec, draft_params, target, target_params);
+      drafter = drafters[key];
+    }
+    for (int rep = 0; rep < config.repetitions; ++rep) {
+      GenerationConfig seeded = gen;
+      seeded.seed = config.seed + static_cast<uint64_t>(rep);
+      const Generator rep_generator(target, target_params, drafter, seeded);
+      for (size_t j = 0; j < prompts.size(); ++j) {
+        RunRecord r;
+        r.setting_id = setting.id;
+        r.baseline_id = setting.baseline_id;
+        r.setting = setting.values;
+        r.baseline = setting.baseline;
+        r.prompt_index = static_cast<int>(j);
+        r.repetition = rep;
+        const SequenceOutput out = rep_generator.generate(prompts[j], j, r.metrics);
+        r.tokens = out.tokens;
+        r.accept_lengths = out.accept_lengths;
+        r.metrics.wall_seconds = out.wall_seconds;
+        records_out << r.to_json_line() << "\n" << std::flush;
+        records.push_back(std::move(r));
+        progress.update(++done, setting.baseline ? "baseline " + setting.id : setting.id);
+      }
+    }
+  }
+  progress.finish();
+  write_summary_csv(summarize(records), (dir / "summary.csv").string());
+  return dir.string();
+}
+
+void merge_results(const std::vector<std::string>& shard_dirs, const std::string& output) {
+  if (shard_dirs.empty()) fail("merge: no shard folders given");
+  std::vector<RunRecord> records;
+  std::set<std::string> seen;  // baselines appear in several shards: keep one copy
+  for (const std::string& d : shard_dirs) {
+    for (RunRecord& r : read_records((fs::path(d) / "records.jsonl").string())) {
+      const std::string key = r.setting_id + "#" + std::to_string(r.prompt_index) + "#" + std::to_string(r.repetition);
+      if (!seen.insert(key).second) continue;
+      records.push_back(std::move(r));
+    }
+  }
+  fs::create_directories(output);
+  for (const char* f : {"config.resolved.ini", "env.json"})
+    if (fs::exists(fs::path(shard_dirs[0]) / f))
+      fs::copy_file(fs::path(shard_dirs[0]) / f, fs::path(output) / f, fs::copy_options::overwrite_existing);
+  std::ofstream out(fs::path(output) / "records.jsonl");
+  for (const RunRecord& r : records) out << r.to_json_line() << "\n";
+  write_summary_csv(summarize(records), (fs::path(output) / "summary.csv").string());
+}
+
+}  // namespace specula

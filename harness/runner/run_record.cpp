@@ -1,0 +1,92 @@
+#include "harness/runner/run_record.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "verify/error.h"
+
+namespace specula {
+
+std::string RunRecord::to_json_line() const {
+  const GenerationMetrics& m = metrics;
+  nlohmann::json j;
+  j["setting_id"] = setting_id;
+  j["baseline_id"] = baseline_id;
+  j["setting"] = setting;
+  j["baseline"] = baseline;
+  j["prompt_index"] = prompt_index;
+  j["repetition"] = repetition;
+  j["new_tokens"] = m.new_tokens;
+  j["wall_time"] = m.wall_seconds;
+  j["accept_lengths"] = accept_lengths;
+  j["per_position_acceptance"] = m.per_position_acceptance();
+  j["position_reached"] = m.position_reached;
+  j["position_accepted"] = m.position_accepted;
+  j["accepted_length_histogram"] = m.accepted_histogram;
+  j["steps"] = m.steps;
+  j["target_calls"] = m.target_calls;
+  j["draft_calls"] = m.draft_calls;
+  j["proposed_tokens"] = m.proposed;
+  j["accepted_tokens"] = m.accepted;
+  j["emitted_tokens"] = m.emitted;
+  j["expected_acceptance_sum"] = m.expected_acceptance_sum;
+  j["expected_acceptance_count"] = m.expected_acceptance_count;
+  j["q_zero_errors"] = m.q_zero_errors;
+  j["draft_time"] = m.draft_seconds;
+  j["target_time"] = m.target_seconds;
+  j["verify_time"] = m.verify_seconds;
+  j["tokens"] = tokens;
+  return j.dump();
+}
+
+RunRecord RunRecord::from_json_line(const std::string& line, const std::string& where) {
+  RunRecord r;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    GenerationMetrics& m = r.metrics;
+    r.setting_id = j.at("setting_id");
+    r.baseline_id = j.at("baseline_id");
+    r.setting = j.at("setting").get<std::map<std::string, std::string>>();
+    r.baseline = j.at("baseline");
+    r.prompt_index = j.at("prompt_index");
+    r.repetition = j.at("repetition");
+    r.tokens = j.at("tokens").get<std::vector<Token>>();
+    r.accept_lengths = j.at("accept_lengths").get<std::vector<int32_t>>();
+    m.sequences = 1;
+    m.new_tokens = j.at("new_tokens");
+    m.wall_seconds = j.at("wall_time");
+    m.position_reached = j.at("position_reached").get<std::vector<int64_t>>();
+    m.position_accepted = j.at("position_accepted").get<std::vector<int64_t>>();
+    m.accepted_histogram = j.at("accepted_length_histogram").get<std::vector<int64_t>>();
+    m.steps = j.at("steps");
+    m.target_calls = j.at("target_calls");
+    m.draft_calls = j.at("draft_calls");
+    m.proposed = j.at("proposed_tokens");
+    m.accepted = j.at("accepted_tokens");
+    m.emitted = j.at("emitted_tokens");
+    m.expected_acceptance_sum = j.at("expected_acceptance_sum");
+    m.expected_acceptance_count = j.at("expected_acceptance_count");
+    m.q_zero_errors = j.at("q_zero_errors");
+    m.draft_seconds = j.at("draft_time");
+    m.target_seconds = j.at("target_time");
+    m.verify_seconds = j.at("verify_time");
+  } catch (const nlohmann::json::exception& e) {
+    fail(where, ": malformed record: ", e.what());
+  }
+  return r;
+}
+
+std::vector<RunRecord> read_records(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail(path, ": cannot open records file");
+  std::vector<RunRecord> out;
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (!line.empty()) out.push_back(RunRecord::from_json_line(line, path + ":" + std::to_string(n)));
+  }
+  return out;
+}
+
+}  // namespace specula

@@ -1,0 +1,47 @@
+// summary.csv: one row per setting, computed from records alone (so `specula merge` of shards gives the
+// same summary as one run). Theory beside measurement:
+//   alpha      accepted drafts / draft positions the verifier reached (the per-position acceptance
+//              probability of Leviathan et al.'s i.i.d. model, estimated by maximum likelihood)
+//   c          drafting time per drafted token / target time per 1-token forward (from the baseline)
+//   predicted  Leviathan et al. 2023, Thm 3.8: (1 - alpha^(K+1)) / ((1 - alpha)(K c + 1))
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "harness/runner/run_record.h"
+
+namespace specula {
+
+struct SummaryRow {
+  std::map<std::string, std::string> setting;
+  std::string setting_id;
+  bool baseline = false;
+  bool lossy = false;
+  int64_t prompts = 0;       // records in the row (prompts x repetitions)
+  int32_t draft_positions = 0;  // K (chain) or tree depth
+  double acceptance_rate = 0;   // accepted / proposed
+  double alpha = 0;             // accepted / reached positions
+  double expected_acceptance = 0;  // mean sum_x min(p, q) over reached positions
+  double tau = 0;                  // tokens per target step, bonus included
+  double predicted_tau = 0;        // (1 - alpha^(K+1)) / (1 - alpha)
+  double tokens_per_s = 0;
+  double baseline_tokens_per_s = 0;
+  double speedup = 0;  // mean over repetitions of per-repetition speedups
+  double speedup_ci_low = 0, speedup_ci_high = 0;  // 95% Student-t interval across repetitions
+  double c = 0;
+  double predicted_speedup = 0;  // NaN for trees (the chain formula does not apply)
+  std::vector<double> per_position_acceptance;
+  std::vector<int64_t> accepted_length_histogram;
+  std::string greedy_lossless;  // "yes"/"no" at temperature 0, "" otherwise
+  int64_t q_zero_errors = 0;
+};
+
+std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records);
+void write_summary_csv(const std::vector<SummaryRow>& rows, const std::string& path);
+
+// Leviathan et al. 2023 (eq. 1 and Thm 3.8).
+double expected_tokens_per_step(double alpha, int k);
+double predicted_speedup(double alpha, int k, double c);
+
+}  // namespace specula
