@@ -21,6 +21,7 @@ const std::map<std::string, Command>& commands() {
       {"sample", {specula::cli::sample_command, "sample tokens from one logits row through the sampler pipeline"}},
       {"generate", {specula::cli::generate_command, "generate with plain or speculative decoding"}},
       {"bench", {specula::cli::bench_command, "run benchmarks (bench sampler)"}},
+      {"train", {specula::cli::train_command, "train a transformer language model on a text corpus"}},
       {"train-ngram", {specula::cli::train_ngram_command, "fit a Kneser-Ney n-gram draft model to a corpus"}},
   };
   return table;

@@ -5,6 +5,7 @@
 #include "draft/prompt_lookup_drafter.h"
 #include "draft/synthetic_drafter.h"
 #include "harness/models/table_model.h"
+#include "harness/models/transformer/transformer_language_model.h"
 #include "verify/error.h"
 
 namespace specula {
@@ -17,7 +18,11 @@ std::shared_ptr<const LanguageModel> load_language_model(const std::string& spec
     if (path.empty()) fail("--", option, ": 'bigram:' needs a path, e.g. bigram:model.txt");
     return std::make_shared<TableModel>(load_bigram_model(path));
   }
-  fail("--", option, ": unknown model '", spec, "' (known: bigram:PATH)");
+  if (kind == "transformer") {
+    if (path.empty()) fail("--", option, ": 'transformer:' needs a checkpoint folder, e.g. transformer:results/models/target");
+    return std::make_shared<TransformerLanguageModel>(path);
+  }
+  fail("--", option, ": unknown model '", spec, "' (known: bigram:PATH, transformer:DIR)");
 }
 
 std::shared_ptr<const DrafterFactory> load_drafter(const std::string& spec, const SamplingParams& draft_params,

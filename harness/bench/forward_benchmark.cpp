@@ -1,0 +1,295 @@
+#include "harness/bench/forward_benchmark.h"
+
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <sstream>
+#include <thread>
+
+#include "harness/config/command_options.h"
+#include "harness/models/transformer/checkpoint.h"
+#include "verify/error.h"
+#include "verify/token_tree.h"
+
+namespace specula::bench {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::string hostname() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "unknown-host";
+  return buf;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+  }
+  return "unknown";
+}
+
+std::string git_revision() {
+  FILE* pipe = popen("git rev-parse --short HEAD 2>/dev/null", "r");
+  if (!pipe) return "unknown";
+  char buf[64] = {};
+  const bool got = std::fgets(buf, sizeof buf, pipe) != nullptr;
+  pclose(pipe);
+  std::string out = got ? buf : "";
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out.empty() ? "unknown" : out;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// A full tree of the given shape ("2,2,1": 2 children at depth 1, 2 under each, 1 under each of those),
+// parents before children; the tokens do not change the cost.
+std::vector<int32_t> tree_parents(const std::vector<int32_t>& shape) {
+  std::vector<int32_t> parents, frontier = {-1};
+  for (int32_t branching : shape) {
+    std::vector<int32_t> next;
+    for (int32_t p : frontier)
+      for (int32_t b = 0; b < branching; ++b) {
+        parents.push_back(p);
+        next.push_back(static_cast<int32_t>(parents.size()) - 1);
+      }
+    frontier = std::move(next);
+  }
+  return parents;
+}
+
+struct Case {
+  std::string name;  // "1-token", "chunk K=4", "tree 2,2,1"
+  std::string kind;  // "chunk" | "tree"
+  int64_t rows = 0;  // tokens run by the forward
+  int64_t depth = 0;  // positions added (rows for a chunk, depth for a tree)
+  std::vector<double> us;  // wall time of each timed forward
+  double median() const {
+    std::vector<double> v = us;
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  }
+  double mean() const { return std::accumulate(us.begin(), us.end(), 0.0) / static_cast<double>(us.size()); }
+};
+
+struct Options {
+  int threads = 1;
+  int64_t context = 128;
+  double min_time_s = 0.5;
+  int64_t min_iterations = 30;
+  std::vector<int64_t> chunk_sizes = {1, 2, 4, 8};
+  std::vector<std::string> trees = {"2,2,1", "4,2,1"};
+};
+
+// Times `run` (one forward after a cache holding `context` tokens, which it may extend) until min_time and
+// min_iterations are both reached, truncating the cache back after every call.
+template <typename Run>
+std::vector<double> time_forward(KVCache& cache, int64_t context, const Options& o, Run run) {
+  for (int i = 0; i < 5; ++i) {  // warm-up: allocator, OpenMP pool, caches
+    run();
+    cache.truncate(context);
+  }
+  std::vector<double> us;
+  const auto start = Clock::now();
+  while (static_cast<int64_t>(us.size()) < o.min_iterations ||
+         std::chrono::duration<double>(Clock::now() - start).count() < o.min_time_s) {
+    const auto t0 = Clock::now();
+    run();
+    us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    cache.truncate(context);
+  }
+  return us;
+}
+
+json bench_model(const std::string& spec, const Options& o, std::ostream& os) {
+  const size_t colon = spec.find(':');
+  if (colon == std::string::npos || spec.substr(0, colon) != "transformer")
+    fail("--model: '", spec, "' is not transformer:DIR");
+  const std::string dir = spec.substr(colon + 1);
+  LoadedCheckpoint loaded = load_checkpoint(dir);
+  Transformer& model = loaded.model;
+  const TransformerConfig& c = model->config();
+  int64_t max_rows = *std::max_element(o.chunk_sizes.begin(), o.chunk_sizes.end());
+  for (const std::string& t : o.trees) max_rows = std::max<int64_t>(max_rows, tree_parents(parse_tree_shape(t)).size());
+  if (o.context < 1 || o.context + max_rows > c.max_seq_len)
+    fail("--context ", o.context, " + ", max_rows, " rows must fit the model's max_seq_len ", c.max_seq_len);
+
+  c10::InferenceMode inference;
+  torch::manual_seed(0);
+  const int64_t V = c.vocab_size;
+  KVCache cache = model->new_cache(1);
+  cache.reserve(o.context + max_rows);
+  model->forward(torch::randint(V, {1, o.context}, torch::kInt64), cache);
+
+  std::vector<Case> cases;
+  for (int64_t k : o.chunk_sizes) {
+    if (k < 1) fail("--chunks: sizes must be >= 1, got ", k);
+    Case cs{k == 1 ? "1-token" : "chunk K=" + std::to_string(k), "chunk", k, k, {}};
+    const torch::Tensor tokens = torch::randint(V, {1, k}, torch::kInt64);
+    cs.us = time_forward(cache, o.context, o, [&] { model->forward(tokens, cache); });
+    cases.push_back(std::move(cs));
+  }
+  for (const std::string& shape_text : o.trees) {
+    const std::vector<int32_t> shape = parse_tree_shape(shape_text, "trees");
+    const std::vector<int32_t> parents = tree_parents(shape);
+    const int64_t n = static_cast<int64_t>(parents.size());
+    Case cs{"tree " + shape_text, "tree", n, static_cast<int64_t>(shape.size()), {}};
+    const torch::Tensor tokens = torch::randint(V, {n}, torch::kInt64);
+    cs.us = time_forward(cache, o.context, o, [&] { model->forward_tree(tokens, parents, cache); });
+    cases.push_back(std::move(cs));
+  }
+  auto one = std::find_if(cases.begin(), cases.end(), [](const Case& cs) { return cs.name == "1-token"; });
+  if (one == cases.end()) fail("--chunks must include 1: every ratio is against the 1-token forward");
+  const double base = one->median();
+
+  os << "\n" << spec << ": " << c.describe() << ", context " << o.context << ", " << o.threads << " thread(s)\n";
+  os << std::left << std::setw(16) << "forward" << std::right << std::setw(6) << "rows" << std::setw(14)
+     << "median us" << std::setw(12) << "mean us" << std::setw(12) << "vs 1-tok" << std::setw(14) << "us/row" << "\n";
+  json jcases = json::array();
+  for (const Case& cs : cases) {
+    const double med = cs.median();
+    os << std::left << std::setw(16) << cs.name << std::right << std::setw(6) << cs.rows << std::setw(14)
+       << std::fixed << std::setprecision(1) << med << std::setw(12) << cs.mean() << std::setw(11)
+       << std::setprecision(2) << med / base << "x" << std::setw(14) << std::setprecision(1)
+       << med / static_cast<double>(cs.rows) << "\n";
+    jcases.push_back({{"name", cs.name},
+                      {"kind", cs.kind},
+                      {"rows", cs.rows},
+                      {"positions", cs.depth},
+                      {"iterations", cs.us.size()},
+                      {"median_us", med},
+                      {"mean_us", cs.mean()},
+                      {"min_us", *std::min_element(cs.us.begin(), cs.us.end())},
+                      {"ratio_vs_1_token", med / base}});
+  }
+  return {{"model", spec},
+          {"config", to_json(c)},
+          {"parameters", c.parameter_count()},
+          {"description", c.describe()},
+          {"one_token_median_us", base},
+          {"cases", jcases}};
+}
+
+std::vector<int64_t> parse_sizes(const std::string& text) {
+  std::vector<int64_t> out;
+  for (Token t : parse_token_list(text, "chunks")) out.push_back(t);
+  if (out.empty()) fail("--chunks: empty list");
+  return out;
+}
+
+}  // namespace
+
+int forward_benchmark_command(const std::vector<std::string>& args) {
+  po::options_description desc(
+      "specula bench forward --model transformer:DIR [--model transformer:DIR2] [options]\n\n"
+      "Times one forward of 1 token, K-token chunks and whole token trees (tree mask, one call) after the same\n"
+      "cached context, and reports each as a ratio to the 1-token forward (median of the timed calls). With\n"
+      "two models (target first, then draft), also reports the draft's per-token cost relative to the target.\n"
+      "Options");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "show this help")
+    ("model", po::value<std::vector<std::string>>(), "transformer:DIR (repeatable)")
+    ("threads", po::value<int>()->default_value(1), "LibTorch/OpenMP threads (with 2, OMP_WAIT_POLICY=passive)")
+    ("context", po::value<int64_t>()->default_value(128), "cached tokens before each timed forward")
+    ("chunks", po::value<std::string>()->default_value("1,2,4,8"), "chunk sizes K (must include 1)")
+    ("trees", po::value<std::string>()->default_value("2,2,1;4,2,1"), "tree shapes separated by ';'")
+    ("min-time", po::value<double>()->default_value(0.5), "minimum seconds timed per case")
+    ("min-iterations", po::value<int64_t>()->default_value(30), "minimum timed forwards per case")
+    ("output", po::value<std::string>(), "JSON report (default results/bench/forward-<hostname>.json)");
+  // clang-format on
+  const po::variables_map vm = parse_options(args, desc, "bench", "");
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  if (!vm.count("model")) fail("--model is required, e.g. --model transformer:results/models/target");
+  Options o;
+  o.threads = vm["threads"].as<int>();
+  if (o.threads < 1) fail("--threads must be >= 1, got ", o.threads);
+  o.context = vm["context"].as<int64_t>();
+  o.min_time_s = vm["min-time"].as<double>();
+  o.min_iterations = vm["min-iterations"].as<int64_t>();
+  if (o.min_iterations < 1) fail("--min-iterations must be >= 1, got ", o.min_iterations);
+  o.chunk_sizes = parse_sizes(vm["chunks"].as<std::string>());
+  o.trees.clear();
+  {
+    std::stringstream ss(vm["trees"].as<std::string>());
+    std::string item;
+    while (std::getline(ss, item, ';'))
+      if (!item.empty()) o.trees.push_back(item);
+  }
+  torch::set_num_threads(o.threads);
+
+  json models = json::array();
+  for (const std::string& spec : vm["model"].as<std::vector<std::string>>()) models.push_back(bench_model(spec, o, std::cout));
+  json report = {
+      {"benchmark", "forward"},
+      {"utc_time", utc_now()},
+      {"git_revision", git_revision()},
+      {"machine",
+       {{"hostname", hostname()},
+        {"cpu_model", cpu_model()},
+        {"logical_cores", std::thread::hardware_concurrency()},
+        {"threads_used", o.threads},
+        {"omp_wait_policy", std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : ""},
+        {"compiler", __VERSION__},
+        {"torch_version", TORCH_VERSION},
+        {"torch_parallel_info", at::get_parallel_info()}}},
+      {"options",
+       {{"context", o.context},
+        {"chunks", o.chunk_sizes},
+        {"trees", o.trees},
+        {"min_time_s", o.min_time_s},
+        {"min_iterations", o.min_iterations}}},
+      {"statistic", "median wall time of one forward (InferenceMode, batch 1, fp32), cache truncated back after each"},
+      {"models", models},
+  };
+  if (models.size() >= 2) {
+    const double target_us = models[0]["one_token_median_us"].get<double>();
+    const double draft_us = models[1]["one_token_median_us"].get<double>();
+    const double flops_ratio = static_cast<double>(models[0]["parameters"].get<int64_t>()) /
+                               static_cast<double>(models[1]["parameters"].get<int64_t>());
+    report["draft_vs_target"] = {{"target", models[0]["model"]},
+                                 {"draft", models[1]["model"]},
+                                 {"target_over_draft_1_token_time", target_us / draft_us},
+                                 {"target_over_draft_parameters", flops_ratio},
+                                 {"c_draft_over_target", draft_us / target_us}};
+    std::cout << "\ndraft vs target, 1-token forward: the draft costs " << std::setprecision(3) << draft_us / target_us
+              << " of the target (c in ALGORITHMS.md §7); parameters " << std::setprecision(1) << flops_ratio
+              << "x fewer\n";
+  }
+  const std::filesystem::path output =
+      vm.count("output") ? vm["output"].as<std::string>() : "results/bench/forward-" + hostname() + ".json";
+  if (output.has_parent_path()) std::filesystem::create_directories(output.parent_path());
+  std::ofstream out(output);
+  if (!out) fail("--output: cannot write ", output.string());
+  out << report.dump(2) << "\n";
+  if (!out.flush()) fail("--output: failed writing ", output.string());
+  std::cout << "wrote " << output.string() << "\n";
+  return 0;
+}
+
+}  // namespace specula::bench

@@ -1,0 +1,78 @@
+#include "harness/models/transformer/checkpoint.h"
+
+#include <filesystem>
+#include <set>
+
+#include "verify/error.h"
+
+namespace specula {
+namespace {
+
+namespace fs = std::filesystem;
+
+torch::Dtype storage_dtype(const std::string& name) { return name == "float16" ? torch::kFloat16 : torch::kFloat32; }
+
+}  // namespace
+
+LoadedCheckpoint load_checkpoint(const std::string& dir) {
+  LoadedCheckpoint out;
+  out.config = read_checkpoint_config(dir);
+  const std::string path = (fs::path(dir) / out.config.weights_file).string();
+  if (!fs::is_regular_file(path)) fail(path, ": missing weights file (named by ", kCheckpointConfigFile, ")");
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path);
+  } catch (const c10::Error& e) {
+    fail(path, ": corrupt or unreadable weights archive: ", e.what_without_backtrace());
+  }
+  out.model = Transformer(out.config.model);
+  torch::NoGradGuard no_grad;
+  std::set<std::string> expected;
+  for (auto& p : out.model->named_parameters()) {
+    expected.insert(p.key());
+    torch::Tensor stored;
+    try {
+      if (!archive.try_read(p.key(), stored)) fail(path, ": missing tensor '", p.key(), "'");
+    } catch (const c10::Error& e) {
+      fail(path, ": cannot read tensor '", p.key(), "': ", e.what_without_backtrace());
+    }
+    if (stored.sizes() != p.value().sizes())
+      fail(path, ": tensor '", p.key(), "' has shape ", stored.sizes(), " but ", kCheckpointConfigFile,
+           " implies ", p.value().sizes());
+    if (stored.scalar_type() != storage_dtype(out.config.weights_dtype))
+      fail(path, ": tensor '", p.key(), "' is ", stored.scalar_type(), " but the config says ",
+           out.config.weights_dtype);
+    const torch::Tensor value = stored.to(torch::kFloat32);
+    if (!torch::isfinite(value).all().item<bool>()) fail(path, ": tensor '", p.key(), "' holds NaN or inf");
+    p.value().copy_(value);
+  }
+  for (const std::string& key : archive.keys())
+    if (!expected.count(key)) fail(path, ": unexpected tensor '", key, "' (not a parameter of this model)");
+  out.model->eval();
+  return out;
+}
+
+void save_checkpoint(const std::string& dir, Transformer& model, CheckpointConfig config) {
+  config.model = model->config();
+  if (config.weights_dtype != "float32" && config.weights_dtype != "float16")
+    fail("checkpoint weights dtype '", config.weights_dtype, "' is not float32 or float16");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail(dir, ": cannot create checkpoint folder: ", ec.message());
+  const std::string path = (fs::path(dir) / config.weights_file).string();
+  const std::string tmp = path + ".tmp";
+  torch::NoGradGuard no_grad;
+  torch::serialize::OutputArchive archive;
+  for (const auto& p : model->named_parameters())
+    archive.write(p.key(), p.value().detach().to(storage_dtype(config.weights_dtype)).contiguous());
+  try {
+    archive.save_to(tmp);
+  } catch (const c10::Error& e) {
+    fail(tmp, ": cannot write weights: ", e.what_without_backtrace());
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) fail(path, ": cannot move the new weights into place: ", ec.message());
+  write_checkpoint_config(dir, config);
+}
+
+}  // namespace specula

@@ -1,0 +1,26 @@
+// Checkpoint folders (format in transformer_config.h): save a Transformer with its config and tokenizer name,
+// load one back with every problem reported as an Error that names the file. Includes LibTorch.
+#pragma once
+
+#include <string>
+
+#include "harness/models/transformer/transformer_config.h"
+#include "harness/models/transformer/transformer_model.h"
+
+namespace specula {
+
+struct LoadedCheckpoint {
+  Transformer model{nullptr};  // fp32, eval mode
+  CheckpointConfig config;
+};
+
+// Reads DIR/config.json and the weights; errors name the file and the problem: missing folder or file,
+// malformed JSON, a corrupt weights archive, a missing tensor, a shape mismatch, an unexpected tensor.
+LoadedCheckpoint load_checkpoint(const std::string& dir);
+
+// Writes DIR/config.json and DIR/<config.weights_file> (parameters stored as config.weights_dtype), creating
+// DIR. The weights are written to a temporary file and renamed, so an interrupted save leaves the previous
+// checkpoint readable. config.model is replaced by the model's own config.
+void save_checkpoint(const std::string& dir, Transformer& model, CheckpointConfig config);
+
+}  // namespace specula

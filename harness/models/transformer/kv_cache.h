@@ -1,0 +1,92 @@
+// The keys and values of every layer for the tokens a session has already run, preallocated once
+// ([layers, B, heads, max_len, head_dim], EAGLE's kv_cache.py) with a current length. Slot s holds the keys
+// of the token at slot s; keys are stored after RoPE, so they stay valid when `compact` moves them to another
+// slot (ALGORITHMS.md §6 step 5: the accepted path's keys were already rotated with their final positions).
+// Includes LibTorch: only for torch translation units.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "verify/error.h"
+
+namespace specula {
+
+class KVCache {
+ public:
+  KVCache(int64_t layers, int64_t batch, int64_t heads, int64_t max_len, int64_t head_dim,
+          torch::TensorOptions options = torch::kFloat32)
+      : k_(torch::zeros({layers, batch, heads, max_len, head_dim}, options)), v_(torch::zeros_like(k_)) {}
+
+  int64_t length() const { return length_; }
+  int64_t capacity() const { return k_.size(3); }
+  int64_t layers() const { return k_.size(0); }
+
+  // Stores layer `layer`'s keys and values k, v [B, H, N, D] of N new tokens in slots [length, length + N)
+  // and returns the layer's keys and values for slots [0, length + N) (views). Every layer writes the same N;
+  // `advance(N)` then makes the new slots part of the cache.
+  std::pair<torch::Tensor, torch::Tensor> write(int64_t layer, const torch::Tensor& k, const torch::Tensor& v) {
+    const int64_t n = k.size(2);
+    if (length_ + n > capacity())
+      fail("KV cache overflow: ", length_, " cached + ", n, " new tokens exceed the capacity of ", capacity(),
+           " (reserve more slots first)");
+    torch::Tensor k_layer = k_.select(0, layer), v_layer = v_.select(0, layer);
+    k_layer.narrow(2, length_, n).copy_(k);
+    v_layer.narrow(2, length_, n).copy_(v);
+    return {k_layer.narrow(2, 0, length_ + n), v_layer.narrow(2, 0, length_ + n)};
+  }
+  void advance(int64_t n) {
+    if (n < 0 || length_ + n > capacity()) fail("KV cache: cannot advance ", length_, " by ", n);
+    length_ += n;
+  }
+
+  // Keep the first n slots (rejected chain drafts are dropped; their slots are overwritten later).
+  void truncate(int64_t n) {
+    if (n < 0 || n > length_) fail("KV cache: cannot truncate ", length_, " cached tokens to ", n);
+    length_ = n;
+  }
+
+  // Keep the slots `keep` (strictly increasing), moved to slots 0..keep.size()-1: e.g. the committed prefix
+  // [0, L) followed by the slots of a tree's accepted path. Slots already in place are not copied.
+  void compact(const std::vector<int64_t>& keep) {
+    int64_t first_moved = 0;
+    for (size_t i = 0; i < keep.size(); ++i) {
+      if (keep[i] < 0 || keep[i] >= length_ || (i > 0 && keep[i] <= keep[i - 1]))
+        fail("KV cache: compact needs strictly increasing slots below the length ", length_);
+      if (keep[i] == static_cast<int64_t>(i)) first_moved = static_cast<int64_t>(i) + 1;
+    }
+    const int64_t kept = static_cast<int64_t>(keep.size());
+    if (first_moved < kept) {
+      const torch::Tensor index =
+          torch::tensor(std::vector<int64_t>(keep.begin() + first_moved, keep.end()), torch::kInt64);
+      // index_select copies before the slots are overwritten, so overlapping moves are safe.
+      k_.narrow(3, first_moved, kept - first_moved).copy_(k_.index_select(3, index));
+      v_.narrow(3, first_moved, kept - first_moved).copy_(v_.index_select(3, index));
+    }
+    length_ = kept;
+  }
+
+  void clear() { length_ = 0; }
+
+  // Grows the capacity to at least `slots`, keeping the cached slots (a tree can need more slots than
+  // positions: every node takes a slot, but only its depth adds a position).
+  void reserve(int64_t slots) {
+    if (slots <= capacity()) return;
+    std::vector<int64_t> sizes = k_.sizes().vec();
+    sizes[3] = std::max(slots, 2 * capacity());
+    torch::Tensor k = torch::zeros(sizes, k_.options()), v = torch::zeros(sizes, v_.options());
+    k.narrow(3, 0, length_).copy_(k_.narrow(3, 0, length_));
+    v.narrow(3, 0, length_).copy_(v_.narrow(3, 0, length_));
+    k_ = k;
+    v_ = v;
+  }
+
+ private:
+  torch::Tensor k_, v_;  // [layers, B, H, max_len, D]
+  int64_t length_ = 0;
+};
+
+}  // namespace specula

@@ -1,0 +1,157 @@
+#include "harness/models/transformer/transformer_config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "harness/models/transformer/byte_tokenizer.h"
+#include "verify/error.h"
+
+namespace specula {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const json& field(const json& j, const char* key, const std::string& where) {
+  const auto it = j.find(key);
+  if (it == j.end()) fail(where, ": missing field '", key, "'");
+  return *it;
+}
+
+int32_t int_field(const json& j, const char* key, const std::string& where) {
+  const json& v = field(j, key, where);
+  if (!v.is_number_integer()) fail(where, ": field '", key, "' must be an integer, got ", v.dump());
+  const int64_t x = v.get<int64_t>();
+  if (x < INT32_MIN || x > INT32_MAX) fail(where, ": field '", key, "' = ", x, " is out of range");
+  return static_cast<int32_t>(x);
+}
+
+double number_field(const json& j, const char* key, const std::string& where) {
+  const json& v = field(j, key, where);
+  if (!v.is_number()) fail(where, ": field '", key, "' must be a number, got ", v.dump());
+  return v.get<double>();
+}
+
+std::string string_field(const json& j, const char* key, const std::string& where) {
+  const json& v = field(j, key, where);
+  if (!v.is_string()) fail(where, ": field '", key, "' must be a string, got ", v.dump());
+  return v.get<std::string>();
+}
+
+void reject_unknown_fields(const json& j, const std::set<std::string>& known, const std::string& where) {
+  for (const auto& item : j.items())
+    if (!known.count(item.key())) fail(where, ": unknown field '", item.key(), "'");
+}
+
+}  // namespace
+
+int64_t TransformerConfig::parameter_count() const {
+  const int64_t d = d_model, ff = d_ff, V = vocab_size;
+  const int64_t per_layer = d * 3 * d + d * d + d * 2 * ff + ff * d + 2 * d;  // qkv, out, gate+up, down, 2 norms
+  return V * d + n_layers * per_layer + d + (tie_embeddings ? 0 : V * d);
+}
+
+void TransformerConfig::validate(const std::string& where) const {
+  auto positive = [&](const char* name, int64_t v) {
+    if (v < 1) fail(where, ": ", name, " must be >= 1, got ", v);
+  };
+  positive("vocab_size", vocab_size);
+  positive("d_model", d_model);
+  positive("n_layers", n_layers);
+  positive("n_heads", n_heads);
+  positive("d_ff", d_ff);
+  positive("max_seq_len", max_seq_len);
+  if (d_model % n_heads != 0) fail(where, ": d_model ", d_model, " is not a multiple of n_heads ", n_heads);
+  if (head_dim() % 2 != 0) fail(where, ": head_dim = d_model / n_heads = ", head_dim(), " must be even for RoPE");
+  if (!(rope_theta > 1.0)) fail(where, ": rope_theta must be > 1, got ", rope_theta);
+  if (!(norm_eps > 0.0 && norm_eps < 1.0)) fail(where, ": norm_eps must be in (0, 1), got ", norm_eps);
+}
+
+std::string TransformerConfig::describe() const {
+  std::ostringstream os;
+  os << n_layers << " layer" << (n_layers == 1 ? "" : "s") << ", d=" << d_model << ", " << n_heads << " head"
+     << (n_heads == 1 ? "" : "s") << ", ff=" << d_ff << ", " << (tie_embeddings ? "tied" : "untied") << ", "
+     << std::fixed;
+  os.precision(parameter_count() >= 1000000 ? 2 : 3);
+  os << parameter_count() / 1e6 << "M params";
+  return os.str();
+}
+
+json to_json(const TransformerConfig& c) {
+  return {{"vocab_size", c.vocab_size}, {"d_model", c.d_model},         {"n_layers", c.n_layers},
+          {"n_heads", c.n_heads},       {"d_ff", c.d_ff},               {"max_seq_len", c.max_seq_len},
+          {"rope_theta", c.rope_theta}, {"norm_eps", c.norm_eps},       {"tie_embeddings", c.tie_embeddings}};
+}
+
+TransformerConfig transformer_config_from_json(const json& j, const std::string& where) {
+  if (!j.is_object()) fail(where, ": 'model' must be an object");
+  reject_unknown_fields(j,
+                        {"vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_seq_len", "rope_theta",
+                         "norm_eps", "tie_embeddings"},
+                        where);
+  TransformerConfig c;
+  c.vocab_size = int_field(j, "vocab_size", where);
+  c.d_model = int_field(j, "d_model", where);
+  c.n_layers = int_field(j, "n_layers", where);
+  c.n_heads = int_field(j, "n_heads", where);
+  c.d_ff = int_field(j, "d_ff", where);
+  c.max_seq_len = int_field(j, "max_seq_len", where);
+  c.rope_theta = number_field(j, "rope_theta", where);
+  c.norm_eps = number_field(j, "norm_eps", where);
+  const json& tie = field(j, "tie_embeddings", where);
+  if (!tie.is_boolean()) fail(where, ": field 'tie_embeddings' must be true or false, got ", tie.dump());
+  c.tie_embeddings = tie.get<bool>();
+  c.validate(where);
+  return c;
+}
+
+CheckpointConfig read_checkpoint_config(const std::string& dir) {
+  if (!fs::exists(dir)) fail("transformer checkpoint '", dir, "': no such folder");
+  if (!fs::is_directory(dir)) fail("transformer checkpoint '", dir, "': not a folder (expected a checkpoint folder)");
+  const std::string path = (fs::path(dir) / kCheckpointConfigFile).string();
+  std::ifstream in(path);
+  if (!in) fail(path, ": missing checkpoint config (is '", dir, "' a transformer checkpoint folder?)");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    fail(path, ": malformed JSON: ", e.what());
+  }
+  if (!j.is_object()) fail(path, ": expected a JSON object");
+  reject_unknown_fields(j, {"format", "model", "tokenizer", "weights", "training"}, path);
+  const std::string format = string_field(j, "format", path);
+  if (format != kCheckpointFormat) fail(path, ": format '", format, "' is not '", kCheckpointFormat, "'");
+  CheckpointConfig c;
+  c.model = transformer_config_from_json(field(j, "model", path), path + ": model");
+  c.tokenizer = string_field(j, "tokenizer", path);
+  const auto tokenizer = make_tokenizer(c.tokenizer, path);
+  if (tokenizer->vocab_size() != c.model.vocab_size)
+    fail(path, ": tokenizer '", c.tokenizer, "' has ", tokenizer->vocab_size(), " tokens but model.vocab_size is ",
+         c.model.vocab_size);
+  const json& weights = field(j, "weights", path);
+  if (!weights.is_object()) fail(path, ": 'weights' must be an object");
+  reject_unknown_fields(weights, {"file", "dtype"}, path + ": weights");
+  c.weights_file = string_field(weights, "file", path + ": weights");
+  c.weights_dtype = string_field(weights, "dtype", path + ": weights");
+  if (c.weights_dtype != "float32" && c.weights_dtype != "float16")
+    fail(path, ": weights.dtype '", c.weights_dtype, "' is not float32 or float16");
+  if (j.contains("training")) c.training = j["training"];
+  return c;
+}
+
+void write_checkpoint_config(const std::string& dir, const CheckpointConfig& c) {
+  const json j = {{"format", kCheckpointFormat},
+                  {"model", to_json(c.model)},
+                  {"tokenizer", c.tokenizer},
+                  {"weights", {{"file", c.weights_file}, {"dtype", c.weights_dtype}}},
+                  {"training", c.training}};
+  const std::string path = (fs::path(dir) / kCheckpointConfigFile).string();
+  std::ofstream out(path);
+  if (!out) fail(path, ": cannot write checkpoint config");
+  out << j.dump(2) << "\n";
+  if (!out.flush()) fail(path, ": failed writing checkpoint config");
+}
+
+}  // namespace specula

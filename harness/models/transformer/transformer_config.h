@@ -1,0 +1,55 @@
+// The sizes of a decoder-only transformer, and the config.json of a checkpoint folder that holds one.
+// Torch-free: the tokenizer loader and the commands read checkpoints' configs without LibTorch.
+//
+// A checkpoint is a folder:
+//   config.json   {"format": "specula-transformer-1", "model": {...TransformerConfig...}, "tokenizer": "byte",
+//                  "weights": {"file": "weights.pt", "dtype": "float16"}, "training": {...free-form record...}}
+//   weights.pt    a torch::serialize archive of named tensors (the module's parameters), in `dtype`;
+//                 loaded into fp32 parameters.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace specula {
+
+struct TransformerConfig {
+  int32_t vocab_size = 256;  // byte-level tokenizer by default
+  int32_t d_model = 256;     // residual width
+  int32_t n_layers = 4;
+  int32_t n_heads = 4;       // head_dim = d_model / n_heads (even, for RoPE's pairs)
+  int32_t d_ff = 768;        // SwiGLU hidden width (gate and up projections are d_model -> d_ff each)
+  int32_t max_seq_len = 512;  // positions the model serves; the KV cache capacity of a session
+  double rope_theta = 10000.0;
+  double norm_eps = 1e-5;
+  bool tie_embeddings = true;  // LM head = token embedding matrix (transposed)
+
+  int32_t head_dim() const { return d_model / n_heads; }
+  int64_t parameter_count() const;
+  // Throws Error naming `where` (a file or option) and the first bad field.
+  void validate(const std::string& where) const;
+  std::string describe() const;  // "4 layers, d=256, 4 heads, ff=768, tied, 3.2M params"
+};
+
+nlohmann::json to_json(const TransformerConfig& c);
+// Every field is required; unknown fields are errors (a typo must not silently fall back to a default).
+TransformerConfig transformer_config_from_json(const nlohmann::json& j, const std::string& where);
+
+struct CheckpointConfig {
+  TransformerConfig model;
+  std::string tokenizer = "byte";
+  std::string weights_file = "weights.pt";  // relative to the checkpoint folder
+  std::string weights_dtype = "float32";    // "float32" | "float16" (storage only; loaded as fp32)
+  nlohmann::json training = nlohmann::json::object();  // how it was trained: command, steps, losses, time
+};
+
+inline constexpr const char* kCheckpointFormat = "specula-transformer-1";
+inline constexpr const char* kCheckpointConfigFile = "config.json";
+
+// Reads DIR/config.json; throws Error naming the folder or file and the problem (missing folder, missing
+// file, malformed JSON, missing or bad field, unknown tokenizer).
+CheckpointConfig read_checkpoint_config(const std::string& dir);
+void write_checkpoint_config(const std::string& dir, const CheckpointConfig& config);
+
+}  // namespace specula

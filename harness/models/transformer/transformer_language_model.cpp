@@ -1,0 +1,208 @@
+#include "harness/models/transformer/transformer_language_model.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "harness/models/transformer/byte_tokenizer.h"
+#include "harness/models/transformer/checkpoint.h"
+#include "verify/error.h"
+
+namespace specula {
+
+struct TransformerModelState {
+  std::string dir;
+  Transformer model{nullptr};
+  CheckpointConfig config;
+  std::shared_ptr<const Tokenizer> tokenizer;
+};
+
+TransformerLanguageModel::TransformerLanguageModel(const std::string& checkpoint_dir)
+    : state_(std::make_shared<TransformerModelState>()) {
+  LoadedCheckpoint loaded = load_checkpoint(checkpoint_dir);
+  state_->dir = checkpoint_dir;
+  state_->model = loaded.model;
+  state_->config = loaded.config;
+  state_->tokenizer = make_tokenizer(loaded.config.tokenizer, checkpoint_dir);
+}
+
+TransformerLanguageModel::~TransformerLanguageModel() = default;
+
+int32_t TransformerLanguageModel::vocab_size() const { return state_->config.model.vocab_size; }
+int32_t TransformerLanguageModel::max_seq_len() const { return state_->config.model.max_seq_len; }
+int64_t TransformerLanguageModel::parameter_count() const { return state_->config.model.parameter_count(); }
+const Tokenizer& TransformerLanguageModel::tokenizer() const { return *state_->tokenizer; }
+
+std::string TransformerLanguageModel::description() const {
+  std::ostringstream os;
+  os << "transformer:" << state_->dir << " (" << state_->config.model.describe();
+  const auto& t = state_->config.training;
+  if (t.is_object() && t.contains("val_loss") && t["val_loss"].is_number())
+    os << ", val loss " << t["val_loss"].get<double>();
+  os << ")";
+  return os.str();
+}
+
+std::unique_ptr<ModelSession> TransformerLanguageModel::new_session() const {
+  return std::make_unique<TransformerSession>(state_);
+}
+
+// Slots [0, linear.size()) of the KV cache hold `linear`; slots linear.size() + j hold node j of `tree`.
+struct TransformerSession::Cache {
+  explicit Cache(std::shared_ptr<TransformerModelState> s)
+      : state(std::move(s)), kv(state->model->new_cache(1)) {}
+
+  std::shared_ptr<TransformerModelState> state;
+  KVCache kv;
+  std::vector<Token> linear;
+  torch::Tensor last_row;  // [V] logits after `linear`; undefined when unknown
+  std::vector<Token> tree_tokens;
+  std::vector<int32_t> tree_parents;
+  torch::Tensor tree_rows;  // [n, V] logits after each node of the remembered tree
+  TransformerSessionStats stats;
+
+  void forget_tree() {
+    kv.truncate(static_cast<int64_t>(linear.size()));
+    tree_tokens.clear();
+    tree_parents.clear();
+    tree_rows = torch::Tensor();
+  }
+  void truncate_linear(size_t n) {
+    linear.resize(n);
+    last_row = torch::Tensor();
+    forget_tree();
+  }
+};
+
+TransformerSession::TransformerSession(std::shared_ptr<TransformerModelState> state)
+    : cache_(std::make_unique<Cache>(std::move(state))) {}
+TransformerSession::~TransformerSession() = default;
+
+const TransformerSessionStats& TransformerSession::stats() const { return cache_->stats; }
+
+void TransformerSession::tree_logits(const std::vector<Token>& context, const TokenTree& tree, float* out) {
+  c10::InferenceMode inference;
+  Cache& c = *cache_;
+  Transformer& model = c.state->model;
+  const int32_t V = model->config().vocab_size;
+  const int64_t n_nodes = tree.size();
+  if (context.empty())
+    fail(c.state->dir, ": a transformer needs at least one context token (give a prompt)");
+  for (Token t : context)
+    if (t < 0 || t >= V) fail(c.state->dir, ": context token id ", t, " is outside the vocabulary [0, ", V, ")");
+  for (Token t : tree.tokens)
+    if (t < 0 || t >= V) fail(c.state->dir, ": tree token id ", t, " is outside the vocabulary [0, ", V, ")");
+  if (static_cast<int64_t>(tree.parent.size()) != n_nodes) fail("token tree: ", n_nodes, " tokens but ", tree.parent.size(), " parents");
+  const int64_t positions_needed = static_cast<int64_t>(context.size()) + (n_nodes ? tree.max_depth() : 0);
+  if (positions_needed > model->config().max_seq_len)
+    fail(c.state->dir, ": context of ", context.size(), " tokens + tree depth ", (n_nodes ? tree.max_depth() : 0),
+         " exceeds the model's max_seq_len ", model->config().max_seq_len);
+  ++c.stats.calls;
+
+  // 1. Keep the longest common prefix of the cached tokens and the context.
+  const size_t common = static_cast<size_t>(
+      std::mismatch(c.linear.begin(), c.linear.begin() + std::min(c.linear.size(), context.size()), context.begin())
+          .first -
+      c.linear.begin());
+  if (common < c.linear.size()) c.truncate_linear(common);
+
+  // 2. The context continues along a root-to-node path of the remembered tree: move that path's keys/values
+  //    into place (ALGORITHMS.md §6 step 5). Duplicate siblings have identical keys, so the first match is taken.
+  if (!c.tree_tokens.empty() && context.size() > c.linear.size()) {
+    const int64_t L = static_cast<int64_t>(c.linear.size());
+    std::vector<int32_t> path;
+    int32_t parent = -1;
+    while (L + static_cast<int64_t>(path.size()) < static_cast<int64_t>(context.size())) {
+      const Token want = context[L + path.size()];
+      int32_t next = -1;
+      for (int32_t j = parent + 1; j < static_cast<int32_t>(c.tree_tokens.size()); ++j)
+        if (c.tree_parents[j] == parent && c.tree_tokens[j] == want) {
+          next = j;
+          break;
+        }
+      if (next < 0) break;
+      path.push_back(next);
+      parent = next;
+    }
+    if (!path.empty()) {
+      std::vector<int64_t> keep(static_cast<size_t>(L) + path.size());
+      for (int64_t s = 0; s < L; ++s) keep[s] = s;
+      for (size_t i = 0; i < path.size(); ++i) {
+        keep[L + i] = L + path[i];
+        c.linear.push_back(c.tree_tokens[path[i]]);
+      }
+      c.kv.compact(keep);
+      c.last_row = c.tree_rows[path.back()];
+      c.stats.path_nodes_compacted += static_cast<int64_t>(path.size());
+      c.tree_tokens.clear();
+      c.tree_parents.clear();
+      c.tree_rows = torch::Tensor();
+    }
+  }
+
+  // 3. With the whole context cached, keep the remembered tree if it is a prefix of this one.
+  int64_t reused_nodes = 0;
+  if (context.size() == c.linear.size() && c.last_row.defined()) {
+    const size_t n_old = c.tree_tokens.size();
+    const bool prefix = n_old <= static_cast<size_t>(n_nodes) &&
+                        std::equal(c.tree_tokens.begin(), c.tree_tokens.end(), tree.tokens.begin()) &&
+                        std::equal(c.tree_parents.begin(), c.tree_parents.end(), tree.parent.begin());
+    if (prefix)
+      reused_nodes = static_cast<int64_t>(n_old);
+    else
+      c.forget_tree();
+  } else {
+    c.forget_tree();
+    // Row 0 needs the hidden state of the last context token: run it again when its logits are unknown.
+    if (context.size() == c.linear.size()) c.truncate_linear(c.linear.size() - 1);
+  }
+  const int64_t L = static_cast<int64_t>(c.linear.size());
+  const int64_t chunk = static_cast<int64_t>(context.size()) - L;
+  c.stats.context_tokens_cached += L;
+  c.stats.tree_nodes_reused += reused_nodes;
+
+  // 4. One forward over the rest of the context and the new tree nodes.
+  const int64_t rows = chunk + n_nodes - reused_nodes;
+  torch::Tensor new_logits;  // [chunk ? 1 + new nodes : new nodes, V]
+  if (rows > 0) {
+    c.kv.reserve(c.kv.length() + rows);
+    std::vector<int64_t> ids;
+    ids.reserve(rows);
+    ids.insert(ids.end(), context.begin() + L, context.end());
+    ids.insert(ids.end(), tree.tokens.begin() + reused_nodes, tree.tokens.end());
+    const AttentionLayout layout = tree_layout(c.kv.length(), chunk, tree.parent, reused_nodes);
+    // One row after the cache sees every column: the mask is all zeros.
+    const torch::Tensor mask = rows == 1 && reused_nodes == 0 ? torch::Tensor() : layout.mask;
+    const torch::Tensor hidden =
+        model->hidden_states(torch::tensor(ids, torch::kInt64).unsqueeze(0), layout.positions, mask, &c.kv)[0];
+    // Only the last context row and the tree rows have logits anyone reads.
+    const int64_t first = chunk > 0 ? chunk - 1 : 0;
+    new_logits = model->lm_head(hidden.narrow(0, first, rows - first));
+    c.stats.rows_run += rows;
+  }
+
+  // Assemble [n + 1, V]: row 0, then the nodes (reused rows first).
+  if (chunk > 0) {
+    c.linear.insert(c.linear.end(), context.begin() + L, context.end());
+    c.last_row = new_logits[0];
+    new_logits = new_logits.narrow(0, 1, new_logits.size(0) - 1);
+  }
+  torch::Tensor node_rows;
+  if (reused_nodes > 0 && new_logits.defined() && new_logits.size(0) > 0)
+    node_rows = torch::cat({c.tree_rows.narrow(0, 0, reused_nodes), new_logits});
+  else if (reused_nodes > 0)
+    node_rows = c.tree_rows.narrow(0, 0, reused_nodes);
+  else
+    node_rows = new_logits.defined() ? new_logits : torch::empty({0, V});
+  c.tree_tokens = tree.tokens;
+  c.tree_parents = tree.parent;
+  c.tree_rows = node_rows.contiguous();
+
+  const torch::Tensor row0 = c.last_row.contiguous();
+  std::memcpy(out, row0.data_ptr<float>(), sizeof(float) * V);
+  if (n_nodes > 0) std::memcpy(out + V, c.tree_rows.data_ptr<float>(), sizeof(float) * V * n_nodes);
+}
+
+}  // namespace specula

@@ -1,0 +1,66 @@
+// A transformer checkpoint as a specula::LanguageModel (`transformer:PATH`). Torch-free header (pimpl), so
+// model_source.cpp and the commands can name it without compiling LibTorch.
+//
+// A session keeps one sequence's KV cache across calls (ALGORITHMS.md §6). On tree_logits(context, tree):
+//   1. keep the longest common prefix of the cached tokens and `context` (truncate the rest);
+//   2. if the cached tokens are all kept and `context` continues them along a root-to-node path of the tree of
+//      the previous call, compact that path's keys/values into place (they were rotated with their final
+//      positions, so nothing is recomputed) — the accepted path of a verification step;
+//   3. if `context` is entirely cached and the previous tree is a prefix of this one (a drafter growing its
+//      tree one depth per call), keep the old nodes and run only the new ones;
+//   4. run the rest of the context and the (new) tree nodes in ONE forward, with an ancestor-closure mask and
+//      positions = context length + depth - 1.
+// The logits of every row equal a plain forward over context + path(node) up to float rounding.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "harness/models/language_model.h"
+#include "harness/models/tokenizer.h"
+
+namespace specula {
+
+struct TransformerModelState;  // the LibTorch module and checkpoint config (transformer_language_model.cpp)
+
+class TransformerLanguageModel : public LanguageModel {
+ public:
+  // Loads the checkpoint folder; throws Error naming the file and problem.
+  explicit TransformerLanguageModel(const std::string& checkpoint_dir);
+  ~TransformerLanguageModel() override;
+
+  int32_t vocab_size() const override;
+  std::string description() const override;
+  std::unique_ptr<ModelSession> new_session() const override;
+
+  const Tokenizer& tokenizer() const;
+  int32_t max_seq_len() const;
+  int64_t parameter_count() const;
+
+ private:
+  std::shared_ptr<TransformerModelState> state_;
+};
+
+// What a session did, for tests and benchmarks that must see the cache being reused.
+struct TransformerSessionStats {
+  int64_t calls = 0;
+  int64_t rows_run = 0;             // token rows forwarded (context chunk + tree nodes)
+  int64_t context_tokens_cached = 0;  // context tokens served from the cache instead of being run
+  int64_t path_nodes_compacted = 0;   // tree nodes whose keys/values were moved into the linear prefix
+  int64_t tree_nodes_reused = 0;      // nodes of a grown tree served from the previous call
+};
+
+class TransformerSession : public ModelSession {
+ public:
+  explicit TransformerSession(std::shared_ptr<TransformerModelState> state);
+  ~TransformerSession() override;
+  void tree_logits(const std::vector<Token>& context, const TokenTree& tree, float* out) override;
+  const TransformerSessionStats& stats() const;
+
+ private:
+  struct Cache;
+  std::unique_ptr<Cache> cache_;
+};
+
+}  // namespace specula

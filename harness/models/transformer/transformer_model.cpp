@@ -1,0 +1,183 @@
+#include "harness/models/transformer/transformer_model.h"
+
+#include <cmath>
+#include <limits>
+
+#include "verify/error.h"
+
+namespace specula {
+
+RMSNormImpl::RMSNormImpl(int64_t dim, double eps_) : eps(eps_) {
+  weight = register_parameter("weight", torch::ones({dim}));
+}
+
+torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
+  return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * weight;
+}
+
+RotaryEmbeddingImpl::RotaryEmbeddingImpl(int64_t head_dim, int64_t max_len, double theta) {
+  // inv_freq_i = theta^(-2i/D), angle(pos, i) = pos * inv_freq_i; computed in double, stored in fp32.
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  const torch::Tensor inv_freq =
+      torch::pow(theta, -torch::arange(0, head_dim, 2, opts) / static_cast<double>(head_dim));
+  const torch::Tensor angles = torch::outer(torch::arange(max_len, opts), inv_freq);
+  cos = register_buffer("cos", angles.cos().to(torch::kFloat32));
+  sin = register_buffer("sin", angles.sin().to(torch::kFloat32));
+}
+
+torch::Tensor RotaryEmbeddingImpl::forward(const torch::Tensor& x, const torch::Tensor& positions) {
+  const int64_t half = x.size(-1) / 2;
+  const torch::Tensor c = cos.index_select(0, positions), s = sin.index_select(0, positions);  // [N, D/2]
+  const torch::Tensor x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
+  return torch::cat({x1 * c - x2 * s, x2 * c + x1 * s}, -1);
+}
+
+AttentionImpl::AttentionImpl(const TransformerConfig& c) : n_heads(c.n_heads), head_dim(c.head_dim()) {
+  qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, 3 * c.d_model).bias(false)));
+  out = register_module("out", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.d_model).bias(false)));
+  rope = register_module("rope", RotaryEmbedding(head_dim, c.max_seq_len, c.rope_theta));
+}
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& mask,
+                                     KVCache* cache, int64_t layer) {
+  const int64_t B = x.size(0), N = x.size(1);
+  const torch::Tensor qkv_heads = qkv->forward(x).view({B, N, 3, n_heads, head_dim}).permute({2, 0, 3, 1, 4});
+  torch::Tensor q = rope->forward(qkv_heads[0], positions);  // [B, H, N, D]
+  torch::Tensor k = rope->forward(qkv_heads[1], positions);
+  torch::Tensor v = qkv_heads[2];
+  if (cache) std::tie(k, v) = cache->write(layer, k, v);  // now [B, H, T, D]
+  torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(head_dim)));
+  if (mask.defined()) scores = scores + mask;
+  const torch::Tensor y = torch::matmul(torch::softmax(scores, -1), v);  // [B, H, N, D]
+  return out->forward(y.transpose(1, 2).reshape({B, N, n_heads * head_dim}));
+}
+
+SwiGLUImpl::SwiGLUImpl(int64_t d_model, int64_t d_ff) {
+  gate_up = register_module("gate_up", torch::nn::Linear(torch::nn::LinearOptions(d_model, 2 * d_ff).bias(false)));
+  down = register_module("down", torch::nn::Linear(torch::nn::LinearOptions(d_ff, d_model).bias(false)));
+}
+
+torch::Tensor SwiGLUImpl::forward(const torch::Tensor& x) {
+  const auto parts = gate_up->forward(x).chunk(2, -1);
+  return down->forward(torch::silu(parts[0]) * parts[1]);
+}
+
+BlockImpl::BlockImpl(const TransformerConfig& c) {
+  attn_norm = register_module("attn_norm", RMSNorm(c.d_model, c.norm_eps));
+  attn = register_module("attn", Attention(c));
+  mlp_norm = register_module("mlp_norm", RMSNorm(c.d_model, c.norm_eps));
+  mlp = register_module("mlp", SwiGLU(c.d_model, c.d_ff));
+}
+
+torch::Tensor BlockImpl::forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& mask,
+                                 KVCache* cache, int64_t layer) {
+  const torch::Tensor h = x + attn->forward(attn_norm->forward(x), positions, mask, cache, layer);
+  return h + mlp->forward(mlp_norm->forward(h));
+}
+
+TransformerImpl::TransformerImpl(const TransformerConfig& config) : config_(config) {
+  config_.validate("transformer config");
+  embedding = register_module("embedding", torch::nn::Embedding(config_.vocab_size, config_.d_model));
+  blocks = register_module("blocks", torch::nn::ModuleList());
+  for (int32_t i = 0; i < config_.n_layers; ++i) blocks->push_back(Block(config_));
+  final_norm = register_module("final_norm", RMSNorm(config_.d_model, config_.norm_eps));
+  if (!config_.tie_embeddings)
+    head = register_module(
+        "head", torch::nn::Linear(torch::nn::LinearOptions(config_.d_model, config_.vocab_size).bias(false)));
+
+  // GPT-2 initialisation: N(0, 0.02) everywhere, the projections that write into the residual stream scaled
+  // by 1/sqrt(2 * n_layers) so the residual's variance does not grow with depth.
+  torch::NoGradGuard no_grad;
+  const double residual_std = 0.02 / std::sqrt(2.0 * config_.n_layers);
+  for (auto& p : named_parameters()) {
+    const std::string& name = p.key();
+    if (p.value().dim() < 2) continue;  // norm weights stay 1
+    const bool residual = name.find("attn.out.") != std::string::npos || name.find("mlp.down.") != std::string::npos;
+    p.value().normal_(0.0, residual ? residual_std : 0.02);
+  }
+}
+
+torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& tokens, const torch::Tensor& positions,
+                                             const torch::Tensor& mask, KVCache* cache) {
+  torch::Tensor x = embedding->forward(tokens);
+  for (size_t i = 0; i < blocks->size(); ++i)
+    x = blocks->ptr<BlockImpl>(i)->forward(x, positions, mask, cache, static_cast<int64_t>(i));
+  if (cache) cache->advance(tokens.size(1));
+  return final_norm->forward(x);
+}
+
+torch::Tensor TransformerImpl::lm_head(const torch::Tensor& hidden) {
+  return config_.tie_embeddings ? torch::nn::functional::linear(hidden, embedding->weight) : head->forward(hidden);
+}
+
+torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens) {
+  const AttentionLayout layout = causal_layout(0, tokens.size(1));
+  return lm_head(hidden_states(tokens, layout.positions, layout.mask, nullptr));
+}
+
+TransformerOutput TransformerImpl::forward(const torch::Tensor& tokens, KVCache& cache) {
+  const int64_t n = tokens.size(1);
+  const AttentionLayout layout = causal_layout(cache.length(), n);
+  // A single row sees every column: skip the mask.
+  const torch::Tensor hidden = hidden_states(tokens, layout.positions, n == 1 ? torch::Tensor() : layout.mask, &cache);
+  return {hidden, lm_head(hidden)};
+}
+
+TransformerOutput TransformerImpl::forward_tree(const torch::Tensor& tokens, const std::vector<int32_t>& parents,
+                                                KVCache& cache) {
+  if (tokens.dim() != 1 || tokens.size(0) != static_cast<int64_t>(parents.size()))
+    fail("forward_tree: tokens must be [N] with one parent per node, got ", tokens.sizes(), " and ", parents.size(),
+         " parents");
+  const AttentionLayout layout = tree_layout(cache.length(), 0, parents);
+  const torch::Tensor hidden = hidden_states(tokens.unsqueeze(0), layout.positions, layout.mask, &cache);
+  return {hidden, lm_head(hidden)};
+}
+
+KVCache TransformerImpl::new_cache(int64_t batch) const {
+  return KVCache(config_.n_layers, batch, config_.n_heads, config_.max_seq_len, config_.head_dim());
+}
+
+AttentionLayout causal_layout(int64_t cache_len, int64_t n) {
+  AttentionLayout layout;
+  layout.positions = torch::arange(cache_len, cache_len + n, torch::kInt64);
+  // Row r sees columns [0, cache_len + r].
+  layout.mask = torch::full({n, cache_len + n}, -std::numeric_limits<float>::infinity())
+                    .triu(cache_len + 1);  // keeps -inf strictly above the shifted diagonal, zeros the rest
+  return layout;
+}
+
+AttentionLayout tree_layout(int64_t cache_len, int64_t chunk, const std::vector<int32_t>& parents,
+                            int64_t cached_nodes) {
+  const int64_t n_nodes = static_cast<int64_t>(parents.size());
+  if (cached_nodes < 0 || cached_nodes > n_nodes || cached_nodes > cache_len || (cached_nodes > 0 && chunk > 0))
+    fail("tree_layout: ", cached_nodes, " cached nodes with a chunk of ", chunk, " and ", cache_len, " cached slots");
+  std::vector<int64_t> depth(n_nodes);
+  for (int64_t j = 0; j < n_nodes; ++j) {
+    const int32_t p = parents[j];
+    if (p < -1 || p >= j) fail("tree_layout: node ", j, " has parent ", p, " (parents must precede children)");
+    depth[j] = p < 0 ? 1 : depth[p] + 1;
+  }
+  const int64_t base = cache_len - cached_nodes;  // linear prefix length
+  const int64_t rows = chunk + n_nodes - cached_nodes;
+  const int64_t cols = cache_len + rows;
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  torch::Tensor mask = torch::full({rows, cols}, neg_inf);
+  torch::Tensor positions = torch::empty({rows}, torch::kInt64);
+  float* m = mask.data_ptr<float>();
+  int64_t* pos = positions.data_ptr<int64_t>();
+  for (int64_t r = 0; r < chunk; ++r) {
+    pos[r] = base + r;
+    std::fill(m + r * cols, m + r * cols + base + r + 1, 0.0f);
+  }
+  const int64_t tree_slot0 = base + chunk;  // slot of node 0
+  for (int64_t j = cached_nodes; j < n_nodes; ++j) {
+    const int64_t r = chunk + j - cached_nodes;
+    pos[r] = tree_slot0 + depth[j] - 1;
+    float* row = m + r * cols;
+    std::fill(row, row + tree_slot0, 0.0f);
+    for (int64_t a = j; a >= 0; a = parents[a]) row[tree_slot0 + a] = 0.0f;
+  }
+  return {positions, mask};
+}
+
+}  // namespace specula

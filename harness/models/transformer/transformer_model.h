@@ -1,0 +1,128 @@
+// A decoder-only transformer (Llama-style): token embedding, pre-norm blocks of RMSNorm -> multi-head causal
+// attention with RoPE -> residual, RMSNorm -> SwiGLU MLP -> residual, a final RMSNorm and a tied or untied LM
+// head. Idiomatic LibTorch modules (TORCH_MODULE, register_module), so parameters(), to() and training work.
+// Includes LibTorch: only for torch translation units (the torch-free face is transformer_language_model.h).
+//
+// Attention is described by rows and columns: N new rows (tokens) at given RoPE positions attend to the cache
+// slots [0, cache.length()) and to the new rows themselves (columns cache.length() + 0..N-1) through an
+// additive mask [N, cache.length() + N] of 0 (visible) and -inf (hidden). A chunk of a sequence is the
+// causal case; a token tree is the ancestor-closure case (ALGORITHMS.md §6).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "harness/models/transformer/kv_cache.h"
+#include "harness/models/transformer/transformer_config.h"
+
+namespace specula {
+
+// RMSNorm (Zhang & Sennrich 2019): x / sqrt(mean(x^2) + eps) * weight, no mean subtraction, no bias.
+struct RMSNormImpl : torch::nn::Module {
+  RMSNormImpl(int64_t dim, double eps);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor weight;
+  double eps;
+};
+TORCH_MODULE(RMSNorm);
+
+// Rotary position embedding (Su et al. 2021, RoFormer), "rotate half" pairing (i, i + D/2) as in GPT-NeoX and
+// Llama. cos/sin tables are buffers [max_len, D/2] rebuilt from the config, not learned.
+struct RotaryEmbeddingImpl : torch::nn::Module {
+  RotaryEmbeddingImpl(int64_t head_dim, int64_t max_len, double theta);
+  // x [B, H, N, D]; positions [N] int64: the absolute position of each row.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions);
+  torch::Tensor cos, sin;  // [max_len, D/2]
+};
+TORCH_MODULE(RotaryEmbedding);
+
+struct AttentionImpl : torch::nn::Module {
+  explicit AttentionImpl(const TransformerConfig& c);
+  // x [B, N, d]; mask [N, T] additive (undefined: every column visible); with a cache, T = cache.length() + N
+  // and this layer's keys/values are written to the cache; without one, T = N.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& mask,
+                        KVCache* cache, int64_t layer);
+  torch::nn::Linear qkv{nullptr}, out{nullptr};  // [d -> 3d] (q, k, v stacked), [d -> d]
+  RotaryEmbedding rope{nullptr};
+  int64_t n_heads, head_dim;
+};
+TORCH_MODULE(Attention);
+
+// SwiGLU MLP (Shazeer 2020): down(silu(gate(x)) * up(x)); gate and up share one [d -> 2 * ff] matrix.
+struct SwiGLUImpl : torch::nn::Module {
+  SwiGLUImpl(int64_t d_model, int64_t d_ff);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::nn::Linear gate_up{nullptr}, down{nullptr};
+};
+TORCH_MODULE(SwiGLU);
+
+struct BlockImpl : torch::nn::Module {
+  explicit BlockImpl(const TransformerConfig& c);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& mask,
+                        KVCache* cache, int64_t layer);
+  RMSNorm attn_norm{nullptr}, mlp_norm{nullptr};
+  Attention attn{nullptr};
+  SwiGLU mlp{nullptr};
+};
+TORCH_MODULE(Block);
+
+struct TransformerOutput {
+  torch::Tensor hidden;  // [B, N, d] final hidden states (after the final norm: the LM head's input, EAGLE's f)
+  torch::Tensor logits;  // [B, N, V]
+};
+
+class TransformerImpl : public torch::nn::Module {
+ public:
+  explicit TransformerImpl(const TransformerConfig& config);
+
+  // Training and full recompute: tokens [B, N] at positions 0..N-1, causal; logits [B, N, V]. No cache.
+  torch::Tensor forward(const torch::Tensor& tokens);
+  // A chunk of N new tokens [B, N] after the cache's contents: positions cache.length() + 0..N-1, causal
+  // among themselves, every cached slot visible. Appends their keys/values to the cache.
+  TransformerOutput forward(const torch::Tensor& tokens, KVCache& cache);
+  // Every node of a token tree in one call: tokens [N] (batch 1), parents [N] (-1: child of the cache's last
+  // token; parents precede children). Node i sits at position cache.length() + depth(i) - 1 and attends to
+  // the whole cache and to itself and its ancestors. Appends node i's keys/values at slot
+  // cache.length() + i.
+  TransformerOutput forward_tree(const torch::Tensor& tokens, const std::vector<int32_t>& parents, KVCache& cache);
+
+  // The general step: rows tokens [B, N] at positions [N], mask [N, T] (see the file comment; undefined:
+  // all visible). Returns the final hidden states [B, N, d]; appends keys/values when `cache` is given.
+  torch::Tensor hidden_states(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& mask,
+                              KVCache* cache);
+  torch::Tensor lm_head(const torch::Tensor& hidden);  // [.., d] -> [.., V]
+
+  // A cache sized for this model: [n_layers, batch, n_heads, max_seq_len, head_dim].
+  KVCache new_cache(int64_t batch = 1) const;
+  const TransformerConfig& config() const { return config_; }
+
+  torch::nn::Embedding embedding{nullptr};
+  torch::nn::ModuleList blocks{nullptr};
+  RMSNorm final_norm{nullptr};
+  torch::nn::Linear head{nullptr};  // only when the embeddings are untied
+
+ private:
+  TransformerConfig config_;
+};
+TORCH_MODULE(Transformer);
+
+// Positions and attention mask of one step (see the file comment).
+struct AttentionLayout {
+  torch::Tensor positions;  // [N] int64
+  torch::Tensor mask;       // [N, cache_len + N] float, 0 or -inf
+};
+
+// N causal rows after `cache_len` cached slots.
+AttentionLayout causal_layout(int64_t cache_len, int64_t n);
+
+// Rows = `chunk` linear tokens followed by the tree nodes cached_nodes..parents.size()-1. The cache holds
+// `cache_len` slots, of which the last `cached_nodes` are tree nodes 0..cached_nodes-1 already run (only
+// with chunk == 0); the slots before them are the linear prefix, visible to every row. Chunk row r sits at
+// position base + r (base = cache_len - cached_nodes); tree node j at base + chunk + depth(j) - 1, seeing the
+// prefix, the chunk, itself and its ancestors (ALGORITHMS.md §6: mask[i][j] = 1 iff j is i or an ancestor).
+AttentionLayout tree_layout(int64_t cache_len, int64_t chunk, const std::vector<int32_t>& parents,
+                            int64_t cached_nodes = 0);
+
+}  // namespace specula

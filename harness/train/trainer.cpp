@@ -1,0 +1,233 @@
+#include "harness/train/trainer.h"
+
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+#include "harness/models/transformer/byte_tokenizer.h"
+#include "harness/models/transformer/checkpoint.h"
+#include "harness/train/progress_bar.h"
+#include "harness/train/text_corpus.h"
+#include "verify/error.h"
+
+namespace specula {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+torch::Tensor to_tensor(const std::vector<Token>& tokens) {
+  return torch::tensor(std::vector<int64_t>(tokens.begin(), tokens.end()), torch::kInt64);
+}
+
+// Windows (inputs x = data[o, o + T), targets y = data[o + 1, o + T + 1)) starting at `offsets`.
+std::pair<torch::Tensor, torch::Tensor> windows(const torch::Tensor& data, const std::vector<int64_t>& offsets,
+                                                int64_t seq_len) {
+  const torch::Tensor starts = torch::tensor(offsets, torch::kInt64).unsqueeze(1);
+  const torch::Tensor index = starts + torch::arange(seq_len + 1, torch::kInt64).unsqueeze(0);  // [B, T + 1]
+  const torch::Tensor w = data.index_select(0, index.reshape(-1)).view({-1, seq_len + 1});
+  return {w.narrow(1, 0, seq_len), w.narrow(1, 1, seq_len)};
+}
+
+// Mean next-token cross-entropy (nats per token) over the windows starting at `offsets`, `batch` at a time.
+double mean_loss(Transformer& model, const torch::Tensor& data, const std::vector<int64_t>& offsets, int64_t seq_len,
+                 int64_t batch) {
+  torch::NoGradGuard no_grad;
+  model->eval();
+  double total = 0.0;
+  int64_t count = 0;
+  for (size_t i = 0; i < offsets.size(); i += static_cast<size_t>(batch)) {
+    const std::vector<int64_t> chunk(offsets.begin() + static_cast<std::ptrdiff_t>(i),
+                                     offsets.begin() + static_cast<std::ptrdiff_t>(std::min(offsets.size(), i + batch)));
+    const auto [x, y] = windows(data, chunk, seq_len);
+    const torch::Tensor logits = model->forward(x);
+    total += torch::nn::functional::cross_entropy(
+                 logits.reshape({-1, logits.size(-1)}), y.reshape(-1),
+                 torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                 .item<double>();
+    count += y.numel();
+  }
+  model->train();
+  return total / static_cast<double>(count);
+}
+
+std::string format_loss(double loss) {
+  std::ostringstream os;
+  os.precision(4);
+  os << std::fixed << loss;
+  return os.str();
+}
+
+}  // namespace
+
+void TrainOptions::validate() const {
+  model.validate("model options");
+  lr.validate();
+  if (corpus.empty()) fail("--corpus is required");
+  if (output.empty()) fail("--output is required");
+  if (weights_dtype != "float32" && weights_dtype != "float16")
+    fail("--weights-dtype must be float32 or float16, got '", weights_dtype, "'");
+  if (batch_size < 1) fail("--batch-size must be >= 1, got ", batch_size);
+  if (seq_len < 1 || seq_len > model.max_seq_len)
+    fail("--seq-len must be in [1, --max-seq-len = ", model.max_seq_len, "], got ", seq_len);
+  if (!(weight_decay >= 0.0)) fail("--weight-decay must be >= 0, got ", weight_decay);
+  if (!(beta1 >= 0.0 && beta1 < 1.0)) fail("--beta1 must be in [0, 1), got ", beta1);
+  if (!(beta2 >= 0.0 && beta2 < 1.0)) fail("--beta2 must be in [0, 1), got ", beta2);
+  if (eval_interval < 1) fail("--eval-interval must be >= 1, got ", eval_interval);
+  if (eval_windows < 1) fail("--eval-windows must be >= 1, got ", eval_windows);
+  if (threads < 1) fail("--threads must be >= 1, got ", threads);
+}
+
+TrainResult train_transformer(const TrainOptions& options) {
+  options.validate();
+  torch::set_num_threads(options.threads);
+  torch::manual_seed(options.seed);
+  const auto tokenizer = make_tokenizer(options.tokenizer, "--tokenizer");
+  if (tokenizer->vocab_size() != options.model.vocab_size)
+    fail("--vocab-size ", options.model.vocab_size, " does not match tokenizer '", options.tokenizer, "' (",
+         tokenizer->vocab_size(), " tokens)");
+  const int64_t T = options.seq_len;
+  const TextCorpus corpus =
+      load_text_corpus(options.corpus, *tokenizer, options.validation_fraction, static_cast<size_t>(T) + 1);
+  const torch::Tensor train_data = to_tensor(corpus.train), val_data = to_tensor(corpus.validation);
+
+  // Validation windows: every non-overlapping window (final loss) and an evenly spaced fixed subset of them
+  // (periodic loss, cheap enough to run often; the same subset each time so the curve is comparable).
+  std::vector<int64_t> val_all;
+  for (int64_t o = 0; o + T + 1 <= val_data.size(0); o += T) val_all.push_back(o);
+  std::vector<int64_t> val_subset;
+  const int64_t n_subset = std::min<int64_t>(options.eval_windows, static_cast<int64_t>(val_all.size()));
+  for (int64_t i = 0; i < n_subset; ++i) val_subset.push_back(val_all[i * static_cast<int64_t>(val_all.size()) / n_subset]);
+
+  Transformer model(options.model);
+  model->train();
+  std::vector<torch::Tensor> decay, no_decay;  // decoupled weight decay on matrices only, not on norm gains
+  for (const auto& p : model->named_parameters()) (p.value().dim() >= 2 ? decay : no_decay).push_back(p.value());
+  auto adamw = [&](double wd) {
+    return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(options.lr.peak)
+                                                            .betas({options.beta1, options.beta2})
+                                                            .eps(1e-8)
+                                                            .weight_decay(wd));
+  };
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, adamw(options.weight_decay));
+  groups.emplace_back(no_decay, adamw(0.0));
+  torch::optim::AdamW optimizer(groups, torch::optim::AdamWOptions(options.lr.peak));
+
+  CheckpointConfig checkpoint;
+  checkpoint.model = options.model;
+  checkpoint.tokenizer = options.tokenizer;
+  checkpoint.weights_dtype = options.weights_dtype;
+
+  const int64_t total_steps = options.lr.total_steps;
+  std::cerr << "specula train: " << options.model.describe() << "; corpus " << options.corpus << " ("
+            << corpus.train.size() << " training / " << corpus.validation.size() << " validation tokens); "
+            << total_steps << " steps of " << options.batch_size << " x " << T << " tokens; " << options.threads
+            << " thread(s)\n";
+  ProgressBar progress(std::cerr, total_steps, isatty(STDERR_FILENO) == 1, options.log_interval);
+
+  std::mt19937_64 rng(options.seed);
+  std::uniform_int_distribution<int64_t> pick(0, train_data.size(0) - T - 1);
+  TrainResult result;
+  result.best_periodic_val_loss = INFINITY;
+  double train_seconds = 0.0, eval_seconds = 0.0, recent_loss_sum = 0.0;
+  int64_t evals_done = 0, recent_count = 0;
+  const auto start = Clock::now();
+  for (int64_t step = 0; step < total_steps; ++step) {
+    const auto step_start = Clock::now();
+    const double lr = options.lr.at(step);
+    for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+    std::vector<int64_t> offsets(static_cast<size_t>(options.batch_size));
+    for (int64_t& o : offsets) o = pick(rng);
+    const auto [x, y] = windows(train_data, offsets, T);
+    const torch::Tensor logits = model->forward(x);
+    const torch::Tensor loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape(-1));
+    optimizer.zero_grad();
+    loss.backward();
+    if (options.grad_clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), options.grad_clip);
+    optimizer.step();
+    const double loss_value = loss.item<double>();
+    if (!std::isfinite(loss_value)) fail("training diverged: loss ", loss_value, " at step ", step + 1, " (lower --lr?)");
+    train_seconds += seconds_since(step_start);
+    if (recent_count == options.eval_interval) recent_loss_sum = recent_count = 0;
+    recent_loss_sum += loss_value;
+    ++recent_count;
+
+    const int64_t done = step + 1;
+    const int64_t evals_left = total_steps / options.eval_interval - evals_done;
+    const double eval_cost = evals_done ? eval_seconds / static_cast<double>(evals_done) : 0.0;
+    const double eta = static_cast<double>(total_steps - done) * train_seconds / static_cast<double>(done) +
+                       static_cast<double>(std::max<int64_t>(0, evals_left)) * eval_cost;
+    progress.update(step, loss_value, static_cast<double>(done * options.batch_size * T) / train_seconds, eta);
+
+    if (done % options.eval_interval == 0 || done == total_steps) {
+      const auto eval_start = Clock::now();
+      const double val = mean_loss(model, val_data, val_subset, T, options.batch_size);
+      ++evals_done;
+      std::string saved;
+      if (val < result.best_periodic_val_loss) {
+        result.best_periodic_val_loss = val;
+        result.best_step = done;
+        checkpoint.training = {{"status", "in progress"}, {"step", done}, {"periodic_val_loss", val}};
+        save_checkpoint(options.output, model, checkpoint);
+        saved = ", saved " + options.output;
+      }
+      eval_seconds += seconds_since(eval_start);
+      progress.note("step " + std::to_string(done) + ": train loss " + format_loss(recent_loss_sum / recent_count) +
+                    ", val loss " + format_loss(val) + " (" + std::to_string(val_subset.size()) + " windows)" + saved);
+    }
+  }
+  progress.finish();
+  result.steps = total_steps;
+  result.final_train_loss = recent_loss_sum / static_cast<double>(std::max<int64_t>(1, recent_count));
+  result.tokens_per_second = static_cast<double>(total_steps * options.batch_size * T) / train_seconds;
+
+  // The reported loss is the saved checkpoint's, read back from disk: what `transformer:PATH` will serve.
+  LoadedCheckpoint saved = load_checkpoint(options.output);
+  result.val_loss = mean_loss(saved.model, val_data, val_all, T, options.batch_size);
+  result.val_tokens = static_cast<int64_t>(val_all.size()) * T;
+  result.seconds = seconds_since(start);
+  checkpoint.training = {
+      {"command", options.command},
+      {"corpus", options.corpus},
+      {"train_tokens", corpus.train.size()},
+      {"validation_tokens", corpus.validation.size()},
+      {"validation_fraction", options.validation_fraction},
+      {"steps", total_steps},
+      {"batch_size", options.batch_size},
+      {"seq_len", T},
+      {"lr", options.lr.peak},
+      {"min_lr", options.lr.min},
+      {"warmup_steps", options.lr.warmup_steps},
+      {"weight_decay", options.weight_decay},
+      {"betas", {options.beta1, options.beta2}},
+      {"grad_clip", options.grad_clip},
+      {"seed", options.seed},
+      {"threads", options.threads},
+      {"best_step", result.best_step},
+      {"periodic_val_loss", result.best_periodic_val_loss},
+      {"periodic_val_windows", val_subset.size()},
+      {"final_train_loss", result.final_train_loss},
+      {"val_loss", result.val_loss},
+      {"val_loss_tokens", result.val_tokens},
+      {"val_bits_per_byte", result.val_loss / std::log(2.0)},
+      {"parameters", options.model.parameter_count()},
+      {"train_seconds", train_seconds},
+      {"total_seconds", result.seconds},
+      {"tokens_per_second", result.tokens_per_second},
+      {"torch_version", TORCH_VERSION},
+  };
+  saved.config.training = checkpoint.training;
+  write_checkpoint_config(options.output, saved.config);
+  std::cerr << "specula train: done in " << ProgressBar::format_duration(result.seconds) << "; checkpoint "
+            << options.output << " (step " << result.best_step << "), validation loss " << format_loss(result.val_loss)
+            << " nats/token over " << result.val_tokens << " tokens\n";
+  return result;
+}
+
+}  // namespace specula

@@ -1,0 +1,521 @@
+// Transformer models: the KV cache, tree attention and the session's cache reuse against a full recompute,
+// checkpoints, the tokenizer, and a short training run. All "[transformer]".
+//
+// Tolerances. Every comparison is fp32 against fp32 computed by a different route (a chunked or tree forward
+// vs one full causal forward): the same math with different matrix shapes, so BLAS sums in a different
+// order and the softmax sees extra masked columns (exp(-inf) = 0 exactly, so they add nothing). The test
+// models use weights with unit-scale activations (logits up to ~30 in magnitude), where fp32 rounding
+// (relative ~1e-7 per operation, a few hundred operations deep) gives absolute logit differences of ~1e-5:
+// the largest observed over all comparisons here is 8.6e-6. We allow kTol = 1e-4 absolute (>10x headroom).
+// Each test's negative control (a position off by one, a changed token, a wrong path) moves the logits by
+// at least 4.8 (observed; checked > 100 * kTol), so the tolerance cannot hide a real bug.
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include "harness/models/model_source.h"
+#include "harness/models/tokenizer.h"
+#include "harness/models/transformer/byte_tokenizer.h"
+#include "harness/models/transformer/checkpoint.h"
+#include "harness/models/transformer/transformer_language_model.h"
+#include "harness/models/transformer/transformer_model.h"
+#include "harness/train/lr_schedule.h"
+#include "harness/train/progress_bar.h"
+#include "harness/train/trainer.h"
+#include "verify/error.h"
+
+namespace specula {
+namespace {
+
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+
+constexpr double kTol = 1e-4;
+
+TransformerConfig small_config(bool tied = true) {
+  TransformerConfig c;
+  c.vocab_size = 256;
+  c.d_model = 32;
+  c.n_layers = 2;
+  c.n_heads = 4;  // head_dim 8
+  c.d_ff = 48;
+  c.max_seq_len = 64;
+  c.tie_embeddings = tied;
+  return c;
+}
+
+// Unit-scale weights (N(0, 1/fan_in) matrices, N(0, 1) embeddings, norm gains ~1) so the attention is far from
+// uniform and the logits are O(1-10): a random-init model (std 0.02) would have near-constant logits and make
+// any comparison vacuous.
+Transformer scaled_model(const TransformerConfig& c, uint64_t seed) {
+  torch::manual_seed(seed);
+  Transformer m(c);
+  torch::NoGradGuard no_grad;
+  for (auto& p : m->named_parameters()) {
+    torch::Tensor t = p.value();
+    if (t.dim() == 1)
+      t.uniform_(0.8, 1.2);
+    else if (p.key() == "embedding.weight")
+      t.normal_(0.0, 1.0);
+    else
+      t.normal_(0.0, 1.0 / std::sqrt(static_cast<double>(t.size(1))));
+  }
+  m->eval();
+  return m;
+}
+
+torch::Tensor ids(const std::vector<Token>& tokens) {
+  return torch::tensor(std::vector<int64_t>(tokens.begin(), tokens.end()), torch::kInt64).unsqueeze(0);
+}
+
+std::vector<Token> random_tokens(std::mt19937& rng, int n, int vocab = 256) {
+  std::uniform_int_distribution<int> pick(0, vocab - 1);
+  std::vector<Token> out(n);
+  for (Token& t : out) t = pick(rng);
+  return out;
+}
+
+double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).abs().max().item<double>(); }
+
+// Logits after the whole sequence (its last row), by one full causal forward: the reference.
+torch::Tensor reference_next(Transformer& m, const std::vector<Token>& tokens) {
+  torch::NoGradGuard no_grad;
+  return m->forward(ids(tokens))[0][-1];
+}
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& name) {
+    path = fs::temp_directory_path() / ("specula-test-" + name + "-" + std::to_string(::getpid()));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string str(const std::string& sub = "") const { return (sub.empty() ? path : path / sub).string(); }
+};
+
+std::string save_scaled_checkpoint(const TempDir& dir, const std::string& name, const TransformerConfig& c,
+                                   uint64_t seed, const std::string& dtype = "float32") {
+  Transformer m = scaled_model(c, seed);
+  CheckpointConfig cc;
+  cc.weights_dtype = dtype;
+  save_checkpoint(dir.str(name), m, cc);
+  return dir.str(name);
+}
+
+}  // namespace
+
+TEST_CASE("KV-cache forward equals a full recompute, chunked and token by token", "[transformer]") {
+  for (bool tied : {true, false}) {
+    CAPTURE(tied);
+    Transformer m = scaled_model(small_config(tied), 7);
+    torch::NoGradGuard no_grad;
+    std::mt19937 rng(1);
+    const std::vector<Token> seq = random_tokens(rng, 40);
+    const torch::Tensor full = m->forward(ids(seq))[0];  // [40, V]
+    REQUIRE(full.abs().max().item<double>() > 1.0);     // the models are not trivially flat
+
+    SECTION("chunked") {
+      KVCache cache = m->new_cache();
+      std::vector<torch::Tensor> rows;
+      int start = 0;
+      for (int len : {7, 1, 12, 3, 17}) {
+        const std::vector<Token> chunk(seq.begin() + start, seq.begin() + start + len);
+        const TransformerOutput out = m->forward(ids(chunk), cache);
+        REQUIRE(out.hidden.sizes() == torch::IntArrayRef({1, len, 32}));
+        rows.push_back(out.logits[0]);
+        start += len;
+      }
+      REQUIRE(cache.length() == 40);
+      CHECK(max_abs_diff(torch::cat(rows), full) < kTol);
+    }
+    SECTION("token by token") {
+      KVCache cache = m->new_cache();
+      std::vector<torch::Tensor> rows;
+      for (Token t : seq) rows.push_back(m->forward(ids({t}), cache).logits[0]);
+      CHECK(max_abs_diff(torch::cat(rows), full) < kTol);
+    }
+    SECTION("negative control: a position off by one is caught") {
+      KVCache cache = m->new_cache();
+      m->forward(ids(std::vector<Token>(seq.begin(), seq.begin() + 20)), cache);
+      const std::vector<Token> rest(seq.begin() + 20, seq.end());
+      const AttentionLayout wrong = causal_layout(21, 20);  // positions shifted by one, same mask shape
+      const torch::Tensor hidden =
+          m->hidden_states(ids(rest), wrong.positions, causal_layout(20, 20).mask, &cache);
+      CHECK(max_abs_diff(m->lm_head(hidden)[0], full.narrow(0, 20, 20)) > 100 * kTol);
+    }
+  }
+}
+
+TEST_CASE("the causal mask hides later tokens", "[transformer]") {
+  Transformer m = scaled_model(small_config(), 3);
+  torch::NoGradGuard no_grad;
+  std::mt19937 rng(2);
+  std::vector<Token> a = random_tokens(rng, 30);
+  std::vector<Token> b = a;
+  b[20] = (b[20] + 1) % 256;
+  const torch::Tensor la = m->forward(ids(a))[0], lb = m->forward(ids(b))[0];
+  CHECK(max_abs_diff(la.narrow(0, 0, 20), lb.narrow(0, 0, 20)) < 1e-6);
+  CHECK(max_abs_diff(la.narrow(0, 20, 10), lb.narrow(0, 20, 10)) > 100 * kTol);
+}
+
+TEST_CASE("a tree forward's logits at every node equal a sequential forward along its path", "[transformer]") {
+  Transformer m = scaled_model(small_config(), 11);
+  torch::NoGradGuard no_grad;
+  std::mt19937 rng(5);
+  const std::vector<Token> context = random_tokens(rng, 20);
+  // Depth 4, uneven branching, and two identical siblings (nodes 0 and 1 share a token: i.i.d. drafts repeat).
+  const std::vector<int32_t> parents = {-1, -1, -1, 0, 0, 1, 3, 3, 5, 6, 2};
+  std::vector<Token> tokens = random_tokens(rng, static_cast<int>(parents.size()));
+  tokens[1] = tokens[0];
+  TokenTree tree;
+  for (size_t j = 0; j < parents.size(); ++j) tree.add(tokens[j], parents[j]);
+
+  KVCache cache = m->new_cache();
+  m->forward(ids(context), cache);
+  const TransformerOutput out = m->forward_tree(ids(tokens)[0], parents, cache);
+  REQUIRE(cache.length() == 20 + static_cast<int64_t>(parents.size()));
+  for (int32_t j = 0; j < tree.size(); ++j) {
+    CAPTURE(j);
+    std::vector<Token> seq = context;
+    for (Token t : tree.path(j)) seq.push_back(t);
+    CHECK(max_abs_diff(out.logits[0][j], reference_next(m, seq)) < kTol);
+  }
+  // Negative control: node 9's row against the path of its sibling's subtree differs.
+  std::vector<Token> other = context;
+  for (Token t : tree.path(7)) other.push_back(t);
+  CHECK(max_abs_diff(out.logits[0][9], reference_next(m, other)) > 100 * kTol);
+
+  SECTION("tree_layout: positions are cache length + depth - 1, the mask is the ancestor closure") {
+    const AttentionLayout layout = tree_layout(20, 0, parents);
+    const std::vector<int64_t> want_pos = {20, 20, 20, 21, 21, 21, 22, 22, 22, 23, 21};
+    for (size_t j = 0; j < parents.size(); ++j) CHECK(layout.positions[j].item<int64_t>() == want_pos[j]);
+    for (size_t j = 0; j < parents.size(); ++j)
+      for (size_t k = 0; k < parents.size(); ++k) {
+        bool ancestor = false;
+        for (int32_t a = static_cast<int32_t>(j); a >= 0; a = parents[a]) ancestor |= a == static_cast<int32_t>(k);
+        CHECK((layout.mask[j][20 + k].item<float>() == 0.0f) == ancestor);
+      }
+    CHECK(layout.mask.narrow(1, 0, 20).abs().max().item<float>() == 0.0f);  // the whole cache is visible
+  }
+}
+
+TEST_CASE("KVCache truncate and compact move slots", "[transformer]") {
+  KVCache cache(2, 1, 1, 8, 2);
+  const torch::Tensor k = torch::arange(12, torch::kFloat32).view({1, 1, 6, 2});
+  for (int layer = 0; layer < 2; ++layer) cache.write(layer, k + 100 * layer, -k);
+  cache.advance(6);
+  cache.compact({0, 1, 3, 5});  // keep the prefix [0, 2) and slots 3, 5
+  REQUIRE(cache.length() == 4);
+  const auto [keys, values] = cache.write(1, torch::zeros({1, 1, 0, 2}), torch::zeros({1, 1, 0, 2}));
+  const std::vector<float> want = {0, 1, 2, 3, 6, 7, 10, 11};
+  for (int i = 0; i < 8; ++i) CHECK(keys.reshape(-1)[i].item<float>() == want[i] + 100);
+  CHECK(values.reshape(-1)[7].item<float>() == -11);
+  cache.truncate(1);
+  CHECK(cache.length() == 1);
+  CHECK_THROWS_WITH(cache.truncate(2), Contains("cannot truncate"));
+  CHECK_THROWS_WITH(cache.compact({1, 0}), Contains("strictly increasing"));
+  cache.reserve(20);
+  CHECK(cache.capacity() >= 20);
+  CHECK(cache.length() == 1);
+}
+
+TEST_CASE("a session reuses its KV cache across calls and matches a full recompute", "[transformer]") {
+  TempDir dir("session");
+  const std::string path = save_scaled_checkpoint(dir, "model", small_config(), 13);
+  const TransformerLanguageModel lm(path);
+  LoadedCheckpoint ref = load_checkpoint(path);
+  const int32_t V = lm.vocab_size();
+  auto session_ptr = lm.new_session();
+  auto& session = dynamic_cast<TransformerSession&>(*session_ptr);
+  std::mt19937 rng(17);
+
+  // Checks every row of one tree_logits call against full recomputes.
+  auto check_call = [&](const std::vector<Token>& context, const TokenTree& tree) {
+    std::vector<float> out(static_cast<size_t>(tree.size() + 1) * V);
+    session.tree_logits(context, tree, out.data());
+    const torch::Tensor got = torch::from_blob(out.data(), {tree.size() + 1, V}).clone();
+    CHECK(max_abs_diff(got[0], reference_next(ref.model, context)) < kTol);
+    for (int32_t j = 0; j < tree.size(); ++j) {
+      std::vector<Token> seq = context;
+      for (Token t : tree.path(j)) seq.push_back(t);
+      CHECK(max_abs_diff(got[j + 1], reference_next(ref.model, seq)) < kTol);
+    }
+  };
+  auto random_tree = [&](int n) {
+    TokenTree t;
+    std::uniform_int_distribution<int> tok(0, V - 1);
+    for (int j = 0; j < n; ++j) t.add(tok(rng), j == 0 ? -1 : std::uniform_int_distribution<int>(-1, j - 1)(rng));
+    return t;
+  };
+
+  std::vector<Token> context = random_tokens(rng, 10);
+  TokenTree tree = random_tree(6);
+  check_call(context, tree);
+  REQUIRE(session.stats().rows_run == 10 + 6);
+
+  SECTION("accepting a root-to-node path compacts its keys instead of recomputing") {
+    // Verification accepted node 5's path, then emitted one more token.
+    std::vector<Token> next = context;
+    for (Token t : tree.path(5)) next.push_back(t);
+    const int64_t path_len = static_cast<int64_t>(tree.path(5).size());
+    next.push_back(7);
+    const TokenTree tree2 = random_tree(5);
+    check_call(next, tree2);
+    CHECK(session.stats().path_nodes_compacted == path_len);
+    CHECK(session.stats().rows_run == 16 + 1 + 5);  // only the emitted token and the new tree ran
+  }
+  SECTION("a drafter growing its tree one depth per call runs only the new nodes") {
+    TokenTree grown = tree;
+    grown.add(3, 5);
+    grown.add(4, 6);
+    check_call(context, grown);
+    CHECK(session.stats().tree_nodes_reused == 6);
+    CHECK(session.stats().rows_run == 16 + 2);
+  }
+  SECTION("the same context with a different tree drops the old nodes") {
+    check_call(context, random_tree(4));
+    CHECK(session.stats().rows_run == 16 + 4);
+    CHECK(session.stats().tree_nodes_reused == 0);
+  }
+  SECTION("a context that diverges keeps only the common prefix") {
+    std::vector<Token> other(context.begin(), context.begin() + 6);
+    other.push_back((context[6] + 1) % V);
+    check_call(other, random_tree(3));
+    CHECK(session.stats().rows_run == 16 + 1 + 3);
+  }
+  SECTION("a shorter context re-runs its last token") {
+    const std::vector<Token> shorter(context.begin(), context.begin() + 7);
+    check_call(shorter, TokenTree{});
+    CHECK(session.stats().rows_run == 16 + 1);
+  }
+  SECTION("a random walk of calls (generator- and drafter-like) always matches") {
+    for (int step = 0; step < 40; ++step) {
+      CAPTURE(step);
+      const int what = std::uniform_int_distribution<int>(0, 4)(rng);
+      if (what == 0 && tree.size() > 0) {  // accept a path (+ maybe one token)
+        const int node = std::uniform_int_distribution<int>(0, tree.size() - 1)(rng);
+        for (Token t : tree.path(node)) context.push_back(t);
+        if (rng() % 2) context.push_back(static_cast<Token>(rng() % V));
+        tree = random_tree(static_cast<int>(rng() % 7));
+      } else if (what == 1) {  // grow the tree
+        std::uniform_int_distribution<int> tok(0, V - 1);
+        for (int i = 0; i < 3; ++i) tree.add(tok(rng), std::uniform_int_distribution<int>(-1, tree.size() - 1)(rng));
+      } else if (what == 2) {  // plain decoding
+        context.push_back(static_cast<Token>(rng() % V));
+        tree = TokenTree{};
+      } else if (what == 3 && context.size() > 3) {  // rewind
+        context.resize(context.size() - 1 - rng() % 3);
+        tree = random_tree(static_cast<int>(rng() % 5));
+      } else {
+        tree = random_tree(static_cast<int>(rng() % 8));
+      }
+      if (context.size() + tree.size() + 1 > 60) context.resize(12);
+      check_call(context, tree);
+    }
+    CHECK(session.stats().path_nodes_compacted > 0);
+    CHECK(session.stats().tree_nodes_reused > 0);
+  }
+}
+
+TEST_CASE("sessions report bad inputs clearly", "[transformer]") {
+  TempDir dir("session-errors");
+  const TransformerLanguageModel lm(save_scaled_checkpoint(dir, "model", small_config(), 1));
+  auto session = lm.new_session();
+  std::vector<float> out(256 * 40);
+  CHECK_THROWS_WITH(session->next_logits({}, out.data()), Contains("at least one context token"));
+  CHECK_THROWS_WITH(session->next_logits({1, 300}, out.data()), Contains("outside the vocabulary"));
+  CHECK_THROWS_WITH(session->next_logits(std::vector<Token>(65, 1), out.data()), Contains("max_seq_len 64"));
+  CHECK_THAT(lm.description(), Contains("2 layers, d=32"));
+}
+
+TEST_CASE("checkpoint save -> load round trip", "[transformer]") {
+  TempDir dir("roundtrip");
+  for (bool tied : {true, false}) {
+    CAPTURE(tied);
+    Transformer m = scaled_model(small_config(tied), 21);
+    CheckpointConfig cc;
+    cc.training = {{"note", "test"}};
+    save_checkpoint(dir.str("fp32"), m, cc);
+    LoadedCheckpoint back = load_checkpoint(dir.str("fp32"));
+    CHECK(back.config.model.tie_embeddings == tied);
+    CHECK(back.config.training["note"] == "test");
+    const auto a = m->named_parameters(), b = back.model->named_parameters();
+    REQUIRE(a.size() == b.size());
+    for (const auto& p : a) CHECK(torch::equal(p.value(), b[p.key()]));
+    torch::NoGradGuard no_grad;
+    const torch::Tensor x = torch::randint(256, {2, 16}, torch::kInt64);
+    CHECK(torch::equal(m->forward(x), back.model->forward(x)));
+
+    cc.weights_dtype = "float16";
+    save_checkpoint(dir.str("fp16"), m, cc);
+    LoadedCheckpoint half = load_checkpoint(dir.str("fp16"));
+    for (const auto& p : a) CHECK(torch::equal(p.value().to(torch::kFloat16).to(torch::kFloat32), half.model->named_parameters()[p.key()]));
+  }
+}
+
+TEST_CASE("a corrupt or missing checkpoint gives a clear error", "[transformer]") {
+  TempDir dir("corrupt");
+  const std::string good = save_scaled_checkpoint(dir, "good", small_config(), 2);
+  auto copy = [&](const std::string& name) {
+    fs::copy(good, dir.str(name), fs::copy_options::recursive);
+    return dir.str(name);
+  };
+  auto write = [](const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; };
+  auto read = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+
+  CHECK_THROWS_WITH(load_checkpoint(dir.str("nope")), Contains("no such folder"));
+  CHECK_THROWS_WITH(TransformerLanguageModel(dir.str("nope")), Contains("no such folder"));
+  CHECK_THROWS_WITH(load_language_model("transformer:" + dir.str("nope"), "target"), Contains("no such folder"));
+  CHECK_THROWS_WITH(load_language_model("transformer:", "target"), Contains("needs a checkpoint folder"));
+  {
+    const std::string p = copy("no-config");
+    fs::remove(p + "/config.json");
+    CHECK_THROWS_WITH(load_checkpoint(p), Contains("config.json: missing checkpoint config"));
+  }
+  {
+    const std::string p = copy("bad-json");
+    write(p + "/config.json", "{\"format\": ");
+    CHECK_THROWS_WITH(load_checkpoint(p), Contains("config.json: malformed JSON"));
+  }
+  {
+    const std::string p = copy("no-weights");
+    fs::remove(p + "/weights.pt");
+    CHECK_THROWS_WITH(load_checkpoint(p), Contains("weights.pt: missing weights file"));
+  }
+  {
+    const std::string p = copy("garbage-weights");
+    write(p + "/weights.pt", "this is not a torch archive");
+    CHECK_THROWS_WITH(load_checkpoint(p), Contains("weights.pt: corrupt or unreadable"));
+  }
+  {
+    const std::string p = copy("truncated-weights");
+    const std::string bytes = read(p + "/weights.pt");
+    write(p + "/weights.pt", bytes.substr(0, bytes.size() / 2));
+    CHECK_THROWS_WITH(load_checkpoint(p), Contains("weights.pt"));
+  }
+  {
+    const std::string p = copy("shape-mismatch");
+    std::string cfg = read(p + "/config.json");
+    cfg.replace(cfg.find("\"d_ff\": 48"), 10, "\"d_ff\": 64");
+    write(p + "/config.json", cfg);
+    CHECK_THROWS_WITH(load_checkpoint(p), Contains("has shape") && Contains("mlp.gate_up.weight"));
+  }
+  {
+    const std::string p = copy("missing-field");
+    std::string cfg = read(p + "/config.json");
+    cfg.replace(cfg.find("\"n_heads\""), 9, "\"n_headz\"");
+    write(p + "/config.json", cfg);
+    CHECK_THROWS_WITH(load_checkpoint(p), Contains("unknown field 'n_headz'"));
+  }
+  {
+    const std::string p = copy("bad-tokenizer");
+    std::string cfg = read(p + "/config.json");
+    cfg.replace(cfg.find("\"byte\""), 6, "\"bpe\"");
+    write(p + "/config.json", cfg);
+    CHECK_THROWS_WITH(load_checkpoint(p), Contains("unknown tokenizer 'bpe'"));
+  }
+  {
+    const std::string p = copy("untied");  // the config says untied: the archive lacks head.weight
+    std::string cfg = read(p + "/config.json");
+    cfg.replace(cfg.find("\"tie_embeddings\": true"), 22, "\"tie_embeddings\": false");
+    write(p + "/config.json", cfg);
+    CHECK_THROWS_WITH(load_checkpoint(p), Contains("missing tensor 'head.weight'"));
+  }
+}
+
+TEST_CASE("byte tokenizer round-trips any bytes; load_tokenizer_for reads the checkpoint", "[transformer]") {
+  const ByteTokenizer tok;
+  std::string all;
+  for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
+  const std::string text = "To be, or not to be \xE2\x80\x94 that is the question\n" + all;
+  const std::vector<Token> t = tok.encode(text);
+  CHECK(t.size() == text.size());
+  CHECK(t[0] == 'T');
+  CHECK(tok.decode(t) == text);
+  CHECK_THROWS_WITH(tok.decode({65, 256}), Contains("not a byte"));
+
+  TempDir dir("tokenizer");
+  const std::string path = save_scaled_checkpoint(dir, "model", small_config(), 3);
+  const auto loaded = load_tokenizer_for("transformer:" + path);
+  REQUIRE(loaded);
+  CHECK(loaded->name() == "byte");
+  CHECK(loaded->decode(loaded->encode("hello")) == "hello");
+  CHECK(load_tokenizer_for("bigram:whatever.txt") == nullptr);
+  CHECK_THROWS_WITH(load_tokenizer_for("transformer:" + dir.str("missing")), Contains("no such folder"));
+}
+
+TEST_CASE("learning-rate schedule: linear warm-up, cosine to the minimum", "[transformer]") {
+  LrSchedule s{1e-3, 1e-4, 10, 110};
+  CHECK(s.at(0) == Approx(1e-4));
+  CHECK(s.at(9) == Approx(1e-3));
+  CHECK(s.at(10) == Approx(1e-3));
+  CHECK(s.at(60) == Approx(0.5 * (1e-3 + 1e-4)));
+  CHECK(s.at(109) == Approx(1e-4 + 0.5 * 9e-4 * (1 + std::cos(M_PI * 99 / 100))));
+  CHECK(s.at(110) == Approx(1e-4));
+  for (int i = 11; i < 110; ++i) CHECK(s.at(i) <= s.at(i - 1));
+  CHECK_THROWS_WITH((LrSchedule{1e-3, 2e-3, 10, 100}.validate()), Contains("--min-lr"));
+}
+
+TEST_CASE("progress bar: plain lines off a terminal, in-place redraws on one", "[transformer]") {
+  std::ostringstream plain;
+  ProgressBar bar(plain, 100, false, 25);
+  for (int s = 0; s < 100; ++s) bar.update(s, 2.5, 1000, 100 - s);
+  bar.note("step 100: val loss 2.0");
+  const std::string text = plain.str();
+  CHECK(text.find('\r') == std::string::npos);
+  CHECK_THAT(text, Contains("step 1/100") && Contains("step 25/100") && Contains("step 100/100") &&
+                       Contains("1000 tok/s") && Contains("ETA 0:01"));
+  CHECK(std::count(text.begin(), text.end(), '\n') == 6);  // steps 1, 25, 50, 75, 100 and the note
+  std::ostringstream tty;
+  ProgressBar live(tty, 10, true, 25);
+  live.update(0, 2.5, 1000, 3725);
+  CHECK_THAT(tty.str(), Contains("\r[") && Contains("ETA 1:02:05"));
+}
+
+TEST_CASE("a short training run lowers the loss and writes a loadable checkpoint", "[transformer]") {
+  TempDir dir("train");
+  std::string text;
+  std::mt19937 rng(4);
+  const std::vector<std::string> words = {"the ", "king ", "and ", "queen ", "of ", "verona ", "speak ", "\n"};
+  while (text.size() < 20000) text += words[rng() % words.size()];
+  std::ofstream(dir.str("corpus.txt")) << text;
+
+  TrainOptions o;
+  o.model = small_config();
+  o.corpus = dir.str("corpus.txt");
+  o.output = dir.str("ckpt");
+  o.batch_size = 8;
+  o.seq_len = 32;
+  o.lr = LrSchedule{3e-3, 3e-4, 10, 240};
+  o.eval_interval = 80;
+  o.eval_windows = 16;
+  o.log_interval = 1000;
+  const TrainResult r = train_transformer(o);
+  // A uniform guess costs ln 256 = 5.55 nats; the word choice costs ln 8 / 5.5 = 0.38 nats per byte.
+  CHECK(r.val_loss < 1.5);
+  CHECK(r.best_step > 0);
+  const CheckpointConfig saved = read_checkpoint_config(o.output);
+  CHECK(saved.training["val_loss"].get<double>() == Approx(r.val_loss));
+  CHECK(saved.training["steps"] == 240);
+  const TransformerLanguageModel lm(o.output);
+  std::vector<float> logits(256);
+  auto session = lm.new_session();
+  session->next_logits(lm.tokenizer().encode("the kin"), logits.data());
+  // "kin" only ever continues as "king": the served model has learned it.
+  const double log_sum = std::log(std::accumulate(logits.begin(), logits.end(), 0.0, [](double a, float l) { return a + std::exp(l); }));
+  CHECK(logits['g'] - log_sum > std::log(0.5));
+}
+
+}  // namespace specula
