@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/host_device.h"
 
@@ -28,6 +29,106 @@ SPECULA_HD float apply_frequency_presence(float logit, int32_t count_in_output, 
 // on logits so no normaliser is needed.
 SPECULA_HD bool min_p_keeps(double logit, double max_logit, double min_p) {
   return std::exp(logit - max_logit) >= min_p;
+}
+
+// ---- Float order and thresholds ------------------------------------------------------------------------
+// Every supported filter (min-p, top-k, top-p) keeps an upper set of logit values, so a whole filter chain
+// reduces to one threshold `cut`: keep x iff x is finite and x >= cut. The CUDA kernel finds each filter's
+// threshold without sorting; these helpers are the exact, backend-independent pieces of that search.
+
+SPECULA_HD uint32_t float_bits(float x) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(x);
+#else
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+#endif
+}
+
+SPECULA_HD float float_from_bits(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+#endif
+}
+
+SPECULA_HD float negative_infinity() { return float_from_bits(0xff800000u); }
+
+// A key whose unsigned order is the order of the floats (-inf < ... < -0 < +0 < ... < +inf); the radix
+// select of the kernel works on these keys. -0 and +0 get different keys but compare equal as floats, so
+// decisions are always made by comparing floats against a threshold, never keys.
+SPECULA_HD uint32_t float_order_key(float x) {
+  const uint32_t u = float_bits(x);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+SPECULA_HD float float_from_order_key(uint32_t key) {
+  return float_from_bits((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
+}
+
+// Is x a candidate of the current row (finite and not removed by an earlier filter)? NaN and +inf never
+// reach the filters: the pipeline rejects them before.
+SPECULA_HD bool kept_by_cut(float x, float cut) { return x != negative_infinity() && x >= cut; }
+
+// The smallest float x with min_p_keeps(x, max_logit, min_p), found by bisection over the float order
+// (32 evaluations, no pass over the row). Keeping x >= this threshold keeps exactly the tokens min_p_keeps
+// accepts, because exp is monotone. Requires 0 < min_p <= 1 (so the max passes and -inf does not).
+SPECULA_HD float min_p_threshold(float max_logit, float min_p) {
+  uint32_t fails = float_order_key(negative_infinity());  // min_p_keeps is false here
+  uint32_t passes = float_order_key(max_logit);            // and true here
+  while (passes - fails > 1) {
+    const uint32_t mid = fails + (passes - fails) / 2;
+    if (min_p_keeps(float_from_order_key(mid), max_logit, min_p))
+      passes = mid;
+    else
+      fails = mid;
+  }
+  return float_from_order_key(passes);
+}
+
+// top-k (Fan et al. 2018), tie-inclusive: with the k-th largest value `kth`, keep x >= kth.
+SPECULA_HD bool top_k_keeps(float x, float kth) { return x >= kth; }
+
+// top-p (Holtzman et al. 2020), tie-inclusive: keep x iff the mass of tokens strictly more probable than x
+// is below top_p * total (so the token that crosses top_p is kept, and tied tokens share its fate).
+SPECULA_HD bool top_p_keeps(double mass_strictly_above, double total, double top_p) {
+  return mass_strictly_above < top_p * total;
+}
+
+// Fixed-point probability mass for the kernel's top-p search. Integer sums are associative, so the
+// kernel's histogram of masses is deterministic whatever order its atomics land in. The scale 2^shift
+// keeps the sum of `count` weights in [0, 2^63): shift = 63 - bit_length(count).
+SPECULA_HD int fixed_mass_shift(int64_t count) {
+  int bits = 0;
+  while (count > 0) {
+    ++bits;
+    count >>= 1;
+  }
+  return 63 - bits;
+}
+
+// exp(x - max_logit) in float64 (as the CPU's row_probabilities), rounded to a multiple of 2^-shift.
+SPECULA_HD uint64_t fixed_mass(float x, float max_logit, double scale) {
+  const double e = std::exp(static_cast<double>(x) - static_cast<double>(max_logit));
+  return static_cast<uint64_t>(e * scale + 0.5);
+}
+
+// top_p_keeps in fixed point: the smallest integer mass T such that "mass above < top_p * total" is
+// "mass above < T" for integer masses. At least 1, so the most probable token is always kept.
+SPECULA_HD uint64_t top_p_fixed_target(uint64_t total, float top_p) {
+  const double t = std::ceil(static_cast<double>(top_p) * static_cast<double>(total));
+  return t < 1.0 ? 1 : static_cast<uint64_t>(t);
+}
+
+// The radix select's step, for top-k (weights 1, target k) and top-p (fixed masses, target from
+// top_p_fixed_target): the value v sought satisfies weight(> v) < target <= weight(>= v). A bucket of
+// values holds v iff above + weight(buckets higher) < target <= above + weight(this bucket and higher).
+SPECULA_HD bool bucket_holds_target(uint64_t above, uint64_t higher, uint64_t this_and_higher, uint64_t target) {
+  return above + higher < target && target <= above + this_and_higher;
 }
 
 // ---- Verification ------------------------------------------------------------------------------------
@@ -65,5 +166,11 @@ SPECULA_HD double block_stop_probability(double residual_mass, double w) {
 // Inverse-CDF step: token x is chosen by a uniform u when the running total crosses u * total inside x's
 // weight. Zero weights can never be chosen because the running total must strictly increase past target.
 SPECULA_HD bool cumulative_crosses(double cumulative_after, double target) { return cumulative_after > target; }
+
+// The same step for a parallel prefix sum, whose rounding can differ by an ulp between neighbours: a token
+// with zero weight must still never be chosen, so the weight is tested explicitly.
+SPECULA_HD bool inverse_cdf_picks(double weight, double cumulative_after, double target) {
+  return weight > 0.0 && cumulative_after > target;
+}
 
 }  // namespace specula

@@ -1,0 +1,53 @@
+// Device selection: the parts that need no CUDA runtime. The runtime probe (cuda_probe) is defined in
+// cuda_runtime_probe.cpp when the build has CUDA, and below when it does not.
+#include "kernels/cuda_device.h"
+
+#include "verify/error.h"
+
+namespace specula {
+
+namespace detail {
+// Device count, and the runtime's reason when it is 0. Defined once per build flavour.
+int cuda_probe(std::string* reason);
+}  // namespace detail
+
+#if !defined(SPECULA_HAS_CUDA)
+namespace detail {
+int cuda_probe(std::string* reason) {
+  *reason = "this build has no CUDA support (configure with -DSPECULA_CUDA=ON)";
+  return 0;
+}
+}  // namespace detail
+bool built_with_cuda() { return false; }
+#else
+bool built_with_cuda() { return true; }
+#endif
+
+Device parse_device(const std::string& text) {
+  if (text == "cpu") return Device::cpu;
+  if (text == "cuda") return Device::cuda;
+  fail("--device: unknown device '", text, "' (expected cpu or cuda)");
+}
+
+const char* device_name(Device device) { return device == Device::cuda ? "cuda" : "cpu"; }
+
+int cuda_device_count_or_zero() {
+  std::string reason;
+  return detail::cuda_probe(&reason);
+}
+
+std::string cuda_unavailable_reason() {
+  std::string reason;
+  return detail::cuda_probe(&reason) > 0 ? std::string() : reason;
+}
+
+void require_cuda_device() {
+  std::string reason;
+  if (detail::cuda_probe(&reason) == 0) fail("no CUDA device: ", reason);
+}
+
+void require_device(Device device) {
+  if (device == Device::cuda) require_cuda_device();
+}
+
+}  // namespace specula

@@ -1,0 +1,19 @@
+// The CUDA launchers of a build without CUDA (-DSPECULA_CUDA=OFF): same declarations, and each call is
+// the Error "no CUDA device: this build has no CUDA support (...)" instead of a link failure.
+#include "kernels/cuda_device.h"
+#include "kernels/philox_fill.h"
+#include "kernels/sampler_kernels.h"
+
+namespace specula {
+
+void launch_fused_sampler(const SamplerKernelParams& p, CUstream_st*) {
+  p.check();
+  require_cuda_device();
+}
+
+void launch_philox_fill(const PhiloxFillParams& p, CUstream_st*) {
+  p.check();
+  require_cuda_device();
+}
+
+}  // namespace specula

@@ -1,0 +1,321 @@
+// The fused sampler's per-row algorithm, written once for two backends: a CUDA block (CudaBlock in
+// sampler_kernels.cu, one block per row, CUB primitives) and one CPU "thread" (HostBlock in
+// sampler_kernels.cpp). A Block supplies the collective operations; everything that decides anything is
+// here or in sampler_math.h, so the CPU run of this file tests the kernel's decisions without a GPU.
+//
+// Block interface (every call is collective: all threads of the block make it, in the same order):
+//   kThreads, kVec                      threads per row, elements per vector access
+//   rank(), leader()                    this thread's index; true for exactly one thread
+//   for_each_vec(f)                     f(base) for this thread's vectors [base, base + kVec) of the row
+//   sum_f64, sum_i32, min_i32, max_i32, argmax   reductions whose result every thread receives
+//   inclusive_scan(in, out)             prefix sums of a tile of kThreads * kVec values; returns the total
+//   hist_clear, hist_add(bin, w), hist_suffix_sums() -> total, hist_find(above, target) -> RadixPick
+//
+// Passes over the row (scratch = the probs output, so nothing else is allocated):
+//   1. read inputs, apply masks, bias, penalties, temperature; write the processed logits to scratch;
+//      reduce max/argmax, counts, first bad index
+//   2. per filter: min_p  -> a threshold by bisection over the float order (no pass)
+//                  top_k  -> 3 radix-select passes over scratch (11 + 11 + 10 bits), weights 1
+//                  top_p  -> 3 radix-select passes, weights = fixed-point exp(x - max)
+//   3. normaliser z over the kept tokens
+//   4. write probabilities, reduce their float64 total and the last positive index
+//   5. inverse-CDF draw, tile by tile in index order, stopping at the tile that holds the token
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/host_device.h"
+#include "kernels/philox.h"
+#include "kernels/sampler_kernels.h"
+#include "kernels/sampler_math.h"
+
+namespace specula {
+namespace fused_sampler {
+
+constexpr int kRadixBins = 2048;  // 11-bit digits
+constexpr int32_t kNoIndex = 0x7fffffff;
+
+struct ArgMax {  // no initialisers: it lives in a __shared__ union
+  float value;
+  int32_t index;
+};
+
+// Larger value wins; equal values go to the lower index, as apply_greedy's first maximum.
+SPECULA_HD ArgMax better(const ArgMax& a, const ArgMax& b) {
+  if (a.value > b.value) return a;
+  if (b.value > a.value) return b;
+  return a.index <= b.index ? a : b;
+}
+
+struct RadixPick {
+  uint32_t digit;
+  uint64_t above;  // weight of all candidates above the picked bucket
+};
+
+// Vector accesses of 4 x 32 bits on the GPU (the dispatch guarantees 16-byte alignment), scalar otherwise.
+template <int VEC, typename T>
+SPECULA_HD void load_vec(const T* p, T (&v)[VEC]) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (VEC == 4 && sizeof(T) == 4) {
+    // Plain (coherent) loads: the scratch is written earlier by this same kernel.
+    const uint4 u = *reinterpret_cast<const uint4*>(p);
+    v[0] = reinterpret_cast<const T&>(u.x);
+    v[1] = reinterpret_cast<const T&>(u.y);
+    v[2] = reinterpret_cast<const T&>(u.z);
+    v[3] = reinterpret_cast<const T&>(u.w);
+  } else
+#endif
+  {
+    for (int j = 0; j < VEC; ++j) v[j] = p[j];
+  }
+}
+
+// Inputs read exactly once: streamed past L2 (evict-first) so the scratch rows stay resident.
+template <int VEC, typename T>
+SPECULA_HD void load_vec_once(const T* p, T (&v)[VEC]) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (VEC == 4 && sizeof(T) == 4) {
+    const uint4 u = __ldcs(reinterpret_cast<const uint4*>(p));
+    v[0] = reinterpret_cast<const T&>(u.x);
+    v[1] = reinterpret_cast<const T&>(u.y);
+    v[2] = reinterpret_cast<const T&>(u.z);
+    v[3] = reinterpret_cast<const T&>(u.w);
+  } else
+#endif
+  {
+    for (int j = 0; j < VEC; ++j) v[j] = p[j];
+  }
+}
+
+template <int VEC>
+SPECULA_HD void store_vec(float* p, const float (&v)[VEC]) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (VEC == 4) {
+    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+  } else
+#endif
+  {
+    for (int j = 0; j < VEC; ++j) p[j] = v[j];
+  }
+}
+
+SPECULA_HD float positive_infinity() { return float_from_bits(0x7f800000u); }
+SPECULA_HD float quiet_nan() { return float_from_bits(0x7fc00000u); }
+
+// The value v with weight(> v) < target <= weight(>= v) among the candidates (kept_by_cut), where a
+// candidate's weight is 1 (top-k, target k) or its fixed-point mass (top-p, target from top_p). Radix
+// select over float_order_key: three histogram passes of 11, 11 and 10 bits. Integer weights make the
+// histograms exact and deterministic. Returns false when the candidates weigh less than the target
+// (top-k with k >= candidates: nothing to remove).
+template <class Block>
+SPECULA_HD bool radix_threshold(Block& b, const float* scratch, float cut, float max_logit, bool by_mass,
+                                int32_t top_k, float top_p, int32_t candidates, float* threshold) {
+  constexpr int VEC = Block::kVec;
+  const double scale = by_mass ? static_cast<double>(uint64_t(1) << fixed_mass_shift(candidates)) : 0.0;
+  uint32_t prefix = 0, prefix_mask = 0;
+  uint64_t above = 0;
+  uint64_t target = by_mass ? 0 : static_cast<uint64_t>(top_k);
+  for (int round = 0; round < 3; ++round) {
+    const int shift = round == 0 ? 21 : (round == 1 ? 10 : 0);
+    const uint32_t digit_mask = round == 2 ? 0x3ffu : 0x7ffu;
+    b.hist_clear();
+    b.for_each_vec([&](int32_t base) {
+      float x[VEC];
+      load_vec<VEC>(scratch + base, x);
+      for (int j = 0; j < VEC; ++j) {
+        if (!kept_by_cut(x[j], cut)) continue;
+        const uint32_t key = float_order_key(x[j]);
+        if ((key & prefix_mask) != prefix) continue;
+        const uint64_t w = by_mass ? fixed_mass(x[j], max_logit, scale) : 1;
+        if (w != 0) b.hist_add(static_cast<int>((key >> shift) & digit_mask), w);
+      }
+    });
+    const uint64_t total = b.hist_suffix_sums();
+    if (round == 0) {
+      if (by_mass) target = top_p_fixed_target(total, top_p);
+      if (target > total) return false;
+    }
+    const RadixPick pick = b.hist_find(above, target);
+    prefix |= pick.digit << shift;
+    prefix_mask |= digit_mask << shift;
+    above = pick.above;
+  }
+  *threshold = float_from_order_key(prefix);
+  return true;
+}
+
+// Fills the row with `value` (NaN marks a failed row) or a one-hot at `hot`.
+template <class Block>
+SPECULA_HD void fill_row(Block& b, float* probs, float value, int32_t hot) {
+  constexpr int VEC = Block::kVec;
+  b.for_each_vec([&](int32_t base) {
+    float v[VEC];
+    for (int j = 0; j < VEC; ++j) v[j] = base + j == hot ? 1.0f : value;
+    store_vec<VEC>(probs + base, v);
+  });
+}
+
+// One row of the fused sampler. `p` as in SamplerKernelParams; pointers of the Block's memory space.
+template <class Block>
+SPECULA_HD void sample_row(Block& b, const SamplerKernelParams& p, int32_t row) {
+  constexpr int VEC = Block::kVec;
+  const SamplerRowParams rp = p.rows[row];
+  const int32_t vocab = p.vocab;
+  const size_t offset = static_cast<size_t>(row) * static_cast<size_t>(vocab);
+  const size_t word_offset = static_cast<size_t>(row) * static_cast<size_t>((vocab + 31) / 32);
+  const float* logits = p.logits + offset;
+  float* probs = p.probs + offset;
+  const uint32_t* allowed = (rp.flags & kRowAllowed) && p.allowed_bitmap ? p.allowed_bitmap + word_offset : nullptr;
+  const uint32_t* banned = (rp.flags & kRowBanned) && p.banned_bitmap ? p.banned_bitmap + word_offset : nullptr;
+  const uint32_t* prompt = (rp.flags & kRowPrompt) && p.prompt_bitmap ? p.prompt_bitmap + word_offset : nullptr;
+  const int32_t* counts = (rp.flags & kRowCounts) && p.output_counts ? p.output_counts + offset : nullptr;
+  const float* bias = (rp.flags & kRowBias) && p.logit_bias ? p.logit_bias + offset : nullptr;
+
+  const bool greedy = rp.temperature == 0.0f;
+  const float inv_temperature = greedy ? 1.0f : 1.0f / rp.temperature;  // as apply_temperature
+  const bool repetition = rp.repetition_penalty != 1.0f;
+  const bool frequency_presence = rp.frequency_penalty != 0.0f || rp.presence_penalty != 0.0f;
+  const float ninf = negative_infinity(), pinf = positive_infinity();
+
+  // ---- Pass 1: masks, bias, penalties, temperature (the CPU's float operations, in its order) ----
+  int32_t first_bad = kNoIndex, first_overflow = kNoIndex, masked_finite = 0, finite = 0;
+  ArgMax best{ninf, kNoIndex};
+  b.for_each_vec([&](int32_t base) {
+    float raw[VEC], add[VEC], x[VEC];
+    int32_t count[VEC];
+    load_vec_once<VEC>(logits + base, raw);
+    if (bias) load_vec_once<VEC>(bias + base, add);
+    if (counts) load_vec_once<VEC>(counts + base, count);
+    const int32_t word = base >> 5;  // kVec divides 32: a vector never straddles two bitmap words
+    const uint32_t allowed_word = allowed ? allowed[word] : ~0u;
+    const uint32_t banned_word = banned ? banned[word] : 0u;
+    const uint32_t prompt_word = prompt ? prompt[word] : 0u;
+    for (int j = 0; j < VEC; ++j) {
+      const int32_t i = base + j;
+      const uint32_t bit = 1u << (i & 31);
+      float v = raw[j];
+      if (v != v || v == pinf) first_bad = first_bad < i ? first_bad : i;
+      if (!(allowed_word & bit) || (banned_word & bit)) v = ninf;
+      if (bias) v += add[j];
+      if (!(v != v || v == pinf || v == ninf)) ++masked_finite;  // count_finite after masks and bias
+      const int32_t c = counts ? count[j] : 0;
+      if (repetition && ((prompt_word & bit) || c > 0)) v = apply_repetition_penalty(v, rp.repetition_penalty);
+      if (frequency_presence && c > 0) v = apply_frequency_presence(v, c, rp.frequency_penalty, rp.presence_penalty);
+      if (!greedy) v *= inv_temperature;
+      if (v != v || v == pinf) {
+        first_overflow = first_overflow < i ? first_overflow : i;
+      } else if (v != ninf) {
+        ++finite;
+        best = better(best, ArgMax{v, i});
+      }
+      x[j] = v;
+    }
+    store_vec<VEC>(probs + base, x);
+  });
+  first_bad = b.min_i32(first_bad);
+  masked_finite = b.sum_i32(masked_finite);
+  first_overflow = b.min_i32(first_overflow);
+  finite = b.sum_i32(finite);
+  best = b.argmax(best);
+
+  SamplerRowStatus status = SamplerRowStatus::ok;
+  if (first_bad != kNoIndex)
+    status = logits[first_bad] != logits[first_bad] ? SamplerRowStatus::nan_logit : SamplerRowStatus::pos_inf_logit;
+  else if (masked_finite == 0)
+    status = SamplerRowStatus::all_masked;
+  else if (first_overflow != kNoIndex)
+    status = SamplerRowStatus::overflow;
+  else if (finite == 0)
+    status = SamplerRowStatus::nothing_left;
+  if (status != SamplerRowStatus::ok || greedy) {
+    // Greedy: the first maximal logit gets probability 1 (apply_greedy, then softmax), and is the draw.
+    const bool ok = status == SamplerRowStatus::ok;
+    fill_row(b, probs, ok ? 0.0f : quiet_nan(), ok ? best.index : -1);
+    if (b.leader()) {
+      p.tokens[row] = ok ? best.index : -1;
+      p.status[row] = static_cast<int32_t>(status);
+    }
+    return;
+  }
+
+  // ---- Pass 2: the filters, in the row's order, each narrowing the threshold `cut` ----
+  const float max_logit = best.value;  // no filter ever removes the maximum
+  float cut = ninf;
+  // Packed into a register: indexing rp.filters with a loop variable would put rp in local memory.
+  const uint32_t order = rp.filters[0] | (uint32_t(rp.filters[1]) << 8) | (uint32_t(rp.filters[2]) << 16);
+  for (int f = 0; f < rp.num_filters && f < 3; ++f) {
+    const KernelFilter filter = static_cast<KernelFilter>((order >> (8 * f)) & 0xffu);
+    float t = ninf;
+    if (filter == KernelFilter::min_p && rp.min_p > 0.0f) {
+      t = min_p_threshold(max_logit, rp.min_p);
+    } else if (filter == KernelFilter::top_k && rp.top_k > 0) {
+      if (!radix_threshold(b, probs, cut, max_logit, false, rp.top_k, 1.0f, finite, &t)) t = ninf;
+    } else if (filter == KernelFilter::top_p && rp.top_p < 1.0f) {
+      if (!radix_threshold(b, probs, cut, max_logit, true, 0, rp.top_p, finite, &t)) t = ninf;
+    }
+    cut = t > cut ? t : cut;
+  }
+
+  // ---- Pass 3: softmax normaliser over the kept tokens ----
+  double z = 0.0;
+  b.for_each_vec([&](int32_t base) {
+    float x[VEC];
+    load_vec<VEC>(probs + base, x);
+    for (int j = 0; j < VEC; ++j)
+      if (kept_by_cut(x[j], cut)) z += static_cast<double>(std::exp(x[j] - max_logit));
+  });
+  z = b.sum_f64(z);
+  const double inv_z = 1.0 / z;
+
+  // ---- Pass 4: probabilities; their float64 total and last positive index (sample_from_weights) ----
+  double total = 0.0;
+  int32_t last_positive = -1;
+  b.for_each_vec([&](int32_t base) {
+    float x[VEC];
+    load_vec<VEC>(probs + base, x);
+    for (int j = 0; j < VEC; ++j) {
+      x[j] = kept_by_cut(x[j], cut) ? static_cast<float>(static_cast<double>(std::exp(x[j] - max_logit)) * inv_z)
+                                    : 0.0f;
+      total += static_cast<double>(x[j]);
+      if (x[j] > 0.0f) last_positive = base + j;
+    }
+    store_vec<VEC>(probs + base, x);
+  });
+  total = b.sum_f64(total);
+  last_positive = b.max_i32(last_positive);
+
+  // ---- Pass 5: inverse CDF with the row's Philox uniform, tiles in index order ----
+  const double target = philox_uniform(rp.seed, rp.stream, rp.offset) * total;
+  constexpr int32_t kTile = Block::kThreads * VEC;
+  int32_t token = -1;
+  double running = 0.0;
+  for (int32_t tile = 0; tile < vocab; tile += kTile) {
+    const int32_t base = tile + b.rank() * VEC;
+    double w[VEC], cumulative[VEC];
+    if (base < vocab) {
+      float x[VEC];
+      load_vec<VEC>(probs + base, x);
+      for (int j = 0; j < VEC; ++j) w[j] = static_cast<double>(x[j]);
+    } else {
+      for (int j = 0; j < VEC; ++j) w[j] = 0.0;
+    }
+    const double tile_total = b.inclusive_scan(w, cumulative);
+    int32_t pick = kNoIndex;
+    for (int j = VEC - 1; j >= 0; --j)
+      if (inverse_cdf_picks(w[j], running + cumulative[j], target)) pick = base + j;
+    pick = b.min_i32(pick);
+    if (pick != kNoIndex) {
+      token = pick;
+      break;
+    }
+    running += tile_total;
+  }
+  if (token < 0) token = last_positive;  // u * total rounded up to total (sample_from_weights)
+  if (b.leader()) {
+    p.tokens[row] = token;
+    p.status[row] = static_cast<int32_t>(SamplerRowStatus::ok);
+  }
+}
+
+}  // namespace fused_sampler
+}  // namespace specula

@@ -1,0 +1,30 @@
+// One thread per uniform: the same philox_uniform the CPU calls, so the outputs must match bit for bit.
+#include <cuda_runtime.h>
+
+#include "kernels/cuda_check.h"
+#include "kernels/cuda_device.h"
+#include "kernels/philox.h"
+#include "kernels/philox_fill.h"
+#include "verify/error.h"
+
+namespace specula {
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void __launch_bounds__(kThreads) philox_fill_kernel(PhiloxFillParams p) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (i < p.count) p.out[i] = philox_uniform(p.seed, p.stream, p.first_offset + static_cast<uint64_t>(i));
+}
+
+}  // namespace
+
+void launch_philox_fill(const PhiloxFillParams& p, CUstream_st* stream) {
+  p.check();
+  require_cuda_device();
+  const int64_t blocks = (p.count + kThreads - 1) / kThreads;
+  philox_fill_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p);
+  cuda_check(cudaGetLastError(), "philox fill launch");
+}
+
+}  // namespace specula

@@ -1,0 +1,102 @@
+// Host side of the fused sampler: parameter checks, status messages, the launch configuration, and the
+// CPU backend of the per-row algorithm (one "thread" per row, same decisions as the CUDA block).
+#include "kernels/sampler_kernels.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/fused_sampler_row.h"
+#include "verify/error.h"
+
+namespace specula {
+
+const char* sampler_status_message(int32_t status) {
+  switch (static_cast<SamplerRowStatus>(status)) {
+    case SamplerRowStatus::ok: return "ok";
+    case SamplerRowStatus::nan_logit: return "a logit is NaN";
+    case SamplerRowStatus::pos_inf_logit: return "a logit is +inf";
+    case SamplerRowStatus::all_masked:
+      return "allowed_tokens / banned_tokens / min_tokens leave no token at all";
+    case SamplerRowStatus::nothing_left: return "penalties or temperature overflowed every logit to -inf";
+    case SamplerRowStatus::overflow: return "a processed logit overflowed to +inf (penalty, bias or temperature)";
+  }
+  return "unknown status";
+}
+
+void check_sampler_status(const int32_t* status, int32_t rows) {
+  for (int32_t r = 0; r < rows; ++r)
+    if (status[r] != static_cast<int32_t>(SamplerRowStatus::ok))
+      fail("fused sampler: row ", r, ": ", sampler_status_message(status[r]), " (status ", status[r], ")");
+}
+
+void SamplerKernelParams::check() const {
+  if (batch < 1) fail("fused sampler: batch must be >= 1, got ", batch);
+  if (vocab < 1 || vocab > (1 << 30)) fail("fused sampler: vocab must be in [1, 2^30], got ", vocab);
+  if (!logits) fail("fused sampler: logits [B, V] is null");
+  if (!rows) fail("fused sampler: rows [B] is null");
+  if (!probs) fail("fused sampler: probs [B, V] is null");
+  if (!tokens) fail("fused sampler: tokens [B] is null");
+  if (!status) fail("fused sampler: status [B] is null");
+  if (static_cast<const void*>(probs) == static_cast<const void*>(logits))
+    fail("fused sampler: probs must not alias logits (probs is the kernel's scratch)");
+}
+
+namespace {
+
+bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// One CPU "thread" that owns the whole row: collectives are identities, the histogram is an array.
+struct HostBlock {
+  static constexpr int kThreads = 1;
+  static constexpr int kVec = 1;
+  int32_t vocab;
+  std::vector<uint64_t> hist = std::vector<uint64_t>(fused_sampler::kRadixBins + 1, 0);
+
+  int rank() const { return 0; }
+  bool leader() const { return true; }
+  template <class F>
+  void for_each_vec(F&& f) {
+    for (int32_t base = 0; base < vocab; ++base) f(base);
+  }
+  double sum_f64(double v) { return v; }
+  int32_t sum_i32(int32_t v) { return v; }
+  int32_t min_i32(int32_t v) { return v; }
+  int32_t max_i32(int32_t v) { return v; }
+  fused_sampler::ArgMax argmax(fused_sampler::ArgMax v) { return v; }
+  double inclusive_scan(const double (&in)[1], double (&out)[1]) {
+    out[0] = in[0];
+    return in[0];
+  }
+  void hist_clear() { std::fill(hist.begin(), hist.end(), 0); }
+  void hist_add(int bin, uint64_t w) { hist[bin] += w; }
+  uint64_t hist_suffix_sums() {
+    for (int d = fused_sampler::kRadixBins - 1; d >= 0; --d) hist[d] += hist[d + 1];
+    return hist[0];
+  }
+  fused_sampler::RadixPick hist_find(uint64_t above, uint64_t target) {
+    for (int d = fused_sampler::kRadixBins - 1; d >= 0; --d)
+      if (bucket_holds_target(above, hist[d + 1], hist[d], target))
+        return {static_cast<uint32_t>(d), above + hist[d + 1]};
+    fail("fused sampler: radix select found no bucket (target ", target, ")");  // unreachable
+  }
+};
+
+}  // namespace
+
+SamplerLaunchConfig choose_fused_sampler_config(const SamplerKernelParams& p) {
+  SamplerLaunchConfig c;
+  c.block = p.vocab >= 16384 ? 512 : 256;
+  const bool vec4 = p.vocab % 4 == 0 && aligned16(p.logits) && aligned16(p.probs) && aligned16(p.logit_bias) &&
+                    aligned16(p.output_counts);
+  c.vec = vec4 ? 4 : 1;
+  return c;
+}
+
+void run_fused_sampler_host(const SamplerKernelParams& p) {
+  p.check();
+  HostBlock block{p.vocab};
+  for (int32_t row = 0; row < p.batch; ++row) fused_sampler::sample_row(block, p, row);
+}
+
+}  // namespace specula

@@ -1,0 +1,102 @@
+// The fused sampler kernel: logits [B, V] -> processed distribution [B, V] and one sampled token per row,
+// with the semantics of the CPU SamplerPipeline (verify/sampler_pipeline.h) followed by sample_categorical
+// (verify/categorical.h) for the stages it supports:
+//
+//   masks (allowed / banned bitmaps) -> logit bias -> repetition, frequency, presence penalties ->
+//   temperature (0 = greedy) -> min_p / top_k / top_p in the row's order -> softmax -> inverse-CDF draw
+//
+// typical_p, tfs_z, mirostat, dynamic temperature and bad_words are not implemented on CUDA; the batch
+// builder (kernels/sampler_batch.h) refuses them by name rather than dropping them.
+//
+// Plain C++: no CUDA headers, so any target can include it. The kernel lives in sampler_kernels.cu; the
+// same per-row algorithm also runs on the CPU (run_fused_sampler_host), which is how it is tested on
+// machines without a GPU. Design and cost model: kernels/README.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+struct CUstream_st;  // cudaStream_t is CUstream_st*
+
+namespace specula {
+
+// Filters the kernel implements, in the row's order.
+enum class KernelFilter : uint8_t { min_p = 0, top_k = 1, top_p = 2 };
+
+// Which optional per-row arrays a row reads (a row without a flag skips the array's bytes).
+enum SamplerRowFlags : uint32_t {
+  kRowAllowed = 1u << 0,  // allowed_bitmap row: only set bits survive
+  kRowBanned = 1u << 1,   // banned_bitmap row: set bits are removed (banned_tokens, stop tokens < min_tokens)
+  kRowPrompt = 1u << 2,   // prompt_bitmap row: tokens of the prompt (repetition penalty)
+  kRowCounts = 1u << 3,   // output_counts row: occurrences in the output (all penalties)
+  kRowBias = 1u << 4,     // logit_bias row
+};
+
+// One row's parameters (device array [B] of these). Same meaning as SamplingParams.
+struct SamplerRowParams {
+  float temperature = 1.0f;         // 0 = greedy (argmax, ties to the lowest id)
+  float min_p = 0.0f;               // used when listed in `filters`
+  int32_t top_k = 0;                // used when listed in `filters`
+  float top_p = 1.0f;               // used when listed in `filters`
+  float repetition_penalty = 1.0f;  // over prompt ∪ output
+  float frequency_penalty = 0.0f;   // over output
+  float presence_penalty = 0.0f;    // over output
+  uint32_t flags = 0;               // SamplerRowFlags
+  uint8_t filters[3] = {0, 0, 0};   // KernelFilter values of the active filters, in the order they run
+  uint8_t num_filters = 0;
+  uint64_t seed = 0;    // Philox key of the row's draw: philox_uniform(seed, stream, offset)
+  uint64_t stream = 0;
+  uint64_t offset = 0;
+};
+
+// Per-row outcome (status array [B]). A row that is not `ok` gets token -1 and NaN probabilities.
+enum class SamplerRowStatus : int32_t {
+  ok = 0,
+  nan_logit = 1,       // a raw logit is NaN (the CPU pipeline throws)
+  pos_inf_logit = 2,   // a raw logit is +inf (the CPU pipeline throws)
+  all_masked = 3,      // masks leave no finite logit (the CPU pipeline throws)
+  nothing_left = 4,    // penalties / temperature overflowed every remaining logit to -inf
+  overflow = 5,        // a processed logit overflowed to +inf (the CPU would produce NaN probabilities)
+};
+const char* sampler_status_message(int32_t status);
+// Throws Error naming the first failed row and its reason; `status` is a host copy of [rows].
+void check_sampler_status(const int32_t* status, int32_t rows);
+
+// The fused sampler's arguments. Pointers are device pointers for launch_fused_sampler and host pointers
+// for run_fused_sampler_host. W = ceil(V / 32) words per bitmap row; bit t of word t / 32 is token t.
+struct SamplerKernelParams {
+  const float* logits = nullptr;             // [B, V] raw logits of the rows
+  const SamplerRowParams* rows = nullptr;    // [B] per-row parameters
+  const uint32_t* allowed_bitmap = nullptr;  // [B, W] allowed tokens (rows with kRowAllowed); may be null
+  const uint32_t* banned_bitmap = nullptr;   // [B, W] banned tokens (rows with kRowBanned); may be null
+  const uint32_t* prompt_bitmap = nullptr;   // [B, W] tokens in the prompt (rows with kRowPrompt); may be null
+  const int32_t* output_counts = nullptr;    // [B, V] occurrences in the output (rows with kRowCounts); may be null
+  const float* logit_bias = nullptr;         // [B, V] additive bias (rows with kRowBias); may be null
+  float* probs = nullptr;                    // [B, V] out: processed distribution; also the kernel's scratch
+  int32_t* tokens = nullptr;                 // [B] out: sampled token, -1 on a failed row
+  int32_t* status = nullptr;                 // [B] out: SamplerRowStatus
+  int32_t batch = 0;                         // B >= 1
+  int32_t vocab = 0;                         // V in [1, 2^30]
+
+  // Throws Error naming the first invalid field (null required pointer, bad shape).
+  void check() const;
+  int32_t bitmap_words() const { return (vocab + 31) / 32; }
+};
+
+// Enqueues the kernel on `stream` (one CUDA block per row). Validates `p`, checks the launch, and throws
+// Error on failure ("fused sampler: <CUDA error>"; "no CUDA device: ..." without one). Asynchronous:
+// read `status` after synchronising. Throws "no CUDA device: ..." in a build without CUDA.
+void launch_fused_sampler(const SamplerKernelParams& p, CUstream_st* stream = nullptr);
+
+// The kernel's per-row algorithm run sequentially on host arrays (same decisions, same Philox draws).
+void run_fused_sampler_host(const SamplerKernelParams& p);
+
+// The (block size, vector width) the launcher's dispatch picks: 512 threads for V >= 16384, else 256;
+// 4-wide vector accesses when V % 4 == 0 and every [B, V] array is 16-byte aligned, else 1.
+struct SamplerLaunchConfig {
+  int block = 256;
+  int vec = 1;
+};
+SamplerLaunchConfig choose_fused_sampler_config(const SamplerKernelParams& p);
+
+}  // namespace specula

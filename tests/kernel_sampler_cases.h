@@ -1,0 +1,176 @@
+// Random fused-sampler cases shared by the CPU test of the kernel algorithm (test_kernels_host.cpp) and
+// the GPU parity test (test_cuda_parity.cpp), plus the comparison against the CPU reference pipeline.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/philox.h"
+#include "kernels/sampler_batch.h"
+#include "verify/categorical.h"
+#include "verify/sampler_pipeline.h"
+
+namespace specula::testing {
+
+struct SamplerCase {
+  int32_t vocab = 0;
+  std::vector<SamplingParams> params;
+  std::vector<TokenHistory> histories;
+  std::vector<RandomKey> keys;
+  std::vector<float> logits;  // [B, V]
+
+  int32_t batch() const { return static_cast<int32_t>(params.size()); }
+  std::vector<SamplerBatchRow> rows() const {
+    std::vector<SamplerBatchRow> out;
+    for (size_t r = 0; r < params.size(); ++r) out.push_back({&params[r], &histories[r], keys[r]});
+    return out;
+  }
+};
+
+// Rows mixing every supported stage: greedy and sampled, all filter orders, penalties with histories,
+// masks, bias (including -inf), min_tokens, and logits with many exact ties (quantised rows).
+inline SamplerCase random_sampler_case(uint64_t seed, int32_t vocab, int32_t batch) {
+  std::mt19937_64 rng(seed);
+  const auto pick = [&](auto... values) {
+    using T = std::common_type_t<decltype(values)...>;
+    const T options[] = {static_cast<T>(values)...};
+    return options[std::uniform_int_distribution<size_t>(0, sizeof...(values) - 1)(rng)];
+  };
+  const auto chance = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
+  const auto below = [&](int32_t hi) { return std::uniform_int_distribution<int32_t>(0, hi - 1)(rng); };
+  const auto token = [&](int32_t hi) {  // a token id below min(hi, vocab)
+    return std::uniform_int_distribution<int32_t>(0, std::min(hi, vocab) - 1)(rng);
+  };
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+
+  SamplerCase c;
+  c.vocab = vocab;
+  c.logits.resize(static_cast<size_t>(batch) * vocab);
+  for (int32_t r = 0; r < batch; ++r) {
+    float* row = c.logits.data() + static_cast<size_t>(r) * vocab;
+    const int style = below(4);
+    const float scale = pick(0.5f, 2.0f, 4.0f, 9.0f);
+    for (int32_t i = 0; i < vocab; ++i) {
+      float x = normal(rng) * scale;
+      if (style == 1) x = std::round(x * 2.0f) / 2.0f;          // heavy ties
+      if (style == 2 && chance(0.01)) x += 12.0f;                // a few dominant tokens
+      if (style == 3 && chance(0.05)) x = -std::numeric_limits<float>::infinity();  // pre-masked logits
+      row[i] = x;
+    }
+    if (style == 3) row[token(vocab)] = 1.0f;  // keep at least one finite logit
+
+    SamplingParams s;
+    s.temperature = chance(0.15) ? 0.0f : pick(0.4f, 0.8f, 1.0f, 1.3f);
+    if (chance(0.5)) s.min_p = pick(0.01f, 0.05f, 0.2f, 0.6f);
+    if (chance(0.6)) s.top_k = pick(1, 2, 7, 50, vocab / 3, vocab + 3);
+    if (chance(0.6)) s.top_p = pick(0.2f, 0.5f, 0.8f, 0.9f, 0.95f, 0.999f);
+    if (chance(0.5)) {
+      s.order = {FilterStage::min_p, FilterStage::top_k, FilterStage::top_p};
+      std::shuffle(s.order.begin(), s.order.end(), rng);
+    }
+    if (chance(0.4)) s.repetition_penalty = pick(0.8f, 1.2f, 1.7f);
+    if (chance(0.4)) s.frequency_penalty = pick(-0.3f, 0.5f, 1.1f);
+    if (chance(0.4)) s.presence_penalty = pick(-0.2f, 0.7f);
+    if (chance(0.2)) {
+      s.banned_tokens = {token(vocab), token(vocab), token(16)};
+      std::sort(s.banned_tokens.begin(), s.banned_tokens.end());
+      s.banned_tokens.erase(std::unique(s.banned_tokens.begin(), s.banned_tokens.end()), s.banned_tokens.end());
+    }
+    if (chance(0.15)) {
+      s.min_tokens = pick(1, 5, 40);
+      s.stop_tokens = {token(vocab), token(8)};
+    }
+    if (chance(0.15)) {
+      for (int32_t i = 0; i < vocab; ++i)
+        if (chance(0.5)) s.allowed_tokens.push_back(i);
+      s.allowed_tokens.push_back(vocab - 1);  // not banned below
+    }
+    // One token survives every mask, so the reference never refuses the row.
+    const Token keep = s.allowed_tokens.empty() ? vocab - 1 : s.allowed_tokens.back();
+    const auto drop = [&](std::vector<Token>& v) { v.erase(std::remove(v.begin(), v.end(), keep), v.end()); };
+    drop(s.banned_tokens);
+    drop(s.stop_tokens);
+    if (style == 3) c.logits[static_cast<size_t>(r) * vocab + keep] = 0.5f;
+    if (chance(0.25)) {
+      std::vector<Token> biased = {token(vocab), token(vocab), token(32), token(vocab)};
+      std::sort(biased.begin(), biased.end());
+      biased.erase(std::unique(biased.begin(), biased.end()), biased.end());
+      for (Token t : biased) s.logit_bias.push_back({t, pick(-5.0f, 3.0f, 100.0f, -0.5f)});
+      if (chance(0.3)) s.logit_bias.back().second = -std::numeric_limits<float>::infinity();
+      for (auto& [t, b] : s.logit_bias)  // never bias the surviving token to -inf
+        if (t == keep) b = 1.0f;
+    }
+
+    TokenHistory h;
+    const int32_t prompt_len = below(20), output_len = below(30);
+    for (int32_t i = 0; i < prompt_len; ++i) h.prompt.push_back(chance(0.5) ? token(10) : token(vocab));
+    for (int32_t i = 0; i < output_len; ++i) h.output.push_back(chance(0.5) ? token(10) : token(vocab));
+
+    c.params.push_back(s);
+    c.histories.push_back(h);
+    c.keys.push_back(RandomKey{rng(), philox_stream(static_cast<uint64_t>(r), RandomRole::sample), rng() >> 20});
+  }
+  return c;
+}
+
+struct RowComparison {
+  bool ok = true;
+  std::string message;
+};
+
+// Compares one row of a fused-sampler run with the reference: the processed distribution within `tol`
+// (max abs), the same support (a token kept by one side and removed by the other is a filter decision
+// mismatch, whatever its mass), the token drawn from the reference distribution, and the token that
+// sample_categorical draws from the kernel's own distribution.
+inline RowComparison compare_row(const SamplerCase& c, int32_t r, const float* probs, int32_t token, int32_t status,
+                                 double tol) {
+  std::ostringstream os;
+  const int32_t v = c.vocab;
+  SamplerPipeline pipeline(c.params[r], v);
+  const float* logits = c.logits.data() + static_cast<size_t>(r) * v;
+  const std::vector<float> ref = pipeline.process(std::vector<float>(logits, logits + v), c.histories[r]);
+  const Token ref_token = sample_categorical(ref.data(), v, c.keys[r]);
+  RowComparison out;
+  if (status != 0) {
+    os << "row " << r << ": status " << status;
+    out.ok = false;
+  }
+  double max_diff = 0.0;
+  int32_t support_mismatch = -1;
+  for (int32_t i = 0; i < v; ++i) {
+    max_diff = std::max(max_diff, std::fabs(static_cast<double>(ref[i]) - probs[i]));
+    const bool kept_ref = ref[i] > 0.0f, kept = probs[i] > 0.0f;
+    if (kept_ref != kept && std::max(ref[i], probs[i]) > 1e-30f && support_mismatch < 0) support_mismatch = i;
+  }
+  if (!(max_diff <= tol)) {
+    os << "row " << r << ": max |p - p_ref| = " << max_diff << " > " << tol << "; ";
+    out.ok = false;
+  }
+  if (support_mismatch >= 0) {
+    os << "row " << r << ": token " << support_mismatch << " kept by one side only (ref " << ref[support_mismatch]
+       << ", kernel " << probs[support_mismatch] << "); ";
+    out.ok = false;
+  }
+  if (token != ref_token) {
+    os << "row " << r << ": token " << token << " != reference token " << ref_token << "; ";
+    out.ok = false;
+  }
+  const Token own = sample_categorical(probs, v, c.keys[r]);
+  if (token != own) {
+    os << "row " << r << ": token " << token << " != sample_categorical(kernel probs) " << own << "; ";
+    out.ok = false;
+  }
+  if (!out.ok) os << "params: " << c.params[r].describe() << " T=" << c.params[r].temperature
+                  << " min_p=" << c.params[r].min_p << " top_k=" << c.params[r].top_k
+                  << " top_p=" << c.params[r].top_p;
+  out.message = os.str();
+  return out;
+}
+
+}  // namespace specula::testing

@@ -1,0 +1,176 @@
+// The kernels' host side, on any machine: device selection and its errors, the batch builder's refusals,
+// the shared threshold helpers, and the fused sampler's per-row algorithm (run on the CPU through
+// HostBlock) against the reference pipeline. The same algorithm runs on the GPU in test_cuda_parity.cpp.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "kernels/cuda_device.h"
+#include "kernels/philox_fill.h"
+#include "kernels/sampler_batch.h"
+#include "kernels/sampler_kernels.h"
+#include "kernels/sampler_math.h"
+#include "kernel_sampler_cases.h"
+#include "verify/error.h"
+
+using namespace specula;
+
+TEST_CASE("--device parses cpu and cuda and names a bad value", "[kernels][device]") {
+  CHECK(parse_device("cpu") == Device::cpu);
+  CHECK(parse_device("cuda") == Device::cuda);
+  CHECK_THROWS_WITH(parse_device("gpu"), Catch::Contains("unknown device 'gpu'"));
+  CHECK(std::string(device_name(Device::cuda)) == "cuda");
+  CHECK_NOTHROW(require_device(Device::cpu));
+}
+
+TEST_CASE("asking for CUDA without a usable device is a clear error, not a crash", "[kernels][device]") {
+  if (cuda_device_count_or_zero() > 0) {
+    CHECK_NOTHROW(require_cuda_device());
+    CHECK(cuda_unavailable_reason().empty());
+    return;
+  }
+  const std::string reason = cuda_unavailable_reason();
+  CHECK_FALSE(reason.empty());
+  CHECK_THROWS_WITH(require_cuda_device(), Catch::StartsWith("no CUDA device: ") && Catch::Contains(reason));
+  CHECK_THROWS_WITH(require_device(Device::cuda), Catch::StartsWith("no CUDA device: "));
+  if (!built_with_cuda()) CHECK_THAT(reason, Catch::Contains("-DSPECULA_CUDA=ON"));
+
+  // The launchers check their params first, then refuse with the same message.
+  std::vector<float> logits(8, 0.0f), probs(8);
+  std::vector<int32_t> tokens(1), status(1);
+  std::vector<SamplerRowParams> rows(1);
+  SamplerKernelParams p;
+  p.logits = logits.data();
+  p.rows = rows.data();
+  p.probs = probs.data();
+  p.tokens = tokens.data();
+  p.status = status.data();
+  p.batch = 1;
+  p.vocab = 8;
+  CHECK_THROWS_WITH(launch_fused_sampler(p), Catch::StartsWith("no CUDA device: "));
+  double out = 0;
+  CHECK_THROWS_WITH(launch_philox_fill(PhiloxFillParams{1, 2, 3, 1, &out}), Catch::StartsWith("no CUDA device: "));
+}
+
+TEST_CASE("kernel params check() names the bad field", "[kernels]") {
+  SamplerKernelParams p;
+  CHECK_THROWS_WITH(p.check(), Catch::Contains("batch"));
+  p.batch = 1;
+  p.vocab = 4;
+  CHECK_THROWS_WITH(p.check(), Catch::Contains("logits"));
+  CHECK_THROWS_WITH(PhiloxFillParams{}.check(), Catch::Contains("count"));
+}
+
+TEST_CASE("the batch builder refuses what the kernel cannot do, by name", "[kernels]") {
+  TokenHistory h;
+  const auto build = [&](const SamplingParams& s) { return SamplerBatch(100, {{&s, &h, RandomKey{}}}); };
+  const auto refused = [&](const char* field, auto set) {
+    SamplingParams s;
+    set(s);
+    CHECK_THROWS_WITH(build(s), Catch::Contains(std::string("not supported on cuda: ") + field));
+  };
+  refused("typical_p", [](SamplingParams& s) { s.typical_p = 0.9f; });
+  refused("tfs_z", [](SamplingParams& s) { s.tfs_z = 0.9f; });
+  refused("mirostat", [](SamplingParams& s) { s.mirostat = 2; });
+  refused("dynatemp", [](SamplingParams& s) { s.dynatemp_range = 0.5f; });
+  refused("bad_words", [](SamplingParams& s) { s.bad_words = {{3, 4}}; });
+  refused("logit_bias", [](SamplingParams& s) { s.logit_bias = {{3, 1.0f}, {3, 2.0f}}; });
+  SamplingParams bad;
+  bad.top_p = 1.5f;
+  CHECK_THROWS_WITH(build(bad), Catch::Contains("row 0") && Catch::Contains("top_p"));
+  SamplingParams greedy_typical;  // greedy rows never run the filters: nothing is dropped
+  greedy_typical.temperature = 0.0f;
+  greedy_typical.typical_p = 0.5f;
+  CHECK_NOTHROW(build(greedy_typical));
+}
+
+TEST_CASE("float order keys sort like floats and round-trip", "[kernels][math]") {
+  std::mt19937 rng(7);
+  std::vector<float> v = {-std::numeric_limits<float>::infinity(), -1e30f, -2.0f, -1e-40f, -0.0f, 0.0f, 1e-40f,
+                          3.0f, 1e30f, std::numeric_limits<float>::infinity()};
+  std::normal_distribution<float> n(0.0f, 5.0f);
+  for (int i = 0; i < 1000; ++i) v.push_back(n(rng));
+  for (float a : v) {
+    CHECK(float_bits(float_from_order_key(float_order_key(a))) == float_bits(a));
+    for (int j = 0; j < 20; ++j) {
+      const float b = v[static_cast<size_t>(j) * 37 % v.size()];
+      if (a < b) CHECK(float_order_key(a) < float_order_key(b));
+    }
+  }
+}
+
+TEST_CASE("min_p_threshold is the exact boundary of min_p_keeps", "[kernels][math]") {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> n(0.0f, 6.0f);
+  for (float min_p : {1e-6f, 0.01f, 0.05f, 0.3f, 0.999f, 1.0f}) {
+    for (int trial = 0; trial < 50; ++trial) {
+      const float m = n(rng);
+      const float t = min_p_threshold(m, min_p);
+      CHECK(min_p_keeps(t, m, min_p));
+      CHECK_FALSE(min_p_keeps(std::nextafter(t, -std::numeric_limits<float>::infinity()), m, min_p));
+      for (int i = 0; i < 50; ++i) {
+        const float x = m - std::fabs(n(rng));
+        CHECK(min_p_keeps(x, m, min_p) == (x >= t));
+      }
+    }
+  }
+}
+
+TEST_CASE("fixed-point masses cannot overflow and round to the nearest unit", "[kernels][math]") {
+  for (int64_t count : {int64_t(1), int64_t(2), int64_t(1000), int64_t(128256), int64_t(1) << 30}) {
+    const int shift = fixed_mass_shift(count);
+    const double scale = static_cast<double>(uint64_t(1) << shift);
+    // count tokens of mass at most 1 (the maximum) sum below 2^63.
+    CHECK(static_cast<double>(count) * scale < 9.3e18);
+    CHECK(fixed_mass(0.0f, 0.0f, scale) == uint64_t(1) << shift);
+  }
+  CHECK(top_p_fixed_target(1000, 0.5f) == 500);
+  CHECK(top_p_fixed_target(1001, 0.5f) == 501);  // mass above < 500.5 <=> mass above <= 500 < 501
+  CHECK(top_p_fixed_target(10, 1e-9f) == 1);
+}
+
+TEST_CASE("the fused sampler algorithm on the CPU matches the reference pipeline", "[kernels][sampler]") {
+  for (int32_t vocab : {1, 2, 7, 64, 333, 4096}) {
+    for (uint64_t seed = 1; seed <= 4; ++seed) {
+      const testing::SamplerCase c = testing::random_sampler_case(seed * 1000 + vocab, vocab, 24);
+      const SamplerBatch batch(vocab, c.rows());
+      std::vector<float> probs(c.logits.size(), std::nanf(""));
+      std::vector<int32_t> tokens(c.batch(), -7), status(c.batch(), -7);
+      run_fused_sampler_host(batch.host_params(c.logits.data(), probs.data(), tokens.data(), status.data()));
+      for (int32_t r = 0; r < c.batch(); ++r) {
+        // Same algorithm, float64 sums in the same order as the CPU: only expf vs exp separates them.
+        const testing::RowComparison cmp = testing::compare_row(
+            c, r, probs.data() + static_cast<size_t>(r) * vocab, tokens[r], status[r], 1e-6);
+        INFO("vocab " << vocab << " seed " << seed << ": " << cmp.message);
+        CHECK(cmp.ok);
+      }
+    }
+  }
+}
+
+TEST_CASE("failed rows get a status, NaN probabilities and token -1", "[kernels][sampler]") {
+  const int32_t vocab = 16;
+  SamplingParams plain, masked;
+  masked.allowed_tokens = {3};
+  masked.min_tokens = 2;
+  masked.stop_tokens = {3};
+  TokenHistory h;
+  std::vector<float> logits(3 * vocab, 0.5f);
+  logits[5] = std::nanf("");                                          // row 0: NaN
+  logits[vocab + 9] = std::numeric_limits<float>::infinity();         // row 1: +inf
+  const SamplerBatch batch(vocab, {{&plain, &h, {}}, {&plain, &h, {}}, {&masked, &h, {}}});
+  std::vector<float> probs(logits.size());
+  std::vector<int32_t> tokens(3), status(3);
+  run_fused_sampler_host(batch.host_params(logits.data(), probs.data(), tokens.data(), status.data()));
+  CHECK(status[0] == static_cast<int32_t>(SamplerRowStatus::nan_logit));
+  CHECK(status[1] == static_cast<int32_t>(SamplerRowStatus::pos_inf_logit));
+  CHECK(status[2] == static_cast<int32_t>(SamplerRowStatus::all_masked));
+  for (int32_t t : tokens) CHECK(t == -1);
+  for (float p : probs) CHECK(std::isnan(p));
+  CHECK_THROWS_WITH(check_sampler_status(status.data(), 3), Catch::Contains("row 0") && Catch::Contains("NaN"));
+  // The CPU pipeline refuses the same rows.
+  SamplerPipeline pipe(masked, vocab);
+  CHECK_THROWS(pipe.process(std::vector<float>(vocab, 0.5f), h));
+}
