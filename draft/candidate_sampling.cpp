@@ -23,7 +23,8 @@ std::vector<Token> draw_children(const float* q, int32_t vocab_size, int32_t cou
   if (scheme == SiblingScheme::iid) {
     const bool prune = mutant_on(Mutant::tree_prune_stochastic_by_q) && count > 1;
     const int32_t draws = prune ? count + 1 : count;
-    for (int32_t j = 0; j < draws; ++j) out.push_back(sample_categorical(q, vocab_size, rng.key(RandomRole::draft, slot++)));
+    for (int32_t j = 0; j < draws; ++j)
+      out.push_back(sample_categorical(q, vocab_size, rng.key(RandomRole::draft, slot++)));
     if (prune) {  // keep the `count` most confident draws: NOT exact (ALGORITHMS.md §3)
       std::stable_sort(out.begin(), out.end(), [&](Token a, Token b) { return q[a] > q[b]; });
       out.resize(count);

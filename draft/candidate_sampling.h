@@ -24,8 +24,8 @@ std::vector<Token> draw_children(const float* q, int32_t vocab_size, int32_t cou
 
 // Fills laws[i] ([V], sums to 1) with the law the children of rows[i] are drawn from. When called, the
 // rows of every ancestor already hold their law in tree.draft_q.
-using RowLaws = std::function<void(const TokenTree& tree, const std::vector<int32_t>& rows,
-                                   std::vector<std::vector<float>>& laws)>;
+using RowLaws =
+    std::function<void(const TokenTree& tree, const std::vector<int32_t>& rows, std::vector<std::vector<float>>& laws)>;
 
 // A draft tree of the request's shape (a chain of K when tree_shape is empty, drawn i.i.d.), built depth by
 // depth: `row_laws` is called once per depth for the frontier rows, and their children are drawn with

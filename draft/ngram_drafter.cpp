@@ -23,7 +23,8 @@ class NgramDrafter : public Drafter {
     std::vector<double> kn(V);
     std::vector<float> logits(V);
     std::vector<Token> history;
-    auto row_laws = [&](const TokenTree& tree, const std::vector<int32_t>& rows, std::vector<std::vector<float>>& laws) {
+    auto row_laws = [&](const TokenTree& tree, const std::vector<int32_t>& rows,
+                        std::vector<std::vector<float>>& laws) {
       for (size_t i = 0; i < rows.size(); ++i) {
         const int32_t row = rows[i];
         const std::vector<Token> path = row == 0 ? std::vector<Token>{} : tree.path(row - 1);
@@ -33,8 +34,8 @@ class NgramDrafter : public Drafter {
         model_.distribution(history.data(), history.size(), kn.data());
         for (int32_t x = 0; x < V; ++x) logits[x] = static_cast<float>(std::log(kn[x]));
         // The draft pipeline sees the row's own path; ancestors advance with the law they were drawn from.
-        const TokenHistory h = path_history(pipeline_, *request.history, tree, row,
-                                            [&](int32_t r) { return tree.draft_q[r].data(); });
+        const TokenHistory h =
+            path_history(pipeline_, *request.history, tree, row, [&](int32_t r) { return tree.draft_q[r].data(); });
         laws[i].resize(V);
         pipeline_.process(logits.data(), h, laws[i].data());
       }
@@ -59,6 +60,8 @@ NgramDrafterFactory::NgramDrafterFactory(std::shared_ptr<const NgramModel> model
       pipeline_(std::move(draft_params), model_->vocab_size()),
       description_(std::move(description)) {}
 
-std::unique_ptr<Drafter> NgramDrafterFactory::create() const { return std::make_unique<NgramDrafter>(*model_, pipeline_); }
+std::unique_ptr<Drafter> NgramDrafterFactory::create() const {
+  return std::make_unique<NgramDrafter>(*model_, pipeline_);
+}
 
 }  // namespace specula

@@ -149,7 +149,8 @@ std::vector<double> NgramModel::distribution(const std::vector<Token>& history) 
 }
 
 double NgramModel::probability(Token w, const std::vector<Token>& history) const {
-  if (w < 0 || w >= vocab_size_) fail("n-gram model: token id ", w, " is outside the vocabulary [0, ", vocab_size_, ")");
+  if (w < 0 || w >= vocab_size_)
+    fail("n-gram model: token id ", w, " is outside the vocabulary [0, ", vocab_size_, ")");
   return distribution(history)[w];
 }
 
@@ -196,7 +197,8 @@ NgramModel NgramModel::load(const std::string& path) {
   if (f.size() != 2 || f[0] != kMagic)
     fail(path, ":", line_no, ": not a Specula n-gram model (expected '", kMagic, " ", kVersion, "', got '", line, "')");
   if (f[1] != std::to_string(kVersion))
-    fail(path, ":", line_no, ": unsupported n-gram model format version '", f[1], "' (this build reads ", kVersion, ")");
+    fail(path, ":", line_no, ": unsupported n-gram model format version '", f[1], "' (this build reads ", kVersion,
+         ")");
   const int32_t order = static_cast<int32_t>(header_value("order", 1, kMaxOrder));
   const int32_t vocab = static_cast<int32_t>(header_value("vocab", 1, kMaxVocab));
   NgramModel m(order, vocab);
@@ -230,7 +232,8 @@ NgramModel NgramModel::load(const std::string& path) {
           fail(path, ":", line_no, ": token id '", f[i + 1], "' is outside the vocabulary [0, ", vocab, ")");
         ngram[i] = static_cast<Token>(t);
       }
-      if (!counts.emplace(pack(ngram.data(), n), c).second) fail(path, ":", line_no, ": duplicate ", n, "-gram '", line, "'");
+      if (!counts.emplace(pack(ngram.data(), n), c).second)
+        fail(path, ":", line_no, ": duplicate ", n, "-gram '", line, "'");
     }
   }
   f = expect_line("'end'");

@@ -62,12 +62,12 @@ class NgramModel {
  private:
   // What one history h of one order knows about its continuations.
   struct Context {
-    int64_t total = 0;                                // c_n(h.)
-    int64_t n1 = 0, n2 = 0, n3plus = 0;               // N1(h.), N2(h.), N3+(h.)
-    std::vector<std::pair<Token, int64_t>> next;      // (w, c_n(hw)) with c_n(hw) > 0
+    int64_t total = 0;                            // c_n(h.)
+    int64_t n1 = 0, n2 = 0, n3plus = 0;           // N1(h.), N2(h.), N3+(h.)
+    std::vector<std::pair<Token, int64_t>> next;  // (w, c_n(hw)) with c_n(hw) > 0
   };
   struct Level {
-    std::unordered_map<std::string, int64_t> counts;  // n-gram (packed token ids) -> c_n
+    std::unordered_map<std::string, int64_t> counts;    // n-gram (packed token ids) -> c_n
     std::unordered_map<std::string, Context> contexts;  // history (n - 1 packed ids) -> continuations
     Discounts discounts;
   };

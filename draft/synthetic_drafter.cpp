@@ -21,7 +21,8 @@ class SyntheticDrafter : public Drafter {
     const auto start = std::chrono::steady_clock::now();
     const int32_t V = vocab_size_;
     std::vector<float> logits, p;  // p [rows, V]: the target's processed rows, for the path histories
-    auto row_laws = [&](const TokenTree& tree, const std::vector<int32_t>& rows, std::vector<std::vector<float>>& laws) {
+    auto row_laws = [&](const TokenTree& tree, const std::vector<int32_t>& rows,
+                        std::vector<std::vector<float>>& laws) {
       // One target forward per depth: logits for every row of the tree so far.
       logits.resize(static_cast<size_t>(tree.size() + 1) * V);
       session_->tree_logits(*request.context, tree, logits.data());
@@ -39,8 +40,7 @@ class SyntheticDrafter : public Drafter {
           if (p_row[x] < p_row[y]) y = x;
         std::vector<float>& q = laws[i];
         q.resize(V);
-        for (Token x = 0; x < V; ++x)
-          q[x] = static_cast<float>(alpha_ * p_row[x] + (x == y ? 1.0 - alpha_ : 0.0));
+        for (Token x = 0; x < V; ++x) q[x] = static_cast<float>(alpha_ * p_row[x] + (x == y ? 1.0 - alpha_ : 0.0));
       }
     };
     TokenTree tree = sample_draft_tree(request, V, row_laws);

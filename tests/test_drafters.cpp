@@ -59,8 +59,8 @@ std::vector<Token> sample_sequence(const TableModel& model, Token first, size_t 
 
 // Exact law of the L-token continuations of `prompt` (index = sum x_t V^(L-1-t)) under autoregressive
 // sampling through `pipeline`: P = prod_t p_t(x_t | prompt, x_<t), every p_t with its own history.
-std::vector<double> exact_law(const TableModel& model, const SamplerPipeline& pipeline, const std::vector<Token>& prompt,
-                              int32_t L) {
+std::vector<double> exact_law(const TableModel& model, const SamplerPipeline& pipeline,
+                              const std::vector<Token>& prompt, int32_t L) {
   const int32_t V = model.vocab_size();
   std::vector<double> law;
   std::vector<float> p(V);
@@ -302,8 +302,8 @@ TEST_CASE("prompt lookup drafter: the generator makes progress when nothing is p
   config.method = VerifyMethod::chain;
   config.num_draft_tokens = 3;
   config.max_new_tokens = 12;
-  const Generator generator(target, SamplingParams{}, std::make_shared<PromptLookupDrafterFactory>(PromptLookupOptions{}, 6),
-                            config);
+  const Generator generator(target, SamplingParams{},
+                            std::make_shared<PromptLookupDrafterFactory>(PromptLookupOptions{}, 6), config);
   GenerationMetrics metrics;
   const SequenceOutput out = generator.generate({0, 1}, 0, metrics);
   CHECK(out.tokens.size() == 12);
@@ -451,7 +451,8 @@ TEST_CASE("Kneser-Ney: save/load round trip and corrupt files", "[drafters]") {
   };
   for (const auto& [name, text] : cases) {
     INFO("corruption: " << name);
-    const std::string bad = (temp_dir() / ("bad_" + std::to_string(std::hash<std::string>()(name)) + ".ngram")).string();
+    const std::string bad =
+        (temp_dir() / ("bad_" + std::to_string(std::hash<std::string>()(name)) + ".ngram")).string();
     write_text(bad, text);
     CHECK_THROWS_WITH(NgramModel::load(bad), Catch::Matchers::Contains(bad));
     CHECK_THROWS_AS(NgramModel::load(bad), Error);
@@ -519,7 +520,8 @@ TEST_CASE("synthetic drafter: q = alpha p + (1 - alpha) delta_argmin p, recorded
     Token y = 0;
     for (Token x = 1; x < 6; ++x)
       if (p[x] < p[y]) y = x;
-    for (Token x = 0; x < 6; ++x) CHECK(chain.q_at_row(row)[x] == Approx(0.7 * p[x] + (x == y ? 0.3 : 0.0)).margin(1e-7));
+    for (Token x = 0; x < 6; ++x)
+      CHECK(chain.q_at_row(row)[x] == Approx(0.7 * p[x] + (x == y ? 0.3 : 0.0)).margin(1e-7));
   }
   CHECK(drafter->counters().n_forward == 2);
   CHECK(parse_synthetic_alpha("alpha=0.25", "synthetic:alpha=0.25") == 0.25);
@@ -550,8 +552,8 @@ TEST_CASE("synthetic drafter: acceptance per position = alpha + (1 - alpha) p(y)
     config.num_draft_tokens = 4;
     config.max_new_tokens = 40;
     config.seed = 5;
-    const Generator generator(target, SamplingParams{}, std::make_shared<SyntheticDrafterFactory>(target, SamplingParams{}, alpha),
-                              config);
+    const Generator generator(target, SamplingParams{},
+                              std::make_shared<SyntheticDrafterFactory>(target, SamplingParams{}, alpha), config);
     GenerationMetrics metrics;
     generator.generate_many({0}, 0, 2000, metrics);
     CHECK(metrics.expected_acceptance() == Approx(expected).margin(1e-6));
@@ -571,7 +573,8 @@ TEST_CASE("synthetic drafter: acceptance per position = alpha + (1 - alpha) p(y)
   config.method = VerifyMethod::chain;
   config.num_draft_tokens = 3;
   config.max_new_tokens = 20;
-  const Generator all(target, SamplingParams{}, std::make_shared<SyntheticDrafterFactory>(target, SamplingParams{}, 1.0), config);
+  const Generator all(target, SamplingParams{},
+                      std::make_shared<SyntheticDrafterFactory>(target, SamplingParams{}, 1.0), config);
   GenerationMetrics metrics;
   all.generate_many({0}, 0, 50, metrics);
   CHECK(metrics.accepted == metrics.proposed);
@@ -602,7 +605,11 @@ std::vector<DrafterCase> drafter_cases(const std::shared_ptr<TableModel>& target
       {"ngram chain", ngram_factory, VerifyMethod::chain, {}, SiblingScheme::iid},
       {"synthetic chain", synthetic, VerifyMethod::chain, {}, SiblingScheme::iid},
       {"prompt-lookup tree 2,1", lookup, VerifyMethod::tree, {2, 1}, SiblingScheme::deterministic},
-      {"ngram tree 2,1 without-replacement", ngram_factory, VerifyMethod::tree, {2, 1}, SiblingScheme::without_replacement},
+      {"ngram tree 2,1 without-replacement",
+       ngram_factory,
+       VerifyMethod::tree,
+       {2, 1},
+       SiblingScheme::without_replacement},
   };
 }
 
@@ -677,8 +684,8 @@ TEST_CASE("drafters: a vocabulary that differs from the target's is an error", "
   auto bytes = std::make_shared<NgramModel>(NgramModel::train({104, 105, 33}, 2, 256));
   GenerationConfig config;
   config.method = VerifyMethod::chain;
-  CHECK_THROWS_WITH(Generator(target, SamplingParams{}, std::make_shared<NgramDrafterFactory>(bytes, SamplingParams{}, "ngram:b"),
-                              config),
+  CHECK_THROWS_WITH(Generator(target, SamplingParams{},
+                              std::make_shared<NgramDrafterFactory>(bytes, SamplingParams{}, "ngram:b"), config),
                     Catch::Matchers::Contains("vocabulary mismatch"));
 }
 
@@ -686,8 +693,8 @@ TEST_CASE("specula train-ngram: byte-level model from a corpus file", "[drafters
   const auto dir = temp_dir();
   const std::string corpus = (dir / "corpus.txt").string(), model = (dir / "bytes.ngram").string();
   write_text(corpus, "the cat sat on the mat. the cat sat on the hat.\n");
-  const std::string cmd = std::string(SPECULA_BINARY) + " train-ngram --corpus " + corpus + " --order 3 --output " + model +
-                          " > " + (dir / "train.log").string() + " 2>&1";
+  const std::string cmd = std::string(SPECULA_BINARY) + " train-ngram --corpus " + corpus + " --order 3 --output " +
+                          model + " > " + (dir / "train.log").string() + " 2>&1";
   REQUIRE(std::system(cmd.c_str()) == 0);
   const NgramModel m = NgramModel::load(model);
   CHECK(m.order() == 3);
@@ -697,8 +704,8 @@ TEST_CASE("specula train-ngram: byte-level model from a corpus file", "[drafters
   double sum = 0.0;
   for (double v : q) sum += v;
   CHECK(sum == Approx(1.0).epsilon(1e-12));
-  const std::string bad = std::string(SPECULA_BINARY) + " train-ngram --corpus " + corpus + " --order 3 --output " + model +
-                          " --tokenizer gpt2 > " + (dir / "bad.log").string() + " 2>&1";
+  const std::string bad = std::string(SPECULA_BINARY) + " train-ngram --corpus " + corpus + " --order 3 --output " +
+                          model + " --tokenizer gpt2 > " + (dir / "bad.log").string() + " 2>&1";
   CHECK(std::system(bad.c_str()) != 0);
   CHECK(read_text((dir / "bad.log").string()).find("unknown tokenizer 'gpt2'") != std::string::npos);
 }

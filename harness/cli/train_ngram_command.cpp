@@ -33,7 +33,8 @@ int train_ngram_command(const Args& args) {
   for (const char* required : {"corpus", "order", "output"})
     if (!vm.count(required)) fail("--", required, " is required");
   const std::string tokenizer = vm["tokenizer"].as<std::string>();
-  if (tokenizer != "bytes" && tokenizer != "byte") fail("--tokenizer: unknown tokenizer '", tokenizer, "' (known: bytes)");
+  if (tokenizer != "bytes" && tokenizer != "byte")
+    fail("--tokenizer: unknown tokenizer '", tokenizer, "' (known: bytes)");
   const int32_t order = vm["order"].as<int32_t>();
   if (order < 1 || order > 16) fail("--order must be in 1..16, got ", order);
 
@@ -53,8 +54,8 @@ int train_ngram_command(const Args& args) {
             << output << "\n";
   for (int32_t n = 1; n <= order; ++n) {
     const NgramModel::Discounts& d = model.discounts(n);
-    std::cout << "  " << n << "-grams: " << model.num_ngrams(n) << "  discounts " << d.d1 << " " << d.d2 << " "
-              << d.d3 << (d.fallback ? " (fallback)" : "") << "\n";
+    std::cout << "  " << n << "-grams: " << model.num_ngrams(n) << "  discounts " << d.d1 << " " << d.d2 << " " << d.d3
+              << (d.fallback ? " (fallback)" : "") << "\n";
   }
   return 0;
 }
