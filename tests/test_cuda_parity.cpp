@@ -27,6 +27,7 @@ int main() {
 #include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -148,7 +149,11 @@ TEST_CASE("the kernel takes the same decisions as its CPU backend", "[gpu][sampl
   std::vector<float> probs(c.logits.size());
   std::vector<int32_t> tokens(c.batch()), status(c.batch());
   run_fused_sampler_host(batch.host_params(c.logits.data(), probs.data(), tokens.data(), status.data()));
-  for (size_t i = 0; i < probs.size(); ++i) REQUIRE((probs[i] > 0.0f) == (gpu.probs[i] > 0.0f));
+  // Same kept sets. Below 1e-30 the two expf implementations may round a denormal to 0 differently.
+  size_t mismatches = 0;
+  for (size_t i = 0; i < probs.size(); ++i)
+    mismatches += (probs[i] > 0.0f) != (gpu.probs[i] > 0.0f) && std::max(probs[i], gpu.probs[i]) > 1e-30f;
+  CHECK(mismatches == 0);
   CHECK(tokens == gpu.tokens);
   CHECK(status == gpu.status);
 }
