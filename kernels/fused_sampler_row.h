@@ -108,8 +108,8 @@ SPECULA_HD float quiet_nan() { return float_from_bits(0x7fc00000u); }
 // histograms exact and deterministic. Returns false when the candidates weigh less than the target
 // (top-k with k >= candidates: nothing to remove).
 template <class Block>
-SPECULA_HD bool radix_threshold(Block& b, const float* scratch, float cut, float max_logit, bool by_mass,
-                                int32_t top_k, float top_p, int32_t candidates, float* threshold) {
+SPECULA_HD bool radix_threshold(Block& b, const float* scratch, float cut, float max_logit, bool by_mass, int32_t top_k,
+                                float top_p, int32_t candidates, float* threshold) {
   constexpr int VEC = Block::kVec;
   const double scale = by_mass ? static_cast<double>(uint64_t(1) << fixed_mass_shift(candidates)) : 0.0;
   uint32_t prefix = 0, prefix_mask = 0;
@@ -274,8 +274,8 @@ SPECULA_HD void sample_row(Block& b, const SamplerKernelParams& p, int32_t row) 
     float x[VEC];
     load_vec<VEC>(probs + base, x);
     for (int j = 0; j < VEC; ++j) {
-      x[j] = kept_by_cut(x[j], cut) ? static_cast<float>(static_cast<double>(std::exp(x[j] - max_logit)) * inv_z)
-                                    : 0.0f;
+      x[j] =
+          kept_by_cut(x[j], cut) ? static_cast<float>(static_cast<double>(std::exp(x[j] - max_logit)) * inv_z) : 0.0f;
       total += static_cast<double>(x[j]);
       if (x[j] > 0.0f) last_positive = base + j;
     }

@@ -79,10 +79,17 @@ SamplerBatch::SamplerBatch(int32_t vocab_size, const std::vector<SamplerBatchRow
       for (FilterStage stage : s.active_filters()) {
         KernelFilter f;
         switch (stage) {
-          case FilterStage::min_p: f = KernelFilter::min_p; break;
-          case FilterStage::top_k: f = KernelFilter::top_k; break;
-          case FilterStage::top_p: f = KernelFilter::top_p; break;
-          default: fail("row ", r, ": not supported on cuda: ", filter_stage_name(stage));
+          case FilterStage::min_p:
+            f = KernelFilter::min_p;
+            break;
+          case FilterStage::top_k:
+            f = KernelFilter::top_k;
+            break;
+          case FilterStage::top_p:
+            f = KernelFilter::top_p;
+            break;
+          default:
+            fail("row ", r, ": not supported on cuda: ", filter_stage_name(stage));
         }
         row.filters[row.num_filters++] = static_cast<uint8_t>(f);
       }

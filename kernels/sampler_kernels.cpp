@@ -13,13 +13,18 @@ namespace specula {
 
 const char* sampler_status_message(int32_t status) {
   switch (static_cast<SamplerRowStatus>(status)) {
-    case SamplerRowStatus::ok: return "ok";
-    case SamplerRowStatus::nan_logit: return "a logit is NaN";
-    case SamplerRowStatus::pos_inf_logit: return "a logit is +inf";
+    case SamplerRowStatus::ok:
+      return "ok";
+    case SamplerRowStatus::nan_logit:
+      return "a logit is NaN";
+    case SamplerRowStatus::pos_inf_logit:
+      return "a logit is +inf";
     case SamplerRowStatus::all_masked:
       return "allowed_tokens / banned_tokens / min_tokens leave no token at all";
-    case SamplerRowStatus::nothing_left: return "penalties or temperature overflowed every logit to -inf";
-    case SamplerRowStatus::overflow: return "a processed logit overflowed to +inf (penalty, bias or temperature)";
+    case SamplerRowStatus::nothing_left:
+      return "penalties or temperature overflowed every logit to -inf";
+    case SamplerRowStatus::overflow:
+      return "a processed logit overflowed to +inf (penalty, bias or temperature)";
   }
   return "unknown status";
 }

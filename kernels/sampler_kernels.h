@@ -44,7 +44,7 @@ struct SamplerRowParams {
   uint32_t flags = 0;               // SamplerRowFlags
   uint8_t filters[3] = {0, 0, 0};   // KernelFilter values of the active filters, in the order they run
   uint8_t num_filters = 0;
-  uint64_t seed = 0;    // Philox key of the row's draw: philox_uniform(seed, stream, offset)
+  uint64_t seed = 0;  // Philox key of the row's draw: philox_uniform(seed, stream, offset)
   uint64_t stream = 0;
   uint64_t offset = 0;
 };
@@ -52,11 +52,11 @@ struct SamplerRowParams {
 // Per-row outcome (status array [B]). A row that is not `ok` gets token -1 and NaN probabilities.
 enum class SamplerRowStatus : int32_t {
   ok = 0,
-  nan_logit = 1,       // a raw logit is NaN (the CPU pipeline throws)
-  pos_inf_logit = 2,   // a raw logit is +inf (the CPU pipeline throws)
-  all_masked = 3,      // masks leave no finite logit (the CPU pipeline throws)
-  nothing_left = 4,    // penalties / temperature overflowed every remaining logit to -inf
-  overflow = 5,        // a processed logit overflowed to +inf (the CPU would produce NaN probabilities)
+  nan_logit = 1,      // a raw logit is NaN (the CPU pipeline throws)
+  pos_inf_logit = 2,  // a raw logit is +inf (the CPU pipeline throws)
+  all_masked = 3,     // masks leave no finite logit (the CPU pipeline throws)
+  nothing_left = 4,   // penalties / temperature overflowed every remaining logit to -inf
+  overflow = 5,       // a processed logit overflowed to +inf (the CPU would produce NaN probabilities)
 };
 const char* sampler_status_message(int32_t status);
 // Throws Error naming the first failed row and its reason; `status` is a host copy of [rows].

@@ -79,7 +79,7 @@ SPECULA_HD bool kept_by_cut(float x, float cut) { return x != negative_infinity(
 // accepts, because exp is monotone. Requires 0 < min_p <= 1 (so the max passes and -inf does not).
 SPECULA_HD float min_p_threshold(float max_logit, float min_p) {
   uint32_t fails = float_order_key(negative_infinity());  // min_p_keeps is false here
-  uint32_t passes = float_order_key(max_logit);            // and true here
+  uint32_t passes = float_order_key(max_logit);           // and true here
   while (passes - fails > 1) {
     const uint32_t mid = fails + (passes - fails) / 2;
     if (min_p_keeps(float_from_order_key(mid), max_logit, min_p))

@@ -58,8 +58,8 @@ inline SamplerCase random_sampler_case(uint64_t seed, int32_t vocab, int32_t bat
     const float scale = pick(0.5f, 2.0f, 4.0f, 9.0f);
     for (int32_t i = 0; i < vocab; ++i) {
       float x = normal(rng) * scale;
-      if (style == 1) x = std::round(x * 2.0f) / 2.0f;          // heavy ties
-      if (style == 2 && chance(0.01)) x += 12.0f;                // a few dominant tokens
+      if (style == 1) x = std::round(x * 2.0f) / 2.0f;                              // heavy ties
+      if (style == 2 && chance(0.01)) x += 12.0f;                                   // a few dominant tokens
       if (style == 3 && chance(0.05)) x = -std::numeric_limits<float>::infinity();  // pre-masked logits
       row[i] = x;
     }
@@ -166,9 +166,9 @@ inline RowComparison compare_row(const SamplerCase& c, int32_t r, const float* p
     os << "row " << r << ": token " << token << " != sample_categorical(kernel probs) " << own << "; ";
     out.ok = false;
   }
-  if (!out.ok) os << "params: " << c.params[r].describe() << " T=" << c.params[r].temperature
-                  << " min_p=" << c.params[r].min_p << " top_k=" << c.params[r].top_k
-                  << " top_p=" << c.params[r].top_p;
+  if (!out.ok)
+    os << "params: " << c.params[r].describe() << " T=" << c.params[r].temperature << " min_p=" << c.params[r].min_p
+       << " top_k=" << c.params[r].top_k << " top_p=" << c.params[r].top_p;
   out.message = os.str();
   return out;
 }

@@ -24,10 +24,10 @@ int main() {
 #else
 
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -129,13 +129,13 @@ TEST_CASE("Philox uniforms are bit-identical on CPU and GPU", "[gpu][philox]") {
 
 TEST_CASE("the fused sampler kernel matches the CPU pipeline on random rows", "[gpu][sampler]") {
   // Both dispatch widths (V % 4), both block sizes (V >= 16384), and a Llama-3-sized vocabulary.
-  for (const auto& [vocab, batch] : {std::pair<int32_t, int32_t>{7, 16}, {1000, 48}, {1003, 48}, {32000, 24},
-                                     {32003, 8}, {128256, 6}}) {
+  for (const auto& [vocab, batch] :
+       {std::pair<int32_t, int32_t>{7, 16}, {1000, 48}, {1003, 48}, {32000, 24}, {32003, 8}, {128256, 6}}) {
     const testing::SamplerCase c = testing::random_sampler_case(0x5eed + vocab, vocab, batch);
     const GpuRun gpu = run_on_gpu(c);
     for (int32_t r = 0; r < c.batch(); ++r) {
-      const testing::RowComparison cmp = testing::compare_row(
-          c, r, gpu.probs.data() + static_cast<size_t>(r) * vocab, gpu.tokens[r], gpu.status[r], 1e-6);
+      const testing::RowComparison cmp = testing::compare_row(c, r, gpu.probs.data() + static_cast<size_t>(r) * vocab,
+                                                              gpu.tokens[r], gpu.status[r], 1e-6);
       INFO("vocab " << vocab << ": " << cmp.message);
       CHECK(cmp.ok);
     }

@@ -2,17 +2,16 @@
 // the shared threshold helpers, and the fused sampler's per-row algorithm (run on the CPU through
 // HostBlock) against the reference pipeline. The same algorithm runs on the GPU in test_cuda_parity.cpp.
 #include <catch2/catch.hpp>
-
 #include <cstring>
 #include <limits>
 #include <random>
 
+#include "kernel_sampler_cases.h"
 #include "kernels/cuda_device.h"
 #include "kernels/philox_fill.h"
 #include "kernels/sampler_batch.h"
 #include "kernels/sampler_kernels.h"
 #include "kernels/sampler_math.h"
-#include "kernel_sampler_cases.h"
 #include "verify/error.h"
 
 using namespace specula;
@@ -88,8 +87,9 @@ TEST_CASE("the batch builder refuses what the kernel cannot do, by name", "[kern
 
 TEST_CASE("float order keys sort like floats and round-trip", "[kernels][math]") {
   std::mt19937 rng(7);
-  std::vector<float> v = {-std::numeric_limits<float>::infinity(), -1e30f, -2.0f, -1e-40f, -0.0f, 0.0f, 1e-40f,
-                          3.0f, 1e30f, std::numeric_limits<float>::infinity()};
+  std::vector<float> v = {
+      -std::numeric_limits<float>::infinity(), -1e30f, -2.0f, -1e-40f, -0.0f, 0.0f, 1e-40f, 3.0f, 1e30f,
+      std::numeric_limits<float>::infinity()};
   std::normal_distribution<float> n(0.0f, 5.0f);
   for (int i = 0; i < 1000; ++i) v.push_back(n(rng));
   for (float a : v) {
@@ -141,8 +141,8 @@ TEST_CASE("the fused sampler algorithm on the CPU matches the reference pipeline
       run_fused_sampler_host(batch.host_params(c.logits.data(), probs.data(), tokens.data(), status.data()));
       for (int32_t r = 0; r < c.batch(); ++r) {
         // Same algorithm, float64 sums in the same order as the CPU: only expf vs exp separates them.
-        const testing::RowComparison cmp = testing::compare_row(
-            c, r, probs.data() + static_cast<size_t>(r) * vocab, tokens[r], status[r], 1e-6);
+        const testing::RowComparison cmp =
+            testing::compare_row(c, r, probs.data() + static_cast<size_t>(r) * vocab, tokens[r], status[r], 1e-6);
         INFO("vocab " << vocab << " seed " << seed << ": " << cmp.message);
         CHECK(cmp.ok);
       }
@@ -158,8 +158,8 @@ TEST_CASE("failed rows get a status, NaN probabilities and token -1", "[kernels]
   masked.stop_tokens = {3};
   TokenHistory h;
   std::vector<float> logits(3 * vocab, 0.5f);
-  logits[5] = std::nanf("");                                          // row 0: NaN
-  logits[vocab + 9] = std::numeric_limits<float>::infinity();         // row 1: +inf
+  logits[5] = std::nanf("");                                   // row 0: NaN
+  logits[vocab + 9] = std::numeric_limits<float>::infinity();  // row 1: +inf
   const SamplerBatch batch(vocab, {{&plain, &h, {}}, {&plain, &h, {}}, {&masked, &h, {}}});
   std::vector<float> probs(logits.size());
   std::vector<int32_t> tokens(3), status(3);
