@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -80,6 +81,7 @@ void check_axis_value(const std::string& where, const std::string& key, const st
       po::store(parsed, vm);
       SamplingParams params;
       read_sampler_options(vm, params);
+      params.validate(std::numeric_limits<int32_t>::max());  // token ids are checked against the model later
     }
   } catch (const po::error& e) {
     fail(where, ": key '", key, "' = '", value, "': ", e.what());

@@ -3,9 +3,19 @@
 #include <cstdio>
 #include <unistd.h>
 
-#include "harness/train/progress_bar.h"
 
 namespace specula {
+namespace {
+std::string format_duration(double seconds) {
+  const long s = static_cast<long>(seconds + 0.5);
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
+  return buf;
+}
+}  // namespace
 
 RunProgress::RunProgress(int64_t total, bool quiet)
     : total_(total), quiet_(quiet), interactive_(isatty(2) != 0), start_(std::chrono::steady_clock::now()), last_() {}
@@ -26,7 +36,7 @@ void RunProgress::update(int64_t done, const std::string& what) {
   bar += std::string(width - filled, '.');
   std::fprintf(stderr, "%s[%s] %lld/%lld  %.2f gen/s  ETA %s  %s%s", interactive_ ? "\r\033[K" : "", bar.c_str(),
                static_cast<long long>(done), static_cast<long long>(total_), rate,
-               ProgressBar::format_duration(eta).c_str(), what.substr(0, 60).c_str(), interactive_ ? "" : "\n");
+               format_duration(eta).c_str(), what.substr(0, 60).c_str(), interactive_ ? "" : "\n");
   std::fflush(stderr);
 }
 

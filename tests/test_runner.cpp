@@ -1,0 +1,235 @@
+// The experiment runner: config parsing and its errors, the sweep, the summary math on synthetic records,
+// the Leviathan prediction against a drafter with known i.i.d. acceptance, results-folder contents,
+// shard + merge = one run, and plots.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "cli_runner.h"
+#include "draft/synthetic_drafter.h"
+#include "harness/runner/experiment_config.h"
+#include "harness/runner/run_record.h"
+#include "harness/runner/summary.h"
+#include "harness/runner/sweep.h"
+#include "speculative_fixtures.h"
+#include "verify/error.h"
+
+using namespace specula;
+using namespace specula::testing;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kTable = std::string(SPECULA_SOURCE_DIR) + "/experiments/tables/";
+
+std::string experiment_text(const std::string& extra = "") {
+  return "[experiment]\ntarget = bigram:" + kTable + "target-v16.txt\nprompts = " + SPECULA_SOURCE_DIR +
+         "/experiments/prompts/table-prompts.txt\nmax_new_tokens = 12\nrepetitions = 2\nseed = 3\n\n[draft]\n"
+         "drafter = bigram:" + kTable + "draft-v16.txt | synthetic:alpha=0.6\nmethod = chain, tree\n"
+         "num_draft_tokens = 2, 3\ntree = 2,1\n\n[sampling]\ntemperature = 0, 0.8\ntop_k = 8\n" + extra;
+}
+
+}  // namespace
+
+TEST_CASE("experiment files: lists, separators, overrides and defaults", "[runner][config]") {
+  TempDir dir;
+  const std::string path = dir.write("exp.ini", experiment_text());
+  const ExperimentConfig c = load_experiment(path, {"sampling.temperature=0.5", "draft.num_draft_tokens=1,4"});
+  CHECK(c.name == "exp");
+  CHECK(c.max_new_tokens == 12);
+  CHECK(c.axes.at("sampling.temperature") == std::vector<std::string>{"0.5"});  // the command line wins
+  CHECK(c.axes.at("draft.num_draft_tokens") == std::vector<std::string>{"1", "4"});
+  CHECK(c.axes.at("draft.drafter").size() == 2);  // drafters are separated by '|'
+  CHECK(c.axes.at("draft.tree") == std::vector<std::string>{"2,1"});
+  CHECK_THAT(c.resolved_ini(), Contains("temperature = 0.5"));
+
+  // 2 drafters x (chain x 2 K + tree x 1 shape) x 1 temperature = 6 speculative settings + 1 baseline.
+  const std::vector<Setting> sweep = expand_sweep(c);
+  CHECK(sweep.size() == 7);
+  CHECK(sweep.front().baseline);
+  for (const Setting& s : sweep) {
+    if (s.baseline) continue;
+    CHECK(s.baseline_id == sweep.front().id);
+    if (s.get("draft.method") == "chain") CHECK(s.values.count("draft.tree") == 0);
+  }
+  // Shards partition the speculative settings and carry the baselines they need.
+  std::set<std::string> seen;
+  for (int i = 1; i <= 3; ++i)
+    for (const Setting& s : shard_of(sweep, i, 3))
+      if (!s.baseline) CHECK(seen.insert(s.id).second);
+  CHECK(seen.size() == 6);
+}
+
+TEST_CASE("experiment files: errors name the file, line and key", "[runner][config][errors]") {
+  TempDir dir;
+  struct Case {
+    std::string text, message;
+  };
+  const std::vector<Case> cases = {
+      {experiment_text("colour = blue\n"), ":17: unknown key 'sampling.colour'"},
+      {experiment_text("top_p = 1.5\n"), ":17: key 'sampling.top_p' = '1.5'"},
+      {"[experiment]\ntarget = bigram:x\nprompts = p\n[draft]\ndrafter = bigram:y\nnum_draft_tokens = two\n",
+       ":6: key 'draft.num_draft_tokens': 'two' is not an integer"},
+      {"[experiment]\ntarget = bigram:x\nprompts = p\nmax_new_tokens = 0\n", ":4: key 'experiment.max_new_tokens': 0 must be >= 1"},
+      {"[experiment]\nprompts = p\n[draft]\ndrafter = bigram:y\n", "target is required"},
+      {"[experiment]\ntarget = bigram:x\n[draft]\ndrafter = bigram:y\n", "exactly one of [experiment] prompts"},
+      {"[experiment]\ntarget = bigram:x\nprompts = p\n[draft]\ndrafter = bigram:y\nmethod = chain, sideways\n",
+       ":6: key 'draft.method' = 'sideways'"},
+      {"[experiment]\ntarget = bigram:x\ntarget = bigram:y\n", ":3: key 'experiment.target' is already set on line 2"},
+      {"[experiment\n", ":1: malformed section header"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.text);
+    const std::string path = dir.write("bad.ini", c.text);
+    REQUIRE_THROWS_AS(load_experiment(path, {}), Error);
+    CHECK_THROWS_WITH(load_experiment(path, {}), Contains(c.message));
+  }
+  CHECK_THROWS_WITH(load_experiment(dir.file("missing.ini"), {}), Contains("missing.ini: cannot open"));
+  CHECK_THROWS_WITH(load_experiment(dir.write("ok.ini", experiment_text()), {"sampling.top_k=-5"}),
+                    Contains("--set sampling.top_k"));
+}
+
+TEST_CASE("summary math on synthetic records", "[runner][summary]") {
+  // Two repetitions; baseline 100 tokens/s both times; speculation 150 and 250 tokens/s.
+  std::vector<RunRecord> records;
+  auto make = [](bool baseline, int rep, double tokens, double seconds) {
+    RunRecord r;
+    r.baseline = baseline;
+    r.setting_id = baseline ? "base" : "spec";
+    r.baseline_id = "base";
+    r.setting = {{"draft.method", baseline ? "ar" : "chain"}, {"sampling.temperature", "0.7"}};
+    r.repetition = rep;
+    r.metrics.new_tokens = static_cast<int64_t>(tokens);
+    r.metrics.wall_seconds = seconds;
+    if (baseline) {
+      r.metrics.target_calls = static_cast<int64_t>(tokens);
+      r.metrics.target_seconds = seconds;
+    } else {
+      // K = 2: 10 steps, positions reached 10 and 8, accepted 8 and 6 -> alpha = 14 / 18.
+      r.metrics.resize(2);
+      r.metrics.steps = 10;
+      r.metrics.proposed = 20;
+      r.metrics.accepted = 14;
+      r.metrics.emitted = 24;
+      r.metrics.position_reached = {10, 8};
+      r.metrics.position_accepted = {8, 6};
+      r.metrics.draft_seconds = 10 * 2 * 0.1 * seconds / tokens;  // c = 0.1 of a target call per drafted token
+    }
+    return r;
+  };
+  records.push_back(make(true, 0, 100, 1.0));
+  records.push_back(make(true, 1, 100, 1.0));
+  records.push_back(make(false, 0, 150, 1.0));
+  records.push_back(make(false, 1, 250, 1.0));
+  const std::vector<SummaryRow> rows = summarize(records);
+  REQUIRE(rows.size() == 2);
+  const SummaryRow& spec = rows[1];
+  CHECK(spec.speedup == Approx(2.0));
+  // 95% t interval with 1 degree of freedom: mean +- 12.706 * sd / sqrt(2), sd = 0.7071.
+  CHECK(spec.speedup_ci_high - spec.speedup == Approx(12.7062 * 0.70711 / std::sqrt(2.0)).epsilon(1e-4));
+  CHECK(spec.alpha == Approx(14.0 / 18.0));
+  CHECK(spec.acceptance_rate == Approx(14.0 / 20.0));
+  CHECK(spec.tau == Approx(2.4));
+  CHECK(spec.per_position_acceptance == std::vector<double>{0.8, 0.75});
+  const double a = 14.0 / 18.0;
+  CHECK(spec.predicted_tau == Approx((1 - a * a * a) / (1 - a)));
+  // Drafting cost per drafted token over the baseline's cost per target call (1.5 vs 2.5 tokens/s
+  // differ per repetition, so compute from the records: draft 0.1*(1/150 and 1/250) per token).
+  CHECK(spec.c > 0.0);
+  CHECK(spec.predicted_speedup == Approx(predicted_speedup(a, 2, spec.c)));
+  CHECK(predicted_speedup(0.8, 4, 0.0) == Approx((1 - std::pow(0.8, 5)) / 0.2));
+  CHECK(predicted_speedup(0.5, 1, 1.0) == Approx(0.75));
+}
+
+TEST_CASE("tokens per step of a drafter with i.i.d. acceptance match Leviathan's formula", "[runner][theory]") {
+  // Token 15 has logit -30 in every row, so y = argmin p = 15 has p(y) ~ 1e-13 and each position is
+  // accepted with probability alpha + (1 - alpha) p(y) = alpha, independently (TESTING.md, synthetic mode).
+  constexpr int32_t V = 16;
+  std::vector<float> logits(V * V);
+  for (int32_t i = 0; i < V * V; ++i) logits[i] = (i % V == V - 1) ? -30.0f : static_cast<float>(philox_gaussian(5, i));
+  auto target = std::make_shared<TableModel>(1, V, logits, "table");
+  for (int32_t K : {2, 4}) {
+    GenerationConfig config;
+    config.method = VerifyMethod::chain;
+    config.num_draft_tokens = K;
+    config.max_new_tokens = 400;
+    config.seed = 17;
+    auto steps_for = [&](double alpha) {
+      const Generator generator(target, SamplingParams{}, std::make_shared<SyntheticDrafterFactory>(target, SamplingParams{}, alpha), config);
+      GenerationMetrics m;
+      std::vector<double> tokens_per_step;
+      for (const SequenceOutput& s : generator.generate_many({0}, 0, 100, m))
+        for (int32_t accepted : s.accept_lengths) tokens_per_step.push_back(accepted + 1.0);
+      double mean = 0, var = 0;
+      for (double t : tokens_per_step) mean += t;
+      mean /= tokens_per_step.size();
+      for (double t : tokens_per_step) var += (t - mean) * (t - mean);
+      const double se = std::sqrt(var / (tokens_per_step.size() - 1) / tokens_per_step.size());
+      return std::make_pair(mean, se);
+    };
+    const double predicted = expected_tokens_per_step(0.7, K);
+    const auto [mean, se] = steps_for(0.7);
+    INFO("K = " << K << ": measured " << mean << " +- " << se << ", predicted " << predicted);
+    CHECK(std::fabs(mean - predicted) < 3 * se);
+    // The same check tells a different alpha apart.
+    const auto [other, other_se] = steps_for(0.6);
+    CHECK(std::fabs(other - predicted) > 3 * other_se);
+  }
+}
+
+TEST_CASE("specula run writes a complete results folder; shards merge into the same run", "[runner][cli]") {
+  TempDir dir;
+  const std::string exp = dir.write("exp.ini", experiment_text("[experiment]\n"));
+  // (An empty second [experiment] header is harmless; output_dir is set from the command line.)
+  const std::string out = " --set experiment.output_dir=" + dir.file("results") + " --quiet";
+  const CliResult full = run_specula("run " + exp + out);
+  INFO(full.err);
+  REQUIRE(full.exit_code == 0);
+  std::vector<fs::path> runs;
+  for (const auto& e : fs::directory_iterator(dir.file("results") + "/exp")) runs.push_back(e.path());
+  REQUIRE(runs.size() == 1);
+  const fs::path run = runs[0];
+  for (const char* f : {"config.resolved.ini", "env.json", "records.jsonl", "summary.csv"}) CHECK(fs::exists(run / f));
+  const nlohmann::json env = nlohmann::json::parse(read_text((run / "env.json").string()));
+  for (const char* key : {"cpu_model", "cores", "threads", "blas", "libraries", "build_type", "git_revision"})
+    CHECK(env.contains(key));
+  const std::vector<RunRecord> records = read_records((run / "records.jsonl").string());
+  CHECK(records.size() == 14 * 4 * 2);  // (2 baselines + 12 speculative settings) x prompts x repetitions
+  const std::string summary = read_text((run / "summary.csv").string());
+  for (const char* column : {"acceptance_rate", "expected_acceptance", "tau", "tokens_per_s", "speedup",
+                             "speedup_ci_low", "predicted_speedup", "measured_over_predicted", "greedy_lossless"})
+    CHECK_THAT(summary, Contains(column));
+  // At temperature 0 every speculative output equals the baseline's, and the summary says so.
+  CHECK_THAT(summary, Contains(",yes,"));
+  CHECK_THAT(summary, !Contains(",no,0\n"));
+  // Plots: non-empty PNGs.
+  for (const char* plot : {"acceptance_vs_k", "speedup_vs_k", "per_position_acceptance", "accepted_length_hist",
+                           "speedup_vs_temperature"}) {
+    const fs::path png = run / "plots" / (std::string(plot) + ".png");
+    CHECK(fs::exists(png));
+    CHECK((fs::exists(png) && fs::file_size(png) > 1000));
+  }
+
+  // Two shards, merged, give the same records (outputs are keyed by sequence, not by batch).
+  fs::remove_all(dir.file("results"));
+  REQUIRE(run_specula("run " + exp + out + " --shard 1/2").exit_code == 0);
+  REQUIRE(run_specula("run " + exp + out + " --shard 2/2").exit_code == 0);
+  std::vector<std::string> shards;
+  for (const auto& e : fs::directory_iterator(dir.file("results") + "/exp")) shards.push_back(e.path().string());
+  REQUIRE(shards.size() == 2);
+  REQUIRE(run_specula("merge " + shards[0] + " " + shards[1] + " --output " + dir.file("merged")).exit_code == 0);
+  auto key_of = [](const RunRecord& r) {
+    std::string k = r.setting_id + "#" + std::to_string(r.prompt_index) + "#" + std::to_string(r.repetition) + "#";
+    for (Token t : r.tokens) k += std::to_string(t) + ",";
+    for (int32_t a : r.accept_lengths) k += std::to_string(a) + ";";
+    return k;
+  };
+  std::multiset<std::string> one, merged;
+  for (const RunRecord& r : records) one.insert(key_of(r));
+  for (const RunRecord& r : read_records(dir.file("merged") + "/records.jsonl")) merged.insert(key_of(r));
+  CHECK(one == merged);
+  CHECK(fs::exists(dir.file("merged") + "/summary.csv"));
+}
