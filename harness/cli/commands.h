@@ -12,6 +12,9 @@ using Args = std::vector<std::string>;
 int sample_command(const Args& args);
 int bench_command(const Args& args);
 int generate_command(const Args& args);
+int run_command(const Args& args);
+int merge_command(const Args& args);
+int plot_command(const Args& args);
 int train_command(const Args& args);
 int train_ngram_command(const Args& args);
 

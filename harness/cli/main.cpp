@@ -20,6 +20,9 @@ const std::map<std::string, Command>& commands() {
   static const std::map<std::string, Command> table = {
       {"sample", {specula::cli::sample_command, "sample tokens from one logits row through the sampler pipeline"}},
       {"generate", {specula::cli::generate_command, "generate with plain or speculative decoding"}},
+      {"run", {specula::cli::run_command, "run an experiment config (sweeps, baseline, summary, plots)"}},
+      {"merge", {specula::cli::merge_command, "merge the results folders of sweep shards"}},
+      {"plot", {specula::cli::plot_command, "plot a results folder"}},
       {"bench", {specula::cli::bench_command, "run benchmarks (bench sampler)"}},
       {"train", {specula::cli::train_command, "train a transformer language model on a text corpus"}},
       {"train-ngram", {specula::cli::train_ngram_command, "fit a Kneser-Ney n-gram draft model to a corpus"}},
