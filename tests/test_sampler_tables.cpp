@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tests/reference_pipeline.h"
+#include "verify/mutants.h"
 #include "verify/sampler_pipeline.h"
 
 using namespace specula;
@@ -487,9 +488,12 @@ RandomCase random_case(ConfigRng& rng) {
     for (int i = 0; i < V; ++i)
       if (rng.coin(0.7)) s.allowed_tokens.push_back(i);
   if (rng.coin(0.3)) s.banned_tokens = {token()};
-  if (rng.coin(0.3)) {
-    if (!c.history.output.empty() && rng.coin())
-      s.bad_words = {{c.history.output.back(), token()}};
+  if (rng.coin(0.4)) {
+    const double kind = rng.uniform();
+    if (!c.history.output.empty() && kind < 0.4)
+      s.bad_words = {{c.history.output.back(), token()}};  // the prefix matches
+    else if (kind < 0.7)
+      s.bad_words = {{token(), token()}, {token(), token(), token()}};  // usually it does not
     else
       s.bad_words = {{token()}};
   }
@@ -578,4 +582,27 @@ TEST_CASE("200 random configs: the pipeline matches the float64 reference within
   INFO("skipped " << skipped_near_threshold << ", truncated " << truncated);
   CHECK(skipped_near_threshold < 50);
   CHECK(truncated >= 100);  // the configs exercise the filters, not just softmax
+}
+
+// Battery M on battery A: every pipeline mutant changes the processed law of some random configs (the
+// frequency tests then show the change is caught by sampling too).
+TEST_CASE("every sampler-pipeline mutant moves the processed law of some random configs", "[sampler][mutant][table]") {
+  for (int m = static_cast<int>(Mutant::top_p_drops_crossing_token); m < static_cast<int>(Mutant::uniform_reused_across_rows);
+       ++m) {
+    ConfigRng rng{20240601};
+    int caught = 0, compared = 0;
+    while (compared < 200) {
+      const RandomCase c = random_case(rng);
+      const reference::Result ref = reference::pipeline(c.logits, c.params, c.history);
+      if (ref.no_token_left || ref.margin < 1e-4) continue;
+      ++compared;
+      ScopedMutant on(static_cast<Mutant>(m));
+      const std::vector<double> actual = run(c.logits, c.params, c.history);
+      double max_diff = 0.0;
+      for (size_t i = 0; i < actual.size(); ++i) max_diff = std::max(max_diff, std::fabs(actual[i] - ref.probs[i]));
+      caught += max_diff > 1e-4;
+    }
+    INFO("mutant #" << m << " moved " << caught << " of " << compared << " configs");
+    CHECK(caught >= 2);
+  }
 }
