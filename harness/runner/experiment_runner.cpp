@@ -1,5 +1,6 @@
 #include "harness/runner/experiment_runner.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -146,6 +147,13 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
         if (k.rfind("sampling.", 0) == 0 || k.rfind("draft_sampling.", 0) == 0) key += k + "=" + v + ";";
       if (!drafters.count(key)) drafters[key] = load_drafter(spec, draft_params, target, target_params);
       drafter = drafters[key];
+    }
+    {
+      // Warm-up (not recorded): first calls pay for allocations, lazy initialisation and cold caches.
+      GenerationConfig warm = gen;
+      warm.max_new_tokens = std::min(gen.max_new_tokens, 8);
+      GenerationMetrics ignored;
+      Generator(target, target_params, drafter, warm).generate(prompts[0], 0, ignored);
     }
     for (int rep = 0; rep < config.repetitions; ++rep) {
       GenerationConfig seeded = gen;
