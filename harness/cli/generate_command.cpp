@@ -7,6 +7,7 @@
 
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
+#include "kernels/cuda_device.h"
 #include "harness/generation/generator.h"
 #include "harness/models/model_source.h"
 #include "verify/error.h"
@@ -33,6 +34,7 @@ int generate_command(const Args& args) {
     ("threads", po::value<int32_t>()->default_value(1), "worker threads (samples run in parallel)")
     ("output", po::value<std::string>(), "file: one line per sample, token ids separated by spaces")
     ("metrics-json", po::value<std::string>(), "file for the run's metrics (JSON)")
+    ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda")
     ("config", po::value<std::string>(), "INI file with any of these options (the command line wins)");
   // clang-format on
   add_sampler_options(desc);
@@ -44,6 +46,11 @@ int generate_command(const Args& args) {
     std::cout << desc << "\n";
     return 0;
   }
+  const Device device = parse_device(vm["device"].as<std::string>());
+  require_device(device);  // "no CUDA device: ..." where there is none
+  if (device == Device::cuda)
+    fail("--device cuda: generation runs its models on the CPU LibTorch this build links; the CUDA sampler and "
+         "verifier kernels are reachable through `specula sample --device cuda` and `specula bench --device cuda`");
   for (const char* required : {"target", "max-new-tokens", "output"})
     if (!vm.count(required)) fail("--", required, " is required");
 

@@ -1,5 +1,6 @@
 // `specula sample`: the sampler pipeline from the shell. Draws N independent tokens from the processed
 // distribution of one logits row (with the given history), one token id per line on stdout.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -7,11 +8,56 @@
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
 #include "harness/io/logits_file.h"
+#include "kernels/cuda_device.h"
+#include "kernels/device_sampler.h"
 #include "verify/categorical.h"
 #include "verify/error.h"
 #include "verify/sampler_pipeline.h"
 
 namespace specula::cli {
+namespace {
+
+void print_tokens(const int32_t* tokens, int64_t n) {
+  std::string out;
+  char buf[16];
+  for (int64_t i = 0; i < n; ++i) {
+    const int len = std::snprintf(buf, sizeof buf, "%d\n", tokens[i]);
+    out.append(buf, static_cast<size_t>(len));
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+}
+
+// The fused CUDA sampler draws one token per row, so N samples are N rows of the same logits, in chunks;
+// row i uses the same key (seed, stream 0, offset i) as the CPU path, hence the same token.
+int sample_on_cuda(const SamplerPipeline& pipeline, const TokenHistory& history, const std::vector<float>& logits,
+                   const po::variables_map& vm) {
+  const int32_t V = pipeline.vocab_size();
+  const bool print_distribution = vm["print-distribution"].as<bool>();
+  const int64_t n = print_distribution ? 1 : vm["num-samples"].as<int64_t>();
+  if (n < 0) fail("--num-samples must be >= 0, got ", n);
+  const uint64_t seed = print_distribution ? 0 : vm["seed"].as<uint64_t>();
+  const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(4096, (int64_t{1} << 26) / V));
+  for (int64_t start = 0; start < n; start += chunk) {
+    const int64_t rows = std::min(chunk, n - start);
+    std::vector<SamplerBatchRow> batch_rows(rows);
+    for (int64_t r = 0; r < rows; ++r)
+      batch_rows[r] = {&pipeline.params(), &history,
+                       RandomKey{seed, philox_stream(0, RandomRole::sample), static_cast<uint64_t>(start + r)}};
+    const SamplerBatch batch(V, batch_rows);
+    std::vector<float> row_logits(static_cast<size_t>(rows) * V), probs(row_logits.size());
+    for (int64_t r = 0; r < rows; ++r) std::copy(logits.begin(), logits.end(), row_logits.begin() + r * V);
+    std::vector<int32_t> tokens(rows);
+    run_fused_sampler_on_device(batch, row_logits.data(), probs.data(), tokens.data());
+    if (print_distribution) {
+      for (int32_t x = 0; x < V; ++x) std::printf("%.9g\n", static_cast<double>(probs[x]));
+      return 0;
+    }
+    print_tokens(tokens.data(), rows);
+  }
+  return 0;
+}
+
+}  // namespace
 
 int sample_command(const Args& args) {
   po::options_description desc(
@@ -28,6 +74,7 @@ int sample_command(const Args& args) {
     ("mirostat-mu", po::value<double>(), "history: mirostat state mu (default 2 * tau)")
     ("print-distribution", po::bool_switch(), "print the processed probabilities (one per line, token order) instead of samples")
     ("print-chain", po::bool_switch(), "print the sampler chain to stderr")
+    ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda (the fused CUDA sampler; same draws)")
     ("config", po::value<std::string>(), "INI file with any of these options (the command line wins)");
   // clang-format on
   add_sampler_options(desc);
@@ -41,6 +88,8 @@ int sample_command(const Args& args) {
   if (!print_distribution && !vm.count("num-samples")) fail("--num-samples N is required");
   if (!print_distribution && !vm.count("seed")) fail("--seed S is required");
 
+  const Device device = parse_device(vm["device"].as<std::string>());
+  require_device(device);  // "no CUDA device: ..." before any work
   const std::vector<float> logits = read_logits_file(vm["logits"].as<std::string>());
   SamplingParams params;
   read_sampler_options(vm, params);
@@ -55,6 +104,7 @@ int sample_command(const Args& args) {
   if (vm.count("mirostat-mu")) history.mirostat_mu = vm["mirostat-mu"].as<double>();
   if (vm["print-chain"].as<bool>()) std::cerr << pipeline.describe() << "\n";
 
+  if (device == Device::cuda) return sample_on_cuda(pipeline, history, logits, vm);
   const std::vector<float> probs = pipeline.process(logits, history);
   if (print_distribution) {
     for (float p : probs) std::printf("%.9g\n", static_cast<double>(p));
@@ -64,16 +114,10 @@ int sample_command(const Args& args) {
   if (n < 0) fail("--num-samples must be >= 0, got ", n);
   const uint64_t seed = vm["seed"].as<uint64_t>();
   const uint64_t stream = philox_stream(0, RandomRole::sample);
-  std::string out;
-  out.reserve(static_cast<size_t>(n) * 6);
-  char buf[16];
-  for (int64_t i = 0; i < n; ++i) {
-    const RandomKey key{seed, stream, static_cast<uint64_t>(i)};
-    const Token t = sample_categorical(probs.data(), pipeline.vocab_size(), key);
-    const int len = std::snprintf(buf, sizeof buf, "%d\n", t);
-    out.append(buf, static_cast<size_t>(len));
-  }
-  std::fwrite(out.data(), 1, out.size(), stdout);
+  std::vector<int32_t> tokens(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    tokens[i] = sample_categorical(probs.data(), pipeline.vocab_size(), RandomKey{seed, stream, static_cast<uint64_t>(i)});
+  print_tokens(tokens.data(), n);
   return 0;
 }
 
