@@ -89,6 +89,13 @@ torch::Tensor reference_next(Transformer& m, const std::vector<Token>& tokens) {
   return m->forward(ids(tokens))[0][-1];
 }
 
+// The final hidden state after the whole sequence (the LM head's input), by one full causal forward.
+torch::Tensor reference_hidden(Transformer& m, const std::vector<Token>& tokens) {
+  torch::NoGradGuard no_grad;
+  const AttentionLayout layout = causal_layout(0, static_cast<int64_t>(tokens.size()));
+  return m->hidden_states(ids(tokens), layout.positions, layout.mask, nullptr)[0][-1];
+}
+
 struct TempDir {
   fs::path path;
   explicit TempDir(const std::string& name) {
@@ -119,7 +126,7 @@ TEST_CASE("KV-cache forward equals a full recompute, chunked and token by token"
     std::mt19937 rng(1);
     const std::vector<Token> seq = random_tokens(rng, 40);
     const torch::Tensor full = m->forward(ids(seq))[0];  // [40, V]
-    REQUIRE(full.abs().max().item<double>() > 1.0);     // the models are not trivially flat
+    REQUIRE(full.abs().max().item<double>() > 1.0);      // the models are not trivially flat
 
     SECTION("chunked") {
       KVCache cache = m->new_cache();
@@ -146,8 +153,7 @@ TEST_CASE("KV-cache forward equals a full recompute, chunked and token by token"
       m->forward(ids(std::vector<Token>(seq.begin(), seq.begin() + 20)), cache);
       const std::vector<Token> rest(seq.begin() + 20, seq.end());
       const AttentionLayout wrong = causal_layout(21, 20);  // positions shifted by one, same mask shape
-      const torch::Tensor hidden =
-          m->hidden_states(ids(rest), wrong.positions, causal_layout(20, 20).mask, &cache);
+      const torch::Tensor hidden = m->hidden_states(ids(rest), wrong.positions, causal_layout(20, 20).mask, &cache);
       CHECK(max_abs_diff(m->lm_head(hidden)[0], full.narrow(0, 20, 20)) > 100 * kTol);
     }
   }
@@ -241,11 +247,16 @@ TEST_CASE("a session reuses its KV cache across calls and matches a full recompu
     std::vector<float> out(static_cast<size_t>(tree.size() + 1) * V);
     session.tree_logits(context, tree, out.data());
     const torch::Tensor got = torch::from_blob(out.data(), {tree.size() + 1, V}).clone();
+    std::vector<float> hidden(static_cast<size_t>(tree.size() + 1) * session.hidden_size());
+    session.last_hidden(hidden.data());
+    const torch::Tensor h = torch::from_blob(hidden.data(), {tree.size() + 1, session.hidden_size()}).clone();
     CHECK(max_abs_diff(got[0], reference_next(ref.model, context)) < kTol);
+    CHECK(max_abs_diff(h[0], reference_hidden(ref.model, context)) < kTol);
     for (int32_t j = 0; j < tree.size(); ++j) {
       std::vector<Token> seq = context;
       for (Token t : tree.path(j)) seq.push_back(t);
       CHECK(max_abs_diff(got[j + 1], reference_next(ref.model, seq)) < kTol);
+      CHECK(max_abs_diff(h[j + 1], reference_hidden(ref.model, seq)) < kTol);
     }
   };
   auto random_tree = [&](int n) {
@@ -356,7 +367,8 @@ TEST_CASE("checkpoint save -> load round trip", "[transformer]") {
     cc.weights_dtype = "float16";
     save_checkpoint(dir.str("fp16"), m, cc);
     LoadedCheckpoint half = load_checkpoint(dir.str("fp16"));
-    for (const auto& p : a) CHECK(torch::equal(p.value().to(torch::kFloat16).to(torch::kFloat32), half.model->named_parameters()[p.key()]));
+    for (const auto& p : a)
+      CHECK(torch::equal(p.value().to(torch::kFloat16).to(torch::kFloat32), half.model->named_parameters()[p.key()]));
   }
 }
 
@@ -435,7 +447,7 @@ TEST_CASE("a corrupt or missing checkpoint gives a clear error", "[transformer]"
   }
 }
 
-TEST_CASE("byte tokenizer round-trips any bytes; load_tokenizer_for reads the checkpoint", "[transformer]") {
+TEST_CASE("byte tokenizer round-trips any bytes, and load_tokenizer_for reads the checkpoint", "[transformer]") {
   const ByteTokenizer tok;
   std::string all;
   for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
@@ -514,7 +526,8 @@ TEST_CASE("a short training run lowers the loss and writes a loadable checkpoint
   auto session = lm.new_session();
   session->next_logits(lm.tokenizer().encode("the kin"), logits.data());
   // "kin" only ever continues as "king": the served model has learned it.
-  const double log_sum = std::log(std::accumulate(logits.begin(), logits.end(), 0.0, [](double a, float l) { return a + std::exp(l); }));
+  const double log_sum =
+      std::log(std::accumulate(logits.begin(), logits.end(), 0.0, [](double a, float l) { return a + std::exp(l); }));
   CHECK(logits['g'] - log_sum > std::log(0.5));
 }
 

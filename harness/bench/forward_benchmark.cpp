@@ -81,10 +81,10 @@ std::vector<int32_t> tree_parents(const std::vector<int32_t>& shape) {
 }
 
 struct Case {
-  std::string name;  // "1-token", "chunk K=4", "tree 2,2,1"
-  std::string kind;  // "chunk" | "tree"
-  int64_t rows = 0;  // tokens run by the forward
-  int64_t depth = 0;  // positions added (rows for a chunk, depth for a tree)
+  std::string name;        // "1-token", "chunk K=4", "tree 2,2,1"
+  std::string kind;        // "chunk" | "tree"
+  int64_t rows = 0;        // tokens run by the forward
+  int64_t depth = 0;       // positions added (rows for a chunk, depth for a tree)
   std::vector<double> us;  // wall time of each timed forward
   double median() const {
     std::vector<double> v = us;
@@ -165,15 +165,15 @@ json bench_model(const std::string& spec, const Options& o, std::ostream& os) {
   const double base = one->median();
 
   os << "\n" << spec << ": " << c.describe() << ", context " << o.context << ", " << o.threads << " thread(s)\n";
-  os << std::left << std::setw(16) << "forward" << std::right << std::setw(6) << "rows" << std::setw(14)
-     << "median us" << std::setw(12) << "mean us" << std::setw(12) << "vs 1-tok" << std::setw(14) << "us/row" << "\n";
+  os << std::left << std::setw(16) << "forward" << std::right << std::setw(6) << "rows" << std::setw(14) << "median us"
+     << std::setw(12) << "mean us" << std::setw(12) << "vs 1-tok" << std::setw(14) << "us/row"
+     << "\n";
   json jcases = json::array();
   for (const Case& cs : cases) {
     const double med = cs.median();
-    os << std::left << std::setw(16) << cs.name << std::right << std::setw(6) << cs.rows << std::setw(14)
-       << std::fixed << std::setprecision(1) << med << std::setw(12) << cs.mean() << std::setw(11)
-       << std::setprecision(2) << med / base << "x" << std::setw(14) << std::setprecision(1)
-       << med / static_cast<double>(cs.rows) << "\n";
+    os << std::left << std::setw(16) << cs.name << std::right << std::setw(6) << cs.rows << std::setw(14) << std::fixed
+       << std::setprecision(1) << med << std::setw(12) << cs.mean() << std::setw(11) << std::setprecision(2)
+       << med / base << "x" << std::setw(14) << std::setprecision(1) << med / static_cast<double>(cs.rows) << "\n";
     jcases.push_back({{"name", cs.name},
                       {"kind", cs.kind},
                       {"rows", cs.rows},
@@ -244,7 +244,8 @@ int forward_benchmark_command(const std::vector<std::string>& args) {
   torch::set_num_threads(o.threads);
 
   json models = json::array();
-  for (const std::string& spec : vm["model"].as<std::vector<std::string>>()) models.push_back(bench_model(spec, o, std::cout));
+  for (const std::string& spec : vm["model"].as<std::vector<std::string>>())
+    models.push_back(bench_model(spec, o, std::cout));
   json report = {
       {"benchmark", "forward"},
       {"utc_time", utc_now()},

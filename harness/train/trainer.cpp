@@ -42,14 +42,15 @@ double mean_loss(Transformer& model, const torch::Tensor& data, const std::vecto
   double total = 0.0;
   int64_t count = 0;
   for (size_t i = 0; i < offsets.size(); i += static_cast<size_t>(batch)) {
-    const std::vector<int64_t> chunk(offsets.begin() + static_cast<std::ptrdiff_t>(i),
-                                     offsets.begin() + static_cast<std::ptrdiff_t>(std::min(offsets.size(), i + batch)));
+    const std::vector<int64_t> chunk(
+        offsets.begin() + static_cast<std::ptrdiff_t>(i),
+        offsets.begin() + static_cast<std::ptrdiff_t>(std::min(offsets.size(), i + batch)));
     const auto [x, y] = windows(data, chunk, seq_len);
     const torch::Tensor logits = model->forward(x);
-    total += torch::nn::functional::cross_entropy(
-                 logits.reshape({-1, logits.size(-1)}), y.reshape(-1),
-                 torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                 .item<double>();
+    total +=
+        torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape(-1),
+                                             torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+            .item<double>();
     count += y.numel();
   }
   model->train();
@@ -102,17 +103,16 @@ TrainResult train_transformer(const TrainOptions& options) {
   for (int64_t o = 0; o + T + 1 <= val_data.size(0); o += T) val_all.push_back(o);
   std::vector<int64_t> val_subset;
   const int64_t n_subset = std::min<int64_t>(options.eval_windows, static_cast<int64_t>(val_all.size()));
-  for (int64_t i = 0; i < n_subset; ++i) val_subset.push_back(val_all[i * static_cast<int64_t>(val_all.size()) / n_subset]);
+  for (int64_t i = 0; i < n_subset; ++i)
+    val_subset.push_back(val_all[i * static_cast<int64_t>(val_all.size()) / n_subset]);
 
   Transformer model(options.model);
   model->train();
   std::vector<torch::Tensor> decay, no_decay;  // decoupled weight decay on matrices only, not on norm gains
   for (const auto& p : model->named_parameters()) (p.value().dim() >= 2 ? decay : no_decay).push_back(p.value());
   auto adamw = [&](double wd) {
-    return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(options.lr.peak)
-                                                            .betas({options.beta1, options.beta2})
-                                                            .eps(1e-8)
-                                                            .weight_decay(wd));
+    return std::make_unique<torch::optim::AdamWOptions>(
+        torch::optim::AdamWOptions(options.lr.peak).betas({options.beta1, options.beta2}).eps(1e-8).weight_decay(wd));
   };
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(decay, adamw(options.weight_decay));
@@ -146,13 +146,15 @@ TrainResult train_transformer(const TrainOptions& options) {
     for (int64_t& o : offsets) o = pick(rng);
     const auto [x, y] = windows(train_data, offsets, T);
     const torch::Tensor logits = model->forward(x);
-    const torch::Tensor loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape(-1));
+    const torch::Tensor loss =
+        torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape(-1));
     optimizer.zero_grad();
     loss.backward();
     if (options.grad_clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), options.grad_clip);
     optimizer.step();
     const double loss_value = loss.item<double>();
-    if (!std::isfinite(loss_value)) fail("training diverged: loss ", loss_value, " at step ", step + 1, " (lower --lr?)");
+    if (!std::isfinite(loss_value))
+      fail("training diverged: loss ", loss_value, " at step ", step + 1, " (lower --lr?)");
     train_seconds += seconds_since(step_start);
     if (recent_count == options.eval_interval) recent_loss_sum = recent_count = 0;
     recent_loss_sum += loss_value;

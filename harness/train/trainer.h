@@ -16,9 +16,9 @@ namespace specula {
 struct TrainOptions {
   TransformerConfig model;
   std::string tokenizer = "byte";
-  std::string corpus;                 // text file
-  double validation_fraction = 0.1;   // the last 10% of the corpus
-  std::string output;                 // checkpoint folder
+  std::string corpus;                     // text file
+  double validation_fraction = 0.1;       // the last 10% of the corpus
+  std::string output;                     // checkpoint folder
   std::string weights_dtype = "float32";  // how the checkpoint stores weights: float32 | float16
 
   int64_t batch_size = 32;  // windows per step

@@ -37,8 +37,8 @@ LoadedCheckpoint load_checkpoint(const std::string& dir) {
       fail(path, ": cannot read tensor '", p.key(), "': ", e.what_without_backtrace());
     }
     if (stored.sizes() != p.value().sizes())
-      fail(path, ": tensor '", p.key(), "' has shape ", stored.sizes(), " but ", kCheckpointConfigFile,
-           " implies ", p.value().sizes());
+      fail(path, ": tensor '", p.key(), "' has shape ", stored.sizes(), " but ", kCheckpointConfigFile, " implies ",
+           p.value().sizes());
     if (stored.scalar_type() != storage_dtype(out.config.weights_dtype))
       fail(path, ": tensor '", p.key(), "' is ", stored.scalar_type(), " but the config says ",
            out.config.weights_dtype);

@@ -49,7 +49,9 @@ void reject_unknown_fields(const json& j, const std::set<std::string>& known, co
 
 int64_t TransformerConfig::parameter_count() const {
   const int64_t d = d_model, ff = d_ff, V = vocab_size;
-  const int64_t per_layer = d * 3 * d + d * d + d * 2 * ff + ff * d + 2 * d;  // qkv, out, gate+up, down, 2 norms
+  const int64_t qkv = static_cast<int64_t>(n_heads + 2 * kv_heads()) * head_dim();
+  // qkv (+ biases), out, gate+up, down, 2 norms
+  const int64_t per_layer = d * qkv + (qkv_bias ? qkv : 0) + d * d + d * 2 * ff + ff * d + 2 * d;
   return V * d + n_layers * per_layer + d + (tie_embeddings ? 0 : V * d);
 }
 
@@ -64,6 +66,8 @@ void TransformerConfig::validate(const std::string& where) const {
   positive("d_ff", d_ff);
   positive("max_seq_len", max_seq_len);
   if (d_model % n_heads != 0) fail(where, ": d_model ", d_model, " is not a multiple of n_heads ", n_heads);
+  if (n_kv_heads < 0 || n_heads % kv_heads() != 0)
+    fail(where, ": n_heads ", n_heads, " is not a multiple of n_kv_heads ", n_kv_heads);
   if (head_dim() % 2 != 0) fail(where, ": head_dim = d_model / n_heads = ", head_dim(), " must be even for RoPE");
   if (!(rope_theta > 1.0)) fail(where, ": rope_theta must be > 1, got ", rope_theta);
   if (!(norm_eps > 0.0 && norm_eps < 1.0)) fail(where, ": norm_eps must be in (0, 1), got ", norm_eps);
@@ -72,7 +76,9 @@ void TransformerConfig::validate(const std::string& where) const {
 std::string TransformerConfig::describe() const {
   std::ostringstream os;
   os << n_layers << " layer" << (n_layers == 1 ? "" : "s") << ", d=" << d_model << ", " << n_heads << " head"
-     << (n_heads == 1 ? "" : "s") << ", ff=" << d_ff << ", " << (tie_embeddings ? "tied" : "untied") << ", "
+     << (n_heads == 1 ? "" : "s");
+  if (kv_heads() != n_heads) os << " (" << kv_heads() << " kv)";
+  os << (qkv_bias ? ", qkv bias" : "") << ", ff=" << d_ff << ", " << (tie_embeddings ? "tied" : "untied") << ", "
      << std::fixed;
   os.precision(parameter_count() >= 1000000 ? 2 : 3);
   os << parameter_count() / 1e6 << "M params";
@@ -80,16 +86,19 @@ std::string TransformerConfig::describe() const {
 }
 
 json to_json(const TransformerConfig& c) {
-  return {{"vocab_size", c.vocab_size}, {"d_model", c.d_model},         {"n_layers", c.n_layers},
-          {"n_heads", c.n_heads},       {"d_ff", c.d_ff},               {"max_seq_len", c.max_seq_len},
-          {"rope_theta", c.rope_theta}, {"norm_eps", c.norm_eps},       {"tie_embeddings", c.tie_embeddings}};
+  json j = {{"vocab_size", c.vocab_size}, {"d_model", c.d_model},   {"n_layers", c.n_layers},
+          {"n_heads", c.n_heads},       {"d_ff", c.d_ff},         {"max_seq_len", c.max_seq_len},
+          {"rope_theta", c.rope_theta}, {"norm_eps", c.norm_eps}, {"tie_embeddings", c.tie_embeddings}};
+  if (c.n_kv_heads > 0 && c.n_kv_heads != c.n_heads) j["n_kv_heads"] = c.n_kv_heads;
+  if (c.qkv_bias) j["qkv_bias"] = true;
+  return j;
 }
 
 TransformerConfig transformer_config_from_json(const json& j, const std::string& where) {
   if (!j.is_object()) fail(where, ": 'model' must be an object");
   reject_unknown_fields(j,
                         {"vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_seq_len", "rope_theta",
-                         "norm_eps", "tie_embeddings"},
+                         "norm_eps", "tie_embeddings", "n_kv_heads", "qkv_bias"},
                         where);
   TransformerConfig c;
   c.vocab_size = int_field(j, "vocab_size", where);
@@ -103,6 +112,11 @@ TransformerConfig transformer_config_from_json(const json& j, const std::string&
   const json& tie = field(j, "tie_embeddings", where);
   if (!tie.is_boolean()) fail(where, ": field 'tie_embeddings' must be true or false, got ", tie.dump());
   c.tie_embeddings = tie.get<bool>();
+  if (j.contains("n_kv_heads")) c.n_kv_heads = int_field(j, "n_kv_heads", where);
+  if (j.contains("qkv_bias")) {
+    if (!j["qkv_bias"].is_boolean()) fail(where, ": field 'qkv_bias' must be true or false, got ", j["qkv_bias"].dump());
+    c.qkv_bias = j["qkv_bias"].get<bool>();
+  }
   c.validate(where);
   return c;
 }

@@ -18,14 +18,19 @@ struct TransformerConfig {
   int32_t vocab_size = 256;  // byte-level tokenizer by default
   int32_t d_model = 256;     // residual width
   int32_t n_layers = 4;
-  int32_t n_heads = 4;       // head_dim = d_model / n_heads (even, for RoPE's pairs)
-  int32_t d_ff = 768;        // SwiGLU hidden width (gate and up projections are d_model -> d_ff each)
+  int32_t n_heads = 4;        // head_dim = d_model / n_heads (even, for RoPE's pairs)
+  int32_t d_ff = 768;         // SwiGLU hidden width (gate and up projections are d_model -> d_ff each)
   int32_t max_seq_len = 512;  // positions the model serves; the KV cache capacity of a session
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
   bool tie_embeddings = true;  // LM head = token embedding matrix (transposed)
+  // Grouped-query attention (Ainslie et al. 2023): key/value heads, each shared by n_heads / n_kv_heads query
+  // heads; 0 = n_heads (multi-head attention). Optional in config.json, written only when set.
+  int32_t n_kv_heads = 0;
+  bool qkv_bias = false;  // biases on the q, k, v projections (Qwen2); optional in config.json likewise
 
   int32_t head_dim() const { return d_model / n_heads; }
+  int32_t kv_heads() const { return n_kv_heads > 0 ? n_kv_heads : n_heads; }
   int64_t parameter_count() const;
   // Throws Error naming `where` (a file or option) and the first bad field.
   void validate(const std::string& where) const;
@@ -39,8 +44,8 @@ TransformerConfig transformer_config_from_json(const nlohmann::json& j, const st
 struct CheckpointConfig {
   TransformerConfig model;
   std::string tokenizer = "byte";
-  std::string weights_file = "weights.pt";  // relative to the checkpoint folder
-  std::string weights_dtype = "float32";    // "float32" | "float16" (storage only; loaded as fp32)
+  std::string weights_file = "weights.pt";             // relative to the checkpoint folder
+  std::string weights_dtype = "float32";               // "float32" | "float16" (storage only; loaded as fp32)
   nlohmann::json training = nlohmann::json::object();  // how it was trained: command, steps, losses, time
 };
 

@@ -13,6 +13,7 @@
 namespace specula {
 
 struct TransformerModelState {
+  std::string kind = "transformer";  // the model spec's kind: "transformer" or "hf"
   std::string dir;
   Transformer model{nullptr};
   CheckpointConfig config;
@@ -28,16 +29,30 @@ TransformerLanguageModel::TransformerLanguageModel(const std::string& checkpoint
   state_->tokenizer = make_tokenizer(loaded.config.tokenizer, checkpoint_dir);
 }
 
+TransformerLanguageModel::TransformerLanguageModel(const std::string& kind, const std::string& dir,
+                                                   const LoadedCheckpoint& loaded,
+                                                   std::shared_ptr<const Tokenizer> tokenizer)
+    : state_(std::make_shared<TransformerModelState>()) {
+  state_->kind = kind;
+  state_->dir = dir;
+  state_->model = loaded.model;
+  state_->config = loaded.config;
+  state_->tokenizer = std::move(tokenizer);
+}
+
 TransformerLanguageModel::~TransformerLanguageModel() = default;
 
 int32_t TransformerLanguageModel::vocab_size() const { return state_->config.model.vocab_size; }
 int32_t TransformerLanguageModel::max_seq_len() const { return state_->config.model.max_seq_len; }
 int64_t TransformerLanguageModel::parameter_count() const { return state_->config.model.parameter_count(); }
-const Tokenizer& TransformerLanguageModel::tokenizer() const { return *state_->tokenizer; }
+const Tokenizer& TransformerLanguageModel::tokenizer() const {
+  if (!state_->tokenizer) fail(state_->kind, ":", state_->dir, ": the model has no tokenizer");
+  return *state_->tokenizer;
+}
 
 std::string TransformerLanguageModel::description() const {
   std::ostringstream os;
-  os << "transformer:" << state_->dir << " (" << state_->config.model.describe();
+  os << state_->kind << ":" << state_->dir << " (" << state_->config.model.describe();
   const auto& t = state_->config.training;
   if (t.is_object() && t.contains("val_loss") && t["val_loss"].is_number())
     os << ", val loss " << t["val_loss"].get<double>();
@@ -51,17 +66,18 @@ std::unique_ptr<ModelSession> TransformerLanguageModel::new_session() const {
 
 // Slots [0, linear.size()) of the KV cache hold `linear`; slots linear.size() + j hold node j of `tree`.
 struct TransformerSession::Cache {
-  explicit Cache(std::shared_ptr<TransformerModelState> s)
-      : state(std::move(s)), kv(state->model->new_cache(1)) {}
+  explicit Cache(std::shared_ptr<TransformerModelState> s) : state(std::move(s)), kv(state->model->new_cache(1)) {}
 
   std::shared_ptr<TransformerModelState> state;
   KVCache kv;
   std::vector<Token> linear;
-  torch::Tensor last_row;  // [V] logits after `linear`; undefined when unknown
+  // A row's features are [hidden (d) | logits (V)]: the final hidden state and the logits after a position.
+  torch::Tensor last_row;  // [d + V] features after `linear`; undefined when unknown
   std::vector<Token> tree_tokens;
   std::vector<int32_t> tree_parents;
-  torch::Tensor tree_rows;  // [n, V] logits after each node of the remembered tree
+  torch::Tensor tree_rows;  // [n, d + V] features after each node of the remembered tree
   TransformerSessionStats stats;
+  int64_t last_call_rows = 0;  // 1 + nodes of the last call (0 before the first)
 
   void forget_tree() {
     kv.truncate(static_cast<int64_t>(linear.size()));
@@ -76,6 +92,19 @@ struct TransformerSession::Cache {
   }
 };
 
+namespace {
+
+// Columns [first, first + width) of the last call's feature rows: row 0, then the remembered tree's nodes.
+void copy_rows(const TransformerSession::Cache& c, int64_t first, int64_t width, float* out) {
+  if (c.last_call_rows == 0) fail("transformer session: no call yet");
+  const torch::Tensor rows =
+      c.last_call_rows > 1 ? torch::cat({c.last_row.unsqueeze(0), c.tree_rows}) : c.last_row.unsqueeze(0);
+  const torch::Tensor block = rows.narrow(1, first, width).contiguous();
+  std::memcpy(out, block.data_ptr<float>(), sizeof(float) * block.numel());
+}
+
+}  // namespace
+
 TransformerSession::TransformerSession(std::shared_ptr<TransformerModelState> state)
     : cache_(std::make_unique<Cache>(std::move(state))) {}
 TransformerSession::~TransformerSession() = default;
@@ -87,14 +116,15 @@ void TransformerSession::tree_logits(const std::vector<Token>& context, const To
   Cache& c = *cache_;
   Transformer& model = c.state->model;
   const int32_t V = model->config().vocab_size;
+  const int32_t D = model->config().d_model;
   const int64_t n_nodes = tree.size();
-  if (context.empty())
-    fail(c.state->dir, ": a transformer needs at least one context token (give a prompt)");
+  if (context.empty()) fail(c.state->dir, ": a transformer needs at least one context token (give a prompt)");
   for (Token t : context)
     if (t < 0 || t >= V) fail(c.state->dir, ": context token id ", t, " is outside the vocabulary [0, ", V, ")");
   for (Token t : tree.tokens)
     if (t < 0 || t >= V) fail(c.state->dir, ": tree token id ", t, " is outside the vocabulary [0, ", V, ")");
-  if (static_cast<int64_t>(tree.parent.size()) != n_nodes) fail("token tree: ", n_nodes, " tokens but ", tree.parent.size(), " parents");
+  if (static_cast<int64_t>(tree.parent.size()) != n_nodes)
+    fail("token tree: ", n_nodes, " tokens but ", tree.parent.size(), " parents");
   const int64_t positions_needed = static_cast<int64_t>(context.size()) + (n_nodes ? tree.max_depth() : 0);
   if (positions_needed > model->config().max_seq_len)
     fail(c.state->dir, ": context of ", context.size(), " tokens + tree depth ", (n_nodes ? tree.max_depth() : 0),
@@ -165,7 +195,7 @@ void TransformerSession::tree_logits(const std::vector<Token>& context, const To
 
   // 4. One forward over the rest of the context and the new tree nodes.
   const int64_t rows = chunk + n_nodes - reused_nodes;
-  torch::Tensor new_logits;  // [chunk ? 1 + new nodes : new nodes, V]
+  torch::Tensor new_logits;  // features [chunk ? 1 + new nodes : new nodes, d + V]
   if (rows > 0) {
     c.kv.reserve(c.kv.length() + rows);
     std::vector<int64_t> ids;
@@ -179,11 +209,12 @@ void TransformerSession::tree_logits(const std::vector<Token>& context, const To
         model->hidden_states(torch::tensor(ids, torch::kInt64).unsqueeze(0), layout.positions, mask, &c.kv)[0];
     // Only the last context row and the tree rows have logits anyone reads.
     const int64_t first = chunk > 0 ? chunk - 1 : 0;
-    new_logits = model->lm_head(hidden.narrow(0, first, rows - first));
+    const torch::Tensor read = hidden.narrow(0, first, rows - first);
+    new_logits = torch::cat({read, model->lm_head(read)}, 1);
     c.stats.rows_run += rows;
   }
 
-  // Assemble [n + 1, V]: row 0, then the nodes (reused rows first).
+  // Assemble [n + 1, d + V]: row 0, then the nodes (reused rows first).
   if (chunk > 0) {
     c.linear.insert(c.linear.end(), context.begin() + L, context.end());
     c.last_row = new_logits[0];
@@ -195,14 +226,19 @@ void TransformerSession::tree_logits(const std::vector<Token>& context, const To
   else if (reused_nodes > 0)
     node_rows = c.tree_rows.narrow(0, 0, reused_nodes);
   else
-    node_rows = new_logits.defined() ? new_logits : torch::empty({0, V});
+    node_rows = new_logits.defined() ? new_logits : torch::empty({0, D + V});
   c.tree_tokens = tree.tokens;
   c.tree_parents = tree.parent;
   c.tree_rows = node_rows.contiguous();
 
-  const torch::Tensor row0 = c.last_row.contiguous();
-  std::memcpy(out, row0.data_ptr<float>(), sizeof(float) * V);
-  if (n_nodes > 0) std::memcpy(out + V, c.tree_rows.data_ptr<float>(), sizeof(float) * V * n_nodes);
+  c.last_call_rows = 1 + n_nodes;
+  copy_rows(c, D, V, out);
 }
+
+void TransformerSession::last_hidden(float* out) const {
+  copy_rows(*cache_, 0, cache_->state->model->config().d_model, out);
+}
+
+int32_t TransformerSession::hidden_size() const { return cache_->state->model->config().d_model; }
 
 }  // namespace specula

@@ -23,11 +23,16 @@
 namespace specula {
 
 struct TransformerModelState;  // the LibTorch module and checkpoint config (transformer_language_model.cpp)
+struct LoadedCheckpoint;       // checkpoint.h
 
 class TransformerLanguageModel : public LanguageModel {
  public:
   // Loads the checkpoint folder; throws Error naming the file and problem.
   explicit TransformerLanguageModel(const std::string& checkpoint_dir);
+  // A model already in memory, e.g. a Hugging Face checkpoint converted by harness/models/hf: description()
+  // calls it "<kind>:<dir>"; `tokenizer` may be null (tokenizer() then throws).
+  TransformerLanguageModel(const std::string& kind, const std::string& dir, const LoadedCheckpoint& loaded,
+                           std::shared_ptr<const Tokenizer> tokenizer);
   ~TransformerLanguageModel() override;
 
   int32_t vocab_size() const override;
@@ -45,7 +50,7 @@ class TransformerLanguageModel : public LanguageModel {
 // What a session did, for tests and benchmarks that must see the cache being reused.
 struct TransformerSessionStats {
   int64_t calls = 0;
-  int64_t rows_run = 0;             // token rows forwarded (context chunk + tree nodes)
+  int64_t rows_run = 0;               // token rows forwarded (context chunk + tree nodes)
   int64_t context_tokens_cached = 0;  // context tokens served from the cache instead of being run
   int64_t path_nodes_compacted = 0;   // tree nodes whose keys/values were moved into the linear prefix
   int64_t tree_nodes_reused = 0;      // nodes of a grown tree served from the previous call
@@ -58,8 +63,14 @@ class TransformerSession : public ModelSession {
   void tree_logits(const std::vector<Token>& context, const TokenTree& tree, float* out) override;
   const TransformerSessionStats& stats() const;
 
+  // The final hidden states (after the final norm: the LM head's input, what Medusa heads and EAGLE read) of
+  // the rows of the last tree_logits call: out [tree.size() + 1, hidden_size()], rows as in tree_logits.
+  void last_hidden(float* out) const;
+  int32_t hidden_size() const;
+
+  struct Cache;  // the KV cache and what it holds (transformer_language_model.cpp)
+
  private:
-  struct Cache;
   std::unique_ptr<Cache> cache_;
 };
 

@@ -32,23 +32,29 @@ torch::Tensor RotaryEmbeddingImpl::forward(const torch::Tensor& x, const torch::
   return torch::cat({x1 * c - x2 * s, x2 * c + x1 * s}, -1);
 }
 
-AttentionImpl::AttentionImpl(const TransformerConfig& c) : n_heads(c.n_heads), head_dim(c.head_dim()) {
-  qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, 3 * c.d_model).bias(false)));
+AttentionImpl::AttentionImpl(const TransformerConfig& c)
+    : n_heads(c.n_heads), n_kv_heads(c.kv_heads()), head_dim(c.head_dim()) {
+  const int64_t qkv_width = (n_heads + 2 * n_kv_heads) * head_dim;
+  qkv = register_module("qkv",
+                        torch::nn::Linear(torch::nn::LinearOptions(c.d_model, qkv_width).bias(c.qkv_bias)));
   out = register_module("out", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.d_model).bias(false)));
   rope = register_module("rope", RotaryEmbedding(head_dim, c.max_seq_len, c.rope_theta));
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& mask,
                                      KVCache* cache, int64_t layer) {
-  const int64_t B = x.size(0), N = x.size(1);
-  const torch::Tensor qkv_heads = qkv->forward(x).view({B, N, 3, n_heads, head_dim}).permute({2, 0, 3, 1, 4});
-  torch::Tensor q = rope->forward(qkv_heads[0], positions);  // [B, H, N, D]
-  torch::Tensor k = rope->forward(qkv_heads[1], positions);
-  torch::Tensor v = qkv_heads[2];
-  if (cache) std::tie(k, v) = cache->write(layer, k, v);  // now [B, H, T, D]
+  const int64_t B = x.size(0), N = x.size(1), G = n_heads / n_kv_heads;
+  const auto heads = qkv->forward(x).view({B, N, n_heads + 2 * n_kv_heads, head_dim}).transpose(1, 2);
+  torch::Tensor q = rope->forward(heads.narrow(1, 0, n_heads), positions);  // [B, H, N, D]
+  torch::Tensor k = rope->forward(heads.narrow(1, n_heads, n_kv_heads), positions);  // [B, Hkv, N, D]
+  torch::Tensor v = heads.narrow(1, n_heads + n_kv_heads, n_kv_heads);
+  if (cache) std::tie(k, v) = cache->write(layer, k, v);  // now [B, Hkv, T, D]
+  const int64_t T = k.size(2);
+  // The G query heads of a group share one key/value head: stack their rows, [B, Hkv, G * N, D].
+  q = q.reshape({B, n_kv_heads, G * N, head_dim});
   torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(head_dim)));
-  if (mask.defined()) scores = scores + mask;
-  const torch::Tensor y = torch::matmul(torch::softmax(scores, -1), v);  // [B, H, N, D]
+  if (mask.defined()) scores = (scores.view({B, n_kv_heads, G, N, T}) + mask).view({B, n_kv_heads, G * N, T});
+  const torch::Tensor y = torch::matmul(torch::softmax(scores, -1), v).view({B, n_heads, N, head_dim});
   return out->forward(y.transpose(1, 2).reshape({B, N, n_heads * head_dim}));
 }
 
@@ -91,7 +97,10 @@ TransformerImpl::TransformerImpl(const TransformerConfig& config) : config_(conf
   const double residual_std = 0.02 / std::sqrt(2.0 * config_.n_layers);
   for (auto& p : named_parameters()) {
     const std::string& name = p.key();
-    if (p.value().dim() < 2) continue;  // norm weights stay 1
+    if (p.value().dim() < 2) {  // norm weights stay 1, biases start at 0
+      if (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0) p.value().zero_();
+      continue;
+    }
     const bool residual = name.find("attn.out.") != std::string::npos || name.find("mlp.down.") != std::string::npos;
     p.value().normal_(0.0, residual ? residual_std : 0.02);
   }
@@ -99,9 +108,12 @@ TransformerImpl::TransformerImpl(const TransformerConfig& config) : config_(conf
 
 torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& tokens, const torch::Tensor& positions,
                                              const torch::Tensor& mask, KVCache* cache) {
-  torch::Tensor x = embedding->forward(tokens);
+  const torch::Device device = embedding->weight.device();
+  const torch::Tensor on_device_positions = positions.to(device);
+  const torch::Tensor on_device_mask = mask.defined() ? mask.to(device) : mask;
+  torch::Tensor x = embedding->forward(tokens.to(device));
   for (size_t i = 0; i < blocks->size(); ++i)
-    x = blocks->ptr<BlockImpl>(i)->forward(x, positions, mask, cache, static_cast<int64_t>(i));
+    x = blocks->ptr<BlockImpl>(i)->forward(x, on_device_positions, on_device_mask, cache, static_cast<int64_t>(i));
   if (cache) cache->advance(tokens.size(1));
   return final_norm->forward(x);
 }
@@ -134,7 +146,8 @@ TransformerOutput TransformerImpl::forward_tree(const torch::Tensor& tokens, con
 }
 
 KVCache TransformerImpl::new_cache(int64_t batch) const {
-  return KVCache(config_.n_layers, batch, config_.n_heads, config_.max_seq_len, config_.head_dim());
+  return KVCache(config_.n_layers, batch, config_.kv_heads(), config_.max_seq_len, config_.head_dim(),
+                 embedding->weight.options());
 }
 
 AttentionLayout causal_layout(int64_t cache_len, int64_t n) {

@@ -38,15 +38,19 @@ struct RotaryEmbeddingImpl : torch::nn::Module {
 };
 TORCH_MODULE(RotaryEmbedding);
 
+// Multi-head or grouped-query attention (Ainslie et al. 2023: query head h reads key/value head
+// h / (n_heads / n_kv_heads)); the cache holds the n_kv_heads key/value heads only.
 struct AttentionImpl : torch::nn::Module {
   explicit AttentionImpl(const TransformerConfig& c);
   // x [B, N, d]; mask [N, T] additive (undefined: every column visible); with a cache, T = cache.length() + N
   // and this layer's keys/values are written to the cache; without one, T = N.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& mask,
                         KVCache* cache, int64_t layer);
-  torch::nn::Linear qkv{nullptr}, out{nullptr};  // [d -> 3d] (q, k, v stacked), [d -> d]
+  // qkv [d -> (H + 2 Hkv) D]: q, k, v stacked, head-major within each (bias only with config.qkv_bias);
+  // out [d -> d]
+  torch::nn::Linear qkv{nullptr}, out{nullptr};
   RotaryEmbedding rope{nullptr};
-  int64_t n_heads, head_dim;
+  int64_t n_heads, n_kv_heads, head_dim;
 };
 TORCH_MODULE(Attention);
 
@@ -90,11 +94,12 @@ class TransformerImpl : public torch::nn::Module {
 
   // The general step: rows tokens [B, N] at positions [N], mask [N, T] (see the file comment; undefined:
   // all visible). Returns the final hidden states [B, N, d]; appends keys/values when `cache` is given.
+  // Inputs may live on the CPU: they are moved to the parameters' device.
   torch::Tensor hidden_states(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& mask,
                               KVCache* cache);
   torch::Tensor lm_head(const torch::Tensor& hidden);  // [.., d] -> [.., V]
 
-  // A cache sized for this model: [n_layers, batch, n_heads, max_seq_len, head_dim].
+  // A cache sized for this model, on its parameters' device: [n_layers, batch, n_kv_heads, max_seq_len, head_dim].
   KVCache new_cache(int64_t batch = 1) const;
   const TransformerConfig& config() const { return config_; }
 
