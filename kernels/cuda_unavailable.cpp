@@ -3,6 +3,7 @@
 #include "kernels/cuda_device.h"
 #include "kernels/philox_fill.h"
 #include "kernels/sampler_kernels.h"
+#include "kernels/verify_kernels.h"
 
 namespace specula {
 
@@ -12,6 +13,21 @@ void launch_fused_sampler(const SamplerKernelParams& p, CUstream_st*) {
 }
 
 void launch_philox_fill(const PhiloxFillParams& p, CUstream_st*) {
+  p.check();
+  require_cuda_device();
+}
+
+void launch_chain_verify(const ChainVerifyParams& p, CUstream_st*) {
+  p.check();
+  require_cuda_device();
+}
+
+void launch_tree_verify(const TreeVerifyParams& p, CUstream_st*) {
+  p.check();
+  require_cuda_device();
+}
+
+void launch_block_verify(const BlockVerifyParams& p, CUstream_st*) {
   p.check();
   require_cuda_device();
 }

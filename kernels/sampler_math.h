@@ -133,6 +133,10 @@ SPECULA_HD bool bucket_holds_target(uint64_t above, uint64_t higher, uint64_t th
 
 // ---- Verification ------------------------------------------------------------------------------------
 
+// The Philox offset of draw `slot` of speculative step `step` (StepRandom::key): 16 bits of slot under the
+// step, so every draw of a step has its own counter and steps never overlap.
+SPECULA_HD uint64_t step_draw_offset(uint64_t step, uint32_t slot) { return (step << 16) | (slot & 0xffffu); }
+
 // Leviathan et al. 2023, Alg. 1: accept a draft token with probability min(1, p/q). With u in the open
 // interval (0, 1) the test u * q <= p rejects with certainty when p = 0, and q = 0 (an impossible draw
 // that signals a bookkeeping bug upstream) always rejects.

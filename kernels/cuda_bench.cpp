@@ -1,0 +1,523 @@
+// CUDA kernel benchmarks (see cuda_bench.h). Compiled by the C++ compiler against the CUDA runtime when
+// the build has CUDA; without it, run_cuda_bench only reports "no CUDA device: ...".
+#include "kernels/cuda_bench.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <limits>
+#include <random>
+#include <sstream>
+
+#include "kernels/cuda_device.h"
+#include "kernels/sampler_kernels.h"
+#include "kernels/verify_kernels.h"
+#include "verify/error.h"
+
+#if defined(SPECULA_HAS_CUDA)
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda_check.h"
+#endif
+
+namespace specula {
+namespace {
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "unknown-host";
+  return buf;
+}
+
+#if defined(SPECULA_HAS_CUDA)
+
+// A device buffer that frees itself; every allocation and copy is checked.
+template <typename T>
+class Buffer {
+ public:
+  explicit Buffer(size_t n) : n_(n) {
+    if (n_) cuda_check(cudaMalloc(reinterpret_cast<void**>(&ptr_), n_ * sizeof(T)), "bench: cudaMalloc");
+  }
+  explicit Buffer(const std::vector<T>& host) : Buffer(host.size()) {
+    if (n_) cuda_check(cudaMemcpy(ptr_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice), "bench: cudaMemcpy");
+  }
+  ~Buffer() {
+    if (ptr_) cudaFree(ptr_);
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  T* get() const { return ptr_; }
+  size_t size() const { return n_; }
+  std::vector<T> to_host() const {
+    std::vector<T> out(n_);
+    if (n_) cuda_check(cudaMemcpy(out.data(), ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost), "bench: cudaMemcpy");
+    return out;
+  }
+  // Row r of a [rows, V] buffer <- host row.
+  void set_row(size_t r, const std::vector<T>& row) {
+    cuda_check(cudaMemcpy(ptr_ + r * row.size(), row.data(), row.size() * sizeof(T), cudaMemcpyHostToDevice),
+               "bench: cudaMemcpy");
+  }
+
+ private:
+  T* ptr_ = nullptr;
+  size_t n_ = 0;
+};
+
+class Events {
+ public:
+  Events() {
+    cuda_check(cudaEventCreate(&start), "bench: cudaEventCreate");
+    cuda_check(cudaEventCreate(&stop), "bench: cudaEventCreate");
+  }
+  ~Events() {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  }
+  Events(const Events&) = delete;
+  Events& operator=(const Events&) = delete;
+  cudaEvent_t start = nullptr, stop = nullptr;
+};
+
+// 3 untimed launches, then `iterations` launches each timed alone with events (after an L2 flush).
+template <class Launch>
+void time_launches(Launch&& launch, const CudaBenchOptions& o, const Buffer<uint8_t>& flush, CudaBenchCase& c) {
+  for (int i = 0; i < 3; ++i) launch();
+  cuda_check(cudaDeviceSynchronize(), "bench: warm-up");
+  Events ev;
+  double total_ms = 0.0, best_ms = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < o.iterations; ++i) {
+    if (o.flush_l2 && flush.size()) cuda_check(cudaMemsetAsync(flush.get(), i & 0xff, flush.size()), "bench: L2 flush");
+    cuda_check(cudaEventRecord(ev.start), "bench: cudaEventRecord");
+    launch();
+    cuda_check(cudaEventRecord(ev.stop), "bench: cudaEventRecord");
+    cuda_check(cudaEventSynchronize(ev.stop), "bench: cudaEventSynchronize");
+    float ms = 0.0f;
+    cuda_check(cudaEventElapsedTime(&ms, ev.start, ev.stop), "bench: cudaEventElapsedTime");
+    total_ms += ms;
+    best_ms = std::min(best_ms, static_cast<double>(ms));
+  }
+  c.iterations = o.iterations;
+  c.mean_us = 1e3 * total_ms / o.iterations;
+  c.min_us = 1e3 * best_ms;
+}
+
+void finish_case(CudaBenchCase& c, double peak_gb_per_s) {
+  c.gb_per_s = c.bytes / (c.mean_us * 1e-6) / 1e9;
+  c.fraction_of_peak = c.gb_per_s / peak_gb_per_s;
+  c.bound_us = c.bytes / (peak_gb_per_s * 1e9) * 1e6;
+}
+
+// Synthetic rows: a few random patterns, reused across rows (content does not change the traffic).
+constexpr int kPatterns = 8;
+
+std::vector<std::vector<float>> logit_patterns(int32_t V, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<std::vector<float>> rows(kPatterns, std::vector<float>(V));
+  for (auto& row : rows)
+    for (float& x : row) x = normal(rng);
+  return rows;
+}
+
+// Dense distributions with lognormal weights: two independent rows are ~0.6 apart in acceptance, so
+// verification both accepts and rejects.
+std::vector<std::vector<float>> distribution_patterns(int32_t V, std::mt19937_64& rng) {
+  std::vector<std::vector<float>> rows = logit_patterns(V, rng);
+  for (auto& row : rows) {
+    double total = 0.0;
+    for (float& x : row) total += x = std::exp(0.5f * x);
+    for (float& x : row) x = static_cast<float>(x / total);
+  }
+  return rows;
+}
+
+int32_t draw(const std::vector<float>& weights, std::mt19937_64& rng) {
+  double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+  for (size_t x = 0; x < weights.size(); ++x)
+    if ((u -= weights[x]) < 0.0) return static_cast<int32_t>(x);
+  return static_cast<int32_t>(weights.size()) - 1;
+}
+
+struct DeviceInfo {
+  std::string name;
+  int sm_count = 0;
+  int64_t l2_bytes = 0;
+  double peak_gb_per_s = 0.0;
+};
+
+DeviceInfo device_info() {
+  int dev = 0;
+  cuda_check(cudaGetDevice(&dev), "bench: cudaGetDevice");
+  cudaDeviceProp prop{};
+  cuda_check(cudaGetDeviceProperties(&prop, dev), "bench: cudaGetDeviceProperties");
+  int clock_khz = 0;  // cudaDeviceProp::memoryClockRate is gone in CUDA 13; the attribute remains
+  cuda_check(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, dev), "bench: memory clock");
+  DeviceInfo d;
+  d.name = prop.name;
+  d.sm_count = prop.multiProcessorCount;
+  d.l2_bytes = prop.l2CacheSize;
+  // Double data rate: two transfers per clock over memoryBusWidth bits (3.35 TB/s on an H100 SXM).
+  d.peak_gb_per_s = 2.0 * clock_khz * 1e3 * (prop.memoryBusWidth / 8.0) / 1e9;
+  return d;
+}
+
+const std::vector<int32_t> kVocabs = {32000, 128256};
+const std::vector<int32_t> kBatches = {1, 64};
+
+void bench_sampler(const CudaBenchOptions& o, const Buffer<uint8_t>& flush, CudaBenchReport& report) {
+  std::mt19937_64 rng(20260101);
+  for (int32_t V : kVocabs) {
+    const auto patterns = logit_patterns(V, rng);
+    for (int32_t B : kBatches) {
+      Buffer<float> logits(static_cast<size_t>(B) * V), probs(static_cast<size_t>(B) * V);
+      for (int32_t b = 0; b < B; ++b) logits.set_row(b, patterns[b % kPatterns]);
+      Buffer<int32_t> tokens(B), status(B);
+      for (const bool filtered : {false, true}) {
+        std::vector<SamplerRowParams> rows(B);
+        for (int32_t b = 0; b < B; ++b) {
+          SamplerRowParams& r = rows[b];
+          r.seed = 7;
+          r.stream = static_cast<uint64_t>(b);
+          if (filtered) {  // a common serving configuration
+            r.temperature = 0.8f;
+            r.top_k = 50;
+            r.top_p = 0.9f;
+            r.filters[0] = static_cast<uint8_t>(KernelFilter::top_k);
+            r.filters[1] = static_cast<uint8_t>(KernelFilter::top_p);
+            r.num_filters = 2;
+          }
+        }
+        Buffer<SamplerRowParams> d_rows(rows);
+        SamplerKernelParams p;
+        p.logits = logits.get();
+        p.rows = d_rows.get();
+        p.probs = probs.get();
+        p.tokens = tokens.get();
+        p.status = status.get();
+        p.batch = B;
+        p.vocab = V;
+        CudaBenchCase c;
+        c.kernel = filtered ? "sampler/t0.8_topk50_topp0.9" : "sampler/plain";
+        c.vocab = V;
+        c.batch = B;
+        time_launches([&] { launch_fused_sampler(p); }, o, flush, c);
+        const std::vector<int32_t> st = status.to_host();
+        check_sampler_status(st.data(), B);
+        c.bytes = static_cast<double>(B) * (8.0 * V + 72.0);  // read logits, write probabilities, row params
+        finish_case(c, report.peak_gb_per_s);
+        report.cases.push_back(c);
+      }
+    }
+  }
+}
+
+// Outputs of one verification launch, on the device and (after the run) on the host.
+struct VerifyBuffers {
+  Buffer<int32_t> emitted, num_emitted, num_accepted, bonus, q_zero, status, path;
+  VerifyBuffers(int32_t B, int32_t width, bool tree)
+      : emitted(static_cast<size_t>(B) * (width + 1)),
+        num_emitted(B),
+        num_accepted(B),
+        bonus(B),
+        q_zero(B),
+        status(B),
+        path(tree ? static_cast<size_t>(B) * width : 0) {}
+  VerifyOutputs outputs() const {
+    return {emitted.get(), num_emitted.get(), num_accepted.get(), bonus.get(), q_zero.get(), status.get()};
+  }
+};
+
+void bench_verify(const CudaBenchOptions& o, const Buffer<uint8_t>& flush, CudaBenchReport& report) {
+  std::mt19937_64 rng(20260102);
+  constexpr int32_t K = 4;
+  // Tree: 2 children under the root, 2 under each of those, 1 under each of those (N = 10).
+  const std::vector<int32_t> tree_parents = {-1, -1, 0, 0, 1, 1, 2, 3, 4, 5};
+  const int32_t N = static_cast<int32_t>(tree_parents.size());
+  for (int32_t V : kVocabs) {
+    const auto patterns = distribution_patterns(V, rng);
+    const auto pattern = [&](int32_t b, int32_t i, int32_t salt) { return (b * 5 + i * 3 + salt) % kPatterns; };
+    for (int32_t B : kBatches) {
+      const auto row_params = [&](int32_t num_draft) {
+        std::vector<VerifyRowParams> rows(B);
+        for (int32_t b = 0; b < B; ++b) {
+          rows[b].seed = 11;
+          rows[b].sequence = static_cast<uint64_t>(b);
+          rows[b].step = 1;
+          rows[b].num_draft = num_draft;
+          rows[b].flags = kVerifyRowHasQ;
+          rows[b].scheme = static_cast<int32_t>(TreeSiblingScheme::iid);
+        }
+        return rows;
+      };
+      const double V4 = 4.0 * V;
+
+      // ---- chain and block: p [B, K + 1, V], q [B, K, V], drafts drawn from q ----
+      {
+        Buffer<float> p(static_cast<size_t>(B) * (K + 1) * V), q(static_cast<size_t>(B) * K * V);
+        std::vector<int32_t> drafts(static_cast<size_t>(B) * K);
+        for (int32_t b = 0; b < B; ++b) {
+          for (int32_t i = 0; i <= K; ++i) p.set_row(static_cast<size_t>(b) * (K + 1) + i, patterns[pattern(b, i, 0)]);
+          for (int32_t i = 0; i < K; ++i) {
+            const auto& q_row = patterns[pattern(b, i, 1)];
+            q.set_row(static_cast<size_t>(b) * K + i, q_row);
+            drafts[static_cast<size_t>(b) * K + i] = draw(q_row, rng);
+          }
+        }
+        Buffer<int32_t> d_drafts(drafts);
+        Buffer<VerifyRowParams> rows(row_params(K));
+        for (const bool block : {false, true}) {
+          VerifyBuffers out(B, K, false);
+          BlockVerifyParams params;
+          params.p = p.get();
+          params.q = q.get();
+          params.draft = d_drafts.get();
+          params.rows = rows.get();
+          params.out = out.outputs();
+          params.batch = B;
+          params.max_draft = K;
+          params.vocab = V;
+          CudaBenchCase c;
+          c.kernel = block ? "verify/block" : "verify/chain";
+          c.vocab = V;
+          c.batch = B;
+          c.width = K;
+          if (block)
+            time_launches([&] { launch_block_verify(params); }, o, flush, c);
+          else
+            time_launches([&] { launch_chain_verify(params); }, o, flush, c);
+          const std::vector<int32_t> st = out.status.to_host(), accepted = out.num_accepted.to_host(),
+                                     bonus = out.bonus.to_host();
+          check_verify_status(st.data(), B);
+          // Cost model (kernels/README.md): drafts, row params and outputs; a 32-byte sector for each
+          // p(d) and q(d) read; then every full row the algorithm had to read.
+          double bytes = 0.0;
+          for (int32_t b = 0; b < B; ++b) {
+            bytes += 4.0 * K + sizeof(VerifyRowParams) + 4.0 * (K + 1) + 20.0;
+            if (block) {
+              bytes += 64.0 * K + (bonus[b] ? V4 : 2.0 * V4 * (K - accepted[b]));
+            } else {
+              bytes += 64.0 * (accepted[b] + (bonus[b] ? 0 : 1)) + (bonus[b] ? V4 : 2.0 * V4);
+            }
+          }
+          c.bytes = bytes;
+          finish_case(c, report.peak_gb_per_s);
+          report.cases.push_back(c);
+        }
+      }
+
+      // ---- tree: p and q [B, N + 1, V], i.i.d. siblings drawn from their row's q ----
+      {
+        Buffer<float> p(static_cast<size_t>(B) * (N + 1) * V), q(static_cast<size_t>(B) * (N + 1) * V);
+        std::vector<int32_t> tokens(static_cast<size_t>(B) * N), parents(static_cast<size_t>(B) * N);
+        for (int32_t b = 0; b < B; ++b) {
+          for (int32_t r = 0; r <= N; ++r) {
+            p.set_row(static_cast<size_t>(b) * (N + 1) + r, patterns[pattern(b, r, 0)]);
+            q.set_row(static_cast<size_t>(b) * (N + 1) + r, patterns[pattern(b, r, 1)]);
+          }
+          for (int32_t n = 0; n < N; ++n) {
+            parents[static_cast<size_t>(b) * N + n] = tree_parents[n];
+            tokens[static_cast<size_t>(b) * N + n] = draw(patterns[pattern(b, tree_parents[n] + 1, 1)], rng);
+          }
+        }
+        Buffer<int32_t> d_tokens(tokens), d_parents(parents);
+        Buffer<VerifyRowParams> rows(row_params(N));
+        VerifyBuffers out(B, N, true);
+        TreeVerifyParams params;
+        params.p = p.get();
+        params.q = q.get();
+        params.tokens = d_tokens.get();
+        params.parents = d_parents.get();
+        params.rows = rows.get();
+        params.out = out.outputs();
+        params.path = out.path.get();
+        params.batch = B;
+        params.max_nodes = N;
+        params.vocab = V;
+        CudaBenchCase c;
+        c.kernel = "verify/tree";
+        c.vocab = V;
+        c.batch = B;
+        c.width = N;
+        time_launches([&] { launch_tree_verify(params); }, o, flush, c);
+        const std::vector<int32_t> st = out.status.to_host(), path = out.path.to_host(),
+                                   accepted = out.num_accepted.to_host(), bonus = out.bonus.to_host();
+        check_verify_status(st.data(), B);
+        std::vector<int32_t> first_child(N + 1, -1);
+        for (int32_t n = N - 1; n >= 0; --n) first_child[tree_parents[n] + 1] = n;
+        // Per visited row with children: q for the proposals' normaliser, and p once a sibling is rejected
+        // there; the final row: p for the bonus (a leaf) or nothing more (the residual's rows were read).
+        double bytes = 0.0;
+        for (int32_t b = 0; b < B; ++b) {
+          bytes += 8.0 * N + sizeof(VerifyRowParams) + 4.0 * (N + 1) + 4.0 * N + 20.0;
+          int32_t row = 0;
+          for (int32_t j = 0; j < accepted[b]; ++j) {
+            const int32_t node = path[static_cast<size_t>(b) * N + j];
+            bytes += V4 + (node == first_child[row] ? 64.0 : V4);
+            row = node + 1;
+          }
+          bytes += bonus[b] ? V4 : 2.0 * V4;
+        }
+        c.bytes = bytes;
+        finish_case(c, report.peak_gb_per_s);
+        report.cases.push_back(c);
+      }
+    }
+  }
+}
+
+#endif  // SPECULA_HAS_CUDA
+
+std::string json_string(const std::string& s) {
+  std::ostringstream os;
+  os << '"';
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') os << '\\';
+    os << ch;
+  }
+  os << '"';
+  return os.str();
+}
+
+}  // namespace
+
+CudaBenchReport run_cuda_bench(const CudaBenchOptions& o) {
+  if (o.what != "sampler" && o.what != "verify")
+    fail("bench ", o.what, " --device cuda: no CUDA benchmark (known: sampler, verify)");
+  if (o.iterations < 1) fail("--iterations must be >= 1, got ", o.iterations);
+  require_cuda_device();
+  CudaBenchReport report;
+#if defined(SPECULA_HAS_CUDA)
+  const DeviceInfo d = device_info();
+  report.what = o.what;
+  report.device = d.name;
+  report.sm_count = d.sm_count;
+  report.l2_bytes = d.l2_bytes;
+  report.peak_gb_per_s = d.peak_gb_per_s;
+  report.flush_l2 = o.flush_l2;
+  const Buffer<uint8_t> flush(o.flush_l2 ? 2 * static_cast<size_t>(std::max<int64_t>(d.l2_bytes, 1 << 20)) : 0);
+  if (o.what == "sampler")
+    bench_sampler(o, flush, report);
+  else
+    bench_verify(o, flush, report);
+#endif
+  return report;
+}
+
+void print_cuda_bench(const CudaBenchReport& r, std::ostream& os) {
+  os << r.device << ": " << r.sm_count << " SMs, " << r.l2_bytes / (1 << 20) << " MiB L2, peak " << std::fixed
+     << std::setprecision(0) << r.peak_gb_per_s << " GB/s" << (r.flush_l2 ? " (L2 flushed before each launch)" : "")
+     << "\n\n"
+     << std::left << std::setw(30) << "kernel" << std::right << std::setw(8) << "V" << std::setw(5) << "B"
+     << std::setw(5) << "K/N" << std::setw(11) << "mean us" << std::setw(10) << "min us" << std::setw(11) << "MB/launch"
+     << std::setw(9) << "GB/s" << std::setw(8) << "% peak" << std::setw(10) << "bound us"
+     << "\n";
+  for (const CudaBenchCase& c : r.cases)
+    os << std::left << std::setw(30) << c.kernel << std::right << std::setw(8) << c.vocab << std::setw(5) << c.batch
+       << std::setw(5) << c.width << std::setprecision(1) << std::setw(11) << c.mean_us << std::setw(10) << c.min_us
+       << std::setprecision(2) << std::setw(11) << c.bytes / 1e6 << std::setprecision(0) << std::setw(9) << c.gb_per_s
+       << std::setprecision(1) << std::setw(8) << 100.0 * c.fraction_of_peak << std::setw(10) << c.bound_us << "\n";
+  os << "\nbytes: compulsory HBM traffic per launch (kernels/README.md cost model); bound us = bytes / peak\n";
+}
+
+std::string cuda_bench_json(const CudaBenchReport& r) {
+  std::ostringstream os;
+  os << std::setprecision(10);
+  os << "{\n  \"benchmark\": " << json_string(r.what)
+     << ",\n  \"device\": \"cuda\",\n  \"gpu\": " << json_string(r.device) << ",\n  \"sm_count\": " << r.sm_count
+     << ",\n  \"l2_bytes\": " << r.l2_bytes << ",\n  \"peak_gb_per_s\": " << r.peak_gb_per_s
+     << ",\n  \"l2_flushed_before_each_launch\": " << (r.flush_l2 ? "true" : "false")
+     << ",\n  \"hostname\": " << json_string(host_name())
+     << ",\n  \"bytes_model\": \"compulsory HBM bytes per launch, kernels/README.md\",\n  \"cases\": [";
+  for (size_t i = 0; i < r.cases.size(); ++i) {
+    const CudaBenchCase& c = r.cases[i];
+    os << (i ? "," : "") << "\n    {\"kernel\": " << json_string(c.kernel) << ", \"vocab_size\": " << c.vocab
+       << ", \"batch\": " << c.batch << ", \"width\": " << c.width << ", \"iterations\": " << c.iterations
+       << ", \"mean_us\": " << c.mean_us << ", \"min_us\": " << c.min_us << ", \"bytes\": " << c.bytes
+       << ", \"gb_per_s\": " << c.gb_per_s << ", \"fraction_of_peak\": " << c.fraction_of_peak
+       << ", \"bandwidth_bound_us\": " << c.bound_us << "}";
+  }
+  os << "\n  ]\n}\n";
+  return os.str();
+}
+
+bool bench_wants_cuda(const std::vector<std::string>& args) {
+  bool cuda = false;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--device" && i + 1 < args.size())
+      cuda = parse_device(args[i + 1]) == Device::cuda;
+    else if (args[i].rfind("--device=", 0) == 0)
+      cuda = parse_device(args[i].substr(9)) == Device::cuda;
+  }
+  return cuda;
+}
+
+std::vector<std::string> without_device_option(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (i > 0 && args[i] == "--device" && i + 1 < args.size() && parse_device(args[i + 1]) == Device::cpu) {
+      ++i;
+      continue;
+    }
+    if (i > 0 && args[i].rfind("--device=", 0) == 0 && parse_device(args[i].substr(9)) == Device::cpu) continue;
+    out.push_back(args[i]);
+  }
+  return out;
+}
+
+int cuda_bench_command(const std::vector<std::string>& args) {
+  if (args.empty()) fail("bench --device cuda: which benchmark? (sampler or verify)");
+  CudaBenchOptions o;
+  o.what = args[0];
+  std::string output = "results/bench/" + o.what + "-cuda-" + host_name() + ".json";
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) fail("bench ", o.what, " --device cuda: ", a, " needs a value");
+      return args[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      std::cout << "specula bench " << o.what << " --device cuda [--iterations N] [--no-flush-l2] [--output PATH]\n\n"
+                << "Times the CUDA "
+                << (o.what == "verify" ? "chain, block and tree verification kernels" : "fused sampler")
+                << " with CUDA events on synthetic inputs (V in {32000, 128256}, B in {1, 64}) and reports GB/s\n"
+                << "against the device's peak bandwidth. Options:\n"
+                << "  --iterations N   timed launches per case (default 20, after 3 warm-up launches)\n"
+                << "  --no-flush-l2    keep L2 warm between launches (default: overwrite it before each)\n"
+                << "  --output PATH    JSON report (default " << output << ")\n";
+      return 0;
+    } else if (a == "--device") {
+      value();
+    } else if (a.rfind("--device=", 0) == 0) {
+    } else if (a == "--iterations") {
+      const std::string& v = value();
+      try {
+        o.iterations = std::stoi(v);
+      } catch (const std::exception&) {
+        fail("--iterations: expected an integer, got '", v, "'");
+      }
+    } else if (a == "--no-flush-l2") {
+      o.flush_l2 = false;
+    } else if (a == "--output") {
+      output = value();
+    } else {
+      fail("bench ", o.what, " --device cuda: unknown option '", a, "'");
+    }
+  }
+  const CudaBenchReport report = run_cuda_bench(o);
+  print_cuda_bench(report, std::cout);
+  const std::filesystem::path path(output);
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+  std::ofstream out(path);
+  if (!out) fail("--output: cannot write ", output);
+  out << cuda_bench_json(report);
+  if (!out.flush()) fail("--output: failed writing ", output);
+  std::cout << "wrote " << output << "\n";
+  return 0;
+}
+
+}  // namespace specula

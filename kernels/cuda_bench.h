@@ -1,0 +1,59 @@
+// `specula bench sampler|verify --device cuda`: times the CUDA kernels (fused sampler; chain, block and
+// tree verification) on synthetic inputs with CUDA events, and reports the bandwidth each achieves
+// against the device's peak (from cudaGetDeviceProperties / cudaDeviceGetAttribute). Bytes are the
+// compulsory HBM traffic of kernels/README.md's cost model, computed per launch from the kernels' own
+// outcomes (which rows a verification had to read). Torch-free; throws "no CUDA device: ..." where no
+// device can be used, including in a build without CUDA.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace specula {
+
+struct CudaBenchOptions {
+  std::string what = "sampler";  // "sampler" or "verify"
+  int iterations = 20;           // timed launches per case, after 3 untimed warm-up launches
+  bool flush_l2 = true;          // overwrite L2 before every timed launch (cold-cache HBM numbers)
+};
+
+struct CudaBenchCase {
+  std::string kernel;  // e.g. "sampler/plain", "verify/chain"
+  int32_t vocab = 0;   // V
+  int32_t batch = 0;   // B
+  int32_t width = 0;   // K drafts (chain, block) or N tree nodes; 0 for the sampler
+  int iterations = 0;
+  double mean_us = 0;  // per launch (CUDA events around the launch alone)
+  double min_us = 0;
+  double bytes = 0;     // compulsory HBM bytes per launch (cost model)
+  double gb_per_s = 0;  // bytes / mean time
+  double fraction_of_peak = 0;
+  double bound_us = 0;  // bytes / peak: the bandwidth-bound time
+};
+
+struct CudaBenchReport {
+  std::string what;
+  std::string device;  // cudaDeviceProp::name
+  int sm_count = 0;
+  int64_t l2_bytes = 0;
+  double peak_gb_per_s = 0;  // 2 * memory clock * bus width / 8
+  bool flush_l2 = true;
+  std::vector<CudaBenchCase> cases;
+};
+
+CudaBenchReport run_cuda_bench(const CudaBenchOptions& options);
+void print_cuda_bench(const CudaBenchReport& report, std::ostream& os);
+std::string cuda_bench_json(const CudaBenchReport& report);
+
+// The `specula bench` side: `args` are the bench command's arguments (what, then options). True when they
+// ask for --device cuda (`--device cuda` or `--device=cuda`); throws Error on an unknown device.
+bool bench_wants_cuda(const std::vector<std::string>& args);
+// `args` without a `--device cpu` option (the default), for the CPU benchmarks' own parsers.
+std::vector<std::string> without_device_option(const std::vector<std::string>& args);
+// Runs `specula bench <sampler|verify> --device cuda [--iterations N] [--no-flush-l2] [--output PATH]`:
+// prints the table and writes the JSON report (default results/bench/<what>-cuda-<host>.json).
+int cuda_bench_command(const std::vector<std::string>& args);
+
+}  // namespace specula

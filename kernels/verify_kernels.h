@@ -1,0 +1,137 @@
+// Verification kernels: exact speculative verification of a batch of rows on processed target
+// distributions p, with the semantics of the CPU verifiers (verify/verifiers/verification.h):
+//
+//   chain  token-wise rejection sampling (Leviathan et al. 2023, Alg. 1)        == specula::verify_chain
+//   tree   recursive rejection sampling over a flattened tree (SpecInfer, RSD)  == specula::verify_tree
+//   block  block verification (Sun et al., ICLR 2025, Alg. 2)                   == specula::verify_block
+//
+// One CUDA block per batch row. Every draw uses the CPU verifiers' Philox keys (StepRandom::key): the
+// uniform of role R and slot s is philox_uniform(seed, philox_stream(sequence, R), (step << 16) | s), so the
+// same (seed, sequence, step) gives the same accept decisions and tokens on both backends. The per-row
+// algorithms are written once (kernels/verify_row.h); run_*_verify_host runs them on the CPU, which is how
+// they are tested against the reference verifiers without a GPU. Design and cost model: kernels/README.md.
+//
+// Plain C++: no CUDA headers, so any target can include it. p is the target, q is the draft.
+#pragma once
+
+#include <cstdint>
+
+struct CUstream_st;  // cudaStream_t is CUstream_st*
+
+namespace specula {
+
+constexpr int32_t kMaxVerifyDraft = 64;       // chain and block drafts per row
+constexpr int32_t kMaxVerifyTreeNodes = 256;  // tree nodes per row (the kernel keeps per-node state in shared memory)
+
+// Per-row flags.
+enum VerifyRowFlags : uint32_t {
+  kVerifyRowHasQ = 1u << 0,  // the drafter recorded q for this row; otherwise drafts are point masses
+};
+
+// How the siblings under one tree node were drawn (the values of specula::SiblingScheme).
+enum class TreeSiblingScheme : int32_t {
+  iid = 0,                  // i.i.d. from q: every draw, duplicates included, updates the residual
+  without_replacement = 1,  // q with earlier siblings removed and renormalised (RSD, Sequoia)
+  deterministic = 2,        // chosen by value (top-k, EAGLE-2): verified as point masses
+};
+
+// One row's parameters (device array [B] of these).
+struct VerifyRowParams {
+  uint64_t seed = 0;      // StepRandom of this row's step: every draw is keyed by (seed, sequence, step)
+  uint64_t sequence = 0;  //   and its role and slot, exactly as the CPU verifiers
+  uint64_t step = 0;      //   (step << 16 must fit in 64 bits)
+  int32_t num_draft = 0;  // chain, block: drafts of this row, in [0, K]; tree: nodes of this row, in [0, N]
+  uint32_t flags = 0;     // VerifyRowFlags
+  int32_t scheme = 0;     // tree only: TreeSiblingScheme of every node of this row
+  int32_t reserved = 0;
+};
+
+// Per-row outcome (status array [B]). A row that is not `ok` emits nothing (counts 0, emitted all -1).
+enum class VerifyRowStatus : int32_t {
+  ok = 0,
+  bad_draft_token = 1,     // a draft (node) token is outside [0, V)
+  bad_tree = 2,            // a parent index is not in [-1, node) (the tree is not topologically ordered)
+  empty_distribution = 3,  // the row to sample from has no mass (the CPU verifier throws)
+  bad_row_params = 4,      // num_draft outside [0, K] (or [0, N]), or an unknown sibling scheme
+};
+const char* verify_status_message(int32_t status);
+// Throws Error naming the first failed row and its reason; `status` is a host copy of [rows].
+void check_verify_status(const int32_t* status, int32_t rows);
+
+// Outputs shared by every verification kernel. E = K + 1 (chain, block) or N + 1 (tree). Every element
+// is written, so the outputs need no initialisation.
+struct VerifyOutputs {
+  int32_t* emitted = nullptr;        // [B, E] out: accepted drafts, then the correction or bonus token; -1 after
+  int32_t* num_emitted = nullptr;    // [B] out: num_accepted + 1 (0 on a failed row)
+  int32_t* num_accepted = nullptr;   // [B] out: accepted draft tokens
+  int32_t* bonus = nullptr;          // [B] out: 1 when the last emitted token is a bonus token (all_accepted)
+  int32_t* q_zero_errors = nullptr;  // [B] out: tested drafts whose recorded q was 0 (a bug upstream)
+  int32_t* status = nullptr;         // [B] out: VerifyRowStatus
+};
+
+// Token-wise rejection sampling of a batch of chains (ALGORITHMS.md §1).
+struct ChainVerifyParams {
+  const float* p = nullptr;               // [B, K + 1, V] processed target probabilities, row i after i drafts
+  const float* q = nullptr;               // [B, K, V] draft law of draft i; may be null: all point masses
+  const int32_t* draft = nullptr;         // [B, K] draft tokens (the first rows[b].num_draft are used)
+  const VerifyRowParams* rows = nullptr;  // [B] per-row keys, draft counts, flags
+  VerifyOutputs out;                      // E = K + 1
+  int32_t batch = 0;                      // B >= 1
+  int32_t max_draft = 0;                  // K in [0, kMaxVerifyDraft]
+  int32_t vocab = 0;                      // V in [1, 2^30]
+
+  // Throws Error naming the first invalid field (null required pointer, bad shape, aliased outputs).
+  void check() const;
+};
+
+// Block verification of a batch of chains (ALGORITHMS.md §4). Same arrays as chain verification; a row
+// without kVerifyRowHasQ (or a null q) is verified token-wise, as specula::verify_block does.
+struct BlockVerifyParams : ChainVerifyParams {
+  void check() const;
+};
+
+// Recursive rejection sampling over a batch of flattened token trees (ALGORITHMS.md §3). Row 0 of a tree
+// is the position after the committed context; row n + 1 is the position after node n. Nodes are in
+// topological order (parents[n] < n) and siblings in generation order, the order they are verified in.
+struct TreeVerifyParams {
+  const float* p = nullptr;               // [B, N + 1, V] processed target probabilities of each tree row
+  const float* q = nullptr;               // [B, N + 1, V] law each row's children were drawn from; may be null
+  const int32_t* tokens = nullptr;        // [B, N] node tokens
+  const int32_t* parents = nullptr;       // [B, N] parent node, -1 for children of the root; parents[n] < n
+  const VerifyRowParams* rows = nullptr;  // [B] per-row keys, node counts, flags, sibling scheme
+  VerifyOutputs out;                      // E = N + 1
+  int32_t* path = nullptr;                // [B, N] out: accepted nodes, root's child first; -1 after
+  int32_t batch = 0;                      // B >= 1
+  int32_t max_nodes = 0;                  // N in [0, kMaxVerifyTreeNodes]
+  int32_t vocab = 0;                      // V in [1, 2^30]
+
+  void check() const;
+};
+
+// Enqueue the kernels on `stream` (one CUDA block per row). Each validates its params, checks the launch
+// and throws Error on failure ("<kernel> launch: <CUDA error>"; "no CUDA device: ..." without one, and in
+// a build without CUDA). Asynchronous: read `out.status` after synchronising.
+void launch_chain_verify(const ChainVerifyParams& p, CUstream_st* stream = nullptr);
+void launch_tree_verify(const TreeVerifyParams& p, CUstream_st* stream = nullptr);
+void launch_block_verify(const BlockVerifyParams& p, CUstream_st* stream = nullptr);
+
+// The per-row algorithms run sequentially on host arrays: the same decisions and Philox draws as the
+// kernels, with float64 sums in index order (exactly the CPU verifiers' order). `rules` other than exact
+// are deliberately broken variants that the host tests use to show the parity check can fail.
+enum class VerifyRules {
+  exact,
+  residual_not_subtracted,  // after a rejection, resample from p (chain, tree) or w * p (block) instead of the residual
+};
+void run_chain_verify_host(const ChainVerifyParams& p, VerifyRules rules = VerifyRules::exact);
+void run_tree_verify_host(const TreeVerifyParams& p, VerifyRules rules = VerifyRules::exact);
+void run_block_verify_host(const BlockVerifyParams& p, VerifyRules rules = VerifyRules::exact);
+
+// The (block size, vector width) the launchers' dispatch picks: 512 threads for V >= 16384, else 256;
+// 4-wide loads when V % 4 == 0 and p and q are 16-byte aligned, else 1.
+struct VerifyLaunchConfig {
+  int block = 256;
+  int vec = 1;
+};
+VerifyLaunchConfig choose_verify_config(const float* p, const float* q, int32_t vocab);
+
+}  // namespace specula

@@ -1,0 +1,496 @@
+// The verification kernels' per-row algorithms, written once for two backends: a CUDA block
+// (VerifyCudaBlock in verify_kernels.cu, one block per batch row, CUB primitives) and one CPU "thread"
+// (VerifyHostBlock in verify_kernels.cpp). Everything that decides anything is here or in sampler_math.h;
+// the Block only supplies collectives, so the CPU run of this file tests the kernels' decisions without a
+// GPU, against the reference verifiers (verify/verifiers/*.cpp), whose semantics these functions copy
+// draw for draw:
+//   - the same Philox keys (StepRandom::key: role, slot = draft index, tree node + 1, or row);
+//   - the same accept test (accept_draft_token, u in (0, 1)) and the same residual weights;
+//   - the same inverse-CDF draw from unnormalised weights (sample_from_weights: float64 total, first
+//     index whose running sum exceeds u * total, else the last positive weight), with the same fallback
+//     to p when every residual weight is zero.
+// Only the order of float64 sums over the vocabulary differs between backends: index order on the CPU
+// (exactly the reference's order), a tree on the GPU (kernels/README.md, "Parity").
+//
+// Block interface (every call is collective: all threads of the block make it, in the same order):
+//   kThreads, kVec                 threads per row, elements per vector access
+//   rank(), leader()               this thread's index; true for exactly one thread
+//   for_each_vec(f)                f(base) for this thread's vectors [base, base + kVec) of the vocabulary
+//   for_each_index(n, f)           f(i) for this thread's share of [0, n)
+//   sum_f64, min_i32, max_i32      reductions whose result every thread receives
+//   inclusive_scan(in, out)        prefix sums of a tile of kThreads * kVec values; returns the tile's total
+//   sync()                         barrier: shared scratch written before it is visible after it
+//   f64(), i32()                   shared scratch (kTreeF64Scratch, kTreeI32Scratch elements; tree only)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/fused_sampler_row.h"
+#include "kernels/host_device.h"
+#include "kernels/philox.h"
+#include "kernels/sampler_math.h"
+#include "kernels/verify_kernels.h"
+
+// Loops over the kVec elements of a vector hold calls with loops of their own; unrolled, the vector stays
+// in registers (a loop over it would index it dynamically and put it in local memory).
+#if defined(__CUDA_ARCH__)
+#define SPECULA_UNROLL _Pragma("unroll")
+#else
+#define SPECULA_UNROLL
+#endif
+
+namespace specula {
+namespace verify_row {
+
+using fused_sampler::load_vec;
+
+constexpr int32_t kNoIndex = 0x7fffffff;
+
+// Tree scratch: q_total[N + 1] and r_total[N] (float64); first_child[N + 1], next_sibling[N],
+// sibling_token[N] and path[N] (int32).
+constexpr int kTreeF64Scratch = 2 * kMaxVerifyTreeNodes + 1;
+constexpr int kTreeI32Scratch = 4 * kMaxVerifyTreeNodes + 1;
+
+// The weight rules after a rejection. ExactRules are the only ones the launchers use; the host tests run
+// a broken variant to show that the parity checks can fail.
+struct ExactRules {
+  // Leviathan et al. 2023, eq. 3: norm((p - q)+), also the tree's residual update (SpecInfer Alg. 2).
+  static SPECULA_HD double residual(double p, double q) { return residual_weight(p, q); }
+  // Sun et al. 2025, Alg. 2: norm((w p - q)+).
+  static SPECULA_HD double block_residual(double w, double p, double q) { return block_residual_weight(w, p, q); }
+};
+struct ResidualNotSubtractedRules {
+  static SPECULA_HD double residual(double p, double) { return p; }
+  static SPECULA_HD double block_residual(double w, double p, double) { return w * p; }
+};
+
+// StepRandom::key(role, slot).uniform() of the CPU verifiers.
+SPECULA_HD double step_uniform(const VerifyRowParams& r, RandomRole role, uint32_t slot) {
+  return philox_uniform(r.seed, philox_stream(r.sequence, role), step_draw_offset(r.step, slot));
+}
+
+// ---- Inverse-CDF draws from unnormalised weights --------------------------------------------------------
+// A Weight is a callable weight(base, w) that fills w[0 .. kVec) with the float64 weights of tokens
+// [base, base + kVec) (the dispatch guarantees base + kVec <= V).
+
+struct WeightsTotal {
+  double total;
+  int32_t last_positive;  // the last token with a positive weight (sample_from_weights' fallback), -1 if none
+};
+
+template <class Block, class Weight>
+SPECULA_HD WeightsTotal weights_total(Block& b, Weight&& weight) {
+  constexpr int VEC = Block::kVec;
+  double total = 0.0;
+  int32_t last = -1;
+  b.for_each_vec([&](int32_t base) {
+    double w[VEC];
+    weight(base, w);
+    for (int j = 0; j < VEC; ++j) {
+      total += w[j];
+      if (w[j] > 0.0) last = base + j;
+    }
+  });
+  total = b.sum_f64(total);
+  last = b.max_i32(last);
+  return {total, last};
+}
+
+// The token whose cumulative weight first exceeds u * total (sample_from_weights), scanning tiles of
+// kThreads * kVec tokens in index order and stopping at the tile that holds it. -1 when total is not
+// positive. A token is picked only where its own weight is positive (inverse_cdf_picks): a parallel scan
+// may round one ulp differently from the neighbouring thread's sum.
+template <class Block, class Weight>
+SPECULA_HD int32_t inverse_cdf(Block& b, int32_t vocab, Weight&& weight, const WeightsTotal& t, double u) {
+  constexpr int VEC = Block::kVec;
+  if (!(t.total > 0.0)) return -1;
+  const double target = u * t.total;
+  constexpr int32_t kTile = Block::kThreads * VEC;
+  double running = 0.0;
+  for (int32_t tile = 0; tile < vocab; tile += kTile) {
+    const int32_t base = tile + b.rank() * VEC;
+    double w[VEC], cumulative[VEC];
+    if (base < vocab) {
+      weight(base, w);
+    } else {
+      for (int j = 0; j < VEC; ++j) w[j] = 0.0;
+    }
+    const double tile_total = b.inclusive_scan(w, cumulative);
+    int32_t pick = kNoIndex;
+    for (int j = VEC - 1; j >= 0; --j)
+      if (inverse_cdf_picks(w[j], running + cumulative[j], target)) pick = base + j;
+    pick = b.min_i32(pick);
+    if (pick != kNoIndex) return pick;
+    running += tile_total;
+  }
+  return t.last_positive;  // u * total rounded up to total
+}
+
+template <class Block, class Weight>
+SPECULA_HD int32_t sample_weights(Block& b, int32_t vocab, Weight&& weight, double u) {
+  const WeightsTotal t = weights_total(b, weight);
+  return inverse_cdf(b, vocab, weight, t, u);
+}
+
+// A row of probabilities (float) as weights: the bonus draw and the residual's fallback.
+template <int VEC>
+struct RowWeights {
+  const float* row;
+  SPECULA_HD void operator()(int32_t base, double (&w)[VEC]) const {
+    float x[VEC];
+    load_vec<VEC>(row + base, x);
+    for (int j = 0; j < VEC; ++j) w[j] = static_cast<double>(x[j]);
+  }
+};
+
+// ---- Outputs --------------------------------------------------------------------------------------------
+
+// Writes one row's outputs: emitted = prefix(0 .. accepted), then `last`, then -1 up to `width`. A failed
+// row (status != ok) emits nothing.
+template <class Block, class Prefix>
+SPECULA_HD void write_row(Block& b, const VerifyOutputs& out, int32_t row, int32_t width, VerifyRowStatus status,
+                          int32_t accepted, int32_t last, bool bonus, int32_t q_zero, Prefix&& prefix) {
+  const bool ok = status == VerifyRowStatus::ok;
+  const int32_t count = ok ? accepted + 1 : 0;
+  int32_t* emitted = out.emitted + static_cast<size_t>(row) * static_cast<size_t>(width);
+  b.for_each_index(width, [&](int32_t j) { emitted[j] = j < count - 1 ? prefix(j) : (j == count - 1 ? last : -1); });
+  if (b.leader()) {
+    out.num_emitted[row] = count;
+    out.num_accepted[row] = ok ? accepted : 0;
+    out.bonus[row] = ok && bonus ? 1 : 0;
+    out.q_zero_errors[row] = q_zero;
+    out.status[row] = static_cast<int32_t>(status);
+  }
+}
+
+template <class Block>
+SPECULA_HD void fail_row(Block& b, const VerifyOutputs& out, int32_t row, int32_t width, VerifyRowStatus status) {
+  write_row(b, out, row, width, status, 0, -1, false, 0, [](int32_t) { return -1; });
+}
+
+// The first draft token outside [0, V), or kNoIndex.
+template <class Block>
+SPECULA_HD int32_t first_bad_token(Block& b, const int32_t* tokens, int32_t count, int32_t vocab) {
+  int32_t bad = kNoIndex;
+  b.for_each_index(count, [&](int32_t i) {
+    if ((tokens[i] < 0 || tokens[i] >= vocab) && i < bad) bad = i;
+  });
+  return b.min_i32(bad);
+}
+
+// ---- Chain: token-wise rejection sampling (Leviathan et al. 2023, Alg. 1; specula::verify_chain) --------
+
+template <class Rules, class Block>
+SPECULA_HD void chain_row(Block& b, const ChainVerifyParams& p, int32_t row) {
+  constexpr int VEC = Block::kVec;
+  const VerifyRowParams rp = p.rows[row];
+  const int32_t K = p.max_draft, width = p.max_draft + 1;
+  const size_t V = static_cast<size_t>(p.vocab);
+  if (rp.num_draft < 0 || rp.num_draft > K) return fail_row(b, p.out, row, width, VerifyRowStatus::bad_row_params);
+  const int32_t k = rp.num_draft;
+  const int32_t* draft = p.draft + static_cast<size_t>(row) * K;
+  if (first_bad_token(b, draft, k, p.vocab) != kNoIndex)
+    return fail_row(b, p.out, row, width, VerifyRowStatus::bad_draft_token);
+  const float* p_rows = p.p + static_cast<size_t>(row) * (K + 1) * V;
+  const float* q_rows = p.q && (rp.flags & kVerifyRowHasQ) ? p.q + static_cast<size_t>(row) * K * V : nullptr;
+  const auto drafted = [&](int32_t j) { return draft[j]; };
+
+  int32_t q_zero = 0;
+  for (int32_t i = 0; i < k; ++i) {
+    const float* p_i = p_rows + i * V;
+    const float* q_i = q_rows ? q_rows + i * V : nullptr;  // null: a point mass at the draft
+    const int32_t d = draft[i];
+    const double q_d = q_i ? static_cast<double>(q_i[d]) : 1.0;
+    if (q_d <= 0.0) ++q_zero;  // impossible for a true proposal: rejected with certainty
+    if (accept_draft_token(step_uniform(rp, RandomRole::accept, i), p_i[d], q_d)) continue;
+
+    // Rejected: draw from norm((p - q)+), unnormalised, with its own uniform (ALGORITHMS.md §1).
+    const double v = step_uniform(rp, RandomRole::residual, i);
+    const auto residual = [&](int32_t base, double(&w)[VEC]) {
+      float px[VEC], qx[VEC] = {};
+      load_vec<VEC>(p_i + base, px);
+      if (q_i) load_vec<VEC>(q_i + base, qx);
+      for (int j = 0; j < VEC; ++j)
+        w[j] = Rules::residual(px[j], q_i ? static_cast<double>(qx[j]) : (base + j == d ? 1.0 : 0.0));
+    };
+    int32_t y = sample_weights(b, p.vocab, residual, v);
+    if (y < 0) y = sample_weights(b, p.vocab, RowWeights<VEC>{p_i}, v);  // every weight 0: O(eps) event
+    const VerifyRowStatus status = y >= 0 ? VerifyRowStatus::ok : VerifyRowStatus::empty_distribution;
+    return write_row(b, p.out, row, width, status, i, y, false, q_zero, drafted);
+  }
+  // Every draft accepted: the bonus token from p_{k+1}.
+  const int32_t y = sample_weights(b, p.vocab, RowWeights<VEC>{p_rows + k * V}, step_uniform(rp, RandomRole::bonus, k));
+  const VerifyRowStatus status = y >= 0 ? VerifyRowStatus::ok : VerifyRowStatus::empty_distribution;
+  write_row(b, p.out, row, width, status, k, y, true, q_zero, drafted);
+}
+
+// ---- Block verification (Sun et al., ICLR 2025, Alg. 2; specula::verify_block) ---------------------------
+
+// The weights of norm((w p_{i+1} - q_{i+1})+) on row i.
+template <class Rules, int VEC>
+struct BlockResidual {
+  const float* p_i;
+  const float* q_i;
+  double w;
+  SPECULA_HD void operator()(int32_t base, double (&out)[VEC]) const {
+    float px[VEC], qx[VEC];
+    load_vec<VEC>(p_i + base, px);
+    load_vec<VEC>(q_i + base, qx);
+    for (int j = 0; j < VEC; ++j) out[j] = Rules::block_residual(w, px[j], qx[j]);
+  }
+};
+
+template <class Rules, class Block>
+SPECULA_HD void block_row(Block& b, const BlockVerifyParams& p, int32_t row) {
+  constexpr int VEC = Block::kVec;
+  const VerifyRowParams rp = p.rows[row];
+  // Without q, block verification is token-wise verification (w_i = prod p_j(d_j)).
+  if (!p.q || !(rp.flags & kVerifyRowHasQ)) return chain_row<Rules>(b, p, row);
+  const int32_t K = p.max_draft, width = p.max_draft + 1;
+  const size_t V = static_cast<size_t>(p.vocab);
+  if (rp.num_draft < 0 || rp.num_draft > K) return fail_row(b, p.out, row, width, VerifyRowStatus::bad_row_params);
+  const int32_t gamma = rp.num_draft;
+  const int32_t* draft = p.draft + static_cast<size_t>(row) * K;
+  if (first_bad_token(b, draft, gamma, p.vocab) != kNoIndex)
+    return fail_row(b, p.out, row, width, VerifyRowStatus::bad_draft_token);
+  const float* p_rows = p.p + static_cast<size_t>(row) * (K + 1) * V;
+  const float* q_rows = p.q + static_cast<size_t>(row) * K * V;
+
+  // w_i = min(1, w_{i-1} p_i(d_i) / q_i(d_i)), recomputed from scalars when needed (O(gamma^2) loads, no
+  // per-thread array).
+  const auto capped_ratio = [&](int32_t i) {
+    double w = 1.0;
+    for (int32_t j = 1; j <= i; ++j) {
+      const int32_t d = draft[j - 1];
+      w = block_capped_ratio(w, p_rows[(j - 1) * V + d], q_rows[(j - 1) * V + d]);
+    }
+    return w;
+  };
+  int32_t q_zero = 0;
+  for (int32_t i = 0; i < gamma; ++i) q_zero += static_cast<double>(q_rows[i * V + draft[i]]) <= 0.0;
+
+  // Backward scan: the largest i whose stop test u_i <= h_i passes; h_gamma = w_gamma and
+  // h_i = r_i / (r_i + 1 - w_i) with r_i = sum_x (w_i p_{i+1}(x) - q_{i+1}(x))+.
+  int32_t tau = 0;
+  WeightsTotal r_tau{0.0, -1};
+  for (int32_t i = gamma; i >= 1; --i) {
+    const double w_i = capped_ratio(i);
+    WeightsTotal r{0.0, -1};
+    double h = w_i;
+    if (i < gamma) {
+      r = weights_total(b, BlockResidual<Rules, VEC>{p_rows + i * V, q_rows + i * V, w_i});
+      h = block_stop_probability(r.total, w_i);
+    }
+    if (step_uniform(rp, RandomRole::accept, i) <= h) {
+      tau = i;
+      r_tau = r;
+      break;
+    }
+  }
+  const auto drafted = [&](int32_t j) { return draft[j]; };
+  if (tau == gamma) {
+    const int32_t y =
+        sample_weights(b, p.vocab, RowWeights<VEC>{p_rows + gamma * V}, step_uniform(rp, RandomRole::bonus, gamma));
+    const VerifyRowStatus status = y >= 0 ? VerifyRowStatus::ok : VerifyRowStatus::empty_distribution;
+    return write_row(b, p.out, row, width, status, gamma, y, true, q_zero, drafted);
+  }
+  // Resample from norm((w_tau p_{tau+1} - q_{tau+1})+). For tau >= 1 its total is r_tau, already reduced in
+  // the same order (sample_from_weights would sum the same weights again).
+  const BlockResidual<Rules, VEC> residual{p_rows + tau * V, q_rows + tau * V, capped_ratio(tau)};
+  const WeightsTotal t = tau > 0 ? r_tau : weights_total(b, residual);
+  const double v = step_uniform(rp, RandomRole::residual, tau);
+  int32_t y = inverse_cdf(b, p.vocab, residual, t, v);
+  if (y < 0) y = sample_weights(b, p.vocab, RowWeights<VEC>{p_rows + tau * V}, v);
+  const VerifyRowStatus status = y >= 0 ? VerifyRowStatus::ok : VerifyRowStatus::empty_distribution;
+  write_row(b, p.out, row, width, status, tau, y, false, q_zero, drafted);
+}
+
+// ---- Tree: recursive rejection sampling (SpecInfer Alg. 2, RSD, EAGLE; specula::verify_tree) -----------
+
+// What the tree's per-token recurrence needs about the siblings already tested at the current row.
+struct TreeSiblings {
+  const int32_t* token;   // [m] sibling tokens in generation order
+  const double* q_total;  // [m + 1] normaliser of sibling l's proposal (not used for point masses)
+  const double* r_total;  // [m] residual total after sibling l was rejected
+  bool point_mass;        // deterministic scheme or no recorded q: q_l = point mass at sibling l
+  bool without_replacement;
+};
+
+// Sibling l's proposal at token x (sibling_proposal of the CPU): a point mass, or q with the earlier
+// siblings removed (without replacement) divided by its total when that is positive.
+SPECULA_HD double tree_proposal(const TreeSiblings& s, int32_t l, int32_t x, float q_x, bool drawn_before) {
+  if (s.point_mass) return x == s.token[l] ? 1.0 : 0.0;
+  const double raw = s.without_replacement && drawn_before ? 0.0 : static_cast<double>(q_x);
+  return s.q_total[l] > 0.0 ? raw / s.q_total[l] : raw;
+}
+
+// The current residual p at token x after `steps` rejected siblings, recomputed from p(x), q(x) and the
+// per-sibling totals with the CPU's operations in its order (p <- (p - q_l)+ / r_l when r_l > 0). No
+// per-token state survives between passes, so the kernel needs no [V] workspace; the price is O(steps)
+// work per token per pass (kernels/README.md). With `next`, also sibling `steps`' proposal at x and
+// whether x is among siblings 0..steps (for the next normaliser, without replacement).
+struct TreeTokenState {
+  double p_cur;
+  double q_next;
+  bool drawn_through_next;
+};
+
+template <class Rules>
+SPECULA_HD TreeTokenState tree_state_at(const TreeSiblings& s, int32_t x, float p_x, float q_x, int32_t steps,
+                                        bool next) {
+  double p_cur = static_cast<double>(p_x);
+  bool drawn = false;
+  for (int32_t l = 0; l < steps; ++l) {
+    const double q_l = tree_proposal(s, l, x, q_x, drawn);
+    drawn = drawn || x == s.token[l];
+    const double updated = Rules::residual(p_cur, q_l);
+    if (s.r_total[l] > 0.0) p_cur = updated / s.r_total[l];  // an empty residual (p = q_l) keeps p
+  }
+  if (!next) return {p_cur, 0.0, drawn};
+  return {p_cur, tree_proposal(s, steps, x, q_x, drawn), drawn || x == s.token[steps]};
+}
+
+template <class Rules, class Block>
+SPECULA_HD void tree_row(Block& b, const TreeVerifyParams& p, int32_t row) {
+  constexpr int VEC = Block::kVec;
+  const VerifyRowParams rp = p.rows[row];
+  const int32_t N = p.max_nodes, width = p.max_nodes + 1;
+  const size_t V = static_cast<size_t>(p.vocab);
+  int32_t* path_out = p.path + static_cast<size_t>(row) * N;
+  if (rp.num_draft < 0 || rp.num_draft > N || rp.scheme < 0 || rp.scheme > 2) {
+    b.for_each_index(N, [&](int32_t j) { path_out[j] = -1; });
+    return fail_row(b, p.out, row, width, VerifyRowStatus::bad_row_params);
+  }
+  const int32_t n = rp.num_draft;
+  const int32_t* tokens = p.tokens + static_cast<size_t>(row) * N;
+  const int32_t* parents = p.parents + static_cast<size_t>(row) * N;
+  const float* p_rows = p.p + static_cast<size_t>(row) * (N + 1) * V;
+  const float* q_rows = p.q && (rp.flags & kVerifyRowHasQ) ? p.q + static_cast<size_t>(row) * (N + 1) * V : nullptr;
+
+  // Shared scratch.
+  int32_t* first_child = b.i32();               // [n + 1] first child node of each row, -1 for a leaf
+  int32_t* next_sibling = first_child + N + 1;  // [n] next node with the same parent, -1 after the last
+  int32_t* sibling_token = next_sibling + N;    // [m] tokens of the current row's children
+  int32_t* path = sibling_token + N;            // [accepted] accepted nodes
+  double* q_total = b.f64();                    // [m + 1]
+  double* r_total = q_total + N + 1;            // [m]
+
+  // Validate: parents[i] in [-1, i) (topological order) and tokens in [0, V).
+  int32_t bad_parent = kNoIndex;
+  b.for_each_index(n, [&](int32_t i) {
+    if ((parents[i] < -1 || parents[i] >= i) && i < bad_parent) bad_parent = i;
+  });
+  bad_parent = b.min_i32(bad_parent);
+  const int32_t bad_token = first_bad_token(b, tokens, n, p.vocab);
+  if (bad_parent != kNoIndex || bad_token != kNoIndex) {
+    b.for_each_index(N, [&](int32_t j) { path_out[j] = -1; });
+    return fail_row(b, p.out, row, width,
+                    bad_parent != kNoIndex ? VerifyRowStatus::bad_tree : VerifyRowStatus::bad_draft_token);
+  }
+  // Child lists in node order (generation order): children of row r are the nodes m >= r with
+  // parents[m] = r - 1.
+  b.for_each_index(n + 1, [&](int32_t r) {
+    int32_t first = -1;
+    for (int32_t m = r; m < n && first < 0; ++m)
+      if (parents[m] == r - 1) first = m;
+    first_child[r] = first;
+  });
+  b.for_each_index(n, [&](int32_t i) {
+    int32_t next = -1;
+    for (int32_t m = i + 1; m < n && next < 0; ++m)
+      if (parents[m] == parents[i]) next = m;
+    next_sibling[i] = next;
+  });
+  b.sync();
+
+  const bool point_mass = !q_rows || rp.scheme == static_cast<int32_t>(TreeSiblingScheme::deterministic);
+  const bool without_replacement =
+      !point_mass && rp.scheme == static_cast<int32_t>(TreeSiblingScheme::without_replacement);
+  const TreeSiblings s{sibling_token, q_total, r_total, point_mass, without_replacement};
+  int32_t cur = 0, accepted = 0, q_zero = 0, y = -1;
+  bool bonus = false;
+  for (;;) {
+    const float* p_row = p_rows + cur * V;
+    const float* q_row = q_rows ? q_rows + cur * V : nullptr;
+    const int32_t first = first_child[cur];
+    if (first < 0) {  // a leaf (or an empty tree): the bonus token from this row's p
+      y = sample_weights(b, p.vocab, RowWeights<VEC>{p_row}, step_uniform(rp, RandomRole::bonus, cur));
+      bonus = cur > 0;
+      break;
+    }
+    b.sync();  // every thread is done with the previous row's scratch
+    int32_t m = 0;
+    for (int32_t node = first; node >= 0; node = next_sibling[node], ++m)
+      if (b.leader()) sibling_token[m] = tokens[node];
+    if (!point_mass) {  // the proposals' normaliser: sum_x q(x) in index order (sibling_proposal)
+      double total = 0.0;
+      b.for_each_vec([&](int32_t base) {
+        float qx[VEC];
+        load_vec<VEC>(q_row + base, qx);
+        for (int j = 0; j < VEC; ++j) total += static_cast<double>(qx[j]);
+      });
+      total = b.sum_f64(total);
+      if (b.leader()) q_total[0] = total;
+    }
+    b.sync();
+
+    bool descended = false;
+    int32_t node = first;
+    for (int32_t l = 0; l < m; ++l, node = next_sibling[node]) {
+      const int32_t c = sibling_token[l];
+      const TreeTokenState at_c = tree_state_at<Rules>(s, c, p_row[c], q_row ? q_row[c] : 0.0f, l, true);
+      if (at_c.q_next <= 0.0) ++q_zero;
+      if (accept_draft_token(step_uniform(rp, RandomRole::accept, static_cast<uint32_t>(node + 1)), at_c.p_cur,
+                             at_c.q_next)) {
+        if (b.leader()) path[accepted] = node;
+        ++accepted;
+        cur = node + 1;
+        descended = true;
+        break;
+      }
+      // Rejected: r_l = sum_x (p_cur - q_l)+ for the update, and (without replacement) the next sibling's
+      // normaliser, in one pass.
+      double r = 0.0, q_next = 0.0;
+      b.for_each_vec([&](int32_t base) {
+        float px[VEC], qx[VEC] = {};
+        load_vec<VEC>(p_row + base, px);
+        if (q_row) load_vec<VEC>(q_row + base, qx);
+        SPECULA_UNROLL
+        for (int j = 0; j < VEC; ++j) {
+          const TreeTokenState at = tree_state_at<Rules>(s, base + j, px[j], qx[j], l, true);
+          r += Rules::residual(at.p_cur, at.q_next);
+          q_next += at.drawn_through_next ? 0.0 : static_cast<double>(qx[j]);
+        }
+      });
+      r = b.sum_f64(r);
+      if (without_replacement) q_next = b.sum_f64(q_next);
+      if (b.leader()) {
+        r_total[l] = r;
+        q_total[l + 1] = without_replacement ? q_next : q_total[0];
+      }
+      b.sync();
+    }
+    if (descended) continue;
+    // Every child rejected: the correction token from the final residual, else (empty) from p.
+    const double v = step_uniform(rp, RandomRole::residual, static_cast<uint32_t>(cur));
+    const auto residual = [&](int32_t base, double(&w)[VEC]) {
+      float px[VEC], qx[VEC] = {};
+      load_vec<VEC>(p_row + base, px);
+      if (q_row) load_vec<VEC>(q_row + base, qx);
+      SPECULA_UNROLL
+      for (int j = 0; j < VEC; ++j) w[j] = tree_state_at<Rules>(s, base + j, px[j], qx[j], m, false).p_cur;
+    };
+    y = sample_weights(b, p.vocab, residual, v);
+    if (y < 0) y = sample_weights(b, p.vocab, RowWeights<VEC>{p_row}, v);
+    break;
+  }
+  b.sync();  // path[] written by the leader is visible to every thread
+  const VerifyRowStatus status = y >= 0 ? VerifyRowStatus::ok : VerifyRowStatus::empty_distribution;
+  const int32_t kept = status == VerifyRowStatus::ok ? accepted : 0;
+  b.for_each_index(N, [&](int32_t j) { path_out[j] = j < kept ? path[j] : -1; });
+  write_row(b, p.out, row, width, status, accepted, y, bonus, q_zero, [&](int32_t j) { return tokens[path[j]]; });
+}
+
+}  // namespace verify_row
+}  // namespace specula

@@ -1,0 +1,230 @@
+// The verification kernels' per-row algorithms (kernels/verify_row.h) run on the CPU backend against the
+// reference verifiers (verify/verifiers): identical emitted tokens, accepted counts, paths, bonus flags and
+// q = 0 counts on thousands of random rows; a deliberately broken variant (residual not subtracted) must
+// disagree; the one-position exact law of each kernel (G-test), which the broken variant must fail; and the
+// params checks and statuses. The same cases run on the GPU in test_cuda_verify.cpp.
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "kernel_verify_cases.h"
+#include "kernels/cuda_device.h"
+#include "kernels/sampler_math.h"
+#include "kernels/verify_kernels.h"
+#include "verify/statistics/goodness_of_fit.h"
+
+using namespace specula;
+using namespace specula::testing;
+
+namespace {
+
+struct Agreement {
+  int64_t rows = 0, mismatches = 0, rejections = 0, bonus = 0, fallbacks = 0;
+  std::string first;
+};
+
+// Runs `cases` random batches of `kind` through the CPU backend and compares every row.
+Agreement agreement(VerifyKind kind, int32_t cases, VerifyRules rules) {
+  Agreement a;
+  for (int32_t i = 0; i < cases; ++i) {
+    const uint64_t seed = 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(i + 1) + static_cast<uint64_t>(kind);
+    CaseRandom g(seed);
+    const int32_t vocab = g.between(1, 64);
+    const VerifyCase c = kind == VerifyKind::tree ? random_tree_case(seed, 8, vocab, g.between(0, 12))
+                                                  : random_chain_case(seed, kind, 8, vocab, g.between(0, 8));
+    const VerifyResult r = run_host(c, rules);
+    for (int32_t b = 0; b < c.batch(); ++b) {
+      ++a.rows;
+      a.bonus += r.bonus[b] == 1;
+      a.rejections += r.status[b] == 0 && r.bonus[b] == 0;
+      const std::string diff = compare_with_reference(c, b, r);
+      if (!diff.empty()) {
+        ++a.mismatches;
+        if (a.first.empty())
+          a.first = std::string(verify_kind_name(kind)) + " case " + std::to_string(i) + " row " + std::to_string(b) +
+                    " (V " + std::to_string(vocab) + "): " + diff;
+      }
+    }
+  }
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("chain verification on the CPU backend reproduces verify_chain exactly", "[kernels][verify]") {
+  const Agreement a = agreement(VerifyKind::chain, 400, VerifyRules::exact);
+  INFO(a.first);
+  CHECK(a.rows == 3200);
+  CHECK(a.mismatches == 0);
+  // Both endings are exercised.
+  CHECK(a.rejections > 500);
+  CHECK(a.bonus > 300);
+}
+
+TEST_CASE("block verification on the CPU backend reproduces verify_block exactly", "[kernels][verify]") {
+  const Agreement a = agreement(VerifyKind::block, 400, VerifyRules::exact);
+  INFO(a.first);
+  CHECK(a.rows == 3200);
+  CHECK(a.mismatches == 0);
+  CHECK(a.rejections > 500);
+  CHECK(a.bonus > 300);
+}
+
+TEST_CASE("tree verification on the CPU backend reproduces verify_tree exactly (all three sibling schemes)",
+          "[kernels][verify]") {
+  const Agreement a = agreement(VerifyKind::tree, 400, VerifyRules::exact);
+  INFO(a.first);
+  CHECK(a.rows == 3200);
+  CHECK(a.mismatches == 0);
+  CHECK(a.rejections > 500);
+  CHECK(a.bonus > 300);
+}
+
+TEST_CASE("the parity check catches a residual that is not subtracted", "[kernels][verify][mutant]") {
+  for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree}) {
+    const Agreement a = agreement(kind, 100, VerifyRules::residual_not_subtracted);
+    INFO(verify_kind_name(kind));
+    CHECK(a.mismatches > 50);
+  }
+}
+
+TEST_CASE("random cases cover every tree scheme, point masses, empty residuals and q = 0 drafts", "[kernels][verify]") {
+  int64_t schemes[3] = {0, 0, 0}, point_mass = 0, q_zero = 0;
+  for (int32_t i = 0; i < 50; ++i) {
+    const VerifyCase c = random_tree_case(1000 + i, 8, 16, 10);
+    const VerifyResult r = run_host(c);
+    for (int32_t b = 0; b < c.batch(); ++b) {
+      ++schemes[c.rows[b].scheme];
+      point_mass += !(c.rows[b].flags & kVerifyRowHasQ);
+      q_zero += r.q_zero_errors[b] > 0;
+    }
+  }
+  CHECK(schemes[0] > 50);
+  CHECK(schemes[1] > 50);
+  CHECK(schemes[2] > 50);
+  CHECK(point_mass > 20);
+  CHECK(q_zero > 5);
+
+  // Chain rejections whose residual (p - q)+ is empty everywhere (sub-normalised p), so the draw falls
+  // back to p: the reference's rarely taken branch.
+  int64_t fallbacks = 0;
+  for (int32_t i = 0; i < 100; ++i) {
+    const VerifyCase c = random_chain_case(2000 + i, VerifyKind::chain, 8, 16, 4);
+    const VerifyResult r = run_host(c);
+    for (int32_t b = 0; b < c.batch(); ++b) {
+      if (r.bonus[b] || !(c.rows[b].flags & kVerifyRowHasQ)) continue;
+      const int32_t at = r.num_accepted[b];
+      const float* p = c.p_of(b) + static_cast<size_t>(at) * c.vocab;
+      const float* q = c.q_row(b, at);
+      double residual = 0.0;
+      for (int32_t x = 0; x < c.vocab; ++x) residual += residual_weight(p[x], q[x]);
+      fallbacks += residual == 0.0;
+    }
+  }
+  CHECK(fallbacks > 20);
+}
+
+TEST_CASE("the first emitted token of every kernel has the target law; the broken variant does not",
+          "[kernels][verify][law]") {
+  constexpr int32_t kRows = 60000;
+  for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree}) {
+    const LawCase lc = law_case(kind, kRows, 77 + static_cast<uint64_t>(kind));
+    INFO(verify_kind_name(kind));
+    const VerifyResult exact = run_host(lc.c);
+    const stats::GofResult good = stats::g_test(first_token_counts(exact, kRows, lc.c.vocab), lc.law);
+    INFO(good.detail);
+    CHECK(good.passed(stats::kAlpha));
+    const VerifyResult broken = run_host(lc.c, VerifyRules::residual_not_subtracted);
+    const stats::GofResult bad = stats::g_test(first_token_counts(broken, kRows, lc.c.vocab), lc.law);
+    CHECK_FALSE(bad.passed(stats::kAlpha));
+  }
+}
+
+TEST_CASE("verification params check() names the bad field", "[kernels][verify]") {
+  VerifyCase c = random_chain_case(5, VerifyKind::chain, 2, 8, 3);
+  VerifyResult r(2, 4);
+  ChainVerifyParams p = chain_params(c, r);
+  CHECK_NOTHROW(p.check());
+  ChainVerifyParams bad = p;
+  bad.batch = 0;
+  CHECK_THROWS_WITH(bad.check(), Catch::Contains("batch"));
+  bad = p;
+  bad.max_draft = kMaxVerifyDraft + 1;
+  CHECK_THROWS_WITH(bad.check(), Catch::Contains("max_draft"));
+  bad = p;
+  bad.p = nullptr;
+  CHECK_THROWS_WITH(bad.check(), Catch::Contains("p [B, K + 1, V]"));
+  bad = p;
+  bad.out.status = nullptr;
+  CHECK_THROWS_WITH(bad.check(), Catch::Contains("out.status"));
+  bad = p;
+  bad.out.bonus = bad.out.num_emitted;
+  CHECK_THROWS_WITH(bad.check(), Catch::Contains("share"));
+
+  VerifyCase t = random_tree_case(6, 2, 8, 5);
+  VerifyResult rt(2, 6);
+  TreeVerifyParams tp = tree_params(t, rt);
+  CHECK_NOTHROW(tp.check());
+  tp.max_nodes = kMaxVerifyTreeNodes + 1;
+  CHECK_THROWS_WITH(tp.check(), Catch::Contains("max_nodes"));
+  tp = tree_params(t, rt);
+  tp.parents = nullptr;
+  CHECK_THROWS_WITH(tp.check(), Catch::Contains("parents"));
+  tp = tree_params(t, rt);
+  tp.path = nullptr;
+  CHECK_THROWS_WITH(tp.check(), Catch::Contains("path"));
+}
+
+TEST_CASE("bad rows get a status, emit nothing, and leave the other rows alone", "[kernels][verify]") {
+  VerifyCase c = random_chain_case(11, VerifyKind::chain, 3, 10, 4);
+  for (VerifyRowParams& row : c.rows) row.num_draft = 4;
+  c.tokens[1] = 10;         // row 0: out of range
+  c.rows[1].num_draft = 5;  // row 1: more drafts than K
+  VerifyResult r = run_host(c);
+  CHECK(r.status[0] == static_cast<int32_t>(VerifyRowStatus::bad_draft_token));
+  CHECK(r.status[1] == static_cast<int32_t>(VerifyRowStatus::bad_row_params));
+  CHECK(r.status[2] == 0);
+  for (int32_t b = 0; b < 2; ++b) {
+    CHECK(r.num_emitted[b] == 0);
+    for (int32_t j = 0; j < 5; ++j) CHECK(r.emitted[static_cast<size_t>(b) * 5 + j] == -1);
+  }
+  CHECK(compare_with_reference(c, 2, r).empty());
+  CHECK_THROWS_WITH(check_verify_status(r.status.data(), 3), Catch::Contains("row 0"));
+
+  VerifyCase t = random_tree_case(12, 3, 10, 4);
+  for (VerifyRowParams& row : t.rows) row.num_draft = 4;
+  t.parents[2] = 2;  // row 0: a node that is its own parent
+  t.tokens[4] = -1;  // row 1: bad token
+  VerifyResult rt = run_host(t);
+  CHECK(rt.status[0] == static_cast<int32_t>(VerifyRowStatus::bad_tree));
+  CHECK(rt.status[1] == static_cast<int32_t>(VerifyRowStatus::bad_draft_token));
+  CHECK(rt.status[2] == 0);
+  for (int32_t j = 0; j < 4; ++j) CHECK(rt.path[j] == -1);
+}
+
+TEST_CASE("the verification launchers refuse clearly without a CUDA device", "[kernels][verify][device]") {
+  if (cuda_device_count_or_zero() > 0) return;
+  VerifyCase c = random_chain_case(5, VerifyKind::chain, 2, 8, 3);
+  VerifyResult r(2, 4);
+  const ChainVerifyParams p = chain_params(c, r);
+  CHECK_THROWS_WITH(launch_chain_verify(p), Catch::StartsWith("no CUDA device: "));
+  BlockVerifyParams bp;
+  static_cast<ChainVerifyParams&>(bp) = p;
+  CHECK_THROWS_WITH(launch_block_verify(bp), Catch::StartsWith("no CUDA device: "));
+  VerifyCase t = random_tree_case(6, 2, 8, 5);
+  VerifyResult rt(2, 6);
+  CHECK_THROWS_WITH(launch_tree_verify(tree_params(t, rt)), Catch::StartsWith("no CUDA device: "));
+  // The params are checked first.
+  ChainVerifyParams bad = p;
+  bad.vocab = 0;
+  CHECK_THROWS_WITH(launch_chain_verify(bad), Catch::Contains("vocab"));
+}
+
+TEST_CASE("the dispatch picks the block size by V and vector loads by alignment", "[kernels][verify]") {
+  alignas(16) static float buffer[8];
+  CHECK(choose_verify_config(buffer, buffer, 1000).block == 256);
+  CHECK(choose_verify_config(buffer, buffer, 1000).vec == 4);
+  CHECK(choose_verify_config(buffer, nullptr, 128256).block == 512);
+  CHECK(choose_verify_config(buffer, buffer, 1003).vec == 1);
+  CHECK(choose_verify_config(buffer + 1, buffer, 1000).vec == 1);
+}
