@@ -84,15 +84,29 @@ class Events {
   cudaEvent_t start = nullptr, stop = nullptr;
 };
 
-// 3 untimed launches, then `iterations` launches each timed alone with events (after an L2 flush).
+// 3 untimed launches, then `iterations` timed ones. With the L2 flush, each launch is timed alone with
+// events: the flush (a memset of twice the L2, tens of microseconds) keeps the GPU busy while the host
+// enqueues the start event and the kernel, so the host's launch overhead is not timed. Without it, the
+// launches run back to back between one pair of events (the queue stays full) and min = mean.
 template <class Launch>
 void time_launches(Launch&& launch, const CudaBenchOptions& o, const Buffer<uint8_t>& flush, CudaBenchCase& c) {
   for (int i = 0; i < 3; ++i) launch();
   cuda_check(cudaDeviceSynchronize(), "bench: warm-up");
   Events ev;
+  c.iterations = o.iterations;
+  if (!o.flush_l2 || !flush.size()) {
+    cuda_check(cudaEventRecord(ev.start), "bench: cudaEventRecord");
+    for (int i = 0; i < o.iterations; ++i) launch();
+    cuda_check(cudaEventRecord(ev.stop), "bench: cudaEventRecord");
+    cuda_check(cudaEventSynchronize(ev.stop), "bench: cudaEventSynchronize");
+    float ms = 0.0f;
+    cuda_check(cudaEventElapsedTime(&ms, ev.start, ev.stop), "bench: cudaEventElapsedTime");
+    c.mean_us = c.min_us = 1e3 * ms / o.iterations;
+    return;
+  }
   double total_ms = 0.0, best_ms = std::numeric_limits<double>::infinity();
   for (int i = 0; i < o.iterations; ++i) {
-    if (o.flush_l2 && flush.size()) cuda_check(cudaMemsetAsync(flush.get(), i & 0xff, flush.size()), "bench: L2 flush");
+    cuda_check(cudaMemsetAsync(flush.get(), i & 0xff, flush.size()), "bench: L2 flush");
     cuda_check(cudaEventRecord(ev.start), "bench: cudaEventRecord");
     launch();
     cuda_check(cudaEventRecord(ev.stop), "bench: cudaEventRecord");
@@ -102,7 +116,6 @@ void time_launches(Launch&& launch, const CudaBenchOptions& o, const Buffer<uint
     total_ms += ms;
     best_ms = std::min(best_ms, static_cast<double>(ms));
   }
-  c.iterations = o.iterations;
   c.mean_us = 1e3 * total_ms / o.iterations;
   c.min_us = 1e3 * best_ms;
 }
@@ -484,10 +497,10 @@ int cuda_bench_command(const std::vector<std::string>& args) {
       std::cout << "specula bench " << o.what << " --device cuda [--iterations N] [--no-flush-l2] [--output PATH]\n\n"
                 << "Times the CUDA "
                 << (o.what == "verify" ? "chain, block and tree verification kernels" : "fused sampler")
-                << " with CUDA events on synthetic inputs (V in {32000, 128256}, B in {1, 64}) and reports GB/s\n"
-                << "against the device's peak bandwidth. Options:\n"
+                << " with CUDA events\non synthetic inputs (V in {32000, 128256}, B in {1, 64}) and reports GB/s "
+                << "against the device's\npeak bandwidth. Options:\n"
                 << "  --iterations N   timed launches per case (default 20, after 3 warm-up launches)\n"
-                << "  --no-flush-l2    keep L2 warm between launches (default: overwrite it before each)\n"
+                << "  --no-flush-l2    keep L2 warm: time launches back to back (default: overwrite L2 before each)\n"
                 << "  --output PATH    JSON report (default " << output << ")\n";
       return 0;
     } else if (a == "--device") {

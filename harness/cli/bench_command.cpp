@@ -20,6 +20,7 @@
 #include "harness/bench/sampler_benchmark.h"
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
+#include "kernels/cuda_bench.h"
 #include "verify/error.h"
 
 #ifndef SPECULA_BUILD_TYPE
@@ -260,6 +261,9 @@ int bench_command(const Args& args) {
     std::cout << "usage: specula bench sampler [options]   (`specula bench sampler --help` for the options)\n";
     return args.empty() ? 2 : 0;
   }
+  // --device cuda: the CUDA kernels' benchmarks (kernels/cuda_bench.h); --device cpu is the default.
+  if (bench_wants_cuda(args)) return cuda_bench_command(args);
+  if (without_device_option(args) != args) return bench_command(without_device_option(args));
   if (args[0] == "sampler") return bench_sampler(Args(args.begin() + 1, args.end()));
   if (args[0] == "forward") return bench::forward_benchmark_command(Args(args.begin() + 1, args.end()));
   fail("unknown benchmark '", args[0], "' (known: sampler, forward)");
