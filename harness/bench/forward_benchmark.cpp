@@ -1,5 +1,6 @@
 #include "harness/bench/forward_benchmark.h"
 
+#include <time.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -9,10 +10,12 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -80,18 +83,25 @@ std::vector<int32_t> tree_parents(const std::vector<int32_t>& shape) {
   return parents;
 }
 
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+double process_cpu_us() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) * 1e-3;
+}
+
 struct Case {
-  std::string name;        // "1-token", "chunk K=4", "tree 2,2,1"
-  std::string kind;        // "chunk" | "tree"
-  int64_t rows = 0;        // tokens run by the forward
-  int64_t depth = 0;       // positions added (rows for a chunk, depth for a tree)
-  std::vector<double> us;  // wall time of each timed forward
-  double median() const {
-    std::vector<double> v = us;
-    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-    return v[v.size() / 2];
-  }
-  double mean() const { return std::accumulate(us.begin(), us.end(), 0.0) / static_cast<double>(us.size()); }
+  std::string name;             // "1-token", "chunk K=4", "tree 2,2,1"
+  std::string kind;             // "chunk" | "tree"
+  int64_t rows = 0;             // tokens run by the forward
+  int64_t depth = 0;            // positions added (rows for a chunk, depth for a tree)
+  std::function<void()> run;    // one forward after the cached context
+  std::vector<double> wall_us;  // per timed forward
+  std::vector<double> cpu_us;   // process CPU time per timed forward (all threads)
 };
 
 struct Options {
@@ -103,24 +113,35 @@ struct Options {
   std::vector<std::string> trees = {"2,2,1", "4,2,1"};
 };
 
-// Times `run` (one forward after a cache holding `context` tokens, which it may extend) until min_time and
-// min_iterations are both reached, truncating the cache back after every call.
-template <typename Run>
-std::vector<double> time_forward(KVCache& cache, int64_t context, const Options& o, Run run) {
-  for (int i = 0; i < 5; ++i) {  // warm-up: allocator, OpenMP pool, caches
-    run();
-    cache.truncate(context);
-  }
-  std::vector<double> us;
+// Runs the cases in rounds (one forward of each per round, in a freshly shuffled order, the cache truncated
+// back to `context` after every call) until every case has min_iterations samples and min_time seconds.
+// Interleaving spreads changes in machine load evenly over the cases; shuffling stops a fixed order from
+// lining the same case up with the end of the scheduler's time slice on a loaded machine (which, observed,
+// inflated the last case's median wall time 4x while its CPU time did not move).
+void time_cases(std::vector<Case>& cases, KVCache& cache, int64_t context, const Options& o) {
+  for (int i = 0; i < 5; ++i)  // warm-up: allocator, OpenMP pool, caches
+    for (Case& cs : cases) {
+      cs.run();
+      cache.truncate(context);
+    }
+  std::vector<size_t> order(cases.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937 rng(12345);
   const auto start = Clock::now();
-  while (static_cast<int64_t>(us.size()) < o.min_iterations ||
-         std::chrono::duration<double>(Clock::now() - start).count() < o.min_time_s) {
-    const auto t0 = Clock::now();
-    run();
-    us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-    cache.truncate(context);
+  const double min_total_s = o.min_time_s * static_cast<double>(cases.size());
+  for (int64_t round = 0;
+       round < o.min_iterations || std::chrono::duration<double>(Clock::now() - start).count() < min_total_s; ++round) {
+    std::shuffle(order.begin(), order.end(), rng);
+    for (size_t i : order) {
+      Case& cs = cases[i];
+      const double c0 = process_cpu_us();
+      const auto t0 = Clock::now();
+      cs.run();
+      cs.wall_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+      cs.cpu_us.push_back(process_cpu_us() - c0);
+      cache.truncate(context);
+    }
   }
-  return us;
 }
 
 json bench_model(const std::string& spec, const Options& o, std::ostream& os) {
@@ -146,49 +167,64 @@ json bench_model(const std::string& spec, const Options& o, std::ostream& os) {
   std::vector<Case> cases;
   for (int64_t k : o.chunk_sizes) {
     if (k < 1) fail("--chunks: sizes must be >= 1, got ", k);
-    Case cs{k == 1 ? "1-token" : "chunk K=" + std::to_string(k), "chunk", k, k, {}};
     const torch::Tensor tokens = torch::randint(V, {1, k}, torch::kInt64);
-    cs.us = time_forward(cache, o.context, o, [&] { model->forward(tokens, cache); });
-    cases.push_back(std::move(cs));
+    cases.push_back({k == 1 ? "1-token" : "chunk K=" + std::to_string(k),
+                     "chunk",
+                     k,
+                     k,
+                     [&model, &cache, tokens] { model->forward(tokens, cache); },
+                     {},
+                     {}});
   }
   for (const std::string& shape_text : o.trees) {
     const std::vector<int32_t> shape = parse_tree_shape(shape_text, "trees");
     const std::vector<int32_t> parents = tree_parents(shape);
     const int64_t n = static_cast<int64_t>(parents.size());
-    Case cs{"tree " + shape_text, "tree", n, static_cast<int64_t>(shape.size()), {}};
     const torch::Tensor tokens = torch::randint(V, {n}, torch::kInt64);
-    cs.us = time_forward(cache, o.context, o, [&] { model->forward_tree(tokens, parents, cache); });
-    cases.push_back(std::move(cs));
+    cases.push_back({"tree " + shape_text,
+                     "tree",
+                     n,
+                     static_cast<int64_t>(shape.size()),
+                     [&model, &cache, tokens, parents] { model->forward_tree(tokens, parents, cache); },
+                     {},
+                     {}});
   }
   auto one = std::find_if(cases.begin(), cases.end(), [](const Case& cs) { return cs.name == "1-token"; });
   if (one == cases.end()) fail("--chunks must include 1: every ratio is against the 1-token forward");
-  const double base = one->median();
+  time_cases(cases, cache, o.context, o);
+  const double base_wall = median(one->wall_us), base_cpu = median(one->cpu_us);
 
   os << "\n" << spec << ": " << c.describe() << ", context " << o.context << ", " << o.threads << " thread(s)\n";
-  os << std::left << std::setw(16) << "forward" << std::right << std::setw(6) << "rows" << std::setw(14) << "median us"
-     << std::setw(12) << "mean us" << std::setw(12) << "vs 1-tok" << std::setw(14) << "us/row"
-     << "\n";
+  os << std::left << std::setw(14) << "forward" << std::right << std::setw(6) << "rows" << std::setw(13) << "wall us"
+     << std::setw(10) << "vs 1-tok" << std::setw(12) << "CPU us" << std::setw(10) << "vs 1-tok" << std::setw(12)
+     << "CPU us/row"
+     << "   (medians)\n";
   json jcases = json::array();
   for (const Case& cs : cases) {
-    const double med = cs.median();
-    os << std::left << std::setw(16) << cs.name << std::right << std::setw(6) << cs.rows << std::setw(14) << std::fixed
-       << std::setprecision(1) << med << std::setw(12) << cs.mean() << std::setw(11) << std::setprecision(2)
-       << med / base << "x" << std::setw(14) << std::setprecision(1) << med / static_cast<double>(cs.rows) << "\n";
+    const double wall = median(cs.wall_us), cpu = median(cs.cpu_us);
+    os << std::left << std::setw(14) << cs.name << std::right << std::setw(6) << cs.rows << std::fixed
+       << std::setprecision(1) << std::setw(13) << wall << std::setprecision(2) << std::setw(9) << wall / base_wall
+       << "x" << std::setprecision(1) << std::setw(12) << cpu << std::setprecision(2) << std::setw(9) << cpu / base_cpu
+       << "x" << std::setprecision(1) << std::setw(12) << cpu / static_cast<double>(cs.rows) << "\n";
     jcases.push_back({{"name", cs.name},
                       {"kind", cs.kind},
                       {"rows", cs.rows},
                       {"positions", cs.depth},
-                      {"iterations", cs.us.size()},
-                      {"median_us", med},
-                      {"mean_us", cs.mean()},
-                      {"min_us", *std::min_element(cs.us.begin(), cs.us.end())},
-                      {"ratio_vs_1_token", med / base}});
+                      {"iterations", cs.wall_us.size()},
+                      {"median_wall_us", wall},
+                      {"mean_wall_us", std::accumulate(cs.wall_us.begin(), cs.wall_us.end(), 0.0) /
+                                           static_cast<double>(cs.wall_us.size())},
+                      {"min_wall_us", *std::min_element(cs.wall_us.begin(), cs.wall_us.end())},
+                      {"median_cpu_us", cpu},
+                      {"ratio_wall_vs_1_token", wall / base_wall},
+                      {"ratio_cpu_vs_1_token", cpu / base_cpu}});
   }
   return {{"model", spec},
           {"config", to_json(c)},
           {"parameters", c.parameter_count()},
           {"description", c.describe()},
-          {"one_token_median_us", base},
+          {"one_token_median_wall_us", base_wall},
+          {"one_token_median_cpu_us", base_cpu},
           {"cases", jcases}};
 }
 
@@ -265,22 +301,24 @@ int forward_benchmark_command(const std::vector<std::string>& args) {
         {"trees", o.trees},
         {"min_time_s", o.min_time_s},
         {"min_iterations", o.min_iterations}}},
-      {"statistic", "median wall time of one forward (InferenceMode, batch 1, fp32), cache truncated back after each"},
+      {"statistic",
+       "medians over interleaved rounds of one forward each (InferenceMode, batch 1, fp32, cache truncated back after "
+       "each): wall time, and process CPU time (all threads), which a loaded machine inflates far less"},
       {"models", models},
   };
   if (models.size() >= 2) {
-    const double target_us = models[0]["one_token_median_us"].get<double>();
-    const double draft_us = models[1]["one_token_median_us"].get<double>();
+    const double target_us = models[0]["one_token_median_cpu_us"].get<double>();
+    const double draft_us = models[1]["one_token_median_cpu_us"].get<double>();
     const double flops_ratio = static_cast<double>(models[0]["parameters"].get<int64_t>()) /
                                static_cast<double>(models[1]["parameters"].get<int64_t>());
     report["draft_vs_target"] = {{"target", models[0]["model"]},
                                  {"draft", models[1]["model"]},
-                                 {"target_over_draft_1_token_time", target_us / draft_us},
+                                 {"target_over_draft_1_token_cpu_time", target_us / draft_us},
                                  {"target_over_draft_parameters", flops_ratio},
                                  {"c_draft_over_target", draft_us / target_us}};
-    std::cout << "\ndraft vs target, 1-token forward: the draft costs " << std::setprecision(3) << draft_us / target_us
-              << " of the target (c in ALGORITHMS.md §7); parameters " << std::setprecision(1) << flops_ratio
-              << "x fewer\n";
+    std::cout << "\ndraft vs target, 1-token forward CPU time: the draft costs " << std::setprecision(3)
+              << draft_us / target_us << " of the target (c in ALGORITHMS.md §7); parameters " << std::setprecision(1)
+              << flops_ratio << "x fewer\n";
   }
   const std::filesystem::path output =
       vm.count("output") ? vm["output"].as<std::string>() : "results/bench/forward-" + hostname() + ".json";

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <iostream>
 #include <random>
 #include <sstream>
@@ -221,6 +222,8 @@ TrainResult train_transformer(const TrainOptions& options) {
       {"parameters", options.model.parameter_count()},
       {"train_seconds", train_seconds},
       {"total_seconds", result.seconds},
+      // Process CPU time (all threads): on a shared machine, wall time says more about the neighbours.
+      {"cpu_seconds", static_cast<double>(std::clock()) / CLOCKS_PER_SEC},
       {"tokens_per_second", result.tokens_per_second},
       {"torch_version", TORCH_VERSION},
   };
