@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/sampler_math.h"
 #include "verify/categorical.h"
 #include "verify/token_tree.h"
 
@@ -26,7 +27,7 @@ struct StepRandom {
   uint64_t sequence = 0;
   uint64_t step = 0;
   RandomKey key(RandomRole role, uint32_t slot) const {
-    return {seed, philox_stream(sequence, role), (step << 16) | (slot & 0xffffu)};
+    return {seed, philox_stream(sequence, role), step_draw_offset(step, slot)};
   }
 };
 
