@@ -17,6 +17,7 @@ void set_bit(std::vector<uint32_t>& bits, size_t row_word_offset, Token t) {
 void check_supported_on_cuda(const SamplingParams& s) {
   const auto refuse = [](const std::string& what) { fail("not supported on cuda: ", what); };
   if (!s.bad_words.empty()) refuse("bad_words");
+  if (s.constraint) refuse("constraint (regex / json schema)");
   if (!s.greedy()) {  // greedy rows never reach temperature or the filters (SamplerPipeline::process)
     if (s.dynatemp_range > 0.0f) refuse("dynatemp");
     if (s.typical_p < 1.0f) refuse("typical_p");

@@ -37,6 +37,7 @@ enum class Mutant {
   tree_prune_stochastic_by_q,       // stochastic candidates reranked by q, then tested with p/q
   block_tokenwise_residual,         // block verification with the token-wise residual
   draft_q_from_raw_logits,          // recorded q is softmax(raw logits) while the draft sampled processed
+  constraint_state_not_advanced,    // draft-path rows keep the committed constraint state
 };
 
 // The mutant switched on for this process (tests only).

@@ -4,6 +4,7 @@
 #include <limits>
 #include <vector>
 
+#include "verify/constraints/token_constraint.h"
 #include "verify/error.h"
 #include "verify/logits_processors.h"
 #include "verify/mutants.h"
@@ -59,6 +60,7 @@ void SamplerPipeline::process(const float* logits, const TokenHistory& history, 
   const SamplingParams& s = params_;
 
   apply_masks_and_bias(row, s, history);
+  apply_token_constraint(row, s, history);
   if (count_finite(row) == 0)
     fail("sampler pipeline: allowed_tokens / banned_tokens / bad_words / min_tokens leave no token at all");
   apply_penalties(row, s, history);
@@ -93,6 +95,7 @@ TokenHistory SamplerPipeline::advance(const TokenHistory& history, Token token, 
   if (token < 0 || token >= vocab_size_)
     fail("advance: token id ", token, " is outside the vocabulary [0, ", vocab_size_, ")");
   TokenHistory next = history.extended(token);
+  if (params_.constraint) next.constraint_state = params_.constraint->next_state(history.constraint_state, token);
   if (params_.mirostat == 2 && !params_.greedy()) {
     // Surprise of the emitted token under the distribution it was drawn from (llama.cpp computes it on
     // the mirostat-truncated, renormalised distribution, which is ours when mirostat is the last stage).

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "verify/constraints/token_constraint.h"
 #include "verify/error.h"
 
 namespace specula {
@@ -74,7 +75,8 @@ std::vector<FilterStage> parse_filter_order(const std::string& text, const std::
 
 bool SamplingParams::uses_history() const {
   return repetition_penalty != 1.0f || frequency_penalty != 0.0f || presence_penalty != 0.0f ||
-         !bad_words.empty() || (min_tokens > 0 && !stop_tokens.empty()) || (mirostat == 2 && !greedy());
+         !bad_words.empty() || (min_tokens > 0 && !stop_tokens.empty()) || (mirostat == 2 && !greedy()) ||
+         constraint != nullptr;
 }
 
 void SamplingParams::validate(int32_t vocab_size) const {
@@ -109,6 +111,9 @@ void SamplingParams::validate(int32_t vocab_size) const {
     if (word.empty()) fail("bad_words: an entry is empty");
     for (Token t : word) check_token("bad_words", t, vocab_size);
   }
+  if (constraint && constraint->vocab_size() != vocab_size)
+    fail("constraint ", constraint->description(), ": built over ", constraint->vocab_size(),
+         " token strings but the vocabulary has ", vocab_size, " tokens");
   if (!allowed_tokens.empty()) {
     bool any = false;
     for (Token t : allowed_tokens)
@@ -132,6 +137,7 @@ std::string SamplingParams::describe() const {
   const bool masks = !allowed_tokens.empty() || !banned_tokens.empty() || !bad_words.empty() ||
                      (min_tokens > 0 && !stop_tokens.empty()) || !logit_bias.empty();
   if (masks) os << " -> masks";
+  if (constraint) os << " -> constraint";
   os << " -> penalties";
   if (greedy()) return os.str() + " -> greedy";
   os << (dynatemp_range > 0.0f ? " -> dynatemp" : " -> temperature");

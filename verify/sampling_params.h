@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,6 +11,7 @@
 namespace specula {
 
 using Token = int32_t;
+class TokenConstraint;  // verify/constraints/token_constraint.h
 
 // Filters that may be reordered by `sampler_order` (everything after temperature).
 enum class FilterStage { min_p, top_k, top_p, typical_p, tfs_z, mirostat };
@@ -26,6 +28,9 @@ struct SamplingParams {
   int32_t min_tokens = 0;                      // stop tokens banned while |output| < min_tokens
   std::vector<Token> stop_tokens;
   std::vector<std::pair<Token, float>> logit_bias;
+  // Constrained decoding: only tokens that keep the output inside a regular language (the automaton's
+  // state travels in TokenHistory::constraint_state). Null = unconstrained.
+  std::shared_ptr<const TokenConstraint> constraint;
 
   // Step 2: penalties.
   float repetition_penalty = 1.0f;  // over prompt ∪ output

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "verify/sampling_params.h"
@@ -15,6 +16,8 @@ struct TokenHistory {
   std::vector<Token> output;
   // Mirostat v2 target surprise mu; NaN means "not started" (mu starts at 2 * tau).
   double mirostat_mu = std::nan("");
+  // State of the constraint automaton after `output` (TokenConstraint::kInitial = 0 before any output).
+  int32_t constraint_state = 0;
 
   // The history after one more generated token (used to walk a draft path).
   TokenHistory extended(Token t) const {

@@ -1,5 +1,9 @@
 // `specula generate`: sample continuations with plain decoding (`ar`) or speculative decoding, write one
-// line of exactly --max-new-tokens token ids per sample, and the run's metrics as JSON.
+// line of exactly --max-new-tokens token ids per sample, and the run's metrics as JSON. `--method beam`
+// runs beam search instead (harness/generation/beam_search.h): one line, the best hypothesis (shorter than
+// --max-new-tokens when a stop token ended it; the stop token is the line's last id), and with
+// --nbest-output every n-best hypothesis with its score. --regex / --json-schema constrain every method
+// (verify/constraints/token_constraint.h).
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -8,22 +12,78 @@
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
 #include "kernels/cuda_device.h"
+#include "harness/generation/beam_search.h"
 #include "harness/generation/generator.h"
 #include "harness/models/model_source.h"
+#include "harness/models/tokenizer.h"
+#include "verify/constraints/token_constraint.h"
 #include "verify/error.h"
 
 namespace specula::cli {
+namespace {
+
+// `--method beam`: one deterministic search from the prompt.
+int beam_search_command(const po::variables_map& vm, std::shared_ptr<const LanguageModel> target,
+                        const SamplingParams& params, const GenerationConfig& generation) {
+  if (vm.count("draft")) fail("--method beam does not use a --draft model");
+  if (vm["num-samples"].as<int64_t>() != 1)
+    fail("--method beam is deterministic: --num-samples must be 1, got ", vm["num-samples"].as<int64_t>());
+  BeamSearchConfig config;
+  config.beam_width = vm["beam-width"].as<int32_t>();
+  config.num_groups = vm["num-beam-groups"].as<int32_t>();
+  config.diversity_penalty = vm["diversity-penalty"].as<double>();
+  config.length_penalty = vm["length-penalty"].as<double>();
+  config.early_stopping = vm["early-stopping"].as<bool>();
+  config.num_return = vm["num-return"].as<int32_t>();
+  config.max_new_tokens = generation.max_new_tokens;
+  std::vector<Token> prompt;
+  if (vm.count("prompt-tokens")) prompt = parse_token_list(vm["prompt-tokens"].as<std::string>(), "prompt-tokens");
+  for (Token t : prompt)
+    if (t >= target->vocab_size())
+      fail("--prompt-tokens: token id ", t, " is outside the vocabulary [0, ", target->vocab_size(), ")");
+  const BeamSearch search(target, params, config);
+  GenerationMetrics metrics;
+  const BeamSearchOutput result = search.search(prompt, metrics);
+  metrics.wall_seconds = result.wall_seconds;
+  auto ids = [](const std::vector<Token>& tokens) {
+    std::string line;
+    for (size_t i = 0; i < tokens.size(); ++i) line += (i ? " " : "") + std::to_string(tokens[i]);
+    return line;
+  };
+  const std::string output_path = vm["output"].as<std::string>();
+  std::ofstream out(output_path);
+  if (!out) fail("--output: cannot write '", output_path, "'");
+  out << ids(result.nbest[0].tokens) << '\n';
+  if (vm.count("nbest-output")) {
+    const std::string path = vm["nbest-output"].as<std::string>();
+    std::ofstream nbest(path);
+    if (!nbest) fail("--nbest-output: cannot write '", path, "'");
+    nbest << "# score\tlogprob\tended\ttokens (best first; score = logprob / length^" << config.length_penalty << ")\n";
+    nbest.precision(10);
+    for (const BeamHypothesis& h : result.nbest)
+      nbest << h.score << '\t' << h.logprob << '\t' << (h.stopped ? "stop" : "length") << '\t' << ids(h.tokens) << '\n';
+  }
+  if (vm.count("metrics-json")) {
+    const std::string path = vm["metrics-json"].as<std::string>();
+    std::ofstream m(path);
+    if (!m) fail("--metrics-json: cannot write '", path, "'");
+    m << metrics.to_json("beam", false);
+  }
+  return 0;
+}
+
+}  // namespace
 
 int generate_command(const Args& args) {
   po::options_description desc(
-      "specula generate --target MODEL [--draft MODEL] --method ar|greedy|chain|tree|block|typical\n"
+      "specula generate --target MODEL [--draft MODEL] --method ar|greedy|chain|tree|block|typical|beam\n"
       "  --prompt-tokens 0,3 --max-new-tokens L --num-samples N --seed S --output FILE [options]\n\nOptions");
   // clang-format off
   desc.add_options()
     ("help,h", "show this help")
     ("target", po::value<std::string>(), "target model, e.g. bigram:PATH")
     ("draft", po::value<std::string>(), "draft model, e.g. bigram:PATH")
-    ("method", po::value<std::string>()->default_value("ar"), "ar | greedy | chain | tree | block | typical (lossy)")
+    ("method", po::value<std::string>()->default_value("ar"), "ar | greedy | chain | tree | block | typical (lossy) | beam")
     ("num-draft-tokens", po::value<int32_t>()->default_value(4), "draft length K (chain, block, typical, greedy)")
     ("tree", po::value<std::string>(), "tree shape for --method tree: children per depth, e.g. 2,2,1")
     ("tree-sampling", po::value<std::string>()->default_value("iid"), "sibling scheme: iid | without-replacement | topk")
@@ -35,7 +95,17 @@ int generate_command(const Args& args) {
     ("output", po::value<std::string>(), "file: one line per sample, token ids separated by spaces")
     ("metrics-json", po::value<std::string>(), "file for the run's metrics (JSON)")
     ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda")
-    ("config", po::value<std::string>(), "INI file with any of these options (the command line wins)");
+    ("config", po::value<std::string>(), "INI file with any of these options (the command line wins)")
+    ("regex", po::value<std::string>(), "constrain the output to a regular expression (whole output; stop tokens end it)")
+    ("json-schema", po::value<std::string>(), "constrain the output to compact JSON valid under this schema file")
+    ("token-strings", po::value<std::string>(), "file: token t's string on line t (default: the tokenizer, else 'a'+t)")
+    ("beam-width", po::value<int32_t>()->default_value(4), "beam: beams kept per step (over all groups)")
+    ("num-beam-groups", po::value<int32_t>()->default_value(1), "beam: diverse beam search groups (divides the width)")
+    ("diversity-penalty", po::value<double>()->default_value(0.0), "beam: Hamming diversity penalty between groups")
+    ("length-penalty", po::value<double>()->default_value(1.0), "beam: score = logprob / length^alpha")
+    ("early-stopping", po::value<bool>()->default_value(true), "beam: stop a group at width finished hypotheses")
+    ("num-return", po::value<int32_t>()->default_value(0), "beam: n-best size (0 = beam width)")
+    ("nbest-output", po::value<std::string>(), "beam: file, one hypothesis per line: score, logprob, stop|length, ids");
   // clang-format on
   add_sampler_options(desc);
   po::options_description draft_desc("Draft sampler overrides (default: the target's settings)");
@@ -61,7 +131,8 @@ int generate_command(const Args& args) {
 
   GenerationConfig config;
   const std::string method = vm["method"].as<std::string>();
-  if (method != "ar") config.method = parse_verify_method(method);
+  const bool beam = method == "beam";
+  if (method != "ar" && !beam) config.method = parse_verify_method(method);
   if (config.method == VerifyMethod::greedy && !vm.count("temperature")) target_params.temperature = 0.0f;
   if (config.method == VerifyMethod::greedy && !vm.count("draft-temperature") && !vm.count("temperature"))
     draft_params.temperature = 0.0f;
@@ -74,6 +145,19 @@ int generate_command(const Args& args) {
   config.seed = vm["seed"].as<uint64_t>();
 
   auto target = load_language_model(vm["target"].as<std::string>(), "target");
+  ConstraintOptions constraint_options;
+  if (vm.count("regex")) constraint_options.regex = vm["regex"].as<std::string>();
+  if (vm.count("json-schema")) constraint_options.json_schema_file = vm["json-schema"].as<std::string>();
+  if (vm.count("token-strings")) constraint_options.token_strings_file = vm["token-strings"].as<std::string>();
+  if (constraint_options.any()) {
+    std::vector<std::string> tokenizer_strings;
+    if (const auto tokenizer = load_tokenizer_for(vm["target"].as<std::string>()))
+      for (Token t = 0; t < target->vocab_size(); ++t) tokenizer_strings.push_back(tokenizer->decode({t}));
+    // Target and draft share the one automaton: its states are ids of that object.
+    target_params.constraint = draft_params.constraint = constraint_from_options(
+        constraint_options, target->vocab_size(), std::move(tokenizer_strings), target_params.stop_tokens);
+  }
+  if (beam) return beam_search_command(vm, target, target_params, config);
   std::shared_ptr<const DrafterFactory> drafter;
   if (vm.count("draft")) drafter = load_drafter(vm["draft"].as<std::string>(), draft_params, target, target_params);
   std::vector<Token> prompt;

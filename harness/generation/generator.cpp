@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "draft/constrained_drafter.h"
 #include "verify/categorical.h"
 #include "verify/error.h"
 #include "verify/target_rows.h"
@@ -43,6 +44,9 @@ Generator::Generator(std::shared_ptr<const LanguageModel> target, SamplingParams
     fail("--tree is only used by --method tree");
   for (int32_t b : config_.tree_shape)
     if (b != 1 && config_.method != VerifyMethod::tree) fail("--tree with branching needs --method tree");
+  // Under a constraint, point-mass drafts (prompt lookup) are cut at their first illegal token.
+  if (drafter_ && pipeline_.params().constraint)
+    drafter_ = std::make_shared<ConstrainedDrafterFactory>(drafter_, pipeline_.params().constraint);
 }
 
 SequenceOutput Generator::generate(const std::vector<Token>& prompt, uint64_t sequence,

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <set>
 #include <sstream>
 
 #include "harness/config/command_options.h"
+#include "verify/constraints/json_schema.h"
+#include "verify/constraints/regex.h"
 #include "verify/error.h"
 #include "verify/token_tree.h"
 #include "verify/verifiers/verification.h"
@@ -48,6 +51,18 @@ const std::set<std::string>& sampler_keys() {
   return keys;
 }
 
+// Constraint keys of [sampling]: not sampler options of `specula sample` (they need the model's tokens).
+const std::set<std::string>& constraint_keys() {
+  static const std::set<std::string> keys = {"regex", "json_schema", "token_strings"};
+  return keys;
+}
+
+const std::set<std::string>& beam_keys() {
+  static const std::set<std::string> keys = {"width", "groups", "diversity_penalty", "length_penalty",
+                                             "early_stopping", "num_return"};
+  return keys;
+}
+
 long parse_int(const std::string& where, const std::string& key, const std::string& value, long min) {
   char* end = nullptr;
   const long v = std::strtol(value.c_str(), &end, 10);
@@ -62,13 +77,22 @@ void check_axis_value(const std::string& where, const std::string& key, const st
   const std::string name = key.substr(key.find('.') + 1);
   try {
     if (key == "draft.method") {
-      if (value != "ar") parse_verify_method(value);
+      if (value != "ar" && value != "beam") parse_verify_method(value);
     } else if (key == "draft.num_draft_tokens") {
       parse_int(where, key, value, 1);
     } else if (key == "draft.tree") {
       parse_tree_shape(value, "tree");
     } else if (key == "draft.tree_sampling") {
       parse_sibling_scheme(value);
+    } else if (section == "sampling" && constraint_keys().count(name)) {
+      if (name == "regex" && value != "none") compile_regex(value);
+      if (name != "regex" && !(name == "json_schema" && value == "none")) {
+        std::ifstream in(value);
+        if (!in) fail("cannot open '", value, "'");
+        std::stringstream text;
+        text << in.rdbuf();
+        if (name == "json_schema") json_schema_to_regex(text.str(), value);
+      }
     } else if (section == "sampling" || section == "draft_sampling") {
       // Parse through the same option machinery as the command line.
       po::options_description desc;
@@ -117,8 +141,26 @@ void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, 
     c.origin[key] = where;
     return;
   }
+  if (section == "beam") {
+    if (!beam_keys().count(name))
+      fail(where, ": unknown key '", key, "' (known in [beam]: width, groups, diversity_penalty, length_penalty, "
+           "early_stopping, num_return)");
+    if (name == "early_stopping") {
+      if (value != "true" && value != "false") fail(where, ": key '", key, "': '", value, "' is not true or false");
+    } else if (name == "diversity_penalty" || name == "length_penalty") {
+      char* end = nullptr;
+      std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != '\0') fail(where, ": key '", key, "': '", value, "' is not a number");
+    } else {
+      parse_int(where, key, value, name == "num_return" ? 0 : 1);
+    }
+    c.beam[name] = value;
+    c.origin[key] = where;
+    return;
+  }
   const bool known = (section == "draft" && draft_keys().count(name)) ||
-                     ((section == "sampling" || section == "draft_sampling") && sampler_keys().count(name));
+                     ((section == "sampling" || section == "draft_sampling") && sampler_keys().count(name)) ||
+                     (section == "sampling" && constraint_keys().count(name));
   if (!known) fail(where, ": unknown key '", key, "'");
   std::vector<std::string> values = split_values(key, value);
   if (values.empty()) fail(where, ": key '", key, "' has no value");
@@ -130,7 +172,8 @@ void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, 
 }  // namespace
 
 bool key_uses_bar_separator(const std::string& key) {
-  static const std::set<std::string> bar = {"draft.drafter", "draft.tree"};
+  static const std::set<std::string> bar = {"draft.drafter", "draft.tree", "sampling.json_schema",
+                                            "sampling.token_strings"};
   if (bar.count(key)) return true;
   const std::string name = key.substr(key.find('.') + 1);
   static const std::set<std::string> structured = {"logit_bias", "allowed_tokens", "banned_tokens", "bad_words",
@@ -139,6 +182,17 @@ bool key_uses_bar_separator(const std::string& key) {
 }
 
 std::vector<std::string> split_values(const std::string& key, const std::string& value) {
+  if (key == "sampling.regex") {  // ' | ' with spaces: a pattern's own '|' has none around it
+    std::vector<std::string> out;
+    size_t from = 0;
+    while (true) {
+      const size_t at = value.find(" | ", from);
+      const std::string item = trim(value.substr(from, at == std::string::npos ? std::string::npos : at - from));
+      if (!item.empty()) out.push_back(item);
+      if (at == std::string::npos) return out;
+      from = at + 3;
+    }
+  }
   const char sep = key_uses_bar_separator(key) ? '|' : ',';
   std::vector<std::string> out;
   std::stringstream ss(value);
@@ -182,12 +236,16 @@ std::string ExperimentConfig::resolved_ini() const {
     os << "num_prompts = " << num_prompts << "\n";
   os << "max_new_tokens = " << max_new_tokens << "\nrepetitions = " << repetitions << "\nseed = " << seed
      << "\nthreads = " << threads << "\noutput_dir = " << output_dir << "\n";
+  if (!beam.empty()) {
+    os << "\n[beam]\n";
+    for (const auto& [k, v] : beam) os << k << " = " << v << "\n";
+  }
   std::string section;
   for (const auto& [key, values] : axes) {
     const std::string s = key.substr(0, key.find('.'));
     if (s != section) os << "\n[" << (section = s) << "]\n";
     os << key.substr(key.find('.') + 1) << " = ";
-    const char* sep = key_uses_bar_separator(key) ? " | " : ", ";
+    const char* sep = key_uses_bar_separator(key) || key == "sampling.regex" ? " | " : ", ";
     for (size_t i = 0; i < values.size(); ++i) os << (i ? sep : "") << values[i];
     os << "\n";
   }

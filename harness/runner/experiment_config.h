@@ -5,6 +5,13 @@
 //   [draft]       drafter, method, num_draft_tokens, tree, tree_sampling
 //   [sampling]    any sampler option of `specula sample` (target and draft)
 //   [draft_sampling]  sampler overrides for the draft only
+//   [beam]        options of `method = beam` (not swept): width, groups, diversity_penalty,
+//                 length_penalty, early_stopping, num_return
+//
+// [sampling] also takes a constraint (verify/constraints/token_constraint.h), shared by target and draft:
+// regex (values separated by ' | ' with spaces, so a pattern's own '|' needs none around it; `none` = no
+// constraint), json_schema (schema files, '|'-separated, `none` = no constraint) and token_strings (a
+// token-strings file for models without a tokenizer).
 //
 // Any key of [draft], [sampling] and [draft_sampling] may hold a list of values to sweep. Scalar keys
 // separate values with ','  (num_draft_tokens = 1,2,4; temperature = 0, 0.8); keys whose single value
@@ -38,6 +45,8 @@ struct ExperimentConfig {
   std::map<std::string, std::vector<std::string>> axes;
   // Where each value came from, for error messages ("file:line").
   std::map<std::string, std::string> origin;
+  // [beam] options, one value each.
+  std::map<std::string, std::string> beam;
 
   // The file with every value actually used (lists as written), for config.resolved.ini.
   std::string resolved_ini() const;

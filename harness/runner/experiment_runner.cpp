@@ -8,6 +8,7 @@
 #include <set>
 
 #include "harness/config/command_options.h"
+#include "harness/generation/beam_search.h"
 #include "harness/generation/generator.h"
 #include "harness/models/compute_threads.h"
 #include "harness/models/model_source.h"
@@ -19,6 +20,7 @@
 #include "harness/runner/summary.h"
 #include "harness/runner/sweep.h"
 #include "kernels/philox.h"
+#include "verify/constraints/token_constraint.h"
 #include "verify/error.h"
 
 namespace specula {
@@ -55,6 +57,7 @@ SamplingParams sampler_params(const Setting& setting, const std::string& section
   for (const auto& [key, value] : setting.values) {
     if (key.rfind(section + ".", 0) != 0) continue;
     std::string option = key.substr(section.size() + 1);
+    if (option == "regex" || option == "json_schema" || option == "token_strings") continue;  // constraint_for
     std::replace(option.begin(), option.end(), '_', '-');
     parsed.options.emplace_back(option, std::vector<std::string>{value});
   }
@@ -62,6 +65,41 @@ SamplingParams sampler_params(const Setting& setting, const std::string& section
   po::store(parsed, vm);
   read_sampler_options(vm, params);
   return params;
+}
+
+// The setting's constraint ([sampling] regex / json_schema, `none` = off), one object per distinct
+// constraint so that target and cached drafters share the automaton whose state ids they exchange.
+std::shared_ptr<const TokenConstraint> constraint_for(
+    const Setting& setting, const LanguageModel& target, const std::string& target_spec, const SamplingParams& params,
+    std::map<std::string, std::shared_ptr<const TokenConstraint>>& cache) {
+  ConstraintOptions options;
+  if (setting.get_or("sampling.regex", "none") != "none") options.regex = setting.get("sampling.regex");
+  if (setting.get_or("sampling.json_schema", "none") != "none") options.json_schema_file = setting.get("sampling.json_schema");
+  options.token_strings_file = setting.get_or("sampling.token_strings", "");
+  if (!options.any()) return nullptr;
+  std::string key = options.regex + "\n" + options.json_schema_file + "\n" + options.token_strings_file + "\n";
+  for (Token t : params.stop_tokens) key += std::to_string(t) + ",";
+  auto& slot = cache[key];
+  if (!slot) {
+    std::vector<std::string> tokenizer_strings;
+    if (const auto tokenizer = load_tokenizer_for(target_spec))
+      for (Token t = 0; t < target.vocab_size(); ++t) tokenizer_strings.push_back(tokenizer->decode({t}));
+    slot = constraint_from_options(options, target.vocab_size(), std::move(tokenizer_strings), params.stop_tokens);
+  }
+  return slot;
+}
+
+BeamSearchConfig beam_config(const ExperimentConfig& c) {
+  BeamSearchConfig b;
+  auto get = [&](const char* k, const std::string& fallback) { return c.beam.count(k) ? c.beam.at(k) : fallback; };
+  b.beam_width = std::stoi(get("width", "4"));
+  b.num_groups = std::stoi(get("groups", "1"));
+  b.diversity_penalty = std::stod(get("diversity_penalty", "0"));
+  b.length_penalty = std::stod(get("length_penalty", "1"));
+  b.early_stopping = get("early_stopping", "true") == "true";
+  b.num_return = std::stoi(get("num_return", "0"));
+  b.max_new_tokens = c.max_new_tokens;
+  return b;
 }
 
 }  // namespace
@@ -125,8 +163,35 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
   RunProgress progress(static_cast<int64_t>(settings.size() * prompts.size() * config.repetitions), options.quiet);
   int64_t done = 0;
   std::map<std::string, std::shared_ptr<const DrafterFactory>> drafters;
+  std::map<std::string, std::shared_ptr<const TokenConstraint>> constraints;
+  std::set<std::string> beam_settings;
   for (const Setting& setting : settings) {
     SamplingParams target_params = sampler_params(setting, "sampling", SamplingParams{});
+    target_params.constraint = constraint_for(setting, *target, config.target, target_params, constraints);
+    if (setting.get_or("draft.method", "") == "beam") {
+      // Beam search uses no drafter: settings that differ only in draft axes are the same run.
+      std::string key;
+      for (const auto& [k, v] : setting.values)
+        if (k.rfind("draft.", 0) != 0) key += k + "=" + v + ";";
+      if (!beam_settings.insert(key).second) continue;
+      const BeamSearch search(target, target_params, beam_config(config));
+      for (int rep = 0; rep < config.repetitions; ++rep)
+        for (size_t j = 0; j < prompts.size(); ++j) {
+          RunRecord r;
+          r.setting_id = setting.id;
+          r.baseline_id = setting.baseline_id;
+          r.setting = setting.values;
+          r.prompt_index = static_cast<int>(j);
+          r.repetition = rep;
+          const BeamSearchOutput out = search.search(prompts[j], r.metrics);
+          r.tokens = out.nbest[0].tokens;
+          r.metrics.wall_seconds = out.wall_seconds;
+          records_out << r.to_json_line() << "\n" << std::flush;
+          records.push_back(std::move(r));
+          progress.update(++done, setting.id);
+        }
+      continue;
+    }
     GenerationConfig gen;
     gen.max_new_tokens = config.max_new_tokens;
     std::shared_ptr<const DrafterFactory> drafter;

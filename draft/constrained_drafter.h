@@ -1,0 +1,39 @@
+// Speculation under a constraint (verify/constraints/token_constraint.h): wraps any drafter and cuts the
+// point-mass candidates the constraint forbids, with everything below them. Model, n-gram and synthetic
+// drafters sample from their processed q, which carries the same constraint, so their candidates are
+// legal already; prompt lookup copies tokens from the context, which may leave the pattern at any point.
+//
+// Only point masses are cut. A deterministic draft is a function of the context alone, so any rule that
+// shortens it is still a deterministic draft, verified exactly (ALGORITHMS.md §1 "Deterministic drafts").
+// A sampled candidate is NEVER cut: cutting stochastic drafts by their value changes the law of what is
+// emitted (ALGORITHMS.md §3, "pruned stochastic drafts"). An illegal sampled candidate (a draft pipeline
+// without the constraint) is left to the verifier, which rejects it since p(candidate) = 0.
+#pragma once
+
+#include <memory>
+
+#include "draft/drafter.h"
+#include "verify/constraints/token_constraint.h"
+
+namespace specula {
+
+// The tree with every point-mass node that is illegal under `constraint` (state after its path = kDead),
+// and its subtree, removed; `state` is the constraint state at the root. Rows keep their recorded q.
+// `removed` (optional) receives the number of nodes cut.
+TokenTree cut_illegal_point_masses(const TokenTree& tree, const TokenConstraint& constraint, int32_t state,
+                                   int32_t* removed = nullptr);
+
+class ConstrainedDrafterFactory : public DrafterFactory {
+ public:
+  ConstrainedDrafterFactory(std::shared_ptr<const DrafterFactory> inner,
+                            std::shared_ptr<const TokenConstraint> constraint);
+  std::unique_ptr<Drafter> create() const override;
+  int32_t vocab_size() const override { return inner_->vocab_size(); }
+  std::string description() const override { return inner_->description(); }
+
+ private:
+  std::shared_ptr<const DrafterFactory> inner_;
+  std::shared_ptr<const TokenConstraint> constraint_;
+};
+
+}  // namespace specula

@@ -1,0 +1,587 @@
+// Constrained decoding (verify/constraints/): the byte automaton against std::regex on every short string,
+// the JSON Schema subset, clear errors, and the exact law under speculation: for `ar` and every
+// speculative method (chain, block, tree with each sibling scheme, prompt lookup), the joint law of whole
+// continuations is G-tested against the target law restricted to the pattern and renormalised at each
+// step, computed independently (unconstrained pipeline + std::regex). The mutant that does not advance the
+// automaton along draft paths must fail the same test.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "draft/candidate_sampling.h"
+#include "draft/constrained_drafter.h"
+#include "draft/model_drafter.h"
+#include "draft/prompt_lookup_drafter.h"
+#include "speculative_fixtures.h"
+#include "verify/constraints/json_schema.h"
+#include "verify/constraints/regex.h"
+#include "verify/constraints/token_constraint.h"
+#include "verify/error.h"
+#include "verify/mutants.h"
+#include "verify/target_rows.h"
+
+using namespace specula;
+using namespace specula::testing;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// All strings over `alphabet` of length <= n.
+std::vector<std::string> all_strings(const std::string& alphabet, int n) {
+  std::vector<std::string> out = {""}, level = {""};
+  for (int k = 0; k < n; ++k) {
+    std::vector<std::string> next;
+    for (const std::string& s : level)
+      for (char c : alphabet) next.push_back(s + c);
+    out.insert(out.end(), next.begin(), next.end());
+    level = std::move(next);
+  }
+  return out;
+}
+
+// Byte tokens: token t is the byte t (as the byte tokenizer of transformer checkpoints).
+std::vector<std::string> byte_strings(int32_t V) {
+  std::vector<std::string> out;
+  for (int32_t t = 0; t < V; ++t) out.push_back(std::string(1, static_cast<char>(t)));
+  return out;
+}
+
+std::vector<Token> tokens_of(const std::string& text) {
+  std::vector<Token> out;
+  for (char c : text) out.push_back(static_cast<unsigned char>(c));
+  return out;
+}
+
+// Reference automaton from std::regex alone: every string over `alphabet` up to `max_length` is matched
+// once; a prefix is live when some matched string extends it. (The test patterns complete within a few
+// letters, so a prefix up to max_length - 3 long is live exactly when some match within the table extends it.)
+class StdRegexOracle {
+ public:
+  StdRegexOracle(const std::string& pattern, const std::string& alphabet, int max_length)
+      : re_(pattern, std::regex::ECMAScript) {
+    for (const std::string& s : all_strings(alphabet, max_length)) {
+      if (!std::regex_match(s, re_)) continue;
+      for (size_t k = 0; k <= s.size(); ++k) live_.insert(s.substr(0, k));
+    }
+  }
+  bool live(const std::string& s) const { return live_.count(s) > 0; }
+  bool match(const std::string& s) const { return std::regex_match(s, re_); }
+
+ private:
+  std::regex re_;
+  std::set<std::string> live_;
+};
+
+std::string letters(const std::vector<Token>& tokens) {
+  std::string s;
+  for (Token t : tokens) s += static_cast<char>('a' + t);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("regex automaton: full match and live prefixes agree with std::regex on every short string",
+          "[constraints]") {
+  const std::string alphabet = "abcd";
+  const std::vector<std::string> patterns = {
+      "a*",        "(ab|c[de]|a)*", "a+b?c{2}",      "(a|b){1,3}d",       "[^a]*a",    "a.c",    "^(ab)*$", "(a|)b",
+      "[a-c]{2,}", "((a|b)c)+",     "d?(a(b|c)*d)?", "[abc]{0,2}(?:d|a)", "a{2}|b{3}", "\\w\\d?"};
+  const int32_t V = 4;
+  for (const std::string& pattern : patterns) {
+    INFO("pattern " << pattern);
+    const auto constraint = TokenConstraint::from_regex(pattern, letter_token_strings(V), {});
+    const StdRegexOracle oracle(pattern, alphabet, 8);
+    int mismatches = 0;
+    for (const std::string& s : all_strings(alphabet, 4)) {
+      std::vector<Token> tokens;
+      for (char c : s) tokens.push_back(c - 'a');
+      const int32_t state = constraint->walk(tokens);
+      bool ok = (state != TokenConstraint::kDead) == oracle.live(s);
+      if (state != TokenConstraint::kDead) {
+        ok = ok && constraint->complete(state) == oracle.match(s);
+        // The mask allows exactly the letters that keep the string live.
+        const std::vector<char>& allowed = *constraint->allowed(state);
+        for (Token t = 0; t < V; ++t) ok = ok && static_cast<bool>(allowed[t]) == oracle.live(s + char('a' + t));
+      }
+      if (!ok && ++mismatches <= 3) FAIL_CHECK("string '" << s << "' disagrees with std::regex");
+    }
+    CHECK(mismatches == 0);
+  }
+}
+
+TEST_CASE("regex automaton: multi-byte tokens, UTF-8 characters and stop tokens", "[constraints]") {
+  // Tokens of several bytes are walked byte by byte; a token may end in the middle of a pattern atom.
+  const std::vector<std::string> strings = {"ab", "a", "b", "ba", "c", "", "é", "x"};
+  const auto c = TokenConstraint::from_regex("(ab)+c?é*", strings, {7});
+  CHECK(c->walk({0}) != TokenConstraint::kDead);        // "ab"
+  CHECK(c->walk({1}) != TokenConstraint::kDead);        // "a": live prefix
+  CHECK(c->walk({2}) == TokenConstraint::kDead);        // "b"
+  CHECK(c->walk({1, 3}) != TokenConstraint::kDead);     // "a" + "ba": "aba", a live prefix
+  CHECK(c->walk({0, 3}) == TokenConstraint::kDead);     // "abba"
+  CHECK(c->walk({0, 1, 2}) != TokenConstraint::kDead);  // "abab"
+  CHECK(c->complete(c->walk({0, 4, 6, 6})));            // "abcéé"
+  CHECK(c->walk({5}) == TokenConstraint::kDead);        // empty token strings are never allowed
+  // The stop token is allowed only after a complete match, and then only stop tokens follow.
+  CHECK_FALSE((*c->allowed(c->walk({1})))[7]);
+  const int32_t after_stop = c->walk({0, 7});
+  CHECK(after_stop == TokenConstraint::kStopped);
+  const std::vector<char>& only_stops = *c->allowed(after_stop);
+  CHECK(std::count(only_stops.begin(), only_stops.end(), 1) == 1);
+  CHECK(only_stops[7]);
+  CHECK(c->text({0, 4, 7, 1}) == "abc");
+  // '.' is one UTF-8 character; a negated class admits non-ASCII characters whole.
+  const auto bytes = TokenConstraint::from_regex("a.b[^x]", byte_strings(256), {});
+  CHECK(bytes->complete(bytes->walk(tokens_of("aébé"))));
+  CHECK(
+      bytes->complete(bytes->walk(tokens_of("a\xe2\x82\xac"
+                                            "b!"))));
+  CHECK(bytes->walk(tokens_of("a\nb")) == TokenConstraint::kDead);
+  CHECK(bytes->walk(tokens_of("aéé")) == TokenConstraint::kDead);
+}
+
+TEST_CASE("regex errors name the pattern, the position and the problem", "[constraints]") {
+  struct Case {
+    std::string pattern;
+    std::vector<std::string> expected;
+  };
+  const std::vector<Case> cases = {
+      {"(ab", {"regex '(ab'", "position 0", "missing ')'"}},
+      {"ab)", {"position 2", "unmatched ')'"}},
+      {"*a", {"position 0", "nothing to repeat"}},
+      {"a|+", {"position 2", "nothing to repeat"}},
+      {"a{3,1}", {"position 1", "min > max"}},
+      {"a{2", {"position 1", "unterminated repetition"}},
+      {"[z-a]", {"position 1", "out of order"}},
+      {"[abc", {"position 0", "missing ']'"}},
+      {"(a)\\1", {"position 3", "backreferences"}},
+      {"(?=a)b", {"position 0", "lookaround"}},
+      {"a^b", {"position 1", "anchor"}},
+      {"[é]", {"position 1", "non-ASCII"}},
+      {"a\\", {"position 1", "lone backslash"}},
+      {"\\q", {"position 0", "unknown escape"}},
+      {"\\bword", {"position 0", "word boundaries"}},
+      {"a++", {"position 2", "possessive"}},
+      {"(a{1000}){1000}", {"regex '(a{1000}){1000}'", "too large"}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.pattern);
+    try {
+      compile_regex(c.pattern);
+      FAIL("no error for " << c.pattern);
+    } catch (const Error& e) {
+      for (const std::string& part : c.expected) CHECK_THAT(e.what(), Contains(part));
+    }
+  }
+  // A constraint whose vocabulary differs from the model's is refused by name.
+  SamplingParams s;
+  s.constraint = TokenConstraint::from_regex("a*", letter_token_strings(4), {});
+  CHECK_THROWS_WITH(s.validate(6), Contains("regex 'a*'") && Contains("4 token strings") && Contains("6 tokens"));
+  CHECK_THROWS_WITH(letter_token_strings(200), Contains("token-strings file"));
+}
+
+TEST_CASE("JSON schema subset: compact JSON texts that follow the schema, and only those", "[constraints]") {
+  const std::string schema = R"({
+    "title": "person", "type": "object",
+    "properties": {
+      "name": {"type": "string", "maxLength": 4},
+      "age": {"type": "integer"},
+      "score": {"type": "number"},
+      "ok": {"type": "boolean"},
+      "kind": {"enum": ["a", "b", 3, null]},
+      "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 2},
+      "note": {"type": ["string", "null"]}
+    },
+    "required": ["name", "ok"]
+  })";
+  const auto c = TokenConstraint::from_json_schema(schema, "person.json", byte_strings(128), {});
+  auto accepts = [&](const std::string& text) { return c->complete(c->walk(tokens_of(text))); };
+  CHECK(accepts(R"({"name":"ab","ok":true})"));
+  CHECK(accepts(R"({"name":"","age":-12,"ok":false})"));
+  CHECK(accepts(R"({"name":"a\"\u00e9","age":0,"score":-1.5e+3,"ok":true,"kind":3,"tags":["x","y"],"note":null})"));
+  CHECK(accepts(R"({"name":"abcd","ok":true,"kind":null,"note":"n"})"));
+  CHECK_FALSE(accepts(R"({"ok":true})"));                       // name is required
+  CHECK_FALSE(accepts(R"({"ok":true,"name":"a"})"));            // schema order
+  CHECK_FALSE(accepts(R"({"name":"abcde","ok":true})"));        // maxLength
+  CHECK_FALSE(accepts(R"({"name":"a","age":01,"ok":true})"));   // no leading zeros
+  CHECK_FALSE(accepts(R"({"name":"a","ok":true,"tags":[]})"));  // minItems
+  CHECK_FALSE(accepts(R"({"name":"a","ok":true,"tags":["a","b","c"]})"));
+  CHECK_FALSE(accepts(R"({"name":"a","ok":true,"kind":"c"})"));          // enum
+  CHECK_FALSE(accepts(R"({"name":"a", "ok":true})"));                    // compact: no whitespace
+  CHECK(c->walk(tokens_of(R"({"name":"a)")) != TokenConstraint::kDead);  // a live prefix
+  CHECK(c->walk(tokens_of(R"({"nom")")) == TokenConstraint::kDead);
+
+  // Optional properties when `required` is absent, nested objects, const.
+  const auto d = TokenConstraint::from_json_schema(
+      R"({"type":"object","properties":{"a":{"const":1},"b":{"type":"object","properties":{"c":{"type":"null"}},"required":["c"]}}})",
+      "nested", byte_strings(128), {});
+  for (const char* ok : {"{}", R"({"a":1})", R"({"b":{"c":null}})", R"({"a":1,"b":{"c":null}})"})
+    CHECK(d->complete(d->walk(tokens_of(ok))));
+  for (const char* bad : {R"({,"a":1})", R"({"a":2})", R"({"b":{}})"})
+    CHECK_FALSE(d->complete(d->walk(tokens_of(bad))));
+}
+
+TEST_CASE("JSON schema errors name the schema, the feature and its position", "[constraints]") {
+  struct Case {
+    std::string schema;
+    std::vector<std::string> expected;
+  };
+  const std::vector<Case> cases = {
+      {R"({"type":"object","properties":{"x":{"anyOf":[{"type":"string"}]}}})",
+       {"json schema 's.json'", "at /properties/x", "unsupported feature 'anyOf'"}},
+      {R"({"type":"integer","minimum":3})", {"at /", "'minimum'"}},
+      {R"({"type":"string","pattern":"a+"})", {"'pattern'"}},
+      {R"({"$ref":"#/defs/a"})", {"'$ref'"}},
+      {R"({"type":"array"})", {"array without 'items'"}},
+      {R"({"type":"array","items":{"type":"date"}})", {"at /items/type", "unknown type 'date'"}},
+      {R"({"properties":{"a":{"type":"string"}}})", {"without 'type'"}},
+      {R"({"type":"object","properties":{"a":{"type":"string"}},"required":["b"]})", {"at /required", "\"b\""}},
+      {R"({"type":"string","maxItems":2})", {"at /maxItems", "applies to type array"}},
+      {R"({"type": "object", )", {"json schema 's.json'", "byte", "not valid JSON"}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.schema);
+    try {
+      json_schema_to_regex(c.schema, "s.json");
+      FAIL("no error");
+    } catch (const Error& e) {
+      for (const std::string& part : c.expected) CHECK_THAT(e.what(), Contains(part));
+    }
+  }
+}
+
+TEST_CASE("token strings: defaults for table models and the token-strings file", "[constraints]") {
+  CHECK(letter_token_strings(3) == std::vector<std::string>{"a", "b", "c"});
+  const std::string path = "/tmp/specula-token-strings-test.txt";
+  {
+    std::ofstream out(path);
+    out << "ab\n\\s\n\\n\\t\\\\\n\\x41\n";
+  }
+  CHECK(read_token_strings(path, 4) == std::vector<std::string>{"ab", " ", "\n\t\\", "A"});
+  CHECK_THROWS_WITH(read_token_strings(path, 5), Contains("4 token strings for a vocabulary of 5"));
+  {
+    std::ofstream out(path);
+    out << "a\n\\q\n";
+  }
+  CHECK_THROWS_WITH(read_token_strings(path, 2), Contains(path + ":2") && Contains("unknown escape"));
+  std::remove(path.c_str());
+}
+
+// ---- Exactness under speculation --------------------------------------------------------------------
+
+namespace {
+
+constexpr int32_t kV = 6;
+constexpr int32_t kL = 3;
+const std::vector<Token> kPrompt = {2, 5};
+// Letters a..f. Completions within two letters, so std::regex liveness with depth 2 is exact.
+const char* kPattern = "(ab|c[de]|f)*|e(a|f)*";
+const StdRegexOracle& oracle() {
+  static const StdRegexOracle o(kPattern, "abcdef", 5);  // outputs have 3 letters; completions need <= 1
+  return o;
+}
+
+SamplingParams with_penalties() {
+  SamplingParams s;
+  s.repetition_penalty = 1.3f;
+  s.presence_penalty = 0.3f;
+  s.temperature = 0.9f;
+  return s;
+}
+
+// The target law restricted to the pattern and renormalised at each step, computed WITHOUT the
+// constraint code: the unconstrained pipeline's distribution, zeroed where std::regex says the prefix
+// cannot be completed, renormalised. (Masking logits then softmax = restricting and renormalising when
+// the pipeline has no truncation filters.)
+std::vector<double> restricted_law(const TableModel& model, const SamplingParams& params,
+                                   const std::vector<Token>& prompt, int32_t L) {
+  const SamplerPipeline pipeline(params, model.vocab_size());
+  std::vector<double> law(static_cast<size_t>(std::pow(kV, L)), 0.0);
+  std::vector<float> probs(kV);
+  std::function<void(std::vector<Token>, TokenHistory, double, int32_t)> walk =
+      [&](std::vector<Token> out, TokenHistory h, double mass, int32_t t) {
+        if (t == L) {
+          law[sequence_index(out, kV)] = mass;
+          return;
+        }
+        std::vector<Token> context = prompt;
+        context.insert(context.end(), out.begin(), out.end());
+        pipeline.process(model.row_after(context), h, probs.data());
+        double z = 0.0;
+        std::vector<double> w(kV, 0.0);
+        for (Token x = 0; x < kV; ++x)
+          if (oracle().live(letters(out) + char('a' + x))) z += w[x] = probs[x];
+        for (Token x = 0; x < kV; ++x) {
+          if (w[x] == 0.0) continue;
+          std::vector<Token> next = out;
+          next.push_back(x);
+          walk(next, pipeline.advance(h, x, probs.data()), mass * w[x] / z, t + 1);
+        }
+      };
+  walk({}, TokenHistory{prompt, {}, std::nan("")}, 1.0, 0);
+  return law;
+}
+
+SamplingParams constrained(SamplingParams s, std::shared_ptr<const TokenConstraint> c) {
+  s.constraint = std::move(c);
+  return s;
+}
+
+GenerationConfig config_of(std::optional<VerifyMethod> m, int32_t k, std::vector<int32_t> tree = {},
+                           SiblingScheme scheme = SiblingScheme::iid) {
+  GenerationConfig c;
+  c.method = m;
+  c.num_draft_tokens = k;
+  c.tree_shape = std::move(tree);
+  c.tree_sampling = scheme;
+  c.max_new_tokens = kL;
+  c.seed = 424242;
+  return c;
+}
+
+std::string describe(const GenerationConfig& c, const std::string& drafter) {
+  std::ostringstream os;
+  os << drafter << " / " << (c.method ? verify_method_name(*c.method) : "ar") << " K=" << c.num_draft_tokens
+     << " tree=";
+  for (int32_t b : c.tree_shape) os << b << ",";
+  os << " scheme=" << sibling_scheme_name(c.tree_sampling);
+  return os.str();
+}
+
+struct Setup {
+  std::string name;
+  std::shared_ptr<const DrafterFactory> drafter;  // null = ar
+  GenerationConfig config;
+};
+
+std::vector<Setup> every_method(const TablePair& pair, const SamplingParams& draft_params) {
+  auto model = std::make_shared<ModelDrafterFactory>(pair.draft, draft_params);
+  auto lookup = std::make_shared<PromptLookupDrafterFactory>(PromptLookupOptions{2, 1}, kV);
+  return {
+      {"ar", nullptr, config_of(std::nullopt, 0)},
+      {"model", model, config_of(VerifyMethod::chain, 1)},
+      {"model", model, config_of(VerifyMethod::chain, 2)},
+      {"model", model, config_of(VerifyMethod::chain, 4)},
+      {"model", model, config_of(VerifyMethod::block, 2)},
+      {"model", model, config_of(VerifyMethod::block, 4)},
+      {"model", model, config_of(VerifyMethod::tree, 0, {2, 2}, SiblingScheme::iid)},
+      {"model", model, config_of(VerifyMethod::tree, 0, {3, 1}, SiblingScheme::iid)},
+      {"model", model, config_of(VerifyMethod::tree, 0, {2, 2}, SiblingScheme::without_replacement)},
+      {"model", model, config_of(VerifyMethod::tree, 0, {2, 2}, SiblingScheme::deterministic)},
+      {"prompt-lookup", lookup, config_of(VerifyMethod::chain, 3)},
+      {"prompt-lookup", lookup, config_of(VerifyMethod::tree, 0, {2, 2}, SiblingScheme::deterministic)},
+  };
+}
+
+// A prompt with repeats, so prompt lookup finds matches (some of whose continuations leave the pattern).
+const std::vector<Token> kLookupPrompt = {0, 1, 2, 3, 0, 1, 5, 0, 2, 5, 4, 2, 5};
+
+}  // namespace
+
+TEST_CASE("the constrained pipeline is the target law restricted to the pattern, step by step", "[constraints]") {
+  const TablePair pair = random_pair(2, kV, 61, 1.3, 0.8);
+  const auto c = TokenConstraint::from_regex(kPattern, letter_token_strings(kV), {});
+  const SamplingParams params = constrained(with_penalties(), c);
+  const std::vector<double> reference = restricted_law(*pair.target, with_penalties(), kPrompt, kL);
+  const std::vector<double> enumerated = exact_sequence_law(*pair.target, SamplerPipeline(params, kV), kPrompt, kL);
+  REQUIRE(reference.size() == enumerated.size());
+  for (size_t i = 0; i < reference.size(); ++i) CHECK(enumerated[i] == Approx(reference[i]).margin(2e-6));
+  CHECK(SamplerPipeline(params, kV).describe().find("-> constraint") != std::string::npos);
+}
+
+TEST_CASE("constrained decoding is exact for ar and every speculative method", "[constraints][exact]") {
+  const TablePair pair = random_pair(2, kV, 62, 1.3, 0.9);
+  const auto c = TokenConstraint::from_regex(kPattern, letter_token_strings(kV), {});
+  const SamplingParams params = constrained(with_penalties(), c);
+  for (const std::vector<Token>& prompt : {kPrompt, kLookupPrompt}) {
+    const std::vector<double> law = restricted_law(*pair.target, with_penalties(), prompt, kL);
+    for (const Setup& s : every_method(pair, params)) {
+      if ((prompt == kLookupPrompt) != (s.name == "prompt-lookup") && s.name != "ar") continue;
+      INFO(describe(s.config, s.name) << " prompt size " << prompt.size());
+      const Generator generator(pair.target, params, s.drafter, s.config);
+      const RunResult r = run_generator(generator, prompt, 40000, kV);
+      const stats::GofResult gof = stats::g_test(r.counts, law);
+      INFO(gof.detail);
+      CHECK(gof.passed(stats::kAlpha));
+      CHECK(r.metrics.q_zero_errors == 0);
+      // Every output is a live prefix of the pattern (fixed length, no stop token: not necessarily complete).
+      bool all_live = true;
+      for (const SequenceOutput& o : r.outputs) all_live = all_live && oracle().live(letters(o.tokens));
+      CHECK(all_live);
+    }
+  }
+}
+
+TEST_CASE("exactness holds when the draft ignores the constraint (illegal drafts are rejected)",
+          "[constraints][exact]") {
+  const TablePair pair = random_pair(1, kV, 63, 1.3, 0.7);
+  const auto c = TokenConstraint::from_regex(kPattern, letter_token_strings(kV), {});
+  const SamplingParams target = constrained(with_penalties(), c);
+  const std::vector<double> law = restricted_law(*pair.target, with_penalties(), kPrompt, kL);
+  auto free_draft = std::make_shared<ModelDrafterFactory>(pair.draft, with_penalties());  // no constraint
+  for (const GenerationConfig& config :
+       {config_of(VerifyMethod::chain, 3), config_of(VerifyMethod::block, 3),
+        config_of(VerifyMethod::tree, 0, {2, 2}, SiblingScheme::without_replacement)}) {
+    INFO(describe(config, "unconstrained model draft"));
+    const RunResult r = run_generator(Generator(pair.target, target, free_draft, config), kPrompt, 40000, kV);
+    const stats::GofResult gof = stats::g_test(r.counts, law);
+    INFO(gof.detail);
+    CHECK(gof.passed(stats::kAlpha));
+  }
+}
+
+TEST_CASE("mutant: the constraint state not advanced along draft paths fails the exact-law test",
+          "[constraints][mutant]") {
+  const TablePair pair = random_pair(2, kV, 64, 1.3, 0.8);
+  const auto c = TokenConstraint::from_regex(kPattern, letter_token_strings(kV), {});
+  const SamplingParams params = constrained(with_penalties(), c);
+  const std::vector<double> law = restricted_law(*pair.target, with_penalties(), kPrompt, kL);
+  auto drafter = std::make_shared<ModelDrafterFactory>(pair.draft, params);
+  for (const GenerationConfig& config :
+       {config_of(VerifyMethod::chain, 2),
+        config_of(VerifyMethod::tree, 0, {2, 2}, SiblingScheme::without_replacement)}) {
+    INFO(describe(config, "model"));
+    const Generator generator(pair.target, params, drafter, config);
+    {
+      const stats::GofResult correct = stats::g_test(run_generator(generator, kPrompt, 40000, kV).counts, law);
+      INFO("correct: " << correct.detail);
+      REQUIRE(correct.passed(stats::kAlpha));
+    }
+    const ScopedMutant on(Mutant::constraint_state_not_advanced);
+    const stats::GofResult broken = stats::g_test(run_generator(generator, kPrompt, 40000, kV).counts, law);
+    INFO("mutant: " << broken.detail);
+    CHECK_FALSE(broken.passed(stats::kAlpha));
+  }
+}
+
+TEST_CASE("row histories carry the automaton state along draft paths and tree branches", "[constraints]") {
+  const auto c = TokenConstraint::from_regex(kPattern, letter_token_strings(kV), {});
+  const SamplerPipeline pipeline(constrained(SamplingParams{}, c), kV);
+  // Tree: a -> b, c(-> d); e. Rows: 0 root, 1 after a, 2 after ab, 3 after c... per node order below.
+  TokenTree tree;
+  tree.add(0, -1);  // a
+  tree.add(1, 0);   // a b
+  tree.add(2, -1);  // c
+  tree.add(3, 2);   // c d
+  tree.add(4, -1);  // e
+  std::vector<float> logits(static_cast<size_t>(tree.size() + 1) * kV, 0.0f), probs(logits.size());
+  TokenHistory committed;
+  process_tree_rows(pipeline, logits.data(), committed, tree, probs.data());
+  for (int32_t row = 0; row <= tree.size(); ++row) {
+    const TokenHistory h = row_history(pipeline, committed, tree, probs.data(), row);
+    const std::vector<Token> path = row == 0 ? std::vector<Token>{} : tree.path(row - 1);
+    INFO("row " << row << " path " << letters(path));
+    CHECK(h.constraint_state == c->walk(path));
+    for (Token x = 0; x < kV; ++x)
+      CHECK((probs[static_cast<size_t>(row) * kV + x] > 0.0f) ==
+            static_cast<bool>((*c->allowed(h.constraint_state))[x]));
+  }
+  // The path history of the drafters' shared helper agrees.
+  for (int32_t row = 0; row <= tree.size(); ++row)
+    CHECK(path_history(pipeline, committed, tree, row, [&](int32_t r) {
+            return probs.data() + static_cast<size_t>(r) * kV;
+          }).constraint_state == row_history(pipeline, committed, tree, probs.data(), row).constraint_state);
+}
+
+TEST_CASE("constrained drafter: point-mass candidates are cut at the first illegal token, sampled ones never",
+          "[constraints]") {
+  const auto c = TokenConstraint::from_regex("(ab|c[de]|f)*", letter_token_strings(kV), {});
+  // Chain a b c a: "abca" is illegal at the last token.
+  TokenTree chain = TokenTree::chain({0, 1, 2, 0});
+  chain.scheme = SiblingScheme::deterministic;
+  int32_t removed = 0;
+  TokenTree cut = cut_illegal_point_masses(chain, *c, TokenConstraint::kInitial, &removed);
+  CHECK(cut.tokens == std::vector<Token>{0, 1, 2});
+  CHECK(removed == 1);
+  // From the state after "a", the chain "b" is legal but "a" is not: nothing proposed.
+  cut = cut_illegal_point_masses(TokenTree::chain({0}), *c, c->walk({0}), &removed);
+  CHECK(cut.size() == 0);
+  // A trie: a(-> b, -> a), b(-> f). Illegal subtrees go; order and parents are kept.
+  TokenTree trie;
+  trie.scheme = SiblingScheme::deterministic;
+  trie.add(0, -1);
+  trie.add(1, 0);
+  trie.add(0, 0);
+  trie.add(1, -1);
+  trie.add(5, 3);
+  cut = cut_illegal_point_masses(trie, *c, TokenConstraint::kInitial, &removed);
+  CHECK(cut.tokens == std::vector<Token>{0, 1});
+  CHECK(cut.parent == std::vector<int32_t>{-1, 0});
+  CHECK(removed == 3);
+  // A sampled chain with a recorded q is left alone even where it is illegal.
+  TokenTree sampled = TokenTree::chain({0, 0, 1});
+  sampled.draft_q.assign(4, std::vector<float>(kV, 1.0f / kV));
+  cut = cut_illegal_point_masses(sampled, *c, TokenConstraint::kInitial, &removed);
+  CHECK(cut.tokens == sampled.tokens);
+  CHECK(cut.draft_q.size() == 4);
+  CHECK(removed == 0);
+}
+
+TEST_CASE("stop tokens end a complete match; outputs before the stop match the whole pattern", "[constraints]") {
+  const TablePair pair = random_pair(1, kV, 65, 1.0, 0.8);
+  const std::string pattern = "(a|bc)d?";  // finite: every output must end with the stop token 'f' (5)
+  const auto c = TokenConstraint::from_regex(pattern, letter_token_strings(kV), {5});
+  SamplingParams params = with_penalties();
+  params.stop_tokens = {5};
+  params = constrained(params, c);
+  const std::regex re(pattern, std::regex::ECMAScript);
+  auto drafter = std::make_shared<ModelDrafterFactory>(pair.draft, params);
+  for (const GenerationConfig& config : {config_of(std::nullopt, 0), config_of(VerifyMethod::chain, 3),
+                                         config_of(VerifyMethod::tree, 0, {2, 2}, SiblingScheme::iid)}) {
+    GenerationConfig long_config = config;
+    long_config.max_new_tokens = 6;
+    INFO(describe(long_config, "model"));
+    GenerationMetrics m;
+    const Generator generator(pair.target, params, config.method ? drafter : nullptr, long_config);
+    for (const SequenceOutput& o : generator.generate_many(kPrompt, 0, 2000, m)) {
+      const auto stop = std::find(o.tokens.begin(), o.tokens.end(), 5);
+      REQUIRE(stop != o.tokens.end());
+      CHECK(std::regex_match(letters(std::vector<Token>(o.tokens.begin(), stop)), re));
+      CHECK(std::all_of(stop, o.tokens.end(), [](Token t) { return t == 5; }));
+    }
+  }
+  // Without a stop token a finite pattern runs out: the error says so.
+  const Generator stuck(pair.target,
+                        constrained(SamplingParams{}, TokenConstraint::from_regex("ab", letter_token_strings(kV), {})),
+                        nullptr, config_of(std::nullopt, 0));
+  GenerationMetrics m;
+  CHECK_THROWS_WITH(stuck.generate(kPrompt, 0, m),
+                    Contains("regex 'ab'") && Contains("'ab'") && Contains("no stop token"));
+}
+
+TEST_CASE("JSON schema constrained sampling on a byte-level model always yields valid JSON", "[constraints]") {
+  constexpr int32_t V = 128;  // ASCII bytes; token 0 (NUL) is the stop token
+  std::vector<float> logits(static_cast<size_t>(V) * V);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(philox_gaussian(66, i));
+  auto target = std::make_shared<TableModel>(1, V, logits, "bytes");
+  std::vector<float> noisy(logits);
+  for (size_t i = 0; i < noisy.size(); ++i) noisy[i] += static_cast<float>(0.5 * philox_gaussian(67, i));
+  auto draft = std::make_shared<TableModel>(1, V, noisy, "bytes-draft");
+  const std::string schema =
+      R"({"type":"object","properties":{"name":{"type":"string","maxLength":3},"ok":{"type":"boolean"},)"
+      R"("tags":{"type":"array","items":{"enum":["x","yz"]},"maxItems":2}},"required":["name","ok"]})";
+  SamplingParams params;
+  params.stop_tokens = {0};
+  params.constraint = TokenConstraint::from_json_schema(schema, "inline", byte_strings(V), {0});
+  for (const GenerationConfig& base : {config_of(std::nullopt, 0), config_of(VerifyMethod::chain, 4)}) {
+    GenerationConfig config = base;
+    config.max_new_tokens = 80;  // longer than any valid text: every output completes and stops
+    const Generator generator(target, params,
+                              config.method ? std::make_shared<ModelDrafterFactory>(draft, params) : nullptr, config);
+    GenerationMetrics m;
+    for (const SequenceOutput& o : generator.generate_many({'{'}, 0, 300, m)) {
+      const std::string text = params.constraint->text(o.tokens);
+      INFO(text);
+      REQUIRE(std::find(o.tokens.begin(), o.tokens.end(), 0) != o.tokens.end());
+      const nlohmann::json j = nlohmann::json::parse(text);
+      CHECK(j.at("name").is_string());
+      CHECK(j.at("ok").is_boolean());
+      if (j.contains("tags")) CHECK(j["tags"].size() <= 2);
+    }
+  }
+}

@@ -1,0 +1,45 @@
+// A DFA over bytes, determinised lazily from a Thompson NFA (subset construction on demand, as RE2 and
+// Rust's regex-automata "hybrid" DFA do): a DFA state is the set of NFA states reachable after the bytes
+// read so far, created the first time some transition reaches it, and its transitions are filled in as
+// they are asked for. Only states that can still reach acceptance are kept in a set, so every DFA state
+// is live (some continuation completes a match) and "no match possible" is the single dead state kDead.
+//
+// Not thread-safe: TokenConstraint serialises access.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "verify/constraints/regex.h"
+
+namespace specula {
+
+class LazyByteDfa {
+ public:
+  static constexpr int32_t kDead = -1;
+
+  explicit LazyByteDfa(Nfa nfa);
+
+  int32_t start() const { return start_; }  // 0, or kDead when the language is empty
+  int32_t step(int32_t state, unsigned char byte);
+  bool accepting(int32_t state) const { return state >= 0 && accepting_[state]; }
+  int32_t num_states() const { return static_cast<int32_t>(sets_.size()); }
+
+ private:
+  // The epsilon closure of `seeds`, reduced to the live NFA states that read a byte or accept, then the
+  // id of that set (a new DFA state the first time).
+  int32_t intern(const std::vector<int32_t>& seeds);
+
+  static constexpr int32_t kUnknown = -2;
+  Nfa nfa_;
+  std::vector<char> live_;  // per NFA state: can reach the accepting state
+  std::vector<std::vector<int32_t>> sets_;
+  std::vector<std::array<int32_t, 256>> next_;
+  std::vector<char> accepting_;
+  std::map<std::vector<int32_t>, int32_t> ids_;
+  int32_t start_ = kDead;
+};
+
+}  // namespace specula
