@@ -14,6 +14,8 @@ packages=(
   libboost-program-options-dev libboost-math-dev
   catch2 libbenchmark-dev nlohmann-json3-dev
   python3 python3-matplotlib
+  libsentencepiece-dev sentencepiece libicu-dev  # hf: tokenizers (tokenizer.model, tokenizer.json regexes)
+  python3-torch python3-regex                    # the [hf] tests' independent PyTorch / GPT-2 BPE references
 )
 missing=()
 for p in "${packages[@]}"; do

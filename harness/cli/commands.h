@@ -17,5 +17,6 @@ int merge_command(const Args& args);
 int plot_command(const Args& args);
 int train_command(const Args& args);
 int train_ngram_command(const Args& args);
+int export_command(const Args& args);
 
 }  // namespace specula::cli

@@ -26,6 +26,7 @@ const std::map<std::string, Command>& commands() {
       {"bench", {specula::cli::bench_command, "run benchmarks (bench sampler)"}},
       {"train", {specula::cli::train_command, "train a transformer language model on a text corpus"}},
       {"train-ngram", {specula::cli::train_ngram_command, "fit a Kneser-Ney n-gram draft model to a corpus"}},
+      {"export", {specula::cli::export_command, "write a transformer checkpoint as a Hugging Face folder"}},
   };
   return table;
 }

@@ -4,6 +4,7 @@
 #include "draft/ngram_drafter.h"
 #include "draft/prompt_lookup_drafter.h"
 #include "draft/synthetic_drafter.h"
+#include "harness/models/hf/hf_model.h"
 #include "harness/models/table_model.h"
 #include "harness/models/transformer/transformer_language_model.h"
 #include "verify/error.h"
@@ -22,7 +23,11 @@ std::shared_ptr<const LanguageModel> load_language_model(const std::string& spec
     if (path.empty()) fail("--", option, ": 'transformer:' needs a checkpoint folder, e.g. transformer:results/models/target");
     return std::make_shared<TransformerLanguageModel>(path);
   }
-  fail("--", option, ": unknown model '", spec, "' (known: bigram:PATH, transformer:DIR)");
+  if (kind == "hf") {
+    if (path.empty()) fail("--", option, ": 'hf:' needs a Hugging Face model folder, e.g. hf:models/TinyLlama");
+    return load_hf_language_model(path);
+  }
+  fail("--", option, ": unknown model '", spec, "' (known: bigram:PATH, transformer:DIR, hf:DIR)");
 }
 
 std::shared_ptr<const DrafterFactory> load_drafter(const std::string& spec, const SamplingParams& draft_params,

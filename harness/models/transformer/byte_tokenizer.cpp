@@ -1,5 +1,6 @@
 #include "harness/models/transformer/byte_tokenizer.h"
 
+#include "harness/models/hf/hf_tokenizer.h"
 #include "harness/models/transformer/transformer_config.h"
 #include "verify/error.h"
 
@@ -27,6 +28,8 @@ std::shared_ptr<const Tokenizer> make_tokenizer(const std::string& name, const s
 
 std::shared_ptr<const Tokenizer> load_tokenizer_for(const std::string& model_spec) {
   const size_t colon = model_spec.find(':');
+  if (colon != std::string::npos && model_spec.substr(0, colon) == "hf")
+    return load_hf_tokenizer(model_spec.substr(colon + 1));
   if (colon == std::string::npos || model_spec.substr(0, colon) != "transformer") return nullptr;
   const std::string dir = model_spec.substr(colon + 1);
   return make_tokenizer(read_checkpoint_config(dir).tokenizer, dir + "/" + kCheckpointConfigFile);
