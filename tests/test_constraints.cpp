@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -18,6 +19,7 @@
 #include "draft/constrained_drafter.h"
 #include "draft/model_drafter.h"
 #include "draft/prompt_lookup_drafter.h"
+#include "harness/runner/experiment_config.h"
 #include "speculative_fixtures.h"
 #include "verify/constraints/json_schema.h"
 #include "verify/constraints/regex.h"
@@ -584,4 +586,34 @@ TEST_CASE("JSON schema constrained sampling on a byte-level model always yields 
       if (j.contains("tags")) CHECK(j["tags"].size() <= 2);
     }
   }
+}
+
+TEST_CASE("experiment files: [sampling] regex / json_schema sweeps and the [beam] section", "[constraints][runner]") {
+  const std::string dir = "/tmp/specula-constraints-ini-test";
+  std::filesystem::create_directories(dir);
+  const std::string schema = dir + "/s.json";
+  std::ofstream(schema) << R"({"type":"boolean"})";
+  auto write = [&](const std::string& sampling) {
+    const std::string path = dir + "/e.ini";
+    std::ofstream(path) << "[experiment]\ntarget = bigram:t.txt\nprompts = p.txt\n[draft]\ndrafter = prompt-lookup\n"
+                           "method = chain, beam\n[beam]\nwidth = 3\nlength_penalty = 0.5\n[sampling]\n"
+                        << sampling << "\n";
+    return path;
+  };
+  const ExperimentConfig c =
+      load_experiment(write("regex = none | (ab|c)+ | a{1,2}\njson_schema = none | " + schema), {});
+  CHECK(c.axes.at("sampling.regex") == std::vector<std::string>{"none", "(ab|c)+", "a{1,2}"});
+  CHECK(c.axes.at("sampling.json_schema") == std::vector<std::string>{"none", schema});
+  CHECK(c.beam.at("width") == "3");
+  CHECK_THAT(c.resolved_ini(),
+             Contains("regex = none | (ab|c)+ | a{1,2}") && Contains("[beam]") && Contains("length_penalty = 0.5"));
+  // Errors name the file, the line and the key, and the pattern's own position.
+  CHECK_THROWS_WITH(load_experiment(write("regex = (ab"), {}), Contains("e.ini:11") && Contains("sampling.regex") &&
+                                                                   Contains("regex '(ab'") && Contains("position 0"));
+  CHECK_THROWS_WITH(load_experiment(write("json_schema = " + dir + "/missing.json"), {}), Contains("cannot open"));
+  std::ofstream(schema) << R"({"type":"integer","minimum":0})";
+  CHECK_THROWS_WITH(load_experiment(write("json_schema = " + schema), {}), Contains("'minimum'"));
+  CHECK_THROWS_WITH(load_experiment(write("temperature = 1\n[beam]\nwidht = 2"), {}),
+                    Contains("unknown key 'beam.widht'"));
+  std::filesystem::remove_all(dir);
 }

@@ -175,6 +175,13 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
         if (k.rfind("draft.", 0) != 0) key += k + "=" + v + ";";
       if (!beam_settings.insert(key).second) continue;
       const BeamSearch search(target, target_params, beam_config(config));
+      {
+        // Warm-up (not recorded), as for the other methods.
+        BeamSearchConfig warm = search.config();
+        warm.max_new_tokens = std::min(warm.max_new_tokens, 8);
+        GenerationMetrics ignored;
+        BeamSearch(target, target_params, warm).search(prompts[0], ignored);
+      }
       for (int rep = 0; rep < config.repetitions; ++rep)
         for (size_t j = 0; j < prompts.size(); ++j) {
           RunRecord r;
