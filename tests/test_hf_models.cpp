@@ -282,6 +282,44 @@ TEST_CASE("safetensors: truncated or malformed files are errors naming the probl
   }
 }
 
+TEST_CASE("safetensors: random corruptions are errors or valid files, never crashes", "[hf]") {
+  TempDir dir("st-fuzz");
+  const std::vector<float> a(24, 0.5f);
+  const std::vector<uint16_t> b(7, 0x3c00);
+  const std::string good_path = dir.str("good.safetensors"), path = dir.str("fuzz.safetensors");
+  write_safetensors(good_path,
+                    {{"a", SafetensorsDtype::F32, {4, 6}, a.data()}, {"b", SafetensorsDtype::F16, {7}, b.data()}});
+  const std::string good = read_file(good_path);
+  std::mt19937 rng(17);
+  int opened = 0, refused = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    std::string bytes = good;
+    const int kind = trial % 3;
+    if (kind == 0) {  // truncate anywhere
+      bytes.resize(std::uniform_int_distribution<size_t>(0, good.size() - 1)(rng));
+    } else {  // overwrite 1-3 bytes, mostly in the length field and the header
+      const int n = std::uniform_int_distribution<int>(1, 3)(rng);
+      const size_t limit = kind == 1 ? 8 + 100 : good.size() - 1;
+      for (int i = 0; i < n; ++i)
+        bytes[std::uniform_int_distribution<size_t>(0, limit)(rng)] =
+            static_cast<char>(std::uniform_int_distribution<int>(0, 255)(rng));
+    }
+    write_file(path, bytes);
+    try {
+      const SafetensorsFile f(path);
+      ++opened;
+      for (const SafetensorsTensor& t : f.tensors()) {  // whatever opens stays inside the file
+        CHECK(t.bytes == static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype));
+        CHECK(t.offset + t.bytes <= f.file_size());
+      }
+    } catch (const Error&) {
+      ++refused;
+    }
+  }
+  CHECK(refused > 300);
+  CHECK(opened > 0);  // e.g. a changed digit of a value inside a tensor's data
+}
+
 // ------------------------------------------------------------------------------------------------ config.json
 
 TEST_CASE("hf config: the Llama family is read; other architectures and settings are refused by name", "[hf]") {

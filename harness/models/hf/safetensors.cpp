@@ -87,7 +87,8 @@ SafetensorsTensor parse_entry(const std::string& name, const json& entry, const 
     if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<int64_t>() >= 0))
       fail(what, ": shape ", shape->dump(), " must hold non-negative integers");
     const uint64_t n = d.get<uint64_t>();
-    if (n != 0 && numel > (uint64_t{1} << 62) / n) fail(what, ": shape ", shape->dump(), " is impossibly large");
+    // Bound numel so that numel x 8 bytes cannot overflow below.
+    if (n != 0 && numel > (uint64_t{1} << 60) / n) fail(what, ": shape ", shape->dump(), " is impossibly large");
     numel *= n;
     t.shape.push_back(static_cast<int64_t>(n));
   }
