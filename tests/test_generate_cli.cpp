@@ -142,3 +142,18 @@ TEST_CASE("--device cuda without a usable GPU is a clear error, not a crash", "[
   CHECK_THAT(run_specula("sample --logits " + logits + " --num-samples 3 --seed 1 --device tpu").err,
              Contains("tpu"));
 }
+
+TEST_CASE("generate --prompt TEXT prints the decoded continuation for models with a tokenizer", "[cli][generate]") {
+  const std::string models = std::string(SPECULA_SOURCE_DIR) + "/results/models/";
+  const CliResult r = run_specula("generate --target transformer:" + models + "target --draft transformer:" + models +
+                                  "draft --method chain --prompt 'ROMEO:' --max-new-tokens 24 --temperature 0");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.rfind("ROMEO:", 0) == 0);
+  CHECK(r.out.size() == std::string("ROMEO:").size() + 24 + 1);  // byte tokens: one character each, then '\n'
+  TempDir dir;
+  const CliResult no_tokenizer = run_specula("generate --target bigram:" + dir.write("t.txt", kTarget) +
+                                             " --prompt 'hello' --max-new-tokens 2");
+  CHECK(no_tokenizer.exit_code == 1);
+  CHECK_THAT(no_tokenizer.err, Contains("has no tokenizer"));
+}

@@ -22,6 +22,32 @@
 namespace specula::cli {
 namespace {
 
+// The prompt: --prompt TEXT through the target's tokenizer, or --prompt-tokens ids.
+std::vector<Token> read_prompt(const po::variables_map& vm, const LanguageModel& target) {
+  if (vm.count("prompt") && vm.count("prompt-tokens")) fail("give --prompt TEXT or --prompt-tokens IDS, not both");
+  std::vector<Token> prompt;
+  if (vm.count("prompt")) {
+    const auto tokenizer = load_tokenizer_for(vm["target"].as<std::string>());
+    if (!tokenizer) fail("--prompt: the target ", target.description(), " has no tokenizer; use --prompt-tokens");
+    prompt = tokenizer->encode(vm["prompt"].as<std::string>());
+  }
+  if (vm.count("prompt-tokens")) prompt = parse_token_list(vm["prompt-tokens"].as<std::string>(), "prompt-tokens");
+  for (Token t : prompt)
+    if (t >= target.vocab_size())
+      fail("--prompt-tokens: token id ", t, " is outside the vocabulary [0, ", target.vocab_size(), ")");
+  return prompt;
+}
+
+// With --prompt TEXT the continuations are printed as text on stdout, one block per sample.
+void print_decoded(const po::variables_map& vm, const std::vector<std::vector<Token>>& continuations) {
+  if (!vm.count("prompt")) return;
+  const auto tokenizer = load_tokenizer_for(vm["target"].as<std::string>());
+  for (size_t i = 0; i < continuations.size(); ++i) {
+    if (continuations.size() > 1) std::cout << "--- sample " << i << " ---\n";
+    std::cout << vm["prompt"].as<std::string>() << tokenizer->decode(continuations[i]) << "\n";
+  }
+}
+
 // `--method beam`: one deterministic search from the prompt.
 int beam_search_command(const po::variables_map& vm, std::shared_ptr<const LanguageModel> target,
                         const SamplingParams& params, const GenerationConfig& generation) {
@@ -36,11 +62,7 @@ int beam_search_command(const po::variables_map& vm, std::shared_ptr<const Langu
   config.early_stopping = vm["early-stopping"].as<bool>();
   config.num_return = vm["num-return"].as<int32_t>();
   config.max_new_tokens = generation.max_new_tokens;
-  std::vector<Token> prompt;
-  if (vm.count("prompt-tokens")) prompt = parse_token_list(vm["prompt-tokens"].as<std::string>(), "prompt-tokens");
-  for (Token t : prompt)
-    if (t >= target->vocab_size())
-      fail("--prompt-tokens: token id ", t, " is outside the vocabulary [0, ", target->vocab_size(), ")");
+  const std::vector<Token> prompt = read_prompt(vm, *target);
   const BeamSearch search(target, params, config);
   GenerationMetrics metrics;
   const BeamSearchOutput result = search.search(prompt, metrics);
@@ -50,10 +72,13 @@ int beam_search_command(const po::variables_map& vm, std::shared_ptr<const Langu
     for (size_t i = 0; i < tokens.size(); ++i) line += (i ? " " : "") + std::to_string(tokens[i]);
     return line;
   };
-  const std::string output_path = vm["output"].as<std::string>();
-  std::ofstream out(output_path);
-  if (!out) fail("--output: cannot write '", output_path, "'");
-  out << ids(result.nbest[0].tokens) << '\n';
+  print_decoded(vm, {result.nbest[0].tokens});
+  if (vm.count("output")) {
+    const std::string output_path = vm["output"].as<std::string>();
+    std::ofstream out(output_path);
+    if (!out) fail("--output: cannot write '", output_path, "'");
+    out << ids(result.nbest[0].tokens) << '\n';
+  }
   if (vm.count("nbest-output")) {
     const std::string path = vm["nbest-output"].as<std::string>();
     std::ofstream nbest(path);
@@ -88,6 +113,7 @@ int generate_command(const Args& args) {
     ("tree", po::value<std::string>(), "tree shape for --method tree: children per depth, e.g. 2,2,1")
     ("tree-sampling", po::value<std::string>()->default_value("iid"), "sibling scheme: iid | without-replacement | topk")
     ("prompt-tokens", po::value<std::string>(), "prompt token ids, e.g. 0,3")
+    ("prompt", po::value<std::string>(), "prompt text (models with a tokenizer); the continuations are printed")
     ("max-new-tokens", po::value<int32_t>(), "tokens generated per sample (output is cut to exactly this)")
     ("num-samples", po::value<int64_t>()->default_value(1), "number of independent samples")
     ("seed", po::value<uint64_t>()->default_value(0), "Philox seed; sample n uses streams keyed by n")
@@ -121,8 +147,9 @@ int generate_command(const Args& args) {
   if (device == Device::cuda)
     fail("--device cuda: generation runs its models on the CPU LibTorch this build links; the CUDA sampler and "
          "verifier kernels are reachable through `specula sample --device cuda` and `specula bench --device cuda`");
-  for (const char* required : {"target", "max-new-tokens", "output"})
+  for (const char* required : {"target", "max-new-tokens"})
     if (!vm.count(required)) fail("--", required, " is required");
+  if (!vm.count("output") && !vm.count("prompt")) fail("--output FILE is required (or --prompt TEXT to print text)");
 
   SamplingParams target_params;
   read_sampler_options(vm, target_params);
@@ -160,11 +187,7 @@ int generate_command(const Args& args) {
   if (beam) return beam_search_command(vm, target, target_params, config);
   std::shared_ptr<const DrafterFactory> drafter;
   if (vm.count("draft")) drafter = load_drafter(vm["draft"].as<std::string>(), draft_params, target, target_params);
-  std::vector<Token> prompt;
-  if (vm.count("prompt-tokens")) prompt = parse_token_list(vm["prompt-tokens"].as<std::string>(), "prompt-tokens");
-  for (Token t : prompt)
-    if (t >= target->vocab_size())
-      fail("--prompt-tokens: token id ", t, " is outside the vocabulary [0, ", target->vocab_size(), ")");
+  const std::vector<Token> prompt = read_prompt(vm, *target);
 
   const Generator generator(target, target_params, drafter, config);
   const int64_t n = vm["num-samples"].as<int64_t>();
@@ -176,17 +199,19 @@ int generate_command(const Args& args) {
   GenerationMetrics metrics;
   const std::vector<SequenceOutput> outputs = generator.generate_many(prompt, 0, n, metrics);
 
-  const std::string output_path = vm["output"].as<std::string>();
-  std::ofstream out(output_path);
-  if (!out) fail("--output: cannot write '", output_path, "'");
-  std::string line;
-  for (const SequenceOutput& s : outputs) {
-    line.clear();
-    for (size_t i = 0; i < s.tokens.size(); ++i) {
-      if (i) line += ' ';
-      line += std::to_string(s.tokens[i]);
+  std::vector<std::vector<Token>> continuations;
+  for (const SequenceOutput& s : outputs) continuations.push_back(s.tokens);
+  print_decoded(vm, continuations);
+  if (vm.count("output")) {
+    const std::string output_path = vm["output"].as<std::string>();
+    std::ofstream out(output_path);
+    if (!out) fail("--output: cannot write '", output_path, "'");
+    std::string line;
+    for (const std::vector<Token>& tokens : continuations) {
+      line.clear();
+      for (size_t i = 0; i < tokens.size(); ++i) line += (i ? " " : "") + std::to_string(tokens[i]);
+      out << line << '\n';
     }
-    out << line << '\n';
   }
   if (vm.count("metrics-json")) {
     const std::string path = vm["metrics-json"].as<std::string>();
