@@ -5,6 +5,7 @@
 
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
+#include "harness/log.h"
 #include "harness/runner/experiment_runner.h"
 #include "harness/runner/sweep.h"
 #include "verify/error.h"
@@ -46,7 +47,8 @@ int run_command(const Args& args) {
     ("set", po::value<std::vector<std::string>>()->composing(), "override a value: section.key=value (repeatable)")
     ("shard", po::value<std::string>(), "run the i-th of N deterministic slices of the sweep: i/N")
     ("no-plots", po::bool_switch(), "do not plot at the end (run `specula plot DIR` later)")
-    ("quiet,q", po::bool_switch(), "no progress output");
+    ("log-level", po::value<std::string>(), "error | warn | info | debug (default info, or $SPECULA_LOG_LEVEL)")
+    ("quiet,q", po::bool_switch(), "no progress output; only errors are logged");
   // clang-format on
   po::positional_options_description positional;
   positional.add("experiment", 1);
@@ -66,6 +68,8 @@ int run_command(const Args& args) {
   if (vm.count("set")) options.overrides = vm["set"].as<std::vector<std::string>>();
   if (vm.count("shard")) std::tie(options.shard_index, options.shard_count) = parse_shard(vm["shard"].as<std::string>());
   options.quiet = vm["quiet"].as<bool>();
+  if (vm.count("log-level")) set_log_level(parse_log_level(vm["log-level"].as<std::string>()));
+  if (options.quiet) set_log_level(LogLevel::error);
   options.command_line = join_args("run", args);
   const std::string dir = run_experiment(vm["experiment"].as<std::string>(), options);
   if (!vm["no-plots"].as<bool>() && options.shard_count == 1) plot_results(dir, options.quiet);

@@ -10,6 +10,7 @@
 #include "harness/config/command_options.h"
 #include "harness/generation/beam_search.h"
 #include "harness/generation/generator.h"
+#include "harness/log.h"
 #include "harness/models/compute_threads.h"
 #include "harness/models/model_source.h"
 #include "harness/models/tokenizer.h"
@@ -148,6 +149,8 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
   set_compute_threads(config.threads);
   const std::shared_ptr<const LanguageModel> target = load_language_model(config.target, "experiment.target");
   const std::vector<std::vector<int32_t>> prompts = load_prompts(config, config.target);
+  log(LogLevel::info, "experiment ", config.name, ": target ", target->description(), ", ", settings.size(),
+      " settings x ", prompts.size(), " prompts x ", config.repetitions, " repetitions");
 
   std::string folder = utc_timestamp(true) + "-" + git_revision();
   if (options.shard_count > 1)
@@ -247,6 +250,13 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
         records.push_back(std::move(r));
         progress.update(++done, setting.baseline ? "baseline " + setting.id : setting.id);
       }
+    }
+    if (log_level() >= LogLevel::debug) {
+      GenerationMetrics total;
+      for (const RunRecord& r : records)
+        if (r.setting_id == setting.id) total.merge(r.metrics);
+      log(LogLevel::debug, setting.id, ": ", total.new_tokens, " tokens, acceptance ", total.acceptance_rate(),
+          ", tokens/step ", total.mean_accepted_length());
     }
   }
   progress.finish();
