@@ -92,6 +92,9 @@ def main():
                 ax.plot(ks, exp, linestyle=":", color=color, alpha=0.8)
         if metric == "speedup":
             ax.axhline(1.0, color="grey", linewidth=0.8)
+        all_k = sorted({number(r["draft.num_draft_tokens"]) for r in chains})
+        if all_k:
+            ax.set_xticks(all_k)
         ax.set_xlabel("draft length K (tokens)")
         ax.set_ylabel(ylabel)
         ax.set_title(("Acceptance (dotted: mean sum min(p,q))" if metric == "alpha" else
