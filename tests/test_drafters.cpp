@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "speculative_fixtures.h"
 #include "draft/ngram_drafter.h"
 #include "draft/ngram_model.h"
 #include "draft/prompt_lookup_drafter.h"
@@ -57,46 +58,13 @@ std::vector<Token> sample_sequence(const TableModel& model, Token first, size_t 
   return out;
 }
 
-// Exact law of the L-token continuations of `prompt` (index = sum x_t V^(L-1-t)) under autoregressive
-// sampling through `pipeline`: P = prod_t p_t(x_t | prompt, x_<t), every p_t with its own history.
-std::vector<double> exact_law(const TableModel& model, const SamplerPipeline& pipeline,
-                              const std::vector<Token>& prompt, int32_t L) {
-  const int32_t V = model.vocab_size();
-  std::vector<double> law;
-  std::vector<float> p(V);
-  struct Frame {
-    std::vector<Token> context;
-    TokenHistory history;
-    double mass;
-  };
-  TokenHistory start;
-  start.prompt = prompt;
-  std::vector<Frame> level = {{prompt, start, 1.0}};
-  for (int32_t t = 0; t < L; ++t) {
-    std::vector<Frame> next;
-    for (const Frame& f : level) {
-      pipeline.process(model.row_after(f.context), f.history, p.data());
-      for (Token x = 0; x < V; ++x) {
-        Frame g{f.context, pipeline.advance(f.history, x, p.data()), f.mass * p[x]};
-        g.context.push_back(x);
-        next.push_back(std::move(g));
-      }
-    }
-    level = std::move(next);
-  }
-  for (const Frame& f : level) law.push_back(f.mass);
-  return law;
-}
-
 std::vector<int64_t> tally(const std::vector<SequenceOutput>& outputs, int32_t V, int32_t L) {
   size_t cells = 1;
   for (int32_t t = 0; t < L; ++t) cells *= V;
   std::vector<int64_t> counts(cells, 0);
   for (const SequenceOutput& s : outputs) {
     REQUIRE(static_cast<int32_t>(s.tokens.size()) == L);
-    size_t index = 0;
-    for (Token x : s.tokens) index = index * V + static_cast<size_t>(x);
-    ++counts[index];
+    ++counts[testing::sequence_index(s.tokens, V)];
   }
   return counts;
 }
@@ -627,7 +595,7 @@ TEST_CASE("drafters are exact: G-test of all V^3 continuations through the Gener
   params.repetition_penalty = 1.3f;
   const std::vector<Token> prompt = {0, 1, 2, 0, 1, 2, 0, 1};  // repetitive: prompt lookup finds matches
   const SamplerPipeline pipeline(params, V);
-  std::vector<double> law = exact_law(*target, pipeline, prompt, L);
+  std::vector<double> law = testing::exact_sequence_law(*target, pipeline, prompt, L);
   double total = 0.0;
   for (double v : law) total += v;
   REQUIRE(total == Approx(1.0).epsilon(1e-5));  // float32 rows: renormalise the product law in float64
