@@ -1,6 +1,8 @@
 #include "verify/sampler_pipeline.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -12,12 +14,7 @@
 namespace specula {
 namespace {
 
-void check_logits(const float* logits, int32_t size) {
-  for (int32_t i = 0; i < size; ++i) {
-    if (std::isnan(logits[i])) fail("logits: token ", i, " is NaN");
-    if (logits[i] == std::numeric_limits<float>::infinity()) fail("logits: token ", i, " is +inf");
-  }
-}
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Penalties index the row by history tokens, so an id outside the vocabulary must be an error, not a read
 // or write out of bounds.
@@ -33,15 +30,70 @@ double mirostat_mu(const SamplingParams& s, const TokenHistory& h) {
   return std::isnan(h.mirostat_mu) ? 2.0 * s.mirostat_tau : h.mirostat_mu;
 }
 
-void apply_filter(FilterStage stage, LogitsRow row, const SamplingParams& s, const TokenHistory& h) {
+void apply_filter(FilterStage stage, Candidates& c, const SamplingParams& s, const TokenHistory& h) {
   switch (stage) {
-    case FilterStage::min_p: return apply_min_p(row, s.min_p);
-    case FilterStage::top_k: return apply_top_k(row, s.top_k);
-    case FilterStage::top_p: return apply_top_p(row, s.top_p);
-    case FilterStage::typical_p: return apply_typical_p(row, s.typical_p);
-    case FilterStage::tfs_z: return apply_tfs_z(row, s.tfs_z);
-    case FilterStage::mirostat: return apply_mirostat_v2(row, mirostat_mu(s, h));
+    case FilterStage::min_p: return apply_min_p(c, s.min_p);
+    case FilterStage::top_k: return apply_top_k(c, s.top_k);
+    case FilterStage::top_p: return apply_top_p(c, s.top_p);
+    case FilterStage::typical_p: return apply_typical_p(c, s.typical_p);
+    case FilterStage::tfs_z: return apply_tfs_z(c, s.tfs_z);
+    case FilterStage::mirostat: return apply_mirostat_v2(c, mirostat_mu(s, h));
   }
+}
+
+// A logit x lowered by a margin far wider than the float32 rounding of x * inv (relative 2^-24, absolute
+// 2^-150 among subnormals), and rounded down: no logit below the result can reach x after temperature.
+float lowered(double x, float inv) {
+  const double y = x - std::fabs(x) * 1e-6 - (1e-30 + 1e-38 / static_cast<double>(inv));
+  const float f = static_cast<float>(y);
+  return f > y ? std::nextafter(f, kNegInf) : f;
+}
+
+// The first cut: a threshold on the penalised logits (before temperature) below which the first filter
+// removes every token, so the filters need only see the tokens above it. min-p and top-k keep upper sets of
+// the logits, which temperature (a positive factor, rounding monotonically) maps to upper sets, so each
+// gives one; any other first filter gets no cut (-inf: every token that is not -inf is a candidate), and
+// so do dynamic temperature (its factor depends on the whole row), rows holding NaN or +inf, and the
+// mutants that move stages across temperature.
+float first_cut(const SamplingParams& s, const RowSummary& row) {
+  if (row.unusual || row.max == kNegInf || s.dynatemp_range > 0.0f) return kNegInf;
+  if (mutant_on(Mutant::min_p_before_temperature) || mutant_on(Mutant::temperature_applied_twice) ||
+      mutant_on(Mutant::logit_bias_after_temperature))
+    return kNegInf;
+  const std::vector<FilterStage> filters = s.active_filters();
+  if (filters.empty()) return kNegInf;
+  const float inv = 1.0f / s.temperature;  // as apply_temperature
+  const float max_tempered = row.max * inv;
+  if (!std::isfinite(max_tempered)) return kNegInf;
+  if (filters[0] == FilterStage::min_p) {
+    // Tempered logits below the window's lower end fail min-p; map that bound back through temperature.
+    const MinPWindow w = min_p_window(max_tempered, s.min_p);
+    return w.lower == kNegInf ? kNegInf : lowered(static_cast<double>(w.lower) / static_cast<double>(inv), inv);
+  }
+  if (filters[0] == FilterStage::top_k) {
+    // The k-th largest chunk maximum: k distinct tokens are at least that large, so the k-th largest logit
+    // is too. The margin keeps tokens that temperature's rounding could tie with the k-th.
+    thread_local std::vector<float> maxima;
+    maxima.clear();
+    for (float m : row.chunk_max)
+      if (m != kNegInf) maxima.push_back(m);
+    const int32_t k = s.top_k;
+    if (static_cast<int32_t>(maxima.size()) < k) return kNegInf;
+    std::nth_element(maxima.begin(), maxima.begin() + (k - 1), maxima.end(), std::greater<float>());
+    return lowered(maxima[k - 1], inv);
+  }
+  return kNegInf;
+}
+
+// Step 1 of the pipeline: what removes tokens or biases them.
+void apply_step_1(LogitsRow row, const SamplingParams& s, const TokenHistory& h) {
+  apply_masks_and_bias(row, s, h);
+  apply_token_constraint(row, s, h);
+}
+
+// Is any logit finite? From the summary when the row holds neither NaN nor +inf, else by counting.
+bool any_finite(LogitsRow row, const RowSummary& summary) {
+  return summary.unusual ? count_finite(row) > 0 : summary.max != kNegInf;
 }
 
 }  // namespace
@@ -52,35 +104,52 @@ SamplerPipeline::SamplerPipeline(SamplingParams params, int32_t vocab_size)
 }
 
 void SamplerPipeline::process(const float* logits, const TokenHistory& history, float* probs) const {
-  check_logits(logits, vocab_size_);
-  check_history(history, vocab_size_);
+  // Per-thread scratch, reused from row to row: no allocation of vocabulary size per call.
   thread_local std::vector<float> scratch;
-  scratch.assign(logits, logits + vocab_size_);
+  thread_local RowSummary summary;
+  thread_local Candidates candidates;
+  scratch.resize(vocab_size_);
+  copy_checked_logits(logits, vocab_size_, scratch.data());
+  check_history(history, vocab_size_);
   LogitsRow row{scratch.data(), vocab_size_};
   const SamplingParams& s = params_;
 
-  apply_masks_and_bias(row, s, history);
-  apply_token_constraint(row, s, history);
-  if (count_finite(row) == 0)
-    fail("sampler pipeline: allowed_tokens / banned_tokens / bad_words / min_tokens leave no token at all");
+  apply_step_1(row, s, history);
   apply_penalties(row, s, history);
+  summarise_row(row, summary);
+  // The masks must leave a finite logit. Penalties never make a non-finite logit finite, so a finite one
+  // now settles it without a pass of its own; otherwise the masks are redone on a copy and counted.
+  if (!any_finite(row, summary)) {
+    thread_local std::vector<float> masked;
+    masked.assign(logits, logits + vocab_size_);
+    const LogitsRow before_penalties{masked.data(), vocab_size_};
+    apply_step_1(before_penalties, s, history);
+    if (count_finite(before_penalties) == 0)
+      fail("sampler pipeline: allowed_tokens / banned_tokens / bad_words / min_tokens leave no token at all");
+  }
 
+  Candidates& c = candidates;
   if (s.greedy()) {
-    apply_greedy(row);
+    collect_candidates(row, summary, summary.unusual ? kNegInf : summary.max, c);
+    apply_greedy(c);
   } else {
+    collect_candidates(row, summary, first_cut(s, summary), c);
     // The min-p mutant decides the min-p threshold before temperature (a classic ordering bug).
     const bool early_min_p = mutant_on(Mutant::min_p_before_temperature) && s.min_p > 0.0f;
-    if (early_min_p) apply_min_p(row, s.min_p);
+    if (early_min_p) apply_min_p(c, s.min_p);
     if (s.dynatemp_range > 0.0f)
-      apply_dynamic_temperature(row, s);
+      apply_dynamic_temperature(c, s);
     else
-      apply_temperature(row, s.temperature);
+      apply_temperature(c, s.temperature);
     if (mutant_on(Mutant::logit_bias_after_temperature))
-      for (const auto& [t, bias] : s.logit_bias) row.logits[t] += bias;
+      for (const auto& [t, bias] : s.logit_bias) {
+        const auto it = std::lower_bound(c.ids.begin(), c.ids.end(), t);
+        if (it != c.ids.end() && *it == t) c.logits[it - c.ids.begin()] += bias;  // others stay -inf
+      }
     for (FilterStage stage : s.active_filters())
-      if (!(early_min_p && stage == FilterStage::min_p)) apply_filter(stage, row, s, history);
+      if (!(early_min_p && stage == FilterStage::min_p)) apply_filter(stage, c, s, history);
   }
-  softmax_row(row.logits, row.size, probs);
+  softmax_candidates(c, probs);
 }
 
 std::vector<float> SamplerPipeline::process(const std::vector<float>& logits, const TokenHistory& history) const {

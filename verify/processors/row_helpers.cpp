@@ -1,17 +1,82 @@
-// Row statistics shared by the filters.
+// Row scans shared by the stages, the selectors and the verifiers. The passes over whole rows are the only
+// O(V) work of the pipeline, so they are written as plain loops the compiler vectorises (integer tests on
+// the float bits, no branches) and built twice, for AVX2 and the baseline, with the CPU picking at load.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
+#include "kernels/sampler_math.h"
 #include "verify/error.h"
 #include "verify/logits_processors.h"
 
 namespace specula {
+namespace {
 
-float max_logit(LogitsRow row) {
-  float m = -std::numeric_limits<float>::infinity();
-  for (int32_t i = 0; i < row.size; ++i) m = row.logits[i] > m ? row.logits[i] : m;
-  return m;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr uint32_t kPosInfBits = 0x7f800000u;
+constexpr uint32_t kNegInfBits = 0xff800000u;
+constexpr int32_t kChunk = RowSummary::kChunk;
+
+uint32_t bits_of(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
 }
+
+// NaN or +inf: the values a logits row must not hold.
+uint32_t nan_or_pos_inf(float x) {
+  const uint32_t u = bits_of(x);
+  return static_cast<uint32_t>((u & 0x7fffffffu) > kPosInfBits) | static_cast<uint32_t>(u == kPosInfBits);
+}
+
+SPECULA_ROW_SCAN uint32_t copy_and_flag(const float* __restrict in, int32_t size, float* __restrict out) {
+  uint32_t bad = 0;
+#pragma omp simd reduction(| : bad)
+  for (int32_t i = 0; i < size; ++i) {
+    out[i] = in[i];
+    bad |= nan_or_pos_inf(in[i]);
+  }
+  return bad;
+}
+
+// Chunk maxima (NaN ignored) and whether any NaN or +inf occurs.
+SPECULA_ROW_SCAN uint32_t chunk_maxima(const float* __restrict x, int32_t size, float* __restrict chunk_max) {
+  uint32_t unusual = 0;
+  for (int32_t base = 0; base < size; base += kChunk) {
+    const int32_t end = std::min(size, base + kChunk);
+    float m = kNegInf;
+    uint32_t flag = 0;
+#pragma omp simd reduction(max : m) reduction(| : flag)
+    for (int32_t i = base; i < end; ++i) {
+      m = x[i] > m ? x[i] : m;
+      flag |= nan_or_pos_inf(x[i]);
+    }
+    chunk_max[base / kChunk] = m;
+    unusual |= flag;
+  }
+  return unusual;
+}
+
+// Is any of x[base, end) nonzero (-0 counts as zero, NaN as nonzero)?
+template <typename T>
+bool any_nonzero(const T* __restrict x, int32_t base, int32_t end) {
+  uint32_t any = 0;
+#pragma omp simd reduction(| : any)
+  for (int32_t i = base; i < end; ++i) any |= static_cast<uint32_t>(x[i] != T(0));
+  return any != 0;
+}
+
+SPECULA_ROW_SCAN void nonzero_ids_float(const float* __restrict row, int32_t size, std::vector<int32_t>& ids) {
+  for (int32_t base = 0; base < size; base += kChunk) {
+    const int32_t end = std::min(size, base + kChunk);
+    if (!any_nonzero(row, base, end)) continue;
+    for (int32_t i = base; i < end; ++i)
+      if (row[i] != 0.0f) ids.push_back(i);
+  }
+}
+
+}  // namespace
 
 int32_t count_finite(LogitsRow row) {
   int32_t n = 0;
@@ -19,32 +84,86 @@ int32_t count_finite(LogitsRow row) {
   return n;
 }
 
-std::vector<double> row_probabilities(LogitsRow row) {
-  const double m = max_logit(row);
-  std::vector<double> p(row.size, 0.0);
-  double z = 0.0;
-  for (int32_t i = 0; i < row.size; ++i) {
-    if (row.logits[i] == -std::numeric_limits<float>::infinity()) continue;
-    p[i] = std::exp(static_cast<double>(row.logits[i]) - m);
-    z += p[i];
-  }
-  for (double& v : p) v /= z;
-  return p;
-}
-
 void keep_only(LogitsRow row, const std::vector<char>& keep) {
   for (int32_t i = 0; i < row.size; ++i)
-    if (!keep[i]) row.logits[i] = -std::numeric_limits<float>::infinity();
+    if (!keep[i]) row.logits[i] = kNegInf;
 }
 
-void softmax_row(const float* logits, int32_t size, float* probs) {
-  double m = -std::numeric_limits<double>::infinity();
-  for (int32_t i = 0; i < size; ++i) m = logits[i] > m ? logits[i] : m;
-  if (m == -std::numeric_limits<double>::infinity()) fail("sampler pipeline: no token left to sample from");
+void copy_checked_logits(const float* logits, int32_t size, float* row) {
+  if (!copy_and_flag(logits, size, row)) return;
+  for (int32_t i = 0; i < size; ++i) {
+    if (std::isnan(logits[i])) fail("logits: token ", i, " is NaN");
+    if (logits[i] == std::numeric_limits<float>::infinity()) fail("logits: token ", i, " is +inf");
+  }
+}
+
+void summarise_row(LogitsRow row, RowSummary& summary) {
+  summary.chunk_max.resize((static_cast<size_t>(row.size) + kChunk - 1) / kChunk);
+  summary.unusual = chunk_maxima(row.logits, row.size, summary.chunk_max.data()) != 0;
+  float m = kNegInf;
+  for (float v : summary.chunk_max) m = v > m ? v : m;
+  summary.max = m;
+}
+
+void collect_candidates(LogitsRow row, const RowSummary& summary, float cut, Candidates& out) {
+  out.clear();
+  out.vocab_size = row.size;
+  const bool everything = cut == kNegInf;
+  for (int32_t base = 0; base < row.size; base += kChunk) {
+    if (!everything && !(summary.chunk_max[base / kChunk] >= cut)) continue;
+    const int32_t end = std::min(row.size, base + kChunk);
+    for (int32_t i = base; i < end; ++i) {
+      const float x = row.logits[i];
+      if (everything ? bits_of(x) != kNegInfBits : x >= cut) {
+        out.ids.push_back(i);
+        out.logits.push_back(x);
+      }
+    }
+  }
+}
+
+float max_logit(const Candidates& c) {
+  float m = kNegInf;
+  for (float x : c.logits) m = x > m ? x : m;
+  return m;
+}
+
+int32_t count_finite(const Candidates& c) {
+  int32_t n = 0;
+  for (float x : c.logits) n += std::isfinite(x) ? 1 : 0;
+  return n;
+}
+
+// As over the whole row: exp(x - max) in float64 for every logit that is not -inf, normalised by their sum
+// taken in id order.
+void candidate_probabilities(const Candidates& c, std::vector<double>& p) {
+  const double m = max_logit(c);
+  p.assign(c.ids.size(), 0.0);
   double z = 0.0;
-  for (int32_t i = 0; i < size; ++i) z += std::exp(static_cast<double>(logits[i]) - m);
+  for (size_t j = 0; j < p.size(); ++j) {
+    if (c.logits[j] == kNegInf) continue;
+    p[j] = std::exp(static_cast<double>(c.logits[j]) - m);
+    z += p[j];
+  }
+  for (double& v : p) v /= z;
+}
+
+void softmax_candidates(const Candidates& c, float* probs) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (float x : c.logits) m = x > m ? x : m;
+  if (m == -std::numeric_limits<double>::infinity()) fail("sampler pipeline: no token left to sample from");
+  thread_local std::vector<double> e;
+  e.resize(c.ids.size());
+  double z = 0.0;
+  for (size_t j = 0; j < e.size(); ++j) z += e[j] = std::exp(static_cast<double>(c.logits[j]) - m);
   const double inv = 1.0 / z;
-  for (int32_t i = 0; i < size; ++i) probs[i] = static_cast<float>(std::exp(static_cast<double>(logits[i]) - m) * inv);
+  std::memset(probs, 0, static_cast<size_t>(c.vocab_size) * sizeof(float));  // +0.0f is all zero bits
+  for (size_t j = 0; j < e.size(); ++j) probs[c.ids[j]] = static_cast<float>(e[j] * inv);
+}
+
+void nonzero_ids(const float* row, int32_t size, std::vector<int32_t>& ids) {
+  ids.clear();
+  nonzero_ids_float(row, size, ids);
 }
 
 }  // namespace specula
