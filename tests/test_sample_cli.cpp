@@ -413,7 +413,7 @@ TEST_CASE("specula sample: bad input exits non-zero with a message naming the pa
   const std::string bad_value = dir.write("bad_value.ini", "top_p = lots\n");
   expect_error(base + "--config '" + bad_value + "'", Contains(bad_value + ":1") && Contains("top_p"));
   const std::string out_of_range = dir.write("range.ini", "# comment\ntop_p = 1.5\n");
-  expect_error(base + "--config '" + out_of_range + "'", Contains("top_p") && Contains("1.5"));
+  expect_error(base + "--config '" + out_of_range + "'", Contains(out_of_range + ":2") && Contains("top_p") && Contains("1.5"));
   const std::string duplicate = dir.write("dup.ini", "top_k = 3\ntop_k = 4\n");
   expect_error(base + "--config '" + duplicate + "'", Contains(duplicate + ":2") && Contains("top_k"));
 }

@@ -49,8 +49,14 @@ po::variables_map parse_options(const std::vector<std::string>& args, const po::
       try {
         po::variables_map probe;
         po::store(one, probe);
+        // Sampler values are range-checked here too, so an error names the file and line.
+        SamplingParams checked;
+        read_sampler_options(probe, checked);
+        checked.validate(INT32_MAX);
         po::store(one, vm);  // values already given on the command line are kept: the command line wins
       } catch (const po::error& e) {
+        fail(entry.where(), ": key '", entry.key, "' = '", entry.value, "': ", e.what());
+      } catch (const Error& e) {
         fail(entry.where(), ": key '", entry.key, "' = '", entry.value, "': ", e.what());
       }
     }
