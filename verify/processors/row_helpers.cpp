@@ -40,39 +40,86 @@ SPECULA_ROW_SCAN uint32_t copy_and_flag(const float* __restrict in, int32_t size
   return bad;
 }
 
+// The largest of x[0, n) (NaN ignored; -inf when empty) and whether any NaN or +inf occurs. Inlined with a
+// constant n for full chunks, so the compiler unrolls it into whole vectors.
+inline float chunk_max_and_flag(const float* __restrict x, int32_t n, uint32_t& unusual) {
+  float m = kNegInf;
+  uint32_t flag = 0;
+#pragma omp simd reduction(max : m) reduction(| : flag)
+  for (int32_t i = 0; i < n; ++i) {
+    m = x[i] > m ? x[i] : m;
+    flag |= nan_or_pos_inf(x[i]);
+  }
+  unusual |= flag;
+  return m;
+}
+
 // Chunk maxima (NaN ignored) and whether any NaN or +inf occurs.
 SPECULA_ROW_SCAN uint32_t chunk_maxima(const float* __restrict x, int32_t size, float* __restrict chunk_max) {
   uint32_t unusual = 0;
-  for (int32_t base = 0; base < size; base += kChunk) {
-    const int32_t end = std::min(size, base + kChunk);
-    float m = kNegInf;
-    uint32_t flag = 0;
-#pragma omp simd reduction(max : m) reduction(| : flag)
-    for (int32_t i = base; i < end; ++i) {
-      m = x[i] > m ? x[i] : m;
-      flag |= nan_or_pos_inf(x[i]);
-    }
-    chunk_max[base / kChunk] = m;
-    unusual |= flag;
-  }
+  const int32_t full = size / kChunk;
+  for (int32_t c = 0; c < full; ++c) chunk_max[c] = chunk_max_and_flag(x + c * kChunk, kChunk, unusual);
+  if (full * kChunk < size) chunk_max[full] = chunk_max_and_flag(x + full * kChunk, size - full * kChunk, unusual);
   return unusual;
 }
 
-// Is any of x[base, end) nonzero (-0 counts as zero, NaN as nonzero)?
-template <typename T>
+// Is any of x[base, end) nonzero (-0 counts as zero, NaN as nonzero)? N, when given, is end - base known at
+// compile time (a full block), so the loop unrolls into whole vectors.
+template <int32_t N = 0, typename T>
 bool any_nonzero(const T* __restrict x, int32_t base, int32_t end) {
+  const int32_t n = N > 0 ? N : end - base;
+  x += base;
   uint32_t any = 0;
 #pragma omp simd reduction(| : any)
-  for (int32_t i = base; i < end; ++i) any |= static_cast<uint32_t>(x[i] != T(0));
+  for (int32_t i = 0; i < n; ++i) any |= static_cast<uint32_t>(x[i] != T(0));
   return any != 0;
 }
 
+// Is any of x[base, end) >= cut? (N as in any_nonzero.)
+template <int32_t N = 0>
+bool any_at_least(const float* __restrict x, int32_t base, int32_t end, float cut) {
+  const int32_t n = N > 0 ? N : end - base;
+  x += base;
+  uint32_t any = 0;
+#pragma omp simd reduction(| : any)
+  for (int32_t i = 0; i < n; ++i) any |= static_cast<uint32_t>(x[i] >= cut);
+  return any != 0;
+}
+
+// Blocks of 512 tested at once, then blocks of 32, then single entries: a support of a few dozen tokens
+// costs one vectorised read of the row and a few short scans.
 SPECULA_ROW_SCAN void nonzero_ids_float(const float* __restrict row, int32_t size, std::vector<int32_t>& ids) {
-  for (int32_t base = 0; base < size; base += kChunk) {
-    const int32_t end = std::min(size, base + kChunk);
-    if (!any_nonzero(row, base, end)) continue;
-    for (int32_t i = base; i < end; ++i)
-      if (row[i] != 0.0f) ids.push_back(i);
+  constexpr int32_t kOuter = 512, kInner = 32;
+  for (int32_t outer = 0; outer < size; outer += kOuter) {
+    const int32_t outer_end = std::min(size, outer + kOuter);
+    if (!(outer_end - outer == kOuter ? any_nonzero<kOuter>(row, outer, outer_end) : any_nonzero(row, outer, outer_end)))
+      continue;
+    for (int32_t base = outer; base < outer_end; base += kInner) {
+      const int32_t end = std::min(outer_end, base + kInner);
+      if (!(end - base == kInner ? any_nonzero<kInner>(row, base, end) : any_nonzero(row, base, end))) continue;
+      for (int32_t i = base; i < end; ++i)
+        if (row[i] != 0.0f) ids.push_back(i);
+    }
+  }
+}
+
+// The chunks whose maximum reaches the cut, in blocks of 16 tested at once.
+SPECULA_ROW_SCAN void collect_at_least(const float* __restrict x, int32_t size, const float* chunk_max, float cut,
+                                       Candidates& out) {
+  constexpr int32_t kInner = 16;
+  for (int32_t chunk = 0; chunk * kChunk < size; ++chunk) {
+    if (!(chunk_max[chunk] >= cut)) continue;
+    const int32_t chunk_end = std::min(size, (chunk + 1) * kChunk);
+    for (int32_t base = chunk * kChunk; base < chunk_end; base += kInner) {
+      const int32_t end = std::min(chunk_end, base + kInner);
+      if (!(end - base == kInner ? any_at_least<kInner>(x, base, end, cut) : any_at_least(x, base, end, cut))) continue;
+      for (int32_t i = base; i < end; ++i) {
+        if (x[i] >= cut) {
+          out.ids.push_back(i);
+          out.logits.push_back(x[i]);
+        }
+      }
+    }
   }
 }
 
@@ -108,16 +155,14 @@ void summarise_row(LogitsRow row, RowSummary& summary) {
 void collect_candidates(LogitsRow row, const RowSummary& summary, float cut, Candidates& out) {
   out.clear();
   out.vocab_size = row.size;
-  const bool everything = cut == kNegInf;
-  for (int32_t base = 0; base < row.size; base += kChunk) {
-    if (!everything && !(summary.chunk_max[base / kChunk] >= cut)) continue;
-    const int32_t end = std::min(row.size, base + kChunk);
-    for (int32_t i = base; i < end; ++i) {
-      const float x = row.logits[i];
-      if (everything ? bits_of(x) != kNegInfBits : x >= cut) {
-        out.ids.push_back(i);
-        out.logits.push_back(x);
-      }
+  if (cut != kNegInf) {
+    collect_at_least(row.logits, row.size, summary.chunk_max.data(), cut, out);
+    return;
+  }
+  for (int32_t i = 0; i < row.size; ++i) {
+    if (bits_of(row.logits[i]) != kNegInfBits) {
+      out.ids.push_back(i);
+      out.logits.push_back(row.logits[i]);
     }
   }
 }
