@@ -125,5 +125,10 @@ void nonzero_ids(const float* row, int32_t size, std::vector<int32_t>& ids);
 // ids[j], ids ascending. The same float64 sums in the same order, hence the same token for the same u.
 Token sample_listed_weights(const int32_t* ids, const double* weights, int32_t n, double u);
 Token sample_listed_weights(const int32_t* ids, const float* row, int32_t n, double u);  // weight of id = row[id]
+// The verifiers' residual draw (sample_residual) when the residual is zero outside `support`, the ascending
+// nonzero ids of `fallback` (weights[j] belongs to support[j]): the fallback is drawn from when every
+// weight is zero. Throws when both are empty.
+Token sample_support_residual(const std::vector<int32_t>& support, const std::vector<double>& weights,
+                              const float* fallback, double u);
 
 }  // namespace specula

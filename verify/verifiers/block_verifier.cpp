@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/sampler_math.h"
+#include "verify/logits_processors.h"
 #include "verify/mutants.h"
 #include "verify/verifiers/verification.h"
 
@@ -25,6 +26,16 @@ VerifyOutcome verify_block(const float* p, const TokenTree& chain, int32_t vocab
     if (q_d <= 0.0) ++out.q_zero_errors;
     w[i] = block_capped_ratio(w[i - 1], p_row(i - 1)[d], q_d);
   }
+  // Residual weights (w p - q)+ are zero wherever p is (q >= 0), so sums over a row visit only p's support:
+  // the same terms in the same order as a loop over the vocabulary. `support` holds that of row `support_row`.
+  thread_local std::vector<int32_t> support;
+  thread_local std::vector<double> residual;
+  int32_t support_row = -1;
+  auto support_of = [&](int32_t row) -> const std::vector<int32_t>& {
+    if (support_row != row) nonzero_ids(p_row(row), vocab_size, support);
+    support_row = row;
+    return support;
+  };
   // Backward scan: the largest i whose stop test passes (equivalently, the last passing i going forward).
   int32_t tau = 0;
   for (int32_t i = gamma; i >= 1; --i) {
@@ -35,7 +46,7 @@ VerifyOutcome verify_block(const float* p, const TokenTree& chain, int32_t vocab
       const float* p_next = p_row(i);
       const std::vector<float>& q_next = chain.q_at_row(i);
       double r = 0.0;
-      for (int32_t x = 0; x < vocab_size; ++x) r += block_residual_weight(w[i], p_next[x], q_next[x]);
+      for (const Token x : support_of(i)) r += block_residual_weight(w[i], p_next[x], q_next[x]);
       h = block_stop_probability(r, w[i]);
     }
     if (accept_uniform(rng, static_cast<uint32_t>(i)) <= h) {
@@ -57,10 +68,11 @@ VerifyOutcome verify_block(const float* p, const TokenTree& chain, int32_t vocab
   const float* p_next = p_row(tau);
   const std::vector<float>& q_next = chain.q_at_row(tau);
   const double scale = mutant_on(Mutant::block_tokenwise_residual) ? 1.0 : w[tau];
-  std::vector<double> residual(vocab_size);
-  for (int32_t x = 0; x < vocab_size; ++x) residual[x] = block_residual_weight(scale, p_next[x], q_next[x]);
+  const std::vector<int32_t>& ids = support_of(tau);
+  residual.resize(ids.size());
+  for (size_t j = 0; j < ids.size(); ++j) residual[j] = block_residual_weight(scale, p_next[ids[j]], q_next[ids[j]]);
   const double v = rng.key(RandomRole::residual, static_cast<uint32_t>(tau)).uniform();
-  out.emitted.push_back(sample_residual(residual, p_next, vocab_size, v));
+  out.emitted.push_back(sample_support_residual(ids, residual, p_next, v));
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "kernels/sampler_math.h"
+#include "verify/logits_processors.h"
 #include "verify/mutants.h"
 #include "verify/verifiers/verification.h"
 
@@ -40,7 +41,8 @@ VerifyOutcome verify_greedy(const float* p, const TokenTree& chain, int32_t voca
 
 VerifyOutcome verify_chain(const float* p, const TokenTree& chain, int32_t vocab_size, const StepRandom& rng) {
   VerifyOutcome out;
-  std::vector<double> residual(vocab_size);
+  thread_local std::vector<int32_t> support;
+  thread_local std::vector<double> residual;
   for (int32_t i = 0; i < chain.size(); ++i) {
     const float* p_i = row_ptr(p, i, vocab_size);
     const std::vector<float>& q_i = chain.q_at_row(i);
@@ -57,19 +59,23 @@ VerifyOutcome verify_chain(const float* p, const TokenTree& chain, int32_t vocab
       ++out.accepted;
       continue;
     }
-    // Rejected: draw from norm((p - q)+), unnormalised (ALGORITHMS.md §1).
-    for (int32_t x = 0; x < vocab_size; ++x) {
+    // Rejected: draw from norm((p - q)+), unnormalised (ALGORITHMS.md §1). (p - q)+ is zero wherever p is,
+    // so only p's support is visited: the same weights in the same order as a loop over the vocabulary.
+    nonzero_ids(p_i, vocab_size, support);
+    residual.resize(support.size());
+    for (size_t j = 0; j < support.size(); ++j) {
+      const Token x = support[j];
       const double q_x = point_mass ? (x == d ? 1.0 : 0.0) : q_i[x];
-      residual[x] = residual_weight(p_i[x], q_x);
-      if (mutant_on(Mutant::residual_not_subtracted)) residual[x] = p_i[x];
-      if (mutant_on(Mutant::residual_zero_draft_token)) residual[x] = x == d ? 0.0 : p_i[x];
+      residual[j] = residual_weight(p_i[x], q_x);
+      if (mutant_on(Mutant::residual_not_subtracted)) residual[j] = p_i[x];
+      if (mutant_on(Mutant::residual_zero_draft_token)) residual[j] = x == d ? 0.0 : p_i[x];
     }
     // The residual's uniform comes from its own stream; the mutant reuses the accept test's uniform,
     // which given a rejection is biased towards large values.
     const double v = mutant_on(Mutant::uniform_shared_accept_residual)
                          ? u
                          : rng.key(RandomRole::residual, static_cast<uint32_t>(i)).uniform();
-    out.emitted.push_back(sample_residual(residual, p_i, vocab_size, v));
+    out.emitted.push_back(sample_support_residual(support, residual, p_i, v));
     return out;
   }
   emit_bonus(out, p, chain, vocab_size, rng);
@@ -79,10 +85,12 @@ VerifyOutcome verify_chain(const float* p, const TokenTree& chain, int32_t vocab
 VerifyOutcome verify_typical(const float* p, const TokenTree& chain, int32_t vocab_size, const StepRandom& rng,
                              const TypicalAcceptance& params) {
   VerifyOutcome out;
+  thread_local std::vector<int32_t> support;
   for (int32_t i = 0; i < chain.size(); ++i) {
     const float* p_i = row_ptr(p, i, vocab_size);
-    double entropy = 0.0;  // Medusa's entropy: -sum p log(p + 1e-5)
-    for (int32_t x = 0; x < vocab_size; ++x) entropy -= p_i[x] * std::log(p_i[x] + 1e-5);
+    double entropy = 0.0;  // Medusa's entropy: -sum p log(p + 1e-5); zero p adds exact zeros
+    nonzero_ids(p_i, vocab_size, support);
+    for (const Token x : support) entropy -= p_i[x] * std::log(p_i[x] + 1e-5);
     const double threshold = std::min(params.epsilon, params.delta * std::exp(-entropy));
     if (!(p_i[chain.tokens[i]] > threshold)) {
       out.emitted.push_back(sample_categorical(p_i, vocab_size, rng.key(RandomRole::residual, static_cast<uint32_t>(i))));

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "verify/error.h"
+#include "verify/logits_processors.h"
 #include "verify/mutants.h"
 #include "verify/verifiers/verification.h"
 
@@ -12,6 +13,16 @@ Token sample_residual(const std::vector<double>& weights, const float* fallback,
   if (t >= 0) return t;
   // Every residual weight is zero: the rejection that led here has probability O(float eps).
   const Token f = sample_from_weights(fallback, vocab_size, u);
+  if (f < 0) fail("residual and fallback distributions are both empty");
+  return f;
+}
+
+Token sample_support_residual(const std::vector<int32_t>& support, const std::vector<double>& weights,
+                              const float* fallback, double u) {
+  const int32_t n = static_cast<int32_t>(support.size());
+  const Token t = sample_listed_weights(support.data(), weights.data(), n, u);
+  if (t >= 0) return t;
+  const Token f = sample_listed_weights(support.data(), fallback, n, u);
   if (f < 0) fail("residual and fallback distributions are both empty");
   return f;
 }

@@ -7,65 +7,82 @@
 //   iid:                  q_j = q                        (every draw, duplicates included, updates p)
 //   without replacement:  q_j = norm(q * 1[x not in c_<j])
 //   deterministic:        q_j = point mass at c_j         (accept with p(c_j), else zero it: EAGLE)
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "kernels/sampler_math.h"
+#include "verify/logits_processors.h"
 #include "verify/mutants.h"
 #include "verify/verifiers/verification.h"
 
 namespace specula {
 namespace {
 
-// The proposal law of child j given its earlier siblings.
-void sibling_proposal(const TokenTree& tree, const std::vector<float>& q, const std::vector<char>& drawn,
-                      Token child, int32_t vocab_size, std::vector<double>& q_j) {
-  const bool point_mass = q.empty() || tree.scheme == SiblingScheme::deterministic;
-  if (point_mass) {
-    std::fill(q_j.begin(), q_j.end(), 0.0);
-    q_j[child] = 1.0;
-    return;
-  }
-  double total = 0.0;
-  for (int32_t x = 0; x < vocab_size; ++x) {
-    const bool removed = tree.scheme == SiblingScheme::without_replacement && drawn[x];
-    q_j[x] = removed ? 0.0 : q[x];
-    total += q_j[x];
-  }
-  if (total > 0.0)
-    for (double& v : q_j) v /= total;
+bool contains(const std::vector<Token>& tokens, Token t) {
+  return std::find(tokens.begin(), tokens.end(), t) != tokens.end();
 }
+
+// The proposal law q_j of one child given its earlier siblings, evaluated token by token (it is only ever
+// needed on p's support and at the child itself).
+struct SiblingProposal {
+  bool point_mass = false;
+  Token child = -1;
+  const float* q = nullptr;
+  const std::vector<Token>* removed = nullptr;  // earlier siblings (without replacement), else null
+  double total = 0.0;                           // normaliser of the q with earlier siblings removed
+
+  double operator()(Token x) const {
+    if (point_mass) return x == child ? 1.0 : 0.0;
+    const double v = removed && contains(*removed, x) ? 0.0 : static_cast<double>(q[x]);
+    return total > 0.0 ? v / total : v;
+  }
+};
 
 }  // namespace
 
+// Every law here is zero outside the support of the row's p (p_cur only shrinks, and q's normaliser skips
+// exact zeros), so the vocabulary-wide sums run over the nonzero entries, in id order: the same float64
+// sums, hence the same decisions and draws, as loops over the whole vocabulary.
 VerifyOutcome verify_tree(const float* p, const TokenTree& tree, int32_t vocab_size, const StepRandom& rng) {
   VerifyOutcome out;
   std::vector<std::vector<int32_t>> children(tree.size() + 1);
   for (int32_t n = 0; n < tree.size(); ++n) children[tree.parent[n] + 1].push_back(n);
 
-  std::vector<double> p_cur(vocab_size), q_j(vocab_size), updated(vocab_size);
-  std::vector<char> drawn(vocab_size);
+  thread_local std::vector<int32_t> support, q_support;  // nonzero ids of the row's p and of its q
+  thread_local std::vector<double> p_cur, updated;       // [support]
+  thread_local std::vector<Token> drawn;                 // siblings tested so far
   int32_t row = 0;
   while (true) {
     const float* p_row = p + static_cast<size_t>(row) * vocab_size;
-    for (int32_t x = 0; x < vocab_size; ++x) p_cur[x] = p_row[x];
     if (children[row].empty()) {  // a leaf (or an empty tree): the bonus token from this row's p
       out.all_accepted = row > 0;
       if (!(row > 0 && mutant_on(Mutant::bonus_missing)))
         out.emitted.push_back(sample_categorical(p_row, vocab_size, rng.key(RandomRole::bonus, static_cast<uint32_t>(row))));
       return out;
     }
+    nonzero_ids(p_row, vocab_size, support);
+    p_cur.resize(support.size());
+    updated.resize(support.size());
+    for (size_t j = 0; j < support.size(); ++j) p_cur[j] = p_row[support[j]];
     const std::vector<float>& q = tree.q_at_row(row);
-    std::fill(drawn.begin(), drawn.end(), 0);
+    const bool point_mass = q.empty() || tree.scheme == SiblingScheme::deterministic;
+    if (!point_mass) nonzero_ids(q.data(), vocab_size, q_support);
+    drawn.clear();
     bool accepted = false;
     for (int32_t child : children[row]) {
       const Token c = tree.tokens[child];
-      if (mutant_on(Mutant::tree_merge_duplicate_siblings) && drawn[c]) continue;  // merged into one trial
-      sibling_proposal(tree, q, drawn, c, vocab_size, q_j);
-      drawn[c] = 1;
-      if (q_j[c] <= 0.0) ++out.q_zero_errors;
+      if (mutant_on(Mutant::tree_merge_duplicate_siblings) && contains(drawn, c)) continue;  // merged into one trial
+      SiblingProposal q_j{point_mass, c, point_mass ? nullptr : q.data(),
+                          tree.scheme == SiblingScheme::without_replacement ? &drawn : nullptr, 0.0};
+      if (!point_mass)
+        for (const Token x : q_support) q_j.total += q_j.removed && contains(drawn, x) ? 0.0 : static_cast<double>(q[x]);
+      const double q_c = q_j(c);
+      if (q_c <= 0.0) ++out.q_zero_errors;
       const double u = accept_uniform(rng, static_cast<uint32_t>(child + 1));
-      if (accept_draft_token(u, p_cur[c], q_j[c])) {
+      const auto at_c = std::lower_bound(support.begin(), support.end(), c);
+      const double p_c = at_c != support.end() && *at_c == c ? p_cur[at_c - support.begin()] : 0.0;
+      if (accept_draft_token(u, p_c, q_c)) {
         out.emitted.push_back(c);
         out.path.push_back(child);
         ++out.accepted;
@@ -75,13 +92,14 @@ VerifyOutcome verify_tree(const float* p, const TokenTree& tree, int32_t vocab_s
       }
       // p <- norm((p - q_j)+); if the residual is empty (p = q_j up to rounding) keep p.
       double total = 0.0;
-      for (int32_t x = 0; x < vocab_size; ++x) total += updated[x] = residual_weight(p_cur[x], q_j[x]);
+      for (size_t j = 0; j < support.size(); ++j) total += updated[j] = residual_weight(p_cur[j], q_j(support[j]));
       if (total > 0.0)
-        for (int32_t x = 0; x < vocab_size; ++x) p_cur[x] = updated[x] / total;
+        for (size_t j = 0; j < support.size(); ++j) p_cur[j] = updated[j] / total;
+      drawn.push_back(c);  // later siblings' laws exclude it (without replacement)
     }
     if (accepted) continue;
     const double v = rng.key(RandomRole::residual, static_cast<uint32_t>(row)).uniform();
-    const Token y = sample_from_weights(p_cur.data(), vocab_size, v);
+    const Token y = sample_listed_weights(support.data(), p_cur.data(), static_cast<int32_t>(support.size()), v);
     out.emitted.push_back(y >= 0 ? y : sample_categorical(p_row, vocab_size, rng.key(RandomRole::residual, row)));
     return out;
   }
