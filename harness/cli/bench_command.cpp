@@ -18,6 +18,7 @@
 
 #include "harness/bench/forward_benchmark.h"
 #include "harness/bench/sampler_benchmark.h"
+#include "harness/bench/verify_benchmark.h"
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
 #include "kernels/cuda_bench.h"
@@ -254,19 +255,151 @@ int bench_sampler(const Args& args) {
   return 0;
 }
 
+// One verification step per case over sampler passes per verified position, per (shape, V): the issue's
+// target is at most 1.2 for chain, tree and block.
+json verify_ratios_json(const bench::VerifyBenchResult& result) {
+  std::map<std::pair<std::string, int32_t>, std::map<std::string, const bench::VerifyBenchCase*>> by_shape;
+  for (const auto& c : result.cases) by_shape[{c.shape, c.vocab_size}][c.method] = &c;
+  json ratios = json::array();
+  for (const auto& [key, cases] : by_shape) {
+    const auto base = cases.find("sampler_passes");
+    for (const auto& [method, c] : cases) {
+      if (method == "sampler_passes") continue;
+      const double over = base == cases.end() ? std::nan("") : c->mean_us / base->second->mean_us;
+      ratios.push_back({{"method", method},
+                        {"shape", key.first},
+                        {"vocab_size", key.second},
+                        {"positions", c->positions},
+                        {"step_us", c->mean_us},
+                        {"step_us_per_position", c->mean_us / c->positions},
+                        {"step_over_sampler_passes", base == cases.end() ? json(nullptr) : json(over)},
+                        {"target_at_most", 1.2},
+                        {"met", base == cases.end() ? json(nullptr) : json(over <= 1.2)}});
+    }
+  }
+  return ratios;
+}
+
+int bench_verify(const Args& args) {
+  po::options_description desc(
+      "specula bench verify [options]\n\n"
+      "Times one speculative verification step (target rows through the sampler pipeline, then the\n"
+      "verifier) for chain and block at K in {1, 4, 8} and tree on shapes 2,2,1 and 4,2,1, for V in\n"
+      "{32000, 128256}, against one sampler pass (pipeline + draw) per verified position.\n"
+      "Options");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "show this help")
+    ("threads", po::value<int>()->default_value(1), "OpenMP threads")
+    ("min-time", po::value<double>()->default_value(0.5), "minimum measuring time per case, seconds")
+    ("output", po::value<std::string>(), "JSON report (default results/bench/verify-<hostname>.json)")
+    ("filter", po::value<std::string>()->default_value("."), "regex searched in verify/<method>/<shape>/V=<V>");
+  // clang-format on
+  const po::variables_map vm = parse_options(args, desc, "bench", "");
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  bench::VerifyBenchOptions options;
+  options.threads = vm["threads"].as<int>();
+  options.min_time_s = vm["min-time"].as<double>();
+  options.filter = vm["filter"].as<std::string>();
+  const std::filesystem::path output =
+      vm.count("output") ? vm["output"].as<std::string>() : "results/bench/verify-" + hostname() + ".json";
+
+  const std::string load_before = load_average();
+  const bench::VerifyBenchResult result = bench::run_verify_benchmarks(options);
+
+  json cases = json::array();
+  for (const auto& c : result.cases)
+    cases.push_back({{"name", c.name},
+                     {"method", c.method},
+                     {"shape", c.shape},
+                     {"vocab_size", c.vocab_size},
+                     {"positions", c.positions},
+                     {"iterations", c.iterations},
+                     {"mean_us_per_step", c.mean_us},
+                     {"mean_wall_us_per_step", c.mean_wall_us},
+                     {"mean_cpu_us_per_step", c.mean_cpu_us}});
+  json acceptance = json::array();
+  for (const auto& a : result.acceptance)
+    acceptance.push_back({{"method", a.method},
+                          {"shape", a.shape},
+                          {"vocab_size", a.vocab_size},
+                          {"steps", a.steps},
+                          {"mean_accepted", a.mean_accepted},
+                          {"all_accepted_rate", a.all_accepted_rate}});
+  const json ratios = verify_ratios_json(result);
+  const json report = {
+      {"benchmark", "verify"},
+      {"utc_time", utc_now()},
+      {"git_revision", command_output("git rev-parse --short HEAD 2>/dev/null")},
+      {"machine",
+       {{"hostname", hostname()},
+        {"cpu_model", cpu_model()},
+        {"logical_cores", std::thread::hardware_concurrency()},
+        {"threads_used", options.threads},
+        {"cpu_avx2", static_cast<bool>(__builtin_cpu_supports("avx2"))},
+        {"load_average_before", load_before},
+        {"load_average_after", load_average()},
+        {"compiler", __VERSION__},
+        {"build_type", SPECULA_BUILD_TYPE},
+        {"google_benchmark", "libbenchmark 1.7.1 (Debian)"}}},
+      {"options", {{"threads", options.threads}, {"min_time_s", options.min_time_s}, {"filter", options.filter}}},
+      {"time_basis", options.threads > 1 ? "wall time per step"
+                                         : "CPU time of the main thread per step (all work runs on it with one "
+                                           "thread; immune to other processes on a shared machine)"},
+      {"pipeline", result.pipeline},
+      {"workload", result.workload},
+      {"methods",
+       {{"chain", "process_tree_rows + verify_chain (token-wise rejection sampling)"},
+        {"block", "process_tree_rows + verify_block (block verification)"},
+        {"tree", "process_tree_rows + verify_tree (recursive rejection sampling, i.i.d. siblings)"},
+        {"sampler_passes", "SamplerPipeline::process + sample_categorical once per verified position"}}},
+      {"cases", cases},
+      {"acceptance", acceptance},
+      {"ratios", ratios},
+  };
+
+  if (output.has_parent_path()) std::filesystem::create_directories(output.parent_path());
+  std::ofstream out(output);
+  if (!out) fail("--output: cannot write ", output.string());
+  out << report.dump(2) << "\n";
+  if (!out.flush()) fail("--output: failed writing ", output.string());
+
+  std::cout << "\n"
+            << std::left << std::setw(8) << "method" << std::setw(14) << "shape" << std::setw(8) << "V" << std::right
+            << std::setw(12) << "step us" << std::setw(20) << "step/sampler_passes" << "\n";
+  for (const auto& r : ratios) {
+    std::ostringstream ratio;
+    if (r["step_over_sampler_passes"].is_null())
+      ratio << "-";
+    else
+      ratio << std::fixed << std::setprecision(2) << r["step_over_sampler_passes"].get<double>() << "x";
+    std::cout << std::left << std::setw(8) << r["method"].get<std::string>() << std::setw(14)
+              << r["shape"].get<std::string>() << std::setw(8) << r["vocab_size"].get<int>() << std::right
+              << std::setw(12) << std::fixed << std::setprecision(1) << r["step_us"].get<double>() << std::setw(20)
+              << ratio.str() << "\n";
+  }
+  std::cout << "target: a step costs at most 1.2x the sampler passes of its verified positions\n";
+  std::cout << "wrote " << output.string() << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int bench_command(const Args& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::cout << "usage: specula bench sampler [options]   (`specula bench sampler --help` for the options)\n";
+    std::cout << "usage: specula bench sampler|verify|forward [options]   (`specula bench sampler --help` for the options)\n";
     return args.empty() ? 2 : 0;
   }
   // --device cuda: the CUDA kernels' benchmarks (kernels/cuda_bench.h); --device cpu is the default.
   if (bench_wants_cuda(args)) return cuda_bench_command(args);
   if (without_device_option(args) != args) return bench_command(without_device_option(args));
   if (args[0] == "sampler") return bench_sampler(Args(args.begin() + 1, args.end()));
+  if (args[0] == "verify") return bench_verify(Args(args.begin() + 1, args.end()));
   if (args[0] == "forward") return bench::forward_benchmark_command(Args(args.begin() + 1, args.end()));
-  fail("unknown benchmark '", args[0], "' (known: sampler, forward)");
+  fail("unknown benchmark '", args[0], "' (known: sampler, verify, forward)");
 }
 
 }  // namespace specula::cli

@@ -1,0 +1,339 @@
+// The cases of `specula bench verify`.
+#include "harness/bench/verify_benchmark.h"
+
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <regex>
+#include <sstream>
+
+#include "kernels/philox.h"
+#include "verify/categorical.h"
+#include "verify/error.h"
+#include "verify/sampler_pipeline.h"
+#include "verify/target_rows.h"
+#include "verify/token_tree.h"
+#include "verify/verifiers/verification.h"
+
+namespace specula::bench {
+
+const char* const kVerifyBenchMethods[4] = {"chain", "block", "tree", "sampler_passes"};
+
+namespace {
+
+constexpr int32_t kVocabSizes[] = {32000, 128256};  // Llama 2, Llama 3
+constexpr int32_t kChainLengths[] = {1, 4, 8};
+const char* const kTreeShapes[] = {"2,2,1", "4,2,1"};
+constexpr uint64_t kSeed = 0x5eec01b;
+// As `bench sampler`: target logits ~ N(0, 2^2), all stages on, so every filter removes tokens. The
+// drafter sees the target's logits plus N(0, 0.7^2) noise through the same pipeline: a draft law close to,
+// but not equal to, the target's, so steps accept some drafts and reject others.
+constexpr float kLogitSigma = 2.0f;
+constexpr float kDraftNoiseSigma = 0.7f;
+constexpr int32_t kPromptTokens = 32;
+constexpr int32_t kOutputTokens = 32;
+constexpr int32_t kHistoryPool = 40;
+constexpr int32_t kAcceptanceSteps = 400;
+// Drafts per shape, cycled through by the steps: one fixed draft would make every step take the same path.
+constexpr int32_t kDrafts = 16;
+
+SamplingParams bench_params() {
+  SamplingParams s;
+  s.banned_tokens = {2};
+  s.logit_bias = {{10, 3.0f}, {11, -2.0f}, {12, 5.0f}, {13, -100.0f}};
+  s.repetition_penalty = 1.1f;
+  s.frequency_penalty = 0.2f;
+  s.presence_penalty = 0.3f;
+  s.temperature = 0.8f;
+  s.min_p = 0.05f;
+  s.top_k = 50;
+  s.top_p = 0.9f;
+  return s;
+}
+
+std::string workload_description() {
+  std::ostringstream os;
+  os << "target logits ~ N(0, " << kLogitSigma << "^2) per row via Box-Muller on Philox4x32-10 (seed " << kSeed
+     << "); draft logits = target + N(0, " << kDraftNoiseSigma << "^2), processed by the same pipeline with the "
+     << "same path histories; committed history " << kPromptTokens << " prompt tokens (half from row 0's "
+     << kHistoryPool << " most likely, half uniform) and " << kOutputTokens << " output tokens from row 0's "
+     << kHistoryPool << " most likely; sampling parameters as `bench sampler` (banned 2, bias, repetition 1.1, "
+     << "frequency 0.2, presence 0.3, temperature 0.8, min_p 0.05, top_k 50, top_p 0.9); drafts drawn i.i.d. "
+     << "from the draft law of their parent row; " << kDrafts << " drafts per shape, step i verifies draft i mod "
+     << kDrafts << " with fresh verifier uniforms (step = i)";
+  return os.str();
+}
+
+// Fills `row` [V] with N(0, sigma^2) (Box-Muller: one Philox block, two Gaussians) from one stream.
+void gaussian_row(uint64_t stream, float sigma, int32_t vocab_size, float* row) {
+  for (int32_t i = 0; i < vocab_size; i += 2) {
+    const PhiloxBlock b = philox_block(kSeed, stream, static_cast<uint64_t>(i / 2));
+    const double u1 = uniform_open_from_bits(b.x[0], b.x[1]);
+    const double u2 = uniform_open_from_bits(b.x[2], b.x[3]);
+    const double radius = std::sqrt(-2.0 * std::log(u1)) * sigma;
+    row[i] = static_cast<float>(radius * std::cos(2.0 * M_PI * u2));
+    if (i + 1 < vocab_size) row[i + 1] = static_cast<float>(radius * std::sin(2.0 * M_PI * u2));
+  }
+}
+
+// Children per depth: K ones for a chain, the parsed shape for a tree.
+std::vector<int32_t> shape_widths(const std::string& shape) {
+  if (shape.rfind("K=", 0) == 0) return std::vector<int32_t>(std::stoi(shape.substr(2)), 1);
+  return parse_tree_shape(shape.substr(shape.find('=') + 1));
+}
+
+int32_t shape_nodes(const std::vector<int32_t>& widths) {
+  int32_t nodes = 0, level = 1;
+  for (int32_t w : widths) nodes += level *= w;
+  return nodes;
+}
+
+// Everything one (shape, V) pair's cases read, built once outside the timed loops.
+struct ShapeInputs {
+  int32_t vocab_size = 0;
+  std::unique_ptr<SamplerPipeline> pipeline;  // target and drafter alike
+  TokenHistory committed;
+  std::vector<TokenTree> drafts;  // kDrafts drafts of the shape, each with the law of every row with children
+  std::vector<float> logits;      // [rows, V] target logits
+  std::vector<float> probs;       // [rows, V] scratch for the processed target rows
+  int32_t rows() const { return drafts[0].size() + 1; }
+  const TokenTree& draft(uint64_t step) const { return drafts[step % drafts.size()]; }
+};
+
+// One draft of the shape, depth by depth: each frontier row's draft law from its noisy logits and its path
+// history, then its children drawn i.i.d. from that law (draft keys from `first_draw` on).
+TokenTree draw_draft(const ShapeInputs& in, const std::vector<int32_t>& widths, uint64_t first_draw) {
+  const size_t V = static_cast<size_t>(in.vocab_size);
+  TokenTree tree;
+  tree.scheme = SiblingScheme::iid;
+  tree.draft_q.assign(in.logits.size() / V, {});
+  std::vector<float> draft_logits(V);
+  std::vector<int32_t> frontier = {0};
+  uint64_t draw = first_draw;
+  const uint64_t draft_stream = philox_stream(0, RandomRole::draft);
+  for (int32_t width : widths) {
+    std::vector<int32_t> next;
+    for (int32_t row : frontier) {
+      const float* target = in.logits.data() + row * V;
+      gaussian_row(philox_stream(static_cast<uint64_t>(row), RandomRole::draft), kDraftNoiseSigma, in.vocab_size,
+                   draft_logits.data());
+      for (size_t i = 0; i < V; ++i) draft_logits[i] += target[i];
+      TokenHistory h = in.committed;
+      std::vector<Token> path;
+      for (int32_t n = row - 1; n >= 0; n = tree.parent[n]) path.push_back(tree.tokens[n]);
+      for (auto it = path.rbegin(); it != path.rend(); ++it) h = h.extended(*it);
+      tree.draft_q[row] = in.pipeline->process(draft_logits, h);
+      for (int32_t c = 0; c < width; ++c) {
+        const Token t = sample_categorical(tree.draft_q[row].data(), in.vocab_size, RandomKey{kSeed, draft_stream, draw++});
+        tree.add(t, row - 1);
+        next.push_back(tree.size());  // the new node's row
+      }
+    }
+    frontier = next;
+  }
+  return tree;
+}
+
+std::shared_ptr<ShapeInputs> make_inputs(const std::string& shape, int32_t vocab_size) {
+  auto in = std::make_shared<ShapeInputs>();
+  in->vocab_size = vocab_size;
+  in->pipeline = std::make_unique<SamplerPipeline>(bench_params(), vocab_size);
+  const std::vector<int32_t> widths = shape_widths(shape);
+  const int32_t rows = shape_nodes(widths) + 1;
+  const size_t V = static_cast<size_t>(vocab_size);
+  in->logits.resize(rows * V);
+  in->probs.resize(rows * V);
+  for (int32_t r = 0; r < rows; ++r)
+    gaussian_row(philox_stream(static_cast<uint64_t>(r), RandomRole::aux), kLogitSigma, vocab_size,
+                 in->logits.data() + r * V);
+
+  // The committed history, from row 0's most likely tokens (as generated text would be).
+  std::vector<Token> ids(vocab_size);
+  std::iota(ids.begin(), ids.end(), 0);
+  const float* row0 = in->logits.data();
+  std::partial_sort(ids.begin(), ids.begin() + kHistoryPool, ids.end(), [&](Token a, Token b) { return row0[a] > row0[b]; });
+  const uint64_t history_stream = philox_stream(0, RandomRole::tree);
+  uint64_t offset = 0;
+  auto pick = [&](int32_t n) { return static_cast<int32_t>(philox_uniform(kSeed, history_stream, offset++) * n); };
+  for (int32_t j = 0; j < kPromptTokens; ++j)
+    in->committed.prompt.push_back(j % 2 == 0 ? ids[pick(kHistoryPool)] : pick(vocab_size));
+  for (int32_t j = 0; j < kOutputTokens; ++j) in->committed.output.push_back(ids[pick(kHistoryPool)]);
+
+  for (int32_t d = 0; d < kDrafts; ++d) in->drafts.push_back(draw_draft(*in, widths, static_cast<uint64_t>(d) << 16));
+  return in;
+}
+
+// Builds a shape's inputs on first use, so a filtered-out shape costs nothing.
+class LazyInputs {
+ public:
+  LazyInputs(std::string shape, int32_t vocab_size) : shape_(std::move(shape)), vocab_size_(vocab_size) {}
+  ShapeInputs& get() {
+    if (!inputs_) inputs_ = make_inputs(shape_, vocab_size_);
+    return *inputs_;
+  }
+
+ private:
+  std::string shape_;
+  int32_t vocab_size_;
+  std::shared_ptr<ShapeInputs> inputs_;
+};
+
+VerifyMethod verify_method_of(const std::string& method) {
+  return method == "block" ? VerifyMethod::block : method == "tree" ? VerifyMethod::tree : VerifyMethod::chain;
+}
+
+// One speculative step: the target rows, then the verifier with the step's own uniforms.
+VerifyOutcome verify_step(ShapeInputs& in, VerifyMethod method, uint64_t step) {
+  const TokenTree& tree = in.draft(step);
+  process_tree_rows(*in.pipeline, in.logits.data(), in.committed, tree, in.probs.data());
+  return verify(method, in.probs.data(), tree, in.vocab_size, StepRandom{kSeed, 0, step});
+}
+
+std::function<void(ShapeInputs&, uint64_t)> case_body(const std::string& method) {
+  if (method == "sampler_passes") {
+    return [](ShapeInputs& in, uint64_t iteration) {
+      const size_t V = static_cast<size_t>(in.vocab_size);
+      for (int32_t r = 0; r < in.rows(); ++r) {
+        float* probs = in.probs.data() + r * V;
+        in.pipeline->process(in.logits.data() + r * V, in.committed, probs);
+        const Token t = sample_categorical(probs, in.vocab_size,
+                                           RandomKey{kSeed, philox_stream(0, RandomRole::sample), iteration});
+        benchmark::DoNotOptimize(t);
+      }
+    };
+  }
+  const VerifyMethod m = verify_method_of(method);
+  return [m](ShapeInputs& in, uint64_t iteration) {
+    const VerifyOutcome o = verify_step(in, m, iteration);
+    benchmark::DoNotOptimize(o.emitted.data());
+  };
+}
+
+void run_case(benchmark::State& state, LazyInputs& lazy, const std::function<void(ShapeInputs&, uint64_t)>& body) {
+  try {
+    ShapeInputs& in = lazy.get();
+    uint64_t iteration = 0;
+    for (auto _ : state) body(in, iteration++);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+struct CaseSpec {
+  std::string method;
+  std::string shape;
+  int32_t vocab_size;
+};
+
+std::string case_name(const CaseSpec& c) {
+  return "verify/" + c.method + "/" + c.shape + "/V=" + std::to_string(c.vocab_size);
+}
+
+class CollectingReporter : public benchmark::ConsoleReporter {
+ public:
+  explicit CollectingReporter(OutputOptions options) : benchmark::ConsoleReporter(options) {}
+  void ReportRuns(const std::vector<Run>& runs) override {
+    benchmark::ConsoleReporter::ReportRuns(runs);
+    for (const Run& run : runs)
+      if (run.run_type == Run::RT_Iteration) runs_.push_back(run);
+  }
+  const std::vector<Run>& runs() const { return runs_; }
+
+ private:
+  std::vector<Run> runs_;
+};
+
+VerifyBenchAcceptance measure_acceptance(const CaseSpec& spec, ShapeInputs& in) {
+  VerifyBenchAcceptance a{spec.method, spec.shape, spec.vocab_size, kAcceptanceSteps, 0.0, 0.0};
+  for (int32_t step = 0; step < kAcceptanceSteps; ++step) {
+    const VerifyOutcome o = verify_step(in, verify_method_of(spec.method), static_cast<uint64_t>(step));
+    a.mean_accepted += o.accepted;
+    a.all_accepted_rate += o.all_accepted ? 1.0 : 0.0;
+  }
+  a.mean_accepted /= kAcceptanceSteps;
+  a.all_accepted_rate /= kAcceptanceSteps;
+  return a;
+}
+
+}  // namespace
+
+VerifyBenchResult run_verify_benchmarks(const VerifyBenchOptions& options) {
+  if (options.threads < 1) fail("--threads must be >= 1, got ", options.threads);
+  if (!(options.min_time_s > 0.0)) fail("--min-time must be > 0 seconds, got ", options.min_time_s);
+  omp_set_num_threads(options.threads);
+
+  int argc = 1;
+  char program[] = "specula bench verify";
+  char* argv[] = {program, nullptr};
+  benchmark::Initialize(&argc, argv);
+  benchmark::ClearRegisteredBenchmarks();
+
+  std::regex filter;
+  try {
+    filter = std::regex(options.filter, std::regex::extended);
+  } catch (const std::regex_error& e) {
+    fail("--filter: '", options.filter, "' is not a regular expression: ", e.what());
+  }
+  std::vector<std::string> shapes;
+  for (int32_t k : kChainLengths) shapes.push_back("K=" + std::to_string(k));
+  for (const char* t : kTreeShapes) shapes.push_back(std::string("tree=") + t);
+
+  std::vector<CaseSpec> specs;
+  std::map<std::string, std::shared_ptr<LazyInputs>> inputs;  // by "<shape>/V=<V>"
+  for (int32_t vocab : kVocabSizes) {
+    for (const std::string& shape : shapes) {
+      const bool chain = shape.rfind("K=", 0) == 0;
+      auto lazy = std::make_shared<LazyInputs>(shape, vocab);
+      inputs[shape + "/V=" + std::to_string(vocab)] = lazy;
+      for (const char* method : kVerifyBenchMethods) {
+        const std::string m = method;
+        if ((m == "chain" || m == "block") != chain && m != "sampler_passes") continue;
+        const CaseSpec spec{m, shape, vocab};
+        if (!std::regex_search(case_name(spec), filter)) continue;
+        specs.push_back(spec);
+        auto body = case_body(m);
+        auto* bench = benchmark::RegisterBenchmark(
+            case_name(spec).c_str(), [lazy, body](benchmark::State& state) { run_case(state, *lazy, body); });
+        bench->Unit(benchmark::kMicrosecond)->MinTime(options.min_time_s);
+        if (options.threads > 1) bench->UseRealTime();
+      }
+    }
+  }
+  if (specs.empty()) fail("--filter '", options.filter, "' matches no benchmark case");
+
+  CollectingReporter reporter(benchmark::ConsoleReporter::OO_Tabular);
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::ClearRegisteredBenchmarks();
+
+  VerifyBenchResult result;
+  for (const auto& run : reporter.runs()) {
+    if (run.error_occurred) fail("benchmark ", run.benchmark_name(), " failed: ", run.error_message);
+    const auto spec = std::find_if(specs.begin(), specs.end(),
+                                   [&](const CaseSpec& c) { return case_name(c) == run.run_name.function_name; });
+    if (spec == specs.end()) fail("benchmark run '", run.benchmark_name(), "' matches no registered case");
+    ShapeInputs& in = inputs.at(spec->shape + "/V=" + std::to_string(spec->vocab_size))->get();
+    VerifyBenchCase c;
+    c.name = case_name(*spec);
+    c.method = spec->method;
+    c.shape = spec->shape;
+    c.vocab_size = spec->vocab_size;
+    c.positions = in.rows();
+    c.iterations = static_cast<int64_t>(run.iterations);
+    c.mean_wall_us = run.real_accumulated_time / static_cast<double>(run.iterations) * 1e6;
+    c.mean_cpu_us = run.cpu_accumulated_time / static_cast<double>(run.iterations) * 1e6;
+    c.mean_us = options.threads > 1 ? c.mean_wall_us : c.mean_cpu_us;
+    result.cases.push_back(c);
+    if (c.method != "sampler_passes") result.acceptance.push_back(measure_acceptance(*spec, in));
+  }
+  result.pipeline = SamplerPipeline(bench_params(), kVocabSizes[0]).describe();
+  result.workload = workload_description();
+  return result;
+}
+
+}  // namespace specula::bench
