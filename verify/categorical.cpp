@@ -79,7 +79,8 @@ void sample_rows(const float* probs, int32_t rows, int32_t size, const RandomKey
   // Rows are independent: parallel over rows, errors carried out of the region (an exception must not
   // cross OpenMP) and reported for the first failing row.
   std::vector<std::string> errors(rows);
-#pragma omp parallel for schedule(dynamic, 1) if (rows > 1 && static_cast<int64_t>(rows) * size >= (1 << 16))
+  const bool parallel = rows > 1 && static_cast<int64_t>(rows) * size >= (1 << 16);  // else not worth a region
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
   for (int32_t r = 0; r < rows; ++r) {
     try {
       const RandomKey& key = mutant_on(Mutant::uniform_reused_across_rows) ? keys[0] : keys[r];

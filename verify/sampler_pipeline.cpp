@@ -22,8 +22,8 @@ void check_history(const TokenHistory& h, int32_t vocab_size) {
   for (const auto* part : {&h.prompt, &h.output})
     for (Token t : *part)
       if (t < 0 || t >= vocab_size)
-        fail("history: ", part == &h.prompt ? "prompt" : "output", " token id ", t,
-             " is outside the vocabulary [0, ", vocab_size, ")");
+        fail("history: ", part == &h.prompt ? "prompt" : "output", " token id ", t, " is outside the vocabulary [0, ",
+             vocab_size, ")");
 }
 
 double mirostat_mu(const SamplingParams& s, const TokenHistory& h) {
@@ -32,12 +32,18 @@ double mirostat_mu(const SamplingParams& s, const TokenHistory& h) {
 
 void apply_filter(FilterStage stage, Candidates& c, const SamplingParams& s, const TokenHistory& h) {
   switch (stage) {
-    case FilterStage::min_p: return apply_min_p(c, s.min_p);
-    case FilterStage::top_k: return apply_top_k(c, s.top_k);
-    case FilterStage::top_p: return apply_top_p(c, s.top_p);
-    case FilterStage::typical_p: return apply_typical_p(c, s.typical_p);
-    case FilterStage::tfs_z: return apply_tfs_z(c, s.tfs_z);
-    case FilterStage::mirostat: return apply_mirostat_v2(c, mirostat_mu(s, h));
+    case FilterStage::min_p:
+      return apply_min_p(c, s.min_p);
+    case FilterStage::top_k:
+      return apply_top_k(c, s.top_k);
+    case FilterStage::top_p:
+      return apply_top_p(c, s.top_p);
+    case FilterStage::typical_p:
+      return apply_typical_p(c, s.typical_p);
+    case FilterStage::tfs_z:
+      return apply_tfs_z(c, s.tfs_z);
+    case FilterStage::mirostat:
+      return apply_mirostat_v2(c, mirostat_mu(s, h));
   }
 }
 

@@ -130,7 +130,8 @@ TokenTree draw_draft(const ShapeInputs& in, const std::vector<int32_t>& widths, 
       for (auto it = path.rbegin(); it != path.rend(); ++it) h = h.extended(*it);
       tree.draft_q[row] = in.pipeline->process(draft_logits, h);
       for (int32_t c = 0; c < width; ++c) {
-        const Token t = sample_categorical(tree.draft_q[row].data(), in.vocab_size, RandomKey{kSeed, draft_stream, draw++});
+        const Token t =
+            sample_categorical(tree.draft_q[row].data(), in.vocab_size, RandomKey{kSeed, draft_stream, draw++});
         tree.add(t, row - 1);
         next.push_back(tree.size());  // the new node's row
       }
@@ -157,7 +158,8 @@ std::shared_ptr<ShapeInputs> make_inputs(const std::string& shape, int32_t vocab
   std::vector<Token> ids(vocab_size);
   std::iota(ids.begin(), ids.end(), 0);
   const float* row0 = in->logits.data();
-  std::partial_sort(ids.begin(), ids.begin() + kHistoryPool, ids.end(), [&](Token a, Token b) { return row0[a] > row0[b]; });
+  std::partial_sort(ids.begin(), ids.begin() + kHistoryPool, ids.end(),
+                    [&](Token a, Token b) { return row0[a] > row0[b]; });
   const uint64_t history_stream = philox_stream(0, RandomRole::tree);
   uint64_t offset = 0;
   auto pick = [&](int32_t n) { return static_cast<int32_t>(philox_uniform(kSeed, history_stream, offset++) * n); };
@@ -202,8 +204,8 @@ std::function<void(ShapeInputs&, uint64_t)> case_body(const std::string& method)
       for (int32_t r = 0; r < in.rows(); ++r) {
         float* probs = in.probs.data() + r * V;
         in.pipeline->process(in.logits.data() + r * V, in.committed, probs);
-        const Token t = sample_categorical(probs, in.vocab_size,
-                                           RandomKey{kSeed, philox_stream(0, RandomRole::sample), iteration});
+        const Token t =
+            sample_categorical(probs, in.vocab_size, RandomKey{kSeed, philox_stream(0, RandomRole::sample), iteration});
         benchmark::DoNotOptimize(t);
       }
     };

@@ -43,7 +43,7 @@ struct VerifyBenchAcceptance {
   std::string shape;
   int32_t vocab_size = 0;
   int32_t steps = 0;
-  double mean_accepted = 0.0;     // accepted draft tokens per step
+  double mean_accepted = 0.0;      // accepted draft tokens per step
   double all_accepted_rate = 0.0;  // fraction of steps that ended with a bonus token
 };
 

@@ -26,7 +26,8 @@ void apply_penalties(LogitsRow row, const SamplingParams& s, const TokenHistory&
   }
   if (s.frequency_penalty != 0.0f || s.presence_penalty != 0.0f) {
     tokens.assign(h.output.begin(), h.output.end());
-    if (mutant_on(Mutant::frequency_penalty_counts_prompt)) tokens.insert(tokens.end(), h.prompt.begin(), h.prompt.end());
+    if (mutant_on(Mutant::frequency_penalty_counts_prompt))
+      tokens.insert(tokens.end(), h.prompt.begin(), h.prompt.end());
     std::sort(tokens.begin(), tokens.end());
     const bool per_occurrence = mutant_on(Mutant::presence_penalty_per_occurrence);
     for (size_t i = 0; i < tokens.size();) {

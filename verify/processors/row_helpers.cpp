@@ -92,7 +92,8 @@ SPECULA_ROW_SCAN void nonzero_ids_float(const float* __restrict row, int32_t siz
   constexpr int32_t kOuter = 512, kInner = 32;
   for (int32_t outer = 0; outer < size; outer += kOuter) {
     const int32_t outer_end = std::min(size, outer + kOuter);
-    if (!(outer_end - outer == kOuter ? any_nonzero<kOuter>(row, outer, outer_end) : any_nonzero(row, outer, outer_end)))
+    if (!(outer_end - outer == kOuter ? any_nonzero<kOuter>(row, outer, outer_end)
+                                      : any_nonzero(row, outer, outer_end)))
       continue;
     for (int32_t base = outer; base < outer_end; base += kInner) {
       const int32_t end = std::min(outer_end, base + kInner);

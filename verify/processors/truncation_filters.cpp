@@ -22,9 +22,8 @@ void positions_by_probability(const Candidates& c, std::vector<int32_t>& order) 
   order.clear();
   for (int32_t j = 0; j < c.size(); ++j)
     if (c.logits[j] != kNegInf) order.push_back(j);
-  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return c.logits[a] > c.logits[b] || (c.logits[a] == c.logits[b] && a < b);
-  });
+  std::sort(order.begin(), order.end(),
+            [&](int32_t a, int32_t b) { return c.logits[a] > c.logits[b] || (c.logits[a] == c.logits[b] && a < b); });
 }
 
 // Keeps candidate x iff the total probability of candidates *strictly better* than x (by `score`, lower is
@@ -40,13 +39,13 @@ void keep_by_cumulative_mass(Candidates& c, const std::vector<double>& p, const 
   for (int32_t j = 0; j < c.size(); ++j)
     if (p[j] > 0.0) idx.push_back(j);
   const auto better = [&](int32_t a, int32_t b) { return score[a] < score[b] || (score[a] == score[b] && a < b); };
-  size_t sorted = 0;  // idx[0, sorted) holds the best candidates, in order
+  size_t sorted = 0;                           // idx[0, sorted) holds the best candidates, in order
   const auto sorted_through = [&](size_t i) {  // is idx[i] in place (false: past the end)?
     if (i >= idx.size()) return false;
     if (i >= sorted) {
       const size_t upto = std::min(idx.size(), std::max(i + 1, 2 * sorted + 16));
-      std::partial_sort(idx.begin() + static_cast<std::ptrdiff_t>(sorted), idx.begin() + static_cast<std::ptrdiff_t>(upto),
-                        idx.end(), better);
+      std::partial_sort(idx.begin() + static_cast<std::ptrdiff_t>(sorted),
+                        idx.begin() + static_cast<std::ptrdiff_t>(upto), idx.end(), better);
       sorted = upto;
     }
     return true;

@@ -10,7 +10,9 @@
 namespace specula {
 namespace {
 
-const float* row_ptr(const float* p, int32_t row, int32_t vocab_size) { return p + static_cast<size_t>(row) * vocab_size; }
+const float* row_ptr(const float* p, int32_t row, int32_t vocab_size) {
+  return p + static_cast<size_t>(row) * vocab_size;
+}
 
 // The token emitted after every draft was accepted: a fresh draw from p_{k+1}, the row after the whole
 // draft (the mutants draw it from the draft's last row or omit it).
@@ -19,7 +21,8 @@ void emit_bonus(VerifyOutcome& out, const float* p, const TokenTree& chain, int3
   if (mutant_on(Mutant::bonus_missing)) return;
   const int32_t k = chain.size();
   const float* row = row_ptr(p, k, vocab_size);
-  if (mutant_on(Mutant::bonus_from_draft) && k > 0 && !chain.q_at_row(k - 1).empty()) row = chain.q_at_row(k - 1).data();
+  if (mutant_on(Mutant::bonus_from_draft) && k > 0 && !chain.q_at_row(k - 1).empty())
+    row = chain.q_at_row(k - 1).data();
   out.emitted.push_back(sample_categorical(row, vocab_size, rng.key(RandomRole::bonus, static_cast<uint32_t>(k))));
 }
 
@@ -35,7 +38,8 @@ VerifyOutcome verify_greedy(const float* p, const TokenTree& chain, int32_t voca
     ++out.accepted;
   }
   out.all_accepted = true;
-  if (!mutant_on(Mutant::bonus_missing)) out.emitted.push_back(argmax(row_ptr(p, chain.size(), vocab_size), vocab_size));
+  if (!mutant_on(Mutant::bonus_missing))
+    out.emitted.push_back(argmax(row_ptr(p, chain.size(), vocab_size), vocab_size));
   return out;
 }
 
@@ -51,8 +55,8 @@ VerifyOutcome verify_chain(const float* p, const TokenTree& chain, int32_t vocab
     const double q_d = point_mass ? 1.0 : q_i[d];
     if (q_d <= 0.0) ++out.q_zero_errors;  // impossible for a true proposal: reject (vLLM does the same)
     const double u = accept_uniform(rng, static_cast<uint32_t>(i));
-    const bool accepted = mutant_on(Mutant::accept_q_over_p) ? (q_d > 0.0 && u * p_i[d] <= q_d)
-                                                             : accept_draft_token(u, p_i[d], q_d);
+    const bool accepted =
+        mutant_on(Mutant::accept_q_over_p) ? (q_d > 0.0 && u * p_i[d] <= q_d) : accept_draft_token(u, p_i[d], q_d);
     if (accepted) {
       out.emitted.push_back(d);
       out.path.push_back(i);
@@ -93,7 +97,8 @@ VerifyOutcome verify_typical(const float* p, const TokenTree& chain, int32_t voc
     for (const Token x : support) entropy -= p_i[x] * std::log(p_i[x] + 1e-5);
     const double threshold = std::min(params.epsilon, params.delta * std::exp(-entropy));
     if (!(p_i[chain.tokens[i]] > threshold)) {
-      out.emitted.push_back(sample_categorical(p_i, vocab_size, rng.key(RandomRole::residual, static_cast<uint32_t>(i))));
+      out.emitted.push_back(
+          sample_categorical(p_i, vocab_size, rng.key(RandomRole::residual, static_cast<uint32_t>(i))));
       return out;
     }
     out.emitted.push_back(chain.tokens[i]);

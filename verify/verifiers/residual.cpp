@@ -44,11 +44,16 @@ VerifyMethod parse_verify_method(const std::string& text) {
 
 const char* verify_method_name(VerifyMethod m) {
   switch (m) {
-    case VerifyMethod::greedy: return "greedy";
-    case VerifyMethod::chain: return "chain";
-    case VerifyMethod::tree: return "tree";
-    case VerifyMethod::block: return "block";
-    case VerifyMethod::typical: return "typical";
+    case VerifyMethod::greedy:
+      return "greedy";
+    case VerifyMethod::chain:
+      return "chain";
+    case VerifyMethod::tree:
+      return "tree";
+    case VerifyMethod::block:
+      return "block";
+    case VerifyMethod::typical:
+      return "typical";
   }
   return "?";
 }
@@ -56,11 +61,16 @@ const char* verify_method_name(VerifyMethod m) {
 VerifyOutcome verify(VerifyMethod method, const float* p, const TokenTree& tree, int32_t vocab_size,
                      const StepRandom& rng) {
   switch (method) {
-    case VerifyMethod::greedy: return verify_greedy(p, tree, vocab_size);
-    case VerifyMethod::chain: return verify_chain(p, tree, vocab_size, rng);
-    case VerifyMethod::tree: return verify_tree(p, tree, vocab_size, rng);
-    case VerifyMethod::block: return verify_block(p, tree, vocab_size, rng);
-    case VerifyMethod::typical: return verify_typical(p, tree, vocab_size, rng);
+    case VerifyMethod::greedy:
+      return verify_greedy(p, tree, vocab_size);
+    case VerifyMethod::chain:
+      return verify_chain(p, tree, vocab_size, rng);
+    case VerifyMethod::tree:
+      return verify_tree(p, tree, vocab_size, rng);
+    case VerifyMethod::block:
+      return verify_block(p, tree, vocab_size, rng);
+    case VerifyMethod::typical:
+      return verify_typical(p, tree, vocab_size, rng);
   }
   fail("unknown verification method");
 }

@@ -58,7 +58,8 @@ VerifyOutcome verify_tree(const float* p, const TokenTree& tree, int32_t vocab_s
     if (children[row].empty()) {  // a leaf (or an empty tree): the bonus token from this row's p
       out.all_accepted = row > 0;
       if (!(row > 0 && mutant_on(Mutant::bonus_missing)))
-        out.emitted.push_back(sample_categorical(p_row, vocab_size, rng.key(RandomRole::bonus, static_cast<uint32_t>(row))));
+        out.emitted.push_back(
+            sample_categorical(p_row, vocab_size, rng.key(RandomRole::bonus, static_cast<uint32_t>(row))));
       return out;
     }
     nonzero_ids(p_row, vocab_size, support);
@@ -76,7 +77,8 @@ VerifyOutcome verify_tree(const float* p, const TokenTree& tree, int32_t vocab_s
       SiblingProposal q_j{point_mass, c, point_mass ? nullptr : q.data(),
                           tree.scheme == SiblingScheme::without_replacement ? &drawn : nullptr, 0.0};
       if (!point_mass)
-        for (const Token x : q_support) q_j.total += q_j.removed && contains(drawn, x) ? 0.0 : static_cast<double>(q[x]);
+        for (const Token x : q_support)
+          q_j.total += q_j.removed && contains(drawn, x) ? 0.0 : static_cast<double>(q[x]);
       const double q_c = q_j(c);
       if (q_c <= 0.0) ++out.q_zero_errors;
       const double u = accept_uniform(rng, static_cast<uint32_t>(child + 1));
