@@ -369,7 +369,8 @@ int bench_verify(const Args& args) {
 
   std::cout << "\n"
             << std::left << std::setw(8) << "method" << std::setw(14) << "shape" << std::setw(8) << "V" << std::right
-            << std::setw(12) << "step us" << std::setw(20) << "step/sampler_passes" << "\n";
+            << std::setw(12) << "step us" << std::setw(20) << "step/sampler_passes"
+            << "\n";
   for (const auto& r : ratios) {
     std::ostringstream ratio;
     if (r["step_over_sampler_passes"].is_null())
@@ -390,7 +391,8 @@ int bench_verify(const Args& args) {
 
 int bench_command(const Args& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::cout << "usage: specula bench sampler|verify|forward [options]   (`specula bench sampler --help` for the options)\n";
+    std::cout
+        << "usage: specula bench sampler|verify|forward [options]   (`specula bench sampler --help` for the options)\n";
     return args.empty() ? 2 : 0;
   }
   // --device cuda: the CUDA kernels' benchmarks (kernels/cuda_bench.h); --device cpu is the default.
