@@ -1,4 +1,5 @@
 #include "harness/bench/forward_benchmark.h"
+#include "harness/runner/environment.h"
 
 #include <time.h>
 #include <torch/torch.h>
@@ -29,43 +30,6 @@ namespace {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-std::string hostname() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "unknown-host";
-  return buf;
-}
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) != 0) continue;
-    const size_t colon = line.find(':');
-    if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
-  }
-  return "unknown";
-}
-
-std::string git_revision() {
-  FILE* pipe = popen("git rev-parse --short HEAD 2>/dev/null", "r");
-  if (!pipe) return "unknown";
-  char buf[64] = {};
-  const bool got = std::fgets(buf, sizeof buf, pipe) != nullptr;
-  pclose(pipe);
-  std::string out = got ? buf : "";
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out.empty() ? "unknown" : out;
-}
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 // A full tree of the given shape ("2,2,1": 2 children at depth 1, 2 under each, 1 under each of those),
 // parents before children; the tokens do not change the cost.
@@ -284,7 +248,7 @@ int forward_benchmark_command(const std::vector<std::string>& args) {
     models.push_back(bench_model(spec, o, std::cout));
   json report = {
       {"benchmark", "forward"},
-      {"utc_time", utc_now()},
+      {"utc_time", utc_timestamp(false)},
       {"git_revision", git_revision()},
       {"machine",
        {{"hostname", hostname()},

@@ -20,6 +20,7 @@
 #include "harness/bench/sampler_benchmark.h"
 #include "harness/bench/verify_benchmark.h"
 #include "harness/cli/commands.h"
+#include "harness/runner/environment.h"
 #include "harness/config/command_options.h"
 #include "kernels/cuda_bench.h"
 #include "verify/error.h"
@@ -33,50 +34,12 @@ namespace {
 
 using nlohmann::json;
 
-std::string hostname() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "unknown-host";
-  return buf;
-}
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) != 0) continue;
-    const size_t colon = line.find(':');
-    if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
-  }
-  return "unknown";
-}
-
-// The first line a command prints, or "unknown" when it fails (no git, not a checkout).
-std::string command_output(const char* command) {
-  FILE* pipe = popen(command, "r");
-  if (!pipe) return "unknown";
-  char buf[256] = {};
-  const bool got = std::fgets(buf, sizeof buf, pipe) != nullptr;
-  const int status = pclose(pipe);
-  std::string out = got ? buf : "";
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return status == 0 && !out.empty() ? out : "unknown";
-}
-
 // The 1, 5 and 15 minute load averages: a benchmark on a shared machine is only as good as its quiet.
 std::string load_average() {
   std::ifstream in("/proc/loadavg");
   std::string one, five, fifteen;
   if (!(in >> one >> five >> fifteen)) return "unknown";
   return one + " " + five + " " + fifteen;
-}
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 json machine_json(const bench::SamplerBenchResult& result, int threads, const std::string& load_before) {
@@ -214,8 +177,8 @@ int bench_sampler(const Args& args) {
   const json ratios = ratios_json(result);
   const json report = {
       {"benchmark", "sampler"},
-      {"utc_time", utc_now()},
-      {"git_revision", command_output("git rev-parse --short HEAD 2>/dev/null")},
+      {"utc_time", utc_timestamp(false)},
+      {"git_revision", git_revision()},
       {"machine", machine_json(result, options.threads, load_before)},
       {"options", {{"threads", options.threads}, {"min_time_s", options.min_time_s}, {"filter", options.filter}}},
       {"time_basis", options.threads > 1 ? "wall time per batch"
@@ -332,8 +295,8 @@ int bench_verify(const Args& args) {
   const json ratios = verify_ratios_json(result);
   const json report = {
       {"benchmark", "verify"},
-      {"utc_time", utc_now()},
-      {"git_revision", command_output("git rev-parse --short HEAD 2>/dev/null")},
+      {"utc_time", utc_timestamp(false)},
+      {"git_revision", git_revision()},
       {"machine",
        {{"hostname", hostname()},
         {"cpu_model", cpu_model()},

@@ -29,20 +29,29 @@ std::string command_output(const std::string& command) {
   return out;
 }
 
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown";
-}
-
 std::string package_version(const std::string& package) {
   const std::string v = command_output("dpkg-query -W -f='${Version}' " + package);
   return v.empty() ? "not installed" : v;
 }
 
 }  // namespace
+
+std::string hostname() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "unknown-host";
+  return buf;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+  }
+  return "unknown";
+}
 
 std::string git_revision() {
   const std::string rev = command_output("git -C '" SPECULA_SOURCE_DIR "' rev-parse --short HEAD");
@@ -62,9 +71,7 @@ std::string utc_timestamp(bool folder_safe) {
 
 std::string environment_json(int threads, const std::string& command_line) {
   nlohmann::json j;
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  j["hostname"] = host;
+  j["hostname"] = hostname();
   j["cpu_model"] = cpu_model();
   j["cores"] = std::thread::hardware_concurrency();
   j["threads"] = threads;
