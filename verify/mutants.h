@@ -38,6 +38,7 @@ enum class Mutant {
   block_tokenwise_residual,         // block verification with the token-wise residual
   draft_q_from_raw_logits,          // recorded q is softmax(raw logits) while the draft sampled processed
   constraint_state_not_advanced,    // draft-path rows keep the committed constraint state
+  dynamic_tree_tested_with_q,       // EAGLE-2's value-chosen tree tested with p/q as draws w/o replacement
 };
 
 // The mutant switched on for this process (tests only).

@@ -17,6 +17,9 @@ int merge_command(const Args& args);
 int plot_command(const Args& args);
 int train_command(const Args& args);
 int train_ngram_command(const Args& args);
+int train_medusa_command(const Args& args);
+int train_eagle_command(const Args& args);
+int tree_opt_command(const Args& args);
 int export_command(const Args& args);
 
 }  // namespace specula::cli

@@ -26,6 +26,9 @@ const std::map<std::string, Command>& commands() {
       {"bench", {specula::cli::bench_command, "run benchmarks (bench sampler)"}},
       {"train", {specula::cli::train_command, "train a transformer language model on a text corpus"}},
       {"train-ngram", {specula::cli::train_ngram_command, "fit a Kneser-Ney n-gram draft model to a corpus"}},
+      {"train-medusa", {specula::cli::train_medusa_command, "train Medusa heads on a frozen target"}},
+      {"train-eagle", {specula::cli::train_eagle_command, "train an EAGLE head on a frozen target"}},
+      {"tree-opt", {specula::cli::tree_opt_command, "choose a draft tree from measured acceptance and costs"}},
       {"export", {specula::cli::export_command, "write a transformer checkpoint as a Hugging Face folder"}},
   };
   return table;

@@ -1,5 +1,6 @@
 #include "harness/models/model_source.h"
 
+#include "draft/head_drafters.h"
 #include "draft/model_drafter.h"
 #include "draft/ngram_drafter.h"
 #include "draft/prompt_lookup_drafter.h"
@@ -42,6 +43,7 @@ std::shared_ptr<const DrafterFactory> load_drafter(const std::string& spec, cons
       return std::make_shared<PromptLookupDrafterFactory>(parse_prompt_lookup_options(rest, spec), target->vocab_size());
     return std::make_shared<SyntheticDrafterFactory>(target, target_params, parse_synthetic_alpha(rest, spec));
   }
+  if (kind == "medusa" || kind == "eagle") return load_head_drafter(spec, target);
   if (kind == "ngram") {
     if (rest.empty()) fail("--draft: 'ngram:' needs a path, e.g. ngram:model.ngram (from specula train-ngram)");
     return std::make_shared<NgramDrafterFactory>(std::make_shared<NgramModel>(NgramModel::load(rest)), draft_params, spec);
@@ -50,7 +52,8 @@ std::shared_ptr<const DrafterFactory> load_drafter(const std::string& spec, cons
     return std::make_shared<ModelDrafterFactory>(load_language_model(spec, "draft"), draft_params);
   } catch (const Error& e) {
     if (std::string(e.what()).find("unknown model") == std::string::npos) throw;
-    fail(e.what(), "; or a drafter: prompt-lookup[:max_n=N,min_n=M], ngram:PATH, synthetic:alpha=A");
+    fail(e.what(), "; or a drafter: prompt-lookup[:max_n=N,min_n=M], ngram:PATH, synthetic:alpha=A,"
+         " medusa:DIR[,...], eagle:DIR[,...]");
   }
 }
 

@@ -1,0 +1,343 @@
+#include "harness/train/head_trainer.h"
+
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+#include "draft/draft_heads.h"
+#include "harness/models/transformer/byte_tokenizer.h"
+#include "harness/models/transformer/checkpoint.h"
+#include "harness/train/progress_bar.h"
+#include "harness/train/text_corpus.h"
+#include "verify/error.h"
+
+namespace specula {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Windows of T + 1 tokens and the target's features of their first T positions.
+struct FeatureSet {
+  torch::Tensor tokens;    // [W, T + 1] int64
+  torch::Tensor features;  // [W, T, H] fp32
+};
+
+FeatureSet run_target(Transformer& target, const std::vector<Token>& data, const std::vector<int64_t>& offsets,
+                      int64_t T, int64_t batch, const std::string& what, std::ostream& log) {
+  torch::NoGradGuard no_grad;  // not InferenceMode: the features are inputs of modules that are trained
+  const int64_t W = static_cast<int64_t>(offsets.size()), H = target->config().d_model;
+  FeatureSet out;
+  out.tokens = torch::empty({W, T + 1}, torch::kInt64);
+  out.features = torch::empty({W, T, H});
+  auto* tok = out.tokens.data_ptr<int64_t>();
+  for (int64_t w = 0; w < W; ++w)
+    for (int64_t t = 0; t <= T; ++t) tok[w * (T + 1) + t] = data[static_cast<size_t>(offsets[w] + t)];
+  const AttentionLayout layout = causal_layout(0, T);
+  const auto start = Clock::now();
+  for (int64_t w = 0; w < W; w += batch) {
+    const int64_t b = std::min(batch, W - w);
+    out.features.narrow(0, w, b).copy_(
+        target->hidden_states(out.tokens.narrow(0, w, b).narrow(1, 0, T), layout.positions, layout.mask, nullptr));
+  }
+  log << "features of " << W << " " << what << " windows x " << T << " tokens through the target in "
+      << ProgressBar::format_duration(seconds_since(start)) << "\n";
+  return out;
+}
+
+torch::Tensor lm_head_weight(Transformer& target) {
+  return target->config().tie_embeddings ? target->embedding->weight : target->head->weight;
+}
+
+// The objective on a batch; `correct` (if given) accumulates top-1 hits per entry of val_top1, `count` the
+// predictions scored.
+struct Objective {
+  const HeadTrainOptions& o;
+  Transformer& target;
+  MedusaHeads medusa{nullptr};
+  EagleHead eagle{nullptr};
+
+  torch::Tensor operator()(const torch::Tensor& tokens, const torch::Tensor& features, bool noise,
+                           std::vector<double>* correct, std::vector<double>* count) {
+    const int64_t T = features.size(1);
+    if (!medusa.is_empty()) {
+      const torch::Tensor logits = medusa->forward(features);  // [K, B, T, V]
+      torch::Tensor loss = torch::zeros({});
+      for (int64_t k = 1; k <= medusa->count; ++k) {
+        const int64_t n = T - k;  // head k at position t predicts x_{t+k+1}, t + k + 1 <= T
+        const torch::Tensor lk = logits[k - 1].narrow(1, 0, n), yk = tokens.narrow(1, k + 1, n);
+        loss = loss + std::pow(o.medusa_decay, static_cast<double>(k)) *
+                          torch::nn::functional::cross_entropy(lk.reshape({-1, lk.size(-1)}), yk.reshape(-1));
+        if (correct) {
+          (*correct)[k - 1] += (lk.argmax(-1) == yk).sum().item<double>();
+          (*count)[k - 1] += static_cast<double>(yk.numel());
+        }
+      }
+      return loss;
+    }
+    const int64_t n = T - 1;  // pairs t = 0..T-2: (Embed(x_{t+1}), f_t) -> f_{t+1}
+    const torch::Tensor emb = target->embedding->forward(tokens.narrow(1, 1, n));
+    torch::Tensor input = features.narrow(1, 0, n);
+    if (noise && o.eagle_noise > 0)
+      input = input + (torch::rand_like(input) - 0.5) * (o.eagle_noise * 512.0 / static_cast<double>(T));
+    const AttentionLayout layout = causal_layout(0, n);
+    const torch::Tensor predicted = eagle->forward(emb, input, layout.positions, layout.mask, nullptr);
+    const torch::Tensor truth = features.narrow(1, 1, n);
+    const torch::Tensor feature_loss = torch::nn::functional::smooth_l1_loss(predicted, truth);
+    torch::Tensor target_p;
+    {
+      torch::NoGradGuard no_grad;
+      target_p = torch::softmax(target->lm_head(truth), -1);
+    }
+    const torch::Tensor logp = torch::log_softmax(target->lm_head(predicted), -1);
+    const torch::Tensor token_loss = -(target_p * logp).sum(-1).mean();
+    if (correct) {
+      (*correct)[0] += (logp.argmax(-1) == target_p.argmax(-1)).sum().item<double>();
+      (*count)[0] += static_cast<double>(n * tokens.size(0));
+    }
+    return o.eagle_feature_weight * feature_loss + o.eagle_token_weight * token_loss;
+  }
+
+  torch::nn::Module& module() { return medusa.is_empty() ? static_cast<torch::nn::Module&>(*eagle) : *medusa; }
+};
+
+// Mean objective (no noise) and top-1 rates over a feature set.
+double evaluate(Objective& objective, const FeatureSet& set, int64_t batch, std::vector<double>& top1) {
+  torch::NoGradGuard no_grad;
+  objective.module().eval();
+  const size_t entries = objective.medusa.is_empty() ? 1 : static_cast<size_t>(objective.medusa->count);
+  std::vector<double> correct(entries, 0.0), count(entries, 0.0);
+  double total = 0.0;
+  int64_t batches = 0;
+  const int64_t W = set.tokens.size(0);
+  for (int64_t w = 0; w < W; w += batch) {
+    const int64_t b = std::min(batch, W - w);
+    total +=
+        objective(set.tokens.narrow(0, w, b), set.features.narrow(0, w, b), false, &correct, &count).item<double>() *
+        static_cast<double>(b);
+    batches += b;
+  }
+  objective.module().train();
+  top1.assign(entries, 0.0);
+  for (size_t i = 0; i < entries; ++i) top1[i] = count[i] > 0 ? correct[i] / count[i] : 0.0;
+  return total / static_cast<double>(batches);
+}
+
+std::string fixed(double v, int digits = 4) {
+  std::ostringstream os;
+  os.precision(digits);
+  os << std::fixed << v;
+  return os.str();
+}
+
+std::string rates(const std::vector<double>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? " " : "") + fixed(v[i], 3);
+  return s;
+}
+
+}  // namespace
+
+void HeadTrainOptions::validate() const {
+  if (kind != "medusa" && kind != "eagle") fail("head training: kind must be medusa or eagle, got '", kind, "'");
+  if (target.empty()) fail("--target is required (the frozen target checkpoint folder)");
+  if (corpus.empty()) fail("--corpus is required");
+  if (output.empty()) fail("--output is required");
+  lr.validate();
+  if (!(validation_fraction > 0.0 && validation_fraction < 1.0))
+    fail("--validation-fraction must be in (0, 1), got ", validation_fraction);
+  if (medusa_heads < 1 || medusa_heads > 64) fail("--heads must be in 1..64, got ", medusa_heads);
+  if (!(medusa_decay > 0.0 && medusa_decay <= 1.0)) fail("--decay must be in (0, 1], got ", medusa_decay);
+  if (!(eagle_noise >= 0.0)) fail("--noise must be >= 0, got ", eagle_noise);
+  if (!(eagle_feature_weight >= 0.0) || !(eagle_token_weight >= 0.0) || eagle_feature_weight + eagle_token_weight == 0)
+    fail("--feature-weight and --token-weight must be >= 0 and not both 0");
+  if (feature_windows < 1) fail("--feature-windows must be >= 1, got ", feature_windows);
+  if (batch_size < 1 || batch_size > feature_windows)
+    fail("--batch-size must be in [1, --feature-windows = ", feature_windows, "], got ", batch_size);
+  if (seq_len < 2) fail("--seq-len must be >= 2, got ", seq_len);
+  if (!(weight_decay >= 0.0)) fail("--weight-decay must be >= 0, got ", weight_decay);
+  if (!(beta1 >= 0.0 && beta1 < 1.0)) fail("--beta1 must be in [0, 1), got ", beta1);
+  if (!(beta2 >= 0.0 && beta2 < 1.0)) fail("--beta2 must be in [0, 1), got ", beta2);
+  if (eval_interval < 1) fail("--eval-interval must be >= 1, got ", eval_interval);
+  if (eval_windows < 1) fail("--eval-windows must be >= 1, got ", eval_windows);
+  if (threads < 1) fail("--threads must be >= 1, got ", threads);
+}
+
+HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
+  o.validate();
+  torch::set_num_threads(o.threads);
+  torch::manual_seed(o.seed);
+  const auto start = Clock::now();
+  LoadedCheckpoint loaded = load_checkpoint(o.target);
+  Transformer target = loaded.model;
+  const TransformerConfig& tc = loaded.config.model;
+  for (auto& p : target->parameters()) p.requires_grad_(false);
+  target->eval();
+  const int64_t T = o.seq_len;
+  if (T > tc.max_seq_len) fail("--seq-len ", T, " exceeds the target's max_seq_len ", tc.max_seq_len);
+  const auto tokenizer = make_tokenizer(loaded.config.tokenizer, o.target);
+  const TextCorpus corpus = load_text_corpus(o.corpus, *tokenizer, o.validation_fraction, static_cast<size_t>(T) + 1);
+
+  std::cerr << "specula train-" << o.kind << ": target " << o.target << " (" << tc.describe() << ", frozen); corpus "
+            << o.corpus << " (" << corpus.train.size() << " training / " << corpus.validation.size()
+            << " validation tokens); " << o.threads << " thread(s)\n";
+  std::mt19937_64 rng(o.seed);
+  std::uniform_int_distribution<int64_t> pick(0, static_cast<int64_t>(corpus.train.size()) - T - 1);
+  std::vector<int64_t> train_offsets(static_cast<size_t>(o.feature_windows));
+  for (int64_t& off : train_offsets) off = pick(rng);
+  std::vector<int64_t> val_all;
+  for (int64_t off = 0; off + T + 1 <= static_cast<int64_t>(corpus.validation.size()); off += T) val_all.push_back(off);
+  std::vector<int64_t> val_offsets;
+  const int64_t n_val = std::min<int64_t>(o.eval_windows, static_cast<int64_t>(val_all.size()));
+  for (int64_t i = 0; i < n_val; ++i)
+    val_offsets.push_back(val_all[static_cast<size_t>(i * static_cast<int64_t>(val_all.size()) / n_val)]);
+  const FeatureSet train_set = run_target(target, corpus.train, train_offsets, T, o.batch_size, "training", std::cerr);
+  const FeatureSet val_set =
+      run_target(target, corpus.validation, val_offsets, T, o.batch_size, "validation", std::cerr);
+
+  Objective objective{o, target};
+  if (o.kind == "medusa") {
+    objective.medusa = MedusaHeads(o.medusa_heads, tc.d_model, tc.vocab_size);
+    objective.medusa->init_from_lm_head(lm_head_weight(target));
+  } else {
+    objective.eagle = EagleHead(tc);
+  }
+  torch::nn::Module& heads = objective.module();
+  heads.train();
+  std::vector<torch::Tensor> decay, no_decay;  // decoupled weight decay on matrices only
+  for (const auto& p : heads.named_parameters()) (p.value().dim() >= 2 ? decay : no_decay).push_back(p.value());
+  auto adamw = [&](double wd) {
+    return std::make_unique<torch::optim::AdamWOptions>(
+        torch::optim::AdamWOptions(o.lr.peak).betas({o.beta1, o.beta2}).eps(1e-8).weight_decay(wd));
+  };
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, adamw(o.weight_decay));
+  groups.emplace_back(no_decay, adamw(0.0));
+  torch::optim::AdamW optimizer(groups, torch::optim::AdamWOptions(o.lr.peak));
+
+  DraftHeadsConfig config;
+  config.kind = o.kind;
+  std::error_code ec;
+  fs::create_directories(o.output, ec);
+  if (ec) fail(o.output, ": cannot create the heads folder: ", ec.message());
+  config.target = fs::relative(fs::absolute(o.target), fs::absolute(o.output), ec).string();
+  if (ec || config.target.empty()) config.target = fs::absolute(o.target).lexically_normal().string();
+  config.target_model = tc;
+  config.medusa_heads = o.kind == "medusa" ? o.medusa_heads : 0;
+
+  std::vector<double> top1;
+  const double initial_val = evaluate(objective, val_set, o.batch_size, top1);
+  std::cerr << "initial validation loss " << fixed(initial_val) << ", top-1 " << rates(top1) << "\n";
+  const int64_t total_steps = o.lr.total_steps;
+  ProgressBar progress(std::cerr, total_steps, isatty(STDERR_FILENO) == 1, o.log_interval);
+  std::uniform_int_distribution<int64_t> pick_window(0, o.feature_windows - 1);
+  HeadTrainResult result;
+  double best_val = INFINITY, train_seconds = 0.0, eval_seconds = 0.0, recent_sum = 0.0;
+  int64_t recent_count = 0, evals_done = 0;
+  for (int64_t step = 0; step < total_steps; ++step) {
+    const auto step_start = Clock::now();
+    for (auto& group : optimizer.param_groups())
+      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(o.lr.at(step));
+    std::vector<int64_t> rows(static_cast<size_t>(o.batch_size));
+    for (int64_t& r : rows) r = pick_window(rng);
+    const torch::Tensor index = torch::tensor(rows, torch::kInt64);
+    const torch::Tensor loss = objective(train_set.tokens.index_select(0, index),
+                                         train_set.features.index_select(0, index), true, nullptr, nullptr);
+    optimizer.zero_grad();
+    loss.backward();
+    if (o.grad_clip > 0) torch::nn::utils::clip_grad_norm_(heads.parameters(), o.grad_clip);
+    optimizer.step();
+    const double loss_value = loss.item<double>();
+    if (!std::isfinite(loss_value))
+      fail("training diverged: loss ", loss_value, " at step ", step + 1, " (lower --lr?)");
+    train_seconds += seconds_since(step_start);
+    if (recent_count == o.eval_interval) recent_sum = recent_count = 0;
+    recent_sum += loss_value;
+    ++recent_count;
+    const int64_t done = step + 1;
+    const double eval_cost = evals_done ? eval_seconds / static_cast<double>(evals_done) : 0.0;
+    const double eta =
+        static_cast<double>(total_steps - done) * train_seconds / static_cast<double>(done) +
+        static_cast<double>(std::max<int64_t>(0, total_steps / o.eval_interval - evals_done)) * eval_cost;
+    progress.update(step, loss_value, static_cast<double>(done * o.batch_size * T) / train_seconds, eta);
+    if (done % o.eval_interval == 0 || done == total_steps) {
+      const auto eval_start = Clock::now();
+      const double val = evaluate(objective, val_set, o.batch_size, top1);
+      ++evals_done;
+      std::string saved;
+      if (val < best_val) {
+        best_val = val;
+        result.best_step = done;
+        result.val_top1 = top1;
+        config.training = {{"status", "in progress"}, {"step", done}, {"val_loss", val}};
+        save_draft_heads(o.output, heads, config);
+        saved = ", saved " + o.output;
+      }
+      eval_seconds += seconds_since(eval_start);
+      progress.note("step " + std::to_string(done) + ": train loss " + fixed(recent_sum / recent_count) +
+                    ", val loss " + fixed(val) + ", top-1 " + rates(top1) + saved);
+    }
+  }
+  progress.finish();
+  result.steps = total_steps;
+  result.val_loss = best_val;
+  result.final_train_loss = recent_sum / static_cast<double>(std::max<int64_t>(1, recent_count));
+  result.seconds = seconds_since(start);
+  config.training = {
+      {"command", o.command},
+      {"target", o.target},
+      {"corpus", o.corpus},
+      {"validation_fraction", o.validation_fraction},
+      {"feature_windows", o.feature_windows},
+      {"validation_windows", val_offsets.size()},
+      {"steps", total_steps},
+      {"batch_size", o.batch_size},
+      {"seq_len", T},
+      {"lr", o.lr.peak},
+      {"min_lr", o.lr.min},
+      {"warmup_steps", o.lr.warmup_steps},
+      {"weight_decay", o.weight_decay},
+      {"betas", {o.beta1, o.beta2}},
+      {"grad_clip", o.grad_clip},
+      {"seed", o.seed},
+      {"threads", o.threads},
+      {"initial_val_loss", initial_val},
+      {"best_step", result.best_step},
+      {"val_loss", result.val_loss},
+      {"final_train_loss", result.final_train_loss},
+      {"val_top1", result.val_top1},
+      {"val_top1_meaning", o.kind == "medusa" ? "per head k: argmax head_k(f_t) == corpus x_{t+k+1}"
+                                              : "argmax LMHead(f^_{t+1}) == argmax LMHead(f_{t+1}) (the target's)"},
+      {"parameters",
+       [&] {
+         int64_t n = 0;
+         for (const auto& p : heads.parameters()) n += p.numel();
+         return n;
+       }()},
+      {"train_seconds", train_seconds},
+      {"total_seconds", result.seconds},
+      {"torch_version", TORCH_VERSION},
+  };
+  if (o.kind == "medusa") {
+    config.training["heads"] = o.medusa_heads;
+    config.training["decay"] = o.medusa_decay;
+  } else {
+    config.training["noise"] = o.eagle_noise;
+    config.training["feature_weight"] = o.eagle_feature_weight;
+    config.training["token_weight"] = o.eagle_token_weight;
+  }
+  write_draft_heads_config(o.output, config);
+  std::cerr << "specula train-" << o.kind << ": done in " << ProgressBar::format_duration(result.seconds) << "; heads "
+            << o.output << " (step " << result.best_step << "), validation loss " << fixed(result.val_loss)
+            << " (initial " << fixed(initial_val) << "), top-1 " << rates(result.val_top1) << "\n";
+  return result;
+}
+
+}  // namespace specula

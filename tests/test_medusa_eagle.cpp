@@ -1,0 +1,553 @@
+// Medusa heads and the EAGLE drafter (draft/head_drafters.h): candidates against a full recompute, the
+// EAGLE-2 dynamic tree's invariants, exactness through the real Generator (G-test of the exact 2-token law of a
+// small random transformer under T = 0.8, top-p, penalties and an allowed-token mask), greedy speculation =
+// greedy decoding, the p/q mutant on the dynamic tree, the extra target forward's count, spec errors and a
+// short training run of each. Tags "[medusa]" and "[eagle]".
+//
+// The models are random (training is not needed for exactness) with unit-scale weights, so the logits are far
+// from flat; the embedding rows of tokens >= 16 are shrunk (x 0.05) so that the heads' top candidates are
+// mostly among the 16 tokens the target's sampler allows, and drafts are accepted often enough to exercise
+// acceptance.
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <set>
+
+#include "draft/draft_heads.h"
+#include "draft/head_drafters.h"
+#include "harness/generation/generator.h"
+#include "harness/models/model_source.h"
+#include "harness/models/transformer/checkpoint.h"
+#include "harness/models/transformer/transformer_language_model.h"
+#include "harness/train/head_trainer.h"
+#include "verify/error.h"
+#include "verify/mutants.h"
+#include "verify/sampler_pipeline.h"
+#include "verify/statistics/goodness_of_fit.h"
+#include "verify/tree_shape_optimizer.h"
+
+namespace specula {
+namespace {
+
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+
+constexpr int32_t kV = 256;
+constexpr int32_t kLive = 16;  // tokens the tests' sampler allows
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& name) {
+    path = fs::temp_directory_path() / ("specula-test-" + name + "-" + std::to_string(::getpid()));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string str(const std::string& sub) const { return (path / sub).string(); }
+};
+
+TransformerConfig tiny_config() {
+  TransformerConfig c;
+  c.vocab_size = kV;
+  c.d_model = 32;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.d_ff = 48;
+  c.max_seq_len = 64;
+  return c;
+}
+
+// Unit-scale weights (see test_transformer.cpp), except the (tied) embedding: N(0, 0.35^2), so that the logits
+// h . e (|h|^2 ~ d = 32) have a standard deviation near 2 and the sampled law spreads over several tokens.
+void scale_parameters(torch::nn::Module& m, uint64_t seed) {
+  torch::manual_seed(seed);
+  torch::NoGradGuard no_grad;
+  for (auto& p : m.named_parameters()) {
+    torch::Tensor t = p.value();
+    if (t.dim() == 1)
+      p.key().find("bias") != std::string::npos ? t.normal_(0.0, 0.3) : t.uniform_(0.8, 1.2);
+    else if (p.key() == "embedding.weight")
+      t.normal_(0.0, 0.35);
+    else
+      t.normal_(0.0, 1.0 / std::sqrt(static_cast<double>(t.size(1))));
+  }
+}
+
+struct Fixture {
+  TempDir dir{"heads"};
+  std::string target_dir, medusa_dir, eagle_dir;
+  std::shared_ptr<const LanguageModel> target;
+  // Modules for full recomputes (mutable: forward() is not const).
+  mutable Transformer reference{nullptr};  // the target
+  mutable MedusaHeads medusa{nullptr};
+  mutable EagleHead eagle{nullptr};
+
+  Fixture() {
+    const TransformerConfig c = tiny_config();
+    Transformer t(c);
+    scale_parameters(*t, 101);
+    {
+      torch::NoGradGuard no_grad;
+      t->embedding->weight.narrow(0, kLive, kV - kLive).mul_(0.05);
+    }
+    target_dir = dir.str("target");
+    save_checkpoint(target_dir, t, CheckpointConfig{});
+    reference = load_checkpoint(target_dir).model;
+    target = std::make_shared<TransformerLanguageModel>(target_dir);
+
+    medusa = MedusaHeads(3, c.d_model, kV);
+    scale_parameters(*medusa, 202);
+    medusa->init_from_lm_head(reference->embedding->weight);
+    DraftHeadsConfig mc;
+    mc.kind = "medusa";
+    mc.target = "../target";
+    mc.target_model = c;
+    mc.medusa_heads = 3;
+    medusa_dir = dir.str("medusa");
+    save_draft_heads(medusa_dir, *medusa, mc);
+
+    eagle = EagleHead(c);
+    scale_parameters(*eagle, 303);
+    DraftHeadsConfig ec = mc;
+    ec.kind = "eagle";
+    ec.medusa_heads = 0;
+    eagle_dir = dir.str("eagle");
+    save_draft_heads(eagle_dir, *eagle, ec);
+    medusa->eval();
+    eagle->eval();
+  }
+
+  std::shared_ptr<const DrafterFactory> drafter(const std::string& spec) const {
+    return load_drafter(spec, SamplingParams{}, target, SamplingParams{});
+  }
+
+  // f_t for t = 0..n-1 by one full causal forward: [n, H].
+  torch::Tensor features(const std::vector<Token>& tokens, int64_t n) const {
+    torch::NoGradGuard no_grad;
+    const AttentionLayout layout = causal_layout(0, n);
+    const torch::Tensor ids = torch::tensor(std::vector<int64_t>(tokens.begin(), tokens.begin() + n)).unsqueeze(0);
+    return reference->hidden_states(ids, layout.positions, layout.mask, nullptr)[0];
+  }
+
+  // EAGLE's f^ after context + path, by recomputing every pair from scratch (no cache, no tree mask).
+  torch::Tensor eagle_reference(const std::vector<Token>& context, const std::vector<Token>& path) const {
+    torch::NoGradGuard no_grad;
+    const int64_t L = static_cast<int64_t>(context.size());
+    std::vector<torch::Tensor> feats = {features(context, L - 1)};
+    std::vector<int64_t> next(context.begin() + 1, context.end());
+    torch::Tensor last;
+    for (size_t i = 0; i <= path.size(); ++i) {
+      if (i > 0) {
+        next.push_back(path[i - 1]);
+        feats.push_back(last.unsqueeze(0));
+      }
+      const torch::Tensor f = torch::cat(feats).unsqueeze(0);
+      const int64_t n = f.size(1);
+      const AttentionLayout layout = causal_layout(0, n);
+      const torch::Tensor emb = reference->embedding->forward(torch::tensor(next).unsqueeze(0));
+      last = eagle->forward(emb, f, layout.positions, layout.mask, nullptr)[0][n - 1];
+    }
+    return last;
+  }
+};
+
+const Fixture& fixture() {
+  static const Fixture f;
+  return f;
+}
+
+std::vector<Token> top_k(const torch::Tensor& logits, int32_t k) {
+  const torch::Tensor l = logits.contiguous();
+  std::vector<Token> idx(l.size(0));
+  std::iota(idx.begin(), idx.end(), 0);
+  const float* v = l.data_ptr<float>();
+  std::stable_sort(idx.begin(), idx.end(), [&](Token a, Token b) { return v[a] > v[b]; });
+  idx.resize(k);
+  return idx;
+}
+
+DraftRequest request(const std::vector<Token>& context, const TokenHistory& history, std::vector<int32_t> shape,
+                     int32_t k = 3) {
+  DraftRequest r;
+  r.context = &context;
+  r.history = &history;
+  r.num_draft_tokens = k;
+  r.tree_shape = std::move(shape);
+  r.scheme = SiblingScheme::deterministic;
+  return r;
+}
+
+// Processed target law of all 2-token continuations (index x1 * V + x2), from full forwards.
+std::vector<double> exact_two_token_law(const Fixture& f, const SamplingParams& params,
+                                        const std::vector<Token>& prompt) {
+  const SamplerPipeline pipeline(params, kV);
+  auto logits_after = [&](const std::vector<Token>& ctx) {
+    torch::NoGradGuard no_grad;
+    const torch::Tensor l =
+        f.reference->forward(torch::tensor(std::vector<int64_t>(ctx.begin(), ctx.end())).unsqueeze(0))[0][-1];
+    return std::vector<float>(l.data_ptr<float>(), l.data_ptr<float>() + kV);
+  };
+  TokenHistory h0;
+  h0.prompt = prompt;
+  const std::vector<float> p1 = pipeline.process(logits_after(prompt), h0);
+  std::vector<double> law(static_cast<size_t>(kV) * kV, 0.0);
+  for (Token x1 = 0; x1 < kV; ++x1) {
+    if (p1[x1] == 0.0f) continue;
+    std::vector<Token> ctx = prompt;
+    ctx.push_back(x1);
+    const std::vector<float> p2 = pipeline.process(logits_after(ctx), pipeline.advance(h0, x1, p1.data()));
+    for (Token x2 = 0; x2 < kV; ++x2) law[static_cast<size_t>(x1) * kV + x2] = static_cast<double>(p1[x1]) * p2[x2];
+  }
+  const double total = std::accumulate(law.begin(), law.end(), 0.0);
+  for (double& v : law) v /= total;
+  return law;
+}
+
+SamplingParams exactness_params() {
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.top_p = 0.9f;
+  p.repetition_penalty = 1.3f;
+  p.frequency_penalty = 0.4f;
+  for (Token t = 0; t < kLive; ++t) p.allowed_tokens.push_back(t);
+  return p;
+}
+
+struct GofRun {
+  stats::GofResult g;
+  GenerationMetrics metrics;
+};
+
+GofRun run_two_token_gof(const std::shared_ptr<const DrafterFactory>& drafter, VerifyMethod method,
+                         std::vector<int32_t> shape, const std::vector<double>& law, const std::vector<Token>& prompt,
+                         int64_t n) {
+  GenerationConfig config;
+  config.method = method;
+  config.num_draft_tokens = 3;
+  config.tree_shape = std::move(shape);
+  config.tree_sampling = SiblingScheme::deterministic;
+  config.max_new_tokens = 2;
+  config.seed = 4242;
+  const Generator generator(fixture().target, exactness_params(), drafter, config);
+  GofRun run;
+  const std::vector<SequenceOutput> out = generator.generate_many(prompt, 0, n, run.metrics);
+  std::vector<int64_t> counts(law.size(), 0);
+  for (const SequenceOutput& s : out) ++counts[static_cast<size_t>(s.tokens[0]) * kV + s.tokens[1]];
+  run.g = stats::g_test(counts, law);
+  return run;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------
+// Candidates
+
+TEST_CASE("medusa: candidates are each head's top-k on f_{L-2}; chains, --tree shapes and tree files", "[medusa]") {
+  const Fixture& f = fixture();
+  const auto factory = f.drafter("medusa:" + f.medusa_dir);
+  auto drafter = factory->create();
+  const std::vector<Token> context = {3, 1, 4, 1, 5, 9, 2, 6};
+  TokenHistory history;
+  history.prompt = context;
+  const int64_t L = static_cast<int64_t>(context.size());
+  torch::Tensor heads;
+  {
+    torch::NoGradGuard no_grad;
+    heads = f.medusa->forward(f.features(context, L - 1)[L - 2]);  // [K, V]
+  }
+  SECTION("chain: head k's top-1, at most K heads") {
+    const TokenTree chain = drafter->propose(request(context, history, {}, 5));
+    REQUIRE(chain.size() == 3);
+    for (int32_t k = 0; k < 3; ++k) {
+      CHECK(chain.parent[k] == k - 1);
+      CHECK(chain.tokens[k] == top_k(heads[k], 1)[0]);
+    }
+    CHECK(chain.scheme == SiblingScheme::deterministic);
+    for (const auto& q : chain.draft_q) CHECK(q.empty());  // point masses
+  }
+  SECTION("--tree 3,2: Cartesian top-k, the same candidates under every parent") {
+    const TokenTree tree = drafter->propose(request(context, history, {3, 2}));
+    REQUIRE(tree.size() == 3 + 6);
+    const std::vector<Token> d1 = top_k(heads[0], 3), d2 = top_k(heads[1], 2);
+    for (int32_t n = 0; n < tree.size(); ++n) {
+      if (tree.parent[n] < 0) {
+        CHECK(tree.tokens[n] == d1[n]);
+      } else {
+        const std::vector<int32_t> sib = tree.children(tree.parent[n] + 1);
+        const auto rank = std::find(sib.begin(), sib.end(), n) - sib.begin();
+        CHECK(tree.tokens[n] == d2[rank]);
+      }
+    }
+    CHECK(drafter->counters().n_forward == 1);  // one forward of all heads per proposal
+  }
+  SECTION("tree=FILE: rank paths, cut at the number of heads") {
+    const std::string file = f.dir.str("medusa-tree.txt");
+    std::ofstream(file) << "0 1 0.0 0.2 1.0 0.0.1 0.0.1.0\n";
+    const auto from_file = f.drafter("medusa:" + f.medusa_dir + ",tree=" + file)->create();
+    const TokenTree tree = from_file->propose(request(context, history, {1}));
+    REQUIRE(tree.size() == 6);                       // 0.0.1.0 is deeper than the 3 heads
+    CHECK(tree.tokens[3] == top_k(heads[1], 3)[2]);  // path 0.2
+    CHECK(tree.tokens[5] == top_k(heads[2], 2)[1]);  // path 0.0.1
+  }
+  SECTION("a one-token context has no feature: nothing is proposed") {
+    const std::vector<Token> one = {7};
+    CHECK(drafter->propose(request(one, history, {2})).size() == 0);
+  }
+}
+
+TEST_CASE("eagle: cached tree drafting equals a full recompute along every path", "[eagle]") {
+  const Fixture& f = fixture();
+  auto drafter = f.drafter("eagle:" + f.eagle_dir)->create();
+  std::vector<Token> context = {3, 1, 4, 1, 5, 9, 2, 6};
+  TokenHistory history;
+  history.prompt = context;
+  // Three steps on a growing context: the head's cache keeps the committed pairs and drops old drafts.
+  for (int step = 0; step < 3; ++step) {
+    CAPTURE(step);
+    const TokenTree tree = drafter->propose(request(context, history, {2, 2, 1}));
+    REQUIRE(tree.size() == 2 + 4 + 4);
+    for (int32_t n = 0; n < tree.size(); ++n) {
+      const int32_t p = tree.parent[n];
+      const torch::Tensor parent_feature = f.eagle_reference(context, p < 0 ? std::vector<Token>{} : tree.path(p));
+      const std::vector<int32_t> sib = tree.children(p + 1);
+      const auto rank = std::find(sib.begin(), sib.end(), n) - sib.begin();
+      torch::NoGradGuard no_grad;
+      CHECK(tree.tokens[n] == top_k(f.reference->lm_head(parent_feature), 2)[rank]);
+    }
+    context.push_back(tree.tokens[0]);
+    context.push_back(static_cast<Token>(step));
+  }
+  // Forwards: per proposal, the committed pairs plus one per depth with children.
+  CHECK(drafter->counters().n_forward == 3 * 3);
+}
+
+TEST_CASE("eagle: the EAGLE-2 dynamic tree keeps the best total_tokens nodes by cumulative log q", "[eagle]") {
+  const Fixture& f = fixture();
+  const int32_t depth = 3, top = 3, total = 7;
+  auto drafter = f.drafter("eagle:" + f.eagle_dir + ",dynamic,depth=3,top_k=3,total_tokens=7")->create();
+  const std::vector<Token> context = {2, 7, 1, 8, 2, 8};
+  TokenHistory history;
+  history.prompt = context;
+  const TokenTree tree = drafter->propose(request(context, history, {1}));
+  REQUIRE(tree.size() == total);
+  CHECK(tree.scheme == SiblingScheme::deterministic);
+
+  // Reference EAGLE-2 by full recomputes: expand the top-k frontier, then rerank every candidate.
+  struct Cand {
+    std::vector<Token> path;
+    double score;
+  };
+  auto logq = [&](const std::vector<Token>& path) {
+    torch::NoGradGuard no_grad;
+    return torch::log_softmax(f.reference->lm_head(f.eagle_reference(context, path)), -1).contiguous();
+  };
+  std::vector<Cand> all, frontier;
+  const torch::Tensor root = logq({});
+  for (Token t : top_k(root, top)) frontier.push_back({{t}, root[t].item<double>()});
+  all = frontier;
+  for (int32_t level = 2; level <= depth; ++level) {
+    std::vector<Cand> fresh;
+    for (const Cand& c : frontier) {
+      const torch::Tensor lq = logq(c.path);
+      for (Token t : top_k(lq, top)) {
+        Cand d = c;
+        d.path.push_back(t);
+        d.score += lq[t].item<double>();
+        fresh.push_back(d);
+      }
+    }
+    all.insert(all.end(), fresh.begin(), fresh.end());
+    std::stable_sort(fresh.begin(), fresh.end(), [](const Cand& a, const Cand& b) { return a.score > b.score; });
+    fresh.resize(top);
+    frontier = fresh;
+  }
+  std::stable_sort(all.begin(), all.end(), [](const Cand& a, const Cand& b) { return a.score > b.score; });
+  std::set<std::vector<Token>> want, got;
+  for (int32_t i = 0; i < total; ++i) want.insert(all[i].path);
+  for (int32_t n = 0; n < tree.size(); ++n) {
+    got.insert(tree.path(n));
+    if (tree.parent[n] >= 0) CHECK(tree.parent[n] < n);  // parents first
+  }
+  CHECK(got == want);
+  CHECK(drafter->counters().n_forward == depth);  // committed pairs + (depth - 1) expansions
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Exactness and greedy losslessness through the Generator
+
+TEST_CASE("medusa and eagle are exact: G-test of the 2-token law (T 0.8, top-p, penalties, mask)", "[medusa][eagle]") {
+  const Fixture& f = fixture();
+  const std::vector<Token> prompt = {3, 1, 4, 1, 5};
+  const std::vector<double> law = exact_two_token_law(f, exactness_params(), prompt);
+  const std::string tree_file = f.dir.str("exact-tree.txt");
+  std::ofstream(tree_file) << "0 1 2 0.0 0.1 1.0\n";
+  struct Case {
+    std::string name, spec;
+    VerifyMethod method;
+    std::vector<int32_t> shape;
+  };
+  const std::vector<Case> cases = {
+      {"medusa static 2,2", "medusa:" + f.medusa_dir, VerifyMethod::tree, {2, 2}},
+      {"medusa tree file", "medusa:" + f.medusa_dir + ",tree=" + tree_file, VerifyMethod::tree, {1, 1}},
+      {"medusa chain", "medusa:" + f.medusa_dir, VerifyMethod::chain, {}},
+      {"eagle static 2,2", "eagle:" + f.eagle_dir, VerifyMethod::tree, {2, 2}},
+      {"eagle dynamic",
+       "eagle:" + f.eagle_dir + ",dynamic,depth=3,top_k=3,total_tokens=8",
+       VerifyMethod::tree,
+       {1, 1, 1}},
+      {"eagle chain", "eagle:" + f.eagle_dir, VerifyMethod::chain, {}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const GofRun r = run_two_token_gof(f.drafter(c.spec), c.method, c.shape, law, prompt, 12000);
+    INFO(r.g.detail << " G = " << r.g.statistic << ", df = " << r.g.df << ", p = " << r.g.p_value);
+    CHECK(r.g.passed(stats::kAlpha));
+    CHECK(r.metrics.q_zero_errors == 0);
+    CHECK(r.metrics.accepted > 300);  // the drafts were used
+  }
+}
+
+TEST_CASE("mutant: the dynamic tree verified with p/q against its recorded q is caught by the same test", "[eagle]") {
+  const Fixture& f = fixture();
+  const std::vector<Token> prompt = {3, 1, 4, 1, 5};
+  const std::vector<double> law = exact_two_token_law(f, exactness_params(), prompt);
+  const auto drafter = f.drafter("eagle:" + f.eagle_dir + ",dynamic,depth=3,top_k=3,total_tokens=8");
+  const ScopedMutant mutant(Mutant::dynamic_tree_tested_with_q);
+  const GofRun r = run_two_token_gof(drafter, VerifyMethod::tree, {1, 1, 1}, law, prompt, 3000);
+  INFO(r.g.detail << " G = " << r.g.statistic << ", p = " << r.g.p_value);
+  CHECK_FALSE(r.g.passed(stats::kAlpha));
+}
+
+TEST_CASE("medusa and eagle: greedy speculation equals greedy decoding token for token", "[medusa][eagle]") {
+  const Fixture& f = fixture();
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  GenerationConfig ar;
+  ar.max_new_tokens = 24;
+  const Generator baseline(f.target, greedy, nullptr, ar);
+  struct Case {
+    std::string spec;
+    VerifyMethod method;
+    std::vector<int32_t> shape;
+  };
+  const std::vector<Case> cases = {
+      {"medusa:" + f.medusa_dir, VerifyMethod::greedy, {}},
+      {"medusa:" + f.medusa_dir, VerifyMethod::tree, {3, 2, 1}},
+      {"eagle:" + f.eagle_dir, VerifyMethod::greedy, {}},
+      {"eagle:" + f.eagle_dir, VerifyMethod::tree, {3, 2, 1}},
+      {"eagle:" + f.eagle_dir + ",dynamic,top_k=3", VerifyMethod::tree, {3, 2, 2, 1}},
+  };
+  int64_t accepted = 0;
+  for (const Case& c : cases) {
+    INFO(c.spec << " " << verify_method_name(c.method));
+    GenerationConfig config = ar;
+    config.method = c.method;
+    config.tree_shape = c.shape;
+    config.tree_sampling = SiblingScheme::deterministic;
+    config.num_draft_tokens = 3;
+    const Generator spec(f.target, greedy, f.drafter(c.spec), config);
+    for (const std::vector<Token>& prompt : std::vector<std::vector<Token>>{{0, 1}, {3, 3, 3}, {9, 2, 6, 5, 3, 5}}) {
+      GenerationMetrics m1, m2;
+      CHECK(spec.generate(prompt, 3, m2).tokens == baseline.generate(prompt, 3, m1).tokens);
+      accepted += m2.accepted;
+    }
+  }
+  CHECK(accepted > 0);
+}
+
+TEST_CASE("head drafters count the extra target forward that provides the features", "[medusa][eagle]") {
+  const Fixture& f = fixture();
+  for (const std::string& spec : {"medusa:" + f.medusa_dir, "eagle:" + f.eagle_dir}) {
+    INFO(spec);
+    const auto factory = std::dynamic_pointer_cast<const HeadDrafterFactory>(f.drafter(spec));
+    REQUIRE(factory);
+    GenerationConfig config;
+    config.method = VerifyMethod::chain;
+    config.num_draft_tokens = 3;
+    config.max_new_tokens = 20;
+    const Generator generator(f.target, exactness_params(), factory, config);
+    GenerationMetrics metrics;
+    const std::vector<Token> prompt = {1, 2, 3, 4};
+    const SequenceOutput out = generator.generate(prompt, 0, metrics);
+    // One forward per step over the newly committed tokens but the last: positions 0..L-2 in total, where L
+    // is the context length at the last step.
+    int64_t last_context = static_cast<int64_t>(prompt.size());
+    for (size_t s = 0; s + 1 < out.accept_lengths.size(); ++s) last_context += out.accept_lengths[s] + 1;
+    CHECK(factory->feature_stats().forwards == metrics.steps);
+    CHECK(factory->feature_stats().rows == last_context - 1);
+  }
+}
+
+TEST_CASE("head drafter specs and folders: clear errors", "[medusa][eagle]") {
+  const Fixture& f = fixture();
+  CHECK_THROWS_WITH(f.drafter("medusa:"), Contains("needs the heads folder"));
+  CHECK_THROWS_WITH(f.drafter("medusa:" + f.medusa_dir + ",dynamic"), Contains("dynamic trees need the EAGLE head"));
+  CHECK_THROWS_WITH(f.drafter("eagle:" + f.eagle_dir + ",depth=3"), Contains("add ',dynamic'"));
+  CHECK_THROWS_WITH(f.drafter("eagle:" + f.eagle_dir + ",dynamic,top_k=0"), Contains("top_k must be in 1..64"));
+  CHECK_THROWS_WITH(f.drafter("eagle:" + f.eagle_dir + ",dynamic,tree=x"), Contains("tree=FILE is a static tree"));
+  CHECK_THROWS_WITH(f.drafter("eagle:" + f.eagle_dir + ",bogus=1"), Contains("unknown option 'bogus'"));
+  CHECK_THROWS_WITH(f.drafter("eagle:" + f.medusa_dir), Contains("holds medusa heads, not eagle"));
+  CHECK_THROWS_WITH(f.drafter("medusa:" + f.dir.str("nowhere")), Contains("no such folder"));
+  CHECK_THROWS_WITH(f.drafter("medusa:" + f.medusa_dir + ",tree=" + f.dir.str("missing.txt")),
+                    Contains("cannot read the tree file"));
+  // The Generator's target must be the transformer the heads read.
+  TransformerConfig other = tiny_config();
+  other.n_layers = 1;
+  Transformer small(other);
+  save_checkpoint(f.dir.str("other"), small, CheckpointConfig{});
+  const auto other_target = std::make_shared<TransformerLanguageModel>(f.dir.str("other"));
+  CHECK_THROWS_WITH(load_drafter("medusa:" + f.medusa_dir, SamplingParams{}, other_target, SamplingParams{}),
+                    Contains("is not the --target"));
+  CHECK_THROWS_WITH(load_drafter("medusa:" + f.medusa_dir + ",target=" + f.dir.str("other"), SamplingParams{}, nullptr,
+                                 SamplingParams{}),
+                    Contains("the heads were trained on a target with"));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Training
+
+TEST_CASE("specula train-medusa / train-eagle: a short run lowers the loss and loads as a drafter", "[medusa][eagle]") {
+  const Fixture& f = fixture();
+  const std::string corpus = f.dir.str("corpus.txt");
+  {
+    // Text the target's live tokens can say (bytes 0..15), with structure to learn.
+    std::ofstream out(corpus, std::ios::binary);
+    for (int i = 0; i < 3000; ++i) out << static_cast<char>((i * 7 + (i / 5) % 3) % kLive);
+  }
+  for (const std::string& kind : std::vector<std::string>{"medusa", "eagle"}) {
+    INFO(kind);
+    HeadTrainOptions o;
+    o.kind = kind;
+    o.target = f.target_dir;
+    o.corpus = corpus;
+    o.output = f.dir.str("trained-" + kind);
+    o.medusa_heads = 2;
+    o.feature_windows = 24;
+    o.batch_size = 4;
+    o.seq_len = 32;
+    o.lr.peak = 3e-3;
+    o.lr.min = 3e-4;
+    o.lr.warmup_steps = 5;
+    o.lr.total_steps = 60;
+    o.eval_interval = 20;
+    o.eval_windows = 4;
+    o.log_interval = 1000;
+    const HeadTrainResult r = train_draft_heads(o);
+    const DraftHeadsConfig saved = read_draft_heads_config(o.output);
+    CHECK(saved.kind == kind);
+    CHECK(saved.target == "../target");
+    REQUIRE(saved.training.contains("initial_val_loss"));
+    CHECK(r.val_loss < saved.training["initial_val_loss"].get<double>());
+    CHECK(r.val_top1.size() == (kind == "medusa" ? 2u : 1u));
+    const auto drafter = f.drafter(kind + ":" + o.output)->create();
+    const std::vector<Token> context = {1, 2, 3};
+    TokenHistory history;
+    CHECK(drafter->propose(request(context, history, {}, 2)).size() == 2);
+  }
+}
+
+}  // namespace specula

@@ -1,0 +1,382 @@
+// The tree-shape optimiser (verify/tree_shape_optimizer.h, `specula tree-opt`): rank-tree text, Sequoia's DP
+// against brute force over every tree, the uniform-per-depth search against enumeration, forward costs, and
+// the prediction itself: on a drafter whose positional acceptance is known exactly (an oracle that proposes
+// the target's own top-ranked tokens, under a target whose every row is a permutation of one distribution),
+// the predicted tokens per step must match the Generator's measured mean within its standard error. All
+// "[tree-opt]".
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include "cli_runner.h"
+#include "draft/model_drafter.h"
+#include "harness/generation/generator.h"
+#include "harness/models/table_model.h"
+#include "kernels/philox.h"
+#include "verify/error.h"
+#include "verify/sampler_pipeline.h"
+#include "verify/statistics/goodness_of_fit.h"
+#include "verify/tree_shape_optimizer.h"
+
+using namespace specula;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------------------
+// Brute force: every tree of rank paths with ranks < K and depth <= D (prefix-closed node sets).
+
+struct Universe {
+  std::vector<int32_t> parent, rank, depth;  // BFS order: parents first
+};
+
+Universe rank_universe(int32_t K, int32_t D) {
+  Universe u;
+  std::vector<int32_t> level = {-1};
+  for (int32_t d = 1; d <= D; ++d) {
+    std::vector<int32_t> next;
+    for (int32_t p : level)
+      for (int32_t r = 0; r < K; ++r) {
+        next.push_back(static_cast<int32_t>(u.parent.size()));
+        u.parent.push_back(p);
+        u.rank.push_back(r);
+        u.depth.push_back(d);
+      }
+    level = std::move(next);
+  }
+  return u;
+}
+
+// best[n] = max F over prefix-closed subsets of exactly n nodes.
+std::vector<double> brute_force_best(const Universe& u, const std::vector<double>& p, int32_t max_nodes) {
+  std::vector<double> best(max_nodes + 1, 0.0), reach(u.parent.size(), 0.0);
+  std::vector<char> in(u.parent.size(), 0);
+  best[0] = 1.0;
+  std::function<void(size_t, int32_t, double)> go = [&](size_t i, int32_t n, double f) {
+    best[n] = std::max(best[n], f);
+    if (n == max_nodes) return;
+    for (size_t j = i; j < u.parent.size(); ++j) {
+      const int32_t par = u.parent[j];
+      if (par >= 0 && !in[par]) continue;
+      in[j] = 1;
+      reach[j] = p[u.rank[j]] * (par < 0 ? 1.0 : reach[par]);
+      go(j + 1, n + 1, f + reach[j]);
+      in[j] = 0;
+    }
+  };
+  go(0, 0, 1.0);
+  return best;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// A target whose rows are permutations of one distribution, and the oracle drafter of a rank tree.
+
+std::shared_ptr<TableModel> permuted_rows_target(int32_t V, const std::vector<float>& base, uint64_t seed) {
+  std::vector<float> logits(static_cast<size_t>(V) * V);
+  for (int32_t row = 0; row < V; ++row) {
+    std::vector<int32_t> perm(V);
+    std::iota(perm.begin(), perm.end(), 0);
+    for (int32_t i = V - 1; i > 0; --i) {  // Fisher-Yates on Philox
+      const int32_t j = static_cast<int32_t>(philox_uniform(seed, 11, static_cast<uint64_t>(row * V + i)) * (i + 1));
+      std::swap(perm[i], perm[std::min(j, i)]);
+    }
+    for (int32_t x = 0; x < V; ++x) logits[static_cast<size_t>(row) * V + perm[x]] = base[x];
+  }
+  return std::make_shared<TableModel>(1, V, logits, "permuted-rows");
+}
+
+class RankOracleDrafter : public Drafter {
+ public:
+  RankOracleDrafter(std::shared_ptr<const TableModel> model, RankTree shape)
+      : model_(std::move(model)), shape_(std::move(shape)), pipeline_(SamplingParams{}, model_->vocab_size()) {}
+  std::string name() const override { return "rank-oracle"; }
+  TokenTree propose(const DraftRequest& request) override {
+    TokenTree tree;
+    tree.scheme = SiblingScheme::deterministic;
+    const int32_t V = model_->vocab_size();
+    std::vector<float> p(V);
+    for (int32_t n = 0; n < shape_.size(); ++n) {
+      const int32_t parent = shape_.parent[n];
+      const std::vector<Token> suffix = parent < 0 ? std::vector<Token>{} : tree.path(parent);
+      pipeline_.process(model_->row_after(*request.context, suffix), TokenHistory{}, p.data());
+      std::vector<Token> order(V);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](Token a, Token b) { return p[a] > p[b]; });
+      tree.add(order[shape_.rank[n]], parent);
+    }
+    tree.draft_q.resize(tree.size() + 1);
+    return tree;
+  }
+
+ private:
+  std::shared_ptr<const TableModel> model_;
+  RankTree shape_;
+  SamplerPipeline pipeline_;
+};
+
+class RankOracleFactory : public DrafterFactory {
+ public:
+  RankOracleFactory(std::shared_ptr<const TableModel> model, RankTree shape)
+      : model_(std::move(model)), shape_(std::move(shape)) {}
+  std::unique_ptr<Drafter> create() const override { return std::make_unique<RankOracleDrafter>(model_, shape_); }
+  int32_t vocab_size() const override { return model_->vocab_size(); }
+  std::string description() const override { return "rank oracle"; }
+
+ private:
+  std::shared_ptr<const TableModel> model_;
+  RankTree shape_;
+};
+
+struct StepStats {
+  double mean = 0, sd = 0;
+  int64_t n = 0;
+};
+
+// Tokens emitted per verification step (accepted + 1), over every step of every sequence.
+StepStats emitted_per_step(const Generator& generator, int64_t sequences) {
+  GenerationMetrics metrics;
+  const std::vector<SequenceOutput> outputs = generator.generate_many({0}, 0, sequences, metrics);
+  double sum = 0, sum2 = 0;
+  StepStats s;
+  for (const SequenceOutput& o : outputs)
+    for (int32_t a : o.accept_lengths) {
+      sum += a + 1;
+      sum2 += static_cast<double>(a + 1) * (a + 1);
+      ++s.n;
+    }
+  s.mean = sum / static_cast<double>(s.n);
+  s.sd = std::sqrt(std::max(0.0, sum2 / static_cast<double>(s.n) - s.mean * s.mean));
+  REQUIRE(s.n == metrics.steps);
+  REQUIRE(metrics.q_zero_errors == 0);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("rank trees: parse, format, uniform shapes and errors", "[tree-opt]") {
+  const RankTree t = parse_rank_tree("0 1\n0.0 0.1 # comment\n1.0\n0.0.0", "test");
+  REQUIRE(t.size() == 6);
+  CHECK(t.parent == std::vector<int32_t>{-1, -1, 0, 0, 1, 2});
+  CHECK(t.rank == std::vector<int32_t>{0, 1, 0, 1, 0, 0});
+  CHECK(t.max_depth() == 3);
+  CHECK(t.uniform_shape().empty());
+  CHECK(format_rank_tree(t) == "0 1\n0.0 0.1 1.0\n0.0.0\n");
+  CHECK(parse_rank_tree(format_rank_tree(t), "again").parent == t.parent);
+  // Order of the paths does not matter; BFS order with siblings by rank comes out.
+  CHECK(parse_rank_tree("1.0 0.0.0 0.1 1 0 0.0", "shuffled").parent == t.parent);
+
+  const RankTree u = RankTree::uniform({2, 2, 1});
+  CHECK(u.size() == 2 + 4 + 4);
+  CHECK(u.uniform_shape() == std::vector<int32_t>{2, 2, 1});
+  CHECK(parse_rank_tree(format_rank_tree(u), "u").uniform_shape() == std::vector<int32_t>{2, 2, 1});
+  CHECK(RankTree::chain(3).uniform_shape() == std::vector<int32_t>{1, 1, 1});
+  CHECK(u.truncated(2).uniform_shape() == std::vector<int32_t>{2, 2});
+  CHECK(RankTree{}.uniform_shape().empty());
+
+  // Ranks need not be contiguous (Medusa's choices may skip one): rank 1 under node 0 without rank 0.
+  CHECK(parse_rank_tree("0 0.1", "f.txt").rank == std::vector<int32_t>{0, 1});
+  CHECK_THROWS_WITH(parse_rank_tree("0 1.1", "f.txt"), Contains("'1.1' has no parent '1'"));
+  CHECK_THROWS_WITH(parse_rank_tree("0 0.x", "f.txt"), Contains("'0.x' is not a rank path"));
+  CHECK_THROWS_WITH(parse_rank_tree("0 0", "f.txt"), Contains("given twice"));
+  CHECK_THROWS_WITH(parse_rank_tree("# nothing\n", "f.txt"), Contains("empty tree"));
+  CHECK_THROWS_WITH(parse_rank_tree("0 0.", "f.txt"), Contains("ends with '.'"));
+}
+
+TEST_CASE("expected tokens per step: F(T) = sum over nodes of the product of p along the path", "[tree-opt]") {
+  const std::vector<double> p = {0.5, 0.2, 0.1};
+  CHECK(expected_tokens_per_step(RankTree{}, p) == 1.0);
+  CHECK(expected_tokens_per_step(RankTree::chain(3), p) == Approx(1 + 0.5 + 0.25 + 0.125));
+  // Uniform 2,1: 1 + (0.5 + 0.2) + (0.5 * 0.5 + 0.2 * 0.5).
+  CHECK(expected_tokens_per_step(RankTree::uniform({2, 1}), p) == Approx(1 + 0.7 + 0.35));
+  // A rank beyond the measured ones contributes nothing.
+  CHECK(expected_tokens_per_step(RankTree::uniform({4}), p) == Approx(1.8));
+  CHECK_THROWS_WITH(validate_positional_acceptance({0.7, 0.5}, "--acceptance"), Contains("sum to 1.2"));
+  CHECK_THROWS_WITH(validate_positional_acceptance({0.7, -0.1}, "--acceptance"), Contains("p_2 = -0.1"));
+  CHECK_THROWS_WITH(validate_positional_acceptance({}, "--acceptance"), Contains("no acceptance"));
+}
+
+TEST_CASE("Sequoia's DP finds the best tree of every size: equal to brute force over all rank trees", "[tree-opt]") {
+  const int32_t K = 3, D = 3, N = 6;
+  const Universe u = rank_universe(K, D);
+  for (const std::vector<double>& p :
+       std::vector<std::vector<double>>{{0.6, 0.2, 0.1}, {0.3, 0.25, 0.2}, {0.9, 0.05, 0.01}, {0.45, 0.44, 0.1}}) {
+    CAPTURE(p);
+    const SequoiaTable table(p, N, D);
+    for (int32_t d = 1; d <= D; ++d) {
+      Universe shallow;
+      for (size_t i = 0; i < u.parent.size(); ++i)
+        if (u.depth[i] <= d) {
+          shallow.parent.push_back(u.parent[i]);
+          shallow.rank.push_back(u.rank[i]);
+          shallow.depth.push_back(u.depth[i]);
+        }
+      const std::vector<double> brute = brute_force_best(shallow, p, N);
+      for (int32_t n = 1; n <= N; ++n) {
+        CAPTURE(d, n);
+        CHECK(table.best(n, d) == Approx(brute[n]).epsilon(1e-12));
+        if (brute[n] == 0.0) continue;  // more nodes than K-ary trees of depth d hold
+        const RankTree t = table.tree(n, d);
+        CHECK(t.size() == n);
+        CHECK(t.max_depth() <= d);
+        CHECK(expected_tokens_per_step(t, p) == Approx(brute[n]).epsilon(1e-12));
+      }
+    }
+  }
+  // More nodes than K-ary trees of that depth hold: no tree.
+  CHECK(SequoiaTable({0.5, 0.3}, 8, 2).best(7, 2) == 0.0);
+  CHECK(SequoiaTable({0.5, 0.3}, 8, 2).best(6, 2) > 0.0);
+}
+
+TEST_CASE("forward costs: linear between measured points; errors name the option", "[tree-opt]") {
+  const ForwardCost c = ForwardCost::parse("8:1.1,1:1.0,16:1.5", "forward-cost");
+  CHECK(c.at(1) == 1.0);
+  CHECK(c.at(8) == Approx(1.1));
+  CHECK(c.at(4) == Approx(1.0 + 0.1 * 3 / 7));
+  CHECK(c.at(12) == Approx(1.3));
+  CHECK(c.max_rows() == 16);
+  CHECK_THROWS_WITH(c.at(17), Contains("outside the measured range"));
+  CHECK_THROWS_WITH(ForwardCost::parse("2:1.0,8:1.1", "forward-cost"), Contains("needs the cost of 1 row"));
+  CHECK_THROWS_WITH(ForwardCost::parse("1:1.0,8", "forward-cost"), Contains("'8' is not ROWS:COST"));
+  CHECK_THROWS_WITH(ForwardCost::parse("1:1.0,8:0", "forward-cost"), Contains("must be > 0"));
+  CHECK_THROWS_WITH(ForwardCost::parse("1:1.0,1:1.2", "forward-cost"), Contains("1 rows given twice"));
+}
+
+TEST_CASE("tree choice: tokens per unit time under the forward cost; uniform search equals enumeration", "[tree-opt]") {
+  const std::vector<double> p = {0.55, 0.2, 0.08, 0.04};
+  TreeSearchOptions o;
+  o.acceptance = p;
+  o.max_depth = 5;
+  o.max_nodes = 24;
+  // Free forwards: the biggest tree allowed wins (F grows with every node).
+  const TreeChoice flat = optimal_tree(o, ForwardCost({{1, 1.0}, {64, 1.0}}, "flat"));
+  CHECK(flat.tree.size() == 24);
+  CHECK(flat.tokens_per_step == Approx(SequoiaTable(p, 24, 5).best(24, 5)));
+  CHECK(flat.speedup == Approx(flat.tokens_per_step));
+  // Steep forwards: a small tree; so steep that nothing pays: no tree.
+  const TreeChoice steep = optimal_tree(o, ForwardCost({{1, 1.0}, {2, 1.2}, {64, 40.0}}, "steep"));
+  CHECK(steep.tree.size() >= 1);
+  CHECK(steep.tree.size() < 8);
+  CHECK(optimal_tree(o, ForwardCost({{1, 1.0}, {2, 3.0}, {64, 100.0}}, "prohibitive")).tree.size() == 0);
+  // A draft cost per depth favours shallow trees.
+  o.draft_cost_per_depth = 0.3;
+  const TreeChoice costly_draft = optimal_tree(o, ForwardCost({{1, 1.0}, {64, 1.0}}, "flat"));
+  CHECK(costly_draft.tree.max_depth() < flat.tree.max_depth());
+  o.draft_cost_per_depth = 0.0;
+
+  // The uniform search against an explicit enumeration of shapes under a realistic cost curve.
+  const ForwardCost curve = ForwardCost::parse("1:1.0,4:1.02,8:1.08,16:1.25,32:1.7", "curve");
+  const TreeChoice uniform = best_uniform_tree(o, curve);
+  double best_rate = 1.0 / curve.at(1);
+  std::vector<int32_t> best_shape;
+  std::function<void(std::vector<int32_t>&, int64_t, int64_t)> enumerate = [&](std::vector<int32_t>& s, int64_t nodes,
+                                                                               int64_t level) {
+    if (!s.empty()) {
+      const RankTree t = RankTree::uniform(s);
+      const double rate = expected_tokens_per_step(t, p) / curve.at(t.size() + 1);
+      if (rate > best_rate * (1 + 1e-12)) {
+        best_rate = rate;
+        best_shape = s;
+      }
+    }
+    if (static_cast<int32_t>(s.size()) == o.max_depth) return;
+    for (int32_t b = 1; b <= 4; ++b)
+      if (nodes + level * b <= 24) {
+        s.push_back(b);
+        enumerate(s, nodes + level * b, level * b);
+        s.pop_back();
+      }
+  };
+  std::vector<int32_t> s;
+  enumerate(s, 0, 1);
+  CHECK(uniform.shape == best_shape);
+  CHECK(uniform.tokens_per_step / uniform.step_cost == Approx(best_rate));
+  // The unconstrained optimum is at least as good.
+  const TreeChoice best = optimal_tree(o, curve);
+  CHECK(best.tokens_per_step / best.step_cost >= uniform.tokens_per_step / uniform.step_cost * (1 - 1e-12));
+}
+
+TEST_CASE("predicted tokens per step match the Generator on a drafter with known positional acceptance", "[tree-opt]") {
+  // Every row of the target is a permutation of softmax(base): a drafter proposing the target's rank-k token
+  // is accepted with exactly p_k = the k-th largest probability, at every node (point-mass verification).
+  const int32_t V = 8;
+  const std::vector<float> base = {2.0f, 1.1f, 0.6f, 0.1f, -0.4f, -1.0f, -1.6f, -2.2f};
+  const auto target = permuted_rows_target(V, base, 5);
+  const SamplerPipeline pipeline(SamplingParams{}, V);
+  std::vector<float> sorted(V);
+  pipeline.process(base.data(), TokenHistory{}, sorted.data());  // base is sorted descending already
+  const std::vector<double> p(sorted.begin(), sorted.end());
+
+  TreeSearchOptions o;
+  o.acceptance = p;
+  o.max_depth = 4;
+  o.max_nodes = 12;
+  const ForwardCost curve = ForwardCost::parse("1:1.0,4:1.05,8:1.15,13:1.3", "curve");
+  const TreeChoice best = optimal_tree(o, curve);
+  const TreeChoice uniform = best_uniform_tree(o, curve);
+  REQUIRE(best.tree.size() > 1);
+  INFO("optimal tree:\n" << format_rank_tree(best.tree) << "uniform shape size " << uniform.shape.size());
+
+  GenerationConfig config;
+  config.method = VerifyMethod::tree;
+  config.tree_sampling = SiblingScheme::deterministic;
+  config.max_new_tokens = 48;
+  config.seed = 77;
+  struct Case {
+    std::string name;
+    std::shared_ptr<const DrafterFactory> factory;
+    std::vector<int32_t> tree_shape;
+    double predicted;
+  };
+  const std::vector<Case> cases = {
+      {"optimal (rank oracle)", std::make_shared<RankOracleFactory>(target, best.tree),
+       std::vector<int32_t>(best.tree.max_depth(), 1), best.tokens_per_step},
+      // The uniform tree through the ordinary model drafter: top-k of q = p under --tree-sampling topk.
+      {"uniform (model drafter, --tree)", std::make_shared<ModelDrafterFactory>(target, SamplingParams{}),
+       uniform.shape, uniform.tokens_per_step},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    GenerationConfig cc = config;
+    cc.tree_shape = c.tree_shape;
+    const Generator generator(target, SamplingParams{}, c.factory, cc);
+    const StepStats s = emitted_per_step(generator, 1500);
+    const double se = s.sd / std::sqrt(static_cast<double>(s.n));
+    INFO("predicted " << c.predicted << ", measured " << s.mean << " +- " << se << " over " << s.n << " steps");
+    CHECK(stats::normal_two_sided_p(stats::z_score(s.mean, s.sd, s.n, c.predicted)) >= stats::kAlpha);
+    CHECK(std::fabs(s.mean - c.predicted) < 0.02 * c.predicted);  // and the error bar is small
+  }
+}
+
+TEST_CASE("specula tree-opt: prints both trees, writes a --tree the generator accepts and rank paths", "[tree-opt]") {
+  testing::TempDir dir;
+  const std::string shape_file = dir.file("tree.txt"), ranks_file = dir.file("ranks.txt");
+  const testing::CliResult r = testing::run_specula(
+      "tree-opt --acceptance 0.55,0.2,0.08,0.04 --forward-cost 1:1.0,4:1.02,8:1.08,16:1.25,32:1.7 --max-depth 5 "
+      "--output " +
+      shape_file + " --output-ranks " + ranks_file);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("optimal tree (Sequoia DP)") && Contains("best uniform tree") &&
+                        Contains("expected tokens per step"));
+  const std::string shape_text = testing::read_text(shape_file);
+  const std::vector<int32_t> shape = parse_tree_shape(shape_text.substr(0, shape_text.find('\n')));
+  const RankTree ranks = read_rank_tree_file(ranks_file);
+  TreeSearchOptions o;
+  o.acceptance = {0.55, 0.2, 0.08, 0.04};
+  o.max_depth = 5;
+  const ForwardCost curve = ForwardCost::parse("1:1.0,4:1.02,8:1.08,16:1.25,32:1.7", "curve");
+  CHECK(shape == best_uniform_tree(o, curve).shape);
+  CHECK(ranks.parent == optimal_tree(o, curve).tree.parent);
+  CHECK(ranks.rank == optimal_tree(o, curve).tree.rank);
+
+  const testing::CliResult bad = testing::run_specula("tree-opt --acceptance 0.7,0.5 --forward-cost 1:1,8:1.1");
+  CHECK(bad.exit_code == 1);
+  CHECK_THAT(bad.err, Contains("--acceptance") && Contains("sum to 1.2"));
+  const testing::CliResult none = testing::run_specula("tree-opt --acceptance 0.7");
+  CHECK(none.exit_code == 1);
+  CHECK_THAT(none.err, Contains("--forward-cost"));
+}
