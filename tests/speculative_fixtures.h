@@ -16,9 +16,9 @@
 namespace specula::testing {
 
 // Standard normal from Philox (Box-Muller), independent of the standard library's distributions.
-inline double philox_gaussian(uint64_t seed, uint64_t index) {
-  const double u1 = philox_uniform(seed, 977, 2 * index);
-  const double u2 = philox_uniform(seed, 977, 2 * index + 1);
+inline double philox_gaussian(uint64_t seed, uint64_t index, uint64_t stream = 977) {
+  const double u1 = philox_uniform(seed, stream, 2 * index);
+  const double u2 = philox_uniform(seed, stream, 2 * index + 1);
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
 }
 

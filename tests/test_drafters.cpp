@@ -35,14 +35,9 @@ namespace {
 // ---------------------------------------------------------------------------------------------------------
 // Fixtures
 
-double gaussian(uint64_t seed, uint64_t index) {  // Box-Muller on Philox
-  const double u1 = philox_uniform(seed, 31, 2 * index), u2 = philox_uniform(seed, 31, 2 * index + 1);
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-}
-
 std::shared_ptr<TableModel> bigram_target(int32_t V, uint64_t seed, double scale = 1.5) {
   std::vector<float> logits(static_cast<size_t>(V) * V);
-  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(scale * gaussian(seed, i));
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(scale * testing::philox_gaussian(seed, i, /*stream=*/31));
   return std::make_shared<TableModel>(1, V, logits, "bigram-target");
 }
 
