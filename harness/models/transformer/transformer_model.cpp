@@ -3,9 +3,35 @@
 #include <cmath>
 #include <limits>
 
+#include "harness/models/transformer/skinny_linear.h"
 #include "verify/error.h"
 
 namespace specula {
+
+torch::Tensor apply_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  const int64_t in = weight.size(1), out = weight.size(0);
+  const bool skinny = !torch::GradMode::is_enabled() && x.device().is_cpu() && weight.device().is_cpu() &&
+                      x.scalar_type() == torch::kFloat32 && weight.scalar_type() == torch::kFloat32 &&
+                      (!bias.defined() || bias.scalar_type() == torch::kFloat32) && x.dim() >= 1 &&
+                      x.size(-1) == in && x.numel() <= kSkinnyLinearMaxRows * in && weight.is_contiguous();
+  if (!skinny) return torch::nn::functional::linear(x, weight, bias);
+  const torch::Tensor xc = x.contiguous();
+  const torch::Tensor b = bias.defined() ? bias.contiguous() : bias;
+  const int64_t rows = in > 0 ? xc.numel() / in : 0;
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.back() = out;
+  torch::Tensor y = torch::empty(sizes, x.options());
+  const float* xp = xc.data_ptr<float>();
+  const float* wp = weight.data_ptr<float>();
+  const float* bp = b.defined() ? b.data_ptr<float>() : nullptr;
+  float* yp = y.data_ptr<float>();
+  // Blocks of 64 output columns per task: ~64 KB of weights at d = 256, enough work to amortise a thread.
+  constexpr int64_t kBlock = 64;
+  at::parallel_for(0, (out + kBlock - 1) / kBlock, 1, [&](int64_t first, int64_t last) {
+    skinny_linear(xp, rows, in, wp, bp, out, yp, first * kBlock, std::min(out, last * kBlock));
+  });
+  return y;
+}
 
 RMSNormImpl::RMSNormImpl(int64_t dim, double eps_) : eps(eps_) {
   weight = register_parameter("weight", torch::ones({dim}));
@@ -44,7 +70,7 @@ AttentionImpl::AttentionImpl(const TransformerConfig& c)
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& mask,
                                      KVCache* cache, int64_t layer) {
   const int64_t B = x.size(0), N = x.size(1), G = n_heads / n_kv_heads;
-  const auto heads = qkv->forward(x).view({B, N, n_heads + 2 * n_kv_heads, head_dim}).transpose(1, 2);
+  const auto heads = apply_linear(qkv, x).view({B, N, n_heads + 2 * n_kv_heads, head_dim}).transpose(1, 2);
   torch::Tensor q = rope->forward(heads.narrow(1, 0, n_heads), positions);  // [B, H, N, D]
   torch::Tensor k = rope->forward(heads.narrow(1, n_heads, n_kv_heads), positions);  // [B, Hkv, N, D]
   torch::Tensor v = heads.narrow(1, n_heads + n_kv_heads, n_kv_heads);
@@ -55,7 +81,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
   torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(head_dim)));
   if (mask.defined()) scores = (scores.view({B, n_kv_heads, G, N, T}) + mask).view({B, n_kv_heads, G * N, T});
   const torch::Tensor y = torch::matmul(torch::softmax(scores, -1), v).view({B, n_heads, N, head_dim});
-  return out->forward(y.transpose(1, 2).reshape({B, N, n_heads * head_dim}));
+  return apply_linear(out, y.transpose(1, 2).reshape({B, N, n_heads * head_dim}));
 }
 
 SwiGLUImpl::SwiGLUImpl(int64_t d_model, int64_t d_ff) {
@@ -64,8 +90,8 @@ SwiGLUImpl::SwiGLUImpl(int64_t d_model, int64_t d_ff) {
 }
 
 torch::Tensor SwiGLUImpl::forward(const torch::Tensor& x) {
-  const auto parts = gate_up->forward(x).chunk(2, -1);
-  return down->forward(torch::silu(parts[0]) * parts[1]);
+  const auto parts = apply_linear(gate_up, x).chunk(2, -1);
+  return apply_linear(down, torch::silu(parts[0]) * parts[1]);
 }
 
 BlockImpl::BlockImpl(const TransformerConfig& c) {
@@ -119,7 +145,7 @@ torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& tokens, const 
 }
 
 torch::Tensor TransformerImpl::lm_head(const torch::Tensor& hidden) {
-  return config_.tie_embeddings ? torch::nn::functional::linear(hidden, embedding->weight) : head->forward(hidden);
+  return config_.tie_embeddings ? apply_linear(hidden, embedding->weight, torch::Tensor()) : apply_linear(head, hidden);
 }
 
 torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens) {

@@ -113,6 +113,14 @@ class TransformerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Transformer);
 
+// x [.., in] times a linear layer's weight [out, in] (+ bias): at inference with at most kSkinnyLinearMaxRows
+// rows of float32 on the CPU, skinny_linear (weights read once, no packing; see skinny_linear.h), split over
+// LibTorch's threads; otherwise LibTorch's own linear (training, large chunks, other devices and types).
+torch::Tensor apply_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+inline torch::Tensor apply_linear(const torch::nn::Linear& layer, const torch::Tensor& x) {
+  return apply_linear(x, layer->weight, layer->bias);
+}
+
 // Positions and attention mask of one step (see the file comment).
 struct AttentionLayout {
   torch::Tensor positions;  // [N] int64

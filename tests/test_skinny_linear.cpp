@@ -1,0 +1,135 @@
+// The few-row linear kernel of decoding and verification steps (skinny_linear.h): every instruction-set
+// variant against a float64 reference, the row-invariance the generation loop relies on (a token's outputs do
+// not depend on the rows computed beside it), and apply_linear's choice between it and LibTorch.
+//
+// Tolerance: a float32 dot product of n terms summed in any order is within gamma_{n+1} * sum |x_i w_i| of the
+// exact value, gamma_m = m u / (1 - m u), u = 2^-24 (Higham, Accuracy and Stability of Numerical Algorithms,
+// 2nd ed., §3.1; the +1 covers the bias). That bound is rigorous, so a pass leaves no room for a wrong index
+// or a dropped term, which move an output by the size of a term.
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "harness/models/transformer/skinny_linear.h"
+#include "harness/models/transformer/transformer_model.h"
+
+namespace specula {
+namespace {
+
+std::vector<SkinnyIsa> supported_isas() {
+  std::vector<SkinnyIsa> isas;
+  for (SkinnyIsa isa : {SkinnyIsa::baseline, SkinnyIsa::avx2, SkinnyIsa::avx512})
+    if (skinny_linear_supported(isa)) isas.push_back(isa);
+  return isas;
+}
+
+std::vector<float> normal_floats(size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> normal;
+  std::vector<float> v(n);
+  for (float& f : v) f = normal(rng);
+  return v;
+}
+
+// How far out[r][o] is from the exact x_r . w_o + b_o, in units of its rigorous rounding bound.
+double worst_error_over_bound(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& b,
+                              const std::vector<float>& y, int64_t rows, int64_t in, int64_t out) {
+  const double u = std::ldexp(1.0, -24), m = static_cast<double>(in + 1);
+  const double gamma = m * u / (1.0 - m * u);
+  double worst = 0.0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < out; ++o) {
+      double exact = b[o], magnitude = std::fabs(b[o]);
+      for (int64_t i = 0; i < in; ++i) {
+        const double t = static_cast<double>(x[r * in + i]) * w[o * in + i];
+        exact += t;
+        magnitude += std::fabs(t);
+      }
+      worst = std::max(worst, std::fabs(y[r * out + o] - exact) / (gamma * magnitude));
+    }
+  return worst;
+}
+
+TEST_CASE("skinny_linear: every variant within the rounding bound, row-invariant and slice-invariant",
+          "[transformer]") {
+  std::mt19937 rng(2026);
+  const auto isas = supported_isas();
+  REQUIRE(isas.front() == SkinnyIsa::baseline);
+  for (int64_t in : {1, 7, 16, 33, 256, 300})
+    for (int64_t out : {1, 3, 5, 64, 67})
+      for (int64_t rows : {1, 2, 3, 4, 5, 7, 13}) {
+        const auto x = normal_floats(rows * in, rng), w = normal_floats(out * in, rng), b = normal_floats(out, rng);
+        std::vector<float> first_fma;  // the first FMA variant's output: the others must match it bit for bit
+        for (SkinnyIsa isa : isas) {
+          CAPTURE(in, out, rows, static_cast<int>(isa));
+          std::vector<float> y(rows * out), alone(out), sliced(rows * out);
+          skinny_linear_with(isa, x.data(), rows, in, w.data(), b.data(), out, y.data(), 0, out);
+          CHECK(worst_error_over_bound(x, w, b, y, rows, in, out) <= 1.0);
+          // Row-invariance: each row computed alone gives the same bits as among the others.
+          for (int64_t r = 0; r < rows; ++r) {
+            skinny_linear_with(isa, x.data() + r * in, 1, in, w.data(), b.data(), out, alone.data(), 0, out);
+            CHECK(std::memcmp(alone.data(), y.data() + r * out, sizeof(float) * out) == 0);
+          }
+          // Output columns split over threads: any split gives the same bits.
+          const int64_t cut = out / 3;
+          skinny_linear_with(isa, x.data(), rows, in, w.data(), b.data(), out, sliced.data(), 0, cut);
+          skinny_linear_with(isa, x.data(), rows, in, w.data(), b.data(), out, sliced.data(), cut, out);
+          CHECK(std::memcmp(sliced.data(), y.data(), sizeof(float) * y.size()) == 0);
+          if (isa != SkinnyIsa::baseline) {
+            if (first_fma.empty())
+              first_fma = y;
+            else
+              CHECK(std::memcmp(first_fma.data(), y.data(), sizeof(float) * y.size()) == 0);
+          }
+        }
+      }
+}
+
+TEST_CASE("skinny_linear: the bound catches a dropped term", "[transformer]") {
+  // Negative control: the same check on an output that misses one product fails by far.
+  std::mt19937 rng(7);
+  const int64_t rows = 3, in = 256, out = 8;
+  const auto x = normal_floats(rows * in, rng), w = normal_floats(out * in, rng), b = normal_floats(out, rng);
+  std::vector<float> y(rows * out);
+  skinny_linear(x.data(), rows, in, w.data(), b.data(), out, y.data(), 0, out);
+  REQUIRE(worst_error_over_bound(x, w, b, y, rows, in, out) <= 1.0);
+  int64_t largest = 0;  // the largest product of row 1 and weight row 5: dropping it is a clear bug
+  for (int64_t i = 1; i < in; ++i)
+    if (std::fabs(x[in + i] * w[5 * in + i]) > std::fabs(x[in + largest] * w[5 * in + largest])) largest = i;
+  y[out + 5] -= x[in + largest] * w[5 * in + largest];
+  CHECK(worst_error_over_bound(x, w, b, y, rows, in, out) > 100.0);
+}
+
+TEST_CASE("apply_linear: the kernel at inference for a few rows, LibTorch otherwise", "[transformer]") {
+  torch::manual_seed(3);
+  torch::nn::Linear layer(torch::nn::LinearOptions(96, 40).bias(true));
+  for (int64_t rows : {int64_t{1}, int64_t{5}, kSkinnyLinearMaxRows, kSkinnyLinearMaxRows + 1}) {
+    CAPTURE(rows);
+    const torch::Tensor x = torch::randn({1, rows, 96});
+    torch::Tensor reference;
+    {
+      torch::NoGradGuard no_grad;
+      reference = torch::nn::functional::linear(x.to(torch::kFloat64), layer->weight.to(torch::kFloat64),
+                                                layer->bias.to(torch::kFloat64));
+    }
+    c10::InferenceMode inference;
+    const torch::Tensor y = apply_linear(layer, x);
+    CHECK(y.sizes() == torch::IntArrayRef({1, rows, 40}));
+    CHECK((y.to(torch::kFloat64) - reference).abs().max().item<double>() < 1e-4);
+  }
+  // Training keeps LibTorch's autograd.
+  const torch::Tensor x = torch::randn({2, 3, 96});
+  const torch::Tensor y = apply_linear(layer, x);
+  CHECK(y.requires_grad());
+  // A strided input (a transposed view) is read correctly.
+  c10::InferenceMode inference;
+  const torch::Tensor xt = torch::randn({96, 4}).t();
+  CHECK(torch::allclose(apply_linear(layer, xt), torch::nn::functional::linear(xt, layer->weight, layer->bias),
+                        1e-5, 1e-5));
+}
+
+}  // namespace
+}  // namespace specula
