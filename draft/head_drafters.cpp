@@ -106,6 +106,12 @@ class HeadDrafterBase : public Drafter {
         hidden_size_(state_->target->config().d_model),
         max_seq_len_(state_->target->config().max_seq_len) {}
 
+  // Prefill: the target features of the prompt (proposals read positions [0, L - 1)), so the decoding loop
+  // pays only for the tokens each step commits.
+  void begin(const std::vector<Token>& prompt) override {
+    if (prompt.size() >= 2) features(prompt, static_cast<int64_t>(prompt.size()) - 1);
+  }
+
  protected:
   // The features of positions [0, n), counting the target forward it may cost in the factory's totals.
   const float* features(const std::vector<Token>& context, int64_t n) {

@@ -18,6 +18,14 @@ class ModelDrafter : public Drafter {
 
   std::string name() const override { return "model"; }
 
+  // Prefill: run the prompt now (its logits are cached), so the first proposal drafts only.
+  void begin(const std::vector<Token>& prompt) override {
+    if (prompt.empty()) return;
+    std::vector<float> logits(vocab_size_);
+    session_->next_logits(prompt, logits.data());
+    ++counters_.n_forward;
+  }
+
   TokenTree propose(const DraftRequest& request) override {
     const auto start = std::chrono::steady_clock::now();
     std::vector<int32_t> shape = request.tree_shape;

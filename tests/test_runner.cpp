@@ -144,6 +144,71 @@ TEST_CASE("summary math on synthetic records", "[runner][summary]") {
   CHECK(predicted_speedup(0.5, 1, 1.0) == Approx(0.75));
 }
 
+TEST_CASE("summary: decoding apart from the prompt, verification cost and the cost model", "[runner][summary]") {
+  // Baseline: 100 tokens in 1.2 s of which 0.2 s prompt (its first call) and 99 decoding calls of 10 ms.
+  // Speculation: 100 tokens in 0.6 s, same 0.2 s prompt; 25 steps of 12 ms target (verify_cost 1.2) and
+  // 2 ms drafting (0.2 target calls), tau = 4.
+  RunRecord base;
+  base.baseline = true;
+  base.setting_id = base.baseline_id = "base";
+  base.setting = {{"draft.method", "ar"}};
+  base.metrics.new_tokens = 100;
+  base.metrics.wall_seconds = 1.2;
+  base.metrics.prompt_seconds = 0.2;
+  base.metrics.target_calls = 100;
+  base.metrics.target_seconds = 0.99;
+  RunRecord spec;
+  spec.setting_id = "spec";
+  spec.baseline_id = "base";
+  spec.setting = {{"draft.method", "chain"}, {"draft.num_draft_tokens", "4"}};
+  spec.metrics.resize(4);
+  spec.metrics.new_tokens = 100;
+  spec.metrics.wall_seconds = 0.6;
+  spec.metrics.prompt_seconds = 0.2;
+  spec.metrics.steps = spec.metrics.target_calls = 25;
+  spec.metrics.emitted = 100;
+  spec.metrics.proposed = 100;
+  spec.metrics.accepted = 75;
+  spec.metrics.position_reached = {25, 25, 25, 25};
+  spec.metrics.position_accepted = {25, 25, 25, 0};
+  spec.metrics.target_seconds = 25 * 0.012;
+  spec.metrics.draft_seconds = 25 * 0.002;
+  const std::vector<SummaryRow> rows = summarize({base, spec});
+  REQUIRE(rows.size() == 2);
+  const SummaryRow& s = rows[1];
+  CHECK(s.speedup == Approx(1.2 / 0.6));
+  CHECK(s.baseline_decode_tokens_per_s == Approx(100.0));
+  CHECK(s.decode_tokens_per_s == Approx(250.0));
+  CHECK(s.decode_speedup == Approx(2.5));
+  CHECK(s.verify_cost == Approx(1.2));
+  CHECK(s.c == Approx(0.05));  // 2 ms per step / 4 drafted tokens / 10 ms
+  CHECK(s.cost_model_speedup == Approx(4.0 / (0.2 + 1.2)));
+  // Records written before the prompt was timed: the prefill stays in the per-call time.
+  base.metrics.prompt_seconds = 0;
+  const SummaryRow old = summarize({base, spec})[1];
+  CHECK(old.verify_cost == Approx(0.012 / (0.99 / 100)));
+}
+
+TEST_CASE("a record's times survive records.jsonl; older records without prompt_time still load", "[runner]") {
+  RunRecord r;
+  r.setting_id = r.baseline_id = "s";
+  r.metrics.wall_seconds = 1.5;
+  r.metrics.prompt_seconds = 0.25;
+  r.metrics.target_seconds = 0.75;
+  r.metrics.draft_seconds = 0.125;
+  r.metrics.verify_seconds = 0.0625;
+  const std::string line = r.to_json_line();
+  const RunRecord back = RunRecord::from_json_line(line, "records.jsonl:1");
+  CHECK(back.metrics.wall_seconds == 1.5);
+  CHECK(back.metrics.prompt_seconds == 0.25);
+  CHECK(back.metrics.target_seconds == 0.75);
+  CHECK(back.metrics.draft_seconds == 0.125);
+  CHECK(back.metrics.verify_seconds == 0.0625);
+  nlohmann::json j = nlohmann::json::parse(line);
+  j.erase("prompt_time");
+  CHECK(RunRecord::from_json_line(j.dump(), "old.jsonl:1").metrics.prompt_seconds == 0.0);
+}
+
 TEST_CASE("tokens per step of a drafter with i.i.d. acceptance match Leviathan's formula", "[runner][theory]") {
   // Token 15 has logit -30 in every row, so y = argmin p = 15 has p(y) ~ 1e-13 and each position is
   // accepted with probability alpha + (1 - alpha) p(y) = alpha, independently (TESTING.md, synthetic mode).

@@ -32,6 +32,7 @@ void GenerationMetrics::merge(const GenerationMetrics& o) {
   draft_seconds += o.draft_seconds;
   target_seconds += o.target_seconds;
   verify_seconds += o.verify_seconds;
+  prompt_seconds += o.prompt_seconds;
 }
 
 std::vector<double> GenerationMetrics::per_position_acceptance() const {
@@ -62,8 +63,11 @@ std::string GenerationMetrics::to_json(const std::string& method, bool lossy) co
   j["draft_seconds"] = draft_seconds;
   j["target_seconds"] = target_seconds;
   j["verify_seconds"] = verify_seconds;
+  j["prompt_seconds"] = prompt_seconds;
   j["wall_seconds"] = wall_seconds;
   j["tokens_per_second"] = wall_seconds > 0 ? new_tokens / wall_seconds : 0.0;
+  const double decode_seconds = wall_seconds - prompt_seconds;
+  j["decode_tokens_per_second"] = decode_seconds > 0 ? new_tokens / decode_seconds : 0.0;
   return j.dump(2) + "\n";
 }
 

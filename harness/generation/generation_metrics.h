@@ -24,6 +24,10 @@ struct GenerationMetrics {
   double expected_acceptance_sum = 0.0;    // sum over tested positions of sum_x min(p, q)
   int64_t expected_acceptance_count = 0;
   double draft_seconds = 0.0, target_seconds = 0.0, verify_seconds = 0.0, wall_seconds = 0.0;
+  // Processing the prompt (the target's prefill and the drafter's begin), the same work for every method and
+  // not part of the decoding loop that Leviathan et al.'s speedup models; in wall_seconds, not in the others.
+  // Autoregressive decoding's first target call is its prefill: timed here, still counted in target_calls.
+  double prompt_seconds = 0.0;
 
   void resize(int32_t positions);
   void merge(const GenerationMetrics& other);

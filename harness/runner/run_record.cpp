@@ -35,6 +35,7 @@ std::string RunRecord::to_json_line() const {
   j["draft_time"] = m.draft_seconds;
   j["target_time"] = m.target_seconds;
   j["verify_time"] = m.verify_seconds;
+  j["prompt_time"] = m.prompt_seconds;
   j["tokens"] = tokens;
   return j.dump();
 }
@@ -70,6 +71,7 @@ RunRecord RunRecord::from_json_line(const std::string& line, const std::string& 
     m.draft_seconds = j.at("draft_time");
     m.target_seconds = j.at("target_time");
     m.verify_seconds = j.at("verify_time");
+    m.prompt_seconds = j.value("prompt_time", 0.0);  // absent in records written before it was measured
   } catch (const nlohmann::json::exception& e) {
     fail(where, ": malformed record: ", e.what());
   }

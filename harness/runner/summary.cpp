@@ -34,6 +34,40 @@ std::string fmt(double v) {
   return buf;
 }
 
+// Mean of per-repetition speedups and its 95% Student-t interval across repetitions.
+struct MeanCi {
+  double mean = 0, low = 0, high = 0;
+};
+MeanCi mean_ci(const std::vector<double>& v) {
+  MeanCi r;
+  if (v.empty()) return r;
+  for (double s : v) r.mean += s;
+  r.mean /= v.size();
+  r.low = r.high = r.mean;
+  if (v.size() >= 2) {
+    double var = 0;
+    for (double s : v) var += (s - r.mean) * (s - r.mean);
+    var /= v.size() - 1;
+    const boost::math::students_t t(static_cast<double>(v.size() - 1));
+    const double half = boost::math::quantile(boost::math::complement(t, 0.025)) * std::sqrt(var / v.size());
+    r.low = r.mean - half;
+    r.high = r.mean + half;
+  }
+  return r;
+}
+
+// Tokens, wall seconds and prompt seconds of one repetition.
+struct Totals {
+  double tokens = 0, wall = 0, prompt = 0;
+  void add(const GenerationMetrics& m) {
+    tokens += m.new_tokens;
+    wall += m.wall_seconds;
+    prompt += m.prompt_seconds;
+  }
+  double rate() const { return wall > 0 ? tokens / wall : 0; }
+  double decode_rate() const { return wall - prompt > 0 ? tokens / (wall - prompt) : 0; }
+};
+
 }  // namespace
 
 double expected_tokens_per_step(double alpha, int k) {
@@ -51,16 +85,15 @@ std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records) {
     groups[r.setting_id].records.push_back(&r);
   }
   // Baseline tokens/s per repetition and per-call target time.
-  std::map<std::string, std::map<int, std::pair<double, double>>> base_tokens_time;  // id -> rep -> (tokens, s)
-  std::map<std::string, std::pair<double, double>> base_target;                      // id -> (seconds, calls)
+  std::map<std::string, std::map<int, Totals>> base_tokens_time;  // id -> rep -> totals
+  std::map<std::string, std::pair<double, double>> base_target;  // id -> (seconds, 1-token decoding calls)
   std::map<std::string, std::map<std::pair<int, int>, std::vector<Token>>> base_tokens;
   for (const RunRecord& r : records) {
     if (!r.baseline) continue;
-    auto& tt = base_tokens_time[r.setting_id][r.repetition];
-    tt.first += r.metrics.new_tokens;
-    tt.second += r.metrics.wall_seconds;
+    base_tokens_time[r.setting_id][r.repetition].add(r.metrics);
     base_target[r.setting_id].first += r.metrics.target_seconds;
-    base_target[r.setting_id].second += r.metrics.target_calls;
+    // The first call (the prefill) is in the prompt time when that was measured.
+    base_target[r.setting_id].second += r.metrics.target_calls - (r.metrics.prompt_seconds > 0 ? 1 : 0);
     base_tokens[r.setting_id][{r.prompt_index, r.repetition}] = r.tokens;
   }
 
@@ -74,44 +107,36 @@ std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records) {
     row.baseline = first.baseline;
     row.lossy = first.setting.count("draft.method") && first.setting.at("draft.method") == "typical";
     GenerationMetrics total;
-    std::map<int, std::pair<double, double>> per_rep;
+    std::map<int, Totals> per_rep;
+    Totals all;
     for (const RunRecord* r : g.records) {
       total.merge(r->metrics);
-      per_rep[r->repetition].first += r->metrics.new_tokens;
-      per_rep[r->repetition].second += r->metrics.wall_seconds;
+      per_rep[r->repetition].add(r->metrics);
+      all.add(r->metrics);
     }
     total.wall_seconds = 0;
     for (const RunRecord* r : g.records) total.wall_seconds += r->metrics.wall_seconds;
     row.prompts = static_cast<int64_t>(g.records.size());
     row.tokens_per_s = total.wall_seconds > 0 ? total.new_tokens / total.wall_seconds : 0;
+    row.decode_tokens_per_s = all.decode_rate();
     row.q_zero_errors = total.q_zero_errors;
     const auto bt = base_tokens_time.find(first.baseline_id);
     if (bt != base_tokens_time.end()) {
-      double tok = 0, sec = 0;
-      for (const auto& [rep, ts] : bt->second) tok += ts.first, sec += ts.second;
-      row.baseline_tokens_per_s = sec > 0 ? tok / sec : 0;
-      std::vector<double> speedups;
+      Totals base;
+      for (const auto& [rep, ts] : bt->second) base.tokens += ts.tokens, base.wall += ts.wall, base.prompt += ts.prompt;
+      row.baseline_tokens_per_s = base.rate();
+      row.baseline_decode_tokens_per_s = base.decode_rate();
+      std::vector<double> speedups, decode_speedups;
       for (const auto& [rep, ts] : per_rep) {
         const auto b = bt->second.find(rep);
-        if (b == bt->second.end() || ts.second <= 0 || b->second.second <= 0) continue;
-        speedups.push_back((ts.first / ts.second) / (b->second.first / b->second.second));
+        if (b == bt->second.end() || ts.rate() <= 0 || b->second.rate() <= 0) continue;
+        speedups.push_back(ts.rate() / b->second.rate());
+        if (ts.decode_rate() > 0 && b->second.decode_rate() > 0)
+          decode_speedups.push_back(ts.decode_rate() / b->second.decode_rate());
       }
-      if (!speedups.empty()) {
-        double mean = 0;
-        for (double s : speedups) mean += s;
-        mean /= speedups.size();
-        row.speedup = mean;
-        row.speedup_ci_low = row.speedup_ci_high = mean;
-        if (speedups.size() >= 2) {
-          double var = 0;
-          for (double s : speedups) var += (s - mean) * (s - mean);
-          var /= speedups.size() - 1;
-          const boost::math::students_t t(static_cast<double>(speedups.size() - 1));
-          const double half = boost::math::quantile(boost::math::complement(t, 0.025)) * std::sqrt(var / speedups.size());
-          row.speedup_ci_low = mean - half;
-          row.speedup_ci_high = mean + half;
-        }
-      }
+      const MeanCi s = mean_ci(speedups), d = mean_ci(decode_speedups);
+      row.speedup = s.mean, row.speedup_ci_low = s.low, row.speedup_ci_high = s.high;
+      row.decode_speedup = d.mean, row.decode_speedup_ci_low = d.low, row.decode_speedup_ci_high = d.high;
     }
     if (!row.baseline) {
       row.draft_positions = static_cast<int32_t>(total.position_reached.size());
@@ -133,6 +158,10 @@ std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records) {
       row.c = draft_per_token / t_target;
       const bool tree = first.setting.count("draft.tree") > 0;
       row.predicted_speedup = tree ? NAN : predicted_speedup(row.alpha, k, row.c);
+      const double steps = static_cast<double>(total.steps);
+      row.verify_cost = steps > 0 ? total.target_seconds / steps / t_target : NAN;
+      const double draft_cost = steps > 0 ? total.draft_seconds / steps / t_target : NAN;
+      row.cost_model_speedup = row.tau / (draft_cost + row.verify_cost);
       if (temperature_of(first.setting) == 0.0) {
         bool all_equal = true;
         const auto bt_tokens = base_tokens.find(first.baseline_id);
@@ -158,7 +187,9 @@ void write_summary_csv(const std::vector<SummaryRow>& rows, const std::string& p
   for (const std::string& k : keys) out << csv_escape(k) << ",";
   out << "lossy,prompts,draft_positions,acceptance_rate,alpha,expected_acceptance,tau,predicted_tau,tokens_per_s,"
          "baseline_tokens_per_s,speedup,speedup_ci_low,speedup_ci_high,c,predicted_speedup,"
-         "measured_over_predicted,per_position_acceptance,accepted_length_histogram,greedy_lossless,q_zero_errors\n";
+         "measured_over_predicted,per_position_acceptance,accepted_length_histogram,greedy_lossless,q_zero_errors,"
+         "decode_tokens_per_s,baseline_decode_tokens_per_s,decode_speedup,decode_speedup_ci_low,"
+         "decode_speedup_ci_high,decode_over_predicted,verify_cost,cost_model_speedup,decode_over_cost_model\n";
   for (const SummaryRow& r : rows) {
     for (const std::string& k : keys) {
       const auto it = r.setting.find(k);
@@ -176,7 +207,11 @@ void write_summary_csv(const std::vector<SummaryRow>& rows, const std::string& p
         << "," << fmt(r.speedup) << "," << fmt(r.speedup_ci_low) << "," << fmt(r.speedup_ci_high) << ","
         << (spec ? fmt(r.c) : "") << "," << (spec ? fmt(r.predicted_speedup) : "") << ","
         << (spec ? fmt(r.speedup / r.predicted_speedup) : "") << "," << positions << "," << histogram << ","
-        << r.greedy_lossless << "," << r.q_zero_errors << "\n";
+        << r.greedy_lossless << "," << r.q_zero_errors << "," << fmt(r.decode_tokens_per_s) << ","
+        << fmt(r.baseline_decode_tokens_per_s) << "," << fmt(r.decode_speedup) << "," << fmt(r.decode_speedup_ci_low)
+        << "," << fmt(r.decode_speedup_ci_high) << "," << (spec ? fmt(r.decode_speedup / r.predicted_speedup) : "")
+        << "," << (spec ? fmt(r.verify_cost) : "") << "," << (spec ? fmt(r.cost_model_speedup) : "") << ","
+        << (spec ? fmt(r.decode_speedup / r.cost_model_speedup) : "") << "\n";
   }
 }
 

@@ -4,6 +4,14 @@
 //              probability of Leviathan et al.'s i.i.d. model, estimated by maximum likelihood)
 //   c          drafting time per drafted token / target time per 1-token forward (from the baseline)
 //   predicted  Leviathan et al. 2023, Thm 3.8: (1 - alpha^(K+1)) / ((1 - alpha)(K c + 1))
+// The decoding loop apart from the prompt (prefill, the same work in both arms and outside that model):
+//   decode speedup  per repetition, (tokens / (wall - prompt time)) over the baseline's
+//   verify_cost     target time per verification call / per 1-token decoding call: the theorem assumes 1
+//                   (a parallel target run of K + 1 tokens as cheap as one of 1 token)
+//   cost model      tau / (draft time per step + verify_cost), both in 1-token target calls: the speedup the
+//                   measured acceptance and model costs allow when nothing else takes time; the measured
+//                   decode speedup over it is the share the harness's own work (sampling, verification,
+//                   bookkeeping) leaves
 #pragma once
 
 #include <string>
@@ -31,6 +39,10 @@ struct SummaryRow {
   double speedup_ci_low = 0, speedup_ci_high = 0;  // 95% Student-t interval across repetitions
   double c = 0;
   double predicted_speedup = 0;  // NaN for trees (the chain formula does not apply)
+  double decode_tokens_per_s = 0, baseline_decode_tokens_per_s = 0;
+  double decode_speedup = 0, decode_speedup_ci_low = 0, decode_speedup_ci_high = 0;
+  double verify_cost = 0;
+  double cost_model_speedup = 0;
   std::vector<double> per_position_acceptance;
   std::vector<int64_t> accepted_length_histogram;
   std::string greedy_lossless;  // "yes"/"no" at temperature 0, "" otherwise
