@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -506,6 +507,13 @@ HeadDrafterFactory::HeadDrafterFactory(const HeadDrafterOptions& options, const 
         transformer->parameter_count() != c.parameter_count())
       fail("--draft ", where, ": the heads' target ", s.target_dir, " (", c.describe(), ") is not the --target ",
            target->description());
+    // The same checkpoint: read the features with the --target's own module, one copy of the weights.
+    std::error_code ec1, ec2;
+    if (transformer->kind() == "transformer" &&
+        std::filesystem::weakly_canonical(transformer->checkpoint_dir(), ec1) ==
+            std::filesystem::weakly_canonical(s.target_dir, ec2) &&
+        !ec1 && !ec2)
+      s.target = transformer_module(*transformer);
   }
   if (options.kind == "medusa") {
     s.medusa = MedusaHeads(s.heads_config.medusa_heads, c.d_model, c.vocab_size);

@@ -355,7 +355,9 @@ int bench_verify(const Args& args) {
 int bench_command(const Args& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::cout
-        << "usage: specula bench sampler|verify|forward [options]   (`specula bench sampler --help` for the options)\n";
+        << "usage: specula bench sampler|verify|forward|end-to-end [options]   (`specula bench sampler --help` for "
+           "the options)\n"
+           "       specula bench all   (each of them with its defaults, one after the other)\n";
     return args.empty() ? 2 : 0;
   }
   // --device cuda: the CUDA kernels' benchmarks (kernels/cuda_bench.h); --device cpu is the default.
@@ -364,7 +366,18 @@ int bench_command(const Args& args) {
   if (args[0] == "sampler") return bench_sampler(Args(args.begin() + 1, args.end()));
   if (args[0] == "verify") return bench_verify(Args(args.begin() + 1, args.end()));
   if (args[0] == "forward") return bench::forward_benchmark_command(Args(args.begin() + 1, args.end()));
-  fail("unknown benchmark '", args[0], "' (known: sampler, verify, forward)");
+  if (args[0] == "end-to-end") return bench_end_to_end(Args(args.begin() + 1, args.end()));
+  if (args[0] == "all" && args.size() == 1) {
+    for (const Args& a : {Args{"sampler"}, Args{"verify"},
+                          Args{"forward", "--model", "transformer:results/models/target", "--model",
+                               "transformer:results/models/draft"},
+                          Args{"end-to-end"}}) {
+      std::cout << "== specula bench " << a[0] << "\n" << std::flush;
+      if (const int status = bench_command(a); status != 0) return status;
+    }
+    return 0;
+  }
+  fail("unknown benchmark '", args[0], "' (known: sampler, verify, forward, end-to-end, all)");
 }
 
 }  // namespace specula::cli

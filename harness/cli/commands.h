@@ -11,6 +11,7 @@ using Args = std::vector<std::string>;
 
 int sample_command(const Args& args);
 int bench_command(const Args& args);
+int bench_end_to_end(const Args& args);  // `specula bench end-to-end`
 int generate_command(const Args& args);
 int run_command(const Args& args);
 int merge_command(const Args& args);

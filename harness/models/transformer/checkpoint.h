@@ -18,6 +18,11 @@ struct LoadedCheckpoint {
 // malformed JSON, a corrupt weights archive, a missing tensor, a shape mismatch, an unexpected tensor.
 LoadedCheckpoint load_checkpoint(const std::string& dir);
 
+class TransformerLanguageModel;
+// The module a loaded `transformer:DIR` model runs, e.g. for draft heads that read the same target: sharing
+// it keeps one copy of the weights in the caches instead of two.
+Transformer transformer_module(const TransformerLanguageModel& model);
+
 // Writes DIR/config.json and DIR/<config.weights_file> (parameters stored as config.weights_dtype), creating
 // DIR. The weights are written to a temporary file and renamed, so an interrupted save leaves the previous
 // checkpoint readable. config.model is replaced by the model's own config.

@@ -50,6 +50,10 @@ const Tokenizer& TransformerLanguageModel::tokenizer() const {
   return *state_->tokenizer;
 }
 
+const std::string& TransformerLanguageModel::kind() const { return state_->kind; }
+const std::string& TransformerLanguageModel::checkpoint_dir() const { return state_->dir; }
+Transformer transformer_module(const TransformerLanguageModel& model) { return model.state_->model; }
+
 std::string TransformerLanguageModel::description() const {
   std::ostringstream os;
   os << state_->kind << ":" << state_->dir << " (" << state_->config.model.describe();

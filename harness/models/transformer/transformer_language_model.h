@@ -24,6 +24,7 @@ namespace specula {
 
 struct TransformerModelState;  // the LibTorch module and checkpoint config (transformer_language_model.cpp)
 struct LoadedCheckpoint;       // checkpoint.h
+class Transformer;             // transformer_model.h (LibTorch)
 
 class TransformerLanguageModel : public LanguageModel {
  public:
@@ -40,10 +41,13 @@ class TransformerLanguageModel : public LanguageModel {
   std::unique_ptr<ModelSession> new_session() const override;
 
   const Tokenizer& tokenizer() const;
+  const std::string& kind() const;  // "transformer" or "hf"
+  const std::string& checkpoint_dir() const;
   int32_t max_seq_len() const;
   int64_t parameter_count() const;
 
  private:
+  friend Transformer transformer_module(const TransformerLanguageModel& model);
   std::shared_ptr<TransformerModelState> state_;
 };
 

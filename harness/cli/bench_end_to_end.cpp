@@ -1,0 +1,142 @@
+// `specula bench end-to-end`: the experiment runner on experiments/bench-end-to-end.ini (every bundled drafter x
+// verifier against autoregressive decoding, T = 0 and 0.8), reduced to one JSON file under results/bench/
+// with the machine it ran on: per setting the measured speedups (whole run, and the decoding loop without
+// the prompt) beside Leviathan et al.'s prediction and the cost model that adds the measured verification
+// cost (harness/runner/summary.h defines each number).
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "harness/cli/commands.h"
+#include "harness/config/command_options.h"
+#include "harness/runner/environment.h"
+#include "harness/runner/experiment_runner.h"
+#include "harness/runner/run_record.h"
+#include "harness/runner/summary.h"
+#include "verify/error.h"
+
+#ifndef SPECULA_SOURCE_DIR
+#define SPECULA_SOURCE_DIR "."
+#endif
+
+namespace specula::cli {
+namespace {
+
+using nlohmann::json;
+
+json number(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+std::string setting_value(const SummaryRow& row, const std::string& key) {
+  const auto it = row.setting.find(key);
+  return it == row.setting.end() ? "" : it->second;
+}
+
+json row_json(const SummaryRow& r) {
+  json j = {{"drafter", setting_value(r, "draft.drafter")},
+            {"method", r.baseline ? "ar" : setting_value(r, "draft.method")},
+            {"num_draft_tokens", setting_value(r, "draft.num_draft_tokens")},
+            {"tree", setting_value(r, "draft.tree")},
+            {"temperature", setting_value(r, "sampling.temperature")},
+            {"tokens_per_s", number(r.tokens_per_s)},
+            {"decode_tokens_per_s", number(r.decode_tokens_per_s)}};
+  if (r.baseline) return j;
+  j.update({{"alpha", number(r.alpha)},
+            {"tau", number(r.tau)},
+            {"c", number(r.c)},
+            {"verify_cost", number(r.verify_cost)},
+            {"speedup", number(r.speedup)},
+            {"speedup_ci", {number(r.speedup_ci_low), number(r.speedup_ci_high)}},
+            {"decode_speedup", number(r.decode_speedup)},
+            {"decode_speedup_ci", {number(r.decode_speedup_ci_low), number(r.decode_speedup_ci_high)}},
+            {"predicted_speedup", number(r.predicted_speedup)},
+            {"decode_over_predicted", number(r.decode_speedup / r.predicted_speedup)},
+            {"cost_model_speedup", number(r.cost_model_speedup)},
+            {"decode_over_cost_model", number(r.decode_speedup / r.cost_model_speedup)},
+            {"greedy_lossless", r.greedy_lossless}});
+  return j;
+}
+
+}  // namespace
+
+int bench_end_to_end(const Args& args) {
+  po::options_description desc("specula bench end-to-end [--experiment FILE] [--set section.key=value ...]\n\nOptions");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "show this help")
+    ("experiment", po::value<std::string>()->default_value("experiments/bench-end-to-end.ini"), "experiment file")
+    ("set", po::value<std::vector<std::string>>()->composing(), "override a value: section.key=value (repeatable)")
+    ("output", po::value<std::string>(), "JSON report (default results/bench/end-to-end-<hostname>.json)");
+  // clang-format on
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    fail(e.what());
+  }
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  RunOptions options;
+  if (vm.count("set")) options.overrides = vm["set"].as<std::vector<std::string>>();
+  options.command_line = "specula bench end-to-end";
+  for (const std::string& a : args) options.command_line += " " + a;
+  const std::string experiment = vm["experiment"].as<std::string>();
+  const std::string dir = run_experiment(experiment, options);
+  const std::vector<SummaryRow> rows = summarize(read_records(dir + "/records.jsonl"));
+
+  json report = {{"benchmark", "end-to-end"},
+                 {"experiment", experiment},
+                 {"results_dir", dir},
+                 {"git_revision", git_revision()},
+                 {"time_utc", utc_timestamp(false)},
+                 {"machine", {{"hostname", hostname()},
+                              {"cpu_model", cpu_model()},
+                              {"logical_cores", std::thread::hardware_concurrency()},
+                              {"environment", json::parse(environment_json(0, options.command_line))}}},
+                 {"settings", json::array()}};
+  const SummaryRow* best = nullptr;  // the highest decoding speedup at T = 0
+  for (const SummaryRow& r : rows) {
+    report["settings"].push_back(row_json(r));
+    if (!r.baseline && setting_value(r, "sampling.temperature") == "0" &&
+        (!best || r.decode_speedup > best->decode_speedup))
+      best = &r;
+  }
+  if (best) report["best_at_temperature_0"] = row_json(*best);
+
+  const std::string out = vm.count("output") ? vm["output"].as<std::string>()
+                                             : "results/bench/end-to-end-" + hostname() + ".json";
+  std::filesystem::create_directories(std::filesystem::path(out).parent_path().empty()
+                                          ? std::filesystem::path(".")
+                                          : std::filesystem::path(out).parent_path());
+  std::ofstream(out) << report.dump(2) << "\n";
+
+  std::cout << std::left << std::setw(40) << "drafter" << std::setw(7) << "method" << std::setw(6) << "K/tree"
+            << std::setw(5) << "T" << std::right << std::setw(7) << "tau" << std::setw(8) << "c" << std::setw(8)
+            << "verify" << std::setw(9) << "speedup" << std::setw(9) << "decode" << std::setw(10) << "predicted"
+            << std::setw(7) << "ratio" << std::setw(11) << "cost model" << std::setw(7) << "ratio" << "\n";
+  std::cout << std::fixed << std::setprecision(2);
+  for (const SummaryRow& r : rows) {
+    if (r.baseline) continue;
+    const std::string shape = setting_value(r, "draft.tree").empty() ? setting_value(r, "draft.num_draft_tokens")
+                                                                     : setting_value(r, "draft.tree");
+    std::cout << std::left << std::setw(40) << setting_value(r, "draft.drafter").substr(0, 39) << std::setw(7)
+              << setting_value(r, "draft.method") << std::setw(6) << shape << std::setw(5)
+              << setting_value(r, "sampling.temperature") << std::right << std::setw(7) << r.tau << std::setw(8)
+              << r.c << std::setw(8) << r.verify_cost << std::setw(9) << r.speedup << std::setw(9)
+              << r.decode_speedup << std::setw(10) << r.predicted_speedup << std::setw(7)
+              << r.decode_speedup / r.predicted_speedup << std::setw(11) << r.cost_model_speedup << std::setw(7)
+              << r.decode_speedup / r.cost_model_speedup << "\n";
+  }
+  std::cout << "speedup: whole run; decode: the decoding loop without the prompt; predicted: Leviathan et al. from "
+               "alpha and c (chains);\ncost model: tau / (draft + verify cost in 1-token target calls); results: "
+            << dir << "\nwrote " << out << "\n";
+  return 0;
+}
+
+}  // namespace specula::cli
