@@ -11,6 +11,7 @@ class ConstrainedDrafter : public Drafter {
       : inner_(std::move(inner)), constraint_(std::move(constraint)) {}
 
   std::string name() const override { return inner_->name(); }
+  void set_target_session(ModelSession* target) override { inner_->set_target_session(target); }
   void begin(const std::vector<Token>& prompt) override {
     inner_->begin(prompt);
     sync();

@@ -14,6 +14,8 @@
 
 namespace specula {
 
+class ModelSession;  // harness/models/language_model.h
+
 struct DraftRequest {
   const std::vector<Token>* context = nullptr;  // prompt + committed output
   const TokenHistory* history = nullptr;         // the same, as the draft pipeline sees it
@@ -35,6 +37,9 @@ class Drafter {
  public:
   virtual ~Drafter() = default;
   virtual std::string name() const = 0;
+  // The generation loop's own target session, before begin(): a drafter that reads the target's features
+  // (Medusa, EAGLE) may take them from its verification forwards instead of running the target itself.
+  virtual void set_target_session(ModelSession* /*target*/) {}
   virtual void begin(const std::vector<Token>& /*prompt*/) {}
   virtual TokenTree propose(const DraftRequest& request) = 0;
   virtual void accept(int32_t n_accepted) { counters_.n_accepted += n_accepted; }

@@ -26,6 +26,7 @@ struct HeadDrafterFactory::State {
   HeadDrafterOptions options;
   std::string target_dir;
   Transformer target{nullptr};  // frozen: features, token embedding (EAGLE), LM head (EAGLE)
+  bool shares_target = false;   // `target` is the --target model's own module (same checkpoint)
   DraftHeadsConfig heads_config;
   MedusaHeads medusa{nullptr};
   EagleHead eagle{nullptr};
@@ -107,6 +108,12 @@ class HeadDrafterBase : public Drafter {
         hidden_size_(state_->target->config().d_model),
         max_seq_len_(state_->target->config().max_seq_len) {}
 
+  // With the heads' own target module (not a copy), the generation loop's target session already holds the
+  // features of the committed context after each verification call: read them there.
+  void set_target_session(ModelSession* target) override {
+    verifier_ = state_->shares_target && target && target->feature_size() == hidden_size_ ? target : nullptr;
+  }
+
   // Prefill: the target features of the prompt (proposals read positions [0, L - 1)), so the decoding loop
   // pays only for the tokens each step commits.
   void begin(const std::vector<Token>& prompt) override {
@@ -116,6 +123,8 @@ class HeadDrafterBase : public Drafter {
  protected:
   // The features of positions [0, n), counting the target forward it may cost in the factory's totals.
   const float* features(const std::vector<Token>& context, int64_t n) {
+    if (verifier_)
+      if (const float* f = verifier_->context_features(context, n)) return f;
     const TargetFeatureStats before = features_.stats();
     const float* f = features_.features(context, n);
     state_->feature_forwards += features_.stats().forwards - before.forwards;
@@ -141,6 +150,7 @@ class HeadDrafterBase : public Drafter {
   }
 
   std::shared_ptr<HeadDrafterFactory::State> state_;
+  ModelSession* verifier_ = nullptr;  // the generation loop's target session, when it runs the heads' module
   OwnSessionFeatures features_;
   int32_t vocab_size_, hidden_size_, max_seq_len_;
 };
@@ -513,7 +523,10 @@ HeadDrafterFactory::HeadDrafterFactory(const HeadDrafterOptions& options, const 
         std::filesystem::weakly_canonical(transformer->checkpoint_dir(), ec1) ==
             std::filesystem::weakly_canonical(s.target_dir, ec2) &&
         !ec1 && !ec2)
+    {
       s.target = transformer_module(*transformer);
+      s.shares_target = true;
+    }
   }
   if (options.kind == "medusa") {
     s.medusa = MedusaHeads(s.heads_config.medusa_heads, c.d_model, c.vocab_size);

@@ -1,12 +1,13 @@
 // The hook through which a drafter reads the target's features f_t (the final hidden state after the final
 // norm, i.e. the LM head's input; Medusa's h_t and EAGLE's f_t) for the committed context. Torch-free.
 //
-// Today's implementation (draft/head_drafters.cpp) is the simplest correct one: each drafter keeps its own
-// session of the target and runs the committed tokens it has not seen yet, reusing its KV cache, so one
-// propose() costs an extra target forward over the tokens committed by the last step (accepted + 1). It is
-// counted (TargetFeatureStats) and its time is part of the draft time. The verification forward already
-// computes these features for the accepted path, so a source backed by the Generator's target session
-// (passed in the DraftRequest) can remove that forward without touching the drafters.
+// Two sources (draft/head_drafters.cpp). When the generation loop's target runs the heads' own module, the
+// features come from its session (ModelSession::context_features): the verification forward already
+// computed them for the accepted path, so drafting costs no target forward. Otherwise (the --target is
+// another copy of the checkpoint, or a drafter used outside the loop) each drafter keeps its own session of
+// its target and runs the committed tokens it has not seen yet, reusing its KV cache: one extra target
+// forward per proposal over the tokens the last step committed, counted in TargetFeatureStats and in the
+// draft time.
 #pragma once
 
 #include <cstdint>

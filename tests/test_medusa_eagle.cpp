@@ -459,27 +459,82 @@ TEST_CASE("medusa and eagle: greedy speculation equals greedy decoding token for
   CHECK(accepted > 0);
 }
 
-TEST_CASE("head drafters count the extra target forward that provides the features", "[medusa][eagle]") {
+TEST_CASE("head drafters read the features of the verification forwards; a copy of the target runs its own",
+          "[medusa][eagle]") {
   const Fixture& f = fixture();
-  for (const std::string& spec : {"medusa:" + f.medusa_dir, "eagle:" + f.eagle_dir}) {
-    INFO(spec);
-    const auto factory = std::dynamic_pointer_cast<const HeadDrafterFactory>(f.drafter(spec));
-    REQUIRE(factory);
-    GenerationConfig config;
-    config.method = VerifyMethod::chain;
-    config.num_draft_tokens = 3;
-    config.max_new_tokens = 20;
-    const Generator generator(f.target, exactness_params(), factory, config);
-    GenerationMetrics metrics;
-    const std::vector<Token> prompt = {1, 2, 3, 4};
-    const SequenceOutput out = generator.generate(prompt, 0, metrics);
-    // One forward per step over the newly committed tokens but the last: positions 0..L-2 in total, where L
-    // is the context length at the last step.
-    int64_t last_context = static_cast<int64_t>(prompt.size());
-    for (size_t s = 0; s + 1 < out.accept_lengths.size(); ++s) last_context += out.accept_lengths[s] + 1;
-    CHECK(factory->feature_stats().forwards == metrics.steps);
-    CHECK(factory->feature_stats().rows == last_context - 1);
-  }
+  // The same target folder in another place: the heads cannot know it holds the same weights, so they keep
+  // their own session of their target and count its forwards.
+  const std::string copy_dir = f.dir.str("target-copy");
+  fs::remove_all(copy_dir);
+  fs::copy(f.target_dir, copy_dir, fs::copy_options::recursive);
+  const auto copy = std::make_shared<TransformerLanguageModel>(copy_dir);
+  for (const std::string& spec : {"medusa:" + f.medusa_dir, "eagle:" + f.eagle_dir})
+    for (const bool shared : {true, false}) {
+      INFO(spec << (shared ? " on the heads' own target" : " on a copy of it"));
+      const std::shared_ptr<const LanguageModel> target = shared ? f.target : copy;
+      const auto factory = std::dynamic_pointer_cast<const HeadDrafterFactory>(
+          load_drafter(spec, SamplingParams{}, target, SamplingParams{}));
+      REQUIRE(factory);
+      GenerationConfig config;
+      config.method = VerifyMethod::chain;
+      config.num_draft_tokens = 3;
+      config.max_new_tokens = 20;
+      const Generator generator(target, exactness_params(), factory, config);
+      GenerationMetrics metrics;
+      const std::vector<Token> prompt = {1, 2, 3, 4};
+      const SequenceOutput out = generator.generate(prompt, 0, metrics);
+      if (shared) {
+        CHECK(factory->feature_stats().forwards == 0);
+        CHECK(factory->feature_stats().rows == 0);
+      } else {
+        // One forward for the prompt (begin), then one per step over the tokens it committed but the last:
+        // positions 0..L-2 in total, where L is the context length at the last step.
+        int64_t last_context = static_cast<int64_t>(prompt.size());
+        for (size_t s = 0; s + 1 < out.accept_lengths.size(); ++s) last_context += out.accept_lengths[s] + 1;
+        CHECK(factory->feature_stats().forwards == metrics.steps);
+        CHECK(factory->feature_stats().rows == last_context - 1);
+      }
+    }
+  fs::remove_all(copy_dir);
+}
+
+TEST_CASE("a session's context features equal a full forward's hidden states, accepted path included",
+          "[medusa][eagle][transformer]") {
+  const Fixture& f = fixture();
+  c10::InferenceMode inference;
+  auto session = f.target->new_session();
+  const int32_t H = session->feature_size();
+  REQUIRE(H == tiny_config().d_model);
+  const std::vector<Token> context = {1, 5, 2, 7, 3};
+  TokenTree tree;  // 9 -> {4, 6 -> 8}
+  tree.add(9, -1);
+  tree.add(4, 0);
+  tree.add(6, 0);
+  tree.add(8, 2);
+  std::vector<float> logits((tree.size() + 1) * kV);
+  session->tree_logits(context, tree, logits.data());
+  // The verifier accepted 9, 6 and emitted a correction: the committed context is context + 9 6 x.
+  std::vector<Token> committed = context;
+  for (Token t : {9, 6, 11}) committed.push_back(t);
+  const int64_t n = static_cast<int64_t>(committed.size()) - 1;  // the features a draft head reads
+  const float* got = session->context_features(committed, n);
+  REQUIRE(got != nullptr);
+  const torch::Tensor expected = f.features(committed, n);  // [n, H] by one causal forward
+  const torch::Tensor actual = torch::from_blob(const_cast<float*>(got), {n, H}, torch::kFloat32);
+  CHECK((actual - expected).abs().max().item<double>() < 1e-4);
+  // Negative control: a path the tree does not hold, or a changed prefix, has no features.
+  std::vector<Token> other = committed;
+  other[context.size() + 1] = 4;  // 9 -> 4 is a leaf of the tree; 4 -> 11 is not in it
+  other.push_back(12);
+  CHECK(session->context_features(other, static_cast<int64_t>(other.size()) - 1) == nullptr);
+  std::vector<Token> changed = committed;
+  changed[0] = 0;
+  CHECK(session->context_features(changed, n) == nullptr);
+  // The session still serves the next verification exactly: logits after the committed context.
+  std::vector<float> next(kV), full(kV);
+  session->next_logits(committed, next.data());
+  f.target->new_session()->next_logits(committed, full.data());
+  for (int32_t x = 0; x < kV; ++x) CHECK(next[x] == Approx(full[x]).margin(1e-4));
 }
 
 TEST_CASE("head drafter specs and folders: clear errors", "[medusa][eagle]") {

@@ -53,16 +53,17 @@ SequenceOutput Generator::generate(const std::vector<Token>& prompt, uint64_t se
                                    GenerationMetrics& metrics) const {
   auto target = target_->new_session();
   if (!config_.method) return generate_autoregressive(*target, prompt, sequence, metrics);
-  // The prompt is processed before the decoding loop, timed apart: the drafter's begin (a draft model's
-  // prefill) and the target's prefill, whose logits the first verification call takes from the session's
-  // cache instead of running the prompt again.
+  // The prompt is processed before the decoding loop, timed apart: the target's prefill, whose logits the
+  // first verification call takes from the session's cache instead of running the prompt again, and the
+  // drafter's begin (a draft model's prefill).
   const auto start = Clock::now();
-  auto drafter = drafter_->create();
-  drafter->begin(prompt);
   if (!prompt.empty() && config_.max_new_tokens > 0) {
     std::vector<float> logits(target_->vocab_size());
     target->next_logits(prompt, logits.data());
   }
+  auto drafter = drafter_->create();
+  drafter->set_target_session(target.get());
+  drafter->begin(prompt);
   metrics.prompt_seconds += seconds_since(start);
   SequenceOutput out = generate_speculative(*target, *drafter, prompt, sequence, metrics);
   out.wall_seconds = seconds_since(start);

@@ -20,6 +20,14 @@ class ModelSession {
   virtual void tree_logits(const std::vector<Token>& context, const TokenTree& tree, float* out) = 0;
   // Logits after `context` only.
   void next_logits(const std::vector<Token>& context, float* out) { tree_logits(context, TokenTree{}, out); }
+
+  // The model's final hidden states (the LM head's input) after each of the positions [0, n) of `tokens`,
+  // row-major [n, feature_size()], when this session has already computed them all, e.g. the committed
+  // context after a verification call, whose accepted path it may move into place (as its next call would);
+  // null otherwise. Valid until the next call. Draft heads (Medusa, EAGLE) read them instead of running the
+  // target again.
+  virtual const float* context_features(const std::vector<Token>& /*tokens*/, int64_t /*n*/) { return nullptr; }
+  virtual int32_t feature_size() const { return 0; }
 };
 
 class LanguageModel {

@@ -94,6 +94,58 @@ struct TransformerSession::Cache {
     last_row = torch::Tensor();
     forget_tree();
   }
+
+  // Final hidden states of the linear slots, [max_seq_len, d]: rows [0, linear.size()) are valid (for draft
+  // heads that read the target's features, see context_features).
+  torch::Tensor linear_hidden;
+  void store_linear_hidden(int64_t first, const torch::Tensor& rows) {
+    if (!linear_hidden.defined()) {
+      const auto& cfg = state->model->config();
+      linear_hidden = torch::empty({cfg.max_seq_len, cfg.d_model});
+    }
+    if (first + rows.size(0) > linear_hidden.size(0))
+      linear_hidden = torch::cat({linear_hidden, torch::empty_like(linear_hidden)});  // grown like the cache
+    linear_hidden.narrow(0, first, rows.size(0)).copy_(rows);
+  }
+
+  // When the cached tokens are all in `context` and context[linear.size(), upto) continues along a root-to-node
+  // path of the remembered tree, makes that path part of the linear prefix: its keys/values are moved into
+  // place (they were rotated with their final positions), its features and the last node's row kept.
+  // Duplicate siblings have identical keys, so the first match is taken.
+  void follow_tree_path(const std::vector<Token>& context, size_t upto) {
+    if (tree_tokens.empty() || upto <= linear.size()) return;
+    const int64_t L = static_cast<int64_t>(linear.size());
+    const int64_t D = state->model->config().d_model;
+    std::vector<int32_t> path;
+    int32_t parent = -1;
+    while (L + static_cast<int64_t>(path.size()) < static_cast<int64_t>(upto)) {
+      const Token want = context[L + path.size()];
+      int32_t next = -1;
+      for (int32_t j = parent + 1; j < static_cast<int32_t>(tree_tokens.size()); ++j)
+        if (tree_parents[j] == parent && tree_tokens[j] == want) {
+          next = j;
+          break;
+        }
+      if (next < 0) break;
+      path.push_back(next);
+      parent = next;
+    }
+    if (path.empty()) return;
+    std::vector<int64_t> keep(static_cast<size_t>(L) + path.size());
+    for (int64_t s = 0; s < L; ++s) keep[s] = s;
+    std::vector<int64_t> path_rows(path.begin(), path.end());
+    for (size_t i = 0; i < path.size(); ++i) {
+      keep[L + i] = L + path[i];
+      linear.push_back(tree_tokens[path[i]]);
+    }
+    kv.compact(keep);
+    store_linear_hidden(L, tree_rows.index_select(0, torch::tensor(path_rows, torch::kInt64)).narrow(1, 0, D));
+    last_row = tree_rows[path.back()];
+    stats.path_nodes_compacted += static_cast<int64_t>(path.size());
+    tree_tokens.clear();
+    tree_parents.clear();
+    tree_rows = torch::Tensor();
+  }
 };
 
 namespace {
@@ -143,38 +195,8 @@ void TransformerSession::tree_logits(const std::vector<Token>& context, const To
   if (common < c.linear.size()) c.truncate_linear(common);
 
   // 2. The context continues along a root-to-node path of the remembered tree: move that path's keys/values
-  //    into place (ALGORITHMS.md §6 step 5). Duplicate siblings have identical keys, so the first match is taken.
-  if (!c.tree_tokens.empty() && context.size() > c.linear.size()) {
-    const int64_t L = static_cast<int64_t>(c.linear.size());
-    std::vector<int32_t> path;
-    int32_t parent = -1;
-    while (L + static_cast<int64_t>(path.size()) < static_cast<int64_t>(context.size())) {
-      const Token want = context[L + path.size()];
-      int32_t next = -1;
-      for (int32_t j = parent + 1; j < static_cast<int32_t>(c.tree_tokens.size()); ++j)
-        if (c.tree_parents[j] == parent && c.tree_tokens[j] == want) {
-          next = j;
-          break;
-        }
-      if (next < 0) break;
-      path.push_back(next);
-      parent = next;
-    }
-    if (!path.empty()) {
-      std::vector<int64_t> keep(static_cast<size_t>(L) + path.size());
-      for (int64_t s = 0; s < L; ++s) keep[s] = s;
-      for (size_t i = 0; i < path.size(); ++i) {
-        keep[L + i] = L + path[i];
-        c.linear.push_back(c.tree_tokens[path[i]]);
-      }
-      c.kv.compact(keep);
-      c.last_row = c.tree_rows[path.back()];
-      c.stats.path_nodes_compacted += static_cast<int64_t>(path.size());
-      c.tree_tokens.clear();
-      c.tree_parents.clear();
-      c.tree_rows = torch::Tensor();
-    }
-  }
+  //    into place (ALGORITHMS.md §6 step 5).
+  c.follow_tree_path(context, context.size());
 
   // 3. With the whole context cached, keep the remembered tree if it is a prefix of this one.
   int64_t reused_nodes = 0;
@@ -211,6 +233,7 @@ void TransformerSession::tree_logits(const std::vector<Token>& context, const To
     const torch::Tensor mask = rows == 1 && reused_nodes == 0 ? torch::Tensor() : layout.mask;
     const torch::Tensor hidden =
         model->hidden_states(torch::tensor(ids, torch::kInt64).unsqueeze(0), layout.positions, mask, &c.kv)[0];
+    if (chunk > 0) c.store_linear_hidden(L, hidden.narrow(0, 0, chunk));
     // Only the last context row and the tree rows have logits anyone reads.
     const int64_t first = chunk > 0 ? chunk - 1 : 0;
     const torch::Tensor read = hidden.narrow(0, first, rows - first);
@@ -238,6 +261,19 @@ void TransformerSession::tree_logits(const std::vector<Token>& context, const To
   c.last_call_rows = 1 + n_nodes;
   copy_rows(c, D, V, out);
 }
+
+const float* TransformerSession::context_features(const std::vector<Token>& tokens, int64_t n) {
+  c10::InferenceMode inference;
+  Cache& c = *cache_;
+  if (n <= 0 || n > static_cast<int64_t>(tokens.size())) return nullptr;
+  const size_t known = std::min(c.linear.size(), static_cast<size_t>(n));
+  if (!std::equal(c.linear.begin(), c.linear.begin() + known, tokens.begin())) return nullptr;
+  if (known == c.linear.size()) c.follow_tree_path(tokens, static_cast<size_t>(n));
+  if (c.linear.size() < static_cast<size_t>(n) || !c.linear_hidden.defined()) return nullptr;
+  return c.linear_hidden.data_ptr<float>();
+}
+
+int32_t TransformerSession::feature_size() const { return cache_->state->model->config().d_model; }
 
 void TransformerSession::last_hidden(float* out) const {
   copy_rows(*cache_, 0, cache_->state->model->config().d_model, out);

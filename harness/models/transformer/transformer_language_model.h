@@ -65,6 +65,8 @@ class TransformerSession : public ModelSession {
   explicit TransformerSession(std::shared_ptr<TransformerModelState> state);
   ~TransformerSession() override;
   void tree_logits(const std::vector<Token>& context, const TokenTree& tree, float* out) override;
+  const float* context_features(const std::vector<Token>& tokens, int64_t n) override;
+  int32_t feature_size() const override;
   const TransformerSessionStats& stats() const;
 
   // The final hidden states (after the final norm: the LM head's input, what Medusa heads and EAGLE read) of
