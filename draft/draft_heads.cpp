@@ -38,7 +38,9 @@ MedusaHeadImpl::MedusaHeadImpl(int64_t hidden, int64_t vocab) {
   res->weight.zero_();  // the ResBlock starts as the identity (Medusa's ResBlock: zeros_(linear.weight))
 }
 
-torch::Tensor MedusaHeadImpl::forward(const torch::Tensor& h) { return out->forward(h + torch::silu(res->forward(h))); }
+torch::Tensor MedusaHeadImpl::forward(const torch::Tensor& h) {
+  return apply_linear(out, h + torch::silu(apply_linear(res, h)));
+}
 
 MedusaHeadsImpl::MedusaHeadsImpl(int64_t heads_, int64_t hidden, int64_t vocab) : count(heads_) {
   if (heads_ < 1) fail("medusa: the number of heads must be >= 1, got ", heads_);
@@ -67,7 +69,7 @@ EagleHeadImpl::EagleHeadImpl(const TransformerConfig& target) : config(target) {
 
 torch::Tensor EagleHeadImpl::forward(const torch::Tensor& embeddings, const torch::Tensor& features,
                                      const torch::Tensor& positions, const torch::Tensor& mask, KVCache* cache) {
-  const torch::Tensor g = fc->forward(torch::cat({embeddings, features}, -1));
+  const torch::Tensor g = apply_linear(fc, torch::cat({embeddings, features}, -1));
   const torch::Tensor h = g + attn->forward(g, positions, mask, cache, 0);  // no input norm in EAGLE's layer 0
   if (cache) cache->advance(embeddings.size(1));
   return h + mlp->forward(mlp_norm->forward(h));
