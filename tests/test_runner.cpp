@@ -80,6 +80,8 @@ TEST_CASE("experiment files: errors name the file, line and key", "[runner][conf
        ":6: key 'draft.method' = 'sideways'"},
       {"[experiment]\ntarget = bigram:x\ntarget = bigram:y\n", ":3: key 'experiment.target' is already set on line 2"},
       {"[experiment\n", ":1: malformed section header"},
+      {"[experiment]\ntarget = bigram:x\nprompts = p\ncorpus_tail = 0\n",
+       ":4: key 'experiment.corpus_tail': '0' is not a fraction in (0, 1]"},
   };
   for (const Case& c : cases) {
     INFO(c.text);
@@ -90,6 +92,30 @@ TEST_CASE("experiment files: errors name the file, line and key", "[runner][conf
   CHECK_THROWS_WITH(load_experiment(dir.file("missing.ini"), {}), Contains("missing.ini: cannot open"));
   CHECK_THROWS_WITH(load_experiment(dir.write("ok.ini", experiment_text()), {"sampling.top_k=-5"}),
                     Contains("--set sampling.top_k"));
+}
+
+TEST_CASE("corpus excerpts start at a line and stay inside the corpus_tail region", "[runner][config]") {
+  // 900 lines of "aaaa" then 100 of "bbbb": the last 10% is all b.
+  std::string corpus;
+  for (int i = 0; i < 1000; ++i) corpus += i < 900 ? "aaaa\n" : "bbbb\n";
+  ExperimentConfig c;
+  c.prompts_from_corpus = "corpus.txt";
+  c.num_prompts = 50;
+  c.prompt_length = 4;
+  c.seed = 3;
+  c.corpus_tail = 0.1;
+  for (const std::string& t : corpus_excerpts(corpus, c)) CHECK(t == "bbbb");
+  // Control: from the whole corpus, most excerpts are a's.
+  c.corpus_tail = 1.0;
+  int a = 0;
+  for (const std::string& t : corpus_excerpts(corpus, c)) {
+    CHECK((t == "aaaa" || t == "bbbb"));
+    a += t == "aaaa";
+  }
+  CHECK(a > 30);
+  c.corpus_tail = 0.001;  // the last 5 characters
+  c.prompt_length = 5;
+  CHECK_THROWS_WITH(corpus_excerpts(corpus, c), Contains("corpus_tail region (5 characters) is shorter than"));
 }
 
 TEST_CASE("summary math on synthetic records", "[runner][summary]") {

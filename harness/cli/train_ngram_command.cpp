@@ -14,7 +14,7 @@ namespace specula::cli {
 
 int train_ngram_command(const Args& args) {
   po::options_description desc(
-      "specula train-ngram --corpus FILE --order N --output PATH [--tokenizer bytes]\n\n"
+      "specula train-ngram --corpus FILE --order N --output PATH [--validation-fraction F] [--tokenizer bytes]\n\n"
       "Fits an interpolated modified Kneser-Ney n-gram model for --draft ngram:PATH.\nOptions");
   // clang-format off
   desc.add_options()
@@ -22,6 +22,8 @@ int train_ngram_command(const Args& args) {
     ("corpus", po::value<std::string>(), "training text")
     ("order", po::value<int32_t>(), "n-gram order N (1..16): the model reads the last N - 1 tokens")
     ("output", po::value<std::string>(), "file for the model")
+    ("validation-fraction", po::value<double>()->default_value(0.0),
+     "hold out the last F of the corpus (the split `specula train` makes), e.g. 0.1; 0 = train on it all")
     ("tokenizer", po::value<std::string>()->default_value("bytes"), "bytes: token = byte value (V = 256)")
     ("config", po::value<std::string>(), "INI file with any of these options (the command line wins)");
   // clang-format on
@@ -44,13 +46,20 @@ int train_ngram_command(const Args& args) {
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) fail("--corpus: error while reading '", corpus_path, "'");
   if (text.empty()) fail("--corpus: '", corpus_path, "' is empty");
-  std::vector<Token> tokens(text.size());
-  for (size_t i = 0; i < text.size(); ++i) tokens[i] = static_cast<unsigned char>(text[i]);
+  const double held_out = vm["validation-fraction"].as<double>();
+  if (!(held_out >= 0.0 && held_out < 1.0)) fail("--validation-fraction must be in [0, 1), got ", held_out);
+  // The same contiguous split as harness/train/text_corpus.cpp: the first 1 - F of the tokens.
+  const size_t n_train = text.size() - static_cast<size_t>(static_cast<double>(text.size()) * held_out);
+  if (n_train == 0) fail("--validation-fraction ", held_out, " leaves no training text in '", corpus_path, "'");
+  std::vector<Token> tokens(n_train);
+  for (size_t i = 0; i < n_train; ++i) tokens[i] = static_cast<unsigned char>(text[i]);
 
   const NgramModel model = NgramModel::train(tokens, order, 256);
   const std::string output = vm["output"].as<std::string>();
   model.save(output);
-  std::cout << "trained order-" << order << " Kneser-Ney model on " << tokens.size() << " tokens (V = 256) -> "
+  std::cout << "trained order-" << order << " Kneser-Ney model on " << tokens.size() << " tokens (V = 256"
+            << (held_out > 0 ? ", the last " + std::to_string(text.size() - n_train) + " held out" : std::string())
+            << ") -> "
             << output << "\n";
   for (int32_t n = 1; n <= order; ++n) {
     const NgramModel::Discounts& d = model.discounts(n);

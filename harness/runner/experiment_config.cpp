@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "harness/config/command_options.h"
+#include "kernels/philox.h"
 #include "verify/constraints/json_schema.h"
 #include "verify/constraints/regex.h"
 #include "verify/error.h"
@@ -25,8 +26,8 @@ std::string trim(const std::string& s) {
 
 const std::set<std::string>& experiment_keys() {
   static const std::set<std::string> keys = {"name", "target", "prompts", "prompts_from_corpus", "num_prompts",
-                                             "prompt_length", "max_new_tokens", "repetitions", "seed", "threads",
-                                             "output_dir"};
+                                             "prompt_length", "corpus_tail", "max_new_tokens", "repetitions", "seed",
+                                             "threads", "output_dir"};
   return keys;
 }
 
@@ -126,13 +127,20 @@ void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, 
   if (section == "experiment") {
     if (!experiment_keys().count(name))
       fail(where, ": unknown key '", key, "' (known in [experiment]: name, target, prompts, prompts_from_corpus, "
-           "num_prompts, prompt_length, max_new_tokens, repetitions, seed, threads, output_dir)");
+           "num_prompts, prompt_length, corpus_tail, max_new_tokens, repetitions, seed, threads, output_dir)");
     if (name == "name") c.name = value;
     if (name == "target") c.target = value;
     if (name == "prompts") c.prompts_file = value;
     if (name == "prompts_from_corpus") c.prompts_from_corpus = value;
     if (name == "num_prompts") c.num_prompts = static_cast<int>(parse_int(where, key, value, 1));
     if (name == "prompt_length") c.prompt_length = static_cast<int>(parse_int(where, key, value, 1));
+    if (name == "corpus_tail") {
+      char* end = nullptr;
+      const double tail = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != '\0' || !(tail > 0.0 && tail <= 1.0))
+        fail(where, ": key '", key, "': '", value, "' is not a fraction in (0, 1]");
+      c.corpus_tail = tail;
+    }
     if (name == "max_new_tokens") c.max_new_tokens = static_cast<int>(parse_int(where, key, value, 1));
     if (name == "repetitions") c.repetitions = static_cast<int>(parse_int(where, key, value, 1));
     if (name == "seed") c.seed = static_cast<uint64_t>(parse_int(where, key, value, 0));
@@ -231,7 +239,7 @@ std::string ExperimentConfig::resolved_ini() const {
   if (!prompts_file.empty()) os << "prompts = " << prompts_file << "\n";
   if (!prompts_from_corpus.empty())
     os << "prompts_from_corpus = " << prompts_from_corpus << "\nnum_prompts = " << num_prompts
-       << "\nprompt_length = " << prompt_length << "\n";
+       << "\nprompt_length = " << prompt_length << "\ncorpus_tail = " << corpus_tail << "\n";
   else
     os << "num_prompts = " << num_prompts << "\n";
   os << "max_new_tokens = " << max_new_tokens << "\nrepetitions = " << repetitions << "\nseed = " << seed
@@ -250,6 +258,22 @@ std::string ExperimentConfig::resolved_ini() const {
     os << "\n";
   }
   return os.str();
+}
+
+std::vector<std::string> corpus_excerpts(const std::string& corpus, const ExperimentConfig& c) {
+  const size_t first = corpus.size() - static_cast<size_t>(static_cast<double>(corpus.size()) * c.corpus_tail);
+  if (corpus.size() - first <= static_cast<size_t>(c.prompt_length))
+    fail(c.prompts_from_corpus, ": the ", c.corpus_tail < 1.0 ? "corpus_tail region" : "corpus", " (",
+         corpus.size() - first, " characters) is shorter than prompt_length = ", c.prompt_length);
+  std::vector<std::string> texts;
+  for (int i = 0; i < c.num_prompts; ++i) {
+    size_t offset = first + static_cast<size_t>(philox_uniform(c.seed, philox_stream(0, RandomRole::aux), i) *
+                                                (corpus.size() - first - c.prompt_length));
+    const size_t line_start = corpus.rfind('\n', offset);
+    offset = line_start == std::string::npos || line_start + 1 < first ? first : line_start + 1;
+    texts.push_back(corpus.substr(offset, c.prompt_length));
+  }
+  return texts;
 }
 
 }  // namespace specula

@@ -1,6 +1,6 @@
 // An experiment file (`specula run experiments/NAME.ini`): what to run and which axes to sweep.
 //
-//   [experiment]  name, target, prompts | prompts_from_corpus (+ num_prompts, prompt_length),
+//   [experiment]  name, target, prompts | prompts_from_corpus (+ num_prompts, prompt_length, corpus_tail),
 //                 max_new_tokens, repetitions, seed, threads, output_dir
 //   [draft]       drafter, method, num_draft_tokens, tree, tree_sampling
 //   [sampling]    any sampler option of `specula sample` (target and draft)
@@ -35,6 +35,9 @@ struct ExperimentConfig {
   std::string prompts_from_corpus;  // or: num_prompts excerpts of prompt_length characters from a corpus
   int num_prompts = 4;
   int prompt_length = 200;
+  // Excerpts come from the last corpus_tail of the corpus (1 = anywhere): e.g. 0.1 is the part a model
+  // trained with validation_fraction 0.1 never saw.
+  double corpus_tail = 1.0;
   int max_new_tokens = 64;
   int repetitions = 3;
   uint64_t seed = 1;
@@ -59,5 +62,10 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
 // True for keys whose list separator is '|' rather than ','.
 bool key_uses_bar_separator(const std::string& key);
 std::vector<std::string> split_values(const std::string& key, const std::string& value);
+
+// The num_prompts excerpts of prompt_length characters an experiment takes from `corpus`: at fixed
+// pseudo-random offsets (Philox, seeded by the experiment) inside the last corpus_tail of it, each moved back
+// to the start of its line when that line starts inside the region.
+std::vector<std::string> corpus_excerpts(const std::string& corpus, const ExperimentConfig& config);
 
 }  // namespace specula

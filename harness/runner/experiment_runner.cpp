@@ -116,16 +116,7 @@ std::vector<std::vector<int32_t>> load_prompts(const ExperimentConfig& c, const 
     if (c.origin.count("experiment.num_prompts") && static_cast<int>(texts.size()) > c.num_prompts) texts.resize(c.num_prompts);
   } else {
     const std::string corpus = read_file(c.prompts_from_corpus, c.origin.at("experiment.prompts_from_corpus"));
-    if (static_cast<int>(corpus.size()) <= c.prompt_length)
-      fail(c.prompts_from_corpus, ": corpus is shorter than prompt_length = ", c.prompt_length);
-    // Excerpts at fixed pseudo-random offsets (Philox, seeded by the experiment), started at a line start.
-    for (int i = 0; i < c.num_prompts; ++i) {
-      size_t offset = static_cast<size_t>(philox_uniform(c.seed, philox_stream(0, RandomRole::aux), i) *
-                                          (corpus.size() - c.prompt_length));
-      const size_t line_start = corpus.rfind('\n', offset);
-      offset = line_start == std::string::npos ? 0 : line_start + 1;
-      texts.push_back(corpus.substr(offset, c.prompt_length));
-    }
+    texts = corpus_excerpts(corpus, c);
   }
   if (texts.empty()) fail(c.prompts_file, ": no prompts");
   std::vector<std::vector<int32_t>> prompts;
