@@ -107,7 +107,7 @@ TEST_CASE("bundled target: greedy speculation equals greedy decoding for every d
   ar.max_new_tokens = 48;
   GenerationMetrics m;
   const std::vector<Token> expected = Generator(target, greedy, nullptr, ar).generate(prompt, 0, m).tokens;
-  for (const std::string drafter : {"transformer:" + kModels + "draft", std::string("prompt-lookup"),
+  for (const std::string& drafter : {"transformer:" + kModels + "draft", std::string("prompt-lookup"),
                                     "ngram:" + kModels + "ngram-order4.txt"}) {
     for (VerifyMethod method : {VerifyMethod::greedy, VerifyMethod::chain, VerifyMethod::block, VerifyMethod::tree}) {
       INFO(drafter << " / " << verify_method_name(method));
