@@ -71,13 +71,7 @@ int bench_end_to_end(const Args& args) {
     ("set", po::value<std::vector<std::string>>()->composing(), "override a value: section.key=value (repeatable)")
     ("output", po::value<std::string>(), "JSON report (default results/bench/end-to-end-<hostname>.json)");
   // clang-format on
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    fail(e.what());
-  }
+  const po::variables_map vm = parse_options(args, desc, "bench");
   if (vm.count("help")) {
     std::cout << desc << "\n";
     return 0;
