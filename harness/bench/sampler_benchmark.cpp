@@ -17,6 +17,7 @@
 #include <regex>
 #include <sstream>
 
+#include "harness/bench/bench_workload.h"
 #include "kernels/philox.h"
 #include "verify/categorical.h"
 #include "verify/error.h"
@@ -31,32 +32,7 @@ namespace {
 constexpr int32_t kVocabSizes[] = {32000, 128256};  // Llama 2, Llama 3
 constexpr int32_t kBatchSizes[] = {1, 64};
 constexpr uint64_t kSeed = 0x5eec01a;
-// Logits ~ N(0, sigma^2). With sigma = 2 and temperature 0.8, min-p 0.05 keeps the tokens within
-// 0.8 * ln 20 = 2.4 of the maximum, a few dozen to a few hundred of them, so min-p, top-k 50 and top-p 0.9
-// all remove tokens: every stage does real work, none is a no-op.
-constexpr float kLogitSigma = 2.0f;
-constexpr int32_t kPromptTokens = 32;
-constexpr int32_t kOutputTokens = 32;
-// Output histories are drawn (with repeats) from a row's most likely tokens, as generated text would be,
-// so the penalties change which tokens survive the filters rather than touching irrelevant ones.
-constexpr int32_t kHistoryPool = 40;
 constexpr int32_t kAgreementRows = 4;
-
-// Every stage the issue names is on: masks (a banned token), logit bias, all three penalties, temperature,
-// min-p, top-k, top-p, in the default order.
-SamplingParams bench_params() {
-  SamplingParams s;
-  s.banned_tokens = {2};
-  s.logit_bias = {{10, 3.0f}, {11, -2.0f}, {12, 5.0f}, {13, -100.0f}};
-  s.repetition_penalty = 1.1f;
-  s.frequency_penalty = 0.2f;
-  s.presence_penalty = 0.3f;
-  s.temperature = 0.8f;
-  s.min_p = 0.05f;
-  s.top_k = 50;
-  s.top_p = 0.9f;
-  return s;
-}
 
 std::string workload_description() {
   std::ostringstream os;
@@ -64,9 +40,7 @@ std::string workload_description() {
      << kPromptTokens << " prompt tokens (half from the row's " << kHistoryPool
      << " most likely tokens, half uniform) and " << kOutputTokens
      << " output tokens drawn with repeats from the row's " << kHistoryPool
-     << " most likely; banned token 2; logit_bias {10:+3, 11:-2, 12:+5, 13:-100}; "
-     << "repetition 1.1, frequency 0.2, presence 0.3; temperature 0.8; min_p 0.05, top_k 50, top_p 0.9; "
-     << "then one token drawn per row";
+     << " most likely; " << all_stages_description() << "; then one token drawn per row";
   return os.str();
 }
 
@@ -98,38 +72,18 @@ std::shared_ptr<ShapeInputs> make_inputs(int32_t vocab_size, int32_t batch) {
   auto in = std::make_shared<ShapeInputs>();
   in->vocab_size = vocab_size;
   in->batch = batch;
-  in->params = bench_params();
+  in->params = all_stages_params();
   in->logits.resize(static_cast<size_t>(batch) * vocab_size);
   // Box-Muller: one Philox block gives two uniforms, hence two Gaussians. Rows of a larger batch extend
   // those of a smaller one (stream = row), so B = 1 and B = 64 share row 0.
-  for (int32_t r = 0; r < batch; ++r) {
-    const uint64_t stream = philox_stream(static_cast<uint64_t>(r), RandomRole::aux);
-    float* row = in->logits.data() + static_cast<size_t>(r) * vocab_size;
-    for (int32_t i = 0; i < vocab_size; i += 2) {
-      const PhiloxBlock b = philox_block(kSeed, stream, static_cast<uint64_t>(i / 2));
-      const double u1 = uniform_open_from_bits(b.x[0], b.x[1]);
-      const double u2 = uniform_open_from_bits(b.x[2], b.x[3]);
-      const double radius = std::sqrt(-2.0 * std::log(u1)) * kLogitSigma;
-      row[i] = static_cast<float>(radius * std::cos(2.0 * M_PI * u2));
-      if (i + 1 < vocab_size) row[i + 1] = static_cast<float>(radius * std::sin(2.0 * M_PI * u2));
-    }
-  }
-
+  for (int32_t r = 0; r < batch; ++r)
+    gaussian_row(kSeed, philox_stream(static_cast<uint64_t>(r), RandomRole::aux), kLogitSigma, vocab_size,
+                 in->logits.data() + static_cast<size_t>(r) * vocab_size);
+  // Histories: any stream but the logits'.
   in->histories.resize(batch);
-  for (int32_t r = 0; r < batch; ++r) {
-    const float* row = in->logits.data() + static_cast<size_t>(r) * vocab_size;
-    std::vector<Token> ids(vocab_size);
-    std::iota(ids.begin(), ids.end(), 0);
-    std::partial_sort(ids.begin(), ids.begin() + kHistoryPool, ids.end(),
-                      [&](Token a, Token b) { return row[a] > row[b]; });
-    const uint64_t stream = philox_stream(static_cast<uint64_t>(r), RandomRole::tree);  // any stream but the logits'
-    uint64_t offset = 0;
-    auto pick = [&](int32_t n) { return static_cast<int32_t>(philox_uniform(kSeed, stream, offset++) * n); };
-    TokenHistory& h = in->histories[r];
-    for (int32_t j = 0; j < kPromptTokens; ++j)
-      h.prompt.push_back(j % 2 == 0 ? ids[pick(kHistoryPool)] : pick(vocab_size));
-    for (int32_t j = 0; j < kOutputTokens; ++j) h.output.push_back(ids[pick(kHistoryPool)]);
-  }
+  for (int32_t r = 0; r < batch; ++r)
+    in->histories[r] = likely_history(in->logits.data() + static_cast<size_t>(r) * vocab_size, vocab_size, kSeed,
+                                      philox_stream(static_cast<uint64_t>(r), RandomRole::tree));
   in->pipeline = std::make_unique<SamplerPipeline>(in->params, vocab_size);
   in->row_pipelines.assign(batch, in->pipeline.get());
   for (const TokenHistory& h : in->histories) in->row_histories.push_back(&h);
@@ -462,7 +416,7 @@ SamplerBenchResult run_sampler_benchmarks(const SamplerBenchOptions& options) {
     });
     if (ran) result.agreement.push_back(check_agreement(vocab));
   }
-  result.pipeline = SamplerPipeline(bench_params(), kVocabSizes[0]).describe();
+  result.pipeline = SamplerPipeline(all_stages_params(), kVocabSizes[0]).describe();
   result.workload = workload_description();
   result.torch_version = TORCH_VERSION;
   result.parallel_info = at::get_parallel_info();

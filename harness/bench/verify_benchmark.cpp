@@ -17,6 +17,7 @@
 #include "verify/categorical.h"
 #include "verify/error.h"
 #include "verify/sampler_pipeline.h"
+#include "harness/bench/bench_workload.h"
 #include "verify/target_rows.h"
 #include "verify/token_tree.h"
 #include "verify/verifiers/verification.h"
@@ -31,31 +32,13 @@ constexpr int32_t kVocabSizes[] = {32000, 128256};  // Llama 2, Llama 3
 constexpr int32_t kChainLengths[] = {1, 4, 8};
 const char* const kTreeShapes[] = {"2,2,1", "4,2,1"};
 constexpr uint64_t kSeed = 0x5eec01b;
-// As `bench sampler`: target logits ~ N(0, 2^2), all stages on, so every filter removes tokens. The
-// drafter sees the target's logits plus N(0, 0.7^2) noise through the same pipeline: a draft law close to,
-// but not equal to, the target's, so steps accept some drafts and reject others.
-constexpr float kLogitSigma = 2.0f;
+// As `bench sampler` (bench_workload.h): target logits ~ N(0, 2^2), all stages on, so every filter removes
+// tokens. The drafter sees the target's logits plus N(0, 0.7^2) noise through the same pipeline: a draft law
+// close to, but not equal to, the target's, so steps accept some drafts and reject others.
 constexpr float kDraftNoiseSigma = 0.7f;
-constexpr int32_t kPromptTokens = 32;
-constexpr int32_t kOutputTokens = 32;
-constexpr int32_t kHistoryPool = 40;
 constexpr int32_t kAcceptanceSteps = 400;
 // Drafts per shape, cycled through by the steps: one fixed draft would make every step take the same path.
 constexpr int32_t kDrafts = 16;
-
-SamplingParams bench_params() {
-  SamplingParams s;
-  s.banned_tokens = {2};
-  s.logit_bias = {{10, 3.0f}, {11, -2.0f}, {12, 5.0f}, {13, -100.0f}};
-  s.repetition_penalty = 1.1f;
-  s.frequency_penalty = 0.2f;
-  s.presence_penalty = 0.3f;
-  s.temperature = 0.8f;
-  s.min_p = 0.05f;
-  s.top_k = 50;
-  s.top_p = 0.9f;
-  return s;
-}
 
 std::string workload_description() {
   std::ostringstream os;
@@ -63,23 +46,11 @@ std::string workload_description() {
      << "); draft logits = target + N(0, " << kDraftNoiseSigma << "^2), processed by the same pipeline with the "
      << "same path histories; committed history " << kPromptTokens << " prompt tokens (half from row 0's "
      << kHistoryPool << " most likely, half uniform) and " << kOutputTokens << " output tokens from row 0's "
-     << kHistoryPool << " most likely; sampling parameters as `bench sampler` (banned 2, bias, repetition 1.1, "
-     << "frequency 0.2, presence 0.3, temperature 0.8, min_p 0.05, top_k 50, top_p 0.9); drafts drawn i.i.d. "
+     << kHistoryPool << " most likely; sampling parameters as `bench sampler` (" << all_stages_description()
+     << "); drafts drawn i.i.d. "
      << "from the draft law of their parent row; " << kDrafts << " drafts per shape, step i verifies draft i mod "
      << kDrafts << " with fresh verifier uniforms (step = i)";
   return os.str();
-}
-
-// Fills `row` [V] with N(0, sigma^2) (Box-Muller: one Philox block, two Gaussians) from one stream.
-void gaussian_row(uint64_t stream, float sigma, int32_t vocab_size, float* row) {
-  for (int32_t i = 0; i < vocab_size; i += 2) {
-    const PhiloxBlock b = philox_block(kSeed, stream, static_cast<uint64_t>(i / 2));
-    const double u1 = uniform_open_from_bits(b.x[0], b.x[1]);
-    const double u2 = uniform_open_from_bits(b.x[2], b.x[3]);
-    const double radius = std::sqrt(-2.0 * std::log(u1)) * sigma;
-    row[i] = static_cast<float>(radius * std::cos(2.0 * M_PI * u2));
-    if (i + 1 < vocab_size) row[i + 1] = static_cast<float>(radius * std::sin(2.0 * M_PI * u2));
-  }
 }
 
 // Children per depth: K ones for a chain, the parsed shape for a tree.
@@ -121,8 +92,8 @@ TokenTree draw_draft(const ShapeInputs& in, const std::vector<int32_t>& widths, 
     std::vector<int32_t> next;
     for (int32_t row : frontier) {
       const float* target = in.logits.data() + row * V;
-      gaussian_row(philox_stream(static_cast<uint64_t>(row), RandomRole::draft), kDraftNoiseSigma, in.vocab_size,
-                   draft_logits.data());
+      gaussian_row(kSeed, philox_stream(static_cast<uint64_t>(row), RandomRole::draft), kDraftNoiseSigma,
+                   in.vocab_size, draft_logits.data());
       for (size_t i = 0; i < V; ++i) draft_logits[i] += target[i];
       TokenHistory h = in.committed;
       std::vector<Token> path;
@@ -144,28 +115,18 @@ TokenTree draw_draft(const ShapeInputs& in, const std::vector<int32_t>& widths, 
 std::shared_ptr<ShapeInputs> make_inputs(const std::string& shape, int32_t vocab_size) {
   auto in = std::make_shared<ShapeInputs>();
   in->vocab_size = vocab_size;
-  in->pipeline = std::make_unique<SamplerPipeline>(bench_params(), vocab_size);
+  in->pipeline = std::make_unique<SamplerPipeline>(all_stages_params(), vocab_size);
   const std::vector<int32_t> widths = shape_widths(shape);
   const int32_t rows = shape_nodes(widths) + 1;
   const size_t V = static_cast<size_t>(vocab_size);
   in->logits.resize(rows * V);
   in->probs.resize(rows * V);
   for (int32_t r = 0; r < rows; ++r)
-    gaussian_row(philox_stream(static_cast<uint64_t>(r), RandomRole::aux), kLogitSigma, vocab_size,
+    gaussian_row(kSeed, philox_stream(static_cast<uint64_t>(r), RandomRole::aux), kLogitSigma, vocab_size,
                  in->logits.data() + r * V);
 
   // The committed history, from row 0's most likely tokens (as generated text would be).
-  std::vector<Token> ids(vocab_size);
-  std::iota(ids.begin(), ids.end(), 0);
-  const float* row0 = in->logits.data();
-  std::partial_sort(ids.begin(), ids.begin() + kHistoryPool, ids.end(),
-                    [&](Token a, Token b) { return row0[a] > row0[b]; });
-  const uint64_t history_stream = philox_stream(0, RandomRole::tree);
-  uint64_t offset = 0;
-  auto pick = [&](int32_t n) { return static_cast<int32_t>(philox_uniform(kSeed, history_stream, offset++) * n); };
-  for (int32_t j = 0; j < kPromptTokens; ++j)
-    in->committed.prompt.push_back(j % 2 == 0 ? ids[pick(kHistoryPool)] : pick(vocab_size));
-  for (int32_t j = 0; j < kOutputTokens; ++j) in->committed.output.push_back(ids[pick(kHistoryPool)]);
+  in->committed = likely_history(in->logits.data(), vocab_size, kSeed, philox_stream(0, RandomRole::tree));
 
   for (int32_t d = 0; d < kDrafts; ++d) in->drafts.push_back(draw_draft(*in, widths, static_cast<uint64_t>(d) << 16));
   return in;
@@ -333,7 +294,7 @@ VerifyBenchResult run_verify_benchmarks(const VerifyBenchOptions& options) {
     result.cases.push_back(c);
     if (c.method != "sampler_passes") result.acceptance.push_back(measure_acceptance(*spec, in));
   }
-  result.pipeline = SamplerPipeline(bench_params(), kVocabSizes[0]).describe();
+  result.pipeline = SamplerPipeline(all_stages_params(), kVocabSizes[0]).describe();
   result.workload = workload_description();
   return result;
 }
