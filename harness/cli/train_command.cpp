@@ -35,23 +35,9 @@ int train_command(const Args& args) {
     ("max-seq-len", po::value<int32_t>()->default_value(defaults.model.max_seq_len), "positions served (KV cache capacity)")
     ("rope-theta", po::value<double>()->default_value(defaults.model.rope_theta), "RoPE base")
     ("norm-eps", po::value<double>()->default_value(defaults.model.norm_eps), "RMSNorm epsilon")
-    ("tie-embeddings", po::value<bool>()->default_value(defaults.model.tie_embeddings), "LM head = embedding matrix")
-    ("steps", po::value<int64_t>()->default_value(defaults.lr.total_steps), "optimizer steps")
-    ("batch-size", po::value<int64_t>()->default_value(defaults.batch_size), "windows per step")
-    ("seq-len", po::value<int64_t>()->default_value(defaults.seq_len), "tokens per window")
-    ("lr", po::value<double>()->default_value(defaults.lr.peak), "peak learning rate")
-    ("min-lr", po::value<double>()->default_value(defaults.lr.min), "learning rate at the end of the cosine")
-    ("warmup-steps", po::value<int64_t>()->default_value(defaults.lr.warmup_steps), "linear warm-up steps")
-    ("weight-decay", po::value<double>()->default_value(defaults.weight_decay), "AdamW decoupled weight decay (matrices)")
-    ("beta1", po::value<double>()->default_value(defaults.beta1), "AdamW beta1")
-    ("beta2", po::value<double>()->default_value(defaults.beta2), "AdamW beta2")
-    ("grad-clip", po::value<double>()->default_value(defaults.grad_clip), "max gradient norm (<= 0: off)")
-    ("eval-interval", po::value<int64_t>()->default_value(defaults.eval_interval), "steps between validation losses")
-    ("eval-windows", po::value<int64_t>()->default_value(defaults.eval_windows), "validation windows per periodic evaluation")
-    ("log-interval", po::value<int64_t>()->default_value(defaults.log_interval), "steps between progress lines when stderr is not a terminal")
-    ("seed", po::value<uint64_t>()->default_value(defaults.seed), "initialisation and batch sampling seed")
-    ("threads", po::value<int>()->default_value(defaults.threads), "LibTorch/OpenMP threads");
+    ("tie-embeddings", po::value<bool>()->default_value(defaults.model.tie_embeddings), "LM head = embedding matrix");
   // clang-format on
+  add_optimizer_options(desc, defaults);
   const po::variables_map vm = parse_options(args, desc, "train");
   if (vm.count("help")) {
     std::cout << desc << "\n";
@@ -72,21 +58,7 @@ int train_command(const Args& args) {
   o.model.rope_theta = vm["rope-theta"].as<double>();
   o.model.norm_eps = vm["norm-eps"].as<double>();
   o.model.tie_embeddings = vm["tie-embeddings"].as<bool>();
-  o.lr.total_steps = vm["steps"].as<int64_t>();
-  o.batch_size = vm["batch-size"].as<int64_t>();
-  o.seq_len = vm["seq-len"].as<int64_t>();
-  o.lr.peak = vm["lr"].as<double>();
-  o.lr.min = vm["min-lr"].as<double>();
-  o.lr.warmup_steps = vm["warmup-steps"].as<int64_t>();
-  o.weight_decay = vm["weight-decay"].as<double>();
-  o.beta1 = vm["beta1"].as<double>();
-  o.beta2 = vm["beta2"].as<double>();
-  o.grad_clip = vm["grad-clip"].as<double>();
-  o.eval_interval = vm["eval-interval"].as<int64_t>();
-  o.eval_windows = vm["eval-windows"].as<int64_t>();
-  o.log_interval = vm["log-interval"].as<int64_t>();
-  o.seed = vm["seed"].as<uint64_t>();
-  o.threads = vm["threads"].as<int>();
+  read_optimizer_options(vm, o);
   o.command = "specula train";
   for (const std::string& a : args) o.command += " " + a;
 

@@ -32,22 +32,8 @@ int train_heads_command(const Args& args, const std::string& kind) {
     ("corpus", po::value<std::string>(), "training text file")
     ("output", po::value<std::string>(), "heads folder to write")
     ("validation-fraction", po::value<double>()->default_value(d.validation_fraction), "last fraction of the corpus held out")
-    ("feature-windows", po::value<int64_t>()->default_value(d.feature_windows), "training windows run through the target")
-    ("steps", po::value<int64_t>()->default_value(d.lr.total_steps), "optimizer steps")
-    ("batch-size", po::value<int64_t>()->default_value(d.batch_size), "windows per step")
-    ("seq-len", po::value<int64_t>()->default_value(d.seq_len), "tokens per window")
-    ("lr", po::value<double>()->default_value(d.lr.peak), "peak learning rate")
-    ("min-lr", po::value<double>()->default_value(d.lr.min), "learning rate at the end of the cosine")
-    ("warmup-steps", po::value<int64_t>()->default_value(d.lr.warmup_steps), "linear warm-up steps")
-    ("weight-decay", po::value<double>()->default_value(d.weight_decay), "AdamW decoupled weight decay (matrices)")
-    ("beta1", po::value<double>()->default_value(d.beta1), "AdamW beta1")
-    ("beta2", po::value<double>()->default_value(d.beta2), "AdamW beta2")
-    ("grad-clip", po::value<double>()->default_value(d.grad_clip), "max gradient norm (<= 0: off)")
-    ("eval-interval", po::value<int64_t>()->default_value(d.eval_interval), "steps between validation losses")
-    ("eval-windows", po::value<int64_t>()->default_value(d.eval_windows), "validation windows")
-    ("log-interval", po::value<int64_t>()->default_value(d.log_interval), "steps between progress lines off a terminal")
-    ("seed", po::value<uint64_t>()->default_value(d.seed), "initialisation, window and noise seed")
-    ("threads", po::value<int>()->default_value(d.threads), "LibTorch/OpenMP threads");
+    ("feature-windows", po::value<int64_t>()->default_value(d.feature_windows), "training windows run through the target");
+  add_optimizer_options(desc, d);
   if (medusa)
     desc.add_options()
       ("heads", po::value<int32_t>()->default_value(d.medusa_heads), "Medusa heads K")
@@ -70,21 +56,7 @@ int train_heads_command(const Args& args, const std::string& kind) {
   if (vm.count("output")) o.output = vm["output"].as<std::string>();
   o.validation_fraction = vm["validation-fraction"].as<double>();
   o.feature_windows = vm["feature-windows"].as<int64_t>();
-  o.lr.total_steps = vm["steps"].as<int64_t>();
-  o.batch_size = vm["batch-size"].as<int64_t>();
-  o.seq_len = vm["seq-len"].as<int64_t>();
-  o.lr.peak = vm["lr"].as<double>();
-  o.lr.min = vm["min-lr"].as<double>();
-  o.lr.warmup_steps = vm["warmup-steps"].as<int64_t>();
-  o.weight_decay = vm["weight-decay"].as<double>();
-  o.beta1 = vm["beta1"].as<double>();
-  o.beta2 = vm["beta2"].as<double>();
-  o.grad_clip = vm["grad-clip"].as<double>();
-  o.eval_interval = vm["eval-interval"].as<int64_t>();
-  o.eval_windows = vm["eval-windows"].as<int64_t>();
-  o.log_interval = vm["log-interval"].as<int64_t>();
-  o.seed = vm["seed"].as<uint64_t>();
-  o.threads = vm["threads"].as<int>();
+  read_optimizer_options(vm, o);
   if (medusa) {
     o.medusa_heads = vm["heads"].as<int32_t>();
     o.medusa_decay = vm["decay"].as<double>();

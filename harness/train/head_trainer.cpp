@@ -150,7 +150,7 @@ void HeadTrainOptions::validate() const {
   if (target.empty()) fail("--target is required (the frozen target checkpoint folder)");
   if (corpus.empty()) fail("--corpus is required");
   if (output.empty()) fail("--output is required");
-  lr.validate();
+  validate_optimizer();
   if (!(validation_fraction > 0.0 && validation_fraction < 1.0))
     fail("--validation-fraction must be in (0, 1), got ", validation_fraction);
   if (medusa_heads < 1 || medusa_heads > 64) fail("--heads must be in 1..64, got ", medusa_heads);
@@ -162,12 +162,6 @@ void HeadTrainOptions::validate() const {
   if (batch_size < 1 || batch_size > feature_windows)
     fail("--batch-size must be in [1, --feature-windows = ", feature_windows, "], got ", batch_size);
   if (seq_len < 2) fail("--seq-len must be >= 2, got ", seq_len);
-  if (!(weight_decay >= 0.0)) fail("--weight-decay must be >= 0, got ", weight_decay);
-  if (!(beta1 >= 0.0 && beta1 < 1.0)) fail("--beta1 must be in [0, 1), got ", beta1);
-  if (!(beta2 >= 0.0 && beta2 < 1.0)) fail("--beta2 must be in [0, 1), got ", beta2);
-  if (eval_interval < 1) fail("--eval-interval must be >= 1, got ", eval_interval);
-  if (eval_windows < 1) fail("--eval-windows must be >= 1, got ", eval_windows);
-  if (threads < 1) fail("--threads must be >= 1, got ", threads);
 }
 
 HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {

@@ -19,11 +19,19 @@
 #include <string>
 #include <vector>
 
-#include "harness/train/lr_schedule.h"
+#include "harness/train/optimizer_options.h"
 
 namespace specula {
 
-struct HeadTrainOptions {
+struct HeadTrainOptions : OptimizerOptions {
+  HeadTrainOptions() {
+    batch_size = 8;
+    weight_decay = 0.0;
+    eval_interval = 100;
+    eval_windows = 32;
+    log_interval = 25;
+  }
+
   std::string kind;    // "medusa" | "eagle"
   std::string target;  // target checkpoint folder (frozen)
   std::string corpus;  // text file
@@ -37,19 +45,7 @@ struct HeadTrainOptions {
   double eagle_token_weight = 0.1;    // w_p
 
   int64_t feature_windows = 512;  // training windows run through the target (features kept in memory)
-  int64_t batch_size = 8;         // windows per step
-  int64_t seq_len = 256;          // tokens per window (<= the target's max_seq_len)
-  LrSchedule lr;
-  double weight_decay = 0.0;
-  double beta1 = 0.9;
-  double beta2 = 0.99;
-  double grad_clip = 1.0;  // <= 0: off
-
-  int64_t eval_interval = 100;
-  int64_t eval_windows = 32;
-  int64_t log_interval = 25;
-  uint64_t seed = 0;
-  int threads = 1;
+  // seq_len <= the target's max_seq_len
   std::string command;  // recorded in config.json
 
   void validate() const;  // throws Error naming the option

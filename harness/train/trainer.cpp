@@ -69,20 +69,13 @@ std::string format_loss(double loss) {
 
 void TrainOptions::validate() const {
   model.validate("model options");
-  lr.validate();
+  validate_optimizer();
   if (corpus.empty()) fail("--corpus is required");
   if (output.empty()) fail("--output is required");
   if (weights_dtype != "float32" && weights_dtype != "float16")
     fail("--weights-dtype must be float32 or float16, got '", weights_dtype, "'");
-  if (batch_size < 1) fail("--batch-size must be >= 1, got ", batch_size);
   if (seq_len < 1 || seq_len > model.max_seq_len)
     fail("--seq-len must be in [1, --max-seq-len = ", model.max_seq_len, "], got ", seq_len);
-  if (!(weight_decay >= 0.0)) fail("--weight-decay must be >= 0, got ", weight_decay);
-  if (!(beta1 >= 0.0 && beta1 < 1.0)) fail("--beta1 must be in [0, 1), got ", beta1);
-  if (!(beta2 >= 0.0 && beta2 < 1.0)) fail("--beta2 must be in [0, 1), got ", beta2);
-  if (eval_interval < 1) fail("--eval-interval must be >= 1, got ", eval_interval);
-  if (eval_windows < 1) fail("--eval-windows must be >= 1, got ", eval_windows);
-  if (threads < 1) fail("--threads must be >= 1, got ", threads);
 }
 
 TrainResult train_transformer(const TrainOptions& options) {

@@ -9,31 +9,18 @@
 #include <string>
 
 #include "harness/models/transformer/transformer_config.h"
-#include "harness/train/lr_schedule.h"
+#include "harness/train/optimizer_options.h"
 
 namespace specula {
 
-struct TrainOptions {
+struct TrainOptions : OptimizerOptions {
   TransformerConfig model;
   std::string tokenizer = "byte";
   std::string corpus;                     // text file
   double validation_fraction = 0.1;       // the last 10% of the corpus
   std::string output;                     // checkpoint folder
   std::string weights_dtype = "float32";  // how the checkpoint stores weights: float32 | float16
-
-  int64_t batch_size = 32;  // windows per step
-  int64_t seq_len = 256;    // tokens per window (<= model.max_seq_len)
-  LrSchedule lr;            // lr.total_steps = number of optimizer steps
-  double weight_decay = 0.1;
-  double beta1 = 0.9;
-  double beta2 = 0.99;
-  double grad_clip = 1.0;  // max global gradient norm (<= 0: off)
-
-  int64_t eval_interval = 250;  // steps between validation losses (and checkpoints when it improves)
-  int64_t eval_windows = 64;    // validation windows per periodic evaluation (evenly spaced, fixed)
-  int64_t log_interval = 50;    // steps between plain progress lines when stderr is not a terminal
-  uint64_t seed = 0;
-  int threads = 1;
+  // seq_len <= model.max_seq_len
   std::string command;  // the command line, recorded in the checkpoint
 
   void validate() const;  // throws Error naming the option

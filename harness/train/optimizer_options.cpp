@@ -1,0 +1,59 @@
+#include "harness/train/optimizer_options.h"
+
+#include "verify/error.h"
+
+namespace specula {
+
+namespace po = boost::program_options;
+
+void OptimizerOptions::validate_optimizer() const {
+  lr.validate();
+  if (batch_size < 1) fail("--batch-size must be >= 1, got ", batch_size);
+  if (!(weight_decay >= 0.0)) fail("--weight-decay must be >= 0, got ", weight_decay);
+  if (!(beta1 >= 0.0 && beta1 < 1.0)) fail("--beta1 must be in [0, 1), got ", beta1);
+  if (!(beta2 >= 0.0 && beta2 < 1.0)) fail("--beta2 must be in [0, 1), got ", beta2);
+  if (eval_interval < 1) fail("--eval-interval must be >= 1, got ", eval_interval);
+  if (eval_windows < 1) fail("--eval-windows must be >= 1, got ", eval_windows);
+  if (threads < 1) fail("--threads must be >= 1, got ", threads);
+}
+
+void add_optimizer_options(po::options_description& desc, const OptimizerOptions& d) {
+  // clang-format off
+  desc.add_options()
+    ("steps", po::value<int64_t>()->default_value(d.lr.total_steps), "optimizer steps")
+    ("batch-size", po::value<int64_t>()->default_value(d.batch_size), "windows per step")
+    ("seq-len", po::value<int64_t>()->default_value(d.seq_len), "tokens per window")
+    ("lr", po::value<double>()->default_value(d.lr.peak), "peak learning rate")
+    ("min-lr", po::value<double>()->default_value(d.lr.min), "learning rate at the end of the cosine")
+    ("warmup-steps", po::value<int64_t>()->default_value(d.lr.warmup_steps), "linear warm-up steps")
+    ("weight-decay", po::value<double>()->default_value(d.weight_decay), "AdamW decoupled weight decay (matrices)")
+    ("beta1", po::value<double>()->default_value(d.beta1), "AdamW beta1")
+    ("beta2", po::value<double>()->default_value(d.beta2), "AdamW beta2")
+    ("grad-clip", po::value<double>()->default_value(d.grad_clip), "max gradient norm (<= 0: off)")
+    ("eval-interval", po::value<int64_t>()->default_value(d.eval_interval), "steps between validation losses")
+    ("eval-windows", po::value<int64_t>()->default_value(d.eval_windows), "validation windows per periodic evaluation")
+    ("log-interval", po::value<int64_t>()->default_value(d.log_interval), "steps between progress lines when stderr is not a terminal")
+    ("seed", po::value<uint64_t>()->default_value(d.seed), "initialisation and sampling seed")
+    ("threads", po::value<int>()->default_value(d.threads), "LibTorch/OpenMP threads");
+  // clang-format on
+}
+
+void read_optimizer_options(const po::variables_map& vm, OptimizerOptions& o) {
+  o.lr.total_steps = vm["steps"].as<int64_t>();
+  o.batch_size = vm["batch-size"].as<int64_t>();
+  o.seq_len = vm["seq-len"].as<int64_t>();
+  o.lr.peak = vm["lr"].as<double>();
+  o.lr.min = vm["min-lr"].as<double>();
+  o.lr.warmup_steps = vm["warmup-steps"].as<int64_t>();
+  o.weight_decay = vm["weight-decay"].as<double>();
+  o.beta1 = vm["beta1"].as<double>();
+  o.beta2 = vm["beta2"].as<double>();
+  o.grad_clip = vm["grad-clip"].as<double>();
+  o.eval_interval = vm["eval-interval"].as<int64_t>();
+  o.eval_windows = vm["eval-windows"].as<int64_t>();
+  o.log_interval = vm["log-interval"].as<int64_t>();
+  o.seed = vm["seed"].as<uint64_t>();
+  o.threads = vm["threads"].as<int>();
+}
+
+}  // namespace specula
