@@ -39,6 +39,7 @@
 #include "harness/models/model_source.h"
 #include "harness/models/tokenizer.h"
 #include "harness/models/transformer/checkpoint.h"
+#include "scaled_transformer.h"
 #include "verify/error.h"
 
 namespace specula {
@@ -141,20 +142,9 @@ std::string raw_safetensors(const std::string& header, const std::string& buffer
   return out + header + buffer;
 }
 
-// Unit-scale random Specula model (as test_transformer.cpp's), saved as a checkpoint.
+// A unit-scale random Specula model (scaled_transformer.h), saved as a checkpoint.
 std::string save_specula_model(const TempDir& dir, const std::string& name, TransformerConfig c, uint64_t seed) {
-  torch::manual_seed(seed);
-  Transformer m(c);
-  torch::NoGradGuard no_grad;
-  for (auto& p : m->named_parameters()) {
-    torch::Tensor t = p.value();
-    if (t.dim() == 1)
-      t.uniform_(0.8, 1.2);
-    else if (p.key() == "embedding.weight")
-      t.normal_(0.0, 1.0);
-    else
-      t.normal_(0.0, 1.0 / std::sqrt(static_cast<double>(t.size(1))));
-  }
+  Transformer m = scaled_model(c, seed);
   save_checkpoint(dir.str(name), m, CheckpointConfig{});
   return dir.str(name);
 }
