@@ -71,6 +71,15 @@ class KVCache {
 
   void clear() { length_ = 0; }
 
+  // Layer `layer`'s keys / values of batch row 0 as [heads, capacity(), head_dim] (the cache is contiguous),
+  // for code that writes and reads slots directly (decode_step.h).
+  float* key_data(int64_t layer) { return k_.select(0, layer).select(0, 0).data_ptr<float>(); }
+  float* value_data(int64_t layer) { return v_.select(0, layer).select(0, 0).data_ptr<float>(); }
+  bool plain_cpu_float() const {
+    return k_.device().is_cpu() && k_.scalar_type() == torch::kFloat32 && k_.is_contiguous() && v_.is_contiguous();
+  }
+  int64_t batch() const { return k_.size(1); }
+
   // Grows the capacity to at least `slots`, keeping the cached slots (a tree can need more slots than
   // positions: every node takes a slot, but only its depth adds a position).
   void reserve(int64_t slots) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "harness/models/transformer/decode_step.h"
 #include "harness/models/transformer/skinny_linear.h"
 #include "verify/error.h"
 
@@ -132,8 +133,86 @@ TransformerImpl::TransformerImpl(const TransformerConfig& config) : config_(conf
   }
 }
 
+namespace {
+
+bool plain_float(const torch::Tensor& t) {
+  return !t.defined() || (t.device().is_cpu() && t.scalar_type() == torch::kFloat32 && t.is_contiguous());
+}
+
+}  // namespace
+
+bool TransformerImpl::decode_path_applies(const torch::Tensor& tokens, const KVCache* cache) const {
+  if (torch::GradMode::is_enabled() || !cache || !cache->plain_cpu_float() || cache->batch() != 1) return false;
+  if (tokens.dim() != 2 || tokens.size(0) != 1 || tokens.size(1) < 1 || tokens.size(1) > kSkinnyLinearMaxRows)
+    return false;
+  if (!plain_float(embedding->weight) || !plain_float(final_norm->weight) || (head && !plain_float(head->weight)))
+    return false;
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    const BlockImpl& b = *blocks->ptr<BlockImpl>(i);
+    for (const torch::Tensor& t : {b.attn_norm->weight, b.attn->qkv->weight, b.attn->qkv->bias, b.attn->out->weight,
+                                   b.mlp_norm->weight, b.mlp->gate_up->weight, b.mlp->down->weight, b.attn->rope->cos,
+                                   b.attn->rope->sin})
+      if (!plain_float(t)) return false;
+  }
+  return true;
+}
+
+torch::Tensor TransformerImpl::decode_hidden_states(const torch::Tensor& tokens, const torch::Tensor& positions,
+                                                    const torch::Tensor& mask, KVCache& cache) {
+  const int64_t n = tokens.size(1), d = config_.d_model;
+  if (cache.length() + n > cache.capacity())
+    fail("KV cache overflow: ", cache.length(), " cached + ", n, " new tokens exceed the capacity of ", cache.capacity(),
+         " (reserve more slots first)");
+  const torch::Tensor ids = tokens.to(torch::kCPU).to(torch::kInt64).contiguous();
+  const torch::Tensor pos = positions.to(torch::kCPU).to(torch::kInt64).contiguous();
+  const torch::Tensor m = mask.defined() ? mask.to(torch::kCPU).to(torch::kFloat32).contiguous() : mask;
+  if (pos.numel() != n) fail("decode step: ", pos.numel(), " positions for ", n, " rows");
+  if (m.defined() && (m.dim() != 2 || m.size(0) != n || m.size(1) != cache.length() + n))
+    fail("decode step: mask ", m.sizes(), " for ", n, " rows after ", cache.length(), " cached slots");
+  const int64_t* id = ids.data_ptr<int64_t>();
+  const int64_t* p = pos.data_ptr<int64_t>();
+  for (int64_t r = 0; r < n; ++r) {
+    if (id[r] < 0 || id[r] >= config_.vocab_size) fail("decode step: token id ", id[r], " outside the vocabulary");
+    if (p[r] < 0 || p[r] >= config_.max_seq_len) fail("decode step: position ", p[r], " outside [0, max_seq_len)");
+  }
+  torch::Tensor x = torch::empty({1, n, d});
+  float* xp = x.data_ptr<float>();
+  const float* emb = embedding->weight.data_ptr<float>();
+  for (int64_t r = 0; r < n; ++r) std::copy(emb + id[r] * d, emb + (id[r] + 1) * d, xp + r * d);
+
+  DecodeShape shape;
+  shape.d_model = d;
+  shape.n_heads = config_.n_heads;
+  shape.n_kv_heads = config_.kv_heads();
+  shape.head_dim = config_.head_dim();
+  shape.d_ff = config_.d_ff;
+  shape.norm_eps = config_.norm_eps;
+  std::vector<DecodeLayer> layers(blocks->size());
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    BlockImpl& b = *blocks->ptr<BlockImpl>(i);
+    DecodeLayer& L = layers[i];
+    L.attn_norm = b.attn_norm->weight.data_ptr<float>();
+    L.qkv = b.attn->qkv->weight.data_ptr<float>();
+    L.qkv_bias = b.attn->qkv->bias.defined() ? b.attn->qkv->bias.data_ptr<float>() : nullptr;
+    L.out = b.attn->out->weight.data_ptr<float>();
+    L.mlp_norm = b.mlp_norm->weight.data_ptr<float>();
+    L.gate_up = b.mlp->gate_up->weight.data_ptr<float>();
+    L.down = b.mlp->down->weight.data_ptr<float>();
+    L.rope_cos = b.attn->rope->cos.data_ptr<float>();
+    L.rope_sin = b.attn->rope->sin.data_ptr<float>();
+    L.keys = cache.key_data(static_cast<int64_t>(i));
+    L.values = cache.value_data(static_cast<int64_t>(i));
+    L.capacity = cache.capacity();
+  }
+  decode_rows(shape, layers, final_norm->weight.data_ptr<float>(), xp, n, p, m.defined() ? m.data_ptr<float>() : nullptr,
+              cache.length());
+  cache.advance(n);
+  return x;
+}
+
 torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& tokens, const torch::Tensor& positions,
                                              const torch::Tensor& mask, KVCache* cache) {
+  if (decode_path_applies(tokens, cache)) return decode_hidden_states(tokens, positions, mask, *cache);
   const torch::Device device = embedding->weight.device();
   const torch::Tensor on_device_positions = positions.to(device);
   const torch::Tensor on_device_mask = mask.defined() ? mask.to(device) : mask;

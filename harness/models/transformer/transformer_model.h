@@ -99,6 +99,12 @@ class TransformerImpl : public torch::nn::Module {
                               KVCache* cache);
   torch::Tensor lm_head(const torch::Tensor& hidden);  // [.., d] -> [.., V]
 
+  // hidden_states' path for a few rows after a cache at inference (decode_step.h: plain loops, no LibTorch
+  // operations per layer); the general path (training, large chunks, other devices) is LibTorch's.
+  bool decode_path_applies(const torch::Tensor& tokens, const KVCache* cache) const;
+  torch::Tensor decode_hidden_states(const torch::Tensor& tokens, const torch::Tensor& positions,
+                                     const torch::Tensor& mask, KVCache& cache);
+
   // A cache sized for this model, on its parameters' device: [n_layers, batch, n_kv_heads, max_seq_len, head_dim].
   KVCache new_cache(int64_t batch = 1) const;
   const TransformerConfig& config() const { return config_; }

@@ -1,0 +1,168 @@
+#include "harness/models/transformer/decode_step.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "harness/models/transformer/skinny_linear.h"
+#include "verify/logits_processors.h"  // SPECULA_ROW_SCAN: an AVX2 clone picked at load time
+
+// The 32-byte vector type below only passes between always-inlined functions of one target, so the ABI note
+// GCC gives for such values (-Wpsabi) concerns no real call.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace specula {
+namespace {
+
+// 8 floats as one value (GCC lowers it to the function's vectors): keeps partial sums in registers.
+typedef float V8 __attribute__((vector_size(32)));
+
+inline __attribute__((always_inline)) V8 load8(const float* p) {
+  V8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// a . b: two 8-lane partial sums over the 16-float blocks, added in a fixed tree, then the tail in order.
+inline __attribute__((always_inline)) float dot(const float* __restrict a, const float* __restrict b, int64_t n) {
+  V8 s0 = {}, s1 = {};
+  const int64_t body = n - n % 16;
+  for (int64_t i = 0; i < body; i += 16) {
+    s0 += load8(a + i) * load8(b + i);
+    s1 += load8(a + i + 8) * load8(b + i + 8);
+  }
+  const V8 s = s0 + s1;
+  const auto q = __builtin_shufflevector(s, s, 0, 1, 2, 3) + __builtin_shufflevector(s, s, 4, 5, 6, 7);
+  float total = (q[0] + q[2]) + (q[1] + q[3]);
+  for (int64_t i = body; i < n; ++i) total += a[i] * b[i];
+  return total;
+}
+
+// y = sum_t w[t] * rows[t] over t = 0..T-1 (rows of length n, stride n), t in order for every element,
+// 32 elements at a time held in registers.
+inline __attribute__((always_inline)) void weighted_sum(const float* w, const float* rows, int64_t T, int64_t n,
+                                                        float* y) {
+  int64_t c = 0;
+  for (; c + 32 <= n; c += 32) {
+    V8 y0 = {}, y1 = {}, y2 = {}, y3 = {};
+    for (int64_t t = 0; t < T; ++t) {
+      if (w[t] == 0.0f) continue;
+      const V8 wt = {w[t], w[t], w[t], w[t], w[t], w[t], w[t], w[t]};
+      const float* r = rows + t * n + c;
+      y0 += wt * load8(r);
+      y1 += wt * load8(r + 8);
+      y2 += wt * load8(r + 16);
+      y3 += wt * load8(r + 24);
+    }
+    std::memcpy(y + c, &y0, sizeof y0);
+    std::memcpy(y + c + 8, &y1, sizeof y1);
+    std::memcpy(y + c + 16, &y2, sizeof y2);
+    std::memcpy(y + c + 24, &y3, sizeof y3);
+  }
+  for (; c < n; ++c) {
+    float acc = 0.0f;
+    for (int64_t t = 0; t < T; ++t)
+      if (w[t] != 0.0f) acc += w[t] * rows[t * n + c];
+    y[c] = acc;
+  }
+}
+
+// out = x / sqrt(mean(x^2) + eps) * weight (Zhang & Sennrich 2019).
+SPECULA_ROW_SCAN void rms_norm(const float* x, const float* weight, double eps, int64_t d, float* out) {
+  const float mean_square = dot(x, x, d) / static_cast<float>(d);
+  const float scale = 1.0f / std::sqrt(mean_square + static_cast<float>(eps));
+  for (int64_t i = 0; i < d; ++i) out[i] = x[i] * scale * weight[i];
+}
+
+// Rotate-half RoPE (GPT-NeoX / Llama): pairs (i, i + D/2) turned by the position's angles.
+void rope(float* v, const float* cos_row, const float* sin_row, int64_t head_dim) {
+  const int64_t half = head_dim / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const float x1 = v[i], x2 = v[i + half];
+    v[i] = x1 * cos_row[i] - x2 * sin_row[i];
+    v[i + half] = x2 * cos_row[i] + x1 * sin_row[i];
+  }
+}
+
+// One query row of one head: softmax(q . k_t * scale + mask_t) over the T columns, times the values, into y.
+SPECULA_ROW_SCAN void attend(const float* q, const float* keys, const float* values, int64_t T, int64_t D, float scale,
+                             const float* mask_row, float* scores, float* y) {
+  const float hidden = -std::numeric_limits<float>::infinity();
+  float top = hidden;
+  for (int64_t t = 0; t < T; ++t) {
+    scores[t] = mask_row && mask_row[t] == hidden ? hidden : dot(q, keys + t * D, D) * scale + (mask_row ? mask_row[t] : 0.0f);
+    top = std::max(top, scores[t]);
+  }
+  float total = 0.0f;
+  for (int64_t t = 0; t < T; ++t) total += scores[t] = std::exp(scores[t] - top);
+  const float inverse = 1.0f / total;
+  for (int64_t t = 0; t < T; ++t) scores[t] *= inverse;
+  weighted_sum(scores, values, T, D, y);
+}
+
+template <typename T>
+T* scratch(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+}  // namespace
+
+void decode_rows(const DecodeShape& s, const std::vector<DecodeLayer>& layers, const float* final_norm, float* x,
+                 int64_t rows, const int64_t* positions, const float* mask, int64_t cache_len) {
+  const int64_t d = s.d_model, H = s.n_heads, Hkv = s.n_kv_heads, D = s.head_dim, ff = s.d_ff;
+  const int64_t G = H / Hkv, qkv_width = (H + 2 * Hkv) * D, T = cache_len + rows, half = D / 2;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  thread_local std::vector<float> normed_v, qkv_v, attn_v, proj_v, hidden_v, act_v, scores_v;
+  float* normed = scratch(normed_v, rows * d);
+  float* qkv = scratch(qkv_v, rows * qkv_width);
+  float* attn = scratch(attn_v, rows * H * D);
+  float* proj = scratch(proj_v, rows * d);
+  float* hidden = scratch(hidden_v, rows * 2 * ff);
+  float* act = scratch(act_v, rows * ff);
+  float* scores = scratch(scores_v, T);
+
+  for (const DecodeLayer& L : layers) {
+    // Attention: x + out(attention(rms_norm(x))).
+    for (int64_t r = 0; r < rows; ++r) rms_norm(x + r * d, L.attn_norm, s.norm_eps, d, normed + r * d);
+    skinny_linear(normed, rows, d, L.qkv, L.qkv_bias, qkv_width, qkv, 0, qkv_width);
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = qkv + r * qkv_width;
+      const float* c = L.rope_cos + positions[r] * half;
+      const float* sn = L.rope_sin + positions[r] * half;
+      for (int64_t h = 0; h < H + Hkv; ++h) rope(row + h * D, c, sn, D);  // the q heads, then the k heads
+      const int64_t slot = cache_len + r;
+      for (int64_t g = 0; g < Hkv; ++g) {
+        std::copy(row + (H + g) * D, row + (H + g + 1) * D, L.keys + (g * L.capacity + slot) * D);
+        std::copy(row + (H + Hkv + g) * D, row + (H + Hkv + g + 1) * D, L.values + (g * L.capacity + slot) * D);
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t h = 0; h < H; ++h) {
+        const float* q = qkv + r * qkv_width + h * D;
+        const float* keys = L.keys + (h / G) * L.capacity * D;
+        const float* values = L.values + (h / G) * L.capacity * D;
+        attend(q, keys, values, T, D, scale, mask ? mask + r * T : nullptr, scores, attn + (r * H + h) * D);
+      }
+    skinny_linear(attn, rows, H * D, L.out, nullptr, d, proj, 0, d);
+    for (int64_t i = 0; i < rows * d; ++i) x[i] += proj[i];
+
+    // MLP: x + down(silu(gate(n)) * up(n)), n = rms_norm(x) (Shazeer 2020).
+    for (int64_t r = 0; r < rows; ++r) rms_norm(x + r * d, L.mlp_norm, s.norm_eps, d, normed + r * d);
+    skinny_linear(normed, rows, d, L.gate_up, nullptr, 2 * ff, hidden, 0, 2 * ff);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < ff; ++j) {
+        const float gate = hidden[r * 2 * ff + j], up = hidden[r * 2 * ff + ff + j];
+        act[r * ff + j] = gate / (1.0f + std::exp(-gate)) * up;
+      }
+    skinny_linear(act, rows, ff, L.down, nullptr, d, proj, 0, d);
+    for (int64_t i = 0; i < rows * d; ++i) x[i] += proj[i];
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    rms_norm(x + r * d, final_norm, s.norm_eps, d, normed);
+    std::copy(normed, normed + d, x + r * d);
+  }
+}
+
+}  // namespace specula
