@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdint>
 #include <vector>
 
@@ -59,7 +60,16 @@ class KVCache {
       if (keep[i] == static_cast<int64_t>(i)) first_moved = static_cast<int64_t>(i) + 1;
     }
     const int64_t kept = static_cast<int64_t>(keep.size());
-    if (first_moved < kept) {
+    if (first_moved < kept && plain_cpu_float() && batch() == 1) {
+      // Slot by slot in increasing order: keep[i] >= i, so a slot is read before anything overwrites it.
+      const int64_t heads = k_.size(2), cap = capacity(), dim = k_.size(4);
+      for (int64_t layer = 0; layer < layers(); ++layer)
+        for (float* base : {key_data(layer), value_data(layer)})
+          for (int64_t h = 0; h < heads; ++h)
+            for (int64_t i = first_moved; i < kept; ++i)
+              if (keep[i] != i)
+                std::memcpy(base + (h * cap + i) * dim, base + (h * cap + keep[i]) * dim, sizeof(float) * dim);
+    } else if (first_moved < kept) {
       const torch::Tensor index =
           torch::tensor(std::vector<int64_t>(keep.begin() + first_moved, keep.end()), torch::kInt64);
       // index_select copies before the slots are overwritten, so overlapping moves are safe.

@@ -133,13 +133,18 @@ struct TransformerSession::Cache {
     if (path.empty()) return;
     std::vector<int64_t> keep(static_cast<size_t>(L) + path.size());
     for (int64_t s = 0; s < L; ++s) keep[s] = s;
-    std::vector<int64_t> path_rows(path.begin(), path.end());
     for (size_t i = 0; i < path.size(); ++i) {
       keep[L + i] = L + path[i];
       linear.push_back(tree_tokens[path[i]]);
     }
     kv.compact(keep);
-    store_linear_hidden(L, tree_rows.index_select(0, torch::tensor(path_rows, torch::kInt64)).narrow(1, 0, D));
+    if (!linear_hidden.defined() || L + static_cast<int64_t>(path.size()) > linear_hidden.size(0))
+      store_linear_hidden(L, torch::zeros({static_cast<int64_t>(path.size()), D}));  // allocate / grow
+    const int64_t width = tree_rows.size(1);
+    const float* from = tree_rows.data_ptr<float>();
+    float* to = linear_hidden.data_ptr<float>();
+    for (size_t i = 0; i < path.size(); ++i)
+      std::memcpy(to + (L + static_cast<int64_t>(i)) * D, from + path[i] * width, sizeof(float) * D);
     last_row = tree_rows[path.back()];
     stats.path_nodes_compacted += static_cast<int64_t>(path.size());
     tree_tokens.clear();
@@ -150,13 +155,17 @@ struct TransformerSession::Cache {
 
 namespace {
 
-// Columns [first, first + width) of the last call's feature rows: row 0, then the remembered tree's nodes.
+// Columns [first, first + width) of the last call's feature rows: row 0, then the remembered tree's nodes
+// (both contiguous [.., d + V]; copied row by row, no LibTorch call).
 void copy_rows(const TransformerSession::Cache& c, int64_t first, int64_t width, float* out) {
   if (c.last_call_rows == 0) fail("transformer session: no call yet");
-  const torch::Tensor rows =
-      c.last_call_rows > 1 ? torch::cat({c.last_row.unsqueeze(0), c.tree_rows}) : c.last_row.unsqueeze(0);
-  const torch::Tensor block = rows.narrow(1, first, width).contiguous();
-  std::memcpy(out, block.data_ptr<float>(), sizeof(float) * block.numel());
+  const int64_t stride = c.last_row.size(0);
+  std::memcpy(out, c.last_row.data_ptr<float>() + first, sizeof(float) * width);
+  if (c.last_call_rows > 1) {
+    const float* rows = c.tree_rows.data_ptr<float>();
+    for (int64_t r = 0; r + 1 < c.last_call_rows; ++r)
+      std::memcpy(out + (r + 1) * width, rows + r * stride + first, sizeof(float) * width);
+  }
 }
 
 }  // namespace

@@ -163,9 +163,14 @@ torch::Tensor TransformerImpl::decode_hidden_states(const torch::Tensor& tokens,
   if (cache.length() + n > cache.capacity())
     fail("KV cache overflow: ", cache.length(), " cached + ", n, " new tokens exceed the capacity of ", cache.capacity(),
          " (reserve more slots first)");
-  const torch::Tensor ids = tokens.to(torch::kCPU).to(torch::kInt64).contiguous();
-  const torch::Tensor pos = positions.to(torch::kCPU).to(torch::kInt64).contiguous();
-  const torch::Tensor m = mask.defined() ? mask.to(torch::kCPU).to(torch::kFloat32).contiguous() : mask;
+  // Conversions only when needed: each LibTorch call costs microseconds, a fair share of a decoding step.
+  auto as = [](const torch::Tensor& t, torch::ScalarType type) {
+    return !t.defined() || (t.device().is_cpu() && t.scalar_type() == type && t.is_contiguous())
+               ? t
+               : t.to(torch::kCPU).to(type).contiguous();
+  };
+  const torch::Tensor ids = as(tokens, torch::kInt64), pos = as(positions, torch::kInt64);
+  const torch::Tensor m = as(mask, torch::kFloat32);
   if (pos.numel() != n) fail("decode step: ", pos.numel(), " positions for ", n, " rows");
   if (m.defined() && (m.dim() != 2 || m.size(0) != n || m.size(1) != cache.length() + n))
     fail("decode step: mask ", m.sizes(), " for ", n, " rows after ", cache.length(), " cached slots");
