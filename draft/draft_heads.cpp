@@ -69,7 +69,14 @@ EagleHeadImpl::EagleHeadImpl(const TransformerConfig& target) : config(target) {
 
 torch::Tensor EagleHeadImpl::forward(const torch::Tensor& embeddings, const torch::Tensor& features,
                                      const torch::Tensor& positions, const torch::Tensor& mask, KVCache* cache) {
-  const torch::Tensor g = apply_linear(fc, torch::cat({embeddings, features}, -1));
+  torch::Tensor g = apply_linear(fc, torch::cat({embeddings, features}, -1));
+  // At inference, a few rows after the cache: the LibTorch-free decoding step (no norm before attention).
+  if (g.dim() == 3 && g.size(0) == 1 && decode_cache_applies(cache, g.size(1)) &&
+      decode_layer_applies(*attn, nullptr, *mlp_norm, *mlp)) {
+    run_decode_layers(config, {decode_layer(*attn, nullptr, *mlp_norm, *mlp, *cache, 0)}, nullptr, g, positions, mask,
+                      *cache);
+    return g;
+  }
   const torch::Tensor h = g + attn->forward(g, positions, mask, cache, 0);  // no input norm in EAGLE's layer 0
   if (cache) cache->advance(embeddings.size(1));
   return h + mlp->forward(mlp_norm->forward(h));

@@ -149,7 +149,11 @@ void decode_rows(const DecodeShape& s, const std::vector<DecodeLayer>& layers, c
 
   for (const DecodeLayer& L : layers) {
     // Attention: x + out(attention(rms_norm(x))).
-    for (int64_t r = 0; r < rows; ++r) rms_norm(x + r * d, L.attn_norm, s.norm_eps, d, normed + r * d);
+    for (int64_t r = 0; r < rows; ++r)
+      if (L.attn_norm)
+        rms_norm(x + r * d, L.attn_norm, s.norm_eps, d, normed + r * d);
+      else
+        std::copy(x + r * d, x + (r + 1) * d, normed + r * d);
     skinny_linear(normed, rows, d, L.qkv, L.qkv_bias, qkv_width, qkv, 0, qkv_width);
     for (int64_t r = 0; r < rows; ++r) {
       float* row = qkv + r * qkv_width;
@@ -183,10 +187,11 @@ void decode_rows(const DecodeShape& s, const std::vector<DecodeLayer>& layers, c
     skinny_linear(act, rows, ff, L.down, nullptr, d, proj, 0, d);
     for (int64_t i = 0; i < rows * d; ++i) x[i] += proj[i];
   }
-  for (int64_t r = 0; r < rows; ++r) {
-    rms_norm(x + r * d, final_norm, s.norm_eps, d, normed);
-    std::copy(normed, normed + d, x + r * d);
-  }
+  if (final_norm)
+    for (int64_t r = 0; r < rows; ++r) {
+      rms_norm(x + r * d, final_norm, s.norm_eps, d, normed);
+      std::copy(normed, normed + d, x + r * d);
+    }
 }
 
 }  // namespace specula

@@ -22,7 +22,7 @@ struct DecodeShape {
 
 // One block's parameters (row-major, as torch::nn::Linear stores them) and its slice of the cache.
 struct DecodeLayer {
-  const float* attn_norm = nullptr;  // [d]
+  const float* attn_norm = nullptr;  // [d], or null: no norm before attention (EAGLE's layer)
   const float* qkv = nullptr;        // [(H + 2 Hkv) D, d]
   const float* qkv_bias = nullptr;   // [(H + 2 Hkv) D] or null
   const float* out = nullptr;        // [d, H D]
@@ -36,7 +36,7 @@ struct DecodeLayer {
   int64_t capacity = 0;
 };
 
-// x [rows, d]: the rows' embeddings in, their final hidden states (after `final_norm`) out. Row r sits at
+// x [rows, d]: the rows' embeddings in, their final hidden states (after `final_norm`, unless null) out. Row r sits at
 // positions[r] and, when `mask` [rows, cache_len + rows] (0 visible, -inf hidden) is given, attends to the
 // columns it marks; without one it attends to every cached slot and every new row. The rows' keys and values
 // go to cache slots [cache_len, cache_len + rows) of every layer.

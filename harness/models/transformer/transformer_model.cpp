@@ -141,25 +141,40 @@ bool plain_float(const torch::Tensor& t) {
 
 }  // namespace
 
-bool TransformerImpl::decode_path_applies(const torch::Tensor& tokens, const KVCache* cache) const {
-  if (torch::GradMode::is_enabled() || !cache || !cache->plain_cpu_float() || cache->batch() != 1) return false;
-  if (tokens.dim() != 2 || tokens.size(0) != 1 || tokens.size(1) < 1 || tokens.size(1) > kSkinnyLinearMaxRows)
-    return false;
-  if (!plain_float(embedding->weight) || !plain_float(final_norm->weight) || (head && !plain_float(head->weight)))
-    return false;
-  for (size_t i = 0; i < blocks->size(); ++i) {
-    const BlockImpl& b = *blocks->ptr<BlockImpl>(i);
-    for (const torch::Tensor& t : {b.attn_norm->weight, b.attn->qkv->weight, b.attn->qkv->bias, b.attn->out->weight,
-                                   b.mlp_norm->weight, b.mlp->gate_up->weight, b.mlp->down->weight, b.attn->rope->cos,
-                                   b.attn->rope->sin})
-      if (!plain_float(t)) return false;
-  }
-  return true;
+bool decode_layer_applies(const AttentionImpl& attn, const RMSNormImpl* attn_norm, const RMSNormImpl& mlp_norm,
+                          const SwiGLUImpl& mlp) {
+  for (const torch::Tensor& t : {attn.qkv->weight, attn.qkv->bias, attn.out->weight, mlp_norm.weight,
+                                 mlp.gate_up->weight, mlp.down->weight, attn.rope->cos, attn.rope->sin})
+    if (!plain_float(t)) return false;
+  return !attn_norm || plain_float(attn_norm->weight);
 }
 
-torch::Tensor TransformerImpl::decode_hidden_states(const torch::Tensor& tokens, const torch::Tensor& positions,
-                                                    const torch::Tensor& mask, KVCache& cache) {
-  const int64_t n = tokens.size(1), d = config_.d_model;
+bool decode_cache_applies(const KVCache* cache, int64_t rows) {
+  return !torch::GradMode::is_enabled() && cache && cache->plain_cpu_float() && cache->batch() == 1 && rows >= 1 &&
+         rows <= kSkinnyLinearMaxRows;
+}
+
+DecodeLayer decode_layer(AttentionImpl& attn, RMSNormImpl* attn_norm, RMSNormImpl& mlp_norm, SwiGLUImpl& mlp,
+                         KVCache& cache, int64_t layer) {
+  DecodeLayer L;
+  L.attn_norm = attn_norm ? attn_norm->weight.data_ptr<float>() : nullptr;
+  L.qkv = attn.qkv->weight.data_ptr<float>();
+  L.qkv_bias = attn.qkv->bias.defined() ? attn.qkv->bias.data_ptr<float>() : nullptr;
+  L.out = attn.out->weight.data_ptr<float>();
+  L.mlp_norm = mlp_norm.weight.data_ptr<float>();
+  L.gate_up = mlp.gate_up->weight.data_ptr<float>();
+  L.down = mlp.down->weight.data_ptr<float>();
+  L.rope_cos = attn.rope->cos.data_ptr<float>();
+  L.rope_sin = attn.rope->sin.data_ptr<float>();
+  L.keys = cache.key_data(layer);
+  L.values = cache.value_data(layer);
+  L.capacity = cache.capacity();
+  return L;
+}
+
+void run_decode_layers(const TransformerConfig& c, const std::vector<DecodeLayer>& layers, const float* final_norm,
+                       torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& mask, KVCache& cache) {
+  const int64_t n = x.size(1);
   if (cache.length() + n > cache.capacity())
     fail("KV cache overflow: ", cache.length(), " cached + ", n, " new tokens exceed the capacity of ", cache.capacity(),
          " (reserve more slots first)");
@@ -169,49 +184,57 @@ torch::Tensor TransformerImpl::decode_hidden_states(const torch::Tensor& tokens,
                ? t
                : t.to(torch::kCPU).to(type).contiguous();
   };
-  const torch::Tensor ids = as(tokens, torch::kInt64), pos = as(positions, torch::kInt64);
-  const torch::Tensor m = as(mask, torch::kFloat32);
+  const torch::Tensor pos = as(positions, torch::kInt64), m = as(mask, torch::kFloat32);
   if (pos.numel() != n) fail("decode step: ", pos.numel(), " positions for ", n, " rows");
   if (m.defined() && (m.dim() != 2 || m.size(0) != n || m.size(1) != cache.length() + n))
     fail("decode step: mask ", m.sizes(), " for ", n, " rows after ", cache.length(), " cached slots");
-  const int64_t* id = ids.data_ptr<int64_t>();
   const int64_t* p = pos.data_ptr<int64_t>();
-  for (int64_t r = 0; r < n; ++r) {
-    if (id[r] < 0 || id[r] >= config_.vocab_size) fail("decode step: token id ", id[r], " outside the vocabulary");
-    if (p[r] < 0 || p[r] >= config_.max_seq_len) fail("decode step: position ", p[r], " outside [0, max_seq_len)");
+  for (int64_t r = 0; r < n; ++r)
+    if (p[r] < 0 || p[r] >= c.max_seq_len) fail("decode step: position ", p[r], " outside [0, max_seq_len)");
+  DecodeShape shape;
+  shape.d_model = c.d_model;
+  shape.n_heads = c.n_heads;
+  shape.n_kv_heads = c.kv_heads();
+  shape.head_dim = c.head_dim();
+  shape.d_ff = c.d_ff;
+  shape.norm_eps = c.norm_eps;
+  x = x.contiguous();
+  decode_rows(shape, layers, final_norm, x.data_ptr<float>(), n, p, m.defined() ? m.data_ptr<float>() : nullptr,
+              cache.length());
+  cache.advance(n);
+}
+
+bool TransformerImpl::decode_path_applies(const torch::Tensor& tokens, const KVCache* cache) const {
+  if (tokens.dim() != 2 || tokens.size(0) != 1 || !decode_cache_applies(cache, tokens.size(1))) return false;
+  if (!plain_float(embedding->weight) || !plain_float(final_norm->weight) || (head && !plain_float(head->weight)))
+    return false;
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    const BlockImpl& b = *blocks->ptr<BlockImpl>(i);
+    if (!decode_layer_applies(*b.attn, b.attn_norm.get(), *b.mlp_norm, *b.mlp)) return false;
   }
+  return true;
+}
+
+torch::Tensor TransformerImpl::decode_hidden_states(const torch::Tensor& tokens, const torch::Tensor& positions,
+                                                    const torch::Tensor& mask, KVCache& cache) {
+  const int64_t n = tokens.size(1), d = config_.d_model;
+  const torch::Tensor ids = tokens.device().is_cpu() && tokens.scalar_type() == torch::kInt64 && tokens.is_contiguous()
+                                ? tokens
+                                : tokens.to(torch::kCPU).to(torch::kInt64).contiguous();
+  const int64_t* id = ids.data_ptr<int64_t>();
   torch::Tensor x = torch::empty({1, n, d});
   float* xp = x.data_ptr<float>();
   const float* emb = embedding->weight.data_ptr<float>();
-  for (int64_t r = 0; r < n; ++r) std::copy(emb + id[r] * d, emb + (id[r] + 1) * d, xp + r * d);
-
-  DecodeShape shape;
-  shape.d_model = d;
-  shape.n_heads = config_.n_heads;
-  shape.n_kv_heads = config_.kv_heads();
-  shape.head_dim = config_.head_dim();
-  shape.d_ff = config_.d_ff;
-  shape.norm_eps = config_.norm_eps;
-  std::vector<DecodeLayer> layers(blocks->size());
+  for (int64_t r = 0; r < n; ++r) {
+    if (id[r] < 0 || id[r] >= config_.vocab_size) fail("decode step: token id ", id[r], " outside the vocabulary");
+    std::copy(emb + id[r] * d, emb + (id[r] + 1) * d, xp + r * d);
+  }
+  std::vector<DecodeLayer> layers;
   for (size_t i = 0; i < blocks->size(); ++i) {
     BlockImpl& b = *blocks->ptr<BlockImpl>(i);
-    DecodeLayer& L = layers[i];
-    L.attn_norm = b.attn_norm->weight.data_ptr<float>();
-    L.qkv = b.attn->qkv->weight.data_ptr<float>();
-    L.qkv_bias = b.attn->qkv->bias.defined() ? b.attn->qkv->bias.data_ptr<float>() : nullptr;
-    L.out = b.attn->out->weight.data_ptr<float>();
-    L.mlp_norm = b.mlp_norm->weight.data_ptr<float>();
-    L.gate_up = b.mlp->gate_up->weight.data_ptr<float>();
-    L.down = b.mlp->down->weight.data_ptr<float>();
-    L.rope_cos = b.attn->rope->cos.data_ptr<float>();
-    L.rope_sin = b.attn->rope->sin.data_ptr<float>();
-    L.keys = cache.key_data(static_cast<int64_t>(i));
-    L.values = cache.value_data(static_cast<int64_t>(i));
-    L.capacity = cache.capacity();
+    layers.push_back(decode_layer(*b.attn, b.attn_norm.get(), *b.mlp_norm, *b.mlp, cache, static_cast<int64_t>(i)));
   }
-  decode_rows(shape, layers, final_norm->weight.data_ptr<float>(), xp, n, p, m.defined() ? m.data_ptr<float>() : nullptr,
-              cache.length());
-  cache.advance(n);
+  run_decode_layers(config_, layers, final_norm->weight.data_ptr<float>(), x, positions, mask, cache);
   return x;
 }
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "harness/models/transformer/decode_step.h"
 #include "harness/models/transformer/kv_cache.h"
 #include "harness/models/transformer/transformer_config.h"
 
@@ -126,6 +127,18 @@ torch::Tensor apply_linear(const torch::Tensor& x, const torch::Tensor& weight, 
 inline torch::Tensor apply_linear(const torch::nn::Linear& layer, const torch::Tensor& x) {
   return apply_linear(x, layer->weight, layer->bias);
 }
+
+// The pieces of the LibTorch-free decoding step (decode_step.h), shared with draft heads built from the same
+// modules (EAGLE): whether a layer's parameters and a cache qualify (float32, contiguous, CPU; inference;
+// batch 1; at most kSkinnyLinearMaxRows rows), a layer's view for decode_rows (attn_norm may be null), and
+// one run over x [1, n, d] in place (positions and mask as in hidden_states; the cache advances by n).
+bool decode_layer_applies(const AttentionImpl& attn, const RMSNormImpl* attn_norm, const RMSNormImpl& mlp_norm,
+                          const SwiGLUImpl& mlp);
+bool decode_cache_applies(const KVCache* cache, int64_t rows);
+DecodeLayer decode_layer(AttentionImpl& attn, RMSNormImpl* attn_norm, RMSNormImpl& mlp_norm, SwiGLUImpl& mlp,
+                         KVCache& cache, int64_t layer);
+void run_decode_layers(const TransformerConfig& c, const std::vector<DecodeLayer>& layers, const float* final_norm,
+                       torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& mask, KVCache& cache);
 
 // Positions and attention mask of one step (see the file comment).
 struct AttentionLayout {
