@@ -140,6 +140,33 @@ TEST_CASE("KV-cache forward equals a full recompute, chunked and token by token"
   }
 }
 
+TEST_CASE("decoding steps give a token the same bits alone or beside other rows", "[transformer]") {
+  // The LibTorch-free decoding step (decode_step.h) computes every row on its own: three tokens in one call
+  // and the same three one call each must agree exactly, not just within rounding.
+  c10::InferenceMode inference;
+  Transformer m = scaled_model(small_config(), 5);
+  const std::vector<int64_t> prefix = {3, 1, 4, 1, 5}, rest = {9, 2, 6};
+  auto run = [&](KVCache& cache, const std::vector<int64_t>& ids) {
+    const int64_t n = static_cast<int64_t>(ids.size());
+    const AttentionLayout layout = causal_layout(cache.length(), n);
+    return m->hidden_states(torch::tensor(ids).unsqueeze(0), layout.positions, n == 1 ? torch::Tensor() : layout.mask,
+                            &cache)[0];
+  };
+  KVCache together = m->new_cache(1), apart = m->new_cache(1);
+  REQUIRE(m->decode_path_applies(torch::tensor(rest).unsqueeze(0), &together));
+  run(together, prefix);
+  run(apart, prefix);
+  const torch::Tensor joint = run(together, rest);
+  for (size_t i = 0; i < rest.size(); ++i) {
+    const torch::Tensor alone = run(apart, {rest[i]})[0];
+    CHECK(torch::equal(alone, joint[static_cast<int64_t>(i)]));
+  }
+  // Negative control: a different position for the last token changes it.
+  KVCache shifted = m->new_cache(1);
+  run(shifted, {3, 1, 4, 1, 5, 9, 2, 7});
+  CHECK_FALSE(torch::equal(run(shifted, {6})[0], joint[2]));
+}
+
 TEST_CASE("the causal mask hides later tokens", "[transformer]") {
   Transformer m = scaled_model(small_config(), 3);
   torch::NoGradGuard no_grad;

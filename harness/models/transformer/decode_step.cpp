@@ -24,17 +24,14 @@ inline __attribute__((always_inline)) V8 load8(const float* p) {
   return v;
 }
 
-// a . b: two 8-lane partial sums over the 16-float blocks, added in a fixed tree, then the tail in order.
+// a . b: one 8-lane partial sum over the 8-float blocks, added in a fixed tree, then the tail in order (the
+// same arithmetic as dot4 below, so a key's score does not depend on which of the two computed it).
 inline __attribute__((always_inline)) float dot(const float* __restrict a, const float* __restrict b, int64_t n) {
-  V8 s0 = {}, s1 = {};
-  const int64_t body = n - n % 16;
-  for (int64_t i = 0; i < body; i += 16) {
-    s0 += load8(a + i) * load8(b + i);
-    s1 += load8(a + i + 8) * load8(b + i + 8);
-  }
-  const V8 s = s0 + s1;
-  const auto q = __builtin_shufflevector(s, s, 0, 1, 2, 3) + __builtin_shufflevector(s, s, 4, 5, 6, 7);
-  float total = (q[0] + q[2]) + (q[1] + q[3]);
+  V8 acc = {};
+  const int64_t body = n - n % 8;
+  for (int64_t i = 0; i < body; i += 8) acc += load8(a + i) * load8(b + i);
+  const auto h = __builtin_shufflevector(acc, acc, 0, 1, 2, 3) + __builtin_shufflevector(acc, acc, 4, 5, 6, 7);
+  float total = (h[0] + h[2]) + (h[1] + h[3]);
   for (int64_t i = body; i < n; ++i) total += a[i] * b[i];
   return total;
 }
