@@ -247,7 +247,7 @@ class EagleDrafter : public HeadDrafterBase {
     valid = std::min(valid, L - 2);  // the last pair always runs: its output is the root's feature
     kv_.truncate(valid);             // also drops the previous step's draft nodes
     const int64_t fresh = L - 1 - valid;
-    const torch::Tensor emb = state_->target->embedding->forward(ids(context, valid + 1, L));
+    const torch::Tensor emb = state_->target->embed(ids(context, valid + 1, L));
     const torch::Tensor feat = torch::from_blob(const_cast<float*>(features) + valid * hidden_size_,
                                                 {1, fresh, hidden_size_}, torch::kFloat32);
     const AttentionLayout layout = causal_layout(valid, fresh);
@@ -276,7 +276,7 @@ class EagleDrafter : public HeadDrafterBase {
       positions[i] = L - 2 + depths[i];
     }
     kv_.reserve(cols);
-    const torch::Tensor emb = state_->target->embedding->forward(ids(tokens, 0, tokens.size()));
+    const torch::Tensor emb = state_->target->embed(ids(tokens, 0, tokens.size()));
     const torch::Tensor feat = torch::stack(parent_features).unsqueeze(0);
     const torch::Tensor out =
         state_->eagle->forward(emb, feat, torch::tensor(positions, torch::kInt64),
@@ -502,7 +502,7 @@ HeadDrafterFactory::HeadDrafterFactory(const HeadDrafterOptions& options, const 
     fail("--draft ", where, ": the folder holds ", s.heads_config.kind, " heads, not ", options.kind);
   s.target_dir =
       options.target_dir.empty() ? resolve_heads_target(options.heads_dir, s.heads_config) : options.target_dir;
-  LoadedCheckpoint loaded = load_checkpoint(s.target_dir);
+  LoadedCheckpoint loaded = load_checkpoint(s.target_dir, "auto");
   if (to_json(loaded.config.model) != to_json(s.heads_config.target_model))
     fail("--draft ", where, ": the heads were trained on a target with ", s.heads_config.target_model.describe(),
          " but ", s.target_dir, " has ", loaded.config.model.describe());
@@ -522,8 +522,7 @@ HeadDrafterFactory::HeadDrafterFactory(const HeadDrafterOptions& options, const 
     if (transformer->kind() == "transformer" &&
         std::filesystem::weakly_canonical(transformer->checkpoint_dir(), ec1) ==
             std::filesystem::weakly_canonical(s.target_dir, ec2) &&
-        !ec1 && !ec2)
-    {
+        !ec1 && !ec2) {
       s.target = transformer_module(*transformer);
       s.shares_target = true;
     }

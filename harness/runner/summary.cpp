@@ -64,6 +64,11 @@ struct Totals {
     wall += m.wall_seconds;
     prompt += m.prompt_seconds;
   }
+  void add(const Totals& o) {
+    tokens += o.tokens;
+    wall += o.wall;
+    prompt += o.prompt;
+  }
   double rate() const { return wall > 0 ? tokens / wall : 0; }
   double decode_rate() const { return wall - prompt > 0 ? tokens / (wall - prompt) : 0; }
 };
@@ -114,16 +119,14 @@ std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records) {
       per_rep[r->repetition].add(r->metrics);
       all.add(r->metrics);
     }
-    total.wall_seconds = 0;
-    for (const RunRecord* r : g.records) total.wall_seconds += r->metrics.wall_seconds;
     row.prompts = static_cast<int64_t>(g.records.size());
-    row.tokens_per_s = total.wall_seconds > 0 ? total.new_tokens / total.wall_seconds : 0;
+    row.tokens_per_s = all.rate();
     row.decode_tokens_per_s = all.decode_rate();
     row.q_zero_errors = total.q_zero_errors;
     const auto bt = base_tokens_time.find(first.baseline_id);
     if (bt != base_tokens_time.end()) {
       Totals base;
-      for (const auto& [rep, ts] : bt->second) base.tokens += ts.tokens, base.wall += ts.wall, base.prompt += ts.prompt;
+      for (const auto& [rep, ts] : bt->second) base.add(ts);
       row.baseline_tokens_per_s = base.rate();
       row.baseline_decode_tokens_per_s = base.decode_rate();
       std::vector<double> speedups, decode_speedups;
