@@ -103,6 +103,76 @@ TEST_CASE("skinny_linear: the bound catches a dropped term", "[transformer]") {
   CHECK(worst_error_over_bound(x, w, b, y, rows, in, out) > 100.0);
 }
 
+// Every finite value of a 16-bit format, as a [count, 16] matrix of its bit patterns (row-major), and the same
+// values widened by LibTorch (an independent conversion).
+struct AllValues {
+  torch::Tensor stored, widened;
+};
+AllValues all_finite_values(torch::ScalarType dtype) {
+  std::vector<int16_t> bits;
+  for (int32_t b = 0; b < 65536; ++b) {
+    const uint16_t u = static_cast<uint16_t>(b);
+    const bool finite = dtype == torch::kFloat16 ? (u & 0x7c00u) != 0x7c00u : (u & 0x7f80u) != 0x7f80u;
+    if (finite) bits.push_back(static_cast<int16_t>(u));
+  }
+  while (bits.size() % 16) bits.push_back(0);
+  const torch::Tensor raw = torch::tensor(bits, torch::kInt16).view({-1, 16});
+  const torch::Tensor stored = raw.view(dtype).contiguous();  // reinterpret the bits
+  return {stored, stored.to(torch::kFloat32).contiguous()};
+}
+
+TEST_CASE("skinny_linear: fp16 and bf16 weights are widened exactly, for every finite value and ISA",
+          "[transformer]") {
+  // Input rows = the 16 unit vectors: y[r][o] = w[o][r] + 15 zero products, i.e. exactly the widened weight.
+  std::vector<float> eye(16 * 16, 0.0f);
+  for (int i = 0; i < 16; ++i) eye[i * 16 + i] = 1.0f;
+  for (torch::ScalarType dtype : {torch::kFloat16, torch::kBFloat16}) {
+    const AllValues v = all_finite_values(dtype);
+    const int64_t out = v.stored.size(0);
+    const WeightView w{v.stored.data_ptr(), dtype == torch::kFloat16 ? WeightDtype::float16 : WeightDtype::bfloat16};
+    const float* expected = v.widened.data_ptr<float>();
+    for (SkinnyIsa isa : supported_isas()) {
+      CAPTURE(static_cast<int>(dtype), static_cast<int>(isa));
+      std::vector<float> y(16 * out);
+      skinny_linear_with(isa, eye.data(), 16, 16, w, nullptr, out, y.data(), 0, out);
+      int64_t wrong = 0;
+      for (int64_t o = 0; o < out; ++o)
+        for (int64_t r = 0; r < 16; ++r) wrong += y[r * out + o] != expected[o * 16 + r];  // -0 == +0 is fine
+      CHECK(wrong == 0);
+    }
+  }
+}
+
+TEST_CASE("skinny_linear: a 16-bit matrix gives the fp32 kernel's bits on its widened copy", "[transformer]") {
+  // The exactness claim of 16-bit serving: the product of x and a bf16/fp16 matrix is the product with the
+  // float32 matrix holding the same values, bit for bit, whatever the rows, slices and ISA; and the negative
+  // control: the unrounded float32 matrix gives other bits (the check sees a 16-bit rounding).
+  torch::manual_seed(11);
+  for (torch::ScalarType dtype : {torch::kFloat16, torch::kBFloat16})
+    for (int64_t in : {16, 40, 256})
+      for (int64_t rows : {1, 3, 9}) {
+        const int64_t out = 37;
+        const torch::Tensor w32 = torch::randn({out, in}) / std::sqrt(static_cast<double>(in));
+        const torch::Tensor w16 = w32.to(dtype).contiguous(), widened = w16.to(torch::kFloat32).contiguous();
+        const torch::Tensor x = torch::randn({rows, in}), b = torch::randn({out});
+        const WeightView view{w16.data_ptr(), dtype == torch::kFloat16 ? WeightDtype::float16 : WeightDtype::bfloat16};
+        for (SkinnyIsa isa : supported_isas()) {
+          CAPTURE(static_cast<int>(dtype), in, rows, static_cast<int>(isa));
+          std::vector<float> y16(rows * out), y32(rows * out), unrounded(rows * out), alone(out);
+          skinny_linear_with(isa, x.data_ptr<float>(), rows, in, view, b.data_ptr<float>(), out, y16.data(), 0, out);
+          skinny_linear_with(isa, x.data_ptr<float>(), rows, in, widened.data_ptr<float>(), b.data_ptr<float>(), out,
+                             y32.data(), 0, out);
+          skinny_linear_with(isa, x.data_ptr<float>(), rows, in, w32.data_ptr<float>(), b.data_ptr<float>(), out,
+                             unrounded.data(), 0, out);
+          CHECK(std::memcmp(y16.data(), y32.data(), sizeof(float) * y16.size()) == 0);
+          CHECK(std::memcmp(unrounded.data(), y32.data(), sizeof(float) * y32.size()) != 0);
+          skinny_linear_with(isa, x.data_ptr<float>() + (rows - 1) * in, 1, in, view, b.data_ptr<float>(), out,
+                             alone.data(), 0, out);
+          CHECK(std::memcmp(alone.data(), y16.data() + (rows - 1) * out, sizeof(float) * out) == 0);
+        }
+      }
+}
+
 TEST_CASE("apply_linear: the kernel at inference for a few rows, LibTorch otherwise", "[transformer]") {
   torch::manual_seed(3);
   torch::nn::Linear layer(torch::nn::LinearOptions(96, 40).bias(true));

@@ -380,6 +380,46 @@ TEST_CASE("checkpoint save -> load round trip", "[transformer]") {
   }
 }
 
+TEST_CASE("16-bit checkpoints serve their matrices as stored, with the logits of their float32 widening",
+          "[transformer]") {
+  // bf16/fp16 matrices stay 16-bit in memory (half the resident bytes) and every logit, through the decoding
+  // step (few rows) and the LibTorch path (a long prompt), equals the float32 model holding the same rounded
+  // weights: the independent reference is LibTorch's own widening and its float32 forward.
+  TempDir dir("half-serving");
+  for (const std::string dtype : {"bfloat16", "float16"}) {
+    CAPTURE(dtype);
+    Transformer m = scaled_model(small_config(), 31);
+    CheckpointConfig cc;
+    cc.weights_dtype = dtype;
+    save_checkpoint(dir.str(dtype), m, cc);
+    LoadedCheckpoint kept = load_checkpoint(dir.str(dtype), "auto"), wide = load_checkpoint(dir.str(dtype));
+    const torch::ScalarType expected = dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat16;
+    CHECK(kept.model->embedding->weight.scalar_type() == expected);
+    CHECK(kept.model->final_norm->weight.scalar_type() == torch::kFloat32);
+    CHECK(wide.model->embedding->weight.scalar_type() == torch::kFloat32);
+    const int64_t params = kept.model->config().parameter_count();
+    CHECK(resident_bytes(*kept.model) < resident_bytes(*wide.model) * 0.6);
+    CHECK(resident_bytes(*kept.model) >= params * 2);
+
+    c10::InferenceMode inference;
+    const torch::Tensor prompt = torch::randint(256, {1, 40}, torch::kInt64);
+    KVCache ck = kept.model->new_cache(1), cw = wide.model->new_cache(1);
+    CHECK(torch::equal(kept.model->forward(prompt, ck).logits, wide.model->forward(prompt, cw).logits));  // LibTorch
+    for (int step = 0; step < 6; ++step) {  // decoding steps of 1 and 3 rows
+      const torch::Tensor next = torch::randint(256, {1, step % 2 ? 3 : 1}, torch::kInt64);
+      CHECK(torch::equal(kept.model->forward(next, ck).logits, wide.model->forward(next, cw).logits));
+    }
+    // Asking for another dtype at load converts: fp16 -> bf16 rounds away 3 mantissa bits, so the logits move
+    // (the equality above can fail).
+    if (dtype == "float16") {
+      LoadedCheckpoint narrowed = load_checkpoint(dir.str(dtype), "bfloat16");
+      KVCache cn = narrowed.model->new_cache(1), cw2 = wide.model->new_cache(1);
+      CHECK_FALSE(torch::equal(narrowed.model->forward(prompt, cn).logits, wide.model->forward(prompt, cw2).logits));
+    }
+    CHECK_THROWS_WITH(load_checkpoint(dir.str(dtype), "half"), Contains("--weights-dtype: 'half' is not float32"));
+  }
+}
+
 TEST_CASE("a corrupt or missing checkpoint gives a clear error", "[transformer]") {
   TempDir dir("corrupt");
   const std::string good = save_scaled_checkpoint(dir, "good", small_config(), 2);

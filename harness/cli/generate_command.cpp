@@ -121,6 +121,7 @@ int generate_command(const Args& args) {
     ("output", po::value<std::string>(), "file: one line per sample, token ids separated by spaces")
     ("metrics-json", po::value<std::string>(), "file for the run's metrics (JSON)")
     ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda")
+    ("weights-dtype", po::value<std::string>()->default_value("auto"), "transformer:/hf: matrices in memory: float32 | bfloat16 | float16 | auto (as stored)")
     ("config", po::value<std::string>(), "INI file with any of these options (the command line wins)")
     ("regex", po::value<std::string>(), "constrain the output to a regular expression (whole output; stop tokens end it)")
     ("json-schema", po::value<std::string>(), "constrain the output to compact JSON valid under this schema file")
@@ -171,7 +172,7 @@ int generate_command(const Args& args) {
   config.max_new_tokens = vm["max-new-tokens"].as<int32_t>();
   config.seed = vm["seed"].as<uint64_t>();
 
-  auto target = load_language_model(vm["target"].as<std::string>(), "target");
+  auto target = load_language_model(vm["target"].as<std::string>(), "target", vm["weights-dtype"].as<std::string>());
   ConstraintOptions constraint_options;
   if (vm.count("regex")) constraint_options.regex = vm["regex"].as<std::string>();
   if (vm.count("json-schema")) constraint_options.json_schema_file = vm["json-schema"].as<std::string>();

@@ -26,7 +26,7 @@ int train_command(const Args& args) {
     ("output", po::value<std::string>(), "checkpoint folder to write")
     ("tokenizer", po::value<std::string>()->default_value(defaults.tokenizer), "tokenizer: byte")
     ("validation-fraction", po::value<double>()->default_value(defaults.validation_fraction), "last fraction of the corpus held out")
-    ("weights-dtype", po::value<std::string>()->default_value(defaults.weights_dtype), "checkpoint storage: float32 | float16")
+    ("weights-dtype", po::value<std::string>()->default_value(defaults.weights_dtype), "checkpoint storage: float32 | float16 | bfloat16")
     ("vocab-size", po::value<int32_t>()->default_value(defaults.model.vocab_size), "vocabulary (256 for byte)")
     ("d-model", po::value<int32_t>()->default_value(defaults.model.d_model), "residual width")
     ("n-layers", po::value<int32_t>()->default_value(defaults.model.n_layers), "transformer blocks")

@@ -12,7 +12,8 @@
 
 namespace specula {
 
-std::shared_ptr<const LanguageModel> load_language_model(const std::string& spec, const std::string& option) {
+std::shared_ptr<const LanguageModel> load_language_model(const std::string& spec, const std::string& option,
+                                                         const std::string& weights_dtype) {
   const size_t colon = spec.find(':');
   const std::string kind = spec.substr(0, colon);
   const std::string path = colon == std::string::npos ? "" : spec.substr(colon + 1);
@@ -22,11 +23,13 @@ std::shared_ptr<const LanguageModel> load_language_model(const std::string& spec
   }
   if (kind == "transformer") {
     if (path.empty()) fail("--", option, ": 'transformer:' needs a checkpoint folder, e.g. transformer:results/models/target");
-    return std::make_shared<TransformerLanguageModel>(path);
+    return std::make_shared<TransformerLanguageModel>(path, weights_dtype);
   }
   if (kind == "hf") {
     if (path.empty()) fail("--", option, ": 'hf:' needs a Hugging Face model folder, e.g. hf:models/TinyLlama");
-    return load_hf_language_model(path);
+    HfLoadOptions options;
+    options.weights_dtype = weights_dtype;
+    return load_hf_language_model(path, options);
   }
   fail("--", option, ": unknown model '", spec, "' (known: bigram:PATH, transformer:DIR, hf:DIR)");
 }

@@ -12,7 +12,10 @@
 namespace specula {
 
 // A target (or draft) language model from "kind:PATH". Throws Error naming the option and value.
-std::shared_ptr<const LanguageModel> load_language_model(const std::string& spec, const std::string& option);
+// weights_dtype: the matrices' dtype in memory for transformer: and hf: models (float32 | float16 | bfloat16 |
+// auto = as stored).
+std::shared_ptr<const LanguageModel> load_language_model(const std::string& spec, const std::string& option,
+                                                         const std::string& weights_dtype = "auto");
 
 // A drafter from its spec (the value of --draft):
 //   prompt-lookup[:max_n=N,min_n=M]  n-gram match against the context (point masses)

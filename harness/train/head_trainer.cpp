@@ -83,7 +83,7 @@ struct Objective {
       return loss;
     }
     const int64_t n = T - 1;  // pairs t = 0..T-2: (Embed(x_{t+1}), f_t) -> f_{t+1}
-    const torch::Tensor emb = target->embedding->forward(tokens.narrow(1, 1, n));
+    const torch::Tensor emb = target->embed(tokens.narrow(1, 1, n));
     torch::Tensor input = features.narrow(1, 0, n);
     if (noise && o.eagle_noise > 0)
       input = input + (torch::rand_like(input) - 0.5) * (o.eagle_noise * 512.0 / static_cast<double>(T));

@@ -72,8 +72,8 @@ void TrainOptions::validate() const {
   validate_optimizer();
   if (corpus.empty()) fail("--corpus is required");
   if (output.empty()) fail("--output is required");
-  if (weights_dtype != "float32" && weights_dtype != "float16")
-    fail("--weights-dtype must be float32 or float16, got '", weights_dtype, "'");
+  if (weights_dtype != "float32" && weights_dtype != "float16" && weights_dtype != "bfloat16")
+    fail("--weights-dtype must be float32, float16 or bfloat16, got '", weights_dtype, "'");
   if (seq_len < 1 || seq_len > model.max_seq_len)
     fail("--seq-len must be in [1, --max-seq-len = ", model.max_seq_len, "], got ", seq_len);
 }

@@ -19,7 +19,7 @@ struct TrainOptions : OptimizerOptions {
   std::string corpus;                     // text file
   double validation_fraction = 0.1;       // the last 10% of the corpus
   std::string output;                     // checkpoint folder
-  std::string weights_dtype = "float32";  // how the checkpoint stores weights: float32 | float16
+  std::string weights_dtype = "float32";  // how the checkpoint stores weights: float32 | float16 | bfloat16
   // seq_len <= model.max_seq_len
   std::string command;  // the command line, recorded in the checkpoint
 

@@ -260,16 +260,24 @@ std::shared_ptr<const LanguageModel> load_hf_language_model(const std::string& d
       }
     }
   }
+  {
+    std::set<SafetensorsDtype> stored;
+    for (const auto& [name, t] : weights.tensors) stored.insert(t->dtype);
+    const torch::ScalarType as_stored = stored.size() != 1                       ? torch::kFloat32
+                                        : *stored.begin() == SafetensorsDtype::F16  ? torch::kFloat16
+                                        : *stored.begin() == SafetensorsDtype::BF16 ? torch::kBFloat16
+                                                                                    : torch::kFloat32;
+    store_matrices_as(*loaded.model, weights_dtype_for(options.weights_dtype, as_stored, "--weights-dtype"));
+  }
   weights = WeightFiles{};  // unmap before moving on
   loaded.model->to(device);
   loaded.model->eval();
 
   if (options.report) {
-    int64_t resident = 0;
-    for (const auto& p : loaded.model->parameters()) resident += p.numel() * p.element_size();
-    for (const auto& b : loaded.model->buffers()) resident += b.numel() * b.element_size();
+    const int64_t resident = resident_bytes(*loaded.model);
     std::cerr << "hf:" << dir << ": " << config.architecture << ", " << config.model.describe() << "; "
-              << loaded.config.weights_dtype << " weights from " << loaded.config.weights_file << " -> float32 on "
+              << loaded.config.weights_dtype << " weights from " << loaded.config.weights_file << " -> "
+              << dtype_string(loaded.model->embedding->weight.scalar_type()) << " matrices on "
               << device.str() << ", resident " << format_bytes(resident) << " + " << format_bytes(plan.kv_cache_bytes)
               << " KV cache per session (" << config.model.max_seq_len << " positions)";
     if (config.rope_scaling.type != "none")

@@ -32,12 +32,16 @@ struct HfLoadOptions {
   int32_t max_seq_len = 4096;     // cap on the positions served (each session preallocates its KV cache)
   int64_t memory_available = -1;  // bytes the model may take; -1: MemAvailable of /proc/meminfo
   bool report = true;             // parameter count and resident size on stderr
+  // The matrices' dtype in memory: float32 | float16 | bfloat16 | auto (as stored, when every tensor of the
+  // folder has one dtype; float32 for mixed folders). 16-bit matrices are read by the decoding step as they
+  // are (skinny_linear.h); norms and biases stay float32.
+  std::string weights_dtype = "auto";
 };
 
 // What loading a folder will take, computed from config.json alone before anything is allocated.
 struct HfMemoryPlan {
   int64_t parameters = 0;
-  int64_t parameter_bytes = 0;  // fp32 compute copy
+  int64_t parameter_bytes = 0;  // fp32: the model is built in fp32, then its matrices narrowed (the peak)
   int64_t buffer_bytes = 0;     // RoPE cos/sin tables
   int64_t kv_cache_bytes = 0;   // one session's preallocated KV cache
   int64_t total() const { return parameter_bytes + buffer_bytes + kv_cache_bytes; }

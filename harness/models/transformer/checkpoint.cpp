@@ -10,13 +10,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-torch::Dtype storage_dtype(const std::string& name) { return name == "float16" ? torch::kFloat16 : torch::kFloat32; }
+torch::Dtype storage_dtype(const std::string& name) {
+  return name == "float16" ? torch::kFloat16 : name == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
+}
 
 }  // namespace
 
-LoadedCheckpoint load_checkpoint(const std::string& dir) {
+LoadedCheckpoint load_checkpoint(const std::string& dir, const std::string& weights_dtype) {
   LoadedCheckpoint out;
   out.config = read_checkpoint_config(dir);
+  const torch::ScalarType keep =
+      weights_dtype_for(weights_dtype, storage_dtype(out.config.weights_dtype), "--weights-dtype");
   const std::string path = (fs::path(dir) / out.config.weights_file).string();
   if (!fs::is_regular_file(path)) fail(path, ": missing weights file (named by ", kCheckpointConfigFile, ")");
   torch::serialize::InputArchive archive;
@@ -48,14 +52,15 @@ LoadedCheckpoint load_checkpoint(const std::string& dir) {
   }
   for (const std::string& key : archive.keys())
     if (!expected.count(key)) fail(path, ": unexpected tensor '", key, "' (not a parameter of this model)");
+  store_matrices_as(*out.model, keep);
   out.model->eval();
   return out;
 }
 
 void save_checkpoint(const std::string& dir, Transformer& model, CheckpointConfig config) {
   config.model = model->config();
-  if (config.weights_dtype != "float32" && config.weights_dtype != "float16")
-    fail("checkpoint weights dtype '", config.weights_dtype, "' is not float32 or float16");
+  if (config.weights_dtype != "float32" && config.weights_dtype != "float16" && config.weights_dtype != "bfloat16")
+    fail("checkpoint weights dtype '", config.weights_dtype, "' is not float32, float16 or bfloat16");
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail(dir, ": cannot create checkpoint folder: ", ec.message());

@@ -10,13 +10,15 @@
 namespace specula {
 
 struct LoadedCheckpoint {
-  Transformer model{nullptr};  // fp32, eval mode
+  Transformer model{nullptr};  // eval mode; matrices in the dtype asked for at load (store_matrices_as)
   CheckpointConfig config;
 };
 
 // Reads DIR/config.json and the weights; errors name the file and the problem: missing folder or file,
 // malformed JSON, a corrupt weights archive, a missing tensor, a shape mismatch, an unexpected tensor.
-LoadedCheckpoint load_checkpoint(const std::string& dir);
+// Matrices are kept in `weights_dtype` (float32 | float16 | bfloat16 | auto = as the checkpoint stores them);
+// norm gains stay float32. Training and export read float32, the default.
+LoadedCheckpoint load_checkpoint(const std::string& dir, const std::string& weights_dtype = "float32");
 
 class TransformerLanguageModel;
 // The module a loaded `transformer:DIR` model runs, e.g. for draft heads that read the same target: sharing

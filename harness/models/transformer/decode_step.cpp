@@ -24,14 +24,19 @@ inline __attribute__((always_inline)) V8 load8(const float* p) {
   return v;
 }
 
+// The 8 lanes added in a fixed tree: (l, l + 4), then (0, 2) and (1, 3).
+inline __attribute__((always_inline)) float sum_lanes(V8 v) {
+  const auto h = __builtin_shufflevector(v, v, 0, 1, 2, 3) + __builtin_shufflevector(v, v, 4, 5, 6, 7);
+  return (h[0] + h[2]) + (h[1] + h[3]);
+}
+
 // a . b: one 8-lane partial sum over the 8-float blocks, added in a fixed tree, then the tail in order (the
 // same arithmetic as dot4 below, so a key's score does not depend on which of the two computed it).
 inline __attribute__((always_inline)) float dot(const float* __restrict a, const float* __restrict b, int64_t n) {
   V8 acc = {};
   const int64_t body = n - n % 8;
   for (int64_t i = 0; i < body; i += 8) acc += load8(a + i) * load8(b + i);
-  const auto h = __builtin_shufflevector(acc, acc, 0, 1, 2, 3) + __builtin_shufflevector(acc, acc, 4, 5, 6, 7);
-  float total = (h[0] + h[2]) + (h[1] + h[3]);
+  float total = sum_lanes(acc);
   for (int64_t i = body; i < n; ++i) total += a[i] * b[i];
   return total;
 }
@@ -65,7 +70,7 @@ inline __attribute__((always_inline)) void weighted_sum(const float* w, const fl
   }
 }
 
-// out = x / sqrt(mean(x^2) + eps) * weight (Zhang & Sennrich 2019).
+// out = x / sqrt(mean(x^2) + eps) * weight (Zhang & Sennrich 2019); out may be x.
 SPECULA_ROW_SCAN void rms_norm(const float* x, const float* weight, double eps, int64_t d, float* out) {
   const float mean_square = dot(x, x, d) / static_cast<float>(d);
   const float scale = 1.0f / std::sqrt(mean_square + static_cast<float>(eps));
@@ -94,12 +99,10 @@ inline __attribute__((always_inline)) void dot4(const float* __restrict q, const
     a2 += qv * load8(k + 2 * D + i);
     a3 += qv * load8(k + 3 * D + i);
   }
-  const V8* acc[4] = {&a0, &a1, &a2, &a3};
-  for (int j = 0; j < 4; ++j) {
-    const V8 s = *acc[j];
-    const auto h = __builtin_shufflevector(s, s, 0, 1, 2, 3) + __builtin_shufflevector(s, s, 4, 5, 6, 7);
-    out[j] = (h[0] + h[2]) + (h[1] + h[3]);
-  }
+  out[0] = sum_lanes(a0);
+  out[1] = sum_lanes(a1);
+  out[2] = sum_lanes(a2);
+  out[3] = sum_lanes(a3);
 }
 
 // One query row of one head: softmax(q . k_t * scale + mask_t) over the T columns, times the values, into y.
@@ -185,10 +188,7 @@ void decode_rows(const DecodeShape& s, const std::vector<DecodeLayer>& layers, c
     for (int64_t i = 0; i < rows * d; ++i) x[i] += proj[i];
   }
   if (final_norm)
-    for (int64_t r = 0; r < rows; ++r) {
-      rms_norm(x + r * d, final_norm, s.norm_eps, d, normed);
-      std::copy(normed, normed + d, x + r * d);
-    }
+    for (int64_t r = 0; r < rows; ++r) rms_norm(x + r * d, final_norm, s.norm_eps, d, x + r * d);
 }
 
 }  // namespace specula

@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "harness/models/transformer/skinny_linear.h"
+
 namespace specula {
 
 struct DecodeShape {
@@ -23,12 +25,12 @@ struct DecodeShape {
 // One block's parameters (row-major, as torch::nn::Linear stores them) and its slice of the cache.
 struct DecodeLayer {
   const float* attn_norm = nullptr;  // [d], or null: no norm before attention (EAGLE's layer)
-  const float* qkv = nullptr;        // [(H + 2 Hkv) D, d]
+  WeightView qkv;                    // [(H + 2 Hkv) D, d], as stored (fp32, fp16 or bf16)
   const float* qkv_bias = nullptr;   // [(H + 2 Hkv) D] or null
-  const float* out = nullptr;        // [d, H D]
+  WeightView out;                    // [d, H D]
   const float* mlp_norm = nullptr;   // [d]
-  const float* gate_up = nullptr;    // [2 ff, d]: gate rows, then up rows
-  const float* down = nullptr;       // [d, ff]
+  WeightView gate_up;                // [2 ff, d]: gate rows, then up rows
+  WeightView down;                   // [d, ff]
   const float* rope_cos = nullptr;   // [max_len, D / 2]
   const float* rope_sin = nullptr;
   float* keys = nullptr;    // [Hkv, capacity, D]: this layer's cache (batch 1)

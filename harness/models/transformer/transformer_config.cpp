@@ -149,8 +149,8 @@ CheckpointConfig read_checkpoint_config(const std::string& dir) {
   reject_unknown_fields(weights, {"file", "dtype"}, path + ": weights");
   c.weights_file = string_field(weights, "file", path + ": weights");
   c.weights_dtype = string_field(weights, "dtype", path + ": weights");
-  if (c.weights_dtype != "float32" && c.weights_dtype != "float16")
-    fail(path, ": weights.dtype '", c.weights_dtype, "' is not float32 or float16");
+  if (c.weights_dtype != "float32" && c.weights_dtype != "float16" && c.weights_dtype != "bfloat16")
+    fail(path, ": weights.dtype '", c.weights_dtype, "' is not float32, float16 or bfloat16");
   if (j.contains("training")) c.training = j["training"];
   return c;
 }

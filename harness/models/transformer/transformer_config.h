@@ -45,7 +45,7 @@ struct CheckpointConfig {
   TransformerConfig model;
   std::string tokenizer = "byte";
   std::string weights_file = "weights.pt";             // relative to the checkpoint folder
-  std::string weights_dtype = "float32";               // "float32" | "float16" (storage only; loaded as fp32)
+  std::string weights_dtype = "float32";               // "float32" | "float16" | "bfloat16" (as stored)
   nlohmann::json training = nlohmann::json::object();  // how it was trained: command, steps, losses, time
 };
 

@@ -20,9 +20,9 @@ struct TransformerModelState {
   std::shared_ptr<const Tokenizer> tokenizer;
 };
 
-TransformerLanguageModel::TransformerLanguageModel(const std::string& checkpoint_dir)
+TransformerLanguageModel::TransformerLanguageModel(const std::string& checkpoint_dir, const std::string& weights_dtype)
     : state_(std::make_shared<TransformerModelState>()) {
-  LoadedCheckpoint loaded = load_checkpoint(checkpoint_dir);
+  LoadedCheckpoint loaded = load_checkpoint(checkpoint_dir, weights_dtype);
   state_->dir = checkpoint_dir;
   state_->model = loaded.model;
   state_->config = loaded.config;
@@ -98,14 +98,14 @@ struct TransformerSession::Cache {
   // Final hidden states of the linear slots, [max_seq_len, d]: rows [0, linear.size()) are valid (for draft
   // heads that read the target's features, see context_features).
   torch::Tensor linear_hidden;
-  void store_linear_hidden(int64_t first, const torch::Tensor& rows) {
-    if (!linear_hidden.defined()) {
-      const auto& cfg = state->model->config();
-      linear_hidden = torch::empty({cfg.max_seq_len, cfg.d_model});
-    }
-    if (first + rows.size(0) > linear_hidden.size(0))
-      linear_hidden = torch::cat({linear_hidden, torch::empty_like(linear_hidden)});  // grown like the cache
-    linear_hidden.narrow(0, first, rows.size(0)).copy_(rows);
+  // Room for `rows` linear slots (grown like the KV cache when a tree needs more slots than positions).
+  void reserve_linear_hidden(int64_t rows) {
+    const int64_t have = linear_hidden.defined() ? linear_hidden.size(0) : 0;
+    if (rows <= have) return;
+    const auto& cfg = state->model->config();
+    torch::Tensor grown = torch::empty({std::max({rows, 2 * have, int64_t{cfg.max_seq_len}}), int64_t{cfg.d_model}});
+    if (have > 0) grown.narrow(0, 0, have).copy_(linear_hidden);
+    linear_hidden = grown;
   }
 
   // When the cached tokens are all in `context` and context[linear.size(), upto) continues along a root-to-node
@@ -138,8 +138,7 @@ struct TransformerSession::Cache {
       linear.push_back(tree_tokens[path[i]]);
     }
     kv.compact(keep);
-    if (!linear_hidden.defined() || L + static_cast<int64_t>(path.size()) > linear_hidden.size(0))
-      store_linear_hidden(L, torch::zeros({static_cast<int64_t>(path.size()), D}));  // allocate / grow
+    reserve_linear_hidden(L + static_cast<int64_t>(path.size()));
     const int64_t width = tree_rows.size(1);
     const float* from = tree_rows.data_ptr<float>();
     float* to = linear_hidden.data_ptr<float>();
@@ -242,7 +241,10 @@ void TransformerSession::tree_logits(const std::vector<Token>& context, const To
     const torch::Tensor mask = rows == 1 && reused_nodes == 0 ? torch::Tensor() : layout.mask;
     const torch::Tensor hidden =
         model->hidden_states(torch::tensor(ids, torch::kInt64).unsqueeze(0), layout.positions, mask, &c.kv)[0];
-    if (chunk > 0) c.store_linear_hidden(L, hidden.narrow(0, 0, chunk));
+    if (chunk > 0) {
+      c.reserve_linear_hidden(L + chunk);
+      c.linear_hidden.narrow(0, L, chunk).copy_(hidden.narrow(0, 0, chunk));
+    }
     // Only the last context row and the tree rows have logits anyone reads.
     const int64_t first = chunk > 0 ? chunk - 1 : 0;
     const torch::Tensor read = hidden.narrow(0, first, rows - first);

@@ -29,7 +29,8 @@ class Transformer;             // transformer_model.h (LibTorch)
 class TransformerLanguageModel : public LanguageModel {
  public:
   // Loads the checkpoint folder; throws Error naming the file and problem.
-  explicit TransformerLanguageModel(const std::string& checkpoint_dir);
+  // weights_dtype: the matrices' dtype in memory, float32 | float16 | bfloat16 | auto (as stored).
+  explicit TransformerLanguageModel(const std::string& checkpoint_dir, const std::string& weights_dtype = "auto");
   // A model already in memory, e.g. a Hugging Face checkpoint converted by harness/models/hf: description()
   // calls it "<kind>:<dir>"; `tokenizer` may be null (tokenizer() then throws).
   TransformerLanguageModel(const std::string& kind, const std::string& dir, const LoadedCheckpoint& loaded,

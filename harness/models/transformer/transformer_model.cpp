@@ -9,13 +9,35 @@
 
 namespace specula {
 
+namespace {
+
+// The kernel's view of a matrix stored as fp32, fp16 or bf16 (contiguous, CPU); data null for anything else.
+WeightView weight_view(const torch::Tensor& w) {
+  if (!w.defined() || !w.device().is_cpu() || !w.is_contiguous()) return {};
+  switch (w.scalar_type()) {
+    case torch::kFloat32:
+      return {w.data_ptr(), WeightDtype::float32};
+    case torch::kFloat16:
+      return {w.data_ptr(), WeightDtype::float16};
+    case torch::kBFloat16:
+      return {w.data_ptr(), WeightDtype::bfloat16};
+    default:
+      return {};
+  }
+}
+
+}  // namespace
+
 torch::Tensor apply_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   const int64_t in = weight.size(1), out = weight.size(0);
-  const bool skinny = !torch::GradMode::is_enabled() && x.device().is_cpu() && weight.device().is_cpu() &&
-                      x.scalar_type() == torch::kFloat32 && weight.scalar_type() == torch::kFloat32 &&
+  const WeightView w = weight_view(weight);
+  const bool skinny = !torch::GradMode::is_enabled() && x.device().is_cpu() && w.data &&
+                      x.scalar_type() == torch::kFloat32 &&
                       (!bias.defined() || bias.scalar_type() == torch::kFloat32) && x.dim() >= 1 &&
-                      x.size(-1) == in && x.numel() <= kSkinnyLinearMaxRows * in && weight.is_contiguous();
-  if (!skinny) return torch::nn::functional::linear(x, weight, bias);
+                      x.size(-1) == in && x.numel() <= kSkinnyLinearMaxRows * in;
+  if (!skinny)  // a 16-bit matrix is widened for LibTorch's gemm (exactly: every 16-bit value is a float32)
+    return torch::nn::functional::linear(x, weight.scalar_type() == x.scalar_type() ? weight : weight.to(x.scalar_type()),
+                                         bias);
   const torch::Tensor xc = x.contiguous();
   const torch::Tensor b = bias.defined() ? bias.contiguous() : bias;
   const int64_t rows = in > 0 ? xc.numel() / in : 0;
@@ -23,15 +45,50 @@ torch::Tensor apply_linear(const torch::Tensor& x, const torch::Tensor& weight, 
   sizes.back() = out;
   torch::Tensor y = torch::empty(sizes, x.options());
   const float* xp = xc.data_ptr<float>();
-  const float* wp = weight.data_ptr<float>();
   const float* bp = b.defined() ? b.data_ptr<float>() : nullptr;
   float* yp = y.data_ptr<float>();
   // Blocks of 64 output columns per task: ~64 KB of weights at d = 256, enough work to amortise a thread.
   constexpr int64_t kBlock = 64;
   at::parallel_for(0, (out + kBlock - 1) / kBlock, 1, [&](int64_t first, int64_t last) {
-    skinny_linear(xp, rows, in, wp, bp, out, yp, first * kBlock, std::min(out, last * kBlock));
+    skinny_linear(xp, rows, in, w, bp, out, yp, first * kBlock, std::min(out, last * kBlock));
   });
   return y;
+}
+
+void store_matrices_as(TransformerImpl& model, torch::ScalarType dtype) {
+  if (dtype != torch::kFloat32 && dtype != torch::kFloat16 && dtype != torch::kBFloat16)
+    fail("store_matrices_as: ", dtype_string(dtype), " is not float32, float16 or bfloat16");
+  torch::NoGradGuard no_grad;
+  for (auto& p : model.named_parameters())
+    if (p.value().dim() >= 2 && p.value().scalar_type() != dtype) p.value().set_data(p.value().to(dtype).contiguous());
+}
+
+int64_t resident_bytes(const torch::nn::Module& model) {
+  int64_t bytes = 0;
+  for (const auto& p : model.parameters()) bytes += p.numel() * static_cast<int64_t>(p.element_size());
+  for (const auto& b : model.buffers()) bytes += b.numel() * static_cast<int64_t>(b.element_size());
+  return bytes;
+}
+
+std::string dtype_string(torch::ScalarType dtype) {
+  switch (dtype) {
+    case torch::kFloat32:
+      return "float32";
+    case torch::kFloat16:
+      return "float16";
+    case torch::kBFloat16:
+      return "bfloat16";
+    default:
+      return c10::toString(dtype);
+  }
+}
+
+torch::ScalarType weights_dtype_for(const std::string& requested, torch::ScalarType stored, const std::string& option) {
+  if (requested == "auto") return stored;
+  if (requested == "float32") return torch::kFloat32;
+  if (requested == "float16") return torch::kFloat16;
+  if (requested == "bfloat16") return torch::kBFloat16;
+  fail(option, ": '", requested, "' is not float32, bfloat16, float16 or auto");
 }
 
 RMSNormImpl::RMSNormImpl(int64_t dim, double eps_) : eps(eps_) {
@@ -135,17 +192,24 @@ TransformerImpl::TransformerImpl(const TransformerConfig& config) : config_(conf
 
 namespace {
 
-bool plain_float(const torch::Tensor& t) {
-  return !t.defined() || (t.device().is_cpu() && t.scalar_type() == torch::kFloat32 && t.is_contiguous());
+// Whether t (if defined) can be read as contiguous CPU data of `type`; and t made so, converting only when
+// needed (each LibTorch call costs microseconds, a fair share of a decoding step).
+bool cpu_contiguous(const torch::Tensor& t, torch::ScalarType type) {
+  return !t.defined() || (t.device().is_cpu() && t.scalar_type() == type && t.is_contiguous());
 }
+torch::Tensor as_cpu_contiguous(const torch::Tensor& t, torch::ScalarType type) {
+  return cpu_contiguous(t, type) ? t : t.to(torch::kCPU).to(type).contiguous();
+}
+bool plain_float(const torch::Tensor& t) { return cpu_contiguous(t, torch::kFloat32); }
 
 }  // namespace
 
 bool decode_layer_applies(const AttentionImpl& attn, const RMSNormImpl* attn_norm, const RMSNormImpl& mlp_norm,
                           const SwiGLUImpl& mlp) {
-  for (const torch::Tensor& t : {attn.qkv->weight, attn.qkv->bias, attn.out->weight, mlp_norm.weight,
-                                 mlp.gate_up->weight, mlp.down->weight, attn.rope->cos, attn.rope->sin})
+  for (const torch::Tensor& t : {attn.qkv->bias, mlp_norm.weight, attn.rope->cos, attn.rope->sin})
     if (!plain_float(t)) return false;
+  for (const torch::Tensor& t : {attn.qkv->weight, attn.out->weight, mlp.gate_up->weight, mlp.down->weight})
+    if (!weight_view(t).data) return false;
   return !attn_norm || plain_float(attn_norm->weight);
 }
 
@@ -158,12 +222,12 @@ DecodeLayer decode_layer(AttentionImpl& attn, RMSNormImpl* attn_norm, RMSNormImp
                          KVCache& cache, int64_t layer) {
   DecodeLayer L;
   L.attn_norm = attn_norm ? attn_norm->weight.data_ptr<float>() : nullptr;
-  L.qkv = attn.qkv->weight.data_ptr<float>();
+  L.qkv = weight_view(attn.qkv->weight);
   L.qkv_bias = attn.qkv->bias.defined() ? attn.qkv->bias.data_ptr<float>() : nullptr;
-  L.out = attn.out->weight.data_ptr<float>();
+  L.out = weight_view(attn.out->weight);
   L.mlp_norm = mlp_norm.weight.data_ptr<float>();
-  L.gate_up = mlp.gate_up->weight.data_ptr<float>();
-  L.down = mlp.down->weight.data_ptr<float>();
+  L.gate_up = weight_view(mlp.gate_up->weight);
+  L.down = weight_view(mlp.down->weight);
   L.rope_cos = attn.rope->cos.data_ptr<float>();
   L.rope_sin = attn.rope->sin.data_ptr<float>();
   L.keys = cache.key_data(layer);
@@ -178,13 +242,7 @@ void run_decode_layers(const TransformerConfig& c, const std::vector<DecodeLayer
   if (cache.length() + n > cache.capacity())
     fail("KV cache overflow: ", cache.length(), " cached + ", n, " new tokens exceed the capacity of ", cache.capacity(),
          " (reserve more slots first)");
-  // Conversions only when needed: each LibTorch call costs microseconds, a fair share of a decoding step.
-  auto as = [](const torch::Tensor& t, torch::ScalarType type) {
-    return !t.defined() || (t.device().is_cpu() && t.scalar_type() == type && t.is_contiguous())
-               ? t
-               : t.to(torch::kCPU).to(type).contiguous();
-  };
-  const torch::Tensor pos = as(positions, torch::kInt64), m = as(mask, torch::kFloat32);
+  const torch::Tensor pos = as_cpu_contiguous(positions, torch::kInt64), m = as_cpu_contiguous(mask, torch::kFloat32);
   if (pos.numel() != n) fail("decode step: ", pos.numel(), " positions for ", n, " rows");
   if (m.defined() && (m.dim() != 2 || m.size(0) != n || m.size(1) != cache.length() + n))
     fail("decode step: mask ", m.sizes(), " for ", n, " rows after ", cache.length(), " cached slots");
@@ -206,7 +264,8 @@ void run_decode_layers(const TransformerConfig& c, const std::vector<DecodeLayer
 
 bool TransformerImpl::decode_path_applies(const torch::Tensor& tokens, const KVCache* cache) const {
   if (tokens.dim() != 2 || tokens.size(0) != 1 || !decode_cache_applies(cache, tokens.size(1))) return false;
-  if (!plain_float(embedding->weight) || !plain_float(final_norm->weight) || (head && !plain_float(head->weight)))
+  if (!weight_view(embedding->weight).data || !plain_float(final_norm->weight) ||
+      (head && !weight_view(head->weight).data))
     return false;
   for (size_t i = 0; i < blocks->size(); ++i) {
     const BlockImpl& b = *blocks->ptr<BlockImpl>(i);
@@ -218,16 +277,30 @@ bool TransformerImpl::decode_path_applies(const torch::Tensor& tokens, const KVC
 torch::Tensor TransformerImpl::decode_hidden_states(const torch::Tensor& tokens, const torch::Tensor& positions,
                                                     const torch::Tensor& mask, KVCache& cache) {
   const int64_t n = tokens.size(1), d = config_.d_model;
-  const torch::Tensor ids = tokens.device().is_cpu() && tokens.scalar_type() == torch::kInt64 && tokens.is_contiguous()
-                                ? tokens
-                                : tokens.to(torch::kCPU).to(torch::kInt64).contiguous();
+  const torch::Tensor ids = as_cpu_contiguous(tokens, torch::kInt64);
   const int64_t* id = ids.data_ptr<int64_t>();
   torch::Tensor x = torch::empty({1, n, d});
   float* xp = x.data_ptr<float>();
-  const float* emb = embedding->weight.data_ptr<float>();
+  const torch::Tensor& emb = embedding->weight;
   for (int64_t r = 0; r < n; ++r) {
     if (id[r] < 0 || id[r] >= config_.vocab_size) fail("decode step: token id ", id[r], " outside the vocabulary");
-    std::copy(emb + id[r] * d, emb + (id[r] + 1) * d, xp + r * d);
+    float* row = xp + r * d;
+    switch (emb.scalar_type()) {  // widened exactly, as the kernel widens the other matrices
+      case torch::kFloat16: {
+        const c10::Half* e = emb.data_ptr<c10::Half>() + id[r] * d;
+        for (int64_t i = 0; i < d; ++i) row[i] = static_cast<float>(e[i]);
+        break;
+      }
+      case torch::kBFloat16: {
+        const c10::BFloat16* e = emb.data_ptr<c10::BFloat16>() + id[r] * d;
+        for (int64_t i = 0; i < d; ++i) row[i] = static_cast<float>(e[i]);
+        break;
+      }
+      default: {
+        const float* e = emb.data_ptr<float>() + id[r] * d;
+        std::copy(e, e + d, row);
+      }
+    }
   }
   std::vector<DecodeLayer> layers;
   for (size_t i = 0; i < blocks->size(); ++i) {
@@ -244,11 +317,16 @@ torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& tokens, const 
   const torch::Device device = embedding->weight.device();
   const torch::Tensor on_device_positions = positions.to(device);
   const torch::Tensor on_device_mask = mask.defined() ? mask.to(device) : mask;
-  torch::Tensor x = embedding->forward(tokens.to(device));
+  torch::Tensor x = embed(tokens.to(device));
   for (size_t i = 0; i < blocks->size(); ++i)
     x = blocks->ptr<BlockImpl>(i)->forward(x, on_device_positions, on_device_mask, cache, static_cast<int64_t>(i));
   if (cache) cache->advance(tokens.size(1));
   return final_norm->forward(x);
+}
+
+torch::Tensor TransformerImpl::embed(const torch::Tensor& tokens) {
+  const torch::Tensor e = embedding->forward(tokens);
+  return e.scalar_type() == torch::kFloat32 ? e : e.to(torch::kFloat32);
 }
 
 torch::Tensor TransformerImpl::lm_head(const torch::Tensor& hidden) {
@@ -280,7 +358,7 @@ TransformerOutput TransformerImpl::forward_tree(const torch::Tensor& tokens, con
 
 KVCache TransformerImpl::new_cache(int64_t batch) const {
   return KVCache(config_.n_layers, batch, config_.kv_heads(), config_.max_seq_len, config_.head_dim(),
-                 embedding->weight.options());
+                 embedding->weight.options().dtype(torch::kFloat32));  // float32 whatever the matrices' dtype
 }
 
 AttentionLayout causal_layout(int64_t cache_len, int64_t n) {

@@ -106,6 +106,9 @@ class TransformerImpl : public torch::nn::Module {
   torch::Tensor decode_hidden_states(const torch::Tensor& tokens, const torch::Tensor& positions,
                                      const torch::Tensor& mask, KVCache& cache);
 
+  // Token embeddings as float32 [.., d], whatever dtype the embedding matrix is stored in.
+  torch::Tensor embed(const torch::Tensor& tokens);
+
   // A cache sized for this model, on its parameters' device: [n_layers, batch, n_kv_heads, max_seq_len, head_dim].
   KVCache new_cache(int64_t batch = 1) const;
   const TransformerConfig& config() const { return config_; }
@@ -120,8 +123,21 @@ class TransformerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Transformer);
 
+// Keeps the model's matrices (the embedding, every projection, an untied LM head) in `dtype` (kFloat32,
+// kFloat16 or kBFloat16) as they sit in memory; norm gains, biases and RoPE tables stay float32. The decoding
+// step reads 16-bit matrices as they are and widens them in registers (skinny_linear.h), so a step streams
+// half the bytes; the LibTorch path (training, long prompts) widens them per call. Inference only: training
+// needs float32 parameters.
+void store_matrices_as(TransformerImpl& model, torch::ScalarType dtype);
+// Bytes of the parameters and buffers as they sit in memory.
+int64_t resident_bytes(const torch::nn::Module& model);
+// The dtype a loader keeps matrices in: "float32" | "float16" | "bfloat16" | "auto" (= `stored`, as the
+// weights file holds them). Throws Error naming `option` for anything else.
+torch::ScalarType weights_dtype_for(const std::string& requested, torch::ScalarType stored, const std::string& option);
+std::string dtype_string(torch::ScalarType dtype);  // "float32" | "float16" | "bfloat16"
+
 // x [.., in] times a linear layer's weight [out, in] (+ bias): at inference with at most kSkinnyLinearMaxRows
-// rows of float32 on the CPU, skinny_linear (weights read once, no packing; see skinny_linear.h), split over
+// rows of float32 on the CPU (weights float32, float16 or bfloat16), skinny_linear (weights read once, no packing; see skinny_linear.h), split over
 // LibTorch's threads; otherwise LibTorch's own linear (training, large chunks, other devices and types).
 torch::Tensor apply_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 inline torch::Tensor apply_linear(const torch::nn::Linear& layer, const torch::Tensor& x) {

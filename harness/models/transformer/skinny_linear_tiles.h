@@ -1,0 +1,232 @@
+// The few-row linear kernel's tiles, written once for every instruction set: each of skinny_linear_avx512.cpp,
+// skinny_linear_avx2.cpp and skinny_linear_baseline.cpp includes this header and is compiled for its own ISA
+// (CMake sets -march per file), so the same source becomes three kernels. Everything here has internal
+// linkage: the three instantiations must not be merged by the linker (they are different machine code under
+// the same names). Include it only from those three files.
+//
+// Each output element is one 16-lane dot product whose summation order depends only on `in`: a token gets
+// bit-identical outputs whether it is computed alone or among other rows, so a 1-token decoding step and a
+// (K + 1)-token verification step agree exactly on the logits they share. 16-bit weights are widened to fp32
+// in registers (exactly: every fp16 and bf16 value is an fp32 value) and the arithmetic is fp32, so a 16-bit
+// matrix gives the same bits as the fp32 kernel on its widened copy, at half the bytes read.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__x86_64__) && (defined(__AVX512F__) || defined(__F16C__))
+#include <immintrin.h>
+#endif
+
+#include "harness/models/transformer/skinny_linear.h"
+
+// The vector types below are only passed between always-inlined functions of one file, so the ABI note GCC
+// gives for such values (-Wpsabi) concerns no real call.
+#pragma GCC diagnostic ignored "-Wpsabi"
+// GCC 12's _mm512_cvtph_ps starts from an undefined vector it then overwrites whole, which -Wmaybe-uninitialized
+// reports inside avx512fintrin.h once inlined here.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace specula {
+namespace {
+
+constexpr int kLanes = 16;  // partial sums per dot product, whatever the vector width
+
+// W floats as one value: GCC lowers its arithmetic lane by lane to the file's target vectors. A 16-lane
+// partial sum is 16 / W such vectors (lane l in vector l / W), so every variant adds the same terms per lane.
+// (A template alias would drop the attribute, hence one typedef per width.)
+template <int W>
+struct VecOf;
+template <>
+struct VecOf<4> {
+  typedef float type __attribute__((vector_size(16)));
+  typedef uint16_t half __attribute__((vector_size(8)));
+  typedef uint32_t bits __attribute__((vector_size(16)));
+};
+template <>
+struct VecOf<8> {
+  typedef float type __attribute__((vector_size(32)));
+  typedef uint16_t half __attribute__((vector_size(16)));
+  typedef uint32_t bits __attribute__((vector_size(32)));
+};
+template <>
+struct VecOf<16> {
+  typedef float type __attribute__((vector_size(64)));
+  typedef uint16_t half __attribute__((vector_size(32)));
+  typedef uint32_t bits __attribute__((vector_size(64)));
+};
+template <int W>
+using Vec = typename VecOf<W>::type;
+
+// The storage types of a weight matrix: fp32, IEEE binary16 and bfloat16 (the top half of an fp32).
+struct Half {
+  uint16_t bits;
+};
+struct BFloat16 {
+  uint16_t bits;
+};
+
+// IEEE binary16 -> fp32, exactly (normal, subnormal, zero, inf and NaN); for the ISAs without F16C.
+inline float half_to_float(uint16_t h) {
+  const uint32_t sign = (h & 0x8000u) << 16, exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
+  uint32_t bits;
+  if (exponent == 0x1f)
+    bits = sign | 0x7f800000u | (mantissa << 13);
+  else if (exponent != 0)
+    bits = sign | ((exponent + 112u) << 23) | (mantissa << 13);  // rebias 15 -> 127
+  else if (mantissa == 0)
+    bits = sign;
+  else {
+    const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);  // subnormal: mantissa * 2^-24
+    return sign ? -magnitude : magnitude;
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+template <int W>
+inline __attribute__((always_inline)) Vec<W> load(const float* p) {
+  Vec<W> v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// bf16 -> fp32 is a 16-bit shift: plain vector code that every ISA vectorises (zero-extend, shift).
+template <int W>
+inline __attribute__((always_inline)) Vec<W> load(const BFloat16* p) {
+  typename VecOf<W>::half h;
+  std::memcpy(&h, p, sizeof h);
+  const typename VecOf<W>::bits wide = __builtin_convertvector(h, typename VecOf<W>::bits) << 16;
+  Vec<W> v;
+  std::memcpy(&v, &wide, sizeof v);
+  return v;
+}
+
+// fp16 -> fp32 with the hardware conversion where the file's ISA has it (one instruction per vector).
+template <int W>
+inline __attribute__((always_inline)) Vec<W> load(const Half* p) {
+#if defined(__x86_64__) && defined(__AVX512F__)
+  if constexpr (W == 16) return (Vec<16>)_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+#endif
+#if defined(__x86_64__) && defined(__F16C__)
+  if constexpr (W == 8) return (Vec<8>)_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+#endif
+  Vec<W> v;
+  for (int i = 0; i < W; ++i) v[i] = half_to_float(p[i].bits);
+  return v;
+}
+
+inline float widen(float v) { return v; }
+inline float widen(Half v) { return half_to_float(v.bits); }
+inline float widen(BFloat16 v) {
+  const uint32_t bits = static_cast<uint32_t>(v.bits) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// Adds the 16 lanes in a fixed tree (lane l + 8 into l, then l + 4, l + 2, l + 1) so the result never depends
+// on the width; in registers (a round trip through memory stalls on store forwarding).
+template <int W>
+inline __attribute__((always_inline)) float reduce_lanes(const Vec<W>* parts) {
+  Vec<4> q;  // lanes 0..3 after the 8- and 4-steps
+  if constexpr (W == 16) {
+    const Vec<8> h = __builtin_shufflevector(parts[0], parts[0], 0, 1, 2, 3, 4, 5, 6, 7) +
+                     __builtin_shufflevector(parts[0], parts[0], 8, 9, 10, 11, 12, 13, 14, 15);
+    q = __builtin_shufflevector(h, h, 0, 1, 2, 3) + __builtin_shufflevector(h, h, 4, 5, 6, 7);
+  } else if constexpr (W == 8) {
+    const Vec<8> h = parts[0] + parts[1];
+    q = __builtin_shufflevector(h, h, 0, 1, 2, 3) + __builtin_shufflevector(h, h, 4, 5, 6, 7);
+  } else {
+    static_assert(W == 4, "widths 4, 8 and 16");
+    q = (parts[0] + parts[2]) + (parts[1] + parts[3]);
+  }
+  return (q[0] + q[2]) + (q[1] + q[3]);
+}
+
+// Outputs [o, o + WR) of input rows [r, r + XR): WR x XR dot products at once, so each weight vector loaded
+// (and widened) serves XR rows and each input vector WR weight rows. Every output element is the same 16-lane
+// dot product whatever the tile, so the tiling never changes a result.
+template <int W, int WR, int XR, typename Wt>
+inline __attribute__((always_inline)) void tile(const float* __restrict x, int64_t r, int64_t in,
+                                                const Wt* __restrict w, const float* __restrict bias, int64_t out,
+                                                float* __restrict y, int64_t o) {
+  constexpr int P = kLanes / W;  // vectors per partial sum
+  const int64_t body = in - in % kLanes;
+  // The last in % 16 entries are zero-padded to one more 16-lane step, so they go through the same lane-wise
+  // arithmetic as the rest (a scalar tail would be contracted or vectorised differently per target).
+  float x_tail[XR][kLanes] = {}, w_tail[WR][kLanes] = {};
+  for (int b = 0; b < XR; ++b)
+    for (int64_t i = body; i < in; ++i) x_tail[b][i - body] = x[(r + b) * in + i];
+  for (int a = 0; a < WR; ++a)
+    for (int64_t i = body; i < in; ++i) w_tail[a][i - body] = widen(w[(o + a) * in + i]);
+  // Lanes are independent sums, so the P vectors of a partial sum run one after the other over the row: a
+  // tile then needs WR x XR registers, not P times that.
+  Vec<W> acc[WR][XR][P];
+  for (int p = 0; p < P; ++p) {
+    Vec<W> sum[WR][XR] = {};
+    for (int64_t i = p * W; i < body; i += kLanes) {
+      Vec<W> xv[XR];
+      for (int b = 0; b < XR; ++b) xv[b] = load<W>(x + (r + b) * in + i);
+      for (int a = 0; a < WR; ++a) {
+        const Vec<W> wv = load<W>(w + (o + a) * in + i);
+        for (int b = 0; b < XR; ++b) sum[a][b] += xv[b] * wv;
+      }
+    }
+    if (body < in) {
+      Vec<W> xv[XR];
+      for (int b = 0; b < XR; ++b) xv[b] = load<W>(x_tail[b] + p * W);
+      for (int a = 0; a < WR; ++a) {
+        const Vec<W> wv = load<W>(w_tail[a] + p * W);
+        for (int b = 0; b < XR; ++b) sum[a][b] += xv[b] * wv;
+      }
+    }
+    for (int a = 0; a < WR; ++a)
+      for (int b = 0; b < XR; ++b) acc[a][b][p] = sum[a][b];
+  }
+  for (int a = 0; a < WR; ++a)
+    for (int b = 0; b < XR; ++b)
+      y[(r + b) * out + o + a] = reduce_lanes<W>(acc[a][b]) + (bias ? bias[o + a] : 0.0f);
+}
+
+// Every input row against the weight rows [o, o + WR): XR rows at a time, then the rest in one narrower tile.
+template <int W, int WR, int XR, typename Wt>
+inline __attribute__((always_inline)) void weight_rows(const float* x, int64_t rows, int64_t in, const Wt* w,
+                                                       const float* bias, int64_t out, float* y, int64_t o) {
+  int64_t r = 0;
+  for (; r + XR <= rows; r += XR) tile<W, WR, XR>(x, r, in, w, bias, out, y, o);
+  if constexpr (XR > 1) {
+    if (rows - r == XR - 1) return tile<W, WR, XR - 1>(x, r, in, w, bias, out, y, o);
+    weight_rows<W, WR, XR - 1>(x + r * in, rows - r, in, w, bias, out, y + r * out, o);
+  }
+}
+
+template <int W, int WR, int XR, typename Wt>
+inline __attribute__((always_inline)) void columns(const float* x, int64_t rows, int64_t in, const Wt* w,
+                                                   const float* bias, int64_t out, float* y, int64_t out_begin,
+                                                   int64_t out_end) {
+  int64_t o = out_begin;
+  for (; o + WR <= out_end; o += WR) weight_rows<W, WR, XR>(x, rows, in, w, bias, out, y, o);
+  for (; o < out_end; ++o) weight_rows<W, 1, XR>(x, rows, in, w, bias, out, y, o);
+}
+
+// One ISA's kernel for every weight dtype.
+template <int W, int WR, int XR>
+inline __attribute__((always_inline)) void columns_any(const float* x, int64_t rows, int64_t in, WeightView w,
+                                                       const float* bias, int64_t out, float* y, int64_t out_begin,
+                                                       int64_t out_end) {
+  switch (w.dtype) {
+    case WeightDtype::float32:
+      return columns<W, WR, XR>(x, rows, in, static_cast<const float*>(w.data), bias, out, y, out_begin, out_end);
+    case WeightDtype::float16:
+      return columns<W, WR, XR>(x, rows, in, static_cast<const Half*>(w.data), bias, out, y, out_begin, out_end);
+    case WeightDtype::bfloat16:
+      return columns<W, WR, XR>(x, rows, in, static_cast<const BFloat16*>(w.data), bias, out, y, out_begin,
+                                out_end);
+  }
+}
+
+}  // namespace
+}  // namespace specula
