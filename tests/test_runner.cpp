@@ -215,6 +215,71 @@ TEST_CASE("summary: decoding apart from the prompt, verification cost and the co
   CHECK(old.verify_cost == Approx(0.012 / (0.99 / 100)));
 }
 
+TEST_CASE("summary: paired timing takes speedups within pairs and flags repetitions that drifted apart",
+          "[runner][summary]") {
+  // The unpaired baseline runs say 100 tokens/s; the pairs' own baselines say otherwise (the machine was
+  // busier): the speedups must come from the pairs alone.
+  auto base = [](int rep, int prompt) {
+    RunRecord r;
+    r.baseline = true;
+    r.setting_id = r.baseline_id = "base";
+    r.setting = {{"draft.method", "ar"}};
+    r.repetition = rep;
+    r.prompt_index = prompt;
+    r.metrics.new_tokens = 100;
+    r.metrics.wall_seconds = 1.0;
+    r.metrics.target_calls = 100;
+    r.metrics.target_seconds = 1.0;
+    return r;
+  };
+  // Pair: speculation 100 tokens in `spec` s (0.1 s prompt), its baseline 100 tokens in `b` s (0.1 s prompt).
+  auto spec = [](int rep, int prompt, double spec_s, double base_s) {
+    RunRecord r;
+    r.setting_id = "spec";
+    r.baseline_id = "base";
+    r.setting = {{"draft.method", "chain"}, {"draft.num_draft_tokens", "2"}};
+    r.repetition = rep;
+    r.prompt_index = prompt;
+    r.metrics.resize(2);
+    r.metrics.new_tokens = 100;
+    r.metrics.wall_seconds = spec_s;
+    r.metrics.prompt_seconds = 0.1;
+    r.metrics.steps = 10;
+    r.pair.present = true;
+    r.pair.new_tokens = 100;
+    r.pair.wall_seconds = base_s;
+    r.pair.prompt_seconds = 0.1;
+    r.pair.load_before = 1.0;
+    r.pair.load_after = 3.0;
+    return r;
+  };
+  std::vector<RunRecord> steady = {base(0, 0), base(0, 1), base(1, 0), base(1, 1)};
+  // Ratios 2.0, 2.2 (rep 0) and 2.0, 2.2 (rep 1): decode ratios (b - 0.1) / (s - 0.1).
+  steady.push_back(spec(0, 0, 1.1, 2.1));
+  steady.push_back(spec(0, 1, 1.1, 2.3));
+  steady.push_back(spec(1, 0, 1.1, 2.1));
+  steady.push_back(spec(1, 1, 1.1, 2.3));
+  const SummaryRow s = summarize(steady)[1];
+  CHECK(s.pairs == 4);
+  CHECK(s.speedup == Approx((2.1 + 2.3) / 2 / 1.1));
+  CHECK(s.decode_speedup == Approx(2.1));
+  // Student-t over 4 pairs (3 degrees of freedom): 3.1824 * sd / 2, sd of {2, 2.2, 2, 2.2} = 0.11547.
+  CHECK(s.decode_speedup_ci_high - s.decode_speedup == Approx(3.1824 * 0.11547 / 2).epsilon(1e-3));
+  CHECK(s.pair_load_average == Approx(2.0));
+  CHECK(s.pair_drift == "no");
+  // The second repetition's speculative runs met a machine 10x slower than their baselines did: the
+  // repetitions' intervals (t with 1 degree of freedom, wide) no longer overlap.
+  std::vector<RunRecord> drifted = steady;
+  drifted[6].metrics.wall_seconds = drifted[7].metrics.wall_seconds = 10.1;
+  CHECK(summarize(drifted)[1].pair_drift == "yes");
+  // Without pairs the same speculative times are compared with the separate baseline runs.
+  for (RunRecord& r : steady) r.pair.present = false;
+  const SummaryRow unpaired = summarize(steady)[1];
+  CHECK(unpaired.pairs == 0);
+  CHECK(unpaired.pair_drift.empty());
+  CHECK(unpaired.speedup == Approx(1.0 / 1.1));
+}
+
 TEST_CASE("a record's times survive records.jsonl; older records without prompt_time still load", "[runner]") {
   RunRecord r;
   r.setting_id = r.baseline_id = "s";
@@ -230,6 +295,18 @@ TEST_CASE("a record's times survive records.jsonl; older records without prompt_
   CHECK(back.metrics.target_seconds == 0.75);
   CHECK(back.metrics.draft_seconds == 0.125);
   CHECK(back.metrics.verify_seconds == 0.0625);
+  CHECK_FALSE(back.pair.present);
+  r.pair.present = true;
+  r.pair.baseline_first = true;
+  r.pair.wall_seconds = 2.5;
+  r.pair.load_before = NAN;
+  r.pair.load_after = 0.5;
+  const RunRecord paired = RunRecord::from_json_line(r.to_json_line(), "records.jsonl:2");
+  CHECK(paired.pair.present);
+  CHECK(paired.pair.baseline_first);
+  CHECK(paired.pair.wall_seconds == 2.5);
+  CHECK(std::isnan(paired.pair.load_before));
+  CHECK(paired.pair.load_after == 0.5);
   nlohmann::json j = nlohmann::json::parse(line);
   j.erase("prompt_time");
   CHECK(RunRecord::from_json_line(j.dump(), "old.jsonl:1").metrics.prompt_seconds == 0.0);
@@ -295,7 +372,21 @@ TEST_CASE("specula run writes a complete results folder; shards merge into the s
     CHECK_THAT(summary, Contains(column));
   // At temperature 0 every speculative output equals the baseline's, and the summary says so.
   CHECK_THAT(summary, Contains(",yes,"));
-  CHECK_THAT(summary, !Contains(",no,0\n"));
+  CHECK_THAT(summary, !Contains(",no,0,"));  // greedy_lossless = no, then q_zero_errors
+  // Paired timing: every speculative record carries the baseline run beside it, in alternating order.
+  int64_t paired = 0, baseline_first = 0;
+  for (const RunRecord& r : records) {
+    CHECK(r.pair.present == !r.baseline);
+    if (!r.pair.present) continue;
+    ++paired;
+    baseline_first += r.pair.baseline_first;
+    CHECK(r.pair.new_tokens == 12);
+    CHECK(r.pair.wall_seconds > 0);
+    CHECK(r.pair.baseline_first == ((r.repetition + r.prompt_index) % 2 == 1));
+  }
+  CHECK(paired == 12 * 4 * 2);
+  CHECK(baseline_first * 2 == paired);
+  CHECK_THAT(summary, Contains("pairs,pair_load_average,pair_drift"));
   // Plots: non-empty PNGs.
   for (const char* plot : {"acceptance_vs_k", "speedup_vs_k", "per_position_acceptance", "accepted_length_hist",
                            "speedup_vs_temperature"}) {

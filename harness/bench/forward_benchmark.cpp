@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +23,7 @@
 
 #include "harness/config/command_options.h"
 #include "harness/models/transformer/checkpoint.h"
+#include "harness/models/transformer/skinny_linear.h"
 #include "verify/error.h"
 #include "verify/token_tree.h"
 
@@ -58,6 +60,24 @@ double process_cpu_us() {
   return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) * 1e-3;
 }
 
+// Reads every byte of `blocks` once (8 independent 64-bit lanes, so the loop runs at the memory's pace, not at
+// an add chain's): the physical floor of a decoding step that streams the same weights. The result is kept
+// so the reads cannot be optimised away.
+uint64_t stream_read(const std::vector<std::pair<const uint8_t*, size_t>>& blocks) {
+  uint64_t lanes[8] = {};
+  for (const auto& [data, bytes] : blocks) {
+    const size_t words = bytes / 64 * 8;
+    for (size_t i = 0; i < words; i += 8) {
+      uint64_t w[8];
+      std::memcpy(w, data + i * 8, sizeof w);
+      for (int l = 0; l < 8; ++l) lanes[l] ^= w[l];
+    }
+  }
+  uint64_t x = 0;
+  for (uint64_t l : lanes) x ^= l;
+  return x;
+}
+
 struct Case {
   std::string name;             // "1-token", "chunk K=4", "tree 2,2,1"
   std::string kind;             // "chunk" | "tree"
@@ -66,10 +86,12 @@ struct Case {
   std::function<void()> run;    // one forward after the cached context
   std::vector<double> wall_us;  // per timed forward
   std::vector<double> cpu_us;   // process CPU time per timed forward (all threads)
+  std::string group = "forward";  // "forward" | "floor" (the weight stream alone)
 };
 
 struct Options {
   int threads = 1;
+  std::string weights_dtype = "auto";
   int64_t context = 128;
   double min_time_s = 0.5;
   int64_t min_iterations = 30;
@@ -113,7 +135,7 @@ json bench_model(const std::string& spec, const Options& o, std::ostream& os) {
   if (colon == std::string::npos || spec.substr(0, colon) != "transformer")
     fail("--model: '", spec, "' is not transformer:DIR");
   const std::string dir = spec.substr(colon + 1);
-  LoadedCheckpoint loaded = load_checkpoint(dir);
+  LoadedCheckpoint loaded = load_checkpoint(dir, o.weights_dtype);
   Transformer& model = loaded.model;
   const TransformerConfig& c = model->config();
   int64_t max_rows = *std::max_element(o.chunk_sizes.begin(), o.chunk_sizes.end());
@@ -153,18 +175,37 @@ json bench_model(const std::string& spec, const Options& o, std::ostream& os) {
                      {},
                      {}});
   }
+  // The floor: the bytes a 1-token step must read (every matrix once: the blocks' projections and the LM
+  // head / embedding), streamed from the same memory in the same rounds as the forwards.
+  std::vector<std::pair<const uint8_t*, size_t>> weight_blocks;
+  int64_t weight_bytes = 0;
+  for (const auto& p : model->parameters())
+    if (p.dim() >= 2) {
+      weight_blocks.emplace_back(static_cast<const uint8_t*>(p.data_ptr()), p.numel() * p.element_size());
+      weight_bytes += p.numel() * static_cast<int64_t>(p.element_size());
+    }
+  static volatile uint64_t sink = 0;
+  Case floor{"weight read", "stream", 0, 0, [weight_blocks] { sink = sink ^ stream_read(weight_blocks); }, {}, {}};
+  floor.group = "floor";
+  cases.push_back(floor);
   auto one = std::find_if(cases.begin(), cases.end(), [](const Case& cs) { return cs.name == "1-token"; });
   if (one == cases.end()) fail("--chunks must include 1: every ratio is against the 1-token forward");
   time_cases(cases, cache, o.context, o);
   const double base_wall = median(one->wall_us), base_cpu = median(one->cpu_us);
+  const Case& floor_case = cases.back();
+  const double floor_wall = median(floor_case.wall_us);
+  const double bandwidth_gb_s = static_cast<double>(weight_bytes) / (floor_wall * 1e3);
 
-  os << "\n" << spec << ": " << c.describe() << ", context " << o.context << ", " << o.threads << " thread(s)\n";
+  os << "\n" << spec << ": " << c.describe() << ", matrices " << dtype_string(model->embedding->weight.scalar_type())
+     << " (" << std::fixed << std::setprecision(1) << static_cast<double>(weight_bytes) / 1e6 << " MB), kernel "
+     << skinny_isa_name(skinny_linear_isa()) << ", context " << o.context << ", " << o.threads << " thread(s)\n";
   os << std::left << std::setw(14) << "forward" << std::right << std::setw(6) << "rows" << std::setw(13) << "wall us"
      << std::setw(10) << "vs 1-tok" << std::setw(12) << "CPU us" << std::setw(10) << "vs 1-tok" << std::setw(12)
      << "CPU us/row"
      << "   (medians)\n";
   json jcases = json::array();
   for (const Case& cs : cases) {
+    if (cs.group == "floor") continue;  // reported below
     const double wall = median(cs.wall_us), cpu = median(cs.cpu_us);
     os << std::left << std::setw(14) << cs.name << std::right << std::setw(6) << cs.rows << std::fixed
        << std::setprecision(1) << std::setw(13) << wall << std::setprecision(2) << std::setw(9) << wall / base_wall
@@ -181,14 +222,24 @@ json bench_model(const std::string& spec, const Options& o, std::ostream& os) {
                       {"min_wall_us", *std::min_element(cs.wall_us.begin(), cs.wall_us.end())},
                       {"median_cpu_us", cpu},
                       {"ratio_wall_vs_1_token", wall / base_wall},
-                      {"ratio_cpu_vs_1_token", cpu / base_cpu}});
+                      {"ratio_cpu_vs_1_token", cpu / base_cpu},
+                      {"ratio_wall_vs_weight_read", wall / floor_wall}});
   }
+  os << std::setprecision(2) << "weight read (the floor): " << std::setprecision(1) << floor_wall << " us = "
+     << std::setprecision(1) << bandwidth_gb_s << " GB/s; 1-token forward = " << std::setprecision(2)
+     << base_wall / floor_wall << "x the floor\n";
   return {{"model", spec},
           {"config", to_json(c)},
           {"parameters", c.parameter_count()},
           {"description", c.describe()},
           {"one_token_median_wall_us", base_wall},
           {"one_token_median_cpu_us", base_cpu},
+          {"weights_dtype", dtype_string(model->embedding->weight.scalar_type())},
+          {"weight_bytes", weight_bytes},
+          {"weight_read_median_wall_us", floor_wall},
+          {"read_bandwidth_gb_s", bandwidth_gb_s},
+          {"one_token_vs_weight_read", base_wall / floor_wall},
+          {"kernel_isa", skinny_isa_name(skinny_linear_isa())},
           {"cases", jcases}};
 }
 
@@ -213,6 +264,7 @@ int forward_benchmark_command(const std::vector<std::string>& args) {
     ("help,h", "show this help")
     ("model", po::value<std::vector<std::string>>(), "transformer:DIR (repeatable)")
     ("threads", po::value<int>()->default_value(1), "LibTorch/OpenMP threads (with 2, OMP_WAIT_POLICY=passive)")
+    ("weights-dtype", po::value<std::string>()->default_value("auto"), "matrices in memory: float32 | bfloat16 | float16 | auto (as stored)")
     ("context", po::value<int64_t>()->default_value(128), "cached tokens before each timed forward")
     ("chunks", po::value<std::string>()->default_value("1,2,4,8"), "chunk sizes K (must include 1)")
     ("trees", po::value<std::string>()->default_value("2,2,1;4,2,1"), "tree shapes separated by ';'")
@@ -228,6 +280,7 @@ int forward_benchmark_command(const std::vector<std::string>& args) {
   if (!vm.count("model")) fail("--model is required, e.g. --model transformer:results/models/target");
   Options o;
   o.threads = vm["threads"].as<int>();
+  o.weights_dtype = vm["weights-dtype"].as<std::string>();
   if (o.threads < 1) fail("--threads must be >= 1, got ", o.threads);
   o.context = vm["context"].as<int64_t>();
   o.min_time_s = vm["min-time"].as<double>();
@@ -266,8 +319,9 @@ int forward_benchmark_command(const std::vector<std::string>& args) {
         {"min_time_s", o.min_time_s},
         {"min_iterations", o.min_iterations}}},
       {"statistic",
-       "medians over interleaved rounds of one forward each (InferenceMode, batch 1, fp32, cache truncated back after "
-       "each): wall time, and process CPU time (all threads), which a loaded machine inflates far less"},
+       "medians over interleaved rounds of one forward each (InferenceMode, batch 1, cache truncated back after each) "
+       "and of one read of the weight matrices (the floor): wall time, and process CPU time (all threads), which a "
+       "loaded machine inflates far less"},
       {"models", models},
   };
   if (models.size() >= 2) {

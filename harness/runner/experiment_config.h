@@ -1,7 +1,7 @@
 // An experiment file (`specula run experiments/NAME.ini`): what to run and which axes to sweep.
 //
 //   [experiment]  name, target, prompts | prompts_from_corpus (+ num_prompts, prompt_length, corpus_tail),
-//                 max_new_tokens, repetitions, seed, threads, output_dir
+//                 max_new_tokens, repetitions, seed, threads, output_dir, paired_timing
 //   [draft]       drafter, method, num_draft_tokens, tree, tree_sampling
 //   [sampling]    any sampler option of `specula sample` (target and draft)
 //   [draft_sampling]  sampler overrides for the draft only
@@ -40,6 +40,9 @@ struct ExperimentConfig {
   double corpus_tail = 1.0;
   int max_new_tokens = 64;
   int repetitions = 3;
+  // Each speculative generation is timed beside a baseline generation of the same prompt (order alternating)
+  // and its speedup is the ratio within the pair: drift in the machine's load lands in both arms alike.
+  bool paired_timing = true;
   uint64_t seed = 1;
   int threads = 1;
   std::string output_dir = "results";

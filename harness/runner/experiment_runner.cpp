@@ -1,6 +1,7 @@
 #include "harness/runner/experiment_runner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -90,6 +91,14 @@ std::shared_ptr<const TokenConstraint> constraint_for(
   return slot;
 }
 
+// The 1-minute load average (/proc/loadavg), recorded around each timed pair; NaN where there is none.
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double load = NAN;
+  if (!(in >> load)) return NAN;
+  return load;
+}
+
 BeamSearchConfig beam_config(const ExperimentConfig& c) {
   BeamSearchConfig b;
   auto get = [&](const char* k, const std::string& fallback) { return c.beam.count(k) ? c.beam.at(k) : fallback; };
@@ -159,6 +168,8 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
   std::map<std::string, std::shared_ptr<const DrafterFactory>> drafters;
   std::map<std::string, std::shared_ptr<const TokenConstraint>> constraints;
   std::set<std::string> beam_settings;
+  std::map<std::string, const Setting*> by_id;
+  for (const Setting& s : settings) by_id[s.id] = &s;
   for (const Setting& setting : settings) {
     SamplingParams target_params = sampler_params(setting, "sampling", SamplingParams{});
     target_params.constraint = constraint_for(setting, *target, config.target, target_params, constraints);
@@ -221,10 +232,24 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
       GenerationMetrics ignored;
       Generator(target, target_params, drafter, warm).generate(prompts[0], 0, ignored);
     }
+    // Paired timing: the baseline of this setting (same [sampling] values, same seeds) run beside every
+    // speculative generation, alternately before and after it.
+    const Setting* base_setting = nullptr;
+    SamplingParams base_params;
+    if (config.paired_timing && !setting.baseline && by_id.count(setting.baseline_id)) {
+      base_setting = by_id.at(setting.baseline_id);
+      base_params = sampler_params(*base_setting, "sampling", SamplingParams{});
+      base_params.constraint = constraint_for(*base_setting, *target, config.target, base_params, constraints);
+    }
     for (int rep = 0; rep < config.repetitions; ++rep) {
       GenerationConfig seeded = gen;
       seeded.seed = config.seed + static_cast<uint64_t>(rep);
       const Generator rep_generator(target, target_params, drafter, seeded);
+      GenerationConfig base_seeded;
+      base_seeded.max_new_tokens = config.max_new_tokens;
+      base_seeded.seed = seeded.seed;
+      const std::unique_ptr<const Generator> base_generator =
+          base_setting ? std::make_unique<const Generator>(target, base_params, nullptr, base_seeded) : nullptr;
       for (size_t j = 0; j < prompts.size(); ++j) {
         RunRecord r;
         r.setting_id = setting.id;
@@ -233,7 +258,20 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
         r.baseline = setting.baseline;
         r.prompt_index = static_cast<int>(j);
         r.repetition = rep;
+        auto run_baseline = [&] {
+          GenerationMetrics m;
+          const SequenceOutput b = base_generator->generate(prompts[j], j, m);
+          r.pair.present = true;
+          r.pair.new_tokens = m.new_tokens;
+          r.pair.wall_seconds = b.wall_seconds;
+          r.pair.prompt_seconds = m.prompt_seconds;
+        };
+        r.pair.baseline_first = (rep + static_cast<int>(j)) % 2 == 1;  // ABAB, then BABA
+        r.pair.load_before = load_average();
+        if (base_generator && r.pair.baseline_first) run_baseline();
         const SequenceOutput out = rep_generator.generate(prompts[j], j, r.metrics);
+        if (base_generator && !r.pair.baseline_first) run_baseline();
+        r.pair.load_after = load_average();
         r.tokens = out.tokens;
         r.accept_lengths = out.accept_lengths;
         r.metrics.wall_seconds = out.wall_seconds;

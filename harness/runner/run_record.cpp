@@ -1,11 +1,17 @@
 #include "harness/runner/run_record.h"
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "verify/error.h"
 
 namespace specula {
+namespace {
+
+nlohmann::json number_or_null(double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); }
+
+}  // namespace
 
 std::string RunRecord::to_json_line() const {
   const GenerationMetrics& m = metrics;
@@ -37,6 +43,13 @@ std::string RunRecord::to_json_line() const {
   j["verify_time"] = m.verify_seconds;
   j["prompt_time"] = m.prompt_seconds;
   j["tokens"] = tokens;
+  if (pair.present)
+    j["pair"] = {{"baseline_new_tokens", pair.new_tokens},
+                 {"baseline_wall_time", pair.wall_seconds},
+                 {"baseline_prompt_time", pair.prompt_seconds},
+                 {"order", pair.baseline_first ? "baseline-first" : "speculative-first"},
+                 {"load_before", number_or_null(pair.load_before)},
+                 {"load_after", number_or_null(pair.load_after)}};
   return j.dump();
 }
 
@@ -72,6 +85,18 @@ RunRecord RunRecord::from_json_line(const std::string& line, const std::string& 
     m.target_seconds = j.at("target_time");
     m.verify_seconds = j.at("verify_time");
     m.prompt_seconds = j.value("prompt_time", 0.0);  // absent in records written before it was measured
+    if (j.contains("pair")) {  // absent in unpaired runs and older records
+      const nlohmann::json& p = j.at("pair");
+      r.pair.present = true;
+      r.pair.new_tokens = p.at("baseline_new_tokens");
+      r.pair.wall_seconds = p.at("baseline_wall_time");
+      r.pair.prompt_seconds = p.at("baseline_prompt_time");
+      const std::string order = p.at("order");
+      if (order != "baseline-first" && order != "speculative-first") fail(where, ": pair.order '", order, "'");
+      r.pair.baseline_first = order == "baseline-first";
+      r.pair.load_before = p.at("load_before").is_null() ? NAN : p.at("load_before").get<double>();
+      r.pair.load_after = p.at("load_after").is_null() ? NAN : p.at("load_after").get<double>();
+    }
   } catch (const nlohmann::json::exception& e) {
     fail(where, ": malformed record: ", e.what());
   }

@@ -11,6 +11,16 @@
 
 namespace specula {
 
+// The baseline generation of the same prompt run right beside a speculative one (before or after it, the order
+// alternating), so that drift in the machine's load lands in both arms of the ratio alike.
+struct PairedBaseline {
+  bool present = false;
+  int64_t new_tokens = 0;
+  double wall_seconds = 0, prompt_seconds = 0;
+  bool baseline_first = false;
+  double load_before = 0, load_after = 0;  // 1-minute load average around the pair (/proc/loadavg)
+};
+
 struct RunRecord {
   std::string setting_id;
   std::string baseline_id;
@@ -21,6 +31,7 @@ struct RunRecord {
   std::vector<Token> tokens;  // the generated continuation
   std::vector<int32_t> accept_lengths;
   GenerationMetrics metrics;  // this prompt's counters and times (wall_seconds = wall_time)
+  PairedBaseline pair;        // speculative records of a paired run ("pair" in JSON)
 
   std::string to_json_line() const;
   static RunRecord from_json_line(const std::string& line, const std::string& where);

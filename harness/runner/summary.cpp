@@ -1,5 +1,6 @@
 #include "harness/runner/summary.h"
 
+#include <algorithm>
 #include <boost/math/distributions/students_t.hpp>
 #include <cmath>
 #include <fstream>
@@ -73,6 +74,43 @@ struct Totals {
   double decode_rate() const { return wall - prompt > 0 ? tokens / (wall - prompt) : 0; }
 };
 
+// Speedups as ratios within pairs (see summary.h), and whether repetitions drifted apart.
+void apply_pairs(const std::vector<const RunRecord*>& records, SummaryRow& row) {
+  std::vector<double> ratios, decode_ratios;
+  std::map<int, std::vector<double>> decode_by_rep;
+  double load = 0;
+  int64_t loads = 0;
+  for (const RunRecord* r : records) {
+    const GenerationMetrics& m = r->metrics;
+    const PairedBaseline& b = r->pair;
+    if (m.wall_seconds <= 0 || b.wall_seconds <= 0 || m.new_tokens <= 0 || b.new_tokens <= 0) continue;
+    ratios.push_back((m.new_tokens / m.wall_seconds) / (b.new_tokens / b.wall_seconds));
+    const double decode = m.wall_seconds - m.prompt_seconds, base_decode = b.wall_seconds - b.prompt_seconds;
+    if (decode > 0 && base_decode > 0) {
+      decode_ratios.push_back((m.new_tokens / decode) / (b.new_tokens / base_decode));
+      decode_by_rep[r->repetition].push_back(decode_ratios.back());
+    }
+    for (double l : {b.load_before, b.load_after})
+      if (!std::isnan(l)) load += l, ++loads;
+  }
+  if (ratios.empty()) return;
+  const MeanCi s = mean_ci(ratios), d = mean_ci(decode_ratios);
+  row.speedup = s.mean, row.speedup_ci_low = s.low, row.speedup_ci_high = s.high;
+  row.decode_speedup = d.mean, row.decode_speedup_ci_low = d.low, row.decode_speedup_ci_high = d.high;
+  row.pairs = static_cast<int64_t>(ratios.size());
+  row.pair_load_average = loads ? load / static_cast<double>(loads) : NAN;
+  // Drift: two repetitions whose 95% intervals do not overlap measured different machines.
+  std::vector<MeanCi> reps;
+  for (const auto& [rep, v] : decode_by_rep)
+    if (v.size() >= 2) reps.push_back(mean_ci(v));
+  if (reps.size() >= 2) {
+    bool drift = false;
+    for (size_t a = 0; a < reps.size(); ++a)
+      for (size_t b = a + 1; b < reps.size(); ++b) drift = drift || reps[a].high < reps[b].low || reps[b].high < reps[a].low;
+    row.pair_drift = drift ? "yes" : "no";
+  }
+}
+
 }  // namespace
 
 double expected_tokens_per_step(double alpha, int k) {
@@ -141,6 +179,8 @@ std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records) {
       row.speedup = s.mean, row.speedup_ci_low = s.low, row.speedup_ci_high = s.high;
       row.decode_speedup = d.mean, row.decode_speedup_ci_low = d.low, row.decode_speedup_ci_high = d.high;
     }
+    if (!row.baseline && std::all_of(g.records.begin(), g.records.end(), [](const RunRecord* r) { return r->pair.present; }))
+      apply_pairs(g.records, row);
     if (!row.baseline) {
       row.draft_positions = static_cast<int32_t>(total.position_reached.size());
       row.acceptance_rate = total.acceptance_rate();
@@ -192,7 +232,8 @@ void write_summary_csv(const std::vector<SummaryRow>& rows, const std::string& p
          "baseline_tokens_per_s,speedup,speedup_ci_low,speedup_ci_high,c,predicted_speedup,"
          "measured_over_predicted,per_position_acceptance,accepted_length_histogram,greedy_lossless,q_zero_errors,"
          "decode_tokens_per_s,baseline_decode_tokens_per_s,decode_speedup,decode_speedup_ci_low,"
-         "decode_speedup_ci_high,decode_over_predicted,verify_cost,cost_model_speedup,decode_over_cost_model\n";
+         "decode_speedup_ci_high,decode_over_predicted,verify_cost,cost_model_speedup,decode_over_cost_model,pairs,"
+         "pair_load_average,pair_drift\n";
   for (const SummaryRow& r : rows) {
     for (const std::string& k : keys) {
       const auto it = r.setting.find(k);
@@ -214,7 +255,8 @@ void write_summary_csv(const std::vector<SummaryRow>& rows, const std::string& p
         << fmt(r.baseline_decode_tokens_per_s) << "," << fmt(r.decode_speedup) << "," << fmt(r.decode_speedup_ci_low)
         << "," << fmt(r.decode_speedup_ci_high) << "," << (spec ? fmt(r.decode_speedup / r.predicted_speedup) : "")
         << "," << (spec ? fmt(r.verify_cost) : "") << "," << (spec ? fmt(r.cost_model_speedup) : "") << ","
-        << (spec ? fmt(r.decode_speedup / r.cost_model_speedup) : "") << "\n";
+        << (spec ? fmt(r.decode_speedup / r.cost_model_speedup) : "") << "," << r.pairs << ","
+        << (r.pairs ? fmt(r.pair_load_average) : "") << "," << r.pair_drift << "\n";
   }
 }
 

@@ -8,6 +8,10 @@
 //   decode speedup  per repetition, (tokens / (wall - prompt time)) over the baseline's
 //   verify_cost     target time per verification call / per 1-token decoding call: the theorem assumes 1
 //                   (a parallel target run of K + 1 tokens as cheap as one of 1 token)
+// Paired timing (records with a "pair"): every speculative generation was timed beside a baseline generation of
+// the same prompt, so speedup and decode speedup are means of the ratios within pairs, with the Student-t
+// interval over pairs; pair_drift says whether the repetitions' mean ratios (the pairs of one repetition ran
+// together in time) disagree beyond their 95% intervals, i.e. the machine changed under the run.
 //   cost model      tau / (draft time per step + verify_cost), both in 1-token target calls: the speedup the
 //                   measured acceptance and model costs allow when nothing else takes time; the measured
 //                   decode speedup over it is the share the harness's own work (sampling, verification,
@@ -47,6 +51,9 @@ struct SummaryRow {
   std::vector<int64_t> accepted_length_histogram;
   std::string greedy_lossless;  // "yes"/"no" at temperature 0, "" otherwise
   int64_t q_zero_errors = 0;
+  int64_t pairs = 0;              // paired timings behind speedup (0: unpaired, per-repetition totals)
+  double pair_load_average = 0;   // mean 1-minute load average around the pairs
+  std::string pair_drift;         // "yes" / "no"; "" when not paired or too few pairs per repetition
 };
 
 std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records);

@@ -1,5 +1,7 @@
 #include "harness/models/transformer/decode_step.h"
 
+#include <ATen/Parallel.h>  // the compute threads' pool only (LibTorch's intra-op pool: no tensors here)
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -125,6 +127,21 @@ SPECULA_ROW_SCAN void attend(const float* q, const float* keys, const float* val
   weighted_sum(scores, values, T, D, y);
 }
 
+// y = x W^T (+ b) with the output columns split over the compute threads (blocks of 16 columns, one range per
+// thread): each thread streams its own share of the weights, which is what a second core adds to a step bound
+// by the weight stream. Columns are independent dot products, so the split never changes a bit. The pool
+// is LibTorch's (OpenMP: with OMP_WAIT_POLICY=passive its idle threads sleep instead of spinning).
+void linear(const float* x, int64_t rows, int64_t in, WeightView w, const float* bias, int64_t out, float* y) {
+  const int threads = at::get_num_threads();
+  constexpr int64_t kBlock = 16;
+  const int64_t blocks = (out + kBlock - 1) / kBlock;
+  if (threads <= 1 || at::in_parallel_region() || blocks < 2 * threads)
+    return skinny_linear(x, rows, in, w, bias, out, y, 0, out);
+  at::parallel_for(0, blocks, (blocks + threads - 1) / threads, [&](int64_t first, int64_t last) {
+    skinny_linear(x, rows, in, w, bias, out, y, first * kBlock, std::min(out, last * kBlock));
+  });
+}
+
 template <typename T>
 T* scratch(std::vector<T>& v, size_t n) {
   if (v.size() < n) v.resize(n);
@@ -154,7 +171,7 @@ void decode_rows(const DecodeShape& s, const std::vector<DecodeLayer>& layers, c
         rms_norm(x + r * d, L.attn_norm, s.norm_eps, d, normed + r * d);
       else
         std::copy(x + r * d, x + (r + 1) * d, normed + r * d);
-    skinny_linear(normed, rows, d, L.qkv, L.qkv_bias, qkv_width, qkv, 0, qkv_width);
+    linear(normed, rows, d, L.qkv, L.qkv_bias, qkv_width, qkv);
     for (int64_t r = 0; r < rows; ++r) {
       float* row = qkv + r * qkv_width;
       const float* c = L.rope_cos + positions[r] * half;
@@ -173,18 +190,18 @@ void decode_rows(const DecodeShape& s, const std::vector<DecodeLayer>& layers, c
         const float* values = L.values + (h / G) * L.capacity * D;
         attend(q, keys, values, T, D, scale, mask ? mask + r * T : nullptr, scores, attn + (r * H + h) * D);
       }
-    skinny_linear(attn, rows, H * D, L.out, nullptr, d, proj, 0, d);
+    linear(attn, rows, H * D, L.out, nullptr, d, proj);
     for (int64_t i = 0; i < rows * d; ++i) x[i] += proj[i];
 
     // MLP: x + down(silu(gate(n)) * up(n)), n = rms_norm(x) (Shazeer 2020).
     for (int64_t r = 0; r < rows; ++r) rms_norm(x + r * d, L.mlp_norm, s.norm_eps, d, normed + r * d);
-    skinny_linear(normed, rows, d, L.gate_up, nullptr, 2 * ff, hidden, 0, 2 * ff);
+    linear(normed, rows, d, L.gate_up, nullptr, 2 * ff, hidden);
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t j = 0; j < ff; ++j) {
         const float gate = hidden[r * 2 * ff + j], up = hidden[r * 2 * ff + ff + j];
         act[r * ff + j] = gate / (1.0f + std::exp(-gate)) * up;
       }
-    skinny_linear(act, rows, ff, L.down, nullptr, d, proj, 0, d);
+    linear(act, rows, ff, L.down, nullptr, d, proj);
     for (int64_t i = 0; i < rows * d; ++i) x[i] += proj[i];
   }
   if (final_norm)

@@ -1,7 +1,7 @@
 // The transformer's forward for a few rows after a KV cache (a decoding or verification step) in plain loops
 // around skinny_linear: RMSNorm, the q/k/v projection, RoPE, the cache write, masked attention over the cache,
 // the output projection and the SwiGLU MLP, with the same math as TransformerImpl (transformer_model.h).
-// Torch-free.
+// Torch-free interface (the implementation uses only LibTorch's thread pool, to split output columns).
 //
 // Why: at a handful of rows LibTorch spends more time dispatching its ~30 operations per layer than computing
 // (about 250 of the 412 us of a 1-token forward of the bundled target). That fixed cost is the harness's, not

@@ -212,19 +212,29 @@ inline __attribute__((always_inline)) void columns(const float* x, int64_t rows,
   for (; o < out_end; ++o) weight_rows<W, 1, XR>(x, rows, in, w, bias, out, y, o);
 }
 
-// One ISA's kernel for every weight dtype.
+// One ISA's kernel for every weight dtype. A single row (a decoding step) is bound by the weight stream, not
+// by arithmetic: it takes 8 weight rows at a time, more reads in flight (measured on a 64 MB fp16 matrix with
+// AVX-512: 29 -> 34 GB/s, against 40 GB/s for a plain read). Same dot products, so the same bits.
+template <int W, int WR, int XR, typename Wt>
+inline __attribute__((always_inline)) void columns_for_rows(const float* x, int64_t rows, int64_t in, const Wt* w,
+                                                            const float* bias, int64_t out, float* y,
+                                                            int64_t out_begin, int64_t out_end) {
+  if (rows == 1) return columns<W, 8, 1>(x, rows, in, w, bias, out, y, out_begin, out_end);
+  columns<W, WR, XR>(x, rows, in, w, bias, out, y, out_begin, out_end);
+}
+
 template <int W, int WR, int XR>
 inline __attribute__((always_inline)) void columns_any(const float* x, int64_t rows, int64_t in, WeightView w,
                                                        const float* bias, int64_t out, float* y, int64_t out_begin,
                                                        int64_t out_end) {
   switch (w.dtype) {
     case WeightDtype::float32:
-      return columns<W, WR, XR>(x, rows, in, static_cast<const float*>(w.data), bias, out, y, out_begin, out_end);
+      return columns_for_rows<W, WR, XR>(x, rows, in, static_cast<const float*>(w.data), bias, out, y, out_begin, out_end);
     case WeightDtype::float16:
-      return columns<W, WR, XR>(x, rows, in, static_cast<const Half*>(w.data), bias, out, y, out_begin, out_end);
+      return columns_for_rows<W, WR, XR>(x, rows, in, static_cast<const Half*>(w.data), bias, out, y, out_begin, out_end);
     case WeightDtype::bfloat16:
-      return columns<W, WR, XR>(x, rows, in, static_cast<const BFloat16*>(w.data), bias, out, y, out_begin,
-                                out_end);
+      return columns_for_rows<W, WR, XR>(x, rows, in, static_cast<const BFloat16*>(w.data), bias, out, y,
+                                         out_begin, out_end);
   }
 }
 
