@@ -25,7 +25,7 @@ std::vector<Token> draw_children(const float* q, int32_t vocab_size, int32_t cou
     const int32_t draws = prune ? count + 1 : count;
     for (int32_t j = 0; j < draws; ++j)
       out.push_back(sample_categorical(q, vocab_size, rng.key(RandomRole::draft, slot++)));
-    if (prune) {  // keep the `count` most confident draws: NOT exact (ALGORITHMS.md §3)
+    if (prune) {  // keep the `count` most confident draws: NOT exact (verify/ALGORITHMS.md §3)
       std::stable_sort(out.begin(), out.end(), [&](Token a, Token b) { return q[a] > q[b]; });
       out.resize(count);
     }

@@ -1,7 +1,7 @@
 // Drawing draft candidates from a law q, shared by every drafter that samples (model, n-gram, synthetic):
 // the children of one tree row under a sibling scheme, and a whole draft tree built depth by depth from a
 // per-row law. What is recorded in TokenTree::draft_q is exactly the q each row's children were drawn from
-// (ALGORITHMS.md §1 "Edge cases": store the very tensor the sampler drew from).
+// (verify/ALGORITHMS.md §1 "Edge cases": store the very tensor the sampler drew from).
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,7 @@
 
 namespace specula {
 
-// Draws `count` children of one row from q [V] (ALGORITHMS.md §3):
+// Draws `count` children of one row from q [V] (verify/ALGORITHMS.md §3):
 //   iid                  count independent draws (duplicates kept: each is one trial of the verifier)
 //   without_replacement  sequential draws with earlier picks removed (stops early if q's support runs out)
 //   deterministic        the `count` largest q, lowest id on ties (verified as point masses)

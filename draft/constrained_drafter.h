@@ -4,9 +4,9 @@
 // legal already; prompt lookup copies tokens from the context, which may leave the pattern at any point.
 //
 // Only point masses are cut. A deterministic draft is a function of the context alone, so any rule that
-// shortens it is still a deterministic draft, verified exactly (ALGORITHMS.md §1 "Deterministic drafts").
+// shortens it is still a deterministic draft, verified exactly (verify/ALGORITHMS.md §1 "Deterministic drafts").
 // A sampled candidate is NEVER cut: cutting stochastic drafts by their value changes the law of what is
-// emitted (ALGORITHMS.md §3, "pruned stochastic drafts"). An illegal sampled candidate (a draft pipeline
+// emitted (verify/ALGORITHMS.md §3, "pruned stochastic drafts"). An illegal sampled candidate (a draft pipeline
 // without the constraint) is left to the verifier, which rejects it since p(candidate) = 0.
 #pragma once
 

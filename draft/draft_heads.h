@@ -1,4 +1,4 @@
-// Draft heads that read the target's features (ALGORITHMS.md §6): Medusa heads and the EAGLE head, as
+// Draft heads that read the target's features (verify/ALGORITHMS.md §6): Medusa heads and the EAGLE head, as
 // LibTorch modules, and the checkpoint folder that stores them next to the target they were trained on.
 // Includes LibTorch: only for torch translation units (the torch-free face is draft/head_drafters.h).
 //

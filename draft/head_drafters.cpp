@@ -199,7 +199,7 @@ class MedusaDrafter : public HeadDrafterBase {
 // ---------------------------------------------------------------------------------------------------------
 // EAGLE: the committed pairs (Embed(x_{t+1}), f_t) live in the head's KV cache (slots 0..P-1, P = L - 1);
 // draft nodes are appended after them, one batched forward per depth, each row seeing the committed pairs,
-// its ancestors and itself (ALGORITHMS.md §6's tree mask, on the draft's side).
+// its ancestors and itself (verify/ALGORITHMS.md §6's tree mask, on the draft's side).
 
 class EagleDrafter : public HeadDrafterBase {
  public:

@@ -1,4 +1,4 @@
-// Drafters built on the target's own features (ALGORITHMS.md §6): Medusa heads (`medusa:DIR`) and the EAGLE
+// Drafters built on the target's own features (verify/ALGORITHMS.md §6): Medusa heads (`medusa:DIR`) and the EAGLE
 // head (`eagle:DIR`), from folders written by `specula train-medusa` / `specula train-eagle`. Torch-free
 // header; the work is in head_drafters.cpp.
 //
@@ -13,7 +13,7 @@
 // A context of one token has no feature yet: the draft is empty and the step emits one token.
 //
 // Trees. Candidates are chosen by value (top-k), so every tree is verified with the point-mass rule
-// (SiblingScheme::deterministic, draft_q empty) whatever --tree-sampling says (ALGORITHMS.md §3):
+// (SiblingScheme::deterministic, draft_q empty) whatever --tree-sampling says (verify/ALGORITHMS.md §3):
 //   - chain requests (--method greedy|chain|block|typical, no --tree): the top-1 chain, K = --num-draft-tokens
 //     (Medusa: at most its number of heads);
 //   - --method tree without a drafter tree: the --tree shape as ranks ("2,2,1": the 2 best tokens at depth 1,

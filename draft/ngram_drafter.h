@@ -1,6 +1,6 @@
 // A drafter backed by an n-gram language model (draft/ngram_model.h, `specula train-ngram`): every
 // candidate is drawn from q = the draft sampler pipeline applied to log q_KN(. | context + path), and that
-// processed q is recorded, so the verifier can test p/q (ALGORITHMS.md §1). With the default pipeline
+// processed q is recorded, so the verifier can test p/q (verify/ALGORITHMS.md §1). With the default pipeline
 // (temperature 1, no filters) q is the Kneser-Ney distribution itself. Tree schemes as for model drafters.
 #pragma once
 

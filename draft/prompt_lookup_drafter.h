@@ -1,13 +1,13 @@
 // Prompt lookup (Saxena 2023; vLLM's `ngram` speculator, llama.cpp's `lookup`): find the longest suffix of
 // the context (prompt + generated text), of length max_n down to min_n, that occurred earlier in the
 // context, and propose the tokens that followed its most recent earlier occurrence. No model, no
-// randomness: the drafts are point masses (draft_q rows empty), verified by ALGORITHMS.md §1 "Deterministic
+// randomness: the drafts are point masses (draft_q rows empty), verified by verify/ALGORITHMS.md §1 "Deterministic
 // drafts" — exact for any target, since the choice never depends on the verifier's coins.
 //
 // For a tree shape (--method tree) the candidates of several earlier occurrences are merged into a trie:
 // occurrences ranked by match length, then recency; each continuation is walked from the root, adding a
 // child where its token is new and the shape still has room at that depth. Siblings are distinct tokens,
-// verified as deterministic candidates (ALGORITHMS.md §3, "multiple n-gram matches").
+// verified as deterministic candidates (verify/ALGORITHMS.md §3, "multiple n-gram matches").
 #pragma once
 
 #include <string>

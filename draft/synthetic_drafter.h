@@ -6,7 +6,7 @@
 //   q = alpha p + (1 - alpha) delta_y,   y = argmin_x p(x) (lowest id on ties),
 //
 // recording that q. A draw from q is accepted with probability sum_x min(p, q) = alpha + (1 - alpha) p(y)
-// (ALGORITHMS.md §0), about alpha since p(y) is the smallest probability, and the verifier's p/q test and
+// (verify/ALGORITHMS.md §0), about alpha since p(y) is the smallest probability, and the verifier's p/q test and
 // residual keep the output law exactly p. Each depth costs one target forward (counted in n_forward).
 #pragma once
 

@@ -50,7 +50,7 @@ SPECULA_HD PhiloxBlock philox_block(uint64_t seed, uint64_t stream, uint64_t off
 }
 
 // 52 random bits k -> (2k + 1) / 2^53: exactly representable, strictly inside (0, 1). An open interval
-// matters: u = 0 would accept a token whose target probability is 0 (pytorch#16706, ALGORITHMS.md §1).
+// matters: u = 0 would accept a token whose target probability is 0 (pytorch#16706, verify/ALGORITHMS.md §1).
 SPECULA_HD double uniform_open_from_bits(uint32_t hi, uint32_t lo) {
   const uint64_t k = (static_cast<uint64_t>(hi) << 20) | (lo >> 12);  // 52 bits
   return static_cast<double>(2 * k + 1) * 1.1102230246251565404e-16;   // 2^-53
@@ -63,7 +63,7 @@ SPECULA_HD double philox_uniform(uint64_t seed, uint64_t stream, uint64_t offset
 }
 
 // Names of independent random streams. Each role of a speculative step draws from its own stream so
-// that, e.g., the accept test's uniform is never reused to pick the residual token (TESTING.md mutants).
+// that, e.g., the accept test's uniform is never reused to pick the residual token (tests/TESTING.md mutants).
 enum class RandomRole : uint32_t {
   sample = 0,    // plain sampling (autoregressive decoding, `specula sample`)
   draft = 1,     // the drafter's own draws

@@ -69,7 +69,7 @@ struct VerifyOutputs {
   int32_t* status = nullptr;         // [B] out: VerifyRowStatus
 };
 
-// Token-wise rejection sampling of a batch of chains (ALGORITHMS.md §1).
+// Token-wise rejection sampling of a batch of chains (verify/ALGORITHMS.md §1).
 struct ChainVerifyParams {
   const float* p = nullptr;               // [B, K + 1, V] processed target probabilities, row i after i drafts
   const float* q = nullptr;               // [B, K, V] draft law of draft i; may be null: all point masses
@@ -84,13 +84,13 @@ struct ChainVerifyParams {
   void check() const;
 };
 
-// Block verification of a batch of chains (ALGORITHMS.md §4). Same arrays as chain verification; a row
+// Block verification of a batch of chains (verify/ALGORITHMS.md §4). Same arrays as chain verification; a row
 // without kVerifyRowHasQ (or a null q) is verified token-wise, as specula::verify_block does.
 struct BlockVerifyParams : ChainVerifyParams {
   void check() const;
 };
 
-// Recursive rejection sampling over a batch of flattened token trees (ALGORITHMS.md §3). Row 0 of a tree
+// Recursive rejection sampling over a batch of flattened token trees (verify/ALGORITHMS.md §3). Row 0 of a tree
 // is the position after the committed context; row n + 1 is the position after node n. Nodes are in
 // topological order (parents[n] < n) and siblings in generation order, the order they are verified in.
 struct TreeVerifyParams {

@@ -205,7 +205,7 @@ SPECULA_HD void chain_row(Block& b, const ChainVerifyParams& p, int32_t row) {
     if (q_d <= 0.0) ++q_zero;  // impossible for a true proposal: rejected with certainty
     if (accept_draft_token(step_uniform(rp, RandomRole::accept, i), p_i[d], q_d)) continue;
 
-    // Rejected: draw from norm((p - q)+), unnormalised, with its own uniform (ALGORITHMS.md §1).
+    // Rejected: draw from norm((p - q)+), unnormalised, with its own uniform (verify/ALGORITHMS.md §1).
     const double v = step_uniform(rp, RandomRole::residual, i);
     const auto residual = [&](int32_t base, double(&w)[VEC]) {
       float px[VEC], qx[VEC] = {};

@@ -323,7 +323,7 @@ inline VerifyResult run_host(const VerifyCase& c, VerifyRules rules = VerifyRule
   return r;
 }
 
-// One-position exact-law case (TESTING.md battery E, reduced to the first emitted token): every row has
+// One-position exact-law case (tests/TESTING.md battery E, reduced to the first emitted token): every row has
 // the same target p_1 and draft q_1, a draft drawn from q_1 by an independent generator, and its own
 // sequence number, so the rows are independent repetitions and the first emitted token has law p_1.
 //   chain, block: K = 2 drafts; tree: three i.i.d. siblings under the root, one child under the first.

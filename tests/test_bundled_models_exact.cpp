@@ -118,7 +118,7 @@ TEST_CASE("bundled target: greedy speculation equals greedy decoding for every d
       config.max_new_tokens = 48;
       const Generator generator(target, greedy, load_drafter(drafter, greedy, target, greedy), config);
       // Exact equality is with respect to the verification pass's logits; multi-token forwards may flip
-      // near-ties against 1-token decoding (ALGORITHMS.md §1). The bundled models show no such tie here.
+      // near-ties against 1-token decoding (verify/ALGORITHMS.md §1). The bundled models show no such tie here.
       CHECK(generator.generate(prompt, 0, m).tokens == expected);
     }
   }

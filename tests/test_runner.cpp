@@ -215,10 +215,10 @@ TEST_CASE("summary: decoding apart from the prompt, verification cost and the co
   CHECK(old.verify_cost == Approx(0.012 / (0.99 / 100)));
 }
 
-TEST_CASE("summary: paired timing takes speedups within pairs and flags repetitions that drifted apart",
+TEST_CASE("summary: paired timing takes speedups within pairs, over prompts, and flags repetitions that drifted",
           "[runner][summary]") {
-  // The unpaired baseline runs say 100 tokens/s; the pairs' own baselines say otherwise (the machine was
-  // busier): the speedups must come from the pairs alone.
+  // 3 prompts x 3 repetitions. The unpaired baseline runs say 100 tokens/s; the pairs' own baselines say
+  // otherwise (the machine was busier): the speedups must come from the pairs alone.
   auto base = [](int rep, int prompt) {
     RunRecord r;
     r.baseline = true;
@@ -232,7 +232,7 @@ TEST_CASE("summary: paired timing takes speedups within pairs and flags repetiti
     r.metrics.target_seconds = 1.0;
     return r;
   };
-  // Pair: speculation 100 tokens in `spec` s (0.1 s prompt), its baseline 100 tokens in `b` s (0.1 s prompt).
+  // Pair: speculation 100 tokens in `spec_s` s (0.1 s prompt), its baseline 100 tokens in `base_s` s (0.1 s).
   auto spec = [](int rep, int prompt, double spec_s, double base_s) {
     RunRecord r;
     r.setting_id = "spec";
@@ -253,25 +253,32 @@ TEST_CASE("summary: paired timing takes speedups within pairs and flags repetiti
     r.pair.load_after = 3.0;
     return r;
   };
-  std::vector<RunRecord> steady = {base(0, 0), base(0, 1), base(1, 0), base(1, 1)};
-  // Ratios 2.0, 2.2 (rep 0) and 2.0, 2.2 (rep 1): decode ratios (b - 0.1) / (s - 0.1).
-  steady.push_back(spec(0, 0, 1.1, 2.1));
-  steady.push_back(spec(0, 1, 1.1, 2.3));
-  steady.push_back(spec(1, 0, 1.1, 2.1));
-  steady.push_back(spec(1, 1, 1.1, 2.3));
+  // Decode ratios (base_s - 0.1) / (spec_s - 0.1): prompt p near 2 + 0.2 p, repetitions within +-1%.
+  const double jitter[3][3] = {{0.00, 0.01, -0.01}, {0.01, -0.01, 0.00}, {-0.01, 0.00, 0.01}};
+  std::vector<RunRecord> steady;
+  for (int rep = 0; rep < 3; ++rep)
+    for (int p = 0; p < 3; ++p) steady.push_back(base(rep, p));
+  for (int rep = 0; rep < 3; ++rep)
+    for (int p = 0; p < 3; ++p) steady.push_back(spec(rep, p, 1.1, 0.1 + 2.0 + 0.2 * p + jitter[rep][p]));
   const SummaryRow s = summarize(steady)[1];
-  CHECK(s.pairs == 4);
-  CHECK(s.speedup == Approx((2.1 + 2.3) / 2 / 1.1));
-  CHECK(s.decode_speedup == Approx(2.1));
-  // Student-t over 4 pairs (3 degrees of freedom): 3.1824 * sd / 2, sd of {2, 2.2, 2, 2.2} = 0.11547.
-  CHECK(s.decode_speedup_ci_high - s.decode_speedup == Approx(3.1824 * 0.11547 / 2).epsilon(1e-3));
+  CHECK(s.pairs == 9);
+  CHECK(s.decode_speedup == Approx(2.2));  // the jitter cancels per prompt
+  // Student-t over the 3 prompt means {2.0, 2.2, 2.4} (2 degrees of freedom): 4.3027 * 0.2 / sqrt(3).
+  CHECK(s.decode_speedup_ci_high - s.decode_speedup == Approx(4.3027 * 0.2 / std::sqrt(3.0)).epsilon(1e-3));
+  CHECK(s.speedup == Approx((2.1 + 2.3 + 2.5) / 3 / 1.1));
   CHECK(s.pair_load_average == Approx(2.0));
   CHECK(s.pair_drift == "no");
-  // The second repetition's speculative runs met a machine 10x slower than their baselines did: the
-  // repetitions' intervals (t with 1 degree of freedom, wide) no longer overlap.
+  // The third repetition's speculative runs met a machine 1.5x slower than their baselines did.
   std::vector<RunRecord> drifted = steady;
-  drifted[6].metrics.wall_seconds = drifted[7].metrics.wall_seconds = 10.1;
+  for (RunRecord& r : drifted)
+    if (!r.baseline && r.repetition == 2) r.metrics.wall_seconds = 0.1 + 1.5;
   CHECK(summarize(drifted)[1].pair_drift == "yes");
+  // One prompt: no interval over prompts (NaN bounds, blank in the CSV), no drift test.
+  std::vector<RunRecord> single = {base(0, 0), spec(0, 0, 1.1, 2.1)};
+  const SummaryRow one = summarize(single)[1];
+  CHECK(one.decode_speedup == Approx(2.0));
+  CHECK(std::isnan(one.decode_speedup_ci_low));
+  CHECK(one.pair_drift.empty());
   // Without pairs the same speculative times are compared with the separate baseline runs.
   for (RunRecord& r : steady) r.pair.present = false;
   const SummaryRow unpaired = summarize(steady)[1];
@@ -314,7 +321,7 @@ TEST_CASE("a record's times survive records.jsonl; older records without prompt_
 
 TEST_CASE("tokens per step of a drafter with i.i.d. acceptance match Leviathan's formula", "[runner][theory]") {
   // Token 15 has logit -30 in every row, so y = argmin p = 15 has p(y) ~ 1e-13 and each position is
-  // accepted with probability alpha + (1 - alpha) p(y) = alpha, independently (TESTING.md, synthetic mode).
+  // accepted with probability alpha + (1 - alpha) p(y) = alpha, independently (tests/TESTING.md, synthetic mode).
   constexpr int32_t V = 16;
   std::vector<float> logits(V * V);
   for (int32_t i = 0; i < V * V; ++i) logits[i] = (i % V == V - 1) ? -30.0f : static_cast<float>(philox_gaussian(5, i));

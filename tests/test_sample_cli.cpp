@@ -1,4 +1,4 @@
-// Battery C (TESTING.md): the sampler end to end through the shell, `specula sample`, on temporary logits
+// Battery C (tests/TESTING.md): the sampler end to end through the shell, `specula sample`, on temporary logits
 // and INI files. The output format is exactly N lines of token ids; 200k draws of three stage-activating
 // configs must pass a G-test against the independent float64 reference; --config INI files work with the
 // command line winning; bad input exits non-zero with a message naming the parameter (or file:line).
@@ -245,7 +245,7 @@ const std::vector<Stage>& stages() {
   return list;
 }
 
-// TESTING.md "Stage-activating sampler configs": switching any active stage off moves the reference law by
+// tests/TESTING.md "Stage-activating sampler configs": switching any active stage off moves the reference law by
 // TV >= 0.02, so a bug in that stage cannot hide behind another; the decisions are not on a knife edge.
 void require_stage_activating(const CliConfig& c) {
   const reference::Result base = reference::pipeline(c.logits, c.params, c.history);

@@ -1,4 +1,4 @@
-// Battery B (TESTING.md) and the sampler half of battery M: tokens drawn with the library's selectors
+// Battery B (tests/TESTING.md) and the sampler half of battery M: tokens drawn with the library's selectors
 // (sample_categorical / sample_rows, Philox keys) from the distribution the code under test produced are
 // compared, by a G-test with zero-cell and rare-cell checks, with the law of the independent float64
 // reference (tests/reference_pipeline.h). Then every sampler mutant (verify/mutants.h) is switched on and
@@ -6,7 +6,7 @@
 //
 // Configs are stage-activating: the stage a mutant corrupts is active and matters (the mutant's law is at
 // TV >= 0.02 from the reference, checked as a precondition), so 200k draws detect it with certainty at
-// alpha = 1e-6 (TESTING.md: TV 0.01 needs ~200k for K = 16).
+// alpha = 1e-6 (tests/TESTING.md: TV 0.01 needs ~200k for K = 16).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -269,7 +269,7 @@ TEST_CASE("every sampler-pipeline mutant fails the frequency test of its stage",
 }
 
 // ---- Whole sequences: history-dependent stages across steps ---------------------------------------------
-// TESTING.md: "test whole sequences, not one position". A three-token sequence from an order-1 logits table
+// tests/TESTING.md: "test whole sequences, not one position". A three-token sequence from an order-1 logits table
 // with penalties, bad words, min_tokens and mirostat (whose mu moves after every token through advance()).
 // The joint law of the 6^3 sequences is enumerated with the reference; the code under test is walked token
 // by token with the library's selector, exactly as a generation loop would.

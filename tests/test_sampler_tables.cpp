@@ -1,4 +1,4 @@
-// Battery A (TESTING.md): the processed distribution, exactly. Small hand-checkable tables per stage, in the
+// Battery A (tests/TESTING.md): the processed distribution, exactly. Small hand-checkable tables per stage, in the
 // style of llama.cpp's test-sampling.cpp (given logits and a setting, the exact surviving probabilities),
 // then random configs compared with the independent float64 reference (tests/reference_pipeline.h).
 #include <catch2/catch.hpp>

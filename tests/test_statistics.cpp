@@ -1,7 +1,7 @@
 // The statistical test kit itself is tested here: known tail values, the pooling rule, calibration under
 // the null (a test that fires too often is as useless as one that never fires), power against a TV 0.02
-// alternative (TESTING.md "Sample size"), the exact zero-cell and rare-cell checks, and the transition test.
-// Draws use the project's Philox and our own inverse-CDF code, never std::*_distribution (TESTING.md).
+// alternative (tests/TESTING.md "Sample size"), the exact zero-cell and rare-cell checks, and the transition test.
+// Draws use the project's Philox and our own inverse-CDF code, never std::*_distribution (tests/TESTING.md).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>

@@ -167,6 +167,27 @@ TEST_CASE("decoding steps give a token the same bits alone or beside other rows"
   CHECK_FALSE(torch::equal(run(shifted, {6})[0], joint[2]));
 }
 
+TEST_CASE("decoding steps give the same bits on one compute thread or two", "[transformer]") {
+  // The decoding step splits each projection's output columns over the compute threads; every column is
+  // one dot product, so the split must not change a bit.
+  TransformerConfig c = small_config();
+  c.d_model = 64;
+  c.d_ff = 96;
+  Transformer m = scaled_model(c, 8);
+  store_matrices_as(*m, torch::kFloat16);
+  const int before = at::get_num_threads();
+  auto run = [&](int threads) {
+    at::set_num_threads(threads);
+    c10::InferenceMode inference;
+    KVCache cache = m->new_cache(1);
+    m->forward(torch::tensor(std::vector<int64_t>{3, 1, 4, 1, 5}).unsqueeze(0), cache);
+    return m->forward(torch::tensor(std::vector<int64_t>{9, 2, 6}).unsqueeze(0), cache).logits;
+  };
+  const torch::Tensor one = run(1), two = run(2);
+  at::set_num_threads(before);
+  CHECK(torch::equal(one, two));
+}
+
 TEST_CASE("the causal mask hides later tokens", "[transformer]") {
   Transformer m = scaled_model(small_config(), 3);
   torch::NoGradGuard no_grad;
@@ -402,16 +423,24 @@ TEST_CASE("16-bit checkpoints serve their matrices as stored, with the logits of
     CHECK(resident_bytes(*kept.model) >= params * 2);
 
     c10::InferenceMode inference;
-    const torch::Tensor prompt = torch::randint(256, {1, 40}, torch::kInt64);
+    // Through the decoding step (<= 32 rows): the same bits.
+    const torch::Tensor prompt = torch::randint(256, {1, 24}, torch::kInt64);
     KVCache ck = kept.model->new_cache(1), cw = wide.model->new_cache(1);
-    CHECK(torch::equal(kept.model->forward(prompt, ck).logits, wide.model->forward(prompt, cw).logits));  // LibTorch
+    CHECK(torch::equal(kept.model->forward(prompt, ck).logits, wide.model->forward(prompt, cw).logits));
     for (int step = 0; step < 6; ++step) {  // decoding steps of 1 and 3 rows
       const torch::Tensor next = torch::randint(256, {1, step % 2 ? 3 : 1}, torch::kInt64);
       CHECK(torch::equal(kept.model->forward(next, ck).logits, wide.model->forward(next, cw).logits));
     }
+    // A long prompt: the 16-bit model stays in the kernel (32 rows at a time), the float32 one uses LibTorch's
+    // gemm; the same math in another summation order.
+    const torch::Tensor long_prompt = torch::randint(256, {1, 50}, torch::kInt64);
+    KVCache lk = kept.model->new_cache(1), lw = wide.model->new_cache(1);
+    CHECK(torch::allclose(kept.model->forward(long_prompt, lk).logits, wide.model->forward(long_prompt, lw).logits,
+                          1e-4, 1e-4));
     // Asking for another dtype at load converts: fp16 -> bf16 rounds away 3 mantissa bits, so the logits move
     // (the equality above can fail).
     if (dtype == "float16") {
+      const torch::Tensor prompt = torch::randint(256, {1, 24}, torch::kInt64);
       LoadedCheckpoint narrowed = load_checkpoint(dir.str(dtype), "bfloat16");
       KVCache cn = narrowed.model->new_cache(1), cw2 = wide.model->new_cache(1);
       CHECK_FALSE(torch::equal(narrowed.model->forward(prompt, cn).logits, wide.model->forward(prompt, cw2).logits));

@@ -1,7 +1,8 @@
-// Exact-law tests of speculative decoding (TESTING.md batteries E and G, and M for the verifiers): the
+// Exact-law tests of speculative decoding (tests/TESTING.md batteries E and G, and M for the verifiers): the
 // joint law of whole continuations produced by the real Generator (drafter -> target rows through the
 // sampler pipeline -> verifier) is G-tested against the exact autoregressive law, enumerated over all
-// V^L continuations. Every assertion runs at stats::kAlpha = 1e-6 with a fixed seed; a failure is a bug.
+// V^L continuations. Every goodness-of-fit assertion runs at stats::kAlpha = 1e-6 with a fixed seed (the
+// expectation check of the long-sequence test uses 6 standard errors); a failure is a bug.
 #include <catch2/catch.hpp>
 #include <functional>
 #include <omp.h>
@@ -279,7 +280,7 @@ TEST_CASE("every law-changing verifier mutant fails the exact-law test", "[verif
 
 // ---- Efficiency: exact expectations on closed-form models --------------------------------------------
 // Some bugs leave the law unchanged (a missing bonus token) and are caught only by comparing measured
-// counts with their exact expectation (TESTING.md). On an order-1 table with a history-free pipeline the
+// counts with their exact expectation (tests/TESTING.md). On an order-1 table with a history-free pipeline the
 // processed p(.|a), q(.|a) depend on the last token only, so the number of verification steps needed
 // for L tokens follows from a dynamic program over (tokens emitted so far, last token).
 
@@ -436,7 +437,7 @@ TEST_CASE("block verification accepts at least as much as token-wise, as theory 
   }
 }
 
-// ---- Long sequences: the martingale transition test (TESTING.md battery F) ------------------------------
+// ---- Long sequences: the martingale transition test (tests/TESTING.md battery F) ------------------------------
 // V = 16 and L = 8 are too many continuations to enumerate, so every emitted token is tested against its
 // exact conditional law given the emitted prefix, stratified by (position, last two tokens). Only the law
 // given the emitted prefix is guaranteed, so nothing verifier-internal enters the strata.
@@ -486,7 +487,7 @@ TEST_CASE("long speculative sequences follow the target's conditional laws", "[v
     const stats::GofResult correct = transition_test();
     INFO(correct.detail);
     CHECK(correct.passed(stats::kAlpha));
-    // The same test catches penalties that ignore the draft prefix (TV 0.044-0.18 in TESTING.md).
+    // The same test catches penalties that ignore the draft prefix.
     const ScopedMutant on(Mutant::penalties_ignore_draft_prefix);
     const stats::GofResult broken = transition_test();
     INFO("mutant: " << broken.detail);
@@ -494,7 +495,7 @@ TEST_CASE("long speculative sequences follow the target's conditional laws", "[v
   }
 }
 
-// ---- Determinism (TESTING.md battery H) ------------------------------------------------------------------
+// ---- Determinism (tests/TESTING.md battery H) ------------------------------------------------------------------
 TEST_CASE("outputs depend only on (seed, sequence): not on threads or batch composition", "[verify][determinism]") {
   const TablePair pair = random_pair(2, 8, 51, 1.2, 0.9);
   GenerationConfig config = tree_config({2, 2}, SiblingScheme::iid);

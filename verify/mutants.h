@@ -1,5 +1,5 @@
 // Deliberately broken variants of the sampler and the verifiers. Each is a realistic bug seen in public
-// systems (TESTING.md, "Mutants"); the test suite switches one on at a time and asserts that the same
+// systems (tests/TESTING.md, "Mutants"); the test suite switches one on at a time and asserts that the same
 // statistical test that passes the correct code now fails. A test that cannot fail is a defect; this is how
 // we show ours can. Off (Mutant::none) in every normal run; checking costs one load per row.
 #pragma once

@@ -1,6 +1,6 @@
 // Processed distributions for every row of a draft tree: row 0 with the committed history, row j + 1 with
 // the history extended by the path to node j (penalties, bad words, min-tokens and mirostat's mu all see
-// the draft prefix, ALGORITHMS.md §2). The same function serves target rows, bonus rows and the
+// the draft prefix, verify/ALGORITHMS.md §2). The same function serves target rows, bonus rows and the
 // drafter's own rows, so plain decoding and every verifier use one PROCESS.
 #pragma once
 

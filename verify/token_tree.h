@@ -1,6 +1,6 @@
 // A token tree of draft candidates, flattened in topological order: every parent precedes its children,
 // and siblings appear in the order they were generated (the order the verifier must visit them,
-// ALGORITHMS.md §3). Rows: row 0 is the position after the committed context (the root); row j + 1 is the
+// verify/ALGORITHMS.md §3). Rows: row 0 is the position after the committed context (the root); row j + 1 is the
 // position after node j. A chain of k drafts is the tree whose node j has parent j - 1.
 #pragma once
 

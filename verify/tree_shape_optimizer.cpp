@@ -239,7 +239,7 @@ double ForwardCost::at(int32_t rows) const {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Sequoia's dynamic programme (tree_search.py; ALGORITHMS.md §5):
+// Sequoia's dynamic programme (tree_search.py; verify/ALGORITHMS.md §5):
 //   T[1][l][0] = 1
 //   T[m][l][1] = 1 + p_1 * c(m - 1, l - 1)
 //   T[m][l][b] = max_{1 <= y < m} T[y][l][b - 1] + p_b * c(m - y, l - 1)     (b >= 2)

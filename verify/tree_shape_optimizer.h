@@ -1,5 +1,5 @@
 // Static draft-tree shapes and the choice of one from measured acceptance (Sequoia, Chen et al. 2024,
-// arXiv:2402.12374; ALGORITHMS.md §5). Torch-free.
+// arXiv:2402.12374; verify/ALGORITHMS.md §5). Torch-free.
 //
 // A static tree is described by ranks, not tokens: node i is the rank[i]-th best child (0 = best) of its
 // parent. A drafter turns it into tokens each step (Medusa: rank r at depth d = the r-th top token of head d;
@@ -8,7 +8,7 @@
 // whatever the depth, so a tree's expected tokens per verification step is
 //
 //   F(T) = sum over nodes v (the root included, contributing 1: the bonus or correction token)
-//          of prod_{u on path(v)} p_{rank(u)}                                   (ALGORITHMS.md §5, §7)
+//          of prod_{u on path(v)} p_{rank(u)}                                   (verify/ALGORITHMS.md §5, §7)
 //
 // and its cost is depth * t_draft + t_target(1 + nodes) (one verification forward over the root and every
 // node). The optimum over all trees comes from Sequoia's dynamic programme (tree_search.py); `--tree` takes

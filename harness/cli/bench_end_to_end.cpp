@@ -56,7 +56,10 @@ json row_json(const SummaryRow& r) {
             {"decode_over_predicted", number(r.decode_speedup / r.predicted_speedup)},
             {"cost_model_speedup", number(r.cost_model_speedup)},
             {"decode_over_cost_model", number(r.decode_speedup / r.cost_model_speedup)},
-            {"greedy_lossless", r.greedy_lossless}});
+            {"greedy_lossless", r.greedy_lossless},
+            {"pairs", r.pairs},
+            {"pair_load_average", number(r.pair_load_average)},
+            {"pair_drift", r.pair_drift}});
   return j;
 }
 
@@ -110,25 +113,11 @@ int bench_end_to_end(const Args& args) {
                                           : std::filesystem::path(out).parent_path());
   std::ofstream(out) << report.dump(2) << "\n";
 
-  std::cout << std::left << std::setw(40) << "drafter" << std::setw(7) << "method" << std::setw(6) << "K/tree"
-            << std::setw(5) << "T" << std::right << std::setw(7) << "tau" << std::setw(8) << "c" << std::setw(8)
-            << "verify" << std::setw(9) << "speedup" << std::setw(9) << "decode" << std::setw(10) << "predicted"
-            << std::setw(7) << "ratio" << std::setw(11) << "cost model" << std::setw(7) << "ratio" << "\n";
-  std::cout << std::fixed << std::setprecision(2);
-  for (const SummaryRow& r : rows) {
-    if (r.baseline) continue;
-    const std::string shape = setting_value(r, "draft.tree").empty() ? setting_value(r, "draft.num_draft_tokens")
-                                                                     : setting_value(r, "draft.tree");
-    std::cout << std::left << std::setw(40) << setting_value(r, "draft.drafter").substr(0, 39) << std::setw(7)
-              << setting_value(r, "draft.method") << std::setw(6) << shape << std::setw(5)
-              << setting_value(r, "sampling.temperature") << std::right << std::setw(7) << r.tau << std::setw(8)
-              << r.c << std::setw(8) << r.verify_cost << std::setw(9) << r.speedup << std::setw(9)
-              << r.decode_speedup << std::setw(10) << r.predicted_speedup << std::setw(7)
-              << r.decode_speedup / r.predicted_speedup << std::setw(11) << r.cost_model_speedup << std::setw(7)
-              << r.decode_speedup / r.cost_model_speedup << "\n";
-  }
-  std::cout << "speedup: whole run; decode: the decoding loop without the prompt; predicted: Leviathan et al. from "
-               "alpha and c (chains);\ncost model: tau / (draft + verify cost in 1-token target calls); results: "
+  print_summary_table(rows, std::cout);
+  std::cout << "speedup: whole run; decode: the decoding loop without the prompt (both means of ratios within "
+               "pairs, each speculative run timed beside a baseline run of the same prompt);\npredicted: Leviathan et "
+               "al. from alpha and c (chains); cost model: tau / (draft + verify cost in 1-token target calls); drift: "
+               "repetitions disagree beyond their 95% intervals; results: "
             << dir << "\nwrote " << out << "\n";
   return 0;
 }

@@ -7,6 +7,8 @@
 #include "harness/config/command_options.h"
 #include "harness/log.h"
 #include "harness/runner/experiment_runner.h"
+#include "harness/runner/run_record.h"
+#include "harness/runner/summary.h"
 #include "harness/runner/sweep.h"
 #include "verify/error.h"
 
@@ -73,6 +75,12 @@ int run_command(const Args& args) {
   options.command_line = join_args("run", args);
   const std::string dir = run_experiment(vm["experiment"].as<std::string>(), options);
   if (!vm["no-plots"].as<bool>() && options.shard_count == 1) plot_results(dir, options.quiet);
+  if (!options.quiet) {
+    std::cout << "\n";
+    print_summary_table(summarize(read_records(dir + "/records.jsonl")), std::cout);
+    std::cout << "decode speedup: the decoding loop without the prompt, mean of the ratios within pairs (each "
+                 "speculative run timed beside a baseline run of the same prompt), 95% interval over pairs\n\n";
+  }
   std::cout << "results: " << dir << "\n  summary: " << dir << "/summary.csv\n";
   if (!vm["no-plots"].as<bool>() && options.shard_count == 1) std::cout << "  plots:   " << dir << "/plots/\n";
   return 0;

@@ -1,6 +1,6 @@
 // `specula tree-opt`: choose the static draft tree that maximises expected tokens per unit time from measured
 // positional acceptance and measured forward costs (Sequoia's dynamic programme; verify/tree_shape_optimizer.h,
-// ALGORITHMS.md §5).
+// verify/ALGORITHMS.md §5).
 //
 // Acceptance p_k (the probability that the child of rank k of an accepted node is the accepted one) is given
 // (--acceptance) or measured here: speculative steps with a depth-1 tree of the drafter's K best candidates

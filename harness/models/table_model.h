@@ -1,5 +1,5 @@
 // Table models: logits that depend only on the last `order` tokens, read from a table. Their laws are
-// known in closed form, which makes them the workhorse of the exact-law tests (TESTING.md "Table models").
+// known in closed form, which makes them the workhorse of the exact-law tests (tests/TESTING.md "Table models").
 //   bigram:PATH   a text file of V lines with V logits each; line t holds the next-token logits when the
 //                 last token is t.
 // Order-2 tables (indexed by the last two tokens) are built in code for tests that must see bugs which

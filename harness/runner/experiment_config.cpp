@@ -27,7 +27,7 @@ std::string trim(const std::string& s) {
 const std::set<std::string>& experiment_keys() {
   static const std::set<std::string> keys = {"name", "target", "prompts", "prompts_from_corpus", "num_prompts",
                                              "prompt_length", "corpus_tail", "max_new_tokens", "repetitions", "seed",
-                                             "threads", "output_dir", "paired_timing"};
+                                             "threads", "output_dir", "paired_timing", "weights_dtype"};
   return keys;
 }
 
@@ -128,7 +128,7 @@ void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, 
     if (!experiment_keys().count(name))
       fail(where, ": unknown key '", key, "' (known in [experiment]: name, target, prompts, prompts_from_corpus, "
            "num_prompts, prompt_length, corpus_tail, max_new_tokens, repetitions, seed, threads, output_dir, "
-           "paired_timing)");
+           "paired_timing, weights_dtype)");
     if (name == "name") c.name = value;
     if (name == "target") c.target = value;
     if (name == "prompts") c.prompts_file = value;
@@ -147,6 +147,11 @@ void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, 
     if (name == "seed") c.seed = static_cast<uint64_t>(parse_int(where, key, value, 0));
     if (name == "threads") c.threads = static_cast<int>(parse_int(where, key, value, 1));
     if (name == "output_dir") c.output_dir = value;
+    if (name == "weights_dtype") {
+      if (value != "auto" && value != "float32" && value != "float16" && value != "bfloat16")
+        fail(where, ": key '", key, "': '", value, "' is not float32, bfloat16, float16 or auto");
+      c.weights_dtype = value;
+    }
     if (name == "paired_timing") {
       if (value != "true" && value != "false") fail(where, ": key '", key, "': '", value, "' is not true or false");
       c.paired_timing = value == "true";
@@ -249,7 +254,7 @@ std::string ExperimentConfig::resolved_ini() const {
     os << "num_prompts = " << num_prompts << "\n";
   os << "max_new_tokens = " << max_new_tokens << "\nrepetitions = " << repetitions << "\nseed = " << seed
      << "\nthreads = " << threads << "\noutput_dir = " << output_dir
-     << "\npaired_timing = " << (paired_timing ? "true" : "false") << "\n";
+     << "\npaired_timing = " << (paired_timing ? "true" : "false") << "\nweights_dtype = " << weights_dtype << "\n";
   if (!beam.empty()) {
     os << "\n[beam]\n";
     for (const auto& [k, v] : beam) os << k << " = " << v << "\n";

@@ -1,7 +1,7 @@
 // An experiment file (`specula run experiments/NAME.ini`): what to run and which axes to sweep.
 //
 //   [experiment]  name, target, prompts | prompts_from_corpus (+ num_prompts, prompt_length, corpus_tail),
-//                 max_new_tokens, repetitions, seed, threads, output_dir, paired_timing
+//                 max_new_tokens, repetitions, seed, threads, output_dir, paired_timing, weights_dtype
 //   [draft]       drafter, method, num_draft_tokens, tree, tree_sampling
 //   [sampling]    any sampler option of `specula sample` (target and draft)
 //   [draft_sampling]  sampler overrides for the draft only
@@ -43,6 +43,9 @@ struct ExperimentConfig {
   // Each speculative generation is timed beside a baseline generation of the same prompt (order alternating)
   // and its speedup is the ratio within the pair: drift in the machine's load lands in both arms alike.
   bool paired_timing = true;
+  // The target's matrices in memory (transformer: and hf: models): float32 | bfloat16 | float16 | auto (as
+  // stored).
+  std::string weights_dtype = "auto";
   uint64_t seed = 1;
   int threads = 1;
   std::string output_dir = "results";

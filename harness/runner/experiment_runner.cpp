@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -14,6 +15,7 @@
 #include "harness/log.h"
 #include "harness/models/compute_threads.h"
 #include "harness/models/model_source.h"
+#include "harness/models/transformer/skinny_linear.h"
 #include "harness/models/tokenizer.h"
 #include "harness/runner/environment.h"
 #include "harness/runner/experiment_config.h"
@@ -147,7 +149,8 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
 
   omp_set_num_threads(config.threads);
   set_compute_threads(config.threads);
-  const std::shared_ptr<const LanguageModel> target = load_language_model(config.target, "experiment.target");
+  const std::shared_ptr<const LanguageModel> target =
+      load_language_model(config.target, "experiment.target", config.weights_dtype);
   const std::vector<std::vector<int32_t>> prompts = load_prompts(config, config.target);
   log(LogLevel::info, "experiment ", config.name, ": target ", target->description(), ", ", settings.size(),
       " settings x ", prompts.size(), " prompts x ", config.repetitions, " repetitions");
@@ -158,7 +161,12 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
   const fs::path dir = fs::path(config.output_dir) / config.name / folder;
   fs::create_directories(dir);
   std::ofstream(dir / "config.resolved.ini") << config.resolved_ini();
-  std::ofstream(dir / "env.json") << environment_json(config.threads, options.command_line);
+  {
+    nlohmann::json env = nlohmann::json::parse(environment_json(config.threads, options.command_line));
+    env["weights_dtype"] = config.weights_dtype;
+    env["skinny_kernel_isa"] = skinny_isa_name(skinny_linear_isa());  // SPECULA_SKINNY_ISA may force one
+    std::ofstream(dir / "env.json") << env.dump(2) << "\n";
+  }
   std::ofstream records_out(dir / "records.jsonl");
   if (!records_out) fail(dir.string(), ": cannot write records.jsonl");
 
@@ -239,6 +247,8 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
     if (config.paired_timing && !setting.baseline && by_id.count(setting.baseline_id)) {
       base_setting = by_id.at(setting.baseline_id);
       base_params = sampler_params(*base_setting, "sampling", SamplingParams{});
+      if (gen.method && *gen.method == VerifyMethod::greedy && !setting.values.count("sampling.temperature"))
+        base_params.temperature = 0.0f;  // like for like: greedy speculation against greedy decoding
       base_params.constraint = constraint_for(*base_setting, *target, config.target, base_params, constraints);
     }
     for (int rep = 0; rep < config.repetitions; ++rep) {

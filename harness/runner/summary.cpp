@@ -1,6 +1,7 @@
 #include "harness/runner/summary.h"
 
 #include <algorithm>
+#include <boost/math/distributions/fisher_f.hpp>
 #include <boost/math/distributions/students_t.hpp>
 #include <cmath>
 #include <fstream>
@@ -74,41 +75,79 @@ struct Totals {
   double decode_rate() const { return wall - prompt > 0 ? tokens / (wall - prompt) : 0; }
 };
 
+// Mean and 95% interval of per-prompt means (repetitions of one prompt are not independent: at T = 0 they
+// are the same computation), NaN bounds when fewer than two prompts.
+MeanCi mean_ci_over_prompts(const std::map<int, std::vector<double>>& by_prompt) {
+  std::vector<double> means;
+  for (const auto& [prompt, v] : by_prompt) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    means.push_back(sum / static_cast<double>(v.size()));
+  }
+  MeanCi r = mean_ci(means);
+  if (means.size() < 2) r.low = r.high = NAN;
+  return r;
+}
+
+// Whether the repetitions differ beyond chance: a two-way additive analysis of variance of the decode
+// ratios, prompts as blocks (they legitimately differ) and repetitions as the factor (they should not: the
+// same prompts, the same work), F-test at 1%. Needs every (prompt, repetition) cell once, >= 2 of each.
+std::string repetition_drift(const std::map<std::pair<int, int>, double>& cells) {
+  std::set<int> prompts, reps;
+  for (const auto& [key, v] : cells) prompts.insert(key.first), reps.insert(key.second);
+  const double P = static_cast<double>(prompts.size()), R = static_cast<double>(reps.size());
+  if (P < 2 || R < 2 || cells.size() != prompts.size() * reps.size()) return "";
+  std::map<int, double> prompt_mean, rep_mean;
+  double grand = 0;
+  for (const auto& [key, v] : cells) {
+    prompt_mean[key.first] += v / R;
+    rep_mean[key.second] += v / P;
+    grand += v / (P * R);
+  }
+  double ss_rep = 0, ss_error = 0;
+  for (const auto& [rep, m] : rep_mean) ss_rep += P * (m - grand) * (m - grand);
+  for (const auto& [key, v] : cells) {
+    const double e = v - prompt_mean[key.first] - rep_mean[key.second] + grand;
+    ss_error += e * e;
+  }
+  const double df_rep = R - 1, df_error = (R - 1) * (P - 1);
+  if (ss_error <= 0) return ss_rep > 0 ? "yes" : "no";
+  const double f = (ss_rep / df_rep) / (ss_error / df_error);
+  const double p_value = boost::math::cdf(boost::math::complement(boost::math::fisher_f(df_rep, df_error), f));
+  return p_value < 0.01 ? "yes" : "no";
+}
+
 // Speedups as ratios within pairs (see summary.h), and whether repetitions drifted apart.
 void apply_pairs(const std::vector<const RunRecord*>& records, SummaryRow& row) {
-  std::vector<double> ratios, decode_ratios;
-  std::map<int, std::vector<double>> decode_by_rep;
+  std::map<int, std::vector<double>> ratios, decode_ratios;  // by prompt
+  std::map<std::pair<int, int>, double> decode_cells;         // (prompt, repetition)
   double load = 0;
-  int64_t loads = 0;
+  int64_t loads = 0, pairs = 0;
   for (const RunRecord* r : records) {
     const GenerationMetrics& m = r->metrics;
     const PairedBaseline& b = r->pair;
     if (m.wall_seconds <= 0 || b.wall_seconds <= 0 || m.new_tokens <= 0 || b.new_tokens <= 0) continue;
-    ratios.push_back((m.new_tokens / m.wall_seconds) / (b.new_tokens / b.wall_seconds));
+    ++pairs;
+    ratios[r->prompt_index].push_back((m.new_tokens / m.wall_seconds) / (b.new_tokens / b.wall_seconds));
     const double decode = m.wall_seconds - m.prompt_seconds, base_decode = b.wall_seconds - b.prompt_seconds;
     if (decode > 0 && base_decode > 0) {
-      decode_ratios.push_back((m.new_tokens / decode) / (b.new_tokens / base_decode));
-      decode_by_rep[r->repetition].push_back(decode_ratios.back());
+      const double ratio = (m.new_tokens / decode) / (b.new_tokens / base_decode);
+      decode_ratios[r->prompt_index].push_back(ratio);
+      decode_cells[{r->prompt_index, r->repetition}] = ratio;
     }
     for (double l : {b.load_before, b.load_after})
       if (!std::isnan(l)) load += l, ++loads;
   }
-  if (ratios.empty()) return;
-  const MeanCi s = mean_ci(ratios), d = mean_ci(decode_ratios);
+  if (pairs == 0) return;
+  const MeanCi s = mean_ci_over_prompts(ratios);
   row.speedup = s.mean, row.speedup_ci_low = s.low, row.speedup_ci_high = s.high;
-  row.decode_speedup = d.mean, row.decode_speedup_ci_low = d.low, row.decode_speedup_ci_high = d.high;
-  row.pairs = static_cast<int64_t>(ratios.size());
-  row.pair_load_average = loads ? load / static_cast<double>(loads) : NAN;
-  // Drift: two repetitions whose 95% intervals do not overlap measured different machines.
-  std::vector<MeanCi> reps;
-  for (const auto& [rep, v] : decode_by_rep)
-    if (v.size() >= 2) reps.push_back(mean_ci(v));
-  if (reps.size() >= 2) {
-    bool drift = false;
-    for (size_t a = 0; a < reps.size(); ++a)
-      for (size_t b = a + 1; b < reps.size(); ++b) drift = drift || reps[a].high < reps[b].low || reps[b].high < reps[a].low;
-    row.pair_drift = drift ? "yes" : "no";
+  if (!decode_ratios.empty()) {
+    const MeanCi d = mean_ci_over_prompts(decode_ratios);
+    row.decode_speedup = d.mean, row.decode_speedup_ci_low = d.low, row.decode_speedup_ci_high = d.high;
   }
+  row.pairs = pairs;
+  row.pair_load_average = loads ? load / static_cast<double>(loads) : NAN;
+  row.pair_drift = repetition_drift(decode_cells);
 }
 
 }  // namespace
@@ -219,6 +258,36 @@ std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records) {
     rows.push_back(row);
   }
   return rows;
+}
+
+void print_summary_table(const std::vector<SummaryRow>& rows, std::ostream& os) {
+  std::vector<const SummaryRow*> spec;
+  for (const SummaryRow& r : rows)
+    if (!r.baseline) spec.push_back(&r);
+  std::stable_sort(spec.begin(), spec.end(),
+                   [](const SummaryRow* a, const SummaryRow* b) { return a->decode_speedup > b->decode_speedup; });
+  auto value = [](const SummaryRow& r, const char* key) {
+    const auto it = r.setting.find(key);
+    return it == r.setting.end() ? std::string() : it->second;
+  };
+  char line[256];
+  std::snprintf(line, sizeof line, "%-36s %-7s %-7s %4s %6s %6s %6s %6s %20s %9s %10s %5s\n", "drafter", "method",
+                "K/tree", "T", "alpha", "tau", "c", "verify", "decode speedup (CI)", "Leviathan", "cost model",
+                "drift");
+  os << line;
+  for (const SummaryRow* r : spec) {
+    const std::string tree = value(*r, "draft.tree");
+    const std::string shape = tree.empty() ? value(*r, "draft.num_draft_tokens") : tree;
+    char ci[64];
+    std::snprintf(ci, sizeof ci, "%.2f (%.2f-%.2f)", r->decode_speedup, r->decode_speedup_ci_low,
+                  r->decode_speedup_ci_high);
+    std::snprintf(line, sizeof line, "%-36.36s %-7s %-7s %4s %6.2f %6.2f %6.3f %6.2f %20s %9s %10.2f %5s\n",
+                  value(*r, "draft.drafter").c_str(), value(*r, "draft.method").c_str(), shape.c_str(),
+                  value(*r, "sampling.temperature").c_str(), r->alpha, r->tau, r->c, r->verify_cost, ci,
+                  std::isnan(r->predicted_speedup) ? "-" : fmt(r->predicted_speedup).substr(0, 5).c_str(),
+                  r->cost_model_speedup, r->pair_drift.empty() ? "-" : r->pair_drift.c_str());
+    os << line;
+  }
 }
 
 void write_summary_csv(const std::vector<SummaryRow>& rows, const std::string& path) {

@@ -9,15 +9,18 @@
 //   verify_cost     target time per verification call / per 1-token decoding call: the theorem assumes 1
 //                   (a parallel target run of K + 1 tokens as cheap as one of 1 token)
 // Paired timing (records with a "pair"): every speculative generation was timed beside a baseline generation of
-// the same prompt, so speedup and decode speedup are means of the ratios within pairs, with the Student-t
-// interval over pairs; pair_drift says whether the repetitions' mean ratios (the pairs of one repetition ran
-// together in time) disagree beyond their 95% intervals, i.e. the machine changed under the run.
+// the same prompt, so speedup and decode speedup are means of the ratios within pairs: averaged per prompt
+// over repetitions (not independent: at T = 0 the same computation), then over prompts with the Student-t
+// interval over prompts. pair_drift: whether the repetitions (which ran apart in time) differ beyond chance,
+// by a two-way analysis of variance of the decode ratios with prompts as blocks (F-test at 1%): the machine
+// changed under the run.
 //   cost model      tau / (draft time per step + verify_cost), both in 1-token target calls: the speedup the
 //                   measured acceptance and model costs allow when nothing else takes time; the measured
 //                   decode speedup over it is the share the harness's own work (sampling, verification,
 //                   bookkeeping) leaves
 #pragma once
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -58,6 +61,10 @@ struct SummaryRow {
 
 std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records);
 void write_summary_csv(const std::vector<SummaryRow>& rows, const std::string& path);
+// The speculative rows as a table for a terminal, fastest decoding first: drafter, method, K or tree, T,
+// alpha, tau, c, verify cost, decode speedup with its 95% interval, Leviathan's prediction, the cost model,
+// and the pairs' drift flag.
+void print_summary_table(const std::vector<SummaryRow>& rows, std::ostream& os);
 
 // Leviathan et al. 2023 (eq. 1 and Thm 3.8).
 double expected_tokens_per_step(double alpha, int k);

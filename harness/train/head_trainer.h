@@ -1,4 +1,4 @@
-// Training draft heads on a frozen target (`specula train-medusa`, `specula train-eagle`; ALGORITHMS.md §6).
+// Training draft heads on a frozen target (`specula train-medusa`, `specula train-eagle`; verify/ALGORITHMS.md §6).
 // Torch-free header.
 //
 // Data: `feature_windows` random windows of the corpus's training split are run through the target once and

@@ -7,7 +7,7 @@
 //
 // The automaton state is part of the row's history (TokenHistory::constraint_state), advanced by
 // SamplerPipeline::advance with every emitted token, exactly like the penalties' counts: draft rows, tree
-// paths and the bonus row all see the state after their own path (ALGORITHMS.md §2, "Grammar or FSM").
+// paths and the bonus row all see the state after their own path (verify/ALGORITHMS.md §2, "Grammar or FSM").
 //
 // Stop tokens end a match: they are allowed only in states where the output so far is a complete match,
 // and lead to kStopped, where only stop tokens are allowed (a fixed-length output is padded with them).

@@ -1,4 +1,4 @@
-// Goodness of fit against an exact law (TESTING.md "Statistics"). Why these choices:
+// Goodness of fit against an exact law (tests/TESTING.md "Statistics"). Why these choices:
 // - Pooling to expected >= 20, not the textbook 5: at alpha = 1e-6 Pearson with E >= 5 had a real
 //   false-alarm rate of 4.3e-6 (K = 16, 1e7 null runs), while G and Pearson with E >= 20 stay within ~1.2x
 //   of nominal. Far tails are where the chi-square approximation is weakest, and 1e-6 is a far tail.
@@ -158,7 +158,7 @@ GofResult fit_test(const std::vector<int64_t>& observed, const std::vector<doubl
   detail.precision(6);
   detail << name << ": n = " << n << ", " << k << " cells";
 
-  // Zero-probability cells: exact, no approximation (TESTING.md "any sample in a zero-probability cell fails
+  // Zero-probability cells: exact, no approximation (tests/TESTING.md "any sample in a zero-probability cell fails
   // at once").
   int64_t zero_hits = 0;
   std::ostringstream zero_detail;

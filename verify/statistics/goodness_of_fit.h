@@ -1,4 +1,4 @@
-// Exact-law goodness-of-fit tests used by every distribution test (TESTING.md "Statistics"): a G-test
+// Exact-law goodness-of-fit tests used by every distribution test (tests/TESTING.md "Statistics"): a G-test
 // (or Pearson) with cells pooled until every expected count is >= 20, plus two exact checks that the
 // chi-square approximation cannot make: a sample in a probability-0 cell fails at once, and every rare
 // cell gets an exact binomial tail. All arithmetic is float64; p-values come from Boost.Math.
@@ -10,8 +10,9 @@
 
 namespace specula::stats {
 
-// The suite-wide false-alarm level for one assertion. Bonferroni: ~50 assertions at 1e-6 keep the
-// suite's family-wise false-alarm rate below 1e-4 (TESTING.md "Multiple tests"). Seeds are fixed, so a
+// The suite-wide false-alarm level for one assertion. Bonferroni: the suite's ~160 law assertions at 1e-6
+// (each at most ~2e-6 with its rare-cell check) keep the family-wise false-alarm rate below 4e-4
+// (tests/TESTING.md "Multiple tests"). Seeds are fixed, so a
 // failure reproduces; re-seed and look before believing one that appears after a change in how
 // randomness is consumed.
 constexpr double kAlpha = 1e-6;

@@ -1,4 +1,4 @@
-// Martingale Pearson / transition test (TESTING.md "Sequences without enumeration"; Anderson & Goodman,
+// Martingale Pearson / transition test (tests/TESTING.md "Sequences without enumeration"; Anderson & Goodman,
 // Ann. Math. Statist. 28, 1957, for the Markov case). See transition_test.h for the statistic.
 #include "verify/statistics/transition_test.h"
 

@@ -1,5 +1,5 @@
 // Martingale Pearson / transition test for sequences whose joint law is too large to enumerate
-// (TESTING.md "Sequences without enumeration"). For a Markov target it is the transition-count test of
+// (tests/TESTING.md "Sequences without enumeration"). For a Markov target it is the transition-count test of
 // Anderson & Goodman, "Statistical inference about Markov chains", Ann. Math. Statist. 28 (1957); with
 // history-dependent laws it is the martingale form: each emitted token x with its exact conditional law
 // p_t adds e_x - p_t, a martingale difference with conditional covariance diag p_t - p_t p_t^T, so by the

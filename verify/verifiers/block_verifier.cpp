@@ -1,5 +1,5 @@
 // Block verification (Sun, Mendlovic, Leviathan, Aharoni, Ro, Beirami, Suresh; ICLR 2025,
-// arXiv:2403.10444, Alg. 2; ALGORITHMS.md §4). Decides the accepted length from the capped joint ratios
+// arXiv:2403.10444, Alg. 2; verify/ALGORITHMS.md §4). Decides the accepted length from the capped joint ratios
 // w_i = min(1, w_{i-1} p_i(d_i) / q_i(d_i)) instead of token by token, and resamples from
 // norm((w_tau p_{tau+1} - q_{tau+1})+). Never accepts fewer tokens in expectation than token-wise
 // verification, and equals it when q is a point mass (then we simply run the chain verifier).

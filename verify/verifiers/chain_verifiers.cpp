@@ -63,7 +63,7 @@ VerifyOutcome verify_chain(const float* p, const TokenTree& chain, int32_t vocab
       ++out.accepted;
       continue;
     }
-    // Rejected: draw from norm((p - q)+), unnormalised (ALGORITHMS.md §1). (p - q)+ is zero wherever p is,
+    // Rejected: draw from norm((p - q)+), unnormalised (verify/ALGORITHMS.md §1). (p - q)+ is zero wherever p is,
     // so only p's support is visited: the same weights in the same order as a loop over the vocabulary.
     nonzero_ids(p_i, vocab_size, support);
     residual.resize(support.size());

@@ -1,4 +1,4 @@
-// Recursive rejection sampling over a token tree (ALGORITHMS.md §3, Algorithms 2 and 3).
+// Recursive rejection sampling over a token tree (verify/ALGORITHMS.md §3, Algorithms 2 and 3).
 //
 // At a node with target law p and children c_1..c_m visited in generation order, child j is accepted with
 // probability min(1, p(c_j) / q_j(c_j)) where q_j is the law c_j was drawn from given c_1..c_{j-1}; after

@@ -1,7 +1,7 @@
 // Exact (lossless) speculative verification on processed target distributions. Conventions: p = target,
 // q = draft; rows follow TokenTree (row 0 = after the committed context, row j + 1 = after node j), and
 // p is [rows, V] as produced by the sampler pipeline with each row's own path history
-// (verify/target_rows.h). ALGORITHMS.md is the reference for every rule here.
+// (verify/target_rows.h). verify/ALGORITHMS.md is the reference for every rule here.
 #pragma once
 
 #include <cstdint>
@@ -51,7 +51,7 @@ VerifyOutcome verify_greedy(const float* p, const TokenTree& chain, int32_t voca
 // Token-wise rejection sampling (Leviathan et al. 2023, Alg. 1; Chen et al. 2023). Rows of chain.draft_q
 // that are empty are point masses (accept with p(d), residual = p with d removed).
 VerifyOutcome verify_chain(const float* p, const TokenTree& chain, int32_t vocab_size, const StepRandom& rng);
-// Recursive rejection sampling over a tree (SpecInfer Alg. 2, RSD, EAGLE): see ALGORITHMS.md §3.
+// Recursive rejection sampling over a tree (SpecInfer Alg. 2, RSD, EAGLE): see verify/ALGORITHMS.md §3.
 VerifyOutcome verify_tree(const float* p, const TokenTree& tree, int32_t vocab_size, const StepRandom& rng);
 // Block verification (Sun et al., ICLR 2025, Alg. 2). Needs every q row; falls back to chain otherwise.
 VerifyOutcome verify_block(const float* p, const TokenTree& chain, int32_t vocab_size, const StepRandom& rng);
@@ -64,7 +64,7 @@ VerifyOutcome verify(VerifyMethod method, const float* p, const TokenTree& tree,
                      const StepRandom& rng);
 
 // Draws from norm(weights) where weights are unnormalised and non-negative, falling back to `fallback`
-// when every weight is zero (ALGORITHMS.md §1: float32 residuals near 0).
+// when every weight is zero (verify/ALGORITHMS.md §1: float32 residuals near 0).
 Token sample_residual(const std::vector<double>& weights, const float* fallback, int32_t vocab_size, double u);
 
 // The uniform of an accept test (mutant uniform_closed_at_zero: 8-bit resolution in [0, 1), so u = 0

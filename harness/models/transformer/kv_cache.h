@@ -1,7 +1,7 @@
 // The keys and values of every layer for the tokens a session has already run, preallocated once
 // ([layers, B, heads, max_len, head_dim], EAGLE's kv_cache.py) with a current length. Slot s holds the keys
 // of the token at slot s; keys are stored after RoPE, so they stay valid when `compact` moves them to another
-// slot (ALGORITHMS.md §6 step 5: the accepted path's keys were already rotated with their final positions).
+// slot (verify/ALGORITHMS.md §6 step 5: the accepted path's keys were already rotated with their final positions).
 // Includes LibTorch: only for torch translation units.
 #pragma once
 

@@ -10,7 +10,7 @@ namespace skinny_isa {
 // One per file, each compiled for its ISA (skinny_linear_<isa>.cpp).
 void skinny_linear_baseline(const float* x, int64_t rows, int64_t in, WeightView w, const float* bias, int64_t out,
                             float* y, int64_t out_begin, int64_t out_end);
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(SPECULA_SKINNY_MULTI_ISA)
 void skinny_linear_avx2(const float* x, int64_t rows, int64_t in, WeightView w, const float* bias, int64_t out,
                         float* y, int64_t out_begin, int64_t out_end);
 void skinny_linear_avx512(const float* x, int64_t rows, int64_t in, WeightView w, const float* bias, int64_t out,
@@ -24,7 +24,7 @@ using Kernel = void (*)(const float*, int64_t, int64_t, WeightView, const float*
 
 Kernel kernel_for(SkinnyIsa isa) {
   switch (isa) {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(SPECULA_SKINNY_MULTI_ISA)
     case SkinnyIsa::avx512:
       return skinny_isa::skinny_linear_avx512;
     case SkinnyIsa::avx2:
@@ -78,7 +78,7 @@ const char* skinny_isa_name(SkinnyIsa isa) {
 }
 
 bool skinny_linear_supported(SkinnyIsa isa) {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(SPECULA_SKINNY_MULTI_ISA)
   __builtin_cpu_init();
   switch (isa) {
     // The ISA levels the kernel files are compiled for (-march=x86-64-v4 / -v3), checked as such.

@@ -203,7 +203,7 @@ void TransformerSession::tree_logits(const std::vector<Token>& context, const To
   if (common < c.linear.size()) c.truncate_linear(common);
 
   // 2. The context continues along a root-to-node path of the remembered tree: move that path's keys/values
-  //    into place (ALGORITHMS.md §6 step 5).
+  //    into place (verify/ALGORITHMS.md §6 step 5).
   c.follow_tree_path(context, context.size());
 
   // 3. With the whole context cached, keep the remembered tree if it is a prefix of this one.

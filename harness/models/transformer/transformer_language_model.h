@@ -1,7 +1,7 @@
 // A transformer checkpoint as a specula::LanguageModel (`transformer:PATH`). Torch-free header (pimpl), so
 // model_source.cpp and the commands can name it without compiling LibTorch.
 //
-// A session keeps one sequence's KV cache across calls (ALGORITHMS.md §6). On tree_logits(context, tree):
+// A session keeps one sequence's KV cache across calls (verify/ALGORITHMS.md §6). On tree_logits(context, tree):
 //   1. keep the longest common prefix of the cached tokens and `context` (truncate the rest);
 //   2. if the cached tokens are all kept and `context` continues them along a root-to-node path of the tree of
 //      the previous call, compact that path's keys/values into place (they were rotated with their final

@@ -31,10 +31,14 @@ WeightView weight_view(const torch::Tensor& w) {
 torch::Tensor apply_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   const int64_t in = weight.size(1), out = weight.size(0);
   const WeightView w = weight_view(weight);
-  const bool skinny = !torch::GradMode::is_enabled() && x.device().is_cpu() && w.data &&
-                      x.scalar_type() == torch::kFloat32 &&
-                      (!bias.defined() || bias.scalar_type() == torch::kFloat32) && x.dim() >= 1 &&
-                      x.size(-1) == in && x.numel() <= kSkinnyLinearMaxRows * in;
+  const bool kernel_fits = !torch::GradMode::is_enabled() && x.device().is_cpu() && w.data &&
+                           x.scalar_type() == torch::kFloat32 &&
+                           (!bias.defined() || bias.scalar_type() == torch::kFloat32) && x.dim() >= 1 &&
+                           x.size(-1) == in;
+  // A 16-bit matrix on the CPU at inference always goes through the kernel, 32 rows at a time: widening it
+  // for LibTorch's gemm would allocate and write a float32 copy of every matrix on every call (a prompt, a
+  // tree of more than 32 nodes), a cost only such calls would pay.
+  const bool skinny = kernel_fits && (x.numel() <= kSkinnyLinearMaxRows * in || w.dtype != WeightDtype::float32);
   if (!skinny)  // a 16-bit matrix is widened for LibTorch's gemm (exactly: every 16-bit value is a float32)
     return torch::nn::functional::linear(x, weight.scalar_type() == x.scalar_type() ? weight : weight.to(x.scalar_type()),
                                          bias);
@@ -50,7 +54,9 @@ torch::Tensor apply_linear(const torch::Tensor& x, const torch::Tensor& weight, 
   // Blocks of 64 output columns per task: ~64 KB of weights at d = 256, enough work to amortise a thread.
   constexpr int64_t kBlock = 64;
   at::parallel_for(0, (out + kBlock - 1) / kBlock, 1, [&](int64_t first, int64_t last) {
-    skinny_linear(xp, rows, in, w, bp, out, yp, first * kBlock, std::min(out, last * kBlock));
+    for (int64_t r = 0; r < rows; r += kSkinnyLinearMaxRows)  // each weight block read once per 32 rows
+      skinny_linear(xp + r * in, std::min(kSkinnyLinearMaxRows, rows - r), in, w, bp, out, yp + r * out,
+                    first * kBlock, std::min(out, last * kBlock));
   });
   return y;
 }

@@ -6,7 +6,7 @@
 // Attention is described by rows and columns: N new rows (tokens) at given RoPE positions attend to the cache
 // slots [0, cache.length()) and to the new rows themselves (columns cache.length() + 0..N-1) through an
 // additive mask [N, cache.length() + N] of 0 (visible) and -inf (hidden). A chunk of a sequence is the
-// causal case; a token tree is the ancestor-closure case (ALGORITHMS.md §6).
+// causal case; a token tree is the ancestor-closure case (verify/ALGORITHMS.md §6).
 #pragma once
 
 #include <torch/torch.h>
@@ -169,7 +169,7 @@ AttentionLayout causal_layout(int64_t cache_len, int64_t n);
 // `cache_len` slots, of which the last `cached_nodes` are tree nodes 0..cached_nodes-1 already run (only
 // with chunk == 0); the slots before them are the linear prefix, visible to every row. Chunk row r sits at
 // position base + r (base = cache_len - cached_nodes); tree node j at base + chunk + depth(j) - 1, seeing the
-// prefix, the chunk, itself and its ancestors (ALGORITHMS.md §6: mask[i][j] = 1 iff j is i or an ancestor).
+// prefix, the chunk, itself and its ancestors (verify/ALGORITHMS.md §6: mask[i][j] = 1 iff j is i or an ancestor).
 AttentionLayout tree_layout(int64_t cache_len, int64_t chunk, const std::vector<int32_t>& parents,
                             int64_t cached_nodes = 0);
 
