@@ -79,7 +79,7 @@ int run_command(const Args& args) {
     std::cout << "\n";
     print_summary_table(summarize(read_records(dir + "/records.jsonl")), std::cout);
     std::cout << "decode speedup: the decoding loop without the prompt, mean of the ratios within pairs (each "
-                 "speculative run timed beside a baseline run of the same prompt), 95% interval over pairs\n\n";
+                 "speculative run timed beside a baseline run of the same prompt), 95% interval over prompts\n\n";
   }
   std::cout << "results: " << dir << "\n  summary: " << dir << "/summary.csv\n";
   if (!vm["no-plots"].as<bool>() && options.shard_count == 1) std::cout << "  plots:   " << dir << "/plots/\n";
