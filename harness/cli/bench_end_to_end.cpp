@@ -117,7 +117,7 @@ int bench_end_to_end(const Args& args) {
   std::cout << "speedup: whole run; decode: the decoding loop without the prompt (both means of ratios within "
                "pairs, each speculative run timed beside a baseline run of the same prompt);\npredicted: Leviathan et "
                "al. from alpha and c (chains); cost model: tau / (draft + verify cost in 1-token target calls); drift: "
-               "repetitions disagree beyond their 95% intervals; results: "
+               "the repetitions differ beyond chance (F-test at 1%); results: "
             << dir << "\nwrote " << out << "\n";
   return 0;
 }
