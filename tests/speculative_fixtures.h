@@ -3,6 +3,8 @@
 // and helpers that run the real Generator and tally its output.
 #pragma once
 
+#include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
 #include <numeric>
@@ -42,26 +44,39 @@ inline TablePair random_pair(int32_t order, int32_t V, uint64_t seed, double tar
   return pair;
 }
 
-// Exact law of every continuation of length L (index = sum x_t V^(L-1-t)) of autoregressive sampling from
-// `model` through `pipeline` (penalties, mirostat, etc. see the whole history).
+// Exact law of every continuation of at most L tokens of autoregressive sampling from `model` through
+// `pipeline` (penalties, mirostat, etc. see the whole history), with the stop rule of the Generator: a
+// continuation ends at its first stop token (pipeline.params().stop_tokens). Enumerated directly: a frame that
+// emitted a stop token is not extended. Cells are indexed as sequence_index below, over V^L cells; a stopped
+// continuation is padded with its stop token, so cells with a non-stop token after a stop have law 0.
 inline std::vector<double> exact_sequence_law(const TableModel& model, const SamplerPipeline& pipeline,
                                               const std::vector<Token>& prompt, int32_t L) {
   const int32_t V = model.vocab_size();
+  const std::vector<Token>& stops = pipeline.params().stop_tokens;
+  auto is_stop = [&](Token t) { return std::find(stops.begin(), stops.end(), t) != stops.end(); };
   std::vector<double> law;
   std::vector<float> probs(V);
   struct Frame {
     std::vector<Token> context;
     TokenHistory history;
     double mass;
+    bool stopped;
   };
-  std::vector<Frame> level = {{prompt, TokenHistory{prompt, {}, std::nan("")}, 1.0}};
+  std::vector<Frame> level = {{prompt, TokenHistory{prompt, {}, std::nan("")}, 1.0, false}};
   for (int32_t t = 0; t < L; ++t) {
     std::vector<Frame> next;
     next.reserve(level.size() * V);
     for (const Frame& f : level) {
+      if (f.stopped) {  // ended: its mass stays in the cell that repeats the stop token
+        for (Token x = 0; x < V; ++x) {
+          next.push_back(Frame{f.context, f.history, x == f.context.back() ? f.mass : 0.0, true});
+          next.back().context.push_back(x);
+        }
+        continue;
+      }
       pipeline.process(model.row_after(f.context), f.history, probs.data());
       for (Token x = 0; x < V; ++x) {
-        Frame g{f.context, pipeline.advance(f.history, x, probs.data()), f.mass * probs[x]};
+        Frame g{f.context, pipeline.advance(f.history, x, probs.data()), f.mass * probs[x], is_stop(x)};
         g.context.push_back(x);
         next.push_back(std::move(g));
       }
@@ -74,9 +89,12 @@ inline std::vector<double> exact_sequence_law(const TableModel& model, const Sam
   return law;
 }
 
-inline size_t sequence_index(const std::vector<Token>& tokens, int32_t V) {
+// The cell of a continuation among V^L: base-V digits, a continuation shorter than L padded with its last
+// token (the stop token that ended it).
+inline size_t sequence_index(const std::vector<Token>& tokens, int32_t V, int32_t L = -1) {
   size_t index = 0;
   for (Token t : tokens) index = index * V + t;
+  for (int32_t i = static_cast<int32_t>(tokens.size()); i < L; ++i) index = index * V + tokens.back();
   return index;
 }
 
@@ -92,7 +110,12 @@ inline RunResult run_generator(const Generator& generator, const std::vector<Tok
   size_t cells = 1;
   for (int32_t t = 0; t < generator.config().max_new_tokens; ++t) cells *= V;
   r.counts.assign(cells, 0);
-  for (const SequenceOutput& s : r.outputs) ++r.counts[sequence_index(s.tokens, V)];
+  const int32_t L = generator.config().max_new_tokens;
+  for (const SequenceOutput& s : r.outputs) {
+    REQUIRE(s.tokens.size() <= static_cast<size_t>(L));
+    REQUIRE((s.tokens.size() == static_cast<size_t>(L) || s.stop_reason == StopReason::stop));
+    ++r.counts[sequence_index(s.tokens, V, L)];
+  }
   return r;
 }
 

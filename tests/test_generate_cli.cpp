@@ -37,7 +37,7 @@ std::vector<std::vector<int>> read_lines(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("generate writes exactly L tokens per sample and the documented metrics", "[cli][generate]") {
+TEST_CASE("generate writes L tokens per sample (no stop token) and the documented metrics", "[cli][generate]") {
   TempDir dir;
   const std::string target = dir.write("t.txt", kTarget), draft = dir.write("d.txt", kDraft);
   for (const std::string method : {"ar", "chain", "block", "tree", "greedy", "typical"}) {
@@ -149,8 +149,7 @@ TEST_CASE("generate --prompt TEXT prints the decoded continuation for models wit
                                   "draft --method chain --prompt 'ROMEO:' --max-new-tokens 24 --temperature 0");
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK(r.out.rfind("ROMEO:", 0) == 0);
-  CHECK(r.out.size() == std::string("ROMEO:").size() + 24 + 1);  // byte tokens: one character each, then '\n'
+  CHECK(r.out.size() == 24 + 1);  // the continuation: byte tokens, one character each, then '\n'
   TempDir dir;
   const CliResult no_tokenizer = run_specula("generate --target bigram:" + dir.write("t.txt", kTarget) +
                                              " --prompt 'hello' --max-new-tokens 2");

@@ -71,13 +71,24 @@ SamplingParams exotic_pipeline() {
   return s;
 }
 
+// Two stop tokens and no min_tokens: continuations end at any position, in the middle of a verification
+// step's accepted drafts too, so the stop rule's cut is part of the law under test.
+SamplingParams stopping() {
+  SamplingParams s;
+  s.temperature = 0.9f;
+  s.top_k = 5;
+  s.repetition_penalty = 1.2f;
+  s.stop_tokens = {0, 3};
+  return s;
+}
+
 struct Named {
   const char* name;
   SamplingParams params;
 };
 const std::vector<Named> kPipelines = {
     {"plain", plain()}, {"truncating", truncating()}, {"penalties", penalties()}, {"full", full_pipeline()},
-    {"exotic", exotic_pipeline()}};
+    {"exotic", exotic_pipeline()}, {"stopping", stopping()}};
 
 GenerationConfig chain_config(VerifyMethod m, int32_t k) {
   GenerationConfig c;
@@ -204,6 +215,56 @@ TEST_CASE("at temperature 0 every method outputs exactly what greedy decoding ou
   }
 }
 
+TEST_CASE("at temperature 0 every method stops where greedy decoding stops", "[verify][greedy]") {
+  const TablePair pair = random_pair(2, 8, 14, 1.0, 1.0);
+  SamplingParams greedy = penalties();
+  greedy.temperature = 0.0f;
+  greedy.min_tokens = 0;
+  greedy.stop_tokens = {};
+  GenerationConfig ar;
+  ar.max_new_tokens = 12;
+  const std::vector<Token> prompt = {1, 3};
+  GenerationMetrics m;
+  const std::vector<Token> unstopped = Generator(pair.target, greedy, nullptr, ar).generate(prompt, 0, m).tokens;
+  // The stop token: the first token that greedy decoding emits for the first time at position >= 4, so the
+  // stopped line ends in the middle of the run (and, for K >= 2, in the middle of a verification step).
+  size_t cut = 4;
+  while (cut < unstopped.size() &&
+         std::find(unstopped.begin(), unstopped.begin() + cut, unstopped[cut]) != unstopped.begin() + cut)
+    ++cut;
+  REQUIRE(cut < unstopped.size() - 1);
+  greedy.stop_tokens = {unstopped[cut]};
+  const std::vector<Token> expected(unstopped.begin(), unstopped.begin() + cut + 1);
+  const SequenceOutput reference = Generator(pair.target, greedy, nullptr, ar).generate(prompt, 0, m);
+  REQUIRE(reference.tokens == expected);
+  REQUIRE(reference.stop_reason == StopReason::stop);
+  std::vector<GenerationConfig> configs = exact_methods();
+  configs.push_back(chain_config(VerifyMethod::greedy, 3));
+  configs.push_back(chain_config(VerifyMethod::typical, 3));
+  for (GenerationConfig config : configs) {
+    config.max_new_tokens = 12;
+    INFO(describe(config));
+    bool caught = false;  // by the mutant below, with either draft
+    for (const SamplingParams& draft : {greedy, plain()}) {
+      INFO("draft T=" << draft.temperature);
+      auto drafter = std::make_shared<ModelDrafterFactory>(pair.draft, draft);
+      const Generator generator(pair.target, greedy, drafter, config);
+      for (uint64_t seq = 0; seq < 20; ++seq) {
+        GenerationMetrics metrics;
+        const SequenceOutput out = generator.generate(prompt, seq, metrics);
+        CHECK(out.tokens == expected);
+        CHECK(out.stop_reason == StopReason::stop);
+        CHECK(metrics.new_tokens == static_cast<int64_t>(expected.size()));
+        CHECK(metrics.emitted == static_cast<int64_t>(expected.size()));
+      }
+      // The mutant that keeps a step's tokens after the stop token is caught by the same comparison.
+      const ScopedMutant on(Mutant::stop_checked_per_step);
+      for (uint64_t seq = 0; seq < 20 && !caught; ++seq) caught = generator.generate(prompt, seq, m).tokens != expected;
+    }
+    if (config.num_draft_tokens >= 2 || config.tree_shape.size() >= 2) CHECK(caught);
+  }
+}
+
 TEST_CASE("Medusa typical acceptance is lossy and its distance from the target is measured", "[verify][lossy]") {
   const TablePair pair = random_pair(1, kV, 15, 1.5, 1.0);
   const LawCheck c = check_law(pair, plain(), plain(), chain_config(VerifyMethod::typical, 3), 60000);
@@ -255,6 +316,8 @@ std::vector<MutantCase> law_changing_mutants() {
        tree_config({2, 2}, SiblingScheme::iid)},
       {Mutant::penalties_ignore_draft_prefix, "tree rows ignore their path", penalties(), penalties(),
        tree_config({2, 2}, SiblingScheme::without_replacement)},
+      {Mutant::stop_checked_per_step, "tokens after a stop token kept to the end of the step", stopping(), stopping(),
+       chain2},
   };
 }
 
@@ -470,7 +533,9 @@ TEST_CASE("long speculative sequences follow the target's conditional laws", "[v
       for (const SequenceOutput& s : out) {
         std::vector<Token> context = prompt;
         TokenHistory history{prompt, {}, std::nan("")};
-        for (int32_t t = 0; t < L; ++t) {
+        // A sequence ends at its first stop token: each position it reached is one draw from its row.
+        REQUIRE((s.tokens.size() == static_cast<size_t>(L) || s.stop_reason == StopReason::stop));
+        for (int32_t t = 0; t < static_cast<int32_t>(s.tokens.size()); ++t) {
           generator.target_pipeline().process(pair.target->row_after(context), history, probs.data());
           for (int32_t x = 0; x < V; ++x) law[x] = probs[x];
           double total = 0;

@@ -39,6 +39,8 @@ enum class Mutant {
   draft_q_from_raw_logits,          // recorded q is softmax(raw logits) while the draft sampled processed
   constraint_state_not_advanced,    // draft-path rows keep the committed constraint state
   dynamic_tree_tested_with_q,       // EAGLE-2's value-chosen tree tested with p/q as draws w/o replacement
+  // Generation loop.
+  stop_checked_per_step,            // a stop token ends the sequence only after its step: later tokens kept
 };
 
 // The mutant switched on for this process (tests only).

@@ -1,19 +1,24 @@
-// `specula generate`: sample continuations with plain decoding (`ar`) or speculative decoding, write one
-// line of exactly --max-new-tokens token ids per sample, and the run's metrics as JSON. `--method beam`
-// runs beam search instead (harness/generation/beam_search.h): one line, the best hypothesis (shorter than
-// --max-new-tokens when a stop token ended it; the stop token is the line's last id), and with
-// --nbest-output every n-best hypothesis with its score. --regex / --json-schema constrain every method
-// (verify/constraints/token_constraint.h).
+// `specula generate`: sample continuations with plain decoding (`ar`) or speculative decoding, and write
+// one line of token ids per sample: the generated ids up to and including the stop token that ended the
+// sample (--stop-tokens, and the checkpoint's eos_token_id unless --ignore-eos), at most --max-new-tokens.
+// `--method beam` runs beam search instead (harness/generation/beam_search.h): one line, the best hypothesis,
+// and with --nbest-output every n-best hypothesis with its score. --regex / --json-schema constrain every
+// method (verify/constraints/token_constraint.h). Text: --prompt / --prompt-file in, --print-text / --stream
+// out; --logprobs N with --logprobs-output FILE writes every emitted token's logprobs as JSONL.
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <omp.h>
+#include <sstream>
 
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
 #include "kernels/cuda_device.h"
 #include "harness/generation/beam_search.h"
 #include "harness/generation/generator.h"
+#include "harness/models/eos_tokens.h"
 #include "harness/models/model_source.h"
 #include "harness/models/tokenizer.h"
 #include "verify/constraints/token_constraint.h"
@@ -22,14 +27,35 @@
 namespace specula::cli {
 namespace {
 
-// The prompt: --prompt TEXT through the target's tokenizer, or --prompt-tokens ids.
+bool text_prompt(const po::variables_map& vm) { return vm.count("prompt") || vm.count("prompt-file"); }
+
+std::shared_ptr<const Tokenizer> require_tokenizer(const po::variables_map& vm, const LanguageModel& target,
+                                                   const std::string& option) {
+  const auto tokenizer = load_tokenizer_for(vm["target"].as<std::string>());
+  if (!tokenizer) fail(option, ": the target ", target.description(), " has no tokenizer; use --prompt-tokens and --output");
+  return tokenizer;
+}
+
+// The prompt: --prompt TEXT or --prompt-file FILE through the target's tokenizer (which adds BOS as its
+// tokenizer config says), or --prompt-tokens ids.
 std::vector<Token> read_prompt(const po::variables_map& vm, const LanguageModel& target) {
-  if (vm.count("prompt") && vm.count("prompt-tokens")) fail("give --prompt TEXT or --prompt-tokens IDS, not both");
+  if (vm.count("prompt") + vm.count("prompt-tokens") + vm.count("prompt-file") > 1)
+    fail("give one of --prompt TEXT, --prompt-file FILE and --prompt-tokens IDS");
   std::vector<Token> prompt;
-  if (vm.count("prompt")) {
-    const auto tokenizer = load_tokenizer_for(vm["target"].as<std::string>());
-    if (!tokenizer) fail("--prompt: the target ", target.description(), " has no tokenizer; use --prompt-tokens");
-    prompt = tokenizer->encode(vm["prompt"].as<std::string>());
+  if (text_prompt(vm)) {
+    const char* option = vm.count("prompt") ? "--prompt" : "--prompt-file";
+    std::string text;
+    if (vm.count("prompt")) {
+      text = vm["prompt"].as<std::string>();
+    } else {
+      const std::string path = vm["prompt-file"].as<std::string>();
+      std::ifstream in(path, std::ios::binary);
+      if (!in) fail("--prompt-file: cannot read '", path, "'");
+      std::ostringstream all;
+      all << in.rdbuf();
+      text = all.str();
+    }
+    prompt = require_tokenizer(vm, target, option)->encode(text);
   }
   if (vm.count("prompt-tokens")) prompt = parse_token_list(vm["prompt-tokens"].as<std::string>(), "prompt-tokens");
   for (Token t : prompt)
@@ -38,14 +64,79 @@ std::vector<Token> read_prompt(const po::variables_map& vm, const LanguageModel&
   return prompt;
 }
 
-// With --prompt TEXT the continuations are printed as text on stdout, one block per sample.
-void print_decoded(const po::variables_map& vm, const std::vector<std::vector<Token>>& continuations) {
-  if (!vm.count("prompt")) return;
-  const auto tokenizer = load_tokenizer_for(vm["target"].as<std::string>());
+// --print-text (implied by a text prompt without another output): each sample's decoded continuation on stdout,
+// one block per sample. Ids beyond the tokenizer print as <|id:N|>.
+void print_text(const po::variables_map& vm, const LanguageModel& target,
+                const std::vector<std::vector<Token>>& continuations) {
+  const bool implied = text_prompt(vm) && !vm.count("output") && !vm.count("logprobs-output") && !vm.count("stream");
+  if (!vm.count("print-text") && !implied) return;
+  const auto tokenizer = require_tokenizer(vm, target, "--print-text");
   for (size_t i = 0; i < continuations.size(); ++i) {
     if (continuations.size() > 1) std::cout << "--- sample " << i << " ---\n";
-    std::cout << vm["prompt"].as<std::string>() << tokenizer->decode(continuations[i]) << "\n";
+    std::cout << decode_for_output(*tokenizer, continuations[i]) << "\n";
   }
+}
+
+// The number of bytes at the end of `text` that begin a UTF-8 sequence the text does not complete.
+size_t incomplete_utf8_tail(const std::string& text) {
+  for (size_t back = 1; back <= 3 && back <= text.size(); ++back) {
+    const unsigned char c = static_cast<unsigned char>(text[text.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // continuation byte: look further back
+    const size_t need = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+    return need > back ? back : 0;
+  }
+  return 0;
+}
+
+// --stream: the one sample's text printed as its tokens are committed. The whole continuation is decoded
+// each time (a token's text can depend on its neighbours) and what extends the printed text is written, less
+// an unfinished UTF-8 character, which waits for its next bytes.
+class TextStream {
+ public:
+  explicit TextStream(std::shared_ptr<const Tokenizer> tokenizer) : tokenizer_(std::move(tokenizer)) {}
+  void add(const std::vector<Token>& committed) {
+    tokens_.insert(tokens_.end(), committed.begin(), committed.end());
+    const std::string text = decode_for_output(*tokenizer_, tokens_);
+    const size_t ready = text.size() - incomplete_utf8_tail(text);
+    if (ready <= printed_ || text.compare(0, printed_, printed_text_) != 0) return;
+    std::cout << text.substr(printed_, ready - printed_) << std::flush;
+    printed_text_ = text.substr(0, ready);
+    printed_ = ready;
+  }
+  void finish() {
+    const std::string text = decode_for_output(*tokenizer_, tokens_);
+    if (text.size() > printed_ && text.compare(0, printed_, printed_text_) == 0) std::cout << text.substr(printed_);
+    std::cout << "\n" << std::flush;
+  }
+
+ private:
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  std::vector<Token> tokens_;
+  std::string printed_text_;
+  size_t printed_ = 0;
+};
+
+std::string id_line(const std::vector<Token>& tokens) {
+  std::string line;
+  for (size_t i = 0; i < tokens.size(); ++i) line += (i ? " " : "") + std::to_string(tokens[i]);
+  return line;
+}
+
+// --logprobs-output: one JSON line per sample, in sample order.
+void write_logprobs(const std::string& path, const std::vector<SequenceOutput>& outputs) {
+  std::ofstream out(path);
+  if (!out) fail("--logprobs-output: cannot write '", path, "'");
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    nlohmann::json tokens = nlohmann::json::array();
+    for (const EmittedLogprobs& e : outputs[i].logprobs) {
+      nlohmann::json top = nlohmann::json::array();
+      for (const TokenLogprob& t : e.top) top.push_back({t.token, t.logprob});
+      tokens.push_back({{"id", e.token}, {"logprob", e.logprob}, {"raw_logprob", e.raw_logprob}, {"top", top}});
+    }
+    out << nlohmann::json{{"sample", i}, {"tokens", tokens}}.dump() << '\n';
+  }
+  out.flush();
+  if (!out) fail("--logprobs-output: writing '", path, "' failed");
 }
 
 // `--method beam`: one deterministic search from the prompt.
@@ -67,12 +158,8 @@ int beam_search_command(const po::variables_map& vm, std::shared_ptr<const Langu
   GenerationMetrics metrics;
   const BeamSearchOutput result = search.search(prompt, metrics);
   metrics.wall_seconds = result.wall_seconds;
-  auto ids = [](const std::vector<Token>& tokens) {
-    std::string line;
-    for (size_t i = 0; i < tokens.size(); ++i) line += (i ? " " : "") + std::to_string(tokens[i]);
-    return line;
-  };
-  print_decoded(vm, {result.nbest[0].tokens});
+  const auto ids = id_line;
+  print_text(vm, *target, {result.nbest[0].tokens});
   if (vm.count("output")) {
     const std::string output_path = vm["output"].as<std::string>();
     std::ofstream out(output_path);
@@ -113,12 +200,18 @@ int generate_command(const Args& args) {
     ("tree", po::value<std::string>(), "tree shape for --method tree: children per depth, e.g. 2,2,1")
     ("tree-sampling", po::value<std::string>()->default_value("iid"), "sibling scheme: iid | without-replacement | topk")
     ("prompt-tokens", po::value<std::string>(), "prompt token ids, e.g. 0,3")
-    ("prompt", po::value<std::string>(), "prompt text (models with a tokenizer); the continuations are printed")
-    ("max-new-tokens", po::value<int32_t>(), "tokens generated per sample (output is cut to exactly this)")
+    ("prompt", po::value<std::string>(), "prompt text (models with a tokenizer; BOS as the tokenizer config says)")
+    ("prompt-file", po::value<std::string>(), "file whose whole content is the prompt text")
+    ("print-text", "print each sample's decoded continuation (the default with a text prompt and no other output)")
+    ("stream", "print the continuation's text as it is accepted (one sample)")
+    ("max-new-tokens", po::value<int32_t>(), "most tokens generated per sample (a stop token ends a sample earlier)")
+    ("ignore-eos", "do not stop at the checkpoint's eos_token_id (--stop-tokens still stop)")
+    ("logprobs", po::value<int32_t>(), "with --logprobs-output: each emitted token's logprob and the top N")
+    ("logprobs-output", po::value<std::string>(), "file: one JSON line of logprobs per sample")
     ("num-samples", po::value<int64_t>()->default_value(1), "number of independent samples")
     ("seed", po::value<uint64_t>()->default_value(0), "Philox seed; sample n uses streams keyed by n")
     ("threads", po::value<int32_t>()->default_value(1), "worker threads (samples run in parallel)")
-    ("output", po::value<std::string>(), "file: one line per sample, token ids separated by spaces")
+    ("output", po::value<std::string>(), "file: one line per sample, its token ids (up to and including a stop token)")
     ("metrics-json", po::value<std::string>(), "file for the run's metrics (JSON)")
     ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda")
     ("weights-dtype", po::value<std::string>()->default_value("auto"), "transformer:/hf: matrices in memory: float32 | bfloat16 | float16 | auto (as stored)")
@@ -150,7 +243,11 @@ int generate_command(const Args& args) {
          "verifier kernels are reachable through `specula sample --device cuda` and `specula bench --device cuda`");
   for (const char* required : {"target", "max-new-tokens"})
     if (!vm.count(required)) fail("--", required, " is required");
-  if (!vm.count("output") && !vm.count("prompt")) fail("--output FILE is required (or --prompt TEXT to print text)");
+  if (!vm.count("output") && !text_prompt(vm) && !vm.count("print-text") && !vm.count("stream") &&
+      !vm.count("logprobs-output"))
+    fail("--output FILE is required (or --print-text, --stream, --logprobs-output, or a --prompt TEXT to print)");
+  if (vm.count("logprobs") != vm.count("logprobs-output"))
+    fail("--logprobs N and --logprobs-output FILE go together");
 
   SamplingParams target_params;
   read_sampler_options(vm, target_params);
@@ -171,8 +268,16 @@ int generate_command(const Args& args) {
   config.tree_sampling = parse_sibling_scheme(vm["tree-sampling"].as<std::string>());
   config.max_new_tokens = vm["max-new-tokens"].as<int32_t>();
   config.seed = vm["seed"].as<uint64_t>();
+  if (vm.count("logprobs")) {
+    config.logprobs = vm["logprobs"].as<int32_t>();
+    if (config.logprobs < 0) fail("--logprobs must be >= 0, got ", config.logprobs);
+    if (beam) fail("--logprobs: beam search writes its hypotheses' log-probabilities with --nbest-output");
+  }
 
   auto target = load_language_model(vm["target"].as<std::string>(), "target", vm["weights-dtype"].as<std::string>());
+  // One stop rule: --stop-tokens plus the checkpoint's end of sequence.
+  if (!vm.count("ignore-eos"))
+    add_stop_tokens(target_params, checkpoint_eos_tokens(vm["target"].as<std::string>(), target->vocab_size()));
   ConstraintOptions constraint_options;
   if (vm.count("regex")) constraint_options.regex = vm["regex"].as<std::string>();
   if (vm.count("json-schema")) constraint_options.json_schema_file = vm["json-schema"].as<std::string>();
@@ -180,7 +285,7 @@ int generate_command(const Args& args) {
   if (constraint_options.any()) {
     std::vector<std::string> tokenizer_strings;
     if (const auto tokenizer = load_tokenizer_for(vm["target"].as<std::string>()))
-      for (Token t = 0; t < target->vocab_size(); ++t) tokenizer_strings.push_back(tokenizer->decode({t}));
+      tokenizer_strings = token_strings_for_constraints(*tokenizer, target->vocab_size());
     // Target and draft share the one automaton: its states are ids of that object.
     target_params.constraint = draft_params.constraint = constraint_from_options(
         constraint_options, target->vocab_size(), std::move(tokenizer_strings), target_params.stop_tokens);
@@ -198,22 +303,30 @@ int generate_command(const Args& args) {
   omp_set_num_threads(threads);
 
   GenerationMetrics metrics;
-  const std::vector<SequenceOutput> outputs = generator.generate_many(prompt, 0, n, metrics);
+  std::vector<SequenceOutput> outputs;
+  if (vm.count("stream")) {
+    if (n != 1) fail("--stream prints one sample: use --num-samples 1 (got ", n, ")");
+    TextStream stream(require_tokenizer(vm, *target, "--stream"));
+    const auto start = std::chrono::steady_clock::now();
+    outputs.push_back(generator.generate(prompt, 0, metrics, [&](const std::vector<Token>& t) { stream.add(t); }));
+    metrics.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    stream.finish();
+  } else {
+    outputs = generator.generate_many(prompt, 0, n, metrics);
+  }
 
   std::vector<std::vector<Token>> continuations;
   for (const SequenceOutput& s : outputs) continuations.push_back(s.tokens);
-  print_decoded(vm, continuations);
+  print_text(vm, *target, continuations);
   if (vm.count("output")) {
     const std::string output_path = vm["output"].as<std::string>();
     std::ofstream out(output_path);
     if (!out) fail("--output: cannot write '", output_path, "'");
-    std::string line;
-    for (const std::vector<Token>& tokens : continuations) {
-      line.clear();
-      for (size_t i = 0; i < tokens.size(); ++i) line += (i ? " " : "") + std::to_string(tokens[i]);
-      out << line << '\n';
-    }
+    for (const std::vector<Token>& tokens : continuations) out << id_line(tokens) << '\n';
+    out.flush();
+    if (!out) fail("--output: writing '", output_path, "' failed");
   }
+  if (vm.count("logprobs-output")) write_logprobs(vm["logprobs-output"].as<std::string>(), outputs);
   if (vm.count("metrics-json")) {
     const std::string path = vm["metrics-json"].as<std::string>();
     std::ofstream m(path);

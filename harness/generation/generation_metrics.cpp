@@ -13,6 +13,7 @@ void GenerationMetrics::resize(int32_t positions) {
 
 void GenerationMetrics::merge(const GenerationMetrics& o) {
   sequences += o.sequences;
+  stopped += o.stopped;
   new_tokens += o.new_tokens;
   steps += o.steps;
   target_calls += o.target_calls;
@@ -47,6 +48,7 @@ std::string GenerationMetrics::to_json(const std::string& method, bool lossy) co
   j["method"] = method;
   j["lossy"] = lossy;
   j["sequences"] = sequences;
+  j["stopped_sequences"] = stopped;
   j["new_tokens"] = new_tokens;
   j["acceptance_rate"] = acceptance_rate();
   j["mean_accepted_length"] = mean_accepted_length();

@@ -6,6 +6,7 @@
 #include "draft/constrained_drafter.h"
 #include "verify/categorical.h"
 #include "verify/error.h"
+#include "verify/mutants.h"
 #include "verify/target_rows.h"
 
 namespace specula {
@@ -23,12 +24,20 @@ double acceptance_probability(const float* p, const std::vector<float>& q, Token
   return s;
 }
 
+SamplingParams at_unit_temperature(SamplingParams params) {
+  if (params.greedy()) params.temperature = 1.0f;
+  return params;
+}
+
 }  // namespace
+
+const char* stop_reason_name(StopReason reason) { return reason == StopReason::stop ? "stop" : "length"; }
 
 Generator::Generator(std::shared_ptr<const LanguageModel> target, SamplingParams target_params,
                      std::shared_ptr<const DrafterFactory> drafter, GenerationConfig config)
     : target_(std::move(target)),
-      pipeline_(std::move(target_params), target_->vocab_size()),
+      pipeline_(target_params, target_->vocab_size()),
+      unit_temperature_pipeline_(at_unit_temperature(std::move(target_params)), target_->vocab_size()),
       drafter_(std::move(drafter)),
       config_(std::move(config)) {
   if (config_.method && !drafter_) fail("--method ", verify_method_name(*config_.method), " needs a --draft model");
@@ -49,10 +58,31 @@ Generator::Generator(std::shared_ptr<const LanguageModel> target, SamplingParams
     drafter_ = std::make_shared<ConstrainedDrafterFactory>(drafter_, pipeline_.params().constraint);
 }
 
-SequenceOutput Generator::generate(const std::vector<Token>& prompt, uint64_t sequence,
-                                   GenerationMetrics& metrics) const {
+bool Generator::is_stop(Token t) const {
+  const std::vector<Token>& stops = pipeline_.params().stop_tokens;
+  return std::find(stops.begin(), stops.end(), t) != stops.end();
+}
+
+EmittedLogprobs Generator::emitted_logprobs(const float* logits, const float* probs, const TokenHistory& history,
+                                            Token token) const {
+  const int32_t V = target_->vocab_size();
+  std::vector<float> unit;
+  if (pipeline_.params().greedy()) {  // the one-hot row says nothing: report the row the argmax is taken over
+    unit.resize(V);
+    unit_temperature_pipeline_.process(logits, history, unit.data());
+    probs = unit.data();
+  }
+  const Logprobs l = compute_logprobs(logits, probs, V, token, config_.logprobs);
+  EmittedLogprobs out{token, l.sampled_processed.logprob, l.sampled_raw.logprob, {}};
+  for (const TokenLogprob& t : l.top_processed)
+    if (probs[t.token] > 0.0f) out.top.push_back(t);
+  return out;
+}
+
+SequenceOutput Generator::generate(const std::vector<Token>& prompt, uint64_t sequence, GenerationMetrics& metrics,
+                                   const TokenSink& sink) const {
   auto target = target_->new_session();
-  if (!config_.method) return generate_autoregressive(*target, prompt, sequence, metrics);
+  if (!config_.method) return generate_autoregressive(*target, prompt, sequence, metrics, sink);
   // The prompt is processed before the decoding loop, timed apart: the target's prefill, whose logits the
   // first verification call takes from the session's cache instead of running the prompt again, and the
   // drafter's begin (a draft model's prefill).
@@ -65,7 +95,7 @@ SequenceOutput Generator::generate(const std::vector<Token>& prompt, uint64_t se
   drafter->set_target_session(target.get());
   drafter->begin(prompt);
   metrics.prompt_seconds += seconds_since(start);
-  SequenceOutput out = generate_speculative(*target, *drafter, prompt, sequence, metrics);
+  SequenceOutput out = generate_speculative(*target, *drafter, prompt, sequence, metrics, sink);
   out.wall_seconds = seconds_since(start);
   return out;
 }
@@ -96,7 +126,8 @@ std::vector<SequenceOutput> Generator::generate_many(const std::vector<Token>& p
 }
 
 SequenceOutput Generator::generate_autoregressive(ModelSession& target, const std::vector<Token>& prompt,
-                                                  uint64_t sequence, GenerationMetrics& metrics) const {
+                                                  uint64_t sequence, GenerationMetrics& metrics,
+                                                  const TokenSink& sink) const {
   const auto start = Clock::now();
   const int32_t V = target_->vocab_size();
   SequenceOutput out;
@@ -111,21 +142,29 @@ SequenceOutput Generator::generate_autoregressive(ModelSession& target, const st
     (t == 0 ? metrics.prompt_seconds : metrics.target_seconds) += seconds_since(t0);
     pipeline_.process(logits.data(), history, probs.data());
     const Token x = sample_categorical(probs.data(), V, RandomKey{config_.seed, stream, static_cast<uint64_t>(t)});
+    if (config_.logprobs >= 0) out.logprobs.push_back(emitted_logprobs(logits.data(), probs.data(), history, x));
     history = pipeline_.advance(history, x, probs.data());
     context.push_back(x);
     out.tokens.push_back(x);
     ++metrics.target_calls;
     ++metrics.steps;
     ++metrics.emitted;
+    if (sink) sink({x});
+    if (is_stop(x)) {
+      out.stop_reason = StopReason::stop;
+      break;
+    }
   }
   ++metrics.sequences;
+  if (out.stop_reason == StopReason::stop) ++metrics.stopped;
   metrics.new_tokens += static_cast<int64_t>(out.tokens.size());
   out.wall_seconds = seconds_since(start);
   return out;
 }
 
 SequenceOutput Generator::generate_speculative(ModelSession& target, Drafter& drafter, const std::vector<Token>& prompt,
-                                               uint64_t sequence, GenerationMetrics& metrics) const {
+                                               uint64_t sequence, GenerationMetrics& metrics,
+                                               const TokenSink& sink) const {
   const auto start = Clock::now();
   const int32_t V = target_->vocab_size();
   const VerifyMethod method = *config_.method;
@@ -138,7 +177,9 @@ SequenceOutput Generator::generate_speculative(ModelSession& target, Drafter& dr
   history.prompt = prompt;
   const int64_t draft_forwards_before = drafter.counters().n_forward;
 
-  for (uint64_t step = 0; static_cast<int32_t>(out.tokens.size()) < config_.max_new_tokens; ++step) {
+  for (uint64_t step = 0; static_cast<int32_t>(out.tokens.size()) < config_.max_new_tokens &&
+                          out.stop_reason != StopReason::stop;
+       ++step) {
     DraftRequest request;
     request.context = &context;
     request.history = &history;
@@ -163,13 +204,37 @@ SequenceOutput Generator::generate_speculative(ModelSession& target, Drafter& dr
     drafter.accept(outcome.accepted);
     if (outcome.emitted.empty()) fail("verifier ", verify_method_name(method), " emitted no token");
 
-    // Counters: a position is "tested" when the verifier reached it (every earlier one was accepted).
+    // Commit the emitted tokens up to the first stop token and at most max_new_tokens in all: token i was drawn
+    // from the row after the first i accepted nodes. Tokens past a stop token are discarded (§9).
+    size_t kept = 0;
+    std::vector<Token> committed;
+    while (kept < outcome.emitted.size() && static_cast<int32_t>(out.tokens.size()) < config_.max_new_tokens) {
+      const Token x = outcome.emitted[kept];
+      const int32_t from_row = kept == 0 ? 0 : outcome.path[kept - 1] + 1;
+      const float* row = probs.data() + static_cast<size_t>(from_row) * V;
+      if (config_.logprobs >= 0)
+        out.logprobs.push_back(emitted_logprobs(logits.data() + static_cast<size_t>(from_row) * V, row, history, x));
+      history = pipeline_.advance(history, x, row);
+      context.push_back(x);
+      out.tokens.push_back(x);
+      committed.push_back(x);
+      ++kept;
+      if (is_stop(x)) {
+        out.stop_reason = StopReason::stop;
+        if (!mutant_on(Mutant::stop_checked_per_step)) break;
+      }
+    }
+    if (sink) sink(committed);
+
+    // Counters. `emitted` counts the tokens kept; the acceptance counters describe the verifier's work and
+    // count the step as verified, before any cut (an acceptance rate is not lowered by where a sequence ends).
+    // A position is "tested" when the verifier reached it (every earlier one was accepted).
     const int32_t depth = tree.size() ? tree.max_depth() : 0;
     const int32_t tested = std::min(depth, outcome.accepted + (outcome.all_accepted ? 0 : 1));
     ++metrics.steps;
     metrics.proposed += depth;
     metrics.accepted += outcome.accepted;
-    metrics.emitted += static_cast<int64_t>(outcome.emitted.size());
+    metrics.emitted += static_cast<int64_t>(kept);
     metrics.q_zero_errors += outcome.q_zero_errors;
     if (outcome.accepted < static_cast<int32_t>(metrics.accepted_histogram.size()))
       ++metrics.accepted_histogram[outcome.accepted];
@@ -186,18 +251,10 @@ SequenceOutput Generator::generate_speculative(ModelSession& target, Drafter& dr
       if (i < outcome.accepted) row = outcome.path[i] + 1;
     }
     out.accept_lengths.push_back(outcome.accepted);
-
-    // Commit the emitted tokens: token i was drawn from the row after the first i accepted nodes.
-    for (size_t i = 0; i < outcome.emitted.size(); ++i) {
-      const int32_t from_row = i == 0 ? 0 : outcome.path[i - 1] + 1;
-      history = pipeline_.advance(history, outcome.emitted[i], probs.data() + static_cast<size_t>(from_row) * V);
-      context.push_back(outcome.emitted[i]);
-      out.tokens.push_back(outcome.emitted[i]);
-    }
   }
-  out.tokens.resize(std::min<size_t>(out.tokens.size(), config_.max_new_tokens));
   metrics.draft_calls += drafter.counters().n_forward - draft_forwards_before;
   ++metrics.sequences;
+  if (out.stop_reason == StopReason::stop) ++metrics.stopped;
   metrics.new_tokens += static_cast<int64_t>(out.tokens.size());
   out.wall_seconds = seconds_since(start);
   return out;

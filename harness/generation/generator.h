@@ -2,8 +2,15 @@
 // decoding (draft -> one target call over the draft tree -> per-row processed p -> verifier), one
 // sequence at a time per session. Sequences are independent: sequence n draws only from Philox streams
 // keyed by n, so outputs do not depend on threads or batch composition.
+//
+// One stop rule for every method: a sequence ends when it emits one of the target's stop tokens
+// (SamplingParams::stop_tokens; the stop token is emitted and counted) or has max_new_tokens tokens.
+// Tokens a verification step emits after a stop token are discarded. Stopping is a function of the
+// emitted prefix, so the law of stopped sequences is the target's autoregressive law of stopped
+// sequences whenever the unstopped law is exact (verify/ALGORITHMS.md §9).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -11,6 +18,7 @@
 #include "draft/drafter.h"
 #include "harness/generation/generation_metrics.h"
 #include "harness/models/language_model.h"
+#include "verify/logprobs.h"
 #include "verify/sampler_pipeline.h"
 #include "verify/verifiers/verification.h"
 
@@ -23,13 +31,32 @@ struct GenerationConfig {
   SiblingScheme tree_sampling = SiblingScheme::iid;
   int32_t max_new_tokens = 16;
   uint64_t seed = 0;
+  int32_t logprobs = -1;  // -1 = off; n >= 0: record every emitted token's logprobs with the top n
+};
+
+enum class StopReason { length, stop };  // reached max_new_tokens | emitted a stop token
+const char* stop_reason_name(StopReason reason);  // "length" | "stop"
+
+// Per emitted token, with GenerationConfig::logprobs >= 0: its log-probability under the target's processed
+// row at its position (at temperature 0: the row processed at temperature 1, the distribution the greedy
+// argmax is taken over), under the softmax of the raw logits, and the processed row's top-n.
+struct EmittedLogprobs {
+  Token token;
+  double logprob;
+  double raw_logprob;
+  std::vector<TokenLogprob> top;  // most probable first (ties by id); tokens of probability 0 left out
 };
 
 struct SequenceOutput {
-  std::vector<Token> tokens;          // exactly max_new_tokens generated tokens
-  std::vector<int32_t> accept_lengths;  // accepted drafts per step (Spec-Bench's accept_lengths)
+  std::vector<Token> tokens;          // the generated tokens: up to and including a stop token, at most max_new_tokens
+  StopReason stop_reason = StopReason::length;
+  std::vector<int32_t> accept_lengths;  // drafts the verifier accepted per step (Spec-Bench's accept_lengths)
+  std::vector<EmittedLogprobs> logprobs;  // one per token, when requested
   double wall_seconds = 0.0;
 };
+
+// Called with the tokens each step commits (after the stop rule), for streaming output.
+using TokenSink = std::function<void(const std::vector<Token>& committed)>;
 
 class Generator {
  public:
@@ -38,7 +65,8 @@ class Generator {
             std::shared_ptr<const DrafterFactory> drafter, GenerationConfig config);
 
   // Generates sequence number `sequence` from `prompt`, adding its counters to `metrics`.
-  SequenceOutput generate(const std::vector<Token>& prompt, uint64_t sequence, GenerationMetrics& metrics) const;
+  SequenceOutput generate(const std::vector<Token>& prompt, uint64_t sequence, GenerationMetrics& metrics,
+                          const TokenSink& sink = nullptr) const;
 
   // Generates sequences first..first+count-1 in parallel over threads.
   std::vector<SequenceOutput> generate_many(const std::vector<Token>& prompt, uint64_t first, int64_t count,
@@ -49,12 +77,17 @@ class Generator {
 
  private:
   SequenceOutput generate_autoregressive(ModelSession& target, const std::vector<Token>& prompt, uint64_t sequence,
-                                         GenerationMetrics& metrics) const;
+                                         GenerationMetrics& metrics, const TokenSink& sink) const;
   SequenceOutput generate_speculative(ModelSession& target, Drafter& drafter, const std::vector<Token>& prompt,
-                                      uint64_t sequence, GenerationMetrics& metrics) const;
+                                      uint64_t sequence, GenerationMetrics& metrics, const TokenSink& sink) const;
+  bool is_stop(Token t) const;
+  // The logprobs of `token` emitted from the row with raw logits `logits` and processed law `probs` after `history`.
+  EmittedLogprobs emitted_logprobs(const float* logits, const float* probs, const TokenHistory& history,
+                                   Token token) const;
 
   std::shared_ptr<const LanguageModel> target_;
   SamplerPipeline pipeline_;
+  SamplerPipeline unit_temperature_pipeline_;  // the target's settings at temperature 1 (greedy rows' logprobs)
   std::shared_ptr<const DrafterFactory> drafter_;
   GenerationConfig config_;
 };

@@ -1,11 +1,14 @@
 #include "harness/models/model_source.h"
 
+#include <iostream>
+
 #include "draft/head_drafters.h"
 #include "draft/model_drafter.h"
 #include "draft/ngram_drafter.h"
 #include "draft/prompt_lookup_drafter.h"
 #include "draft/synthetic_drafter.h"
 #include "harness/models/hf/hf_model.h"
+#include "harness/models/hf/memory_budget.h"
 #include "harness/models/table_model.h"
 #include "harness/models/transformer/transformer_language_model.h"
 #include "verify/error.h"
@@ -23,7 +26,10 @@ std::shared_ptr<const LanguageModel> load_language_model(const std::string& spec
   }
   if (kind == "transformer") {
     if (path.empty()) fail("--", option, ": 'transformer:' needs a checkpoint folder, e.g. transformer:results/models/target");
-    return std::make_shared<TransformerLanguageModel>(path, weights_dtype);
+    auto model = std::make_shared<TransformerLanguageModel>(path, weights_dtype);
+    std::cerr << "transformer:" << path << ": " << model->parameter_count() << " parameters, " << model->matrices_dtype()
+              << " matrices, resident " << format_bytes(model->resident_weight_bytes()) << "\n";
+    return model;
   }
   if (kind == "hf") {
     if (path.empty()) fail("--", option, ": 'hf:' needs a Hugging Face model folder, e.g. hf:models/TinyLlama");

@@ -21,6 +21,17 @@ class Tokenizer {
   virtual std::string decode(const std::vector<Token>& tokens) const = 0;
 };
 
+// The text of `tokens` for output: runs of ids the tokenizer covers decode together as usual; an id at or
+// beyond its vocabulary — a padded logits row, as in Qwen2 checkpoints whose vocab_size exceeds the
+// tokenizer — renders as "<|id:N|>" instead of failing, so no sample is lost.
+std::string decode_for_output(const Tokenizer& tokenizer, const std::vector<Token>& tokens);
+// "<|id:N|>"
+std::string token_id_escape(Token token);
+
+// Each id's text for constrained decoding, for ids [0, vocab_size): ids beyond the tokenizer (padding) get an
+// empty string, which no constraint allows.
+std::vector<std::string> token_strings_for_constraints(const Tokenizer& tokenizer, int32_t vocab_size);
+
 // The tokenizer of a model named by a "kind:PATH" spec (as for --target): for transformer:DIR, the one named
 // in DIR/config.json. nullptr for models without one (bigram tables speak token ids only). Throws Error on a
 // missing or malformed checkpoint config.

@@ -27,7 +27,8 @@ std::string trim(const std::string& s) {
 const std::set<std::string>& experiment_keys() {
   static const std::set<std::string> keys = {"name", "target", "prompts", "prompts_from_corpus", "num_prompts",
                                              "prompt_length", "corpus_tail", "max_new_tokens", "repetitions", "seed",
-                                             "threads", "output_dir", "paired_timing", "weights_dtype"};
+                                             "threads", "output_dir", "paired_timing", "weights_dtype",
+                                             "ignore_eos"};
   return keys;
 }
 
@@ -128,7 +129,7 @@ void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, 
     if (!experiment_keys().count(name))
       fail(where, ": unknown key '", key, "' (known in [experiment]: name, target, prompts, prompts_from_corpus, "
            "num_prompts, prompt_length, corpus_tail, max_new_tokens, repetitions, seed, threads, output_dir, "
-           "paired_timing, weights_dtype)");
+           "paired_timing, weights_dtype, ignore_eos)");
     if (name == "name") c.name = value;
     if (name == "target") c.target = value;
     if (name == "prompts") c.prompts_file = value;
@@ -152,9 +153,9 @@ void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, 
         fail(where, ": key '", key, "': '", value, "' is not float32, bfloat16, float16 or auto");
       c.weights_dtype = value;
     }
-    if (name == "paired_timing") {
+    if (name == "paired_timing" || name == "ignore_eos") {
       if (value != "true" && value != "false") fail(where, ": key '", key, "': '", value, "' is not true or false");
-      c.paired_timing = value == "true";
+      (name == "paired_timing" ? c.paired_timing : c.ignore_eos) = value == "true";
     }
     c.origin[key] = where;
     return;
@@ -254,7 +255,8 @@ std::string ExperimentConfig::resolved_ini() const {
     os << "num_prompts = " << num_prompts << "\n";
   os << "max_new_tokens = " << max_new_tokens << "\nrepetitions = " << repetitions << "\nseed = " << seed
      << "\nthreads = " << threads << "\noutput_dir = " << output_dir
-     << "\npaired_timing = " << (paired_timing ? "true" : "false") << "\nweights_dtype = " << weights_dtype << "\n";
+     << "\npaired_timing = " << (paired_timing ? "true" : "false") << "\nweights_dtype = " << weights_dtype
+     << "\nignore_eos = " << (ignore_eos ? "true" : "false") << "\n";
   if (!beam.empty()) {
     os << "\n[beam]\n";
     for (const auto& [k, v] : beam) os << k << " = " << v << "\n";

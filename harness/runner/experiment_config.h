@@ -46,6 +46,9 @@ struct ExperimentConfig {
   // The target's matrices in memory (transformer: and hf: models): float32 | bfloat16 | float16 | auto (as
   // stored).
   std::string weights_dtype = "auto";
+  // Generation ends at a stop token ([sampling] stop_tokens) and, unless ignore_eos, at the target
+  // checkpoint's eos_token_id (harness/models/eos_tokens.h).
+  bool ignore_eos = false;
   uint64_t seed = 1;
   int threads = 1;
   std::string output_dir = "results";

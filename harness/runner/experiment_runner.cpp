@@ -14,6 +14,7 @@
 #include "harness/generation/generator.h"
 #include "harness/log.h"
 #include "harness/models/compute_threads.h"
+#include "harness/models/eos_tokens.h"
 #include "harness/models/model_source.h"
 #include "harness/models/transformer/skinny_linear.h"
 #include "harness/models/tokenizer.h"
@@ -87,7 +88,7 @@ std::shared_ptr<const TokenConstraint> constraint_for(
   if (!slot) {
     std::vector<std::string> tokenizer_strings;
     if (const auto tokenizer = load_tokenizer_for(target_spec))
-      for (Token t = 0; t < target.vocab_size(); ++t) tokenizer_strings.push_back(tokenizer->decode({t}));
+      tokenizer_strings = token_strings_for_constraints(*tokenizer, target.vocab_size());
     slot = constraint_from_options(options, target.vocab_size(), std::move(tokenizer_strings), params.stop_tokens);
   }
   return slot;
@@ -178,8 +179,12 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
   std::set<std::string> beam_settings;
   std::map<std::string, const Setting*> by_id;
   for (const Setting& s : settings) by_id[s.id] = &s;
+  // One stop rule for every setting: [sampling] stop_tokens plus the checkpoint's end of sequence.
+  const std::vector<Token> eos =
+      config.ignore_eos ? std::vector<Token>{} : checkpoint_eos_tokens(config.target, target->vocab_size());
   for (const Setting& setting : settings) {
     SamplingParams target_params = sampler_params(setting, "sampling", SamplingParams{});
+    add_stop_tokens(target_params, eos);
     target_params.constraint = constraint_for(setting, *target, config.target, target_params, constraints);
     if (setting.get_or("draft.method", "") == "beam") {
       // Beam search uses no drafter: settings that differ only in draft axes are the same run.
@@ -205,6 +210,7 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
           r.repetition = rep;
           const BeamSearchOutput out = search.search(prompts[j], r.metrics);
           r.tokens = out.nbest[0].tokens;
+          r.stop_reason = out.nbest[0].stopped ? "stop" : "length";
           r.metrics.wall_seconds = out.wall_seconds;
           records_out << r.to_json_line() << "\n" << std::flush;
           records.push_back(std::move(r));
@@ -247,6 +253,7 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
     if (config.paired_timing && !setting.baseline && by_id.count(setting.baseline_id)) {
       base_setting = by_id.at(setting.baseline_id);
       base_params = sampler_params(*base_setting, "sampling", SamplingParams{});
+      add_stop_tokens(base_params, eos);
       if (gen.method && *gen.method == VerifyMethod::greedy && !setting.values.count("sampling.temperature"))
         base_params.temperature = 0.0f;  // like for like: greedy speculation against greedy decoding
       base_params.constraint = constraint_for(*base_setting, *target, config.target, base_params, constraints);
@@ -283,6 +290,7 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
         if (base_generator && !r.pair.baseline_first) run_baseline();
         r.pair.load_after = load_average();
         r.tokens = out.tokens;
+        r.stop_reason = stop_reason_name(out.stop_reason);
         r.accept_lengths = out.accept_lengths;
         r.metrics.wall_seconds = out.wall_seconds;
         records_out << r.to_json_line() << "\n" << std::flush;

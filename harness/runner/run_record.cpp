@@ -43,6 +43,7 @@ std::string RunRecord::to_json_line() const {
   j["verify_time"] = m.verify_seconds;
   j["prompt_time"] = m.prompt_seconds;
   j["tokens"] = tokens;
+  j["stop_reason"] = stop_reason;
   if (pair.present)
     j["pair"] = {{"baseline_new_tokens", pair.new_tokens},
                  {"baseline_wall_time", pair.wall_seconds},
@@ -65,6 +66,8 @@ RunRecord RunRecord::from_json_line(const std::string& line, const std::string& 
     r.prompt_index = j.at("prompt_index");
     r.repetition = j.at("repetition");
     r.tokens = j.at("tokens").get<std::vector<Token>>();
+    r.stop_reason = j.value("stop_reason", std::string("length"));
+    m.stopped = r.stop_reason == "stop" ? 1 : 0;
     r.accept_lengths = j.at("accept_lengths").get<std::vector<int32_t>>();
     m.sequences = 1;
     m.new_tokens = j.at("new_tokens");

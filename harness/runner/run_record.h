@@ -28,7 +28,8 @@ struct RunRecord {
   bool baseline = false;
   int prompt_index = 0;
   int repetition = 0;
-  std::vector<Token> tokens;  // the generated continuation
+  std::vector<Token> tokens;  // the generated continuation (up to and including a stop token)
+  std::string stop_reason = "length";  // "stop" (emitted a stop token) | "length" (reached max_new_tokens)
   std::vector<int32_t> accept_lengths;
   GenerationMetrics metrics;  // this prompt's counters and times (wall_seconds = wall_time)
   PairedBaseline pair;        // speculative records of a paired run ("pair" in JSON)

@@ -7,8 +7,10 @@ repeat_kv for grouped-query attention, SwiGLU MLP, q/k/v biases for Qwen2), with
 python3-torch) and its own safetensors reader/writer -- none of Specula's code.
 
   hf_reference.py make --arch llama|mistral|qwen2 --out DIR [--seed S] [--dtype bf16|fp16|fp32]
-                       [--shards N] [--layers L] [--vocab V]
-      writes a tiny random model folder: config.json and model.safetensors (or N shards + index)
+                       [--shards N] [--layers L] [--vocab V] [--norms-fp32] [--byte-tokenizer]
+      writes a tiny random model folder: config.json and model.safetensors (or N shards + index);
+      --norms-fp32 keeps the 1-D tensors in float32 beside 16-bit matrices; --byte-tokenizer adds a
+      tokenizer.json with the 256 byte tokens only (ids 256.. are padding when V > 256)
   hf_reference.py logits --model DIR --sequences IN.json --out OUT.json
       IN.json = {"sequences": [[ids...], ...]}; OUT.json = {"logits": [[[V floats] per position] per sequence]}
       computed in float64 from the stored weights (so the only rounding left is Specula's float32)
@@ -72,6 +74,31 @@ def read_weights(folder):
 
 
 # ---------------------------------------------------------------------------------------------- tiny models
+def gpt2_byte_alphabet():
+    # GPT-2's bytes_to_unicode (encoder.py): printable bytes stand for themselves, the others map to 256 + n.
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
+    chars, n = {}, 0
+    for b in range(256):
+        if b in printable:
+            chars[b] = chr(b)
+        else:
+            chars[b] = chr(256 + n)
+            n += 1
+    return chars
+
+
+def write_byte_tokenizer(path):
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
+    vocab = {c: b for b, c in gpt2_byte_alphabet().items()}
+    tok = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+           "pre_tokenizer": byte_level, "post_processor": None, "decoder": byte_level,
+           "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                     "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "vocab": vocab,
+                     "merges": []}}
+    with open(path, "w") as f:
+        json.dump(tok, f)
+
+
 def make(args):
     torch.manual_seed(args.seed)
     qwen2 = args.arch == "qwen2"
@@ -126,11 +153,13 @@ def make(args):
     if not cfg["tie_word_embeddings"]:
         w["lm_head.weight"] = mat(V, d)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[args.dtype]
-    w = {k: v.to(dtype) for k, v in w.items()}
+    w = {k: v.to(torch.float32 if args.norms_fp32 and v.dim() == 1 else dtype) for k, v in w.items()}
 
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
+    if args.byte_tokenizer:
+        write_byte_tokenizer(os.path.join(args.out, "tokenizer.json"))
     if args.shards <= 1:
         write_safetensors(os.path.join(args.out, "model.safetensors"), w)
         return
@@ -234,6 +263,8 @@ def main():
     m.add_argument("--shards", type=int, default=1)
     m.add_argument("--layers", type=int, default=2)
     m.add_argument("--vocab", type=int, default=384)
+    m.add_argument("--norms-fp32", action="store_true")
+    m.add_argument("--byte-tokenizer", action="store_true")
     lg = sub.add_parser("logits")
     lg.add_argument("--model", required=True)
     lg.add_argument("--sequences", required=True)

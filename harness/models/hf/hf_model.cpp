@@ -261,8 +261,10 @@ std::shared_ptr<const LanguageModel> load_hf_language_model(const std::string& d
     }
   }
   {
+    // "As stored" is the matrices' dtype: folders that keep norms in float32 beside bf16 matrices are bf16.
     std::set<SafetensorsDtype> stored;
-    for (const auto& [name, t] : weights.tensors) stored.insert(t->dtype);
+    for (const auto& [name, t] : weights.tensors)
+      if (t->shape.size() == 2) stored.insert(t->dtype);
     const torch::ScalarType as_stored = stored.size() != 1                       ? torch::kFloat32
                                         : *stored.begin() == SafetensorsDtype::F16  ? torch::kFloat16
                                         : *stored.begin() == SafetensorsDtype::BF16 ? torch::kBFloat16

@@ -32,8 +32,8 @@ struct HfLoadOptions {
   int32_t max_seq_len = 4096;     // cap on the positions served (each session preallocates its KV cache)
   int64_t memory_available = -1;  // bytes the model may take; -1: MemAvailable of /proc/meminfo
   bool report = true;             // parameter count and resident size on stderr
-  // The matrices' dtype in memory: float32 | float16 | bfloat16 | auto (as stored, when every tensor of the
-  // folder has one dtype; float32 for mixed folders). 16-bit matrices are read by the decoding step as they
+  // The matrices' dtype in memory: float32 | float16 | bfloat16 | auto (as stored: the dtype of the folder's
+  // 2-D tensors when they share one, whatever the norms' dtype; float32 when the matrices mix dtypes). 16-bit matrices are read by the decoding step as they
   // are (skinny_linear.h); norms and biases stay float32.
   std::string weights_dtype = "auto";
 };

@@ -45,6 +45,10 @@ TransformerLanguageModel::~TransformerLanguageModel() = default;
 int32_t TransformerLanguageModel::vocab_size() const { return state_->config.model.vocab_size; }
 int32_t TransformerLanguageModel::max_seq_len() const { return state_->config.model.max_seq_len; }
 int64_t TransformerLanguageModel::parameter_count() const { return state_->config.model.parameter_count(); }
+int64_t TransformerLanguageModel::resident_weight_bytes() const { return resident_bytes(*state_->model); }
+std::string TransformerLanguageModel::matrices_dtype() const {
+  return dtype_string(state_->model->embedding->weight.scalar_type());
+}
 const Tokenizer& TransformerLanguageModel::tokenizer() const {
   if (!state_->tokenizer) fail(state_->kind, ":", state_->dir, ": the model has no tokenizer");
   return *state_->tokenizer;

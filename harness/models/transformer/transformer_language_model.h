@@ -46,6 +46,9 @@ class TransformerLanguageModel : public LanguageModel {
   const std::string& checkpoint_dir() const;
   int32_t max_seq_len() const;
   int64_t parameter_count() const;
+  // Bytes the weights and buffers take in memory (16-bit matrices count 2 bytes an element).
+  int64_t resident_weight_bytes() const;
+  std::string matrices_dtype() const;  // "float32" | "float16" | "bfloat16"
 
  private:
   friend Transformer transformer_module(const TransformerLanguageModel& model);
