@@ -156,3 +156,45 @@ TEST_CASE("generate --prompt TEXT prints the decoded continuation for models wit
   CHECK(no_tokenizer.exit_code == 1);
   CHECK_THAT(no_tokenizer.err, Contains("has no tokenizer"));
 }
+
+TEST_CASE("a failed write is an error naming the output, and an old file survives it", "[cli][errors]") {
+  TempDir dir;
+  const std::string target = dir.write("t.txt", kTarget);
+  const std::string base = "generate --target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 8 --num-samples 200";
+  for (const std::string option : {"--output", "--metrics-json", "--logprobs-output"}) {
+    INFO(option);
+    std::string args = base + " " + option + " /dev/full";
+    if (option == "--logprobs-output") args += " --logprobs 2";
+    else if (option != "--output") args += " --output " + dir.file("o.txt");
+    const CliResult r = run_specula(args);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains(option) && Contains("/dev/full"));
+  }
+  // Standard output to a full device.
+  const std::string err = dir.file("err.txt");
+  const int status = std::system((std::string(SPECULA_BINARY) + " sample --logits " + dir.write("l.txt", "0.1 0.2 0.3") +
+                                  " --num-samples 5000 --seed 1 >/dev/full 2>" + err)
+                                     .c_str());
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK_THAT(read_text(err), Contains("standard output"));
+  // A file-size limit (a full disk): the write fails, the error names the file, the old content is intact.
+  const std::string out = dir.write("kept.txt", "old content\n");
+  const int limited = std::system(("bash -c \"trap '' XFSZ; ulimit -f 1; " + std::string(SPECULA_BINARY) + " " + base +
+                                   " --output " + out + "\" 2>" + err)
+                                      .c_str());
+  CHECK(WIFEXITED(limited));
+  CHECK(WEXITSTATUS(limited) == 1);
+  CHECK_THAT(read_text(err), Contains("--output") && Contains(out));
+  CHECK(read_text(out) == "old content\n");
+}
+
+TEST_CASE("the draft length is bounded before any work", "[cli][errors]") {
+  TempDir dir;
+  const std::string target = dir.write("t.txt", kTarget), draft = dir.write("d.txt", kDraft);
+  const CliResult r = run_specula("generate --target bigram:" + target + " --draft bigram:" + draft +
+                                  " --method chain --num-draft-tokens 2147483647 --prompt-tokens 0 --max-new-tokens 4 "
+                                  "--output " + dir.file("o.txt"));
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("--num-draft-tokens must be <= 256"));
+}

@@ -39,6 +39,7 @@
 #include "harness/models/model_source.h"
 #include "harness/models/tokenizer.h"
 #include "harness/models/transformer/checkpoint.h"
+#include "harness/models/transformer/transformer_language_model.h"
 #include "scaled_transformer.h"
 #include "verify/error.h"
 
@@ -681,6 +682,30 @@ TEST_CASE("greedy speculation with an hf: target equals greedy decoding", "[hf]"
       for (int32_t a : out.accept_lengths) accepted += a;
     }
     if (s.draft == target) CHECK(accepted > 0);  // the same model's drafts are all accepted
+  }
+}
+
+TEST_CASE("16-bit folders stay 16-bit: half the resident weight bytes of float32, as stored under auto", "[hf]") {
+  TempDir dir("resident");
+  // bf16 matrices with float32 norms, as many real folders keep them: auto reads the matrices' dtype.
+  const std::string mixed = make_reference_model(dir, "mixed", "--arch llama --dtype bf16 --norms-fp32 --vocab 512");
+  const std::string fp16 = make_reference_model(dir, "fp16", "--arch llama --dtype fp16 --vocab 512");
+  auto load = [&](const std::string& folder, const std::string& dtype) {
+    HfLoadOptions o = quiet();
+    o.weights_dtype = dtype;
+    return std::dynamic_pointer_cast<const TransformerLanguageModel>(load_hf_language_model(folder, o));
+  };
+  for (const std::string& folder : {mixed, fp16}) {
+    INFO(folder);
+    const auto as_stored = load(folder, "auto"), widened = load(folder, "float32");
+    REQUIRE(as_stored);
+    REQUIRE(widened);
+    CHECK(as_stored->matrices_dtype() == (folder == mixed ? "bfloat16" : "float16"));
+    CHECK(widened->matrices_dtype() == "float32");
+    // Matrices are nearly all of the bytes; norms and the RoPE tables stay float32.
+    const double ratio = static_cast<double>(as_stored->resident_weight_bytes()) / widened->resident_weight_bytes();
+    CHECK(ratio > 0.5);
+    CHECK(ratio < 0.56);
   }
 }
 

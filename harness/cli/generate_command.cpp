@@ -18,6 +18,7 @@
 #include "kernels/cuda_device.h"
 #include "harness/generation/beam_search.h"
 #include "harness/generation/generator.h"
+#include "harness/io/output_file.h"
 #include "harness/models/eos_tokens.h"
 #include "harness/models/model_source.h"
 #include "harness/models/tokenizer.h"
@@ -124,8 +125,7 @@ std::string id_line(const std::vector<Token>& tokens) {
 
 // --logprobs-output: one JSON line per sample, in sample order.
 void write_logprobs(const std::string& path, const std::vector<SequenceOutput>& outputs) {
-  std::ofstream out(path);
-  if (!out) fail("--logprobs-output: cannot write '", path, "'");
+  std::string text;
   for (size_t i = 0; i < outputs.size(); ++i) {
     nlohmann::json tokens = nlohmann::json::array();
     for (const EmittedLogprobs& e : outputs[i].logprobs) {
@@ -133,10 +133,9 @@ void write_logprobs(const std::string& path, const std::vector<SequenceOutput>& 
       for (const TokenLogprob& t : e.top) top.push_back({t.token, t.logprob});
       tokens.push_back({{"id", e.token}, {"logprob", e.logprob}, {"raw_logprob", e.raw_logprob}, {"top", top}});
     }
-    out << nlohmann::json{{"sample", i}, {"tokens", tokens}}.dump() << '\n';
+    text += nlohmann::json{{"sample", i}, {"tokens", tokens}}.dump() + '\n';
   }
-  out.flush();
-  if (!out) fail("--logprobs-output: writing '", path, "' failed");
+  write_output_file(path, text, "--logprobs-output");
 }
 
 // `--method beam`: one deterministic search from the prompt.
@@ -160,27 +159,17 @@ int beam_search_command(const po::variables_map& vm, std::shared_ptr<const Langu
   metrics.wall_seconds = result.wall_seconds;
   const auto ids = id_line;
   print_text(vm, *target, {result.nbest[0].tokens});
-  if (vm.count("output")) {
-    const std::string output_path = vm["output"].as<std::string>();
-    std::ofstream out(output_path);
-    if (!out) fail("--output: cannot write '", output_path, "'");
-    out << ids(result.nbest[0].tokens) << '\n';
-  }
+  if (vm.count("output")) write_output_file(vm["output"].as<std::string>(), ids(result.nbest[0].tokens) + '\n', "--output");
   if (vm.count("nbest-output")) {
-    const std::string path = vm["nbest-output"].as<std::string>();
-    std::ofstream nbest(path);
-    if (!nbest) fail("--nbest-output: cannot write '", path, "'");
+    std::ostringstream nbest;
     nbest << "# score\tlogprob\tended\ttokens (best first; score = logprob / length^" << config.length_penalty << ")\n";
     nbest.precision(10);
     for (const BeamHypothesis& h : result.nbest)
       nbest << h.score << '\t' << h.logprob << '\t' << (h.stopped ? "stop" : "length") << '\t' << ids(h.tokens) << '\n';
+    write_output_file(vm["nbest-output"].as<std::string>(), nbest.str(), "--nbest-output");
   }
-  if (vm.count("metrics-json")) {
-    const std::string path = vm["metrics-json"].as<std::string>();
-    std::ofstream m(path);
-    if (!m) fail("--metrics-json: cannot write '", path, "'");
-    m << metrics.to_json("beam", false);
-  }
+  if (vm.count("metrics-json"))
+    write_output_file(vm["metrics-json"].as<std::string>(), metrics.to_json("beam", false), "--metrics-json");
   return 0;
 }
 
@@ -319,20 +308,14 @@ int generate_command(const Args& args) {
   for (const SequenceOutput& s : outputs) continuations.push_back(s.tokens);
   print_text(vm, *target, continuations);
   if (vm.count("output")) {
-    const std::string output_path = vm["output"].as<std::string>();
-    std::ofstream out(output_path);
-    if (!out) fail("--output: cannot write '", output_path, "'");
-    for (const std::vector<Token>& tokens : continuations) out << id_line(tokens) << '\n';
-    out.flush();
-    if (!out) fail("--output: writing '", output_path, "' failed");
+    std::string text;
+    for (const std::vector<Token>& tokens : continuations) text += id_line(tokens) + '\n';
+    write_output_file(vm["output"].as<std::string>(), text, "--output");
   }
   if (vm.count("logprobs-output")) write_logprobs(vm["logprobs-output"].as<std::string>(), outputs);
-  if (vm.count("metrics-json")) {
-    const std::string path = vm["metrics-json"].as<std::string>();
-    std::ofstream m(path);
-    if (!m) fail("--metrics-json: cannot write '", path, "'");
-    m << metrics.to_json(method, config.method && is_lossy(*config.method));
-  }
+  if (vm.count("metrics-json"))
+    write_output_file(vm["metrics-json"].as<std::string>(),
+                      metrics.to_json(method, config.method && is_lossy(*config.method)), "--metrics-json");
   if (metrics.q_zero_errors > 0)
     std::cerr << "specula generate: warning: " << metrics.q_zero_errors
               << " drafted token(s) had recorded q = 0 (rejected; the draft's recorded law is inconsistent)\n";

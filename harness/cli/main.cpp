@@ -7,6 +7,7 @@
 #include <string>
 
 #include "harness/cli/commands.h"
+#include "harness/io/output_file.h"
 #include "verify/error.h"
 
 namespace {
@@ -54,7 +55,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    return it->second.run(specula::cli::Args(argv + 2, argv + argc));
+    const int status = it->second.run(specula::cli::Args(argv + 2, argv + argc));
+    specula::check_standard_output();  // output lost to a full disk or a closed pipe is a failure
+    return status;
   } catch (const specula::Error& e) {
     std::cerr << "specula " << argv[1] << ": error: " << e.what() << "\n";
     return 1;

@@ -47,6 +47,9 @@ Generator::Generator(std::shared_ptr<const LanguageModel> target, SamplingParams
   if (config_.max_new_tokens < 0) fail("--max-new-tokens must be >= 0, got ", config_.max_new_tokens);
   if (config_.method && config_.tree_shape.empty() && config_.num_draft_tokens < 1)
     fail("--num-draft-tokens must be >= 1, got ", config_.num_draft_tokens);
+  // Bounded before any work: a verification call holds K + 1 rows of V logits (trees: at most 4096 nodes).
+  if (config_.method && config_.tree_shape.empty() && config_.num_draft_tokens > kMaxDraftTokens)
+    fail("--num-draft-tokens must be <= ", kMaxDraftTokens, ", got ", config_.num_draft_tokens);
   if (config_.method == VerifyMethod::greedy && !pipeline_.params().greedy())
     fail("--method greedy verifies greedy decoding: use --temperature 0 (got ", pipeline_.params().temperature, ")");
   if (config_.method != VerifyMethod::tree && !config_.tree_shape.empty())

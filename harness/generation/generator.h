@@ -24,6 +24,9 @@
 
 namespace specula {
 
+// The longest draft chain a verification call takes (a tree is bounded by its 4096 nodes instead).
+inline constexpr int32_t kMaxDraftTokens = 256;
+
 struct GenerationConfig {
   std::optional<VerifyMethod> method;  // nullopt = autoregressive baseline (`ar`)
   int32_t num_draft_tokens = 4;        // chain length K

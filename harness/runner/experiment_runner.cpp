@@ -12,6 +12,7 @@
 #include "harness/config/command_options.h"
 #include "harness/generation/beam_search.h"
 #include "harness/generation/generator.h"
+#include "harness/io/output_file.h"
 #include "harness/log.h"
 #include "harness/models/compute_threads.h"
 #include "harness/models/eos_tokens.h"
@@ -161,15 +162,14 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
     folder += "-shard-" + std::to_string(options.shard_index) + "-of-" + std::to_string(options.shard_count);
   const fs::path dir = fs::path(config.output_dir) / config.name / folder;
   fs::create_directories(dir);
-  std::ofstream(dir / "config.resolved.ini") << config.resolved_ini();
+  write_output_file((dir / "config.resolved.ini").string(), config.resolved_ini(), "run");
   {
     nlohmann::json env = nlohmann::json::parse(environment_json(config.threads, options.command_line));
     env["weights_dtype"] = config.weights_dtype;
     env["skinny_kernel_isa"] = skinny_isa_name(skinny_linear_isa());  // SPECULA_SKINNY_ISA may force one
-    std::ofstream(dir / "env.json") << env.dump(2) << "\n";
+    write_output_file((dir / "env.json").string(), env.dump(2) + "\n", "run");
   }
-  std::ofstream records_out(dir / "records.jsonl");
-  if (!records_out) fail(dir.string(), ": cannot write records.jsonl");
+  AppendedOutput records_out((dir / "records.jsonl").string(), "run");
 
   std::vector<RunRecord> records;
   RunProgress progress(static_cast<int64_t>(settings.size() * prompts.size() * config.repetitions), options.quiet);
@@ -212,7 +212,7 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
           r.tokens = out.nbest[0].tokens;
           r.stop_reason = out.nbest[0].stopped ? "stop" : "length";
           r.metrics.wall_seconds = out.wall_seconds;
-          records_out << r.to_json_line() << "\n" << std::flush;
+          records_out.append(r.to_json_line() + "\n");
           records.push_back(std::move(r));
           progress.update(++done, setting.id);
         }
@@ -293,7 +293,7 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
         r.stop_reason = stop_reason_name(out.stop_reason);
         r.accept_lengths = out.accept_lengths;
         r.metrics.wall_seconds = out.wall_seconds;
-        records_out << r.to_json_line() << "\n" << std::flush;
+        records_out.append(r.to_json_line() + "\n");
         records.push_back(std::move(r));
         progress.update(++done, setting.baseline ? "baseline " + setting.id : setting.id);
       }
@@ -326,8 +326,9 @@ void merge_results(const std::vector<std::string>& shard_dirs, const std::string
   for (const char* f : {"config.resolved.ini", "env.json"})
     if (fs::exists(fs::path(shard_dirs[0]) / f))
       fs::copy_file(fs::path(shard_dirs[0]) / f, fs::path(output) / f, fs::copy_options::overwrite_existing);
-  std::ofstream out(fs::path(output) / "records.jsonl");
-  for (const RunRecord& r : records) out << r.to_json_line() << "\n";
+  std::string lines;
+  for (const RunRecord& r : records) lines += r.to_json_line() + "\n";
+  write_output_file((fs::path(output) / "records.jsonl").string(), lines, "merge");
   write_summary_csv(summarize(records), (fs::path(output) / "summary.csv").string());
 }
 

@@ -7,7 +7,9 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 
+#include "harness/io/output_file.h"
 #include "verify/error.h"
 
 namespace specula {
@@ -294,8 +296,7 @@ void write_summary_csv(const std::vector<SummaryRow>& rows, const std::string& p
   std::set<std::string> keys;
   for (const SummaryRow& r : rows)
     for (const auto& [k, v] : r.setting) keys.insert(k);
-  std::ofstream out(path);
-  if (!out) fail(path, ": cannot write summary");
+  std::ostringstream out;
   for (const std::string& k : keys) out << csv_escape(k) << ",";
   out << "lossy,prompts,draft_positions,acceptance_rate,alpha,expected_acceptance,tau,predicted_tau,tokens_per_s,"
          "baseline_tokens_per_s,speedup,speedup_ci_low,speedup_ci_high,c,predicted_speedup,"
@@ -327,6 +328,7 @@ void write_summary_csv(const std::vector<SummaryRow>& rows, const std::string& p
         << (spec ? fmt(r.decode_speedup / r.cost_model_speedup) : "") << "," << r.pairs << ","
         << (r.pairs ? fmt(r.pair_load_average) : "") << "," << r.pair_drift << "\n";
   }
+  write_output_file(path, out.str(), "summary");
 }
 
 }  // namespace specula

@@ -1,0 +1,69 @@
+#include "harness/io/output_file.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <unistd.h>
+
+#include "verify/error.h"
+
+namespace specula {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string reason() { return errno ? std::string(": ") + std::strerror(errno) : std::string(); }
+
+void write_in_place(const std::string& path, const std::string& content, const std::string& what) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) fail(what, ": cannot write '", path, "'", reason());
+  errno = 0;
+  out.write(content.data(), static_cast<std::streamsize>(content.size()));
+  out.flush();
+  if (!out) fail(what, ": writing '", path, "' failed", reason());
+  out.close();
+  if (out.fail()) fail(what, ": closing '", path, "' failed", reason());
+}
+
+}  // namespace
+
+void write_output_file(const std::string& path, const std::string& content, const std::string& what) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (fs::exists(status) && !fs::is_regular_file(status)) return write_in_place(path, content, what);
+  const std::string temporary = path + ".tmp-" + std::to_string(::getpid());
+  try {
+    write_in_place(temporary, content, what);
+  } catch (...) {
+    fs::remove(temporary, ec);
+    throw;
+  }
+  fs::rename(temporary, path, ec);
+  if (ec) {
+    fs::remove(temporary, ec);
+    fail(what, ": cannot move the finished file into place as '", path, "': ", ec.message());
+  }
+}
+
+AppendedOutput::AppendedOutput(const std::string& path, const std::string& what)
+    : path_(path), what_(what), out_(path, std::ios::binary | std::ios::app) {
+  if (!out_) fail(what_, ": cannot write '", path_, "'", reason());
+}
+
+void AppendedOutput::append(const std::string& lines) {
+  errno = 0;
+  out_.write(lines.data(), static_cast<std::streamsize>(lines.size()));
+  out_.flush();
+  if (!out_) fail(what_, ": writing '", path_, "' failed", reason());
+}
+
+void check_standard_output() {
+  errno = 0;
+  std::cout.flush();
+  const bool lost = std::cout.fail() || std::fflush(stdout) != 0 || std::ferror(stdout);
+  if (lost) fail("writing standard output failed", reason());
+}
+
+}  // namespace specula

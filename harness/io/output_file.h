@@ -1,0 +1,31 @@
+// Writing results so that nothing is lost silently: every write is flushed and checked, and a failure (a full
+// disk, a file-size limit, /dev/full) is an Error naming the file. Whole files are written to a temporary
+// beside the target and renamed over it, so a reader never sees half a file and an old file survives a
+// failed write. Targets that are not regular files (a terminal, a pipe, /dev/full) are written in place:
+// renaming over a device would replace it.
+#pragma once
+
+#include <fstream>
+#include <string>
+
+namespace specula {
+
+// Writes `content` to `path` (see above). `what` names the output in errors, e.g. "--output".
+void write_output_file(const std::string& path, const std::string& content, const std::string& what);
+
+// An output appended to as work goes on (records.jsonl): each append() writes whole lines and flushes them,
+// so an interruption leaves complete lines; a failed write is an Error naming the file.
+class AppendedOutput {
+ public:
+  AppendedOutput(const std::string& path, const std::string& what);
+  void append(const std::string& lines);
+
+ private:
+  std::string path_, what_;
+  std::ofstream out_;
+};
+
+// Flushes standard output; an Error when anything written to it was lost.
+void check_standard_output();
+
+}  // namespace specula
