@@ -10,6 +10,7 @@
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <vector>
 
 namespace specula::testing {
 
@@ -56,5 +57,32 @@ inline CliResult run_specula(const std::string& args) {
   r.err = read_text(err_path);
   return r;
 }
+
+// Lines of whitespace-separated integers (e.g. `generate --output`: one sample's token ids per line).
+inline std::vector<std::vector<int>> read_id_lines(const std::string& path) {
+  std::vector<std::vector<int>> lines;
+  std::istringstream in(read_text(path));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::vector<int> tokens;
+    int t;
+    while (fields >> t) tokens.push_back(t);
+    lines.push_back(tokens);
+  }
+  return lines;
+}
+
+// A 4-token bigram target and a draft near it, for the command-line tests of `generate`.
+inline const char* const kCliTargetTable =
+    "0.5 1.0 -0.3 0.2\n"
+    "1.2 -0.4 0.3 0.0\n"
+    "-0.2 0.8 0.9 -1.0\n"
+    "0.1 0.1 1.5 -0.5\n";
+inline const char* const kCliDraftTable =
+    "0.4 1.3 -0.1 0.2\n"
+    "1.0 -0.2 0.3 0.3\n"
+    "-0.5 0.8 1.2 -1.0\n"
+    "0.3 0.0 1.1 -0.2\n";
 
 }  // namespace specula::testing

@@ -1,6 +1,7 @@
 // `specula generate` end to end: the output and metrics formats other tools rely on, the errors for bad
 // models and options, and greedy speculation equal to greedy decoding through the command line.
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
@@ -8,38 +9,9 @@
 using namespace specula::testing;
 using Catch::Matchers::Contains;
 
-namespace {
-
-const char* kTarget =
-    "0.5 1.0 -0.3 0.2\n"
-    "1.2 -0.4 0.3 0.0\n"
-    "-0.2 0.8 0.9 -1.0\n"
-    "0.1 0.1 1.5 -0.5\n";
-const char* kDraft =
-    "0.4 1.3 -0.1 0.2\n"
-    "1.0 -0.2 0.3 0.3\n"
-    "-0.5 0.8 1.2 -1.0\n"
-    "0.3 0.0 1.1 -0.2\n";
-
-std::vector<std::vector<int>> read_lines(const std::string& path) {
-  std::vector<std::vector<int>> lines;
-  std::istringstream in(read_text(path));
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::vector<int> tokens;
-    int t;
-    while (fields >> t) tokens.push_back(t);
-    lines.push_back(tokens);
-  }
-  return lines;
-}
-
-}  // namespace
-
 TEST_CASE("generate writes L tokens per sample (no stop token) and the documented metrics", "[cli][generate]") {
   TempDir dir;
-  const std::string target = dir.write("t.txt", kTarget), draft = dir.write("d.txt", kDraft);
+  const std::string target = dir.write("t.txt", kCliTargetTable), draft = dir.write("d.txt", kCliDraftTable);
   for (const std::string method : {"ar", "chain", "block", "tree", "greedy", "typical"}) {
     INFO(method);
     std::string extra = method == "tree" ? " --tree 2,1" : " --num-draft-tokens 3";
@@ -50,7 +22,7 @@ TEST_CASE("generate writes L tokens per sample (no stop token) and the documente
                                     dir.file("out.txt") + " --metrics-json " + dir.file("m.json"));
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
-    const auto lines = read_lines(dir.file("out.txt"));
+    const auto lines = read_id_lines(dir.file("out.txt"));
     REQUIRE(lines.size() == 50);
     for (const auto& line : lines) {
       CHECK(line.size() == 7);
@@ -75,7 +47,7 @@ TEST_CASE("generate writes L tokens per sample (no stop token) and the documente
 
 TEST_CASE("speculative decoding at temperature 0 prints exactly greedy decoding's output", "[cli][generate]") {
   TempDir dir;
-  const std::string target = dir.write("t.txt", kTarget), draft = dir.write("d.txt", kDraft);
+  const std::string target = dir.write("t.txt", kCliTargetTable), draft = dir.write("d.txt", kCliDraftTable);
   const std::string common = " --prompt-tokens 1 --max-new-tokens 20 --num-samples 3 --temperature 0 --repetition-penalty 1.3";
   REQUIRE(run_specula("generate --target bigram:" + target + " --method ar" + common + " --output " + dir.file("ar.txt"))
               .exit_code == 0);
@@ -90,7 +62,7 @@ TEST_CASE("speculative decoding at temperature 0 prints exactly greedy decoding'
 
 TEST_CASE("generate refuses bad models and options with a message naming them", "[cli][generate][errors]") {
   TempDir dir;
-  const std::string target = dir.write("t.txt", kTarget), draft = dir.write("d.txt", kDraft);
+  const std::string target = dir.write("t.txt", kCliTargetTable), draft = dir.write("d.txt", kCliDraftTable);
   const std::string ragged = dir.write("ragged.txt", "0 1 2\n0 1\n0 1 2\n");
   const std::string nan = dir.write("nan.txt", "0 1\n0 nan\n");
   const std::string word = dir.write("word.txt", "0 1\n0 x\n");
@@ -117,6 +89,8 @@ TEST_CASE("generate refuses bad models and options with a message naming them", 
       {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --top-p 0" + out, "top_p"},
       {"--target bigram:" + target + " --max-new-tokens 2" + out, "context token"},
       {"--target unicorn:x --prompt-tokens 0 --max-new-tokens 2" + out, "unknown model 'unicorn:x'"},
+      {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --temperature 1e-50" + out,
+       "below the smallest temperature"},
   };
   for (const Case& c : cases) {
     INFO(c.args);
@@ -128,7 +102,7 @@ TEST_CASE("generate refuses bad models and options with a message naming them", 
 
 TEST_CASE("--device cuda without a usable GPU is a clear error, not a crash", "[cli][device]") {
   TempDir dir;
-  const std::string target = dir.write("t.txt", kTarget);
+  const std::string target = dir.write("t.txt", kCliTargetTable);
   const std::string logits = dir.write("l.txt", "0.1 0.2 0.3\n");
   const CliResult sample = run_specula("sample --logits " + logits + " --num-samples 3 --seed 1 --device cuda");
   const CliResult generate = run_specula("generate --target bigram:" + target +
@@ -151,7 +125,7 @@ TEST_CASE("generate --prompt TEXT prints the decoded continuation for models wit
   REQUIRE(r.exit_code == 0);
   CHECK(r.out.size() == 24 + 1);  // the continuation: byte tokens, one character each, then '\n'
   TempDir dir;
-  const CliResult no_tokenizer = run_specula("generate --target bigram:" + dir.write("t.txt", kTarget) +
+  const CliResult no_tokenizer = run_specula("generate --target bigram:" + dir.write("t.txt", kCliTargetTable) +
                                              " --prompt 'hello' --max-new-tokens 2");
   CHECK(no_tokenizer.exit_code == 1);
   CHECK_THAT(no_tokenizer.err, Contains("has no tokenizer"));
@@ -159,7 +133,7 @@ TEST_CASE("generate --prompt TEXT prints the decoded continuation for models wit
 
 TEST_CASE("a failed write is an error naming the output, and an old file survives it", "[cli][errors]") {
   TempDir dir;
-  const std::string target = dir.write("t.txt", kTarget);
+  const std::string target = dir.write("t.txt", kCliTargetTable);
   const std::string base = "generate --target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 8 --num-samples 200";
   for (const std::string option : {"--output", "--metrics-json", "--logprobs-output"}) {
     INFO(option);
@@ -191,10 +165,21 @@ TEST_CASE("a failed write is an error naming the output, and an old file survive
 
 TEST_CASE("the draft length is bounded before any work", "[cli][errors]") {
   TempDir dir;
-  const std::string target = dir.write("t.txt", kTarget), draft = dir.write("d.txt", kDraft);
+  const std::string target = dir.write("t.txt", kCliTargetTable), draft = dir.write("d.txt", kCliDraftTable);
   const CliResult r = run_specula("generate --target bigram:" + target + " --draft bigram:" + draft +
                                   " --method chain --num-draft-tokens 2147483647 --prompt-tokens 0 --max-new-tokens 4 "
                                   "--output " + dir.file("o.txt"));
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Contains("--num-draft-tokens must be <= 256"));
+}
+
+TEST_CASE("train refuses to replace an existing checkpoint unless --overwrite", "[cli][errors]") {
+  TempDir dir;
+  std::filesystem::create_directory(dir.file("out"));
+  const std::string config = dir.write("out/config.json", "{}");
+  const CliResult r = run_specula("train --corpus " + dir.write("corpus.txt", "to be or not to be") + " --output " +
+                                  dir.file("out") + " --steps 1");
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("already holds a checkpoint") && Contains("--overwrite"));
+  CHECK(read_text(config) == "{}");
 }

@@ -51,12 +51,13 @@ TEST_CASE("NaN and +inf logits are rejected with the token named; -inf is a remo
   REQUIRE_ERROR(make(greedy).process({kNaN, 0, 0, 0}, TokenHistory{}), Contains("token 0") && Contains("NaN"));
 }
 
-TEST_CASE("temperature < 0 (or not finite) is rejected", "[sampler][errors]") {
-  for (float t : {-0.5f, -kInf, kInf, kNaN}) {
+TEST_CASE("temperature < 0, not finite, or in (0, kMinTemperature) is rejected", "[sampler][errors]") {
+  for (float t : {-0.5f, -kInf, kInf, kNaN, 1e-4f, 1e-45f}) {
     INFO("temperature " << t);
     REQUIRE_ERROR(make(with([&](SamplingParams& s) { s.temperature = t; })), Contains("temperature"));
   }
   REQUIRE_NOTHROW(make(with([](SamplingParams& s) { s.temperature = 0.0f; })));
+  REQUIRE_NOTHROW(make(with([](SamplingParams& s) { s.temperature = kMinTemperature; })));
   REQUIRE_ERROR(make(with([](SamplingParams& s) { s.dynatemp_range = -0.1f; })), Contains("dynatemp_range"));
   REQUIRE_ERROR(make(with([](SamplingParams& s) { s.dynatemp_exponent = 0.0f; })), Contains("dynatemp_exponent"));
 }

@@ -18,30 +18,6 @@ namespace {
 
 const std::string kReference = "/usr/bin/python3 " + std::string(SPECULA_SOURCE_DIR) + "/tests/reference/hf_reference.py";
 
-const char* kTarget =
-    "0.5 1.0 -0.3 0.2\n"
-    "1.2 -0.4 0.3 0.0\n"
-    "-0.2 0.8 0.9 -1.0\n"
-    "0.1 0.1 1.5 -0.5\n";
-const char* kDraft =
-    "0.4 1.3 -0.1 0.2\n"
-    "1.0 -0.2 0.3 0.3\n"
-    "-0.5 0.8 1.2 -1.0\n"
-    "0.3 0.0 1.1 -0.2\n";
-
-std::vector<std::vector<int>> read_lines(const std::string& path) {
-  std::vector<std::vector<int>> lines;
-  std::istringstream in(read_text(path));
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::vector<int> tokens;
-    int t;
-    while (fields >> t) tokens.push_back(t);
-    lines.push_back(tokens);
-  }
-  return lines;
-}
 
 std::vector<json> read_jsonl(const std::string& path) {
   std::vector<json> out;
@@ -109,7 +85,7 @@ std::vector<std::vector<double>> reference_rows(const TempDir& dir, const std::s
 
 TEST_CASE("every method ends a sample at its first stop token, which is emitted and counted", "[cli][serving]") {
   TempDir dir;
-  const std::string target = "bigram:" + dir.write("t.txt", kTarget), draft = "bigram:" + dir.write("d.txt", kDraft);
+  const std::string target = "bigram:" + dir.write("t.txt", kCliTargetTable), draft = "bigram:" + dir.write("d.txt", kCliDraftTable);
   constexpr int L = 9;
   for (auto [name, flags] : all_methods(draft)) {
     for (const std::string temperature : {"1", "0"}) {
@@ -121,7 +97,7 @@ TEST_CASE("every method ends a sample at its first stop token, which is emitted 
                                       " --metrics-json " + dir.file("m.json"));
       INFO(r.err);
       REQUIRE(r.exit_code == 0);
-      const auto lines = read_lines(dir.file("out.txt"));
+      const auto lines = read_id_lines(dir.file("out.txt"));
       REQUIRE(lines.size() == 300);
       int64_t tokens = 0, stopped = 0;
       for (const auto& line : lines) {
@@ -141,7 +117,7 @@ TEST_CASE("every method ends a sample at its first stop token, which is emitted 
                                     " --method chain --stop-tokens 2 --min-tokens 4 --prompt-tokens 0,3 "
                                     "--max-new-tokens 9 --num-samples 200 --seed 6 --output " + dir.file("min.txt"));
     REQUIRE(r.exit_code == 0);
-    for (const auto& line : read_lines(dir.file("min.txt"))) {
+    for (const auto& line : read_id_lines(dir.file("min.txt"))) {
       check_stopped_line(line, 9, {2});
       CHECK(line.size() >= 5);
     }
@@ -150,7 +126,7 @@ TEST_CASE("every method ends a sample at its first stop token, which is emitted 
     const CliResult r = run_specula("generate --target " + target + " --method beam --stop-tokens 2 --prompt-tokens 3 "
                                     "--max-new-tokens 9 --output " + dir.file("beam.txt"));
     REQUIRE(r.exit_code == 0);
-    const auto lines = read_lines(dir.file("beam.txt"));
+    const auto lines = read_id_lines(dir.file("beam.txt"));
     REQUIRE(lines.size() == 1);
     check_stopped_line(lines[0], 9, {2});
   }
@@ -167,7 +143,7 @@ TEST_CASE("an hf checkpoint's eos_token_id ends every method; --ignore-eos does 
   const std::string common = prompt + " --max-new-tokens " + std::to_string(L);
   REQUIRE(run_specula("generate --target " + target + common + " --temperature 0 --output " + dir.file("greedy.txt"))
               .exit_code == 0);
-  const std::vector<int> unstopped = read_lines(dir.file("greedy.txt")).at(0);
+  const std::vector<int> unstopped = read_id_lines(dir.file("greedy.txt")).at(0);
   REQUIRE(unstopped.size() == static_cast<size_t>(L));
   // The EOS id: the first token greedy decoding emits for the first time at position >= 6.
   size_t cut = 6;
@@ -189,17 +165,17 @@ TEST_CASE("an hf checkpoint's eos_token_id ends every method; --ignore-eos does 
                                     dir.file("out.txt"));
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
-    CHECK(read_lines(dir.file("out.txt")).at(0) == expected);
+    CHECK(read_id_lines(dir.file("out.txt")).at(0) == expected);
     REQUIRE(run_specula("generate --target " + target + flags + common + " --temperature 0 --ignore-eos --output " +
                         dir.file("ignored.txt"))
                 .exit_code == 0);
-    CHECK(read_lines(dir.file("ignored.txt")).at(0) == unstopped);
+    CHECK(read_id_lines(dir.file("ignored.txt")).at(0) == unstopped);
     // Sampled: the stop rule on every line, and the padded ids (256..299, no text) never abort the run.
     const CliResult sampled = run_specula("generate --target " + target + flags + common +
                                           " --num-samples 40 --seed 2 --print-text --output " + dir.file("s.txt"));
     INFO(sampled.err);
     REQUIRE(sampled.exit_code == 0);
-    const auto lines = read_lines(dir.file("s.txt"));
+    const auto lines = read_id_lines(dir.file("s.txt"));
     REQUIRE(lines.size() == 40);
     bool padded = false;
     for (const auto& line : lines) {
@@ -308,7 +284,7 @@ TEST_CASE("text in and out: --prompt-file, --print-text, --stream", "[cli][servi
   const CliResult printed = run_specula(common + " --print-text --output " + dir.file("ids.txt"));
   INFO(printed.err);
   REQUIRE(printed.exit_code == 0);
-  const std::vector<int> ids = read_lines(dir.file("ids.txt")).at(0);
+  const std::vector<int> ids = read_id_lines(dir.file("ids.txt")).at(0);
   std::string text;
   for (int t : ids) text += static_cast<char>(t);  // byte tokens
   CHECK(printed.out == text + "\n");

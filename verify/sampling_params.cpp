@@ -81,8 +81,8 @@ bool SamplingParams::uses_history() const {
 
 void SamplingParams::validate(int32_t vocab_size) const {
   if (vocab_size <= 0) fail("vocabulary size must be positive, got ", vocab_size);
-  if (!std::isfinite(temperature) || temperature < 0.0f)
-    fail("temperature must be a finite number >= 0, got ", temperature);
+  if (!std::isfinite(temperature) || temperature < 0.0f || (temperature > 0.0f && temperature < kMinTemperature))
+    fail("temperature must be 0 (greedy) or a finite number >= ", kMinTemperature, ", got ", temperature);
   if (!std::isfinite(dynatemp_range) || dynatemp_range < 0.0f)
     fail("dynatemp_range must be a finite number >= 0, got ", dynatemp_range);
   if (!std::isfinite(dynatemp_exponent) || dynatemp_exponent <= 0.0f)

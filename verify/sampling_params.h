@@ -20,6 +20,10 @@ const char* filter_stage_name(FilterStage stage);
 // Parses "min_p,top_k,top_p"; throws naming `option` and the bad entry.
 std::vector<FilterStage> parse_filter_order(const std::string& text, const std::string& option = "sampler_order");
 
+// The smallest temperature other than 0 (greedy): logits / T stay finite for logits up to 3e35, and a
+// smaller T is greedy decoding in all but name.
+inline constexpr float kMinTemperature = 1e-3f;
+
 struct SamplingParams {
   // Step 1: masks and bias.
   std::vector<Token> allowed_tokens;           // empty = all allowed

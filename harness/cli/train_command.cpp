@@ -1,6 +1,7 @@
 // `specula train`: train a decoder-only transformer on a text corpus and write a checkpoint folder loadable as
 // `transformer:PATH` (harness/train/trainer.h). Options come from the command line and/or an INI file
 // (--config experiments/train-target.ini); the command line wins.
+#include <filesystem>
 #include <iostream>
 
 #include "harness/cli/commands.h"
@@ -23,7 +24,8 @@ int train_command(const Args& args) {
     ("help,h", "show this help")
     ("config", po::value<std::string>(), "INI file with any of these options (section [train] or none)")
     ("corpus", po::value<std::string>(), "training text file (never copied into the checkpoint)")
-    ("output", po::value<std::string>(), "checkpoint folder to write")
+    ("output", po::value<std::string>(), "checkpoint folder to write (a new one, or --overwrite)")
+    ("overwrite", "replace the checkpoint already in --output")
     ("tokenizer", po::value<std::string>()->default_value(defaults.tokenizer), "tokenizer: byte")
     ("validation-fraction", po::value<double>()->default_value(defaults.validation_fraction), "last fraction of the corpus held out")
     ("weights-dtype", po::value<std::string>()->default_value(defaults.weights_dtype), "checkpoint storage: float32 | float16 | bfloat16")
@@ -46,6 +48,9 @@ int train_command(const Args& args) {
   TrainOptions o;
   if (vm.count("corpus")) o.corpus = vm["corpus"].as<std::string>();
   if (vm.count("output")) o.output = vm["output"].as<std::string>();
+  // A checkpoint is saved at the first improvement: an existing one would be gone before anyone noticed.
+  if (!o.output.empty() && !vm.count("overwrite") && std::filesystem::exists(std::filesystem::path(o.output) / "config.json"))
+    fail("--output: '", o.output, "' already holds a checkpoint; pass --overwrite to replace it");
   o.tokenizer = vm["tokenizer"].as<std::string>();
   o.validation_fraction = vm["validation-fraction"].as<double>();
   o.weights_dtype = vm["weights-dtype"].as<std::string>();

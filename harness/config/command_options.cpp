@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -120,7 +121,7 @@ void add_sampler_options(po::options_description& desc, const std::string& prefi
   auto name = [&](const char* n) { return prefix + n; };
   // clang-format off
   desc.add_options()
-    (name("temperature").c_str(), po::value<float>(), "temperature T (0 = greedy); default 1")
+    (name("temperature").c_str(), po::value<double>(), "temperature T (0 = greedy, else >= 0.001); default 1")
     (name("top-k").c_str(), po::value<int32_t>(), "keep the k most likely tokens, ties kept (0 or -1 = off)")
     (name("top-p").c_str(), po::value<float>(), "nucleus: keep tokens until mass P, crossing token kept (1 = off)")
     (name("min-p").c_str(), po::value<float>(), "keep tokens with p >= M * max p (0 = off)")
@@ -150,7 +151,14 @@ void read_sampler_options(const po::variables_map& vm, SamplingParams& s, const 
   auto has = [&](const char* n) { return vm.count(prefix + n) > 0; };
   auto str = [&](const char* n) { return vm[prefix + n].as<std::string>(); };
   auto opt = [&](const char* n) { return prefix + n; };
-  if (has("temperature")) s.temperature = vm[opt("temperature")].as<float>();
+  if (has("temperature")) {
+    // Read as a double so that a value float32 would round to 0 (1e-50) is refused, not turned into greedy.
+    const double t = vm[opt("temperature")].as<double>();
+    if (t != 0.0 && !(std::fabs(t) >= kMinTemperature))
+      fail("--", opt("temperature"), ": ", t, " is below the smallest temperature, ", kMinTemperature,
+           " (0 = greedy)");
+    s.temperature = static_cast<float>(t);
+  }
   if (has("top-k")) s.top_k = vm[opt("top-k")].as<int32_t>();
   if (has("top-p")) s.top_p = vm[opt("top-p")].as<float>();
   if (has("min-p")) s.min_p = vm[opt("min-p")].as<float>();
