@@ -13,7 +13,7 @@
 #include "harness/generation/generator.h"
 #include "harness/models/table_model.h"
 #include "kernels/philox.h"
-#include "verify/statistics/goodness_of_fit.h"
+#include "tests/statistics/goodness_of_fit.h"
 
 namespace specula::testing {
 

@@ -9,7 +9,7 @@
 #include "harness/generation/generator.h"
 #include "harness/models/model_source.h"
 #include "harness/models/tokenizer.h"
-#include "verify/statistics/goodness_of_fit.h"
+#include "tests/statistics/goodness_of_fit.h"
 
 using namespace specula;
 

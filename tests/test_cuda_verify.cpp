@@ -20,7 +20,7 @@
 
 #include "kernel_verify_cases.h"
 #include "kernels/verify_kernels.h"
-#include "verify/statistics/goodness_of_fit.h"
+#include "tests/statistics/goodness_of_fit.h"
 
 using namespace specula;
 using namespace specula::testing;

@@ -26,7 +26,7 @@
 #include "verify/categorical.h"
 #include "verify/error.h"
 #include "verify/sampler_pipeline.h"
-#include "verify/statistics/goodness_of_fit.h"
+#include "tests/statistics/goodness_of_fit.h"
 
 using namespace specula;
 

@@ -27,7 +27,7 @@
 #include "verify/error.h"
 #include "verify/mutants.h"
 #include "verify/sampler_pipeline.h"
-#include "verify/statistics/goodness_of_fit.h"
+#include "tests/statistics/goodness_of_fit.h"
 #include "verify/tree_shape_optimizer.h"
 
 namespace specula {

@@ -20,7 +20,7 @@
 #include "tests/reference_pipeline.h"
 #include "verify/categorical.h"
 #include "verify/sampler_pipeline.h"
-#include "verify/statistics/goodness_of_fit.h"
+#include "tests/statistics/goodness_of_fit.h"
 
 using namespace specula;
 using Catch::Contains;

@@ -22,7 +22,7 @@
 #include "verify/categorical.h"
 #include "verify/mutants.h"
 #include "verify/sampler_pipeline.h"
-#include "verify/statistics/goodness_of_fit.h"
+#include "tests/statistics/goodness_of_fit.h"
 
 using namespace specula;
 

@@ -9,8 +9,8 @@
 
 #include "kernels/philox.h"
 #include "verify/error.h"
-#include "verify/statistics/goodness_of_fit.h"
-#include "verify/statistics/transition_test.h"
+#include "tests/statistics/goodness_of_fit.h"
+#include "tests/statistics/transition_test.h"
 
 using namespace specula;
 using namespace specula::stats;

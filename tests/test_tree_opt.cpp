@@ -19,7 +19,7 @@
 #include "kernels/philox.h"
 #include "verify/error.h"
 #include "verify/sampler_pipeline.h"
-#include "verify/statistics/goodness_of_fit.h"
+#include "tests/statistics/goodness_of_fit.h"
 #include "verify/tree_shape_optimizer.h"
 
 using namespace specula;

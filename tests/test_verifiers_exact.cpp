@@ -12,7 +12,7 @@
 #include "draft/model_drafter.h"
 #include "speculative_fixtures.h"
 #include "verify/mutants.h"
-#include "verify/statistics/transition_test.h"
+#include "tests/statistics/transition_test.h"
 
 using namespace specula;
 using namespace specula::testing;

@@ -11,7 +11,7 @@
 #include "kernels/cuda_device.h"
 #include "kernels/sampler_math.h"
 #include "kernels/verify_kernels.h"
-#include "verify/statistics/goodness_of_fit.h"
+#include "tests/statistics/goodness_of_fit.h"
 
 using namespace specula;
 using namespace specula::testing;

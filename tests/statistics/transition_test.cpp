@@ -1,6 +1,6 @@
 // Martingale Pearson / transition test (tests/TESTING.md "Sequences without enumeration"; Anderson & Goodman,
 // Ann. Math. Statist. 28, 1957, for the Markov case). See transition_test.h for the statistic.
-#include "verify/statistics/transition_test.h"
+#include "tests/statistics/transition_test.h"
 
 #include <Eigen/Dense>
 #include <algorithm>

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "verify/statistics/goodness_of_fit.h"
+#include "tests/statistics/goodness_of_fit.h"
 
 namespace specula::stats {
 

@@ -6,7 +6,7 @@
 //   tail, and any sample in a probability-0 cell fails outright (no approximation is needed for that).
 // - p-values from Boost.Math's regularized incomplete gamma / beta functions, which stay accurate far into
 //   the tails (a p of 1e-30 is computed, not rounded to 0 by 1 - cdf).
-#include "verify/statistics/goodness_of_fit.h"
+#include "tests/statistics/goodness_of_fit.h"
 
 #include <algorithm>
 #include <boost/math/special_functions/beta.hpp>
