@@ -1,9 +1,11 @@
 // The experiment runner: config parsing and its errors, the sweep, the summary math on synthetic records,
 // the Leviathan prediction against a drafter with known i.i.d. acceptance, results-folder contents,
 // shard + merge = one run, and plots.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -421,4 +423,96 @@ TEST_CASE("specula run writes a complete results folder; shards merge into the s
   for (const RunRecord& r : read_records(dir.file("merged") + "/records.jsonl")) merged.insert(key_of(r));
   CHECK(one == merged);
   CHECK(fs::exists(dir.file("merged") + "/summary.csv"));
+}
+
+namespace {
+
+std::vector<std::string> run_folders(const std::string& root) {
+  std::vector<std::string> out;
+  if (fs::exists(root))
+    for (const auto& e : fs::directory_iterator(root)) out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("results folders: one per run, even started together; status says how the run ended", "[runner][cli]") {
+  TempDir dir;
+  const std::string exp = dir.write("exp.ini", experiment_text());
+  const std::string out = " --set experiment.output_dir=" + dir.file("results") + " --quiet --no-plots";
+  // Two runs at once: the same second, so the same <time>-<sha> name; each must get a folder of its own.
+  const std::string both = std::string(SPECULA_BINARY) + " run " + exp + out + " >/dev/null 2>&1 & " + SPECULA_BINARY +
+                           " run " + exp + out + " >/dev/null 2>&1; wait";
+  REQUIRE(std::system(("bash -c '" + both + "'").c_str()) == 0);
+  const std::vector<std::string> runs = run_folders(dir.file("results") + "/exp");
+  REQUIRE(runs.size() == 2);
+  for (const std::string& run : runs) {
+    CHECK(read_text(run + "/status") == "complete\n");
+    CHECK(read_records(run + "/records.jsonl").size() == 14 * 4 * 2);  // every line whole, none interleaved
+  }
+
+  SECTION("SIGINT: the record in progress is finished, a summary written, the folder marked, exit 130") {
+    fs::remove_all(dir.file("results"));
+    const std::string slow = std::string(SPECULA_BINARY) + " run " + exp + out +
+                             " --set experiment.repetitions=400 >/dev/null 2>" + dir.file("err.txt");
+    const int status = std::system(("bash -c '" + slow + " & pid=$!; sleep 2; kill -INT $pid; wait $pid'").c_str());
+    CHECK(WEXITSTATUS(status) == 130);
+    const std::vector<std::string> interrupted = run_folders(dir.file("results") + "/exp");
+    REQUIRE(interrupted.size() == 1);
+    CHECK(read_text(interrupted[0] + "/status") == "interrupted (SIGINT)\n");
+    const std::vector<RunRecord> records = read_records(interrupted[0] + "/records.jsonl");
+    CHECK(!records.empty());
+    CHECK(records.size() < 14 * 4 * 400);
+    CHECK(fs::exists(interrupted[0] + "/summary.csv"));
+    CHECK_THAT(read_text(dir.file("err.txt")), Contains("interrupted (SIGINT)"));
+  }
+  SECTION("a run that fails after its folder exists is marked failed") {
+    fs::remove_all(dir.file("results"));
+    // The drafter is loaded after the baseline has run: the folder holds records by then.
+    const CliResult r = run_specula("run " + exp + out + " --set 'draft.drafter=ngram:" + dir.file("missing.ngram") + "'");
+    CHECK(r.exit_code == 1);
+    const std::vector<std::string> failed = run_folders(dir.file("results") + "/exp");
+    REQUIRE(failed.size() == 1);
+    CHECK_THAT(read_text(failed[0] + "/status"), Contains("failed: ") && Contains("missing.ngram"));
+  }
+}
+
+TEST_CASE("merge refuses shards that are not the slices of one complete run", "[runner][cli][errors]") {
+  TempDir dir;
+  const std::string exp = dir.write("exp.ini", experiment_text());
+  const std::string out = " --set experiment.output_dir=" + dir.file("results") + " --quiet";
+  REQUIRE(run_specula("run " + exp + out + " --shard 1/2").exit_code == 0);
+  REQUIRE(run_specula("run " + exp + out + " --shard 2/2").exit_code == 0);
+  std::vector<std::string> shards = run_folders(dir.file("results") + "/exp");
+  REQUIRE(shards.size() == 2);
+  const std::string merged = " --output " + dir.file("merged");
+  struct Case {
+    std::string args, message;
+  };
+  std::vector<Case> cases = {
+      {shards[0] + " " + shards[0] + merged, "given twice"},
+      {shards[0] + merged, "missing"},
+      {shards[0] + " " + shards[1] + " --output " + shards[1], "is one of the shards"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.args);
+    const CliResult r = run_specula("merge " + c.args);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains(c.message));
+  }
+  CHECK(read_records(shards[1] + "/records.jsonl").size() > 0);  // the shard refused as output is intact
+  // A shard of a different run (another seed).
+  REQUIRE(run_specula("run " + exp + out + " --shard 2/2 --set experiment.seed=7").exit_code == 0);
+  const std::vector<std::string> all = run_folders(dir.file("results") + "/exp");
+  REQUIRE(all.size() == 3);
+  std::string other;
+  for (const std::string& s : all)
+    if (s != shards[0] && s != shards[1]) other = s;
+  CHECK_THAT(run_specula("merge " + shards[0] + " " + other + merged).err, Contains("differs"));
+  // An interrupted shard: refused, or merged with --allow-incomplete and marked.
+  std::ofstream(shards[1] + "/status") << "interrupted (SIGTERM)\n";
+  CHECK_THAT(run_specula("merge " + shards[0] + " " + shards[1] + merged).err, Contains("not a complete run"));
+  REQUIRE(run_specula("merge " + shards[0] + " " + shards[1] + merged + " --allow-incomplete").exit_code == 0);
+  CHECK_THAT(read_text(dir.file("merged") + "/status"), Contains("incomplete"));
 }

@@ -73,7 +73,13 @@ int run_command(const Args& args) {
   if (vm.count("log-level")) set_log_level(parse_log_level(vm["log-level"].as<std::string>()));
   if (options.quiet) set_log_level(LogLevel::error);
   options.command_line = join_args("run", args);
-  const std::string dir = run_experiment(vm["experiment"].as<std::string>(), options);
+  std::string dir;
+  try {
+    dir = run_experiment(vm["experiment"].as<std::string>(), options);
+  } catch (const RunInterrupted& e) {
+    std::cerr << "specula run: " << e.what() << "\n";
+    return 128 + e.signal;  // the shell's convention: 130 for SIGINT, 143 for SIGTERM
+  }
   if (!vm["no-plots"].as<bool>() && options.shard_count == 1) plot_results(dir, options.quiet);
   if (!options.quiet) {
     std::cout << "\n";
@@ -89,7 +95,8 @@ int run_command(const Args& args) {
 int merge_command(const Args& args) {
   po::options_description desc("specula merge SHARD_DIR... --output DIR\n\nOptions");
   desc.add_options()("help,h", "show this help")("shards", po::value<std::vector<std::string>>(), "shard folders")(
-      "output", po::value<std::string>(), "merged results folder");
+      "output", po::value<std::string>(), "merged results folder (not one of the shards)")(
+      "allow-incomplete", "merge shards that are interrupted or missing; the merged status says so");
   po::positional_options_description positional;
   positional.add("shards", -1);
   po::variables_map vm;
@@ -103,7 +110,8 @@ int merge_command(const Args& args) {
     return 0;
   }
   if (!vm.count("shards") || !vm.count("output")) fail("usage: specula merge SHARD_DIR... --output DIR");
-  merge_results(vm["shards"].as<std::vector<std::string>>(), vm["output"].as<std::string>());
+  merge_results(vm["shards"].as<std::vector<std::string>>(), vm["output"].as<std::string>(),
+                vm.count("allow-incomplete") > 0);
   std::cout << "merged: " << vm["output"].as<std::string>() << "/summary.csv\n";
   return 0;
 }

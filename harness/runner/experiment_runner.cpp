@@ -1,6 +1,7 @@
 #include "harness/runner/experiment_runner.h"
 
 #include <algorithm>
+#include <csignal>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include <map>
 #include <omp.h>
 #include <set>
+#include <sstream>
 
 #include "harness/config/command_options.h"
 #include "harness/generation/beam_search.h"
@@ -103,6 +105,60 @@ double load_average() {
   return load;
 }
 
+// A results folder of its own: `base`, or base-2, base-3, ... when another run took that name first (two runs
+// started in the same second). Creating the directory is the claim, so two processes never share one.
+fs::path create_results_folder(const fs::path& base) {
+  fs::create_directories(base.parent_path());
+  for (int n = 1; n < 10000; ++n) {
+    const fs::path dir = n == 1 ? base : fs::path(base.string() + "-" + std::to_string(n));
+    std::error_code ec;
+    if (fs::create_directory(dir, ec)) return dir;
+    if (ec) fail(dir.string(), ": cannot create the results folder: ", ec.message());
+  }
+  fail(base.string(), ": no free results folder name");
+}
+
+// The folder's state, one line: running | complete | interrupted (SIGINT|SIGTERM) | failed: <error>.
+void write_status(const fs::path& dir, const std::string& status) {
+  write_output_file((dir / "status").string(), status + "\n", "run");
+}
+
+// SIGINT and SIGTERM during a run ask it to stop after the record in progress (a Slurm preemption sends
+// SIGTERM). The handlers are installed for the run only.
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void request_stop(int signal) { g_stop_signal = signal; }
+
+struct StopRequested {
+  int signal;
+};
+
+void throw_if_stop_requested() {
+  if (g_stop_signal) throw StopRequested{g_stop_signal};
+}
+
+class SignalGuard {
+ public:
+  SignalGuard() {
+    g_stop_signal = 0;
+    previous_int_ = std::signal(SIGINT, request_stop);
+    previous_term_ = std::signal(SIGTERM, request_stop);
+  }
+  ~SignalGuard() {
+    std::signal(SIGINT, previous_int_);
+    std::signal(SIGTERM, previous_term_);
+  }
+  SignalGuard(const SignalGuard&) = delete;
+  SignalGuard& operator=(const SignalGuard&) = delete;
+
+ private:
+  void (*previous_int_)(int);
+  void (*previous_term_)(int);
+};
+
+std::vector<RunRecord> records_so_far(const fs::path& dir) {
+  return fs::exists(dir / "records.jsonl") ? read_records((dir / "records.jsonl").string()) : std::vector<RunRecord>{};
+}
+
 BeamSearchConfig beam_config(const ExperimentConfig& c) {
   BeamSearchConfig b;
   auto get = [&](const char* k, const std::string& fallback) { return c.beam.count(k) ? c.beam.at(k) : fallback; };
@@ -160,9 +216,14 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
   std::string folder = utc_timestamp(true) + "-" + git_revision();
   if (options.shard_count > 1)
     folder += "-shard-" + std::to_string(options.shard_index) + "-of-" + std::to_string(options.shard_count);
-  const fs::path dir = fs::path(config.output_dir) / config.name / folder;
-  fs::create_directories(dir);
-  write_output_file((dir / "config.resolved.ini").string(), config.resolved_ini(), "run");
+  const fs::path dir = create_results_folder(fs::path(config.output_dir) / config.name / folder);
+  write_status(dir, "running");
+  const SignalGuard signals;
+  try {
+  std::string resolved = config.resolved_ini();
+  if (options.shard_count > 1)
+    resolved += "; shard = " + std::to_string(options.shard_index) + "/" + std::to_string(options.shard_count) + "\n";
+  write_output_file((dir / "config.resolved.ini").string(), resolved, "run");
   {
     nlohmann::json env = nlohmann::json::parse(environment_json(config.threads, options.command_line));
     env["weights_dtype"] = config.weights_dtype;
@@ -215,6 +276,7 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
           records_out.append(r.to_json_line() + "\n");
           records.push_back(std::move(r));
           progress.update(++done, setting.id);
+          throw_if_stop_requested();
         }
       continue;
     }
@@ -296,6 +358,7 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
         records_out.append(r.to_json_line() + "\n");
         records.push_back(std::move(r));
         progress.update(++done, setting.baseline ? "baseline " + setting.id : setting.id);
+        throw_if_stop_requested();
       }
     }
     if (log_level() >= LogLevel::debug) {
@@ -308,11 +371,87 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
   }
   progress.finish();
   write_summary_csv(summarize(records), (dir / "summary.csv").string());
+  write_status(dir, "complete");
   return dir.string();
+  } catch (const StopRequested& stop) {
+    // The record in progress was finished and written; summarise what there is and say the run is not whole.
+    write_summary_csv(summarize(records_so_far(dir)), (dir / "summary.csv").string());
+    const std::string what = std::string("interrupted (") + (stop.signal == SIGTERM ? "SIGTERM" : "SIGINT") + ")";
+    write_status(dir, what);
+    throw RunInterrupted("run " + what + ": " + dir.string() + " holds the records written so far and their summary",
+                         stop.signal);
+  } catch (const std::exception& e) {
+    write_status(dir, std::string("failed: ") + e.what());
+    throw;
+  }
 }
 
-void merge_results(const std::vector<std::string>& shard_dirs, const std::string& output) {
+namespace {
+
+std::string read_text_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path.string(), ": cannot read");
+  std::ostringstream all;
+  all << in.rdbuf();
+  return all.str();
+}
+
+// A shard's resolved configuration without its "; shard = i/N" line, and that line's i and N (0, 0: none).
+std::pair<std::string, std::pair<int, int>> split_shard_line(const std::string& resolved) {
+  std::istringstream in(resolved);
+  std::string line, rest;
+  std::pair<int, int> shard{0, 0};
+  while (std::getline(in, line)) {
+    if (line.rfind("; shard = ", 0) == 0) {
+      shard = parse_shard(line.substr(10));
+      continue;
+    }
+    rest += line + "\n";
+  }
+  return {rest, shard};
+}
+
+}  // namespace
+
+void merge_results(const std::vector<std::string>& shard_dirs, const std::string& output, bool allow_incomplete) {
   if (shard_dirs.empty()) fail("merge: no shard folders given");
+  std::error_code ec;
+  for (const std::string& d : shard_dirs)
+    if (fs::exists(output) && fs::equivalent(d, output, ec))
+      fail("merge: --output '", output, "' is one of the shards; give a new folder");
+  // Validate every input before writing anything.
+  std::string config;
+  int count = 0;
+  std::set<int> indices;
+  bool incomplete = false;
+  for (const std::string& d : shard_dirs) {
+    const fs::path dir(d);
+    const std::string status = fs::exists(dir / "status") ? read_text_file(dir / "status") : "(no status file)\n";
+    if (status != "complete\n") {
+      if (!allow_incomplete)
+        fail("merge: ", d, " is not a complete run (status: ", status.substr(0, status.size() - 1),
+             "); pass --allow-incomplete to merge it anyway");
+      incomplete = true;
+    }
+    const auto [rest, shard] = split_shard_line(read_text_file(dir / "config.resolved.ini"));
+    if (config.empty()) config = rest;
+    if (rest != config)
+      fail("merge: ", d, "/config.resolved.ini differs from ", shard_dirs[0],
+           "'s beyond the shard line: the shards are not slices of one run");
+    if (shard.second == 0) fail("merge: ", d, " is not a shard (its config.resolved.ini has no shard line)");
+    if (count && shard.second != count)
+      fail("merge: ", d, " is shard ", shard.first, "/", shard.second, " but an earlier one was of ", count);
+    count = shard.second;
+    if (!indices.insert(shard.first).second) fail("merge: shard ", shard.first, "/", count, " is given twice (", d, ")");
+  }
+  if (static_cast<int>(indices.size()) != count) {
+    std::string missing;
+    for (int i = 1; i <= count; ++i)
+      if (!indices.count(i)) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
+    if (!allow_incomplete) fail("merge: shards ", missing, " of ", count, " are missing");
+    incomplete = true;
+  }
+
   std::vector<RunRecord> records;
   std::set<std::string> seen;  // baselines appear in several shards: keep one copy
   for (const std::string& d : shard_dirs) {
@@ -323,13 +462,15 @@ void merge_results(const std::vector<std::string>& shard_dirs, const std::string
     }
   }
   fs::create_directories(output);
-  for (const char* f : {"config.resolved.ini", "env.json"})
-    if (fs::exists(fs::path(shard_dirs[0]) / f))
-      fs::copy_file(fs::path(shard_dirs[0]) / f, fs::path(output) / f, fs::copy_options::overwrite_existing);
+  write_output_file((fs::path(output) / "config.resolved.ini").string(), config, "merge");
+  if (fs::exists(fs::path(shard_dirs[0]) / "env.json"))
+    write_output_file((fs::path(output) / "env.json").string(), read_text_file(fs::path(shard_dirs[0]) / "env.json"),
+                      "merge");
   std::string lines;
   for (const RunRecord& r : records) lines += r.to_json_line() + "\n";
   write_output_file((fs::path(output) / "records.jsonl").string(), lines, "merge");
   write_summary_csv(summarize(records), (fs::path(output) / "summary.csv").string());
+  write_status(output, incomplete ? "incomplete (merged with --allow-incomplete)" : "complete");
 }
 
 }  // namespace specula

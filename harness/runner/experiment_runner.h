@@ -1,11 +1,13 @@
 // `specula run`: runs an experiment's sweep — the autoregressive baseline and every speculative setting
 // in the same process, over the prompts and repetitions — into a results folder:
-//   results/NAME/<UTC time>-<git sha>[-shard-i-of-N]/
-//     config.resolved.ini  env.json  records.jsonl  summary.csv  (+ plots from `specula plot`)
+//   results/NAME/<UTC time>-<git sha>[-shard-i-of-N][-2, -3, ... when the name was taken]/
+//     status  config.resolved.ini  env.json  records.jsonl  summary.csv  (+ plots from `specula plot`)
 #pragma once
 
 #include <string>
 #include <vector>
+
+#include "verify/error.h"
 
 namespace specula {
 
@@ -16,12 +18,24 @@ struct RunOptions {
   std::string command_line;
 };
 
-// Returns the results folder. Records are flushed as they are produced, so an interrupted run keeps them.
+// A run stopped by SIGINT or SIGTERM: the record in progress was finished, the summary of the records so far
+// written and the folder's status says "interrupted (...)". `signal` is the signal's number.
+struct RunInterrupted : Error {
+  RunInterrupted(const std::string& what, int signal_number) : Error(what), signal(signal_number) {}
+  int signal;
+};
+
+// Returns the results folder, created for this run alone (a suffix -2, -3, ... when the name is taken). Its
+// `status` file says running, then complete | interrupted (SIGINT|SIGTERM) | failed: <error>. Records are
+// flushed as they are produced, so an interrupted run keeps them.
 std::string run_experiment(const std::string& experiment_path, const RunOptions& options);
 
 // `specula merge`: combines the records of shard folders (baselines deduplicated) into `output`, with a
-// fresh summary; the config and environment of the first shard are copied.
-void merge_results(const std::vector<std::string>& shard_dirs, const std::string& output);
+// fresh summary; the config and environment of the first shard are copied. Refused, naming the folder: a
+// shard whose status is not complete (unless allow_incomplete: the merged status then says so), shards
+// whose resolved configurations differ apart from their shard line, a shard count other than their N, an
+// index given twice, and an output that is one of the inputs.
+void merge_results(const std::vector<std::string>& shard_dirs, const std::string& output, bool allow_incomplete = false);
 
 // Loads the prompts of an experiment as token ids (text prompts through the target's tokenizer).
 std::vector<std::vector<int32_t>> load_prompts(const struct ExperimentConfig& config, const std::string& target_spec);
