@@ -452,20 +452,48 @@ TEST_CASE("results folders: one per run, even started together; status says how 
     CHECK(read_records(run + "/records.jsonl").size() == 14 * 4 * 2);  // every line whole, none interleaved
   }
 
-  SECTION("SIGINT: the record in progress is finished, a summary written, the folder marked, exit 130") {
+  SECTION("SIGINT: the record in progress is finished, a summary written, the folder marked, exit 130; --resume") {
     fs::remove_all(dir.file("results"));
     const std::string slow = std::string(SPECULA_BINARY) + " run " + exp + out +
                              " --set experiment.repetitions=400 >/dev/null 2>" + dir.file("err.txt");
-    const int status = std::system(("bash -c '" + slow + " & pid=$!; sleep 2; kill -INT $pid; wait $pid'").c_str());
+    // The signal is sent once the run has written a record (so its handlers are in place).
+    const std::string records_glob = dir.file("results") + "/exp/*/records.jsonl";
+    const int status = std::system(("bash -c '" + slow + " & pid=$!; for i in $(seq 600); do " +
+                                    "[ -s \"$(ls " + records_glob + " 2>/dev/null | head -1)\" ] && break; sleep 0.05; done; " +
+                                    "kill -INT $pid; wait $pid'")
+                                       .c_str());
     CHECK(WEXITSTATUS(status) == 130);
     const std::vector<std::string> interrupted = run_folders(dir.file("results") + "/exp");
     REQUIRE(interrupted.size() == 1);
-    CHECK(read_text(interrupted[0] + "/status") == "interrupted (SIGINT)\n");
-    const std::vector<RunRecord> records = read_records(interrupted[0] + "/records.jsonl");
+    const std::string run = interrupted[0];
+    CHECK(read_text(run + "/status") == "interrupted (SIGINT)\n");
+    const std::vector<RunRecord> records = read_records(run + "/records.jsonl");
     CHECK(!records.empty());
     CHECK(records.size() < 14 * 4 * 400);
-    CHECK(fs::exists(interrupted[0] + "/summary.csv"));
+    CHECK(fs::exists(run + "/summary.csv"));
     CHECK_THAT(read_text(dir.file("err.txt")), Contains("interrupted (SIGINT)"));
+    // A process killed in the middle of a write leaves part of a line: resuming cuts it.
+    std::ofstream(run + "/records.jsonl", std::ios::app) << "{\"setting_id\": \"cut";
+    const CliResult resumed = run_specula("run --resume " + run + " --quiet --no-plots");
+    INFO(resumed.err);
+    REQUIRE(resumed.exit_code == 0);
+    CHECK(read_text(run + "/status") == "complete\n");
+    // The records of an uninterrupted run with the same configuration: the same tokens and acceptances.
+    REQUIRE(run_specula("run " + exp + out + " --set experiment.repetitions=400 --set experiment.output_dir=" +
+                        dir.file("whole"))
+                .exit_code == 0);
+    auto keys = [](const std::string& folder) {
+      std::multiset<std::string> k;
+      for (const RunRecord& r : read_records(folder + "/records.jsonl")) {
+        std::string key = r.setting_id + "#" + std::to_string(r.prompt_index) + "#" + std::to_string(r.repetition) + "#";
+        for (Token t : r.tokens) key += std::to_string(t) + ",";
+        for (int32_t a : r.accept_lengths) key += std::to_string(a) + ";";
+        k.insert(key);
+      }
+      return k;
+    };
+    CHECK(keys(run) == keys(run_folders(dir.file("whole") + "/exp").at(0)));
+    CHECK_THAT(run_specula("run --resume " + run).err, Contains("nothing to resume"));
   }
   SECTION("a run that fails after its folder exists is marked failed") {
     fs::remove_all(dir.file("results"));

@@ -41,13 +41,16 @@ int plot_results(const std::string& dir, bool quiet) {
 }
 
 int run_command(const Args& args) {
-  po::options_description desc("specula run EXPERIMENT.ini [--set section.key=value ...] [options]\n\nOptions");
+  po::options_description desc(
+      "specula run EXPERIMENT.ini [--set section.key=value ...] [options]\n"
+      "specula run --resume RESULTS_DIR [options]\n\nOptions");
   // clang-format off
   desc.add_options()
     ("help,h", "show this help")
     ("experiment", po::value<std::string>(), "experiment file (INI)")
     ("set", po::value<std::vector<std::string>>()->composing(), "override a value: section.key=value (repeatable)")
     ("shard", po::value<std::string>(), "run the i-th of N deterministic slices of the sweep: i/N")
+    ("resume", po::value<std::string>(), "continue the interrupted run in this results folder (no experiment file)")
     ("no-plots", po::bool_switch(), "do not plot at the end (run `specula plot DIR` later)")
     ("log-level", po::value<std::string>(), "error | warn | info | debug (default info, or $SPECULA_LOG_LEVEL)")
     ("quiet,q", po::bool_switch(), "no progress output; only errors are logged");
@@ -65,8 +68,13 @@ int run_command(const Args& args) {
     std::cout << desc << "\n";
     return 0;
   }
-  if (!vm.count("experiment")) fail("give an experiment file: specula run experiments/NAME.ini");
+  if (!vm.count("experiment") && !vm.count("resume"))
+    fail("give an experiment file: specula run experiments/NAME.ini (or --resume RESULTS_DIR)");
+  if (vm.count("experiment") && vm.count("resume"))
+    fail("--resume RESULTS_DIR continues that run as it was configured: give no experiment file");
+  if (vm.count("resume") && vm.count("shard")) fail("--resume: the shard is the one the run was started with");
   RunOptions options;
+  if (vm.count("resume")) options.resume_dir = vm["resume"].as<std::string>();
   if (vm.count("set")) options.overrides = vm["set"].as<std::vector<std::string>>();
   if (vm.count("shard")) std::tie(options.shard_index, options.shard_count) = parse_shard(vm["shard"].as<std::string>());
   options.quiet = vm["quiet"].as<bool>();
@@ -75,7 +83,7 @@ int run_command(const Args& args) {
   options.command_line = join_args("run", args);
   std::string dir;
   try {
-    dir = run_experiment(vm["experiment"].as<std::string>(), options);
+    dir = run_experiment(vm.count("experiment") ? vm["experiment"].as<std::string>() : "", options);
   } catch (const RunInterrupted& e) {
     std::cerr << "specula run: " << e.what() << "\n";
     return 128 + e.signal;  // the shell's convention: 130 for SIGINT, 143 for SIGTERM

@@ -159,6 +159,44 @@ std::vector<RunRecord> records_so_far(const fs::path& dir) {
   return fs::exists(dir / "records.jsonl") ? read_records((dir / "records.jsonl").string()) : std::vector<RunRecord>{};
 }
 
+std::string read_text_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path.string(), ": cannot read");
+  std::ostringstream all;
+  all << in.rdbuf();
+  return all.str();
+}
+
+// A shard's resolved configuration without its "; shard = i/N" line, and that line's i and N (0, 0: none).
+std::pair<std::string, std::pair<int, int>> split_shard_line(const std::string& resolved) {
+  std::istringstream in(resolved);
+  std::string line, rest;
+  std::pair<int, int> shard{0, 0};
+  while (std::getline(in, line)) {
+    if (line.rfind("; shard = ", 0) == 0) {
+      shard = parse_shard(line.substr(10));
+      continue;
+    }
+    rest += line + "\n";
+  }
+  return {rest, shard};
+}
+
+// A resumed run's folder: its records.jsonl cut after the last whole line (a process killed in the middle of
+// a write leaves part of one), then the records it holds.
+std::vector<RunRecord> records_to_resume(const fs::path& dir) {
+  const fs::path path = dir / "records.jsonl";
+  if (!fs::exists(path)) return {};
+  const std::string text = read_text_file(path);
+  const size_t whole = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
+  if (whole < text.size()) fs::resize_file(path, whole);
+  return read_records(path.string());
+}
+
+std::string record_key(const std::string& setting_id, size_t prompt, int repetition) {
+  return setting_id + "#" + std::to_string(prompt) + "#" + std::to_string(repetition);
+}
+
 BeamSearchConfig beam_config(const ExperimentConfig& c) {
   BeamSearchConfig b;
   auto get = [&](const char* k, const std::string& fallback) { return c.beam.count(k) ? c.beam.at(k) : fallback; };
@@ -200,8 +238,22 @@ std::vector<std::vector<int32_t>> load_prompts(const ExperimentConfig& c, const 
   return prompts;
 }
 
-std::string run_experiment(const std::string& path, const RunOptions& options) {
-  const ExperimentConfig config = load_experiment(path, options.overrides);
+std::string run_experiment(const std::string& path, const RunOptions& requested) {
+  RunOptions options = requested;
+  std::string experiment_path = path;
+  const bool resume = !options.resume_dir.empty();
+  if (resume) {
+    // The run continues as it was configured: its resolved configuration, its shard.
+    const fs::path folder(options.resume_dir);
+    if (!fs::exists(folder / "config.resolved.ini")) fail("--resume: ", options.resume_dir, " is not a results folder");
+    const std::string status = fs::exists(folder / "status") ? read_text_file(folder / "status") : "";
+    if (status == "complete\n") fail("--resume: ", options.resume_dir, " is complete; there is nothing to resume");
+    if (!options.overrides.empty()) fail("--resume continues the run as it was configured: drop --set");
+    experiment_path = (folder / "config.resolved.ini").string();
+    const std::pair<int, int> shard = split_shard_line(read_text_file(experiment_path)).second;
+    if (shard.second > 0) std::tie(options.shard_index, options.shard_count) = shard;
+  }
+  const ExperimentConfig config = load_experiment(experiment_path, options.overrides);
   std::vector<Setting> settings = expand_sweep(config);
   if (options.shard_count > 1) settings = shard_of(settings, options.shard_index, options.shard_count);
 
@@ -216,15 +268,22 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
   std::string folder = utc_timestamp(true) + "-" + git_revision();
   if (options.shard_count > 1)
     folder += "-shard-" + std::to_string(options.shard_index) + "-of-" + std::to_string(options.shard_count);
-  const fs::path dir = create_results_folder(fs::path(config.output_dir) / config.name / folder);
+  const fs::path dir =
+      resume ? fs::path(options.resume_dir) : create_results_folder(fs::path(config.output_dir) / config.name / folder);
   write_status(dir, "running");
   const SignalGuard signals;
   try {
-  std::string resolved = config.resolved_ini();
-  if (options.shard_count > 1)
-    resolved += "; shard = " + std::to_string(options.shard_index) + "/" + std::to_string(options.shard_count) + "\n";
-  write_output_file((dir / "config.resolved.ini").string(), resolved, "run");
-  {
+  std::vector<RunRecord> records;
+  std::set<std::string> written;  // (setting, prompt, repetition) already in records.jsonl: a resumed run skips them
+  if (resume) {
+    records = records_to_resume(dir);
+    for (const RunRecord& r : records) written.insert(record_key(r.setting_id, r.prompt_index, r.repetition));
+    log(LogLevel::info, "resuming ", dir.string(), ": ", records.size(), " records already written");
+  } else {
+    std::string resolved = config.resolved_ini();
+    if (options.shard_count > 1)
+      resolved += "; shard = " + std::to_string(options.shard_index) + "/" + std::to_string(options.shard_count) + "\n";
+    write_output_file((dir / "config.resolved.ini").string(), resolved, "run");
     nlohmann::json env = nlohmann::json::parse(environment_json(config.threads, options.command_line));
     env["weights_dtype"] = config.weights_dtype;
     env["skinny_kernel_isa"] = skinny_isa_name(skinny_linear_isa());  // SPECULA_SKINNY_ISA may force one
@@ -232,7 +291,6 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
   }
   AppendedOutput records_out((dir / "records.jsonl").string(), "run");
 
-  std::vector<RunRecord> records;
   RunProgress progress(static_cast<int64_t>(settings.size() * prompts.size() * config.repetitions), options.quiet);
   int64_t done = 0;
   std::map<std::string, std::shared_ptr<const DrafterFactory>> drafters;
@@ -263,6 +321,10 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
       }
       for (int rep = 0; rep < config.repetitions; ++rep)
         for (size_t j = 0; j < prompts.size(); ++j) {
+          if (written.count(record_key(setting.id, j, rep))) {
+            progress.update(++done, setting.id);
+            continue;
+          }
           RunRecord r;
           r.setting_id = setting.id;
           r.baseline_id = setting.baseline_id;
@@ -330,6 +392,10 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
       const std::unique_ptr<const Generator> base_generator =
           base_setting ? std::make_unique<const Generator>(target, base_params, nullptr, base_seeded) : nullptr;
       for (size_t j = 0; j < prompts.size(); ++j) {
+        if (written.count(record_key(setting.id, j, rep))) {
+          progress.update(++done, setting.id);
+          continue;
+        }
         RunRecord r;
         r.setting_id = setting.id;
         r.baseline_id = setting.baseline_id;
@@ -385,33 +451,6 @@ std::string run_experiment(const std::string& path, const RunOptions& options) {
     throw;
   }
 }
-
-namespace {
-
-std::string read_text_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path.string(), ": cannot read");
-  std::ostringstream all;
-  all << in.rdbuf();
-  return all.str();
-}
-
-// A shard's resolved configuration without its "; shard = i/N" line, and that line's i and N (0, 0: none).
-std::pair<std::string, std::pair<int, int>> split_shard_line(const std::string& resolved) {
-  std::istringstream in(resolved);
-  std::string line, rest;
-  std::pair<int, int> shard{0, 0};
-  while (std::getline(in, line)) {
-    if (line.rfind("; shard = ", 0) == 0) {
-      shard = parse_shard(line.substr(10));
-      continue;
-    }
-    rest += line + "\n";
-  }
-  return {rest, shard};
-}
-
-}  // namespace
 
 void merge_results(const std::vector<std::string>& shard_dirs, const std::string& output, bool allow_incomplete) {
   if (shard_dirs.empty()) fail("merge: no shard folders given");

@@ -16,6 +16,11 @@ struct RunOptions {
   int shard_index = 1, shard_count = 1;
   bool quiet = false;
   std::string command_line;
+  // A results folder to continue (interrupted, preempted or killed): its config.resolved.ini and shard line
+  // replace the experiment file, records already written are kept and skipped, and the rest are run with the
+  // same seeds, so the records are those of an uninterrupted run. Relative paths in the configuration are
+  // read from the current folder, as in the original run.
+  std::string resume_dir;
 };
 
 // A run stopped by SIGINT or SIGTERM: the record in progress was finished, the summary of the records so far
