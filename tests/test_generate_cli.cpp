@@ -91,6 +91,15 @@ TEST_CASE("generate refuses bad models and options with a message naming them", 
       {"--target unicorn:x --prompt-tokens 0 --max-new-tokens 2" + out, "unknown model 'unicorn:x'"},
       {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --temperature 1e-50" + out,
        "below the smallest temperature"},
+      {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 stray" + out, "unexpected argument 'stray'"},
+      {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --config " + dir.file("") + out,
+       "is a folder, not a config file"},
+      {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --logit-bias 1:2,1:3" + out,
+       "token 1 is biased twice"},
+      {"--target bigram:" + target + " --draft bigram:" + draft + " --method tree --tree 2,1, --prompt-tokens 0 --max-new-tokens 2" + out,
+       "ends with a comma"},
+      {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --regex ''" + out, "the pattern is empty"},
+      {"--target bigram:" + target + " --prompt-tokens 0,,1 --max-new-tokens 2" + out, "empty item in '0,,1'"},
   };
   for (const Case& c : cases) {
     INFO(c.args);

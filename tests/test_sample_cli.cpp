@@ -291,7 +291,7 @@ void require_stage_activating(const CliConfig& c) {
 
 TEST_CASE("specula sample prints exactly N token ids, one per line, reproducibly", "[cli]") {
   TempDir dir;
-  const std::string logits = dir.write("logits.txt", "0.5, 1.0, -inf, 2.0\n-0.5 0.25\n");  // commas, spaces, -inf
+  const std::string logits = dir.write("logits.txt", "0.5, 1.0, -inf, 2.0 -0.5\t0.25\n");  // commas, spaces, -inf
   const RunResult r = run_sample(dir, "--logits '" + logits + "' --num-samples 1000 --seed 7");
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
@@ -407,6 +407,12 @@ TEST_CASE("specula sample: bad input exits non-zero with a message naming the pa
   const std::string inf_file = dir.write("inf.txt", "0.5, 1.0, inf\n");
   expect_error("--logits '" + inf_file + "' --num-samples 10 --seed 1", Contains(inf_file) && Contains("+inf"));
   expect_error("--logits '" + dir.path("missing.txt") + "' --num-samples 10 --seed 1", Contains("missing.txt"));
+  for (const char* text : {"0.5,,1.0\n", ",0.5 1.0\n", "0.5 1.0,\n"}) {
+    INFO(text);
+    expect_error("--logits '" + dir.write("empty-item.txt", text) + "' --num-samples 10 --seed 1", Contains("empty item"));
+  }
+  expect_error("--logits '" + dir.write("table.txt", "0.5 1.0\n0.2 0.1\n") + "' --num-samples 10 --seed 1",
+               Contains("table.txt") && Contains("one row"));
 
   const std::string unknown = dir.write("unknown.ini", "[sample]\ntemperature = 0.7\n\ntop_q = 0.5\n");
   expect_error(base + "--config '" + unknown + "'", Contains(unknown + ":4") && Contains("unknown key") && Contains("top_q"));

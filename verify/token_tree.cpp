@@ -57,6 +57,7 @@ TokenTree TokenTree::chain(const std::vector<Token>& drafts) {
 
 std::vector<int32_t> parse_tree_shape(const std::string& text, const std::string& option) {
   std::vector<int32_t> shape;
+  if (!text.empty() && text.back() == ',') fail("--", option, ": '", text, "' ends with a comma");
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ',')) {

@@ -268,7 +268,10 @@ int generate_command(const Args& args) {
   if (!vm.count("ignore-eos"))
     add_stop_tokens(target_params, checkpoint_eos_tokens(vm["target"].as<std::string>(), target->vocab_size()));
   ConstraintOptions constraint_options;
-  if (vm.count("regex")) constraint_options.regex = vm["regex"].as<std::string>();
+  if (vm.count("regex")) {
+    constraint_options.regex = vm["regex"].as<std::string>();
+    if (constraint_options.regex.empty()) fail("--regex: the pattern is empty (leave --regex out for no constraint)");
+  }
   if (vm.count("json-schema")) constraint_options.json_schema_file = vm["json-schema"].as<std::string>();
   if (vm.count("token-strings")) constraint_options.token_strings_file = vm["token-strings"].as<std::string>();
   if (constraint_options.any()) {

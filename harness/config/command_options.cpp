@@ -33,7 +33,10 @@ po::variables_map parse_options(const std::vector<std::string>& args, const po::
                                 const std::string& section, const std::string& config_option) {
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    const po::parsed_options parsed = po::command_line_parser(args).options(desc).run();
+    for (const std::string& stray : po::collect_unrecognized(parsed.options, po::include_positional))
+      fail("unexpected argument '", stray, "' (options start with --)");
+    po::store(parsed, vm);
   } catch (const po::error& e) {
     fail(e.what());
   }
@@ -70,29 +73,37 @@ po::variables_map parse_options(const std::vector<std::string>& args, const po::
   return vm;
 }
 
+// The comma-separated items of `text`, trimmed; an empty one ("1,,3", "1,3,") is an error naming `option`.
+std::vector<std::string> comma_items(const std::string& text, const std::string& option) {
+  std::vector<std::string> items;
+  if (trim(text).empty()) return items;
+  size_t from = 0;
+  while (true) {
+    const size_t comma = text.find(',', from);
+    items.push_back(trim(text.substr(from, comma == std::string::npos ? std::string::npos : comma - from)));
+    if (items.back().empty()) fail("--", option, ": empty item in '", text, "'");
+    if (comma == std::string::npos) return items;
+    from = comma + 1;
+  }
+}
+
 std::vector<Token> parse_token_list(const std::string& text, const std::string& option) {
   std::vector<Token> out;
-  std::string normalized = text;
-  std::replace(normalized.begin(), normalized.end(), ' ', ',');
-  std::stringstream ss(normalized);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    item = trim(item);
-    if (item.empty()) continue;
-    const long v = parse_long(item, option, text);
-    if (v < 0 || v > INT32_MAX) fail("--", option, ": token id ", v, " is out of range (in '", text, "')");
-    out.push_back(static_cast<Token>(v));
+  for (const std::string& item : comma_items(text, option)) {
+    std::stringstream ids(item);  // spaces separate ids too: "0 3 5"
+    std::string id;
+    while (ids >> id) {
+      const long v = parse_long(id, option, text);
+      if (v < 0 || v > INT32_MAX) fail("--", option, ": token id ", v, " is out of range (in '", text, "')");
+      out.push_back(static_cast<Token>(v));
+    }
   }
   return out;
 }
 
 std::vector<std::pair<Token, float>> parse_logit_bias(const std::string& text, const std::string& option) {
   std::vector<std::pair<Token, float>> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    item = trim(item);
-    if (item.empty()) continue;
+  for (const std::string& item : comma_items(text, option)) {
     const size_t colon = item.find(':');
     if (colon == std::string::npos) fail("--", option, ": '", item, "' is not TOKEN:BIAS (in '", text, "')");
     const long token = parse_long(trim(item.substr(0, colon)), option, text);
@@ -101,6 +112,8 @@ std::vector<std::pair<Token, float>> parse_logit_bias(const std::string& text, c
     const float bias = std::strtof(bias_text.c_str(), &end);
     if (bias_text.empty() || *end != '\0') fail("--", option, ": bias '", bias_text, "' is not a number (in '", text, "')");
     if (token < 0 || token > INT32_MAX) fail("--", option, ": token id ", token, " is out of range");
+    for (const auto& [seen, b] : out)
+      if (seen == token) fail("--", option, ": token ", token, " is biased twice (in '", text, "')");
     out.emplace_back(static_cast<Token>(token), bias);
   }
   return out;

@@ -1,5 +1,6 @@
 #include "harness/config/ini_file.h"
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -50,6 +51,7 @@ std::vector<IniEntry> parse_ini_text(const std::string& text, const std::string&
 }
 
 std::vector<IniEntry> read_ini_file(const std::string& path) {
+  if (std::filesystem::is_directory(path)) fail(path, ": is a folder, not a config file");
   std::ifstream in(path);
   if (!in) fail(path, ": cannot open config file");
   std::stringstream buffer;

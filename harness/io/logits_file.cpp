@@ -11,6 +11,33 @@ namespace specula {
 
 std::vector<float> parse_logits_text(const std::string& text, const std::string& source) {
   std::vector<float> logits;
+  // One row, on one line or one number per line: a second line of several numbers makes a table (rows
+  // would be read as one), and an empty item ("1,,3", a leading or trailing comma) is a missing number.
+  int lines_with_numbers = 0;
+  bool several_on_a_line = false;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    ++lines_with_numbers;
+    bool item_since_comma = false, in_item = false;
+    int items = 0;
+    for (char c : line) {
+      const bool separator = c == ',' || c == ' ' || c == '\t' || c == '\r';
+      if (!separator && !in_item) ++items;
+      in_item = !separator;
+      if (c == ',') {
+        if (!item_since_comma) fail(source, ": empty item (two commas, or a comma at an end of the row)");
+        item_since_comma = false;
+      } else if (!separator) {
+        item_since_comma = true;
+      }
+    }
+    if (!item_since_comma) fail(source, ": empty item (two commas, or a comma at an end of the row)");
+    several_on_a_line = several_on_a_line || items > 1;
+    if (lines_with_numbers > 1 && several_on_a_line)
+      fail(source, ": holds several lines with several numbers: a logits file is one row (on one line, or one "
+           "number per line)");
+  }
   std::string normalized = text;
   for (char& c : normalized)
     if (c == ',') c = ' ';

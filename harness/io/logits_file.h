@@ -1,5 +1,6 @@
-// Reading a logits row from a text file: numbers separated by whitespace and/or commas. -inf is allowed
-// (a token already removed); NaN and +inf are errors naming the file and the entry.
+// Reading a logits row from a text file: one row of numbers separated by whitespace and/or commas, on one
+// line or one number per line. -inf is allowed (a token already removed); NaN, +inf, an empty item and a
+// table (several lines of several numbers) are errors naming the file.
 #pragma once
 
 #include <string>

@@ -130,7 +130,12 @@ void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, 
       fail(where, ": unknown key '", key, "' (known in [experiment]: name, target, prompts, prompts_from_corpus, "
            "num_prompts, prompt_length, corpus_tail, max_new_tokens, repetitions, seed, threads, output_dir, "
            "paired_timing, weights_dtype, ignore_eos)");
-    if (name == "name") c.name = value;
+    if (name == "name") {
+      // The results go to output_dir/NAME/: a name is one folder name, never a path out of output_dir.
+      if (value.empty() || value == "." || value == ".." || value.find('/') != std::string::npos)
+        fail(where, ": key '", key, "': '", value, "' is not a plain folder name");
+      c.name = value;
+    }
     if (name == "target") c.target = value;
     if (name == "prompts") c.prompts_file = value;
     if (name == "prompts_from_corpus") c.prompts_from_corpus = value;
@@ -181,7 +186,12 @@ void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, 
                      ((section == "sampling" || section == "draft_sampling") && sampler_keys().count(name)) ||
                      (section == "sampling" && constraint_keys().count(name));
   if (!known) fail(where, ": unknown key '", key, "'");
-  std::vector<std::string> values = split_values(key, value);
+  std::vector<std::string> values;
+  try {
+    values = split_values(key, value);
+  } catch (const Error& e) {
+    fail(where, ": ", e.what());
+  }
   if (values.empty()) fail(where, ": key '", key, "' has no value");
   for (const std::string& v : values) check_axis_value(where, key, v);
   c.axes[key] = values;
@@ -214,11 +224,15 @@ std::vector<std::string> split_values(const std::string& key, const std::string&
   }
   const char sep = key_uses_bar_separator(key) ? '|' : ',';
   std::vector<std::string> out;
-  std::stringstream ss(value);
-  std::string item;
-  while (std::getline(ss, item, sep))
-    if (!trim(item).empty()) out.push_back(trim(item));
-  return out;
+  if (trim(value).empty()) return out;
+  size_t from = 0;
+  while (true) {
+    const size_t at = value.find(sep, from);
+    out.push_back(trim(value.substr(from, at == std::string::npos ? std::string::npos : at - from)));
+    if (out.back().empty()) fail("key '", key, "': empty item in '", value, "'");
+    if (at == std::string::npos) return out;
+    from = at + 1;
+  }
 }
 
 ExperimentConfig load_experiment(const std::string& path, const std::vector<std::string>& overrides) {
