@@ -51,6 +51,19 @@ TEST_CASE("NaN and +inf logits are rejected with the token named; -inf is a remo
   REQUIRE_ERROR(make(greedy).process({kNaN, 0, 0, 0}, TokenHistory{}), Contains("token 0") && Contains("NaN"));
 }
 
+TEST_CASE("logits that overflow float32 inside the pipeline are an error naming the stage, never NaN", "[sampler][errors]") {
+  const std::vector<float> huge = {3e38f, 0.0f, 1.0f, 0.0f};
+  REQUIRE_ERROR(make(with([](SamplingParams& s) { s.logit_bias = {{0, 3e38f}}; })).process(huge, TokenHistory{}),
+                Contains("token 0") && Contains("logit_bias and the penalties"));
+  REQUIRE_ERROR(make(with([](SamplingParams& s) { s.repetition_penalty = 0.5f; })).process(huge, TokenHistory{{0}, {}}),
+                Contains("token 0") && Contains("penalties"));
+  REQUIRE_ERROR(make(with([](SamplingParams& s) { s.temperature = 0.5f; })).process(huge, TokenHistory{}),
+                Contains("token 0") && Contains("after temperature (0.5)"));
+  // Large but representable: fine.
+  const std::vector<float> p = make(with([](SamplingParams& s) { s.temperature = 2.0f; })).process(huge, TokenHistory{});
+  CHECK(p[0] == 1.0f);
+}
+
 TEST_CASE("temperature < 0, not finite, or in (0, kMinTemperature) is rejected", "[sampler][errors]") {
   for (float t : {-0.5f, -kInf, kInf, kNaN, 1e-4f, 1e-45f}) {
     INFO("temperature " << t);

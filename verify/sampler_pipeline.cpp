@@ -123,6 +123,14 @@ void SamplerPipeline::process(const float* logits, const TokenHistory& history, 
   apply_step_1(row, s, history);
   apply_penalties(row, s, history);
   summarise_row(row, summary);
+  // Finite logits can overflow: a bias or a penalty that pushes one past float32's range leaves +inf or NaN,
+  // and the distribution would be NaN. Refuse it by name instead.
+  if (summary.unusual)
+    for (Token t = 0; t < vocab_size_; ++t)
+      if (std::isnan(row.logits[t]) || row.logits[t] == -kNegInf)
+        fail("sampler pipeline: token ", t, "'s logit is ", row.logits[t],
+             " after logit_bias and the penalties (the input logit was ", logits[t],
+             "): a bias or penalty overflows float32");
   // The masks must leave a finite logit. Penalties never make a non-finite logit finite, so a finite one
   // now settles it without a pass of its own; otherwise the masks are redone on a copy and counted.
   if (!any_finite(row, summary)) {
@@ -147,6 +155,11 @@ void SamplerPipeline::process(const float* logits, const TokenHistory& history, 
       apply_dynamic_temperature(c, s);
     else
       apply_temperature(c, s.temperature);
+    for (int32_t j = 0; j < c.size(); ++j)
+      if (std::isnan(c.logits[j]) || c.logits[j] == -kNegInf)
+        fail("sampler pipeline: token ", c.ids[j], "'s logit is ", c.logits[j], " after ",
+             s.dynatemp_range > 0.0f ? "dynamic temperature (dynatemp_range " : "temperature (",
+             s.dynatemp_range > 0.0f ? s.dynatemp_range : s.temperature, "): the logits / T overflow float32");
     if (mutant_on(Mutant::logit_bias_after_temperature))
       for (const auto& [t, bias] : s.logit_bias) {
         const auto it = std::lower_bound(c.ids.begin(), c.ids.end(), t);
