@@ -64,6 +64,33 @@ TEST_CASE("logits that overflow float32 inside the pipeline are an error naming 
   CHECK(p[0] == 1.0f);
 }
 
+TEST_CASE("large and shifted logits: the softmax is shift-invariant, finite and sums to 1", "[sampler]") {
+  // A softmax that does not subtract the maximum overflows at logits + 150 (float32 exp overflows past 88) and
+  // underflows to 0/0 at logits - 200: this test fails for it.
+  const int32_t V = 64;
+  std::vector<float> base(V);
+  for (int32_t i = 0; i < V; ++i) base[i] = static_cast<float>(20.0 * std::sin(1.7 * i));  // in [-20, 20]
+  for (float temperature : {1.0f, 0.05f}) {
+    const SamplerPipeline pipeline = make(with([&](SamplingParams& s) { s.temperature = temperature; }), V);
+    const std::vector<float> p = pipeline.process(base, TokenHistory{});
+    double total = 0.0;
+    for (float x : p) {
+      CHECK(std::isfinite(x));
+      total += x;
+    }
+    CHECK(total == Approx(1.0).epsilon(1e-5));
+    for (float shift : {150.0f, -200.0f, 1e4f}) {
+      INFO("T " << temperature << " shift " << shift);
+      std::vector<float> shifted(base);
+      for (float& x : shifted) x += shift;
+      const std::vector<float> q = pipeline.process(shifted, TokenHistory{});
+      // float32 rounds logit + shift to the shift's ulp (1e-3 at 1e4), which temperature magnifies by 1 / T.
+      const double tolerance = (shift == 1e4f ? 2e-3 : 3e-5) / temperature;
+      for (int32_t i = 0; i < V; ++i) CHECK(std::fabs(q[i] - p[i]) <= tolerance * std::max(p[i], 1e-3f));
+    }
+  }
+}
+
 TEST_CASE("temperature < 0, not finite, or in (0, kMinTemperature) is rejected", "[sampler][errors]") {
   for (float t : {-0.5f, -kInf, kInf, kNaN, 1e-4f, 1e-45f}) {
     INFO("temperature " << t);
