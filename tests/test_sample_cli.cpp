@@ -304,6 +304,10 @@ TEST_CASE("specula sample prints exactly N token ids, one per line, reproducibly
     REQUIRE(tokens[i] == sample_categorical(probs.data(), 6, RandomKey{7, philox_stream(0, RandomRole::sample), i}));
   // Same seed, same output; another seed, another.
   CHECK(run_sample(dir, "--logits '" + logits + "' --num-samples 1000 --seed 7").out == r.out);
+  // Output is streamed in blocks of 65536: sample i is the same whatever N, across block boundaries too.
+  const std::string many = run_sample(dir, "--logits '" + logits + "' --num-samples 70000 --seed 7").out;
+  CHECK(std::count(many.begin(), many.end(), '\n') == 70000);
+  CHECK(many.compare(0, r.out.size(), r.out) == 0);
   CHECK(run_sample(dir, "--logits '" + logits + "' --num-samples 1000 --seed 8").out != r.out);
   // Zero samples: no output at all.
   const RunResult none = run_sample(dir, "--logits '" + logits + "' --num-samples 0 --seed 7");
@@ -407,6 +411,7 @@ TEST_CASE("specula sample: bad input exits non-zero with a message naming the pa
   const std::string inf_file = dir.write("inf.txt", "0.5, 1.0, inf\n");
   expect_error("--logits '" + inf_file + "' --num-samples 10 --seed 1", Contains(inf_file) && Contains("+inf"));
   expect_error("--logits '" + dir.path("missing.txt") + "' --num-samples 10 --seed 1", Contains("missing.txt"));
+  expect_error(base + "--mirostat 2 --mirostat-mu nan", Contains("--mirostat-mu must be a finite number"));
   for (const char* text : {"0.5,,1.0\n", ",0.5 1.0\n", "0.5 1.0,\n"}) {
     INFO(text);
     expect_error("--logits '" + dir.write("empty-item.txt", text) + "' --num-samples 10 --seed 1", Contains("empty item"));

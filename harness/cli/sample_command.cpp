@@ -1,6 +1,7 @@
 // `specula sample`: the sampler pipeline from the shell. Draws N independent tokens from the processed
 // distribution of one logits row (with the given history), one token id per line on stdout.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -101,7 +102,10 @@ int sample_command(const Args& args) {
     if (t >= pipeline.vocab_size()) fail("--prompt-tokens: token id ", t, " is outside the vocabulary [0, ", pipeline.vocab_size(), ")");
   for (Token t : history.output)
     if (t >= pipeline.vocab_size()) fail("--output-tokens: token id ", t, " is outside the vocabulary [0, ", pipeline.vocab_size(), ")");
-  if (vm.count("mirostat-mu")) history.mirostat_mu = vm["mirostat-mu"].as<double>();
+  if (vm.count("mirostat-mu")) {
+    history.mirostat_mu = vm["mirostat-mu"].as<double>();
+    if (!std::isfinite(history.mirostat_mu)) fail("--mirostat-mu must be a finite number, got ", history.mirostat_mu);
+  }
   if (vm["print-chain"].as<bool>()) std::cerr << pipeline.describe() << "\n";
 
   if (device == Device::cuda) return sample_on_cuda(pipeline, history, logits, vm);
@@ -114,10 +118,17 @@ int sample_command(const Args& args) {
   if (n < 0) fail("--num-samples must be >= 0, got ", n);
   const uint64_t seed = vm["seed"].as<uint64_t>();
   const uint64_t stream = philox_stream(0, RandomRole::sample);
-  std::vector<int32_t> tokens(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    tokens[i] = sample_categorical(probs.data(), pipeline.vocab_size(), RandomKey{seed, stream, static_cast<uint64_t>(i)});
-  print_tokens(tokens.data(), n);
+  // Streamed in blocks: memory stays bounded whatever --num-samples is, and output starts at once.
+  constexpr int64_t kBlock = 1 << 16;
+  std::vector<int32_t> tokens(static_cast<size_t>(std::min(n, kBlock)));
+  for (int64_t first = 0; first < n; first += kBlock) {
+    const int64_t count = std::min(kBlock, n - first);
+    for (int64_t i = 0; i < count; ++i)
+      tokens[i] = sample_categorical(probs.data(), pipeline.vocab_size(),
+                                     RandomKey{seed, stream, static_cast<uint64_t>(first + i)});
+    print_tokens(tokens.data(), count);
+    if (std::ferror(stdout)) fail("writing standard output failed after ", first, " samples");
+  }
   return 0;
 }
 
