@@ -547,3 +547,16 @@ TEST_CASE("merge refuses shards that are not the slices of one complete run", "[
   REQUIRE(run_specula("merge " + shards[0] + " " + shards[1] + merged + " --allow-incomplete").exit_code == 0);
   CHECK_THAT(read_text(dir.file("merged") + "/status"), Contains("incomplete"));
 }
+
+TEST_CASE("a sweep whose prompts and trees overflow the target is refused before a folder is made", "[runner][cli][errors]") {
+  TempDir dir;
+  const std::string exp = dir.write(
+      "long.ini", "[experiment]\ntarget = transformer:" + std::string(SPECULA_SOURCE_DIR) +
+                      "/results/models/draft\nprompts_from_corpus = " + std::string(SPECULA_SOURCE_DIR) +
+                      "/../shared/data/tinyshakespeare.txt\nnum_prompts = 1\nprompt_length = 242\nmax_new_tokens = 12\n"
+                      "repetitions = 1\n\n[draft]\ndrafter = prompt-lookup\nmethod = tree\ntree = 2,2,2,2,2\n");
+  const CliResult r = run_specula("run " + exp + " --set experiment.output_dir=" + dir.file("results") + " --quiet");
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("holds 256 positions") && Contains("draft depth 5"));
+  CHECK_FALSE(fs::exists(dir.file("results") + "/long"));
+}

@@ -297,3 +297,17 @@ TEST_CASE("text in and out: --prompt-file, --print-text, --stream", "[cli][servi
   CHECK_THAT(run_specula(common + " --logprobs 3 --output " + dir.file("o.txt")).err,
              Contains("--logprobs N and --logprobs-output FILE go together"));
 }
+
+TEST_CASE("a generation longer than the target's positions is refused before any work", "[cli][serving]") {
+  const std::string models = std::string(SPECULA_SOURCE_DIR) + "/results/models/";
+  TempDir dir;
+  // The bundled draft holds 256 positions: 100 prompt tokens + 150 new - 1 + depth 8 = 257.
+  std::string prompt = "0";
+  for (int i = 1; i < 100; ++i) prompt += ",65";
+  const std::string common = "generate --target transformer:" + models + "draft --prompt-tokens " + prompt +
+                             " --max-new-tokens 150 --output " + dir.file("o.txt");
+  const CliResult r = run_specula(common + " --draft transformer:" + models + "draft --method chain --num-draft-tokens 8");
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("holds 256 positions") && Contains("need 257"));
+  CHECK(run_specula(common + " --draft transformer:" + models + "draft --method chain --num-draft-tokens 7").exit_code == 0);
+}

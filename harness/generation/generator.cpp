@@ -82,8 +82,23 @@ EmittedLogprobs Generator::emitted_logprobs(const float* logits, const float* pr
   return out;
 }
 
+void Generator::check_fits(const std::vector<Token>& prompt) const {
+  const int64_t limit = target_->max_positions();
+  if (limit <= 0 || config_.max_new_tokens == 0) return;
+  // The last step runs from a context of prompt + max_new_tokens - 1 tokens, with its draft tree on top.
+  const int64_t depth = !config_.method ? 0
+                        : config_.tree_shape.empty() ? config_.num_draft_tokens
+                                                     : static_cast<int64_t>(config_.tree_shape.size());
+  const int64_t needed = static_cast<int64_t>(prompt.size()) + config_.max_new_tokens - 1 + depth;
+  if (needed > limit)
+    fail("the target ", target_->description(), " holds ", limit, " positions, but a prompt of ", prompt.size(),
+         " tokens, --max-new-tokens ", config_.max_new_tokens, " and a draft depth of ", depth, " need ", needed,
+         ": shorten the prompt or the generation");
+}
+
 SequenceOutput Generator::generate(const std::vector<Token>& prompt, uint64_t sequence, GenerationMetrics& metrics,
                                    const TokenSink& sink) const {
+  check_fits(prompt);
   auto target = target_->new_session();
   if (!config_.method) return generate_autoregressive(*target, prompt, sequence, metrics, sink);
   // The prompt is processed before the decoding loop, timed apart: the target's prefill, whose logits the
@@ -105,6 +120,7 @@ SequenceOutput Generator::generate(const std::vector<Token>& prompt, uint64_t se
 
 std::vector<SequenceOutput> Generator::generate_many(const std::vector<Token>& prompt, uint64_t first, int64_t count,
                                                      GenerationMetrics& metrics) const {
+  if (count > 0) check_fits(prompt);
   std::vector<SequenceOutput> out(count);
   std::vector<std::string> errors(count);
   const auto start = Clock::now();

@@ -75,6 +75,10 @@ class Generator {
   std::vector<SequenceOutput> generate_many(const std::vector<Token>& prompt, uint64_t first, int64_t count,
                                             GenerationMetrics& metrics) const;
 
+  // Throws Error (with the numbers) when `prompt` and max_new_tokens, with the draft tree on top, need more
+  // positions than the target holds: found before any work, not at the position that overflows.
+  void check_fits(const std::vector<Token>& prompt) const;
+
   const GenerationConfig& config() const { return config_; }
   const SamplerPipeline& target_pipeline() const { return pipeline_; }
 

@@ -36,6 +36,8 @@ class LanguageModel {
   virtual int32_t vocab_size() const = 0;
   virtual std::string description() const = 0;
   virtual std::unique_ptr<ModelSession> new_session() const = 0;
+  // The most positions a session can hold (context + draft tree depth); 0 = unbounded (table models).
+  virtual int64_t max_positions() const { return 0; }
 };
 
 }  // namespace specula

@@ -265,6 +265,24 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
   log(LogLevel::info, "experiment ", config.name, ": target ", target->description(), ", ", settings.size(),
       " settings x ", prompts.size(), " prompts x ", config.repetitions, " repetitions");
 
+  // Every prompt must fit the target with the longest generation and draft tree of the sweep: checked now,
+  // not at the position that overflows halfway through the run.
+  if (const int64_t limit = target->max_positions(); limit > 0) {
+    size_t longest = 0;
+    for (const auto& p : prompts) longest = std::max(longest, p.size());
+    for (const Setting& setting : settings) {
+      int64_t depth = 0;
+      if (!setting.baseline && setting.get_or("draft.method", "") != "beam")
+        depth = setting.values.count("draft.tree") ? static_cast<int64_t>(parse_tree_shape(setting.get("draft.tree")).size())
+                                                   : std::stoll(setting.get_or("draft.num_draft_tokens", "4"));
+      const int64_t needed = static_cast<int64_t>(longest) + config.max_new_tokens - 1 + depth;
+      if (needed > limit)
+        fail(config.file, ": the target holds ", limit, " positions, but the longest prompt (", longest,
+             " tokens), max_new_tokens ", config.max_new_tokens, " and setting ", setting.id, "'s draft depth ", depth,
+             " need ", needed);
+    }
+  }
+
   std::string folder = utc_timestamp(true) + "-" + git_revision();
   if (options.shard_count > 1)
     folder += "-shard-" + std::to_string(options.shard_index) + "-of-" + std::to_string(options.shard_count);

@@ -40,6 +40,7 @@ class TransformerLanguageModel : public LanguageModel {
   int32_t vocab_size() const override;
   std::string description() const override;
   std::unique_ptr<ModelSession> new_session() const override;
+  int64_t max_positions() const override { return max_seq_len(); }
 
   const Tokenizer& tokenizer() const;
   const std::string& kind() const;  // "transformer" or "hf"
