@@ -91,6 +91,19 @@ TEST_CASE("large and shifted logits: the softmax is shift-invariant, finite and 
   }
 }
 
+TEST_CASE("min_tokens counts the output only, never the prompt", "[sampler]") {
+  // A pipeline that counted prompt + output would allow the stop token at once here (the prompt has 3 tokens).
+  const SamplerPipeline pipeline = make(with([](SamplingParams& s) {
+    s.min_tokens = 2;
+    s.stop_tokens = {0};
+  }));
+  const std::vector<float> logits = {2.0f, 0.0f, 0.5f, 0.1f};
+  const std::vector<Token> prompt = {1, 2, 3};
+  CHECK(pipeline.process(logits, TokenHistory{prompt, {}})[0] == 0.0f);
+  CHECK(pipeline.process(logits, TokenHistory{prompt, {3}})[0] == 0.0f);
+  CHECK(pipeline.process(logits, TokenHistory{prompt, {3, 2}})[0] > 0.5f);
+}
+
 TEST_CASE("temperature < 0, not finite, or in (0, kMinTemperature) is rejected", "[sampler][errors]") {
   for (float t : {-0.5f, -kInf, kInf, kNaN, 1e-4f, 1e-45f}) {
     INFO("temperature " << t);
