@@ -543,6 +543,7 @@ TEST_CASE("merge refuses shards that are not the slices of one complete run", "[
   CHECK_THAT(run_specula("merge " + shards[0] + " " + other + merged).err, Contains("differs"));
   // An interrupted shard: refused, or merged with --allow-incomplete and marked.
   std::ofstream(shards[1] + "/status") << "interrupted (SIGTERM)\n";
+  std::ofstream(shards[1] + "/records.jsonl", std::ios::app) << "{\"setting_id\": \"cut short";  // killed mid-write
   CHECK_THAT(run_specula("merge " + shards[0] + " " + shards[1] + merged).err, Contains("not a complete run"));
   REQUIRE(run_specula("merge " + shards[0] + " " + shards[1] + merged + " --allow-incomplete").exit_code == 0);
   CHECK_THAT(read_text(dir.file("merged") + "/status"), Contains("incomplete"));

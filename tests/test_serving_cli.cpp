@@ -311,3 +311,23 @@ TEST_CASE("a generation longer than the target's positions is refused before any
   CHECK_THAT(r.err, Contains("holds 256 positions") && Contains("need 257"));
   CHECK(run_specula(common + " --draft transformer:" + models + "draft --method chain --num-draft-tokens 7").exit_code == 0);
 }
+
+TEST_CASE("greedy logprobs: the row the argmax is taken over, with no filter; T = 0.001 is a temperature",
+          "[cli][serving]") {
+  TempDir dir;
+  const std::string target = "bigram:" + dir.write("t.txt", kCliTargetTable);
+  // Greedy decoding runs no filter, so --top-k 1 leaves the reported row whole: 4 entries, softmax of the logits.
+  const CliResult r = run_specula("generate --target " + target + " --prompt-tokens 0 --max-new-tokens 1 --temperature 0 "
+                                  "--top-k 1 --logprobs 4 --logprobs-output " + dir.file("lp.jsonl"));
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const json line = json::parse(read_text(dir.file("lp.jsonl")));
+  const json& t = line["tokens"][0];
+  CHECK(t["id"] == 1);  // row 0 is 0.5 1.0 -0.3 0.2
+  const double log_z = std::log(std::exp(0.5) + std::exp(1.0) + std::exp(-0.3) + std::exp(0.2));
+  CHECK(std::abs(t["logprob"].get<double>() - (1.0 - log_z)) < 1e-6);
+  CHECK(t["top"].size() == 4);
+  CHECK(run_specula("generate --target " + target + " --prompt-tokens 0 --max-new-tokens 3 --temperature 0.001 --output " +
+                    dir.file("o.txt"))
+            .exit_code == 0);
+}

@@ -98,7 +98,12 @@ class TextStream {
   void add(const std::vector<Token>& committed) {
     tokens_.insert(tokens_.end(), committed.begin(), committed.end());
     const std::string text = decode_for_output(*tokenizer_, tokens_);
-    const size_t ready = text.size() - incomplete_utf8_tail(text);
+    size_t ready = text.size() - incomplete_utf8_tail(text);
+    // A decoder that renders unfinished byte tokens as U+FFFD (SentencePiece) replaces it once the character
+    // is complete: hold a trailing one back too.
+    static const std::string kReplacement = "\xEF\xBF\xBD";
+    while (ready >= kReplacement.size() && text.compare(ready - kReplacement.size(), kReplacement.size(), kReplacement) == 0)
+      ready -= kReplacement.size();
     if (ready <= printed_ || text.compare(0, printed_, printed_text_) != 0) return;
     std::cout << text.substr(printed_, ready - printed_) << std::flush;
     printed_text_ = text.substr(0, ready);
@@ -106,8 +111,14 @@ class TextStream {
   }
   void finish() {
     const std::string text = decode_for_output(*tokenizer_, tokens_);
-    if (text.size() > printed_ && text.compare(0, printed_, printed_text_) == 0) std::cout << text.substr(printed_);
+    if (text.compare(0, printed_, printed_text_) == 0) {
+      std::cout << text.substr(printed_) << "\n" << std::flush;
+      return;
+    }
+    // The decoder rewrote text already printed: say so and print the final continuation whole.
     std::cout << "\n" << std::flush;
+    std::cerr << "specula generate: --stream: the decoded text changed after it was printed; the final text:\n";
+    std::cout << text << "\n" << std::flush;
   }
 
  private:
@@ -265,8 +276,11 @@ int generate_command(const Args& args) {
 
   auto target = load_language_model(vm["target"].as<std::string>(), "target", vm["weights-dtype"].as<std::string>());
   // One stop rule: --stop-tokens plus the checkpoint's end of sequence.
-  if (!vm.count("ignore-eos"))
-    add_stop_tokens(target_params, checkpoint_eos_tokens(vm["target"].as<std::string>(), target->vocab_size()));
+  if (!vm.count("ignore-eos")) {
+    const std::vector<Token> eos = checkpoint_eos_tokens(vm["target"].as<std::string>(), target->vocab_size());
+    add_stop_tokens(target_params, eos);
+    add_stop_tokens(draft_params, eos);  // so that --min-tokens masks it in the draft's rows too
+  }
   ConstraintOptions constraint_options;
   if (vm.count("regex")) {
     constraint_options.regex = vm["regex"].as<std::string>();

@@ -24,8 +24,18 @@ double acceptance_probability(const float* p, const std::vector<float>& q, Token
   return s;
 }
 
+// The distribution greedy decoding takes its argmax over: masks, bias and penalties, then a softmax at
+// temperature 1 (greedy decoding runs no filter, so none runs here either).
 SamplingParams at_unit_temperature(SamplingParams params) {
-  if (params.greedy()) params.temperature = 1.0f;
+  if (!params.greedy()) return params;
+  params.temperature = 1.0f;
+  params.dynatemp_range = 0.0f;
+  params.min_p = 0.0f;
+  params.top_k = 0;
+  params.top_p = 1.0f;
+  params.typical_p = 1.0f;
+  params.tfs_z = 1.0f;
+  params.mirostat = 0;
   return params;
 }
 

@@ -16,26 +16,34 @@ namespace fs = std::filesystem;
 
 std::string reason() { return errno ? std::string(": ") + std::strerror(errno) : std::string(); }
 
-void write_in_place(const std::string& path, const std::string& content, const std::string& what) {
+// Writes `path`; errors name `shown` (the file the user named, not a temporary beside it).
+void write_in_place(const std::string& path, const std::string& content, const std::string& what,
+                    const std::string& shown) {
   std::ofstream out(path, std::ios::binary);
-  if (!out) fail(what, ": cannot write '", path, "'", reason());
+  if (!out) fail(what, ": cannot write '", shown, "'", reason());
   errno = 0;
   out.write(content.data(), static_cast<std::streamsize>(content.size()));
   out.flush();
-  if (!out) fail(what, ": writing '", path, "' failed", reason());
+  if (!out) fail(what, ": writing '", shown, "' failed", reason());
   out.close();
-  if (out.fail()) fail(what, ": closing '", path, "' failed", reason());
+  if (out.fail()) fail(what, ": closing '", shown, "' failed", reason());
 }
 
 }  // namespace
 
-void write_output_file(const std::string& path, const std::string& content, const std::string& what) {
+void write_output_file(const std::string& shown, const std::string& content, const std::string& what) {
   std::error_code ec;
-  const fs::file_status status = fs::status(path, ec);
-  if (fs::exists(status) && !fs::is_regular_file(status)) return write_in_place(path, content, what);
+  const fs::file_status status = fs::status(shown, ec);
+  if (fs::exists(status) && !fs::is_regular_file(status)) return write_in_place(shown, content, what, shown);
+  // Through a symbolic link to the file it names: the link stays a link.
+  std::string path = shown;
+  if (fs::is_symlink(shown, ec)) {
+    path = fs::canonical(shown, ec).string();
+    if (ec) fail(what, ": '", shown, "' is a symbolic link to nothing: ", ec.message());
+  }
   const std::string temporary = path + ".tmp-" + std::to_string(::getpid());
   try {
-    write_in_place(temporary, content, what);
+    write_in_place(temporary, content, what, shown);
   } catch (...) {
     fs::remove(temporary, ec);
     throw;
@@ -43,7 +51,7 @@ void write_output_file(const std::string& path, const std::string& content, cons
   fs::rename(temporary, path, ec);
   if (ec) {
     fs::remove(temporary, ec);
-    fail(what, ": cannot move the finished file into place as '", path, "': ", ec.message());
+    fail(what, ": cannot move the finished file into place as '", shown, "': ", ec.message());
   }
 }
 

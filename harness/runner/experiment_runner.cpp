@@ -126,7 +126,12 @@ void write_status(const fs::path& dir, const std::string& status) {
 // SIGINT and SIGTERM during a run ask it to stop after the record in progress (a Slurm preemption sends
 // SIGTERM). The handlers are installed for the run only.
 volatile std::sig_atomic_t g_stop_signal = 0;
-extern "C" void request_stop(int signal) { g_stop_signal = signal; }
+// The first signal asks for a stop after the record in progress; the handler then steps aside, so a second
+// one ends the process at once (signal() is async-signal-safe).
+extern "C" void request_stop(int signal) {
+  g_stop_signal = signal;
+  std::signal(signal, SIG_DFL);
+}
 
 struct StopRequested {
   int signal;
@@ -512,7 +517,7 @@ void merge_results(const std::vector<std::string>& shard_dirs, const std::string
   std::vector<RunRecord> records;
   std::set<std::string> seen;  // baselines appear in several shards: keep one copy
   for (const std::string& d : shard_dirs) {
-    for (RunRecord& r : read_records((fs::path(d) / "records.jsonl").string())) {
+    for (RunRecord& r : read_records((fs::path(d) / "records.jsonl").string(), allow_incomplete)) {
       const std::string key = r.setting_id + "#" + std::to_string(r.prompt_index) + "#" + std::to_string(r.repetition);
       if (!seen.insert(key).second) continue;
       records.push_back(std::move(r));

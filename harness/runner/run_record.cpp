@@ -106,14 +106,15 @@ RunRecord RunRecord::from_json_line(const std::string& line, const std::string& 
   return r;
 }
 
-std::vector<RunRecord> read_records(const std::string& path) {
-  std::ifstream in(path);
+std::vector<RunRecord> read_records(const std::string& path, bool skip_partial_last_line) {
+  std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, ": cannot open records file");
   std::vector<RunRecord> out;
   std::string line;
   int n = 0;
   while (std::getline(in, line)) {
     ++n;
+    if (skip_partial_last_line && in.eof()) break;  // no '\n' after it: a write cut short
     if (!line.empty()) out.push_back(RunRecord::from_json_line(line, path + ":" + std::to_string(n)));
   }
   return out;

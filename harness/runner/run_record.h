@@ -38,6 +38,8 @@ struct RunRecord {
   static RunRecord from_json_line(const std::string& line, const std::string& where);
 };
 
-std::vector<RunRecord> read_records(const std::string& path);
+// The records of a records.jsonl; with skip_partial_last_line, a last line without its '\n' (a process
+// killed in the middle of a write) is left out instead of being an error.
+std::vector<RunRecord> read_records(const std::string& path, bool skip_partial_last_line = false);
 
 }  // namespace specula
