@@ -164,14 +164,6 @@ std::vector<RunRecord> records_so_far(const fs::path& dir) {
   return fs::exists(dir / "records.jsonl") ? read_records((dir / "records.jsonl").string()) : std::vector<RunRecord>{};
 }
 
-std::string read_text_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path.string(), ": cannot read");
-  std::ostringstream all;
-  all << in.rdbuf();
-  return all.str();
-}
-
 // A shard's resolved configuration without its "; shard = i/N" line, and that line's i and N (0, 0: none).
 std::pair<std::string, std::pair<int, int>> split_shard_line(const std::string& resolved) {
   std::istringstream in(resolved);
@@ -192,7 +184,7 @@ std::pair<std::string, std::pair<int, int>> split_shard_line(const std::string& 
 std::vector<RunRecord> records_to_resume(const fs::path& dir) {
   const fs::path path = dir / "records.jsonl";
   if (!fs::exists(path)) return {};
-  const std::string text = read_text_file(path);
+  const std::string text = read_file(path.string(), "run --resume");
   const size_t whole = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
   if (whole < text.size()) fs::resize_file(path, whole);
   return read_records(path.string());
@@ -251,11 +243,11 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
     // The run continues as it was configured: its resolved configuration, its shard.
     const fs::path folder(options.resume_dir);
     if (!fs::exists(folder / "config.resolved.ini")) fail("--resume: ", options.resume_dir, " is not a results folder");
-    const std::string status = fs::exists(folder / "status") ? read_text_file(folder / "status") : "";
+    const std::string status = fs::exists(folder / "status") ? read_file((folder / "status").string(), "run --resume") : "";
     if (status == "complete\n") fail("--resume: ", options.resume_dir, " is complete; there is nothing to resume");
     if (!options.overrides.empty()) fail("--resume continues the run as it was configured: drop --set");
     experiment_path = (folder / "config.resolved.ini").string();
-    const std::pair<int, int> shard = split_shard_line(read_text_file(experiment_path)).second;
+    const std::pair<int, int> shard = split_shard_line(read_file(experiment_path, "run --resume")).second;
     if (shard.second > 0) std::tie(options.shard_index, options.shard_count) = shard;
   }
   const ExperimentConfig config = load_experiment(experiment_path, options.overrides);
@@ -488,14 +480,14 @@ void merge_results(const std::vector<std::string>& shard_dirs, const std::string
   bool incomplete = false;
   for (const std::string& d : shard_dirs) {
     const fs::path dir(d);
-    const std::string status = fs::exists(dir / "status") ? read_text_file(dir / "status") : "(no status file)\n";
+    const std::string status = fs::exists(dir / "status") ? read_file((dir / "status").string(), "merge") : "(no status file)\n";
     if (status != "complete\n") {
       if (!allow_incomplete)
         fail("merge: ", d, " is not a complete run (status: ", status.substr(0, status.size() - 1),
              "); pass --allow-incomplete to merge it anyway");
       incomplete = true;
     }
-    const auto [rest, shard] = split_shard_line(read_text_file(dir / "config.resolved.ini"));
+    const auto [rest, shard] = split_shard_line(read_file((dir / "config.resolved.ini").string(), "merge"));
     if (config.empty()) config = rest;
     if (rest != config)
       fail("merge: ", d, "/config.resolved.ini differs from ", shard_dirs[0],
@@ -526,7 +518,7 @@ void merge_results(const std::vector<std::string>& shard_dirs, const std::string
   fs::create_directories(output);
   write_output_file((fs::path(output) / "config.resolved.ini").string(), config, "merge");
   if (fs::exists(fs::path(shard_dirs[0]) / "env.json"))
-    write_output_file((fs::path(output) / "env.json").string(), read_text_file(fs::path(shard_dirs[0]) / "env.json"),
+    write_output_file((fs::path(output) / "env.json").string(), read_file((fs::path(shard_dirs[0]) / "env.json").string(), "merge"),
                       "merge");
   std::string lines;
   for (const RunRecord& r : records) lines += r.to_json_line() + "\n";
