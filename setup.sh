@@ -16,6 +16,7 @@ packages=(
   python3 python3-matplotlib
   libsentencepiece-dev sentencepiece libicu-dev  # hf: tokenizers (tokenizer.model, tokenizer.json regexes)
   python3-torch python3-regex                    # the [hf] tests' independent PyTorch / GPT-2 BPE references
+  clang-format                                   # the format check (ctest -R format)
 )
 missing=()
 for p in "${packages[@]}"; do

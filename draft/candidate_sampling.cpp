@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
-#include "verify/categorical.h"
-#include "verify/mutants.h"
+#include "kernels/shared/mutation_points.h"
+#include "verify/sampling/categorical.h"
 
 namespace specula {
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "draft/drafter.h"
-#include "verify/sampler_pipeline.h"
-#include "verify/token_tree.h"
+#include "verify/sampling/sampler_pipeline.h"
+#include "verify/verifiers/token_tree.h"
 
 namespace specula {
 

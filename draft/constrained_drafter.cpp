@@ -1,6 +1,6 @@
 #include "draft/constrained_drafter.h"
 
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 namespace {

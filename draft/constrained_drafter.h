@@ -1,4 +1,4 @@
-// Speculation under a constraint (verify/constraints/token_constraint.h): wraps any drafter and cuts the
+// Speculation under a constraint (verify/sampling/token_constraint.h): wraps any drafter and cuts the
 // point-mass candidates the constraint forbids, with everything below them. Model, n-gram and synthetic
 // drafters sample from their processed q, which carries the same constraint, so their candidates are
 // legal already; prompt lookup copies tokens from the context, which may leave the pattern at any point.
@@ -13,7 +13,7 @@
 #include <memory>
 
 #include "draft/drafter.h"
-#include "verify/constraints/token_constraint.h"
+#include "verify/sampling/token_constraint.h"
 
 namespace specula {
 

@@ -3,26 +3,29 @@
 // "point mass" for deterministic drafters), accept(n) after verification.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "verify/token_history.h"
-#include "verify/token_tree.h"
+#include "verify/sampling/sampling_params.h"
+#include "verify/sampling/token_history.h"
+#include "verify/verifiers/token_tree.h"
 #include "verify/verifiers/verification.h"
 
 namespace specula {
 
-class ModelSession;  // harness/models/language_model.h
+class LanguageModel;  // harness/models/language_model.h
+class ModelSession;   // harness/models/language_model.h
 
 struct DraftRequest {
   const std::vector<Token>* context = nullptr;  // prompt + committed output
-  const TokenHistory* history = nullptr;         // the same, as the draft pipeline sees it
-  int32_t num_draft_tokens = 0;                  // chain length K (used when tree_shape is empty)
-  std::vector<int32_t> tree_shape;               // branching per depth, e.g. {2, 2, 1}; empty = chain
+  const TokenHistory* history = nullptr;        // the same, as the draft pipeline sees it
+  int32_t num_draft_tokens = 0;                 // chain length K (used when tree_shape is empty)
+  std::vector<int32_t> tree_shape;              // branching per depth, e.g. {2, 2, 1}; empty = chain
   SiblingScheme scheme = SiblingScheme::iid;
-  StepRandom rng;                                // draws use RandomRole::draft
+  StepRandom rng;  // draws use RandomRole::draft
 };
 
 struct DrafterCounters {
@@ -46,6 +49,14 @@ class Drafter {
   const DrafterCounters& counters() const { return counters_; }
 
  protected:
+  // Counts one proposal of `tree` that began at `start` (drafts, tokens, draft time) and returns the tree.
+  TokenTree counted(TokenTree tree, std::chrono::steady_clock::time_point start) {
+    ++counters_.n_drafts;
+    counters_.n_draft_tokens += tree.size();
+    counters_.t_draft_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    return tree;
+  }
+
   DrafterCounters counters_;
 };
 
@@ -57,5 +68,20 @@ class DrafterFactory {
   virtual int32_t vocab_size() const = 0;
   virtual std::string description() const = 0;
 };
+
+// What a drafter kind is built from (draft/registry/drafter_registry.cpp): the --draft spec split at its first
+// ':', the draft's sampling parameters, and the target (the vocabulary of prompt lookup, the p of the synthetic
+// drafter, the features of Medusa and EAGLE).
+struct DrafterSpec {
+  std::string spec;  // as written, for error messages
+  std::string kind;  // before the first ':'
+  std::string rest;  // after it ("" when there is none)
+  SamplingParams draft_params;
+  std::shared_ptr<const LanguageModel> target;
+  SamplingParams target_params;
+};
+
+// Builds a drafter factory from its spec; throws Error naming spec.spec on bad input.
+using DrafterMaker = std::shared_ptr<const DrafterFactory> (*)(const DrafterSpec& spec);
 
 }  // namespace specula

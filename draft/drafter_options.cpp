@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 

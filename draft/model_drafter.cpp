@@ -3,10 +3,10 @@
 #include <chrono>
 
 #include "draft/candidate_sampling.h"
-#include "verify/error.h"
-#include "verify/logprobs.h"
-#include "verify/mutants.h"
-#include "verify/target_rows.h"
+#include "kernels/shared/error.h"
+#include "kernels/shared/mutation_points.h"
+#include "verify/sampling/logprobs.h"
+#include "verify/verifiers/target_rows.h"
 
 namespace specula {
 namespace {
@@ -54,7 +54,8 @@ class ModelDrafter : public Drafter {
         }
         std::vector<float>& recorded = tree.draft_q[row];
         if (mutant_on(Mutant::draft_q_from_raw_logits)) {
-          const std::vector<double> raw = log_softmax(logits.data() + static_cast<size_t>(row) * vocab_size_, vocab_size_);
+          const std::vector<double> raw =
+              log_softmax(logits.data() + static_cast<size_t>(row) * vocab_size_, vocab_size_);
           recorded.resize(vocab_size_);
           for (int32_t x = 0; x < vocab_size_; ++x) recorded[x] = static_cast<float>(std::exp(raw[x]));
         } else {
@@ -67,10 +68,7 @@ class ModelDrafter : public Drafter {
     // Deterministic candidates are verified as point masses: their recorded q is not a sampling law.
     if (tree.scheme == SiblingScheme::deterministic) tree.draft_q.clear();
     tree.draft_q.resize(tree.size() + 1);
-    ++counters_.n_drafts;
-    counters_.n_draft_tokens += tree.size();
-    counters_.t_draft_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-    return tree;
+    return counted(std::move(tree), start);
   }
 
  private:
@@ -95,6 +93,8 @@ class ModelDrafter : public Drafter {
 ModelDrafterFactory::ModelDrafterFactory(std::shared_ptr<const LanguageModel> model, SamplingParams draft_params)
     : model_(std::move(model)), pipeline_(std::move(draft_params), model_->vocab_size()) {}
 
-std::unique_ptr<Drafter> ModelDrafterFactory::create() const { return std::make_unique<ModelDrafter>(*model_, pipeline_); }
+std::unique_ptr<Drafter> ModelDrafterFactory::create() const {
+  return std::make_unique<ModelDrafter>(*model_, pipeline_);
+}
 
 }  // namespace specula

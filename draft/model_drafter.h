@@ -7,7 +7,7 @@
 
 #include "draft/drafter.h"
 #include "harness/models/language_model.h"
-#include "verify/sampler_pipeline.h"
+#include "verify/sampling/sampler_pipeline.h"
 
 namespace specula {
 

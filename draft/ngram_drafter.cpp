@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "draft/candidate_sampling.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 namespace {
@@ -41,10 +42,7 @@ class NgramDrafter : public Drafter {
       }
     };
     TokenTree tree = sample_draft_tree(request, V, row_laws);
-    ++counters_.n_drafts;
-    counters_.n_draft_tokens += tree.size();
-    counters_.t_draft_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-    return tree;
+    return counted(std::move(tree), start);
   }
 
  private:
@@ -62,6 +60,12 @@ NgramDrafterFactory::NgramDrafterFactory(std::shared_ptr<const NgramModel> model
 
 std::unique_ptr<Drafter> NgramDrafterFactory::create() const {
   return std::make_unique<NgramDrafter>(*model_, pipeline_);
+}
+
+std::shared_ptr<const DrafterFactory> make_ngram_drafter(const DrafterSpec& spec) {
+  if (spec.rest.empty()) fail("--draft: 'ngram:' needs a path, e.g. ngram:model.ngram (from specula train-ngram)");
+  return std::make_shared<NgramDrafterFactory>(std::make_shared<NgramModel>(NgramModel::load(spec.rest)),
+                                               spec.draft_params, spec.spec);
 }
 
 }  // namespace specula

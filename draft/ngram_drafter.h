@@ -8,7 +8,7 @@
 
 #include "draft/drafter.h"
 #include "draft/ngram_model.h"
-#include "verify/sampler_pipeline.h"
+#include "verify/sampling/sampler_pipeline.h"
 
 namespace specula {
 
@@ -24,5 +24,8 @@ class NgramDrafterFactory : public DrafterFactory {
   SamplerPipeline pipeline_;
   std::string description_;
 };
+
+// `ngram:PATH` (draft/registry/drafter_registry.cpp).
+std::shared_ptr<const DrafterFactory> make_ngram_drafter(const DrafterSpec& spec);
 
 }  // namespace specula

@@ -7,7 +7,7 @@
 #include <sstream>
 #include <unordered_set>
 
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 namespace {

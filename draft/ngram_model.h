@@ -29,7 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "verify/sampling_params.h"
+#include "verify/sampling/sampling_params.h"
 
 namespace specula {
 

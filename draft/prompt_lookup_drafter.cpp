@@ -5,7 +5,8 @@
 #include <set>
 
 #include "draft/drafter_options.h"
-#include "verify/error.h"
+#include "harness/models/language_model.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 namespace {
@@ -27,10 +28,7 @@ class PromptLookupDrafter : public Drafter {
                          ? TokenTree::chain(prompt_lookup_chain(context, options_, request.num_draft_tokens))
                          : trie_of_matches(context, request.tree_shape);
     tree.scheme = SiblingScheme::deterministic;  // point masses: draft_q stays empty
-    ++counters_.n_drafts;
-    counters_.n_draft_tokens += tree.size();
-    counters_.t_draft_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-    return tree;
+    return counted(std::move(tree), start);
   }
 
  private:
@@ -111,6 +109,12 @@ std::unique_ptr<Drafter> PromptLookupDrafterFactory::create() const {
 
 std::string PromptLookupDrafterFactory::description() const {
   return "prompt-lookup:max_n=" + std::to_string(options_.max_n) + ",min_n=" + std::to_string(options_.min_n);
+}
+
+std::shared_ptr<const DrafterFactory> make_prompt_lookup_drafter(const DrafterSpec& spec) {
+  if (!spec.target) fail("--draft ", spec.spec, ": needs the target model");
+  return std::make_shared<PromptLookupDrafterFactory>(parse_prompt_lookup_options(spec.rest, spec.spec),
+                                                      spec.target->vocab_size());
 }
 
 }  // namespace specula

@@ -54,4 +54,7 @@ class PromptLookupDrafterFactory : public DrafterFactory {
   int32_t vocab_size_;
 };
 
+// `prompt-lookup[:max_n=N,min_n=M]` (draft/registry/drafter_registry.cpp).
+std::shared_ptr<const DrafterFactory> make_prompt_lookup_drafter(const DrafterSpec& spec);
+
 }  // namespace specula

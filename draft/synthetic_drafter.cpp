@@ -5,7 +5,7 @@
 
 #include "draft/candidate_sampling.h"
 #include "draft/drafter_options.h"
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 namespace {
@@ -44,10 +44,7 @@ class SyntheticDrafter : public Drafter {
       }
     };
     TokenTree tree = sample_draft_tree(request, V, row_laws);
-    ++counters_.n_drafts;
-    counters_.n_draft_tokens += tree.size();
-    counters_.t_draft_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-    return tree;
+    return counted(std::move(tree), start);
   }
 
  private:
@@ -82,6 +79,12 @@ std::string SyntheticDrafterFactory::description() const {
   std::ostringstream os;
   os << "synthetic:alpha=" << alpha_ << " (target " << target_->description() << ")";
   return os.str();
+}
+
+std::shared_ptr<const DrafterFactory> make_synthetic_drafter(const DrafterSpec& spec) {
+  if (!spec.target) fail("--draft ", spec.spec, ": needs the target model");
+  return std::make_shared<SyntheticDrafterFactory>(spec.target, spec.target_params,
+                                                   parse_synthetic_alpha(spec.rest, spec.spec));
 }
 
 }  // namespace specula

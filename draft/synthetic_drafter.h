@@ -14,7 +14,7 @@
 
 #include "draft/drafter.h"
 #include "harness/models/language_model.h"
-#include "verify/sampler_pipeline.h"
+#include "verify/sampling/sampler_pipeline.h"
 
 namespace specula {
 
@@ -34,5 +34,8 @@ class SyntheticDrafterFactory : public DrafterFactory {
   SamplerPipeline pipeline_;
   double alpha_;
 };
+
+// `synthetic:alpha=A` (draft/registry/drafter_registry.cpp).
+std::shared_ptr<const DrafterFactory> make_synthetic_drafter(const DrafterSpec& spec);
 
 }  // namespace specula

@@ -16,8 +16,8 @@
 
 #include "kernels/cuda_device.h"
 #include "kernels/sampler_kernels.h"
+#include "kernels/shared/error.h"
 #include "kernels/verify_kernels.h"
-#include "verify/error.h"
 
 #if defined(SPECULA_HAS_CUDA)
 #include <cuda_runtime_api.h>
@@ -27,12 +27,6 @@
 
 namespace specula {
 namespace {
-
-std::string host_name() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "unknown-host";
-  return buf;
-}
 
 #if defined(SPECULA_HAS_CUDA)
 
@@ -437,6 +431,12 @@ void print_cuda_bench(const CudaBenchReport& r, std::ostream& os) {
   os << "\nbytes: compulsory HBM traffic per launch (kernels/README.md cost model); bound us = bytes / peak\n";
 }
 
+std::string cuda_bench_host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "unknown-host";
+  return buf;
+}
+
 std::string cuda_bench_json(const CudaBenchReport& r) {
   std::ostringstream os;
   os << std::setprecision(10);
@@ -444,7 +444,7 @@ std::string cuda_bench_json(const CudaBenchReport& r) {
      << ",\n  \"device\": \"cuda\",\n  \"gpu\": " << json_string(r.device) << ",\n  \"sm_count\": " << r.sm_count
      << ",\n  \"l2_bytes\": " << r.l2_bytes << ",\n  \"peak_gb_per_s\": " << r.peak_gb_per_s
      << ",\n  \"l2_flushed_before_each_launch\": " << (r.flush_l2 ? "true" : "false")
-     << ",\n  \"hostname\": " << json_string(host_name())
+     << ",\n  \"hostname\": " << json_string(cuda_bench_host_name())
      << ",\n  \"bytes_model\": \"compulsory HBM bytes per launch, kernels/README.md\",\n  \"cases\": [";
   for (size_t i = 0; i < r.cases.size(); ++i) {
     const CudaBenchCase& c = r.cases[i];
@@ -456,81 +456,6 @@ std::string cuda_bench_json(const CudaBenchReport& r) {
   }
   os << "\n  ]\n}\n";
   return os.str();
-}
-
-bool bench_wants_cuda(const std::vector<std::string>& args) {
-  bool cuda = false;
-  for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--device" && i + 1 < args.size())
-      cuda = parse_device(args[i + 1]) == Device::cuda;
-    else if (args[i].rfind("--device=", 0) == 0)
-      cuda = parse_device(args[i].substr(9)) == Device::cuda;
-  }
-  return cuda;
-}
-
-std::vector<std::string> without_device_option(const std::vector<std::string>& args) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (i > 0 && args[i] == "--device" && i + 1 < args.size() && parse_device(args[i + 1]) == Device::cpu) {
-      ++i;
-      continue;
-    }
-    if (i > 0 && args[i].rfind("--device=", 0) == 0 && parse_device(args[i].substr(9)) == Device::cpu) continue;
-    out.push_back(args[i]);
-  }
-  return out;
-}
-
-int cuda_bench_command(const std::vector<std::string>& args) {
-  if (args.empty()) fail("bench --device cuda: which benchmark? (sampler or verify)");
-  CudaBenchOptions o;
-  o.what = args[0];
-  std::string output = "results/bench/" + o.what + "-cuda-" + host_name() + ".json";
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    const auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) fail("bench ", o.what, " --device cuda: ", a, " needs a value");
-      return args[++i];
-    };
-    if (a == "--help" || a == "-h") {
-      std::cout << "specula bench " << o.what << " --device cuda [--iterations N] [--no-flush-l2] [--output PATH]\n\n"
-                << "Times the CUDA "
-                << (o.what == "verify" ? "chain, block and tree verification kernels" : "fused sampler")
-                << " with CUDA events\non synthetic inputs (V in {32000, 128256}, B in {1, 64}) and reports GB/s "
-                << "against the device's\npeak bandwidth. Options:\n"
-                << "  --iterations N   timed launches per case (default 20, after 3 warm-up launches)\n"
-                << "  --no-flush-l2    keep L2 warm: time launches back to back (default: overwrite L2 before each)\n"
-                << "  --output PATH    JSON report (default " << output << ")\n";
-      return 0;
-    } else if (a == "--device") {
-      value();
-    } else if (a.rfind("--device=", 0) == 0) {
-    } else if (a == "--iterations") {
-      const std::string& v = value();
-      try {
-        o.iterations = std::stoi(v);
-      } catch (const std::exception&) {
-        fail("--iterations: expected an integer, got '", v, "'");
-      }
-    } else if (a == "--no-flush-l2") {
-      o.flush_l2 = false;
-    } else if (a == "--output") {
-      output = value();
-    } else {
-      fail("bench ", o.what, " --device cuda: unknown option '", a, "'");
-    }
-  }
-  const CudaBenchReport report = run_cuda_bench(o);
-  print_cuda_bench(report, std::cout);
-  const std::filesystem::path path(output);
-  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-  std::ofstream out(path);
-  if (!out) fail("--output: cannot write ", output);
-  out << cuda_bench_json(report);
-  if (!out.flush()) fail("--output: failed writing ", output);
-  std::cout << "wrote " << output << "\n";
-  return 0;
 }
 
 }  // namespace specula

@@ -47,13 +47,7 @@ CudaBenchReport run_cuda_bench(const CudaBenchOptions& options);
 void print_cuda_bench(const CudaBenchReport& report, std::ostream& os);
 std::string cuda_bench_json(const CudaBenchReport& report);
 
-// The `specula bench` side: `args` are the bench command's arguments (what, then options). True when they
-// ask for --device cuda (`--device cuda` or `--device=cuda`); throws Error on an unknown device.
-bool bench_wants_cuda(const std::vector<std::string>& args);
-// `args` without a `--device cpu` option (the default), for the CPU benchmarks' own parsers.
-std::vector<std::string> without_device_option(const std::vector<std::string>& args);
-// Runs `specula bench <sampler|verify> --device cuda [--iterations N] [--no-flush-l2] [--output PATH]`:
-// prints the table and writes the JSON report (default results/bench/<what>-cuda-<host>.json).
-int cuda_bench_command(const std::vector<std::string>& args);
+// The host name the report names (and the default report path uses).
+std::string cuda_bench_host_name();
 
 }  // namespace specula

@@ -4,7 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 

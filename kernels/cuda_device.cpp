@@ -2,7 +2,7 @@
 // cuda_runtime_probe.cpp when the build has CUDA, and below when it does not.
 #include "kernels/cuda_device.h"
 
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 

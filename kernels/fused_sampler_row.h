@@ -24,10 +24,10 @@
 
 #include <cstdint>
 
-#include "kernels/host_device.h"
-#include "kernels/philox.h"
 #include "kernels/sampler_kernels.h"
-#include "kernels/sampler_math.h"
+#include "kernels/shared/host_device.h"
+#include "kernels/shared/philox.h"
+#include "kernels/shared/sampler_math.h"
 
 namespace specula {
 namespace fused_sampler {

@@ -3,9 +3,9 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_device.h"
-#include "kernels/philox.h"
 #include "kernels/philox_fill.h"
-#include "verify/error.h"
+#include "kernels/shared/error.h"
+#include "kernels/shared/philox.h"
 
 namespace specula {
 namespace {

@@ -1,10 +1,10 @@
-// Uniforms from kernels/philox.h computed on the GPU, for the CPU/GPU parity test of the generator:
+// Uniforms from kernels/shared/philox.h computed on the GPU, for the CPU/GPU parity test of the generator:
 // out[i] = philox_uniform(seed, stream, first_offset + i). Plain C++ header.
 #pragma once
 
 #include <cstdint>
 
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 struct CUstream_st;
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kernels/fused_sampler_row.h"
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 

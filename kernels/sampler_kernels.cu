@@ -10,7 +10,7 @@
 #include "kernels/cuda_device.h"
 #include "kernels/fused_sampler_row.h"
 #include "kernels/sampler_kernels.h"
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 namespace {

@@ -1,12 +1,12 @@
 // The fused sampler kernel: logits [B, V] -> processed distribution [B, V] and one sampled token per row,
-// with the semantics of the CPU SamplerPipeline (verify/sampler_pipeline.h) followed by sample_categorical
-// (verify/categorical.h) for the stages it supports:
+// with the semantics of the CPU SamplerPipeline (verify/sampling/sampler_pipeline.h) followed by sample_categorical
+// (verify/sampling/categorical.h) for the stages it supports:
 //
 //   masks (allowed / banned bitmaps) -> logit bias -> repetition, frequency, presence penalties ->
 //   temperature (0 = greedy) -> min_p / top_k / top_p in the row's order -> softmax -> inverse-CDF draw
 //
 // typical_p, tfs_z, mirostat, dynamic temperature and bad_words are not implemented on CUDA; the batch
-// builder (kernels/sampler_batch.h) refuses them by name rather than dropping them.
+// builder (verify/device/sampler_batch.h) refuses them by name rather than dropping them.
 //
 // Plain C++: no CUDA headers, so any target can include it. The kernel lives in sampler_kernels.cu; the
 // same per-row algorithm also runs on the CPU (run_fused_sampler_host), which is how it is tested on

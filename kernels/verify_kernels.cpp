@@ -6,17 +6,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/shared/error.h"
 #include "kernels/verify_row.h"
-#include "verify/error.h"
-#include "verify/token_tree.h"
 
 namespace specula {
-
-static_assert(static_cast<int>(TreeSiblingScheme::iid) == static_cast<int>(SiblingScheme::iid) &&
-                  static_cast<int>(TreeSiblingScheme::without_replacement) ==
-                      static_cast<int>(SiblingScheme::without_replacement) &&
-                  static_cast<int>(TreeSiblingScheme::deterministic) == static_cast<int>(SiblingScheme::deterministic),
-              "TreeSiblingScheme must keep SiblingScheme's values");
 
 const char* verify_status_message(int32_t status) {
   switch (static_cast<VerifyRowStatus>(status)) {

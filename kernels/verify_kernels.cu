@@ -8,9 +8,9 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_device.h"
+#include "kernels/shared/error.h"
 #include "kernels/verify_kernels.h"
 #include "kernels/verify_row.h"
-#include "verify/error.h"
 
 namespace specula {
 namespace {

@@ -27,9 +27,9 @@
 #include <cstdint>
 
 #include "kernels/fused_sampler_row.h"
-#include "kernels/host_device.h"
-#include "kernels/philox.h"
-#include "kernels/sampler_math.h"
+#include "kernels/shared/host_device.h"
+#include "kernels/shared/philox.h"
+#include "kernels/shared/sampler_math.h"
 #include "kernels/verify_kernels.h"
 
 // Loops over the kVec elements of a vector hold calls with loops of their own; unrolled, the vector stays

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/philox.h"
-#include "kernels/sampler_batch.h"
-#include "verify/categorical.h"
-#include "verify/sampler_pipeline.h"
+#include "kernels/shared/philox.h"
+#include "verify/device/sampler_batch.h"
+#include "verify/sampling/categorical.h"
+#include "verify/sampling/sampler_pipeline.h"
 
 namespace specula::testing {
 

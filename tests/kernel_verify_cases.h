@@ -12,8 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/shared/error.h"
 #include "kernels/verify_kernels.h"
-#include "verify/error.h"
+#include "verify/device/tree_scheme.h"
 #include "verify/verifiers/verification.h"
 
 namespace specula::testing {

@@ -16,17 +16,17 @@
 #include <set>
 #include <vector>
 
-#include "verify/sampling_params.h"
-#include "verify/token_history.h"
+#include "verify/sampling/sampling_params.h"
+#include "verify/sampling/token_history.h"
 
 namespace specula::reference {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 struct Result {
-  std::vector<double> probs;                              // the processed law, sums to 1
+  std::vector<double> probs;                                // the processed law, sums to 1
   double margin = std::numeric_limits<double>::infinity();  // closest a decision came to its threshold
-  bool no_token_left = false;                             // the masks removed every token
+  bool no_token_left = false;                               // the masks removed every token
 };
 
 namespace detail {
@@ -192,12 +192,18 @@ inline void mirostat_v2(std::vector<double>& x, double mu, Result& r) {
 
 inline bool stage_active(const SamplingParams& s, FilterStage stage) {
   switch (stage) {
-    case FilterStage::min_p: return s.min_p > 0.0f;
-    case FilterStage::top_k: return s.top_k > 0;
-    case FilterStage::top_p: return s.top_p < 1.0f;
-    case FilterStage::typical_p: return s.typical_p < 1.0f;
-    case FilterStage::tfs_z: return s.tfs_z < 1.0f;
-    case FilterStage::mirostat: return s.mirostat == 2;
+    case FilterStage::min_p:
+      return s.min_p > 0.0f;
+    case FilterStage::top_k:
+      return s.top_k > 0;
+    case FilterStage::top_p:
+      return s.top_p < 1.0f;
+    case FilterStage::typical_p:
+      return s.typical_p < 1.0f;
+    case FilterStage::tfs_z:
+      return s.tfs_z < 1.0f;
+    case FilterStage::mirostat:
+      return s.mirostat == 2;
   }
   return false;
 }
@@ -218,8 +224,7 @@ inline std::vector<FilterStage> filter_order(const SamplingParams& s) {
   for (FilterStage f : s.order)
     if (detail::stage_active(s, f)) out.push_back(f);
   for (FilterStage f : canonical)
-    if (detail::stage_active(s, f) && std::find(s.order.begin(), s.order.end(), f) == s.order.end())
-      out.push_back(f);
+    if (detail::stage_active(s, f) && std::find(s.order.begin(), s.order.end(), f) == s.order.end()) out.push_back(f);
   return out;
 }
 
@@ -290,12 +295,24 @@ inline Result pipeline(std::vector<double> x, const SamplingParams& s, const Tok
   // 4. filters.
   for (FilterStage f : filter_order(s)) {
     switch (f) {
-      case FilterStage::min_p: detail::min_p(x, s.min_p, r); break;
-      case FilterStage::top_k: detail::top_k(x, s.top_k, r); break;
-      case FilterStage::top_p: detail::top_p(x, s.top_p, r); break;
-      case FilterStage::typical_p: detail::typical_p(x, s.typical_p, r); break;
-      case FilterStage::tfs_z: detail::tfs_z(x, s.tfs_z, r); break;
-      case FilterStage::mirostat: detail::mirostat_v2(x, mirostat_mu(s, h), r); break;
+      case FilterStage::min_p:
+        detail::min_p(x, s.min_p, r);
+        break;
+      case FilterStage::top_k:
+        detail::top_k(x, s.top_k, r);
+        break;
+      case FilterStage::top_p:
+        detail::top_p(x, s.top_p, r);
+        break;
+      case FilterStage::typical_p:
+        detail::typical_p(x, s.typical_p, r);
+        break;
+      case FilterStage::tfs_z:
+        detail::tfs_z(x, s.tfs_z, r);
+        break;
+      case FilterStage::mirostat:
+        detail::mirostat_v2(x, mirostat_mu(s, h), r);
+        break;
     }
   }
 

@@ -12,7 +12,7 @@
 
 #include "harness/generation/generator.h"
 #include "harness/models/table_model.h"
-#include "kernels/philox.h"
+#include "kernels/shared/philox.h"
 #include "tests/statistics/goodness_of_fit.h"
 
 namespace specula::testing {

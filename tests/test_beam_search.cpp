@@ -13,9 +13,9 @@
 
 #include "cli_runner.h"
 #include "harness/generation/beam_search.h"
+#include "kernels/shared/error.h"
 #include "speculative_fixtures.h"
-#include "verify/constraints/token_constraint.h"
-#include "verify/error.h"
+#include "verify/sampling/token_constraint.h"
 
 using namespace specula;
 using namespace specula::testing;

@@ -6,8 +6,9 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "draft/registry/drafter_registry.h"
 #include "harness/generation/generator.h"
-#include "harness/models/model_source.h"
+#include "harness/models/registry/model_registry.h"
 #include "harness/models/tokenizer.h"
 #include "tests/statistics/goodness_of_fit.h"
 
@@ -107,8 +108,8 @@ TEST_CASE("bundled target: greedy speculation equals greedy decoding for every d
   ar.max_new_tokens = 48;
   GenerationMetrics m;
   const std::vector<Token> expected = Generator(target, greedy, nullptr, ar).generate(prompt, 0, m).tokens;
-  for (const std::string& drafter : {"transformer:" + kModels + "draft", std::string("prompt-lookup"),
-                                    "ngram:" + kModels + "ngram-order4.txt"}) {
+  for (const std::string& drafter :
+       {"transformer:" + kModels + "draft", std::string("prompt-lookup"), "ngram:" + kModels + "ngram-order4.txt"}) {
     for (VerifyMethod method : {VerifyMethod::greedy, VerifyMethod::chain, VerifyMethod::block, VerifyMethod::tree}) {
       INFO(drafter << " / " << verify_method_name(method));
       GenerationConfig config;

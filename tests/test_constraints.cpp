@@ -19,14 +19,14 @@
 #include "draft/constrained_drafter.h"
 #include "draft/model_drafter.h"
 #include "draft/prompt_lookup_drafter.h"
-#include "harness/runner/experiment_config.h"
+#include "harness/experiment/experiment_config.h"
+#include "kernels/shared/error.h"
 #include "speculative_fixtures.h"
+#include "tests/support/mutant_switch.h"
 #include "verify/constraints/json_schema.h"
 #include "verify/constraints/regex.h"
-#include "verify/constraints/token_constraint.h"
-#include "verify/error.h"
-#include "verify/mutants.h"
-#include "verify/target_rows.h"
+#include "verify/sampling/token_constraint.h"
+#include "verify/verifiers/target_rows.h"
 
 using namespace specula;
 using namespace specula::testing;

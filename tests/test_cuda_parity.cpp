@@ -33,10 +33,10 @@ int main() {
 #include <vector>
 
 #include "kernel_sampler_cases.h"
-#include "kernels/philox.h"
 #include "kernels/philox_fill.h"
-#include "kernels/sampler_batch.h"
 #include "kernels/sampler_kernels.h"
+#include "kernels/shared/philox.h"
+#include "verify/device/sampler_batch.h"
 
 using namespace specula;
 

@@ -15,18 +15,18 @@
 #include <string>
 #include <vector>
 
-#include "speculative_fixtures.h"
 #include "draft/ngram_drafter.h"
 #include "draft/ngram_model.h"
 #include "draft/prompt_lookup_drafter.h"
 #include "draft/synthetic_drafter.h"
 #include "harness/generation/generator.h"
 #include "harness/models/table_model.h"
-#include "kernels/philox.h"
-#include "verify/categorical.h"
-#include "verify/error.h"
-#include "verify/sampler_pipeline.h"
+#include "kernels/shared/error.h"
+#include "kernels/shared/philox.h"
+#include "speculative_fixtures.h"
 #include "tests/statistics/goodness_of_fit.h"
+#include "verify/sampling/categorical.h"
+#include "verify/sampling/sampler_pipeline.h"
 
 using namespace specula;
 
@@ -37,7 +37,8 @@ namespace {
 
 std::shared_ptr<TableModel> bigram_target(int32_t V, uint64_t seed, double scale = 1.5) {
   std::vector<float> logits(static_cast<size_t>(V) * V);
-  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(scale * testing::philox_gaussian(seed, i, /*stream=*/31));
+  for (size_t i = 0; i < logits.size(); ++i)
+    logits[i] = static_cast<float>(scale * testing::philox_gaussian(seed, i, /*stream=*/31));
   return std::make_shared<TableModel>(1, V, logits, "bigram-target");
 }
 

@@ -16,8 +16,8 @@ TEST_CASE("generate writes L tokens per sample (no stop token) and the documente
     INFO(method);
     std::string extra = method == "tree" ? " --tree 2,1" : " --num-draft-tokens 3";
     if (method == "greedy") extra += " --temperature 0";
-    const CliResult r = run_specula("generate --target bigram:" + target + (method == "ar" ? "" : " --draft bigram:" + draft) +
-                                    " --method " + method + extra +
+    const CliResult r = run_specula("generate --target bigram:" + target +
+                                    (method == "ar" ? "" : " --draft bigram:" + draft) + " --method " + method + extra +
                                     " --prompt-tokens 0,3 --max-new-tokens 7 --num-samples 50 --seed 3 --output " +
                                     dir.file("out.txt") + " --metrics-json " + dir.file("m.json"));
     INFO(r.err);
@@ -48,9 +48,11 @@ TEST_CASE("generate writes L tokens per sample (no stop token) and the documente
 TEST_CASE("speculative decoding at temperature 0 prints exactly greedy decoding's output", "[cli][generate]") {
   TempDir dir;
   const std::string target = dir.write("t.txt", kCliTargetTable), draft = dir.write("d.txt", kCliDraftTable);
-  const std::string common = " --prompt-tokens 1 --max-new-tokens 20 --num-samples 3 --temperature 0 --repetition-penalty 1.3";
-  REQUIRE(run_specula("generate --target bigram:" + target + " --method ar" + common + " --output " + dir.file("ar.txt"))
-              .exit_code == 0);
+  const std::string common =
+      " --prompt-tokens 1 --max-new-tokens 20 --num-samples 3 --temperature 0 --repetition-penalty 1.3";
+  REQUIRE(
+      run_specula("generate --target bigram:" + target + " --method ar" + common + " --output " + dir.file("ar.txt"))
+          .exit_code == 0);
   for (const std::string method : {"chain", "block", "tree", "greedy"}) {
     INFO(method);
     REQUIRE(run_specula("generate --target bigram:" + target + " --draft bigram:" + draft + " --method " + method +
@@ -76,14 +78,18 @@ TEST_CASE("generate refuses bad models and options with a message naming them", 
       {"--target bigram:" + nan + " --prompt-tokens 0 --max-new-tokens 2" + out, nan + ":2: column 2: NaN"},
       {"--target bigram:" + word + " --prompt-tokens 0 --max-new-tokens 2" + out, word + ":2: column 2: 'x'"},
       {"--target bigram:" + dir.file("missing.txt") + " --prompt-tokens 0 --max-new-tokens 2" + out, "cannot open"},
-      {"--target bigram:" + target + " --draft bigram:" + small + " --method chain --prompt-tokens 0 --max-new-tokens 2" + out,
+      {"--target bigram:" + target + " --draft bigram:" + small +
+           " --method chain --prompt-tokens 0 --max-new-tokens 2" + out,
        "vocabulary mismatch"},
-      {"--target bigram:" + target + " --draft bigram:" + draft + " --method sideways --prompt-tokens 0 --max-new-tokens 2" + out,
+      {"--target bigram:" + target + " --draft bigram:" + draft +
+           " --method sideways --prompt-tokens 0 --max-new-tokens 2" + out,
        "unknown verification method 'sideways'"},
       {"--target bigram:" + target + " --method chain --prompt-tokens 0 --max-new-tokens 2" + out, "needs a --draft"},
-      {"--target bigram:" + target + " --draft bigram:" + draft + " --method greedy --temperature 0.7 --prompt-tokens 0 --max-new-tokens 2" + out,
+      {"--target bigram:" + target + " --draft bigram:" + draft +
+           " --method greedy --temperature 0.7 --prompt-tokens 0 --max-new-tokens 2" + out,
        "--temperature 0"},
-      {"--target bigram:" + target + " --draft bigram:" + draft + " --method chain --tree 2,2 --prompt-tokens 0 --max-new-tokens 2" + out,
+      {"--target bigram:" + target + " --draft bigram:" + draft +
+           " --method chain --tree 2,2 --prompt-tokens 0 --max-new-tokens 2" + out,
        "--tree"},
       {"--target bigram:" + target + " --prompt-tokens 0,9 --max-new-tokens 2" + out, "token id 9"},
       {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --top-p 0" + out, "top_p"},
@@ -91,12 +97,14 @@ TEST_CASE("generate refuses bad models and options with a message naming them", 
       {"--target unicorn:x --prompt-tokens 0 --max-new-tokens 2" + out, "unknown model 'unicorn:x'"},
       {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --temperature 1e-50" + out,
        "below the smallest temperature"},
-      {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 stray" + out, "unexpected argument 'stray'"},
+      {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 stray" + out,
+       "unexpected argument 'stray'"},
       {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --config " + dir.file("") + out,
        "is a folder, not a config file"},
       {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --logit-bias 1:2,1:3" + out,
        "token 1 is biased twice"},
-      {"--target bigram:" + target + " --draft bigram:" + draft + " --method tree --tree 2,1, --prompt-tokens 0 --max-new-tokens 2" + out,
+      {"--target bigram:" + target + " --draft bigram:" + draft +
+           " --method tree --tree 2,1, --prompt-tokens 0 --max-new-tokens 2" + out,
        "ends with a comma"},
       {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --regex ''" + out, "the pattern is empty"},
       {"--target bigram:" + target + " --prompt-tokens 0,,1 --max-new-tokens 2" + out, "empty item in '0,,1'"},
@@ -114,16 +122,16 @@ TEST_CASE("--device cuda without a usable GPU is a clear error, not a crash", "[
   const std::string target = dir.write("t.txt", kCliTargetTable);
   const std::string logits = dir.write("l.txt", "0.1 0.2 0.3\n");
   const CliResult sample = run_specula("sample --logits " + logits + " --num-samples 3 --seed 1 --device cuda");
-  const CliResult generate = run_specula("generate --target bigram:" + target +
-                                         " --prompt-tokens 0 --max-new-tokens 2 --device cuda --output " + dir.file("o"));
+  const CliResult generate =
+      run_specula("generate --target bigram:" + target +
+                  " --prompt-tokens 0 --max-new-tokens 2 --device cuda --output " + dir.file("o"));
   for (const CliResult& r : {sample, generate}) {
     CHECK(r.exit_code == 1);
     // With a GPU present the sampler runs (same draws as the CPU); this machine class has none.
     if (r.err.find("no CUDA device: ") == std::string::npos) CHECK_THAT(r.err, Contains("--device cuda"));
     CHECK(r.out.empty());
   }
-  CHECK_THAT(run_specula("sample --logits " + logits + " --num-samples 3 --seed 1 --device tpu").err,
-             Contains("tpu"));
+  CHECK_THAT(run_specula("sample --logits " + logits + " --num-samples 3 --seed 1 --device tpu").err, Contains("tpu"));
 }
 
 TEST_CASE("generate --prompt TEXT prints the decoded continuation for models with a tokenizer", "[cli][generate]") {
@@ -143,21 +151,25 @@ TEST_CASE("generate --prompt TEXT prints the decoded continuation for models wit
 TEST_CASE("a failed write is an error naming the output, and an old file survives it", "[cli][errors]") {
   TempDir dir;
   const std::string target = dir.write("t.txt", kCliTargetTable);
-  const std::string base = "generate --target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 8 --num-samples 200";
+  const std::string base =
+      "generate --target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 8 --num-samples 200";
   for (const std::string option : {"--output", "--metrics-json", "--logprobs-output"}) {
     INFO(option);
     std::string args = base + " " + option + " /dev/full";
-    if (option == "--logprobs-output") args += " --logprobs 2";
-    else if (option != "--output") args += " --output " + dir.file("o.txt");
+    if (option == "--logprobs-output")
+      args += " --logprobs 2";
+    else if (option != "--output")
+      args += " --output " + dir.file("o.txt");
     const CliResult r = run_specula(args);
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.err, Contains(option) && Contains("/dev/full"));
   }
   // Standard output to a full device.
   const std::string err = dir.file("err.txt");
-  const int status = std::system((std::string(SPECULA_BINARY) + " sample --logits " + dir.write("l.txt", "0.1 0.2 0.3") +
-                                  " --num-samples 5000 --seed 1 >/dev/full 2>" + err)
-                                     .c_str());
+  const int status =
+      std::system((std::string(SPECULA_BINARY) + " sample --logits " + dir.write("l.txt", "0.1 0.2 0.3") +
+                   " --num-samples 5000 --seed 1 >/dev/full 2>" + err)
+                      .c_str());
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 1);
   CHECK_THAT(read_text(err), Contains("standard output"));
@@ -177,7 +189,8 @@ TEST_CASE("the draft length is bounded before any work", "[cli][errors]") {
   const std::string target = dir.write("t.txt", kCliTargetTable), draft = dir.write("d.txt", kCliDraftTable);
   const CliResult r = run_specula("generate --target bigram:" + target + " --draft bigram:" + draft +
                                   " --method chain --num-draft-tokens 2147483647 --prompt-tokens 0 --max-new-tokens 4 "
-                                  "--output " + dir.file("o.txt"));
+                                  "--output " +
+                                  dir.file("o.txt"));
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Contains("--num-draft-tokens must be <= 256"));
 }

@@ -36,12 +36,12 @@
 #include "harness/models/hf/hf_tokenizer.h"
 #include "harness/models/hf/safetensors.h"
 #include "harness/models/hf/sentencepiece_tokenizer.h"
-#include "harness/models/model_source.h"
+#include "harness/models/registry/model_registry.h"
 #include "harness/models/tokenizer.h"
 #include "harness/models/transformer/checkpoint.h"
 #include "harness/models/transformer/transformer_language_model.h"
+#include "kernels/shared/error.h"
 #include "scaled_transformer.h"
-#include "verify/error.h"
 
 namespace specula {
 namespace {

@@ -9,10 +9,10 @@
 #include "kernel_sampler_cases.h"
 #include "kernels/cuda_device.h"
 #include "kernels/philox_fill.h"
-#include "kernels/sampler_batch.h"
 #include "kernels/sampler_kernels.h"
-#include "kernels/sampler_math.h"
-#include "verify/error.h"
+#include "kernels/shared/error.h"
+#include "kernels/shared/sampler_math.h"
+#include "verify/device/sampler_batch.h"
 
 using namespace specula;
 

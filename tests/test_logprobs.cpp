@@ -2,8 +2,8 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "verify/logprobs.h"
-#include "verify/sampler_pipeline.h"
+#include "verify/sampling/logprobs.h"
+#include "verify/sampling/sampler_pipeline.h"
 
 using namespace specula;
 

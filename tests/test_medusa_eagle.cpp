@@ -1,4 +1,4 @@
-// Medusa heads and the EAGLE drafter (draft/head_drafters.h): candidates against a full recompute, the
+// Medusa heads and the EAGLE drafter (draft/heads/head_drafters.h): candidates against a full recompute, the
 // EAGLE-2 dynamic tree's invariants, exactness through the real Generator (G-test of the exact 2-token law of a
 // small random transformer under T = 0.8, top-p, penalties and an allowed-token mask), greedy speculation =
 // greedy decoding, the p/q mutant on the dynamic tree, the extra target forward's count, spec errors and a
@@ -17,18 +17,18 @@
 #include <numeric>
 #include <set>
 
-#include "draft/draft_heads.h"
-#include "draft/head_drafters.h"
+#include "draft/heads/draft_heads.h"
+#include "draft/heads/head_drafters.h"
+#include "draft/registry/drafter_registry.h"
+#include "draft/tree_shape_optimizer.h"
 #include "harness/generation/generator.h"
-#include "harness/models/model_source.h"
 #include "harness/models/transformer/checkpoint.h"
 #include "harness/models/transformer/transformer_language_model.h"
 #include "harness/train/head_trainer.h"
-#include "verify/error.h"
-#include "verify/mutants.h"
-#include "verify/sampler_pipeline.h"
+#include "kernels/shared/error.h"
 #include "tests/statistics/goodness_of_fit.h"
-#include "verify/tree_shape_optimizer.h"
+#include "tests/support/mutant_switch.h"
+#include "verify/sampling/sampler_pipeline.h"
 
 namespace specula {
 namespace {

@@ -11,12 +11,12 @@
 
 #include "cli_runner.h"
 #include "draft/synthetic_drafter.h"
-#include "harness/runner/experiment_config.h"
-#include "harness/runner/run_record.h"
-#include "harness/runner/summary.h"
-#include "harness/runner/sweep.h"
+#include "harness/experiment/experiment_config.h"
+#include "harness/experiment/run_record.h"
+#include "harness/experiment/summary.h"
+#include "harness/experiment/sweep.h"
+#include "kernels/shared/error.h"
 #include "speculative_fixtures.h"
-#include "verify/error.h"
 
 using namespace specula;
 using namespace specula::testing;
@@ -30,8 +30,11 @@ const std::string kTable = std::string(SPECULA_SOURCE_DIR) + "/experiments/table
 std::string experiment_text(const std::string& extra = "") {
   return "[experiment]\ntarget = bigram:" + kTable + "target-v16.txt\nprompts = " + SPECULA_SOURCE_DIR +
          "/experiments/prompts/table-prompts.txt\nmax_new_tokens = 12\nrepetitions = 2\nseed = 3\n\n[draft]\n"
-         "drafter = bigram:" + kTable + "draft-v16.txt | synthetic:alpha=0.6\nmethod = chain, tree\n"
-         "num_draft_tokens = 2, 3\ntree = 2,1\n\n[sampling]\ntemperature = 0, 0.8\ntop_k = 8\n" + extra;
+         "drafter = bigram:" +
+         kTable +
+         "draft-v16.txt | synthetic:alpha=0.6\nmethod = chain, tree\n"
+         "num_draft_tokens = 2, 3\ntree = 2,1\n\n[sampling]\ntemperature = 0, 0.8\ntop_k = 8\n" +
+         extra;
 }
 
 }  // namespace
@@ -75,7 +78,8 @@ TEST_CASE("experiment files: errors name the file, line and key", "[runner][conf
       {experiment_text("top_p = 1.5\n"), ":17: key 'sampling.top_p' = '1.5'"},
       {"[experiment]\ntarget = bigram:x\nprompts = p\n[draft]\ndrafter = bigram:y\nnum_draft_tokens = two\n",
        ":6: key 'draft.num_draft_tokens': 'two' is not an integer"},
-      {"[experiment]\ntarget = bigram:x\nprompts = p\nmax_new_tokens = 0\n", ":4: key 'experiment.max_new_tokens': 0 must be >= 1"},
+      {"[experiment]\ntarget = bigram:x\nprompts = p\nmax_new_tokens = 0\n",
+       ":4: key 'experiment.max_new_tokens': 0 must be >= 1"},
       {"[experiment]\nprompts = p\n[draft]\ndrafter = bigram:y\n", "target is required"},
       {"[experiment]\ntarget = bigram:x\n[draft]\ndrafter = bigram:y\n", "exactly one of [experiment] prompts"},
       {"[experiment]\ntarget = bigram:x\nprompts = p\n[draft]\ndrafter = bigram:y\nmethod = chain, sideways\n",
@@ -338,7 +342,8 @@ TEST_CASE("tokens per step of a drafter with i.i.d. acceptance match Leviathan's
     config.max_new_tokens = 400;
     config.seed = 17;
     auto steps_for = [&](double alpha) {
-      const Generator generator(target, SamplingParams{}, std::make_shared<SyntheticDrafterFactory>(target, SamplingParams{}, alpha), config);
+      const Generator generator(target, SamplingParams{},
+                                std::make_shared<SyntheticDrafterFactory>(target, SamplingParams{}, alpha), config);
       GenerationMetrics m;
       std::vector<double> tokens_per_step;
       for (const SequenceOutput& s : generator.generate_many({0}, 0, 100, m))
@@ -461,10 +466,10 @@ TEST_CASE("results folders: one per run, even started together; status says how 
                              " --set experiment.repetitions=400 >/dev/null 2>" + dir.file("err.txt");
     // The signal is sent once the run has written a record (so its handlers are in place).
     const std::string records_glob = dir.file("results") + "/exp/*/records.jsonl";
-    const int status = std::system(("bash -c '" + slow + " & pid=$!; for i in $(seq 600); do " +
-                                    "[ -s \"$(ls " + records_glob + " 2>/dev/null | head -1)\" ] && break; sleep 0.05; done; " +
-                                    "kill -INT $pid; wait $pid'")
-                                       .c_str());
+    const int status =
+        std::system(("bash -c '" + slow + " & pid=$!; for i in $(seq 600); do " + "[ -s \"$(ls " + records_glob +
+                     " 2>/dev/null | head -1)\" ] && break; sleep 0.05; done; " + "kill -INT $pid; wait $pid'")
+                        .c_str());
     CHECK(WEXITSTATUS(status) == 130);
     const std::vector<std::string> interrupted = run_folders(dir.file("results") + "/exp");
     REQUIRE(interrupted.size() == 1);
@@ -482,13 +487,14 @@ TEST_CASE("results folders: one per run, even started together; status says how 
     REQUIRE(resumed.exit_code == 0);
     CHECK(read_text(run + "/status") == "complete\n");
     // The records of an uninterrupted run with the same configuration: the same tokens and acceptances.
-    REQUIRE(run_specula("run " + exp + out + " --set experiment.repetitions=400 --set experiment.output_dir=" +
-                        dir.file("whole"))
+    REQUIRE(run_specula("run " + exp + out +
+                        " --set experiment.repetitions=400 --set experiment.output_dir=" + dir.file("whole"))
                 .exit_code == 0);
     auto keys = [](const std::string& folder) {
       std::multiset<std::string> k;
       for (const RunRecord& r : read_records(folder + "/records.jsonl")) {
-        std::string key = r.setting_id + "#" + std::to_string(r.prompt_index) + "#" + std::to_string(r.repetition) + "#";
+        std::string key =
+            r.setting_id + "#" + std::to_string(r.prompt_index) + "#" + std::to_string(r.repetition) + "#";
         for (Token t : r.tokens) key += std::to_string(t) + ",";
         for (int32_t a : r.accept_lengths) key += std::to_string(a) + ";";
         k.insert(key);
@@ -501,7 +507,8 @@ TEST_CASE("results folders: one per run, even started together; status says how 
   SECTION("a run that fails after its folder exists is marked failed") {
     fs::remove_all(dir.file("results"));
     // The drafter is loaded after the baseline has run: the folder holds records by then.
-    const CliResult r = run_specula("run " + exp + out + " --set 'draft.drafter=ngram:" + dir.file("missing.ngram") + "'");
+    const CliResult r =
+        run_specula("run " + exp + out + " --set 'draft.drafter=ngram:" + dir.file("missing.ngram") + "'");
     CHECK(r.exit_code == 1);
     const std::vector<std::string> failed = run_folders(dir.file("results") + "/exp");
     REQUIRE(failed.size() == 1);
@@ -549,7 +556,8 @@ TEST_CASE("merge refuses shards that are not the slices of one complete run", "[
   CHECK_THAT(read_text(dir.file("merged") + "/status"), Contains("incomplete"));
 }
 
-TEST_CASE("a sweep whose prompts and trees overflow the target is refused before a folder is made", "[runner][cli][errors]") {
+TEST_CASE("a sweep whose prompts and trees overflow the target is refused before a folder is made",
+          "[runner][cli][errors]") {
   TempDir dir;
   const std::string exp = dir.write(
       "long.ini", "[experiment]\ntarget = transformer:" + std::string(SPECULA_SOURCE_DIR) +

@@ -2,12 +2,11 @@
 // and INI files. The output format is exactly N lines of token ids; 200k draws of three stage-activating
 // configs must pass a G-test against the independent float64 reference; --config INI files work with the
 // command line winning; bad input exits non-zero with a message naming the parameter (or file:line).
-#include <catch2/catch.hpp>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -18,9 +17,9 @@
 #include <vector>
 
 #include "tests/reference_pipeline.h"
-#include "verify/categorical.h"
-#include "verify/sampler_pipeline.h"
 #include "tests/statistics/goodness_of_fit.h"
+#include "verify/sampling/categorical.h"
+#include "verify/sampling/sampler_pipeline.h"
 
 using namespace specula;
 using Catch::Contains;
@@ -100,7 +99,8 @@ std::vector<Token> parse_tokens(const std::string& out, int32_t vocab, int64_t e
     const std::string line = out.substr(start, end == std::string::npos ? std::string::npos : end - start);
     const bool digits = !line.empty() && line.size() <= 9 && line.find_first_not_of("0123456789") == std::string::npos;
     if (end == std::string::npos || !digits || std::stol(line) >= vocab) {
-      bad = "line " + std::to_string(tokens.size()) + ": '" + line + "'" + (end == std::string::npos ? " (no newline)" : "");
+      bad = "line " + std::to_string(tokens.size()) + ": '" + line + "'" +
+            (end == std::string::npos ? " (no newline)" : "");
       break;
     }
     tokens.push_back(static_cast<Token>(std::stol(line)));
@@ -137,7 +137,8 @@ struct CliConfig {
 CliConfig config_a() {
   CliConfig c;
   c.name = "A: ban the mode, bias, repetition / frequency / presence, T, top_k, top_p";
-  c.logits = {1.0f, 0.6f, 0.4f, 0.2f, 0.1f, -0.1f, -0.2f, -0.35f, -0.5f, -0.7f, -0.9f, -1.2f, -1.6f, -2.0f, -2.5f, -3.0f};
+  c.logits = {1.0f,  0.6f,  0.4f,  0.2f,  0.1f,  -0.1f, -0.2f, -0.35f,
+              -0.5f, -0.7f, -0.9f, -1.2f, -1.6f, -2.0f, -2.5f, -3.0f};
   c.args =
       "--banned-tokens 0 --logit-bias 4:0.5,2:-0.55 --repetition-penalty 1.4 --prompt-tokens 1,5,9 "
       "--output-tokens 3,3,7 --frequency-penalty 0.2 --presence-penalty 0.25 --temperature 0.8 --top-k 10 --top-p 0.9";
@@ -222,7 +223,8 @@ const std::vector<Stage>& stages() {
        [](SamplingParams& s) { s.banned_tokens.clear(); }},
       {"bad_words", [](const SamplingParams& s) { return !s.bad_words.empty(); },
        [](SamplingParams& s) { s.bad_words.clear(); }},
-      {"min_tokens", [](const SamplingParams& s) { return s.min_tokens > 0; }, [](SamplingParams& s) { s.min_tokens = 0; }},
+      {"min_tokens", [](const SamplingParams& s) { return s.min_tokens > 0; },
+       [](SamplingParams& s) { s.min_tokens = 0; }},
       {"logit_bias", [](const SamplingParams& s) { return !s.logit_bias.empty(); },
        [](SamplingParams& s) { s.logit_bias.clear(); }},
       {"repetition_penalty", [](const SamplingParams& s) { return s.repetition_penalty != 1.0f; },
@@ -238,7 +240,8 @@ const std::vector<Stage>& stages() {
       {"min_p", [](const SamplingParams& s) { return s.min_p > 0.0f; }, [](SamplingParams& s) { s.min_p = 0.0f; }},
       {"top_k", [](const SamplingParams& s) { return s.top_k > 0; }, [](SamplingParams& s) { s.top_k = 0; }},
       {"top_p", [](const SamplingParams& s) { return s.top_p < 1.0f; }, [](SamplingParams& s) { s.top_p = 1.0f; }},
-      {"typical_p", [](const SamplingParams& s) { return s.typical_p < 1.0f; }, [](SamplingParams& s) { s.typical_p = 1.0f; }},
+      {"typical_p", [](const SamplingParams& s) { return s.typical_p < 1.0f; },
+       [](SamplingParams& s) { s.typical_p = 1.0f; }},
       {"tfs_z", [](const SamplingParams& s) { return s.tfs_z < 1.0f; }, [](SamplingParams& s) { s.tfs_z = 1.0f; }},
       {"mirostat", [](const SamplingParams& s) { return s.mirostat == 2; }, [](SamplingParams& s) { s.mirostat = 0; }},
   };
@@ -340,7 +343,8 @@ TEST_CASE("specula sample: 200k draws of three stage-activating configs pass a G
     REQUIRE(printed.size() == law.size());
     for (size_t i = 0; i < law.size(); ++i) CHECK(std::fabs(printed[i] - law[i]) <= 1e-6);
 
-    const RunResult r = run_sample(dir, args + " --num-samples " + std::to_string(n) + " --seed " + std::to_string(++seed));
+    const RunResult r =
+        run_sample(dir, args + " --num-samples " + std::to_string(n) + " --seed " + std::to_string(++seed));
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     std::vector<int64_t> counts(c.logits.size(), 0);
@@ -414,17 +418,20 @@ TEST_CASE("specula sample: bad input exits non-zero with a message naming the pa
   expect_error(base + "--mirostat 2 --mirostat-mu nan", Contains("--mirostat-mu must be a finite number"));
   for (const char* text : {"0.5,,1.0\n", ",0.5 1.0\n", "0.5 1.0,\n"}) {
     INFO(text);
-    expect_error("--logits '" + dir.write("empty-item.txt", text) + "' --num-samples 10 --seed 1", Contains("empty item"));
+    expect_error("--logits '" + dir.write("empty-item.txt", text) + "' --num-samples 10 --seed 1",
+                 Contains("empty item"));
   }
   expect_error("--logits '" + dir.write("table.txt", "0.5 1.0\n0.2 0.1\n") + "' --num-samples 10 --seed 1",
                Contains("table.txt") && Contains("one row"));
 
   const std::string unknown = dir.write("unknown.ini", "[sample]\ntemperature = 0.7\n\ntop_q = 0.5\n");
-  expect_error(base + "--config '" + unknown + "'", Contains(unknown + ":4") && Contains("unknown key") && Contains("top_q"));
+  expect_error(base + "--config '" + unknown + "'",
+               Contains(unknown + ":4") && Contains("unknown key") && Contains("top_q"));
   const std::string bad_value = dir.write("bad_value.ini", "top_p = lots\n");
   expect_error(base + "--config '" + bad_value + "'", Contains(bad_value + ":1") && Contains("top_p"));
   const std::string out_of_range = dir.write("range.ini", "# comment\ntop_p = 1.5\n");
-  expect_error(base + "--config '" + out_of_range + "'", Contains(out_of_range + ":2") && Contains("top_p") && Contains("1.5"));
+  expect_error(base + "--config '" + out_of_range + "'",
+               Contains(out_of_range + ":2") && Contains("top_p") && Contains("1.5"));
   const std::string duplicate = dir.write("dup.ini", "top_k = 3\ntop_k = 4\n");
   expect_error(base + "--config '" + duplicate + "'", Contains(duplicate + ":2") && Contains("top_k"));
 }

@@ -1,15 +1,14 @@
 // Bad input to the sampler pipeline: every case throws specula::Error with a message that names the
 // parameter (and the offending value or token), so a user can fix it without reading code.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
 
-#include "verify/categorical.h"
-#include "verify/error.h"
-#include "verify/sampler_pipeline.h"
+#include "kernels/shared/error.h"
+#include "verify/sampling/categorical.h"
+#include "verify/sampling/sampler_pipeline.h"
 
 using namespace specula;
 using Catch::Contains;
@@ -41,8 +40,10 @@ const std::vector<float> kLogits = {0.5f, 1.0f, -0.25f, 2.0f};
 
 TEST_CASE("NaN and +inf logits are rejected with the token named; -inf is a removed token", "[sampler][errors]") {
   const SamplerPipeline pipeline = make(SamplingParams{});
-  REQUIRE_ERROR(pipeline.process({0, kNaN, 0, 0}, TokenHistory{}), Contains("logits") && Contains("token 1") && Contains("NaN"));
-  REQUIRE_ERROR(pipeline.process({0, 0, 0, kInf}, TokenHistory{}), Contains("logits") && Contains("token 3") && Contains("+inf"));
+  REQUIRE_ERROR(pipeline.process({0, kNaN, 0, 0}, TokenHistory{}),
+                Contains("logits") && Contains("token 1") && Contains("NaN"));
+  REQUIRE_ERROR(pipeline.process({0, 0, 0, kInf}, TokenHistory{}),
+                Contains("logits") && Contains("token 3") && Contains("+inf"));
   REQUIRE_NOTHROW(pipeline.process({-kInf, 0, 0, 0}, TokenHistory{}));
   REQUIRE_ERROR(pipeline.process({0, 0, 0}, TokenHistory{}), Contains("3 entries") && Contains("vocabulary has 4"));
   // Greedy rows check their logits too.
@@ -51,16 +52,20 @@ TEST_CASE("NaN and +inf logits are rejected with the token named; -inf is a remo
   REQUIRE_ERROR(make(greedy).process({kNaN, 0, 0, 0}, TokenHistory{}), Contains("token 0") && Contains("NaN"));
 }
 
-TEST_CASE("logits that overflow float32 inside the pipeline are an error naming the stage, never NaN", "[sampler][errors]") {
+TEST_CASE("logits that overflow float32 inside the pipeline are an error naming the stage, never NaN",
+          "[sampler][errors]") {
   const std::vector<float> huge = {3e38f, 0.0f, 1.0f, 0.0f};
-  REQUIRE_ERROR(make(with([](SamplingParams& s) { s.logit_bias = {{0, 3e38f}}; })).process(huge, TokenHistory{}),
+  REQUIRE_ERROR(make(with([](SamplingParams& s) {
+                  s.logit_bias = {{0, 3e38f}};
+                })).process(huge, TokenHistory{}),
                 Contains("token 0") && Contains("logit_bias and the penalties"));
   REQUIRE_ERROR(make(with([](SamplingParams& s) { s.repetition_penalty = 0.5f; })).process(huge, TokenHistory{{0}, {}}),
                 Contains("token 0") && Contains("penalties"));
   REQUIRE_ERROR(make(with([](SamplingParams& s) { s.temperature = 0.5f; })).process(huge, TokenHistory{}),
                 Contains("token 0") && Contains("after temperature (0.5)"));
   // Large but representable: fine.
-  const std::vector<float> p = make(with([](SamplingParams& s) { s.temperature = 2.0f; })).process(huge, TokenHistory{});
+  const std::vector<float> p =
+      make(with([](SamplingParams& s) { s.temperature = 2.0f; })).process(huge, TokenHistory{});
   CHECK(p[0] == 1.0f);
 }
 
@@ -168,17 +173,25 @@ TEST_CASE("token ids outside the vocabulary are rejected with the parameter name
   for (Token bad : {4, -1, 1000}) {
     INFO("token " << bad);
     const auto out_of_vocab = Contains("outside the vocabulary");
-    REQUIRE_ERROR(make(with([&](SamplingParams& s) { s.allowed_tokens = {0, bad}; })),
+    REQUIRE_ERROR(make(with([&](SamplingParams& s) {
+                    s.allowed_tokens = {0, bad};
+                  })),
                   Contains("allowed_tokens") && out_of_vocab);
     REQUIRE_ERROR(make(with([&](SamplingParams& s) { s.banned_tokens = {bad}; })),
                   Contains("banned_tokens") && out_of_vocab);
     REQUIRE_ERROR(make(with([&](SamplingParams& s) { s.stop_tokens = {bad}; })),
                   Contains("stop_tokens") && out_of_vocab);
-    REQUIRE_ERROR(make(with([&](SamplingParams& s) { s.logit_bias = {{bad, 1.0f}}; })),
+    REQUIRE_ERROR(make(with([&](SamplingParams& s) {
+                    s.logit_bias = {{bad, 1.0f}};
+                  })),
                   Contains("logit_bias") && out_of_vocab);
-    REQUIRE_ERROR(make(with([&](SamplingParams& s) { s.bad_words = {{1, bad}}; })),
+    REQUIRE_ERROR(make(with([&](SamplingParams& s) {
+                    s.bad_words = {{1, bad}};
+                  })),
                   Contains("bad_words") && out_of_vocab);
-    REQUIRE_ERROR(make(with([&](SamplingParams& s) { s.bad_words = {{bad, 1}}; })),
+    REQUIRE_ERROR(make(with([&](SamplingParams& s) {
+                    s.bad_words = {{bad, 1}};
+                  })),
                   Contains("bad_words") && out_of_vocab);
   }
 }

@@ -1,14 +1,13 @@
 // Battery B (tests/TESTING.md) and the sampler half of battery M: tokens drawn with the library's selectors
 // (sample_categorical / sample_rows, Philox keys) from the distribution the code under test produced are
 // compared, by a G-test with zero-cell and rare-cell checks, with the law of the independent float64
-// reference (tests/reference_pipeline.h). Then every sampler mutant (verify/mutants.h) is switched on and
+// reference (tests/reference_pipeline.h). Then every sampler mutant (tests/support/mutant_switch.h) is switched on and
 // the very same test must fail: a test that cannot fail proves nothing.
 //
 // Configs are stage-activating: the stage a mutant corrupts is active and matters (the mutant's law is at
 // TV >= 0.02 from the reference, checked as a precondition), so 200k draws detect it with certainty at
 // alpha = 1e-6 (tests/TESTING.md: TV 0.01 needs ~200k for K = 16).
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -17,12 +16,12 @@
 #include <string>
 #include <vector>
 
-#include "kernels/philox.h"
+#include "kernels/shared/philox.h"
 #include "tests/reference_pipeline.h"
-#include "verify/categorical.h"
-#include "verify/mutants.h"
-#include "verify/sampler_pipeline.h"
 #include "tests/statistics/goodness_of_fit.h"
+#include "tests/support/mutant_switch.h"
+#include "verify/sampling/categorical.h"
+#include "verify/sampling/sampler_pipeline.h"
 
 using namespace specula;
 
@@ -61,7 +60,8 @@ stats::GofResult frequency_test(const Case& c, uint64_t seed, int64_t n = kDraws
   const int32_t V = static_cast<int32_t>(probs.size());
   std::vector<int64_t> counts(V, 0);
   const uint64_t stream = philox_stream(0, RandomRole::aux);
-  for (int64_t i = 0; i < n; ++i) ++counts[sample_categorical(probs.data(), V, RandomKey{seed, stream, static_cast<uint64_t>(i)})];
+  for (int64_t i = 0; i < n; ++i)
+    ++counts[sample_categorical(probs.data(), V, RandomKey{seed, stream, static_cast<uint64_t>(i)})];
   return stats::g_test(counts, reference::probs(c.logits, c.params, c.history));
 }
 
@@ -211,22 +211,38 @@ std::vector<Case> extra_cases() {
 
 const char* mutant_name(Mutant m) {
   switch (m) {
-    case Mutant::top_p_drops_crossing_token: return "top_p_drops_crossing_token";
-    case Mutant::top_k_breaks_ties_by_index: return "top_k_breaks_ties_by_index";
-    case Mutant::min_p_before_temperature: return "min_p_before_temperature";
-    case Mutant::temperature_applied_twice: return "temperature_applied_twice";
-    case Mutant::repetition_penalty_ignores_sign: return "repetition_penalty_ignores_sign";
-    case Mutant::frequency_penalty_counts_prompt: return "frequency_penalty_counts_prompt";
-    case Mutant::presence_penalty_per_occurrence: return "presence_penalty_per_occurrence";
-    case Mutant::logit_bias_after_temperature: return "logit_bias_after_temperature";
-    case Mutant::min_tokens_off_by_one: return "min_tokens_off_by_one";
-    case Mutant::bad_words_ignore_prefix: return "bad_words_ignore_prefix";
-    case Mutant::typical_signed_score: return "typical_signed_score";
-    case Mutant::tfs_first_derivative: return "tfs_first_derivative";
-    case Mutant::dynatemp_full_vocab_entropy: return "dynatemp_full_vocab_entropy";
-    case Mutant::mirostat_natural_log_surprise: return "mirostat_natural_log_surprise";
-    case Mutant::uniform_reused_across_rows: return "uniform_reused_across_rows";
-    default: return "(not a sampler mutant)";
+    case Mutant::top_p_drops_crossing_token:
+      return "top_p_drops_crossing_token";
+    case Mutant::top_k_breaks_ties_by_index:
+      return "top_k_breaks_ties_by_index";
+    case Mutant::min_p_before_temperature:
+      return "min_p_before_temperature";
+    case Mutant::temperature_applied_twice:
+      return "temperature_applied_twice";
+    case Mutant::repetition_penalty_ignores_sign:
+      return "repetition_penalty_ignores_sign";
+    case Mutant::frequency_penalty_counts_prompt:
+      return "frequency_penalty_counts_prompt";
+    case Mutant::presence_penalty_per_occurrence:
+      return "presence_penalty_per_occurrence";
+    case Mutant::logit_bias_after_temperature:
+      return "logit_bias_after_temperature";
+    case Mutant::min_tokens_off_by_one:
+      return "min_tokens_off_by_one";
+    case Mutant::bad_words_ignore_prefix:
+      return "bad_words_ignore_prefix";
+    case Mutant::typical_signed_score:
+      return "typical_signed_score";
+    case Mutant::tfs_first_derivative:
+      return "tfs_first_derivative";
+    case Mutant::dynatemp_full_vocab_entropy:
+      return "dynatemp_full_vocab_entropy";
+    case Mutant::mirostat_natural_log_surprise:
+      return "mirostat_natural_log_surprise";
+    case Mutant::uniform_reused_across_rows:
+      return "uniform_reused_across_rows";
+    default:
+      return "(not a sampler mutant)";
   }
 }
 
@@ -236,14 +252,16 @@ TEST_CASE("every stage's sampled frequencies match the reference law", "[sampler
   uint64_t seed = 1000;
   for (const MutantCase& mc : mutant_cases()) {
     const Case& c = mc.config;
-    INFO(c.name << "\nchain " << c.params.describe() << "\nreference " << show(reference::probs(c.logits, c.params, c.history)));
+    INFO(c.name << "\nchain " << c.params.describe() << "\nreference "
+                << show(reference::probs(c.logits, c.params, c.history)));
     CHECK(law_distance(c) < 1e-6);
     const stats::GofResult r = frequency_test(c, ++seed);
     INFO(r.detail);
     CHECK(r.passed(stats::kAlpha));
   }
   for (const Case& c : extra_cases()) {
-    INFO(c.name << "\nchain " << c.params.describe() << "\nreference " << show(reference::probs(c.logits, c.params, c.history)));
+    INFO(c.name << "\nchain " << c.params.describe() << "\nreference "
+                << show(reference::probs(c.logits, c.params, c.history)));
     CHECK(law_distance(c) < 1e-6);
     const stats::GofResult r = frequency_test(c, ++seed);
     INFO(r.detail);
@@ -287,12 +305,12 @@ struct SequenceSetup {
 SequenceSetup sequence_setup() {
   SequenceSetup q;
   q.table = {
-      {0.9f, -0.4f, 0.6f, 1.2f, -0.8f, 1.0f},   // after 0 (the first step: the output starts 0 0)
-      {0.2f, 1.9f, -0.6f, 1.5f, 0.4f, 0.9f},    // after 1: 3 is the favourite, and a bad word
-      {1.1f, 0.8f, -0.3f, -0.5f, 0.5f, 1.3f},   // after 2
-      {-0.2f, 1.2f, 0.9f, 0.1f, -0.7f, 0.8f},   // after 3
-      {0.6f, 1.4f, -0.9f, 0.7f, 0.3f, 1.1f},    // after 4
-      {0.5f, 0.1f, 1.0f, -0.4f, 0.9f, 0.2f},    // after 5
+      {0.9f, -0.4f, 0.6f, 1.2f, -0.8f, 1.0f},  // after 0 (the first step: the output starts 0 0)
+      {0.2f, 1.9f, -0.6f, 1.5f, 0.4f, 0.9f},   // after 1: 3 is the favourite, and a bad word
+      {1.1f, 0.8f, -0.3f, -0.5f, 0.5f, 1.3f},  // after 2
+      {-0.2f, 1.2f, 0.9f, 0.1f, -0.7f, 0.8f},  // after 3
+      {0.6f, 1.4f, -0.9f, 0.7f, 0.3f, 1.1f},   // after 4
+      {0.5f, 0.1f, 1.0f, -0.4f, 0.9f, 0.2f},   // after 5
   };
   SamplingParams& s = q.params;
   s.repetition_penalty = 1.6f;  // prompt tokens 2 and 4, output tokens; logits of both signs
@@ -325,8 +343,8 @@ void reference_sequences(const SequenceSetup& q, const TokenHistory& h, int dept
     if (r.probs[t] == 0.0) continue;
     TokenHistory next = h;
     next.output.push_back(t);
-    next.mirostat_mu = reference::mirostat_mu(q.params, h) -
-                       q.params.mirostat_eta * (-std::log2(r.probs[t]) - q.params.mirostat_tau);
+    next.mirostat_mu =
+        reference::mirostat_mu(q.params, h) - q.params.mirostat_eta * (-std::log2(r.probs[t]) - q.params.mirostat_tau);
     reference_sequences(q, next, depth + 1, index * kSeqV + t, prob * r.probs[t], law, margin);
   }
 }
@@ -354,7 +372,9 @@ class CodeSequences {
     if (it == cache_.end()) it = cache_.emplace(key, Row{pipeline_.process(q_.table[previous_token(h)], h), h}).first;
     return it->second;
   }
-  TokenHistory advance(const TokenHistory& h, Token t, const Row& r) const { return pipeline_.advance(h, t, r.probs.data()); }
+  TokenHistory advance(const TokenHistory& h, Token t, const Row& r) const {
+    return pipeline_.advance(h, t, r.probs.data());
+  }
 
   // Exact law of the code under test (float probabilities), by the same enumeration.
   void law(const TokenHistory& h, int depth, int index, double prob, std::vector<double>& out) {
@@ -375,7 +395,8 @@ class CodeSequences {
       int index = 0;
       for (int step = 0; step < kSeqL; ++step) {
         const Row& r = row(h, step, index);
-        const RandomKey key{seed, philox_stream(static_cast<uint64_t>(i), RandomRole::sample), static_cast<uint64_t>(step)};
+        const RandomKey key{seed, philox_stream(static_cast<uint64_t>(i), RandomRole::sample),
+                            static_cast<uint64_t>(step)};
         const Token t = sample_categorical(r.probs.data(), kSeqV, key);
         h = advance(h, t, r);
         index = index * kSeqV + t;
@@ -422,9 +443,9 @@ TEST_CASE("three-token sequences with history-dependent stages follow the refere
   CHECK(r.passed(stats::kAlpha));
 
   // The history-dependent mutants move the joint law and fail the same test.
-  for (Mutant m : {Mutant::min_tokens_off_by_one, Mutant::bad_words_ignore_prefix, Mutant::frequency_penalty_counts_prompt,
-                   Mutant::presence_penalty_per_occurrence, Mutant::repetition_penalty_ignores_sign,
-                   Mutant::mirostat_natural_log_surprise}) {
+  for (Mutant m : {Mutant::min_tokens_off_by_one, Mutant::bad_words_ignore_prefix,
+                   Mutant::frequency_penalty_counts_prompt, Mutant::presence_penalty_per_occurrence,
+                   Mutant::repetition_penalty_ignores_sign, Mutant::mirostat_natural_log_surprise}) {
     ScopedMutant on(m);
     const double tv = reference::total_variation(code_sequence_law(q), law);
     INFO("mutant " << mutant_name(m) << ": TV of the joint law " << tv);
@@ -449,9 +470,9 @@ struct BatchSetup {
 
 BatchSetup batch_setup() {
   BatchSetup b;
-  b.logits = {0.3f, 1.0f, -0.5f, 0.8f, 0.0f,   // row 0
-              1.2f, 0.1f, 0.9f, -1.0f, 0.4f,   // row 1
-              -0.2f, 0.6f, 0.6f, 1.1f, -0.7f};  // row 2
+  b.logits = {0.3f,  1.0f, -0.5f, 0.8f,  0.0f,    // row 0
+              1.2f,  0.1f, 0.9f,  -1.0f, 0.4f,    // row 1
+              -0.2f, 0.6f, 0.6f,  1.1f,  -0.7f};  // row 2
   b.params.resize(kBatchRows);
   b.histories.resize(kBatchRows);
   b.params[0].temperature = 0.8f;
@@ -567,7 +588,8 @@ std::vector<double> normalized_law(const std::vector<double>& w) {
 
 }  // namespace
 
-TEST_CASE("sample_categorical and sample_from_weights follow adversarial laws exactly", "[sampler][frequency][selector]") {
+TEST_CASE("sample_categorical and sample_from_weights follow adversarial laws exactly",
+          "[sampler][frequency][selector]") {
   constexpr int64_t n = 1000000;
   uint64_t seed = 500;
   for (const Adversarial& a : adversarial_distributions()) {

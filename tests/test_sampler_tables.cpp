@@ -2,7 +2,6 @@
 // style of llama.cpp's test-sampling.cpp (given logits and a setting, the exact surviving probabilities),
 // then random configs compared with the independent float64 reference (tests/reference_pipeline.h).
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -11,8 +10,8 @@
 #include <vector>
 
 #include "tests/reference_pipeline.h"
-#include "verify/mutants.h"
-#include "verify/sampler_pipeline.h"
+#include "tests/support/mutant_switch.h"
+#include "verify/sampling/sampler_pipeline.h"
 
 using namespace specula;
 
@@ -245,7 +244,7 @@ TEST_CASE("masks: allowed, banned, bad words, min_tokens; then logit bias", "[sa
   check_table(flat, s, history({}, {0, 2}), normalized({1, 1, 1, 0}));
   check_table(flat, s, history({}, {2, 0}), normalized({1, 1, 1, 1}));
   check_table(flat, s, history({2}, {}), normalized({1, 1, 1, 1}));  // the prompt is not output
-  s.bad_words = {{1}};  // one-token word: always banned
+  s.bad_words = {{1}};                                               // one-token word: always banned
   check_table(flat, s, history({}, {}), normalized({1, 0, 1, 1}));
   s.bad_words = {{0, 1, 2}};
   check_table(flat, s, history({}, {3, 0, 1}), normalized({1, 1, 0, 1}));
@@ -289,8 +288,7 @@ TEST_CASE("frequency and presence penalties count the output only", "[sampler][t
   check_table(flat, s, history({0, 0}, {2, 2, 3}), softmax_of({0, 0, 1, 0.5}));
 }
 
-TEST_CASE("stage order: masks and penalties before temperature, filters in the configured order",
-          "[sampler][table]") {
+TEST_CASE("stage order: masks and penalties before temperature, filters in the configured order", "[sampler][table]") {
   SamplingParams s;
   // Frequency before temperature: (1 - 1) / 0.5 = 0, not 1 / 0.5 - 1 = 1.
   s.frequency_penalty = 1.0f;
@@ -544,9 +542,8 @@ std::string describe_case(const RandomCase& c) {
      << s.dynatemp_exponent << " rep " << s.repetition_penalty << " freq " << s.frequency_penalty << " pres "
      << s.presence_penalty << " min_p " << s.min_p << " top_k " << s.top_k << " top_p " << s.top_p << " typical "
      << s.typical_p << " tfs " << s.tfs_z << " mirostat " << s.mirostat << " tau " << s.mirostat_tau << " mu "
-     << c.history.mirostat_mu << " min_tokens " << s.min_tokens << " allowed " << s.allowed_tokens.size()
-     << " banned " << s.banned_tokens.size() << " bad_words " << s.bad_words.size() << " bias "
-     << s.logit_bias.size();
+     << c.history.mirostat_mu << " min_tokens " << s.min_tokens << " allowed " << s.allowed_tokens.size() << " banned "
+     << s.banned_tokens.size() << " bad_words " << s.bad_words.size() << " bias " << s.logit_bias.size();
   return os.str();
 }
 
@@ -587,8 +584,8 @@ TEST_CASE("200 random configs: the pipeline matches the float64 reference within
 // Battery M on battery A: every pipeline mutant changes the processed law of some random configs (the
 // frequency tests then show the change is caught by sampling too).
 TEST_CASE("every sampler-pipeline mutant moves the processed law of some random configs", "[sampler][mutant][table]") {
-  for (int m = static_cast<int>(Mutant::top_p_drops_crossing_token); m < static_cast<int>(Mutant::uniform_reused_across_rows);
-       ++m) {
+  for (int m = static_cast<int>(Mutant::top_p_drops_crossing_token);
+       m < static_cast<int>(Mutant::uniform_reused_across_rows); ++m) {
     ConfigRng rng{20240601};
     int caught = 0, compared = 0;
     while (compared < 200) {

@@ -16,8 +16,8 @@ using nlohmann::json;
 
 namespace {
 
-const std::string kReference = "/usr/bin/python3 " + std::string(SPECULA_SOURCE_DIR) + "/tests/reference/hf_reference.py";
-
+const std::string kReference =
+    "/usr/bin/python3 " + std::string(SPECULA_SOURCE_DIR) + "/tests/reference/hf_reference.py";
 
 std::vector<json> read_jsonl(const std::string& path) {
   std::vector<json> out;
@@ -85,7 +85,8 @@ std::vector<std::vector<double>> reference_rows(const TempDir& dir, const std::s
 
 TEST_CASE("every method ends a sample at its first stop token, which is emitted and counted", "[cli][serving]") {
   TempDir dir;
-  const std::string target = "bigram:" + dir.write("t.txt", kCliTargetTable), draft = "bigram:" + dir.write("d.txt", kCliDraftTable);
+  const std::string target = "bigram:" + dir.write("t.txt", kCliTargetTable),
+                    draft = "bigram:" + dir.write("d.txt", kCliDraftTable);
   constexpr int L = 9;
   for (auto [name, flags] : all_methods(draft)) {
     for (const std::string temperature : {"1", "0"}) {
@@ -115,7 +116,8 @@ TEST_CASE("every method ends a sample at its first stop token, which is emitted 
   SECTION("--min-tokens keeps its meaning: no stop token before it") {
     const CliResult r = run_specula("generate --target " + target + " --draft " + draft +
                                     " --method chain --stop-tokens 2 --min-tokens 4 --prompt-tokens 0,3 "
-                                    "--max-new-tokens 9 --num-samples 200 --seed 6 --output " + dir.file("min.txt"));
+                                    "--max-new-tokens 9 --num-samples 200 --seed 6 --output " +
+                                    dir.file("min.txt"));
     REQUIRE(r.exit_code == 0);
     for (const auto& line : read_id_lines(dir.file("min.txt"))) {
       check_stopped_line(line, 9, {2});
@@ -123,8 +125,10 @@ TEST_CASE("every method ends a sample at its first stop token, which is emitted 
     }
   }
   SECTION("beam search ends hypotheses at the same stop tokens") {
-    const CliResult r = run_specula("generate --target " + target + " --method beam --stop-tokens 2 --prompt-tokens 3 "
-                                    "--max-new-tokens 9 --output " + dir.file("beam.txt"));
+    const CliResult r = run_specula("generate --target " + target +
+                                    " --method beam --stop-tokens 2 --prompt-tokens 3 "
+                                    "--max-new-tokens 9 --output " +
+                                    dir.file("beam.txt"));
     REQUIRE(r.exit_code == 0);
     const auto lines = read_id_lines(dir.file("beam.txt"));
     REQUIRE(lines.size() == 1);
@@ -207,8 +211,9 @@ TEST_CASE("logprobs are the same for the same tokens whatever the method, and eq
       if (name == "typical") continue;  // lossy: its tokens may differ
       INFO(name);
       const std::string out = dir.file(name + ".jsonl");
-      const CliResult r = run_specula("generate --target hf:" + folder + flags + common +
-                                      " --temperature 0 --logprobs-output " + out + " --output " + dir.file(name + ".txt"));
+      const CliResult r =
+          run_specula("generate --target hf:" + folder + flags + common + " --temperature 0 --logprobs-output " + out +
+                      " --output " + dir.file(name + ".txt"));
       INFO(r.err);
       REQUIRE(r.exit_code == 0);
       if (reference_file.empty())
@@ -268,7 +273,8 @@ TEST_CASE("logprobs are the same for the same tokens whatever the method, and eq
           const int id = t["id"];
           CHECK(std::abs(t["logprob"].get<double>() - processed[id]) < 1e-3);
           CHECK(std::abs(t["raw_logprob"].get<double>() - raw[id]) < 1e-3);
-          for (const json& entry : t["top"]) CHECK(std::abs(entry[1].get<double>() - processed[entry[0].get<int>()]) < 1e-3);
+          for (const json& entry : t["top"])
+            CHECK(std::abs(entry[1].get<double>() - processed[entry[0].get<int>()]) < 1e-3);
         }
       }
     }
@@ -306,10 +312,13 @@ TEST_CASE("a generation longer than the target's positions is refused before any
   for (int i = 1; i < 100; ++i) prompt += ",65";
   const std::string common = "generate --target transformer:" + models + "draft --prompt-tokens " + prompt +
                              " --max-new-tokens 150 --output " + dir.file("o.txt");
-  const CliResult r = run_specula(common + " --draft transformer:" + models + "draft --method chain --num-draft-tokens 8");
+  const CliResult r =
+      run_specula(common + " --draft transformer:" + models + "draft --method chain --num-draft-tokens 8");
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Contains("holds 256 positions") && Contains("need 257"));
-  CHECK(run_specula(common + " --draft transformer:" + models + "draft --method chain --num-draft-tokens 7").exit_code == 0);
+  CHECK(
+      run_specula(common + " --draft transformer:" + models + "draft --method chain --num-draft-tokens 7").exit_code ==
+      0);
 }
 
 TEST_CASE("greedy logprobs: the row the argmax is taken over, with no filter; T = 0.001 is a temperature",
@@ -317,8 +326,10 @@ TEST_CASE("greedy logprobs: the row the argmax is taken over, with no filter; T 
   TempDir dir;
   const std::string target = "bigram:" + dir.write("t.txt", kCliTargetTable);
   // Greedy decoding runs no filter, so --top-k 1 leaves the reported row whole: 4 entries, softmax of the logits.
-  const CliResult r = run_specula("generate --target " + target + " --prompt-tokens 0 --max-new-tokens 1 --temperature 0 "
-                                  "--top-k 1 --logprobs 4 --logprobs-output " + dir.file("lp.jsonl"));
+  const CliResult r = run_specula("generate --target " + target +
+                                  " --prompt-tokens 0 --max-new-tokens 1 --temperature 0 "
+                                  "--top-k 1 --logprobs 4 --logprobs-output " +
+                                  dir.file("lp.jsonl"));
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   const json line = json::parse(read_text(dir.file("lp.jsonl")));
@@ -327,7 +338,7 @@ TEST_CASE("greedy logprobs: the row the argmax is taken over, with no filter; T 
   const double log_z = std::log(std::exp(0.5) + std::exp(1.0) + std::exp(-0.3) + std::exp(0.2));
   CHECK(std::abs(t["logprob"].get<double>() - (1.0 - log_z)) < 1e-6);
   CHECK(t["top"].size() == 4);
-  CHECK(run_specula("generate --target " + target + " --prompt-tokens 0 --max-new-tokens 3 --temperature 0.001 --output " +
-                    dir.file("o.txt"))
+  CHECK(run_specula("generate --target " + target +
+                    " --prompt-tokens 0 --max-new-tokens 3 --temperature 0.001 --output " + dir.file("o.txt"))
             .exit_code == 0);
 }

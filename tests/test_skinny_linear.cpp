@@ -121,8 +121,7 @@ AllValues all_finite_values(torch::ScalarType dtype) {
   return {stored, stored.to(torch::kFloat32).contiguous()};
 }
 
-TEST_CASE("skinny_linear: fp16 and bf16 weights are widened exactly, for every finite value and ISA",
-          "[transformer]") {
+TEST_CASE("skinny_linear: fp16 and bf16 weights are widened exactly, for every finite value and ISA", "[transformer]") {
   // Input rows = the 16 unit vectors: y[r][o] = w[o][r] + 15 zero products, i.e. exactly the widened weight.
   std::vector<float> eye(16 * 16, 0.0f);
   for (int i = 0; i < 16; ++i) eye[i * 16 + i] = 1.0f;
@@ -197,8 +196,8 @@ TEST_CASE("apply_linear: the kernel at inference for a few rows, LibTorch otherw
   // A strided input (a transposed view) is read correctly.
   c10::InferenceMode inference;
   const torch::Tensor xt = torch::randn({96, 4}).t();
-  CHECK(torch::allclose(apply_linear(layer, xt), torch::nn::functional::linear(xt, layer->weight, layer->bias),
-                        1e-5, 1e-5));
+  CHECK(torch::allclose(apply_linear(layer, xt), torch::nn::functional::linear(xt, layer->weight, layer->bias), 1e-5,
+                        1e-5));
 }
 
 }  // namespace

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/philox.h"
-#include "verify/error.h"
+#include "kernels/shared/error.h"
+#include "kernels/shared/philox.h"
 #include "tests/statistics/goodness_of_fit.h"
 #include "tests/statistics/transition_test.h"
 

@@ -19,7 +19,7 @@
 #include <random>
 #include <sstream>
 
-#include "harness/models/model_source.h"
+#include "harness/models/registry/model_registry.h"
 #include "harness/models/tokenizer.h"
 #include "harness/models/transformer/byte_tokenizer.h"
 #include "harness/models/transformer/checkpoint.h"
@@ -28,8 +28,8 @@
 #include "harness/train/lr_schedule.h"
 #include "harness/train/progress_bar.h"
 #include "harness/train/trainer.h"
+#include "kernels/shared/error.h"
 #include "scaled_transformer.h"
-#include "verify/error.h"
 
 namespace specula {
 namespace {

@@ -1,4 +1,4 @@
-// The tree-shape optimiser (verify/tree_shape_optimizer.h, `specula tree-opt`): rank-tree text, Sequoia's DP
+// The tree-shape optimiser (draft/tree_shape_optimizer.h, `specula tree-opt`): rank-tree text, Sequoia's DP
 // against brute force over every tree, the uniform-per-depth search against enumeration, forward costs, and
 // the prediction itself: on a drafter whose positional acceptance is known exactly (an oracle that proposes
 // the target's own top-ranked tokens, under a target whose every row is a permutation of one distribution),
@@ -14,13 +14,13 @@
 
 #include "cli_runner.h"
 #include "draft/model_drafter.h"
+#include "draft/tree_shape_optimizer.h"
 #include "harness/generation/generator.h"
 #include "harness/models/table_model.h"
-#include "kernels/philox.h"
-#include "verify/error.h"
-#include "verify/sampler_pipeline.h"
+#include "kernels/shared/error.h"
+#include "kernels/shared/philox.h"
 #include "tests/statistics/goodness_of_fit.h"
-#include "verify/tree_shape_optimizer.h"
+#include "verify/sampling/sampler_pipeline.h"
 
 using namespace specula;
 using Catch::Matchers::Contains;

@@ -3,16 +3,17 @@
 // sampler pipeline -> verifier) is G-tested against the exact autoregressive law, enumerated over all
 // V^L continuations. Every goodness-of-fit assertion runs at stats::kAlpha = 1e-6 with a fixed seed (the
 // expectation check of the long-sequence test uses 6 standard errors); a failure is a bug.
+#include <omp.h>
+
 #include <catch2/catch.hpp>
 #include <functional>
-#include <omp.h>
 #include <optional>
 #include <sstream>
 
 #include "draft/model_drafter.h"
 #include "speculative_fixtures.h"
-#include "verify/mutants.h"
 #include "tests/statistics/transition_test.h"
+#include "tests/support/mutant_switch.h"
 
 using namespace specula;
 using namespace specula::testing;
@@ -87,8 +88,8 @@ struct Named {
   SamplingParams params;
 };
 const std::vector<Named> kPipelines = {
-    {"plain", plain()}, {"truncating", truncating()}, {"penalties", penalties()}, {"full", full_pipeline()},
-    {"exotic", exotic_pipeline()}, {"stopping", stopping()}};
+    {"plain", plain()},        {"truncating", truncating()},  {"penalties", penalties()},
+    {"full", full_pipeline()}, {"exotic", exotic_pipeline()}, {"stopping", stopping()}};
 
 GenerationConfig chain_config(VerifyMethod m, int32_t k) {
   GenerationConfig c;
@@ -125,7 +126,8 @@ LawCheck check_law(const TablePair& pair, const SamplingParams& target, const Sa
   const Generator generator(pair.target, target, drafter, config);
   LawCheck out;
   out.run = run_generator(generator, kPrompt, n, kV);
-  const std::vector<double> law = exact_sequence_law(*pair.target, generator.target_pipeline(), kPrompt, config.max_new_tokens);
+  const std::vector<double> law =
+      exact_sequence_law(*pair.target, generator.target_pipeline(), kPrompt, config.max_new_tokens);
   out.gof = stats::g_test(out.run.counts, law);
   return out;
 }
@@ -170,9 +172,9 @@ TEST_CASE("exactness holds when the draft samples with its own settings", "[veri
   SamplingParams draft = plain();
   draft.top_k = 2;
   draft.temperature = 1.3f;
-  for (const GenerationConfig& config : {chain_config(VerifyMethod::chain, 3), chain_config(VerifyMethod::block, 3),
-                                         tree_config({2, 2}, SiblingScheme::iid),
-                                         tree_config({3, 1}, SiblingScheme::without_replacement)}) {
+  for (const GenerationConfig& config :
+       {chain_config(VerifyMethod::chain, 3), chain_config(VerifyMethod::block, 3),
+        tree_config({2, 2}, SiblingScheme::iid), tree_config({3, 1}, SiblingScheme::without_replacement)}) {
     INFO(describe(config));
     const LawCheck c = check_law(pair, full_pipeline(), draft, config, 60000);
     INFO(c.gof.detail);
@@ -187,7 +189,8 @@ TEST_CASE("the autoregressive baseline samples the same exact law", "[verify][ex
   ar.seed = 5;
   const Generator generator(pair.target, full_pipeline(), nullptr, ar);
   const RunResult r = run_generator(generator, kPrompt, 60000, kV);
-  const stats::GofResult gof = stats::g_test(r.counts, exact_sequence_law(*pair.target, generator.target_pipeline(), kPrompt, kL));
+  const stats::GofResult gof =
+      stats::g_test(r.counts, exact_sequence_law(*pair.target, generator.target_pipeline(), kPrompt, kL));
   INFO(gof.detail);
   CHECK(gof.passed(stats::kAlpha));
 }
@@ -268,8 +271,7 @@ TEST_CASE("at temperature 0 every method stops where greedy decoding stops", "[v
 TEST_CASE("Medusa typical acceptance is lossy and its distance from the target is measured", "[verify][lossy]") {
   const TablePair pair = random_pair(1, kV, 15, 1.5, 1.0);
   const LawCheck c = check_law(pair, plain(), plain(), chain_config(VerifyMethod::typical, 3), 60000);
-  const std::vector<double> law =
-      exact_sequence_law(*pair.target, SamplerPipeline(plain(), kV), kPrompt, kL);
+  const std::vector<double> law = exact_sequence_law(*pair.target, SamplerPipeline(plain(), kV), kPrompt, kL);
   const double tv = total_variation(c.run.counts, law);
   WARN("typical acceptance: TV distance of the 3-token law from the target = " << tv);
   // Not exact, and visibly so: the G-test rejects it and the TV is far above sampling noise (~0.02 here).
@@ -462,7 +464,8 @@ TEST_CASE("target calls and acceptance match their exact expectation", "[verify]
     // Acceptance rate = accepted / proposed, a ratio of sums: compare with the ratio of expectations
     // using the delta-method standard error.
     const double exact_rate = exact.accepted / (K * exact.steps);
-    CHECK(metrics.acceptance_rate() == Approx(exact_rate).margin(6 * std::sqrt(exact_rate * (1 - exact_rate) / metrics.proposed)));
+    CHECK(metrics.acceptance_rate() ==
+          Approx(exact_rate).margin(6 * std::sqrt(exact_rate * (1 - exact_rate) / metrics.proposed)));
 
     // The missing-bonus mutant leaves the law intact but needs more target calls.
     const ChainExpectation exact_without_bonus = expected_chain_run(p, q, K, L, kPrompt.back(), false);
@@ -565,8 +568,8 @@ TEST_CASE("outputs depend only on (seed, sequence): not on threads or batch comp
   const TablePair pair = random_pair(2, 8, 51, 1.2, 0.9);
   GenerationConfig config = tree_config({2, 2}, SiblingScheme::iid);
   config.max_new_tokens = 10;
-  const Generator generator(pair.target, full_pipeline(), std::make_shared<ModelDrafterFactory>(pair.draft, full_pipeline()),
-                            config);
+  const Generator generator(pair.target, full_pipeline(),
+                            std::make_shared<ModelDrafterFactory>(pair.draft, full_pipeline()), config);
   GenerationMetrics m;
   omp_set_num_threads(1);
   const std::vector<SequenceOutput> serial = generator.generate_many(kPrompt, 0, 64, m);
@@ -581,8 +584,8 @@ TEST_CASE("outputs depend only on (seed, sequence): not on threads or batch comp
   // A different seed gives different outputs.
   GenerationConfig reseeded = config;
   reseeded.seed += 1;
-  const Generator other(pair.target, full_pipeline(), std::make_shared<ModelDrafterFactory>(pair.draft, full_pipeline()),
-                        reseeded);
+  const Generator other(pair.target, full_pipeline(),
+                        std::make_shared<ModelDrafterFactory>(pair.draft, full_pipeline()), reseeded);
   int differing = 0;
   for (size_t n = 0; n < 16; ++n) differing += other.generate(kPrompt, n, m).tokens != serial[n].tokens;
   CHECK(differing > 8);

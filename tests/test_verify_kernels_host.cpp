@@ -9,7 +9,7 @@
 
 #include "kernel_verify_cases.h"
 #include "kernels/cuda_device.h"
-#include "kernels/sampler_math.h"
+#include "kernels/shared/sampler_math.h"
 #include "kernels/verify_kernels.h"
 #include "tests/statistics/goodness_of_fit.h"
 

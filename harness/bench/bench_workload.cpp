@@ -5,7 +5,7 @@
 #include <numeric>
 #include <vector>
 
-#include "kernels/philox.h"
+#include "kernels/shared/philox.h"
 
 namespace specula::bench {
 
@@ -47,7 +47,8 @@ TokenHistory likely_history(const float* row, int32_t vocab_size, uint64_t seed,
   uint64_t offset = 0;
   auto pick = [&](int32_t n) { return static_cast<int32_t>(philox_uniform(seed, stream, offset++) * n); };
   TokenHistory h;
-  for (int32_t j = 0; j < kPromptTokens; ++j) h.prompt.push_back(j % 2 == 0 ? ids[pick(kHistoryPool)] : pick(vocab_size));
+  for (int32_t j = 0; j < kPromptTokens; ++j)
+    h.prompt.push_back(j % 2 == 0 ? ids[pick(kHistoryPool)] : pick(vocab_size));
   for (int32_t j = 0; j < kOutputTokens; ++j) h.output.push_back(ids[pick(kHistoryPool)]);
   return h;
 }

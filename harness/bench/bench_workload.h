@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "verify/sampling_params.h"
-#include "verify/token_history.h"
+#include "verify/sampling/sampling_params.h"
+#include "verify/sampling/token_history.h"
 
 namespace specula::bench {
 

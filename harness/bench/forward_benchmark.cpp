@@ -1,5 +1,4 @@
 #include "harness/bench/forward_benchmark.h"
-#include "harness/runner/environment.h"
 
 #include <time.h>
 #include <torch/torch.h>
@@ -22,10 +21,11 @@
 #include <thread>
 
 #include "harness/config/command_options.h"
+#include "harness/experiment/environment.h"
 #include "harness/models/transformer/checkpoint.h"
 #include "harness/models/transformer/skinny_linear.h"
-#include "verify/error.h"
-#include "verify/token_tree.h"
+#include "kernels/shared/error.h"
+#include "verify/verifiers/token_tree.h"
 
 namespace specula::bench {
 namespace {
@@ -90,13 +90,13 @@ uint64_t stream_read_parallel(const std::vector<std::pair<const uint8_t*, size_t
 }
 
 struct Case {
-  std::string name;             // "1-token", "chunk K=4", "tree 2,2,1"
-  std::string kind;             // "chunk" | "tree"
-  int64_t rows = 0;             // tokens run by the forward
-  int64_t depth = 0;            // positions added (rows for a chunk, depth for a tree)
-  std::function<void()> run;    // one forward after the cached context
-  std::vector<double> wall_us;  // per timed forward
-  std::vector<double> cpu_us;   // process CPU time per timed forward (all threads)
+  std::string name;               // "1-token", "chunk K=4", "tree 2,2,1"
+  std::string kind;               // "chunk" | "tree"
+  int64_t rows = 0;               // tokens run by the forward
+  int64_t depth = 0;              // positions added (rows for a chunk, depth for a tree)
+  std::function<void()> run;      // one forward after the cached context
+  std::vector<double> wall_us;    // per timed forward
+  std::vector<double> cpu_us;     // process CPU time per timed forward (all threads)
   std::string group = "forward";  // "forward" | "floor" (the weight stream alone)
 };
 
@@ -199,7 +199,13 @@ json bench_model(const std::string& spec, const Options& o, std::ostream& os) {
     }
   }
   static volatile uint64_t sink = 0;
-  Case floor{"weight read", "stream", 0, 0, [weight_blocks, threads = o.threads] { sink = sink ^ stream_read_parallel(weight_blocks, threads); }, {}, {}};
+  Case floor{"weight read",
+             "stream",
+             0,
+             0,
+             [weight_blocks, threads = o.threads] { sink = sink ^ stream_read_parallel(weight_blocks, threads); },
+             {},
+             {}};
   floor.group = "floor";
   cases.push_back(floor);
   auto one = std::find_if(cases.begin(), cases.end(), [](const Case& cs) { return cs.name == "1-token"; });
@@ -210,8 +216,9 @@ json bench_model(const std::string& spec, const Options& o, std::ostream& os) {
   const double floor_wall = median(floor_case.wall_us);
   const double bandwidth_gb_s = static_cast<double>(weight_bytes) / (floor_wall * 1e3);
 
-  os << "\n" << spec << ": " << c.describe() << ", matrices " << dtype_string(model->embedding->weight.scalar_type())
-     << " (" << std::fixed << std::setprecision(1) << static_cast<double>(weight_bytes) / 1e6 << " MB), kernel "
+  os << "\n"
+     << spec << ": " << c.describe() << ", matrices " << dtype_string(model->embedding->weight.scalar_type()) << " ("
+     << std::fixed << std::setprecision(1) << static_cast<double>(weight_bytes) / 1e6 << " MB), kernel "
      << skinny_isa_name(skinny_linear_isa()) << ", context " << o.context << ", " << o.threads << " thread(s)\n";
   os << std::left << std::setw(14) << "forward" << std::right << std::setw(6) << "rows" << std::setw(13) << "wall us"
      << std::setw(10) << "vs 1-tok" << std::setw(12) << "CPU us" << std::setw(10) << "vs 1-tok" << std::setw(12)
@@ -239,8 +246,8 @@ json bench_model(const std::string& spec, const Options& o, std::ostream& os) {
                       {"ratio_cpu_vs_1_token", cpu / base_cpu},
                       {"ratio_wall_vs_weight_read", wall / floor_wall}});
   }
-  os << std::setprecision(2) << "weight read (the floor): " << std::setprecision(1) << floor_wall << " us = "
-     << std::setprecision(1) << bandwidth_gb_s << " GB/s; 1-token forward = " << std::setprecision(2)
+  os << std::setprecision(2) << "weight read (the floor): " << std::setprecision(1) << floor_wall
+     << " us = " << std::setprecision(1) << bandwidth_gb_s << " GB/s; 1-token forward = " << std::setprecision(2)
      << base_wall / floor_wall << "x the floor\n";
   return {{"model", spec},
           {"config", to_json(c)},
@@ -349,8 +356,8 @@ int forward_benchmark_command(const std::vector<std::string>& args) {
                                  {"target_over_draft_parameters", flops_ratio},
                                  {"c_draft_over_target", draft_us / target_us}};
     std::cout << "\ndraft vs target, 1-token forward CPU time: the draft costs " << std::setprecision(3)
-              << draft_us / target_us << " of the target (c in verify/ALGORITHMS.md §7); parameters " << std::setprecision(1)
-              << flops_ratio << "x fewer\n";
+              << draft_us / target_us << " of the target (c in verify/ALGORITHMS.md §7); parameters "
+              << std::setprecision(1) << flops_ratio << "x fewer\n";
   }
   const std::filesystem::path output =
       vm.count("output") ? vm["output"].as<std::string>() : "results/bench/forward-" + hostname() + ".json";

@@ -18,10 +18,10 @@
 #include <sstream>
 
 #include "harness/bench/bench_workload.h"
-#include "kernels/philox.h"
-#include "verify/categorical.h"
-#include "verify/error.h"
-#include "verify/sampler_pipeline.h"
+#include "kernels/shared/error.h"
+#include "kernels/shared/philox.h"
+#include "verify/sampling/categorical.h"
+#include "verify/sampling/sampler_pipeline.h"
 
 namespace specula::bench {
 
@@ -39,8 +39,8 @@ std::string workload_description() {
   os << "logits ~ N(0, " << kLogitSigma << "^2) via Box-Muller on Philox4x32-10 (seed " << kSeed << "); per row "
      << kPromptTokens << " prompt tokens (half from the row's " << kHistoryPool
      << " most likely tokens, half uniform) and " << kOutputTokens
-     << " output tokens drawn with repeats from the row's " << kHistoryPool
-     << " most likely; " << all_stages_description() << "; then one token drawn per row";
+     << " output tokens drawn with repeats from the row's " << kHistoryPool << " most likely; "
+     << all_stages_description() << "; then one token drawn per row";
   return os.str();
 }
 

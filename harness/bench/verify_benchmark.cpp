@@ -13,13 +13,13 @@
 #include <regex>
 #include <sstream>
 
-#include "kernels/philox.h"
-#include "verify/categorical.h"
-#include "verify/error.h"
-#include "verify/sampler_pipeline.h"
 #include "harness/bench/bench_workload.h"
-#include "verify/target_rows.h"
-#include "verify/token_tree.h"
+#include "kernels/shared/error.h"
+#include "kernels/shared/philox.h"
+#include "verify/sampling/categorical.h"
+#include "verify/sampling/sampler_pipeline.h"
+#include "verify/verifiers/target_rows.h"
+#include "verify/verifiers/token_tree.h"
 #include "verify/verifiers/verification.h"
 
 namespace specula::bench {
@@ -92,8 +92,8 @@ TokenTree draw_draft(const ShapeInputs& in, const std::vector<int32_t>& widths, 
     std::vector<int32_t> next;
     for (int32_t row : frontier) {
       const float* target = in.logits.data() + row * V;
-      gaussian_row(kSeed, philox_stream(static_cast<uint64_t>(row), RandomRole::draft), kDraftNoiseSigma,
-                   in.vocab_size, draft_logits.data());
+      gaussian_row(kSeed, philox_stream(static_cast<uint64_t>(row), RandomRole::draft), kDraftNoiseSigma, in.vocab_size,
+                   draft_logits.data());
       for (size_t i = 0; i < V; ++i) draft_logits[i] += target[i];
       TokenHistory h = in.committed;
       std::vector<Token> path;

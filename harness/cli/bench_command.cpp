@@ -20,10 +20,9 @@
 #include "harness/bench/sampler_benchmark.h"
 #include "harness/bench/verify_benchmark.h"
 #include "harness/cli/commands.h"
-#include "harness/runner/environment.h"
 #include "harness/config/command_options.h"
-#include "kernels/cuda_bench.h"
-#include "verify/error.h"
+#include "harness/experiment/environment.h"
+#include "kernels/shared/error.h"
 
 #ifndef SPECULA_BUILD_TYPE
 #define SPECULA_BUILD_TYPE "unknown"
@@ -361,7 +360,7 @@ int bench_command(const Args& args) {
     return args.empty() ? 2 : 0;
   }
   // --device cuda: the CUDA kernels' benchmarks (kernels/cuda_bench.h); --device cpu is the default.
-  if (bench_wants_cuda(args)) return cuda_bench_command(args);
+  if (bench_wants_cuda(args)) return bench_cuda_command(args);
   if (without_device_option(args) != args) return bench_command(without_device_option(args));
   if (args[0] == "sampler") return bench_sampler(Args(args.begin() + 1, args.end()));
   if (args[0] == "verify") return bench_verify(Args(args.begin() + 1, args.end()));

@@ -2,7 +2,7 @@
 // verifier against autoregressive decoding, T = 0 and 0.8), reduced to one JSON file under results/bench/
 // with the machine it ran on: per setting the measured speedups (whole run, and the decoding loop without
 // the prompt) beside Leviathan et al.'s prediction and the cost model that adds the measured verification
-// cost (harness/runner/summary.h defines each number).
+// cost (harness/experiment/summary.h defines each number).
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -13,11 +13,11 @@
 
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
-#include "harness/runner/environment.h"
+#include "harness/experiment/environment.h"
+#include "harness/experiment/run_record.h"
+#include "harness/experiment/summary.h"
 #include "harness/runner/experiment_runner.h"
-#include "harness/runner/run_record.h"
-#include "harness/runner/summary.h"
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 #ifndef SPECULA_SOURCE_DIR
 #define SPECULA_SOURCE_DIR "."
@@ -92,10 +92,11 @@ int bench_end_to_end(const Args& args) {
                  {"results_dir", dir},
                  {"git_revision", git_revision()},
                  {"time_utc", utc_timestamp(false)},
-                 {"machine", {{"hostname", hostname()},
-                              {"cpu_model", cpu_model()},
-                              {"logical_cores", std::thread::hardware_concurrency()},
-                              {"environment", json::parse(environment_json(0, options.command_line))}}},
+                 {"machine",
+                  {{"hostname", hostname()},
+                   {"cpu_model", cpu_model()},
+                   {"logical_cores", std::thread::hardware_concurrency()},
+                   {"environment", json::parse(environment_json(0, options.command_line))}}},
                  {"settings", json::array()}};
   const SummaryRow* best = nullptr;  // the highest decoding speedup at T = 0
   for (const SummaryRow& r : rows) {
@@ -106,8 +107,8 @@ int bench_end_to_end(const Args& args) {
   }
   if (best) report["best_at_temperature_0"] = row_json(*best);
 
-  const std::string out = vm.count("output") ? vm["output"].as<std::string>()
-                                             : "results/bench/end-to-end-" + hostname() + ".json";
+  const std::string out =
+      vm.count("output") ? vm["output"].as<std::string>() : "results/bench/end-to-end-" + hostname() + ".json";
   std::filesystem::create_directories(std::filesystem::path(out).parent_path().empty()
                                           ? std::filesystem::path(".")
                                           : std::filesystem::path(out).parent_path());

@@ -12,6 +12,11 @@ using Args = std::vector<std::string>;
 int sample_command(const Args& args);
 int bench_command(const Args& args);
 int bench_end_to_end(const Args& args);  // `specula bench end-to-end`
+// `specula bench sampler|verify --device cuda` (bench_cuda_command.cpp); whether the bench arguments ask for
+// it (`--device cuda` or `--device=cuda`; an unknown device is an Error); the arguments without `--device cpu`.
+int bench_cuda_command(const Args& args);
+bool bench_wants_cuda(const Args& args);
+Args without_device_option(const Args& args);
 int generate_command(const Args& args);
 int run_command(const Args& args);
 int merge_command(const Args& args);

@@ -8,8 +8,8 @@
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
 #include "harness/models/hf/hf_model.h"
-#include "harness/models/model_source.h"
-#include "verify/error.h"
+#include "harness/models/registry/model_registry.h"
+#include "kernels/shared/error.h"
 
 namespace specula::cli {
 

@@ -3,27 +3,29 @@
 // sample (--stop-tokens, and the checkpoint's eos_token_id unless --ignore-eos), at most --max-new-tokens.
 // `--method beam` runs beam search instead (harness/generation/beam_search.h): one line, the best hypothesis,
 // and with --nbest-output every n-best hypothesis with its score. --regex / --json-schema constrain every
-// method (verify/constraints/token_constraint.h). Text: --prompt / --prompt-file in, --print-text / --stream
+// method (verify/sampling/token_constraint.h). Text: --prompt / --prompt-file in, --print-text / --stream
 // out; --logprobs N with --logprobs-output FILE writes every emitted token's logprobs as JSONL.
+#include <omp.h>
+
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <omp.h>
 #include <sstream>
 
+#include "draft/registry/drafter_registry.h"
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
-#include "kernels/cuda_device.h"
 #include "harness/generation/beam_search.h"
 #include "harness/generation/generator.h"
 #include "harness/io/output_file.h"
 #include "harness/models/eos_tokens.h"
-#include "harness/models/model_source.h"
+#include "harness/models/registry/model_registry.h"
 #include "harness/models/tokenizer.h"
-#include "verify/constraints/token_constraint.h"
-#include "verify/error.h"
+#include "kernels/cuda_device.h"
+#include "kernels/shared/error.h"
+#include "verify/sampling/token_constraint.h"
 
 namespace specula::cli {
 namespace {
@@ -33,7 +35,8 @@ bool text_prompt(const po::variables_map& vm) { return vm.count("prompt") || vm.
 std::shared_ptr<const Tokenizer> require_tokenizer(const po::variables_map& vm, const LanguageModel& target,
                                                    const std::string& option) {
   const auto tokenizer = load_tokenizer_for(vm["target"].as<std::string>());
-  if (!tokenizer) fail(option, ": the target ", target.description(), " has no tokenizer; use --prompt-tokens and --output");
+  if (!tokenizer)
+    fail(option, ": the target ", target.description(), " has no tokenizer; use --prompt-tokens and --output");
   return tokenizer;
 }
 
@@ -102,7 +105,8 @@ class TextStream {
     // A decoder that renders unfinished byte tokens as U+FFFD (SentencePiece) replaces it once the character
     // is complete: hold a trailing one back too.
     static const std::string kReplacement = "\xEF\xBF\xBD";
-    while (ready >= kReplacement.size() && text.compare(ready - kReplacement.size(), kReplacement.size(), kReplacement) == 0)
+    while (ready >= kReplacement.size() &&
+           text.compare(ready - kReplacement.size(), kReplacement.size(), kReplacement) == 0)
       ready -= kReplacement.size();
     if (ready <= printed_ || text.compare(0, printed_, printed_text_) != 0) return;
     std::cout << text.substr(printed_, ready - printed_) << std::flush;
@@ -170,7 +174,8 @@ int beam_search_command(const po::variables_map& vm, std::shared_ptr<const Langu
   metrics.wall_seconds = result.wall_seconds;
   const auto ids = id_line;
   print_text(vm, *target, {result.nbest[0].tokens});
-  if (vm.count("output")) write_output_file(vm["output"].as<std::string>(), ids(result.nbest[0].tokens) + '\n', "--output");
+  if (vm.count("output"))
+    write_output_file(vm["output"].as<std::string>(), ids(result.nbest[0].tokens) + '\n', "--output");
   if (vm.count("nbest-output")) {
     std::ostringstream nbest;
     nbest << "# score\tlogprob\tended\ttokens (best first; score = logprob / length^" << config.length_penalty << ")\n";
@@ -239,15 +244,15 @@ int generate_command(const Args& args) {
   const Device device = parse_device(vm["device"].as<std::string>());
   require_device(device);  // "no CUDA device: ..." where there is none
   if (device == Device::cuda)
-    fail("--device cuda: generation runs its models on the CPU LibTorch this build links; the CUDA sampler and "
-         "verifier kernels are reachable through `specula sample --device cuda` and `specula bench --device cuda`");
+    fail(
+        "--device cuda: generation runs its models on the CPU LibTorch this build links; the CUDA sampler and "
+        "verifier kernels are reachable through `specula sample --device cuda` and `specula bench --device cuda`");
   for (const char* required : {"target", "max-new-tokens"})
     if (!vm.count(required)) fail("--", required, " is required");
   if (!vm.count("output") && !text_prompt(vm) && !vm.count("print-text") && !vm.count("stream") &&
       !vm.count("logprobs-output"))
     fail("--output FILE is required (or --print-text, --stream, --logprobs-output, or a --prompt TEXT to print)");
-  if (vm.count("logprobs") != vm.count("logprobs-output"))
-    fail("--logprobs N and --logprobs-output FILE go together");
+  if (vm.count("logprobs") != vm.count("logprobs-output")) fail("--logprobs N and --logprobs-output FILE go together");
 
   SamplingParams target_params;
   read_sampler_options(vm, target_params);

@@ -8,7 +8,7 @@
 
 #include "harness/cli/commands.h"
 #include "harness/io/output_file.h"
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace {
 
@@ -37,7 +37,8 @@ const std::map<std::string, Command>& commands() {
 
 void usage(std::ostream& os) {
   os << "usage: specula <command> [options]\n\ncommands:\n";
-  for (const auto& [name, cmd] : commands()) os << "  " << name << std::string(12 - name.size(), ' ') << cmd.summary << "\n";
+  for (const auto& [name, cmd] : commands())
+    os << "  " << name << std::string(12 - name.size(), ' ') << cmd.summary << "\n";
   os << "\n`specula <command> --help` describes a command's options.\n";
 }
 

@@ -5,12 +5,12 @@
 
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
-#include "harness/log.h"
+#include "harness/experiment/run_record.h"
+#include "harness/experiment/summary.h"
+#include "harness/experiment/sweep.h"
+#include "harness/io/log.h"
 #include "harness/runner/experiment_runner.h"
-#include "harness/runner/run_record.h"
-#include "harness/runner/summary.h"
-#include "harness/runner/sweep.h"
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 #ifndef SPECULA_SOURCE_DIR
 #define SPECULA_SOURCE_DIR "."
@@ -30,7 +30,8 @@ std::string join_args(const std::string& command, const Args& args) {
 int plot_results(const std::string& dir, bool quiet) {
   // Debian's python3 has matplotlib; a python3 earlier on PATH (e.g. a pyenv shim) may not.
   const char* env_python = std::getenv("SPECULA_PYTHON");
-  const std::string python = env_python ? env_python : (std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3");
+  const std::string python =
+      env_python ? env_python : (std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3");
   const char* env_script = std::getenv("SPECULA_PLOT_SCRIPT");
   const std::string script = env_script ? env_script : SPECULA_SOURCE_DIR "/experiments/plot.py";
   if (!std::filesystem::exists(script)) fail("plot script not found: ", script, " (set SPECULA_PLOT_SCRIPT)");
@@ -76,7 +77,8 @@ int run_command(const Args& args) {
   RunOptions options;
   if (vm.count("resume")) options.resume_dir = vm["resume"].as<std::string>();
   if (vm.count("set")) options.overrides = vm["set"].as<std::vector<std::string>>();
-  if (vm.count("shard")) std::tie(options.shard_index, options.shard_count) = parse_shard(vm["shard"].as<std::string>());
+  if (vm.count("shard"))
+    std::tie(options.shard_index, options.shard_count) = parse_shard(vm["shard"].as<std::string>());
   options.quiet = vm["quiet"].as<bool>();
   if (vm.count("log-level")) set_log_level(parse_log_level(vm["log-level"].as<std::string>()));
   if (options.quiet) set_log_level(LogLevel::error);

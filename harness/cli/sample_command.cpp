@@ -10,10 +10,10 @@
 #include "harness/config/command_options.h"
 #include "harness/io/logits_file.h"
 #include "kernels/cuda_device.h"
-#include "kernels/device_sampler.h"
-#include "verify/categorical.h"
-#include "verify/error.h"
-#include "verify/sampler_pipeline.h"
+#include "kernels/shared/error.h"
+#include "verify/device/device_sampler.h"
+#include "verify/sampling/categorical.h"
+#include "verify/sampling/sampler_pipeline.h"
 
 namespace specula::cli {
 namespace {
@@ -96,12 +96,16 @@ int sample_command(const Args& args) {
   read_sampler_options(vm, params);
   const SamplerPipeline pipeline(params, static_cast<int32_t>(logits.size()));
   TokenHistory history;
-  if (vm.count("prompt-tokens")) history.prompt = parse_token_list(vm["prompt-tokens"].as<std::string>(), "prompt-tokens");
-  if (vm.count("output-tokens")) history.output = parse_token_list(vm["output-tokens"].as<std::string>(), "output-tokens");
+  if (vm.count("prompt-tokens"))
+    history.prompt = parse_token_list(vm["prompt-tokens"].as<std::string>(), "prompt-tokens");
+  if (vm.count("output-tokens"))
+    history.output = parse_token_list(vm["output-tokens"].as<std::string>(), "output-tokens");
   for (Token t : history.prompt)
-    if (t >= pipeline.vocab_size()) fail("--prompt-tokens: token id ", t, " is outside the vocabulary [0, ", pipeline.vocab_size(), ")");
+    if (t >= pipeline.vocab_size())
+      fail("--prompt-tokens: token id ", t, " is outside the vocabulary [0, ", pipeline.vocab_size(), ")");
   for (Token t : history.output)
-    if (t >= pipeline.vocab_size()) fail("--output-tokens: token id ", t, " is outside the vocabulary [0, ", pipeline.vocab_size(), ")");
+    if (t >= pipeline.vocab_size())
+      fail("--output-tokens: token id ", t, " is outside the vocabulary [0, ", pipeline.vocab_size(), ")");
   if (vm.count("mirostat-mu")) {
     history.mirostat_mu = vm["mirostat-mu"].as<double>();
     if (!std::isfinite(history.mirostat_mu)) fail("--mirostat-mu must be a finite number, got ", history.mirostat_mu);

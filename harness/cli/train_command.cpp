@@ -7,7 +7,7 @@
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
 #include "harness/train/trainer.h"
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula::cli {
 
@@ -49,7 +49,8 @@ int train_command(const Args& args) {
   if (vm.count("corpus")) o.corpus = vm["corpus"].as<std::string>();
   if (vm.count("output")) o.output = vm["output"].as<std::string>();
   // A checkpoint is saved at the first improvement: an existing one would be gone before anyone noticed.
-  if (!o.output.empty() && !vm.count("overwrite") && std::filesystem::exists(std::filesystem::path(o.output) / "config.json"))
+  if (!o.output.empty() && !vm.count("overwrite") &&
+      std::filesystem::exists(std::filesystem::path(o.output) / "config.json"))
     fail("--output: '", o.output, "' already holds a checkpoint; pass --overwrite to replace it");
   o.tokenizer = vm["tokenizer"].as<std::string>();
   o.validation_fraction = vm["validation-fraction"].as<double>();

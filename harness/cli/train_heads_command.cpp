@@ -6,7 +6,7 @@
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
 #include "harness/train/head_trainer.h"
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula::cli {
 namespace {

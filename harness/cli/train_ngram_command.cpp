@@ -8,7 +8,7 @@
 #include "draft/ngram_model.h"
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula::cli {
 
@@ -59,8 +59,7 @@ int train_ngram_command(const Args& args) {
   model.save(output);
   std::cout << "trained order-" << order << " Kneser-Ney model on " << tokens.size() << " tokens (V = 256"
             << (held_out > 0 ? ", the last " + std::to_string(text.size() - n_train) + " held out" : std::string())
-            << ") -> "
-            << output << "\n";
+            << ") -> " << output << "\n";
   for (int32_t n = 1; n <= order; ++n) {
     const NgramModel::Discounts& d = model.discounts(n);
     std::cout << "  " << n << "-grams: " << model.num_ngrams(n) << "  discounts " << d.d1 << " " << d.d2 << " " << d.d3

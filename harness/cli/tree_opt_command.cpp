@@ -1,5 +1,5 @@
 // `specula tree-opt`: choose the static draft tree that maximises expected tokens per unit time from measured
-// positional acceptance and measured forward costs (Sequoia's dynamic programme; verify/tree_shape_optimizer.h,
+// positional acceptance and measured forward costs (Sequoia's dynamic programme; draft/tree_shape_optimizer.h,
 // verify/ALGORITHMS.md §5).
 //
 // Acceptance p_k (the probability that the child of rank k of an accepted node is the accepted one) is given
@@ -17,13 +17,14 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "draft/registry/drafter_registry.h"
+#include "draft/tree_shape_optimizer.h"
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
-#include "harness/models/model_source.h"
-#include "verify/error.h"
-#include "verify/sampler_pipeline.h"
-#include "verify/target_rows.h"
-#include "verify/tree_shape_optimizer.h"
+#include "harness/models/registry/model_registry.h"
+#include "kernels/shared/error.h"
+#include "verify/sampling/sampler_pipeline.h"
+#include "verify/verifiers/target_rows.h"
 #include "verify/verifiers/verification.h"
 
 namespace specula::cli {

@@ -7,16 +7,10 @@
 #include <sstream>
 
 #include "harness/config/ini_file.h"
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 namespace {
-
-std::string trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
-}
 
 long parse_long(const std::string& item, const std::string& option, const std::string& text) {
   char* end = nullptr;
@@ -110,7 +104,8 @@ std::vector<std::pair<Token, float>> parse_logit_bias(const std::string& text, c
     const std::string bias_text = trim(item.substr(colon + 1));
     char* end = nullptr;
     const float bias = std::strtof(bias_text.c_str(), &end);
-    if (bias_text.empty() || *end != '\0') fail("--", option, ": bias '", bias_text, "' is not a number (in '", text, "')");
+    if (bias_text.empty() || *end != '\0')
+      fail("--", option, ": bias '", bias_text, "' is not a number (in '", text, "')");
     if (token < 0 || token > INT32_MAX) fail("--", option, ": token id ", token, " is out of range");
     for (const auto& [seen, b] : out)
       if (seen == token) fail("--", option, ": token ", token, " is biased twice (in '", text, "')");
@@ -168,8 +163,7 @@ void read_sampler_options(const po::variables_map& vm, SamplingParams& s, const 
     // Read as a double so that a value float32 would round to 0 (1e-50) is refused, not turned into greedy.
     const double t = vm[opt("temperature")].as<double>();
     if (t != 0.0 && !(static_cast<float>(std::fabs(t)) >= kMinTemperature))  // as stored: 0.001 is allowed
-      fail("--", opt("temperature"), ": ", t, " is below the smallest temperature, ", kMinTemperature,
-           " (0 = greedy)");
+      fail("--", opt("temperature"), ": ", t, " is below the smallest temperature, ", kMinTemperature, " (0 = greedy)");
     s.temperature = static_cast<float>(t);
   }
   if (has("top-k")) s.top_k = vm[opt("top-k")].as<int32_t>();
@@ -182,7 +176,8 @@ void read_sampler_options(const po::variables_map& vm, SamplingParams& s, const 
   if (has("logit-bias")) s.logit_bias = parse_logit_bias(str("logit-bias"), opt("logit-bias"));
   if (has("allowed-tokens")) {
     s.allowed_tokens = parse_token_list(str("allowed-tokens"), opt("allowed-tokens"));
-    if (s.allowed_tokens.empty()) fail("--", opt("allowed-tokens"), ": the list is empty, so no token could be sampled");
+    if (s.allowed_tokens.empty())
+      fail("--", opt("allowed-tokens"), ": the list is empty, so no token could be sampled");
   }
   if (has("banned-tokens")) s.banned_tokens = parse_token_list(str("banned-tokens"), opt("banned-tokens"));
   if (has("bad-words")) s.bad_words = parse_token_sequences(str("bad-words"), opt("bad-words"));

@@ -5,17 +5,15 @@
 #include <map>
 #include <sstream>
 
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
-namespace {
 std::string trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t\r");
   if (b == std::string::npos) return "";
   const size_t e = s.find_last_not_of(" \t\r");
   return s.substr(b, e - b + 1);
 }
-}  // namespace
 
 std::vector<IniEntry> parse_ini_text(const std::string& text, const std::string& file_name) {
   std::vector<IniEntry> entries;
@@ -28,7 +26,8 @@ std::vector<IniEntry> parse_ini_text(const std::string& text, const std::string&
     const std::string line = trim(raw);
     if (line.empty() || line[0] == '#' || line[0] == ';') continue;
     if (line[0] == '[') {
-      if (line.back() != ']' || line.size() < 3) fail(file_name, ":", line_no, ": malformed section header '", line, "'");
+      if (line.back() != ']' || line.size() < 3)
+        fail(file_name, ":", line_no, ": malformed section header '", line, "'");
       section = trim(line.substr(1, line.size() - 2));
       continue;
     }

@@ -21,4 +21,7 @@ struct IniEntry {
 std::vector<IniEntry> read_ini_file(const std::string& path);
 std::vector<IniEntry> parse_ini_text(const std::string& text, const std::string& file_name);
 
+// `s` without leading and trailing spaces, tabs and carriage returns.
+std::string trim(const std::string& s);
+
 }  // namespace specula

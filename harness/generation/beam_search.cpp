@@ -6,7 +6,7 @@
 #include <limits>
 #include <map>
 
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 namespace {

@@ -30,7 +30,7 @@
 
 #include "harness/generation/generation_metrics.h"
 #include "harness/models/language_model.h"
-#include "verify/sampler_pipeline.h"
+#include "verify/sampling/sampler_pipeline.h"
 
 namespace specula {
 

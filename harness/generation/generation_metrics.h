@@ -10,19 +10,19 @@ namespace specula {
 
 struct GenerationMetrics {
   int64_t sequences = 0;
-  int64_t stopped = 0;             // sequences that ended at a stop token (the others reached max_new_tokens)
-  int64_t new_tokens = 0;          // tokens kept (after cutting to max_new_tokens)
-  int64_t steps = 0;               // target verification steps (= target calls for speculative methods)
+  int64_t stopped = 0;     // sequences that ended at a stop token (the others reached max_new_tokens)
+  int64_t new_tokens = 0;  // tokens kept (after cutting to max_new_tokens)
+  int64_t steps = 0;       // target verification steps (= target calls for speculative methods)
   int64_t target_calls = 0;
-  int64_t draft_calls = 0;         // draft model forward passes
-  int64_t proposed = 0;            // draft positions offered to the verifier (chain: K per step; tree: depth)
-  int64_t accepted = 0;            // accepted draft tokens
-  int64_t emitted = 0;             // tokens emitted by verification steps (accepted + correction/bonus)
+  int64_t draft_calls = 0;  // draft model forward passes
+  int64_t proposed = 0;     // draft positions offered to the verifier (chain: K per step; tree: depth)
+  int64_t accepted = 0;     // accepted draft tokens
+  int64_t emitted = 0;      // tokens emitted by verification steps (accepted + correction/bonus)
   int64_t q_zero_errors = 0;
-  std::vector<int64_t> position_reached;   // [K] steps in which position i was tested
-  std::vector<int64_t> position_accepted;  // [K] steps in which position i was accepted
-  std::vector<int64_t> accepted_histogram; // [K + 1] steps that accepted exactly n drafts
-  double expected_acceptance_sum = 0.0;    // sum over tested positions of sum_x min(p, q)
+  std::vector<int64_t> position_reached;    // [K] steps in which position i was tested
+  std::vector<int64_t> position_accepted;   // [K] steps in which position i was accepted
+  std::vector<int64_t> accepted_histogram;  // [K + 1] steps that accepted exactly n drafts
+  double expected_acceptance_sum = 0.0;     // sum over tested positions of sum_x min(p, q)
   int64_t expected_acceptance_count = 0;
   double draft_seconds = 0.0, target_seconds = 0.0, verify_seconds = 0.0, wall_seconds = 0.0;
   // Processing the prompt (the target's prefill and the drafter's begin), the same work for every method and

@@ -4,10 +4,10 @@
 #include <chrono>
 
 #include "draft/constrained_drafter.h"
-#include "verify/categorical.h"
-#include "verify/error.h"
-#include "verify/mutants.h"
-#include "verify/target_rows.h"
+#include "kernels/shared/error.h"
+#include "kernels/shared/mutation_points.h"
+#include "verify/sampling/categorical.h"
+#include "verify/verifiers/target_rows.h"
 
 namespace specula {
 namespace {
@@ -62,8 +62,7 @@ Generator::Generator(std::shared_ptr<const LanguageModel> target, SamplingParams
     fail("--num-draft-tokens must be <= ", kMaxDraftTokens, ", got ", config_.num_draft_tokens);
   if (config_.method == VerifyMethod::greedy && !pipeline_.params().greedy())
     fail("--method greedy verifies greedy decoding: use --temperature 0 (got ", pipeline_.params().temperature, ")");
-  if (config_.method != VerifyMethod::tree && !config_.tree_shape.empty())
-    fail("--tree is only used by --method tree");
+  if (config_.method != VerifyMethod::tree && !config_.tree_shape.empty()) fail("--tree is only used by --method tree");
   for (int32_t b : config_.tree_shape)
     if (b != 1 && config_.method != VerifyMethod::tree) fail("--tree with branching needs --method tree");
   // Under a constraint, point-mass drafts (prompt lookup) are cut at their first illegal token.
@@ -96,7 +95,7 @@ void Generator::check_fits(const std::vector<Token>& prompt) const {
   const int64_t limit = target_->max_positions();
   if (limit <= 0 || config_.max_new_tokens == 0) return;
   // The last step runs from a context of prompt + max_new_tokens - 1 tokens, with its draft tree on top.
-  const int64_t depth = !config_.method ? 0
+  const int64_t depth = !config_.method              ? 0
                         : config_.tree_shape.empty() ? config_.num_draft_tokens
                                                      : static_cast<int64_t>(config_.tree_shape.size());
   const int64_t needed = static_cast<int64_t>(prompt.size()) + config_.max_new_tokens - 1 + depth;
@@ -197,8 +196,8 @@ SequenceOutput Generator::generate_speculative(ModelSession& target, Drafter& dr
   const auto start = Clock::now();
   const int32_t V = target_->vocab_size();
   const VerifyMethod method = *config_.method;
-  const int32_t positions = config_.tree_shape.empty() ? config_.num_draft_tokens
-                                                       : static_cast<int32_t>(config_.tree_shape.size());
+  const int32_t positions =
+      config_.tree_shape.empty() ? config_.num_draft_tokens : static_cast<int32_t>(config_.tree_shape.size());
   metrics.resize(positions);
   SequenceOutput out;
   std::vector<Token> context = prompt;
@@ -206,8 +205,8 @@ SequenceOutput Generator::generate_speculative(ModelSession& target, Drafter& dr
   history.prompt = prompt;
   const int64_t draft_forwards_before = drafter.counters().n_forward;
 
-  for (uint64_t step = 0; static_cast<int32_t>(out.tokens.size()) < config_.max_new_tokens &&
-                          out.stop_reason != StopReason::stop;
+  for (uint64_t step = 0;
+       static_cast<int32_t>(out.tokens.size()) < config_.max_new_tokens && out.stop_reason != StopReason::stop;
        ++step) {
     DraftRequest request;
     request.context = &context;
@@ -273,8 +272,8 @@ SequenceOutput Generator::generate_speculative(ModelSession& target, Drafter& dr
       if (i < outcome.accepted) ++metrics.position_accepted[i];
       const std::vector<int32_t> kids = tree.children(row);
       if (!kids.empty()) {
-        metrics.expected_acceptance_sum +=
-            acceptance_probability(probs.data() + static_cast<size_t>(row) * V, tree.q_at_row(row), tree.tokens[kids[0]], V);
+        metrics.expected_acceptance_sum += acceptance_probability(probs.data() + static_cast<size_t>(row) * V,
+                                                                  tree.q_at_row(row), tree.tokens[kids[0]], V);
         ++metrics.expected_acceptance_count;
       }
       if (i < outcome.accepted) row = outcome.path[i] + 1;

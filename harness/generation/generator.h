@@ -18,8 +18,8 @@
 #include "draft/drafter.h"
 #include "harness/generation/generation_metrics.h"
 #include "harness/models/language_model.h"
-#include "verify/logprobs.h"
-#include "verify/sampler_pipeline.h"
+#include "verify/sampling/logprobs.h"
+#include "verify/sampling/sampler_pipeline.h"
 #include "verify/verifiers/verification.h"
 
 namespace specula {
@@ -37,7 +37,7 @@ struct GenerationConfig {
   int32_t logprobs = -1;  // -1 = off; n >= 0: record every emitted token's logprobs with the top n
 };
 
-enum class StopReason { length, stop };  // reached max_new_tokens | emitted a stop token
+enum class StopReason { length, stop };           // reached max_new_tokens | emitted a stop token
 const char* stop_reason_name(StopReason reason);  // "length" | "stop"
 
 // Per emitted token, with GenerationConfig::logprobs >= 0: its log-probability under the target's processed
@@ -51,9 +51,9 @@ struct EmittedLogprobs {
 };
 
 struct SequenceOutput {
-  std::vector<Token> tokens;          // the generated tokens: up to and including a stop token, at most max_new_tokens
+  std::vector<Token> tokens;  // the generated tokens: up to and including a stop token, at most max_new_tokens
   StopReason stop_reason = StopReason::length;
-  std::vector<int32_t> accept_lengths;  // drafts the verifier accepted per step (Spec-Bench's accept_lengths)
+  std::vector<int32_t> accept_lengths;    // drafts the verifier accepted per step (Spec-Bench's accept_lengths)
   std::vector<EmittedLogprobs> logprobs;  // one per token, when requested
   double wall_seconds = 0.0;
 };

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 
@@ -35,7 +35,8 @@ std::vector<float> parse_logits_text(const std::string& text, const std::string&
     if (!item_since_comma) fail(source, ": empty item (two commas, or a comma at an end of the row)");
     several_on_a_line = several_on_a_line || items > 1;
     if (lines_with_numbers > 1 && several_on_a_line)
-      fail(source, ": holds several lines with several numbers: a logits file is one row (on one line, or one "
+      fail(source,
+           ": holds several lines with several numbers: a logits file is one row (on one line, or one "
            "number per line)");
   }
   std::string normalized = text;

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 namespace {
@@ -30,8 +30,7 @@ std::optional<std::vector<Token>> eos_of(const fs::path& path, int32_t vocab_siz
   std::vector<Token> ids;
   auto add = [&](const json& id) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab_size)
-      fail(path.string(), ": eos_token_id ", v.dump(), " is not a token id in [0, ", vocab_size,
-           ") or a list of them");
+      fail(path.string(), ": eos_token_id ", v.dump(), " is not a token id in [0, ", vocab_size, ") or a list of them");
     ids.push_back(static_cast<Token>(id.get<int64_t>()));
   };
   if (v.is_null()) return ids;

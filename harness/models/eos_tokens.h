@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "verify/sampling_params.h"
+#include "verify/sampling/sampling_params.h"
 
 namespace specula {
 

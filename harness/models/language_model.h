@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "verify/token_tree.h"
+#include "verify/verifiers/token_tree.h"
 
 namespace specula {
 

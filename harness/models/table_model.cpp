@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 namespace {
@@ -48,7 +48,8 @@ const float* TableModel::row_after(const std::vector<Token>& context, const std:
   for (int32_t age = order_; age >= 1; --age) {
     const size_t pos = total - static_cast<size_t>(age);
     const Token t = pos < context.size() ? context[pos] : suffix[pos - context.size()];
-    if (t < 0 || t >= vocab_size_) fail(description_, ": token id ", t, " is outside the vocabulary [0, ", vocab_size_, ")");
+    if (t < 0 || t >= vocab_size_)
+      fail(description_, ": token id ", t, " is outside the vocabulary [0, ", vocab_size_, ")");
     row = row * static_cast<size_t>(vocab_size_) + static_cast<size_t>(t);
   }
   return logits_.data() + row * static_cast<size_t>(vocab_size_);

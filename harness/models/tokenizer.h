@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "verify/sampling_params.h"
+#include "verify/sampling/sampling_params.h"
 
 namespace specula {
 
@@ -31,10 +31,5 @@ std::string token_id_escape(Token token);
 // Each id's text for constrained decoding, for ids [0, vocab_size): ids beyond the tokenizer (padding) get an
 // empty string, which no constraint allows.
 std::vector<std::string> token_strings_for_constraints(const Tokenizer& tokenizer, int32_t vocab_size);
-
-// The tokenizer of a model named by a "kind:PATH" spec (as for --target): for transformer:DIR, the one named
-// in DIR/config.json. nullptr for models without one (bigram tables speak token ids only). Throws Error on a
-// missing or malformed checkpoint config.
-std::shared_ptr<const Tokenizer> load_tokenizer_for(const std::string& model_spec);
 
 }  // namespace specula

@@ -1,35 +1,37 @@
 #include "harness/runner/experiment_runner.h"
 
+#include <omp.h>
+
 #include <algorithm>
-#include <csignal>
 #include <cmath>
-#include <nlohmann/json.hpp>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <omp.h>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
+#include "draft/registry/drafter_registry.h"
 #include "harness/config/command_options.h"
+#include "harness/experiment/environment.h"
+#include "harness/experiment/experiment_config.h"
+#include "harness/experiment/run_progress.h"
+#include "harness/experiment/run_record.h"
+#include "harness/experiment/summary.h"
+#include "harness/experiment/sweep.h"
 #include "harness/generation/beam_search.h"
 #include "harness/generation/generator.h"
+#include "harness/io/log.h"
 #include "harness/io/output_file.h"
-#include "harness/log.h"
-#include "harness/models/compute_threads.h"
 #include "harness/models/eos_tokens.h"
-#include "harness/models/model_source.h"
-#include "harness/models/transformer/skinny_linear.h"
+#include "harness/models/registry/model_registry.h"
 #include "harness/models/tokenizer.h"
-#include "harness/runner/environment.h"
-#include "harness/runner/experiment_config.h"
-#include "harness/runner/run_progress.h"
-#include "harness/runner/run_record.h"
-#include "harness/runner/summary.h"
-#include "harness/runner/sweep.h"
-#include "kernels/philox.h"
-#include "verify/constraints/token_constraint.h"
-#include "verify/error.h"
+#include "harness/models/transformer/compute_threads.h"
+#include "harness/models/transformer/skinny_linear.h"
+#include "kernels/shared/error.h"
+#include "kernels/shared/philox.h"
+#include "verify/sampling/token_constraint.h"
 
 namespace specula {
 namespace fs = std::filesystem;
@@ -82,7 +84,8 @@ std::shared_ptr<const TokenConstraint> constraint_for(
     std::map<std::string, std::shared_ptr<const TokenConstraint>>& cache) {
   ConstraintOptions options;
   if (setting.get_or("sampling.regex", "none") != "none") options.regex = setting.get("sampling.regex");
-  if (setting.get_or("sampling.json_schema", "none") != "none") options.json_schema_file = setting.get("sampling.json_schema");
+  if (setting.get_or("sampling.json_schema", "none") != "none")
+    options.json_schema_file = setting.get("sampling.json_schema");
   options.token_strings_file = setting.get_or("sampling.token_strings", "");
   if (!options.any()) return nullptr;
   std::string key = options.regex + "\n" + options.json_schema_file + "\n" + options.token_strings_file + "\n";
@@ -213,11 +216,13 @@ std::vector<std::vector<int32_t>> load_prompts(const ExperimentConfig& c, const 
   const std::shared_ptr<const Tokenizer> tokenizer = load_tokenizer_for(target_spec);
   std::vector<std::string> texts;
   if (!c.prompts_file.empty()) {
-    std::istringstream in(read_file(c.prompts_file, c.origin.count("experiment.prompts") ? c.origin.at("experiment.prompts") : "prompts"));
+    std::istringstream in(read_file(
+        c.prompts_file, c.origin.count("experiment.prompts") ? c.origin.at("experiment.prompts") : "prompts"));
     std::string line;
     while (std::getline(in, line))
       if (!line.empty() && line[0] != '#') texts.push_back(unescape_newlines(line));
-    if (c.origin.count("experiment.num_prompts") && static_cast<int>(texts.size()) > c.num_prompts) texts.resize(c.num_prompts);
+    if (c.origin.count("experiment.num_prompts") && static_cast<int>(texts.size()) > c.num_prompts)
+      texts.resize(c.num_prompts);
   } else {
     const std::string corpus = read_file(c.prompts_from_corpus, c.origin.at("experiment.prompts_from_corpus"));
     texts = corpus_excerpts(corpus, c);
@@ -243,7 +248,8 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
     // The run continues as it was configured: its resolved configuration, its shard.
     const fs::path folder(options.resume_dir);
     if (!fs::exists(folder / "config.resolved.ini")) fail("--resume: ", options.resume_dir, " is not a results folder");
-    const std::string status = fs::exists(folder / "status") ? read_file((folder / "status").string(), "run --resume") : "";
+    const std::string status =
+        fs::exists(folder / "status") ? read_file((folder / "status").string(), "run --resume") : "";
     if (status == "complete\n") fail("--resume: ", options.resume_dir, " is complete; there is nothing to resume");
     if (!options.overrides.empty()) fail("--resume continues the run as it was configured: drop --set");
     experiment_path = (folder / "config.resolved.ini").string();
@@ -270,8 +276,9 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
     for (const Setting& setting : settings) {
       int64_t depth = 0;
       if (!setting.baseline && setting.get_or("draft.method", "") != "beam")
-        depth = setting.values.count("draft.tree") ? static_cast<int64_t>(parse_tree_shape(setting.get("draft.tree")).size())
-                                                   : std::stoll(setting.get_or("draft.num_draft_tokens", "4"));
+        depth = setting.values.count("draft.tree")
+                    ? static_cast<int64_t>(parse_tree_shape(setting.get("draft.tree")).size())
+                    : std::stoll(setting.get_or("draft.num_draft_tokens", "4"));
       const int64_t needed = static_cast<int64_t>(longest) + config.max_new_tokens - 1 + depth;
       if (needed > limit)
         fail(config.file, ": the target holds ", limit, " positions, but the longest prompt (", longest,
@@ -288,53 +295,125 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
   write_status(dir, "running");
   const SignalGuard signals;
   try {
-  std::vector<RunRecord> records;
-  std::set<std::string> written;  // (setting, prompt, repetition) already in records.jsonl: a resumed run skips them
-  if (resume) {
-    records = records_to_resume(dir);
-    for (const RunRecord& r : records) written.insert(record_key(r.setting_id, r.prompt_index, r.repetition));
-    log(LogLevel::info, "resuming ", dir.string(), ": ", records.size(), " records already written");
-  } else {
-    std::string resolved = config.resolved_ini();
-    if (options.shard_count > 1)
-      resolved += "; shard = " + std::to_string(options.shard_index) + "/" + std::to_string(options.shard_count) + "\n";
-    write_output_file((dir / "config.resolved.ini").string(), resolved, "run");
-    nlohmann::json env = nlohmann::json::parse(environment_json(config.threads, options.command_line));
-    env["weights_dtype"] = config.weights_dtype;
-    env["skinny_kernel_isa"] = skinny_isa_name(skinny_linear_isa());  // SPECULA_SKINNY_ISA may force one
-    write_output_file((dir / "env.json").string(), env.dump(2) + "\n", "run");
-  }
-  AppendedOutput records_out((dir / "records.jsonl").string(), "run");
+    std::vector<RunRecord> records;
+    std::set<std::string> written;  // (setting, prompt, repetition) already in records.jsonl: a resumed run skips them
+    if (resume) {
+      records = records_to_resume(dir);
+      for (const RunRecord& r : records) written.insert(record_key(r.setting_id, r.prompt_index, r.repetition));
+      log(LogLevel::info, "resuming ", dir.string(), ": ", records.size(), " records already written");
+    } else {
+      std::string resolved = config.resolved_ini();
+      if (options.shard_count > 1)
+        resolved +=
+            "; shard = " + std::to_string(options.shard_index) + "/" + std::to_string(options.shard_count) + "\n";
+      write_output_file((dir / "config.resolved.ini").string(), resolved, "run");
+      nlohmann::json env = nlohmann::json::parse(environment_json(config.threads, options.command_line));
+      env["weights_dtype"] = config.weights_dtype;
+      env["skinny_kernel_isa"] = skinny_isa_name(skinny_linear_isa());  // SPECULA_SKINNY_ISA may force one
+      write_output_file((dir / "env.json").string(), env.dump(2) + "\n", "run");
+    }
+    AppendedOutput records_out((dir / "records.jsonl").string(), "run");
 
-  RunProgress progress(static_cast<int64_t>(settings.size() * prompts.size() * config.repetitions), options.quiet);
-  int64_t done = 0;
-  std::map<std::string, std::shared_ptr<const DrafterFactory>> drafters;
-  std::map<std::string, std::shared_ptr<const TokenConstraint>> constraints;
-  std::set<std::string> beam_settings;
-  std::map<std::string, const Setting*> by_id;
-  for (const Setting& s : settings) by_id[s.id] = &s;
-  // One stop rule for every setting: [sampling] stop_tokens plus the checkpoint's end of sequence.
-  const std::vector<Token> eos =
-      config.ignore_eos ? std::vector<Token>{} : checkpoint_eos_tokens(config.target, target->vocab_size());
-  for (const Setting& setting : settings) {
-    SamplingParams target_params = sampler_params(setting, "sampling", SamplingParams{});
-    add_stop_tokens(target_params, eos);
-    target_params.constraint = constraint_for(setting, *target, config.target, target_params, constraints);
-    if (setting.get_or("draft.method", "") == "beam") {
-      // Beam search uses no drafter: settings that differ only in draft axes are the same run.
-      std::string key;
-      for (const auto& [k, v] : setting.values)
-        if (k.rfind("draft.", 0) != 0) key += k + "=" + v + ";";
-      if (!beam_settings.insert(key).second) continue;
-      const BeamSearch search(target, target_params, beam_config(config));
-      {
-        // Warm-up (not recorded), as for the other methods.
-        BeamSearchConfig warm = search.config();
-        warm.max_new_tokens = std::min(warm.max_new_tokens, 8);
-        GenerationMetrics ignored;
-        BeamSearch(target, target_params, warm).search(prompts[0], ignored);
+    RunProgress progress(static_cast<int64_t>(settings.size() * prompts.size() * config.repetitions), options.quiet);
+    int64_t done = 0;
+    std::map<std::string, std::shared_ptr<const DrafterFactory>> drafters;
+    std::map<std::string, std::shared_ptr<const TokenConstraint>> constraints;
+    std::set<std::string> beam_settings;
+    std::map<std::string, const Setting*> by_id;
+    for (const Setting& s : settings) by_id[s.id] = &s;
+    // One stop rule for every setting: [sampling] stop_tokens plus the checkpoint's end of sequence.
+    const std::vector<Token> eos =
+        config.ignore_eos ? std::vector<Token>{} : checkpoint_eos_tokens(config.target, target->vocab_size());
+    for (const Setting& setting : settings) {
+      SamplingParams target_params = sampler_params(setting, "sampling", SamplingParams{});
+      add_stop_tokens(target_params, eos);
+      target_params.constraint = constraint_for(setting, *target, config.target, target_params, constraints);
+      if (setting.get_or("draft.method", "") == "beam") {
+        // Beam search uses no drafter: settings that differ only in draft axes are the same run.
+        std::string key;
+        for (const auto& [k, v] : setting.values)
+          if (k.rfind("draft.", 0) != 0) key += k + "=" + v + ";";
+        if (!beam_settings.insert(key).second) continue;
+        const BeamSearch search(target, target_params, beam_config(config));
+        {
+          // Warm-up (not recorded), as for the other methods.
+          BeamSearchConfig warm = search.config();
+          warm.max_new_tokens = std::min(warm.max_new_tokens, 8);
+          GenerationMetrics ignored;
+          BeamSearch(target, target_params, warm).search(prompts[0], ignored);
+        }
+        for (int rep = 0; rep < config.repetitions; ++rep)
+          for (size_t j = 0; j < prompts.size(); ++j) {
+            if (written.count(record_key(setting.id, j, rep))) {
+              progress.update(++done, setting.id);
+              continue;
+            }
+            RunRecord r;
+            r.setting_id = setting.id;
+            r.baseline_id = setting.baseline_id;
+            r.setting = setting.values;
+            r.prompt_index = static_cast<int>(j);
+            r.repetition = rep;
+            const BeamSearchOutput out = search.search(prompts[j], r.metrics);
+            r.tokens = out.nbest[0].tokens;
+            r.stop_reason = out.nbest[0].stopped ? "stop" : "length";
+            r.metrics.wall_seconds = out.wall_seconds;
+            records_out.append(r.to_json_line() + "\n");
+            records.push_back(std::move(r));
+            progress.update(++done, setting.id);
+            throw_if_stop_requested();
+          }
+        continue;
       }
-      for (int rep = 0; rep < config.repetitions; ++rep)
+      GenerationConfig gen;
+      gen.max_new_tokens = config.max_new_tokens;
+      std::shared_ptr<const DrafterFactory> drafter;
+      const std::string method = setting.get("draft.method");
+      if (!setting.baseline) {
+        gen.method = parse_verify_method(method);
+        if (*gen.method == VerifyMethod::greedy && !setting.values.count("sampling.temperature"))
+          target_params.temperature = 0.0f;
+        gen.num_draft_tokens = std::stoi(setting.get_or("draft.num_draft_tokens", "4"));
+        if (setting.values.count("draft.tree")) gen.tree_shape = parse_tree_shape(setting.get("draft.tree"));
+        if (*gen.method == VerifyMethod::tree && gen.tree_shape.empty()) gen.tree_shape.assign(gen.num_draft_tokens, 1);
+        gen.tree_sampling = parse_sibling_scheme(setting.get_or("draft.tree_sampling", "iid"));
+        const SamplingParams draft_params = sampler_params(setting, "draft_sampling", target_params);
+        const std::string spec = setting.get("draft.drafter");
+        // Drafters are shared by settings with the same draft sampler (loading a model costs time).
+        std::string key = spec + "|";
+        for (const auto& [k, v] : setting.values)
+          if (k.rfind("sampling.", 0) == 0 || k.rfind("draft_sampling.", 0) == 0) key += k + "=" + v + ";";
+        if (!drafters.count(key)) drafters[key] = load_drafter(spec, draft_params, target, target_params);
+        drafter = drafters[key];
+      }
+      {
+        // Warm-up (not recorded): first calls pay for allocations, lazy initialisation and cold caches.
+        GenerationConfig warm = gen;
+        warm.max_new_tokens = std::min(gen.max_new_tokens, 8);
+        GenerationMetrics ignored;
+        Generator(target, target_params, drafter, warm).generate(prompts[0], 0, ignored);
+      }
+      // Paired timing: the baseline of this setting (same [sampling] values, same seeds) run beside every
+      // speculative generation, alternately before and after it.
+      const Setting* base_setting = nullptr;
+      SamplingParams base_params;
+      if (config.paired_timing && !setting.baseline && by_id.count(setting.baseline_id)) {
+        base_setting = by_id.at(setting.baseline_id);
+        base_params = sampler_params(*base_setting, "sampling", SamplingParams{});
+        add_stop_tokens(base_params, eos);
+        if (gen.method && *gen.method == VerifyMethod::greedy && !setting.values.count("sampling.temperature"))
+          base_params.temperature = 0.0f;  // like for like: greedy speculation against greedy decoding
+        base_params.constraint = constraint_for(*base_setting, *target, config.target, base_params, constraints);
+      }
+      for (int rep = 0; rep < config.repetitions; ++rep) {
+        GenerationConfig seeded = gen;
+        seeded.seed = config.seed + static_cast<uint64_t>(rep);
+        const Generator rep_generator(target, target_params, drafter, seeded);
+        GenerationConfig base_seeded;
+        base_seeded.max_new_tokens = config.max_new_tokens;
+        base_seeded.seed = seeded.seed;
+        const std::unique_ptr<const Generator> base_generator =
+            base_setting ? std::make_unique<const Generator>(target, base_params, nullptr, base_seeded) : nullptr;
         for (size_t j = 0; j < prompts.size(); ++j) {
           if (written.count(record_key(setting.id, j, rep))) {
             progress.update(++done, setting.id);
@@ -344,116 +423,45 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
           r.setting_id = setting.id;
           r.baseline_id = setting.baseline_id;
           r.setting = setting.values;
+          r.baseline = setting.baseline;
           r.prompt_index = static_cast<int>(j);
           r.repetition = rep;
-          const BeamSearchOutput out = search.search(prompts[j], r.metrics);
-          r.tokens = out.nbest[0].tokens;
-          r.stop_reason = out.nbest[0].stopped ? "stop" : "length";
+          auto run_baseline = [&] {
+            GenerationMetrics m;
+            const SequenceOutput b = base_generator->generate(prompts[j], j, m);
+            r.pair.present = true;
+            r.pair.new_tokens = m.new_tokens;
+            r.pair.wall_seconds = b.wall_seconds;
+            r.pair.prompt_seconds = m.prompt_seconds;
+          };
+          r.pair.baseline_first = (rep + static_cast<int>(j)) % 2 == 1;  // ABAB, then BABA
+          r.pair.load_before = load_average();
+          if (base_generator && r.pair.baseline_first) run_baseline();
+          const SequenceOutput out = rep_generator.generate(prompts[j], j, r.metrics);
+          if (base_generator && !r.pair.baseline_first) run_baseline();
+          r.pair.load_after = load_average();
+          r.tokens = out.tokens;
+          r.stop_reason = stop_reason_name(out.stop_reason);
+          r.accept_lengths = out.accept_lengths;
           r.metrics.wall_seconds = out.wall_seconds;
           records_out.append(r.to_json_line() + "\n");
           records.push_back(std::move(r));
-          progress.update(++done, setting.id);
+          progress.update(++done, setting.baseline ? "baseline " + setting.id : setting.id);
           throw_if_stop_requested();
         }
-      continue;
-    }
-    GenerationConfig gen;
-    gen.max_new_tokens = config.max_new_tokens;
-    std::shared_ptr<const DrafterFactory> drafter;
-    const std::string method = setting.get("draft.method");
-    if (!setting.baseline) {
-      gen.method = parse_verify_method(method);
-      if (*gen.method == VerifyMethod::greedy && !setting.values.count("sampling.temperature"))
-        target_params.temperature = 0.0f;
-      gen.num_draft_tokens = std::stoi(setting.get_or("draft.num_draft_tokens", "4"));
-      if (setting.values.count("draft.tree")) gen.tree_shape = parse_tree_shape(setting.get("draft.tree"));
-      if (*gen.method == VerifyMethod::tree && gen.tree_shape.empty()) gen.tree_shape.assign(gen.num_draft_tokens, 1);
-      gen.tree_sampling = parse_sibling_scheme(setting.get_or("draft.tree_sampling", "iid"));
-      const SamplingParams draft_params = sampler_params(setting, "draft_sampling", target_params);
-      const std::string spec = setting.get("draft.drafter");
-      // Drafters are shared by settings with the same draft sampler (loading a model costs time).
-      std::string key = spec + "|";
-      for (const auto& [k, v] : setting.values)
-        if (k.rfind("sampling.", 0) == 0 || k.rfind("draft_sampling.", 0) == 0) key += k + "=" + v + ";";
-      if (!drafters.count(key)) drafters[key] = load_drafter(spec, draft_params, target, target_params);
-      drafter = drafters[key];
-    }
-    {
-      // Warm-up (not recorded): first calls pay for allocations, lazy initialisation and cold caches.
-      GenerationConfig warm = gen;
-      warm.max_new_tokens = std::min(gen.max_new_tokens, 8);
-      GenerationMetrics ignored;
-      Generator(target, target_params, drafter, warm).generate(prompts[0], 0, ignored);
-    }
-    // Paired timing: the baseline of this setting (same [sampling] values, same seeds) run beside every
-    // speculative generation, alternately before and after it.
-    const Setting* base_setting = nullptr;
-    SamplingParams base_params;
-    if (config.paired_timing && !setting.baseline && by_id.count(setting.baseline_id)) {
-      base_setting = by_id.at(setting.baseline_id);
-      base_params = sampler_params(*base_setting, "sampling", SamplingParams{});
-      add_stop_tokens(base_params, eos);
-      if (gen.method && *gen.method == VerifyMethod::greedy && !setting.values.count("sampling.temperature"))
-        base_params.temperature = 0.0f;  // like for like: greedy speculation against greedy decoding
-      base_params.constraint = constraint_for(*base_setting, *target, config.target, base_params, constraints);
-    }
-    for (int rep = 0; rep < config.repetitions; ++rep) {
-      GenerationConfig seeded = gen;
-      seeded.seed = config.seed + static_cast<uint64_t>(rep);
-      const Generator rep_generator(target, target_params, drafter, seeded);
-      GenerationConfig base_seeded;
-      base_seeded.max_new_tokens = config.max_new_tokens;
-      base_seeded.seed = seeded.seed;
-      const std::unique_ptr<const Generator> base_generator =
-          base_setting ? std::make_unique<const Generator>(target, base_params, nullptr, base_seeded) : nullptr;
-      for (size_t j = 0; j < prompts.size(); ++j) {
-        if (written.count(record_key(setting.id, j, rep))) {
-          progress.update(++done, setting.id);
-          continue;
-        }
-        RunRecord r;
-        r.setting_id = setting.id;
-        r.baseline_id = setting.baseline_id;
-        r.setting = setting.values;
-        r.baseline = setting.baseline;
-        r.prompt_index = static_cast<int>(j);
-        r.repetition = rep;
-        auto run_baseline = [&] {
-          GenerationMetrics m;
-          const SequenceOutput b = base_generator->generate(prompts[j], j, m);
-          r.pair.present = true;
-          r.pair.new_tokens = m.new_tokens;
-          r.pair.wall_seconds = b.wall_seconds;
-          r.pair.prompt_seconds = m.prompt_seconds;
-        };
-        r.pair.baseline_first = (rep + static_cast<int>(j)) % 2 == 1;  // ABAB, then BABA
-        r.pair.load_before = load_average();
-        if (base_generator && r.pair.baseline_first) run_baseline();
-        const SequenceOutput out = rep_generator.generate(prompts[j], j, r.metrics);
-        if (base_generator && !r.pair.baseline_first) run_baseline();
-        r.pair.load_after = load_average();
-        r.tokens = out.tokens;
-        r.stop_reason = stop_reason_name(out.stop_reason);
-        r.accept_lengths = out.accept_lengths;
-        r.metrics.wall_seconds = out.wall_seconds;
-        records_out.append(r.to_json_line() + "\n");
-        records.push_back(std::move(r));
-        progress.update(++done, setting.baseline ? "baseline " + setting.id : setting.id);
-        throw_if_stop_requested();
+      }
+      if (log_level() >= LogLevel::debug) {
+        GenerationMetrics total;
+        for (const RunRecord& r : records)
+          if (r.setting_id == setting.id) total.merge(r.metrics);
+        log(LogLevel::debug, setting.id, ": ", total.new_tokens, " tokens, acceptance ", total.acceptance_rate(),
+            ", tokens/step ", total.mean_accepted_length());
       }
     }
-    if (log_level() >= LogLevel::debug) {
-      GenerationMetrics total;
-      for (const RunRecord& r : records)
-        if (r.setting_id == setting.id) total.merge(r.metrics);
-      log(LogLevel::debug, setting.id, ": ", total.new_tokens, " tokens, acceptance ", total.acceptance_rate(),
-          ", tokens/step ", total.mean_accepted_length());
-    }
-  }
-  progress.finish();
-  write_summary_csv(summarize(records), (dir / "summary.csv").string());
-  write_status(dir, "complete");
-  return dir.string();
+    progress.finish();
+    write_summary_csv(summarize(records), (dir / "summary.csv").string());
+    write_status(dir, "complete");
+    return dir.string();
   } catch (const StopRequested& stop) {
     // The record in progress was finished and written; summarise what there is and say the run is not whole.
     write_summary_csv(summarize(records_so_far(dir)), (dir / "summary.csv").string());
@@ -480,7 +488,8 @@ void merge_results(const std::vector<std::string>& shard_dirs, const std::string
   bool incomplete = false;
   for (const std::string& d : shard_dirs) {
     const fs::path dir(d);
-    const std::string status = fs::exists(dir / "status") ? read_file((dir / "status").string(), "merge") : "(no status file)\n";
+    const std::string status =
+        fs::exists(dir / "status") ? read_file((dir / "status").string(), "merge") : "(no status file)\n";
     if (status != "complete\n") {
       if (!allow_incomplete)
         fail("merge: ", d, " is not a complete run (status: ", status.substr(0, status.size() - 1),
@@ -496,7 +505,8 @@ void merge_results(const std::vector<std::string>& shard_dirs, const std::string
     if (count && shard.second != count)
       fail("merge: ", d, " is shard ", shard.first, "/", shard.second, " but an earlier one was of ", count);
     count = shard.second;
-    if (!indices.insert(shard.first).second) fail("merge: shard ", shard.first, "/", count, " is given twice (", d, ")");
+    if (!indices.insert(shard.first).second)
+      fail("merge: shard ", shard.first, "/", count, " is given twice (", d, ")");
   }
   if (static_cast<int>(indices.size()) != count) {
     std::string missing;
@@ -518,8 +528,8 @@ void merge_results(const std::vector<std::string>& shard_dirs, const std::string
   fs::create_directories(output);
   write_output_file((fs::path(output) / "config.resolved.ini").string(), config, "merge");
   if (fs::exists(fs::path(shard_dirs[0]) / "env.json"))
-    write_output_file((fs::path(output) / "env.json").string(), read_file((fs::path(shard_dirs[0]) / "env.json").string(), "merge"),
-                      "merge");
+    write_output_file((fs::path(output) / "env.json").string(),
+                      read_file((fs::path(shard_dirs[0]) / "env.json").string(), "merge"), "merge");
   std::string lines;
   for (const RunRecord& r : records) lines += r.to_json_line() + "\n";
   write_output_file((fs::path(output) / "records.jsonl").string(), lines, "merge");

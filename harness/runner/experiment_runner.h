@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 
@@ -40,7 +40,8 @@ std::string run_experiment(const std::string& experiment_path, const RunOptions&
 // shard whose status is not complete (unless allow_incomplete: the merged status then says so), shards
 // whose resolved configurations differ apart from their shard line, a shard count other than their N, an
 // index given twice, and an output that is one of the inputs.
-void merge_results(const std::vector<std::string>& shard_dirs, const std::string& output, bool allow_incomplete = false);
+void merge_results(const std::vector<std::string>& shard_dirs, const std::string& output,
+                   bool allow_incomplete = false);
 
 // Loads the prompts of an experiment as token ids (text prompts through the target's tokenizer).
 std::vector<std::vector<int32_t>> load_prompts(const struct ExperimentConfig& config, const std::string& target_spec);

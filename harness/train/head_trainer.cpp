@@ -10,12 +10,12 @@
 #include <random>
 #include <sstream>
 
-#include "draft/draft_heads.h"
+#include "draft/heads/draft_heads.h"
 #include "harness/models/transformer/byte_tokenizer.h"
 #include "harness/models/transformer/checkpoint.h"
 #include "harness/train/progress_bar.h"
 #include "harness/train/text_corpus.h"
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 namespace {

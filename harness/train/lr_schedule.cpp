@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 

@@ -1,6 +1,6 @@
 #include "harness/train/optimizer_options.h"
 
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 

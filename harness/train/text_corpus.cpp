@@ -3,7 +3,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 

@@ -14,7 +14,7 @@
 #include "harness/models/transformer/checkpoint.h"
 #include "harness/train/progress_bar.h"
 #include "harness/train/text_corpus.h"
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 namespace {

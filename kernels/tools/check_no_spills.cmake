@@ -1,6 +1,6 @@
 # ctest cuda_no_spills: fails if any kernel of the CUDA library uses local memory (register spills or a
 # stack frame). Run as
-#   cmake -DCUOBJDUMP=<path or empty> -DLIBRARY=<libspecula_kernels_cuda.a> -DREPORT_DIR=<object dir> -P ...
+#   cmake -DCUOBJDUMP=<path or empty> -DLIBRARY=<libspecula_kernels.a> -DREPORT_DIR=<object dir> -P ...
 # With cuobjdump: its --dump-resource-usage of the built library (REG/STACK/LOCAL per kernel and arch).
 # Without it (the CUDA pip wheels ship no cuobjdump): the ptxas reports that the compiler launcher
 # tools/keep_ptxas_report.sh kept next to each object ("N bytes stack frame, N bytes spill stores, ...").

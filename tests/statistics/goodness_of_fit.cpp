@@ -16,7 +16,7 @@
 #include <numeric>
 #include <sstream>
 
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula::stats {
 

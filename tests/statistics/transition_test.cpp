@@ -7,7 +7,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula::stats {
 

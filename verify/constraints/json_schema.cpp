@@ -3,8 +3,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "kernels/shared/error.h"
 #include "verify/constraints/regex.h"
-#include "verify/error.h"
 
 namespace specula {
 namespace {

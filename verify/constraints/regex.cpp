@@ -2,7 +2,7 @@
 
 #include <memory>
 
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 namespace {

@@ -5,9 +5,9 @@
 // verification, and equals it when q is a point mass (then we simply run the chain verifier).
 #include <vector>
 
-#include "kernels/sampler_math.h"
-#include "verify/logits_processors.h"
-#include "verify/mutants.h"
+#include "kernels/shared/mutation_points.h"
+#include "kernels/shared/sampler_math.h"
+#include "verify/sampling/logits_processors.h"
 #include "verify/verifiers/verification.h"
 
 namespace specula {

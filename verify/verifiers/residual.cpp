@@ -1,9 +1,9 @@
 #include <cmath>
 #include <string>
 
-#include "verify/error.h"
-#include "verify/logits_processors.h"
-#include "verify/mutants.h"
+#include "kernels/shared/error.h"
+#include "kernels/shared/mutation_points.h"
+#include "verify/sampling/logits_processors.h"
 #include "verify/verifiers/verification.h"
 
 namespace specula {

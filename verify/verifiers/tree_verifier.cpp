@@ -11,9 +11,9 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/sampler_math.h"
-#include "verify/logits_processors.h"
-#include "verify/mutants.h"
+#include "kernels/shared/mutation_points.h"
+#include "kernels/shared/sampler_math.h"
+#include "verify/sampling/logits_processors.h"
 #include "verify/verifiers/verification.h"
 
 namespace specula {

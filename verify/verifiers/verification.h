@@ -1,15 +1,15 @@
 // Exact (lossless) speculative verification on processed target distributions. Conventions: p = target,
 // q = draft; rows follow TokenTree (row 0 = after the committed context, row j + 1 = after node j), and
 // p is [rows, V] as produced by the sampler pipeline with each row's own path history
-// (verify/target_rows.h). verify/ALGORITHMS.md is the reference for every rule here.
+// (verify/verifiers/target_rows.h). verify/ALGORITHMS.md is the reference for every rule here.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "kernels/sampler_math.h"
-#include "verify/categorical.h"
-#include "verify/token_tree.h"
+#include "kernels/shared/sampler_math.h"
+#include "verify/sampling/categorical.h"
+#include "verify/verifiers/token_tree.h"
 
 namespace specula {
 
@@ -32,11 +32,11 @@ struct StepRandom {
 };
 
 struct VerifyOutcome {
-  std::vector<Token> emitted;        // accepted draft tokens, then the correction or bonus token
-  int32_t accepted = 0;              // number of accepted draft tokens
-  std::vector<int32_t> path;         // accepted tree nodes, root's child first
-  bool all_accepted = false;         // the last emitted token is a bonus token
-  int32_t q_zero_errors = 0;         // drafted tokens whose recorded q was 0: a bookkeeping bug upstream
+  std::vector<Token> emitted;  // accepted draft tokens, then the correction or bonus token
+  int32_t accepted = 0;        // number of accepted draft tokens
+  std::vector<int32_t> path;   // accepted tree nodes, root's child first
+  bool all_accepted = false;   // the last emitted token is a bonus token
+  int32_t q_zero_errors = 0;   // drafted tokens whose recorded q was 0: a bookkeeping bug upstream
 };
 
 // Medusa's typical acceptance thresholds (Cai et al. 2024): epsilon = posterior_threshold,

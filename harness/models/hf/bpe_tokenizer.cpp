@@ -11,7 +11,7 @@
 #include <limits>
 #include <unordered_map>
 
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 namespace {

@@ -4,7 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "verify/error.h"
+#include "harness/models/json_fields.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 namespace {
@@ -14,34 +15,25 @@ using nlohmann::json;
 
 constexpr const char* kArchitectures[] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"};
 
-const json* find(const json& j, const char* key) {
-  const auto it = j.find(key);
-  return it == j.end() || it->is_null() ? nullptr : &*it;
-}
-
 int64_t int_field(const json& j, const char* key, const std::string& where) {
-  const json* v = find(j, key);
+  const json* v = json_field_if_set(j, key);
   if (!v) fail(where, ": missing field '", key, "'");
-  if (!v->is_number_integer()) fail(where, ": field '", key, "' must be an integer, got ", v->dump());
-  return v->get<int64_t>();
+  return json_integer(*v, key, where);
 }
 
 int64_t int_field_or(const json& j, const char* key, int64_t fallback, const std::string& where) {
-  return find(j, key) ? int_field(j, key, where) : fallback;
+  const json* v = json_field_if_set(j, key);
+  return v ? json_integer(*v, key, where) : fallback;
 }
 
 double number_field_or(const json& j, const char* key, double fallback, const std::string& where) {
-  const json* v = find(j, key);
-  if (!v) return fallback;
-  if (!v->is_number()) fail(where, ": field '", key, "' must be a number, got ", v->dump());
-  return v->get<double>();
+  const json* v = json_field_if_set(j, key);
+  return v ? json_number(*v, key, where) : fallback;
 }
 
 bool bool_field_or(const json& j, const char* key, bool fallback, const std::string& where) {
-  const json* v = find(j, key);
-  if (!v) return fallback;
-  if (!v->is_boolean()) fail(where, ": field '", key, "' must be true or false, got ", v->dump());
-  return v->get<bool>();
+  const json* v = json_field_if_set(j, key);
+  return v ? json_bool(*v, key, where) : fallback;
 }
 
 int32_t to_int32(int64_t v, const char* key, const std::string& where) {
@@ -53,8 +45,8 @@ RopeScaling parse_rope_scaling(const json& j, const std::string& where) {
   RopeScaling s;
   if (!j.is_object()) fail(where, ": rope_scaling must be an object or null, got ", j.dump());
   // transformers >= 4.45 writes "rope_type"; older configs "type".
-  const json* type = find(j, "rope_type");
-  if (!type) type = find(j, "type");
+  const json* type = json_field_if_set(j, "rope_type");
+  if (!type) type = json_field_if_set(j, "type");
   if (!type || !type->is_string()) fail(where, ": rope_scaling needs a string 'rope_type' (or 'type')");
   s.type = type->get<std::string>();
   if (s.type == "default") {
@@ -67,7 +59,7 @@ RopeScaling parse_rope_scaling(const json& j, const std::string& where) {
   if (!(s.factor >= 1.0)) fail(where, ": rope_scaling.factor must be >= 1, got ", j.value("factor", json()).dump());
   if (s.type == "llama3") {
     for (const char* key : {"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
-      if (!find(j, key)) fail(where, ": llama3 rope_scaling needs '", key, "'");
+      if (!json_field_if_set(j, key)) fail(where, ": llama3 rope_scaling needs '", key, "'");
     s.low_freq_factor = number_field_or(j, "low_freq_factor", 0.0, where);
     s.high_freq_factor = number_field_or(j, "high_freq_factor", 0.0, where);
     s.original_max_position_embeddings = number_field_or(j, "original_max_position_embeddings", 0.0, where);
@@ -91,7 +83,7 @@ std::string supported_hf_architectures() {
 HfConfig hf_config_from_json(const json& j, const std::string& where, int32_t max_seq_len_cap) {
   if (!j.is_object()) fail(where, ": expected a JSON object");
   HfConfig c;
-  const json* archs = find(j, "architectures");
+  const json* archs = json_field_if_set(j, "architectures");
   if (!archs || !archs->is_array() || archs->size() != 1 || !(*archs)[0].is_string())
     fail(where, ": 'architectures' must list exactly one architecture (supported: ", supported_hf_architectures(), ")");
   c.architecture = (*archs)[0].get<std::string>();
@@ -101,7 +93,7 @@ HfConfig hf_config_from_json(const json& j, const std::string& where, int32_t ma
     fail(where, ": unsupported architecture '", c.architecture, "' (supported: ", supported_hf_architectures(), ")");
   const bool qwen2 = c.architecture == "Qwen2ForCausalLM";
 
-  const json* act = find(j, "hidden_act");
+  const json* act = json_field_if_set(j, "hidden_act");
   if (act && (!act->is_string() || act->get<std::string>() != "silu"))
     fail(where, ": hidden_act ", act->dump(), " is not supported (SwiGLU needs \"silu\")");
   // Llama's attention_bias puts a bias on o_proj too; Specula's attention has biases on q, k, v only.
@@ -129,11 +121,11 @@ HfConfig hf_config_from_json(const json& j, const std::string& where, int32_t ma
 
   c.max_position_embeddings = int_field(j, "max_position_embeddings", where);
   if (c.max_position_embeddings < 1) fail(where, ": max_position_embeddings must be >= 1");
-  if (const json* s = find(j, "rope_scaling")) c.rope_scaling = parse_rope_scaling(*s, where);
+  if (const json* s = json_field_if_set(j, "rope_scaling")) c.rope_scaling = parse_rope_scaling(*s, where);
   // Mistral v0.1 sets sliding_window; Qwen2 carries one but uses it only with use_sliding_window.
   if (!qwen2 || bool_field_or(j, "use_sliding_window", false, where))
     c.sliding_window = int_field_or(j, "sliding_window", 0, where);
-  if (const json* d = find(j, "torch_dtype"); d && d->is_string()) c.torch_dtype = d->get<std::string>();
+  if (const json* d = json_field_if_set(j, "torch_dtype"); d && d->is_string()) c.torch_dtype = d->get<std::string>();
 
   int64_t served = std::min<int64_t>(c.max_position_embeddings, max_seq_len_cap);
   if (c.sliding_window > 0) served = std::min(served, c.sliding_window);

@@ -17,7 +17,7 @@
 #include "harness/models/hf/safetensors.h"
 #include "harness/models/transformer/checkpoint.h"
 #include "harness/models/transformer/transformer_language_model.h"
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is little-endian; so must the host be");
 
@@ -73,7 +73,9 @@ std::string shape_string(torch::IntArrayRef shape) {
   return s + "]";
 }
 
-torch::Device parse_device(const std::string& name) {
+// The LibTorch device the weights live on (cpu, cuda, cuda:N): LibTorch's own device, unlike kernels/cuda_device.h's
+// choice of sampler backend.
+torch::Device torch_device_named(const std::string& name) {
   std::optional<torch::Device> device;
   try {
     device = torch::Device(name);
@@ -209,7 +211,7 @@ HfMemoryPlan plan_hf_memory(const std::string& dir, const HfLoadOptions& options
 std::shared_ptr<const LanguageModel> load_hf_language_model(const std::string& dir, const HfLoadOptions& options) {
   const HfConfig config = read_hf_config(dir, options.max_seq_len);
   const std::string config_path = (fs::path(dir) / kHfConfigFile).string();
-  const torch::Device device = parse_device(options.device);
+  const torch::Device device = torch_device_named(options.device);
   WeightFiles weights = open_weights(dir);
 
   // Refuse what cannot fit before allocating it.
@@ -265,7 +267,7 @@ std::shared_ptr<const LanguageModel> load_hf_language_model(const std::string& d
     std::set<SafetensorsDtype> stored;
     for (const auto& [name, t] : weights.tensors)
       if (t->shape.size() == 2) stored.insert(t->dtype);
-    const torch::ScalarType as_stored = stored.size() != 1                       ? torch::kFloat32
+    const torch::ScalarType as_stored = stored.size() != 1                          ? torch::kFloat32
                                         : *stored.begin() == SafetensorsDtype::F16  ? torch::kFloat16
                                         : *stored.begin() == SafetensorsDtype::BF16 ? torch::kBFloat16
                                                                                     : torch::kFloat32;
@@ -279,8 +281,8 @@ std::shared_ptr<const LanguageModel> load_hf_language_model(const std::string& d
     const int64_t resident = resident_bytes(*loaded.model);
     std::cerr << "hf:" << dir << ": " << config.architecture << ", " << config.model.describe() << "; "
               << loaded.config.weights_dtype << " weights from " << loaded.config.weights_file << " -> "
-              << dtype_string(loaded.model->embedding->weight.scalar_type()) << " matrices on "
-              << device.str() << ", resident " << format_bytes(resident) << " + " << format_bytes(plan.kv_cache_bytes)
+              << dtype_string(loaded.model->embedding->weight.scalar_type()) << " matrices on " << device.str()
+              << ", resident " << format_bytes(resident) << " + " << format_bytes(plan.kv_cache_bytes)
               << " KV cache per session (" << config.model.max_seq_len << " positions)";
     if (config.rope_scaling.type != "none")
       std::cerr << ", rope_scaling " << config.rope_scaling.type << " x" << config.rope_scaling.factor;

@@ -33,8 +33,8 @@ struct HfLoadOptions {
   int64_t memory_available = -1;  // bytes the model may take; -1: MemAvailable of /proc/meminfo
   bool report = true;             // parameter count and resident size on stderr
   // The matrices' dtype in memory: float32 | float16 | bfloat16 | auto (as stored: the dtype of the folder's
-  // 2-D tensors when they share one, whatever the norms' dtype; float32 when the matrices mix dtypes). 16-bit matrices are read by the decoding step as they
-  // are (skinny_linear.h); norms and biases stay float32.
+  // 2-D tensors when they share one, whatever the norms' dtype; float32 when the matrices mix dtypes). 16-bit matrices
+  // are read by the decoding step as they are (skinny_linear.h); norms and biases stay float32.
   std::string weights_dtype = "auto";
 };
 

@@ -6,7 +6,7 @@
 
 #include "harness/models/hf/bpe_tokenizer.h"
 #include "harness/models/hf/sentencepiece_tokenizer.h"
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 namespace {

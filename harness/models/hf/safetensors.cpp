@@ -12,7 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 namespace {

@@ -6,7 +6,7 @@
 #include <mutex>
 
 #include "harness/models/hf/sentencepiece_shim.h"
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 #ifndef SPECULA_SENTENCEPIECE_SHIM
 #define SPECULA_SENTENCEPIECE_SHIM "libspecula_sentencepiece.so"

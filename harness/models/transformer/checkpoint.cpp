@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <set>
 
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 namespace {
@@ -61,15 +61,24 @@ void save_checkpoint(const std::string& dir, Transformer& model, CheckpointConfi
   config.model = model->config();
   if (config.weights_dtype != "float32" && config.weights_dtype != "float16" && config.weights_dtype != "bfloat16")
     fail("checkpoint weights dtype '", config.weights_dtype, "' is not float32, float16 or bfloat16");
+  save_parameters_atomically(dir, config.weights_file, *model, storage_dtype(config.weights_dtype),
+                             "checkpoint folder");
+  write_checkpoint_config(dir, config);
+}
+
+void save_parameters_atomically(const std::string& dir, const std::string& file, torch::nn::Module& module,
+                                c10::optional<torch::Dtype> dtype, const std::string& folder) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) fail(dir, ": cannot create checkpoint folder: ", ec.message());
-  const std::string path = (fs::path(dir) / config.weights_file).string();
+  if (ec) fail(dir, ": cannot create the ", folder, ": ", ec.message());
+  const std::string path = (fs::path(dir) / file).string();
   const std::string tmp = path + ".tmp";
   torch::NoGradGuard no_grad;
   torch::serialize::OutputArchive archive;
-  for (const auto& p : model->named_parameters())
-    archive.write(p.key(), p.value().detach().to(storage_dtype(config.weights_dtype)).contiguous());
+  for (const auto& p : module.named_parameters()) {
+    torch::Tensor t = p.value().detach();
+    archive.write(p.key(), (dtype ? t.to(*dtype) : t).contiguous());
+  }
   try {
     archive.save_to(tmp);
   } catch (const c10::Error& e) {
@@ -77,7 +86,6 @@ void save_checkpoint(const std::string& dir, Transformer& model, CheckpointConfi
   }
   fs::rename(tmp, path, ec);
   if (ec) fail(path, ": cannot move the new weights into place: ", ec.message());
-  write_checkpoint_config(dir, config);
 }
 
 }  // namespace specula

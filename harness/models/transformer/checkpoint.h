@@ -30,4 +30,10 @@ Transformer transformer_module(const TransformerLanguageModel& model);
 // checkpoint readable. config.model is replaced by the model's own config.
 void save_checkpoint(const std::string& dir, Transformer& model, CheckpointConfig config);
 
+// Writes `module`'s parameters to dir/file as a LibTorch archive, converted to `dtype` (undefined: as they
+// are), through a temporary file renamed into place, so that a reader never sees half-written weights. Creates
+// dir; `folder` names it in errors ("checkpoint folder", "heads folder").
+void save_parameters_atomically(const std::string& dir, const std::string& file, torch::nn::Module& module,
+                                c10::optional<torch::Dtype> dtype, const std::string& folder);
+
 }  // namespace specula

@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "harness/models/transformer/skinny_linear.h"
-#include "verify/logits_processors.h"  // SPECULA_ROW_SCAN: an AVX2 clone picked at load time
+#include "verify/sampling/logits_processors.h"  // SPECULA_ROW_SCAN: an AVX2 clone picked at load time
 
 // The 32-byte vector type below only passes between always-inlined functions of one target, so the ABI note
 // GCC gives for such values (-Wpsabi) concerns no real call.

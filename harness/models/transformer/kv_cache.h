@@ -8,11 +8,11 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 

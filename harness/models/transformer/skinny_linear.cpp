@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 namespace skinny_isa {

@@ -4,8 +4,8 @@
 
 namespace specula::skinny_isa {
 
-void skinny_linear_baseline(const float* x, int64_t rows, int64_t in, WeightView w, const float* bias, int64_t out, float* y,
-                         int64_t out_begin, int64_t out_end) {
+void skinny_linear_baseline(const float* x, int64_t rows, int64_t in, WeightView w, const float* bias, int64_t out,
+                            float* y, int64_t out_begin, int64_t out_end) {
   columns_any<4, 3, 3>(x, rows, in, w, bias, out, y, out_begin, out_end);
 }
 

@@ -5,8 +5,9 @@
 #include <set>
 #include <sstream>
 
+#include "harness/models/json_fields.h"
 #include "harness/models/transformer/byte_tokenizer.h"
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 namespace {
@@ -14,35 +15,20 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const json& field(const json& j, const char* key, const std::string& where) {
-  const auto it = j.find(key);
-  if (it == j.end()) fail(where, ": missing field '", key, "'");
-  return *it;
-}
+const json& field(const json& j, const char* key, const std::string& where) { return json_field(j, key, where); }
 
 int32_t int_field(const json& j, const char* key, const std::string& where) {
-  const json& v = field(j, key, where);
-  if (!v.is_number_integer()) fail(where, ": field '", key, "' must be an integer, got ", v.dump());
-  const int64_t x = v.get<int64_t>();
+  const int64_t x = json_integer(field(j, key, where), key, where);
   if (x < INT32_MIN || x > INT32_MAX) fail(where, ": field '", key, "' = ", x, " is out of range");
   return static_cast<int32_t>(x);
 }
 
 double number_field(const json& j, const char* key, const std::string& where) {
-  const json& v = field(j, key, where);
-  if (!v.is_number()) fail(where, ": field '", key, "' must be a number, got ", v.dump());
-  return v.get<double>();
+  return json_number(field(j, key, where), key, where);
 }
 
 std::string string_field(const json& j, const char* key, const std::string& where) {
-  const json& v = field(j, key, where);
-  if (!v.is_string()) fail(where, ": field '", key, "' must be a string, got ", v.dump());
-  return v.get<std::string>();
-}
-
-void reject_unknown_fields(const json& j, const std::set<std::string>& known, const std::string& where) {
-  for (const auto& item : j.items())
-    if (!known.count(item.key())) fail(where, ": unknown field '", item.key(), "'");
+  return json_string(field(j, key, where), key, where);
 }
 
 }  // namespace
@@ -87,8 +73,8 @@ std::string TransformerConfig::describe() const {
 
 json to_json(const TransformerConfig& c) {
   json j = {{"vocab_size", c.vocab_size}, {"d_model", c.d_model},   {"n_layers", c.n_layers},
-          {"n_heads", c.n_heads},       {"d_ff", c.d_ff},         {"max_seq_len", c.max_seq_len},
-          {"rope_theta", c.rope_theta}, {"norm_eps", c.norm_eps}, {"tie_embeddings", c.tie_embeddings}};
+            {"n_heads", c.n_heads},       {"d_ff", c.d_ff},         {"max_seq_len", c.max_seq_len},
+            {"rope_theta", c.rope_theta}, {"norm_eps", c.norm_eps}, {"tie_embeddings", c.tie_embeddings}};
   if (c.n_kv_heads > 0 && c.n_kv_heads != c.n_heads) j["n_kv_heads"] = c.n_kv_heads;
   if (c.qkv_bias) j["qkv_bias"] = true;
   return j;
@@ -96,10 +82,10 @@ json to_json(const TransformerConfig& c) {
 
 TransformerConfig transformer_config_from_json(const json& j, const std::string& where) {
   if (!j.is_object()) fail(where, ": 'model' must be an object");
-  reject_unknown_fields(j,
-                        {"vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_seq_len", "rope_theta",
-                         "norm_eps", "tie_embeddings", "n_kv_heads", "qkv_bias"},
-                        where);
+  reject_unknown_json_fields(j,
+                             {"vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_seq_len", "rope_theta",
+                              "norm_eps", "tie_embeddings", "n_kv_heads", "qkv_bias"},
+                             where);
   TransformerConfig c;
   c.vocab_size = int_field(j, "vocab_size", where);
   c.d_model = int_field(j, "d_model", where);
@@ -109,14 +95,9 @@ TransformerConfig transformer_config_from_json(const json& j, const std::string&
   c.max_seq_len = int_field(j, "max_seq_len", where);
   c.rope_theta = number_field(j, "rope_theta", where);
   c.norm_eps = number_field(j, "norm_eps", where);
-  const json& tie = field(j, "tie_embeddings", where);
-  if (!tie.is_boolean()) fail(where, ": field 'tie_embeddings' must be true or false, got ", tie.dump());
-  c.tie_embeddings = tie.get<bool>();
+  c.tie_embeddings = json_bool(field(j, "tie_embeddings", where), "tie_embeddings", where);
   if (j.contains("n_kv_heads")) c.n_kv_heads = int_field(j, "n_kv_heads", where);
-  if (j.contains("qkv_bias")) {
-    if (!j["qkv_bias"].is_boolean()) fail(where, ": field 'qkv_bias' must be true or false, got ", j["qkv_bias"].dump());
-    c.qkv_bias = j["qkv_bias"].get<bool>();
-  }
+  if (j.contains("qkv_bias")) c.qkv_bias = json_bool(j["qkv_bias"], "qkv_bias", where);
   c.validate(where);
   return c;
 }
@@ -134,7 +115,7 @@ CheckpointConfig read_checkpoint_config(const std::string& dir) {
     fail(path, ": malformed JSON: ", e.what());
   }
   if (!j.is_object()) fail(path, ": expected a JSON object");
-  reject_unknown_fields(j, {"format", "model", "tokenizer", "weights", "training"}, path);
+  reject_unknown_json_fields(j, {"format", "model", "tokenizer", "weights", "training"}, path);
   const std::string format = string_field(j, "format", path);
   if (format != kCheckpointFormat) fail(path, ": format '", format, "' is not '", kCheckpointFormat, "'");
   CheckpointConfig c;
@@ -146,7 +127,7 @@ CheckpointConfig read_checkpoint_config(const std::string& dir) {
          c.model.vocab_size);
   const json& weights = field(j, "weights", path);
   if (!weights.is_object()) fail(path, ": 'weights' must be an object");
-  reject_unknown_fields(weights, {"file", "dtype"}, path + ": weights");
+  reject_unknown_json_fields(weights, {"file", "dtype"}, path + ": weights");
   c.weights_file = string_field(weights, "file", path + ": weights");
   c.weights_dtype = string_field(weights, "dtype", path + ": weights");
   if (c.weights_dtype != "float32" && c.weights_dtype != "float16" && c.weights_dtype != "bfloat16")

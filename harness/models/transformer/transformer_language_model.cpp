@@ -8,7 +8,7 @@
 
 #include "harness/models/transformer/byte_tokenizer.h"
 #include "harness/models/transformer/checkpoint.h"
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 

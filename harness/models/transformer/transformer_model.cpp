@@ -5,7 +5,7 @@
 
 #include "harness/models/transformer/decode_step.h"
 #include "harness/models/transformer/skinny_linear.h"
-#include "verify/error.h"
+#include "kernels/shared/error.h"
 
 namespace specula {
 
@@ -31,17 +31,16 @@ WeightView weight_view(const torch::Tensor& w) {
 torch::Tensor apply_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   const int64_t in = weight.size(1), out = weight.size(0);
   const WeightView w = weight_view(weight);
-  const bool kernel_fits = !torch::GradMode::is_enabled() && x.device().is_cpu() && w.data &&
-                           x.scalar_type() == torch::kFloat32 &&
-                           (!bias.defined() || bias.scalar_type() == torch::kFloat32) && x.dim() >= 1 &&
-                           x.size(-1) == in;
+  const bool kernel_fits =
+      !torch::GradMode::is_enabled() && x.device().is_cpu() && w.data && x.scalar_type() == torch::kFloat32 &&
+      (!bias.defined() || bias.scalar_type() == torch::kFloat32) && x.dim() >= 1 && x.size(-1) == in;
   // A 16-bit matrix on the CPU at inference always goes through the kernel, 32 rows at a time: widening it
   // for LibTorch's gemm would allocate and write a float32 copy of every matrix on every call (a prompt, a
   // tree of more than 32 nodes), a cost only such calls would pay.
   const bool skinny = kernel_fits && (x.numel() <= kSkinnyLinearMaxRows * in || w.dtype != WeightDtype::float32);
   if (!skinny)  // a 16-bit matrix is widened for LibTorch's gemm (exactly: every 16-bit value is a float32)
-    return torch::nn::functional::linear(x, weight.scalar_type() == x.scalar_type() ? weight : weight.to(x.scalar_type()),
-                                         bias);
+    return torch::nn::functional::linear(
+        x, weight.scalar_type() == x.scalar_type() ? weight : weight.to(x.scalar_type()), bias);
   const torch::Tensor xc = x.contiguous();
   const torch::Tensor b = bias.defined() ? bias.contiguous() : bias;
   const int64_t rows = in > 0 ? xc.numel() / in : 0;
@@ -55,8 +54,8 @@ torch::Tensor apply_linear(const torch::Tensor& x, const torch::Tensor& weight, 
   constexpr int64_t kBlock = 64;
   at::parallel_for(0, (out + kBlock - 1) / kBlock, 1, [&](int64_t first, int64_t last) {
     for (int64_t r = 0; r < rows; r += kSkinnyLinearMaxRows)  // each weight block read once per 32 rows
-      skinny_linear(xp + r * in, std::min(kSkinnyLinearMaxRows, rows - r), in, w, bp, out, yp + r * out,
-                    first * kBlock, std::min(out, last * kBlock));
+      skinny_linear(xp + r * in, std::min(kSkinnyLinearMaxRows, rows - r), in, w, bp, out, yp + r * out, first * kBlock,
+                    std::min(out, last * kBlock));
   });
   return y;
 }
@@ -125,8 +124,7 @@ torch::Tensor RotaryEmbeddingImpl::forward(const torch::Tensor& x, const torch::
 AttentionImpl::AttentionImpl(const TransformerConfig& c)
     : n_heads(c.n_heads), n_kv_heads(c.kv_heads()), head_dim(c.head_dim()) {
   const int64_t qkv_width = (n_heads + 2 * n_kv_heads) * head_dim;
-  qkv = register_module("qkv",
-                        torch::nn::Linear(torch::nn::LinearOptions(c.d_model, qkv_width).bias(c.qkv_bias)));
+  qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, qkv_width).bias(c.qkv_bias)));
   out = register_module("out", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.d_model).bias(false)));
   rope = register_module("rope", RotaryEmbedding(head_dim, c.max_seq_len, c.rope_theta));
 }
@@ -135,7 +133,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
                                      KVCache* cache, int64_t layer) {
   const int64_t B = x.size(0), N = x.size(1), G = n_heads / n_kv_heads;
   const auto heads = apply_linear(qkv, x).view({B, N, n_heads + 2 * n_kv_heads, head_dim}).transpose(1, 2);
-  torch::Tensor q = rope->forward(heads.narrow(1, 0, n_heads), positions);  // [B, H, N, D]
+  torch::Tensor q = rope->forward(heads.narrow(1, 0, n_heads), positions);           // [B, H, N, D]
   torch::Tensor k = rope->forward(heads.narrow(1, n_heads, n_kv_heads), positions);  // [B, Hkv, N, D]
   torch::Tensor v = heads.narrow(1, n_heads + n_kv_heads, n_kv_heads);
   if (cache) std::tie(k, v) = cache->write(layer, k, v);  // now [B, Hkv, T, D]
@@ -246,8 +244,8 @@ void run_decode_layers(const TransformerConfig& c, const std::vector<DecodeLayer
                        torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& mask, KVCache& cache) {
   const int64_t n = x.size(1);
   if (cache.length() + n > cache.capacity())
-    fail("KV cache overflow: ", cache.length(), " cached + ", n, " new tokens exceed the capacity of ", cache.capacity(),
-         " (reserve more slots first)");
+    fail("KV cache overflow: ", cache.length(), " cached + ", n, " new tokens exceed the capacity of ",
+         cache.capacity(), " (reserve more slots first)");
   const torch::Tensor pos = as_cpu_contiguous(positions, torch::kInt64), m = as_cpu_contiguous(mask, torch::kFloat32);
   if (pos.numel() != n) fail("decode step: ", pos.numel(), " positions for ", n, " rows");
   if (m.defined() && (m.dim() != 2 || m.size(0) != n || m.size(1) != cache.length() + n))

@@ -137,8 +137,9 @@ torch::ScalarType weights_dtype_for(const std::string& requested, torch::ScalarT
 std::string dtype_string(torch::ScalarType dtype);  // "float32" | "float16" | "bfloat16"
 
 // x [.., in] times a linear layer's weight [out, in] (+ bias): at inference with at most kSkinnyLinearMaxRows
-// rows of float32 on the CPU (weights float32, float16 or bfloat16), skinny_linear (weights read once, no packing; see skinny_linear.h), split over
-// LibTorch's threads; otherwise LibTorch's own linear (training, large chunks, other devices and types).
+// rows of float32 on the CPU (weights float32, float16 or bfloat16), skinny_linear (weights read once, no packing; see
+// skinny_linear.h), split over LibTorch's threads; otherwise LibTorch's own linear (training, large chunks, other
+// devices and types).
 torch::Tensor apply_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 inline torch::Tensor apply_linear(const torch::nn::Linear& layer, const torch::Tensor& x) {
   return apply_linear(x, layer->weight, layer->bias);

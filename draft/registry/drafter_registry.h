@@ -1,0 +1,29 @@
+// The drafter kinds `--draft` (and `[experiment] draft`) can name, as one table (drafter_registry.cpp).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "draft/drafter.h"
+#include "harness/models/language_model.h"
+#include "verify/sampling/sampling_params.h"
+
+namespace specula {
+
+// A drafter from its spec (the value of --draft):
+//   prompt-lookup[:max_n=N,min_n=M]  n-gram match against the context (point masses)
+//   ngram:PATH                       a Kneser-Ney n-gram model from `specula train-ngram`, sampled with `draft_params`
+//   synthetic:alpha=A                q = A p + (1 - A) delta_argmin p, p from `target` with `target_params`
+//   medusa:DIR[,...], eagle:DIR[,...] heads on the target's features
+//   any language model spec          (bigram:PATH, transformer:DIR, hf:DIR) sampled with `draft_params`
+// `target` supplies the vocabulary of prompt lookup and the p of the synthetic drafter. Throws Error
+// naming the spec on bad input; a vocabulary that differs from the target's is refused by the Generator.
+std::shared_ptr<const DrafterFactory> load_drafter(const std::string& spec, const SamplingParams& draft_params,
+                                                   std::shared_ptr<const LanguageModel> target,
+                                                   const SamplingParams& target_params);
+
+// The registered kinds' spec syntaxes, for help and error messages.
+std::vector<std::string> drafter_kind_usages();
+
+}  // namespace specula

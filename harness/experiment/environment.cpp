@@ -1,0 +1,92 @@
+#include "harness/experiment/environment.h"
+
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#ifndef SPECULA_SOURCE_DIR
+#define SPECULA_SOURCE_DIR "."
+#endif
+#ifndef SPECULA_BUILD_TYPE
+#define SPECULA_BUILD_TYPE "unknown"
+#endif
+
+namespace specula {
+namespace {
+
+std::string command_output(const std::string& command) {
+  std::array<char, 256> buf{};
+  std::string out;
+  FILE* pipe = popen((command + " 2>/dev/null").c_str(), "r");
+  if (!pipe) return "";
+  while (fgets(buf.data(), buf.size(), pipe)) out += buf.data();
+  pclose(pipe);
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+std::string package_version(const std::string& package) {
+  const std::string v = command_output("dpkg-query -W -f='${Version}' " + package);
+  return v.empty() ? "not installed" : v;
+}
+
+}  // namespace
+
+std::string hostname() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "unknown-host";
+  return buf;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+  }
+  return "unknown";
+}
+
+std::string git_revision() {
+  const std::string rev = command_output("git -C '" SPECULA_SOURCE_DIR "' rev-parse --short HEAD");
+  if (rev.empty()) return "unknown";
+  const std::string dirty = command_output("git -C '" SPECULA_SOURCE_DIR "' status --porcelain --untracked-files=no");
+  return dirty.empty() ? rev : rev + "-dirty";
+}
+
+std::string utc_timestamp(bool folder_safe) {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, folder_safe ? "%Y%m%dT%H%M%SZ" : "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string environment_json(int threads, const std::string& command_line) {
+  nlohmann::json j;
+  j["hostname"] = hostname();
+  j["cpu_model"] = cpu_model();
+  j["cores"] = std::thread::hardware_concurrency();
+  j["threads"] = threads;
+  j["omp_wait_policy"] = getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "";
+  j["blas"] = command_output("readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3");
+  j["libraries"] = {{"libtorch-dev", package_version("libtorch-dev")},
+                    {"libopenblas0-openmp", package_version("libopenblas0-openmp")},
+                    {"libboost-program-options-dev", package_version("libboost-program-options-dev")},
+                    {"compiler", __VERSION__}};
+  j["build_type"] = SPECULA_BUILD_TYPE;
+  j["git_revision"] = git_revision();
+  j["utc_time"] = utc_timestamp(false);
+  j["command_line"] = command_line;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace specula

@@ -1,0 +1,303 @@
+#include "harness/experiment/experiment_config.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "harness/config/command_options.h"
+#include "kernels/shared/error.h"
+#include "kernels/shared/philox.h"
+#include "verify/constraints/json_schema.h"
+#include "verify/constraints/regex.h"
+#include "verify/verifiers/token_tree.h"
+#include "verify/verifiers/verification.h"
+
+namespace specula {
+namespace {
+
+const std::set<std::string>& experiment_keys() {
+  static const std::set<std::string> keys = {"name",          "target",        "prompts",     "prompts_from_corpus",
+                                             "num_prompts",   "prompt_length", "corpus_tail", "max_new_tokens",
+                                             "repetitions",   "seed",          "threads",     "output_dir",
+                                             "paired_timing", "weights_dtype", "ignore_eos"};
+  return keys;
+}
+
+const std::set<std::string>& draft_keys() {
+  static const std::set<std::string> keys = {"drafter", "method", "num_draft_tokens", "tree", "tree_sampling"};
+  return keys;
+}
+
+// The sampler option names of `specula sample`, spelled with underscores.
+const std::set<std::string>& sampler_keys() {
+  static const std::set<std::string> keys = [] {
+    po::options_description desc;
+    add_sampler_options(desc);
+    std::set<std::string> out;
+    for (const auto& opt : desc.options()) {
+      std::string name = opt->long_name();
+      std::replace(name.begin(), name.end(), '-', '_');
+      out.insert(name);
+    }
+    return out;
+  }();
+  return keys;
+}
+
+// Constraint keys of [sampling]: not sampler options of `specula sample` (they need the model's tokens).
+const std::set<std::string>& constraint_keys() {
+  static const std::set<std::string> keys = {"regex", "json_schema", "token_strings"};
+  return keys;
+}
+
+const std::set<std::string>& beam_keys() {
+  static const std::set<std::string> keys = {"width",          "groups",         "diversity_penalty",
+                                             "length_penalty", "early_stopping", "num_return"};
+  return keys;
+}
+
+long parse_int(const std::string& where, const std::string& key, const std::string& value, long min) {
+  char* end = nullptr;
+  const long v = std::strtol(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0') fail(where, ": key '", key, "': '", value, "' is not an integer");
+  if (v < min) fail(where, ": key '", key, "': ", v, " must be >= ", min);
+  return v;
+}
+
+// Checks one value of a sweep axis by parsing it the way the run will.
+void check_axis_value(const std::string& where, const std::string& key, const std::string& value) {
+  const std::string section = key.substr(0, key.find('.'));
+  const std::string name = key.substr(key.find('.') + 1);
+  try {
+    if (key == "draft.method") {
+      if (value != "ar" && value != "beam") parse_verify_method(value);
+    } else if (key == "draft.num_draft_tokens") {
+      parse_int(where, key, value, 1);
+    } else if (key == "draft.tree") {
+      parse_tree_shape(value, "tree");
+    } else if (key == "draft.tree_sampling") {
+      parse_sibling_scheme(value);
+    } else if (section == "sampling" && constraint_keys().count(name)) {
+      if (name == "regex" && value != "none") compile_regex(value);
+      if (name != "regex" && !(name == "json_schema" && value == "none")) {
+        std::ifstream in(value);
+        if (!in) fail("cannot open '", value, "'");
+        std::stringstream text;
+        text << in.rdbuf();
+        if (name == "json_schema") json_schema_to_regex(text.str(), value);
+      }
+    } else if (section == "sampling" || section == "draft_sampling") {
+      // Parse through the same option machinery as the command line.
+      po::options_description desc;
+      add_sampler_options(desc);
+      std::string option = name;
+      std::replace(option.begin(), option.end(), '_', '-');
+      po::variables_map vm;
+      po::parsed_options parsed(&desc);
+      parsed.options.emplace_back(option, std::vector<std::string>{value});
+      po::store(parsed, vm);
+      SamplingParams params;
+      read_sampler_options(vm, params);
+      params.validate(std::numeric_limits<int32_t>::max());  // token ids are checked against the model later
+    }
+  } catch (const po::error& e) {
+    fail(where, ": key '", key, "' = '", value, "': ", e.what());
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    if (msg.rfind(where, 0) == 0) throw;
+    fail(where, ": key '", key, "' = '", value, "': ", msg);
+  }
+}
+
+void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, const std::string& where) {
+  const size_t dot = key.find('.');
+  if (dot == std::string::npos)
+    fail(where, ": key '", key, "' is outside any section (use [experiment], [draft], [sampling] or [draft_sampling])");
+  const std::string section = key.substr(0, dot);
+  const std::string name = key.substr(dot + 1);
+  const std::string value = trim(raw);
+  if (section == "experiment") {
+    if (!experiment_keys().count(name))
+      fail(where, ": unknown key '", key,
+           "' (known in [experiment]: name, target, prompts, prompts_from_corpus, "
+           "num_prompts, prompt_length, corpus_tail, max_new_tokens, repetitions, seed, threads, output_dir, "
+           "paired_timing, weights_dtype, ignore_eos)");
+    if (name == "name") {
+      // The results go to output_dir/NAME/: a name is one folder name, never a path out of output_dir.
+      if (value.empty() || value == "." || value == ".." || value.find('/') != std::string::npos)
+        fail(where, ": key '", key, "': '", value, "' is not a plain folder name");
+      c.name = value;
+    }
+    if (name == "target") c.target = value;
+    if (name == "prompts") c.prompts_file = value;
+    if (name == "prompts_from_corpus") c.prompts_from_corpus = value;
+    if (name == "num_prompts") c.num_prompts = static_cast<int>(parse_int(where, key, value, 1));
+    if (name == "prompt_length") c.prompt_length = static_cast<int>(parse_int(where, key, value, 1));
+    if (name == "corpus_tail") {
+      char* end = nullptr;
+      const double tail = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != '\0' || !(tail > 0.0 && tail <= 1.0))
+        fail(where, ": key '", key, "': '", value, "' is not a fraction in (0, 1]");
+      c.corpus_tail = tail;
+    }
+    if (name == "max_new_tokens") c.max_new_tokens = static_cast<int>(parse_int(where, key, value, 1));
+    if (name == "repetitions") c.repetitions = static_cast<int>(parse_int(where, key, value, 1));
+    if (name == "seed") c.seed = static_cast<uint64_t>(parse_int(where, key, value, 0));
+    if (name == "threads") c.threads = static_cast<int>(parse_int(where, key, value, 1));
+    if (name == "output_dir") c.output_dir = value;
+    if (name == "weights_dtype") {
+      if (value != "auto" && value != "float32" && value != "float16" && value != "bfloat16")
+        fail(where, ": key '", key, "': '", value, "' is not float32, bfloat16, float16 or auto");
+      c.weights_dtype = value;
+    }
+    if (name == "paired_timing" || name == "ignore_eos") {
+      if (value != "true" && value != "false") fail(where, ": key '", key, "': '", value, "' is not true or false");
+      (name == "paired_timing" ? c.paired_timing : c.ignore_eos) = value == "true";
+    }
+    c.origin[key] = where;
+    return;
+  }
+  if (section == "beam") {
+    if (!beam_keys().count(name))
+      fail(where, ": unknown key '", key,
+           "' (known in [beam]: width, groups, diversity_penalty, length_penalty, "
+           "early_stopping, num_return)");
+    if (name == "early_stopping") {
+      if (value != "true" && value != "false") fail(where, ": key '", key, "': '", value, "' is not true or false");
+    } else if (name == "diversity_penalty" || name == "length_penalty") {
+      char* end = nullptr;
+      std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != '\0') fail(where, ": key '", key, "': '", value, "' is not a number");
+    } else {
+      parse_int(where, key, value, name == "num_return" ? 0 : 1);
+    }
+    c.beam[name] = value;
+    c.origin[key] = where;
+    return;
+  }
+  const bool known = (section == "draft" && draft_keys().count(name)) ||
+                     ((section == "sampling" || section == "draft_sampling") && sampler_keys().count(name)) ||
+                     (section == "sampling" && constraint_keys().count(name));
+  if (!known) fail(where, ": unknown key '", key, "'");
+  std::vector<std::string> values;
+  try {
+    values = split_values(key, value);
+  } catch (const Error& e) {
+    fail(where, ": ", e.what());
+  }
+  if (values.empty()) fail(where, ": key '", key, "' has no value");
+  for (const std::string& v : values) check_axis_value(where, key, v);
+  c.axes[key] = values;
+  c.origin[key] = where;
+}
+
+}  // namespace
+
+bool key_uses_bar_separator(const std::string& key) {
+  static const std::set<std::string> bar = {"draft.drafter", "draft.tree", "sampling.json_schema",
+                                            "sampling.token_strings"};
+  if (bar.count(key)) return true;
+  const std::string name = key.substr(key.find('.') + 1);
+  static const std::set<std::string> structured = {"logit_bias", "allowed_tokens", "banned_tokens",
+                                                   "bad_words",  "stop_tokens",    "sampler_order"};
+  return structured.count(name) > 0;
+}
+
+std::vector<std::string> split_values(const std::string& key, const std::string& value) {
+  if (key == "sampling.regex") {  // ' | ' with spaces: a pattern's own '|' has none around it
+    std::vector<std::string> out;
+    size_t from = 0;
+    while (true) {
+      const size_t at = value.find(" | ", from);
+      const std::string item = trim(value.substr(from, at == std::string::npos ? std::string::npos : at - from));
+      if (!item.empty()) out.push_back(item);
+      if (at == std::string::npos) return out;
+      from = at + 3;
+    }
+  }
+  const char sep = key_uses_bar_separator(key) ? '|' : ',';
+  std::vector<std::string> out;
+  if (trim(value).empty()) return out;
+  size_t from = 0;
+  while (true) {
+    const size_t at = value.find(sep, from);
+    out.push_back(trim(value.substr(from, at == std::string::npos ? std::string::npos : at - from)));
+    if (out.back().empty()) fail("key '", key, "': empty item in '", value, "'");
+    if (at == std::string::npos) return out;
+    from = at + 1;
+  }
+}
+
+ExperimentConfig load_experiment(const std::string& path, const std::vector<std::string>& overrides) {
+  ExperimentConfig c;
+  c.file = path;
+  for (const IniEntry& e : read_ini_file(path)) apply(c, e.key, e.value, e.where());
+  for (const std::string& o : overrides) {
+    const size_t eq = o.find('=');
+    if (eq == std::string::npos) fail("--set '", o, "': expected section.key=value");
+    apply(c, trim(o.substr(0, eq)), o.substr(eq + 1), "--set " + trim(o.substr(0, eq)));
+  }
+  if (c.name.empty()) {
+    std::string stem = path.substr(path.find_last_of('/') + 1);
+    c.name = stem.substr(0, stem.rfind('.'));
+  }
+  if (c.target.empty())
+    fail(path, ": [experiment] target is required (e.g. target = transformer:results/models/target)");
+  if (c.prompts_file.empty() == c.prompts_from_corpus.empty())
+    fail(path, ": give exactly one of [experiment] prompts (a file) or prompts_from_corpus (a text corpus)");
+  if (!c.axes.count("draft.drafter")) fail(path, ": [draft] drafter is required (one or more, separated by '|')");
+  if (!c.axes.count("draft.method")) c.axes["draft.method"] = {"chain"};
+  if (!c.axes.count("draft.num_draft_tokens")) c.axes["draft.num_draft_tokens"] = {"4"};
+  return c;
+}
+
+std::string ExperimentConfig::resolved_ini() const {
+  std::ostringstream os;
+  os << "# Resolved from " << file << " (every value used by this run)\n[experiment]\n";
+  os << "name = " << name << "\ntarget = " << target << "\n";
+  if (!prompts_file.empty()) os << "prompts = " << prompts_file << "\n";
+  if (!prompts_from_corpus.empty())
+    os << "prompts_from_corpus = " << prompts_from_corpus << "\nnum_prompts = " << num_prompts
+       << "\nprompt_length = " << prompt_length << "\ncorpus_tail = " << corpus_tail << "\n";
+  else
+    os << "num_prompts = " << num_prompts << "\n";
+  os << "max_new_tokens = " << max_new_tokens << "\nrepetitions = " << repetitions << "\nseed = " << seed
+     << "\nthreads = " << threads << "\noutput_dir = " << output_dir
+     << "\npaired_timing = " << (paired_timing ? "true" : "false") << "\nweights_dtype = " << weights_dtype
+     << "\nignore_eos = " << (ignore_eos ? "true" : "false") << "\n";
+  if (!beam.empty()) {
+    os << "\n[beam]\n";
+    for (const auto& [k, v] : beam) os << k << " = " << v << "\n";
+  }
+  std::string section;
+  for (const auto& [key, values] : axes) {
+    const std::string s = key.substr(0, key.find('.'));
+    if (s != section) os << "\n[" << (section = s) << "]\n";
+    os << key.substr(key.find('.') + 1) << " = ";
+    const char* sep = key_uses_bar_separator(key) || key == "sampling.regex" ? " | " : ", ";
+    for (size_t i = 0; i < values.size(); ++i) os << (i ? sep : "") << values[i];
+    os << "\n";
+  }
+  return os.str();
+}
+
+std::vector<std::string> corpus_excerpts(const std::string& corpus, const ExperimentConfig& c) {
+  const size_t first = corpus.size() - static_cast<size_t>(static_cast<double>(corpus.size()) * c.corpus_tail);
+  if (corpus.size() - first <= static_cast<size_t>(c.prompt_length))
+    fail(c.prompts_from_corpus, ": the ", c.corpus_tail < 1.0 ? "corpus_tail region" : "corpus", " (",
+         corpus.size() - first, " characters) is shorter than prompt_length = ", c.prompt_length);
+  std::vector<std::string> texts;
+  for (int i = 0; i < c.num_prompts; ++i) {
+    size_t offset = first + static_cast<size_t>(philox_uniform(c.seed, philox_stream(0, RandomRole::aux), i) *
+                                                (corpus.size() - first - c.prompt_length));
+    const size_t line_start = corpus.rfind('\n', offset);
+    offset = line_start == std::string::npos || line_start + 1 < first ? first : line_start + 1;
+    texts.push_back(corpus.substr(offset, c.prompt_length));
+  }
+  return texts;
+}
+
+}  // namespace specula

@@ -1,0 +1,80 @@
+// An experiment file (`specula run experiments/NAME.ini`): what to run and which axes to sweep.
+//
+//   [experiment]  name, target, prompts | prompts_from_corpus (+ num_prompts, prompt_length, corpus_tail),
+//                 max_new_tokens, repetitions, seed, threads, output_dir, paired_timing, weights_dtype
+//   [draft]       drafter, method, num_draft_tokens, tree, tree_sampling
+//   [sampling]    any sampler option of `specula sample` (target and draft)
+//   [draft_sampling]  sampler overrides for the draft only
+//   [beam]        options of `method = beam` (not swept): width, groups, diversity_penalty,
+//                 length_penalty, early_stopping, num_return
+//
+// [sampling] also takes a constraint (verify/sampling/token_constraint.h), shared by target and draft:
+// regex (values separated by ' | ' with spaces, so a pattern's own '|' needs none around it; `none` = no
+// constraint), json_schema (schema files, '|'-separated, `none` = no constraint) and token_strings (a
+// token-strings file for models without a tokenizer).
+//
+// Any key of [draft], [sampling] and [draft_sampling] may hold a list of values to sweep. Scalar keys
+// separate values with ','  (num_draft_tokens = 1,2,4; temperature = 0, 0.8); keys whose single value
+// already contains commas (drafter, tree, token lists, logit_bias, sampler_order) separate values with
+// '|' (tree = 2,2,1 | 4,2). Every value is checked when the file is read; errors name file, line, key.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "harness/config/ini_file.h"
+
+namespace specula {
+
+struct ExperimentConfig {
+  std::string file;  // the experiment file as given
+  std::string name;
+  std::string target;
+  std::string prompts_file;         // one prompt per line ("\n" escapes a newline); token ids for table models
+  std::string prompts_from_corpus;  // or: num_prompts excerpts of prompt_length characters from a corpus
+  int num_prompts = 4;
+  int prompt_length = 200;
+  // Excerpts come from the last corpus_tail of the corpus (1 = anywhere): e.g. 0.1 is the part a model
+  // trained with validation_fraction 0.1 never saw.
+  double corpus_tail = 1.0;
+  int max_new_tokens = 64;
+  int repetitions = 3;
+  // Each speculative generation is timed beside a baseline generation of the same prompt (order alternating)
+  // and its speedup is the ratio within the pair: drift in the machine's load lands in both arms alike.
+  bool paired_timing = true;
+  // The target's matrices in memory (transformer: and hf: models): float32 | bfloat16 | float16 | auto (as
+  // stored).
+  std::string weights_dtype = "auto";
+  // Generation ends at a stop token ([sampling] stop_tokens) and, unless ignore_eos, at the target
+  // checkpoint's eos_token_id (harness/models/eos_tokens.h).
+  bool ignore_eos = false;
+  uint64_t seed = 1;
+  int threads = 1;
+  std::string output_dir = "results";
+
+  // Sweep axes: "section.key" -> values (a single value is an axis of length 1). Ordered for stable sweeps.
+  std::map<std::string, std::vector<std::string>> axes;
+  // Where each value came from, for error messages ("file:line").
+  std::map<std::string, std::string> origin;
+  // [beam] options, one value each.
+  std::map<std::string, std::string> beam;
+
+  // The file with every value actually used (lists as written), for config.resolved.ini.
+  std::string resolved_ini() const;
+};
+
+// Reads `path` and applies `overrides` ("section.key=value", the command line wins). Throws Error naming
+// file, line and key for unknown keys, malformed values and missing required keys.
+ExperimentConfig load_experiment(const std::string& path, const std::vector<std::string>& overrides);
+
+// True for keys whose list separator is '|' rather than ','.
+bool key_uses_bar_separator(const std::string& key);
+std::vector<std::string> split_values(const std::string& key, const std::string& value);
+
+// The num_prompts excerpts of prompt_length characters an experiment takes from `corpus`: at fixed
+// pseudo-random offsets (Philox, seeded by the experiment) inside the last corpus_tail of it, each moved back
+// to the start of its line when that line starts inside the region.
+std::vector<std::string> corpus_excerpts(const std::string& corpus, const ExperimentConfig& config);
+
+}  // namespace specula

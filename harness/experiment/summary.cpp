@@ -1,0 +1,337 @@
+#include "harness/experiment/summary.h"
+
+#include <algorithm>
+#include <boost/math/distributions/fisher_f.hpp>
+#include <boost/math/distributions/students_t.hpp>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "harness/io/output_file.h"
+#include "kernels/shared/error.h"
+
+namespace specula {
+namespace {
+
+struct Group {
+  std::vector<const RunRecord*> records;
+};
+
+double temperature_of(const std::map<std::string, std::string>& setting) {
+  const auto it = setting.find("sampling.temperature");
+  return it == setting.end() ? 1.0 : std::stod(it->second);
+}
+
+std::string csv_escape(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string fmt(double v) {
+  if (std::isnan(v)) return "";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+// Mean of per-repetition speedups and its 95% Student-t interval across repetitions.
+struct MeanCi {
+  double mean = 0, low = 0, high = 0;
+};
+MeanCi mean_ci(const std::vector<double>& v) {
+  MeanCi r;
+  if (v.empty()) return r;
+  for (double s : v) r.mean += s;
+  r.mean /= v.size();
+  r.low = r.high = r.mean;
+  if (v.size() >= 2) {
+    double var = 0;
+    for (double s : v) var += (s - r.mean) * (s - r.mean);
+    var /= v.size() - 1;
+    const boost::math::students_t t(static_cast<double>(v.size() - 1));
+    const double half = boost::math::quantile(boost::math::complement(t, 0.025)) * std::sqrt(var / v.size());
+    r.low = r.mean - half;
+    r.high = r.mean + half;
+  }
+  return r;
+}
+
+// Tokens, wall seconds and prompt seconds of one repetition.
+struct Totals {
+  double tokens = 0, wall = 0, prompt = 0;
+  void add(const GenerationMetrics& m) {
+    tokens += m.new_tokens;
+    wall += m.wall_seconds;
+    prompt += m.prompt_seconds;
+  }
+  void add(const Totals& o) {
+    tokens += o.tokens;
+    wall += o.wall;
+    prompt += o.prompt;
+  }
+  double rate() const { return wall > 0 ? tokens / wall : 0; }
+  double decode_rate() const { return wall - prompt > 0 ? tokens / (wall - prompt) : 0; }
+};
+
+// Mean and 95% interval of per-prompt means (repetitions of one prompt are not independent: at T = 0 they
+// are the same computation), NaN bounds when fewer than two prompts.
+MeanCi mean_ci_over_prompts(const std::map<int, std::vector<double>>& by_prompt) {
+  std::vector<double> means;
+  for (const auto& [prompt, v] : by_prompt) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    means.push_back(sum / static_cast<double>(v.size()));
+  }
+  MeanCi r = mean_ci(means);
+  if (means.size() < 2) r.low = r.high = NAN;
+  return r;
+}
+
+// Whether the repetitions differ beyond chance: a two-way additive analysis of variance of the decode
+// ratios, prompts as blocks (they legitimately differ) and repetitions as the factor (they should not: the
+// same prompts, the same work), F-test at 1%. Needs every (prompt, repetition) cell once, >= 2 of each.
+std::string repetition_drift(const std::map<std::pair<int, int>, double>& cells) {
+  std::set<int> prompts, reps;
+  for (const auto& [key, v] : cells) prompts.insert(key.first), reps.insert(key.second);
+  const double P = static_cast<double>(prompts.size()), R = static_cast<double>(reps.size());
+  if (P < 2 || R < 2 || cells.size() != prompts.size() * reps.size()) return "";
+  std::map<int, double> prompt_mean, rep_mean;
+  double grand = 0;
+  for (const auto& [key, v] : cells) {
+    prompt_mean[key.first] += v / R;
+    rep_mean[key.second] += v / P;
+    grand += v / (P * R);
+  }
+  double ss_rep = 0, ss_error = 0;
+  for (const auto& [rep, m] : rep_mean) ss_rep += P * (m - grand) * (m - grand);
+  for (const auto& [key, v] : cells) {
+    const double e = v - prompt_mean[key.first] - rep_mean[key.second] + grand;
+    ss_error += e * e;
+  }
+  const double df_rep = R - 1, df_error = (R - 1) * (P - 1);
+  if (ss_error <= 0) return ss_rep > 0 ? "yes" : "no";
+  const double f = (ss_rep / df_rep) / (ss_error / df_error);
+  const double p_value = boost::math::cdf(boost::math::complement(boost::math::fisher_f(df_rep, df_error), f));
+  return p_value < 0.01 ? "yes" : "no";
+}
+
+// Speedups as ratios within pairs (see summary.h), and whether repetitions drifted apart.
+void apply_pairs(const std::vector<const RunRecord*>& records, SummaryRow& row) {
+  std::map<int, std::vector<double>> ratios, decode_ratios;  // by prompt
+  std::map<std::pair<int, int>, double> decode_cells;        // (prompt, repetition)
+  double load = 0;
+  int64_t loads = 0, pairs = 0;
+  for (const RunRecord* r : records) {
+    const GenerationMetrics& m = r->metrics;
+    const PairedBaseline& b = r->pair;
+    if (m.wall_seconds <= 0 || b.wall_seconds <= 0 || m.new_tokens <= 0 || b.new_tokens <= 0) continue;
+    ++pairs;
+    ratios[r->prompt_index].push_back((m.new_tokens / m.wall_seconds) / (b.new_tokens / b.wall_seconds));
+    const double decode = m.wall_seconds - m.prompt_seconds, base_decode = b.wall_seconds - b.prompt_seconds;
+    if (decode > 0 && base_decode > 0) {
+      const double ratio = (m.new_tokens / decode) / (b.new_tokens / base_decode);
+      decode_ratios[r->prompt_index].push_back(ratio);
+      decode_cells[{r->prompt_index, r->repetition}] = ratio;
+    }
+    for (double l : {b.load_before, b.load_after})
+      if (!std::isnan(l)) load += l, ++loads;
+  }
+  if (pairs == 0) return;
+  const MeanCi s = mean_ci_over_prompts(ratios);
+  row.speedup = s.mean, row.speedup_ci_low = s.low, row.speedup_ci_high = s.high;
+  if (!decode_ratios.empty()) {
+    const MeanCi d = mean_ci_over_prompts(decode_ratios);
+    row.decode_speedup = d.mean, row.decode_speedup_ci_low = d.low, row.decode_speedup_ci_high = d.high;
+  }
+  row.pairs = pairs;
+  row.pair_load_average = loads ? load / static_cast<double>(loads) : NAN;
+  row.pair_drift = repetition_drift(decode_cells);
+}
+
+}  // namespace
+
+double expected_tokens_per_step(double alpha, int k) {
+  if (alpha >= 1.0) return k + 1.0;
+  return (1.0 - std::pow(alpha, k + 1)) / (1.0 - alpha);
+}
+
+double predicted_speedup(double alpha, int k, double c) { return expected_tokens_per_step(alpha, k) / (k * c + 1.0); }
+
+std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records) {
+  std::map<std::string, Group> groups;
+  std::vector<std::string> order;
+  for (const RunRecord& r : records) {
+    if (!groups.count(r.setting_id)) order.push_back(r.setting_id);
+    groups[r.setting_id].records.push_back(&r);
+  }
+  // Baseline tokens/s per repetition and per-call target time.
+  std::map<std::string, std::map<int, Totals>> base_tokens_time;  // id -> rep -> totals
+  std::map<std::string, std::pair<double, double>> base_target;   // id -> (seconds, 1-token decoding calls)
+  std::map<std::string, std::map<std::pair<int, int>, std::vector<Token>>> base_tokens;
+  for (const RunRecord& r : records) {
+    if (!r.baseline) continue;
+    base_tokens_time[r.setting_id][r.repetition].add(r.metrics);
+    base_target[r.setting_id].first += r.metrics.target_seconds;
+    // The first call (the prefill) is in the prompt time when that was measured.
+    base_target[r.setting_id].second += r.metrics.target_calls - (r.metrics.prompt_seconds > 0 ? 1 : 0);
+    base_tokens[r.setting_id][{r.prompt_index, r.repetition}] = r.tokens;
+  }
+
+  std::vector<SummaryRow> rows;
+  for (const std::string& id : order) {
+    const Group& g = groups[id];
+    const RunRecord& first = *g.records.front();
+    SummaryRow row;
+    row.setting = first.setting;
+    row.setting_id = id;
+    row.baseline = first.baseline;
+    row.lossy = first.setting.count("draft.method") && first.setting.at("draft.method") == "typical";
+    GenerationMetrics total;
+    std::map<int, Totals> per_rep;
+    Totals all;
+    for (const RunRecord* r : g.records) {
+      total.merge(r->metrics);
+      per_rep[r->repetition].add(r->metrics);
+      all.add(r->metrics);
+    }
+    row.prompts = static_cast<int64_t>(g.records.size());
+    row.tokens_per_s = all.rate();
+    row.decode_tokens_per_s = all.decode_rate();
+    row.q_zero_errors = total.q_zero_errors;
+    const auto bt = base_tokens_time.find(first.baseline_id);
+    if (bt != base_tokens_time.end()) {
+      Totals base;
+      for (const auto& [rep, ts] : bt->second) base.add(ts);
+      row.baseline_tokens_per_s = base.rate();
+      row.baseline_decode_tokens_per_s = base.decode_rate();
+      std::vector<double> speedups, decode_speedups;
+      for (const auto& [rep, ts] : per_rep) {
+        const auto b = bt->second.find(rep);
+        if (b == bt->second.end() || ts.rate() <= 0 || b->second.rate() <= 0) continue;
+        speedups.push_back(ts.rate() / b->second.rate());
+        if (ts.decode_rate() > 0 && b->second.decode_rate() > 0)
+          decode_speedups.push_back(ts.decode_rate() / b->second.decode_rate());
+      }
+      const MeanCi s = mean_ci(speedups), d = mean_ci(decode_speedups);
+      row.speedup = s.mean, row.speedup_ci_low = s.low, row.speedup_ci_high = s.high;
+      row.decode_speedup = d.mean, row.decode_speedup_ci_low = d.low, row.decode_speedup_ci_high = d.high;
+    }
+    if (!row.baseline &&
+        std::all_of(g.records.begin(), g.records.end(), [](const RunRecord* r) { return r->pair.present; }))
+      apply_pairs(g.records, row);
+    if (!row.baseline) {
+      row.draft_positions = static_cast<int32_t>(total.position_reached.size());
+      row.acceptance_rate = total.acceptance_rate();
+      int64_t reached = 0;
+      for (int64_t v : total.position_reached) reached += v;
+      row.alpha = reached ? static_cast<double>(total.accepted) / reached : 0;
+      row.expected_acceptance = total.expected_acceptance();
+      row.tau = total.mean_accepted_length();
+      row.per_position_acceptance = total.per_position_acceptance();
+      row.accepted_length_histogram = total.accepted_histogram;
+      const int k = row.draft_positions;
+      row.predicted_tau = expected_tokens_per_step(row.alpha, k);
+      const auto bt_calls = base_target.find(first.baseline_id);
+      const double t_target = bt_calls != base_target.end() && bt_calls->second.second > 0
+                                  ? bt_calls->second.first / bt_calls->second.second
+                                  : NAN;
+      const double draft_per_token =
+          total.steps && k ? total.draft_seconds / (static_cast<double>(total.steps) * k) : NAN;
+      row.c = draft_per_token / t_target;
+      const bool tree = first.setting.count("draft.tree") > 0;
+      row.predicted_speedup = tree ? NAN : predicted_speedup(row.alpha, k, row.c);
+      const double steps = static_cast<double>(total.steps);
+      row.verify_cost = steps > 0 ? total.target_seconds / steps / t_target : NAN;
+      const double draft_cost = steps > 0 ? total.draft_seconds / steps / t_target : NAN;
+      row.cost_model_speedup = row.tau / (draft_cost + row.verify_cost);
+      if (temperature_of(first.setting) == 0.0) {
+        bool all_equal = true;
+        const auto bt_tokens = base_tokens.find(first.baseline_id);
+        for (const RunRecord* r : g.records) {
+          if (bt_tokens == base_tokens.end()) break;
+          const auto it = bt_tokens->second.find({r->prompt_index, r->repetition});
+          all_equal = all_equal && it != bt_tokens->second.end() && it->second == r->tokens;
+        }
+        row.greedy_lossless = bt_tokens == base_tokens.end() ? "" : (all_equal ? "yes" : "no");
+      }
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+void print_summary_table(const std::vector<SummaryRow>& rows, std::ostream& os) {
+  std::vector<const SummaryRow*> spec;
+  for (const SummaryRow& r : rows)
+    if (!r.baseline) spec.push_back(&r);
+  std::stable_sort(spec.begin(), spec.end(),
+                   [](const SummaryRow* a, const SummaryRow* b) { return a->decode_speedup > b->decode_speedup; });
+  auto value = [](const SummaryRow& r, const char* key) {
+    const auto it = r.setting.find(key);
+    return it == r.setting.end() ? std::string() : it->second;
+  };
+  char line[256];
+  std::snprintf(line, sizeof line, "%-36s %-7s %-7s %4s %6s %6s %6s %6s %20s %9s %10s %5s\n", "drafter", "method",
+                "K/tree", "T", "alpha", "tau", "c", "verify", "decode speedup (CI)", "Leviathan", "cost model",
+                "drift");
+  os << line;
+  for (const SummaryRow* r : spec) {
+    const std::string tree = value(*r, "draft.tree");
+    const std::string shape = tree.empty() ? value(*r, "draft.num_draft_tokens") : tree;
+    char ci[64];
+    std::snprintf(ci, sizeof ci, "%.2f (%.2f-%.2f)", r->decode_speedup, r->decode_speedup_ci_low,
+                  r->decode_speedup_ci_high);
+    std::snprintf(line, sizeof line, "%-36.36s %-7s %-7s %4s %6.2f %6.2f %6.3f %6.2f %20s %9s %10.2f %5s\n",
+                  value(*r, "draft.drafter").c_str(), value(*r, "draft.method").c_str(), shape.c_str(),
+                  value(*r, "sampling.temperature").c_str(), r->alpha, r->tau, r->c, r->verify_cost, ci,
+                  std::isnan(r->predicted_speedup) ? "-" : fmt(r->predicted_speedup).substr(0, 5).c_str(),
+                  r->cost_model_speedup, r->pair_drift.empty() ? "-" : r->pair_drift.c_str());
+    os << line;
+  }
+}
+
+void write_summary_csv(const std::vector<SummaryRow>& rows, const std::string& path) {
+  std::set<std::string> keys;
+  for (const SummaryRow& r : rows)
+    for (const auto& [k, v] : r.setting) keys.insert(k);
+  std::ostringstream out;
+  for (const std::string& k : keys) out << csv_escape(k) << ",";
+  out << "lossy,prompts,draft_positions,acceptance_rate,alpha,expected_acceptance,tau,predicted_tau,tokens_per_s,"
+         "baseline_tokens_per_s,speedup,speedup_ci_low,speedup_ci_high,c,predicted_speedup,"
+         "measured_over_predicted,per_position_acceptance,accepted_length_histogram,greedy_lossless,q_zero_errors,"
+         "decode_tokens_per_s,baseline_decode_tokens_per_s,decode_speedup,decode_speedup_ci_low,"
+         "decode_speedup_ci_high,decode_over_predicted,verify_cost,cost_model_speedup,decode_over_cost_model,pairs,"
+         "pair_load_average,pair_drift\n";
+  for (const SummaryRow& r : rows) {
+    for (const std::string& k : keys) {
+      const auto it = r.setting.find(k);
+      out << csv_escape(it == r.setting.end() ? "" : it->second) << ",";
+    }
+    std::string positions, histogram;
+    for (size_t i = 0; i < r.per_position_acceptance.size(); ++i)
+      positions += (i ? ";" : "") + fmt(r.per_position_acceptance[i]);
+    for (size_t i = 0; i < r.accepted_length_histogram.size(); ++i)
+      histogram += (i ? ";" : "") + std::to_string(r.accepted_length_histogram[i]);
+    const bool spec = !r.baseline;
+    out << (r.lossy ? "yes" : "no") << "," << r.prompts << "," << r.draft_positions << ","
+        << (spec ? fmt(r.acceptance_rate) : "") << "," << (spec ? fmt(r.alpha) : "") << ","
+        << (spec ? fmt(r.expected_acceptance) : "") << "," << (spec ? fmt(r.tau) : "") << ","
+        << (spec ? fmt(r.predicted_tau) : "") << "," << fmt(r.tokens_per_s) << "," << fmt(r.baseline_tokens_per_s)
+        << "," << fmt(r.speedup) << "," << fmt(r.speedup_ci_low) << "," << fmt(r.speedup_ci_high) << ","
+        << (spec ? fmt(r.c) : "") << "," << (spec ? fmt(r.predicted_speedup) : "") << ","
+        << (spec ? fmt(r.speedup / r.predicted_speedup) : "") << "," << positions << "," << histogram << ","
+        << r.greedy_lossless << "," << r.q_zero_errors << "," << fmt(r.decode_tokens_per_s) << ","
+        << fmt(r.baseline_decode_tokens_per_s) << "," << fmt(r.decode_speedup) << "," << fmt(r.decode_speedup_ci_low)
+        << "," << fmt(r.decode_speedup_ci_high) << "," << (spec ? fmt(r.decode_speedup / r.predicted_speedup) : "")
+        << "," << (spec ? fmt(r.verify_cost) : "") << "," << (spec ? fmt(r.cost_model_speedup) : "") << ","
+        << (spec ? fmt(r.decode_speedup / r.cost_model_speedup) : "") << "," << r.pairs << ","
+        << (r.pairs ? fmt(r.pair_load_average) : "") << "," << r.pair_drift << "\n";
+  }
+  write_output_file(path, out.str(), "summary");
+}
+
+}  // namespace specula

@@ -1,0 +1,73 @@
+// summary.csv: one row per setting, computed from records alone (so `specula merge` of shards gives the
+// same summary as one run). Theory beside measurement:
+//   alpha      accepted drafts / draft positions the verifier reached (the per-position acceptance
+//              probability of Leviathan et al.'s i.i.d. model, estimated by maximum likelihood)
+//   c          drafting time per drafted token / target time per 1-token forward (from the baseline)
+//   predicted  Leviathan et al. 2023, Thm 3.8: (1 - alpha^(K+1)) / ((1 - alpha)(K c + 1))
+// The decoding loop apart from the prompt (prefill, the same work in both arms and outside that model):
+//   decode speedup  per repetition, (tokens / (wall - prompt time)) over the baseline's
+//   verify_cost     target time per verification call / per 1-token decoding call: the theorem assumes 1
+//                   (a parallel target run of K + 1 tokens as cheap as one of 1 token)
+// Paired timing (records with a "pair"): every speculative generation was timed beside a baseline generation of
+// the same prompt, so speedup and decode speedup are means of the ratios within pairs: averaged per prompt
+// over repetitions (not independent: at T = 0 the same computation), then over prompts with the Student-t
+// interval over prompts. pair_drift: whether the repetitions (which ran apart in time) differ beyond chance,
+// by a two-way analysis of variance of the decode ratios with prompts as blocks (F-test at 1%): the machine
+// changed under the run.
+//   cost model      tau / (draft time per step + verify_cost), both in 1-token target calls: the speedup the
+//                   measured acceptance and model costs allow when nothing else takes time; the measured
+//                   decode speedup over it is the share the harness's own work (sampling, verification,
+//                   bookkeeping) leaves
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "harness/experiment/run_record.h"
+
+namespace specula {
+
+struct SummaryRow {
+  std::map<std::string, std::string> setting;
+  std::string setting_id;
+  bool baseline = false;
+  bool lossy = false;
+  int64_t prompts = 0;             // records in the row (prompts x repetitions)
+  int32_t draft_positions = 0;     // K (chain) or tree depth
+  double acceptance_rate = 0;      // accepted / proposed
+  double alpha = 0;                // accepted / reached positions
+  double expected_acceptance = 0;  // mean sum_x min(p, q) over reached positions
+  double tau = 0;                  // tokens per target step, bonus included
+  double predicted_tau = 0;        // (1 - alpha^(K+1)) / (1 - alpha)
+  double tokens_per_s = 0;
+  double baseline_tokens_per_s = 0;
+  double speedup = 0;                              // mean over repetitions of per-repetition speedups
+  double speedup_ci_low = 0, speedup_ci_high = 0;  // 95% Student-t interval across repetitions
+  double c = 0;
+  double predicted_speedup = 0;  // NaN for trees (the chain formula does not apply)
+  double decode_tokens_per_s = 0, baseline_decode_tokens_per_s = 0;
+  double decode_speedup = 0, decode_speedup_ci_low = 0, decode_speedup_ci_high = 0;
+  double verify_cost = 0;
+  double cost_model_speedup = 0;
+  std::vector<double> per_position_acceptance;
+  std::vector<int64_t> accepted_length_histogram;
+  std::string greedy_lossless;  // "yes"/"no" at temperature 0, "" otherwise
+  int64_t q_zero_errors = 0;
+  int64_t pairs = 0;             // paired timings behind speedup (0: unpaired, per-repetition totals)
+  double pair_load_average = 0;  // mean 1-minute load average around the pairs
+  std::string pair_drift;        // "yes" / "no"; "" when not paired or too few pairs per repetition
+};
+
+std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records);
+void write_summary_csv(const std::vector<SummaryRow>& rows, const std::string& path);
+// The speculative rows as a table for a terminal, fastest decoding first: drafter, method, K or tree, T,
+// alpha, tau, c, verify cost, decode speedup with its 95% interval, Leviathan's prediction, the cost model,
+// and the pairs' drift flag.
+void print_summary_table(const std::vector<SummaryRow>& rows, std::ostream& os);
+
+// Leviathan et al. 2023 (eq. 1 and Thm 3.8).
+double expected_tokens_per_step(double alpha, int k);
+double predicted_speedup(double alpha, int k, double c);
+
+}  // namespace specula

@@ -1,0 +1,96 @@
+#include "harness/models/registry/model_registry.h"
+
+#include <iostream>
+
+#include "harness/models/hf/hf_model.h"
+#include "harness/models/hf/hf_tokenizer.h"
+#include "harness/models/hf/memory_budget.h"
+#include "harness/models/table_model.h"
+#include "harness/models/transformer/byte_tokenizer.h"
+#include "harness/models/transformer/transformer_config.h"
+#include "harness/models/transformer/transformer_language_model.h"
+#include "kernels/shared/error.h"
+
+namespace specula {
+namespace {
+
+struct LoadRequest {
+  std::string path;  // after "kind:"
+  std::string option;
+  std::string weights_dtype;
+};
+
+std::shared_ptr<const LanguageModel> load_bigram(const LoadRequest& r) {
+  return std::make_shared<TableModel>(load_bigram_model(r.path));
+}
+
+std::shared_ptr<const LanguageModel> load_transformer(const LoadRequest& r) {
+  auto model = std::make_shared<TransformerLanguageModel>(r.path, r.weights_dtype);
+  std::cerr << "transformer:" << r.path << ": " << model->parameter_count() << " parameters, "
+            << model->matrices_dtype() << " matrices, resident " << format_bytes(model->resident_weight_bytes())
+            << "\n";
+  return model;
+}
+
+std::shared_ptr<const LanguageModel> load_hf(const LoadRequest& r) {
+  HfLoadOptions options;
+  options.weights_dtype = r.weights_dtype;
+  return load_hf_language_model(r.path, options);
+}
+
+std::shared_ptr<const Tokenizer> no_tokenizer(const std::string&) { return nullptr; }
+
+std::shared_ptr<const Tokenizer> transformer_tokenizer(const std::string& dir) {
+  return make_tokenizer(read_checkpoint_config(dir).tokenizer, dir + "/" + kCheckpointConfigFile);
+}
+
+struct ModelKind {
+  const char* kind;
+  const char* usage;    // for messages
+  const char* example;  // for the "needs a path" message
+  std::shared_ptr<const LanguageModel> (*load)(const LoadRequest&);
+  std::shared_ptr<const Tokenizer> (*tokenizer)(const std::string& path);
+};
+
+// One line per model kind.
+const ModelKind kModelKinds[] = {
+    {"bigram", "bigram:PATH", "a path, e.g. bigram:model.txt", load_bigram, no_tokenizer},
+    {"transformer", "transformer:DIR", "a checkpoint folder, e.g. transformer:results/models/target", load_transformer,
+     transformer_tokenizer},
+    {"hf", "hf:DIR", "a Hugging Face model folder, e.g. hf:models/TinyLlama", load_hf, load_hf_tokenizer},
+};
+
+const ModelKind* find_kind(const std::string& kind) {
+  for (const ModelKind& k : kModelKinds)
+    if (kind == k.kind) return &k;
+  return nullptr;
+}
+
+}  // namespace
+
+bool is_language_model_kind(const std::string& kind) { return find_kind(kind) != nullptr; }
+
+std::string language_model_kind_usages() {
+  std::string out;
+  for (const ModelKind& k : kModelKinds) out += std::string(out.empty() ? "" : ", ") + k.usage;
+  return out;
+}
+
+std::shared_ptr<const LanguageModel> load_language_model(const std::string& spec, const std::string& option,
+                                                         const std::string& weights_dtype) {
+  const size_t colon = spec.find(':');
+  const ModelKind* kind = find_kind(spec.substr(0, colon));
+  if (!kind) fail("--", option, ": unknown model '", spec, "' (known: ", language_model_kind_usages(), ")");
+  const std::string path = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  if (path.empty()) fail("--", option, ": '", kind->kind, ":' needs ", kind->example);
+  return kind->load(LoadRequest{path, option, weights_dtype});
+}
+
+std::shared_ptr<const Tokenizer> load_tokenizer_for(const std::string& model_spec) {
+  const size_t colon = model_spec.find(':');
+  if (colon == std::string::npos) return nullptr;
+  const ModelKind* kind = find_kind(model_spec.substr(0, colon));
+  return kind ? kind->tokenizer(model_spec.substr(colon + 1)) : nullptr;
+}
+
+}  // namespace specula

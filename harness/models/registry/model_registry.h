@@ -1,0 +1,30 @@
+// The model kinds a spec "kind:PATH" can name (--target, --draft, [experiment] target/draft), as one table
+// (model_registry.cpp): each kind's loader and its tokenizer.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "harness/models/language_model.h"
+#include "harness/models/tokenizer.h"
+
+namespace specula {
+
+// A target (or draft) language model from "kind:PATH". Throws Error naming the option and value.
+// weights_dtype: the matrices' dtype in memory for transformer: and hf: models (float32 | float16 | bfloat16 |
+// auto = as stored).
+std::shared_ptr<const LanguageModel> load_language_model(const std::string& spec, const std::string& option,
+                                                         const std::string& weights_dtype = "auto");
+
+// The tokenizer of a model named by a "kind:PATH" spec (as for --target): for transformer:DIR, the one named
+// in DIR/config.json; for hf:DIR, its tokenizer files. nullptr for models without one (bigram tables speak
+// token ids only) and for specs that name no model kind. Throws Error on a missing or malformed config.
+std::shared_ptr<const Tokenizer> load_tokenizer_for(const std::string& model_spec);
+
+// Whether `kind` (a spec's text before ':') names a model kind.
+bool is_language_model_kind(const std::string& kind);
+
+// The kinds' syntaxes, comma-separated ("bigram:PATH, transformer:DIR, hf:DIR"), for messages.
+std::string language_model_kind_usages();
+
+}  // namespace specula

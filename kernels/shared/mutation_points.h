@@ -1,0 +1,62 @@
+// Mutation points: one-line markers, `if (mutant_on(Mutant::name))`, where the test suite can switch on a
+// deliberately broken variant of the sampler, a verifier or the generation loop. Each is a realistic bug seen
+// in public systems (tests/TESTING.md, "Mutants"); the suite switches one on at a time and asserts that the
+// same statistical test that passes the correct code now fails. A test that cannot fail is a defect; this is
+// how we show ours can.
+//
+// The switch itself is test code (tests/support/mutant_switch.h). Production code only reads it through a weak
+// reference: in any program that does not link the switch (the `specula` binary among them) the reference is
+// unresolved, and every point reads false. Configuring with -DSPECULA_MUTATION_POINTS=OFF compiles the points
+// out altogether (mutant_on is then constant false); the test suite is not built in that configuration.
+#pragma once
+
+namespace specula {
+
+enum class Mutant {
+  none,
+  // Sampler pipeline.
+  top_p_drops_crossing_token,       // keeps only tokens strictly inside P, not the one that crosses it
+  top_k_breaks_ties_by_index,       // keeps exactly k tokens, dropping tied ones at the boundary
+  min_p_before_temperature,         // min-p threshold computed on untempered logits
+  temperature_applied_twice,        // logits / T^2
+  repetition_penalty_ignores_sign,  // always divides by r, so negative logits get *more* likely
+  frequency_penalty_counts_prompt,  // frequency counts over prompt ∪ output
+  presence_penalty_per_occurrence,  // presence applied per occurrence like frequency
+  logit_bias_after_temperature,     // bias added after dividing by T
+  min_tokens_off_by_one,            // stop tokens allowed once |output| == min_tokens - 1
+  bad_words_ignore_prefix,          // bans the last token of a bad word whatever the history
+  typical_signed_score,             // ranks by -log p - H instead of |-log p - H|
+  tfs_first_derivative,             // tail-free uses first instead of second derivatives
+  dynatemp_full_vocab_entropy,      // normalises entropy by log V instead of log(#candidates)
+  mirostat_natural_log_surprise,    // surprise in nats instead of bits
+  uniform_reused_across_rows,       // every row of a batch draws with the same uniform
+  // Verifiers (used from the verification issue on).
+  accept_q_over_p,                 // accepts with min(1, q/p)
+  residual_not_subtracted,         // resamples from p instead of norm((p - q)+)
+  residual_zero_draft_token,       // residual = p with the draft token zeroed even for a real q
+  bonus_from_draft,                // bonus token drawn from q_{k+1} instead of p_{k+1}
+  bonus_missing,                   // no bonus token after a fully accepted draft
+  penalties_ignore_draft_prefix,   // target rows see only the committed history
+  uniform_shared_accept_residual,  // one uniform decides acceptance and picks the residual token
+  uniform_closed_at_zero,          // u drawn in [0, 1) with the test u <= p/q
+  tree_merge_duplicate_siblings,   // duplicate i.i.d. siblings tested once
+  tree_prune_stochastic_by_q,      // stochastic candidates reranked by q, then tested with p/q
+  block_tokenwise_residual,        // block verification with the token-wise residual
+  draft_q_from_raw_logits,         // recorded q is softmax(raw logits) while the draft sampled processed
+  constraint_state_not_advanced,   // draft-path rows keep the committed constraint state
+  dynamic_tree_tested_with_q,      // EAGLE-2's value-chosen tree tested with p/q as draws w/o replacement
+  // Generation loop.
+  stop_checked_per_step,  // a stop token ends the sequence only after its step: later tokens kept
+};
+
+#ifdef SPECULA_NO_MUTATION_POINTS
+constexpr bool mutant_on(Mutant) { return false; }
+#else
+// The active mutant's number, defined only by tests/support/mutant_switch.cpp (0 = Mutant::none).
+extern int g_active_mutant_number __attribute__((weak));
+inline bool mutant_on(Mutant m) {
+  return &g_active_mutant_number != nullptr && g_active_mutant_number == static_cast<int>(m);
+}
+#endif
+
+}  // namespace specula

@@ -1,0 +1,180 @@
+// Per-element and per-row decisions of the sampler pipeline and the verifiers, written once for the
+// CPU reference and the CUDA kernels (the macro SPECULA_HD makes them __host__ __device__ under nvcc).
+// Only vocabulary-wide reductions differ between the backends; every decision below is shared.
+// Convention: p = target, q = draft.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/shared/host_device.h"
+
+namespace specula {
+
+// ---- Sampler pipeline, step 2: penalties (vLLM semantics) -------------------------------------------
+
+// Repetition penalty r over prompt ∪ output (CTRL, Keskar et al. 2019): divide positive logits by r,
+// multiply negative ones by r, so the penalised token always becomes less likely whatever its sign.
+SPECULA_HD float apply_repetition_penalty(float logit, float r) { return logit > 0.0f ? logit / r : logit * r; }
+
+// Frequency and presence penalties over output tokens only (OpenAI semantics, as vLLM).
+SPECULA_HD float apply_frequency_presence(float logit, int32_t count_in_output, float frequency, float presence) {
+  return logit - frequency * static_cast<float>(count_in_output) - (count_in_output > 0 ? presence : 0.0f);
+}
+
+// ---- Filters: predicates on one token given row statistics ------------------------------------------
+
+// min-p (Nguyen et al. 2024): keep x iff p(x) >= m * max p, i.e. exp(logit - max_logit) >= m. Evaluated
+// on logits so no normaliser is needed.
+SPECULA_HD bool min_p_keeps(double logit, double max_logit, double min_p) {
+  return std::exp(logit - max_logit) >= min_p;
+}
+
+// ---- Float order and thresholds ------------------------------------------------------------------------
+// Every supported filter (min-p, top-k, top-p) keeps an upper set of logit values, so a whole filter chain
+// reduces to one threshold `cut`: keep x iff x is finite and x >= cut. The CUDA kernel finds each filter's
+// threshold without sorting; these helpers are the exact, backend-independent pieces of that search.
+
+SPECULA_HD uint32_t float_bits(float x) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(x);
+#else
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+#endif
+}
+
+SPECULA_HD float float_from_bits(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+#endif
+}
+
+SPECULA_HD float negative_infinity() { return float_from_bits(0xff800000u); }
+
+// A key whose unsigned order is the order of the floats (-inf < ... < -0 < +0 < ... < +inf); the radix
+// select of the kernel works on these keys. -0 and +0 get different keys but compare equal as floats, so
+// decisions are always made by comparing floats against a threshold, never keys.
+SPECULA_HD uint32_t float_order_key(float x) {
+  const uint32_t u = float_bits(x);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+SPECULA_HD float float_from_order_key(uint32_t key) {
+  return float_from_bits((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
+}
+
+// Is x a candidate of the current row (finite and not removed by an earlier filter)? NaN and +inf never
+// reach the filters: the pipeline rejects them before.
+SPECULA_HD bool kept_by_cut(float x, float cut) { return x != negative_infinity() && x >= cut; }
+
+// The smallest float x with min_p_keeps(x, max_logit, min_p), found by bisection over the float order
+// (32 evaluations, no pass over the row). Keeping x >= this threshold keeps exactly the tokens min_p_keeps
+// accepts, because exp is monotone. Requires 0 < min_p <= 1 (so the max passes and -inf does not).
+SPECULA_HD float min_p_threshold(float max_logit, float min_p) {
+  uint32_t fails = float_order_key(negative_infinity());  // min_p_keeps is false here
+  uint32_t passes = float_order_key(max_logit);           // and true here
+  while (passes - fails > 1) {
+    const uint32_t mid = fails + (passes - fails) / 2;
+    if (min_p_keeps(float_from_order_key(mid), max_logit, min_p))
+      passes = mid;
+    else
+      fails = mid;
+  }
+  return float_from_order_key(passes);
+}
+
+// top-k (Fan et al. 2018), tie-inclusive: with the k-th largest value `kth`, keep x >= kth.
+SPECULA_HD bool top_k_keeps(float x, float kth) { return x >= kth; }
+
+// top-p (Holtzman et al. 2020), tie-inclusive: keep x iff the mass of tokens strictly more probable than x
+// is below top_p * total (so the token that crosses top_p is kept, and tied tokens share its fate).
+SPECULA_HD bool top_p_keeps(double mass_strictly_above, double total, double top_p) {
+  return mass_strictly_above < top_p * total;
+}
+
+// Fixed-point probability mass for the kernel's top-p search. Integer sums are associative, so the
+// kernel's histogram of masses is deterministic whatever order its atomics land in. The scale 2^shift
+// keeps the sum of `count` weights in [0, 2^63): shift = 63 - bit_length(count).
+SPECULA_HD int fixed_mass_shift(int64_t count) {
+  int bits = 0;
+  while (count > 0) {
+    ++bits;
+    count >>= 1;
+  }
+  return 63 - bits;
+}
+
+// exp(x - max_logit) in float64 (as the CPU's row_probabilities), rounded to a multiple of 2^-shift.
+SPECULA_HD uint64_t fixed_mass(float x, float max_logit, double scale) {
+  const double e = std::exp(static_cast<double>(x) - static_cast<double>(max_logit));
+  return static_cast<uint64_t>(e * scale + 0.5);
+}
+
+// top_p_keeps in fixed point: the smallest integer mass T such that "mass above < top_p * total" is
+// "mass above < T" for integer masses. At least 1, so the most probable token is always kept.
+SPECULA_HD uint64_t top_p_fixed_target(uint64_t total, float top_p) {
+  const double t = std::ceil(static_cast<double>(top_p) * static_cast<double>(total));
+  return t < 1.0 ? 1 : static_cast<uint64_t>(t);
+}
+
+// The radix select's step, for top-k (weights 1, target k) and top-p (fixed masses, target from
+// top_p_fixed_target): the value v sought satisfies weight(> v) < target <= weight(>= v). A bucket of
+// values holds v iff above + weight(buckets higher) < target <= above + weight(this bucket and higher).
+SPECULA_HD bool bucket_holds_target(uint64_t above, uint64_t higher, uint64_t this_and_higher, uint64_t target) {
+  return above + higher < target && target <= above + this_and_higher;
+}
+
+// ---- Verification ------------------------------------------------------------------------------------
+
+// The Philox offset of draw `slot` of speculative step `step` (StepRandom::key): 16 bits of slot under the
+// step, so every draw of a step has its own counter and steps never overlap.
+SPECULA_HD uint64_t step_draw_offset(uint64_t step, uint32_t slot) { return (step << 16) | (slot & 0xffffu); }
+
+// Leviathan et al. 2023, Alg. 1: accept a draft token with probability min(1, p/q). With u in the open
+// interval (0, 1) the test u * q <= p rejects with certainty when p = 0, and q = 0 (an impossible draw
+// that signals a bookkeeping bug upstream) always rejects.
+SPECULA_HD bool accept_draft_token(double u, double p, double q) { return q > 0.0 && u * q <= p; }
+
+// Weight of x in the residual distribution norm((p - q)+) (Leviathan et al. 2023, eq. 3). Left
+// unnormalised: the residual is sampled from raw weights, so a tiny total never divides 0 by 0.
+SPECULA_HD double residual_weight(double p, double q) { return p > q ? p - q : 0.0; }
+
+// Block verification (Sun et al., ICLR 2025, Alg. 2): the capped joint ratio
+// w_i = min(1, w_{i-1} * p_i(d_i) / q_i(d_i)), with w_0 = 1.
+SPECULA_HD double block_capped_ratio(double w_prev, double p, double q) {
+  if (q <= 0.0) return 0.0;
+  const double w = w_prev * p / q;
+  return w < 1.0 ? w : 1.0;
+}
+
+// Weight of x in the block residual norm((w * p_{i+1} - q_{i+1})+).
+SPECULA_HD double block_residual_weight(double w, double p, double q) {
+  const double d = w * p - q;
+  return d > 0.0 ? d : 0.0;
+}
+
+// Block verification's stopping probability h_i = r_i / (r_i + 1 - w_i), with h := 1 when the
+// denominator vanishes (w_i = 1 and r_i = 0: the continuation is certain, so stopping here is harmless).
+SPECULA_HD double block_stop_probability(double residual_mass, double w) {
+  const double denom = residual_mass + 1.0 - w;
+  return denom > 0.0 ? residual_mass / denom : 1.0;
+}
+
+// Inverse-CDF step: token x is chosen by a uniform u when the running total crosses u * total inside x's
+// weight. Zero weights can never be chosen because the running total must strictly increase past target.
+SPECULA_HD bool cumulative_crosses(double cumulative_after, double target) { return cumulative_after > target; }
+
+// The same step for a parallel prefix sum, whose rounding can differ by an ulp between neighbours: a token
+// with zero weight must still never be chosen, so the weight is tested explicitly.
+SPECULA_HD bool inverse_cdf_picks(double weight, double cumulative_after, double target) {
+  return weight > 0.0 && cumulative_after > target;
+}
+
+}  // namespace specula

@@ -1,5 +1,0 @@
-#include "verify/mutants.h"
-
-namespace specula {
-Mutant g_active_mutant = Mutant::none;
-}

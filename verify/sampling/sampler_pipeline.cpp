@@ -1,0 +1,213 @@
+#include "verify/sampling/sampler_pipeline.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "kernels/shared/error.h"
+#include "kernels/shared/mutation_points.h"
+#include "verify/sampling/logits_processors.h"
+#include "verify/sampling/token_constraint.h"
+
+namespace specula {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Penalties index the row by history tokens, so an id outside the vocabulary must be an error, not a read
+// or write out of bounds.
+void check_history(const TokenHistory& h, int32_t vocab_size) {
+  for (const auto* part : {&h.prompt, &h.output})
+    for (Token t : *part)
+      if (t < 0 || t >= vocab_size)
+        fail("history: ", part == &h.prompt ? "prompt" : "output", " token id ", t, " is outside the vocabulary [0, ",
+             vocab_size, ")");
+}
+
+double mirostat_mu(const SamplingParams& s, const TokenHistory& h) {
+  return std::isnan(h.mirostat_mu) ? 2.0 * s.mirostat_tau : h.mirostat_mu;
+}
+
+void apply_filter(FilterStage stage, Candidates& c, const SamplingParams& s, const TokenHistory& h) {
+  switch (stage) {
+    case FilterStage::min_p:
+      return apply_min_p(c, s.min_p);
+    case FilterStage::top_k:
+      return apply_top_k(c, s.top_k);
+    case FilterStage::top_p:
+      return apply_top_p(c, s.top_p);
+    case FilterStage::typical_p:
+      return apply_typical_p(c, s.typical_p);
+    case FilterStage::tfs_z:
+      return apply_tfs_z(c, s.tfs_z);
+    case FilterStage::mirostat:
+      return apply_mirostat_v2(c, mirostat_mu(s, h));
+  }
+}
+
+// A logit x lowered by a margin far wider than the float32 rounding of x * inv (relative 2^-24, absolute
+// 2^-150 among subnormals), and rounded down: no logit below the result can reach x after temperature.
+float lowered(double x, float inv) {
+  const double y = x - std::fabs(x) * 1e-6 - (1e-30 + 1e-38 / static_cast<double>(inv));
+  const float f = static_cast<float>(y);
+  return f > y ? std::nextafter(f, kNegInf) : f;
+}
+
+// The first cut: a threshold on the penalised logits (before temperature) below which the first filter
+// removes every token, so the filters need only see the tokens above it. min-p and top-k keep upper sets of
+// the logits, which temperature (a positive factor, rounding monotonically) maps to upper sets, so each
+// gives one; any other first filter gets no cut (-inf: every token that is not -inf is a candidate), and
+// so do dynamic temperature (its factor depends on the whole row), rows holding NaN or +inf, and the
+// mutants that move stages across temperature.
+float first_cut(const SamplingParams& s, const RowSummary& row) {
+  if (row.unusual || row.max == kNegInf || s.dynatemp_range > 0.0f) return kNegInf;
+  if (mutant_on(Mutant::min_p_before_temperature) || mutant_on(Mutant::temperature_applied_twice) ||
+      mutant_on(Mutant::logit_bias_after_temperature))
+    return kNegInf;
+  const std::vector<FilterStage> filters = s.active_filters();
+  if (filters.empty()) return kNegInf;
+  const float inv = 1.0f / s.temperature;  // as apply_temperature
+  const float max_tempered = row.max * inv;
+  if (!std::isfinite(max_tempered)) return kNegInf;
+  if (filters[0] == FilterStage::min_p) {
+    // Tempered logits below the window's lower end fail min-p; map that bound back through temperature.
+    const MinPWindow w = min_p_window(max_tempered, s.min_p);
+    return w.lower == kNegInf ? kNegInf : lowered(static_cast<double>(w.lower) / static_cast<double>(inv), inv);
+  }
+  if (filters[0] == FilterStage::top_k) {
+    // The k-th largest chunk maximum: k distinct tokens are at least that large, so the k-th largest logit
+    // is too. The margin keeps tokens that temperature's rounding could tie with the k-th.
+    thread_local std::vector<float> maxima;
+    maxima.clear();
+    for (float m : row.chunk_max)
+      if (m != kNegInf) maxima.push_back(m);
+    const int32_t k = s.top_k;
+    if (static_cast<int32_t>(maxima.size()) < k) return kNegInf;
+    std::nth_element(maxima.begin(), maxima.begin() + (k - 1), maxima.end(), std::greater<float>());
+    return lowered(maxima[k - 1], inv);
+  }
+  return kNegInf;
+}
+
+// Step 1 of the pipeline: what removes tokens or biases them.
+void apply_step_1(LogitsRow row, const SamplingParams& s, const TokenHistory& h) {
+  apply_masks_and_bias(row, s, h);
+  apply_token_constraint(row, s, h);
+}
+
+// Is any logit finite? From the summary when the row holds neither NaN nor +inf, else by counting.
+bool any_finite(LogitsRow row, const RowSummary& summary) {
+  return summary.unusual ? count_finite(row) > 0 : summary.max != kNegInf;
+}
+
+}  // namespace
+
+SamplerPipeline::SamplerPipeline(SamplingParams params, int32_t vocab_size)
+    : params_(std::move(params)), vocab_size_(vocab_size) {
+  params_.validate(vocab_size_);
+}
+
+void SamplerPipeline::process(const float* logits, const TokenHistory& history, float* probs) const {
+  // Per-thread scratch, reused from row to row: no allocation of vocabulary size per call.
+  thread_local std::vector<float> scratch;
+  thread_local RowSummary summary;
+  thread_local Candidates candidates;
+  scratch.resize(vocab_size_);
+  copy_checked_logits(logits, vocab_size_, scratch.data());
+  check_history(history, vocab_size_);
+  LogitsRow row{scratch.data(), vocab_size_};
+  const SamplingParams& s = params_;
+
+  apply_step_1(row, s, history);
+  apply_penalties(row, s, history);
+  summarise_row(row, summary);
+  // Finite logits can overflow: a bias or a penalty that pushes one past float32's range leaves +inf or NaN,
+  // and the distribution would be NaN. Refuse it by name instead.
+  if (summary.unusual)
+    for (Token t = 0; t < vocab_size_; ++t)
+      if (std::isnan(row.logits[t]) || row.logits[t] == -kNegInf)
+        fail("sampler pipeline: token ", t, "'s logit is ", row.logits[t],
+             " after logit_bias and the penalties (the input logit was ", logits[t],
+             "): a bias or penalty overflows float32");
+  // The masks must leave a finite logit. Penalties never make a non-finite logit finite, so a finite one
+  // now settles it without a pass of its own; otherwise the masks are redone on a copy and counted.
+  if (!any_finite(row, summary)) {
+    thread_local std::vector<float> masked;
+    masked.assign(logits, logits + vocab_size_);
+    const LogitsRow before_penalties{masked.data(), vocab_size_};
+    apply_step_1(before_penalties, s, history);
+    if (count_finite(before_penalties) == 0)
+      fail("sampler pipeline: allowed_tokens / banned_tokens / bad_words / min_tokens leave no token at all");
+  }
+
+  Candidates& c = candidates;
+  if (s.greedy()) {
+    collect_candidates(row, summary, summary.unusual ? kNegInf : summary.max, c);
+    apply_greedy(c);
+  } else {
+    collect_candidates(row, summary, first_cut(s, summary), c);
+    // The min-p mutant decides the min-p threshold before temperature (a classic ordering bug).
+    const bool early_min_p = mutant_on(Mutant::min_p_before_temperature) && s.min_p > 0.0f;
+    if (early_min_p) apply_min_p(c, s.min_p);
+    if (s.dynatemp_range > 0.0f)
+      apply_dynamic_temperature(c, s);
+    else
+      apply_temperature(c, s.temperature);
+    for (int32_t j = 0; j < c.size(); ++j)
+      if (std::isnan(c.logits[j]) || c.logits[j] == -kNegInf)
+        fail("sampler pipeline: token ", c.ids[j], "'s logit is ", c.logits[j], " after ",
+             s.dynatemp_range > 0.0f ? "dynamic temperature (dynatemp_range " : "temperature (",
+             s.dynatemp_range > 0.0f ? s.dynatemp_range : s.temperature, "): the logits / T overflow float32");
+    if (mutant_on(Mutant::logit_bias_after_temperature))
+      for (const auto& [t, bias] : s.logit_bias) {
+        const auto it = std::lower_bound(c.ids.begin(), c.ids.end(), t);
+        if (it != c.ids.end() && *it == t) c.logits[it - c.ids.begin()] += bias;  // others stay -inf
+      }
+    for (FilterStage stage : s.active_filters())
+      if (!(early_min_p && stage == FilterStage::min_p)) apply_filter(stage, c, s, history);
+  }
+  softmax_candidates(c, probs);
+}
+
+std::vector<float> SamplerPipeline::process(const std::vector<float>& logits, const TokenHistory& history) const {
+  if (static_cast<int32_t>(logits.size()) != vocab_size_)
+    fail("logits row has ", logits.size(), " entries but the vocabulary has ", vocab_size_);
+  std::vector<float> probs(vocab_size_);
+  process(logits.data(), history, probs.data());
+  return probs;
+}
+
+TokenHistory SamplerPipeline::advance(const TokenHistory& history, Token token, const float* probs) const {
+  if (token < 0 || token >= vocab_size_)
+    fail("advance: token id ", token, " is outside the vocabulary [0, ", vocab_size_, ")");
+  TokenHistory next = history.extended(token);
+  if (params_.constraint) next.constraint_state = params_.constraint->next_state(history.constraint_state, token);
+  if (params_.mirostat == 2 && !params_.greedy()) {
+    // Surprise of the emitted token under the distribution it was drawn from (llama.cpp computes it on
+    // the mirostat-truncated, renormalised distribution, which is ours when mirostat is the last stage).
+    const double surprise = -std::log2(static_cast<double>(probs[token]));
+    next.mirostat_mu = mirostat_mu(params_, history) - params_.mirostat_eta * (surprise - params_.mirostat_tau);
+  }
+  return next;
+}
+
+void process_batch(const float* logits, int32_t rows, int32_t vocab_size, const SamplerPipeline* const* pipelines,
+                   const TokenHistory* const* histories, float* probs) {
+  // Errors inside the parallel region are carried out of it: an exception must not cross OpenMP.
+  std::vector<std::string> errors(rows);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int32_t r = 0; r < rows; ++r) {
+    try {
+      pipelines[r]->process(logits + static_cast<size_t>(r) * vocab_size, *histories[r],
+                            probs + static_cast<size_t>(r) * vocab_size);
+    } catch (const std::exception& e) {
+      errors[r] = e.what();
+    }
+  }
+  for (int32_t r = 0; r < rows; ++r)
+    if (!errors[r].empty()) fail("row ", r, ": ", errors[r]);
+}
+
+}  // namespace specula

@@ -1,0 +1,48 @@
+// The sampler pipeline: logits + parameters + history -> the full processed distribution. Processors
+// transform; choosing a token is a separate step (verify/sampling/categorical.h). The verifiers need the whole
+// processed distribution at every draft position, which is why nothing here returns a single token.
+//
+//   1. masks: allowed_tokens, banned_tokens, bad_words, min_tokens/stop_tokens, then logit_bias
+//   2. penalties: repetition (prompt ∪ output), frequency and presence (output)
+//   3. temperature (0 = greedy: one-hot at the argmax, ties to the lowest id) or dynamic temperature
+//   4. filters in the configured order: min_p, top_k, top_p, typical_p, tfs_z, mirostat
+//   5. softmax over what remains (float32 output, float64 accumulation)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "verify/sampling/sampling_params.h"
+#include "verify/sampling/token_history.h"
+
+namespace specula {
+
+class SamplerPipeline {
+ public:
+  // Validates `params` against the vocabulary; throws Error naming the bad parameter.
+  SamplerPipeline(SamplingParams params, int32_t vocab_size);
+
+  const SamplingParams& params() const { return params_; }
+  int32_t vocab_size() const { return vocab_size_; }
+  std::string describe() const { return params_.describe(); }
+
+  // One row: logits [V] -> probs [V] (sums to 1, zeros where a token is removed).
+  // Throws Error on NaN/+inf logits or when no token survives the masks.
+  void process(const float* logits, const TokenHistory& history, float* probs) const;
+  std::vector<float> process(const std::vector<float>& logits, const TokenHistory& history) const;
+
+  // The history after `token` was emitted from the processed distribution `probs` of that history:
+  // appends the token and advances mirostat's mu (Basu et al. 2021, Alg. 2: mu -= eta * (surprise - tau)).
+  TokenHistory advance(const TokenHistory& history, Token token, const float* probs) const;
+
+ private:
+  SamplingParams params_;
+  int32_t vocab_size_;
+};
+
+// A batch of rows [B, V] with per-row pipelines and histories, processed in parallel over rows.
+void process_batch(const float* logits, int32_t rows, int32_t vocab_size, const SamplerPipeline* const* pipelines,
+                   const TokenHistory* const* histories, float* probs);
+
+}  // namespace specula

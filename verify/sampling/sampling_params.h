@@ -1,0 +1,74 @@
+// Per-row sampling parameters of the sampler pipeline. Defaults are "off" for every stage except
+// temperature 1. Semantics follow vLLM where systems differ; see README "Sampler pipeline".
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace specula {
+
+using Token = int32_t;
+class TokenConstraint;  // verify/sampling/token_constraint.h
+
+// Filters that may be reordered by `sampler_order` (everything after temperature).
+enum class FilterStage { min_p, top_k, top_p, typical_p, tfs_z, mirostat };
+
+const char* filter_stage_name(FilterStage stage);
+// Parses "min_p,top_k,top_p"; throws naming `option` and the bad entry.
+std::vector<FilterStage> parse_filter_order(const std::string& text, const std::string& option = "sampler_order");
+
+// The smallest temperature other than 0 (greedy): logits / T stay finite for logits up to 3e35, and a
+// smaller T is greedy decoding in all but name.
+inline constexpr float kMinTemperature = 1e-3f;
+
+struct SamplingParams {
+  // Step 1: masks and bias.
+  std::vector<Token> allowed_tokens;  // empty = all allowed
+  std::vector<Token> banned_tokens;
+  std::vector<std::vector<Token>> bad_words;  // last token banned when the output ends with the rest
+  int32_t min_tokens = 0;                     // stop tokens banned while |output| < min_tokens
+  std::vector<Token> stop_tokens;
+  std::vector<std::pair<Token, float>> logit_bias;
+  // Constrained decoding: only tokens that keep the output inside a regular language (the automaton's
+  // state travels in TokenHistory::constraint_state). Null = unconstrained.
+  std::shared_ptr<const TokenConstraint> constraint;
+
+  // Step 2: penalties.
+  float repetition_penalty = 1.0f;  // over prompt ∪ output
+  float frequency_penalty = 0.0f;   // over output
+  float presence_penalty = 0.0f;    // over output
+
+  // Step 3: temperature (0 = greedy) or dynamic temperature (llama.cpp dynatemp) when range > 0.
+  float temperature = 1.0f;
+  float dynatemp_range = 0.0f;
+  float dynatemp_exponent = 1.0f;
+
+  // Step 4: filters, applied in `order`.
+  float min_p = 0.0f;      // [0, 1], 0 = off
+  int32_t top_k = 0;       // 0 or -1 = off
+  float top_p = 1.0f;      // (0, 1], 1 = off
+  float typical_p = 1.0f;  // (0, 1], 1 = off
+  float tfs_z = 1.0f;      // (0, 1], 1 = off
+  int32_t mirostat = 0;    // 0 = off, 2 = mirostat v2
+  float mirostat_tau = 5.0f;
+  float mirostat_eta = 0.1f;
+  // Order of the filters. Active filters missing from the list run after the listed ones, in the
+  // canonical order min_p, top_k, top_p, typical_p, tfs_z, mirostat.
+  std::vector<FilterStage> order = {FilterStage::min_p, FilterStage::top_k, FilterStage::top_p};
+
+  bool greedy() const { return temperature == 0.0f; }
+  bool uses_history() const;  // does the processed distribution depend on the token history?
+
+  // Throws Error naming the parameter and value for any invalid setting; `vocab_size` bounds token ids.
+  void validate(int32_t vocab_size) const;
+
+  // The filters that run, in the order they run.
+  std::vector<FilterStage> active_filters() const;
+  // The chain as text, e.g. "logits -> penalties -> temperature -> min_p -> top_k -> top_p -> dist".
+  std::string describe() const;
+};
+
+}  // namespace specula

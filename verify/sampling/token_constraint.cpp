@@ -1,0 +1,253 @@
+#include "verify/sampling/token_constraint.h"
+
+#include <algorithm>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "kernels/shared/error.h"
+#include "verify/constraints/json_schema.h"
+
+namespace specula {
+
+TokenConstraint::TokenConstraint(std::string description, const Nfa& nfa, std::vector<std::string> token_strings,
+                                 std::vector<Token> stop_tokens)
+    : description_(std::move(description)),
+      token_strings_(std::move(token_strings)),
+      stop_tokens_(std::move(stop_tokens)),
+      dfa_(nfa) {
+  const int32_t V = vocab_size();
+  if (V <= 0) fail(description_, ": no token strings (the vocabulary is empty)");
+  if (dfa_.start() == LazyByteDfa::kDead) fail(description_, ": the pattern matches no string at all");
+  is_stop_.assign(V, 0);
+  for (Token t : stop_tokens_) {
+    if (t < 0 || t >= V) fail(description_, ": stop token id ", t, " is outside the vocabulary [0, ", V, ")");
+    is_stop_[t] = 1;
+  }
+  // A trie of the token strings, so one walk from a DFA state shares the work of common prefixes.
+  trie_.emplace_back();
+  for (Token t = 0; t < V; ++t) {
+    if (is_stop_[t] || token_strings_[t].empty()) continue;
+    int32_t node = 0;
+    for (char c : token_strings_[t]) {
+      const unsigned char b = static_cast<unsigned char>(c);
+      int32_t next = -1;
+      for (const auto& [byte, child] : trie_[node].children)
+        if (byte == b) next = child;
+      if (next < 0) {
+        next = static_cast<int32_t>(trie_.size());
+        trie_[node].children.emplace_back(b, next);
+        trie_.emplace_back();
+      }
+      node = next;
+    }
+    trie_[node].tokens.push_back(t);
+  }
+  stopped_.allowed.assign(V, 0);
+  stopped_.next.assign(V, kDead);
+  stopped_.complete = true;
+  for (Token t : stop_tokens_) {
+    stopped_.allowed[t] = 1;
+    stopped_.next[t] = kStopped;
+  }
+  stopped_.num_allowed = static_cast<int32_t>(std::count(stopped_.allowed.begin(), stopped_.allowed.end(), 1));
+}
+
+std::shared_ptr<const TokenConstraint> TokenConstraint::from_regex(const std::string& pattern,
+                                                                   std::vector<std::string> token_strings,
+                                                                   std::vector<Token> stop_tokens) {
+  return std::make_shared<const TokenConstraint>("regex '" + pattern + "'", compile_regex(pattern),
+                                                 std::move(token_strings), std::move(stop_tokens));
+}
+
+std::shared_ptr<const TokenConstraint> TokenConstraint::from_json_schema(const std::string& schema_json,
+                                                                         const std::string& source,
+                                                                         std::vector<std::string> token_strings,
+                                                                         std::vector<Token> stop_tokens) {
+  const std::string pattern = json_schema_to_regex(schema_json, source);
+  return std::make_shared<const TokenConstraint>("json schema '" + source + "'", compile_regex(pattern),
+                                                 std::move(token_strings), std::move(stop_tokens));
+}
+
+TokenConstraint::StateInfo TokenConstraint::build(int32_t dfa_state) const {
+  const int32_t V = vocab_size();
+  StateInfo info;
+  info.allowed.assign(V, 0);
+  info.next.assign(V, kDead);
+  info.complete = dfa_.accepting(dfa_state);
+  std::vector<std::pair<int32_t, int32_t>> stack = {{0, dfa_state}};  // (trie node, DFA state)
+  while (!stack.empty()) {
+    const auto [node, state] = stack.back();
+    stack.pop_back();
+    if (node != 0)
+      for (Token t : trie_[node].tokens) {
+        info.allowed[t] = 1;
+        info.next[t] = state;
+      }
+    for (const auto& [byte, child] : trie_[node].children) {
+      const int32_t to = dfa_.step(state, byte);
+      if (to != LazyByteDfa::kDead) stack.emplace_back(child, to);
+    }
+  }
+  if (info.complete)
+    for (Token t : stop_tokens_) {
+      info.allowed[t] = 1;
+      info.next[t] = kStopped;
+    }
+  for (char a : info.allowed) info.num_allowed += a;
+  return info;
+}
+
+const TokenConstraint::StateInfo& TokenConstraint::info(int32_t state) const {
+  if (state == kStopped) return stopped_;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (state < 0 || state >= dfa_.num_states())
+    fail(description_, ": automaton state ", state, " does not exist (a history from another constraint?)");
+  if (static_cast<int32_t>(infos_.size()) <= state) infos_.resize(state + 1);
+  if (!infos_[state]) infos_[state] = std::make_unique<StateInfo>(build(state));
+  return *infos_[state];
+}
+
+const std::vector<char>* TokenConstraint::allowed(int32_t state) const {
+  if (state == kDead) return nullptr;
+  return &info(state).allowed;
+}
+
+int32_t TokenConstraint::next_state(int32_t state, Token token) const {
+  if (state == kDead) return kDead;
+  if (token < 0 || token >= vocab_size())
+    fail(description_, ": token id ", token, " is outside the vocabulary [0, ", vocab_size(), ")");
+  return info(state).next[token];
+}
+
+bool TokenConstraint::complete(int32_t state) const { return state != kDead && info(state).complete; }
+
+int32_t TokenConstraint::walk(const std::vector<Token>& tokens) const {
+  int32_t state = kInitial;
+  for (Token t : tokens) state = next_state(state, t);
+  return state;
+}
+
+std::string TokenConstraint::text(const std::vector<Token>& tokens) const {
+  std::string out;
+  for (Token t : tokens) {
+    if (t < 0 || t >= vocab_size() || is_stop_[t]) break;
+    out += token_strings_[t];
+  }
+  return out;
+}
+
+int32_t TokenConstraint::states_built() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return dfa_.num_states();
+}
+
+std::vector<std::string> letter_token_strings(int32_t vocab_size) {
+  if (vocab_size > 256 - 'a')
+    fail("token strings: the default 'a' + t covers at most ", 256 - 'a', " tokens, the vocabulary has ", vocab_size,
+         " (give a token-strings file)");
+  std::vector<std::string> out;
+  for (int32_t t = 0; t < vocab_size; ++t) out.push_back(std::string(1, static_cast<char>('a' + t)));
+  return out;
+}
+
+std::vector<std::string> read_token_strings(const std::string& path, int32_t vocab_size) {
+  std::ifstream in(path);
+  if (!in) fail(path, ": cannot open the token-strings file");
+  std::vector<std::string> out;
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    std::string s;
+    for (size_t i = 0; i < line.size(); ++i) {
+      if (line[i] != '\\') {
+        s += line[i];
+        continue;
+      }
+      if (i + 1 >= line.size()) fail(path, ":", line_no, ": the line ends with a lone backslash");
+      const char e = line[++i];
+      auto hex = [&](char h) -> int {
+        if (h >= '0' && h <= '9') return h - '0';
+        if (h >= 'a' && h <= 'f') return h - 'a' + 10;
+        if (h >= 'A' && h <= 'F') return h - 'A' + 10;
+        fail(path, ":", line_no, ": column ", i + 1, ": '\\x' needs two hexadecimal digits");
+      };
+      switch (e) {
+        case '\\':
+          s += '\\';
+          break;
+        case 'n':
+          s += '\n';
+          break;
+        case 't':
+          s += '\t';
+          break;
+        case 'r':
+          s += '\r';
+          break;
+        case 's':
+          s += ' ';
+          break;
+        case 'x': {
+          if (i + 2 >= line.size()) fail(path, ":", line_no, ": column ", i, ": '\\x' needs two hexadecimal digits");
+          s += static_cast<char>(hex(line[i + 1]) * 16 + hex(line[i + 2]));
+          i += 2;
+          break;
+        }
+        default:
+          fail(path, ":", line_no, ": column ", i, ": unknown escape '\\", e, "' (known: \\\\ \\n \\t \\r \\s \\xHH)");
+      }
+    }
+    out.push_back(std::move(s));
+  }
+  if (static_cast<int32_t>(out.size()) != vocab_size)
+    fail(path, ": ", out.size(), " token strings for a vocabulary of ", vocab_size, " (one line per token)");
+  return out;
+}
+
+std::shared_ptr<const TokenConstraint> constraint_from_options(const ConstraintOptions& options, int32_t vocab_size,
+                                                               std::vector<std::string> tokenizer_strings,
+                                                               std::vector<Token> stop_tokens) {
+  if (!options.any()) return nullptr;
+  if (!options.regex.empty() && !options.json_schema_file.empty())
+    fail("--regex and --json-schema: give one constraint, not both");
+  std::vector<std::string> strings;
+  if (!options.token_strings_file.empty()) {
+    strings = read_token_strings(options.token_strings_file, vocab_size);
+  } else if (!tokenizer_strings.empty()) {
+    if (static_cast<int32_t>(tokenizer_strings.size()) != vocab_size)
+      fail("token strings: the tokenizer has ", tokenizer_strings.size(), " tokens but the model has ", vocab_size);
+    strings = std::move(tokenizer_strings);
+  } else {
+    strings = letter_token_strings(vocab_size);
+  }
+  if (!options.regex.empty())
+    return TokenConstraint::from_regex(options.regex, std::move(strings), std::move(stop_tokens));
+  std::ifstream in(options.json_schema_file);
+  if (!in) fail("--json-schema: cannot open '", options.json_schema_file, "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  return TokenConstraint::from_json_schema(text.str(), options.json_schema_file, std::move(strings),
+                                           std::move(stop_tokens));
+}
+
+void apply_token_constraint(LogitsRow row, const SamplingParams& s, const TokenHistory& h) {
+  if (!s.constraint) return;
+  const std::vector<char>* allowed = s.constraint->allowed(h.constraint_state);
+  if (!allowed) return;  // the path left the language: this row is never used (see the header)
+  int32_t kept = 0;
+  for (int32_t i = 0; i < row.size; ++i)
+    kept += (*allowed)[i] && row.logits[i] != -std::numeric_limits<float>::infinity();
+  if (kept == 0) {
+    const std::string text = s.constraint->text(h.output);
+    if (s.constraint->complete(h.constraint_state) && s.constraint->stop_tokens().empty())
+      fail(s.constraint->description(), ": the output '", text,
+           "' is a complete match that cannot continue, and no stop token is set to end it (--stop-tokens)");
+    fail(s.constraint->description(), ": no token can continue the output '", text,
+         "' (no token string continues the match, or the allowed tokens are masked by other settings)");
+  }
+  keep_only(row, *allowed);
+}
+
+}  // namespace specula

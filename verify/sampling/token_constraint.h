@@ -1,0 +1,124 @@
+// Constrained decoding: a token-level automaton over the model's vocabulary, built from a regular
+// expression (or a JSON Schema compiled to one, verify/constraints/json_schema.h), in the manner of
+// Outlines (Willard & Louf 2023): the byte DFA of the pattern (lazily determinised) is walked through each
+// token's string, so each automaton state has an allowed-token mask (a token is allowed iff its bytes lead
+// to a state from which the pattern can still be completed) and a next state per allowed token. Masks are
+// computed once per state and cached.
+//
+// The automaton state is part of the row's history (TokenHistory::constraint_state), advanced by
+// SamplerPipeline::advance with every emitted token, exactly like the penalties' counts: draft rows, tree
+// paths and the bonus row all see the state after their own path (verify/ALGORITHMS.md §2, "Grammar or FSM").
+//
+// Stop tokens end a match: they are allowed only in states where the output so far is a complete match,
+// and lead to kStopped, where only stop tokens are allowed (a fixed-length output is padded with them).
+// Their strings are never walked. A row whose path already left the language (kDead: an illegal draft
+// token, which the verifier always rejects since p(token) = 0) is never used to emit a token, so its mask
+// is left open rather than empty.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "verify/constraints/byte_dfa.h"
+#include "verify/sampling/logits_processors.h"
+#include "verify/sampling/sampling_params.h"
+
+namespace specula {
+
+class TokenConstraint {
+ public:
+  static constexpr int32_t kInitial = 0;
+  static constexpr int32_t kDead = -1;
+  static constexpr int32_t kStopped = -2;
+
+  // `description` names the constraint in errors (e.g. "regex 'a+b'"). token_strings[t] is token t's text
+  // (bytes); an empty string is never allowed. Throws Error when the pattern matches no string at all.
+  TokenConstraint(std::string description, const Nfa& nfa, std::vector<std::string> token_strings,
+                  std::vector<Token> stop_tokens);
+
+  // Throws Error naming the pattern (or schema) and the position of a syntax error or unsupported feature.
+  static std::shared_ptr<const TokenConstraint> from_regex(const std::string& pattern,
+                                                           std::vector<std::string> token_strings,
+                                                           std::vector<Token> stop_tokens);
+  // `source` names the schema in errors (a file name).
+  static std::shared_ptr<const TokenConstraint> from_json_schema(const std::string& schema_json,
+                                                                 const std::string& source,
+                                                                 std::vector<std::string> token_strings,
+                                                                 std::vector<Token> stop_tokens);
+
+  const std::string& description() const { return description_; }
+  int32_t vocab_size() const { return static_cast<int32_t>(token_strings_.size()); }
+  const std::vector<std::string>& token_strings() const { return token_strings_; }
+  const std::vector<Token>& stop_tokens() const { return stop_tokens_; }
+
+  // Allowed-token mask of a state (1 = allowed); nullptr for kDead (no mask: the row is unreachable).
+  const std::vector<char>* allowed(int32_t state) const;
+  // The state after `token`; kDead when the token is not allowed.
+  int32_t next_state(int32_t state, Token token) const;
+  // Is the output that led to `state` a complete match (or ended by a stop token)?
+  bool complete(int32_t state) const;
+
+  // The state after a whole token sequence, from kInitial.
+  int32_t walk(const std::vector<Token>& tokens) const;
+  // The text of `tokens` (stop tokens and everything after them left out).
+  std::string text(const std::vector<Token>& tokens) const;
+  // Number of DFA states built so far (they are built lazily).
+  int32_t states_built() const;
+
+ private:
+  struct StateInfo {
+    std::vector<char> allowed;  // [V]
+    std::vector<int32_t> next;  // [V], kDead where not allowed
+    bool complete = false;
+    int32_t num_allowed = 0;
+  };
+  struct TrieNode {
+    std::vector<std::pair<unsigned char, int32_t>> children;
+    std::vector<Token> tokens;  // tokens whose string ends here
+  };
+  const StateInfo& info(int32_t state) const;
+  StateInfo build(int32_t dfa_state) const;  // caller holds mutex_
+
+  std::string description_;
+  std::vector<std::string> token_strings_;
+  std::vector<Token> stop_tokens_;
+  std::vector<char> is_stop_;
+  std::vector<TrieNode> trie_;  // token strings, root = 0
+  StateInfo stopped_;
+
+  mutable std::mutex mutex_;
+  mutable LazyByteDfa dfa_;
+  mutable std::vector<std::unique_ptr<StateInfo>> infos_;  // by DFA state
+};
+
+// Token t -> the one byte 'a' + t: the default token strings of table models without a tokenizer
+// (V <= 159). Throws Error for larger vocabularies.
+std::vector<std::string> letter_token_strings(int32_t vocab_size);
+// A token-strings file: line t holds token t's string, with escapes \\ \n \t \r \s (space) \xHH. Throws
+// Error naming the file and line; the file must have exactly `vocab_size` lines.
+std::vector<std::string> read_token_strings(const std::string& path, int32_t vocab_size);
+
+// What the command line and experiment files say about a constraint (all optional).
+struct ConstraintOptions {
+  std::string regex;               // --regex
+  std::string json_schema_file;    // --json-schema FILE
+  std::string token_strings_file;  // --token-strings FILE
+  bool any() const { return !regex.empty() || !json_schema_file.empty(); }
+};
+
+// The constraint the options describe, or null when they name none. Token strings come from the
+// token-strings file when given, else `tokenizer_strings` (a model's tokenizer, token by token) when not
+// empty, else letter_token_strings. Throws Error naming the option: both --regex and --json-schema, an
+// unreadable file, a bad pattern or schema.
+std::shared_ptr<const TokenConstraint> constraint_from_options(const ConstraintOptions& options, int32_t vocab_size,
+                                                               std::vector<std::string> tokenizer_strings,
+                                                               std::vector<Token> stop_tokens);
+
+// Pipeline step 1 (masks): keeps only the tokens the constraint allows in the history's state. A no-op
+// without a constraint. Throws Error naming the constraint and the text so far when no token can continue.
+void apply_token_constraint(LogitsRow row, const SamplingParams& s, const TokenHistory& h);
+
+}  // namespace specula

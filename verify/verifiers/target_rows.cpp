@@ -1,0 +1,37 @@
+#include "verify/verifiers/target_rows.h"
+
+#include <algorithm>
+
+#include "kernels/shared/mutation_points.h"
+
+namespace specula {
+
+TokenHistory row_history(const SamplerPipeline& pipeline, const TokenHistory& committed, const TokenTree& tree,
+                         const float* probs, int32_t row) {
+  if (row == 0 || mutant_on(Mutant::penalties_ignore_draft_prefix)) return committed;
+  std::vector<int32_t> nodes;
+  for (int32_t n = row - 1; n >= 0; n = tree.parent[n]) nodes.push_back(n);
+  std::reverse(nodes.begin(), nodes.end());
+  TokenHistory h = committed;
+  const int32_t V = pipeline.vocab_size();
+  for (int32_t n : nodes) h = pipeline.advance(h, tree.tokens[n], probs + static_cast<size_t>(tree.parent[n] + 1) * V);
+  if (mutant_on(Mutant::constraint_state_not_advanced)) h.constraint_state = committed.constraint_state;
+  return h;
+}
+
+void process_tree_rows(const SamplerPipeline& pipeline, const float* logits, const TokenHistory& committed,
+                       const TokenTree& tree, float* probs) {
+  const int32_t V = pipeline.vocab_size();
+  if (!pipeline.params().uses_history()) {
+    for (int32_t row = 0; row <= tree.size(); ++row)
+      pipeline.process(logits + static_cast<size_t>(row) * V, committed, probs + static_cast<size_t>(row) * V);
+    return;
+  }
+  // Topological order: a row's ancestors are processed before it.
+  for (int32_t row = 0; row <= tree.size(); ++row) {
+    const TokenHistory h = row_history(pipeline, committed, tree, probs, row);
+    pipeline.process(logits + static_cast<size_t>(row) * V, h, probs + static_cast<size_t>(row) * V);
+  }
+}
+
+}  // namespace specula
