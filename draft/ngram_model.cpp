@@ -7,6 +7,7 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "harness/io/output_file.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -155,8 +156,7 @@ double NgramModel::probability(Token w, const std::vector<Token>& history) const
 }
 
 void NgramModel::save(const std::string& path) const {
-  std::ofstream out(path);
-  if (!out) fail(path, ": cannot write n-gram model file");
+  std::ostringstream out;
   out << kMagic << ' ' << kVersion << "\norder " << order_ << "\nvocab " << vocab_size_ << '\n';
   for (int32_t n = 1; n <= order_; ++n) out << "ngrams " << n << ' ' << levels_[n - 1].counts.size() << '\n';
   for (int32_t n = 1; n <= order_; ++n) {
@@ -172,8 +172,7 @@ void NgramModel::save(const std::string& path) const {
     }
   }
   out << "end\n";
-  out.flush();
-  if (!out) fail(path, ": error while writing n-gram model file");
+  write_output_file(path, out.str(), "the n-gram model");
 }
 
 NgramModel NgramModel::load(const std::string& path) {

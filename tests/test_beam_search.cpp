@@ -223,10 +223,20 @@ TEST_CASE("beam search options are checked by name", "[beam]") {
     change(c);
     return BeamSearch(pair.target, SamplingParams{}, c);
   };
-  CHECK_THROWS_WITH(bad([](BeamSearchConfig& c) { c.beam_width = 0; }), Contains("--beam-width"));
-  CHECK_THROWS_WITH(bad([](BeamSearchConfig& c) { c.num_groups = 3; }), Contains("--num-beam-groups"));
-  CHECK_THROWS_WITH(bad([](BeamSearchConfig& c) { c.diversity_penalty = -1; }), Contains("--diversity-penalty"));
-  CHECK_THROWS_WITH(bad([](BeamSearchConfig& c) { c.num_return = 9; }), Contains("--num-return"));
+  // The parameter is named; the command line turns it into its flag, an experiment into its key.
+  auto names = [&](auto change, const std::string& parameter) {
+    try {
+      bad(change);
+      FAIL("no error for " << parameter);
+    } catch (const ParameterError& e) {
+      CHECK(e.parameter() == parameter);
+    }
+  };
+  names([](BeamSearchConfig& c) { c.beam_width = 0; }, "beam_width");
+  names([](BeamSearchConfig& c) { c.num_groups = 3; }, "num_beam_groups");
+  names([](BeamSearchConfig& c) { c.diversity_penalty = -1; }, "diversity_penalty");
+  names([](BeamSearchConfig& c) { c.num_return = 9; }, "num_return");
+  CHECK_THROWS_WITH(bad([](BeamSearchConfig& c) { c.num_groups = 3; }), Contains("num_beam_groups must be >= 1"));
 }
 
 TEST_CASE("specula generate --method beam: best line, n-best file, and constraints through the CLI",

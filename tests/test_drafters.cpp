@@ -672,4 +672,12 @@ TEST_CASE("specula train-ngram: byte-level model from a corpus file", "[drafters
                           model + " --tokenizer gpt2 > " + (dir / "bad.log").string() + " 2>&1";
   CHECK(std::system(bad.c_str()) != 0);
   CHECK(read_text((dir / "bad.log").string()).find("unknown tokenizer 'gpt2'") != std::string::npos);
+  // A failed write (a full device) is an error naming the model file.
+  const std::string full = std::string(SPECULA_BINARY) + " train-ngram --corpus " + corpus +
+                           " --order 3 --output /dev/full > " + (dir / "full.log").string() + " 2>&1";
+  CHECK(std::system(full.c_str()) != 0);
+  const std::string full_log = read_text((dir / "full.log").string());
+  INFO(full_log);
+  CHECK(full_log.find("the n-gram model") != std::string::npos);
+  CHECK(full_log.find("/dev/full") != std::string::npos);
 }

@@ -83,11 +83,12 @@ TEST_CASE("generate refuses bad models and options with a message naming them", 
        "vocabulary mismatch"},
       {"--target bigram:" + target + " --draft bigram:" + draft +
            " --method sideways --prompt-tokens 0 --max-new-tokens 2" + out,
-       "unknown verification method 'sideways'"},
-      {"--target bigram:" + target + " --method chain --prompt-tokens 0 --max-new-tokens 2" + out, "needs a --draft"},
+       "--method: unknown method 'sideways' (known: ar, greedy, chain, tree, block, typical, beam)"},
+      {"--target bigram:" + target + " --method chain --prompt-tokens 0 --max-new-tokens 2" + out,
+       "--method chain needs a draft model"},
       {"--target bigram:" + target + " --draft bigram:" + draft +
            " --method greedy --temperature 0.7 --prompt-tokens 0 --max-new-tokens 2" + out,
-       "--temperature 0"},
+       "--method greedy verifies greedy decoding: use temperature 0 (got 0.7)"},
       {"--target bigram:" + target + " --draft bigram:" + draft +
            " --method chain --tree 2,2 --prompt-tokens 0 --max-new-tokens 2" + out,
        "--tree"},

@@ -15,12 +15,14 @@
 #include "harness/experiment/run_record.h"
 #include "harness/experiment/summary.h"
 #include "harness/experiment/sweep.h"
+#include "harness/generation/decoding_method.h"
 #include "kernels/shared/error.h"
 #include "speculative_fixtures.h"
 
 using namespace specula;
 using namespace specula::testing;
 using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
 namespace fs = std::filesystem;
 
 namespace {
@@ -66,6 +68,46 @@ TEST_CASE("experiment files: lists, separators, overrides and defaults", "[runne
     for (const Setting& s : shard_of(sweep, i, 3))
       if (!s.baseline) CHECK(seen.insert(s.id).second);
   CHECK(seen.size() == 6);
+}
+
+TEST_CASE("[beam] takes generate's option names too; one option under both names is refused", "[runner][config]") {
+  TempDir dir;
+  const ExperimentConfig c =
+      load_experiment(dir.write("b.ini", experiment_text("\n[beam]\nbeam_width = 6\nnum_beam_groups = 2\n")), {});
+  CHECK(c.beam.at("width") == "6");
+  CHECK(c.beam.at("groups") == "2");
+  CHECK_THAT(c.resolved_ini(), Contains("width = 6") && Contains("groups = 2"));
+  CHECK_THROWS_WITH(load_experiment(dir.write("d.ini", experiment_text("\n[beam]\nwidth = 6\nbeam_width = 4\n")), {}),
+                    Contains("beam_width") && Contains("repeats [beam] width"));
+  // --set overrides either spelling.
+  const ExperimentConfig o = load_experiment(dir.file("b.ini"), {"beam.width=3"});
+  CHECK(o.beam.at("width") == "3");
+}
+
+TEST_CASE("one decoding method for generate and run: names, defaults and the method's rules", "[runner][config]") {
+  CHECK_FALSE(parse_decoding_method("ar").speculative());
+  CHECK(parse_decoding_method("beam").beam);
+  CHECK(parse_decoding_method("typical").verify == VerifyMethod::typical);
+  CHECK_THROWS_WITH(parse_decoding_method("sideways"), Contains("unknown method 'sideways'") && Contains("beam"));
+  CHECK_THROWS_WITH(with_source("--method", [] { return parse_decoding_method("x"); }),
+                    StartsWith("--method: unknown method 'x'"));
+  // A tree with no shape verifies one chain of K; other methods keep the shape they were given (none).
+  DraftShape shape;
+  CHECK(shape.num_draft_tokens == kDefaultNumDraftTokens);
+  shape.num_draft_tokens = 3;
+  CHECK(generation_config(parse_decoding_method("tree"), shape, 10, 1).tree_shape == std::vector<int32_t>{1, 1, 1});
+  CHECK(generation_config(parse_decoding_method("chain"), shape, 10, 1).tree_shape.empty());
+  CHECK(draft_depth(generation_config(parse_decoding_method("chain"), shape, 10, 1)) == 3);
+  CHECK(draft_depth(generation_config(parse_decoding_method("ar"), shape, 10, 1)) == 0);
+  // Greedy speculation runs at temperature 0 unless a temperature was given.
+  SamplingParams p;
+  p.temperature = 0.7f;
+  apply_method_temperature(parse_decoding_method("greedy"), true, p);
+  CHECK(p.temperature == 0.7f);
+  apply_method_temperature(parse_decoding_method("chain"), false, p);
+  CHECK(p.temperature == 0.7f);
+  apply_method_temperature(parse_decoding_method("greedy"), false, p);
+  CHECK(p.temperature == 0.0f);
 }
 
 TEST_CASE("experiment files: errors name the file, line and key", "[runner][config][errors]") {
@@ -568,4 +610,20 @@ TEST_CASE("a sweep whose prompts and trees overflow the target is refused before
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Contains("holds 256 positions") && Contains("draft depth 5"));
   CHECK_FALSE(fs::exists(dir.file("results") + "/long"));
+}
+
+TEST_CASE("an error the generation layer raises about a parameter names the experiment's file, line and key",
+          "[runner][cli][errors]") {
+  TempDir dir;
+  // Greedy verification with a sampling temperature: the Generator refuses it, naming the parameter `method`.
+  std::string text = experiment_text();
+  text.replace(text.find("method = chain, tree"), std::string("method = chain, tree").size(), "method = greedy");
+  text.replace(text.find("temperature = 0, 0.8"), std::string("temperature = 0, 0.8").size(), "temperature = 0.8");
+  const std::string path = dir.write("greedy.ini", text);
+  const CliResult r = run_specula("run " + path + " --set experiment.output_dir=" + dir.file("results") + " --quiet");
+  CHECK(r.exit_code == 1);
+  INFO(r.err);
+  CHECK_THAT(r.err, Contains("greedy.ini:10: key 'draft.method'") &&
+                        Contains("method greedy verifies greedy decoding: use temperature 0 (got 0.8)"));
+  CHECK_THAT(r.err, !Contains("--method"));
 }

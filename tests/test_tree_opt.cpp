@@ -380,3 +380,15 @@ TEST_CASE("specula tree-opt: prints both trees, writes a --tree the generator ac
   CHECK(none.exit_code == 1);
   CHECK_THAT(none.err, Contains("--forward-cost"));
 }
+
+TEST_CASE("tree-opt: a failed write of --output or --output-ranks is an error naming it", "[tree-opt][cli]") {
+  testing::TempDir dir;
+  const std::string base = "tree-opt --acceptance 0.55,0.2,0.08,0.04 --forward-cost 1:1.0,4:1.02,8:1.08 --max-depth 4";
+  for (const std::string option : {"--output", "--output-ranks"}) {
+    INFO(option);
+    const std::string other = option == "--output" ? " --output-ranks " + dir.file("r") : " --output " + dir.file("s");
+    const testing::CliResult r = testing::run_specula(base + " " + option + " /dev/full" + other);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains(option) && Contains("/dev/full"));
+  }
+}

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <set>
 
+#include "harness/io/output_file.h"
 #include "harness/models/json_fields.h"
 #include "harness/models/transformer/checkpoint.h"
 #include "kernels/shared/error.h"
@@ -81,14 +82,8 @@ KVCache EagleHeadImpl::new_cache() const {
 DraftHeadsConfig read_draft_heads_config(const std::string& dir) {
   if (!fs::is_directory(dir)) fail("draft heads '", dir, "': no such folder");
   const std::string path = (fs::path(dir) / "config.json").string();
-  std::ifstream in(path);
-  if (!in) fail(path, ": missing config (is '", dir, "' a folder written by specula train-medusa/train-eagle?)");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    fail(path, ": malformed JSON: ", e.what());
-  }
+  const json j =
+      read_json_file(path, "missing config (is '" + dir + "' a folder written by specula train-medusa/train-eagle?)");
   if (!j.is_object()) fail(path, ": expected a JSON object");
   reject_unknown_json_fields(j, {"format", "kind", "target", "target_model", "medusa_heads", "weights", "training"},
                              path);
@@ -124,10 +119,7 @@ void write_draft_heads_config(const std::string& dir, const DraftHeadsConfig& c)
             {"training", c.training}};
   if (c.kind == "medusa") j["medusa_heads"] = c.medusa_heads;
   const std::string path = (fs::path(dir) / "config.json").string();
-  std::ofstream out(path);
-  if (!out) fail(path, ": cannot write the heads config");
-  out << j.dump(2) << "\n";
-  if (!out.flush()) fail(path, ": failed writing the heads config");
+  write_output_file(path, j.dump(2) + "\n", "the heads config");
 }
 
 std::string resolve_heads_target(const std::string& dir, const DraftHeadsConfig& config) {
@@ -141,32 +133,7 @@ void save_draft_heads(const std::string& dir, torch::nn::Module& heads, const Dr
 }
 
 void load_draft_heads_weights(const std::string& dir, const DraftHeadsConfig& config, torch::nn::Module& heads) {
-  const std::string path = (fs::path(dir) / config.weights_file).string();
-  if (!fs::is_regular_file(path)) fail(path, ": missing weights file (named by config.json)");
-  torch::serialize::InputArchive archive;
-  try {
-    archive.load_from(path);
-  } catch (const c10::Error& e) {
-    fail(path, ": corrupt or unreadable weights archive: ", e.what_without_backtrace());
-  }
-  torch::NoGradGuard no_grad;
-  std::set<std::string> expected;
-  for (auto& p : heads.named_parameters()) {
-    expected.insert(p.key());
-    torch::Tensor stored;
-    try {
-      if (!archive.try_read(p.key(), stored)) fail(path, ": missing tensor '", p.key(), "'");
-    } catch (const c10::Error& e) {
-      fail(path, ": cannot read tensor '", p.key(), "': ", e.what_without_backtrace());
-    }
-    if (stored.sizes() != p.value().sizes())
-      fail(path, ": tensor '", p.key(), "' has shape ", stored.sizes(), " but config.json implies ", p.value().sizes());
-    const torch::Tensor value = stored.to(torch::kFloat32);
-    if (!torch::isfinite(value).all().item<bool>()) fail(path, ": tensor '", p.key(), "' holds NaN or inf");
-    p.value().copy_(value);
-  }
-  for (const std::string& key : archive.keys())
-    if (!expected.count(key)) fail(path, ": unexpected tensor '", key, "' (not a parameter of these heads)");
+  load_parameters((fs::path(dir) / config.weights_file).string(), heads, "config.json", "", "these heads");
   heads.eval();
 }
 

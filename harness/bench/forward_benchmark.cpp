@@ -22,6 +22,7 @@
 
 #include "harness/config/command_options.h"
 #include "harness/experiment/environment.h"
+#include "harness/io/output_file.h"
 #include "harness/models/transformer/checkpoint.h"
 #include "harness/models/transformer/skinny_linear.h"
 #include "kernels/shared/error.h"
@@ -361,11 +362,8 @@ int forward_benchmark_command(const std::vector<std::string>& args) {
   }
   const std::filesystem::path output =
       vm.count("output") ? vm["output"].as<std::string>() : "results/bench/forward-" + hostname() + ".json";
-  if (output.has_parent_path()) std::filesystem::create_directories(output.parent_path());
-  std::ofstream out(output);
-  if (!out) fail("--output: cannot write ", output.string());
-  out << report.dump(2) << "\n";
-  if (!out.flush()) fail("--output: failed writing ", output.string());
+  create_parent_folder(output.string(), "--output");
+  write_output_file(output.string(), report.dump(2) + "\n", "--output");
   std::cout << "wrote " << output.string() << "\n";
   return 0;
 }

@@ -22,6 +22,7 @@
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
 #include "harness/experiment/environment.h"
+#include "harness/io/output_file.h"
 #include "kernels/shared/error.h"
 
 #ifndef SPECULA_BUILD_TYPE
@@ -202,11 +203,8 @@ int bench_sampler(const Args& args) {
       {"targets_v128256_b64", targets_json(ratios)},
   };
 
-  if (output.has_parent_path()) std::filesystem::create_directories(output.parent_path());
-  std::ofstream out(output);
-  if (!out) fail("--output: cannot write ", output.string());
-  out << report.dump(2) << "\n";
-  if (!out.flush()) fail("--output: failed writing ", output.string());
+  create_parent_folder(output.string(), "--output");
+  write_output_file(output.string(), report.dump(2) + "\n", "--output");
 
   print_ratio_table(ratios, std::cout);
   for (const auto& a : result.agreement)
@@ -323,11 +321,8 @@ int bench_verify(const Args& args) {
       {"ratios", ratios},
   };
 
-  if (output.has_parent_path()) std::filesystem::create_directories(output.parent_path());
-  std::ofstream out(output);
-  if (!out) fail("--output: cannot write ", output.string());
-  out << report.dump(2) << "\n";
-  if (!out.flush()) fail("--output: failed writing ", output.string());
+  create_parent_folder(output.string(), "--output");
+  write_output_file(output.string(), report.dump(2) + "\n", "--output");
 
   std::cout << "\n"
             << std::left << std::setw(8) << "method" << std::setw(14) << "shape" << std::setw(8) << "V" << std::right

@@ -64,10 +64,7 @@ int bench_cuda_command(const Args& args) {
   const std::string output = vm["output"].as<std::string>();
   const CudaBenchReport report = run_cuda_bench(o);
   print_cuda_bench(report, std::cout);
-  const std::filesystem::path parent = std::filesystem::path(output).parent_path();
-  std::error_code ec;
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  if (ec) fail("--output: cannot create ", parent.string(), ": ", ec.message());
+  create_parent_folder(output, "--output");
   write_output_file(output, cuda_bench_json(report), "--output");
   std::cout << "wrote " << output << "\n";
   return 0;

@@ -16,6 +16,7 @@
 #include "harness/experiment/environment.h"
 #include "harness/experiment/run_record.h"
 #include "harness/experiment/summary.h"
+#include "harness/io/output_file.h"
 #include "harness/runner/experiment_runner.h"
 #include "kernels/shared/error.h"
 
@@ -109,10 +110,8 @@ int bench_end_to_end(const Args& args) {
 
   const std::string out =
       vm.count("output") ? vm["output"].as<std::string>() : "results/bench/end-to-end-" + hostname() + ".json";
-  std::filesystem::create_directories(std::filesystem::path(out).parent_path().empty()
-                                          ? std::filesystem::path(".")
-                                          : std::filesystem::path(out).parent_path());
-  std::ofstream(out) << report.dump(2) << "\n";
+  create_parent_folder(out, "--output");
+  write_output_file(out, report.dump(2) + "\n", "--output");
 
   print_summary_table(rows, std::cout);
   std::cout << "speedup: whole run; decode: the decoding loop without the prompt (both means of ratios within "

@@ -18,6 +18,7 @@
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
 #include "harness/generation/beam_search.h"
+#include "harness/generation/decoding_method.h"
 #include "harness/generation/generator.h"
 #include "harness/io/output_file.h"
 #include "harness/models/eos_tokens.h"
@@ -201,7 +202,7 @@ int generate_command(const Args& args) {
     ("target", po::value<std::string>(), "target model, e.g. bigram:PATH")
     ("draft", po::value<std::string>(), "draft model, e.g. bigram:PATH")
     ("method", po::value<std::string>()->default_value("ar"), "ar | greedy | chain | tree | block | typical (lossy) | beam")
-    ("num-draft-tokens", po::value<int32_t>()->default_value(4), "draft length K (chain, block, typical, greedy)")
+    ("num-draft-tokens", po::value<int32_t>()->default_value(kDefaultNumDraftTokens), "draft length K (chain, block, typical, greedy)")
     ("tree", po::value<std::string>(), "tree shape for --method tree: children per depth, e.g. 2,2,1")
     ("tree-sampling", po::value<std::string>()->default_value("iid"), "sibling scheme: iid | without-replacement | topk")
     ("prompt-tokens", po::value<std::string>(), "prompt token ids, e.g. 0,3")
@@ -224,12 +225,12 @@ int generate_command(const Args& args) {
     ("regex", po::value<std::string>(), "constrain the output to a regular expression (whole output; stop tokens end it)")
     ("json-schema", po::value<std::string>(), "constrain the output to compact JSON valid under this schema file")
     ("token-strings", po::value<std::string>(), "file: token t's string on line t (default: the tokenizer, else 'a'+t)")
-    ("beam-width", po::value<int32_t>()->default_value(4), "beam: beams kept per step (over all groups)")
-    ("num-beam-groups", po::value<int32_t>()->default_value(1), "beam: diverse beam search groups (divides the width)")
-    ("diversity-penalty", po::value<double>()->default_value(0.0), "beam: Hamming diversity penalty between groups")
-    ("length-penalty", po::value<double>()->default_value(1.0), "beam: score = logprob / length^alpha")
-    ("early-stopping", po::value<bool>()->default_value(true), "beam: stop a group at width finished hypotheses")
-    ("num-return", po::value<int32_t>()->default_value(0), "beam: n-best size (0 = beam width)")
+    ("beam-width", po::value<int32_t>()->default_value(BeamSearchConfig{}.beam_width), "beam: beams kept per step (over all groups)")
+    ("num-beam-groups", po::value<int32_t>()->default_value(BeamSearchConfig{}.num_groups), "beam: diverse beam search groups (divides the width)")
+    ("diversity-penalty", po::value<double>()->default_value(BeamSearchConfig{}.diversity_penalty), "beam: Hamming diversity penalty between groups")
+    ("length-penalty", po::value<double>()->default_value(BeamSearchConfig{}.length_penalty), "beam: score = logprob / length^alpha")
+    ("early-stopping", po::value<bool>()->default_value(BeamSearchConfig{}.early_stopping), "beam: stop a group at width finished hypotheses")
+    ("num-return", po::value<int32_t>()->default_value(BeamSearchConfig{}.num_return), "beam: n-best size (0 = beam width)")
     ("nbest-output", po::value<std::string>(), "beam: file, one hypothesis per line: score, logprob, stop|length, ids");
   // clang-format on
   add_sampler_options(desc);
@@ -259,20 +260,17 @@ int generate_command(const Args& args) {
   SamplingParams draft_params = target_params;
   read_sampler_options(vm, draft_params, "draft-");
 
-  GenerationConfig config;
-  const std::string method = vm["method"].as<std::string>();
-  const bool beam = method == "beam";
-  if (method != "ar" && !beam) config.method = parse_verify_method(method);
-  if (config.method == VerifyMethod::greedy && !vm.count("temperature")) target_params.temperature = 0.0f;
-  if (config.method == VerifyMethod::greedy && !vm.count("draft-temperature") && !vm.count("temperature"))
-    draft_params.temperature = 0.0f;
-  config.num_draft_tokens = vm["num-draft-tokens"].as<int32_t>();
-  if (vm.count("tree")) config.tree_shape = parse_tree_shape(vm["tree"].as<std::string>());
-  if (config.method == VerifyMethod::tree && config.tree_shape.empty())
-    config.tree_shape.assign(config.num_draft_tokens, 1);
-  config.tree_sampling = parse_sibling_scheme(vm["tree-sampling"].as<std::string>());
-  config.max_new_tokens = vm["max-new-tokens"].as<int32_t>();
-  config.seed = vm["seed"].as<uint64_t>();
+  const DecodingMethod method =
+      with_source("--method", [&] { return parse_decoding_method(vm["method"].as<std::string>()); });
+  const bool beam = method.beam;
+  apply_method_temperature(method, vm.count("temperature") > 0, target_params);
+  apply_method_temperature(method, vm.count("draft-temperature") + vm.count("temperature") > 0, draft_params);
+  DraftShape shape;
+  shape.num_draft_tokens = vm["num-draft-tokens"].as<int32_t>();
+  if (vm.count("tree")) shape.tree_shape = parse_tree_shape(vm["tree"].as<std::string>());
+  shape.tree_sampling = parse_sibling_scheme(vm["tree-sampling"].as<std::string>());
+  GenerationConfig config =
+      generation_config(method, shape, vm["max-new-tokens"].as<int32_t>(), vm["seed"].as<uint64_t>());
   if (vm.count("logprobs")) {
     config.logprobs = vm["logprobs"].as<int32_t>();
     if (config.logprobs < 0) fail("--logprobs must be >= 0, got ", config.logprobs);
@@ -337,7 +335,7 @@ int generate_command(const Args& args) {
   if (vm.count("logprobs-output")) write_logprobs(vm["logprobs-output"].as<std::string>(), outputs);
   if (vm.count("metrics-json"))
     write_output_file(vm["metrics-json"].as<std::string>(),
-                      metrics.to_json(method, config.method && is_lossy(*config.method)), "--metrics-json");
+                      metrics.to_json(method.name, config.method && is_lossy(*config.method)), "--metrics-json");
   if (metrics.q_zero_errors > 0)
     std::cerr << "specula generate: warning: " << metrics.q_zero_errors
               << " drafted token(s) had recorded q = 0 (rejected; the draft's recorded law is inconsistent)\n";

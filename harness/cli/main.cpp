@@ -1,4 +1,5 @@
 // `specula <command> [options]`: the one executable of the harness.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <functional>
@@ -59,6 +60,12 @@ int main(int argc, char** argv) {
     const int status = it->second.run(specula::cli::Args(argv + 2, argv + argc));
     specula::check_standard_output();  // output lost to a full disk or a closed pipe is a failure
     return status;
+  } catch (const specula::ParameterError& e) {
+    // A lower layer named the parameter; on the command line it is the flag of the same name.
+    std::string flag = e.parameter();
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    std::cerr << "specula " << argv[1] << ": error: --" << flag << " " << e.detail() << "\n";
+    return 1;
   } catch (const specula::Error& e) {
     std::cerr << "specula " << argv[1] << ": error: " << e.what() << "\n";
     return 1;

@@ -16,11 +16,13 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "draft/registry/drafter_registry.h"
 #include "draft/tree_shape_optimizer.h"
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
+#include "harness/io/output_file.h"
 #include "harness/models/registry/model_registry.h"
 #include "kernels/shared/error.h"
 #include "verify/sampling/sampler_pipeline.h"
@@ -239,17 +241,16 @@ int tree_opt_command(const Args& args) {
   }
   if (vm.count("output")) {
     const std::string path = vm["output"].as<std::string>();
-    std::ofstream out(path);
-    if (!out || !(out << shape_text(uniform.shape) << "\n")) fail("--output: cannot write '", path, "'");
+    write_output_file(path, shape_text(uniform.shape) + "\n", "--output");
     std::cout << "wrote " << path << " (--tree " << shape_text(uniform.shape) << ")\n";
   }
   if (vm.count("output-ranks")) {
     const std::string path = vm["output-ranks"].as<std::string>();
-    std::ofstream out(path);
-    out << "# specula tree-opt: " << best.tree.size() << " nodes, expected tokens per step " << best.tokens_per_step
-        << "\n"
-        << format_rank_tree(best.tree);
-    if (!out.flush()) fail("--output-ranks: cannot write '", path, "'");
+    std::ostringstream text;
+    text << "# specula tree-opt: " << best.tree.size() << " nodes, expected tokens per step " << best.tokens_per_step
+         << "\n"
+         << format_rank_tree(best.tree);
+    write_output_file(path, text.str(), "--output-ranks");
     std::cout << "wrote " << path << " (rank paths; e.g. --draft eagle:DIR,tree=" << path << ")\n";
   }
   return 0;

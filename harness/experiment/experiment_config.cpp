@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "harness/config/command_options.h"
+#include "harness/generation/decoding_method.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/philox.h"
 #include "verify/constraints/json_schema.h"
@@ -73,7 +74,7 @@ void check_axis_value(const std::string& where, const std::string& key, const st
   const std::string name = key.substr(key.find('.') + 1);
   try {
     if (key == "draft.method") {
-      if (value != "ar" && value != "beam") parse_verify_method(value);
+      parse_decoding_method(value);
     } else if (key == "draft.num_draft_tokens") {
       parse_int(where, key, value, 1);
     } else if (key == "draft.tree") {
@@ -161,21 +162,27 @@ void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, 
     return;
   }
   if (section == "beam") {
-    if (!beam_keys().count(name))
+    // generate's names (--beam-width, --num-beam-groups) are accepted too, so one spelling works in both.
+    const std::string option = name == "beam_width" ? "width" : name == "num_beam_groups" ? "groups" : name;
+    if (!beam_keys().count(option))
       fail(where, ": unknown key '", key,
-           "' (known in [beam]: width, groups, diversity_penalty, length_penalty, "
+           "' (known in [beam]: width or beam_width, groups or num_beam_groups, diversity_penalty, length_penalty, "
            "early_stopping, num_return)");
-    if (name == "early_stopping") {
+    // The file's reader refuses a key given twice; here, one option under both of its names (--set may override).
+    if (c.beam.count(option) && where.rfind("--set", 0) != 0 && c.origin.count("beam." + option) &&
+        c.origin.at("beam." + option).rfind("--set", 0) != 0)
+      fail(where, ": key '", key, "' repeats [beam] ", option, " (", c.origin.at("beam." + option), ")");
+    if (option == "early_stopping") {
       if (value != "true" && value != "false") fail(where, ": key '", key, "': '", value, "' is not true or false");
-    } else if (name == "diversity_penalty" || name == "length_penalty") {
+    } else if (option == "diversity_penalty" || option == "length_penalty") {
       char* end = nullptr;
       std::strtod(value.c_str(), &end);
       if (value.empty() || *end != '\0') fail(where, ": key '", key, "': '", value, "' is not a number");
     } else {
-      parse_int(where, key, value, name == "num_return" ? 0 : 1);
+      parse_int(where, key, value, option == "num_return" ? 0 : 1);
     }
-    c.beam[name] = value;
-    c.origin[key] = where;
+    c.beam[option] = value;
+    c.origin["beam." + option] = where;
     return;
   }
   const bool known = (section == "draft" && draft_keys().count(name)) ||
@@ -250,7 +257,8 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
     fail(path, ": give exactly one of [experiment] prompts (a file) or prompts_from_corpus (a text corpus)");
   if (!c.axes.count("draft.drafter")) fail(path, ": [draft] drafter is required (one or more, separated by '|')");
   if (!c.axes.count("draft.method")) c.axes["draft.method"] = {"chain"};
-  if (!c.axes.count("draft.num_draft_tokens")) c.axes["draft.num_draft_tokens"] = {"4"};
+  if (!c.axes.count("draft.num_draft_tokens"))
+    c.axes["draft.num_draft_tokens"] = {std::to_string(kDefaultNumDraftTokens)};
   return c;
 }
 

@@ -27,15 +27,21 @@ namespace specula {
 // The longest draft chain a verification call takes (a tree is bounded by its 4096 nodes instead).
 inline constexpr int32_t kMaxDraftTokens = 256;
 
+// Draft tokens per step (K) when neither --num-draft-tokens nor [draft] num_draft_tokens says.
+inline constexpr int32_t kDefaultNumDraftTokens = 4;
+
 struct GenerationConfig {
-  std::optional<VerifyMethod> method;  // nullopt = autoregressive baseline (`ar`)
-  int32_t num_draft_tokens = 4;        // chain length K
-  std::vector<int32_t> tree_shape;     // for method tree; empty = chain of K with i.i.d. draws
+  std::optional<VerifyMethod> method;                 // nullopt = autoregressive baseline (`ar`)
+  int32_t num_draft_tokens = kDefaultNumDraftTokens;  // chain length K
+  std::vector<int32_t> tree_shape;                    // for method tree; empty = chain of K with i.i.d. draws
   SiblingScheme tree_sampling = SiblingScheme::iid;
   int32_t max_new_tokens = 16;
   uint64_t seed = 0;
   int32_t logprobs = -1;  // -1 = off; n >= 0: record every emitted token's logprobs with the top n
 };
+
+// How far a step's drafts reach past the context: 0 for `ar`, the tree's depth, or K.
+int64_t draft_depth(const GenerationConfig& config);
 
 enum class StopReason { length, stop };           // reached max_new_tokens | emitted a stop token
 const char* stop_reason_name(StopReason reason);  // "length" | "stop"

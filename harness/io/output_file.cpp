@@ -75,4 +75,12 @@ void check_standard_output() {
   if (lost) fail("writing standard output failed", reason());
 }
 
+void create_parent_folder(const std::string& path, const std::string& what) {
+  const fs::path parent = fs::path(path).parent_path();
+  if (parent.empty()) return;
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (ec) fail(what, ": cannot create the folder '", parent.string(), "': ", ec.message());
+}
+
 }  // namespace specula

@@ -13,6 +13,10 @@ namespace specula {
 // Writes `content` to `path` (see above). `what` names the output in errors, e.g. "--output".
 void write_output_file(const std::string& path, const std::string& content, const std::string& what);
 
+// Creates the folder `path` will be written in (reports whose default path is under results/), if it is
+// missing; an Error naming `what` and the folder when it cannot.
+void create_parent_folder(const std::string& path, const std::string& what);
+
 // An output appended to as work goes on (records.jsonl): each append() writes whole lines and flushes them,
 // so an interruption leaves complete lines; a failed write is an Error naming the file.
 class AppendedOutput {

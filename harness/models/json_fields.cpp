@@ -1,10 +1,22 @@
 #include "harness/models/json_fields.h"
 
+#include <fstream>
+
 #include "kernels/shared/error.h"
 
 namespace specula {
 
 using nlohmann::json;
+
+json read_json_file(const std::string& path, const std::string& missing) {
+  std::ifstream in(path);
+  if (!in) fail(path, ": ", missing);
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    fail(path, ": malformed JSON: ", e.what());
+  }
+}
 
 const json& json_field(const json& j, const std::string& key, const std::string& where) {
   const auto it = j.find(key);

@@ -9,6 +9,10 @@
 
 namespace specula {
 
+// The JSON document in `path`; throws "path: <missing>" when it cannot be opened, "path: malformed JSON: ..."
+// when it does not parse.
+nlohmann::json read_json_file(const std::string& path, const std::string& missing);
+
 // j[key]; throws "where: missing field 'key'" when j has no such key.
 const nlohmann::json& json_field(const nlohmann::json& j, const std::string& key, const std::string& where);
 // j[key], or nullptr when it is absent or null (configs that write null for "not set").

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -21,6 +22,7 @@
 #include "harness/experiment/summary.h"
 #include "harness/experiment/sweep.h"
 #include "harness/generation/beam_search.h"
+#include "harness/generation/decoding_method.h"
 #include "harness/generation/generator.h"
 #include "harness/io/log.h"
 #include "harness/io/output_file.h"
@@ -197,17 +199,204 @@ std::string record_key(const std::string& setting_id, size_t prompt, int repetit
   return setting_id + "#" + std::to_string(prompt) + "#" + std::to_string(repetition);
 }
 
+// [beam] over the defaults of harness/generation/beam_search.h (the values were checked when the config was read).
 BeamSearchConfig beam_config(const ExperimentConfig& c) {
   BeamSearchConfig b;
-  auto get = [&](const char* k, const std::string& fallback) { return c.beam.count(k) ? c.beam.at(k) : fallback; };
-  b.beam_width = std::stoi(get("width", "4"));
-  b.num_groups = std::stoi(get("groups", "1"));
-  b.diversity_penalty = std::stod(get("diversity_penalty", "0"));
-  b.length_penalty = std::stod(get("length_penalty", "1"));
-  b.early_stopping = get("early_stopping", "true") == "true";
-  b.num_return = std::stoi(get("num_return", "0"));
+  if (c.beam.count("width")) b.beam_width = std::stoi(c.beam.at("width"));
+  if (c.beam.count("groups")) b.num_groups = std::stoi(c.beam.at("groups"));
+  if (c.beam.count("diversity_penalty")) b.diversity_penalty = std::stod(c.beam.at("diversity_penalty"));
+  if (c.beam.count("length_penalty")) b.length_penalty = std::stod(c.beam.at("length_penalty"));
+  if (c.beam.count("early_stopping")) b.early_stopping = c.beam.at("early_stopping") == "true";
+  if (c.beam.count("num_return")) b.num_return = std::stoi(c.beam.at("num_return"));
   b.max_new_tokens = c.max_new_tokens;
   return b;
+}
+
+// A setting's method, draft shape and generation config (ar for the baselines).
+DecodingMethod setting_method(const Setting& setting) {
+  return parse_decoding_method(setting.get("draft.method"));  // "ar" for the baselines
+}
+
+GenerationConfig setting_generation(const Setting& setting, int32_t max_new_tokens) {
+  const DecodingMethod method = setting_method(setting);
+  DraftShape shape;
+  if (method.speculative()) {
+    shape.num_draft_tokens =
+        std::stoi(setting.get_or("draft.num_draft_tokens", std::to_string(kDefaultNumDraftTokens)));
+    if (setting.values.count("draft.tree")) shape.tree_shape = parse_tree_shape(setting.get("draft.tree"));
+    shape.tree_sampling = parse_sibling_scheme(setting.get_or("draft.tree_sampling", "iid"));
+  }
+  return generation_config(method, shape, max_new_tokens, 0);
+}
+
+// Every prompt must fit the target with the longest generation and draft tree of the sweep: checked before the
+// run starts, not at the position that overflows halfway through it.
+void check_settings_fit(const ExperimentConfig& config, const LanguageModel& target,
+                        const std::vector<std::vector<int32_t>>& prompts, const std::vector<Setting>& settings) {
+  const int64_t limit = target.max_positions();
+  if (limit <= 0) return;
+  size_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, p.size());
+  for (const Setting& setting : settings) {
+    const int64_t depth = draft_depth(setting_generation(setting, config.max_new_tokens));
+    const int64_t needed = static_cast<int64_t>(longest) + config.max_new_tokens - 1 + depth;
+    if (needed > limit)
+      fail(config.file, ": the target holds ", limit, " positions, but the longest prompt (", longest,
+           " tokens), max_new_tokens ", config.max_new_tokens, " and setting ", setting.id, "'s draft depth ", depth,
+           " need ", needed);
+  }
+}
+
+// A new run's results folder (its own: see create_results_folder), or the folder of the run being resumed.
+fs::path open_results_folder(const ExperimentConfig& config, const RunOptions& options, bool resume) {
+  if (resume) return fs::path(options.resume_dir);
+  std::string folder = utc_timestamp(true) + "-" + git_revision();
+  if (options.shard_count > 1)
+    folder += "-shard-" + std::to_string(options.shard_index) + "-of-" + std::to_string(options.shard_count);
+  return create_results_folder(fs::path(config.output_dir) / config.name / folder);
+}
+
+// What a new run writes before its first record: the resolved configuration (with its shard) and the machine.
+void write_run_description(const fs::path& dir, const ExperimentConfig& config, const RunOptions& options) {
+  std::string resolved = config.resolved_ini();
+  if (options.shard_count > 1)
+    resolved += "; shard = " + std::to_string(options.shard_index) + "/" + std::to_string(options.shard_count) + "\n";
+  write_output_file((dir / "config.resolved.ini").string(), resolved, "run");
+  nlohmann::json env = nlohmann::json::parse(environment_json(config.threads, options.command_line));
+  env["weights_dtype"] = config.weights_dtype;
+  env["skinny_kernel_isa"] = skinny_isa_name(skinny_linear_isa());  // SPECULA_SKINNY_ISA may force one
+  write_output_file((dir / "env.json").string(), env.dump(2) + "\n", "run");
+}
+
+// What the settings of one run share: the target, prompts, the records written so far and where they go.
+struct RunState {
+  const ExperimentConfig& config;
+  std::shared_ptr<const LanguageModel> target;
+  const std::vector<std::vector<int32_t>>& prompts;
+  std::vector<RunRecord> records;
+  std::set<std::string> written;  // (setting, prompt, repetition) already in records.jsonl: a resumed run skips them
+  AppendedOutput& records_out;
+  RunProgress& progress;
+  int64_t done = 0;
+
+  // Whether the record is already written (counted as done), so the caller skips it.
+  bool skip(const Setting& setting, size_t prompt, int rep) {
+    if (!written.count(record_key(setting.id, prompt, rep))) return false;
+    progress.update(++done, setting.id);
+    return true;
+  }
+  void add(RunRecord r, const std::string& label) {
+    records_out.append(r.to_json_line() + "\n");
+    records.push_back(std::move(r));
+    progress.update(++done, label);
+    throw_if_stop_requested();
+  }
+};
+
+// A lower layer's error about a parameter (harness/generation names them), said as the experiment key that set it.
+[[noreturn]] void fail_at_key(const ExperimentConfig& config, const Setting& setting, const ParameterError& e) {
+  static const std::map<std::string, std::string> keys = {
+      {"method", "draft.method"},
+      {"num_draft_tokens", "draft.num_draft_tokens"},
+      {"tree", "draft.tree"},
+      {"max_new_tokens", "experiment.max_new_tokens"},
+      {"beam_width", "beam.width"},
+      {"num_beam_groups", "beam.groups"},
+      {"diversity_penalty", "beam.diversity_penalty"},
+      {"length_penalty", "beam.length_penalty"},
+      {"num_return", "beam.num_return"},
+  };
+  const auto it = keys.find(e.parameter());
+  const std::string key = it != keys.end() ? it->second : e.parameter();
+  const std::string where = config.origin.count(key) ? config.origin.at(key) : config.file;
+  fail(where, ": key '", key, "' (setting ", setting.id, "): ", e.parameter(), " ", e.detail());
+}
+
+RunRecord new_record(const Setting& setting, size_t prompt, int rep) {
+  RunRecord r;
+  r.setting_id = setting.id;
+  r.baseline_id = setting.baseline_id;
+  r.setting = setting.values;
+  r.baseline = setting.baseline;
+  r.prompt_index = static_cast<int>(prompt);
+  r.repetition = rep;
+  return r;
+}
+
+// One beam-search setting: every prompt and repetition, after an unrecorded warm-up.
+void run_beam_setting(RunState& run, const Setting& setting, const SamplingParams& params) {
+  const BeamSearch search(run.target, params, beam_config(run.config));
+  {
+    BeamSearchConfig warm = search.config();
+    warm.max_new_tokens = std::min(warm.max_new_tokens, 8);
+    GenerationMetrics ignored;
+    BeamSearch(run.target, params, warm).search(run.prompts[0], ignored);
+  }
+  for (int rep = 0; rep < run.config.repetitions; ++rep)
+    for (size_t j = 0; j < run.prompts.size(); ++j) {
+      if (run.skip(setting, j, rep)) continue;
+      RunRecord r = new_record(setting, j, rep);
+      const BeamSearchOutput out = search.search(run.prompts[j], r.metrics);
+      r.tokens = out.nbest[0].tokens;
+      r.stop_reason = out.nbest[0].stopped ? "stop" : "length";
+      r.metrics.wall_seconds = out.wall_seconds;
+      run.add(std::move(r), setting.id);
+    }
+}
+
+// One speculative or autoregressive setting: every prompt and repetition, after an unrecorded warm-up (first
+// calls pay for allocations, lazy initialisation and cold caches). With paired timing, the setting's baseline
+// (same [sampling] values, same seeds; `base_params`, when given) runs beside every speculative generation,
+// alternately before and after it.
+void run_generation_setting(RunState& run, const Setting& setting, const SamplingParams& params,
+                            std::shared_ptr<const DrafterFactory> drafter, const SamplingParams* base_params) {
+  const GenerationConfig gen = setting_generation(setting, run.config.max_new_tokens);
+  {
+    GenerationConfig warm = gen;
+    warm.max_new_tokens = std::min(gen.max_new_tokens, 8);
+    GenerationMetrics ignored;
+    Generator(run.target, params, drafter, warm).generate(run.prompts[0], 0, ignored);
+  }
+  for (int rep = 0; rep < run.config.repetitions; ++rep) {
+    GenerationConfig seeded = gen;
+    seeded.seed = run.config.seed + static_cast<uint64_t>(rep);
+    const Generator generator(run.target, params, drafter, seeded);
+    GenerationConfig base_seeded;
+    base_seeded.max_new_tokens = run.config.max_new_tokens;
+    base_seeded.seed = seeded.seed;
+    const std::unique_ptr<const Generator> base_generator =
+        base_params ? std::make_unique<const Generator>(run.target, *base_params, nullptr, base_seeded) : nullptr;
+    for (size_t j = 0; j < run.prompts.size(); ++j) {
+      if (run.skip(setting, j, rep)) continue;
+      RunRecord r = new_record(setting, j, rep);
+      auto run_baseline = [&] {
+        GenerationMetrics m;
+        const SequenceOutput b = base_generator->generate(run.prompts[j], j, m);
+        r.pair.present = true;
+        r.pair.new_tokens = m.new_tokens;
+        r.pair.wall_seconds = b.wall_seconds;
+        r.pair.prompt_seconds = m.prompt_seconds;
+      };
+      r.pair.baseline_first = (rep + static_cast<int>(j)) % 2 == 1;  // ABAB, then BABA
+      r.pair.load_before = load_average();
+      if (base_generator && r.pair.baseline_first) run_baseline();
+      const SequenceOutput out = generator.generate(run.prompts[j], j, r.metrics);
+      if (base_generator && !r.pair.baseline_first) run_baseline();
+      r.pair.load_after = load_average();
+      r.tokens = out.tokens;
+      r.stop_reason = stop_reason_name(out.stop_reason);
+      r.accept_lengths = out.accept_lengths;
+      r.metrics.wall_seconds = out.wall_seconds;
+      run.add(std::move(r), setting.baseline ? "baseline " + setting.id : setting.id);
+    }
+  }
+  if (log_level() >= LogLevel::debug) {
+    GenerationMetrics total;
+    for (const RunRecord& r : run.records)
+      if (r.setting_id == setting.id) total.merge(r.metrics);
+    log(LogLevel::debug, setting.id, ": ", total.new_tokens, " tokens, acceptance ", total.acceptance_rate(),
+        ", tokens/step ", total.mean_accepted_length());
+  }
 }
 
 }  // namespace
@@ -267,55 +456,23 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
   const std::vector<std::vector<int32_t>> prompts = load_prompts(config, config.target);
   log(LogLevel::info, "experiment ", config.name, ": target ", target->description(), ", ", settings.size(),
       " settings x ", prompts.size(), " prompts x ", config.repetitions, " repetitions");
+  check_settings_fit(config, *target, prompts, settings);
 
-  // Every prompt must fit the target with the longest generation and draft tree of the sweep: checked now,
-  // not at the position that overflows halfway through the run.
-  if (const int64_t limit = target->max_positions(); limit > 0) {
-    size_t longest = 0;
-    for (const auto& p : prompts) longest = std::max(longest, p.size());
-    for (const Setting& setting : settings) {
-      int64_t depth = 0;
-      if (!setting.baseline && setting.get_or("draft.method", "") != "beam")
-        depth = setting.values.count("draft.tree")
-                    ? static_cast<int64_t>(parse_tree_shape(setting.get("draft.tree")).size())
-                    : std::stoll(setting.get_or("draft.num_draft_tokens", "4"));
-      const int64_t needed = static_cast<int64_t>(longest) + config.max_new_tokens - 1 + depth;
-      if (needed > limit)
-        fail(config.file, ": the target holds ", limit, " positions, but the longest prompt (", longest,
-             " tokens), max_new_tokens ", config.max_new_tokens, " and setting ", setting.id, "'s draft depth ", depth,
-             " need ", needed);
-    }
-  }
-
-  std::string folder = utc_timestamp(true) + "-" + git_revision();
-  if (options.shard_count > 1)
-    folder += "-shard-" + std::to_string(options.shard_index) + "-of-" + std::to_string(options.shard_count);
-  const fs::path dir =
-      resume ? fs::path(options.resume_dir) : create_results_folder(fs::path(config.output_dir) / config.name / folder);
+  const fs::path dir = open_results_folder(config, options, resume);
   write_status(dir, "running");
   const SignalGuard signals;
   try {
-    std::vector<RunRecord> records;
-    std::set<std::string> written;  // (setting, prompt, repetition) already in records.jsonl: a resumed run skips them
+    std::vector<RunRecord> resumed;
     if (resume) {
-      records = records_to_resume(dir);
-      for (const RunRecord& r : records) written.insert(record_key(r.setting_id, r.prompt_index, r.repetition));
-      log(LogLevel::info, "resuming ", dir.string(), ": ", records.size(), " records already written");
+      resumed = records_to_resume(dir);
+      log(LogLevel::info, "resuming ", dir.string(), ": ", resumed.size(), " records already written");
     } else {
-      std::string resolved = config.resolved_ini();
-      if (options.shard_count > 1)
-        resolved +=
-            "; shard = " + std::to_string(options.shard_index) + "/" + std::to_string(options.shard_count) + "\n";
-      write_output_file((dir / "config.resolved.ini").string(), resolved, "run");
-      nlohmann::json env = nlohmann::json::parse(environment_json(config.threads, options.command_line));
-      env["weights_dtype"] = config.weights_dtype;
-      env["skinny_kernel_isa"] = skinny_isa_name(skinny_linear_isa());  // SPECULA_SKINNY_ISA may force one
-      write_output_file((dir / "env.json").string(), env.dump(2) + "\n", "run");
+      write_run_description(dir, config, options);
     }
     AppendedOutput records_out((dir / "records.jsonl").string(), "run");
-
     RunProgress progress(static_cast<int64_t>(settings.size() * prompts.size() * config.repetitions), options.quiet);
-    int64_t done = 0;
+    RunState run{config, target, prompts, std::move(resumed), {}, records_out, progress};
+    for (const RunRecord& r : run.records) run.written.insert(record_key(r.setting_id, r.prompt_index, r.repetition));
     std::map<std::string, std::shared_ptr<const DrafterFactory>> drafters;
     std::map<std::string, std::shared_ptr<const TokenConstraint>> constraints;
     std::set<std::string> beam_settings;
@@ -325,141 +482,47 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
     const std::vector<Token> eos =
         config.ignore_eos ? std::vector<Token>{} : checkpoint_eos_tokens(config.target, target->vocab_size());
     for (const Setting& setting : settings) {
-      SamplingParams target_params = sampler_params(setting, "sampling", SamplingParams{});
-      add_stop_tokens(target_params, eos);
-      target_params.constraint = constraint_for(setting, *target, config.target, target_params, constraints);
-      if (setting.get_or("draft.method", "") == "beam") {
-        // Beam search uses no drafter: settings that differ only in draft axes are the same run.
-        std::string key;
-        for (const auto& [k, v] : setting.values)
-          if (k.rfind("draft.", 0) != 0) key += k + "=" + v + ";";
-        if (!beam_settings.insert(key).second) continue;
-        const BeamSearch search(target, target_params, beam_config(config));
-        {
-          // Warm-up (not recorded), as for the other methods.
-          BeamSearchConfig warm = search.config();
-          warm.max_new_tokens = std::min(warm.max_new_tokens, 8);
-          GenerationMetrics ignored;
-          BeamSearch(target, target_params, warm).search(prompts[0], ignored);
+      try {
+        SamplingParams target_params = sampler_params(setting, "sampling", SamplingParams{});
+        add_stop_tokens(target_params, eos);
+        target_params.constraint = constraint_for(setting, *target, config.target, target_params, constraints);
+        const DecodingMethod method = setting_method(setting);
+        if (method.beam) {
+          // Beam search uses no drafter: settings that differ only in draft axes are the same run.
+          std::string key;
+          for (const auto& [k, v] : setting.values)
+            if (k.rfind("draft.", 0) != 0) key += k + "=" + v + ";";
+          if (beam_settings.insert(key).second) run_beam_setting(run, setting, target_params);
+          continue;
         }
-        for (int rep = 0; rep < config.repetitions; ++rep)
-          for (size_t j = 0; j < prompts.size(); ++j) {
-            if (written.count(record_key(setting.id, j, rep))) {
-              progress.update(++done, setting.id);
-              continue;
-            }
-            RunRecord r;
-            r.setting_id = setting.id;
-            r.baseline_id = setting.baseline_id;
-            r.setting = setting.values;
-            r.prompt_index = static_cast<int>(j);
-            r.repetition = rep;
-            const BeamSearchOutput out = search.search(prompts[j], r.metrics);
-            r.tokens = out.nbest[0].tokens;
-            r.stop_reason = out.nbest[0].stopped ? "stop" : "length";
-            r.metrics.wall_seconds = out.wall_seconds;
-            records_out.append(r.to_json_line() + "\n");
-            records.push_back(std::move(r));
-            progress.update(++done, setting.id);
-            throw_if_stop_requested();
-          }
-        continue;
-      }
-      GenerationConfig gen;
-      gen.max_new_tokens = config.max_new_tokens;
-      std::shared_ptr<const DrafterFactory> drafter;
-      const std::string method = setting.get("draft.method");
-      if (!setting.baseline) {
-        gen.method = parse_verify_method(method);
-        if (*gen.method == VerifyMethod::greedy && !setting.values.count("sampling.temperature"))
-          target_params.temperature = 0.0f;
-        gen.num_draft_tokens = std::stoi(setting.get_or("draft.num_draft_tokens", "4"));
-        if (setting.values.count("draft.tree")) gen.tree_shape = parse_tree_shape(setting.get("draft.tree"));
-        if (*gen.method == VerifyMethod::tree && gen.tree_shape.empty()) gen.tree_shape.assign(gen.num_draft_tokens, 1);
-        gen.tree_sampling = parse_sibling_scheme(setting.get_or("draft.tree_sampling", "iid"));
-        const SamplingParams draft_params = sampler_params(setting, "draft_sampling", target_params);
-        const std::string spec = setting.get("draft.drafter");
-        // Drafters are shared by settings with the same draft sampler (loading a model costs time).
-        std::string key = spec + "|";
-        for (const auto& [k, v] : setting.values)
-          if (k.rfind("sampling.", 0) == 0 || k.rfind("draft_sampling.", 0) == 0) key += k + "=" + v + ";";
-        if (!drafters.count(key)) drafters[key] = load_drafter(spec, draft_params, target, target_params);
-        drafter = drafters[key];
-      }
-      {
-        // Warm-up (not recorded): first calls pay for allocations, lazy initialisation and cold caches.
-        GenerationConfig warm = gen;
-        warm.max_new_tokens = std::min(gen.max_new_tokens, 8);
-        GenerationMetrics ignored;
-        Generator(target, target_params, drafter, warm).generate(prompts[0], 0, ignored);
-      }
-      // Paired timing: the baseline of this setting (same [sampling] values, same seeds) run beside every
-      // speculative generation, alternately before and after it.
-      const Setting* base_setting = nullptr;
-      SamplingParams base_params;
-      if (config.paired_timing && !setting.baseline && by_id.count(setting.baseline_id)) {
-        base_setting = by_id.at(setting.baseline_id);
-        base_params = sampler_params(*base_setting, "sampling", SamplingParams{});
-        add_stop_tokens(base_params, eos);
-        if (gen.method && *gen.method == VerifyMethod::greedy && !setting.values.count("sampling.temperature"))
-          base_params.temperature = 0.0f;  // like for like: greedy speculation against greedy decoding
-        base_params.constraint = constraint_for(*base_setting, *target, config.target, base_params, constraints);
-      }
-      for (int rep = 0; rep < config.repetitions; ++rep) {
-        GenerationConfig seeded = gen;
-        seeded.seed = config.seed + static_cast<uint64_t>(rep);
-        const Generator rep_generator(target, target_params, drafter, seeded);
-        GenerationConfig base_seeded;
-        base_seeded.max_new_tokens = config.max_new_tokens;
-        base_seeded.seed = seeded.seed;
-        const std::unique_ptr<const Generator> base_generator =
-            base_setting ? std::make_unique<const Generator>(target, base_params, nullptr, base_seeded) : nullptr;
-        for (size_t j = 0; j < prompts.size(); ++j) {
-          if (written.count(record_key(setting.id, j, rep))) {
-            progress.update(++done, setting.id);
-            continue;
-          }
-          RunRecord r;
-          r.setting_id = setting.id;
-          r.baseline_id = setting.baseline_id;
-          r.setting = setting.values;
-          r.baseline = setting.baseline;
-          r.prompt_index = static_cast<int>(j);
-          r.repetition = rep;
-          auto run_baseline = [&] {
-            GenerationMetrics m;
-            const SequenceOutput b = base_generator->generate(prompts[j], j, m);
-            r.pair.present = true;
-            r.pair.new_tokens = m.new_tokens;
-            r.pair.wall_seconds = b.wall_seconds;
-            r.pair.prompt_seconds = m.prompt_seconds;
-          };
-          r.pair.baseline_first = (rep + static_cast<int>(j)) % 2 == 1;  // ABAB, then BABA
-          r.pair.load_before = load_average();
-          if (base_generator && r.pair.baseline_first) run_baseline();
-          const SequenceOutput out = rep_generator.generate(prompts[j], j, r.metrics);
-          if (base_generator && !r.pair.baseline_first) run_baseline();
-          r.pair.load_after = load_average();
-          r.tokens = out.tokens;
-          r.stop_reason = stop_reason_name(out.stop_reason);
-          r.accept_lengths = out.accept_lengths;
-          r.metrics.wall_seconds = out.wall_seconds;
-          records_out.append(r.to_json_line() + "\n");
-          records.push_back(std::move(r));
-          progress.update(++done, setting.baseline ? "baseline " + setting.id : setting.id);
-          throw_if_stop_requested();
+        std::shared_ptr<const DrafterFactory> drafter;
+        const bool temperature_given = setting.values.count("sampling.temperature") > 0;
+        if (!setting.baseline) {
+          apply_method_temperature(method, temperature_given, target_params);
+          const SamplingParams draft_params = sampler_params(setting, "draft_sampling", target_params);
+          const std::string spec = setting.get("draft.drafter");
+          // Drafters are shared by settings with the same draft sampler (loading a model costs time).
+          std::string key = spec + "|";
+          for (const auto& [k, v] : setting.values)
+            if (k.rfind("sampling.", 0) == 0 || k.rfind("draft_sampling.", 0) == 0) key += k + "=" + v + ";";
+          if (!drafters.count(key)) drafters[key] = load_drafter(spec, draft_params, target, target_params);
+          drafter = drafters[key];
         }
-      }
-      if (log_level() >= LogLevel::debug) {
-        GenerationMetrics total;
-        for (const RunRecord& r : records)
-          if (r.setting_id == setting.id) total.merge(r.metrics);
-        log(LogLevel::debug, setting.id, ": ", total.new_tokens, " tokens, acceptance ", total.acceptance_rate(),
-            ", tokens/step ", total.mean_accepted_length());
+        std::optional<SamplingParams> base_params;
+        if (config.paired_timing && !setting.baseline && by_id.count(setting.baseline_id)) {
+          const Setting& base_setting = *by_id.at(setting.baseline_id);
+          base_params = sampler_params(base_setting, "sampling", SamplingParams{});
+          add_stop_tokens(*base_params, eos);
+          apply_method_temperature(method, temperature_given, *base_params);  // like for like: greedy against greedy
+          base_params->constraint = constraint_for(base_setting, *target, config.target, *base_params, constraints);
+        }
+        run_generation_setting(run, setting, target_params, drafter, base_params ? &*base_params : nullptr);
+      } catch (const ParameterError& e) {
+        fail_at_key(config, setting, e);
       }
     }
     progress.finish();
-    write_summary_csv(summarize(records), (dir / "summary.csv").string());
+    write_summary_csv(summarize(run.records), (dir / "summary.csv").string());
     write_status(dir, "complete");
     return dir.string();
   } catch (const StopRequested& stop) {

@@ -21,4 +21,39 @@ template <typename... Parts>
   throw Error(os.str());
 }
 
+// An Error about one named parameter ("num_draft_tokens", "beam_width"), raised by a layer that checks a value
+// it did not read. The layer that read the value names its source: the command line turns the parameter into its
+// flag (--num-draft-tokens), an experiment into file:line: key. what() alone reads "parameter detail".
+class ParameterError : public Error {
+ public:
+  ParameterError(const std::string& parameter, const std::string& detail)
+      : Error(parameter + " " + detail), parameter_(parameter), detail_(detail) {}
+  const std::string& parameter() const { return parameter_; }
+  const std::string& detail() const { return detail_; }
+
+ private:
+  std::string parameter_;
+  std::string detail_;
+};
+
+// fail_parameter("num_draft_tokens", "must be >= 1, got ", k).
+template <typename... Parts>
+[[noreturn]] void fail_parameter(const std::string& parameter, const Parts&... parts) {
+  std::ostringstream os;
+  (os << ... << parts);
+  throw ParameterError(parameter, os.str());
+}
+
+// Runs f() and returns its result; an Error it throws is thrown again with `source` in front, so that lower
+// layers name the parameter and the layer that read the value names where it came from (a flag, or
+// file:line: key): with_source("--method", [&] { return parse_decoding_method(text); }).
+template <typename F>
+auto with_source(const std::string& source, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    throw Error(source + ": " + e.what());
+  }
+}
+
 }  // namespace specula

@@ -39,7 +39,7 @@ VerifyMethod parse_verify_method(const std::string& text) {
   if (text == "tree") return VerifyMethod::tree;
   if (text == "block") return VerifyMethod::block;
   if (text == "typical") return VerifyMethod::typical;
-  fail("--method: unknown verification method '", text, "' (known: greedy, chain, tree, block, typical)");
+  fail("unknown verification method '", text, "' (known: greedy, chain, tree, block, typical)");
 }
 
 const char* verify_method_name(VerifyMethod m) {

@@ -138,15 +138,9 @@ HfConfig read_hf_config(const std::string& dir, int32_t max_seq_len_cap) {
   if (!fs::exists(dir)) fail("hf model '", dir, "': no such folder");
   if (!fs::is_directory(dir)) fail("hf model '", dir, "': not a folder (expected a Hugging Face model folder)");
   const std::string path = (fs::path(dir) / kHfConfigFile).string();
-  std::ifstream in(path);
-  if (!in) fail(path, ": missing model config (is '", dir, "' a Hugging Face model folder?)");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    fail(path, ": malformed JSON: ", e.what());
-  }
-  return hf_config_from_json(j, path, max_seq_len_cap);
+  return hf_config_from_json(
+      read_json_file(path, "missing model config (is '" + dir + "' a Hugging Face model folder?)"), path,
+      max_seq_len_cap);
 }
 
 json hf_config_json(const TransformerConfig& c, const std::string& torch_dtype) {

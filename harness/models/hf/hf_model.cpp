@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 
+#include "harness/io/output_file.h"
 #include "harness/models/hf/bpe_tokenizer.h"
 #include "harness/models/hf/hf_config.h"
 #include "harness/models/hf/hf_tokenizer.h"
@@ -326,10 +327,7 @@ void export_hf_checkpoint(const std::string& checkpoint_dir, const std::string& 
 
   auto write_json = [&](const char* name, const json& j) {
     const std::string path = (fs::path(output_dir) / name).string();
-    std::ofstream out(path);
-    if (!out) fail(path, ": cannot write");
-    out << j.dump(2) << "\n";
-    if (!out.flush()) fail(path, ": write failed");
+    write_output_file(path, j.dump(2) + "\n", "export");
   };
   write_json(kHfConfigFile, hf_config_json(checkpoint.model->config(), options.dtype));
   write_json("tokenizer.json", byte_tokenizer_json());

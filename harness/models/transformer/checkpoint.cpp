@@ -21,37 +21,9 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, const std::string& weig
   out.config = read_checkpoint_config(dir);
   const torch::ScalarType keep =
       weights_dtype_for(weights_dtype, storage_dtype(out.config.weights_dtype), "--weights-dtype");
-  const std::string path = (fs::path(dir) / out.config.weights_file).string();
-  if (!fs::is_regular_file(path)) fail(path, ": missing weights file (named by ", kCheckpointConfigFile, ")");
-  torch::serialize::InputArchive archive;
-  try {
-    archive.load_from(path);
-  } catch (const c10::Error& e) {
-    fail(path, ": corrupt or unreadable weights archive: ", e.what_without_backtrace());
-  }
   out.model = Transformer(out.config.model);
-  torch::NoGradGuard no_grad;
-  std::set<std::string> expected;
-  for (auto& p : out.model->named_parameters()) {
-    expected.insert(p.key());
-    torch::Tensor stored;
-    try {
-      if (!archive.try_read(p.key(), stored)) fail(path, ": missing tensor '", p.key(), "'");
-    } catch (const c10::Error& e) {
-      fail(path, ": cannot read tensor '", p.key(), "': ", e.what_without_backtrace());
-    }
-    if (stored.sizes() != p.value().sizes())
-      fail(path, ": tensor '", p.key(), "' has shape ", stored.sizes(), " but ", kCheckpointConfigFile, " implies ",
-           p.value().sizes());
-    if (stored.scalar_type() != storage_dtype(out.config.weights_dtype))
-      fail(path, ": tensor '", p.key(), "' is ", stored.scalar_type(), " but the config says ",
-           out.config.weights_dtype);
-    const torch::Tensor value = stored.to(torch::kFloat32);
-    if (!torch::isfinite(value).all().item<bool>()) fail(path, ": tensor '", p.key(), "' holds NaN or inf");
-    p.value().copy_(value);
-  }
-  for (const std::string& key : archive.keys())
-    if (!expected.count(key)) fail(path, ": unexpected tensor '", key, "' (not a parameter of this model)");
+  load_parameters((fs::path(dir) / out.config.weights_file).string(), *out.model, kCheckpointConfigFile,
+                  out.config.weights_dtype, "this model");
   store_matrices_as(*out.model, keep);
   out.model->eval();
   return out;
@@ -86,6 +58,38 @@ void save_parameters_atomically(const std::string& dir, const std::string& file,
   }
   fs::rename(tmp, path, ec);
   if (ec) fail(path, ": cannot move the new weights into place: ", ec.message());
+}
+
+void load_parameters(const std::string& path, torch::nn::Module& module, const std::string& config_file,
+                     const std::string& stored_dtype, const std::string& owner) {
+  if (!fs::is_regular_file(path)) fail(path, ": missing weights file (named by ", config_file, ")");
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path);
+  } catch (const c10::Error& e) {
+    fail(path, ": corrupt or unreadable weights archive: ", e.what_without_backtrace());
+  }
+  torch::NoGradGuard no_grad;
+  std::set<std::string> expected;
+  for (auto& p : module.named_parameters()) {
+    expected.insert(p.key());
+    torch::Tensor stored;
+    try {
+      if (!archive.try_read(p.key(), stored)) fail(path, ": missing tensor '", p.key(), "'");
+    } catch (const c10::Error& e) {
+      fail(path, ": cannot read tensor '", p.key(), "': ", e.what_without_backtrace());
+    }
+    if (stored.sizes() != p.value().sizes())
+      fail(path, ": tensor '", p.key(), "' has shape ", stored.sizes(), " but ", config_file, " implies ",
+           p.value().sizes());
+    if (!stored_dtype.empty() && stored.scalar_type() != storage_dtype(stored_dtype))
+      fail(path, ": tensor '", p.key(), "' is ", stored.scalar_type(), " but the config says ", stored_dtype);
+    const torch::Tensor value = stored.to(torch::kFloat32);
+    if (!torch::isfinite(value).all().item<bool>()) fail(path, ": tensor '", p.key(), "' holds NaN or inf");
+    p.value().copy_(value);
+  }
+  for (const std::string& key : archive.keys())
+    if (!expected.count(key)) fail(path, ": unexpected tensor '", key, "' (not a parameter of ", owner, ")");
 }
 
 }  // namespace specula

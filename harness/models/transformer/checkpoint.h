@@ -30,6 +30,12 @@ Transformer transformer_module(const TransformerLanguageModel& model);
 // checkpoint readable. config.model is replaced by the model's own config.
 void save_checkpoint(const std::string& dir, Transformer& model, CheckpointConfig config);
 
+// Reads every parameter of `module` from the LibTorch archive `path` (named by `config_file`): each must be
+// present, of the module's shape, finite, and stored as `stored_dtype` (a checkpoint dtype name; "" = any); a
+// tensor the module lacks is an error naming `owner` ("this model", "these heads").
+void load_parameters(const std::string& path, torch::nn::Module& module, const std::string& config_file,
+                     const std::string& stored_dtype, const std::string& owner);
+
 // Writes `module`'s parameters to dir/file as a LibTorch archive, converted to `dtype` (undefined: as they
 // are), through a temporary file renamed into place, so that a reader never sees half-written weights. Creates
 // dir; `folder` names it in errors ("checkpoint folder", "heads folder").

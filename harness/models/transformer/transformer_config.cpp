@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "harness/io/output_file.h"
 #include "harness/models/json_fields.h"
 #include "harness/models/transformer/byte_tokenizer.h"
 #include "kernels/shared/error.h"
@@ -106,14 +107,7 @@ CheckpointConfig read_checkpoint_config(const std::string& dir) {
   if (!fs::exists(dir)) fail("transformer checkpoint '", dir, "': no such folder");
   if (!fs::is_directory(dir)) fail("transformer checkpoint '", dir, "': not a folder (expected a checkpoint folder)");
   const std::string path = (fs::path(dir) / kCheckpointConfigFile).string();
-  std::ifstream in(path);
-  if (!in) fail(path, ": missing checkpoint config (is '", dir, "' a transformer checkpoint folder?)");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    fail(path, ": malformed JSON: ", e.what());
-  }
+  const json j = read_json_file(path, "missing checkpoint config (is '" + dir + "' a transformer checkpoint folder?)");
   if (!j.is_object()) fail(path, ": expected a JSON object");
   reject_unknown_json_fields(j, {"format", "model", "tokenizer", "weights", "training"}, path);
   const std::string format = string_field(j, "format", path);
@@ -143,10 +137,7 @@ void write_checkpoint_config(const std::string& dir, const CheckpointConfig& c) 
                   {"weights", {{"file", c.weights_file}, {"dtype", c.weights_dtype}}},
                   {"training", c.training}};
   const std::string path = (fs::path(dir) / kCheckpointConfigFile).string();
-  std::ofstream out(path);
-  if (!out) fail(path, ": cannot write checkpoint config");
-  out << j.dump(2) << "\n";
-  if (!out.flush()) fail(path, ": failed writing checkpoint config");
+  write_output_file(path, j.dump(2) + "\n", "the checkpoint config");
 }
 
 }  // namespace specula

@@ -1,0 +1,44 @@
+// How a run decodes, read once from either source (`generate`'s options, or one setting of an experiment):
+// the method, its draft shape, the defaults, and the rules that follow from the method. Errors name the
+// parameter; the caller names the source (the flag, or file:line: key).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/generation/generator.h"
+#include "verify/sampling/sampling_params.h"
+#include "verify/verifiers/token_tree.h"
+#include "verify/verifiers/verification.h"
+
+namespace specula {
+
+struct DecodingMethod {
+  std::string name = "ar";             // ar | greedy | chain | tree | block | typical | beam
+  std::optional<VerifyMethod> verify;  // the speculative methods
+  bool beam = false;
+  bool speculative() const { return verify.has_value(); }
+};
+
+// "ar", "beam" or a verification method; throws Error "unknown method 'x' (known: ...)".
+DecodingMethod parse_decoding_method(const std::string& text);
+
+// A speculative run's draft shape as given: K, the tree (empty: none given), the siblings' scheme.
+struct DraftShape {
+  int32_t num_draft_tokens = kDefaultNumDraftTokens;
+  std::vector<int32_t> tree_shape;
+  SiblingScheme tree_sampling = SiblingScheme::iid;
+};
+
+// The generation loop's configuration. Method tree with no shape verifies one chain of K drawn i.i.d.
+// (shape 1,1,...,1), so `--method tree` alone is well defined.
+GenerationConfig generation_config(const DecodingMethod& method, const DraftShape& shape, int32_t max_new_tokens,
+                                   uint64_t seed);
+
+// Greedy speculation is lossless against greedy decoding: its sampler runs at temperature 0 unless a
+// temperature was given explicitly.
+void apply_method_temperature(const DecodingMethod& method, bool temperature_given, SamplingParams& params);
+
+}  // namespace specula
