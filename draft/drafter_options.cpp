@@ -20,12 +20,13 @@ std::map<std::string, std::string> parse_drafter_options(const std::string& text
   while (std::getline(ss, item, ',')) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
-      fail("--draft ", spec, ": '", item, "' is not key=value (known keys: ", known_list, ")");
+      fail_parameter("draft", " ", spec, ": '", item, "' is not key=value (known keys: ", known_list, ")");
     const std::string key = item.substr(0, eq);
-    if (!known.count(key)) fail("--draft ", spec, ": unknown option '", key, "' (known: ", known_list, ")");
-    if (!out.emplace(key, item.substr(eq + 1)).second) fail("--draft ", spec, ": option '", key, "' given twice");
+    if (!known.count(key)) fail_parameter("draft", " ", spec, ": unknown option '", key, "' (known: ", known_list, ")");
+    if (!out.emplace(key, item.substr(eq + 1)).second)
+      fail_parameter("draft", " ", spec, ": option '", key, "' given twice");
   }
-  if (!text.empty() && text.back() == ',') fail("--draft ", spec, ": trailing ','");
+  if (!text.empty() && text.back() == ',') fail_parameter("draft", " ", spec, ": trailing ','");
   return out;
 }
 
@@ -34,7 +35,7 @@ long drafter_option_int(const std::string& value, const std::string& key, const 
   errno = 0;
   const long v = std::strtol(value.c_str(), &end, 10);
   if (value.empty() || *end != '\0' || errno == ERANGE)
-    fail("--draft ", spec, ": ", key, " must be an integer, got '", value, "'");
+    fail_parameter("draft", " ", spec, ": ", key, " must be an integer, got '", value, "'");
   return v;
 }
 
@@ -42,7 +43,7 @@ double drafter_option_real(const std::string& value, const std::string& key, con
   char* end = nullptr;
   const double v = std::strtod(value.c_str(), &end);
   if (value.empty() || *end != '\0' || !std::isfinite(v))
-    fail("--draft ", spec, ": ", key, " must be a finite number, got '", value, "'");
+    fail_parameter("draft", " ", spec, ": ", key, " must be a finite number, got '", value, "'");
   return v;
 }
 

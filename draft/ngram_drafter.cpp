@@ -63,7 +63,8 @@ std::unique_ptr<Drafter> NgramDrafterFactory::create() const {
 }
 
 std::shared_ptr<const DrafterFactory> make_ngram_drafter(const DrafterSpec& spec) {
-  if (spec.rest.empty()) fail("--draft: 'ngram:' needs a path, e.g. ngram:model.ngram (from specula train-ngram)");
+  if (spec.rest.empty())
+    fail_parameter("draft", ": 'ngram:' needs a path, e.g. ngram:model.ngram (from specula train-ngram)");
   return std::make_shared<NgramDrafterFactory>(std::make_shared<NgramModel>(NgramModel::load(spec.rest)),
                                                spec.draft_params, spec.spec);
 }

@@ -66,10 +66,10 @@ PromptLookupOptions parse_prompt_lookup_options(const std::string& text, const s
   PromptLookupOptions o;
   for (const auto& [key, value] : parse_drafter_options(text, spec, {"max_n", "min_n"})) {
     const long v = drafter_option_int(value, key, spec);
-    if (v < 1 || v > 64) fail("--draft ", spec, ": ", key, " must be in 1..64, got ", v);
+    if (v < 1 || v > 64) fail_parameter("draft", " ", spec, ": ", key, " must be in 1..64, got ", v);
     (key == "max_n" ? o.max_n : o.min_n) = static_cast<int32_t>(v);
   }
-  if (o.min_n > o.max_n) fail("--draft ", spec, ": min_n (", o.min_n, ") must be <= max_n (", o.max_n, ")");
+  if (o.min_n > o.max_n) fail_parameter("draft", " ", spec, ": min_n (", o.min_n, ") must be <= max_n (", o.max_n, ")");
   return o;
 }
 
@@ -112,7 +112,7 @@ std::string PromptLookupDrafterFactory::description() const {
 }
 
 std::shared_ptr<const DrafterFactory> make_prompt_lookup_drafter(const DrafterSpec& spec) {
-  if (!spec.target) fail("--draft ", spec.spec, ": needs the target model");
+  if (!spec.target) fail_parameter("draft", " ", spec.spec, ": needs the target model");
   return std::make_shared<PromptLookupDrafterFactory>(parse_prompt_lookup_options(spec.rest, spec.spec),
                                                       spec.target->vocab_size());
 }

@@ -59,9 +59,9 @@ class SyntheticDrafter : public Drafter {
 double parse_synthetic_alpha(const std::string& text, const std::string& spec) {
   const auto options = parse_drafter_options(text, spec, {"alpha"});
   const auto it = options.find("alpha");
-  if (it == options.end()) fail("--draft ", spec, ": synthetic needs alpha, e.g. synthetic:alpha=0.7");
+  if (it == options.end()) fail_parameter("draft", " ", spec, ": synthetic needs alpha, e.g. synthetic:alpha=0.7");
   const double alpha = drafter_option_real(it->second, "alpha", spec);
-  if (alpha < 0.0 || alpha > 1.0) fail("--draft ", spec, ": alpha must be in [0, 1], got ", it->second);
+  if (alpha < 0.0 || alpha > 1.0) fail_parameter("draft", " ", spec, ": alpha must be in [0, 1], got ", it->second);
   return alpha;
 }
 
@@ -82,7 +82,7 @@ std::string SyntheticDrafterFactory::description() const {
 }
 
 std::shared_ptr<const DrafterFactory> make_synthetic_drafter(const DrafterSpec& spec) {
-  if (!spec.target) fail("--draft ", spec.spec, ": needs the target model");
+  if (!spec.target) fail_parameter("draft", " ", spec.spec, ": needs the target model");
   return std::make_shared<SyntheticDrafterFactory>(spec.target, spec.target_params,
                                                    parse_synthetic_alpha(spec.rest, spec.spec));
 }

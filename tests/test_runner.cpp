@@ -626,4 +626,13 @@ TEST_CASE("an error the generation layer raises about a parameter names the expe
   CHECK_THAT(r.err, Contains("greedy.ini:10: key 'draft.method'") &&
                         Contains("method greedy verifies greedy decoding: use temperature 0 (got 0.8)"));
   CHECK_THAT(r.err, !Contains("--method"));
+  // A drafter spec the drafter refuses: its key, not the --draft flag.
+  text = experiment_text();
+  text.replace(text.find("| synthetic:alpha=0.6"), std::string("| synthetic:alpha=0.6").size(), "| synthetic:alpha=2");
+  const CliResult d = run_specula("run " + dir.write("alpha.ini", text) +
+                                  " --set experiment.output_dir=" + dir.file("results") + " --quiet");
+  CHECK(d.exit_code == 1);
+  INFO(d.err);
+  CHECK_THAT(d.err, Contains("alpha.ini:9: key 'draft.drafter'") && Contains("alpha must be in [0, 1]"));
+  CHECK_THAT(d.err, !Contains("--draft"));
 }

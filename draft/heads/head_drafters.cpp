@@ -447,13 +447,13 @@ class EagleDrafter : public HeadDrafterBase {
 // ---------------------------------------------------------------------------------------------------------
 
 HeadDrafterOptions parse_head_drafter_spec(const std::string& kind, const std::string& rest, const std::string& spec) {
-  if (kind != "medusa" && kind != "eagle") fail("--draft ", spec, ": unknown head drafter '", kind, "'");
+  if (kind != "medusa" && kind != "eagle") fail_parameter("draft", " ", spec, ": unknown head drafter '", kind, "'");
   HeadDrafterOptions o;
   o.kind = kind;
   const size_t comma = rest.find(',');
   o.heads_dir = rest.substr(0, comma);
   if (o.heads_dir.empty())
-    fail("--draft ", spec, ": '", kind, ":' needs the heads folder, e.g. ", kind, ":results/models/", kind);
+    fail_parameter("draft", " ", spec, ": '", kind, ":' needs the heads folder, e.g. ", kind, ":results/models/", kind);
   std::string options, flag;
   bool static_flag = false;
   if (comma != std::string::npos) {
@@ -462,15 +462,16 @@ HeadDrafterOptions parse_head_drafter_spec(const std::string& kind, const std::s
     while (std::getline(ss, item, ',')) {
       if (item == "dynamic" || item == "static") {
         if (kind != "eagle" && item == "dynamic")
-          fail("--draft ", spec, ": dynamic trees need the EAGLE head (Medusa's candidates do not see the drafts)");
+          fail_parameter("draft", " ", spec,
+                         ": dynamic trees need the EAGLE head (Medusa's candidates do not see the drafts)");
         (item == "dynamic" ? o.dynamic : static_flag) = true;
         continue;
       }
       options += (options.empty() ? "" : ",") + item;
     }
-    if (rest.back() == ',') fail("--draft ", spec, ": trailing ','");
+    if (rest.back() == ',') fail_parameter("draft", " ", spec, ": trailing ','");
   }
-  if (o.dynamic && static_flag) fail("--draft ", spec, ": both 'static' and 'dynamic'");
+  if (o.dynamic && static_flag) fail_parameter("draft", " ", spec, ": both 'static' and 'dynamic'");
   const std::set<std::string> known = kind == "eagle"
                                           ? std::set<std::string>{"tree", "target", "depth", "top_k", "total_tokens"}
                                           : std::set<std::string>{"tree", "target"};
@@ -478,14 +479,16 @@ HeadDrafterOptions parse_head_drafter_spec(const std::string& kind, const std::s
     if (key == "tree") o.tree_file = value;
     if (key == "target") o.target_dir = value;
     if (key == "depth" || key == "top_k" || key == "total_tokens") {
-      if (!o.dynamic) fail("--draft ", spec, ": ", key, " is an option of the dynamic tree (add ',dynamic')");
+      if (!o.dynamic)
+        fail_parameter("draft", " ", spec, ": ", key, " is an option of the dynamic tree (add ',dynamic')");
       const long v = drafter_option_int(value, key, spec);
       const long hi = key == "total_tokens" ? 4096 : 64;
-      if (v < 1 || v > hi) fail("--draft ", spec, ": ", key, " must be in 1..", hi, ", got ", v);
+      if (v < 1 || v > hi) fail_parameter("draft", " ", spec, ": ", key, " must be in 1..", hi, ", got ", v);
       (key == "depth" ? o.depth : key == "top_k" ? o.top_k : o.total_tokens) = static_cast<int32_t>(v);
     }
   }
-  if (o.dynamic && !o.tree_file.empty()) fail("--draft ", spec, ": tree=FILE is a static tree; drop 'dynamic'");
+  if (o.dynamic && !o.tree_file.empty())
+    fail_parameter("draft", " ", spec, ": tree=FILE is a static tree; drop 'dynamic'");
   return o;
 }
 
@@ -496,24 +499,26 @@ HeadDrafterFactory::HeadDrafterFactory(const HeadDrafterOptions& options, const 
   s.heads_config = read_draft_heads_config(options.heads_dir);
   const std::string where = options.kind + ":" + options.heads_dir;
   if (s.heads_config.kind != options.kind)
-    fail("--draft ", where, ": the folder holds ", s.heads_config.kind, " heads, not ", options.kind);
+    fail_parameter("draft", " ", where, ": the folder holds ", s.heads_config.kind, " heads, not ", options.kind);
   s.target_dir =
       options.target_dir.empty() ? resolve_heads_target(options.heads_dir, s.heads_config) : options.target_dir;
   LoadedCheckpoint loaded = load_checkpoint(s.target_dir, "auto");
   if (to_json(loaded.config.model) != to_json(s.heads_config.target_model))
-    fail("--draft ", where, ": the heads were trained on a target with ", s.heads_config.target_model.describe(),
-         " but ", s.target_dir, " has ", loaded.config.model.describe());
+    fail_parameter("draft", " ", where, ": the heads were trained on a target with ",
+                   s.heads_config.target_model.describe(), " but ", s.target_dir, " has ",
+                   loaded.config.model.describe());
   s.target = loaded.model;
   const TransformerConfig& c = loaded.config.model;
   if (target) {
     const auto* transformer = dynamic_cast<const TransformerLanguageModel*>(target);
     if (!transformer)
-      fail("--draft ", where, ": ", options.kind, " heads read a transformer target's features; the target ",
-           target->description(), " is not a transformer (use --target transformer:", s.target_dir, ")");
+      fail_parameter("draft", " ", where, ": ", options.kind,
+                     " heads read a transformer target's features; the target ", target->description(),
+                     " is not a transformer (use --target transformer:", s.target_dir, ")");
     if (transformer->vocab_size() != c.vocab_size || transformer->max_seq_len() != c.max_seq_len ||
         transformer->parameter_count() != c.parameter_count())
-      fail("--draft ", where, ": the heads' target ", s.target_dir, " (", c.describe(), ") is not the --target ",
-           target->description());
+      fail_parameter("draft", " ", where, ": the heads' target ", s.target_dir, " (", c.describe(),
+                     ") is not the --target ", target->description());
     // The same checkpoint: read the features with the --target's own module, one copy of the weights.
     std::error_code ec1, ec2;
     if (transformer->kind() == "transformer" &&

@@ -55,8 +55,8 @@ std::shared_ptr<const DrafterFactory> load_drafter(const std::string& spec, cons
   if (!is_language_model_kind(parsed.kind)) {
     std::string known;
     for (const std::string& usage : drafter_kind_usages()) known += ", " + usage;
-    fail("--draft: unknown model '", spec, "' (known: ", language_model_kind_usages(), ")",
-         "; or a drafter: ", known.substr(2));
+    fail_parameter("draft", ": unknown model '", spec, "' (known: ", language_model_kind_usages(), ")",
+                   "; or a drafter: ", known.substr(2));
   }
   return std::make_shared<ModelDrafterFactory>(load_language_model(spec, "draft"), draft_params);
 }

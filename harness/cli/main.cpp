@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
     // A lower layer named the parameter; on the command line it is the flag of the same name.
     std::string flag = e.parameter();
     std::replace(flag.begin(), flag.end(), '_', '-');
-    std::cerr << "specula " << argv[1] << ": error: --" << flag << " " << e.detail() << "\n";
+    std::cerr << "specula " << argv[1] << ": error: --" << flag << e.detail() << "\n";
     return 1;
   } catch (const specula::Error& e) {
     std::cerr << "specula " << argv[1] << ": error: " << e.what() << "\n";

@@ -39,16 +39,16 @@ void add_finished(std::vector<BeamHypothesis>& finished, BeamHypothesis h, int32
 BeamSearch::BeamSearch(std::shared_ptr<const LanguageModel> target, SamplingParams params, BeamSearchConfig config)
     : target_(std::move(target)), pipeline_(std::move(params), target_->vocab_size()), config_(config) {
   const BeamSearchConfig& c = config_;
-  if (c.beam_width < 1) fail_parameter("beam_width", "must be >= 1, got ", c.beam_width);
+  if (c.beam_width < 1) fail_parameter("beam_width", " must be >= 1, got ", c.beam_width);
   if (c.num_groups < 1 || c.beam_width % c.num_groups != 0)
-    fail_parameter("num_beam_groups", "must be >= 1 and divide the beam width (", c.beam_width, "), got ",
+    fail_parameter("num_beam_groups", " must be >= 1 and divide the beam width (", c.beam_width, "), got ",
                    c.num_groups);
   if (!std::isfinite(c.diversity_penalty) || c.diversity_penalty < 0)
-    fail_parameter("diversity_penalty", "must be a finite number >= 0, got ", c.diversity_penalty);
-  if (!std::isfinite(c.length_penalty)) fail_parameter("length_penalty", "must be finite, got ", c.length_penalty);
+    fail_parameter("diversity_penalty", " must be a finite number >= 0, got ", c.diversity_penalty);
+  if (!std::isfinite(c.length_penalty)) fail_parameter("length_penalty", " must be finite, got ", c.length_penalty);
   if (c.num_return < 0 || c.num_return > c.beam_width)
-    fail_parameter("num_return", "must be in 0..the beam width (", c.beam_width, "), got ", c.num_return);
-  if (c.max_new_tokens < 0) fail_parameter("max_new_tokens", "must be >= 0, got ", c.max_new_tokens);
+    fail_parameter("num_return", " must be in 0..the beam width (", c.beam_width, "), got ", c.num_return);
+  if (c.max_new_tokens < 0) fail_parameter("max_new_tokens", " must be >= 0, got ", c.max_new_tokens);
 }
 
 double BeamSearch::score(double logprob, int32_t length) const {

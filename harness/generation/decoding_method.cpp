@@ -1,6 +1,7 @@
 #include "harness/generation/decoding_method.h"
 
 #include "kernels/shared/error.h"
+#include "verify/verifiers/verify_methods.h"
 
 namespace specula {
 
@@ -12,13 +13,12 @@ DecodingMethod parse_decoding_method(const std::string& text) {
     m.beam = true;
     return m;
   }
-  for (VerifyMethod v :
-       {VerifyMethod::greedy, VerifyMethod::chain, VerifyMethod::tree, VerifyMethod::block, VerifyMethod::typical})
-    if (text == verify_method_name(v)) {
-      m.verify = v;
-      return m;
-    }
-  fail("unknown method '", text, "' (known: ar, greedy, chain, tree, block, typical, beam)");
+  try {
+    m.verify = parse_verify_method(text);
+  } catch (const Error&) {
+    fail("unknown method '", text, "' (known: ar, ", verify_method_names(), ", beam)");
+  }
+  return m;
 }
 
 GenerationConfig generation_config(const DecodingMethod& method, const DraftShape& shape, int32_t max_new_tokens,

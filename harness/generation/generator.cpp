@@ -51,23 +51,23 @@ Generator::Generator(std::shared_ptr<const LanguageModel> target, SamplingParams
       drafter_(std::move(drafter)),
       config_(std::move(config)) {
   if (config_.method && !drafter_)
-    fail_parameter("method", verify_method_name(*config_.method), " needs a draft model");
+    fail_parameter("method", " ", verify_method_name(*config_.method), " needs a draft model");
   if (drafter_ && drafter_->vocab_size() != target_->vocab_size())
     fail("vocabulary mismatch: target ", target_->description(), " has ", target_->vocab_size(), " tokens but draft ",
          drafter_->description(), " has ", drafter_->vocab_size());
-  if (config_.max_new_tokens < 0) fail_parameter("max_new_tokens", "must be >= 0, got ", config_.max_new_tokens);
+  if (config_.max_new_tokens < 0) fail_parameter("max_new_tokens", " must be >= 0, got ", config_.max_new_tokens);
   if (config_.method && config_.tree_shape.empty() && config_.num_draft_tokens < 1)
-    fail_parameter("num_draft_tokens", "must be >= 1, got ", config_.num_draft_tokens);
+    fail_parameter("num_draft_tokens", " must be >= 1, got ", config_.num_draft_tokens);
   // Bounded before any work: a verification call holds K + 1 rows of V logits (trees: at most 4096 nodes).
   if (config_.method && config_.tree_shape.empty() && config_.num_draft_tokens > kMaxDraftTokens)
-    fail_parameter("num_draft_tokens", "must be <= ", kMaxDraftTokens, ", got ", config_.num_draft_tokens);
+    fail_parameter("num_draft_tokens", " must be <= ", kMaxDraftTokens, ", got ", config_.num_draft_tokens);
   if (config_.method == VerifyMethod::greedy && !pipeline_.params().greedy())
-    fail_parameter("method", "greedy verifies greedy decoding: use temperature 0 (got ", pipeline_.params().temperature,
-                   ")");
+    fail_parameter("method", " greedy verifies greedy decoding: use temperature 0 (got ",
+                   pipeline_.params().temperature, ")");
   if (config_.method != VerifyMethod::tree && !config_.tree_shape.empty())
-    fail_parameter("tree", "is only used by method tree");
+    fail_parameter("tree", " is only used by method tree");
   for (int32_t b : config_.tree_shape)
-    if (b != 1 && config_.method != VerifyMethod::tree) fail_parameter("tree", "with branching needs method tree");
+    if (b != 1 && config_.method != VerifyMethod::tree) fail_parameter("tree", " with branching needs method tree");
   // Under a constraint, point-mass drafts (prompt lookup) are cut at their first illegal token.
   if (drafter_ && pipeline_.params().constraint)
     drafter_ = std::make_shared<ConstrainedDrafterFactory>(drafter_, pipeline_.params().constraint);

@@ -296,6 +296,7 @@ struct RunState {
 // A lower layer's error about a parameter (harness/generation names them), said as the experiment key that set it.
 [[noreturn]] void fail_at_key(const ExperimentConfig& config, const Setting& setting, const ParameterError& e) {
   static const std::map<std::string, std::string> keys = {
+      {"draft", "draft.drafter"},
       {"method", "draft.method"},
       {"num_draft_tokens", "draft.num_draft_tokens"},
       {"tree", "draft.tree"},
@@ -309,7 +310,7 @@ struct RunState {
   const auto it = keys.find(e.parameter());
   const std::string key = it != keys.end() ? it->second : e.parameter();
   const std::string where = config.origin.count(key) ? config.origin.at(key) : config.file;
-  fail(where, ": key '", key, "' (setting ", setting.id, "): ", e.parameter(), " ", e.detail());
+  fail(where, ": key '", key, "' (setting ", setting.id, "): ", e.parameter(), e.detail());
 }
 
 RunRecord new_record(const Setting& setting, size_t prompt, int rep) {
@@ -451,8 +452,15 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
 
   omp_set_num_threads(config.threads);
   set_compute_threads(config.threads);
-  const std::shared_ptr<const LanguageModel> target =
-      load_language_model(config.target, "experiment.target", config.weights_dtype);
+  const std::shared_ptr<const LanguageModel> target = [&] {
+    try {
+      return load_language_model(config.target, "target", config.weights_dtype);
+    } catch (const ParameterError& e) {
+      const std::string where =
+          config.origin.count("experiment.target") ? config.origin.at("experiment.target") : config.file;
+      fail(where, ": key 'experiment.target': ", e.parameter(), e.detail());
+    }
+  }();
   const std::vector<std::vector<int32_t>> prompts = load_prompts(config, config.target);
   log(LogLevel::info, "experiment ", config.name, ": target ", target->description(), ", ", settings.size(),
       " settings x ", prompts.size(), " prompts x ", config.repetitions, " repetitions");

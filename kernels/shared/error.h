@@ -23,11 +23,12 @@ template <typename... Parts>
 
 // An Error about one named parameter ("num_draft_tokens", "beam_width"), raised by a layer that checks a value
 // it did not read. The layer that read the value names its source: the command line turns the parameter into its
-// flag (--num-draft-tokens), an experiment into file:line: key. what() alone reads "parameter detail".
+// flag (--num-draft-tokens), an experiment into file:line: key. The detail starts with its own separator
+// (" must be >= 1, got 0", ": unknown model 'x'"); what() alone reads parameter + detail.
 class ParameterError : public Error {
  public:
   ParameterError(const std::string& parameter, const std::string& detail)
-      : Error(parameter + " " + detail), parameter_(parameter), detail_(detail) {}
+      : Error(parameter + detail), parameter_(parameter), detail_(detail) {}
   const std::string& parameter() const { return parameter_; }
   const std::string& detail() const { return detail_; }
 
@@ -36,7 +37,7 @@ class ParameterError : public Error {
   std::string detail_;
 };
 
-// fail_parameter("num_draft_tokens", "must be >= 1, got ", k).
+// fail_parameter("num_draft_tokens", " must be >= 1, got ", k).
 template <typename... Parts>
 [[noreturn]] void fail_parameter(const std::string& parameter, const Parts&... parts) {
   std::ostringstream os;

@@ -33,46 +33,4 @@ double accept_uniform(const StepRandom& rng, uint32_t slot) {
   return u;
 }
 
-VerifyMethod parse_verify_method(const std::string& text) {
-  if (text == "greedy") return VerifyMethod::greedy;
-  if (text == "chain") return VerifyMethod::chain;
-  if (text == "tree") return VerifyMethod::tree;
-  if (text == "block") return VerifyMethod::block;
-  if (text == "typical") return VerifyMethod::typical;
-  fail("unknown verification method '", text, "' (known: greedy, chain, tree, block, typical)");
-}
-
-const char* verify_method_name(VerifyMethod m) {
-  switch (m) {
-    case VerifyMethod::greedy:
-      return "greedy";
-    case VerifyMethod::chain:
-      return "chain";
-    case VerifyMethod::tree:
-      return "tree";
-    case VerifyMethod::block:
-      return "block";
-    case VerifyMethod::typical:
-      return "typical";
-  }
-  return "?";
-}
-
-VerifyOutcome verify(VerifyMethod method, const float* p, const TokenTree& tree, int32_t vocab_size,
-                     const StepRandom& rng) {
-  switch (method) {
-    case VerifyMethod::greedy:
-      return verify_greedy(p, tree, vocab_size);
-    case VerifyMethod::chain:
-      return verify_chain(p, tree, vocab_size, rng);
-    case VerifyMethod::tree:
-      return verify_tree(p, tree, vocab_size, rng);
-    case VerifyMethod::block:
-      return verify_block(p, tree, vocab_size, rng);
-    case VerifyMethod::typical:
-      return verify_typical(p, tree, vocab_size, rng);
-  }
-  fail("unknown verification method");
-}
-
 }  // namespace specula

@@ -11,7 +11,7 @@ SiblingScheme parse_sibling_scheme(const std::string& text) {
   if (text == "iid") return SiblingScheme::iid;
   if (text == "without-replacement" || text == "without_replacement") return SiblingScheme::without_replacement;
   if (text == "topk" || text == "deterministic") return SiblingScheme::deterministic;
-  fail_parameter("tree_sampling", "'", text, "' is not a sibling scheme (known: iid, without-replacement, topk)");
+  fail_parameter("tree_sampling", " '", text, "' is not a sibling scheme (known: iid, without-replacement, topk)");
 }
 
 const char* sibling_scheme_name(SiblingScheme s) {
@@ -60,22 +60,22 @@ TokenTree TokenTree::chain(const std::vector<Token>& drafts) {
 
 std::vector<int32_t> parse_tree_shape(const std::string& text, const std::string& option) {
   std::vector<int32_t> shape;
-  if (!text.empty() && text.back() == ',') fail_parameter(option, "'", text, "' ends with a comma");
+  if (!text.empty() && text.back() == ',') fail_parameter(option, " '", text, "' ends with a comma");
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ',')) {
     char* end = nullptr;
     const long v = std::strtol(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || v < 1 || v > 64)
-      fail_parameter(option, "'", item, "' in '", text, "' is not a branching factor in 1..64");
+      fail_parameter(option, " '", item, "' in '", text, "' is not a branching factor in 1..64");
     shape.push_back(static_cast<int32_t>(v));
   }
-  if (shape.empty()) fail_parameter(option, "is an empty tree shape");
+  if (shape.empty()) fail_parameter(option, " is an empty tree shape");
   int64_t nodes = 0, level = 1;
   for (int32_t b : shape) {
     level *= b;
     nodes += level;
-    if (nodes > 4096) fail_parameter(option, "'", text, "' has more than 4096 nodes");
+    if (nodes > 4096) fail_parameter(option, " '", text, "' has more than 4096 nodes");
   }
   return shape;
 }

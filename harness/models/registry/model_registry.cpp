@@ -80,9 +80,9 @@ std::shared_ptr<const LanguageModel> load_language_model(const std::string& spec
                                                          const std::string& weights_dtype) {
   const size_t colon = spec.find(':');
   const ModelKind* kind = find_kind(spec.substr(0, colon));
-  if (!kind) fail("--", option, ": unknown model '", spec, "' (known: ", language_model_kind_usages(), ")");
+  if (!kind) fail_parameter(option, ": unknown model '", spec, "' (known: ", language_model_kind_usages(), ")");
   const std::string path = colon == std::string::npos ? "" : spec.substr(colon + 1);
-  if (path.empty()) fail("--", option, ": '", kind->kind, ":' needs ", kind->example);
+  if (path.empty()) fail_parameter(option, ": '", kind->kind, ":' needs ", kind->example);
   return kind->load(LoadRequest{path, option, weights_dtype});
 }
 
