@@ -306,6 +306,8 @@ struct RunState {
       {"diversity_penalty", "beam.diversity_penalty"},
       {"length_penalty", "beam.length_penalty"},
       {"num_return", "beam.num_return"},
+      {"regex", "sampling.regex"},
+      {"json_schema", "sampling.json_schema"},
   };
   const auto it = keys.find(e.parameter());
   const std::string key = it != keys.end() ? it->second : e.parameter();

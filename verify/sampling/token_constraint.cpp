@@ -211,7 +211,7 @@ std::shared_ptr<const TokenConstraint> constraint_from_options(const ConstraintO
                                                                std::vector<Token> stop_tokens) {
   if (!options.any()) return nullptr;
   if (!options.regex.empty() && !options.json_schema_file.empty())
-    fail("--regex and --json-schema: give one constraint, not both");
+    fail_parameter("regex", " and json_schema: give one constraint, not both");
   std::vector<std::string> strings;
   if (!options.token_strings_file.empty()) {
     strings = read_token_strings(options.token_strings_file, vocab_size);
@@ -225,7 +225,7 @@ std::shared_ptr<const TokenConstraint> constraint_from_options(const ConstraintO
   if (!options.regex.empty())
     return TokenConstraint::from_regex(options.regex, std::move(strings), std::move(stop_tokens));
   std::ifstream in(options.json_schema_file);
-  if (!in) fail("--json-schema: cannot open '", options.json_schema_file, "'");
+  if (!in) fail_parameter("json_schema", ": cannot open '", options.json_schema_file, "'");
   std::stringstream text;
   text << in.rdbuf();
   return TokenConstraint::from_json_schema(text.str(), options.json_schema_file, std::move(strings),

@@ -307,7 +307,7 @@ void export_hf_checkpoint(const std::string& checkpoint_dir, const std::string& 
     dtype = torch::kBFloat16;
     stored = SafetensorsDtype::BF16;
   } else {
-    fail("--dtype '", options.dtype, "' is not float32, float16 or bfloat16");
+    fail_parameter("dtype", " '", options.dtype, "' is not float32, float16 or bfloat16");
   }
   LoadedCheckpoint checkpoint = load_checkpoint(checkpoint_dir);
   if (checkpoint.config.tokenizer != "byte")
