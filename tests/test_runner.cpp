@@ -11,6 +11,7 @@
 
 #include "cli_runner.h"
 #include "draft/synthetic_drafter.h"
+#include "harness/experiment/environment.h"
 #include "harness/experiment/experiment_config.h"
 #include "harness/experiment/run_record.h"
 #include "harness/experiment/summary.h"
@@ -500,6 +501,34 @@ TEST_CASE("results folders: one per run, even started together; status says how 
   for (const std::string& run : runs) {
     CHECK(read_text(run + "/status") == "complete\n");
     CHECK(read_records(run + "/records.jsonl").size() == 14 * 4 * 2);  // every line whole, none interleaved
+  }
+
+  SECTION("a folder that a live run is still writing is not resumed; once that run is gone, it is") {
+    fs::remove_all(dir.file("results"));
+    const std::string slow =
+        std::string(SPECULA_BINARY) + " run " + exp + out + " --set experiment.repetitions=400 >/dev/null 2>&1";
+    const std::string records_glob = dir.file("results") + "/exp/*/records.jsonl";
+    const std::string pid_file = dir.file("pid");
+    // Start the run, wait for its first record, and leave it running.
+    REQUIRE(std::system(("bash -c '" + slow + " & echo $! > " + pid_file + "; for i in $(seq 600); do [ -s \"$(ls " +
+                         records_glob + " 2>/dev/null | head -1)\" ] && break; sleep 0.05; done'")
+                            .c_str()) == 0);
+    const std::vector<std::string> live = run_folders(dir.file("results") + "/exp");
+    REQUIRE(live.size() == 1);
+    const std::string pid = read_text(pid_file).substr(0, read_text(pid_file).find('\n'));
+    CHECK_THAT(read_text(live[0] + "/status"), StartsWith("running (pid " + pid + " on "));
+    const CliResult refused = run_specula("run --resume " + live[0] + " --quiet --no-plots");
+    CHECK(std::system(("kill -INT " + pid + "; while kill -0 " + pid + " 2>/dev/null; do sleep 0.05; done").c_str()) ==
+          0);
+    CHECK(refused.exit_code == 1);
+    CHECK_THAT(refused.err, Contains("still being written by process " + pid));
+    CHECK(read_text(live[0] + "/status") == "interrupted (SIGINT)\n");
+    // A status left at running by a process that is gone (killed outright) does not block the resume.
+    std::ofstream(live[0] + "/status") << "running (pid " << pid << " on " << hostname() << ")\n";
+    const CliResult resumed = run_specula("run --resume " + live[0] + " --quiet --no-plots --set experiment.seed=3");
+    // (--set stops the resume right after the liveness check; the whole resume is tested in the next section.)
+    CHECK_THAT(resumed.err, Contains("drop --set"));
+    CHECK_THAT(resumed.err, !Contains("still being written"));
   }
 
   SECTION("SIGINT: the record in progress is finished, a summary written, the folder marked, exit 130; --resume") {

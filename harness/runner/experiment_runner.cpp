@@ -1,10 +1,14 @@
 #include "harness/runner/experiment_runner.h"
 
 #include <omp.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -126,6 +130,34 @@ fs::path create_results_folder(const fs::path& base) {
 // The folder's state, one line: running | complete | interrupted (SIGINT|SIGTERM) | failed: <error>.
 void write_status(const fs::path& dir, const std::string& status) {
   write_output_file((dir / "status").string(), status + "\n", "run");
+}
+
+// The status of a run in progress names its process, so that `--resume` can tell a live run from a dead one.
+std::string running_status() {
+  return "running (pid " + std::to_string(static_cast<long>(getpid())) + " on " + hostname() + ")";
+}
+
+// Refuses to resume a folder that a live `specula` process on this machine is still writing: two processes
+// appending to one records.jsonl would interleave their records. A run recorded on another machine cannot be
+// checked from here; it is resumed with a warning (a preempted Slurm task's process is gone).
+void check_not_running(const fs::path& dir, const std::string& status) {
+  long pid = 0;
+  char host[256] = {};
+  if (std::sscanf(status.c_str(), "running (pid %ld on %255[^)])", &pid, host) != 2) return;
+  if (host != hostname()) {
+    log(LogLevel::info, "warning: ", dir.string(), "'s status says it is running as process ", pid, " on ", host,
+        "; if that process is alive, both will write this folder");
+    return;
+  }
+  if (pid <= 0 || pid == static_cast<long>(getpid())) return;
+  const bool alive = kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+  std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+  std::string name;
+  std::getline(comm, name);
+  // A recycled process id belongs to some other program: only a live `specula` counts.
+  if (alive && (!comm || name == "specula"))
+    fail("--resume: ", dir.string(), " is still being written by process ", pid,
+         " on this machine (its status reads running); stop that run first");
 }
 
 // SIGINT and SIGTERM during a run ask it to stop after the record in progress (a Slurm preemption sends
@@ -443,6 +475,7 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
     const std::string status =
         fs::exists(folder / "status") ? read_file((folder / "status").string(), "run --resume") : "";
     if (status == "complete\n") fail("--resume: ", options.resume_dir, " is complete; there is nothing to resume");
+    check_not_running(folder, status);
     if (!options.overrides.empty()) fail("--resume continues the run as it was configured: drop --set");
     experiment_path = (folder / "config.resolved.ini").string();
     const std::pair<int, int> shard = split_shard_line(read_file(experiment_path, "run --resume")).second;
@@ -469,7 +502,7 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
   check_settings_fit(config, *target, prompts, settings);
 
   const fs::path dir = open_results_folder(config, options, resume);
-  write_status(dir, "running");
+  write_status(dir, running_status());
   const SignalGuard signals;
   try {
     std::vector<RunRecord> resumed;
