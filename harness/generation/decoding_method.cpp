@@ -13,11 +13,8 @@ DecodingMethod parse_decoding_method(const std::string& text) {
     m.beam = true;
     return m;
   }
-  try {
-    m.verify = parse_verify_method(text);
-  } catch (const Error&) {
-    fail("unknown method '", text, "' (known: ar, ", verify_method_names(), ", beam)");
-  }
+  m.verify = find_verify_method(text);
+  if (!m.verify) fail("unknown method '", text, "' (known: ar, ", verify_method_names(), ", beam)");
   return m;
 }
 

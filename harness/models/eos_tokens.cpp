@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "harness/models/json_fields.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -17,14 +18,7 @@ using nlohmann::json;
 // The `eos_token_id` of a JSON file, or nullopt when the file or the key is absent.
 std::optional<std::vector<Token>> eos_of(const fs::path& path, int32_t vocab_size) {
   if (!fs::exists(path)) return std::nullopt;
-  std::ifstream in(path);
-  if (!in) fail(path.string(), ": cannot open");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    fail(path.string(), ": malformed JSON: ", e.what());
-  }
+  const json j = read_json_file(path.string(), "cannot open");
   if (!j.is_object() || !j.contains("eos_token_id")) return std::nullopt;
   const json& v = j["eos_token_id"];
   std::vector<Token> ids;

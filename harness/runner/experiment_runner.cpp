@@ -145,7 +145,7 @@ void check_not_running(const fs::path& dir, const std::string& status) {
   char host[256] = {};
   if (std::sscanf(status.c_str(), "running (pid %ld on %255[^)])", &pid, host) != 2) return;
   if (host != hostname()) {
-    log(LogLevel::info, "warning: ", dir.string(), "'s status says it is running as process ", pid, " on ", host,
+    log(LogLevel::warn, dir.string(), "'s status says it is running as process ", pid, " on ", host,
         "; if that process is alive, both will write this folder");
     return;
   }

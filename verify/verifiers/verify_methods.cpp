@@ -38,9 +38,14 @@ std::string verify_method_names() {
   return names;
 }
 
-VerifyMethod parse_verify_method(const std::string& text) {
+std::optional<VerifyMethod> find_verify_method(const std::string& text) {
   for (const VerifyMethodEntry& e : kVerifyMethods)
     if (text == e.name) return e.method;
+  return std::nullopt;
+}
+
+VerifyMethod parse_verify_method(const std::string& text) {
+  if (const std::optional<VerifyMethod> m = find_verify_method(text)) return *m;
   fail("unknown verification method '", text, "' (known: ", verify_method_names(), ")");
 }
 

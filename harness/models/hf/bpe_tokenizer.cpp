@@ -11,6 +11,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "harness/models/json_fields.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -446,15 +447,7 @@ void ByteLevelBpeTokenizer::Impl::encode_segment(std::string segment, std::vecto
 
 namespace {
 
-json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail(path, ": cannot open tokenizer");
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    fail(path, ": malformed JSON: ", e.what());
-  }
-}
+json read_json(const std::string& path) { return read_json_file(path, "cannot open tokenizer"); }
 
 }  // namespace
 

@@ -16,6 +16,7 @@
 #include "harness/models/hf/hf_tokenizer.h"
 #include "harness/models/hf/memory_budget.h"
 #include "harness/models/hf/safetensors.h"
+#include "harness/models/json_fields.h"
 #include "harness/models/transformer/checkpoint.h"
 #include "harness/models/transformer/transformer_language_model.h"
 #include "kernels/shared/error.h"
@@ -108,13 +109,7 @@ WeightFiles open_weights(const std::string& dir) {
     paths.push_back(single.string());
     w.description = kWeightsFile;
   } else if (fs::exists(index)) {
-    json j;
-    std::ifstream in(index);
-    try {
-      j = json::parse(in);
-    } catch (const json::exception& e) {
-      fail(index.string(), ": malformed JSON: ", e.what());
-    }
+    const json j = read_json_file(index.string(), "cannot open");
     const auto map = j.find("weight_map");
     if (!j.is_object() || map == j.end() || !map->is_object())
       fail(index.string(), ": needs a 'weight_map' object {tensor: file}");

@@ -6,6 +6,7 @@
 
 #include "harness/models/hf/bpe_tokenizer.h"
 #include "harness/models/hf/sentencepiece_tokenizer.h"
+#include "harness/models/json_fields.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -29,12 +30,7 @@ std::shared_ptr<const Tokenizer> load_hf_tokenizer(const std::string& dir) {
     nlohmann::json config = nlohmann::json::object();
     const fs::path config_path = fs::path(dir) / "tokenizer_config.json";
     if (fs::exists(config_path)) {
-      std::ifstream in(config_path);
-      try {
-        config = nlohmann::json::parse(in);
-      } catch (const nlohmann::json::exception& e) {
-        fail(config_path.string(), ": malformed JSON: ", e.what());
-      }
+      config = read_json_file(config_path.string(), "cannot open");
       if (!config.is_object()) fail(config_path.string(), ": expected a JSON object");
     }
     return std::make_shared<SentencePieceTokenizer>(spm.string(),

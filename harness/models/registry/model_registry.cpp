@@ -16,7 +16,6 @@ namespace {
 
 struct LoadRequest {
   std::string path;  // after "kind:"
-  std::string option;
   std::string weights_dtype;
 };
 
@@ -83,7 +82,7 @@ std::shared_ptr<const LanguageModel> load_language_model(const std::string& spec
   if (!kind) fail_parameter(option, ": unknown model '", spec, "' (known: ", language_model_kind_usages(), ")");
   const std::string path = colon == std::string::npos ? "" : spec.substr(colon + 1);
   if (path.empty()) fail_parameter(option, ": '", kind->kind, ":' needs ", kind->example);
-  return kind->load(LoadRequest{path, option, weights_dtype});
+  return kind->load(LoadRequest{path, weights_dtype});
 }
 
 std::shared_ptr<const Tokenizer> load_tokenizer_for(const std::string& model_spec) {
