@@ -17,6 +17,7 @@ packages=(
   libsentencepiece-dev sentencepiece libicu-dev  # hf: tokenizers (tokenizer.model, tokenizer.json regexes)
   python3-torch python3-regex                    # the [hf] tests' independent PyTorch / GPT-2 BPE references
   clang-format                                   # the format check (ctest -R format)
+  slurm-wlm munge                                # the Slurm test (ctest -L slurm): a one-node cluster on localhost
 )
 missing=()
 for p in "${packages[@]}"; do

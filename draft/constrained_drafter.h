@@ -30,6 +30,7 @@ class ConstrainedDrafterFactory : public DrafterFactory {
   std::unique_ptr<Drafter> create() const override;
   int32_t vocab_size() const override { return inner_->vocab_size(); }
   std::string description() const override { return inner_->description(); }
+  int32_t max_draft_depth() const override { return inner_->max_draft_depth(); }
 
  private:
   std::shared_ptr<const DrafterFactory> inner_;

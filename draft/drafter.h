@@ -67,6 +67,9 @@ class DrafterFactory {
   virtual std::unique_ptr<Drafter> create() const = 0;
   virtual int32_t vocab_size() const = 0;
   virtual std::string description() const = 0;
+  // The deepest draft this drafter can propose (Medusa: one level per head), 0 when any depth is possible. The
+  // generator refuses a --tree or --num-draft-tokens deeper than it, instead of cutting the draft silently.
+  virtual int32_t max_draft_depth() const { return 0; }
 };
 
 // What a drafter kind is built from (draft/registry/drafter_registry.cpp): the --draft spec split at its first

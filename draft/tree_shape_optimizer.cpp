@@ -330,7 +330,17 @@ int32_t node_limit(const TreeSearchOptions& o, const ForwardCost& cost) {
   if (o.max_nodes < 0) fail("tree search: max nodes must be >= 0, got ", o.max_nodes);
   if (o.max_depth < 0) fail("tree search: max depth must be >= 0, got ", o.max_depth);
   if (!(o.draft_cost_per_depth >= 0.0)) fail("tree search: the draft cost must be >= 0, got ", o.draft_cost_per_depth);
-  return std::min(o.max_nodes, cost.max_rows() - 1);
+  if (o.max_nodes > kMaxTreeSearchNodes)
+    fail_parameter("max_nodes", " must be <= ", kMaxTreeSearchNodes, " (a draft tree's limit), got ", o.max_nodes);
+  if (o.max_depth > kMaxTreeSearchDepth)
+    fail_parameter("max_depth", " must be <= ", kMaxTreeSearchDepth, ", got ", o.max_depth);
+  const int32_t nodes = std::min(o.max_nodes, cost.max_rows() - 1);
+  const double steps = (nodes + 2.0) * (o.max_depth + 1.0) * (o.acceptance.size() + 1.0) * (nodes + 1.0) / 2.0;
+  if (steps > kMaxTreeSearchSteps)
+    fail_parameter("max_nodes", " ", nodes, " with max depth ", o.max_depth, " and ", o.acceptance.size(),
+                   " acceptance rates needs ~", steps, " steps of Sequoia's table (bound ", kMaxTreeSearchSteps,
+                   "): lower the nodes or the depth");
+  return nodes;
 }
 
 TreeChoice choice(RankTree tree, const TreeSearchOptions& o, const ForwardCost& cost) {
@@ -376,9 +386,13 @@ TreeChoice best_uniform_tree(const TreeSearchOptions& o, const ForwardCost& cost
   for (int32_t b = 1; b <= k; ++b) prefix[b] = prefix[b - 1] + o.acceptance[b - 1];
   TreeChoice best = choice(RankTree{}, o, cost);
   std::vector<int32_t> shape;
+  int64_t visited = 0;
   // Depth-first over shapes b_1..b_d: F = 1 + sum_d prod_{i <= d} S(b_i), nodes = sum_d prod_{i <= d} b_i.
   std::function<void(int64_t, int64_t, double, double)> extend = [&](int64_t nodes, int64_t level, double reach,
                                                                      double f) {  // level = nodes at the last depth
+    if (++visited > kMaxUniformShapes)
+      fail_parameter("max_depth", " ", o.max_depth, " with max nodes ", n_max, " allows more than ", kMaxUniformShapes,
+                     " uniform tree shapes: lower the depth or the nodes");
     if (!shape.empty()) {
       const double rate = f / (static_cast<double>(shape.size()) * o.draft_cost_per_depth + cost.at(nodes + 1));
       if (better_rate(rate, nodes, best.tokens_per_step / best.step_cost, best.tree.size()))

@@ -72,6 +72,15 @@ class ForwardCost {
   std::vector<std::pair<int32_t, double>> points_;  // sorted by rows
 };
 
+// Bounds of the tree search, checked before any work (errors name max_nodes / max_depth): a draft tree holds at
+// most 4096 nodes, depth 64 is far beyond any useful tree, Sequoia's table of (nodes + 2)(depth + 1)(K + 1)
+// entries is filled by a scan over up to `nodes` splits each, and the uniform-per-depth enumeration visits at
+// most kMaxUniformShapes shapes (it stops with an error past that, after about a second).
+inline constexpr int32_t kMaxTreeSearchNodes = 4096;
+inline constexpr int32_t kMaxTreeSearchDepth = 64;
+inline constexpr double kMaxTreeSearchSteps = 4e9;
+inline constexpr int64_t kMaxUniformShapes = 20'000'000;
+
 struct TreeSearchOptions {
   std::vector<double> acceptance;  // p_k, k = 0 .. K-1 (K = the largest branching considered)
   int32_t max_nodes = 64;          // draft nodes (the forward runs 1 + nodes rows; capped by the cost table)

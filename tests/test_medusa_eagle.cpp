@@ -284,12 +284,12 @@ TEST_CASE("medusa: candidates are each head's top-k on f_{L-2}; chains, --tree s
     }
     CHECK(drafter->counters().n_forward == 1);  // one forward of all heads per proposal
   }
-  SECTION("tree=FILE: rank paths, cut at the number of heads") {
+  SECTION("tree=FILE: rank paths, each depth ranked by its head") {
     const std::string file = f.dir.str("medusa-tree.txt");
-    std::ofstream(file) << "0 1 0.0 0.2 1.0 0.0.1 0.0.1.0\n";
+    std::ofstream(file) << "0 1 0.0 0.2 1.0 0.0.1\n";
     const auto from_file = f.drafter("medusa:" + f.medusa_dir + ",tree=" + file)->create();
     const TokenTree tree = from_file->propose(request(context, history, {1}));
-    REQUIRE(tree.size() == 6);                       // 0.0.1.0 is deeper than the 3 heads
+    REQUIRE(tree.size() == 6);
     CHECK(tree.tokens[3] == top_k(heads[1], 3)[2]);  // path 0.2
     CHECK(tree.tokens[5] == top_k(heads[2], 2)[1]);  // path 0.0.1
   }
@@ -549,6 +549,34 @@ TEST_CASE("head drafter specs and folders: clear errors", "[medusa][eagle]") {
   CHECK_THROWS_WITH(f.drafter("medusa:" + f.dir.str("nowhere")), Contains("no such folder"));
   CHECK_THROWS_WITH(f.drafter("medusa:" + f.medusa_dir + ",tree=" + f.dir.str("missing.txt")),
                     Contains("cannot read the tree file"));
+  {  // The heads' config records their weights' size and CRC-32: one flipped bit is refused.
+    const std::string damaged = f.dir.str("medusa-damaged");
+    fs::copy(f.medusa_dir, damaged, fs::copy_options::recursive);
+    std::fstream weights(damaged + "/weights.pt", std::ios::in | std::ios::out | std::ios::binary);
+    weights.seekg(static_cast<std::streamoff>(fs::file_size(damaged + "/weights.pt") / 2));
+    const char byte = static_cast<char>(weights.peek() ^ 0x01);
+    weights.seekp(static_cast<std::streamoff>(fs::file_size(damaged + "/weights.pt") / 2));
+    weights.put(byte);
+    weights.close();
+    CHECK_THROWS_WITH(f.drafter("medusa:" + damaged), Contains("damaged or was replaced"));
+  }
+  // A draft deeper than the heads is refused, never cut: a tree file, a --tree shape, a chain.
+  const std::string deep = f.dir.str("medusa-deep-tree.txt");
+  std::ofstream(deep) << "0 0.0 0.0.1 0.0.1.0\n";
+  CHECK_THROWS_WITH(f.drafter("medusa:" + f.medusa_dir + ",tree=" + deep),
+                    Contains("is 4 levels deep, but the 3 Medusa heads"));
+  GenerationConfig tree_config;
+  tree_config.method = VerifyMethod::tree;
+  tree_config.tree_shape = {2, 1, 1, 1};
+  CHECK_THROWS_WITH(Generator(f.target, SamplingParams{}, f.drafter("medusa:" + f.medusa_dir), tree_config),
+                    Contains("tree asks for a draft 4 deep") && Contains("drafts at most 3 tokens ahead"));
+  GenerationConfig chain_config;
+  chain_config.method = VerifyMethod::chain;
+  chain_config.num_draft_tokens = 4;
+  CHECK_THROWS_AS(Generator(f.target, SamplingParams{}, f.drafter("medusa:" + f.medusa_dir), chain_config),
+                  ParameterError);
+  chain_config.num_draft_tokens = 3;
+  CHECK_NOTHROW(Generator(f.target, SamplingParams{}, f.drafter("medusa:" + f.medusa_dir), chain_config));
   // The Generator's target must be the transformer the heads read.
   TransformerConfig other = tiny_config();
   other.n_layers = 1;

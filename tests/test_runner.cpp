@@ -462,6 +462,11 @@ TEST_CASE("specula run writes a complete results folder; shards merge into the s
   std::vector<std::string> shards;
   for (const auto& e : fs::directory_iterator(dir.file("results") + "/exp")) shards.push_back(e.path().string());
   REQUIRE(shards.size() == 2);
+  // A shard is plotted after the merge, not alone: also when it is resumed (`run --resume` of a shard's folder,
+  // as a requeued Slurm task does).
+  std::ofstream(shards[1] + "/status") << "interrupted (SIGTERM)\n";
+  REQUIRE(run_specula("run --resume " + shards[1]).exit_code == 0);
+  for (const std::string& shard : shards) CHECK_FALSE(fs::exists(shard + "/plots"));
   REQUIRE(run_specula("merge " + shards[0] + " " + shards[1] + " --output " + dir.file("merged")).exit_code == 0);
   auto key_of = [](const RunRecord& r) {
     std::string k = r.setting_id + "#" + std::to_string(r.prompt_index) + "#" + std::to_string(r.repetition) + "#";

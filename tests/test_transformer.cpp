@@ -15,10 +15,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
 #include <sstream>
 
+#include "draft/synthetic_drafter.h"
+#include "harness/generation/generator.h"
 #include "harness/models/registry/model_registry.h"
 #include "harness/models/tokenizer.h"
 #include "harness/models/transformer/byte_tokenizer.h"
@@ -30,6 +33,7 @@
 #include "harness/train/trainer.h"
 #include "kernels/shared/error.h"
 #include "scaled_transformer.h"
+#include "tests/support/mutant_switch.h"
 
 namespace specula {
 namespace {
@@ -364,6 +368,44 @@ TEST_CASE("a session reuses its KV cache across calls and matches a full recompu
   }
 }
 
+TEST_CASE("speculation on a transformer target drops a rejected draft's keys: greedy output is greedy decoding's",
+          "[transformer]") {
+  // The table models of the exact-law tests have no cache, so only a transformer target can show a session that
+  // keeps a rejected draft's keys and values: every later position would attend to tokens that were never
+  // emitted. The synthetic drafter at T = 0 proposes the target's argmax with probability 0.6 and its argmin
+  // otherwise, so steps accept some drafts and reject others.
+  TempDir dir("rejections");
+  const auto target =
+      std::make_shared<TransformerLanguageModel>(save_scaled_checkpoint(dir, "model", small_config(), 13));
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  GenerationConfig ar;
+  ar.max_new_tokens = 40;
+  const std::vector<Token> prompt = {3, 141, 59, 26, 53};
+  GenerationMetrics m;
+  const std::vector<Token> expected = Generator(target, greedy, nullptr, ar).generate(prompt, 0, m).tokens;
+  const auto drafter = std::make_shared<SyntheticDrafterFactory>(target, greedy, 0.6);
+  GenerationConfig chain = ar, tree = ar;
+  chain.method = VerifyMethod::chain;
+  chain.num_draft_tokens = 3;
+  tree.method = VerifyMethod::tree;
+  tree.tree_shape = {2, 2};
+  for (const GenerationConfig& config : {chain, tree}) {
+    INFO(verify_method_name(*config.method));
+    const Generator speculative(target, greedy, drafter, config);
+    GenerationMetrics metrics;
+    for (uint64_t sequence = 0; sequence < 4; ++sequence)
+      CHECK(speculative.generate(prompt, sequence, metrics).tokens == expected);
+    CHECK(metrics.accepted > 0);
+    CHECK(metrics.accepted < metrics.proposed);  // rejections happened
+    const ScopedMutant on(Mutant::kv_cache_keeps_rejected_drafts);
+    bool caught = false;
+    for (uint64_t sequence = 0; sequence < 4 && !caught; ++sequence)
+      caught = speculative.generate(prompt, sequence, metrics).tokens != expected;
+    CHECK(caught);
+  }
+}
+
 TEST_CASE("sessions report bad inputs clearly", "[transformer]") {
   TempDir dir("session-errors");
   const TransformerLanguageModel lm(save_scaled_checkpoint(dir, "model", small_config(), 1));
@@ -483,9 +525,40 @@ TEST_CASE("a corrupt or missing checkpoint gives a clear error", "[transformer]"
     fs::remove(p + "/weights.pt");
     CHECK_THROWS_WITH(load_checkpoint(p), Contains("weights.pt: missing weights file"));
   }
+  // The config records the weights' size and CRC-32; one flipped bit is refused before the archive is read.
+  auto without_checksum = [&](const std::string& p) {
+    nlohmann::json cfg = nlohmann::json::parse(read(p + "/config.json"));
+    REQUIRE(cfg["weights"].contains("crc32"));
+    cfg["weights"].erase("bytes");
+    cfg["weights"].erase("crc32");
+    write(p + "/config.json", cfg.dump(2));
+  };
+  {
+    const std::string p = copy("flipped-bit");
+    std::string bytes = read(p + "/weights.pt");
+    bytes[bytes.size() / 2] ^= 0x10;
+    write(p + "/weights.pt", bytes);
+    CHECK_THROWS_WITH(load_checkpoint(p), Contains("weights.pt: ") && Contains("with crc32") &&
+                                              Contains("config.json records") && Contains("damaged or was replaced"));
+  }
+  {
+    const std::string p = copy("before-checksums");  // a config from before checksums: loads unchecked
+    without_checksum(p);
+    CHECK_NOTHROW(load_checkpoint(p));
+  }
+  {
+    const std::string p = copy("bad-crc-field");
+    std::string cfg = read(p + "/config.json");
+    const size_t at = cfg.find("\"crc32\": \"") + 10;
+    cfg.replace(at, 8, "xyz");
+    write(p + "/config.json", cfg);
+    CHECK_THROWS_WITH(load_checkpoint(p), Contains("weights: crc32 must be 8 hex digits, got 'xyz"));
+  }
   {
     const std::string p = copy("garbage-weights");
     write(p + "/weights.pt", "this is not a torch archive");
+    CHECK_THROWS_WITH(load_checkpoint(p), Contains("weights.pt: 27 bytes with crc32"));
+    without_checksum(p);
     CHECK_THROWS_WITH(load_checkpoint(p), Contains("weights.pt: corrupt or unreadable"));
   }
   {

@@ -392,3 +392,21 @@ TEST_CASE("tree-opt: a failed write of --output or --output-ranks is an error na
     CHECK_THAT(r.err, Contains(option) && Contains("/dev/full"));
   }
 }
+
+TEST_CASE("tree-opt: the search is bounded before it starts, and the uniform enumeration by its shape count",
+          "[tree-opt][cli]") {
+  const std::string base = "tree-opt --acceptance 0.5,0.2,0.1,0.05,0.03,0.02,0.01,0.01 --forward-cost 1:1.0,5000:3.0";
+  const testing::CliResult nodes = testing::run_specula(base + " --max-nodes 100000 --max-depth 1000");
+  CHECK(nodes.exit_code == 1);
+  CHECK_THAT(nodes.err, Contains("--max-nodes must be <= 4096 (a draft tree's limit), got 100000"));
+  const testing::CliResult depth = testing::run_specula(base + " --max-nodes 64 --max-depth 1000");
+  CHECK(depth.exit_code == 1);
+  CHECK_THAT(depth.err, Contains("--max-depth must be <= 64, got 1000"));
+  const testing::CliResult table = testing::run_specula(base + " --max-nodes 4096 --max-depth 64");
+  CHECK(table.exit_code == 1);
+  CHECK_THAT(table.err, Contains("--max-nodes 4096 with max depth 64") && Contains("steps of Sequoia's table"));
+  // Within the table's bound, but with more uniform shapes than the enumeration visits.
+  const testing::CliResult shapes = testing::run_specula(base + " --max-nodes 1024 --max-depth 64");
+  CHECK(shapes.exit_code == 1);
+  CHECK_THAT(shapes.err, Contains("--max-depth 64 with max nodes 1024 allows more than 20000000 uniform tree shapes"));
+}

@@ -279,6 +279,141 @@ TEST_CASE("Medusa typical acceptance is lossy and its distance from the target i
   CHECK(tv > 0.05);
 }
 
+namespace {
+
+// Medusa's threshold (Cai et al. 2024, verify/ALGORITHMS.md §3), written out from the paper's formula:
+// min(eps, delta * e^-H) with H = -sum p log(p + 1e-5); `maximum` gives the max(...) of the planted bug.
+double typical_threshold(const std::vector<float>& p, bool maximum = false) {
+  const TypicalAcceptance t;
+  double entropy = 0.0;
+  for (const float x : p)
+    if (x > 0.0f) entropy -= x * std::log(x + 1e-5);
+  const double floor = t.delta * std::exp(-entropy);
+  return maximum ? std::max(t.epsilon, floor) : std::min(t.epsilon, floor);
+}
+
+// The exact law of L-token continuations of the Generator's typical-acceptance loop, enumerated over draft
+// chains: each step draws a K-token chain from q (the draft's processed rows along the chain), keeps the
+// longest prefix whose tokens have p above the threshold, then emits one token drawn from p at the first
+// refused position, or from the bonus row after K acceptances; the output is cut at L tokens. A refused draft
+// token's identity does not matter, only the q mass of the refused tokens.
+std::vector<double> exact_typical_law(const TablePair& pair, const SamplerPipeline& target,
+                                      const SamplerPipeline& draft, const std::vector<Token>& prompt, int32_t K,
+                                      int32_t L, bool maximum = false) {
+  const int32_t V = pair.target->vocab_size();
+  std::vector<double> law(static_cast<size_t>(std::pow(V, L)), 0.0);
+  const TokenHistory history{prompt, {}, std::nan("")};  // the plain pipeline reads no history
+  auto row = [&](const TableModel& model, const SamplerPipeline& pipeline, const std::vector<Token>& context) {
+    std::vector<float> probs(V);
+    pipeline.process(model.row_after(context), history, probs.data());
+    return probs;
+  };
+  std::vector<Token> context = prompt, out;
+  std::function<void(int32_t, double)> step = [&](int32_t position, double mass) {
+    if (static_cast<int32_t>(out.size()) == L) {
+      law[sequence_index(out, V)] += mass;
+      return;
+    }
+    auto emit = [&](Token x, int32_t next_position, double x_mass) {
+      context.push_back(x);
+      out.push_back(x);
+      step(next_position, x_mass);
+      context.pop_back();
+      out.pop_back();
+    };
+    const std::vector<float> p = row(*pair.target, target, context);
+    double refused = position == K ? 1.0 : 0.0;  // the bonus row draws from p like a refusal
+    if (position < K) {
+      const std::vector<float> q = row(*pair.draft, draft, context);
+      const double threshold = typical_threshold(p, maximum);
+      for (Token d = 0; d < V; ++d) {
+        if (q[d] == 0.0f) continue;
+        if (p[d] > threshold)
+          emit(d, position + 1, mass * q[d]);
+        else
+          refused += q[d];
+      }
+    }
+    for (Token x = 0; x < V; ++x)
+      if (refused > 0.0 && p[x] > 0.0f) emit(x, 0, mass * refused * p[x]);
+  };
+  step(0, 1.0);
+  const double total = std::accumulate(law.begin(), law.end(), 0.0);
+  for (double& x : law) x /= total;
+  return law;
+}
+
+TokenTree one_token_chain(Token d) {
+  TokenTree chain;
+  chain.add(d, -1);
+  return chain;
+}
+
+}  // namespace
+
+TEST_CASE("Medusa typical acceptance samples its own enumerated law; the max-threshold mutant is caught",
+          "[verify][lossy]") {
+  // A target whose rows put tokens between eps and delta e^-H (where min and max disagree) in the draft's way:
+  // the planted bug moves the law by TV 0.29 (on seed 16 with scale 3 it would not move it at all).
+  const TablePair pair = random_pair(1, kV, 26, 2.0, 1.0);
+  const GenerationConfig config = chain_config(VerifyMethod::typical, 3);
+  const SamplerPipeline pipeline(plain(), kV);
+  const std::vector<double> law = exact_typical_law(pair, pipeline, pipeline, kPrompt, 3, kL);
+  const std::vector<double> mutant_law = exact_typical_law(pair, pipeline, pipeline, kPrompt, 3, kL, true);
+  double tv = 0.0;
+  for (size_t i = 0; i < law.size(); ++i) tv += 0.5 * std::abs(law[i] - mutant_law[i]);
+  INFO("TV(correct law, max-threshold law) = " << tv);
+  REQUIRE(tv > 0.03);  // the planted bug changes the law by far more than 60,000 samples resolve
+
+  auto drafter = std::make_shared<ModelDrafterFactory>(pair.draft, plain());
+  const Generator generator(pair.target, plain(), drafter, config);
+  const RunResult run = run_generator(generator, kPrompt, 60000, kV);
+  const stats::GofResult gof = stats::g_test(run.counts, law);
+  INFO(gof.detail);
+  CHECK(gof.passed(stats::kAlpha));
+  CHECK(run.metrics.accepted > 0);
+
+  const ScopedMutant on(Mutant::typical_threshold_max);
+  const RunResult broken = run_generator(generator, kPrompt, 60000, kV);
+  CHECK_FALSE(stats::g_test(broken.counts, law).passed(stats::kAlpha));
+}
+
+TEST_CASE("Medusa typical acceptance on hand rows at the threshold", "[verify][lossy]") {
+  // Thresholds worked by hand from min(0.09, 0.3 e^-H), H = -sum p ln(p + 1e-5):
+  //   row A = {0.7, 0.0901, 0.0899, 0.12}: H = 0.9375, 0.3 e^-H = 0.1175 > eps, so the threshold is eps = 0.09;
+  //   row B = {0.3, 0.25, 0.2, 0.15, 0.06, 0.04}: H = 1.6117, 0.3 e^-H = 0.0599 < eps: threshold 0.0599.
+  struct Case {
+    std::vector<float> p;
+    Token draft;
+    bool accepted;
+  };
+  const std::vector<Case> cases = {
+      {{0.7f, 0.0901f, 0.0899f, 0.12f}, 1, true},            // just above eps
+      {{0.7f, 0.0901f, 0.0899f, 0.12f}, 2, false},           // just below eps
+      {{0.7f, 0.0901f, 0.0899f, 0.12f}, 3, true},            // above both eps and 0.1175
+      {{0.3f, 0.25f, 0.2f, 0.15f, 0.06f, 0.04f}, 4, true},   // above 0.0599, below eps
+      {{0.3f, 0.25f, 0.2f, 0.15f, 0.06f, 0.04f}, 5, false},  // below 0.0599
+  };
+  for (const bool mutant : {false, true}) {
+    const ScopedMutant on(mutant ? Mutant::typical_threshold_max : Mutant::none);
+    int32_t wrong = 0;
+    for (const Case& c : cases) {
+      const int32_t V = static_cast<int32_t>(c.p.size());
+      std::vector<float> rows = c.p;  // the draft position's row, then the bonus row
+      rows.insert(rows.end(), c.p.begin(), c.p.end());
+      const VerifyOutcome out = verify_typical(rows.data(), one_token_chain(c.draft), V, StepRandom{7, 0, 0});
+      wrong += (out.accepted == 1) != c.accepted;
+      if (!mutant) {
+        INFO("p(" << c.draft << ") = " << c.p[c.draft] << ", threshold " << typical_threshold(c.p));
+        CHECK((out.accepted == 1) == c.accepted);
+        CHECK(out.emitted.size() == (c.accepted ? 2u : 1u));
+        if (c.accepted) CHECK(out.emitted[0] == c.draft);
+      }
+    }
+    if (mutant) CHECK(wrong == 2);  // the max threshold (0.1175, 0.09) refuses 0.0901 in A and 0.06 in B
+  }
+}
+
 // ---- Mutants: each realistic bug must fail the same law test that the correct code passes -------------
 
 namespace {

@@ -104,19 +104,19 @@ DraftHeadsConfig read_draft_heads_config(const std::string& dir) {
   }
   const json& weights = json_field(j, "weights", path);
   if (!weights.is_object()) fail(path, ": 'weights' must be an object");
-  reject_unknown_json_fields(weights, {"file"}, path + ": weights");
+  reject_unknown_json_fields(weights, {"file", "bytes", "crc32"}, path + ": weights");
   c.weights_file = string_field(weights, "file", path + ": weights");
+  c.weights_checksum = read_weights_checksum(weights, path + ": weights");
   if (j.contains("training")) c.training = j["training"];
   return c;
 }
 
 void write_draft_heads_config(const std::string& dir, const DraftHeadsConfig& c) {
-  json j = {{"format", kDraftHeadsFormat},
-            {"kind", c.kind},
-            {"target", c.target},
-            {"target_model", to_json(c.target_model)},
-            {"weights", {{"file", c.weights_file}}},
-            {"training", c.training}};
+  json weights = {{"file", c.weights_file}};
+  write_weights_checksum(weights, c.weights_checksum);
+  json j = {{"format", kDraftHeadsFormat}, {"kind", c.kind},
+            {"target", c.target},          {"target_model", to_json(c.target_model)},
+            {"weights", weights},          {"training", c.training}};
   if (c.kind == "medusa") j["medusa_heads"] = c.medusa_heads;
   const std::string path = (fs::path(dir) / "config.json").string();
   write_output_file(path, j.dump(2) + "\n", "the heads config");
@@ -128,12 +128,14 @@ std::string resolve_heads_target(const std::string& dir, const DraftHeadsConfig&
 }
 
 void save_draft_heads(const std::string& dir, torch::nn::Module& heads, const DraftHeadsConfig& config) {
-  save_parameters_atomically(dir, config.weights_file, heads, c10::nullopt, "heads folder");
-  write_draft_heads_config(dir, config);
+  DraftHeadsConfig written = config;
+  written.weights_checksum = save_parameters_atomically(dir, config.weights_file, heads, c10::nullopt, "heads folder");
+  write_draft_heads_config(dir, written);
 }
 
 void load_draft_heads_weights(const std::string& dir, const DraftHeadsConfig& config, torch::nn::Module& heads) {
-  load_parameters((fs::path(dir) / config.weights_file).string(), heads, "config.json", "", "these heads");
+  load_parameters((fs::path(dir) / config.weights_file).string(), heads, (fs::path(dir) / "config.json").string(), "",
+                  "these heads", config.weights_checksum);
   heads.eval();
 }
 

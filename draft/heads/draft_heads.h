@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "harness/models/transformer/kv_cache.h"
@@ -70,6 +71,7 @@ struct DraftHeadsConfig {
   TransformerConfig target_model;    // the sizes of that target (checked when loading)
   int32_t medusa_heads = 0;          // K (medusa)
   std::string weights_file = "weights.pt";
+  std::optional<FileChecksum> weights_checksum;  // of weights_file, as written ("bytes", "crc32"; checked at load)
   nlohmann::json training = nlohmann::json::object();
 };
 

@@ -536,7 +536,14 @@ HeadDrafterFactory::HeadDrafterFactory(const HeadDrafterOptions& options, const 
     s.eagle = EagleHead(c);
     load_draft_heads_weights(options.heads_dir, s.heads_config, *s.eagle);
   }
-  if (!options.tree_file.empty()) s.tree_template = read_rank_tree_file(options.tree_file);
+  if (!options.tree_file.empty()) {
+    s.tree_template = read_rank_tree_file(options.tree_file);
+    // Head k predicts the token k positions ahead: a deeper path has no head to rank it.
+    if (s.medusa && s.tree_template->max_depth() > static_cast<int32_t>(s.medusa->count))
+      fail_parameter("draft", " ", where, ": tree ", options.tree_file, " is ", s.tree_template->max_depth(),
+                     " levels deep, but the ", s.medusa->count, " Medusa heads of ", options.heads_dir,
+                     " draft at most ", s.medusa->count);
+  }
 }
 
 HeadDrafterFactory::~HeadDrafterFactory() = default;
@@ -547,6 +554,10 @@ std::unique_ptr<Drafter> HeadDrafterFactory::create() const {
 }
 
 int32_t HeadDrafterFactory::vocab_size() const { return state_->target->config().vocab_size; }
+
+int32_t HeadDrafterFactory::max_draft_depth() const {
+  return state_->options.kind == "medusa" ? static_cast<int32_t>(state_->medusa->count) : 0;
+}
 
 std::string HeadDrafterFactory::description() const {
   const State& s = *state_;

@@ -15,7 +15,7 @@
 // Trees. Candidates are chosen by value (top-k), so every tree is verified with the point-mass rule
 // (SiblingScheme::deterministic, draft_q empty) whatever --tree-sampling says (verify/ALGORITHMS.md §3):
 //   - chain requests (--method greedy|chain|block|typical, no --tree): the top-1 chain, K = --num-draft-tokens
-//     (Medusa: at most its number of heads);
+//     (Medusa: at most its number of heads; a deeper chain, --tree or tree=FILE is refused, never cut);
 //   - --method tree without a drafter tree: the --tree shape as ranks ("2,2,1": the 2 best tokens at depth 1,
 //     the 2 best under each, ...; Medusa's heads give the same candidates under every parent);
 //   - tree=FILE: a static tree of rank paths (Medusa's medusa_choices; `specula tree-opt --output-ranks`);
@@ -61,6 +61,7 @@ class HeadDrafterFactory : public DrafterFactory {
   std::unique_ptr<Drafter> create() const override;
   int32_t vocab_size() const override;
   std::string description() const override;
+  int32_t max_draft_depth() const override;
   // The extra target forwards the drafters ran for features (see draft/heads/target_features.h), summed over
   // every drafter this factory created.
   TargetFeatureStats feature_stats() const;

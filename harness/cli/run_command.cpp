@@ -90,7 +90,9 @@ int run_command(const Args& args) {
     std::cerr << "specula run: " << e.what() << "\n";
     return 128 + e.signal;  // the shell's convention: 130 for SIGINT, 143 for SIGTERM
   }
-  if (!vm["no-plots"].as<bool>() && options.shard_count == 1) plot_results(dir, options.quiet);
+  // A shard (started with --shard, or resumed from a shard's folder) is plotted after the merge, not alone.
+  const bool plot = !vm["no-plots"].as<bool>() && options.shard_count == 1 && !is_shard_folder(dir);
+  if (plot) plot_results(dir, options.quiet);
   if (!options.quiet) {
     std::cout << "\n";
     print_summary_table(summarize(read_records(dir + "/records.jsonl")), std::cout);
@@ -98,7 +100,7 @@ int run_command(const Args& args) {
                  "speculative run timed beside a baseline run of the same prompt), 95% interval over prompts\n\n";
   }
   std::cout << "results: " << dir << "\n  summary: " << dir << "/summary.csv\n";
-  if (!vm["no-plots"].as<bool>() && options.shard_count == 1) std::cout << "  plots:   " << dir << "/plots/\n";
+  if (plot) std::cout << "  plots:   " << dir << "/plots/\n";
   return 0;
 }
 

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -70,6 +71,16 @@ std::string utc_timestamp(bool folder_safe) {
   return buf;
 }
 
+// The Slurm task this process runs as ("JOB_TASK" for an array task, "JOB" otherwise, "" outside Slurm):
+// a requeued array task finds the folder it was writing by it and resumes that folder.
+std::string slurm_job() {
+  const char* array_job = std::getenv("SLURM_ARRAY_JOB_ID");
+  const char* array_task = std::getenv("SLURM_ARRAY_TASK_ID");
+  if (array_job && array_task) return std::string(array_job) + "_" + array_task;
+  const char* job = std::getenv("SLURM_JOB_ID");
+  return job ? job : "";
+}
+
 std::string environment_json(int threads, const std::string& command_line) {
   nlohmann::json j;
   j["hostname"] = hostname();
@@ -86,6 +97,7 @@ std::string environment_json(int threads, const std::string& command_line) {
   j["git_revision"] = git_revision();
   j["utc_time"] = utc_timestamp(false);
   j["command_line"] = command_line;
+  j["slurm_job"] = slurm_job();
   return j.dump(2) + "\n";
 }
 

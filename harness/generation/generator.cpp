@@ -68,6 +68,9 @@ Generator::Generator(std::shared_ptr<const LanguageModel> target, SamplingParams
     fail_parameter("tree", " is only used by method tree");
   for (int32_t b : config_.tree_shape)
     if (b != 1 && config_.method != VerifyMethod::tree) fail_parameter("tree", " with branching needs method tree");
+  if (const int32_t most = drafter_ ? drafter_->max_draft_depth() : 0; most > 0 && draft_depth(config_) > most)
+    fail_parameter(config_.tree_shape.empty() ? "num_draft_tokens" : "tree", " asks for a draft ", draft_depth(config_),
+                   " deep, but ", drafter_->description(), " drafts at most ", most, " tokens ahead");
   // Under a constraint, point-mass drafts (prompt lookup) are cut at their first illegal token.
   if (drafter_ && pipeline_.params().constraint)
     drafter_ = std::make_shared<ConstrainedDrafterFactory>(drafter_, pipeline_.params().constraint);

@@ -581,6 +581,11 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
   }
 }
 
+bool is_shard_folder(const std::string& dir) {
+  const fs::path resolved = fs::path(dir) / "config.resolved.ini";
+  return fs::exists(resolved) && split_shard_line(read_file(resolved.string(), "run")).second.second > 1;
+}
+
 void merge_results(const std::vector<std::string>& shard_dirs, const std::string& output, bool allow_incomplete) {
   if (shard_dirs.empty()) fail("merge: no shard folders given");
   std::error_code ec;

@@ -35,6 +35,10 @@ struct RunInterrupted : Error {
 // flushed as they are produced, so an interrupted run keeps them.
 std::string run_experiment(const std::string& experiment_path, const RunOptions& options);
 
+// Whether `dir` holds one shard of a sweep (its config.resolved.ini has a "; shard = i/N" line, N > 1): a
+// shard's results are plotted after the merge, not alone.
+bool is_shard_folder(const std::string& dir);
+
 // `specula merge`: combines the records of shard folders (baselines deduplicated) into `output`, with a
 // fresh summary; the config and environment of the first shard are copied. Refused, naming the folder: a
 // shard whose status is not complete (unless allow_incomplete: the merged status then says so), shards

@@ -327,6 +327,7 @@ HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
     config.training["feature_weight"] = o.eagle_feature_weight;
     config.training["token_weight"] = o.eagle_token_weight;
   }
+  config.weights_checksum = read_draft_heads_config(o.output).weights_checksum;  // of the best step's weights
   write_draft_heads_config(o.output, config);
   std::cerr << "specula train-" << o.kind << ": done in " << ProgressBar::format_duration(result.seconds) << "; heads "
             << o.output << " (step " << result.best_step << "), validation loss " << fixed(result.val_loss)

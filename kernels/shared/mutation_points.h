@@ -45,6 +45,9 @@ enum class Mutant {
   draft_q_from_raw_logits,         // recorded q is softmax(raw logits) while the draft sampled processed
   constraint_state_not_advanced,   // draft-path rows keep the committed constraint state
   dynamic_tree_tested_with_q,      // EAGLE-2's value-chosen tree tested with p/q as draws w/o replacement
+  typical_threshold_max,           // Medusa typical acceptance with max(eps, delta e^-H) instead of min
+  // Models.
+  kv_cache_keeps_rejected_drafts,  // a session keeps the keys/values of a rejected draft tree
   // Generation loop.
   stop_checked_per_step,  // a stop token ends the sequence only after its step: later tokens kept
 };

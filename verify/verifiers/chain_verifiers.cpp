@@ -95,7 +95,9 @@ VerifyOutcome verify_typical(const float* p, const TokenTree& chain, int32_t voc
     double entropy = 0.0;  // Medusa's entropy: -sum p log(p + 1e-5); zero p adds exact zeros
     nonzero_ids(p_i, vocab_size, support);
     for (const Token x : support) entropy -= p_i[x] * std::log(p_i[x] + 1e-5);
-    const double threshold = std::min(params.epsilon, params.delta * std::exp(-entropy));
+    double threshold = std::min(params.epsilon, params.delta * std::exp(-entropy));
+    if (mutant_on(Mutant::typical_threshold_max))
+      threshold = std::max(params.epsilon, params.delta * std::exp(-entropy));
     if (!(p_i[chain.tokens[i]] > threshold)) {
       out.emitted.push_back(
           sample_categorical(p_i, vocab_size, rng.key(RandomRole::residual, static_cast<uint32_t>(i))));

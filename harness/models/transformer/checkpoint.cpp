@@ -22,8 +22,9 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, const std::string& weig
   const torch::ScalarType keep =
       weights_dtype_for(weights_dtype, storage_dtype(out.config.weights_dtype), "--weights-dtype");
   out.model = Transformer(out.config.model);
-  load_parameters((fs::path(dir) / out.config.weights_file).string(), *out.model, kCheckpointConfigFile,
-                  out.config.weights_dtype, "this model");
+  load_parameters((fs::path(dir) / out.config.weights_file).string(), *out.model,
+                  (fs::path(dir) / kCheckpointConfigFile).string(), out.config.weights_dtype, "this model",
+                  out.config.weights_checksum);
   store_matrices_as(*out.model, keep);
   out.model->eval();
   return out;
@@ -33,13 +34,13 @@ void save_checkpoint(const std::string& dir, Transformer& model, CheckpointConfi
   config.model = model->config();
   if (config.weights_dtype != "float32" && config.weights_dtype != "float16" && config.weights_dtype != "bfloat16")
     fail("checkpoint weights dtype '", config.weights_dtype, "' is not float32, float16 or bfloat16");
-  save_parameters_atomically(dir, config.weights_file, *model, storage_dtype(config.weights_dtype),
-                             "checkpoint folder");
+  config.weights_checksum = save_parameters_atomically(dir, config.weights_file, *model,
+                                                       storage_dtype(config.weights_dtype), "checkpoint folder");
   write_checkpoint_config(dir, config);
 }
 
-void save_parameters_atomically(const std::string& dir, const std::string& file, torch::nn::Module& module,
-                                c10::optional<torch::Dtype> dtype, const std::string& folder) {
+FileChecksum save_parameters_atomically(const std::string& dir, const std::string& file, torch::nn::Module& module,
+                                        c10::optional<torch::Dtype> dtype, const std::string& folder) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail(dir, ": cannot create the ", folder, ": ", ec.message());
@@ -56,13 +57,17 @@ void save_parameters_atomically(const std::string& dir, const std::string& file,
   } catch (const c10::Error& e) {
     fail(tmp, ": cannot write weights: ", e.what_without_backtrace());
   }
+  const FileChecksum written = file_checksum(tmp);
   fs::rename(tmp, path, ec);
   if (ec) fail(path, ": cannot move the new weights into place: ", ec.message());
+  return written;
 }
 
 void load_parameters(const std::string& path, torch::nn::Module& module, const std::string& config_file,
-                     const std::string& stored_dtype, const std::string& owner) {
+                     const std::string& stored_dtype, const std::string& owner,
+                     const std::optional<FileChecksum>& checksum) {
   if (!fs::is_regular_file(path)) fail(path, ": missing weights file (named by ", config_file, ")");
+  if (checksum) check_file_checksum(path, *checksum, config_file);
   torch::serialize::InputArchive archive;
   try {
     archive.load_from(path);

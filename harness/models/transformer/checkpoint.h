@@ -2,6 +2,7 @@
 // load one back with every problem reported as an Error that names the file. Includes LibTorch.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "harness/models/transformer/transformer_config.h"
@@ -33,13 +34,15 @@ void save_checkpoint(const std::string& dir, Transformer& model, CheckpointConfi
 // Reads every parameter of `module` from the LibTorch archive `path` (named by `config_file`): each must be
 // present, of the module's shape, finite, and stored as `stored_dtype` (a checkpoint dtype name; "" = any); a
 // tensor the module lacks is an error naming `owner` ("this model", "these heads").
+// When `checksum` is given, the file's size and CRC-32 are checked against it first.
 void load_parameters(const std::string& path, torch::nn::Module& module, const std::string& config_file,
-                     const std::string& stored_dtype, const std::string& owner);
+                     const std::string& stored_dtype, const std::string& owner,
+                     const std::optional<FileChecksum>& checksum = std::nullopt);
 
 // Writes `module`'s parameters to dir/file as a LibTorch archive, converted to `dtype` (undefined: as they
 // are), through a temporary file renamed into place, so that a reader never sees half-written weights. Creates
-// dir; `folder` names it in errors ("checkpoint folder", "heads folder").
-void save_parameters_atomically(const std::string& dir, const std::string& file, torch::nn::Module& module,
-                                c10::optional<torch::Dtype> dtype, const std::string& folder);
+// dir; `folder` names it in errors ("checkpoint folder", "heads folder"). Returns the written file's checksum.
+FileChecksum save_parameters_atomically(const std::string& dir, const std::string& file, torch::nn::Module& module,
+                                        c10::optional<torch::Dtype> dtype, const std::string& folder);
 
 }  // namespace specula

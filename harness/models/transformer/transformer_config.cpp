@@ -121,20 +121,41 @@ CheckpointConfig read_checkpoint_config(const std::string& dir) {
          c.model.vocab_size);
   const json& weights = field(j, "weights", path);
   if (!weights.is_object()) fail(path, ": 'weights' must be an object");
-  reject_unknown_json_fields(weights, {"file", "dtype"}, path + ": weights");
+  reject_unknown_json_fields(weights, {"file", "dtype", "bytes", "crc32"}, path + ": weights");
   c.weights_file = string_field(weights, "file", path + ": weights");
   c.weights_dtype = string_field(weights, "dtype", path + ": weights");
   if (c.weights_dtype != "float32" && c.weights_dtype != "float16" && c.weights_dtype != "bfloat16")
     fail(path, ": weights.dtype '", c.weights_dtype, "' is not float32, float16 or bfloat16");
+  c.weights_checksum = read_weights_checksum(weights, path + ": weights");
   if (j.contains("training")) c.training = j["training"];
   return c;
 }
 
+std::optional<FileChecksum> read_weights_checksum(const json& weights, const std::string& where) {
+  if (!weights.contains("bytes") && !weights.contains("crc32")) return std::nullopt;
+  FileChecksum c;
+  const int64_t bytes = json_integer(field(weights, "bytes", where), "bytes", where);
+  if (bytes < 0) fail(where, ": bytes must be >= 0, got ", bytes);
+  c.bytes = static_cast<uint64_t>(bytes);
+  const json& crc = field(weights, "crc32", where);
+  if (!crc.is_string()) fail(where, ": crc32 must be a string of 8 hex digits, got ", crc.dump());
+  c.crc32 = parse_crc32_hex(crc.get<std::string>(), where);
+  return c;
+}
+
+void write_weights_checksum(json& weights, const std::optional<FileChecksum>& checksum) {
+  if (!checksum) return;
+  weights["bytes"] = checksum->bytes;
+  weights["crc32"] = crc32_hex(checksum->crc32);
+}
+
 void write_checkpoint_config(const std::string& dir, const CheckpointConfig& c) {
+  json weights = {{"file", c.weights_file}, {"dtype", c.weights_dtype}};
+  write_weights_checksum(weights, c.weights_checksum);
   const json j = {{"format", kCheckpointFormat},
                   {"model", to_json(c.model)},
                   {"tokenizer", c.tokenizer},
-                  {"weights", {{"file", c.weights_file}, {"dtype", c.weights_dtype}}},
+                  {"weights", weights},
                   {"training", c.training}};
   const std::string path = (fs::path(dir) / kCheckpointConfigFile).string();
   write_output_file(path, j.dump(2) + "\n", "the checkpoint config");

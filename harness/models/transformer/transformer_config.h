@@ -3,14 +3,19 @@
 //
 // A checkpoint is a folder:
 //   config.json   {"format": "specula-transformer-1", "model": {...TransformerConfig...}, "tokenizer": "byte",
-//                  "weights": {"file": "weights.pt", "dtype": "float16"}, "training": {...free-form record...}}
-//   weights.pt    a torch::serialize archive of named tensors (the module's parameters), in `dtype`;
-//                 loaded into fp32 parameters.
+//                  "weights": {"file": "weights.pt", "dtype": "float16", "bytes": N, "crc32": "1a2b3c4d"},
+//                  "training": {...free-form record...}}
+//   weights.pt    a torch::serialize archive of named tensors (the module's parameters), in `dtype`.
+// "bytes" and "crc32" (harness/io/file_checksum.h) are written with the weights and checked before they are
+// read; a config without them (written before they existed) loads unchecked.
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+
+#include "harness/io/file_checksum.h"
 
 namespace specula {
 
@@ -46,6 +51,7 @@ struct CheckpointConfig {
   std::string tokenizer = "byte";
   std::string weights_file = "weights.pt";             // relative to the checkpoint folder
   std::string weights_dtype = "float32";               // "float32" | "float16" | "bfloat16" (as stored)
+  std::optional<FileChecksum> weights_checksum;        // of weights_file, as written
   nlohmann::json training = nlohmann::json::object();  // how it was trained: command, steps, losses, time
 };
 
@@ -55,6 +61,9 @@ inline constexpr const char* kCheckpointConfigFile = "config.json";
 // Reads DIR/config.json; throws Error naming the folder or file and the problem (missing folder, missing
 // file, malformed JSON, missing or bad field, unknown tokenizer).
 CheckpointConfig read_checkpoint_config(const std::string& dir);
+// The optional "bytes" and "crc32" of a config's "weights" object (both or neither); errors name `where`.
+std::optional<FileChecksum> read_weights_checksum(const nlohmann::json& weights, const std::string& where);
+void write_weights_checksum(nlohmann::json& weights, const std::optional<FileChecksum>& checksum);
 void write_checkpoint_config(const std::string& dir, const CheckpointConfig& config);
 
 }  // namespace specula

@@ -9,6 +9,7 @@
 #include "harness/models/transformer/byte_tokenizer.h"
 #include "harness/models/transformer/checkpoint.h"
 #include "kernels/shared/error.h"
+#include "kernels/shared/mutation_points.h"
 
 namespace specula {
 
@@ -88,7 +89,7 @@ struct TransformerSession::Cache {
   int64_t last_call_rows = 0;  // 1 + nodes of the last call (0 before the first)
 
   void forget_tree() {
-    kv.truncate(static_cast<int64_t>(linear.size()));
+    if (!mutant_on(Mutant::kv_cache_keeps_rejected_drafts)) kv.truncate(static_cast<int64_t>(linear.size()));
     tree_tokens.clear();
     tree_parents.clear();
     tree_rows = torch::Tensor();
