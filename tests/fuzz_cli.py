@@ -8,9 +8,10 @@ reaches: logits rows (`sample --logits`), bigram tables and n-gram models (`gene
 `--draft ngram:`), tree shapes and rank-path tree files (`--tree`, `medusa:DIR,tree=FILE`), INI files
 (`--config`, `run EXPERIMENT.ini`), results folders (`merge`, `run --resume`, `plot`), transformer
 checkpoints (config.json, weights.pt), Hugging Face folders (config.json, model.safetensors, tokenizer.json,
-generation_config.json), Medusa heads folders, `tree-opt --forward-bench` reports, corpora, prompt,
-token-string and JSON-schema files. Each case runs the binary once (2 at a time) under a timeout and an
-address-space limit, in its own scratch folder as the working directory, with stdin from /dev/null.
+generation_config.json), Medusa heads folders, `tree-opt --forward-bench` reports, corpora (train,
+train-ngram, train-medusa, train-eagle), prompt, token-string and JSON-schema files. Each case runs the binary
+once (2 at a time) under a timeout and an address-space limit, in its own scratch folder as the working
+directory, with stdin from /dev/null.
 
 Every case must end with:
   - exit code 0 or 1 (2 only for the top-level usage errors in harness/cli/main.cpp -- no command, an
@@ -21,10 +22,11 @@ Every case must end with:
     std::bad_alloc / "can't allocate memory" (an allocation sized by the input past the address-space
     limit: unbounded memory, which without the limit would take the machine down).
 The first case of each family is its unmutated input, which must succeed (exit 0): so the mutated cases
-start from inputs that reach the readers, not from an early refusal.
+start from inputs that reach the readers, not from an early refusal. After the seeded cases come the pinned
+ones (pinned_cases): inputs that broke the contract when this test was written, cut down to a minimum.
 
 Usage: fuzz_cli.py SPECULA_BINARY SOURCE_DIR [--seed S] [--cases N] [--jobs J] [--timeout SECONDS]
-                   [--keep-failures DIR] [--family NAME[,NAME]] [--case I[,I]] [--list] [-v]
+                   [--keep-failures DIR] [--family NAME[,NAME]] [--case I[,I]] [--no-pinned] [--list] [-v]
        fuzz_cli.py --self-test   (runs the checker on a fake binary: a signal, exit 3, exit 1 without a
                                   message, 'nan' on stdout or in a written file, a hang and a traceback are
                                   each reported, and clean exits are not: a check that cannot fail is a defect)
@@ -1198,9 +1200,9 @@ def pinned_cases(ctx):
     tree_opt = ["tree-opt", "--acceptance", "0.55,0.2", "--forward-cost", "1:1,8:1.1", "--draft-cost"]
     big_context = json.loads(ctx.draft_ckpt["config.json"])
     big_context["model"]["max_seq_len"] = 1 << 24
-    train = ["train", "--corpus", "corpus.txt", "--output", "out", "--steps", "2", "--batch-size", "2", "--seq-len",
-             "8", "--max-seq-len", "16", "--d-model", "8", "--n-heads", "2", "--n-layers", "1", "--d-ff", "8",
-             "--eval-interval", "1", "--eval-windows", "1", "--warmup-steps", "1", "--log-interval", "1"]
+    train = ["train", "--corpus", "corpus.txt", "--output", "out", "--steps", "2", "--seq-len", "8", "--max-seq-len",
+             "16", "--d-model", "8", "--n-heads", "2", "--n-layers", "1", "--d-ff", "8", "--eval-interval", "1",
+             "--eval-windows", "1", "--warmup-steps", "1", "--log-interval", "1"]
     return [
         # An infinite draft cost is accepted; the empty tree's cost is 0 x inf: -nan printed, exit 0.
         Case("pinned", tree_opt + ["inf"], what=["--draft-cost inf"]),
@@ -1215,9 +1217,19 @@ def pinned_cases(ctx):
         # A batch of 2^31 windows is accepted and allocated: std::bad_alloc.
         Case("pinned", train + ["--batch-size", "2147483648"], {"corpus.txt": ctx.corpus},
              what=["train --batch-size 2147483648"]),
+        # --threads has no upper bound (harness/cli/generate_command.cpp): a million OpenMP threads for one sample
+        # end in SIGSEGV under the address-space limit, 2^31 - 1 in libgomp's own "Out of memory allocating
+        # 481036338272 bytes" (exit 1 without an error message of specula's).
+        Case("pinned", ["generate", "--target", "bigram:t.txt", "--prompt-tokens", "0,3", "--max-new-tokens", "6",
+                        "--output", "o.txt", "--threads", "1000000"], {"t.txt": TARGET_TABLE},
+             what=["generate --threads 1000000"]),
+        Case("pinned", ["generate", "--target", "bigram:t.txt", "--prompt-tokens", "0,3", "--max-new-tokens", "6",
+                        "--output", "o.txt", "--threads", "2147483647"], {"t.txt": TARGET_TABLE},
+             what=["generate --threads 2147483647"]),
         # A NaN gradient clip is accepted (NaN > 0 is false: clipping silently off); config.json records
         # grad_clip null and the command with 'nan'.
-        Case("pinned", train + ["--grad-clip", "nan"], {"corpus.txt": ctx.corpus}, what=["train --grad-clip nan"]),
+        Case("pinned", train + ["--batch-size", "2", "--grad-clip", "nan"], {"corpus.txt": ctx.corpus},
+             what=["train --grad-clip nan"]),
     ]
 
 
@@ -1380,8 +1392,10 @@ def judge(case, rc, timed_out, out, err, written, timeout):
             problems.append(f"exit 1 and stderr does not say 'error': {text_err.strip()[:200]!r}")
     if case.base and rc != 0:
         problems.append(f"the family's unmutated input must succeed, exit {rc}")
+    shown = set()
     for needle, meaning in STDERR_RED_FLAGS:
-        if needle in text_err:
+        if needle in text_err and meaning not in shown:
+            shown.add(meaning)
             problems.append(f"stderr shows {meaning} ({needle!r})")
     for hit in nan_hits(out)[:3]:
         problems.append(f"'nan' on stdout: ...{hit}...")
@@ -1511,10 +1525,12 @@ def command_line(binary, case, folder):
 def keep_failure(r, keep_dir, binary):
     dest = os.path.join(keep_dir, f"case{r.case.index:04d}-{r.case.family}")
     shutil.rmtree(dest, ignore_errors=True)
+    os.makedirs(dest)
     materialize(r.case, dest)
     with open(os.path.join(dest, "run.sh"), "w") as f:
         f.write("#!/bin/sh\n# " + "; ".join(r.case.what or ["unmutated input"]) + "\n# " + "; ".join(r.problems)
-                + f'\ncd "$(dirname "$0")" && exec {command_line(binary, r.case, dest)}\n')
+                + f"\nulimit -v {ADDRESS_SPACE_LIMIT >> 10}  # as under the fuzzer: an unbounded allocation fails\n"
+                + f'cd "$(dirname "$0")" && exec {command_line(binary, r.case, dest)}\n')
     os.chmod(os.path.join(dest, "run.sh"), 0o755)
     for name, data in (("stdout", r.out), ("stderr", r.err)):
         with open(os.path.join(dest, f"{name}.txt"), "wb") as f:

@@ -165,6 +165,14 @@ TEST_CASE("corpus excerpts start at a line and stay inside the corpus_tail regio
     a += t == "aaaa";
   }
   CHECK(a > 30);
+  // No more prompts than the region has line starts (100 here): checked before any is drawn.
+  c.corpus_tail = 0.1;
+  c.num_prompts = 100;
+  CHECK(corpus_excerpts(corpus, c).size() == 100);
+  c.num_prompts = 1000000000;
+  CHECK_THROWS_WITH(corpus_excerpts(corpus, c),
+                    Contains("key 'experiment.num_prompts' = 1000000000") && Contains("has only 100 line starts"));
+  c.num_prompts = 50;
   c.corpus_tail = 0.001;  // the last 5 characters
   c.prompt_length = 5;
   CHECK_THROWS_WITH(corpus_excerpts(corpus, c), Contains("corpus_tail region (5 characters) is shorter than"));

@@ -26,6 +26,7 @@
 #include "harness/models/tokenizer.h"
 #include "harness/models/transformer/byte_tokenizer.h"
 #include "harness/models/transformer/checkpoint.h"
+#include "harness/models/transformer/memory_budget.h"
 #include "harness/models/transformer/transformer_language_model.h"
 #include "harness/models/transformer/transformer_model.h"
 #include "harness/train/lr_schedule.h"
@@ -559,6 +560,8 @@ TEST_CASE("a corrupt or missing checkpoint gives a clear error", "[transformer]"
     write(p + "/weights.pt", "this is not a torch archive");
     CHECK_THROWS_WITH(load_checkpoint(p), Contains("weights.pt: 27 bytes with crc32"));
     without_checksum(p);
+    CHECK_THROWS_WITH(load_checkpoint(p), Contains("the config does not match the weights"));  // 27 bytes
+    write(p + "/weights.pt", std::string(200000, 'x'));  // room for the parameters, but no archive
     CHECK_THROWS_WITH(load_checkpoint(p), Contains("weights.pt: corrupt or unreadable"));
   }
   {
@@ -570,9 +573,24 @@ TEST_CASE("a corrupt or missing checkpoint gives a clear error", "[transformer]"
   {
     const std::string p = copy("shape-mismatch");
     std::string cfg = read(p + "/config.json");
-    cfg.replace(cfg.find("\"d_ff\": 48"), 10, "\"d_ff\": 64");
+    cfg.replace(cfg.find("\"d_ff\": 48"), 10, "\"d_ff\": 40");  // fewer parameters than stored: read, then refused
     write(p + "/config.json", cfg);
     CHECK_THROWS_WITH(load_checkpoint(p), Contains("has shape") && Contains("mlp.gate_up.weight"));
+  }
+  {  // Sizes far beyond the weights: refused before anything is allocated (the file is too small for them).
+    const std::string p = copy("claims-more");
+    std::string cfg = read(p + "/config.json");
+    cfg.replace(cfg.find("\"d_model\": 32"), 13, "\"d_model\": 16384");
+    write(p + "/config.json", cfg);
+    CHECK_THROWS_WITH(load_checkpoint(p), Contains("weights.pt: ") && Contains("config.json describes") &&
+                                              Contains("the config does not match the weights"));
+  }
+  {  // A model larger than the memory there is: refused naming every part of what it needs.
+    const ModelMemoryPlan plan = plan_model_memory(small_config());
+    CHECK(plan.parameter_bytes == small_config().parameter_count() * 4);
+    CHECK_THROWS_WITH(check_model_fits(plan, "transformer:x", plan.total() - 1),
+                      Contains("transformer:x: the model needs") && Contains("is available (MemAvailable)"));
+    CHECK_NOTHROW(check_model_fits(plan, "transformer:x", plan.total()));
   }
   {
     const std::string p = copy("missing-field");
@@ -593,7 +611,14 @@ TEST_CASE("a corrupt or missing checkpoint gives a clear error", "[transformer]"
     std::string cfg = read(p + "/config.json");
     cfg.replace(cfg.find("\"tie_embeddings\": true"), 22, "\"tie_embeddings\": false");
     write(p + "/config.json", cfg);
-    CHECK_THROWS_WITH(load_checkpoint(p), Contains("missing tensor 'head.weight'"));
+    CHECK_THROWS_WITH(load_checkpoint(p), Contains("the config does not match the weights"));
+  }
+  {
+    const std::string p = copy("biased");  // the config adds q/k/v biases (192 parameters): the archive lacks them
+    std::string cfg = read(p + "/config.json");
+    cfg.replace(cfg.find("\"n_layers\": 2,"), 14, "\"n_layers\": 2, \"qkv_bias\": true,");
+    write(p + "/config.json", cfg);
+    CHECK_THROWS_WITH(load_checkpoint(p), Contains("missing tensor") && Contains("bias"));
   }
 }
 

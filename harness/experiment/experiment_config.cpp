@@ -297,6 +297,18 @@ std::vector<std::string> corpus_excerpts(const std::string& corpus, const Experi
   if (corpus.size() - first <= static_cast<size_t>(c.prompt_length))
     fail(c.prompts_from_corpus, ": the ", c.corpus_tail < 1.0 ? "corpus_tail region" : "corpus", " (",
          corpus.size() - first, " characters) is shorter than prompt_length = ", c.prompt_length);
+  // Prompts start at line starts of the region: there are no more different prompts than such lines (checked
+  // before anything is held for them, so num_prompts cannot ask for unbounded memory).
+  const size_t last_start = corpus.size() - c.prompt_length;
+  int64_t starts = 1;  // the region's first character
+  for (size_t at = corpus.find('\n', first); at != std::string::npos && at + 1 <= last_start;
+       at = corpus.find('\n', at + 1))
+    ++starts;
+  if (c.num_prompts > starts)
+    fail(c.origin.count("experiment.num_prompts") ? c.origin.at("experiment.num_prompts") : c.file,
+         ": key 'experiment.num_prompts' = ", c.num_prompts, ": the ",
+         c.corpus_tail < 1.0 ? "corpus_tail region" : "corpus", " of ", c.prompts_from_corpus, " has only ", starts,
+         " line starts to take a prompt of prompt_length = ", c.prompt_length, " from");
   std::vector<std::string> texts;
   for (int i = 0; i < c.num_prompts; ++i) {
     size_t offset = first + static_cast<size_t>(philox_uniform(c.seed, philox_stream(0, RandomRole::aux), i) *

@@ -14,10 +14,10 @@
 #include "harness/models/hf/bpe_tokenizer.h"
 #include "harness/models/hf/hf_config.h"
 #include "harness/models/hf/hf_tokenizer.h"
-#include "harness/models/hf/memory_budget.h"
 #include "harness/models/hf/safetensors.h"
 #include "harness/models/json_fields.h"
 #include "harness/models/transformer/checkpoint.h"
+#include "harness/models/transformer/memory_budget.h"
 #include "harness/models/transformer/transformer_language_model.h"
 #include "kernels/shared/error.h"
 
@@ -194,14 +194,7 @@ std::string dtype_summary(const WeightFiles& w) {
 
 HfMemoryPlan plan_hf_memory(const std::string& dir, const HfLoadOptions& options) {
   const HfConfig config = read_hf_config(dir, options.max_seq_len);
-  const TransformerConfig& c = config.model;
-  HfMemoryPlan plan;
-  plan.parameters = c.parameter_count();
-  plan.parameter_bytes = plan.parameters * 4;
-  // Each block's RotaryEmbedding holds cos and sin [max_seq_len, head_dim / 2] in fp32.
-  plan.buffer_bytes = int64_t{c.n_layers} * 2 * c.max_seq_len * (c.head_dim() / 2) * 4;
-  plan.kv_cache_bytes = int64_t{2} * c.n_layers * c.kv_heads() * c.max_seq_len * c.head_dim() * 4;
-  return plan;
+  return plan_model_memory(config.model);
 }
 
 std::shared_ptr<const LanguageModel> load_hf_language_model(const std::string& dir, const HfLoadOptions& options) {
@@ -213,11 +206,7 @@ std::shared_ptr<const LanguageModel> load_hf_language_model(const std::string& d
   // Refuse what cannot fit before allocating it.
   const HfMemoryPlan plan = plan_hf_memory(dir, options);
   const int64_t available = options.memory_available >= 0 ? options.memory_available : mem_available_bytes();
-  if (available >= 0 && plan.total() > available)
-    fail("hf:", dir, ": the model needs ", format_bytes(plan.total()), " (", plan.parameters,
-         " parameters x 4 bytes in float32 = ", format_bytes(plan.parameter_bytes), ", RoPE tables ",
-         format_bytes(plan.buffer_bytes), ", one session's KV cache ", format_bytes(plan.kv_cache_bytes), ") but only ",
-         format_bytes(available), " is available (MemAvailable)");
+  check_model_fits(plan, "hf:" + dir, available);
 
   std::shared_ptr<const Tokenizer> tokenizer = load_hf_tokenizer(dir);
   if (tokenizer && tokenizer->vocab_size() > config.model.vocab_size)

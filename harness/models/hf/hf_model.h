@@ -24,6 +24,7 @@
 #include <string>
 
 #include "harness/models/language_model.h"
+#include "harness/models/transformer/memory_budget.h"
 
 namespace specula {
 
@@ -39,13 +40,7 @@ struct HfLoadOptions {
 };
 
 // What loading a folder will take, computed from config.json alone before anything is allocated.
-struct HfMemoryPlan {
-  int64_t parameters = 0;
-  int64_t parameter_bytes = 0;  // fp32: the model is built in fp32, then its matrices narrowed (the peak)
-  int64_t buffer_bytes = 0;     // RoPE cos/sin tables
-  int64_t kv_cache_bytes = 0;   // one session's preallocated KV cache
-  int64_t total() const { return parameter_bytes + buffer_bytes + kv_cache_bytes; }
-};
+using HfMemoryPlan = ModelMemoryPlan;
 HfMemoryPlan plan_hf_memory(const std::string& dir, const HfLoadOptions& options = {});
 
 // Loads DIR (see the file comment). Throws Error naming the file and the problem: a missing or malformed

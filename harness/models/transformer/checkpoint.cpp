@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <set>
 
+#include "harness/models/transformer/memory_budget.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -21,10 +22,23 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, const std::string& weig
   out.config = read_checkpoint_config(dir);
   const torch::ScalarType keep =
       weights_dtype_for(weights_dtype, storage_dtype(out.config.weights_dtype), "--weights-dtype");
+  // Checked before the model is allocated: a config claiming larger sizes than its weights hold, or a model
+  // larger than the memory there is, is an error, not an allocator failure.
+  const std::string weights = (fs::path(dir) / out.config.weights_file).string();
+  const std::string config_file = (fs::path(dir) / kCheckpointConfigFile).string();
+  if (out.config.weights_checksum && fs::is_regular_file(weights))
+    check_file_checksum(weights, *out.config.weights_checksum, config_file);
+  std::error_code ec;
+  const uintmax_t stored = fs::file_size(weights, ec);
+  const int64_t parameters = out.config.model.parameter_count();
+  const int64_t needed = parameters * (out.config.weights_dtype == "float32" ? 4 : 2);
+  if (!ec && stored < static_cast<uintmax_t>(needed))
+    fail(weights, ": ", stored, " bytes, but ", config_file, " describes ", parameters, " parameters (",
+         out.config.model.describe(), "), ", needed, " bytes in ", out.config.weights_dtype,
+         ": the config does not match the weights");
+  check_model_fits(plan_model_memory(out.config.model), "transformer:" + dir);
   out.model = Transformer(out.config.model);
-  load_parameters((fs::path(dir) / out.config.weights_file).string(), *out.model,
-                  (fs::path(dir) / kCheckpointConfigFile).string(), out.config.weights_dtype, "this model",
-                  out.config.weights_checksum);
+  load_parameters(weights, *out.model, config_file, out.config.weights_dtype, "this model");
   store_matrices_as(*out.model, keep);
   out.model->eval();
   return out;

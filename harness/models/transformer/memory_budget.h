@@ -1,0 +1,34 @@
+// How much memory a model may take, checked before it is allocated: what loading a transformer needs, the
+// kernel's MemAvailable estimate, and byte counts people can read. Torch-free; `transformer:` and `hf:` share it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace specula {
+
+struct TransformerConfig;
+
+// What loading a transformer allocates: its parameters (built in float32, then matrices narrowed to the
+// dtype asked for: float32 is the peak), the RoPE tables and one session's preallocated KV cache.
+struct ModelMemoryPlan {
+  int64_t parameters = 0;
+  int64_t parameter_bytes = 0;  // float32
+  int64_t buffer_bytes = 0;     // RoPE cos/sin tables
+  int64_t kv_cache_bytes = 0;   // one session's KV cache
+  int64_t total() const { return parameter_bytes + buffer_bytes + kv_cache_bytes; }
+};
+ModelMemoryPlan plan_model_memory(const TransformerConfig& config);
+
+// Throws Error naming `model` and every part of the plan when it needs more than `available` bytes (-1: the
+// MemAvailable estimate; no check where that is unknown).
+void check_model_fits(const ModelMemoryPlan& plan, const std::string& model, int64_t available = -1);
+
+// MemAvailable of /proc/meminfo in bytes (memory that can be allocated without swapping, page cache
+// included); -1 where the file or the field is missing.
+int64_t mem_available_bytes();
+
+// "512 B", "3.4 KiB", "1.25 GiB".
+std::string format_bytes(int64_t bytes);
+
+}  // namespace specula
