@@ -4,9 +4,9 @@
 
 #include "harness/models/hf/hf_model.h"
 #include "harness/models/hf/hf_tokenizer.h"
-#include "harness/models/transformer/memory_budget.h"
 #include "harness/models/table_model.h"
 #include "harness/models/transformer/byte_tokenizer.h"
+#include "harness/models/transformer/memory_budget.h"
 #include "harness/models/transformer/transformer_config.h"
 #include "harness/models/transformer/transformer_language_model.h"
 #include "kernels/shared/error.h"
