@@ -329,7 +329,8 @@ int32_t node_limit(const TreeSearchOptions& o, const ForwardCost& cost) {
   validate_positional_acceptance(o.acceptance, "tree search");
   if (o.max_nodes < 0) fail("tree search: max nodes must be >= 0, got ", o.max_nodes);
   if (o.max_depth < 0) fail("tree search: max depth must be >= 0, got ", o.max_depth);
-  if (!(o.draft_cost_per_depth >= 0.0)) fail("tree search: the draft cost must be >= 0, got ", o.draft_cost_per_depth);
+  if (!(o.draft_cost_per_depth >= 0.0 && std::isfinite(o.draft_cost_per_depth)))
+    fail_parameter("draft_cost", " must be a finite number >= 0, got ", o.draft_cost_per_depth);
   if (o.max_nodes > kMaxTreeSearchNodes)
     fail_parameter("max_nodes", " must be <= ", kMaxTreeSearchNodes, " (a draft tree's limit), got ", o.max_nodes);
   if (o.max_depth > kMaxTreeSearchDepth)

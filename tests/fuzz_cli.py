@@ -53,7 +53,7 @@ import time
 COMMANDS = ["sample", "generate", "run", "merge", "plot", "bench", "train", "train-ngram", "train-medusa",
             "train-eagle", "tree-opt", "export"]
 DEFAULT_SEED = 20240611
-DEFAULT_CASES = 90
+DEFAULT_CASES = 84  # + the pinned cases: ~90 runs, ~50 s on 2 idle cores (each start loads LibTorch, ~1 s CPU)
 ADDRESS_SPACE_LIMIT = 4 << 30  # LibTorch starts and loads the bundled models under 1 GiB (measured)
 FILE_SIZE_LIMIT = 256 << 20  # stdout, stderr and every file written: SIGXFSZ past it (reported as a signal)
 D = "@D@"  # in a case's arguments: its scratch folder (the working directory)
@@ -227,9 +227,8 @@ def mutate_json_obj(rng, obj, paths=None):
     """One structural mutation of a parsed JSON document, in place; returns a description."""
     paths = paths if paths is not None else json_paths(obj)
     if not paths:
-        obj_key = "fuzz_unknown"
         if isinstance(obj, dict):
-            obj[obj_key] = 1
+            obj["fuzz_unknown"] = 1
         return "add an unknown field at the top"
     op = rng.choice(["leaf", "leaf", "leaf", "leaf", "delete", "add", "retype", "list"])
     path = rng.choice(paths)
@@ -731,13 +730,16 @@ def experiment_ini(rng, ctx):
     return text.encode()
 
 
-RUN_FILES = lambda ctx: {"t.txt": ctx.read("experiments/tables/target-v16.txt"),  # noqa: E731
-                         "d.txt": ctx.read("experiments/tables/draft-v16.txt"), "prompts.txt": b"0,3\n5\n7,7,2\n"}
+def run_files(ctx):
+    return {"t.txt": ctx.read("experiments/tables/target-v16.txt"),
+            "d.txt": ctx.read("experiments/tables/draft-v16.txt"), "prompts.txt": b"0,3\n5\n7,7,2\n"}
+
+
 RUN_TAIL = ["--set", f"experiment.output_dir={D}/results", "--quiet", "--no-plots"]
 
 
 def gen_run_ini(rng, ctx, base):
-    files = RUN_FILES(ctx)
+    files = run_files(ctx)
     text = experiment_ini(rng, ctx)
     args = ["run", "exp.ini"] + RUN_TAIL
     if base:
@@ -773,7 +775,7 @@ SET_ODD = ["experiment.seed=nan", "sampling.temperature=inf", "draft.tree=2,,1",
 
 
 def gen_run_args(rng, ctx, base):
-    files = dict(RUN_FILES(ctx), **{"exp.ini": experiment_ini(rng, ctx), "adir": None})
+    files = dict(run_files(ctx), **{"exp.ini": experiment_ini(rng, ctx), "adir": None})
     items = ["exp.ini", Opt("--set", f"experiment.output_dir={D}/results", protected=True), Opt("--quiet"),
              Opt("--no-plots", protected=True)]
     if base:
@@ -1284,8 +1286,62 @@ def read_tree(root):
     return out
 
 
+def run_jobs(jobs, cwd, env):
+    procs = {k: subprocess.Popen(v, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, env=env) for k, v in jobs.items()}
+    problems = []
+    for k, p in procs.items():
+        out, _ = p.communicate(timeout=120)
+        if p.returncode != 0:
+            problems.append(f"setup '{k}' ({shlex.join(jobs[k])}) exited {p.returncode}:\n"
+                            f"{out.decode(errors='replace')}")
+    return problems
+
+
+RECORD_TIMES = {"wall_time": 1.0, "prompt_time": 0.1, "target_time": 0.5, "draft_time": 0.25, "verify_time": 0.125}
+
+
+def normalize_shard(folder, scratch):
+    """A shard's measurements and machine facts replaced by fixed values, so that the cases built on it (and
+    their mutations, which pick numbers by position) are the same on every run and machine."""
+    with open(os.path.join(folder, "records.jsonl"), "rb") as f:
+        lines = [l for l in f.read().split(b"\n") if l.strip()]
+    records = []
+    for i, line in enumerate(lines):
+        r = json.loads(line)
+        wall = 1e-6 * (4 + i % 5)
+        for k, scale in RECORD_TIMES.items():
+            if r.get(k):
+                r[k] = wall * scale
+        pair = r.get("pair")
+        if isinstance(pair, dict):
+            for k in pair:
+                if k == "baseline_wall_time":
+                    pair[k] = wall * 1.5
+                elif k == "baseline_prompt_time":
+                    pair[k] = wall * 0.15
+                elif k.startswith("load_"):
+                    pair[k] = 1.0
+        records.append(json.dumps(r, separators=(",", ":")))
+    with open(os.path.join(folder, "records.jsonl"), "w") as f:
+        f.write("\n".join(records) + "\n")
+    with open(os.path.join(folder, "env.json")) as f:
+        env = json.load(f)
+    for k, v in env.items():
+        env[k] = "fuzz" if isinstance(v, str) else {kk: "fuzz" for kk in v} if isinstance(v, dict) else v
+    env["cores"] = 2
+    with open(os.path.join(folder, "env.json"), "w") as f:
+        json.dump(env, f, indent=2)
+    path = os.path.join(folder, "config.resolved.ini")
+    with open(path) as f:
+        text = f.read().replace(scratch, "/fuzz-setup")
+    with open(path, "w") as f:
+        f.write(text)
+
+
 def prepare(ctx, binary, scratch, env):
-    """A Hugging Face export of the small draft checkpoint and a 2-shard results folder, made by the binary."""
+    """A Hugging Face export of the small draft checkpoint and a 2-shard results folder, made by the binary (the
+    shards' timings and machine facts replaced by fixed values, their summaries recomputed from those)."""
     ini = os.path.join(scratch, "exp.ini")
     with open(ini, "w") as f:
         f.write(f"[experiment]\nname = fuzz\ntarget = bigram:{ctx.src}/experiments/tables/target-v16.txt\n"
@@ -1298,22 +1354,27 @@ def prepare(ctx, binary, scratch, env):
     for i in (1, 2):  # one output_dir: the shards of one run (merge compares their resolved configs)
         jobs[f"shard {i}"] = [binary, "run", ini, "--set", f"experiment.output_dir={scratch}/results", "--shard",
                               f"{i}/2", "--quiet", "--no-plots"]
-    procs = {k: subprocess.Popen(v, cwd=scratch, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, env=env) for k, v in jobs.items()}
-    problems = []
-    for k, p in procs.items():
-        out, _ = p.communicate(timeout=120)
-        if p.returncode != 0:
-            problems.append(f"setup '{k}' ({shlex.join(jobs[k])}) exited {p.returncode}:\n{out.decode(errors='replace')}")
+    problems = run_jobs(jobs, scratch, env)
     if problems:
         return problems
     ctx.hf = read_tree(os.path.join(scratch, "hf"))
     root = os.path.join(scratch, "results", "fuzz")
+    shards = []
     for i in (1, 2):
         run = [r for r in sorted(os.listdir(root)) if r.endswith(f"-shard-{i}-of-2")]
         if len(run) != 1:
             return [f"setup: expected one folder ending in -shard-{i}-of-2 in {root}, got {sorted(os.listdir(root))}"]
-        ctx.shards.append(read_tree(os.path.join(root, run[0])))
+        shards.append(os.path.join(root, run[0]))
+        normalize_shard(shards[-1], scratch)
+    # Each shard's summary.csv from its normalized records: a merge of the one shard computes it.
+    problems = run_jobs({f"summary {i}": [binary, "merge", shards[i - 1], "--output",
+                                          os.path.join(scratch, f"summary{i}"), "--allow-incomplete"] for i in (1, 2)},
+                        scratch, env)
+    if problems:
+        return problems
+    for i in (1, 2):
+        shutil.copy(os.path.join(scratch, f"summary{i}", "summary.csv"), os.path.join(shards[i - 1], "summary.csv"))
+        ctx.shards.append(read_tree(shards[i - 1]))
     return []
 
 

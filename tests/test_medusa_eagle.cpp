@@ -577,6 +577,11 @@ TEST_CASE("head drafter specs and folders: clear errors", "[medusa][eagle]") {
                   ParameterError);
   chain_config.num_draft_tokens = 3;
   CHECK_NOTHROW(Generator(f.target, SamplingParams{}, f.drafter("medusa:" + f.medusa_dir), chain_config));
+  // A tree file within the heads: the request's shape only selects tree verification, whatever its depth.
+  const std::string fits = f.dir.str("medusa-fitting-tree.txt");
+  std::ofstream(fits) << "0 0.0 0.0.1\n";
+  CHECK_NOTHROW(
+      Generator(f.target, SamplingParams{}, f.drafter("medusa:" + f.medusa_dir + ",tree=" + fits), tree_config));
   // The Generator's target must be the transformer the heads read.
   TransformerConfig other = tiny_config();
   other.n_layers = 1;

@@ -556,7 +556,8 @@ std::unique_ptr<Drafter> HeadDrafterFactory::create() const {
 int32_t HeadDrafterFactory::vocab_size() const { return state_->target->config().vocab_size; }
 
 int32_t HeadDrafterFactory::max_draft_depth() const {
-  return state_->options.kind == "medusa" ? static_cast<int32_t>(state_->medusa->count) : 0;
+  // A tree file was checked against the heads when it was read, and a request's shape does not apply to it.
+  return state_->options.kind == "medusa" && !state_->tree_template ? static_cast<int32_t>(state_->medusa->count) : 0;
 }
 
 std::string HeadDrafterFactory::description() const {

@@ -24,6 +24,7 @@
 #include "harness/experiment/environment.h"
 #include "harness/io/output_file.h"
 #include "kernels/shared/error.h"
+#include "kernels/shared/thread_limit.h"
 
 #ifndef SPECULA_BUILD_TYPE
 #define SPECULA_BUILD_TYPE "unknown"
@@ -143,6 +144,8 @@ int bench_sampler(const Args& args) {
   }
   bench::SamplerBenchOptions options;
   options.threads = vm["threads"].as<int>();
+  if (options.threads < 1 || options.threads > kMaxThreads)
+    fail("--threads must be in 1..", kMaxThreads, ", got ", options.threads);
   options.min_time_s = vm["min-time"].as<double>();
   options.filter = vm["filter"].as<std::string>();
   const std::filesystem::path output =
@@ -262,6 +265,8 @@ int bench_verify(const Args& args) {
   }
   bench::VerifyBenchOptions options;
   options.threads = vm["threads"].as<int>();
+  if (options.threads < 1 || options.threads > kMaxThreads)
+    fail("--threads must be in 1..", kMaxThreads, ", got ", options.threads);
   options.min_time_s = vm["min-time"].as<double>();
   options.filter = vm["filter"].as<std::string>();
   const std::filesystem::path output =

@@ -26,6 +26,7 @@
 #include "harness/models/tokenizer.h"
 #include "kernels/cuda_device.h"
 #include "kernels/shared/error.h"
+#include "kernels/shared/thread_limit.h"
 #include "verify/sampling/token_constraint.h"
 
 namespace specula::cli {
@@ -308,7 +309,7 @@ int generate_command(const Args& args) {
   const int64_t n = vm["num-samples"].as<int64_t>();
   if (n < 0) fail("--num-samples must be >= 0, got ", n);
   const int32_t threads = vm["threads"].as<int32_t>();
-  if (threads < 1) fail("--threads must be >= 1, got ", threads);
+  if (threads < 1 || threads > kMaxThreads) fail("--threads must be in 1..", kMaxThreads, ", got ", threads);
   omp_set_num_threads(threads);
 
   GenerationMetrics metrics;

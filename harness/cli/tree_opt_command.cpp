@@ -219,6 +219,8 @@ int tree_opt_command(const Args& args) {
   options.max_nodes = vm["max-nodes"].as<int32_t>();
   options.max_depth = vm["max-depth"].as<int32_t>();
   options.draft_cost_per_depth = vm["draft-cost"].as<double>();
+  if (!(options.draft_cost_per_depth >= 0.0 && std::isfinite(options.draft_cost_per_depth)))
+    fail("--draft-cost must be a finite number >= 0, got ", options.draft_cost_per_depth);
 
   std::cout << "positional acceptance p_k:";
   for (double p : options.acceptance) std::cout << " " << std::setprecision(4) << p;

@@ -11,6 +11,7 @@
 #include "harness/generation/decoding_method.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/philox.h"
+#include "kernels/shared/thread_limit.h"
 #include "verify/constraints/json_schema.h"
 #include "verify/constraints/regex.h"
 #include "verify/verifiers/token_tree.h"
@@ -147,7 +148,10 @@ void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, 
     if (name == "max_new_tokens") c.max_new_tokens = static_cast<int>(parse_int(where, key, value, 1));
     if (name == "repetitions") c.repetitions = static_cast<int>(parse_int(where, key, value, 1));
     if (name == "seed") c.seed = static_cast<uint64_t>(parse_int(where, key, value, 0));
-    if (name == "threads") c.threads = static_cast<int>(parse_int(where, key, value, 1));
+    if (name == "threads") {
+      c.threads = static_cast<int>(parse_int(where, key, value, 1));
+      if (c.threads > kMaxThreads) fail(where, ": key '", key, "': ", c.threads, " must be <= ", kMaxThreads);
+    }
     if (name == "output_dir") c.output_dir = value;
     if (name == "weights_dtype") {
       if (value != "auto" && value != "float32" && value != "float16" && value != "bfloat16")

@@ -8,7 +8,7 @@
 namespace specula {
 
 void LrSchedule::validate() const {
-  if (!(peak > 0.0)) fail("--lr must be > 0, got ", peak);
+  if (!(peak > 0.0 && std::isfinite(peak))) fail("--lr must be a finite number > 0, got ", peak);
   if (!(min >= 0.0 && min <= peak)) fail("--min-lr must be in [0, --lr], got ", min);
   if (total_steps < 1) fail("--steps must be >= 1, got ", total_steps);
   if (warmup_steps < 0 || warmup_steps > total_steps)

@@ -1,6 +1,9 @@
 #include "harness/train/optimizer_options.h"
 
+#include <cmath>
+
 #include "kernels/shared/error.h"
+#include "kernels/shared/thread_limit.h"
 
 namespace specula {
 
@@ -8,13 +11,15 @@ namespace po = boost::program_options;
 
 void OptimizerOptions::validate_optimizer() const {
   lr.validate();
-  if (batch_size < 1) fail("--batch-size must be >= 1, got ", batch_size);
+  // A step holds batch_size x seq_len rows of activations and logits: bounded before the first step.
+  if (batch_size < 1 || batch_size > 4096) fail("--batch-size must be in 1..4096, got ", batch_size);
+  if (!std::isfinite(grad_clip)) fail("--grad-clip must be a finite number (<= 0: off), got ", grad_clip);
   if (!(weight_decay >= 0.0)) fail("--weight-decay must be >= 0, got ", weight_decay);
   if (!(beta1 >= 0.0 && beta1 < 1.0)) fail("--beta1 must be in [0, 1), got ", beta1);
   if (!(beta2 >= 0.0 && beta2 < 1.0)) fail("--beta2 must be in [0, 1), got ", beta2);
   if (eval_interval < 1) fail("--eval-interval must be >= 1, got ", eval_interval);
   if (eval_windows < 1) fail("--eval-windows must be >= 1, got ", eval_windows);
-  if (threads < 1) fail("--threads must be >= 1, got ", threads);
+  if (threads < 1 || threads > kMaxThreads) fail("--threads must be in 1..", kMaxThreads, ", got ", threads);
 }
 
 void add_optimizer_options(po::options_description& desc, const OptimizerOptions& d) {

@@ -4,11 +4,13 @@
 #include <omp.h>
 
 #include "kernels/shared/error.h"
+#include "kernels/shared/thread_limit.h"
 
 namespace specula {
 
 void set_compute_threads(int threads) {
-  if (threads < 1) fail("threads must be >= 1, got ", threads);
+  if (threads < 1 || threads > kMaxThreads)
+    fail_parameter("threads", " must be in 1..", kMaxThreads, ", got ", threads);
   at::set_num_threads(threads);
   omp_set_num_threads(threads);
 }

@@ -52,6 +52,8 @@ void TransformerConfig::validate(const std::string& where) const {
   positive("n_heads", n_heads);
   positive("d_ff", d_ff);
   positive("max_seq_len", max_seq_len);
+  // Every layer's RoPE tables and every session's KV cache are built for max_seq_len positions up front.
+  if (max_seq_len > kMaxSeqLen) fail(where, ": max_seq_len must be <= ", kMaxSeqLen, ", got ", max_seq_len);
   if (d_model % n_heads != 0) fail(where, ": d_model ", d_model, " is not a multiple of n_heads ", n_heads);
   if (n_kv_heads < 0 || n_heads % kv_heads() != 0)
     fail(where, ": n_heads ", n_heads, " is not a multiple of n_kv_heads ", n_kv_heads);

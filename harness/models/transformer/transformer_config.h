@@ -19,6 +19,9 @@
 
 namespace specula {
 
+// The most positions a transformer serves (the RoPE tables and KV caches are sized by it before any use).
+inline constexpr int32_t kMaxSeqLen = 1 << 20;
+
 struct TransformerConfig {
   int32_t vocab_size = 256;  // byte-level tokenizer by default
   int32_t d_model = 256;     // residual width
