@@ -194,6 +194,17 @@ TEST_CASE("the draft length is bounded before any work", "[cli][errors]") {
                                   dir.file("o.txt"));
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Contains("--num-draft-tokens must be <= 256"));
+  // Deeper than the whole generation: its tail could never be emitted.
+  const std::string base = "generate --target bigram:" + target + " --draft bigram:" + draft +
+                           " --prompt-tokens 0 --max-new-tokens 4 --output " + dir.file("o.txt");
+  const CliResult chain = run_specula(base + " --method chain --num-draft-tokens 5");
+  CHECK(chain.exit_code == 1);
+  CHECK_THAT(chain.err,
+             Contains("--num-draft-tokens asks for a draft 5 deep, more than the 4 tokens of max_new_tokens"));
+  const CliResult tree = run_specula(base + " --method tree --tree 2,1,1,1,1");
+  CHECK(tree.exit_code == 1);
+  CHECK_THAT(tree.err, Contains("--tree asks for a draft 5 deep"));
+  CHECK(run_specula(base + " --method chain --num-draft-tokens 4").exit_code == 0);
 }
 
 TEST_CASE("train refuses to replace an existing checkpoint unless --overwrite", "[cli][errors]") {

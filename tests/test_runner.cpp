@@ -677,4 +677,11 @@ TEST_CASE("an error the generation layer raises about a parameter names the expe
   INFO(d.err);
   CHECK_THAT(d.err, Contains("alpha.ini:9: key 'draft.drafter'") && Contains("alpha must be in [0, 1]"));
   CHECK_THAT(d.err, !Contains("--draft"));
+  // A draft deeper than max_new_tokens: refused before any work, naming the key that set it.
+  const CliResult k = run_specula("run " + dir.write("deep.ini", experiment_text()) + " --set experiment.output_dir=" +
+                                  dir.file("deep-results") + " --set experiment.max_new_tokens=2 --quiet");
+  CHECK(k.exit_code == 1);
+  INFO(k.err);
+  CHECK_THAT(k.err, Contains("key 'draft.num_draft_tokens'") && Contains("asks for a draft 3 deep, more than the 2"));
+  CHECK_FALSE(fs::exists(dir.file("deep-results")));
 }

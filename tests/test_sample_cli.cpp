@@ -292,6 +292,23 @@ void require_stage_activating(const CliConfig& c) {
 
 }  // namespace
 
+TEST_CASE("specula sample streams its samples: four billion start at once in bounded memory", "[cli]") {
+  TempDir dir;
+  const std::string logits = dir.write("logits.txt", "0.5 1.0 2.0\n");
+  // Under a 2 GiB address-space limit (holding the samples would take ~16 GB) the first lines arrive at once,
+  // and the reader's exit ends the process through the closed pipe.
+  const std::string command = "ulimit -v 2000000; '" + std::string(SPECULA_BINARY) + "' sample --logits '" + logits +
+                              "' --num-samples 4000000000 --seed 3 2>'" + dir.path("err.txt") + "' | head -n 5";
+  FILE* pipe = ::popen(("bash -c \"" + command + "\"").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  char buf[4096];
+  size_t got;
+  while ((got = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, got);
+  ::pclose(pipe);
+  CHECK(std::count(out.begin(), out.end(), '\n') == 5);
+}
+
 TEST_CASE("specula sample prints exactly N token ids, one per line, reproducibly", "[cli]") {
   TempDir dir;
   const std::string logits = dir.write("logits.txt", "0.5, 1.0, -inf, 2.0 -0.5\t0.25\n");  // commas, spaces, -inf

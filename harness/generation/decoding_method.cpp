@@ -29,6 +29,14 @@ GenerationConfig generation_config(const DecodingMethod& method, const DraftShap
   config.tree_sampling = shape.tree_sampling;
   config.max_new_tokens = max_new_tokens;
   config.seed = seed;
+  // A draft deeper than the whole generation can never be emitted past max_new_tokens: bounded before any work,
+  // like K's hard cap (generator.h) and a tree's 4096 nodes.
+  const int64_t depth = draft_depth(config);
+  if (config.method && config.tree_shape.empty() && depth > kMaxDraftTokens)
+    fail_parameter("num_draft_tokens", " must be <= ", kMaxDraftTokens, ", got ", depth);
+  if (config.method && max_new_tokens > 0 && depth > max_new_tokens)
+    fail_parameter(shape.tree_shape.empty() ? "num_draft_tokens" : "tree", " asks for a draft ", depth,
+                   " deep, more than the ", max_new_tokens, " tokens of max_new_tokens");
   return config;
 }
 

@@ -263,8 +263,17 @@ GenerationConfig setting_generation(const Setting& setting, int32_t max_new_toke
 
 // Every prompt must fit the target with the longest generation and draft tree of the sweep: checked before the
 // run starts, not at the position that overflows halfway through it.
+[[noreturn]] void fail_at_key(const ExperimentConfig& config, const Setting& setting, const ParameterError& e);
+
 void check_settings_fit(const ExperimentConfig& config, const LanguageModel& target,
                         const std::vector<std::vector<int32_t>>& prompts, const std::vector<Setting>& settings) {
+  for (const Setting& setting : settings) {  // each setting's draft shape against max_new_tokens
+    try {
+      setting_generation(setting, config.max_new_tokens);
+    } catch (const ParameterError& e) {
+      fail_at_key(config, setting, e);
+    }
+  }
   const int64_t limit = target.max_positions();
   if (limit <= 0) return;
   size_t longest = 0;
