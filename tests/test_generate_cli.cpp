@@ -205,6 +205,10 @@ TEST_CASE("the draft length is bounded before any work", "[cli][errors]") {
   CHECK(tree.exit_code == 1);
   CHECK_THAT(tree.err, Contains("--tree asks for a draft 5 deep"));
   CHECK(run_specula(base + " --method chain --num-draft-tokens 4").exit_code == 0);
+  // The default K (4) is cut to a shorter generation rather than refused: the user did not ask for it.
+  std::string shorter = base;
+  shorter.replace(shorter.find("--max-new-tokens 4"), 18, "--max-new-tokens 2");
+  CHECK(run_specula(shorter + " --method chain").exit_code == 0);
 }
 
 TEST_CASE("train refuses to replace an existing checkpoint unless --overwrite", "[cli][errors]") {

@@ -268,6 +268,7 @@ int generate_command(const Args& args) {
   apply_method_temperature(method, vm.count("draft-temperature") + vm.count("temperature") > 0, draft_params);
   DraftShape shape;
   shape.num_draft_tokens = vm["num-draft-tokens"].as<int32_t>();
+  shape.num_draft_tokens_given = !vm["num-draft-tokens"].defaulted();
   if (vm.count("tree")) shape.tree_shape = parse_tree_shape(vm["tree"].as<std::string>());
   shape.tree_sampling = parse_sibling_scheme(vm["tree-sampling"].as<std::string>());
   GenerationConfig config =

@@ -1,5 +1,7 @@
 #include "harness/generation/decoding_method.h"
 
+#include <algorithm>
+
 #include "kernels/shared/error.h"
 #include "verify/verifiers/verify_methods.h"
 
@@ -22,7 +24,9 @@ GenerationConfig generation_config(const DecodingMethod& method, const DraftShap
                                    uint64_t seed) {
   GenerationConfig config;
   config.method = method.verify;
-  config.num_draft_tokens = shape.num_draft_tokens;
+  config.num_draft_tokens = shape.num_draft_tokens_given || max_new_tokens <= 0
+                                ? shape.num_draft_tokens
+                                : std::min(shape.num_draft_tokens, max_new_tokens);
   config.tree_shape = shape.tree_shape;
   if (method.verify == VerifyMethod::tree && config.tree_shape.empty())
     config.tree_shape.assign(config.num_draft_tokens, 1);

@@ -28,6 +28,7 @@ DecodingMethod parse_decoding_method(const std::string& text);
 // A speculative run's draft shape as given: K, the tree (empty: none given), the siblings' scheme.
 struct DraftShape {
   int32_t num_draft_tokens = kDefaultNumDraftTokens;
+  bool num_draft_tokens_given = false;  // false: the default, cut to max_new_tokens when that is smaller
   std::vector<int32_t> tree_shape;
   SiblingScheme tree_sampling = SiblingScheme::iid;
 };

@@ -255,6 +255,7 @@ GenerationConfig setting_generation(const Setting& setting, int32_t max_new_toke
   if (method.speculative()) {
     shape.num_draft_tokens =
         std::stoi(setting.get_or("draft.num_draft_tokens", std::to_string(kDefaultNumDraftTokens)));
+    shape.num_draft_tokens_given = setting.values.count("draft.num_draft_tokens") > 0;
     if (setting.values.count("draft.tree")) shape.tree_shape = parse_tree_shape(setting.get("draft.tree"));
     shape.tree_sampling = parse_sibling_scheme(setting.get_or("draft.tree_sampling", "iid"));
   }
