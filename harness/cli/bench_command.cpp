@@ -144,8 +144,7 @@ int bench_sampler(const Args& args) {
   }
   bench::SamplerBenchOptions options;
   options.threads = vm["threads"].as<int>();
-  if (options.threads < 1 || options.threads > kMaxThreads)
-    fail("--threads must be in 1..", kMaxThreads, ", got ", options.threads);
+  check_thread_count(options.threads);
   options.min_time_s = vm["min-time"].as<double>();
   options.filter = vm["filter"].as<std::string>();
   const std::filesystem::path output =
@@ -265,8 +264,7 @@ int bench_verify(const Args& args) {
   }
   bench::VerifyBenchOptions options;
   options.threads = vm["threads"].as<int>();
-  if (options.threads < 1 || options.threads > kMaxThreads)
-    fail("--threads must be in 1..", kMaxThreads, ", got ", options.threads);
+  check_thread_count(options.threads);
   options.min_time_s = vm["min-time"].as<double>();
   options.filter = vm["filter"].as<std::string>();
   const std::filesystem::path output =

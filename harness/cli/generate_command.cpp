@@ -310,7 +310,7 @@ int generate_command(const Args& args) {
   const int64_t n = vm["num-samples"].as<int64_t>();
   if (n < 0) fail("--num-samples must be >= 0, got ", n);
   const int32_t threads = vm["threads"].as<int32_t>();
-  if (threads < 1 || threads > kMaxThreads) fail("--threads must be in 1..", kMaxThreads, ", got ", threads);
+  check_thread_count(threads);
   omp_set_num_threads(threads);
 
   GenerationMetrics metrics;

@@ -1,6 +1,7 @@
 #include "harness/experiment/experiment_config.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
@@ -61,11 +62,13 @@ const std::set<std::string>& beam_keys() {
   return keys;
 }
 
-long parse_int(const std::string& where, const std::string& key, const std::string& value, long min) {
+long parse_int(const std::string& where, const std::string& key, const std::string& value, long min,
+               long max = LONG_MAX) {
   char* end = nullptr;
   const long v = std::strtol(value.c_str(), &end, 10);
   if (value.empty() || *end != '\0') fail(where, ": key '", key, "': '", value, "' is not an integer");
   if (v < min) fail(where, ": key '", key, "': ", v, " must be >= ", min);
+  if (v > max) fail(where, ": key '", key, "': ", v, " must be <= ", max);
   return v;
 }
 
@@ -148,10 +151,7 @@ void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, 
     if (name == "max_new_tokens") c.max_new_tokens = static_cast<int>(parse_int(where, key, value, 1));
     if (name == "repetitions") c.repetitions = static_cast<int>(parse_int(where, key, value, 1));
     if (name == "seed") c.seed = static_cast<uint64_t>(parse_int(where, key, value, 0));
-    if (name == "threads") {
-      c.threads = static_cast<int>(parse_int(where, key, value, 1));
-      if (c.threads > kMaxThreads) fail(where, ": key '", key, "': ", c.threads, " must be <= ", kMaxThreads);
-    }
+    if (name == "threads") c.threads = static_cast<int>(parse_int(where, key, value, 1, kMaxThreads));
     if (name == "output_dir") c.output_dir = value;
     if (name == "weights_dtype") {
       if (value != "auto" && value != "float32" && value != "float16" && value != "bfloat16")

@@ -19,7 +19,7 @@ void OptimizerOptions::validate_optimizer() const {
   if (!(beta2 >= 0.0 && beta2 < 1.0)) fail("--beta2 must be in [0, 1), got ", beta2);
   if (eval_interval < 1) fail("--eval-interval must be >= 1, got ", eval_interval);
   if (eval_windows < 1) fail("--eval-windows must be >= 1, got ", eval_windows);
-  if (threads < 1 || threads > kMaxThreads) fail("--threads must be in 1..", kMaxThreads, ", got ", threads);
+  check_thread_count(threads);
 }
 
 void add_optimizer_options(po::options_description& desc, const OptimizerOptions& d) {

@@ -31,7 +31,7 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, const std::string& weig
   std::error_code ec;
   const uintmax_t stored = fs::file_size(weights, ec);
   const int64_t parameters = out.config.model.parameter_count();
-  const int64_t needed = parameters * (out.config.weights_dtype == "float32" ? 4 : 2);
+  const int64_t needed = parameters * static_cast<int64_t>(c10::elementSize(storage_dtype(out.config.weights_dtype)));
   if (!ec && stored < static_cast<uintmax_t>(needed))
     fail(weights, ": ", stored, " bytes, but ", config_file, " describes ", parameters, " parameters (",
          out.config.model.describe(), "), ", needed, " bytes in ", out.config.weights_dtype,

@@ -9,8 +9,7 @@
 namespace specula {
 
 void set_compute_threads(int threads) {
-  if (threads < 1 || threads > kMaxThreads)
-    fail_parameter("threads", " must be in 1..", kMaxThreads, ", got ", threads);
+  check_thread_count(threads);
   at::set_num_threads(threads);
   omp_set_num_threads(threads);
 }
