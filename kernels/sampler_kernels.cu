@@ -169,6 +169,10 @@ struct CudaBlock {
     for (int j = 0; j < kBinsPerThread; ++j) sh.hist[kRadixBins - 1 - (threadIdx.x * kBinsPerThread + j)] = items[j];
     __syncthreads();
     const uint64_t total = sh.hist[0];
+    // Every thread has read the total before any may go on to the next hist_clear: without this barrier a
+    // row that returns early (top-k with k >= candidates) and clears the histogram for its next filter
+    // races the slower threads' read (found by compute-sanitizer racecheck).
+    __syncthreads();
     return total;
 #else
     return 0;

@@ -243,8 +243,9 @@ inline VerifyCase random_chain_case(uint64_t seed, VerifyKind kind, int32_t batc
 }
 
 // A batch of random trees of at most N nodes: parents uniform over earlier nodes (or the root), siblings
-// drawn i.i.d. from q (duplicates included), without replacement, or chosen (top of q, any token).
-inline VerifyCase random_tree_case(uint64_t seed, int32_t batch, int32_t vocab, int32_t N) {
+// drawn i.i.d. from q (duplicates included), without replacement, or chosen (top of q, any token). Bushy trees
+// hang most nodes under the root or one of the first nodes; `deep` trees mostly extend the previous node.
+inline VerifyCase random_tree_case(uint64_t seed, int32_t batch, int32_t vocab, int32_t N, bool deep = false) {
   CaseRandom g(seed);
   VerifyCase c;
   c.kind = VerifyKind::tree;
@@ -264,8 +265,9 @@ inline VerifyCase random_tree_case(uint64_t seed, int32_t batch, int32_t vocab, 
                 c.q.data() + (static_cast<size_t>(b) * (N + 1) + r) * vocab, vocab);
     int32_t* tokens = c.tokens.data() + static_cast<size_t>(b) * N;
     int32_t* parents = c.parents.data() + static_cast<size_t>(b) * N;
-    // Bushy trees: most nodes hang under the root or one of the first nodes.
-    for (int32_t i = 0; i < n; ++i) parents[i] = g.chance(0.3) ? -1 : g.between(-1, std::min(i - 1, 2));
+    for (int32_t i = 0; i < n; ++i)
+      parents[i] = deep ? (g.chance(0.85) ? i - 1 : g.between(-1, i - 1))
+                        : (g.chance(0.3) ? -1 : g.between(-1, std::min(i - 1, 2)));
     for (int32_t i = 0; i < n; ++i) {
       const float* q = c.q_row(b, parents[i] + 1);
       std::vector<char> used(vocab, 0);

@@ -17,6 +17,66 @@
 #include "kernels/cuda_device.h"
 
 #if !defined(SPECULA_HAS_CUDA)
+TEST_CASE("small batches at every dispatch (block 256/512, vec 1/4) match the CPU pipeline", "[gpu][sampler][sanitize]") {
+  for (int32_t vocab : {1000, 1003, 32000, 32003}) {
+    const testing::SamplerCase c = testing::random_sampler_case(0xd15 + vocab, vocab, 4);
+    const GpuRun gpu = run_on_gpu(c);
+    for (int32_t r = 0; r < c.batch(); ++r) {
+      const testing::RowComparison cmp = testing::compare_row(c, r, gpu.probs.data() + static_cast<size_t>(r) * vocab,
+                                                              gpu.tokens[r], gpu.status[r], 1e-6);
+      INFO("vocab " << vocab << ": " << cmp.message);
+      CHECK(cmp.ok);
+    }
+  }
+}
+
+// The fused sampler's draws have the law of the CPU pipeline's processed distribution (tests/TESTING.md: fixed
+// seed, G-test at alpha = 1e-6). 200k rows share one row of logits and parameters and differ only in their
+// Philox stream, so their tokens are independent draws. The power check: the same counts must fail against
+// the law of a pipeline that drops top-p (a kernel that skipped the filter would pass that one instead).
+TEST_CASE("the fused sampler's tokens have the processed distribution's law (G-test)", "[gpu][sampler][law]") {
+  constexpr int32_t kRows = 200000, V = 12;
+  const std::vector<float> logits = {1.2f, -0.3f, 0.8f, 2.0f, -1.5f, 0.0f, 0.4f, 1.9f, -0.7f, 0.9f, 0.1f, -2.2f};
+  SamplingParams s;
+  s.temperature = 0.8f;
+  s.top_k = 8;
+  s.top_p = 0.9f;
+  s.min_p = 0.02f;
+  s.repetition_penalty = 1.3f;
+  TokenHistory h;
+  h.prompt = {3, 7};
+  testing::SamplerCase c;
+  c.vocab = V;
+  for (int32_t r = 0; r < kRows; ++r) {
+    c.params.push_back(s);
+    c.histories.push_back(h);
+    c.keys.push_back(RandomKey{0x5a3e11, philox_stream(static_cast<uint64_t>(r), RandomRole::sample), 9});
+    c.logits.insert(c.logits.end(), logits.begin(), logits.end());
+  }
+  const GpuRun gpu = run_on_gpu(c);
+  std::vector<int64_t> counts(V, 0);
+  for (int32_t r = 0; r < kRows; ++r) {
+    REQUIRE(gpu.status[r] == 0);
+    ++counts[static_cast<size_t>(gpu.tokens[r])];
+  }
+  const auto law_of = [&](const SamplingParams& params) {
+    const std::vector<float> probs = SamplerPipeline(params, V).process(logits, h);
+    double total = 0.0;
+    for (float x : probs) total += x;
+    std::vector<double> law;
+    for (float x : probs) law.push_back(static_cast<double>(x) / total);
+    return law;
+  };
+  const stats::GofResult gof = stats::g_test(counts, law_of(s));
+  INFO(gof.detail);
+  CHECK(gof.passed(stats::kAlpha));
+  SamplingParams no_top_p = s;
+  no_top_p.top_p = 1.0f;
+  const stats::GofResult wrong = stats::g_test(counts, law_of(no_top_p));
+  INFO("against the law without top-p: " << wrong.detail);
+  CHECK_FALSE(wrong.passed(stats::kAlpha));
+}
+
 int main() {
   std::printf("skipped: %s\n", specula::cuda_unavailable_reason().c_str());
   return 77;
@@ -36,7 +96,9 @@ int main() {
 #include "kernels/philox_fill.h"
 #include "kernels/sampler_kernels.h"
 #include "kernels/shared/philox.h"
+#include "tests/statistics/goodness_of_fit.h"
 #include "verify/device/sampler_batch.h"
+#include "verify/sampling/sampler_pipeline.h"
 
 using namespace specula;
 
@@ -142,7 +204,7 @@ TEST_CASE("the fused sampler kernel matches the CPU pipeline on random rows", "[
   }
 }
 
-TEST_CASE("the kernel takes the same decisions as its CPU backend", "[gpu][sampler]") {
+TEST_CASE("the kernel takes the same decisions as its CPU backend", "[gpu][sampler][sanitize]") {
   const testing::SamplerCase c = testing::random_sampler_case(99, 4096, 32);
   const GpuRun gpu = run_on_gpu(c);
   const SamplerBatch batch(c.vocab, c.rows());
@@ -158,7 +220,7 @@ TEST_CASE("the kernel takes the same decisions as its CPU backend", "[gpu][sampl
   CHECK(status == gpu.status);
 }
 
-TEST_CASE("every output element is written (outputs poisoned with NaN / -1 first)", "[gpu][sampler]") {
+TEST_CASE("every output element is written (outputs poisoned with NaN / -1 first)", "[gpu][sampler][sanitize]") {
   const testing::SamplerCase c = testing::random_sampler_case(7, 5003, 40);
   const GpuRun gpu = run_on_gpu(c);
   for (int32_t r = 0; r < c.batch(); ++r) {
@@ -178,7 +240,7 @@ TEST_CASE("every output element is written (outputs poisoned with NaN / -1 first
   }
 }
 
-TEST_CASE("failed rows report a status instead of crashing", "[gpu][sampler]") {
+TEST_CASE("failed rows report a status instead of crashing", "[gpu][sampler][sanitize]") {
   testing::SamplerCase c = testing::random_sampler_case(3, 256, 3);
   c.logits[17] = std::nanf("");
   c.logits[256 + 3] = std::numeric_limits<float>::infinity();

@@ -126,7 +126,7 @@ void check_against_reference(const VerifyCase& c, const VerifyResult& gpu, const
 
 }  // namespace
 
-TEST_CASE("the CUDA verification kernels match the reference verifiers on small random batches", "[gpu][verify]") {
+TEST_CASE("the CUDA verification kernels match the reference verifiers on small random batches", "[gpu][verify][sanitize]") {
   for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree}) {
     for (int32_t i = 0; i < 40; ++i) {
       const uint64_t seed = 0xc0ffee + 131 * static_cast<uint64_t>(i) + static_cast<uint64_t>(kind);
@@ -154,15 +154,17 @@ TEST_CASE("the CUDA verification kernels match the reference at every dispatch (
   }
 }
 
-TEST_CASE("the CUDA verification kernels write every output element (poisoned first)", "[gpu][verify]") {
+TEST_CASE("the CUDA verification kernels write every output element (poisoned first)", "[gpu][verify][sanitize]") {
   for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree}) {
     const VerifyCase c =
         kind == VerifyKind::tree ? random_tree_case(31, 64, 4096, 10) : random_chain_case(31, kind, 64, 4096, 6);
     const VerifyResult r = run_on_gpu(c);
     constexpr int32_t kPoison = 0x7f7f7f7f;
     int64_t unwritten = 0;
-    for (const std::vector<int32_t>* v :
-         {&r.emitted, &r.num_emitted, &r.num_accepted, &r.bonus, &r.q_zero_errors, &r.status, &r.path})
+    std::vector<const std::vector<int32_t>*> outputs = {&r.emitted,       &r.num_emitted, &r.num_accepted, &r.bonus,
+                                                        &r.q_zero_errors, &r.status};
+    if (kind == VerifyKind::tree) outputs.push_back(&r.path);  // chain and block have no path output
+    for (const std::vector<int32_t>* v : outputs)
       for (int32_t x : *v) unwritten += x == kPoison;
     INFO(verify_kind_name(kind));
     CHECK(unwritten == 0);
@@ -170,6 +172,25 @@ TEST_CASE("the CUDA verification kernels write every output element (poisoned fi
       CHECK(r.status[b] == 0);
       CHECK(r.num_emitted[b] == r.num_accepted[b] + 1);
     }
+  }
+}
+
+TEST_CASE("the CUDA tree kernel matches the reference on trees of up to 256 nodes", "[gpu][verify][tree256]") {
+  // Bushy trees (up to ~100 siblings under one node: the per-sibling recurrence at its longest) and deep ones
+  // (chains of ~200 nodes: per-node scratch at its last index), at both block sizes.
+  for (int32_t vocab : {1000, 32003})
+    for (bool deep : {false, true}) {
+      const uint64_t seed = 0x256 + static_cast<uint64_t>(vocab) + (deep ? 1 : 0);
+      const VerifyCase c = random_tree_case(seed, 6, vocab, kMaxVerifyTreeNodes, deep);
+      check_against_reference(c, run_on_gpu(c),
+                              std::string(deep ? "deep" : "bushy") + " tree V " + std::to_string(vocab));
+    }
+}
+
+TEST_CASE("the CUDA tree kernel on 256-node trees, small vocabulary", "[gpu][verify][sanitize]") {
+  for (bool deep : {false, true}) {
+    const VerifyCase c = random_tree_case(0x5a0 + (deep ? 1 : 0), 3, 40, kMaxVerifyTreeNodes, deep);
+    check_against_reference(c, run_on_gpu(c), deep ? "deep" : "bushy");
   }
 }
 

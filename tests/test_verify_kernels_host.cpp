@@ -3,6 +3,7 @@
 // q = 0 counts on thousands of random rows; a deliberately broken variant (residual not subtracted) must
 // disagree; the one-position exact law of each kernel (G-test), which the broken variant must fail; and the
 // params checks and statuses. The same cases run on the GPU in test_cuda_verify.cpp.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
@@ -78,6 +79,25 @@ TEST_CASE("tree verification on the CPU backend reproduces verify_tree exactly (
   CHECK(a.mismatches == 0);
   CHECK(a.rejections > 500);
   CHECK(a.bonus > 300);
+}
+
+TEST_CASE("tree verification on the CPU backend reproduces verify_tree on trees of up to 256 nodes", "[kernels][verify]") {
+  int64_t rows = 0, mismatches = 0, deepest = 0;
+  std::string first;
+  for (bool deep : {false, true})
+    for (int32_t vocab : {7, 300}) {
+      const VerifyCase c = random_tree_case(0x256a + vocab + (deep ? 1 : 0), 6, vocab, kMaxVerifyTreeNodes, deep);
+      const VerifyResult r = run_host(c);
+      for (int32_t b = 0; b < c.batch(); ++b, ++rows) {
+        deepest = std::max<int64_t>(deepest, r.num_accepted[b]);
+        const std::string diff = compare_with_reference(c, b, r);
+        if (!diff.empty() && mismatches++ == 0) first = (deep ? "deep V " : "bushy V ") + std::to_string(vocab) + ": " + diff;
+      }
+    }
+  INFO(first);
+  CHECK(rows == 24);
+  CHECK(mismatches == 0);
+  CHECK(deepest >= 2);  // paths go past the first level
 }
 
 TEST_CASE("the parity check catches a residual that is not subtracted", "[kernels][verify][mutant]") {

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# The one command to run when a machine with an NVIDIA GPU is available: the gpu-labelled tests, the three
+# compute-sanitizer tools over them, the end-to-end `generate --device cuda` check against the CPU driver,
+# and the CUDA benchmarks, written as one JSON report.
+#
+#   kernels/tools/gpu-check.sh [--build DIR] [--report FILE] [--quick]
+#
+#   --build DIR    the build folder holding specula and specula_gpu_tests (default: build)
+#   --report FILE  the JSON report (default: results/bench/gpu-check-<host>.json)
+#   --quick        a first look inside a short lease: benchmarks with 5 iterations instead of 50, and each
+#                  step under a shorter time limit (tests 150 s, each sanitizer 60 s, each benchmark 30 s)
+#
+# Every step runs under its own time limit and is recorded with its exit status, wall time and the last
+# lines of its output, so one failing step never hides the others. The script exits 0 only when every step
+# passed; a step that could not run (no GPU, no compute-sanitizer) is recorded as "skipped" with the reason.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+
+build=build
+report=""
+iterations=50
+limit_tests=900 limit_sanitizer=600 limit_bench=600
+while (($#)); do
+  case "$1" in
+    --build) build=$2; shift 2 ;;
+    --report) report=$2; shift 2 ;;
+    --quick) iterations=5 limit_tests=150 limit_sanitizer=60 limit_bench=30; shift ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) echo "gpu-check: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+[ -n "$report" ] || report="results/bench/gpu-check-$(hostname -s).json"
+for exe in specula specula_gpu_tests; do
+  [ -x "$build/$exe" ] || [ -x "$build/tests/$exe" ] || { echo "gpu-check: $build has no $exe (build first)" >&2; exit 2; }
+done
+specula=$build/specula
+gpu_tests=$build/tests/specula_gpu_tests
+[ -x "$gpu_tests" ] || gpu_tests=$build/specula_gpu_tests
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+steps=$work/steps.jsonl
+: >"$steps"
+
+sanitizer=$(command -v compute-sanitizer || true)
+for d in /usr/local/cuda/bin /usr/local/cuda/compute-sanitizer /opt/nvidia/compute-sanitizer; do
+  [ -n "$sanitizer" ] || { [ -x "$d/compute-sanitizer" ] && sanitizer=$d/compute-sanitizer; }
+done
+
+# step NAME LIMIT_S COMMAND...: runs the command, records its outcome.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local log=$work/$name.log start end rc
+  echo "== $name: $*" >&2
+  start=$(date +%s.%N)
+  timeout --kill-after=10 "$limit" "$@" >"$log" 2>&1
+  rc=$?
+  end=$(date +%s.%N)
+  tail -n 5 "$log" | sed 's/^/   /' >&2
+  python3 - "$name" "$rc" "$start" "$end" "$log" "$*" >>"$steps" <<'EOF'
+import json, sys
+name, rc, start, end, log, cmd = sys.argv[1:]
+text = open(log, errors="replace").read()
+rc = int(rc)
+status = "passed" if rc == 0 else ("skipped" if rc == 77 else ("timeout" if rc in (124, 137) else "failed"))
+print(json.dumps({"step": name, "status": status, "exit_code": rc, "seconds": round(float(end) - float(start), 2),
+                  "command": cmd, "output_tail": text[-6000:]}))
+EOF
+}
+
+skip() {  # skip NAME REASON
+  python3 -c 'import json,sys; print(json.dumps({"step": sys.argv[1], "status": "skipped", "reason": sys.argv[2]}))' \
+    "$1" "$2" >>"$steps"
+  echo "== $1: skipped ($2)" >&2
+}
+
+device=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n1)
+[ -n "$device" ] || device="none (nvidia-smi: $(nvidia-smi 2>&1 | head -n1))"
+echo "gpu-check on $(hostname -s): $device" >&2
+
+# 1. The gpu-labelled tests (exit 77 = no usable device).
+step gpu_tests "$limit_tests" "$gpu_tests"
+
+# 2. compute-sanitizer over the tests. The 200k-row law tests and the largest vocabularies are left to step
+# 1 (the sanitizers slow kernels 10-100x); [sanitize] selects small cases of every kernel and dispatch.
+if [ -z "$sanitizer" ]; then
+  for tool in memcheck racecheck synccheck; do skip "sanitizer_$tool" "compute-sanitizer not found"; done
+else
+  for tool in memcheck racecheck synccheck; do
+    extra=()
+    [ "$tool" = memcheck ] && extra=(--leak-check full)
+    step "sanitizer_$tool" "$limit_sanitizer" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 3 --print-limit 20 \
+      "$gpu_tests" "[sanitize]"
+  done
+fi
+
+# 3. The driver end to end: generate --device cuda against --device cuda-host and cpu, token for token.
+step generate_e2e "$limit_tests" python3 tests/gpu/generate_device_check.py --binary "$specula"
+
+# 4. The kernels' benchmarks.
+step bench_sampler "$limit_bench" "$specula" bench sampler --device cuda --iterations "$iterations" --output "$work/bench-sampler.json"
+step bench_verify "$limit_bench" "$specula" bench verify --device cuda --iterations "$iterations" --output "$work/bench-verify.json"
+
+mkdir -p "$(dirname "$report")"
+python3 - "$steps" "$report" "$device" "$work" <<'EOF'
+import json, os, platform, sys, datetime
+steps_file, report, device, work = sys.argv[1:]
+steps = [json.loads(line) for line in open(steps_file)]
+benches = {}
+for name in ("bench-sampler", "bench-verify"):
+    path = os.path.join(work, name + ".json")
+    if os.path.exists(path):
+        benches[name] = json.load(open(path))
+doc = {"host": platform.node(), "device": device, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+       "passed": all(s["status"] in ("passed",) for s in steps), "steps": steps, "benchmarks": benches}
+tmp = report + ".tmp"
+with open(tmp, "w") as f:
+    json.dump(doc, f, indent=1)
+    f.write("\n")
+os.replace(tmp, report)
+for s in steps:
+    print(f"{s['step']:<22} {s['status']:<8} {s.get('seconds', '')}")
+print("wrote", report)
+sys.exit(0 if doc["passed"] else 1)
+EOF
