@@ -12,6 +12,7 @@ packages=(
   libopenblas0-openmp        # not optional: reference BLAS makes LibTorch 2-6x slower
   libeigen3-dev
   libboost-program-options-dev libboost-math-dev
+  libboost-context-dev       # fibers: the CUDA kernels' row code run with block semantics (--device cuda-host)
   catch2 libbenchmark-dev nlohmann-json3-dev
   python3 python3-matplotlib
   libsentencepiece-dev sentencepiece libicu-dev  # hf: tokenizers (tokenizer.model, tokenizer.json regexes)

@@ -31,19 +31,29 @@ Device parse_device(const std::string& text) {
 
 const char* device_name(Device device) { return device == Device::cuda ? "cuda" : "cpu"; }
 
-int cuda_device_count_or_zero() {
+namespace {
+// The runtime is asked once per process: devices do not come and go under a running program, and every
+// launcher checks for one.
+struct Probe {
+  int count = 0;
   std::string reason;
-  return detail::cuda_probe(&reason);
+};
+const Probe& probe() {
+  static const Probe result = [] {
+    Probe p;
+    p.count = detail::cuda_probe(&p.reason);
+    return p;
+  }();
+  return result;
 }
+}  // namespace
 
-std::string cuda_unavailable_reason() {
-  std::string reason;
-  return detail::cuda_probe(&reason) > 0 ? std::string() : reason;
-}
+int cuda_device_count_or_zero() { return probe().count; }
+
+std::string cuda_unavailable_reason() { return probe().count > 0 ? std::string() : probe().reason; }
 
 void require_cuda_device() {
-  std::string reason;
-  if (detail::cuda_probe(&reason) == 0) fail("no CUDA device: ", reason);
+  if (probe().count == 0) fail("no CUDA device: ", probe().reason);
 }
 
 void require_device(Device device) {

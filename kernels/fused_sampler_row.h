@@ -225,14 +225,16 @@ SPECULA_HD void sample_row(Block& b, const SamplerKernelParams& p, int32_t row) 
     status = SamplerRowStatus::all_masked;
   else if (first_overflow != kNoIndex)
     status = SamplerRowStatus::overflow;
-  else if (finite == 0)
+  else if (finite == 0 && !greedy)
     status = SamplerRowStatus::nothing_left;
   if (status != SamplerRowStatus::ok || greedy) {
     // Greedy: the first maximal logit gets probability 1 (apply_greedy, then softmax), and is the draw.
+    // When penalties pushed every logit to -inf, apply_greedy's starting guess, token 0, wins.
     const bool ok = status == SamplerRowStatus::ok;
-    fill_row(b, probs, ok ? 0.0f : quiet_nan(), ok ? best.index : -1);
+    const int32_t hot = best.index == kNoIndex ? 0 : best.index;
+    fill_row(b, probs, ok ? 0.0f : quiet_nan(), ok ? hot : -1);
     if (b.leader()) {
-      p.tokens[row] = ok ? best.index : -1;
+      p.tokens[row] = ok ? hot : -1;
       p.status[row] = static_cast<int32_t>(status);
     }
     return;

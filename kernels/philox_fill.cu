@@ -12,9 +12,14 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// Grid-stride: a grid of at most kMaxBlocks blocks covers any count (2^40 / 256 blocks would not fit the
+// launch's unsigned grid size, let alone gridDim.x's 2^31 - 1).
+constexpr int64_t kMaxBlocks = int64_t(1) << 16;
+
 __global__ void __launch_bounds__(kThreads) philox_fill_kernel(PhiloxFillParams p) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  if (i < p.count) p.out[i] = philox_uniform(p.seed, p.stream, p.first_offset + static_cast<uint64_t>(i));
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < p.count; i += stride)
+    p.out[i] = philox_uniform(p.seed, p.stream, p.first_offset + static_cast<uint64_t>(i));
 }
 
 }  // namespace
@@ -22,8 +27,9 @@ __global__ void __launch_bounds__(kThreads) philox_fill_kernel(PhiloxFillParams 
 void launch_philox_fill(const PhiloxFillParams& p, CUstream_st* stream) {
   p.check();
   require_cuda_device();
-  const int64_t blocks = (p.count + kThreads - 1) / kThreads;
-  philox_fill_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p);
+  const int64_t needed = (p.count + kThreads - 1) / kThreads;
+  const unsigned blocks = static_cast<unsigned>(needed < kMaxBlocks ? needed : kMaxBlocks);
+  philox_fill_kernel<<<blocks, kThreads, 0, stream>>>(p);
   cuda_check(cudaGetLastError(), "philox fill launch");
 }
 

@@ -46,6 +46,14 @@ void check_outputs(const char* what, const VerifyOutputs& out) {
   for (int i = 0; i < 6; ++i)
     for (int j = i + 1; j < 6; ++j)
       if (arrays[i] == arrays[j]) fail(what, ": two outputs share one array");
+  if (!out.overlap_sum != !out.overlap_count) fail(what, ": out.overlap_sum and out.overlap_count go together");
+}
+
+void check_layout(const char* what, const VerifyRowLayout& layout) {
+  if (layout.first_row && layout.total_rows < 1)
+    fail(what, ": layout.total_rows (R) must be >= 1 with layout.first_row, got ", layout.total_rows);
+  if (!layout.first_row && layout.total_rows != 0)
+    fail(what, ": layout.total_rows is set but layout.first_row is null");
 }
 
 void check_shape(const char* what, int32_t batch, int32_t vocab) {
@@ -61,6 +69,7 @@ void check_chain(const char* what, const ChainVerifyParams& p) {
   if (!p.draft && p.max_draft > 0) fail(what, ": draft [B, K] is null");
   if (!p.rows) fail(what, ": rows [B] is null");
   check_outputs(what, p.out);
+  check_layout(what, p.layout);
 }
 
 bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -128,6 +137,7 @@ void TreeVerifyParams::check() const {
   if (!rows) fail(what, ": rows [B] is null");
   if (max_nodes > 0 && !path) fail(what, ": path [B, N] is null");
   check_outputs(what, out);
+  check_layout(what, layout);
 }
 
 VerifyLaunchConfig choose_verify_config(const float* p, const float* q, int32_t vocab) {

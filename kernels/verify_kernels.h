@@ -52,7 +52,8 @@ enum class VerifyRowStatus : int32_t {
   bad_draft_token = 1,     // a draft (node) token is outside [0, V)
   bad_tree = 2,            // a parent index is not in [-1, node) (the tree is not topologically ordered)
   empty_distribution = 3,  // the row to sample from has no mass (the CPU verifier throws)
-  bad_row_params = 4,      // num_draft outside [0, K] (or [0, N]), or an unknown sibling scheme
+  bad_row_params = 4,      // num_draft outside [0, K] (or [0, N]), an unknown sibling scheme, or rows outside
+                           // [0, R) (VerifyRowLayout)
 };
 const char* verify_status_message(int32_t status);
 // Throws Error naming the first failed row and its reason; `status` is a host copy of [rows].
@@ -67,6 +68,26 @@ struct VerifyOutputs {
   int32_t* bonus = nullptr;          // [B] out: 1 when the last emitted token is a bonus token (all_accepted)
   int32_t* q_zero_errors = nullptr;  // [B] out: tested drafts whose recorded q was 0 (a bug upstream)
   int32_t* status = nullptr;         // [B] out: VerifyRowStatus
+  // Optional (both null or both set): the drafter's expected acceptance along the verified path, the
+  // quantity GenerationMetrics::expected_acceptance_sum / _count accumulate on the CPU. For each position i
+  // the verifier reached (i < min(depth, accepted + 1 unless every draft was accepted)) whose row has
+  // children: sum_x min(p(x), q(x)) over that row (p of its first child's token where the row has no q).
+  double* overlap_sum = nullptr;     // [B] out: sum over those positions (0 on a failed row)
+  int32_t* overlap_count = nullptr;  // [B] out: how many positions were summed
+};
+
+// Where each batch row's rows live (optional, for batches of sequences with different draft sizes): with
+// first_row set, p, q and q_present are dense [R, V] / [R] arrays and batch row b's rows are
+// first_row[b] .. first_row[b] + num_draft (chain, block: rows 0..k of p, 0..k-1 of q; tree: 0..n of both).
+// A batch row whose rows would leave [0, R) gets bad_row_params. Without it, the padded layouts below.
+struct VerifyRowLayout {
+  const int64_t* first_row = nullptr;  // [B] first row of each batch row, or null
+  int64_t total_rows = 0;              // R, with first_row
+  // [same rows as q] optional: 0 where the drafter recorded no q for that row (its children are point
+  // masses, TokenTree::q_at_row empty), 1 where q holds the row's draft law. Null: every row of a batch row
+  // with kVerifyRowHasQ has q. Chain and tree verify per row; block verification needs q on every row and
+  // verifies token-wise otherwise (specula::verify_block).
+  const uint8_t* q_present = nullptr;
 };
 
 // Token-wise rejection sampling of a batch of chains (verify/ALGORITHMS.md §1).
@@ -76,6 +97,7 @@ struct ChainVerifyParams {
   const int32_t* draft = nullptr;         // [B, K] draft tokens (the first rows[b].num_draft are used)
   const VerifyRowParams* rows = nullptr;  // [B] per-row keys, draft counts, flags
   VerifyOutputs out;                      // E = K + 1
+  VerifyRowLayout layout;                 // optional dense layout and per-row q presence
   int32_t batch = 0;                      // B >= 1
   int32_t max_draft = 0;                  // K in [0, kMaxVerifyDraft]
   int32_t vocab = 0;                      // V in [1, 2^30]
@@ -100,6 +122,7 @@ struct TreeVerifyParams {
   const int32_t* parents = nullptr;       // [B, N] parent node, -1 for children of the root; parents[n] < n
   const VerifyRowParams* rows = nullptr;  // [B] per-row keys, node counts, flags, sibling scheme
   VerifyOutputs out;                      // E = N + 1
+  VerifyRowLayout layout;                 // optional dense layout and per-row q presence
   int32_t* path = nullptr;                // [B, N] out: accepted nodes, root's child first; -1 after
   int32_t batch = 0;                      // B >= 1
   int32_t max_nodes = 0;                  // N in [0, kMaxVerifyTreeNodes]

@@ -70,6 +70,28 @@ SPECULA_HD double step_uniform(const VerifyRowParams& r, RandomRole role, uint32
   return philox_uniform(r.seed, philox_stream(r.sequence, role), step_draw_offset(r.step, slot));
 }
 
+// ---- Row layout ----------------------------------------------------------------------------------------
+
+// The first p row and the first q row of batch row `row`: the padded layouts ([B, p_rows, V], [B, q_rows, V])
+// or VerifyRowLayout's dense one, where the row's `rows_used` rows must lie in [0, R).
+struct RowBase {
+  size_t p;
+  size_t q;
+  bool ok;
+};
+SPECULA_HD RowBase row_base(const VerifyRowLayout& layout, int32_t row, int32_t p_rows, int32_t q_rows,
+                            int32_t rows_used) {
+  if (!layout.first_row) return {static_cast<size_t>(row) * p_rows, static_cast<size_t>(row) * q_rows, true};
+  const int64_t first = layout.first_row[row];
+  if (first < 0 || first > layout.total_rows - rows_used) return {0, 0, false};
+  return {static_cast<size_t>(first), static_cast<size_t>(first), true};
+}
+
+// Whether q row `q_row` (an index into q's rows) holds a recorded draft law.
+SPECULA_HD bool q_recorded(const VerifyRowLayout& layout, size_t q_row) {
+  return !layout.q_present || layout.q_present[q_row] != 0;
+}
+
 // ---- Inverse-CDF draws from unnormalised weights --------------------------------------------------------
 // A Weight is a callable weight(base, w) that fills w[0 .. kVec) with the float64 weights of tokens
 // [base, base + kVec) (the dispatch guarantees base + kVec <= V).
@@ -144,7 +166,38 @@ struct RowWeights {
   }
 };
 
+// sum_x min(p(x), q(x)) of one row (the probability that a draw from q is accepted against p), or p at the
+// candidate where the row has no q: the CPU generator's acceptance_probability.
+template <class Block>
+SPECULA_HD double row_overlap(Block& b, const float* p_row, const float* q_row, int32_t candidate) {
+  constexpr int VEC = Block::kVec;
+  if (!q_row) return static_cast<double>(p_row[candidate]);
+  double sum = 0.0;
+  b.for_each_vec([&](int32_t base) {
+    float px[VEC], qx[VEC];
+    load_vec<VEC>(p_row + base, px);
+    load_vec<VEC>(q_row + base, qx);
+    for (int j = 0; j < VEC; ++j) sum += static_cast<double>(px[j] < qx[j] ? px[j] : qx[j]);
+  });
+  return b.sum_f64(sum);
+}
+
+// The positions the verifier reached: every accepted one, and the first rejected one unless all were
+// accepted, within the draft's depth.
+SPECULA_HD int32_t tested_positions(int32_t depth, int32_t accepted, bool all_accepted) {
+  const int32_t reached = accepted + (all_accepted ? 0 : 1);
+  return reached < depth ? reached : depth;
+}
+
 // ---- Outputs --------------------------------------------------------------------------------------------
+
+template <class Block>
+SPECULA_HD void write_overlap(Block& b, const VerifyOutputs& out, int32_t row, double sum, int32_t count) {
+  if (out.overlap_sum && b.leader()) {
+    out.overlap_sum[row] = sum;
+    out.overlap_count[row] = count;
+  }
+}
 
 // Writes one row's outputs: emitted = prefix(0 .. accepted), then `last`, then -1 up to `width`. A failed
 // row (status != ok) emits nothing.
@@ -167,6 +220,7 @@ SPECULA_HD void write_row(Block& b, const VerifyOutputs& out, int32_t row, int32
 template <class Block>
 SPECULA_HD void fail_row(Block& b, const VerifyOutputs& out, int32_t row, int32_t width, VerifyRowStatus status) {
   write_row(b, out, row, width, status, 0, -1, false, 0, [](int32_t) { return -1; });
+  write_overlap(b, out, row, 0.0, 0);
 }
 
 // The first draft token outside [0, V), or kNoIndex.
@@ -192,14 +246,28 @@ SPECULA_HD void chain_row(Block& b, const ChainVerifyParams& p, int32_t row) {
   const int32_t* draft = p.draft + static_cast<size_t>(row) * K;
   if (first_bad_token(b, draft, k, p.vocab) != kNoIndex)
     return fail_row(b, p.out, row, width, VerifyRowStatus::bad_draft_token);
-  const float* p_rows = p.p + static_cast<size_t>(row) * (K + 1) * V;
-  const float* q_rows = p.q && (rp.flags & kVerifyRowHasQ) ? p.q + static_cast<size_t>(row) * K * V : nullptr;
+  const RowBase base_row = row_base(p.layout, row, K + 1, K, k + 1);
+  if (!base_row.ok) return fail_row(b, p.out, row, width, VerifyRowStatus::bad_row_params);
+  const float* p_rows = p.p + base_row.p * V;
+  const bool has_q = p.q && (rp.flags & kVerifyRowHasQ);
+  // Draft i's law, or null for a point mass at the draft (no q recorded for its row).
+  const auto q_of = [&](int32_t i) -> const float* {
+    return has_q && q_recorded(p.layout, base_row.q + i) ? p.q + (base_row.q + i) * V : nullptr;
+  };
   const auto drafted = [&](int32_t j) { return draft[j]; };
+  // The expected acceptance along the reached positions (VerifyOutputs::overlap_sum).
+  const auto overlap = [&](int32_t accepted, bool all_accepted) {
+    if (!p.out.overlap_sum) return;
+    const int32_t tested = tested_positions(k, accepted, all_accepted);
+    double sum = 0.0;
+    for (int32_t i = 0; i < tested; ++i) sum += row_overlap(b, p_rows + i * V, q_of(i), draft[i]);
+    write_overlap(b, p.out, row, sum, tested);
+  };
 
   int32_t q_zero = 0;
   for (int32_t i = 0; i < k; ++i) {
     const float* p_i = p_rows + i * V;
-    const float* q_i = q_rows ? q_rows + i * V : nullptr;  // null: a point mass at the draft
+    const float* q_i = q_of(i);
     const int32_t d = draft[i];
     const double q_d = q_i ? static_cast<double>(q_i[d]) : 1.0;
     if (q_d <= 0.0) ++q_zero;  // impossible for a true proposal: rejected with certainty
@@ -217,11 +285,15 @@ SPECULA_HD void chain_row(Block& b, const ChainVerifyParams& p, int32_t row) {
     int32_t y = sample_weights(b, p.vocab, residual, v);
     if (y < 0) y = sample_weights(b, p.vocab, RowWeights<VEC>{p_i}, v);  // every weight 0: O(eps) event
     const VerifyRowStatus status = y >= 0 ? VerifyRowStatus::ok : VerifyRowStatus::empty_distribution;
+    if (status != VerifyRowStatus::ok) return fail_row(b, p.out, row, width, status);
+    overlap(i, false);
     return write_row(b, p.out, row, width, status, i, y, false, q_zero, drafted);
   }
   // Every draft accepted: the bonus token from p_{k+1}.
   const int32_t y = sample_weights(b, p.vocab, RowWeights<VEC>{p_rows + k * V}, step_uniform(rp, RandomRole::bonus, k));
   const VerifyRowStatus status = y >= 0 ? VerifyRowStatus::ok : VerifyRowStatus::empty_distribution;
+  if (status != VerifyRowStatus::ok) return fail_row(b, p.out, row, width, status);
+  overlap(k, true);
   write_row(b, p.out, row, width, status, k, y, true, q_zero, drafted);
 }
 
@@ -245,17 +317,28 @@ template <class Rules, class Block>
 SPECULA_HD void block_row(Block& b, const BlockVerifyParams& p, int32_t row) {
   constexpr int VEC = Block::kVec;
   const VerifyRowParams rp = p.rows[row];
-  // Without q, block verification is token-wise verification (w_i = prod p_j(d_j)).
-  if (!p.q || !(rp.flags & kVerifyRowHasQ)) return chain_row<Rules>(b, p, row);
   const int32_t K = p.max_draft, width = p.max_draft + 1;
   const size_t V = static_cast<size_t>(p.vocab);
   if (rp.num_draft < 0 || rp.num_draft > K) return fail_row(b, p.out, row, width, VerifyRowStatus::bad_row_params);
   const int32_t gamma = rp.num_draft;
+  const RowBase base_row = row_base(p.layout, row, K + 1, K, gamma + 1);
+  if (!base_row.ok) return fail_row(b, p.out, row, width, VerifyRowStatus::bad_row_params);
+  // Without q on every row, block verification is token-wise verification (specula::verify_block).
+  bool every_q = p.q && (rp.flags & kVerifyRowHasQ);
+  for (int32_t i = 0; i < gamma && every_q; ++i) every_q = q_recorded(p.layout, base_row.q + i);
+  if (!every_q) return chain_row<Rules>(b, p, row);
   const int32_t* draft = p.draft + static_cast<size_t>(row) * K;
   if (first_bad_token(b, draft, gamma, p.vocab) != kNoIndex)
     return fail_row(b, p.out, row, width, VerifyRowStatus::bad_draft_token);
-  const float* p_rows = p.p + static_cast<size_t>(row) * (K + 1) * V;
-  const float* q_rows = p.q + static_cast<size_t>(row) * K * V;
+  const float* p_rows = p.p + base_row.p * V;
+  const float* q_rows = p.q + base_row.q * V;
+  const auto overlap = [&](int32_t accepted, bool all_accepted) {
+    if (!p.out.overlap_sum) return;
+    const int32_t tested = tested_positions(gamma, accepted, all_accepted);
+    double sum = 0.0;
+    for (int32_t i = 0; i < tested; ++i) sum += row_overlap(b, p_rows + i * V, q_rows + i * V, draft[i]);
+    write_overlap(b, p.out, row, sum, tested);
+  };
 
   // w_i = min(1, w_{i-1} p_i(d_i) / q_i(d_i)), recomputed from scalars when needed (O(gamma^2) loads, no
   // per-thread array).
@@ -293,6 +376,8 @@ SPECULA_HD void block_row(Block& b, const BlockVerifyParams& p, int32_t row) {
     const int32_t y =
         sample_weights(b, p.vocab, RowWeights<VEC>{p_rows + gamma * V}, step_uniform(rp, RandomRole::bonus, gamma));
     const VerifyRowStatus status = y >= 0 ? VerifyRowStatus::ok : VerifyRowStatus::empty_distribution;
+    if (status != VerifyRowStatus::ok) return fail_row(b, p.out, row, width, status);
+    overlap(gamma, true);
     return write_row(b, p.out, row, width, status, gamma, y, true, q_zero, drafted);
   }
   // Resample from norm((w_tau p_{tau+1} - q_{tau+1})+). For tau >= 1 its total is r_tau, already reduced in
@@ -303,6 +388,8 @@ SPECULA_HD void block_row(Block& b, const BlockVerifyParams& p, int32_t row) {
   int32_t y = inverse_cdf(b, p.vocab, residual, t, v);
   if (y < 0) y = sample_weights(b, p.vocab, RowWeights<VEC>{p_rows + tau * V}, v);
   const VerifyRowStatus status = y >= 0 ? VerifyRowStatus::ok : VerifyRowStatus::empty_distribution;
+  if (status != VerifyRowStatus::ok) return fail_row(b, p.out, row, width, status);
+  overlap(tau, false);
   write_row(b, p.out, row, width, status, tau, y, false, q_zero, drafted);
 }
 
@@ -363,10 +450,19 @@ SPECULA_HD void tree_row(Block& b, const TreeVerifyParams& p, int32_t row) {
     return fail_row(b, p.out, row, width, VerifyRowStatus::bad_row_params);
   }
   const int32_t n = rp.num_draft;
+  const RowBase base_row = row_base(p.layout, row, N + 1, N + 1, n + 1);
+  if (!base_row.ok) {
+    b.for_each_index(N, [&](int32_t j) { path_out[j] = -1; });
+    return fail_row(b, p.out, row, width, VerifyRowStatus::bad_row_params);
+  }
   const int32_t* tokens = p.tokens + static_cast<size_t>(row) * N;
   const int32_t* parents = p.parents + static_cast<size_t>(row) * N;
-  const float* p_rows = p.p + static_cast<size_t>(row) * (N + 1) * V;
-  const float* q_rows = p.q && (rp.flags & kVerifyRowHasQ) ? p.q + static_cast<size_t>(row) * (N + 1) * V : nullptr;
+  const float* p_rows = p.p + base_row.p * V;
+  const bool has_q = p.q && (rp.flags & kVerifyRowHasQ);
+  // Row r's draft law, or null where its children are point masses (no q recorded for that row).
+  const auto q_of = [&](int32_t r) -> const float* {
+    return has_q && q_recorded(p.layout, base_row.q + r) ? p.q + (base_row.q + r) * V : nullptr;
+  };
 
   // Shared scratch.
   int32_t* first_child = b.i32();               // [n + 1] first child node of each row, -1 for a leaf
@@ -404,15 +500,15 @@ SPECULA_HD void tree_row(Block& b, const TreeVerifyParams& p, int32_t row) {
   });
   b.sync();
 
-  const bool point_mass = !q_rows || rp.scheme == static_cast<int32_t>(TreeSiblingScheme::deterministic);
-  const bool without_replacement =
-      !point_mass && rp.scheme == static_cast<int32_t>(TreeSiblingScheme::without_replacement);
-  const TreeSiblings s{sibling_token, q_total, r_total, point_mass, without_replacement};
   int32_t cur = 0, accepted = 0, q_zero = 0, y = -1;
   bool bonus = false;
   for (;;) {
     const float* p_row = p_rows + cur * V;
-    const float* q_row = q_rows ? q_rows + cur * V : nullptr;
+    const float* q_row = q_of(cur);
+    const bool point_mass = !q_row || rp.scheme == static_cast<int32_t>(TreeSiblingScheme::deterministic);
+    const bool without_replacement =
+        !point_mass && rp.scheme == static_cast<int32_t>(TreeSiblingScheme::without_replacement);
+    const TreeSiblings s{sibling_token, q_total, r_total, point_mass, without_replacement};
     const int32_t first = first_child[cur];
     if (first < 0) {  // a leaf (or an empty tree): the bonus token from this row's p
       y = sample_weights(b, p.vocab, RowWeights<VEC>{p_row}, step_uniform(rp, RandomRole::bonus, cur));
@@ -489,6 +585,28 @@ SPECULA_HD void tree_row(Block& b, const TreeVerifyParams& p, int32_t row) {
   const VerifyRowStatus status = y >= 0 ? VerifyRowStatus::ok : VerifyRowStatus::empty_distribution;
   const int32_t kept = status == VerifyRowStatus::ok ? accepted : 0;
   b.for_each_index(N, [&](int32_t j) { path_out[j] = j < kept ? path[j] : -1; });
+  if (status != VerifyRowStatus::ok) return fail_row(b, p.out, row, width, status);
+  if (p.out.overlap_sum) {  // along the path: row 0, then the row after each accepted node
+    int32_t depth = 0;
+    b.for_each_index(n, [&](int32_t i) {
+      int32_t d = 1;
+      for (int32_t a = parents[i]; a >= 0; a = parents[a]) ++d;
+      depth = d > depth ? d : depth;
+    });
+    depth = b.max_i32(depth);
+    const int32_t tested = tested_positions(depth, accepted, bonus);
+    double sum = 0.0;
+    int32_t count = 0, r = 0;
+    for (int32_t i = 0; i < tested; ++i) {
+      const int32_t kid = first_child[r];
+      if (kid >= 0) {
+        sum += row_overlap(b, p_rows + r * V, q_of(r), tokens[kid]);
+        ++count;
+      }
+      if (i < accepted) r = path[i] + 1;
+    }
+    write_overlap(b, p.out, row, sum, count);
+  }
   write_row(b, p.out, row, width, status, accepted, y, bonus, q_zero, [&](int32_t j) { return tokens[path[j]]; });
 }
 

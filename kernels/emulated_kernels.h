@@ -1,0 +1,28 @@
+// The CUDA kernels' row code executed on the CPU with a CUDA block's parallel decomposition: every row is
+// one emulated block of `threads` simulated threads (kernels/emulated_block.h) with the device dispatch's
+// vector width (4-wide when V % 4 == 0 and the arrays are 16-byte aligned). This is what `--device
+// cuda-host` runs, so the batched GPU path — buffer layouts, batching, per-row q, row offsets, the
+// collectives, barriers, histogram and tile scans — is exercised wherever the tests run, GPU or not.
+// Pointers are host pointers. Plain C++.
+#pragma once
+
+#include "kernels/fiber_team.h"
+#include "kernels/sampler_kernels.h"
+#include "kernels/verify_kernels.h"
+
+namespace specula {
+
+struct EmulationOptions {
+  int threads = 8;  // simulated threads per block: 4, 8 or 32
+  FiberSchedule schedule = FiberSchedule::forward;
+};
+
+// Throws Error for a thread count without an instantiation.
+void check_emulation_options(const EmulationOptions& options);
+
+void emulate_fused_sampler(const SamplerKernelParams& p, const EmulationOptions& options = {});
+void emulate_chain_verify(const ChainVerifyParams& p, const EmulationOptions& options = {});
+void emulate_block_verify(const BlockVerifyParams& p, const EmulationOptions& options = {});
+void emulate_tree_verify(const TreeVerifyParams& p, const EmulationOptions& options = {});
+
+}  // namespace specula

@@ -1,0 +1,213 @@
+// The kernels' row code under block emulation (kernels/emulated_kernels.h): several simulated threads per
+// block with the collectives, barriers, radix histogram and tile scans of the CUDA Block. Checked against the
+// reference sampler pipeline and the reference verifiers, under three thread schedules (a race between two
+// barriers would make the schedules disagree), with the device dispatch's vector widths.
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "kernel_sampler_cases.h"
+#include "kernel_verify_cases.h"
+#include "kernels/emulated_kernels.h"
+#include "kernels/fiber_team.h"
+#include "kernels/shared/error.h"
+#include "tests/statistics/goodness_of_fit.h"
+#include "tests/support/mutant_switch.h"
+#include "verify/device/sampler_batch.h"
+
+using namespace specula;
+using namespace specula::testing;
+
+namespace {
+
+const FiberSchedule kSchedules[] = {FiberSchedule::forward, FiberSchedule::reverse, FiberSchedule::rotating};
+
+struct SamplerRun {
+  std::vector<float> probs;
+  std::vector<int32_t> tokens, status;
+};
+
+SamplerRun emulate_sampler(const SamplerCase& c, const EmulationOptions& o) {
+  const SamplerBatch batch(c.vocab, c.rows());
+  SamplerRun r{std::vector<float>(c.logits.size()), std::vector<int32_t>(c.batch()), std::vector<int32_t>(c.batch())};
+  emulate_fused_sampler(batch.host_params(c.logits.data(), r.probs.data(), r.tokens.data(), r.status.data()), o);
+  return r;
+}
+
+VerifyResult emulate_verify(const VerifyCase& c, const EmulationOptions& o) {
+  VerifyResult r(c.batch(), c.width + 1);
+  if (c.kind == VerifyKind::tree) {
+    emulate_tree_verify(tree_params(c, r), o);
+  } else if (c.kind == VerifyKind::chain) {
+    emulate_chain_verify(chain_params(c, r), o);
+  } else {
+    BlockVerifyParams p;
+    static_cast<ChainVerifyParams&>(p) = chain_params(c, r);
+    emulate_block_verify(p, o);
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("a fiber team runs every thread to each barrier before any passes it", "[kernels][emulation]") {
+  for (FiberSchedule schedule : kSchedules) {
+    FiberTeam team(8, schedule);
+    std::vector<int> arrived(8, 0), seen_at_barrier(8, -1);
+    team.run([&](int rank) {
+      arrived[rank] = 1;
+      team.barrier();
+      int total = 0;
+      for (int a : arrived) total += a;
+      seen_at_barrier[rank] = total;
+    });
+    for (int s : seen_at_barrier) CHECK(s == 8);
+  }
+}
+
+TEST_CASE("a divergent barrier is an error, and an exception in a thread reaches the caller", "[kernels][emulation]") {
+  FiberTeam team(4, FiberSchedule::forward);
+  CHECK_THROWS_WITH(team.run([&](int rank) {
+    if (rank != 2) team.barrier();
+  }),
+                    Catch::Contains("divergent barrier"));
+  CHECK_THROWS_WITH(team.run([&](int rank) {
+    team.barrier();
+    if (rank == 1) fail("thread one failed");
+  }),
+                    Catch::Contains("thread one failed"));
+  // The team is reusable after both.
+  int ran = 0;
+  team.run([&](int) { ++ran; });
+  CHECK(ran == 4);
+}
+
+TEST_CASE("the schedules run a phase's threads in different orders", "[kernels][emulation]") {
+  // A read of a value another thread writes in the same phase (a missing barrier) must see different data
+  // under different schedules; otherwise comparing schedules could not find such a race.
+  std::vector<std::vector<int>> orders;
+  for (FiberSchedule schedule : kSchedules) {
+    FiberTeam team(4, schedule);
+    std::vector<int> order;
+    team.run([&](int rank) {
+      team.barrier();
+      order.push_back(rank);
+    });
+    orders.push_back(order);
+  }
+  CHECK(orders[0] != orders[1]);
+  CHECK(orders[0] != orders[2]);
+}
+
+TEST_CASE("the emulated fused sampler matches the reference pipeline at every thread count and schedule",
+          "[kernels][emulation][sampler]") {
+  for (int threads : {4, 8, 32})
+    for (FiberSchedule schedule : kSchedules)
+      for (const auto& [vocab, batch] : {std::pair<int32_t, int32_t>{7, 24}, {300, 24}, {1000, 12}, {1003, 12}}) {
+        const SamplerCase c = random_sampler_case(0xe11 + vocab + threads, vocab, batch);
+        const SamplerRun r = emulate_sampler(c, EmulationOptions{threads, schedule});
+        for (int32_t row = 0; row < c.batch(); ++row) {
+          const RowComparison cmp = compare_row(c, row, r.probs.data() + static_cast<size_t>(row) * vocab,
+                                                r.tokens[row], r.status[row], 1e-6);
+          INFO(threads << " threads, " << fiber_schedule_name(schedule) << ", V " << vocab << ": " << cmp.message);
+          CHECK(cmp.ok);
+        }
+      }
+}
+
+TEST_CASE("the emulated sampler takes the decisions of the one-thread backend under every schedule",
+          "[kernels][emulation][sampler]") {
+  const SamplerCase c = random_sampler_case(4242, 2048, 40);
+  const SamplerBatch batch(c.vocab, c.rows());
+  std::vector<float> probs(c.logits.size());
+  std::vector<int32_t> tokens(c.batch()), status(c.batch());
+  run_fused_sampler_host(batch.host_params(c.logits.data(), probs.data(), tokens.data(), status.data()));
+  for (FiberSchedule schedule : kSchedules) {
+    const SamplerRun r = emulate_sampler(c, EmulationOptions{8, schedule});
+    size_t support_mismatches = 0;
+    for (size_t i = 0; i < probs.size(); ++i) support_mismatches += (probs[i] > 0.0f) != (r.probs[i] > 0.0f);
+    INFO(fiber_schedule_name(schedule));
+    CHECK(support_mismatches == 0);
+    CHECK(r.tokens == tokens);
+    CHECK(r.status == status);
+  }
+}
+
+TEST_CASE("the emulated verification kernels reproduce the reference verifiers", "[kernels][emulation][verify]") {
+  for (int threads : {4, 32})
+    for (FiberSchedule schedule : kSchedules)
+      for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree})
+        for (int32_t i = 0; i < 12; ++i) {
+          const uint64_t seed = 0xe5e + 977 * static_cast<uint64_t>(i) + static_cast<uint64_t>(kind);
+          CaseRandom g(seed);
+          const int32_t vocab = i % 3 == 0 ? 64 : g.between(1, 64);  // 64: 4-wide vectors
+          const VerifyCase c = kind == VerifyKind::tree ? random_tree_case(seed, 16, vocab, g.between(0, 12))
+                                                        : random_chain_case(seed, kind, 16, vocab, g.between(0, 8));
+          const VerifyResult r = emulate_verify(c, EmulationOptions{threads, schedule});
+          for (int32_t b = 0; b < c.batch(); ++b) {
+            const std::string diff = compare_with_reference(c, b, r);
+            INFO(threads << " threads, " << fiber_schedule_name(schedule) << ", " << verify_kind_name(kind) << " case "
+                         << i << " row " << b << " V " << vocab << ": " << diff);
+            CHECK(diff.empty());
+          }
+        }
+}
+
+TEST_CASE("the emulated tree kernel handles trees of 256 nodes", "[kernels][emulation][verify]") {
+  for (bool deep : {false, true}) {
+    const VerifyCase c = random_tree_case(0x256e + (deep ? 1 : 0), 4, 44, kMaxVerifyTreeNodes, deep);
+    const VerifyResult r = emulate_verify(c, EmulationOptions{8, FiberSchedule::rotating});
+    for (int32_t b = 0; b < c.batch(); ++b) {
+      const std::string diff = compare_with_reference(c, b, r);
+      INFO((deep ? "deep" : "bushy") << " row " << b << ": " << diff);
+      CHECK(diff.empty());
+    }
+  }
+}
+
+TEST_CASE("the first token emitted by the emulated kernels has the target law (G-test)",
+          "[kernels][emulation][verify][law]") {
+  constexpr int32_t kRows = 20000;
+  for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree}) {
+    const LawCase lc = law_case(kind, kRows, 505 + static_cast<uint64_t>(kind));
+    const VerifyResult r = emulate_verify(lc.c, EmulationOptions{4, FiberSchedule::forward});
+    const stats::GofResult gof = stats::g_test(first_token_counts(r, kRows, lc.c.vocab), lc.law);
+    INFO(verify_kind_name(kind) << ": " << gof.detail);
+    CHECK(gof.passed(stats::kAlpha));
+  }
+}
+
+TEST_CASE("comparing schedules finds a missing barrier", "[kernels][emulation][mutant]") {
+  // The mutant reads the radix select's picked bucket without the barrier after the thread that found it
+  // wrote it: threads that run before that thread in a phase read the previous pick. Top-k below the
+  // number of candidates runs every radix round.
+  SamplerCase c = random_sampler_case(77, 500, 16);
+  for (SamplingParams& s : c.params) {
+    s = SamplingParams{};
+    s.temperature = 0.9f;
+    s.top_k = 37;
+  }
+  for (auto& h : c.histories) h = TokenHistory{};
+  const auto all_match = [&](FiberSchedule schedule) {
+    try {
+      const SamplerRun r = emulate_sampler(c, EmulationOptions{8, schedule});
+      for (int32_t row = 0; row < c.batch(); ++row)
+        if (!compare_row(c, row, r.probs.data() + static_cast<size_t>(row) * c.vocab, r.tokens[row], r.status[row], 1e-6)
+                 .ok)
+          return false;
+      return true;
+    } catch (const Error&) {  // a divergent barrier
+      return false;
+    }
+  };
+  for (FiberSchedule schedule : kSchedules) CHECK(all_match(schedule));
+  ScopedMutant mutant(Mutant::emulated_pick_unsynchronised);
+  int failing = 0;
+  for (FiberSchedule schedule : kSchedules) failing += all_match(schedule) ? 0 : 1;
+  CHECK(failing > 0);
+}
+
+TEST_CASE("emulation refuses a thread count it has no instantiation for", "[kernels][emulation]") {
+  CHECK_THROWS_WITH(check_emulation_options(EmulationOptions{6, FiberSchedule::forward}),
+                    Catch::Contains("must be 4, 8 or 32, got 6"));
+}
