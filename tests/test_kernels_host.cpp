@@ -13,6 +13,7 @@
 #include "kernels/shared/error.h"
 #include "kernels/shared/sampler_math.h"
 #include "verify/device/sampler_batch.h"
+#include "verify/sampling/sampler_pipeline.h"
 
 using namespace specula;
 
@@ -173,4 +174,23 @@ TEST_CASE("failed rows get a status, NaN probabilities and token -1", "[kernels]
   // The CPU pipeline refuses the same rows.
   SamplerPipeline pipe(masked, vocab);
   CHECK_THROWS(pipe.process(std::vector<float>(vocab, 0.5f), h));
+}
+
+TEST_CASE("a greedy row whose penalties push every logit to -inf emits token 0, as the CPU pipeline",
+          "[kernels][sampler]") {
+  SamplingParams s;
+  s.temperature = 0.0f;
+  s.frequency_penalty = 3e38f;  // two occurrences: logit - 6e38 overflows to -inf
+  TokenHistory h;
+  h.output = {0, 1, 2, 3, 0, 1, 2, 3};
+  const std::vector<float> logits = {0.5f, 2.0f, 1.0f, -1.0f};
+  const std::vector<float> ref = SamplerPipeline(s, 4).process(logits, h);
+  REQUIRE(ref[0] == 1.0f);
+  const SamplerBatch batch(4, {SamplerBatchRow{&s, &h, RandomKey{1, 2, 3}}});
+  std::vector<float> probs(4);
+  std::vector<int32_t> token(1), status(1);
+  run_fused_sampler_host(batch.host_params(logits.data(), probs.data(), token.data(), status.data()));
+  CHECK(status[0] == 0);
+  CHECK(token[0] == 0);
+  CHECK(probs == ref);
 }
