@@ -24,12 +24,22 @@ bool built_with_cuda() { return true; }
 #endif
 
 Device parse_device(const std::string& text) {
-  if (text == "cpu") return Device::cpu;
-  if (text == "cuda") return Device::cuda;
-  fail("--device: unknown device '", text, "' (expected cpu or cuda)");
+  for (Device d : {Device::cpu, Device::cuda, Device::cuda_host})
+    if (text == device_name(d)) return d;
+  fail("--device: unknown device '", text, "' (expected cpu, cuda or cuda-host)");
 }
 
-const char* device_name(Device device) { return device == Device::cuda ? "cuda" : "cpu"; }
+const char* device_name(Device device) {
+  switch (device) {
+    case Device::cpu:
+      return "cpu";
+    case Device::cuda:
+      return "cuda";
+    case Device::cuda_host:
+      return "cuda-host";
+  }
+  return "?";
+}
 
 namespace {
 // The runtime is asked once per process: devices do not come and go under a running program, and every

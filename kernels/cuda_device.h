@@ -8,11 +8,14 @@
 
 namespace specula {
 
-enum class Device { cpu, cuda };
+// cpu: the reference code paths. cuda: the CUDA kernels on a GPU. cuda_host: the same kernels' row code and
+// the same batched driver path, with CPU memory standing in for the GPU's and each CUDA block emulated by
+// fibers (kernels/emulated_kernels.h), so that path runs and is tested on machines without a GPU.
+enum class Device { cpu, cuda, cuda_host };
 
-// "cpu" or "cuda" (the --device option); throws Error naming the value otherwise.
+// "cpu", "cuda" or "cuda-host" (the --device option); throws Error naming the value otherwise.
 Device parse_device(const std::string& text);
-const char* device_name(Device device);
+const char* device_name(Device device);  // "cpu" | "cuda" | "cuda-host"
 
 // True when this binary was built with the CUDA kernels (-DSPECULA_CUDA=ON).
 bool built_with_cuda();
@@ -28,7 +31,7 @@ std::string cuda_unavailable_reason();
 // Throws Error "no CUDA device: <reason>" unless a CUDA device can be used.
 void require_cuda_device();
 
-// Throws for Device::cuda without a usable device; no-op for Device::cpu.
+// Throws for Device::cuda without a usable device; no-op for the others.
 void require_device(Device device);
 
 }  // namespace specula

@@ -1,6 +1,7 @@
 // The CUDA launchers of a build without CUDA (-DSPECULA_CUDA=OFF): same declarations, and each call is
 // the Error "no CUDA device: this build has no CUDA support (...)" instead of a link failure.
 #include "kernels/cuda_device.h"
+#include "kernels/kernel_stream.h"
 #include "kernels/philox_fill.h"
 #include "kernels/sampler_kernels.h"
 #include "kernels/verify_kernels.h"
@@ -30,6 +31,11 @@ void launch_tree_verify(const TreeVerifyParams& p, CUstream_st*) {
 void launch_block_verify(const BlockVerifyParams& p, CUstream_st*) {
   p.check();
   require_cuda_device();
+}
+
+std::unique_ptr<KernelStream> make_cuda_kernel_stream() {
+  require_cuda_device();
+  return nullptr;  // not reached: a build without CUDA has no device
 }
 
 }  // namespace specula

@@ -86,8 +86,12 @@ struct EmulatedBlock {
     return broadcast(out, result);
   }
 
-  double sum_f64(double v) { return reduce(sh.f64, sh.out.f64, v, [](double a, double b) { return a + b; }); }
-  int32_t sum_i32(int32_t v) { return reduce(sh.i32, sh.out.i32, v, [](int32_t a, int32_t b) { return a + b; }); }
+  double sum_f64(double v) {
+    return reduce(sh.f64, sh.out.f64, v, [](double a, double b) { return a + b; });
+  }
+  int32_t sum_i32(int32_t v) {
+    return reduce(sh.i32, sh.out.i32, v, [](int32_t a, int32_t b) { return a + b; });
+  }
   int32_t min_i32(int32_t v) {
     return reduce(sh.i32, sh.out.i32, v, [](int32_t a, int32_t b) { return a < b ? a : b; });
   }

@@ -7,13 +7,12 @@
 // divergent barrier (undefined behaviour on a GPU) and is an Error here.
 #pragma once
 
+#include <boost/context/fiber.hpp>
 #include <cstddef>
 #include <exception>
 #include <functional>
 #include <string>
 #include <vector>
-
-#include <boost/context/fiber.hpp>
 
 namespace specula {
 

@@ -77,6 +77,9 @@ struct SamplerKernelParams {
   int32_t* status = nullptr;                 // [B] out: SamplerRowStatus
   int32_t batch = 0;                         // B >= 1
   int32_t vocab = 0;                         // V in [1, 2^30]
+  // Every row reads row 0 of logits, the bitmaps, output_counts and logit_bias (one row's inputs drawn from
+  // B times, with each row's own key): the inputs are [1, V] / [1, W] and uploaded once.
+  bool shared_inputs = false;
 
   // Throws Error naming the first invalid field (null required pointer, bad shape).
   void check() const;

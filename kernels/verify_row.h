@@ -28,6 +28,7 @@
 
 #include "kernels/fused_sampler_row.h"
 #include "kernels/shared/host_device.h"
+#include "kernels/shared/mutation_points.h"
 #include "kernels/shared/philox.h"
 #include "kernels/shared/sampler_math.h"
 #include "kernels/verify_kernels.h"
@@ -54,11 +55,23 @@ constexpr int kTreeI32Scratch = 4 * kMaxVerifyTreeNodes + 1;
 
 // The weight rules after a rejection. ExactRules are the only ones the launchers use; the host tests run
 // a broken variant to show that the parity checks can fail.
+// Their host compilation carries the mutation point of the CPU verifiers' residual (residual_not_subtracted),
+// so the law tests of the emulated device path (--device cuda-host) can show they catch it too.
 struct ExactRules {
   // Leviathan et al. 2023, eq. 3: norm((p - q)+), also the tree's residual update (SpecInfer Alg. 2).
-  static SPECULA_HD double residual(double p, double q) { return residual_weight(p, q); }
+  static SPECULA_HD double residual(double p, double q) {
+#if !defined(__CUDA_ARCH__)
+    if (mutant_on(Mutant::residual_not_subtracted)) return p;
+#endif
+    return residual_weight(p, q);
+  }
   // Sun et al. 2025, Alg. 2: norm((w p - q)+).
-  static SPECULA_HD double block_residual(double w, double p, double q) { return block_residual_weight(w, p, q); }
+  static SPECULA_HD double block_residual(double w, double p, double q) {
+#if !defined(__CUDA_ARCH__)
+    if (mutant_on(Mutant::residual_not_subtracted)) return w * p;
+#endif
+    return block_residual_weight(w, p, q);
+  }
 };
 struct ResidualNotSubtractedRules {
   static SPECULA_HD double residual(double p, double) { return p; }

@@ -119,6 +119,19 @@ inline SamplerCase random_sampler_case(uint64_t seed, int32_t vocab, int32_t bat
   return c;
 }
 
+// Tokens of draws [0, n) from one processed row with keys (seed, stream 0 of `sample`, i): what `specula sample`
+// prints on the CPU.
+inline std::vector<int32_t> cpu_row_draws(const SamplingParams& params, const TokenHistory& history,
+                                          const std::vector<float>& logits, uint64_t seed, int32_t n) {
+  const std::vector<float> probs =
+      SamplerPipeline(params, static_cast<int32_t>(logits.size())).process(logits, history);
+  std::vector<int32_t> out;
+  for (int32_t i = 0; i < n; ++i)
+    out.push_back(sample_categorical(probs.data(), static_cast<int32_t>(logits.size()),
+                                     RandomKey{seed, philox_stream(0, RandomRole::sample), static_cast<uint64_t>(i)}));
+  return out;
+}
+
 struct RowComparison {
   bool ok = true;
   std::string message;

@@ -126,7 +126,8 @@ void check_against_reference(const VerifyCase& c, const VerifyResult& gpu, const
 
 }  // namespace
 
-TEST_CASE("the CUDA verification kernels match the reference verifiers on small random batches", "[gpu][verify][sanitize]") {
+TEST_CASE("the CUDA verification kernels match the reference verifiers on small random batches",
+          "[gpu][verify][sanitize]") {
   for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree}) {
     for (int32_t i = 0; i < 40; ++i) {
       const uint64_t seed = 0xc0ffee + 131 * static_cast<uint64_t>(i) + static_cast<uint64_t>(kind);
@@ -161,8 +162,8 @@ TEST_CASE("the CUDA verification kernels write every output element (poisoned fi
     const VerifyResult r = run_on_gpu(c);
     constexpr int32_t kPoison = 0x7f7f7f7f;
     int64_t unwritten = 0;
-    std::vector<const std::vector<int32_t>*> outputs = {&r.emitted,       &r.num_emitted, &r.num_accepted, &r.bonus,
-                                                        &r.q_zero_errors, &r.status};
+    std::vector<const std::vector<int32_t>*> outputs = {&r.emitted, &r.num_emitted,   &r.num_accepted,
+                                                        &r.bonus,   &r.q_zero_errors, &r.status};
     if (kind == VerifyKind::tree) outputs.push_back(&r.path);  // chain and block have no path output
     for (const std::vector<int32_t>* v : outputs)
       for (int32_t x : *v) unwritten += x == kPoison;

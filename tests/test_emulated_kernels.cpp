@@ -2,7 +2,10 @@
 // block with the collectives, barriers, radix histogram and tile scans of the CUDA Block. Checked against the
 // reference sampler pipeline and the reference verifiers, under three thread schedules (a race between two
 // barriers would make the schedules disagree), with the device dispatch's vector widths.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -13,6 +16,7 @@
 #include "kernels/shared/error.h"
 #include "tests/statistics/goodness_of_fit.h"
 #include "tests/support/mutant_switch.h"
+#include "verify/device/device_sampler.h"
 #include "verify/device/sampler_batch.h"
 
 using namespace specula;
@@ -192,7 +196,8 @@ TEST_CASE("comparing schedules finds a missing barrier", "[kernels][emulation][m
     try {
       const SamplerRun r = emulate_sampler(c, EmulationOptions{8, schedule});
       for (int32_t row = 0; row < c.batch(); ++row)
-        if (!compare_row(c, row, r.probs.data() + static_cast<size_t>(row) * c.vocab, r.tokens[row], r.status[row], 1e-6)
+        if (!compare_row(c, row, r.probs.data() + static_cast<size_t>(row) * c.vocab, r.tokens[row], r.status[row],
+                         1e-6)
                  .ok)
           return false;
       return true;
@@ -205,6 +210,31 @@ TEST_CASE("comparing schedules finds a missing barrier", "[kernels][emulation][m
   int failing = 0;
   for (FiberSchedule schedule : kSchedules) failing += all_match(schedule) ? 0 : 1;
   CHECK(failing > 0);
+}
+
+TEST_CASE("RowSampler on cuda-host draws, from one uploaded row, what the CPU draws", "[kernels][emulation][sampler]") {
+  std::mt19937_64 rng(91);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<float> logits(3001);
+  for (float& x : logits) x = normal(rng);
+  SamplingParams s;
+  s.temperature = 0.7f;
+  s.top_k = 40;
+  s.top_p = 0.9f;
+  s.repetition_penalty = 1.3f;
+  TokenHistory h;
+  h.prompt = {5, 17, 2900};
+  h.output = {17, 17, 40};
+  RowSampler sampler(Device::cuda_host, s, h, logits);
+  std::vector<int32_t> drawn;
+  for (int32_t first : {0, 700, 1400})  // chunks reuse the uploaded row and the buffers
+    for (int32_t t : sampler.draw(8, philox_stream(0, RandomRole::sample), first, 700)) drawn.push_back(t);
+  CHECK(drawn == testing::cpu_row_draws(s, h, logits, 8, 2100));
+  const std::vector<float> ref = SamplerPipeline(s, 3001).process(logits, h);
+  const std::vector<float> probs = sampler.distribution();
+  double worst = 0.0;
+  for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(probs[i] - ref[i])));
+  CHECK(worst < 1e-6);
 }
 
 TEST_CASE("emulation refuses a thread count it has no instantiation for", "[kernels][emulation]") {

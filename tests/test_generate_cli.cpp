@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
+#include "kernels/cuda_device.h"
 
 using namespace specula::testing;
 using Catch::Matchers::Contains;
@@ -118,21 +119,72 @@ TEST_CASE("generate refuses bad models and options with a message naming them", 
   }
 }
 
-TEST_CASE("--device cuda without a usable GPU is a clear error, not a crash", "[cli][device]") {
+TEST_CASE("--device cuda: a clear error without a usable GPU, the CPU's output with one", "[cli][device]") {
   TempDir dir;
   const std::string target = dir.write("t.txt", kCliTargetTable);
   const std::string logits = dir.write("l.txt", "0.1 0.2 0.3\n");
-  const CliResult sample = run_specula("sample --logits " + logits + " --num-samples 3 --seed 1 --device cuda");
-  const CliResult generate =
-      run_specula("generate --target bigram:" + target +
-                  " --prompt-tokens 0 --max-new-tokens 2 --device cuda --output " + dir.file("o"));
-  for (const CliResult& r : {sample, generate}) {
-    CHECK(r.exit_code == 1);
-    // With a GPU present the sampler runs (same draws as the CPU); this machine class has none.
-    if (r.err.find("no CUDA device: ") == std::string::npos) CHECK_THAT(r.err, Contains("--device cuda"));
-    CHECK(r.out.empty());
+  const std::string sample = "sample --logits " + logits + " --num-samples 3 --seed 1 --device ";
+  const std::string generate = "generate --target bigram:" + target + " --draft bigram:" + target +
+                               " --method chain --prompt-tokens 0 --max-new-tokens 6 --num-samples 20 --device ";
+  const CliResult sample_cpu = run_specula(sample + "cpu");
+  REQUIRE(sample_cpu.exit_code == 0);
+  const CliResult generate_cpu = run_specula(generate + "cpu --output " + dir.file("cpu"));
+  REQUIRE(generate_cpu.exit_code == 0);
+  const CliResult sample_gpu = run_specula(sample + "cuda");
+  const CliResult generate_gpu = run_specula(generate + "cuda --output " + dir.file("gpu"));
+  if (specula::cuda_device_count_or_zero() == 0) {
+    for (const CliResult& r : {sample_gpu, generate_gpu}) {
+      CHECK(r.exit_code == 1);
+      CHECK_THAT(r.err, Contains("no CUDA device: "));
+      CHECK(r.out.empty());
+    }
+    CHECK_FALSE(std::filesystem::exists(dir.file("gpu")));
+  } else {  // the same Philox keys: the same draws
+    CHECK(sample_gpu.exit_code == 0);
+    CHECK(sample_gpu.out == sample_cpu.out);
+    CHECK(generate_gpu.exit_code == 0);
+    CHECK(read_text(dir.file("gpu")) == read_text(dir.file("cpu")));
   }
-  CHECK_THAT(run_specula("sample --logits " + logits + " --num-samples 3 --seed 1 --device tpu").err, Contains("tpu"));
+  CHECK_THAT(run_specula(sample + "tpu").err, Contains("unknown device 'tpu'"));
+}
+
+TEST_CASE("--device cuda-host runs the kernels' code on the CPU: the CPU's output, refusals by name", "[cli][device]") {
+  TempDir dir;
+  const std::string target = dir.write("t.txt", kCliTargetTable);
+  const std::string logits = dir.write("l.txt", "0.1 0.2 0.3 -0.4 1.5\n");
+  const std::string sample = "sample --logits " + logits + " --num-samples 50 --seed 4 --top-k 3 --device ";
+  const CliResult sample_cpu = run_specula(sample + "cpu"), sample_host = run_specula(sample + "cuda-host");
+  REQUIRE(sample_cpu.exit_code == 0);
+  CHECK(sample_host.exit_code == 0);
+  CHECK(sample_host.out == sample_cpu.out);
+  const std::string base = "generate --target bigram:" + target + " --draft bigram:" + target +
+                           " --prompt-tokens 0 --max-new-tokens 9 --num-samples 30 --temperature 0.9"
+                           " --repetition-penalty 1.2 --seed 3 ";
+  for (const std::string method : {"--method ar", "--method block", "--method tree --tree 3,1 --tree-sampling topk"}) {
+    INFO(method);
+    const CliResult cpu = run_specula(base + method + " --output " + dir.file("cpu"));
+    REQUIRE(cpu.exit_code == 0);
+    const CliResult host = run_specula(base + method + " --device cuda-host --cuda-host-threads 4 --output " +
+                                       dir.file("host") + " --metrics-json " + dir.file("m.json"));
+    INFO(host.err);
+    REQUIRE(host.exit_code == 0);
+    CHECK(read_text(dir.file("host")) == read_text(dir.file("cpu")));
+    CHECK_THAT(read_text(dir.file("m.json")), Contains("\"device\": \"cuda-host\""));
+  }
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"--method chain --typical-p 0.9", "--typical-p 0.9 is not supported on device cuda-host"},
+      {"--method chain --mirostat 2", "--mirostat 2 is not supported on device cuda-host"},
+      {"--method typical", "--method typical is not supported on device cuda-host"},
+      {"--method chain --logprobs 2 --logprobs-output " + dir.file("lp"), "--logprobs is not supported"},
+      {"--method beam", "beam search runs on the CPU"},
+      {"--method chain --cuda-host-threads 5", "--cuda-host-threads: emulated kernels: threads per block must be"},
+  };
+  for (const auto& [options, message] : refused) {
+    INFO(options);
+    const CliResult r = run_specula(base + options + " --device cuda-host --output " + dir.file("x"));
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains(message));
+  }
 }
 
 TEST_CASE("generate --prompt TEXT prints the decoded continuation for models with a tokenizer", "[cli][generate]") {

@@ -2,10 +2,12 @@
 // the shared threshold helpers, and the fused sampler's per-row algorithm (run on the CPU through
 // HostBlock) against the reference pipeline. The same algorithm runs on the GPU in test_cuda_parity.cpp.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
 
+#include "fp_contract_probe.h"
 #include "kernel_sampler_cases.h"
 #include "kernels/cuda_device.h"
 #include "kernels/philox_fill.h"
@@ -193,4 +195,26 @@ TEST_CASE("a greedy row whose penalties push every logit to -inf emits token 0, 
   CHECK(status[0] == 0);
   CHECK(token[0] == 0);
   CHECK(probs == ref);
+}
+
+TEST_CASE("the shared math is not contracted into FMA on the host, even with FMA instructions enabled",
+          "[kernels][math]") {
+  if (!__builtin_cpu_supports("fma")) {
+    WARN("this CPU has no FMA: the probe cannot run here");
+    return;
+  }
+  // w * p rounds to q exactly, so the two-rounding result is 0; fused, it is the product's lost 2^-60.
+  const double w = 1.0 + std::ldexp(1.0, -30), p = w, q = 1.0 + std::ldexp(1.0, -29);
+  volatile double product = w * p;  // volatile: rounded on its own
+  const double unfused = product - q > 0.0 ? product - q : 0.0;
+  CHECK(unfused == 0.0);
+  CHECK(testing::block_residual_project_flags(w, p, q) == unfused);
+  // The probe can tell: the same code built with -ffp-contract=fast gives the fused value.
+  CHECK(testing::block_residual_contracted(w, p, q) == std::ldexp(1.0, -60));
+  // float: logit - frequency * count, where 3 * (1 + 2^-23) is not a float.
+  const float f = 1.0f + std::ldexp(1.0f, -23);
+  volatile float scaled = f * 3.0f;
+  const float expected = 3.0f - scaled;
+  CHECK(testing::frequency_penalty_project_flags(3.0f, 3, f) == expected);
+  CHECK(testing::frequency_penalty_contracted(3.0f, 3, f) != expected);
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -17,6 +18,7 @@
 #include "harness/experiment/summary.h"
 #include "harness/experiment/sweep.h"
 #include "harness/generation/decoding_method.h"
+#include "kernels/cuda_device.h"
 #include "kernels/shared/error.h"
 #include "speculative_fixtures.h"
 
@@ -684,4 +686,49 @@ TEST_CASE("an error the generation layer raises about a parameter names the expe
   INFO(k.err);
   CHECK_THAT(k.err, Contains("key 'draft.num_draft_tokens'") && Contains("asks for a draft 3 deep, more than the 2"));
   CHECK_FALSE(fs::exists(dir.file("deep-results")));
+}
+
+TEST_CASE("run on cuda-host: the CPU run's records, each saying where it was verified; refusals by key",
+          "[runner][cli][device]") {
+  TempDir dir;
+  const std::string exp = dir.write("exp.ini", experiment_text());
+  const std::string out = " --quiet --set experiment.repetitions=1 --set experiment.output_dir=";
+  const auto records_of = [&](const std::string& results) {
+    std::vector<fs::path> runs;
+    for (const auto& e : fs::directory_iterator(results + "/exp")) runs.push_back(e.path());
+    REQUIRE(runs.size() == 1);
+    std::map<std::string, RunRecord> by_key;
+    for (const RunRecord& r : read_records((runs[0] / "records.jsonl").string()))
+      by_key[r.setting_id + "#" + std::to_string(r.prompt_index) + "#" + std::to_string(r.repetition)] = r;
+    return by_key;
+  };
+  REQUIRE(run_specula("run " + exp + out + dir.file("cpu")).exit_code == 0);
+  const CliResult host = run_specula("run " + exp + out + dir.file("host") + " --set experiment.device=cuda-host");
+  INFO(host.err);
+  REQUIRE(host.exit_code == 0);
+  const auto cpu = records_of(dir.file("cpu")), device = records_of(dir.file("host"));
+  REQUIRE(device.size() == cpu.size());
+  for (const auto& [key, r] : device) {
+    INFO(key);
+    CHECK(r.device == "cuda-host");
+    CHECK(cpu.at(key).device == "cpu");
+    CHECK(r.tokens == cpu.at(key).tokens);
+    CHECK(r.accept_lengths == cpu.at(key).accept_lengths);
+    CHECK(r.pair.present == !r.baseline);  // paired timing: the baseline batch beside the speculative one
+  }
+  // A device the machine lacks, and an option the kernels lack: refused before a results folder is made.
+  if (cuda_device_count_or_zero() == 0) {
+    const CliResult r = run_specula("run " + exp + out + dir.file("gpu") + " --set experiment.device=cuda");
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains("no CUDA device: "));
+    CHECK_FALSE(fs::exists(dir.file("gpu") + "/exp"));
+  }
+  const CliResult typical = run_specula("run " + exp + out + dir.file("typ") +
+                                        " --set experiment.device=cuda-host --set sampling.typical_p=0.9");
+  CHECK(typical.exit_code == 1);
+  CHECK_THAT(typical.err, Contains("key 'sampling.typical_p'") && Contains("not supported on device cuda-host"));
+  CHECK_FALSE(fs::exists(dir.file("typ") + "/exp"));
+  const CliResult bad = run_specula("run " + exp + out + dir.file("bad") + " --set experiment.device=gpu");
+  CHECK(bad.exit_code == 1);
+  CHECK_THAT(bad.err, Contains("key 'experiment.device'") && Contains("'gpu' is not cpu, cuda or cuda-host"));
 }

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "draft/model_drafter.h"
+#include "kernels/shared/error.h"
 #include "speculative_fixtures.h"
 #include "tests/statistics/transition_test.h"
 #include "tests/support/mutant_switch.h"
@@ -724,4 +725,202 @@ TEST_CASE("outputs depend only on (seed, sequence): not on threads or batch comp
   int differing = 0;
   for (size_t n = 0; n < 16; ++n) differing += other.generate(kPrompt, n, m).tokens != serial[n].tokens;
   CHECK(differing > 8);
+}
+
+// ---- The batched device path (--device cuda-host): the CUDA kernels' row code with block semantics --------
+//
+// The same Generator, with every step of every sequence sampled (fused sampler) and verified (chain, block,
+// tree kernels) in one emulated launch per step over the whole batch: buffer layouts, row offsets, per-row
+// q, dispatch widths. The law of whole continuations is G-tested against the enumerated target law, and the
+// same seeds give the CPU path's sequences token for token (the draws are the same Philox keys; only float64
+// summation order differs, which moves a draw with probability ~1e-11).
+
+namespace {
+
+GenerationConfig on_device(GenerationConfig c, int threads = 8, FiberSchedule schedule = FiberSchedule::forward) {
+  c.device = Device::cuda_host;
+  c.emulation = EmulationOptions{threads, schedule};
+  return c;
+}
+
+// The pipelines the fused sampler implements: masks, bias, penalties, temperature, min-p, top-k, top-p, stops.
+const std::vector<Named> kDevicePipelines = {
+    {"truncating", truncating()}, {"penalties", penalties()}, {"stopping", stopping()}};
+
+const std::vector<GenerationConfig>& device_methods() {
+  static const std::vector<GenerationConfig> methods = {
+      chain_config(VerifyMethod::chain, 2),
+      chain_config(VerifyMethod::block, 3),
+      tree_config({2, 2}, SiblingScheme::iid),
+      tree_config({2, 1, 1}, SiblingScheme::without_replacement),
+      tree_config({3, 1}, SiblingScheme::deterministic),
+  };
+  return methods;
+}
+
+}  // namespace
+
+TEST_CASE("on cuda-host every exact verifier reproduces the target's law of whole continuations",
+          "[verify][exact][device]") {
+  // Block emulation costs ~20 us per row, so the battery here is one pipeline that uses every stage the
+  // fused sampler has (top-k, penalties over the draft prefix, stop tokens) with each method; the other
+  // pipelines are covered by the token-for-token comparison with the CPU path below.
+  const TablePair pair = random_pair(2, kV, 11, 1.2, 0.8);
+  for (const Named& pipeline : {Named{"stopping", stopping()}})
+    for (const GenerationConfig& config : device_methods()) {
+      INFO(pipeline.name << " / cuda-host " << describe(config));
+      const LawCheck c = check_law(pair, pipeline.params, pipeline.params, on_device(config, 4), 20000);
+      INFO(c.gof.detail);
+      CHECK(c.gof.passed(stats::kAlpha));
+      CHECK(c.run.metrics.q_zero_errors == 0);
+    }
+}
+
+TEST_CASE("on cuda-host the baseline samples the target's law", "[verify][exact][device]") {
+  const TablePair pair = random_pair(2, kV, 13, 1.2, 0.8);
+  GenerationConfig ar;
+  ar.max_new_tokens = kL;
+  ar.seed = 5;
+  const Generator generator(pair.target, penalties(), nullptr, on_device(ar));
+  const RunResult r = run_generator(generator, kPrompt, 30000, kV);
+  const stats::GofResult gof =
+      stats::g_test(r.counts, exact_sequence_law(*pair.target, generator.target_pipeline(), kPrompt, kL));
+  INFO(gof.detail);
+  CHECK(gof.passed(stats::kAlpha));
+}
+
+TEST_CASE("on cuda-host the same seeds give the CPU path's sequences and counters", "[verify][device]") {
+  const TablePair pair = random_pair(2, kV, 21, 1.2, 0.8);
+  std::vector<GenerationConfig> configs = device_methods();
+  configs.push_back(chain_config(VerifyMethod::chain, 4));
+  configs.push_back(tree_config({2, 2}, SiblingScheme::without_replacement));
+  configs.push_back(tree_config({2, 2}, SiblingScheme::deterministic));
+  configs.push_back(GenerationConfig{});  // ar
+  configs.back().max_new_tokens = kL;
+  for (const Named& pipeline : kDevicePipelines)
+    for (GenerationConfig config : configs) {
+      config.max_new_tokens = 8;
+      auto drafter = config.method ? std::make_shared<ModelDrafterFactory>(pair.draft, pipeline.params) : nullptr;
+      GenerationMetrics cpu_metrics, device_metrics;
+      const std::vector<SequenceOutput> cpu =
+          Generator(pair.target, pipeline.params, drafter, config).generate_many(kPrompt, 0, 200, cpu_metrics);
+      for (int threads : {4, 32}) {
+        const Generator device(pair.target, pipeline.params, drafter,
+                               on_device(config, threads, FiberSchedule::rotating));
+        device_metrics = GenerationMetrics{};
+        const std::vector<SequenceOutput> out = device.generate_many(kPrompt, 0, 200, device_metrics);
+        INFO(pipeline.name << " / " << describe(config) << " / " << threads << " threads");
+        int64_t differing = 0;
+        for (size_t n = 0; n < out.size(); ++n)
+          differing += out[n].tokens != cpu[n].tokens || out[n].stop_reason != cpu[n].stop_reason ||
+                       out[n].accept_lengths != cpu[n].accept_lengths;
+        CHECK(differing == 0);
+        CHECK(device_metrics.steps == cpu_metrics.steps);
+        CHECK(device_metrics.accepted == cpu_metrics.accepted);
+        CHECK(device_metrics.position_reached == cpu_metrics.position_reached);
+        CHECK(device_metrics.expected_acceptance_count == cpu_metrics.expected_acceptance_count);
+        // sum_x min(p, q) over the device's processed rows, whose softmax (expf, float64 normaliser) is within
+        // ~4e-7 of the CPU pipeline's per probability (README, "When do CPU and device draws differ?").
+        CHECK(device_metrics.expected_acceptance_sum == Approx(cpu_metrics.expected_acceptance_sum).epsilon(1e-6));
+      }
+    }
+}
+
+TEST_CASE("on cuda-host a 256-node tree gives the CPU path's sequences", "[verify][device]") {
+  // 16 i.i.d. children of the root and 15 under each: 256 nodes, the kernels' limit, per step.
+  const TablePair pair = random_pair(1, kV, 23, 1.0, 1.0);
+  for (SiblingScheme scheme : {SiblingScheme::iid, SiblingScheme::without_replacement}) {
+    GenerationConfig config = tree_config({16, 15}, scheme);
+    config.max_new_tokens = 5;
+    auto drafter = std::make_shared<ModelDrafterFactory>(pair.draft, truncating());
+    GenerationMetrics m1, m2;
+    const auto cpu = Generator(pair.target, truncating(), drafter, config).generate_many(kPrompt, 0, 60, m1);
+    const auto dev = Generator(pair.target, truncating(), drafter, on_device(config)).generate_many(kPrompt, 0, 60, m2);
+    INFO(sibling_scheme_name(scheme));
+    for (size_t n = 0; n < cpu.size(); ++n) CHECK(dev[n].tokens == cpu[n].tokens);
+  }
+  GenerationConfig too_big = tree_config({16, 16}, SiblingScheme::iid);  // 272 nodes
+  CHECK_THROWS_WITH(
+      Generator(pair.target, plain(), std::make_shared<ModelDrafterFactory>(pair.draft, plain()), on_device(too_big)),
+      Catch::Contains("at most 256"));
+}
+
+TEST_CASE("at temperature 0 every method on cuda-host outputs greedy decoding and stops where it stops",
+          "[verify][greedy][device]") {
+  const TablePair pair = random_pair(2, 8, 14, 1.0, 1.0);
+  SamplingParams greedy = penalties();
+  greedy.temperature = 0.0f;
+  GenerationConfig ar;
+  ar.max_new_tokens = 12;
+  const std::vector<Token> prompt = {1, 3};
+  GenerationMetrics m;
+  const SequenceOutput expected = Generator(pair.target, greedy, nullptr, ar).generate(prompt, 0, m);
+  std::vector<GenerationConfig> configs = device_methods();
+  configs.push_back(chain_config(VerifyMethod::greedy, 3));
+  configs.push_back(ar);
+  for (GenerationConfig config : configs) {
+    config.max_new_tokens = 12;
+    for (const SamplingParams& draft : {greedy, plain()}) {
+      INFO(describe(config) << " draft T=" << draft.temperature);
+      auto drafter = config.method ? std::make_shared<ModelDrafterFactory>(pair.draft, draft) : nullptr;
+      const Generator generator(pair.target, greedy, drafter, on_device(config));
+      GenerationMetrics metrics;
+      for (const SequenceOutput& out : generator.generate_many(prompt, 0, 20, metrics)) {
+        CHECK(out.tokens == expected.tokens);
+        CHECK(out.stop_reason == expected.stop_reason);
+      }
+    }
+  }
+}
+
+TEST_CASE("the law test on cuda-host catches a kernel mutant and a history mutant", "[verify][mutant][device]") {
+  const TablePair pair = random_pair(2, kV, 11, 1.2, 0.8);
+  struct Case {
+    Mutant mutant;
+    SamplingParams params;
+    GenerationConfig config;
+  };
+  for (const Case& c :
+       {Case{Mutant::residual_not_subtracted, truncating(), chain_config(VerifyMethod::chain, 2)},
+        Case{Mutant::residual_not_subtracted, plain(), tree_config({2, 2}, SiblingScheme::iid)},
+        Case{Mutant::penalties_ignore_draft_prefix, penalties(), chain_config(VerifyMethod::block, 3)}}) {
+    INFO(describe(c.config) << ", mutant " << static_cast<int>(c.mutant));
+    const ScopedMutant on(c.mutant);
+    const LawCheck check = check_law(pair, c.params, c.params, on_device(c.config), 20000);
+    INFO(check.gof.detail);
+    CHECK_FALSE(check.gof.passed(stats::kAlpha));
+  }
+}
+
+TEST_CASE("the device path refuses what its kernels cannot do, by name", "[verify][device]") {
+  const TablePair pair = random_pair(1, kV, 3, 1.0, 1.0);
+  const auto drafter = std::make_shared<ModelDrafterFactory>(pair.draft, plain());
+  const auto refuses = [&](const SamplingParams& params, GenerationConfig config, const std::string& name) {
+    try {
+      Generator(pair.target, params, drafter, on_device(config));
+      FAIL("not refused: " << name);
+    } catch (const ParameterError& e) {
+      CHECK(e.parameter() == name);
+    }
+  };
+  SamplingParams s = plain();
+  s.typical_p = 0.9f;
+  refuses(s, chain_config(VerifyMethod::chain, 2), "typical_p");
+  s = plain();
+  s.mirostat = 2;
+  refuses(s, chain_config(VerifyMethod::chain, 2), "mirostat");
+  s = plain();
+  s.tfs_z = 0.9f;
+  refuses(s, chain_config(VerifyMethod::chain, 2), "tfs_z");
+  s = plain();
+  s.dynatemp_range = 0.3f;
+  refuses(s, chain_config(VerifyMethod::chain, 2), "dynatemp_range");
+  s = plain();
+  s.bad_words = {{1, 2}};
+  refuses(s, chain_config(VerifyMethod::chain, 2), "bad_words");
+  refuses(plain(), chain_config(VerifyMethod::typical, 2), "method");
+  refuses(plain(), chain_config(VerifyMethod::chain, 65), "num_draft_tokens");
+  GenerationConfig logprobs = chain_config(VerifyMethod::chain, 2);
+  logprobs.logprobs = 2;
+  refuses(plain(), logprobs, "logprobs");
 }

@@ -81,7 +81,8 @@ TEST_CASE("tree verification on the CPU backend reproduces verify_tree exactly (
   CHECK(a.bonus > 300);
 }
 
-TEST_CASE("tree verification on the CPU backend reproduces verify_tree on trees of up to 256 nodes", "[kernels][verify]") {
+TEST_CASE("tree verification on the CPU backend reproduces verify_tree on trees of up to 256 nodes",
+          "[kernels][verify]") {
   int64_t rows = 0, mismatches = 0, deepest = 0;
   std::string first;
   for (bool deep : {false, true})
@@ -91,7 +92,8 @@ TEST_CASE("tree verification on the CPU backend reproduces verify_tree on trees 
       for (int32_t b = 0; b < c.batch(); ++b, ++rows) {
         deepest = std::max<int64_t>(deepest, r.num_accepted[b]);
         const std::string diff = compare_with_reference(c, b, r);
-        if (!diff.empty() && mismatches++ == 0) first = (deep ? "deep V " : "bushy V ") + std::to_string(vocab) + ": " + diff;
+        if (!diff.empty() && mismatches++ == 0)
+          first = (deep ? "deep V " : "bushy V ") + std::to_string(vocab) + ": " + diff;
       }
     }
   INFO(first);

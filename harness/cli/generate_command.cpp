@@ -220,7 +220,9 @@ int generate_command(const Args& args) {
     ("threads", po::value<int32_t>()->default_value(1), "worker threads (samples run in parallel)")
     ("output", po::value<std::string>(), "file: one line per sample, its token ids (up to and including a stop token)")
     ("metrics-json", po::value<std::string>(), "file for the run's metrics (JSON)")
-    ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda")
+    ("device", po::value<std::string>()->default_value("cpu"), "where target rows are sampled and verified: cpu | cuda | cuda-host (the CUDA kernels' code on the CPU, block by block)")
+    ("cuda-host-threads", po::value<int>()->default_value(EmulationOptions{}.threads), "cuda-host: simulated threads per block (4, 8 or 32)")
+    ("cuda-host-schedule", po::value<std::string>()->default_value("forward"), "cuda-host: order of a block's threads between barriers: forward | reverse | rotating")
     ("weights-dtype", po::value<std::string>()->default_value("auto"), "transformer:/hf: matrices in memory: float32 | bfloat16 | float16 | auto (as stored)")
     ("config", po::value<std::string>(), "INI file with any of these options (the command line wins)")
     ("regex", po::value<std::string>(), "constrain the output to a regular expression (whole output; stop tokens end it)")
@@ -245,10 +247,6 @@ int generate_command(const Args& args) {
   }
   const Device device = parse_device(vm["device"].as<std::string>());
   require_device(device);  // "no CUDA device: ..." where there is none
-  if (device == Device::cuda)
-    fail(
-        "--device cuda: generation runs its models on the CPU LibTorch this build links; the CUDA sampler and "
-        "verifier kernels are reachable through `specula sample --device cuda` and `specula bench --device cuda`");
   for (const char* required : {"target", "max-new-tokens"})
     if (!vm.count(required)) fail("--", required, " is required");
   if (!vm.count("output") && !text_prompt(vm) && !vm.count("print-text") && !vm.count("stream") &&
@@ -273,6 +271,13 @@ int generate_command(const Args& args) {
   shape.tree_sampling = parse_sibling_scheme(vm["tree-sampling"].as<std::string>());
   GenerationConfig config =
       generation_config(method, shape, vm["max-new-tokens"].as<int32_t>(), vm["seed"].as<uint64_t>());
+  config.device = device;
+  config.emulation.threads = vm["cuda-host-threads"].as<int>();
+  config.emulation.schedule = with_source(
+      "--cuda-host-schedule", [&] { return parse_fiber_schedule(vm["cuda-host-schedule"].as<std::string>()); });
+  with_source("--cuda-host-threads", [&] { check_emulation_options(config.emulation); });
+  if (beam && device != Device::cpu)
+    fail("--device ", device_name(device), ": beam search runs on the CPU (use --device cpu)");
   if (vm.count("logprobs")) {
     config.logprobs = vm["logprobs"].as<int32_t>();
     if (config.logprobs < 0) fail("--logprobs must be >= 0, got ", config.logprobs);
@@ -335,9 +340,12 @@ int generate_command(const Args& args) {
     write_output_file(vm["output"].as<std::string>(), text, "--output");
   }
   if (vm.count("logprobs-output")) write_logprobs(vm["logprobs-output"].as<std::string>(), outputs);
-  if (vm.count("metrics-json"))
-    write_output_file(vm["metrics-json"].as<std::string>(),
-                      metrics.to_json(method.name, config.method && is_lossy(*config.method)), "--metrics-json");
+  if (vm.count("metrics-json")) {
+    nlohmann::json json =
+        nlohmann::json::parse(metrics.to_json(method.name, config.method && is_lossy(*config.method)));
+    json["device"] = device_name(device);  // where the target rows were sampled and verified
+    write_output_file(vm["metrics-json"].as<std::string>(), json.dump(2) + "\n", "--metrics-json");
+  }
   if (metrics.q_zero_errors > 0)
     std::cerr << "specula generate: warning: " << metrics.q_zero_errors
               << " drafted token(s) had recorded q = 0 (rejected; the draft's recorded law is inconsistent)\n";

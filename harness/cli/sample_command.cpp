@@ -28,31 +28,25 @@ void print_tokens(const int32_t* tokens, int64_t n) {
   std::fwrite(out.data(), 1, out.size(), stdout);
 }
 
-// The fused CUDA sampler draws one token per row, so N samples are N rows of the same logits, in chunks;
-// row i uses the same key (seed, stream 0, offset i) as the CPU path, hence the same token.
-int sample_on_cuda(const SamplerPipeline& pipeline, const TokenHistory& history, const std::vector<float>& logits,
-                   const po::variables_map& vm) {
+// The fused sampler draws one token per row: N samples are N rows sharing the one row's inputs (uploaded once),
+// in chunks; row i uses the same key (seed, stream 0, offset i) as the CPU path, hence the same token.
+int sample_on_device(Device device, const SamplerPipeline& pipeline, const TokenHistory& history,
+                     const std::vector<float>& logits, const po::variables_map& vm) {
   const int32_t V = pipeline.vocab_size();
-  const bool print_distribution = vm["print-distribution"].as<bool>();
-  const int64_t n = print_distribution ? 1 : vm["num-samples"].as<int64_t>();
+  RowSampler sampler(device, pipeline.params(), history, logits);
+  if (vm["print-distribution"].as<bool>()) {
+    for (float p : sampler.distribution()) std::printf("%.9g\n", static_cast<double>(p));
+    return 0;
+  }
+  const int64_t n = vm["num-samples"].as<int64_t>();
   if (n < 0) fail("--num-samples must be >= 0, got ", n);
-  const uint64_t seed = print_distribution ? 0 : vm["seed"].as<uint64_t>();
-  const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(4096, (int64_t{1} << 26) / V));
+  const uint64_t seed = vm["seed"].as<uint64_t>();
+  // Each draw's block needs a row of scratch: chunks of at most 256 MiB of it.
+  const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(65536, (int64_t{1} << 26) / V));
   for (int64_t start = 0; start < n; start += chunk) {
-    const int64_t rows = std::min(chunk, n - start);
-    std::vector<SamplerBatchRow> batch_rows(rows);
-    for (int64_t r = 0; r < rows; ++r)
-      batch_rows[r] = {&pipeline.params(), &history,
-                       RandomKey{seed, philox_stream(0, RandomRole::sample), static_cast<uint64_t>(start + r)}};
-    const SamplerBatch batch(V, batch_rows);
-    std::vector<float> row_logits(static_cast<size_t>(rows) * V), probs(row_logits.size());
-    for (int64_t r = 0; r < rows; ++r) std::copy(logits.begin(), logits.end(), row_logits.begin() + r * V);
-    std::vector<int32_t> tokens(rows);
-    run_fused_sampler_on_device(batch, row_logits.data(), probs.data(), tokens.data());
-    if (print_distribution) {
-      for (int32_t x = 0; x < V; ++x) std::printf("%.9g\n", static_cast<double>(probs[x]));
-      return 0;
-    }
+    const int32_t rows = static_cast<int32_t>(std::min(chunk, n - start));
+    const std::vector<int32_t> tokens =
+        sampler.draw(seed, philox_stream(0, RandomRole::sample), static_cast<uint64_t>(start), rows);
     print_tokens(tokens.data(), rows);
   }
   return 0;
@@ -75,7 +69,7 @@ int sample_command(const Args& args) {
     ("mirostat-mu", po::value<double>(), "history: mirostat state mu (default 2 * tau)")
     ("print-distribution", po::bool_switch(), "print the processed probabilities (one per line, token order) instead of samples")
     ("print-chain", po::bool_switch(), "print the sampler chain to stderr")
-    ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda (the fused CUDA sampler; same draws)")
+    ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda-host (the fused CUDA sampler, or its code emulated on the CPU; same draws)")
     ("config", po::value<std::string>(), "INI file with any of these options (the command line wins)");
   // clang-format on
   add_sampler_options(desc);
@@ -112,7 +106,7 @@ int sample_command(const Args& args) {
   }
   if (vm["print-chain"].as<bool>()) std::cerr << pipeline.describe() << "\n";
 
-  if (device == Device::cuda) return sample_on_cuda(pipeline, history, logits, vm);
+  if (device != Device::cpu) return sample_on_device(device, pipeline, history, logits, vm);
   const std::vector<float> probs = pipeline.process(logits, history);
   if (print_distribution) {
     for (float p : probs) std::printf("%.9g\n", static_cast<double>(p));

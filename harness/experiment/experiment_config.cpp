@@ -10,6 +10,7 @@
 
 #include "harness/config/command_options.h"
 #include "harness/generation/decoding_method.h"
+#include "kernels/cuda_device.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/philox.h"
 #include "kernels/shared/thread_limit.h"
@@ -25,7 +26,7 @@ const std::set<std::string>& experiment_keys() {
   static const std::set<std::string> keys = {"name",          "target",        "prompts",     "prompts_from_corpus",
                                              "num_prompts",   "prompt_length", "corpus_tail", "max_new_tokens",
                                              "repetitions",   "seed",          "threads",     "output_dir",
-                                             "paired_timing", "weights_dtype", "ignore_eos"};
+                                             "paired_timing", "weights_dtype", "ignore_eos",  "device"};
   return keys;
 }
 
@@ -129,7 +130,7 @@ void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, 
       fail(where, ": unknown key '", key,
            "' (known in [experiment]: name, target, prompts, prompts_from_corpus, "
            "num_prompts, prompt_length, corpus_tail, max_new_tokens, repetitions, seed, threads, output_dir, "
-           "paired_timing, weights_dtype, ignore_eos)");
+           "paired_timing, weights_dtype, ignore_eos, device)");
     if (name == "name") {
       // The results go to output_dir/NAME/: a name is one folder name, never a path out of output_dir.
       if (value.empty() || value == "." || value == ".." || value.find('/') != std::string::npos)
@@ -157,6 +158,14 @@ void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, 
       if (value != "auto" && value != "float32" && value != "float16" && value != "bfloat16")
         fail(where, ": key '", key, "': '", value, "' is not float32, bfloat16, float16 or auto");
       c.weights_dtype = value;
+    }
+    if (name == "device") {
+      try {
+        parse_device(value);
+      } catch (const Error&) {
+        fail(where, ": key '", key, "': '", value, "' is not cpu, cuda or cuda-host");
+      }
+      c.device = value;
     }
     if (name == "paired_timing" || name == "ignore_eos") {
       if (value != "true" && value != "false") fail(where, ": key '", key, "': '", value, "' is not true or false");
@@ -279,7 +288,7 @@ std::string ExperimentConfig::resolved_ini() const {
   os << "max_new_tokens = " << max_new_tokens << "\nrepetitions = " << repetitions << "\nseed = " << seed
      << "\nthreads = " << threads << "\noutput_dir = " << output_dir
      << "\npaired_timing = " << (paired_timing ? "true" : "false") << "\nweights_dtype = " << weights_dtype
-     << "\nignore_eos = " << (ignore_eos ? "true" : "false") << "\n";
+     << "\nignore_eos = " << (ignore_eos ? "true" : "false") << "\ndevice = " << device << "\n";
   if (!beam.empty()) {
     os << "\n[beam]\n";
     for (const auto& [k, v] : beam) os << k << " = " << v << "\n";

@@ -1,7 +1,8 @@
 // An experiment file (`specula run experiments/NAME.ini`): what to run and which axes to sweep.
 //
 //   [experiment]  name, target, prompts | prompts_from_corpus (+ num_prompts, prompt_length, corpus_tail),
-//                 max_new_tokens, repetitions, seed, threads, output_dir, paired_timing, weights_dtype
+//                 max_new_tokens, repetitions, seed, threads, output_dir, paired_timing, weights_dtype,
+//                 ignore_eos, device
 //   [draft]       drafter, method, num_draft_tokens, tree, tree_sampling
 //   [sampling]    any sampler option of `specula sample` (target and draft)
 //   [draft_sampling]  sampler overrides for the draft only
@@ -52,6 +53,9 @@ struct ExperimentConfig {
   uint64_t seed = 1;
   int threads = 1;
   std::string output_dir = "results";
+  // Where target rows are sampled and verified: cpu | cuda | cuda-host (harness/generation/generator.h). On a
+  // device the prompts x repetitions of a setting run as one lockstep batch per repetition.
+  std::string device = "cpu";
 
   // Sweep axes: "section.key" -> values (a single value is an axis of length 1). Ordered for stable sweeps.
   std::map<std::string, std::vector<std::string>> axes;

@@ -44,6 +44,7 @@ std::string RunRecord::to_json_line() const {
   j["prompt_time"] = m.prompt_seconds;
   j["tokens"] = tokens;
   j["stop_reason"] = stop_reason;
+  j["device"] = device;
   if (pair.present)
     j["pair"] = {{"baseline_new_tokens", pair.new_tokens},
                  {"baseline_wall_time", pair.wall_seconds},
@@ -67,6 +68,7 @@ RunRecord RunRecord::from_json_line(const std::string& line, const std::string& 
     r.repetition = j.at("repetition");
     r.tokens = j.at("tokens").get<std::vector<Token>>();
     r.stop_reason = j.value("stop_reason", std::string("length"));
+    r.device = j.value("device", std::string("cpu"));  // absent in records written before devices
     m.stopped = r.stop_reason == "stop" ? 1 : 0;
     r.accept_lengths = j.at("accept_lengths").get<std::vector<int32_t>>();
     m.sequences = 1;

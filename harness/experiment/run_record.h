@@ -31,8 +31,9 @@ struct RunRecord {
   std::vector<Token> tokens;           // the generated continuation (up to and including a stop token)
   std::string stop_reason = "length";  // "stop" (emitted a stop token) | "length" (reached max_new_tokens)
   std::vector<int32_t> accept_lengths;
-  GenerationMetrics metrics;  // this prompt's counters and times (wall_seconds = wall_time)
-  PairedBaseline pair;        // speculative records of a paired run ("pair" in JSON)
+  std::string device = "cpu";  // where the target rows were sampled and verified (cpu | cuda | cuda-host)
+  GenerationMetrics metrics;   // this prompt's counters and times (wall_seconds = wall_time)
+  PairedBaseline pair;         // speculative records of a paired run ("pair" in JSON)
 
   std::string to_json_line() const;
   static RunRecord from_json_line(const std::string& line, const std::string& where);

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
+#include <string>
 
 #include "draft/constrained_drafter.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/mutation_points.h"
+#include "verify/device/batch_verifier.h"
 #include "verify/sampling/categorical.h"
 #include "verify/verifiers/target_rows.h"
 
@@ -71,6 +74,14 @@ Generator::Generator(std::shared_ptr<const LanguageModel> target, SamplingParams
   if (const int32_t most = drafter_ ? drafter_->max_draft_depth() : 0; most > 0 && draft_depth(config_) > most)
     fail_parameter(config_.tree_shape.empty() ? "num_draft_tokens" : "tree", " asks for a draft ", draft_depth(config_),
                    " deep, but ", drafter_->description(), " drafts at most ", most, " tokens ahead");
+  if (config_.device != Device::cpu) {  // refused by name before any work, never done on the CPU instead
+    if (config_.logprobs >= 0)
+      fail_parameter("logprobs", " is not supported on device ", device_name(config_.device),
+                     ": the processed target rows stay on the device");
+    const int64_t nodes = draft_nodes(config_);
+    check_device_support(config_.method, pipeline_.params(), static_cast<int32_t>(std::min<int64_t>(nodes, 1 << 30)),
+                         static_cast<int32_t>(std::min<int64_t>(nodes, 1 << 30)), config_.device);
+  }
   // Under a constraint, point-mass drafts (prompt lookup) are cut at their first illegal token.
   if (drafter_ && pipeline_.params().constraint)
     drafter_ = std::make_shared<ConstrainedDrafterFactory>(drafter_, pipeline_.params().constraint);
@@ -102,6 +113,14 @@ int64_t draft_depth(const GenerationConfig& config) {
   return config.tree_shape.empty() ? config.num_draft_tokens : static_cast<int64_t>(config.tree_shape.size());
 }
 
+int64_t draft_nodes(const GenerationConfig& config) {
+  if (!config.method) return 0;
+  if (config.tree_shape.empty()) return config.num_draft_tokens;
+  int64_t nodes = 0, level = 1;
+  for (int32_t branching : config.tree_shape) nodes += level *= branching;
+  return nodes;
+}
+
 void Generator::check_fits(const std::vector<Token>& prompt) const {
   const int64_t limit = target_->max_positions();
   if (limit <= 0 || config_.max_new_tokens == 0) return;
@@ -114,34 +133,216 @@ void Generator::check_fits(const std::vector<Token>& prompt) const {
          ": shorten the prompt or the generation");
 }
 
-SequenceOutput Generator::generate(const std::vector<Token>& prompt, uint64_t sequence, GenerationMetrics& metrics,
-                                   const TokenSink& sink) const {
-  check_fits(prompt);
-  auto target = target_->new_session();
-  if (!config_.method) return generate_autoregressive(*target, prompt, sequence, metrics, sink);
+// One sequence in flight: its sessions, context and history, its output so far, and the step being verified.
+struct Generator::Sequence {
+  const std::vector<Token>* prompt = nullptr;
+  uint64_t id = 0;
+  GenerationMetrics* metrics = nullptr;
+  TokenSink sink;
+  std::unique_ptr<ModelSession> target;
+  std::unique_ptr<Drafter> drafter;
+  std::vector<Token> context;
+  TokenHistory history;
+  SequenceOutput out;
+  uint64_t step = 0;
+  int64_t draft_forwards_before = 0;
+  Clock::time_point start;
+  // The step in flight.
+  StepRandom rng;
+  TokenTree tree;
+  std::vector<float> logits;
+};
+
+void Generator::begin(Sequence& s) const {
+  s.start = Clock::now();
+  s.target = target_->new_session();
+  s.context = *s.prompt;
+  s.history = TokenHistory{};
+  s.history.prompt = *s.prompt;
+  if (!config_.method) return;
+  s.metrics->resize(static_cast<int32_t>(draft_depth(config_)));
   // The prompt is processed before the decoding loop, timed apart: the target's prefill, whose logits the
   // first verification call takes from the session's cache instead of running the prompt again, and the
   // drafter's begin (a draft model's prefill).
-  const auto start = Clock::now();
-  if (!prompt.empty() && config_.max_new_tokens > 0) {
+  if (!s.prompt->empty() && config_.max_new_tokens > 0) {
     std::vector<float> logits(target_->vocab_size());
-    target->next_logits(prompt, logits.data());
+    s.target->next_logits(*s.prompt, logits.data());
   }
-  auto drafter = drafter_->create();
-  drafter->set_target_session(target.get());
-  drafter->begin(prompt);
-  metrics.prompt_seconds += seconds_since(start);
-  SequenceOutput out = generate_speculative(*target, *drafter, prompt, sequence, metrics, sink);
-  out.wall_seconds = seconds_since(start);
-  return out;
+  s.drafter = drafter_->create();
+  s.drafter->set_target_session(s.target.get());
+  s.drafter->begin(*s.prompt);
+  s.draft_forwards_before = s.drafter->counters().n_forward;
+  s.metrics->prompt_seconds += seconds_since(s.start);
+}
+
+bool Generator::finished(const Sequence& s) const {
+  return static_cast<int32_t>(s.out.tokens.size()) >= config_.max_new_tokens || s.out.stop_reason == StopReason::stop;
+}
+
+void Generator::end(Sequence& s) const {
+  GenerationMetrics& m = *s.metrics;
+  if (s.drafter) m.draft_calls += s.drafter->counters().n_forward - s.draft_forwards_before;
+  ++m.sequences;
+  if (s.out.stop_reason == StopReason::stop) ++m.stopped;
+  m.new_tokens += static_cast<int64_t>(s.out.tokens.size());
+  s.out.wall_seconds = seconds_since(s.start);
+}
+
+void Generator::target_logits(Sequence& s) const {
+  const auto t0 = Clock::now();
+  s.logits.resize(target_->vocab_size());
+  s.target->next_logits(s.context, s.logits.data());
+  (s.step == 0 ? s.metrics->prompt_seconds : s.metrics->target_seconds) += seconds_since(t0);
+}
+
+void Generator::commit_token(Sequence& s, Token x, const float* probs) const {
+  GenerationMetrics& m = *s.metrics;
+  if (config_.logprobs >= 0) s.out.logprobs.push_back(emitted_logprobs(s.logits.data(), probs, s.history, x));
+  s.history = pipeline_.advance(s.history, x, probs);
+  s.context.push_back(x);
+  s.out.tokens.push_back(x);
+  ++m.target_calls;
+  ++m.steps;
+  ++m.emitted;
+  ++s.step;
+  if (s.sink) s.sink({x});
+  if (is_stop(x)) s.out.stop_reason = StopReason::stop;
+}
+
+void Generator::draft_and_score(Sequence& s) const {
+  DraftRequest request;
+  request.context = &s.context;
+  request.history = &s.history;
+  request.num_draft_tokens = config_.num_draft_tokens;
+  request.tree_shape = config_.tree_shape;
+  request.scheme = config_.tree_sampling;
+  request.rng = s.rng = StepRandom{config_.seed, s.id, s.step};
+  auto t0 = Clock::now();
+  s.tree = s.drafter->propose(request);
+  s.metrics->draft_seconds += seconds_since(t0);
+
+  t0 = Clock::now();
+  s.logits.resize(static_cast<size_t>(s.tree.size() + 1) * target_->vocab_size());
+  s.target->tree_logits(s.context, s.tree, s.logits.data());
+  ++s.metrics->target_calls;
+  s.metrics->target_seconds += seconds_since(t0);
+}
+
+void Generator::commit_step(Sequence& s, const VerifyOutcome& outcome, const float* probs, double expected_sum,
+                            int32_t expected_count) const {
+  const int32_t V = target_->vocab_size();
+  const VerifyMethod method = *config_.method;
+  GenerationMetrics& metrics = *s.metrics;
+  SequenceOutput& out = s.out;
+  const TokenTree& tree = s.tree;
+  s.drafter->accept(outcome.accepted);
+  if (outcome.emitted.empty()) fail("verifier ", verify_method_name(method), " emitted no token");
+
+  // Commit the emitted tokens up to the first stop token and at most max_new_tokens in all: token i was drawn
+  // from the row after the first i accepted nodes. Tokens past a stop token are discarded (§9).
+  size_t kept = 0;
+  std::vector<Token> committed;
+  while (kept < outcome.emitted.size() && static_cast<int32_t>(out.tokens.size()) < config_.max_new_tokens) {
+    const Token x = outcome.emitted[kept];
+    const int32_t from_row = kept == 0 ? 0 : outcome.path[kept - 1] + 1;
+    const float* row = probs ? probs + static_cast<size_t>(from_row) * V : nullptr;
+    if (config_.logprobs >= 0)
+      out.logprobs.push_back(emitted_logprobs(s.logits.data() + static_cast<size_t>(from_row) * V, row, s.history, x));
+    s.history = pipeline_.advance(s.history, x, row);
+    s.context.push_back(x);
+    out.tokens.push_back(x);
+    committed.push_back(x);
+    ++kept;
+    if (is_stop(x)) {
+      out.stop_reason = StopReason::stop;
+      if (!mutant_on(Mutant::stop_checked_per_step)) break;
+    }
+  }
+  if (s.sink) s.sink(committed);
+
+  // Counters. `emitted` counts the tokens kept; the acceptance counters describe the verifier's work and
+  // count the step as verified, before any cut (an acceptance rate is not lowered by where a sequence ends).
+  // A position is "tested" when the verifier reached it (every earlier one was accepted).
+  const int32_t positions = static_cast<int32_t>(draft_depth(config_));
+  const int32_t depth = tree.size() ? tree.max_depth() : 0;
+  const int32_t tested = std::min(depth, outcome.accepted + (outcome.all_accepted ? 0 : 1));
+  ++metrics.steps;
+  metrics.proposed += depth;
+  metrics.accepted += outcome.accepted;
+  metrics.emitted += static_cast<int64_t>(kept);
+  metrics.q_zero_errors += outcome.q_zero_errors;
+  if (outcome.accepted < static_cast<int32_t>(metrics.accepted_histogram.size()))
+    ++metrics.accepted_histogram[outcome.accepted];
+  int32_t row = 0;
+  for (int32_t i = 0; i < tested && i < positions; ++i) {
+    ++metrics.position_reached[i];
+    if (i < outcome.accepted) ++metrics.position_accepted[i];
+    const std::vector<int32_t> kids = tree.children(row);
+    if (!kids.empty() && probs) {
+      expected_sum +=
+          acceptance_probability(probs + static_cast<size_t>(row) * V, tree.q_at_row(row), tree.tokens[kids[0]], V);
+      ++expected_count;
+    }
+    if (i < outcome.accepted) row = outcome.path[i] + 1;
+  }
+  metrics.expected_acceptance_sum += expected_sum;
+  metrics.expected_acceptance_count += expected_count;
+  out.accept_lengths.push_back(outcome.accepted);
+  ++s.step;
+}
+
+SequenceOutput Generator::generate(const std::vector<Token>& prompt, uint64_t sequence, GenerationMetrics& metrics,
+                                   const TokenSink& sink) const {
+  check_fits(prompt);
+  std::vector<Sequence> one(1);
+  Sequence& s = one[0];
+  s.prompt = &prompt;
+  s.id = sequence;
+  s.metrics = &metrics;
+  s.sink = sink;
+  if (config_.device != Device::cpu) return std::move(generate_on_device(one)[0]);
+  begin(s);
+  const int32_t V = target_->vocab_size();
+  std::vector<float> probs;
+  while (!finished(s)) {
+    if (!config_.method) {
+      target_logits(s);
+      probs.resize(V);
+      pipeline_.process(s.logits.data(), s.history, probs.data());
+      const Token x = sample_categorical(probs.data(), V,
+                                         RandomKey{config_.seed, philox_stream(sequence, RandomRole::sample), s.step});
+      commit_token(s, x, probs.data());
+      continue;
+    }
+    draft_and_score(s);
+    const auto t0 = Clock::now();
+    probs.resize(s.logits.size());
+    process_tree_rows(pipeline_, s.logits.data(), s.history, s.tree, probs.data());
+    const VerifyOutcome outcome = verify(*config_.method, probs.data(), s.tree, V, s.rng);
+    metrics.verify_seconds += seconds_since(t0);
+    commit_step(s, outcome, probs.data(), 0.0, 0);
+  }
+  end(s);
+  return std::move(s.out);
 }
 
 std::vector<SequenceOutput> Generator::generate_many(const std::vector<Token>& prompt, uint64_t first, int64_t count,
                                                      GenerationMetrics& metrics) const {
   if (count > 0) check_fits(prompt);
-  std::vector<SequenceOutput> out(count);
-  std::vector<std::string> errors(count);
   const auto start = Clock::now();
+  std::vector<SequenceOutput> out;
+  if (config_.device != Device::cpu) {
+    std::vector<const std::vector<Token>*> prompts(static_cast<size_t>(count), &prompt);
+    std::vector<uint64_t> ids(static_cast<size_t>(count));
+    for (int64_t n = 0; n < count; ++n) ids[n] = first + static_cast<uint64_t>(n);
+    std::vector<GenerationMetrics> each(static_cast<size_t>(count));
+    out = generate_batch(prompts, ids, each);
+    for (const GenerationMetrics& m : each) metrics.merge(m);
+    metrics.wall_seconds += seconds_since(start);
+    return out;
+  }
+  out.resize(count);
+  std::vector<std::string> errors(count);
 #pragma omp parallel
   {
     GenerationMetrics local;
@@ -162,138 +363,96 @@ std::vector<SequenceOutput> Generator::generate_many(const std::vector<Token>& p
   return out;
 }
 
-SequenceOutput Generator::generate_autoregressive(ModelSession& target, const std::vector<Token>& prompt,
-                                                  uint64_t sequence, GenerationMetrics& metrics,
-                                                  const TokenSink& sink) const {
-  const auto start = Clock::now();
-  const int32_t V = target_->vocab_size();
-  SequenceOutput out;
-  std::vector<Token> context = prompt;
-  TokenHistory history;
-  history.prompt = prompt;
-  std::vector<float> logits(V), probs(V);
-  const uint64_t stream = philox_stream(sequence, RandomRole::sample);
-  for (int32_t t = 0; t < config_.max_new_tokens; ++t) {
-    const auto t0 = Clock::now();
-    target.next_logits(context, logits.data());
-    (t == 0 ? metrics.prompt_seconds : metrics.target_seconds) += seconds_since(t0);
-    pipeline_.process(logits.data(), history, probs.data());
-    const Token x = sample_categorical(probs.data(), V, RandomKey{config_.seed, stream, static_cast<uint64_t>(t)});
-    if (config_.logprobs >= 0) out.logprobs.push_back(emitted_logprobs(logits.data(), probs.data(), history, x));
-    history = pipeline_.advance(history, x, probs.data());
-    context.push_back(x);
-    out.tokens.push_back(x);
-    ++metrics.target_calls;
-    ++metrics.steps;
-    ++metrics.emitted;
-    if (sink) sink({x});
-    if (is_stop(x)) {
-      out.stop_reason = StopReason::stop;
-      break;
-    }
+std::vector<SequenceOutput> Generator::generate_batch(const std::vector<const std::vector<Token>*>& prompts,
+                                                      const std::vector<uint64_t>& sequences,
+                                                      std::vector<GenerationMetrics>& metrics) const {
+  if (prompts.size() != sequences.size() || metrics.size() != sequences.size())
+    fail("generate_batch: ", prompts.size(), " prompts, ", sequences.size(), " sequence numbers and ", metrics.size(),
+         " metrics");
+  for (const std::vector<Token>* p : prompts) check_fits(*p);
+  if (config_.device == Device::cpu) {
+    std::vector<SequenceOutput> out;
+    for (size_t i = 0; i < prompts.size(); ++i) out.push_back(generate(*prompts[i], sequences[i], metrics[i]));
+    return out;
   }
-  ++metrics.sequences;
-  if (out.stop_reason == StopReason::stop) ++metrics.stopped;
-  metrics.new_tokens += static_cast<int64_t>(out.tokens.size());
-  out.wall_seconds = seconds_since(start);
-  return out;
+  std::vector<Sequence> batch(prompts.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    batch[i].prompt = prompts[i];
+    batch[i].id = sequences[i];
+    batch[i].metrics = &metrics[i];
+  }
+  return generate_on_device(batch);
 }
 
-SequenceOutput Generator::generate_speculative(ModelSession& target, Drafter& drafter, const std::vector<Token>& prompt,
-                                               uint64_t sequence, GenerationMetrics& metrics,
-                                               const TokenSink& sink) const {
-  const auto start = Clock::now();
-  const int32_t V = target_->vocab_size();
-  const VerifyMethod method = *config_.method;
-  const int32_t positions =
-      config_.tree_shape.empty() ? config_.num_draft_tokens : static_cast<int32_t>(config_.tree_shape.size());
-  metrics.resize(positions);
-  SequenceOutput out;
-  std::vector<Token> context = prompt;
-  TokenHistory history;
-  history.prompt = prompt;
-  const int64_t draft_forwards_before = drafter.counters().n_forward;
+namespace {
 
-  for (uint64_t step = 0;
-       static_cast<int32_t>(out.tokens.size()) < config_.max_new_tokens && out.stop_reason != StopReason::stop;
-       ++step) {
-    DraftRequest request;
-    request.context = &context;
-    request.history = &history;
-    request.num_draft_tokens = config_.num_draft_tokens;
-    request.tree_shape = config_.tree_shape;
-    request.scheme = config_.tree_sampling;
-    request.rng = StepRandom{config_.seed, sequence, step};
-    auto t0 = Clock::now();
-    const TokenTree tree = drafter.propose(request);
-    metrics.draft_seconds += seconds_since(t0);
-
-    t0 = Clock::now();
-    std::vector<float> logits(static_cast<size_t>(tree.size() + 1) * V), probs(logits.size());
-    target.tree_logits(context, tree, logits.data());
-    ++metrics.target_calls;
-    metrics.target_seconds += seconds_since(t0);
-
-    t0 = Clock::now();
-    process_tree_rows(pipeline_, logits.data(), history, tree, probs.data());
-    const VerifyOutcome outcome = verify(method, probs.data(), tree, V, request.rng);
-    metrics.verify_seconds += seconds_since(t0);
-    drafter.accept(outcome.accepted);
-    if (outcome.emitted.empty()) fail("verifier ", verify_method_name(method), " emitted no token");
-
-    // Commit the emitted tokens up to the first stop token and at most max_new_tokens in all: token i was drawn
-    // from the row after the first i accepted nodes. Tokens past a stop token are discarded (§9).
-    size_t kept = 0;
-    std::vector<Token> committed;
-    while (kept < outcome.emitted.size() && static_cast<int32_t>(out.tokens.size()) < config_.max_new_tokens) {
-      const Token x = outcome.emitted[kept];
-      const int32_t from_row = kept == 0 ? 0 : outcome.path[kept - 1] + 1;
-      const float* row = probs.data() + static_cast<size_t>(from_row) * V;
-      if (config_.logprobs >= 0)
-        out.logprobs.push_back(emitted_logprobs(logits.data() + static_cast<size_t>(from_row) * V, row, history, x));
-      history = pipeline_.advance(history, x, row);
-      context.push_back(x);
-      out.tokens.push_back(x);
-      committed.push_back(x);
-      ++kept;
-      if (is_stop(x)) {
-        out.stop_reason = StopReason::stop;
-        if (!mutant_on(Mutant::stop_checked_per_step)) break;
-      }
+// Runs f(i) for every index of `items` in parallel; the first error (in index order) is thrown after all ran.
+template <class F>
+void parallel_each(const std::vector<size_t>& items, F&& f) {
+  std::vector<std::string> errors(items.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (size_t k = 0; k < items.size(); ++k) {
+    try {
+      f(items[k]);
+    } catch (const std::exception& e) {
+      errors[k] = e.what();
     }
-    if (sink) sink(committed);
-
-    // Counters. `emitted` counts the tokens kept; the acceptance counters describe the verifier's work and
-    // count the step as verified, before any cut (an acceptance rate is not lowered by where a sequence ends).
-    // A position is "tested" when the verifier reached it (every earlier one was accepted).
-    const int32_t depth = tree.size() ? tree.max_depth() : 0;
-    const int32_t tested = std::min(depth, outcome.accepted + (outcome.all_accepted ? 0 : 1));
-    ++metrics.steps;
-    metrics.proposed += depth;
-    metrics.accepted += outcome.accepted;
-    metrics.emitted += static_cast<int64_t>(kept);
-    metrics.q_zero_errors += outcome.q_zero_errors;
-    if (outcome.accepted < static_cast<int32_t>(metrics.accepted_histogram.size()))
-      ++metrics.accepted_histogram[outcome.accepted];
-    int32_t row = 0;
-    for (int32_t i = 0; i < tested && i < positions; ++i) {
-      ++metrics.position_reached[i];
-      if (i < outcome.accepted) ++metrics.position_accepted[i];
-      const std::vector<int32_t> kids = tree.children(row);
-      if (!kids.empty()) {
-        metrics.expected_acceptance_sum += acceptance_probability(probs.data() + static_cast<size_t>(row) * V,
-                                                                  tree.q_at_row(row), tree.tokens[kids[0]], V);
-        ++metrics.expected_acceptance_count;
-      }
-      if (i < outcome.accepted) row = outcome.path[i] + 1;
-    }
-    out.accept_lengths.push_back(outcome.accepted);
   }
-  metrics.draft_calls += drafter.counters().n_forward - draft_forwards_before;
-  ++metrics.sequences;
-  if (out.stop_reason == StopReason::stop) ++metrics.stopped;
-  metrics.new_tokens += static_cast<int64_t>(out.tokens.size());
-  out.wall_seconds = seconds_since(start);
+  for (const std::string& e : errors)
+    if (!e.empty()) throw Error(e);
+}
+
+}  // namespace
+
+std::vector<SequenceOutput> Generator::generate_on_device(std::vector<Sequence>& batch) const {
+  BatchVerifier device(config_.device, pipeline_, config_.method, config_.emulation);
+  // Bounded before work: every sequence's step buffers at the deepest draft.
+  const int64_t rows = config_.method ? draft_nodes(config_) + 1 : 1;
+  device.check_fits(static_cast<int64_t>(batch.size()), rows);
+  std::vector<size_t> all(batch.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  parallel_each(all, [&](size_t i) { begin(batch[i]); });
+  for (;;) {
+    std::vector<size_t> active;
+    for (size_t i = 0; i < batch.size(); ++i)
+      if (!finished(batch[i])) active.push_back(i);
+    if (active.empty()) break;
+    if (!config_.method) {
+      parallel_each(active, [&](size_t i) { target_logits(batch[i]); });
+      std::vector<DeviceDraw> draws;
+      for (size_t i : active)
+        draws.push_back(
+            DeviceDraw{batch[i].logits.data(), &batch[i].history,
+                       RandomKey{config_.seed, philox_stream(batch[i].id, RandomRole::sample), batch[i].step}});
+      const auto t1 = Clock::now();
+      const std::vector<Token> tokens = device.sample(draws);
+      // The device's time is shared by the step's sequences: each is charged its share.
+      const double share = seconds_since(t1) / static_cast<double>(active.size());
+      for (size_t k = 0; k < active.size(); ++k) {
+        batch[active[k]].metrics->verify_seconds += share;
+        commit_token(batch[active[k]], tokens[k], nullptr);
+      }
+      continue;
+    }
+    parallel_each(active, [&](size_t i) { draft_and_score(batch[i]); });
+    std::vector<DeviceStep> steps;
+    for (size_t i : active)
+      steps.push_back(DeviceStep{batch[i].logits.data(), &batch[i].tree, &batch[i].history, batch[i].rng});
+    const auto t1 = Clock::now();
+    const std::vector<DeviceStepResult> results = device.verify(steps);
+    const double share = seconds_since(t1) / static_cast<double>(active.size());
+    for (size_t k = 0; k < active.size(); ++k) {
+      Sequence& s = batch[active[k]];
+      s.metrics->verify_seconds += share;
+      commit_step(s, results[k].outcome, nullptr, results[k].expected_acceptance_sum,
+                  results[k].expected_acceptance_count);
+    }
+  }
+  std::vector<SequenceOutput> out;
+  for (Sequence& s : batch) {
+    end(s);
+    out.push_back(std::move(s.out));
+  }
   return out;
 }
 

@@ -18,6 +18,8 @@
 #include "draft/drafter.h"
 #include "harness/generation/generation_metrics.h"
 #include "harness/models/language_model.h"
+#include "kernels/cuda_device.h"
+#include "kernels/emulated_kernels.h"
 #include "verify/sampling/logprobs.h"
 #include "verify/sampling/sampler_pipeline.h"
 #include "verify/verifiers/verification.h"
@@ -38,10 +40,17 @@ struct GenerationConfig {
   int32_t max_new_tokens = 16;
   uint64_t seed = 0;
   int32_t logprobs = -1;  // -1 = off; n >= 0: record every emitted token's logprobs with the top n
+  // Where the target rows are sampled and verified. cpu: sequence by sequence (the reference path). cuda,
+  // cuda_host: generate_many and generate_batch run their sequences in lockstep and sample / verify every
+  // sequence's step in one device launch (verify/device/batch_verifier.h); the models stay on the CPU.
+  Device device = Device::cpu;
+  EmulationOptions emulation;  // cuda_host's block emulation
 };
 
 // How far a step's drafts reach past the context: 0 for `ar`, the tree's depth, or K.
 int64_t draft_depth(const GenerationConfig& config);
+// How many draft tokens a step verifies at most: 0 for `ar`, the tree's nodes, or K.
+int64_t draft_nodes(const GenerationConfig& config);
 
 enum class StopReason { length, stop };           // reached max_new_tokens | emitted a stop token
 const char* stop_reason_name(StopReason reason);  // "length" | "stop"
@@ -77,9 +86,19 @@ class Generator {
   SequenceOutput generate(const std::vector<Token>& prompt, uint64_t sequence, GenerationMetrics& metrics,
                           const TokenSink& sink = nullptr) const;
 
-  // Generates sequences first..first+count-1 in parallel over threads.
+  // Generates sequences first..first+count-1: in parallel over threads on the CPU, in lockstep batches on a
+  // device.
   std::vector<SequenceOutput> generate_many(const std::vector<Token>& prompt, uint64_t first, int64_t count,
                                             GenerationMetrics& metrics) const;
+
+  // Generates sequence sequences[i] from *prompts[i] for every i, adding its counters to metrics[i]. On a
+  // device the sequences run in lockstep: each step drafts and runs the target for every unfinished sequence
+  // (in parallel over threads), then samples and verifies all of them in one launch; on the CPU they run one
+  // by one. The outputs are the same either way (up to float64 summation order on the device, see
+  // kernels/README.md, "Parity").
+  std::vector<SequenceOutput> generate_batch(const std::vector<const std::vector<Token>*>& prompts,
+                                             const std::vector<uint64_t>& sequences,
+                                             std::vector<GenerationMetrics>& metrics) const;
 
   // Throws Error (with the numbers) when `prompt` and max_new_tokens, with the draft tree on top, need more
   // positions than the target holds: found before any work, not at the position that overflows.
@@ -89,10 +108,20 @@ class Generator {
   const SamplerPipeline& target_pipeline() const { return pipeline_; }
 
  private:
-  SequenceOutput generate_autoregressive(ModelSession& target, const std::vector<Token>& prompt, uint64_t sequence,
-                                         GenerationMetrics& metrics, const TokenSink& sink) const;
-  SequenceOutput generate_speculative(ModelSession& target, Drafter& drafter, const std::vector<Token>& prompt,
-                                      uint64_t sequence, GenerationMetrics& metrics, const TokenSink& sink) const;
+  struct Sequence;  // one sequence in flight (generator.cpp)
+  void begin(Sequence& s) const;
+  bool finished(const Sequence& s) const;
+  // Autoregressive step: the target's logits at the context, then commit the token drawn from them.
+  void target_logits(Sequence& s) const;
+  void commit_token(Sequence& s, Token x, const float* probs) const;
+  // Speculative step: draft and run the target over the tree, then commit the verifier's outcome. `probs` are
+  // the processed rows on the CPU path; on a device they stay there (null) and the expected acceptance comes
+  // from the kernel.
+  void draft_and_score(Sequence& s) const;
+  void commit_step(Sequence& s, const VerifyOutcome& outcome, const float* probs, double expected_sum,
+                   int32_t expected_count) const;
+  void end(Sequence& s) const;
+  std::vector<SequenceOutput> generate_on_device(std::vector<Sequence>& batch) const;
   bool is_stop(Token t) const;
   // The logprobs of `token` emitted from the row with raw logits `logits` and processed law `probs` after `history`.
   EmittedLogprobs emitted_logprobs(const float* logits, const float* probs, const TokenHistory& history,

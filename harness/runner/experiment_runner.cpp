@@ -35,8 +35,10 @@
 #include "harness/models/tokenizer.h"
 #include "harness/models/transformer/compute_threads.h"
 #include "harness/models/transformer/skinny_linear.h"
+#include "kernels/cuda_device.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/philox.h"
+#include "verify/device/batch_verifier.h"
 #include "verify/sampling/token_constraint.h"
 
 namespace specula {
@@ -262,15 +264,34 @@ GenerationConfig setting_generation(const Setting& setting, int32_t max_new_toke
   return generation_config(method, shape, max_new_tokens, 0);
 }
 
+GenerationConfig setting_generation(const Setting& setting, const ExperimentConfig& config) {
+  GenerationConfig g = setting_generation(setting, config.max_new_tokens);
+  g.device = parse_device(config.device);
+  return g;
+}
+
 // Every prompt must fit the target with the longest generation and draft tree of the sweep: checked before the
 // run starts, not at the position that overflows halfway through it.
 [[noreturn]] void fail_at_key(const ExperimentConfig& config, const Setting& setting, const ParameterError& e);
 
 void check_settings_fit(const ExperimentConfig& config, const LanguageModel& target,
                         const std::vector<std::vector<int32_t>>& prompts, const std::vector<Setting>& settings) {
+  const Device device = parse_device(config.device);
+  require_device(device);                    // "no CUDA device: ..." before a results folder is made
   for (const Setting& setting : settings) {  // each setting's draft shape against max_new_tokens
     try {
-      setting_generation(setting, config.max_new_tokens);
+      const GenerationConfig g = setting_generation(setting, config);
+      if (device == Device::cpu) continue;
+      // What the device path cannot do is refused here, by key, before any work.
+      if (setting_method(setting).beam)
+        fail_parameter("device", " ", config.device, ": beam search runs on the CPU (device = cpu)");
+      for (const char* key : {"sampling.regex", "sampling.json_schema"})
+        if (setting.values.count(key) && setting.get(key) != "none")
+          fail_parameter(std::string(key).substr(9), " is not supported on device ", config.device,
+                         " (constrained decoding runs on the CPU)");
+      const int64_t nodes = std::min<int64_t>(draft_nodes(g), 1 << 30);
+      check_device_support(g.method, sampler_params(setting, "sampling", SamplingParams{}), static_cast<int32_t>(nodes),
+                           static_cast<int32_t>(nodes), device);
     } catch (const ParameterError& e) {
       fail_at_key(config, setting, e);
     }
@@ -350,6 +371,13 @@ struct RunState {
       {"num_return", "beam.num_return"},
       {"regex", "sampling.regex"},
       {"json_schema", "sampling.json_schema"},
+      {"device", "experiment.device"},
+      {"typical_p", "sampling.typical_p"},
+      {"tfs_z", "sampling.tfs_z"},
+      {"mirostat", "sampling.mirostat"},
+      {"dynatemp_range", "sampling.dynatemp_range"},
+      {"bad_words", "sampling.bad_words"},
+      {"logit_bias", "sampling.logit_bias"},
   };
   const auto it = keys.find(e.parameter());
   const std::string key = it != keys.end() ? it->second : e.parameter();
@@ -393,9 +421,14 @@ void run_beam_setting(RunState& run, const Setting& setting, const SamplingParam
 // calls pay for allocations, lazy initialisation and cold caches). With paired timing, the setting's baseline
 // (same [sampling] values, same seeds; `base_params`, when given) runs beside every speculative generation,
 // alternately before and after it.
+void run_generation_setting_on_device(RunState& run, const Setting& setting, const SamplingParams& params,
+                                      std::shared_ptr<const DrafterFactory> drafter, const SamplingParams* base_params);
+void log_setting_totals(const RunState& run, const Setting& setting);
+
 void run_generation_setting(RunState& run, const Setting& setting, const SamplingParams& params,
                             std::shared_ptr<const DrafterFactory> drafter, const SamplingParams* base_params) {
-  const GenerationConfig gen = setting_generation(setting, run.config.max_new_tokens);
+  const GenerationConfig gen = setting_generation(setting, run.config);
+  if (gen.device != Device::cpu) return run_generation_setting_on_device(run, setting, params, drafter, base_params);
   {
     GenerationConfig warm = gen;
     warm.max_new_tokens = std::min(gen.max_new_tokens, 8);
@@ -435,6 +468,77 @@ void run_generation_setting(RunState& run, const Setting& setting, const Samplin
       run.add(std::move(r), setting.baseline ? "baseline " + setting.id : setting.id);
     }
   }
+  log_setting_totals(run, setting);
+}
+
+// A setting on a device: per repetition, every prompt not yet written runs in one lockstep batch (one device
+// launch per step for all of them), after an unrecorded warm-up batch. With paired timing the baseline runs
+// as a batch of the same prompts right before or after (alternating by repetition), and each record's pair
+// holds its prompt's baseline from that batch.
+void run_generation_setting_on_device(RunState& run, const Setting& setting, const SamplingParams& params,
+                                      std::shared_ptr<const DrafterFactory> drafter,
+                                      const SamplingParams* base_params) {
+  const GenerationConfig gen = setting_generation(setting, run.config);
+  {
+    GenerationConfig warm = gen;
+    warm.max_new_tokens = std::min(gen.max_new_tokens, 8);
+    GenerationMetrics ignored;
+    Generator(run.target, params, drafter, warm).generate(run.prompts[0], 0, ignored);
+  }
+  for (int rep = 0; rep < run.config.repetitions; ++rep) {
+    std::vector<size_t> todo;
+    for (size_t j = 0; j < run.prompts.size(); ++j)
+      if (!run.skip(setting, j, rep)) todo.push_back(j);
+    if (todo.empty()) continue;
+    std::vector<const std::vector<Token>*> prompts;
+    std::vector<uint64_t> ids;
+    for (size_t j : todo) {
+      prompts.push_back(&run.prompts[j]);
+      ids.push_back(j);
+    }
+    GenerationConfig seeded = gen;
+    seeded.seed = run.config.seed + static_cast<uint64_t>(rep);
+    const Generator generator(run.target, params, drafter, seeded);
+    std::vector<GenerationMetrics> metrics(todo.size()), base_metrics(todo.size());
+    std::vector<SequenceOutput> base_out;
+    const auto run_baseline = [&] {
+      GenerationConfig base_seeded;
+      base_seeded.max_new_tokens = run.config.max_new_tokens;
+      base_seeded.seed = seeded.seed;
+      base_seeded.device = gen.device;
+      base_seeded.emulation = gen.emulation;
+      base_out = Generator(run.target, *base_params, nullptr, base_seeded).generate_batch(prompts, ids, base_metrics);
+    };
+    const bool baseline_first = rep % 2 == 1;
+    const double load_before = load_average();
+    if (base_params && baseline_first) run_baseline();
+    const std::vector<SequenceOutput> out = generator.generate_batch(prompts, ids, metrics);
+    if (base_params && !baseline_first) run_baseline();
+    const double load_after = load_average();
+    for (size_t k = 0; k < todo.size(); ++k) {
+      RunRecord r = new_record(setting, todo[k], rep);
+      r.device = device_name(gen.device);
+      r.metrics = metrics[k];
+      r.tokens = out[k].tokens;
+      r.stop_reason = stop_reason_name(out[k].stop_reason);
+      r.accept_lengths = out[k].accept_lengths;
+      r.metrics.wall_seconds = out[k].wall_seconds;
+      if (base_params) {
+        r.pair.present = true;
+        r.pair.new_tokens = base_metrics[k].new_tokens;
+        r.pair.wall_seconds = base_out[k].wall_seconds;
+        r.pair.prompt_seconds = base_metrics[k].prompt_seconds;
+        r.pair.baseline_first = baseline_first;
+        r.pair.load_before = load_before;
+        r.pair.load_after = load_after;
+      }
+      run.add(std::move(r), setting.baseline ? "baseline " + setting.id : setting.id);
+    }
+  }
+  log_setting_totals(run, setting);
+}
+
+void log_setting_totals(const RunState& run, const Setting& setting) {
   if (log_level() >= LogLevel::debug) {
     GenerationMetrics total;
     for (const RunRecord& r : run.records)

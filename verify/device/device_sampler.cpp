@@ -1,90 +1,90 @@
 #include "verify/device/device_sampler.h"
 
-#include <memory>
-#include <vector>
+#include <algorithm>
 
-#include "kernels/cuda_device.h"
 #include "kernels/shared/error.h"
-
-#if defined(SPECULA_HAS_CUDA)
-#include "kernels/cuda_check.h"
-#endif
+#include "verify/device/sampler_batch.h"
 
 namespace specula {
-
-#if defined(SPECULA_HAS_CUDA)
 namespace {
 
-// A device buffer that frees itself; every allocation and copy is checked.
-template <typename T>
-class DeviceArray {
- public:
-  DeviceArray() = default;
-  explicit DeviceArray(size_t n) : n_(n) {
-    if (n_) cuda_check(cudaMalloc(reinterpret_cast<void**>(&ptr_), n_ * sizeof(T)), "cudaMalloc");
-  }
-  DeviceArray(const T* host, size_t n) : DeviceArray(n) {
-    if (n_) cuda_check(cudaMemcpy(ptr_, host, n_ * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy to device");
-  }
-  ~DeviceArray() {
-    if (ptr_) cudaFree(ptr_);
-  }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  T* get() const { return ptr_; }
-  void copy_to(T* host) const {
-    if (n_) cuda_check(cudaMemcpy(host, ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy to host");
-  }
-
- private:
-  T* ptr_ = nullptr;
-  size_t n_ = 0;
-};
-
-template <typename T>
-const T* device_or_null(const std::vector<T>& host, std::unique_ptr<DeviceArray<T>>& holder) {
-  if (host.empty()) return nullptr;
-  holder = std::make_unique<DeviceArray<T>>(host.data(), host.size());
-  return holder->get();
-}
+enum Slot : int { kLogits, kRows, kAllowed, kBanned, kPrompt, kCounts, kBias, kProbs, kTokens, kStatus };
 
 }  // namespace
 
-void run_fused_sampler_on_device(const SamplerBatch& batch, const float* logits, float* probs, int32_t* tokens) {
-  require_cuda_device();
-  const size_t bv = static_cast<size_t>(batch.batch) * batch.vocab;
-  DeviceArray<float> d_logits(logits, bv), d_probs(bv);
-  DeviceArray<SamplerRowParams> d_rows(batch.rows.data(), batch.rows.size());
-  DeviceArray<int32_t> d_tokens(batch.batch), d_status(batch.batch);
-  std::unique_ptr<DeviceArray<uint32_t>> allowed, banned, prompt;
-  std::unique_ptr<DeviceArray<int32_t>> counts;
-  std::unique_ptr<DeviceArray<float>> bias;
-  SamplerKernelParams p;
-  p.logits = d_logits.get();
-  p.rows = d_rows.get();
-  p.allowed_bitmap = device_or_null(batch.allowed, allowed);
-  p.banned_bitmap = device_or_null(batch.banned, banned);
-  p.prompt_bitmap = device_or_null(batch.prompt, prompt);
-  p.output_counts = device_or_null(batch.output_counts, counts);
-  p.logit_bias = device_or_null(batch.logit_bias, bias);
-  p.probs = d_probs.get();
-  p.tokens = d_tokens.get();
-  p.status = d_status.get();
-  p.batch = batch.batch;
-  p.vocab = batch.vocab;
-  launch_fused_sampler(p);
-  cuda_check(cudaDeviceSynchronize(), "fused sampler");
-  std::vector<int32_t> status(batch.batch);
-  d_status.copy_to(status.data());
-  check_sampler_status(status.data(), batch.batch);
-  d_probs.copy_to(probs);
-  d_tokens.copy_to(tokens);
+RowSampler::RowSampler(Device device, const SamplingParams& params, const TokenHistory& history,
+                       const std::vector<float>& logits, const EmulationOptions& emulation)
+    : stream_(make_kernel_stream(device, emulation)) {
+  const int32_t V = static_cast<int32_t>(logits.size());
+  const SamplerBatch one(V, {SamplerBatchRow{&params, &history, RandomKey{}}});
+  row_ = one.rows[0];
+  KernelStream& s = *stream_;
+  const auto upload = [&](int slot, const auto& host) -> const typename std::decay_t<decltype(host)>::value_type* {
+    using T = typename std::decay_t<decltype(host)>::value_type;
+    if (host.empty()) return nullptr;
+    T* staging = s.host_array<T>(slot, host.size());
+    std::copy(host.begin(), host.end(), staging);
+    T* d = s.device_array<T>(slot, host.size());
+    s.to_device(d, staging, host.size() * sizeof(T));
+    return d;
+  };
+  inputs_.logits = upload(kLogits, logits);
+  inputs_.allowed_bitmap = upload(kAllowed, one.allowed);
+  inputs_.banned_bitmap = upload(kBanned, one.banned);
+  inputs_.prompt_bitmap = upload(kPrompt, one.prompt);
+  inputs_.output_counts = upload(kCounts, one.output_counts);
+  inputs_.logit_bias = upload(kBias, one.logit_bias);
+  inputs_.vocab = V;
+  inputs_.shared_inputs = true;
+  s.synchronize();  // the staging buffers may be reused by the first draw
 }
 
-#else
+SamplerKernelParams RowSampler::launch(uint64_t seed, uint64_t stream, uint64_t first, int32_t count) {
+  KernelStream& s = *stream_;
+  const size_t n = static_cast<size_t>(count), V = static_cast<size_t>(inputs_.vocab);
+  SamplerRowParams* rows = s.host_array<SamplerRowParams>(kRows, n);
+  for (size_t i = 0; i < n; ++i) {
+    rows[i] = row_;
+    rows[i].seed = seed;
+    rows[i].stream = stream;
+    rows[i].offset = first + i;
+  }
+  SamplerKernelParams p = inputs_;
+  SamplerRowParams* d_rows = s.device_array<SamplerRowParams>(kRows, n);
+  s.to_device(d_rows, rows, n * sizeof(SamplerRowParams));
+  p.rows = d_rows;
+  p.probs = s.device_array<float>(kProbs, n * V);  // each draw's scratch
+  p.tokens = s.device_array<int32_t>(kTokens, n);
+  p.status = s.device_array<int32_t>(kStatus, n);
+  p.batch = count;
+  s.fused_sampler(p);
+  return p;
+}
 
-void run_fused_sampler_on_device(const SamplerBatch&, const float*, float*, int32_t*) { require_cuda_device(); }
+std::vector<int32_t> RowSampler::draw(uint64_t seed, uint64_t stream, uint64_t first, int32_t count) {
+  if (count < 1) return {};
+  KernelStream& s = *stream_;
+  const SamplerKernelParams p = launch(seed, stream, first, count);
+  int32_t* tokens = s.host_array<int32_t>(kTokens, static_cast<size_t>(count));
+  int32_t* status = s.host_array<int32_t>(kStatus, static_cast<size_t>(count));
+  s.to_host(tokens, p.tokens, static_cast<size_t>(count) * sizeof(int32_t));
+  s.to_host(status, p.status, static_cast<size_t>(count) * sizeof(int32_t));
+  s.synchronize();
+  check_sampler_status(status, count);
+  return std::vector<int32_t>(tokens, tokens + count);
+}
 
-#endif
+std::vector<float> RowSampler::distribution() {
+  KernelStream& s = *stream_;
+  const SamplerKernelParams p = launch(0, 0, 0, 1);
+  const size_t V = static_cast<size_t>(inputs_.vocab);
+  float* probs = s.host_array<float>(kProbs, V);
+  int32_t* status = s.host_array<int32_t>(kStatus, 1);
+  s.to_host(probs, p.probs, V * sizeof(float));
+  s.to_host(status, p.status, sizeof(int32_t));
+  s.synchronize();
+  check_sampler_status(status, 1);
+  return std::vector<float>(probs, probs + V);
+}
 
 }  // namespace specula

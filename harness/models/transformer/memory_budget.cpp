@@ -1,25 +1,12 @@
 #include "harness/models/transformer/memory_budget.h"
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "harness/models/transformer/transformer_config.h"
 #include "kernels/shared/error.h"
+#include "kernels/shared/host_memory.h"
 
 namespace specula {
-
-int64_t mem_available_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string key, unit;
-    int64_t value = -1;
-    if (fields >> key >> value >> unit && key == "MemAvailable:") return unit == "kB" ? value * 1024 : value;
-  }
-  return -1;
-}
 
 ModelMemoryPlan plan_model_memory(const TransformerConfig& c) {
   ModelMemoryPlan plan;

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/shared/host_memory.h"  // mem_available_bytes
+
 namespace specula {
 
 struct TransformerConfig;
@@ -23,10 +25,6 @@ ModelMemoryPlan plan_model_memory(const TransformerConfig& config);
 // Throws Error naming `model` and every part of the plan when it needs more than `available` bytes (-1: the
 // MemAvailable estimate; no check where that is unknown).
 void check_model_fits(const ModelMemoryPlan& plan, const std::string& model, int64_t available = -1);
-
-// MemAvailable of /proc/meminfo in bytes (memory that can be allocated without swapping, page cache
-// included); -1 where the file or the field is missing.
-int64_t mem_available_bytes();
 
 // "512 B", "3.4 KiB", "1.25 GiB".
 std::string format_bytes(int64_t bytes);

@@ -1,0 +1,69 @@
+// The CUDA backend of KernelStream: one non-blocking stream, cudaMalloc'd device buffers and page-locked
+// staging buffers kept for the stream's life, every call checked. Compiled only with -DSPECULA_CUDA=ON.
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include "kernels/cuda_check.h"
+#include "kernels/kernel_stream.h"
+
+namespace specula {
+namespace {
+
+class CudaStream final : public KernelStream {
+ public:
+  CudaStream() {
+    require_cuda_device();
+    cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  }
+  ~CudaStream() override {
+    cudaStreamSynchronize(stream_);  // a destructor reports nothing: errors surfaced at the last synchronize
+    release_buffers();
+    cudaStreamDestroy(stream_);
+  }
+  Device device() const override { return Device::cuda; }
+  void to_device(void* dst, const void* src, size_t bytes) override {
+    if (bytes)
+      cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (upload)");
+  }
+  void to_host(void* dst, const void* src, size_t bytes) override {
+    if (bytes)
+      cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (download)");
+  }
+  void fused_sampler(const SamplerKernelParams& p) override { launch_fused_sampler(p, stream_); }
+  void chain_verify(const ChainVerifyParams& p) override { launch_chain_verify(p, stream_); }
+  void block_verify(const BlockVerifyParams& p) override { launch_block_verify(p, stream_); }
+  void tree_verify(const TreeVerifyParams& p) override { launch_tree_verify(p, stream_); }
+  void synchronize() override { cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+  int64_t free_device_memory() const override {
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+      cudaGetLastError();
+      return -1;
+    }
+    return static_cast<int64_t>(free);
+  }
+
+ protected:
+  void* allocate_device(size_t bytes) override {
+    void* p = nullptr;
+    cuda_check(cudaMalloc(&p, bytes), "cudaMalloc");
+    return p;
+  }
+  void free_device(void* p) override { cudaFree(p); }
+  void* allocate_host(size_t bytes) override {
+    void* p = nullptr;
+    cuda_check(cudaMallocHost(&p, bytes), "cudaMallocHost");
+    return p;
+  }
+  void free_host(void* p) override { cudaFreeHost(p); }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<KernelStream> make_cuda_kernel_stream() { return std::make_unique<CudaStream>(); }
+
+}  // namespace specula

@@ -1,0 +1,104 @@
+#include "kernels/kernel_stream.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "kernels/shared/error.h"
+#include "kernels/shared/host_memory.h"
+
+namespace specula {
+
+KernelStream::~KernelStream() = default;
+
+void KernelStream::release_buffers() {
+  for (Buffer& b : device_)
+    if (b.ptr) free_device(b.ptr);
+  for (Buffer& b : host_)
+    if (b.ptr) free_host(b.ptr);
+  device_.clear();
+  host_.clear();
+}
+
+void* KernelStream::grow(std::vector<Buffer>& pool, int slot, size_t bytes, bool device) {
+  if (slot < 0 || slot > 255) fail("kernel stream: buffer slot must be in [0, 255], got ", slot);
+  if (pool.size() <= static_cast<size_t>(slot)) pool.resize(static_cast<size_t>(slot) + 1);
+  Buffer& b = pool[static_cast<size_t>(slot)];
+  if (bytes <= b.bytes && b.ptr) return b.ptr;
+  synchronize();  // enqueued copies and launches may still use the old array
+  if (b.ptr) (device ? free_device(b.ptr) : free_host(b.ptr));
+  b.ptr = nullptr;
+  b.bytes = 0;
+  // Geometric growth: a batch that grows step by step reallocates O(log) times.
+  const size_t want = bytes < 256 ? 256 : bytes + bytes / 2;
+  b.ptr = device ? allocate_device(want) : allocate_host(want);
+  b.bytes = want;
+  return b.ptr;
+}
+
+void* KernelStream::device_buffer(int slot, size_t bytes) { return grow(device_, slot, bytes, true); }
+void* KernelStream::host_buffer(int slot, size_t bytes) { return grow(host_, slot, bytes, false); }
+
+size_t KernelStream::device_bytes() const {
+  size_t total = 0;
+  for (const Buffer& b : device_) total += b.bytes;
+  return total;
+}
+size_t KernelStream::host_bytes() const {
+  size_t total = 0;
+  for (const Buffer& b : host_) total += b.bytes;
+  return total;
+}
+
+namespace {
+
+// --device cuda-host: "device" memory is host memory, kept apart from the staging buffers so that a
+// missing copy shows up as stale data, as it would on a GPU. Copies happen at once (the stream is the
+// calling thread), launches run the emulated kernels.
+class EmulatedStream final : public KernelStream {
+ public:
+  explicit EmulatedStream(const EmulationOptions& o) : options_(o) { check_emulation_options(o); }
+  ~EmulatedStream() override { release_buffers(); }
+  Device device() const override { return Device::cuda_host; }
+  void to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void fused_sampler(const SamplerKernelParams& p) override { emulate_fused_sampler(p, options_); }
+  void chain_verify(const ChainVerifyParams& p) override { emulate_chain_verify(p, options_); }
+  void block_verify(const BlockVerifyParams& p) override { emulate_block_verify(p, options_); }
+  void tree_verify(const TreeVerifyParams& p) override { emulate_tree_verify(p, options_); }
+  void synchronize() override {}
+  int64_t free_device_memory() const override { return mem_available_bytes(); }
+
+ protected:
+  void* allocate_device(size_t bytes) override { return allocate(bytes, "device"); }
+  void free_device(void* p) override { std::free(p); }
+  void* allocate_host(size_t bytes) override { return allocate(bytes, "host staging"); }
+  void free_host(void* p) override { std::free(p); }
+
+ private:
+  static void* allocate(size_t bytes, const char* what) {
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);  // 16-byte alignment enables the 4-wide dispatch
+    if (!p) fail("cuda-host: cannot allocate a ", bytes, "-byte ", what, " buffer");
+    return p;
+  }
+  EmulationOptions options_;
+};
+
+}  // namespace
+
+// Defined in cuda_kernel_stream.cpp with CUDA, in cuda_unavailable.cpp without.
+std::unique_ptr<KernelStream> make_cuda_kernel_stream();
+
+std::unique_ptr<KernelStream> make_kernel_stream(Device device, const EmulationOptions& emulation) {
+  switch (device) {
+    case Device::cuda:
+      return make_cuda_kernel_stream();
+    case Device::cuda_host:
+      return std::make_unique<EmulatedStream>(emulation);
+    case Device::cpu:
+      break;
+  }
+  fail("kernel stream: device ", device_name(device), " runs no kernels");
+}
+
+}  // namespace specula

@@ -1,0 +1,88 @@
+// The device side of a batched decoding step, behind one interface with two backends:
+//   cuda       one CUDA stream (non-blocking), device buffers allocated once and grown geometrically,
+//              page-locked host staging buffers, the CUDA kernels;
+//   cuda-host  host memory standing in for device memory (copies are memcpy), the kernels' row code under
+//              block emulation (kernels/emulated_kernels.h).
+// The caller (verify/device/batch_verifier.h) packs a step's inputs into host staging buffers, enqueues the
+// uploads, the launches and the downloads, and synchronises once; everything between is stream-ordered.
+// Plain C++: no CUDA headers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/cuda_device.h"
+#include "kernels/emulated_kernels.h"
+#include "kernels/sampler_kernels.h"
+#include "kernels/verify_kernels.h"
+
+namespace specula {
+
+class KernelStream {
+ public:
+  virtual ~KernelStream();
+  KernelStream(const KernelStream&) = delete;
+  KernelStream& operator=(const KernelStream&) = delete;
+
+  virtual Device device() const = 0;
+
+  // A device array of at least `bytes` for buffer `slot` (a small integer the caller chooses), kept across
+  // calls and grown geometrically; its contents are undefined after it grows. Waits for the stream before
+  // growing, since enqueued work may still use the old array.
+  void* device_buffer(int slot, size_t bytes);
+  // A host staging array of at least `bytes` (page-locked on CUDA, so copies are asynchronous), same rules.
+  void* host_buffer(int slot, size_t bytes);
+  template <typename T>
+  T* device_array(int slot, size_t count) {
+    return static_cast<T*>(device_buffer(slot, count * sizeof(T)));
+  }
+  template <typename T>
+  T* host_array(int slot, size_t count) {
+    return static_cast<T*>(host_buffer(slot, count * sizeof(T)));
+  }
+  // Bytes held in device and host buffers (what a step's batch costs in memory).
+  size_t device_bytes() const;
+  size_t host_bytes() const;
+
+  // Stream-ordered copies between a host staging buffer and a device buffer.
+  virtual void to_device(void* device_dst, const void* host_src, size_t bytes) = 0;
+  virtual void to_host(void* host_dst, const void* device_src, size_t bytes) = 0;
+
+  virtual void fused_sampler(const SamplerKernelParams& p) = 0;
+  virtual void chain_verify(const ChainVerifyParams& p) = 0;
+  virtual void block_verify(const BlockVerifyParams& p) = 0;
+  virtual void tree_verify(const TreeVerifyParams& p) = 0;
+
+  // Waits for everything enqueued; throws Error on an asynchronous failure.
+  virtual void synchronize() = 0;
+
+  // Free device memory as the backend sees it (cudaMemGetInfo; the host's MemAvailable for cuda-host), or
+  // -1 where it is unknown.
+  virtual int64_t free_device_memory() const = 0;
+
+ protected:
+  KernelStream() = default;
+  virtual void* allocate_device(size_t bytes) = 0;
+  virtual void free_device(void* p) = 0;
+  virtual void* allocate_host(size_t bytes) = 0;
+  virtual void free_host(void* p) = 0;
+  // Frees every buffer; a backend's destructor calls it while its allocator still works.
+  void release_buffers();
+
+ private:
+  struct Buffer {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  void* grow(std::vector<Buffer>& pool, int slot, size_t bytes, bool device);
+  std::vector<Buffer> device_;
+  std::vector<Buffer> host_;
+};
+
+// The stream of `device` (cuda or cuda_host; throws for cpu). cuda throws "no CUDA device: ..." where there
+// is none. `emulation` configures cuda_host.
+std::unique_ptr<KernelStream> make_kernel_stream(Device device, const EmulationOptions& emulation = {});
+
+}  // namespace specula

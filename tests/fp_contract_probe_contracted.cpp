@@ -1,0 +1,2 @@
+#define SPECULA_PROBE(name) name##_contracted
+#include "tests/fp_contract_probe.inc"

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""`specula generate --device cuda` against `--device cpu` through the command line, on a GPU machine.
+
+For every decoding method (ar, greedy, chain, block, tree with each sibling scheme) and two sampler settings,
+the same seeds must give the same token lines on both devices (the draws share their Philox keys; see README,
+"When do CPU and device draws differ?"), the metrics JSON must say which device verified, and the device run's
+acceptance counters must equal the CPU's. Also runs the transformer target when the bundled checkpoints are
+there. Exit 0 when everything agrees, 1 otherwise, 77 when no GPU is usable (the binary says so).
+
+Usage: generate_device_check.py --binary build/specula [--device cuda] [--samples N] [--quick]
+       (--quick: one sampler setting and no transformer, for the CTest run against cuda-host)
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+TARGET = "0.5 1.0 -0.3 0.2\n1.2 -0.4 0.3 0.0\n-0.2 0.8 0.9 -1.0\n0.1 0.1 1.5 -0.5\n"
+DRAFT = "0.4 1.3 -0.1 0.2\n1.0 -0.2 0.3 0.3\n-0.5 0.8 1.2 -1.0\n0.3 0.0 1.1 -0.2\n"
+METHODS = [
+    "--method ar",
+    "--method greedy --num-draft-tokens 3",
+    "--method chain --num-draft-tokens 4",
+    "--method block --num-draft-tokens 3",
+    "--method tree --tree 2,2",
+    "--method tree --tree 2,2,1 --tree-sampling without-replacement",
+    "--method tree --tree 3,1 --tree-sampling topk",
+    "--method tree --tree 16,15",
+]
+SAMPLERS = ["--temperature 0.9 --top-k 3", "--temperature 0.7 --repetition-penalty 1.3 --top-p 0.9 --stop-tokens 3"]
+
+
+def run(binary, args):
+    return subprocess.run([binary] + args, capture_output=True, text=True, timeout=600)
+
+
+def compare(binary, device, common, label, failures):
+    before = len(failures)
+    common = ["generate"] + common
+    with tempfile.TemporaryDirectory() as tmp:
+        outs = {}
+        for dev in ("cpu", device):
+            out, metrics = os.path.join(tmp, dev + ".txt"), os.path.join(tmp, dev + ".json")
+            r = run(binary, common + ["--device", dev, "--output", out, "--metrics-json", metrics])
+            if r.returncode != 0:
+                if dev != "cpu" and "no CUDA device" in r.stderr:
+                    print("skipped: " + r.stderr.strip())
+                    sys.exit(77)
+                failures.append(f"{label} --device {dev}: exit {r.returncode}: {r.stderr.strip()}")
+                return
+            outs[dev] = (open(out).read(), json.load(open(metrics)))
+        (cpu_text, cpu_m), (dev_text, dev_m) = outs["cpu"], outs[device]
+        if cpu_text != dev_text:
+            lines = sum(a != b for a, b in zip(cpu_text.splitlines(), dev_text.splitlines()))
+            failures.append(f"{label}: {lines} of {len(cpu_text.splitlines())} lines differ")
+        if dev_m.get("device") != device:
+            failures.append(f"{label}: metrics say device {dev_m.get('device')!r}")
+        for key in ("steps", "accepted_tokens", "proposed_tokens", "emitted_tokens"):
+            if key in cpu_m and cpu_m.get(key) != dev_m.get(key):
+                failures.append(f"{label}: {key} {dev_m.get(key)} on {device}, {cpu_m.get(key)} on cpu")
+    print(f"{'ok  ' if len(failures) == before else 'FAIL'}  {label}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--binary", required=True)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--samples", type=int, default=200)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--source", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    a = ap.parse_args()
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        target, draft = os.path.join(tmp, "t.txt"), os.path.join(tmp, "d.txt")
+        open(target, "w").write(TARGET)
+        open(draft, "w").write(DRAFT)
+        for sampler in SAMPLERS[-1:] if a.quick else SAMPLERS:
+            for method in METHODS:
+                settings = "--temperature 0 --repetition-penalty 1.3" if "greedy" in method else sampler
+                common = (f"--target bigram:{target} --draft bigram:{draft} --prompt-tokens 0,2 --max-new-tokens 12 "
+                          f"--num-samples {a.samples} --seed 11 {method} {settings}").split()
+                compare(a.binary, a.device, common, f"bigram {method} {settings}", failures)
+    models = os.path.join(a.source, "results", "models")
+    if not a.quick and os.path.exists(os.path.join(models, "target", "config.json")):
+        for method in ("--method chain --num-draft-tokens 4", "--method tree --tree 2,2,1"):
+            common = (f"--target transformer:{models}/target --draft transformer:{models}/draft --prompt-tokens "
+                      f"82,79,77,69,79,58,10 --max-new-tokens 24 --num-samples 8 --seed 5 --temperature 0.8 "
+                      f"{method}").split()
+            compare(a.binary, a.device, common, f"transformer {method}", failures)
+    for f in failures:
+        print("FAIL " + f)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+// A decoding step of many sequences on a device (--device cuda | cuda-host): the target rows of every
+// sequence go through the fused sampler (the sampler pipeline on the device) and then through one
+// verification launch for the whole batch. Per step: one upload of the raw logits (and of the recorded
+// draft laws q, with the rows' histories as bitmaps and counts where penalties need them), two launches,
+// and one download of the emitted tokens and counters. Buffers persist across steps (KernelStream).
+//
+// Semantics are the CPU generator's: p rows are SamplerPipeline::process of each tree row with that row's
+// history (verify/verifiers/target_rows.h), q rows are the drafter's recorded laws (already processed by
+// the draft's own pipeline on the CPU, where the draft was sampled), and greedy/chain/block/tree follow
+// verify_greedy/verify_chain/verify_block/verify_tree draw for draw (the same Philox keys). Greedy
+// verification is the chain kernel on greedy (one-hot) rows with point-mass drafts, which decides exactly
+// as verify_greedy. What the kernels cannot do is refused by name before any work (check_device_support).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "kernels/cuda_device.h"
+#include "kernels/emulated_kernels.h"
+#include "kernels/kernel_stream.h"
+#include "verify/sampling/sampler_pipeline.h"
+#include "verify/verifiers/token_tree.h"
+#include "verify/verifiers/verification.h"
+
+namespace specula {
+
+// Throws ParameterError naming what the device path cannot do for these settings: a lossy method
+// (typical), sampling stages the fused sampler lacks (typical_p, tfs_z, mirostat, dynatemp, bad_words),
+// constraints, a chain longer than kMaxVerifyDraft or a tree larger than kMaxVerifyTreeNodes.
+// `method` nullopt is the autoregressive baseline.
+void check_device_support(const std::optional<VerifyMethod>& method, const SamplingParams& target, int32_t max_chain,
+                          int32_t max_tree_nodes, Device device);
+
+// One sequence's step.
+struct DeviceStep {
+  const float* logits = nullptr;          // [tree->size() + 1, V] raw target logits of the tree's rows
+  const TokenTree* tree = nullptr;        // drafts (a chain for greedy, chain and block)
+  const TokenHistory* history = nullptr;  // the committed history (row 0's)
+  StepRandom rng;                         // the step's keys (seed, sequence, step)
+};
+
+struct DeviceStepResult {
+  VerifyOutcome outcome;
+  double expected_acceptance_sum = 0.0;  // GenerationMetrics::expected_acceptance_sum of this step
+  int32_t expected_acceptance_count = 0;
+};
+
+// One autoregressive draw.
+struct DeviceDraw {
+  const float* logits = nullptr;          // [V] raw target logits
+  const TokenHistory* history = nullptr;  // the history the row is processed with
+  RandomKey key;                          // sample_categorical's key on the CPU path
+};
+
+class BatchVerifier {
+ public:
+  // Throws "no CUDA device: ..." for cuda without a GPU. `method` nullopt: only sample() is used.
+  BatchVerifier(Device device, const SamplerPipeline& target, std::optional<VerifyMethod> method,
+                const EmulationOptions& emulation = {});
+
+  // Refuses, before any work, a batch whose step buffers would not fit the device's free memory:
+  // `sequences` steps of at most `rows_per_sequence` rows each.
+  void check_fits(int64_t sequences, int64_t rows_per_sequence) const;
+
+  std::vector<DeviceStepResult> verify(const std::vector<DeviceStep>& steps);
+  std::vector<Token> sample(const std::vector<DeviceDraw>& draws);
+
+  Device device() const { return stream_->device(); }
+  // Bytes of the per-step buffers of a batch (device side): what check_fits compares with free memory.
+  int64_t step_bytes(int64_t sequences, int64_t rows_per_sequence) const;
+
+ private:
+  // Uploads the rows' logits and sampler arrays and launches the fused sampler over them; returns the
+  // device array of processed distributions [R, V].
+  const float* process_rows(const std::vector<const float*>& logits, const std::vector<const TokenHistory*>& histories,
+                            const std::vector<RandomKey>& keys, int32_t** device_tokens, int32_t** device_status);
+
+  std::unique_ptr<KernelStream> stream_;
+  const SamplerPipeline& target_;
+  std::optional<VerifyMethod> method_;
+  int32_t vocab_;
+};
+
+}  // namespace specula
