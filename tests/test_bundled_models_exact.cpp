@@ -2,7 +2,9 @@
 // T = 0.8 with top-p and penalties, through every drafter (the bundled draft transformer, prompt lookup,
 // the bundled n-gram model) and every verifier (chain, block, trees with each sibling scheme). The exact
 // law of a 2-token continuation needs V + 1 = 257 target forwards; each method's samples are G-tested
-// against it at stats::kAlpha. Also: greedy speculation equals greedy decoding for every drafter.
+// against it at stats::kAlpha. Also: greedy speculation equals greedy decoding for every drafter. Both again
+// on --device cuda-host (the kernels' code under block emulation), which must also give the CPU's tokens.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <string>
 
@@ -59,26 +61,18 @@ struct Combo {
   SiblingScheme scheme = SiblingScheme::iid;
 };
 
-}  // namespace
-
-TEST_CASE("bundled target: every drafter and verifier samples the exact 2-token law", "[transformer][bundled]") {
+// Each combination's 2-token continuations on `device`, G-tested against the exact law (`samples` > 0); with a
+// device other than the CPU also the CPU path's continuations for 200 sequences, token for token.
+void check_two_token_law(const std::vector<Combo>& combos, Device device, int64_t samples) {
   const auto target = load_language_model("transformer:" + kModels + "target", "target");
   const auto tokenizer = load_tokenizer_for("transformer:" + kModels + "target");
   // A prompt with repeats, so prompt lookup proposes something.
   const std::vector<Token> prompt = tokenizer->encode("KING RICHARD:\nWhat says the king? What says the k");
   const SamplerPipeline pipeline(sampled(), target->vocab_size());
   const std::vector<double> law = exact_two_token_law(*target, pipeline, prompt);
-  const std::vector<Combo> combos = {
-      {"transformer:" + kModels + "draft", VerifyMethod::chain, {}},
-      {"transformer:" + kModels + "draft", VerifyMethod::block, {}},
-      {"transformer:" + kModels + "draft", VerifyMethod::tree, {2, 2}, SiblingScheme::iid},
-      {"transformer:" + kModels + "draft", VerifyMethod::tree, {2, 2}, SiblingScheme::without_replacement},
-      {"transformer:" + kModels + "draft", VerifyMethod::tree, {3, 1}, SiblingScheme::deterministic},
-      {"prompt-lookup", VerifyMethod::chain, {}},
-      {"ngram:" + kModels + "ngram-order4.txt", VerifyMethod::chain, {}},
-  };
   for (const Combo& c : combos) {
-    INFO(c.drafter << " / " << verify_method_name(c.method) << " / " << sibling_scheme_name(c.scheme));
+    INFO(c.drafter << " / " << verify_method_name(c.method) << " / " << sibling_scheme_name(c.scheme) << " on "
+                   << device_name(device));
     GenerationConfig config;
     config.method = c.method;
     config.num_draft_tokens = 2;
@@ -86,19 +80,32 @@ TEST_CASE("bundled target: every drafter and verifier samples the exact 2-token 
     config.tree_sampling = c.scheme;
     config.max_new_tokens = 2;
     config.seed = 99;
-    const Generator generator(target, sampled(), load_drafter(c.drafter, sampled(), target, sampled()), config);
+    config.device = device;
+    const auto drafter = load_drafter(c.drafter, sampled(), target, sampled());
+    const Generator generator(target, sampled(), drafter, config);
     GenerationMetrics metrics;
     std::vector<int64_t> counts(law.size(), 0);
-    for (const SequenceOutput& s : generator.generate_many(prompt, 0, 3000, metrics))
-      ++counts[static_cast<size_t>(s.tokens[0]) * target->vocab_size() + s.tokens[1]];
-    const stats::GofResult gof = stats::g_test(counts, law);
-    INFO(gof.detail);
-    CHECK(gof.passed(stats::kAlpha));
+    const std::vector<SequenceOutput> out =
+        generator.generate_many(prompt, 0, std::max<int64_t>(samples, 200), metrics);
     CHECK(metrics.q_zero_errors == 0);
+    if (samples > 0) {
+      for (const SequenceOutput& s : out)
+        ++counts[static_cast<size_t>(s.tokens[0]) * target->vocab_size() + s.tokens[1]];
+      const stats::GofResult gof = stats::g_test(counts, law);
+      INFO(gof.detail);
+      CHECK(gof.passed(stats::kAlpha));
+    }
+    if (device == Device::cpu) continue;
+    config.device = Device::cpu;
+    GenerationMetrics cpu_metrics;
+    const std::vector<SequenceOutput> cpu =
+        Generator(target, sampled(), drafter, config).generate_many(prompt, 0, 200, cpu_metrics);
+    for (size_t n = 0; n < cpu.size(); ++n) CHECK(out[n].tokens == cpu[n].tokens);
   }
 }
 
-TEST_CASE("bundled target: greedy speculation equals greedy decoding for every drafter", "[transformer][bundled]") {
+// Greedy speculation through every drafter and method equals greedy decoding, on `device`.
+void check_greedy_equality(Device device) {
   const auto target = load_language_model("transformer:" + kModels + "target", "target");
   const auto tokenizer = load_tokenizer_for("transformer:" + kModels + "target");
   const std::vector<Token> prompt = tokenizer->encode("ROMEO:\nBut soft, what light through yonder window breaks?\n");
@@ -111,16 +118,57 @@ TEST_CASE("bundled target: greedy speculation equals greedy decoding for every d
   for (const std::string& drafter :
        {"transformer:" + kModels + "draft", std::string("prompt-lookup"), "ngram:" + kModels + "ngram-order4.txt"}) {
     for (VerifyMethod method : {VerifyMethod::greedy, VerifyMethod::chain, VerifyMethod::block, VerifyMethod::tree}) {
-      INFO(drafter << " / " << verify_method_name(method));
+      INFO(drafter << " / " << verify_method_name(method) << " on " << device_name(device));
       GenerationConfig config;
       config.method = method;
       config.num_draft_tokens = 4;
       if (method == VerifyMethod::tree) config.tree_shape = {2, 2, 1};
       config.max_new_tokens = 48;
+      config.device = device;
       const Generator generator(target, greedy, load_drafter(drafter, greedy, target, greedy), config);
       // Exact equality is with respect to the verification pass's logits; multi-token forwards may flip
       // near-ties against 1-token decoding (verify/ALGORITHMS.md §1). The bundled models show no such tie here.
       CHECK(generator.generate(prompt, 0, m).tokens == expected);
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("bundled target: every drafter and verifier samples the exact 2-token law", "[transformer][bundled]") {
+  check_two_token_law(
+      {{"transformer:" + kModels + "draft", VerifyMethod::chain, {}},
+       {"transformer:" + kModels + "draft", VerifyMethod::block, {}},
+       {"transformer:" + kModels + "draft", VerifyMethod::tree, {2, 2}, SiblingScheme::iid},
+       {"transformer:" + kModels + "draft", VerifyMethod::tree, {2, 2}, SiblingScheme::without_replacement},
+       {"transformer:" + kModels + "draft", VerifyMethod::tree, {3, 1}, SiblingScheme::deterministic},
+       {"prompt-lookup", VerifyMethod::chain, {}},
+       {"ngram:" + kModels + "ngram-order4.txt", VerifyMethod::chain, {}}},
+      Device::cpu, 3000);
+}
+
+TEST_CASE("bundled target: greedy speculation equals greedy decoding for every drafter", "[transformer][bundled]") {
+  check_greedy_equality(Device::cpu);
+}
+
+// The same on --device cuda-host: the transformer's rows go through the kernels' code (block emulation), point-
+// mass drafts (prompt lookup) and recorded q rows (the draft model, the n-gram model) alike.
+TEST_CASE("bundled target on cuda-host: drafters and verifiers sample the exact 2-token law, the CPU's tokens",
+          "[transformer][device]") {
+  // The law: recorded q rows through the tree kernel, and point-mass drafts through the chain kernel. Each
+  // costs ~45 s of transformer forwards, so the other combinations are checked against the CPU's tokens.
+  check_two_token_law(
+      {{"transformer:" + kModels + "draft", VerifyMethod::tree, {2, 2}, SiblingScheme::without_replacement},
+       {"prompt-lookup", VerifyMethod::chain, {}}},
+      Device::cuda_host, 3000);
+  check_two_token_law({{"transformer:" + kModels + "draft", VerifyMethod::chain, {}},
+                       {"transformer:" + kModels + "draft", VerifyMethod::block, {}},
+                       {"transformer:" + kModels + "draft", VerifyMethod::tree, {3, 1}, SiblingScheme::deterministic},
+                       {"ngram:" + kModels + "ngram-order4.txt", VerifyMethod::tree, {2, 1}, SiblingScheme::iid}},
+                      Device::cuda_host, 0);
+}
+
+TEST_CASE("bundled target on cuda-host: greedy speculation equals greedy decoding for every drafter",
+          "[transformer][device]") {
+  check_greedy_equality(Device::cuda_host);
 }
