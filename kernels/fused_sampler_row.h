@@ -99,6 +99,80 @@ SPECULA_HD void store_vec(float* p, const float (&v)[VEC]) {
   }
 }
 
+// ---- Inverse-CDF draws from unnormalised weights (the fused sampler's draw and every verifier's) ---------
+// A Weight is a callable weight(base, w) that fills w[0 .. kVec) with the float64 weights of tokens
+// [base, base + kVec) (the dispatch guarantees base + kVec <= V).
+
+struct WeightsTotal {
+  double total;
+  int32_t last_positive;  // the last token with a positive weight (sample_from_weights' fallback), -1 if none
+};
+
+template <class Block, class Weight>
+SPECULA_HD WeightsTotal weights_total(Block& b, Weight&& weight) {
+  constexpr int VEC = Block::kVec;
+  double total = 0.0;
+  int32_t last = -1;
+  b.for_each_vec([&](int32_t base) {
+    double w[VEC];
+    weight(base, w);
+    for (int j = 0; j < VEC; ++j) {
+      total += w[j];
+      if (w[j] > 0.0) last = base + j;
+    }
+  });
+  total = b.sum_f64(total);
+  last = b.max_i32(last);
+  return {total, last};
+}
+
+// The token whose cumulative weight first exceeds u * total (sample_from_weights), scanning tiles of
+// kThreads * kVec tokens in index order and stopping at the tile that holds it. -1 when total is not
+// positive. A token is picked only where its own weight is positive (inverse_cdf_picks): a parallel scan
+// may round one ulp differently from the neighbouring thread's sum.
+template <class Block, class Weight>
+SPECULA_HD int32_t inverse_cdf(Block& b, int32_t vocab, Weight&& weight, const WeightsTotal& t, double u) {
+  constexpr int VEC = Block::kVec;
+  if (!(t.total > 0.0)) return -1;
+  const double target = u * t.total;
+  constexpr int32_t kTile = Block::kThreads * VEC;
+  double running = 0.0;
+  for (int32_t tile = 0; tile < vocab; tile += kTile) {
+    const int32_t base = tile + b.rank() * VEC;
+    double w[VEC], cumulative[VEC];
+    if (base < vocab) {
+      weight(base, w);
+    } else {
+      for (int j = 0; j < VEC; ++j) w[j] = 0.0;
+    }
+    const double tile_total = b.inclusive_scan(w, cumulative);
+    int32_t pick = kNoIndex;
+    for (int j = VEC - 1; j >= 0; --j)
+      if (inverse_cdf_picks(w[j], running + cumulative[j], target)) pick = base + j;
+    pick = b.min_i32(pick);
+    if (pick != kNoIndex) return pick;
+    running += tile_total;
+  }
+  return t.last_positive;  // u * total rounded up to total
+}
+
+template <class Block, class Weight>
+SPECULA_HD int32_t sample_weights(Block& b, int32_t vocab, Weight&& weight, double u) {
+  const WeightsTotal t = weights_total(b, weight);
+  return inverse_cdf(b, vocab, weight, t, u);
+}
+
+// A row of probabilities (float) as weights: the bonus draw and the residual's fallback.
+template <int VEC>
+struct RowWeights {
+  const float* row;
+  SPECULA_HD void operator()(int32_t base, double (&w)[VEC]) const {
+    float x[VEC];
+    load_vec<VEC>(row + base, x);
+    for (int j = 0; j < VEC; ++j) w[j] = static_cast<double>(x[j]);
+  }
+};
+
 SPECULA_HD float positive_infinity() { return float_from_bits(0x7f800000u); }
 SPECULA_HD float quiet_nan() { return float_from_bits(0x7fc00000u); }
 
@@ -288,32 +362,8 @@ SPECULA_HD void sample_row(Block& b, const SamplerKernelParams& p, int32_t row) 
   last_positive = b.max_i32(last_positive);
 
   // ---- Pass 5: inverse CDF with the row's Philox uniform, tiles in index order ----
-  const double target = philox_uniform(rp.seed, rp.stream, rp.offset) * total;
-  constexpr int32_t kTile = Block::kThreads * VEC;
-  int32_t token = -1;
-  double running = 0.0;
-  for (int32_t tile = 0; tile < vocab; tile += kTile) {
-    const int32_t base = tile + b.rank() * VEC;
-    double w[VEC], cumulative[VEC];
-    if (base < vocab) {
-      float x[VEC];
-      load_vec<VEC>(probs + base, x);
-      for (int j = 0; j < VEC; ++j) w[j] = static_cast<double>(x[j]);
-    } else {
-      for (int j = 0; j < VEC; ++j) w[j] = 0.0;
-    }
-    const double tile_total = b.inclusive_scan(w, cumulative);
-    int32_t pick = kNoIndex;
-    for (int j = VEC - 1; j >= 0; --j)
-      if (inverse_cdf_picks(w[j], running + cumulative[j], target)) pick = base + j;
-    pick = b.min_i32(pick);
-    if (pick != kNoIndex) {
-      token = pick;
-      break;
-    }
-    running += tile_total;
-  }
-  if (token < 0) token = last_positive;  // u * total rounded up to total (sample_from_weights)
+  const int32_t token = inverse_cdf(b, vocab, RowWeights<VEC>{probs}, WeightsTotal{total, last_positive},
+                                    philox_uniform(rp.seed, rp.stream, rp.offset));
   if (b.leader()) {
     p.tokens[row] = token;
     p.status[row] = static_cast<int32_t>(SamplerRowStatus::ok);

@@ -44,9 +44,8 @@
 namespace specula {
 namespace verify_row {
 
+using fused_sampler::kNoIndex;
 using fused_sampler::load_vec;
-
-constexpr int32_t kNoIndex = 0x7fffffff;
 
 // Tree scratch: q_total[N + 1] and r_total[N] (float64); first_child[N + 1], next_sibling[N],
 // sibling_token[N] and path[N] (int32).
@@ -105,79 +104,13 @@ SPECULA_HD bool q_recorded(const VerifyRowLayout& layout, size_t q_row) {
   return !layout.q_present || layout.q_present[q_row] != 0;
 }
 
-// ---- Inverse-CDF draws from unnormalised weights --------------------------------------------------------
-// A Weight is a callable weight(base, w) that fills w[0 .. kVec) with the float64 weights of tokens
-// [base, base + kVec) (the dispatch guarantees base + kVec <= V).
+// ---- Inverse-CDF draws (fused_sampler_row.h, shared with the fused sampler's draw) ----------------------
 
-struct WeightsTotal {
-  double total;
-  int32_t last_positive;  // the last token with a positive weight (sample_from_weights' fallback), -1 if none
-};
-
-template <class Block, class Weight>
-SPECULA_HD WeightsTotal weights_total(Block& b, Weight&& weight) {
-  constexpr int VEC = Block::kVec;
-  double total = 0.0;
-  int32_t last = -1;
-  b.for_each_vec([&](int32_t base) {
-    double w[VEC];
-    weight(base, w);
-    for (int j = 0; j < VEC; ++j) {
-      total += w[j];
-      if (w[j] > 0.0) last = base + j;
-    }
-  });
-  total = b.sum_f64(total);
-  last = b.max_i32(last);
-  return {total, last};
-}
-
-// The token whose cumulative weight first exceeds u * total (sample_from_weights), scanning tiles of
-// kThreads * kVec tokens in index order and stopping at the tile that holds it. -1 when total is not
-// positive. A token is picked only where its own weight is positive (inverse_cdf_picks): a parallel scan
-// may round one ulp differently from the neighbouring thread's sum.
-template <class Block, class Weight>
-SPECULA_HD int32_t inverse_cdf(Block& b, int32_t vocab, Weight&& weight, const WeightsTotal& t, double u) {
-  constexpr int VEC = Block::kVec;
-  if (!(t.total > 0.0)) return -1;
-  const double target = u * t.total;
-  constexpr int32_t kTile = Block::kThreads * VEC;
-  double running = 0.0;
-  for (int32_t tile = 0; tile < vocab; tile += kTile) {
-    const int32_t base = tile + b.rank() * VEC;
-    double w[VEC], cumulative[VEC];
-    if (base < vocab) {
-      weight(base, w);
-    } else {
-      for (int j = 0; j < VEC; ++j) w[j] = 0.0;
-    }
-    const double tile_total = b.inclusive_scan(w, cumulative);
-    int32_t pick = kNoIndex;
-    for (int j = VEC - 1; j >= 0; --j)
-      if (inverse_cdf_picks(w[j], running + cumulative[j], target)) pick = base + j;
-    pick = b.min_i32(pick);
-    if (pick != kNoIndex) return pick;
-    running += tile_total;
-  }
-  return t.last_positive;  // u * total rounded up to total
-}
-
-template <class Block, class Weight>
-SPECULA_HD int32_t sample_weights(Block& b, int32_t vocab, Weight&& weight, double u) {
-  const WeightsTotal t = weights_total(b, weight);
-  return inverse_cdf(b, vocab, weight, t, u);
-}
-
-// A row of probabilities (float) as weights: the bonus draw and the residual's fallback.
-template <int VEC>
-struct RowWeights {
-  const float* row;
-  SPECULA_HD void operator()(int32_t base, double (&w)[VEC]) const {
-    float x[VEC];
-    load_vec<VEC>(row + base, x);
-    for (int j = 0; j < VEC; ++j) w[j] = static_cast<double>(x[j]);
-  }
-};
+using fused_sampler::inverse_cdf;
+using fused_sampler::RowWeights;
+using fused_sampler::sample_weights;
+using fused_sampler::weights_total;
+using fused_sampler::WeightsTotal;
 
 // sum_x min(p(x), q(x)) of one row (the probability that a draw from q is accepted against p), or p at the
 // candidate where the row has no q: the CPU generator's acceptance_probability.

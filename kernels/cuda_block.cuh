@@ -1,0 +1,231 @@
+// The Block of fused_sampler_row.h and verify_row.h for one CUDA block, shared by the sampler and the
+// verification kernels: CUB BlockReduce / BlockScan collectives whose results every thread receives, the radix
+// histogram (sampler) and per-row scratch (tree verification) in `Extra` shared memory. Methods are
+// __host__ __device__ only so that the shared row templates type-check for both sides; they are called from
+// device code alone. A member that uses `Extra` (the histogram, the scratch) is instantiated only where a
+// kernel calls it.
+#pragma once
+
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+
+#include "kernels/fused_sampler_row.h"
+
+namespace specula {
+namespace cuda_block {
+
+struct ArgMaxOp {
+  __device__ fused_sampler::ArgMax operator()(const fused_sampler::ArgMax& a, const fused_sampler::ArgMax& b) const {
+    return fused_sampler::better(a, b);
+  }
+};
+struct MinOp {
+  __device__ int32_t operator()(int32_t a, int32_t b) const { return a < b ? a : b; }
+};
+struct MaxOp {
+  __device__ int32_t operator()(int32_t a, int32_t b) const { return a > b ? a : b; }
+};
+
+// Extra shared memory of the fused sampler: the radix histogram; hist[kRadixBins] stays 0 (the sum above the
+// top bucket).
+struct Histogram {
+  unsigned long long hist[fused_sampler::kRadixBins + 1];
+};
+// Extra shared memory of the verification kernels: F64 / I32 scratch elements (the tree kernel's per-node state).
+template <int F64, int I32>
+struct Scratch {
+  double f64[F64];
+  int32_t i32[I32];
+};
+
+template <int BLOCK, int VEC, class Extra>
+struct CudaBlock {
+  static constexpr int kThreads = BLOCK;
+  static constexpr int kVec = VEC;
+  static constexpr int kBinsPerThread = fused_sampler::kRadixBins / BLOCK;
+  static_assert(fused_sampler::kRadixBins % BLOCK == 0, "histogram bins must split evenly over the threads");
+  static_assert(32 % VEC == 0, "a vector must not straddle two bitmap words");
+
+  using ReduceF64 = cub::BlockReduce<double, BLOCK>;
+  using ReduceI32 = cub::BlockReduce<int32_t, BLOCK>;
+  using ReduceArg = cub::BlockReduce<fused_sampler::ArgMax, BLOCK>;
+  using ScanF64 = cub::BlockScan<double, BLOCK>;
+  using ScanU64 = cub::BlockScan<unsigned long long, BLOCK>;
+
+  struct Shared {
+    union {
+      typename ReduceF64::TempStorage f64;
+      typename ReduceI32::TempStorage i32;
+      typename ReduceArg::TempStorage arg;
+      typename ScanF64::TempStorage scan_f64;
+      typename ScanU64::TempStorage scan_u64;
+    } temp;
+    union {
+      double f64;
+      int32_t i32;
+      fused_sampler::ArgMax arg;
+      fused_sampler::RadixPick pick;
+    } out;
+    Extra extra;
+  };
+
+  Shared& sh;
+  int32_t vocab;
+
+  __host__ __device__ int rank() const {
+#if defined(__CUDA_ARCH__)
+    return static_cast<int>(threadIdx.x);
+#else
+    return 0;
+#endif
+  }
+  __host__ __device__ bool leader() const { return rank() == 0; }
+
+  template <class F>
+  __host__ __device__ void for_each_vec(F&& f) {
+#if defined(__CUDA_ARCH__)
+    for (int32_t base = static_cast<int32_t>(threadIdx.x) * VEC; base < vocab; base += BLOCK * VEC) f(base);
+#else
+    (void)f;
+#endif
+  }
+  template <class F>
+  __host__ __device__ void for_each_index(int32_t n, F&& f) {
+#if defined(__CUDA_ARCH__)
+    for (int32_t i = static_cast<int32_t>(threadIdx.x); i < n; i += BLOCK) f(i);
+#else
+    (void)n;
+    (void)f;
+#endif
+  }
+
+  // Reduction result in thread 0 -> shared -> every thread; the second barrier frees temp and out.
+  template <typename T>
+  __device__ T broadcast(T& slot, T value) {
+    if (threadIdx.x == 0) slot = value;
+    __syncthreads();
+    value = slot;
+    __syncthreads();
+    return value;
+  }
+
+  __host__ __device__ double sum_f64(double v) {
+#if defined(__CUDA_ARCH__)
+    return broadcast(sh.out.f64, ReduceF64(sh.temp.f64).Sum(v));
+#else
+    return v;
+#endif
+  }
+  __host__ __device__ int32_t sum_i32(int32_t v) {
+#if defined(__CUDA_ARCH__)
+    return broadcast(sh.out.i32, ReduceI32(sh.temp.i32).Sum(v));
+#else
+    return v;
+#endif
+  }
+  __host__ __device__ int32_t min_i32(int32_t v) {
+#if defined(__CUDA_ARCH__)
+    return broadcast(sh.out.i32, ReduceI32(sh.temp.i32).Reduce(v, MinOp{}));
+#else
+    return v;
+#endif
+  }
+  __host__ __device__ int32_t max_i32(int32_t v) {
+#if defined(__CUDA_ARCH__)
+    return broadcast(sh.out.i32, ReduceI32(sh.temp.i32).Reduce(v, MaxOp{}));
+#else
+    return v;
+#endif
+  }
+  __host__ __device__ fused_sampler::ArgMax argmax(fused_sampler::ArgMax v) {
+#if defined(__CUDA_ARCH__)
+    return broadcast(sh.out.arg, ReduceArg(sh.temp.arg).Reduce(v, ArgMaxOp{}));
+#else
+    return v;
+#endif
+  }
+
+  // Prefix sums over a tile in blocked order (thread t holds positions t*VEC .. t*VEC+VEC-1).
+  __host__ __device__ double inclusive_scan(const double (&in)[VEC], double (&out)[VEC]) {
+#if defined(__CUDA_ARCH__)
+    double items[VEC];
+    for (int j = 0; j < VEC; ++j) items[j] = in[j];
+    double aggregate;
+    ScanF64(sh.temp.scan_f64).InclusiveSum(items, out, aggregate);  // aggregate: valid in every thread
+    __syncthreads();
+    return aggregate;
+#else
+    (void)in;
+    (void)out;
+    return 0.0;
+#endif
+  }
+
+  __host__ __device__ void sync() {
+#if defined(__CUDA_ARCH__)
+    __syncthreads();
+#endif
+  }
+
+  // ---- The radix histogram (Extra = Histogram) ----
+  __host__ __device__ void hist_clear() {
+#if defined(__CUDA_ARCH__)
+    for (int i = threadIdx.x; i <= fused_sampler::kRadixBins; i += BLOCK) sh.extra.hist[i] = 0;
+    __syncthreads();
+#endif
+  }
+  __host__ __device__ void hist_add(int bin, uint64_t w) {
+#if defined(__CUDA_ARCH__)
+    atomicAdd(&sh.extra.hist[bin], static_cast<unsigned long long>(w));
+#else
+    (void)bin;
+    (void)w;
+#endif
+  }
+  // hist[d] := weight of buckets >= d (thread t scans buckets from the top, kBinsPerThread each).
+  __host__ __device__ uint64_t hist_suffix_sums() {
+#if defined(__CUDA_ARCH__)
+    constexpr int kTop = fused_sampler::kRadixBins - 1;
+    unsigned long long* hist = sh.extra.hist;
+    __syncthreads();  // every hist_add has landed
+    unsigned long long items[kBinsPerThread];
+    for (int j = 0; j < kBinsPerThread; ++j) items[j] = hist[kTop - (threadIdx.x * kBinsPerThread + j)];
+    ScanU64(sh.temp.scan_u64).InclusiveSum(items, items);
+    for (int j = 0; j < kBinsPerThread; ++j) hist[kTop - (threadIdx.x * kBinsPerThread + j)] = items[j];
+    __syncthreads();
+    const uint64_t total = hist[0];
+    // Every thread has read the total before any may go on to the next hist_clear: without this barrier a
+    // row that returns early (top-k with k >= candidates) and clears the histogram for its next filter
+    // races the slower threads' read (found by compute-sanitizer racecheck).
+    __syncthreads();
+    return total;
+#else
+    return 0;
+#endif
+  }
+  // The unique bucket d with above + hist[d+1] < target <= above + hist[d] (radix_threshold guarantees one).
+  __host__ __device__ fused_sampler::RadixPick hist_find(uint64_t above, uint64_t target) {
+#if defined(__CUDA_ARCH__)
+    const unsigned long long* hist = sh.extra.hist;
+    for (int j = 0; j < kBinsPerThread; ++j) {
+      const int d = fused_sampler::kRadixBins - 1 - static_cast<int>(threadIdx.x * kBinsPerThread + j);
+      if (bucket_holds_target(above, hist[d + 1], hist[d], target))
+        sh.out.pick = fused_sampler::RadixPick{static_cast<uint32_t>(d), above + hist[d + 1]};
+    }
+    __syncthreads();
+    const fused_sampler::RadixPick pick = sh.out.pick;
+    __syncthreads();
+    return pick;
+#else
+    (void)target;
+    return fused_sampler::RadixPick{0, above};
+#endif
+  }
+
+  // ---- Per-row scratch (Extra = Scratch) ----
+  __host__ __device__ double* f64() { return sh.extra.f64; }
+  __host__ __device__ int32_t* i32() { return sh.extra.i32; }
+};
+
+}  // namespace cuda_block
+}  // namespace specula
