@@ -69,7 +69,7 @@ int sample_command(const Args& args) {
     ("mirostat-mu", po::value<double>(), "history: mirostat state mu (default 2 * tau)")
     ("print-distribution", po::bool_switch(), "print the processed probabilities (one per line, token order) instead of samples")
     ("print-chain", po::bool_switch(), "print the sampler chain to stderr")
-    ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda-host (the fused CUDA sampler, or its code emulated on the CPU; same draws)")
+    ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda-host (the fused CUDA sampler, or its code emulated on the CPU; the same keys, so the same draws but where README says they can differ)")
     ("config", po::value<std::string>(), "INI file with any of these options (the command line wins)");
   // clang-format on
   add_sampler_options(desc);
