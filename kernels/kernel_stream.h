@@ -8,6 +8,7 @@
 // Plain C++: no CUDA headers.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -41,6 +42,17 @@ class KernelStream {
   template <typename T>
   T* host_array(int slot, size_t count) {
     return static_cast<T*>(host_buffer(slot, count * sizeof(T)));
+  }
+  // Stages `host` in host buffer `slot`, enqueues its copy to device buffer `slot` and returns the device
+  // array; null for an empty vector (an optional array no row uses).
+  template <typename T>
+  const T* upload(int slot, const std::vector<T>& host) {
+    if (host.empty()) return nullptr;
+    T* staging = host_array<T>(slot, host.size());
+    std::copy(host.begin(), host.end(), staging);
+    T* device = device_array<T>(slot, host.size());
+    to_device(device, staging, host.size() * sizeof(T));
+    return device;
   }
   // Bytes held in device and host buffers (what a step's batch costs in memory).
   size_t device_bytes() const;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/shared/philox.h"
+#include "verify/device/device_sampler.h"
 #include "verify/device/sampler_batch.h"
 #include "verify/sampling/categorical.h"
 #include "verify/sampling/sampler_pipeline.h"
@@ -119,16 +120,39 @@ inline SamplerCase random_sampler_case(uint64_t seed, int32_t vocab, int32_t bat
   return c;
 }
 
-// Tokens of draws [0, n) from one processed row with keys (seed, stream 0 of `sample`, i): what `specula sample`
-// prints on the CPU.
-inline std::vector<int32_t> cpu_row_draws(const SamplingParams& params, const TokenHistory& history,
-                                          const std::vector<float>& logits, uint64_t seed, int32_t n) {
-  const std::vector<float> probs =
-      SamplerPipeline(params, static_cast<int32_t>(logits.size())).process(logits, history);
-  std::vector<int32_t> out;
-  for (int32_t i = 0; i < n; ++i)
-    out.push_back(sample_categorical(probs.data(), static_cast<int32_t>(logits.size()),
-                                     RandomKey{seed, philox_stream(0, RandomRole::sample), static_cast<uint64_t>(i)}));
+// One row (3001 tokens, top-k, top-p, a repetition penalty over prompt and output) drawn from 2100 times in
+// three chunks by a RowSampler on `device`, beside what the CPU draws with the same keys (seed 8, stream 0 of
+// `sample`, offsets 0..2099) and the largest difference between the processed distributions.
+struct RowSamplerCheck {
+  std::vector<int32_t> drawn, expected;
+  double worst_probability_difference = 0.0;
+};
+
+inline RowSamplerCheck check_row_sampler(Device device) {
+  std::mt19937_64 rng(91);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<float> logits(3001);
+  for (float& x : logits) x = normal(rng);
+  SamplingParams s;
+  s.temperature = 0.7f;
+  s.top_k = 40;
+  s.top_p = 0.9f;
+  s.repetition_penalty = 1.3f;
+  TokenHistory h;
+  h.prompt = {5, 17, 2900};
+  h.output = {17, 17, 40};
+  RowSamplerCheck out;
+  RowSampler sampler(device, s, h, logits);
+  const uint64_t stream = philox_stream(0, RandomRole::sample);
+  for (int32_t first : {0, 700, 1400})  // chunks reuse the uploaded row and the buffers
+    for (int32_t t : sampler.draw(8, stream, static_cast<uint64_t>(first), 700)) out.drawn.push_back(t);
+  const std::vector<float> ref = SamplerPipeline(s, 3001).process(logits, h);
+  for (int32_t i = 0; i < 2100; ++i)
+    out.expected.push_back(sample_categorical(ref.data(), 3001, RandomKey{8, stream, static_cast<uint64_t>(i)}));
+  const std::vector<float> probs = sampler.distribution();
+  for (size_t i = 0; i < ref.size(); ++i)
+    out.worst_probability_difference =
+        std::max(out.worst_probability_difference, static_cast<double>(std::fabs(probs[i] - ref[i])));
   return out;
 }
 

@@ -17,92 +17,6 @@
 #include "kernels/cuda_device.h"
 
 #if !defined(SPECULA_HAS_CUDA)
-TEST_CASE("small batches at every dispatch (block 256/512, vec 1/4) match the CPU pipeline",
-          "[gpu][sampler][sanitize]") {
-  for (int32_t vocab : {1000, 1003, 32000, 32003}) {
-    const testing::SamplerCase c = testing::random_sampler_case(0xd15 + vocab, vocab, 4);
-    const GpuRun gpu = run_on_gpu(c);
-    for (int32_t r = 0; r < c.batch(); ++r) {
-      const testing::RowComparison cmp = testing::compare_row(c, r, gpu.probs.data() + static_cast<size_t>(r) * vocab,
-                                                              gpu.tokens[r], gpu.status[r], 1e-6);
-      INFO("vocab " << vocab << ": " << cmp.message);
-      CHECK(cmp.ok);
-    }
-  }
-}
-
-// The fused sampler's draws have the law of the CPU pipeline's processed distribution (tests/TESTING.md: fixed
-// seed, G-test at alpha = 1e-6). 200k rows share one row of logits and parameters and differ only in their
-// Philox stream, so their tokens are independent draws. The power check: the same counts must fail against
-// the law of a pipeline that drops top-p (a kernel that skipped the filter would pass that one instead).
-TEST_CASE("the fused sampler's tokens have the processed distribution's law (G-test)", "[gpu][sampler][law]") {
-  constexpr int32_t kRows = 200000, V = 12;
-  const std::vector<float> logits = {1.2f, -0.3f, 0.8f, 2.0f, -1.5f, 0.0f, 0.4f, 1.9f, -0.7f, 0.9f, 0.1f, -2.2f};
-  SamplingParams s;
-  s.temperature = 0.8f;
-  s.top_k = 8;
-  s.top_p = 0.9f;
-  s.min_p = 0.02f;
-  s.repetition_penalty = 1.3f;
-  TokenHistory h;
-  h.prompt = {3, 7};
-  testing::SamplerCase c;
-  c.vocab = V;
-  for (int32_t r = 0; r < kRows; ++r) {
-    c.params.push_back(s);
-    c.histories.push_back(h);
-    c.keys.push_back(RandomKey{0x5a3e11, philox_stream(static_cast<uint64_t>(r), RandomRole::sample), 9});
-    c.logits.insert(c.logits.end(), logits.begin(), logits.end());
-  }
-  const GpuRun gpu = run_on_gpu(c);
-  std::vector<int64_t> counts(V, 0);
-  for (int32_t r = 0; r < kRows; ++r) {
-    REQUIRE(gpu.status[r] == 0);
-    ++counts[static_cast<size_t>(gpu.tokens[r])];
-  }
-  const auto law_of = [&](const SamplingParams& params) {
-    const std::vector<float> probs = SamplerPipeline(params, V).process(logits, h);
-    double total = 0.0;
-    for (float x : probs) total += x;
-    std::vector<double> law;
-    for (float x : probs) law.push_back(static_cast<double>(x) / total);
-    return law;
-  };
-  const stats::GofResult gof = stats::g_test(counts, law_of(s));
-  INFO(gof.detail);
-  CHECK(gof.passed(stats::kAlpha));
-  SamplingParams no_top_p = s;
-  no_top_p.top_p = 1.0f;
-  const stats::GofResult wrong = stats::g_test(counts, law_of(no_top_p));
-  INFO("against the law without top-p: " << wrong.detail);
-  CHECK_FALSE(wrong.passed(stats::kAlpha));
-}
-
-TEST_CASE("RowSampler on cuda draws, from one uploaded row, what the CPU draws", "[gpu][sampler][sanitize]") {
-  std::mt19937_64 rng(91);
-  std::normal_distribution<float> normal(0.0f, 2.0f);
-  std::vector<float> logits(3001);
-  for (float& x : logits) x = normal(rng);
-  SamplingParams s;
-  s.temperature = 0.7f;
-  s.top_k = 40;
-  s.top_p = 0.9f;
-  s.repetition_penalty = 1.3f;
-  TokenHistory h;
-  h.prompt = {5, 17, 2900};
-  h.output = {17, 17, 40};
-  RowSampler sampler(Device::cuda, s, h, logits);
-  std::vector<int32_t> drawn;
-  for (int32_t first : {0, 700, 1400})  // chunks reuse the uploaded row and the buffers
-    for (int32_t t : sampler.draw(8, philox_stream(0, RandomRole::sample), first, 700)) drawn.push_back(t);
-  CHECK(drawn == testing::cpu_row_draws(s, h, logits, 8, 2100));
-  const std::vector<float> ref = SamplerPipeline(s, 3001).process(logits, h);
-  const std::vector<float> probs = sampler.distribution();
-  double worst = 0.0;
-  for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(probs[i] - ref[i])));
-  CHECK(worst < 1e-6);
-}
-
 int main() {
   std::printf("skipped: %s\n", specula::cuda_unavailable_reason().c_str());
   return 77;
@@ -197,6 +111,17 @@ GpuRun run_on_gpu(const testing::SamplerCase& c) {
   return {probs.to_host(), tokens.to_host(), status.to_host()};
 }
 
+// Every row of a GPU run against the CPU pipeline (testing::compare_row, tolerance 1e-6 derived above).
+void check_against_pipeline(const testing::SamplerCase& c) {
+  const GpuRun gpu = run_on_gpu(c);
+  for (int32_t r = 0; r < c.batch(); ++r) {
+    const testing::RowComparison cmp = testing::compare_row(c, r, gpu.probs.data() + static_cast<size_t>(r) * c.vocab,
+                                                            gpu.tokens[r], gpu.status[r], 1e-6);
+    INFO("vocab " << c.vocab << ": " << cmp.message);
+    CHECK(cmp.ok);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("Philox uniforms are bit-identical on CPU and GPU", "[gpu][philox]") {
@@ -222,13 +147,7 @@ TEST_CASE("the fused sampler kernel matches the CPU pipeline on random rows", "[
   for (const auto& [vocab, batch] :
        {std::pair<int32_t, int32_t>{7, 16}, {1000, 48}, {1003, 48}, {32000, 24}, {32003, 8}, {128256, 6}}) {
     const testing::SamplerCase c = testing::random_sampler_case(0x5eed + vocab, vocab, batch);
-    const GpuRun gpu = run_on_gpu(c);
-    for (int32_t r = 0; r < c.batch(); ++r) {
-      const testing::RowComparison cmp = testing::compare_row(c, r, gpu.probs.data() + static_cast<size_t>(r) * vocab,
-                                                              gpu.tokens[r], gpu.status[r], 1e-6);
-      INFO("vocab " << vocab << ": " << cmp.message);
-      CHECK(cmp.ok);
-    }
+    check_against_pipeline(c);
   }
 }
 
@@ -278,6 +197,67 @@ TEST_CASE("failed rows report a status instead of crashing", "[gpu][sampler][san
   CHECK(gpu.status[2] == 0);
   CHECK(gpu.tokens[0] == -1);
   CHECK_THROWS_WITH(check_sampler_status(gpu.status.data(), 3), Catch::Contains("row 0"));
+}
+
+TEST_CASE("small batches at every dispatch (block 256/512, vec 1/4) match the CPU pipeline",
+          "[gpu][sampler][sanitize]") {
+  for (int32_t vocab : {1000, 1003, 32000, 32003}) {
+    const testing::SamplerCase c = testing::random_sampler_case(0xd15 + vocab, vocab, 4);
+    check_against_pipeline(c);
+  }
+}
+
+// The fused sampler's draws have the law of the CPU pipeline's processed distribution (tests/TESTING.md: fixed
+// seed, G-test at alpha = 1e-6). 200k rows share one row of logits and parameters and differ only in their
+// Philox stream, so their tokens are independent draws. The power check: the same counts must fail against
+// the law of a pipeline that drops top-p (a kernel that skipped the filter would pass that one instead).
+TEST_CASE("the fused sampler's tokens have the processed distribution's law (G-test)", "[gpu][sampler][law]") {
+  constexpr int32_t kRows = 200000, V = 12;
+  const std::vector<float> logits = {1.2f, -0.3f, 0.8f, 2.0f, -1.5f, 0.0f, 0.4f, 1.9f, -0.7f, 0.9f, 0.1f, -2.2f};
+  SamplingParams s;
+  s.temperature = 0.8f;
+  s.top_k = 8;
+  s.top_p = 0.9f;
+  s.min_p = 0.02f;
+  s.repetition_penalty = 1.3f;
+  TokenHistory h;
+  h.prompt = {3, 7};
+  testing::SamplerCase c;
+  c.vocab = V;
+  for (int32_t r = 0; r < kRows; ++r) {
+    c.params.push_back(s);
+    c.histories.push_back(h);
+    c.keys.push_back(RandomKey{0x5a3e11, philox_stream(static_cast<uint64_t>(r), RandomRole::sample), 9});
+    c.logits.insert(c.logits.end(), logits.begin(), logits.end());
+  }
+  const GpuRun gpu = run_on_gpu(c);
+  std::vector<int64_t> counts(V, 0);
+  for (int32_t r = 0; r < kRows; ++r) {
+    REQUIRE(gpu.status[r] == 0);
+    ++counts[static_cast<size_t>(gpu.tokens[r])];
+  }
+  const auto law_of = [&](const SamplingParams& params) {
+    const std::vector<float> probs = SamplerPipeline(params, V).process(logits, h);
+    double total = 0.0;
+    for (float x : probs) total += x;
+    std::vector<double> law;
+    for (float x : probs) law.push_back(static_cast<double>(x) / total);
+    return law;
+  };
+  const stats::GofResult gof = stats::g_test(counts, law_of(s));
+  INFO(gof.detail);
+  CHECK(gof.passed(stats::kAlpha));
+  SamplingParams no_top_p = s;
+  no_top_p.top_p = 1.0f;
+  const stats::GofResult wrong = stats::g_test(counts, law_of(no_top_p));
+  INFO("against the law without top-p: " << wrong.detail);
+  CHECK_FALSE(wrong.passed(stats::kAlpha));
+}
+
+TEST_CASE("RowSampler on cuda draws, from one uploaded row, what the CPU draws", "[gpu][sampler][sanitize]") {
+  const testing::RowSamplerCheck c = testing::check_row_sampler(Device::cuda);
+  CHECK(c.drawn == c.expected);
+  CHECK(c.worst_probability_difference < 1e-6);
 }
 
 int main(int argc, char** argv) {

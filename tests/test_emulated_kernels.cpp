@@ -213,28 +213,9 @@ TEST_CASE("comparing schedules finds a missing barrier", "[kernels][emulation][m
 }
 
 TEST_CASE("RowSampler on cuda-host draws, from one uploaded row, what the CPU draws", "[kernels][emulation][sampler]") {
-  std::mt19937_64 rng(91);
-  std::normal_distribution<float> normal(0.0f, 2.0f);
-  std::vector<float> logits(3001);
-  for (float& x : logits) x = normal(rng);
-  SamplingParams s;
-  s.temperature = 0.7f;
-  s.top_k = 40;
-  s.top_p = 0.9f;
-  s.repetition_penalty = 1.3f;
-  TokenHistory h;
-  h.prompt = {5, 17, 2900};
-  h.output = {17, 17, 40};
-  RowSampler sampler(Device::cuda_host, s, h, logits);
-  std::vector<int32_t> drawn;
-  for (int32_t first : {0, 700, 1400})  // chunks reuse the uploaded row and the buffers
-    for (int32_t t : sampler.draw(8, philox_stream(0, RandomRole::sample), first, 700)) drawn.push_back(t);
-  CHECK(drawn == testing::cpu_row_draws(s, h, logits, 8, 2100));
-  const std::vector<float> ref = SamplerPipeline(s, 3001).process(logits, h);
-  const std::vector<float> probs = sampler.distribution();
-  double worst = 0.0;
-  for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(probs[i] - ref[i])));
-  CHECK(worst < 1e-6);
+  const testing::RowSamplerCheck c = testing::check_row_sampler(Device::cuda_host);
+  CHECK(c.drawn == c.expected);
+  CHECK(c.worst_probability_difference < 1e-6);
 }
 
 TEST_CASE("emulation refuses a thread count it has no instantiation for", "[kernels][emulation]") {

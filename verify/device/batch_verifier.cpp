@@ -119,25 +119,16 @@ const float* BatchVerifier::process_rows(const std::vector<const float*>& logits
 
   float* host_logits = s.host_array<float>(kLogits, R * V);
   for (size_t r = 0; r < R; ++r) std::memcpy(host_logits + r * V, logits[r], V * sizeof(float));
-  const auto upload = [&](int slot, const auto& host) -> const typename std::decay_t<decltype(host)>::value_type* {
-    using T = typename std::decay_t<decltype(host)>::value_type;
-    if (host.empty()) return nullptr;
-    T* staging = s.host_array<T>(slot, host.size());
-    std::copy(host.begin(), host.end(), staging);
-    T* device = s.device_array<T>(slot, host.size());
-    s.to_device(device, staging, host.size() * sizeof(T));
-    return device;
-  };
   float* d_logits = s.device_array<float>(kLogits, R * V);
   s.to_device(d_logits, host_logits, R * V * sizeof(float));
   SamplerKernelParams p;
   p.logits = d_logits;
-  p.rows = upload(kRowParams, batch.rows);
-  p.allowed_bitmap = upload(kAllowed, batch.allowed);
-  p.banned_bitmap = upload(kBanned, batch.banned);
-  p.prompt_bitmap = upload(kPrompt, batch.prompt);
-  p.output_counts = upload(kCounts, batch.output_counts);
-  p.logit_bias = upload(kBias, batch.logit_bias);
+  p.rows = s.upload(kRowParams, batch.rows);
+  p.allowed_bitmap = s.upload(kAllowed, batch.allowed);
+  p.banned_bitmap = s.upload(kBanned, batch.banned);
+  p.prompt_bitmap = s.upload(kPrompt, batch.prompt);
+  p.output_counts = s.upload(kCounts, batch.output_counts);
+  p.logit_bias = s.upload(kBias, batch.logit_bias);
   float* d_probs = s.device_array<float>(kProbs, R * V);
   p.probs = d_probs;
   p.tokens = *device_tokens = s.device_array<int32_t>(kSamplerTokens, R);
@@ -262,7 +253,8 @@ std::vector<DeviceStepResult> BatchVerifier::verify(const std::vector<DeviceStep
     rp.scheme = kernel_sibling_scheme(t.scheme);
     host_first[b] = first_row[b];
   }
-  const auto upload = [&](int slot, auto* host, size_t count) {
+  // The arrays staged above, copied to their device buffers.
+  const auto staged_to_device = [&](int slot, auto* host, size_t count) {
     using T = std::remove_pointer_t<decltype(host)>;
     T* device = s.device_array<T>(slot, count);
     s.to_device(device, host, count * sizeof(T));
@@ -279,7 +271,7 @@ std::vector<DeviceStepResult> BatchVerifier::verify(const std::vector<DeviceStep
   out.overlap_sum = s.device_array<double>(kOverlapSum, B);
   out.overlap_count = s.device_array<int32_t>(kOverlapCount, B);
   VerifyRowLayout layout;
-  layout.first_row = upload(kFirstRow, host_first, B);
+  layout.first_row = staged_to_device(kFirstRow, host_first, B);
   layout.total_rows = R;
   layout.q_present = d_q_present;
   int32_t* d_path = nullptr;
@@ -289,9 +281,9 @@ std::vector<DeviceStepResult> BatchVerifier::verify(const std::vector<DeviceStep
     TreeVerifyParams tp;
     tp.p = d_p;
     tp.q = d_q;
-    tp.tokens = upload(kDraft, draft, B * width);
-    tp.parents = upload(kParents, parents, B * width);
-    tp.rows = upload(kVerifyRows, rows, B);
+    tp.tokens = staged_to_device(kDraft, draft, B * width);
+    tp.parents = staged_to_device(kParents, parents, B * width);
+    tp.rows = staged_to_device(kVerifyRows, rows, B);
     tp.out = out;
     tp.layout = layout;
     tp.path = d_path = s.device_array<int32_t>(kPath, B * width);
@@ -303,8 +295,8 @@ std::vector<DeviceStepResult> BatchVerifier::verify(const std::vector<DeviceStep
     BlockVerifyParams cp;
     cp.p = d_p;
     cp.q = d_q;
-    cp.draft = upload(kDraft, draft, B * width);
-    cp.rows = upload(kVerifyRows, rows, B);
+    cp.draft = staged_to_device(kDraft, draft, B * width);
+    cp.rows = staged_to_device(kVerifyRows, rows, B);
     cp.out = out;
     cp.layout = layout;
     cp.batch = static_cast<int32_t>(B);

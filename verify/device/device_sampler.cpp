@@ -19,21 +19,12 @@ RowSampler::RowSampler(Device device, const SamplingParams& params, const TokenH
   const SamplerBatch one(V, {SamplerBatchRow{&params, &history, RandomKey{}}});
   row_ = one.rows[0];
   KernelStream& s = *stream_;
-  const auto upload = [&](int slot, const auto& host) -> const typename std::decay_t<decltype(host)>::value_type* {
-    using T = typename std::decay_t<decltype(host)>::value_type;
-    if (host.empty()) return nullptr;
-    T* staging = s.host_array<T>(slot, host.size());
-    std::copy(host.begin(), host.end(), staging);
-    T* d = s.device_array<T>(slot, host.size());
-    s.to_device(d, staging, host.size() * sizeof(T));
-    return d;
-  };
-  inputs_.logits = upload(kLogits, logits);
-  inputs_.allowed_bitmap = upload(kAllowed, one.allowed);
-  inputs_.banned_bitmap = upload(kBanned, one.banned);
-  inputs_.prompt_bitmap = upload(kPrompt, one.prompt);
-  inputs_.output_counts = upload(kCounts, one.output_counts);
-  inputs_.logit_bias = upload(kBias, one.logit_bias);
+  inputs_.logits = s.upload(kLogits, logits);
+  inputs_.allowed_bitmap = s.upload(kAllowed, one.allowed);
+  inputs_.banned_bitmap = s.upload(kBanned, one.banned);
+  inputs_.prompt_bitmap = s.upload(kPrompt, one.prompt);
+  inputs_.output_counts = s.upload(kCounts, one.output_counts);
+  inputs_.logit_bias = s.upload(kBias, one.logit_bias);
   inputs_.vocab = V;
   inputs_.shared_inputs = true;
   s.synchronize();  // the staging buffers may be reused by the first draw
