@@ -63,11 +63,12 @@ struct Combo {
 
 // Each combination's 2-token continuations on `device`, G-tested against the exact law (`samples` > 0); with a
 // device other than the CPU also the CPU path's continuations for 200 sequences, token for token.
-void check_two_token_law(const std::vector<Combo>& combos, Device device, int64_t samples) {
+void check_two_token_law(const std::vector<Combo>& combos, Device device, int64_t samples,
+                         const std::string& prompt_text = "KING RICHARD:\nWhat says the king? What says the k") {
   const auto target = load_language_model("transformer:" + kModels + "target", "target");
   const auto tokenizer = load_tokenizer_for("transformer:" + kModels + "target");
   // A prompt with repeats, so prompt lookup proposes something.
-  const std::vector<Token> prompt = tokenizer->encode("KING RICHARD:\nWhat says the king? What says the k");
+  const std::vector<Token> prompt = tokenizer->encode(prompt_text);
   const SamplerPipeline pipeline(sampled(), target->vocab_size());
   const std::vector<double> law = exact_two_token_law(*target, pipeline, prompt);
   for (const Combo& c : combos) {
@@ -155,17 +156,18 @@ TEST_CASE("bundled target: greedy speculation equals greedy decoding for every d
 // mass drafts (prompt lookup) and recorded q rows (the draft model, the n-gram model) alike.
 TEST_CASE("bundled target on cuda-host: drafters and verifiers sample the exact 2-token law, the CPU's tokens",
           "[transformer][device]") {
-  // The law: recorded q rows through the tree kernel, and point-mass drafts through the chain kernel. Each
-  // costs ~45 s of transformer forwards, so the other combinations are checked against the CPU's tokens.
+  // Chain, block and tree each G-tested (recorded q rows from the draft model), and point-mass drafts (prompt
+  // lookup) through the chain kernel; the n-gram model's tree against the CPU's tokens. A short prompt keeps
+  // each sequence's prefill, most of the test's time, cheap.
+  const std::string prompt = "the king? the k";
   check_two_token_law(
-      {{"transformer:" + kModels + "draft", VerifyMethod::tree, {2, 2}, SiblingScheme::without_replacement},
+      {{"transformer:" + kModels + "draft", VerifyMethod::chain, {}},
+       {"transformer:" + kModels + "draft", VerifyMethod::block, {}},
+       {"transformer:" + kModels + "draft", VerifyMethod::tree, {2, 2}, SiblingScheme::without_replacement},
        {"prompt-lookup", VerifyMethod::chain, {}}},
-      Device::cuda_host, 3000);
-  check_two_token_law({{"transformer:" + kModels + "draft", VerifyMethod::chain, {}},
-                       {"transformer:" + kModels + "draft", VerifyMethod::block, {}},
-                       {"transformer:" + kModels + "draft", VerifyMethod::tree, {3, 1}, SiblingScheme::deterministic},
-                       {"ngram:" + kModels + "ngram-order4.txt", VerifyMethod::tree, {2, 1}, SiblingScheme::iid}},
-                      Device::cuda_host, 0);
+      Device::cuda_host, 2000, prompt);
+  check_two_token_law({{"ngram:" + kModels + "ngram-order4.txt", VerifyMethod::tree, {2, 1}, SiblingScheme::iid}},
+                      Device::cuda_host, 0, prompt);
 }
 
 TEST_CASE("bundled target on cuda-host: greedy speculation equals greedy decoding for every drafter",
