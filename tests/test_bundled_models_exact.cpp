@@ -54,6 +54,10 @@ std::vector<double> exact_two_token_law(const LanguageModel& target, const Sampl
   return law;
 }
 
+// A short prompt with a repeat (so prompt lookup proposes something): each sequence's prefill is most of these
+// tests' time.
+const std::string kShortPrompt = "the king? the k";
+
 struct Combo {
   std::string drafter;
   VerifyMethod method;
@@ -64,10 +68,9 @@ struct Combo {
 // Each combination's 2-token continuations on `device`, G-tested against the exact law (`samples` > 0); with a
 // device other than the CPU also the CPU path's continuations for 200 sequences, token for token.
 void check_two_token_law(const std::vector<Combo>& combos, Device device, int64_t samples,
-                         const std::string& prompt_text = "KING RICHARD:\nWhat says the king? What says the k") {
+                         const std::string& prompt_text) {
   const auto target = load_language_model("transformer:" + kModels + "target", "target");
   const auto tokenizer = load_tokenizer_for("transformer:" + kModels + "target");
-  // A prompt with repeats, so prompt lookup proposes something.
   const std::vector<Token> prompt = tokenizer->encode(prompt_text);
   const SamplerPipeline pipeline(sampled(), target->vocab_size());
   const std::vector<double> law = exact_two_token_law(*target, pipeline, prompt);
@@ -145,7 +148,7 @@ TEST_CASE("bundled target: every drafter and verifier samples the exact 2-token 
        {"transformer:" + kModels + "draft", VerifyMethod::tree, {3, 1}, SiblingScheme::deterministic},
        {"prompt-lookup", VerifyMethod::chain, {}},
        {"ngram:" + kModels + "ngram-order4.txt", VerifyMethod::chain, {}}},
-      Device::cpu, 3000);
+      Device::cpu, 3000, kShortPrompt);
 }
 
 TEST_CASE("bundled target: greedy speculation equals greedy decoding for every drafter", "[transformer][bundled]") {
@@ -157,9 +160,8 @@ TEST_CASE("bundled target: greedy speculation equals greedy decoding for every d
 TEST_CASE("bundled target on cuda-host: drafters and verifiers sample the exact 2-token law, the CPU's tokens",
           "[transformer][device]") {
   // Chain, block and tree each G-tested (recorded q rows from the draft model), and point-mass drafts (prompt
-  // lookup) through the chain kernel; the n-gram model's tree against the CPU's tokens. A short prompt keeps
-  // each sequence's prefill, most of the test's time, cheap.
-  const std::string prompt = "the king? the k";
+  // lookup) through the chain kernel; the n-gram model's tree against the CPU's tokens.
+  const std::string prompt = kShortPrompt;
   check_two_token_law(
       {{"transformer:" + kModels + "draft", VerifyMethod::chain, {}},
        {"transformer:" + kModels + "draft", VerifyMethod::block, {}},
