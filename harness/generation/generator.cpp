@@ -78,9 +78,7 @@ Generator::Generator(std::shared_ptr<const LanguageModel> target, SamplingParams
     if (config_.logprobs >= 0)
       fail_parameter("logprobs", " is not supported on device ", device_name(config_.device),
                      ": the processed target rows stay on the device");
-    const int64_t nodes = draft_nodes(config_);
-    check_device_support(config_.method, pipeline_.params(), static_cast<int32_t>(std::min<int64_t>(nodes, 1 << 30)),
-                         static_cast<int32_t>(std::min<int64_t>(nodes, 1 << 30)), config_.device);
+    check_device_support(config_.method, pipeline_.params(), draft_nodes(config_), config_.device);
   }
   // Under a constraint, point-mass drafts (prompt lookup) are cut at their first illegal token.
   if (drafter_ && pipeline_.params().constraint)

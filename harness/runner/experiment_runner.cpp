@@ -289,9 +289,7 @@ void check_settings_fit(const ExperimentConfig& config, const LanguageModel& tar
         if (setting.values.count(key) && setting.get(key) != "none")
           fail_parameter(std::string(key).substr(9), " is not supported on device ", config.device,
                          " (constrained decoding runs on the CPU)");
-      const int64_t nodes = std::min<int64_t>(draft_nodes(g), 1 << 30);
-      check_device_support(g.method, sampler_params(setting, "sampling", SamplingParams{}), static_cast<int32_t>(nodes),
-                           static_cast<int32_t>(nodes), device);
+      check_device_support(g.method, sampler_params(setting, "sampling", SamplingParams{}), draft_nodes(g), device);
     } catch (const ParameterError& e) {
       fail_at_key(config, setting, e);
     }
@@ -417,33 +415,114 @@ void run_beam_setting(RunState& run, const Setting& setting, const SamplingParam
     }
 }
 
-// One speculative or autoregressive setting: every prompt and repetition, after an unrecorded warm-up (first
-// calls pay for allocations, lazy initialisation and cold caches). With paired timing, the setting's baseline
-// (same [sampling] values, same seeds; `base_params`, when given) runs beside every speculative generation,
-// alternately before and after it.
-void run_generation_setting_on_device(RunState& run, const Setting& setting, const SamplingParams& params,
-                                      std::shared_ptr<const DrafterFactory> drafter, const SamplingParams* base_params);
-void log_setting_totals(const RunState& run, const Setting& setting);
+void log_setting_totals(const RunState& run, const Setting& setting) {
+  if (log_level() >= LogLevel::debug) {
+    GenerationMetrics total;
+    for (const RunRecord& r : run.records)
+      if (r.setting_id == setting.id) total.merge(r.metrics);
+    log(LogLevel::debug, setting.id, ": ", total.new_tokens, " tokens, acceptance ", total.acceptance_rate(),
+        ", tokens/step ", total.mean_accepted_length());
+  }
+}
 
+// An unrecorded generation before a setting's records: first calls pay for allocations, lazy initialisation
+// and cold caches.
+void warm_up(const RunState& run, const SamplingParams& params, std::shared_ptr<const DrafterFactory> drafter,
+             GenerationConfig gen) {
+  gen.max_new_tokens = std::min(gen.max_new_tokens, 8);
+  GenerationMetrics ignored;
+  Generator(run.target, params, std::move(drafter), gen).generate(run.prompts[0], 0, ignored);
+}
+
+// The paired baseline's generation: autoregressive, the speculative setting's seed and device.
+GenerationConfig baseline_generation(const GenerationConfig& seeded, const ExperimentConfig& config) {
+  GenerationConfig base;
+  base.max_new_tokens = config.max_new_tokens;
+  base.seed = seeded.seed;
+  base.device = seeded.device;
+  base.emulation = seeded.emulation;
+  return base;
+}
+
+// A record's continuation and its counters from one generated sequence.
+void record_output(RunRecord& r, const SequenceOutput& out) {
+  r.tokens = out.tokens;
+  r.stop_reason = stop_reason_name(out.stop_reason);
+  r.accept_lengths = out.accept_lengths;
+  r.metrics.wall_seconds = out.wall_seconds;
+}
+
+// A setting on a device: per repetition, every prompt not yet written runs in one lockstep batch (one device
+// launch per step for all of them), after an unrecorded warm-up. With paired timing the baseline runs as a
+// batch of the same prompts right before or after (alternating by repetition), and each record's pair holds
+// its prompt's baseline from that batch.
+void run_generation_setting_on_device(RunState& run, const Setting& setting, const SamplingParams& params,
+                                      std::shared_ptr<const DrafterFactory> drafter,
+                                      const SamplingParams* base_params) {
+  const GenerationConfig gen = setting_generation(setting, run.config);
+  warm_up(run, params, drafter, gen);
+  for (int rep = 0; rep < run.config.repetitions; ++rep) {
+    std::vector<size_t> todo;
+    std::vector<const std::vector<Token>*> prompts;
+    std::vector<uint64_t> ids;
+    for (size_t j = 0; j < run.prompts.size(); ++j) {
+      if (run.skip(setting, j, rep)) continue;
+      todo.push_back(j);
+      prompts.push_back(&run.prompts[j]);
+      ids.push_back(j);
+    }
+    if (todo.empty()) continue;
+    GenerationConfig seeded = gen;
+    seeded.seed = run.config.seed + static_cast<uint64_t>(rep);
+    const Generator generator(run.target, params, drafter, seeded);
+    std::vector<GenerationMetrics> metrics(todo.size()), base_metrics(todo.size());
+    std::vector<SequenceOutput> base_out;
+    const auto run_baseline = [&] {
+      base_out = Generator(run.target, *base_params, nullptr, baseline_generation(seeded, run.config))
+                     .generate_batch(prompts, ids, base_metrics);
+    };
+    const bool baseline_first = rep % 2 == 1;
+    const double load_before = load_average();
+    if (base_params && baseline_first) run_baseline();
+    const std::vector<SequenceOutput> out = generator.generate_batch(prompts, ids, metrics);
+    if (base_params && !baseline_first) run_baseline();
+    const double load_after = load_average();
+    for (size_t k = 0; k < todo.size(); ++k) {
+      RunRecord r = new_record(setting, todo[k], rep);
+      r.device = device_name(gen.device);
+      r.metrics = metrics[k];
+      record_output(r, out[k]);
+      if (base_params) {
+        r.pair.present = true;
+        r.pair.new_tokens = base_metrics[k].new_tokens;
+        r.pair.wall_seconds = base_out[k].wall_seconds;
+        r.pair.prompt_seconds = base_metrics[k].prompt_seconds;
+        r.pair.baseline_first = baseline_first;
+        r.pair.load_before = load_before;
+        r.pair.load_after = load_after;
+      }
+      run.add(std::move(r), setting.baseline ? "baseline " + setting.id : setting.id);
+    }
+  }
+  log_setting_totals(run, setting);
+}
+
+// One speculative or autoregressive setting: every prompt and repetition, after an unrecorded warm-up. With
+// paired timing, the setting's baseline (same [sampling] values, same seeds; `base_params`, when given) runs
+// beside every speculative generation, alternately before and after it. On a device, the batched version above.
 void run_generation_setting(RunState& run, const Setting& setting, const SamplingParams& params,
                             std::shared_ptr<const DrafterFactory> drafter, const SamplingParams* base_params) {
   const GenerationConfig gen = setting_generation(setting, run.config);
   if (gen.device != Device::cpu) return run_generation_setting_on_device(run, setting, params, drafter, base_params);
-  {
-    GenerationConfig warm = gen;
-    warm.max_new_tokens = std::min(gen.max_new_tokens, 8);
-    GenerationMetrics ignored;
-    Generator(run.target, params, drafter, warm).generate(run.prompts[0], 0, ignored);
-  }
+  warm_up(run, params, drafter, gen);
   for (int rep = 0; rep < run.config.repetitions; ++rep) {
     GenerationConfig seeded = gen;
     seeded.seed = run.config.seed + static_cast<uint64_t>(rep);
     const Generator generator(run.target, params, drafter, seeded);
-    GenerationConfig base_seeded;
-    base_seeded.max_new_tokens = run.config.max_new_tokens;
-    base_seeded.seed = seeded.seed;
     const std::unique_ptr<const Generator> base_generator =
-        base_params ? std::make_unique<const Generator>(run.target, *base_params, nullptr, base_seeded) : nullptr;
+        base_params ? std::make_unique<const Generator>(run.target, *base_params, nullptr,
+                                                        baseline_generation(seeded, run.config))
+                    : nullptr;
     for (size_t j = 0; j < run.prompts.size(); ++j) {
       if (run.skip(setting, j, rep)) continue;
       RunRecord r = new_record(setting, j, rep);
@@ -461,91 +540,11 @@ void run_generation_setting(RunState& run, const Setting& setting, const Samplin
       const SequenceOutput out = generator.generate(run.prompts[j], j, r.metrics);
       if (base_generator && !r.pair.baseline_first) run_baseline();
       r.pair.load_after = load_average();
-      r.tokens = out.tokens;
-      r.stop_reason = stop_reason_name(out.stop_reason);
-      r.accept_lengths = out.accept_lengths;
-      r.metrics.wall_seconds = out.wall_seconds;
+      record_output(r, out);
       run.add(std::move(r), setting.baseline ? "baseline " + setting.id : setting.id);
     }
   }
   log_setting_totals(run, setting);
-}
-
-// A setting on a device: per repetition, every prompt not yet written runs in one lockstep batch (one device
-// launch per step for all of them), after an unrecorded warm-up batch. With paired timing the baseline runs
-// as a batch of the same prompts right before or after (alternating by repetition), and each record's pair
-// holds its prompt's baseline from that batch.
-void run_generation_setting_on_device(RunState& run, const Setting& setting, const SamplingParams& params,
-                                      std::shared_ptr<const DrafterFactory> drafter,
-                                      const SamplingParams* base_params) {
-  const GenerationConfig gen = setting_generation(setting, run.config);
-  {
-    GenerationConfig warm = gen;
-    warm.max_new_tokens = std::min(gen.max_new_tokens, 8);
-    GenerationMetrics ignored;
-    Generator(run.target, params, drafter, warm).generate(run.prompts[0], 0, ignored);
-  }
-  for (int rep = 0; rep < run.config.repetitions; ++rep) {
-    std::vector<size_t> todo;
-    for (size_t j = 0; j < run.prompts.size(); ++j)
-      if (!run.skip(setting, j, rep)) todo.push_back(j);
-    if (todo.empty()) continue;
-    std::vector<const std::vector<Token>*> prompts;
-    std::vector<uint64_t> ids;
-    for (size_t j : todo) {
-      prompts.push_back(&run.prompts[j]);
-      ids.push_back(j);
-    }
-    GenerationConfig seeded = gen;
-    seeded.seed = run.config.seed + static_cast<uint64_t>(rep);
-    const Generator generator(run.target, params, drafter, seeded);
-    std::vector<GenerationMetrics> metrics(todo.size()), base_metrics(todo.size());
-    std::vector<SequenceOutput> base_out;
-    const auto run_baseline = [&] {
-      GenerationConfig base_seeded;
-      base_seeded.max_new_tokens = run.config.max_new_tokens;
-      base_seeded.seed = seeded.seed;
-      base_seeded.device = gen.device;
-      base_seeded.emulation = gen.emulation;
-      base_out = Generator(run.target, *base_params, nullptr, base_seeded).generate_batch(prompts, ids, base_metrics);
-    };
-    const bool baseline_first = rep % 2 == 1;
-    const double load_before = load_average();
-    if (base_params && baseline_first) run_baseline();
-    const std::vector<SequenceOutput> out = generator.generate_batch(prompts, ids, metrics);
-    if (base_params && !baseline_first) run_baseline();
-    const double load_after = load_average();
-    for (size_t k = 0; k < todo.size(); ++k) {
-      RunRecord r = new_record(setting, todo[k], rep);
-      r.device = device_name(gen.device);
-      r.metrics = metrics[k];
-      r.tokens = out[k].tokens;
-      r.stop_reason = stop_reason_name(out[k].stop_reason);
-      r.accept_lengths = out[k].accept_lengths;
-      r.metrics.wall_seconds = out[k].wall_seconds;
-      if (base_params) {
-        r.pair.present = true;
-        r.pair.new_tokens = base_metrics[k].new_tokens;
-        r.pair.wall_seconds = base_out[k].wall_seconds;
-        r.pair.prompt_seconds = base_metrics[k].prompt_seconds;
-        r.pair.baseline_first = baseline_first;
-        r.pair.load_before = load_before;
-        r.pair.load_after = load_after;
-      }
-      run.add(std::move(r), setting.baseline ? "baseline " + setting.id : setting.id);
-    }
-  }
-  log_setting_totals(run, setting);
-}
-
-void log_setting_totals(const RunState& run, const Setting& setting) {
-  if (log_level() >= LogLevel::debug) {
-    GenerationMetrics total;
-    for (const RunRecord& r : run.records)
-      if (r.setting_id == setting.id) total.merge(r.metrics);
-    log(LogLevel::debug, setting.id, ": ", total.new_tokens, " tokens, acceptance ", total.acceptance_rate(),
-        ", tokens/step ", total.mean_accepted_length());
-  }
 }
 
 }  // namespace

@@ -45,43 +45,33 @@ std::string device_label(Device d) { return std::string("device ") + device_name
 
 }  // namespace
 
-void check_device_support(const std::optional<VerifyMethod>& method, const SamplingParams& s, int32_t max_chain,
-                          int32_t max_tree_nodes, Device device) {
+void check_device_support(const std::optional<VerifyMethod>& method, const SamplingParams& s, int64_t draft_nodes,
+                          Device device) {
   const std::string on = " is not supported on " + device_label(device);
-  const std::string sampler =
-      " (the fused sampler applies masks, logit bias, penalties, temperature, min_p, top_k "
-      "and top_p)";
   if (method && is_lossy(*method))
     fail_parameter("method", " ", verify_method_name(*method), on, " (the kernels verify greedy, chain, tree, block)");
-  if (!s.bad_words.empty()) fail_parameter("bad_words", on, sampler);
-  if (s.constraint)
-    fail_parameter("device", " ", device_name(device), ": constrained decoding (regex / json schema)", on);
-  if (!s.greedy()) {  // greedy rows never reach temperature or the filters
-    if (s.dynatemp_range > 0.0f) fail_parameter("dynatemp_range", " ", s.dynatemp_range, on, sampler);
-    if (s.typical_p < 1.0f) fail_parameter("typical_p", " ", s.typical_p, on, sampler);
-    if (s.tfs_z < 1.0f) fail_parameter("tfs_z", " ", s.tfs_z, on, sampler);
-    if (s.mirostat == 2) fail_parameter("mirostat", " ", s.mirostat, on, sampler);
-  }
-  try {
-    check_supported_on_cuda(s);  // what remains (a token listed twice in logit_bias)
-  } catch (const Error& e) {
-    fail_parameter("logit_bias", ": ", e.what());
+  if (const std::optional<UnsupportedSetting> u = unsupported_on_cuda(s)) {
+    if (u->parameter == "device")  // a constraint
+      fail_parameter("device", " ", device_name(device), ": constrained decoding (regex / json schema)", on);
+    if (u->parameter == "logit_bias") fail_parameter("logit_bias", ": not supported on cuda: ", u->what);
+    fail_parameter(u->parameter, u->value.empty() ? "" : " " + u->value, on,
+                   " (the fused sampler applies masks, logit bias, penalties, temperature, min_p, top_k and top_p)");
   }
   if (!method) return;
   if (*method == VerifyMethod::tree) {
-    if (max_tree_nodes > kMaxVerifyTreeNodes)
-      fail_parameter("tree", " has ", max_tree_nodes, " nodes; the verification kernels take at most ",
+    if (draft_nodes > kMaxVerifyTreeNodes)
+      fail_parameter("tree", " has ", draft_nodes, " nodes; the verification kernels take at most ",
                      kMaxVerifyTreeNodes, " (", device_label(device), ")");
-  } else if (max_chain > kMaxVerifyDraft) {
+  } else if (draft_nodes > kMaxVerifyDraft) {
     fail_parameter("num_draft_tokens", " must be <= ", kMaxVerifyDraft, " on ", device_label(device), ", got ",
-                   max_chain);
+                   draft_nodes);
   }
 }
 
 BatchVerifier::BatchVerifier(Device device, const SamplerPipeline& target, std::optional<VerifyMethod> method,
                              const EmulationOptions& emulation)
     : stream_(make_kernel_stream(device, emulation)), target_(target), method_(method), vocab_(target.vocab_size()) {
-  check_device_support(method, target.params(), 0, 0, device);
+  check_device_support(method, target.params(), 0, device);
 }
 
 int64_t BatchVerifier::step_bytes(int64_t sequences, int64_t rows_per_sequence) const {

@@ -27,11 +27,11 @@
 namespace specula {
 
 // Throws ParameterError naming what the device path cannot do for these settings: a lossy method
-// (typical), sampling stages the fused sampler lacks (typical_p, tfs_z, mirostat, dynatemp, bad_words),
-// constraints, a chain longer than kMaxVerifyDraft or a tree larger than kMaxVerifyTreeNodes.
-// `method` nullopt is the autoregressive baseline.
-void check_device_support(const std::optional<VerifyMethod>& method, const SamplingParams& target, int32_t max_chain,
-                          int32_t max_tree_nodes, Device device);
+// (typical), what the fused sampler cannot apply (unsupported_on_cuda), a chain of more than kMaxVerifyDraft
+// drafts or a tree of more than kMaxVerifyTreeNodes nodes (`draft_nodes`: K, or the tree's nodes). `method`
+// nullopt is the autoregressive baseline.
+void check_device_support(const std::optional<VerifyMethod>& method, const SamplingParams& target, int64_t draft_nodes,
+                          Device device);
 
 // One sequence's step.
 struct DeviceStep {

@@ -1,6 +1,7 @@
 #include "verify/device/sampler_batch.h"
 
 #include <algorithm>
+#include <sstream>
 #include <string>
 
 #include "kernels/shared/error.h"
@@ -14,22 +15,32 @@ void set_bit(std::vector<uint32_t>& bits, size_t row_word_offset, Token t) {
 
 }  // namespace
 
-void check_supported_on_cuda(const SamplingParams& s) {
-  const auto refuse = [](const std::string& what) { fail("not supported on cuda: ", what); };
-  if (!s.bad_words.empty()) refuse("bad_words");
-  if (s.constraint) refuse("constraint (regex / json schema)");
+std::optional<UnsupportedSetting> unsupported_on_cuda(const SamplingParams& s) {
+  const auto setting = [](const std::string& parameter, const std::string& what, auto value) {
+    std::ostringstream os;
+    os << value;
+    return UnsupportedSetting{parameter, what, os.str()};
+  };
+  if (!s.bad_words.empty()) return UnsupportedSetting{"bad_words", "bad_words", ""};
+  if (s.constraint) return UnsupportedSetting{"device", "constraint (regex / json schema)", ""};
   if (!s.greedy()) {  // greedy rows never reach temperature or the filters (SamplerPipeline::process)
-    if (s.dynatemp_range > 0.0f) refuse("dynatemp");
-    if (s.typical_p < 1.0f) refuse("typical_p");
-    if (s.tfs_z < 1.0f) refuse("tfs_z");
-    if (s.mirostat == 2) refuse("mirostat");
+    if (s.dynatemp_range > 0.0f) return setting("dynatemp_range", "dynatemp", s.dynatemp_range);
+    if (s.typical_p < 1.0f) return setting("typical_p", "typical_p", s.typical_p);
+    if (s.tfs_z < 1.0f) return setting("tfs_z", "tfs_z", s.tfs_z);
+    if (s.mirostat == 2) return setting("mirostat", "mirostat", s.mirostat);
   }
   // The CPU adds a listed bias once per entry; a dense bias row would add the sum, rounded differently.
   std::vector<Token> biased;
   for (const auto& [t, bias] : s.logit_bias) biased.push_back(t);
   std::sort(biased.begin(), biased.end());
   const auto dup = std::adjacent_find(biased.begin(), biased.end());
-  if (dup != biased.end()) refuse("logit_bias lists token " + std::to_string(*dup) + " more than once");
+  if (dup != biased.end())
+    return UnsupportedSetting{"logit_bias", "logit_bias lists token " + std::to_string(*dup) + " more than once", ""};
+  return std::nullopt;
+}
+
+void check_supported_on_cuda(const SamplingParams& s) {
+  if (const std::optional<UnsupportedSetting> u = unsupported_on_cuda(s)) fail("not supported on cuda: ", u->what);
 }
 
 SamplerBatch::SamplerBatch(int32_t vocab_size, const std::vector<SamplerBatchRow>& batch_rows)

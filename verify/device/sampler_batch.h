@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "kernels/sampler_kernels.h"
@@ -13,8 +15,17 @@
 
 namespace specula {
 
-// Throws Error "not supported on cuda: <parameter>" for a setting the fused kernel cannot apply:
-// typical_p, tfs_z, mirostat, dynatemp (when not greedy), bad_words, a token listed twice in logit_bias.
+// A setting the fused kernel cannot apply: typical_p, tfs_z, mirostat, dynatemp (when not greedy), bad_words,
+// a constraint, a token listed twice in logit_bias. The one list of them: the batch builder and the driver's
+// device check (verify/device/batch_verifier.h) both refuse from it.
+struct UnsupportedSetting {
+  std::string parameter;  // the SamplingParams field as options and experiment keys name it ("dynatemp_range")
+  std::string what;       // the refusal's words ("dynatemp", "logit_bias lists token 3 more than once")
+  std::string value;      // the value that was set ("0.5"), empty where it says nothing
+};
+std::optional<UnsupportedSetting> unsupported_on_cuda(const SamplingParams& params);
+
+// Throws Error "not supported on cuda: <what>" for the first unsupported setting.
 void check_supported_on_cuda(const SamplingParams& params);
 
 struct SamplerBatchRow {
