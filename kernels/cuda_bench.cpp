@@ -13,6 +13,7 @@
 #include <limits>
 #include <random>
 #include <sstream>
+#include <string>
 
 #include "kernels/cuda_device.h"
 #include "kernels/sampler_kernels.h"
@@ -184,19 +185,24 @@ void bench_sampler(const CudaBenchOptions& o, const Buffer<uint8_t>& flush, Cuda
       Buffer<float> logits(static_cast<size_t>(B) * V), probs(static_cast<size_t>(B) * V);
       for (int32_t b = 0; b < B; ++b) logits.set_row(b, patterns[b % kPatterns]);
       Buffer<int32_t> tokens(B), status(B);
-      for (const bool filtered : {false, true}) {
+      // Plain; a common serving configuration (top-k then top-p); top-p alone, whose radix select runs
+      // over the whole row (the float-first pass's case).
+      for (const char* config : {"sampler/plain", "sampler/t0.8_topk50_topp0.9", "sampler/t0.8_topp0.9"}) {
+        const bool top_k = std::string(config).find("topk") != std::string::npos;
+        const bool top_p = std::string(config).find("topp") != std::string::npos;
         std::vector<SamplerRowParams> rows(B);
         for (int32_t b = 0; b < B; ++b) {
           SamplerRowParams& r = rows[b];
           r.seed = 7;
           r.stream = static_cast<uint64_t>(b);
-          if (filtered) {  // a common serving configuration
-            r.temperature = 0.8f;
+          if (top_p) r.temperature = 0.8f;
+          if (top_k) {
             r.top_k = 50;
+            r.filters[r.num_filters++] = static_cast<uint8_t>(KernelFilter::top_k);
+          }
+          if (top_p) {
             r.top_p = 0.9f;
-            r.filters[0] = static_cast<uint8_t>(KernelFilter::top_k);
-            r.filters[1] = static_cast<uint8_t>(KernelFilter::top_p);
-            r.num_filters = 2;
+            r.filters[r.num_filters++] = static_cast<uint8_t>(KernelFilter::top_p);
           }
         }
         Buffer<SamplerRowParams> d_rows(rows);
@@ -209,7 +215,7 @@ void bench_sampler(const CudaBenchOptions& o, const Buffer<uint8_t>& flush, Cuda
         p.batch = B;
         p.vocab = V;
         CudaBenchCase c;
-        c.kernel = filtered ? "sampler/t0.8_topk50_topp0.9" : "sampler/plain";
+        c.kernel = config;
         c.vocab = V;
         c.batch = B;
         time_launches([&] { launch_fused_sampler(p); }, o, flush, c);

@@ -203,14 +203,14 @@ struct CudaBlock {
     return 0;
 #endif
   }
-  // The unique bucket d with above + hist[d+1] < target <= above + hist[d] (radix_threshold guarantees one).
+  // The unique bucket d with above + hist[d+1] < target <= above + hist[d] (radix_select guarantees one).
   __host__ __device__ fused_sampler::RadixPick hist_find(uint64_t above, uint64_t target) {
 #if defined(__CUDA_ARCH__)
     const unsigned long long* hist = sh.extra.hist;
     for (int j = 0; j < kBinsPerThread; ++j) {
       const int d = fused_sampler::kRadixBins - 1 - static_cast<int>(threadIdx.x * kBinsPerThread + j);
       if (bucket_holds_target(above, hist[d + 1], hist[d], target))
-        sh.out.pick = fused_sampler::RadixPick{static_cast<uint32_t>(d), above + hist[d + 1]};
+        sh.out.pick = fused_sampler::RadixPick{static_cast<uint32_t>(d), above + hist[d + 1], above + hist[d]};
     }
     __syncthreads();
     const fused_sampler::RadixPick pick = sh.out.pick;
@@ -218,7 +218,7 @@ struct CudaBlock {
     return pick;
 #else
     (void)target;
-    return fused_sampler::RadixPick{0, above};
+    return fused_sampler::RadixPick{0, above, above};
 #endif
   }
 

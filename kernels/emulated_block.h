@@ -148,7 +148,7 @@ struct EmulatedBlock {
     for (int j = 0; j < kBinsPerThread; ++j) {
       const int d = fused_sampler::kRadixBins - 1 - (thread * kBinsPerThread + j);
       if (bucket_holds_target(above, sh.hist[d + 1], sh.hist[d], target))
-        sh.out.pick = fused_sampler::RadixPick{static_cast<uint32_t>(d), above + sh.hist[d + 1]};
+        sh.out.pick = fused_sampler::RadixPick{static_cast<uint32_t>(d), above + sh.hist[d + 1], above + sh.hist[d]};
     }
     if (!mutant_on(Mutant::emulated_pick_unsynchronised)) sync();
     const fused_sampler::RadixPick pick = sh.out.pick;

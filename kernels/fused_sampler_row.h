@@ -16,7 +16,8 @@
 //      reduce max/argmax, counts, first bad index
 //   2. per filter: min_p  -> a threshold by bisection over the float order (no pass)
 //                  top_k  -> 3 radix-select passes over scratch (11 + 11 + 10 bits), weights 1
-//                  top_p  -> 3 radix-select passes, weights = fixed-point exp(x - max)
+//                  top_p  -> 3 radix-select passes, weights = fixed-point exp(x - max) in float32, and 3 more
+//                            with float64 exp only when the guard band cannot certify the float result
 //   3. normaliser z over the kept tokens
 //   4. write probabilities, reduce their float64 total and the last positive index
 //   5. inverse-CDF draw, tile by tile in index order, stopping at the tile that holds the token
@@ -26,6 +27,7 @@
 
 #include "kernels/sampler_kernels.h"
 #include "kernels/shared/host_device.h"
+#include "kernels/shared/mutation_points.h"
 #include "kernels/shared/philox.h"
 #include "kernels/shared/sampler_math.h"
 
@@ -49,7 +51,8 @@ SPECULA_HD ArgMax better(const ArgMax& a, const ArgMax& b) {
 
 struct RadixPick {
   uint32_t digit;
-  uint64_t above;  // weight of all candidates above the picked bucket
+  uint64_t above;    // weight of all candidates above the picked bucket
+  uint64_t through;  // the same plus the picked bucket's own weight
 };
 
 // Vector accesses of 4 x 32 bits on the GPU (the dispatch guarantees 16-byte alignment), scalar otherwise.
@@ -176,19 +179,24 @@ struct RowWeights {
 SPECULA_HD float positive_infinity() { return float_from_bits(0x7f800000u); }
 SPECULA_HD float quiet_nan() { return float_from_bits(0x7fc00000u); }
 
-// The value v with weight(> v) < target <= weight(>= v) among the candidates (kept_by_cut), where a
-// candidate's weight is 1 (top-k, target k) or its fixed-point mass (top-p, target from top_p). Radix
-// select over float_order_key: three histogram passes of 11, 11 and 10 bits. Integer weights make the
-// histograms exact and deterministic. Returns false when the candidates weigh less than the target
-// (top-k with k >= candidates: nothing to remove).
-template <class Block>
-SPECULA_HD bool radix_threshold(Block& b, const float* scratch, float cut, float max_logit, bool by_mass, int32_t top_k,
-                                float top_p, int32_t candidates, float* threshold) {
+// The result of a radix select: the value v with weight(> v) < target <= weight(>= v) among the candidates.
+struct RadixResult {
+  bool found;        // false when the candidates weigh less than the target (top-k with k >= candidates)
+  float threshold;   // v
+  uint64_t total;    // the candidates' weight
+  uint64_t above;    // weight(> v)
+  uint64_t through;  // weight(>= v)
+};
+
+// Radix select over float_order_key among the candidates (kept_by_cut): three histogram passes of 11, 11
+// and 10 bits. A candidate weighs weight(x) (an integer, so the histograms are exact and deterministic
+// whatever order the atomics land in); the target is target_of(total weight).
+template <class Block, class Weight, class Target>
+SPECULA_HD RadixResult radix_select(Block& b, const float* scratch, float cut, Weight&& weight, Target&& target_of) {
   constexpr int VEC = Block::kVec;
-  const double scale = by_mass ? static_cast<double>(uint64_t(1) << fixed_mass_shift(candidates)) : 0.0;
   uint32_t prefix = 0, prefix_mask = 0;
-  uint64_t above = 0;
-  uint64_t target = by_mass ? 0 : static_cast<uint64_t>(top_k);
+  RadixResult r{false, 0.0f, 0, 0, 0};
+  uint64_t target = 0;
   for (int round = 0; round < 3; ++round) {
     const int shift = round == 0 ? 21 : (round == 1 ? 10 : 0);
     const uint32_t digit_mask = round == 2 ? 0x3ffu : 0x7ffu;
@@ -200,22 +208,62 @@ SPECULA_HD bool radix_threshold(Block& b, const float* scratch, float cut, float
         if (!kept_by_cut(x[j], cut)) continue;
         const uint32_t key = float_order_key(x[j]);
         if ((key & prefix_mask) != prefix) continue;
-        const uint64_t w = by_mass ? fixed_mass(x[j], max_logit, scale) : 1;
+        const uint64_t w = weight(x[j]);
         if (w != 0) b.hist_add(static_cast<int>((key >> shift) & digit_mask), w);
       }
     });
     const uint64_t total = b.hist_suffix_sums();
     if (round == 0) {
-      if (by_mass) target = top_p_fixed_target(total, top_p);
-      if (target > total) return false;
+      r.total = total;
+      target = target_of(total);
+      if (target > total) return r;
     }
-    const RadixPick pick = b.hist_find(above, target);
+    const RadixPick pick = b.hist_find(r.above, target);
     prefix |= pick.digit << shift;
     prefix_mask |= digit_mask << shift;
-    above = pick.above;
+    r.above = pick.above;
+    r.through = pick.through;
   }
-  *threshold = float_from_order_key(prefix);
-  return true;
+  r.found = true;
+  r.threshold = float_from_order_key(prefix);
+  return r;
+}
+
+// top-k's threshold (weights 1, target k); false when k >= candidates (nothing to remove).
+template <class Block>
+SPECULA_HD bool top_k_threshold(Block& b, const float* scratch, float cut, int32_t top_k, float* threshold) {
+  const RadixResult r = radix_select(
+      b, scratch, cut, [](float) { return uint64_t(1); }, [top_k](uint64_t) { return static_cast<uint64_t>(top_k); });
+  *threshold = r.threshold;
+  return r.found;
+}
+
+// top-p's threshold: the radix select over fixed-point masses (fixed_mass, target top_p_fixed_target). The
+// float-first pass decides whenever approx_top_p_certain proves that the exact pass would pick the same
+// value; otherwise the exact pass runs. `candidates` bounds the number of candidates (fixed_mass_shift).
+template <class Block>
+SPECULA_HD bool top_p_threshold(Block& b, const float* scratch, float cut, float max_logit, float top_p,
+                                int32_t candidates, float* threshold) {
+  const int shift = fixed_mass_shift(candidates);
+  const auto target_of = [top_p](uint64_t total) { return top_p_fixed_target(total, top_p); };
+  const float approx_scale = static_cast<float>(uint64_t(1) << shift);
+  const RadixResult approx = radix_select(
+      b, scratch, cut, [=](float x) { return approx_fixed_mass(x, max_logit, approx_scale); }, target_of);
+#if defined(__CUDA_ARCH__)
+  const bool uncertified = false;
+#else
+  const bool uncertified = mutant_on(Mutant::top_p_float_pass_uncertified);
+#endif
+  if (approx.found &&
+      (uncertified || approx_top_p_certain(approx.above, approx.through, approx.total, candidates, top_p))) {
+    *threshold = approx.threshold;
+    return true;
+  }
+  const double scale = static_cast<double>(uint64_t(1) << shift);
+  const RadixResult exact =
+      radix_select(b, scratch, cut, [=](float x) { return fixed_mass(x, max_logit, scale); }, target_of);
+  *threshold = exact.threshold;
+  return exact.found;
 }
 
 // Fills the row with `value` (NaN marks a failed row) or a one-hot at `hot`.
@@ -326,9 +374,9 @@ SPECULA_HD void sample_row(Block& b, const SamplerKernelParams& p, int32_t row) 
     if (filter == KernelFilter::min_p && rp.min_p > 0.0f) {
       t = min_p_threshold(max_logit, rp.min_p);
     } else if (filter == KernelFilter::top_k && rp.top_k > 0) {
-      if (!radix_threshold(b, probs, cut, max_logit, false, rp.top_k, 1.0f, finite, &t)) t = ninf;
+      if (!top_k_threshold(b, probs, cut, rp.top_k, &t)) t = ninf;
     } else if (filter == KernelFilter::top_p && rp.top_p < 1.0f) {
-      if (!radix_threshold(b, probs, cut, max_logit, true, 0, rp.top_p, finite, &t)) t = ninf;
+      if (!top_p_threshold(b, probs, cut, max_logit, rp.top_p, finite, &t)) t = ninf;
     }
     cut = t > cut ? t : cut;
   }

@@ -82,7 +82,7 @@ struct HostBlock {
   fused_sampler::RadixPick hist_find(uint64_t above, uint64_t target) {
     for (int d = fused_sampler::kRadixBins - 1; d >= 0; --d)
       if (bucket_holds_target(above, hist[d + 1], hist[d], target))
-        return {static_cast<uint32_t>(d), above + hist[d + 1]};
+        return {static_cast<uint32_t>(d), above + hist[d + 1], above + hist[d]};
     fail("fused sampler: radix select found no bucket (target ", target, ")");  // unreachable
   }
 };

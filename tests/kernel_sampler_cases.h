@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/shared/philox.h"
+#include "kernels/shared/sampler_math.h"
 #include "verify/device/device_sampler.h"
 #include "verify/device/sampler_batch.h"
 #include "verify/sampling/categorical.h"
@@ -208,6 +209,119 @@ inline RowComparison compare_row(const SamplerCase& c, int32_t r, const float* p
        << " top_k=" << c.params[r].top_k << " top_p=" << c.params[r].top_p;
   out.message = os.str();
   return out;
+}
+
+// ---- top-p at a step of the cumulative mass (the float-first pass's guard band) ---------------------------
+
+// The kernel's top-p rule computed directly over a row of candidates (finite logits, temperature 1, no
+// other stage): fixed_mass masses, tie groups in descending order, the first group whose cumulative mass
+// reaches top_p_fixed_target(Z). Returns that group's value, the threshold the kernel must keep from.
+inline float fixed_point_top_p_threshold(const float* logits, int32_t vocab, float top_p) {
+  std::vector<float> x;
+  for (int32_t i = 0; i < vocab; ++i)
+    if (std::isfinite(logits[i])) x.push_back(logits[i]);
+  std::sort(x.begin(), x.end(), [](float a, float b) { return a > b; });
+  const double scale = static_cast<double>(uint64_t(1) << fixed_mass_shift(static_cast<int64_t>(x.size())));
+  uint64_t total = 0;
+  for (float v : x) total += fixed_mass(v, x.front(), scale);
+  const uint64_t target = top_p_fixed_target(total, top_p);
+  uint64_t through = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    through += fixed_mass(x[i], x.front(), scale);
+    const bool group_ends = i + 1 == x.size() || x[i + 1] != x[i];
+    if (group_ends && through >= target) return x[i];
+  }
+  return x.back();
+}
+
+// Rows on a knife edge of the top-p rule: top_p * Z lies within ~1e-13 * Z of a step of the cumulative
+// fixed-point mass (a tie group's lower edge), far inside the float-first pass's error band, so only the
+// exact pass may decide. Built by choosing the step and a top_p near it (up to 3 floats away), then moving
+// two tokens below the step (one large, one ~1e-5 as large) float by float until Z is as close as it gets to
+// step / top_p. Odd rows have many exact ties (logits on a grid of 1/8).
+inline SamplerCase top_p_boundary_case(uint64_t seed, int32_t vocab, int32_t batch) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  SamplerCase c;
+  c.vocab = vocab;
+  c.logits.resize(static_cast<size_t>(batch) * vocab);
+  const double scale = static_cast<double>(uint64_t(1) << fixed_mass_shift(vocab));
+  for (int32_t r = 0; r < batch; ++r) {
+    float* row = c.logits.data() + static_cast<size_t>(r) * vocab;
+    const float spread = 0.5f + 3.0f * static_cast<float>(r % 5) / 4.0f;
+    for (int32_t i = 0; i < vocab; ++i) {
+      row[i] = normal(rng) * spread + 0.0625f;  // + 1/16: never exactly 0, whose -0/+0 keys differ
+      if (r % 2 == 1) row[i] = std::round(row[i] * 8.0f) / 8.0f + 0.0625f;
+    }
+    const float max_logit = *std::max_element(row, row + vocab);
+    const auto mass = [&](float x) { return fixed_mass(x, max_logit, scale); };
+    std::vector<float> x(row, row + vocab);
+    std::sort(x.begin(), x.end(), [](float a, float b) { return a > b; });
+    uint64_t total = 0;
+    for (float v : x) total += mass(v);
+    // The step: the cumulative mass through a tie group holding between 2% and 98% of the total.
+    struct Step {
+      uint64_t through;
+      float value, next;  // the group's value, and the next group's
+    };
+    std::vector<Step> steps;
+    uint64_t through = 0;
+    for (size_t i = 0; i + 1 < x.size(); ++i) {
+      through += mass(x[i]);
+      if (x[i + 1] != x[i] && through > total / 50 && through < total - total / 50)
+        steps.push_back({through, x[i], x[i + 1]});
+    }
+    const Step step = steps[std::uniform_int_distribution<size_t>(0, steps.size() - 1)(rng)];
+    float top_p = static_cast<float>(static_cast<long double>(step.through) / static_cast<long double>(total));
+    for (int k = std::uniform_int_distribution<int>(-3, 3)(rng); k != 0; k += k > 0 ? -1 : 1)
+      top_p = std::nextafter(top_p, k > 0 ? 2.0f : 0.0f);
+    // Move Z towards step / top_p with a token of the group just below the step, then a small one; both
+    // stay below the step's group, so the mass through it is unchanged.
+    const long double wanted = static_cast<long double>(step.through) / static_cast<long double>(top_p);
+    int32_t large = -1, small = -1;
+    for (int32_t i = 0; i < vocab; ++i) {
+      if (row[i] == step.next) large = i;
+      if (row[i] < step.next - 11.0f && (small < 0 || row[i] > row[small])) small = i;
+    }
+    for (int32_t j : {large, small}) {
+      if (j < 0) continue;
+      const uint64_t others = total - mass(row[j]);
+      const long double need = wanted - static_cast<long double>(others);  // the mass token j should have
+      if (!(need > 0.0L)) continue;
+      const float guess = static_cast<float>(max_logit + std::log(static_cast<double>(need) / scale));
+      float best = row[j];
+      long double best_gap = std::fabs(static_cast<long double>(others + mass(best)) - wanted);
+      for (int64_t d = -64; d <= 64; ++d) {
+        const float candidate = float_from_order_key(static_cast<uint32_t>(float_order_key(guess) + d));
+        if (!(candidate < step.value)) continue;
+        const long double gap = std::fabs(static_cast<long double>(others + mass(candidate)) - wanted);
+        if (gap < best_gap) best_gap = gap, best = candidate;
+      }
+      row[j] = best;
+      total = others + mass(best);
+    }
+    SamplingParams s;
+    s.temperature = 1.0f;
+    s.top_p = top_p;
+    c.params.push_back(s);
+    c.histories.emplace_back();
+    c.keys.push_back(RandomKey{rng(), philox_stream(static_cast<uint64_t>(r), RandomRole::sample), 0});
+  }
+  return c;
+}
+
+// Rows of a top_p_boundary_case whose kept set (probability > 0) is not {x >= the fixed-point threshold}.
+inline int32_t count_top_p_boundary_mismatches(const SamplerCase& c, const float* probs) {
+  int32_t rows = 0;
+  for (int32_t r = 0; r < c.batch(); ++r) {
+    const float* logits = c.logits.data() + static_cast<size_t>(r) * c.vocab;
+    const float threshold = fixed_point_top_p_threshold(logits, c.vocab, c.params[r].top_p);
+    bool same = true;
+    for (int32_t i = 0; i < c.vocab; ++i)
+      same = same && (probs[static_cast<size_t>(r) * c.vocab + i] > 0.0f) == (logits[i] >= threshold);
+    rows += same ? 0 : 1;
+  }
+  return rows;
 }
 
 }  // namespace specula::testing

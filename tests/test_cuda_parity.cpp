@@ -167,6 +167,18 @@ TEST_CASE("the kernel takes the same decisions as its CPU backend", "[gpu][sampl
   CHECK(status == gpu.status);
 }
 
+TEST_CASE("top-p at a step of the cumulative mass keeps exactly the fixed-point nucleus on the GPU",
+          "[gpu][sampler][sanitize]") {
+  // CUDA's expf (2 ulp) feeds the float-first pass here: the guard band must still send every knife-edge
+  // row to the exact pass (test_kernels_host.cpp shows these rows need it). 1000 tokens, and a Llama-3 row.
+  for (const auto& [vocab, batch] : {std::pair<int32_t, int32_t>{1000, 300}, {128256, 4}}) {
+    const testing::SamplerCase c = testing::top_p_boundary_case(31 + vocab, vocab, batch);
+    const GpuRun gpu = run_on_gpu(c);
+    INFO("V " << vocab);
+    CHECK(testing::count_top_p_boundary_mismatches(c, gpu.probs.data()) == 0);
+  }
+}
+
 TEST_CASE("every output element is written (outputs poisoned with NaN / -1 first)", "[gpu][sampler][sanitize]") {
   const testing::SamplerCase c = testing::random_sampler_case(7, 5003, 40);
   const GpuRun gpu = run_on_gpu(c);

@@ -119,6 +119,18 @@ TEST_CASE("the emulated fused sampler matches the reference pipeline at every th
       }
 }
 
+TEST_CASE("the emulated sampler keeps exactly the fixed-point nucleus at a step of the cumulative mass",
+          "[kernels][emulation][sampler]") {
+  // The float pass's guard band and the exact pass's fall-back under block semantics (test_kernels_host.cpp
+  // has the mutant that shows these rows need the fall-back).
+  const SamplerCase c = top_p_boundary_case(29, 1000, 60);
+  for (int threads : {4, 32}) {
+    const SamplerRun r = emulate_sampler(c, EmulationOptions{threads, FiberSchedule::rotating});
+    INFO(threads << " threads");
+    CHECK(count_top_p_boundary_mismatches(c, r.probs.data()) == 0);
+  }
+}
+
 TEST_CASE("the emulated sampler takes the decisions of the one-thread backend under every schedule",
           "[kernels][emulation][sampler]") {
   const SamplerCase c = random_sampler_case(4242, 2048, 40);

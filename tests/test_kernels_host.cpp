@@ -9,6 +9,7 @@
 
 #include "fp_contract_probe.h"
 #include "kernel_sampler_cases.h"
+#include "tests/support/mutant_switch.h"
 #include "kernels/cuda_device.h"
 #include "kernels/philox_fill.h"
 #include "kernels/sampler_kernels.h"
@@ -132,6 +133,59 @@ TEST_CASE("fixed-point masses cannot overflow and round to the nearest unit", "[
   CHECK(top_p_fixed_target(1000, 0.5f) == 500);
   CHECK(top_p_fixed_target(1001, 0.5f) == 501);  // mass above < 500.5 <=> mass above <= 500 < 501
   CHECK(top_p_fixed_target(10, 1e-9f) == 1);
+}
+
+TEST_CASE("float-first masses stay within their error bound of the fixed-point masses", "[kernels][math]") {
+  std::mt19937_64 rng(17);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  double worst = 0.0;  // the largest |approx - exact| / exact seen over masses of at least 2^30 units
+  for (int64_t count : {int64_t(1), int64_t(1000), int64_t(128256)}) {
+    const int shift = fixed_mass_shift(count);
+    const double scale = static_cast<double>(uint64_t(1) << shift);
+    const float approx_scale = static_cast<float>(uint64_t(1) << shift);
+    for (int i = 0; i < 200000; ++i) {
+      const float max_logit = normal(rng) * 20.0f;
+      const float x = max_logit - std::fabs(normal(rng)) * (i % 3 == 0 ? 30.0f : 4.0f);
+      const uint64_t exact = fixed_mass(x, max_logit, scale), approx = approx_fixed_mass(x, max_logit, approx_scale);
+      const double difference = std::fabs(static_cast<double>(approx) - static_cast<double>(exact));
+      REQUIRE(difference <= kApproxMassRelativeError * static_cast<double>(exact) + 3.0);
+      if (exact >= (uint64_t(1) << 30)) worst = std::max(worst, difference / static_cast<double>(exact));
+    }
+    CHECK(approx_fixed_mass(1.5f, 1.5f, approx_scale) == uint64_t(1) << shift);
+  }
+  INFO("worst relative error " << worst << " against the bound " << kApproxMassRelativeError);
+  CHECK(worst < kApproxMassRelativeError / 2);
+  const float big = std::numeric_limits<float>::max();
+  CHECK(approx_fixed_mass(-big, big, 1024.0f) == 0);  // x - max overflows to -inf: mass 0, as the exact one
+  CHECK(approx_fixed_mass(-120.0f, 0.0f, 1024.0f) == 0);
+}
+
+TEST_CASE("the guard band certifies only what the bounds prove", "[kernels][math]") {
+  const uint64_t z = uint64_t(1) << 62;  // a row total; top_p 0.5 puts the target at 2^61
+  const uint64_t band = approx_mass_error(z / 2, 1000);
+  CHECK(approx_top_p_certain(z / 4, z / 2 + 4 * band, z, 1000, 0.5f));    // the step clears the band both ways
+  CHECK_FALSE(approx_top_p_certain(z / 2 - band / 2, z, z, 1000, 0.5f));  // mass above may reach the target
+  CHECK_FALSE(approx_top_p_certain(0, z / 2 + band / 2, z, 1000, 0.5f));  // mass through may fall short of it
+  CHECK(approx_mass_error(0, 10) == 30 + 4096);
+}
+
+TEST_CASE("top-p at a step of the cumulative mass keeps exactly the fixed-point nucleus", "[kernels][sampler]") {
+  // Every row's top_p * Z lies within a few float ulps of a step, inside the float pass's error band: the
+  // guard band must send these rows to the exact pass. Without it (the mutant) some rows keep a tie group
+  // too many or too few; the test's power is that check.
+  const testing::SamplerCase c = testing::top_p_boundary_case(23, 1000, 300);
+  const SamplerBatch batch(c.vocab, c.rows());
+  const auto run = [&] {
+    std::vector<float> probs(c.logits.size());
+    std::vector<int32_t> tokens(c.batch()), status(c.batch());
+    run_fused_sampler_host(batch.host_params(c.logits.data(), probs.data(), tokens.data(), status.data()));
+    return testing::count_top_p_boundary_mismatches(c, probs.data());
+  };
+  CHECK(run() == 0);
+  ScopedMutant mutant(Mutant::top_p_float_pass_uncertified);
+  const int32_t uncertified = run();
+  INFO(uncertified << " of " << c.batch() << " rows differ when the float pass decides alone");
+  CHECK(uncertified >= 5);
 }
 
 TEST_CASE("the fused sampler algorithm on the CPU matches the reference pipeline", "[kernels][sampler]") {

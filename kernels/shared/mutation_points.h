@@ -50,6 +50,8 @@ enum class Mutant {
   kv_cache_keeps_rejected_drafts,  // a session keeps the keys/values of a rejected draft tree
   // Generation loop.
   stop_checked_per_step,  // a stop token ends the sequence only after its step: later tokens kept
+  // Kernels.
+  top_p_float_pass_uncertified,  // the float-first top-p threshold used without the guard band's proof
   // Kernel emulation (kernels/emulated_block.h).
   emulated_pick_unsynchronised,  // the radix select's picked bucket read without the barrier after its write
 };

@@ -124,6 +124,60 @@ SPECULA_HD uint64_t top_p_fixed_target(uint64_t total, float top_p) {
   return t < 1.0 ? 1 : static_cast<uint64_t>(t);
 }
 
+// ---- The float-first top-p pass and its guard band ----------------------------------------------------
+// fixed_mass costs a float64 exp per candidate, ~20 FP64 operations: slow where FP64 runs at 1/64 rate
+// (sm_86/sm_89). The kernel first runs the whole radix select on float32 approximations of the same fixed
+// masses, then proves from error bounds that the exact masses would select the same value; only when it
+// cannot (top_p * Z within the band around a step of the cumulative mass) does it repeat the select with
+// fixed_mass. Either way the threshold is the fixed-point one, so the kept set never depends on which
+// pass decided (kernels/README.md, "The float-first top-p pass").
+
+// The approximation's relative error bound, with margin. For d = x - max_logit <= 0 the pass computes
+// expf(s) * (1 + e), where s + e = d exactly (TwoSum, Knuth TAOCP vol. 2 §4.2.2). Relative errors: expf
+// <= 2 ulp = 2^-22 (CUDA's documented bound; glibc's expf is within 1 ulp), two float roundings 2^-24
+// each, exp(e) against 1 + e below 2^-34 for |e| <= 104 * 2^-24, the CPU's float64 exp 2^-52: together
+// under 3 * 2^-23 ≈ 3.6e-7. The bound used, 2^-20, leaves a factor of 2.6.
+constexpr double kApproxMassRelativeError = 1.0 / 1048576.0;
+
+// fixed_mass computed in float32: |approx - fixed_mass| <= kApproxMassRelativeError * fixed_mass + 3 (the
+// truncation below, fixed_mass's rounding, and underflow below 2^-126 each cost under one unit). `scale`
+// is 2^shift as a float (exact); the product is exact, and the truncation loses less than one unit.
+SPECULA_HD uint64_t approx_fixed_mass(float x, float max_logit, float scale) {
+  const float minus_max = -max_logit;
+  const float s = x + minus_max;
+  if (!(s > -104.0f)) return 0;  // expf(s) < 2^-149: the exact mass is below 1e-25 units as well
+  const float bb = s - x;
+  const float e = (x - (s - bb)) + (minus_max - bb);  // the rounding error of s, exactly
+  float f = std::exp(s) * (1.0f + e);
+  f = f < 1.0f ? f : 1.0f;  // x <= max_logit: the exact mass is at most 2^shift, and the row sum stays < 2^63
+  return static_cast<uint64_t>(f * scale);
+}
+
+// A bound on |S - approx_S| for any sum S of at most `count` fixed masses whose approximations sum to
+// approx_S: S - approx_S and approx_S - S are both within eps * S + 3 * count, and S <= (approx_S +
+// 3 * count) / (1 - eps). 4096 more units cover the float64 rounding of this computation (a 63-bit sum in a
+// 53-bit double).
+SPECULA_HD uint64_t approx_mass_error(uint64_t approx_sum, int64_t count) {
+  const double absolute = 3.0 * static_cast<double>(count);
+  const double relative = kApproxMassRelativeError * (static_cast<double>(approx_sum) + absolute) /
+                          (1.0 - kApproxMassRelativeError);
+  return static_cast<uint64_t>(relative + absolute) + 4096;
+}
+
+// Does the float pass's value v decide exactly? `above` and `through` are its approximate weights of the
+// candidates above v and at or above v, `total` of all candidates. The exact select picks the one value
+// with W(> v) < T <= W(>= v), T = top_p_fixed_target(Z): if W(> v) < T and T <= W(>= v) hold for every
+// exact weight and total the bounds allow, v is that value (target monotone in Z).
+SPECULA_HD bool approx_top_p_certain(uint64_t above, uint64_t through, uint64_t total, int64_t count, float top_p) {
+  const uint64_t total_error = approx_mass_error(total, count);
+  const uint64_t target_low = top_p_fixed_target(total > total_error ? total - total_error : 0, top_p);
+  const uint64_t target_high = top_p_fixed_target(total + total_error, top_p);
+  const uint64_t above_high = above + approx_mass_error(above, count);
+  const uint64_t through_error = approx_mass_error(through, count);
+  const uint64_t through_low = through > through_error ? through - through_error : 0;
+  return above_high < target_low && through_low >= target_high;
+}
+
 // The radix select's step, for top-k (weights 1, target k) and top-p (fixed masses, target from
 // top_p_fixed_target): the value v sought satisfies weight(> v) < target <= weight(>= v). A bucket of
 // values holds v iff above + weight(buckets higher) < target <= above + weight(this bucket and higher).
