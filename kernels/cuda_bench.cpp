@@ -186,8 +186,9 @@ void bench_sampler(const CudaBenchOptions& o, const Buffer<uint8_t>& flush, Cuda
       for (int32_t b = 0; b < B; ++b) logits.set_row(b, patterns[b % kPatterns]);
       Buffer<int32_t> tokens(B), status(B);
       // Plain; a common serving configuration (top-k then top-p); top-p alone, whose radix select runs
-      // over the whole row (the float-first pass's case).
-      for (const char* config : {"sampler/plain", "sampler/t0.8_topk50_topp0.9", "sampler/t0.8_topp0.9"}) {
+      // over the whole row, with each of the two top-p passes.
+      for (const char* config : {"sampler/plain", "sampler/t0.8_topk50_topp0.9", "sampler/t0.8_topp0.9/exact",
+                                 "sampler/t0.8_topp0.9/float-first"}) {
         const bool top_k = std::string(config).find("topk") != std::string::npos;
         const bool top_p = std::string(config).find("topp") != std::string::npos;
         std::vector<SamplerRowParams> rows(B);
@@ -214,6 +215,9 @@ void bench_sampler(const CudaBenchOptions& o, const Buffer<uint8_t>& flush, Cuda
         p.status = status.get();
         p.batch = B;
         p.vocab = V;
+        if (top_p && !top_k)
+          p.top_p_pass =
+              std::string(config).find("float-first") != std::string::npos ? TopPPass::float_first : TopPPass::exact;
         CudaBenchCase c;
         c.kernel = config;
         c.vocab = V;

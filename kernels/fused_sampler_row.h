@@ -243,25 +243,27 @@ SPECULA_HD bool top_k_threshold(Block& b, const float* scratch, float cut, int32
 // value; otherwise the exact pass runs. `candidates` bounds the number of candidates (fixed_mass_shift).
 template <class Block>
 SPECULA_HD bool top_p_threshold(Block& b, const float* scratch, float cut, float max_logit, float top_p,
-                                int32_t candidates, float* threshold) {
+                                int32_t candidates, bool float_first, float* threshold) {
   const int shift = fixed_mass_shift(candidates);
   const auto target_of = [top_p](uint64_t total) { return top_p_fixed_target(total, top_p); };
-  const float approx_scale = static_cast<float>(uint64_t(1) << shift);
-  const RadixResult approx = radix_select(
-      b, scratch, cut, [=](float x) { return approx_fixed_mass(x, max_logit, approx_scale); }, target_of);
+  if (float_first) {
+    const float approx_scale = static_cast<float>(uint64_t(1) << shift);
+    const RadixResult approx = radix_select(
+        b, scratch, cut, [=](float x) { return approx_fixed_mass(x, max_logit, approx_scale); }, target_of);
 #if defined(__CUDA_ARCH__)
-  const bool uncertified = false;
+    const bool uncertified = false;
 #else
-  const bool uncertified = mutant_on(Mutant::top_p_float_pass_uncertified);
+    const bool uncertified = mutant_on(Mutant::top_p_float_pass_uncertified);
 #endif
-  if (approx.found &&
-      (uncertified || approx_top_p_certain(approx.above, approx.through, approx.total, candidates, top_p))) {
-    *threshold = approx.threshold;
-    return true;
+    if (approx.found &&
+        (uncertified || approx_top_p_certain(approx.above, approx.through, approx.total, candidates, top_p))) {
+      *threshold = approx.threshold;
+      return true;
+    }
   }
   const double scale = static_cast<double>(uint64_t(1) << shift);
-  const RadixResult exact =
-      radix_select(b, scratch, cut, [=](float x) { return fixed_mass(x, max_logit, scale); }, target_of);
+  const RadixResult exact = radix_select(
+      b, scratch, cut, [=](float x) { return fixed_mass(x, max_logit, scale); }, target_of);
   *threshold = exact.threshold;
   return exact.found;
 }
@@ -376,7 +378,8 @@ SPECULA_HD void sample_row(Block& b, const SamplerKernelParams& p, int32_t row) 
     } else if (filter == KernelFilter::top_k && rp.top_k > 0) {
       if (!top_k_threshold(b, probs, cut, rp.top_k, &t)) t = ninf;
     } else if (filter == KernelFilter::top_p && rp.top_p < 1.0f) {
-      if (!top_p_threshold(b, probs, cut, max_logit, rp.top_p, finite, &t)) t = ninf;
+      if (!top_p_threshold(b, probs, cut, max_logit, rp.top_p, finite, p.top_p_pass == TopPPass::float_first, &t))
+        t = ninf;
     }
     cut = t > cut ? t : cut;
   }

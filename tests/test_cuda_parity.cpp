@@ -84,7 +84,7 @@ struct GpuRun {
 };
 
 // Runs the fused kernel on a case with poisoned outputs.
-GpuRun run_on_gpu(const testing::SamplerCase& c) {
+GpuRun run_on_gpu(const testing::SamplerCase& c, TopPPass top_p_pass = TopPPass::float_first) {
   const SamplerBatch batch(c.vocab, c.rows());
   DeviceArray<float> logits(c.logits), bias(batch.logit_bias), probs(c.logits.size());
   DeviceArray<SamplerRowParams> rows(batch.rows);
@@ -106,6 +106,7 @@ GpuRun run_on_gpu(const testing::SamplerCase& c) {
   p.status = status.get();
   p.batch = c.batch();
   p.vocab = c.vocab;
+  p.top_p_pass = top_p_pass;
   launch_fused_sampler(p);
   check_cuda(cudaDeviceSynchronize(), "fused sampler");
   return {probs.to_host(), tokens.to_host(), status.to_host()};
@@ -170,13 +171,23 @@ TEST_CASE("the kernel takes the same decisions as its CPU backend", "[gpu][sampl
 TEST_CASE("top-p at a step of the cumulative mass keeps exactly the fixed-point nucleus on the GPU",
           "[gpu][sampler][sanitize]") {
   // CUDA's expf (2 ulp) feeds the float-first pass here: the guard band must still send every knife-edge
-  // row to the exact pass (test_kernels_host.cpp shows these rows need it). 1000 tokens, and a Llama-3 row.
+  // row to the exact pass (test_kernels_host.cpp shows these rows need it). Both passes; 1000 tokens, and
+  // a Llama-3 row.
   for (const auto& [vocab, batch] : {std::pair<int32_t, int32_t>{1000, 300}, {128256, 4}}) {
     const testing::SamplerCase c = testing::top_p_boundary_case(31 + vocab, vocab, batch);
-    const GpuRun gpu = run_on_gpu(c);
-    INFO("V " << vocab);
-    CHECK(testing::count_top_p_boundary_mismatches(c, gpu.probs.data()) == 0);
+    for (TopPPass pass : {TopPPass::float_first, TopPPass::exact}) {
+      const GpuRun gpu = run_on_gpu(c, pass);
+      INFO("V " << vocab << (pass == TopPPass::exact ? ", exact pass" : ", float-first pass"));
+      CHECK(testing::count_top_p_boundary_mismatches(c, gpu.probs.data()) == 0);
+    }
   }
+}
+
+TEST_CASE("the float-first and exact top-p passes give identical rows on the GPU", "[gpu][sampler]") {
+  const testing::SamplerCase c = testing::random_sampler_case(0x70b, 32000, 48);
+  const GpuRun first = run_on_gpu(c, TopPPass::float_first), exact = run_on_gpu(c, TopPPass::exact);
+  CHECK(first.probs == exact.probs);
+  CHECK(first.tokens == exact.tokens);
 }
 
 TEST_CASE("every output element is written (outputs poisoned with NaN / -1 first)", "[gpu][sampler][sanitize]") {

@@ -159,23 +159,30 @@ SPECULA_HD uint64_t approx_fixed_mass(float x, float max_logit, float scale) {
 // 53-bit double).
 SPECULA_HD uint64_t approx_mass_error(uint64_t approx_sum, int64_t count) {
   const double absolute = 3.0 * static_cast<double>(count);
-  const double relative = kApproxMassRelativeError * (static_cast<double>(approx_sum) + absolute) /
-                          (1.0 - kApproxMassRelativeError);
+  const double relative =
+      kApproxMassRelativeError * (static_cast<double>(approx_sum) + absolute) / (1.0 - kApproxMassRelativeError);
   return static_cast<uint64_t>(relative + absolute) + 4096;
 }
 
 // Does the float pass's value v decide exactly? `above` and `through` are its approximate weights of the
 // candidates above v and at or above v, `total` of all candidates. The exact select picks the one value
-// with W(> v) < T <= W(>= v), T = top_p_fixed_target(Z): if W(> v) < T and T <= W(>= v) hold for every
-// exact weight and total the bounds allow, v is that value (target monotone in Z).
+// with A < T <= C (A = W(> v), C = W(>= v), T = top_p_fixed_target(Z)); for integers A and C that is
+// A < y <= C with y = top_p * Z rounded in float64. Splitting Z into disjoint sums, Z = A + (Z - A) and
+// Z = C + (Z - C), the two tests read (1 - top_p) A < top_p (Z - A) and top_p (Z - C) <= (1 - top_p) C:
+// each side is a sum over its own tokens and is bounded on its own, so the error a token contributes to Z
+// is not counted a second time (Z's own bound would be about 1 / (1 - top_p) times as wide). The slack,
+// 2^-48 Z, covers every float64 rounding here and in y, each below 2^-52 Z.
 SPECULA_HD bool approx_top_p_certain(uint64_t above, uint64_t through, uint64_t total, int64_t count, float top_p) {
-  const uint64_t total_error = approx_mass_error(total, count);
-  const uint64_t target_low = top_p_fixed_target(total > total_error ? total - total_error : 0, top_p);
-  const uint64_t target_high = top_p_fixed_target(total + total_error, top_p);
-  const uint64_t above_high = above + approx_mass_error(above, count);
-  const uint64_t through_error = approx_mass_error(through, count);
-  const uint64_t through_low = through > through_error ? through - through_error : 0;
-  return above_high < target_low && through_low >= target_high;
+  const auto high = [count](uint64_t sum) {
+    return static_cast<double>(sum) + static_cast<double>(approx_mass_error(sum, count));
+  };
+  const auto low = [count](uint64_t sum) {
+    const uint64_t error = approx_mass_error(sum, count);
+    return sum > error ? static_cast<double>(sum - error) : 0.0;
+  };
+  const double p = static_cast<double>(top_p), q = 1.0 - p;  // 1 - top_p is exact in float64
+  const double slack = high(total) * (1.0 / 281474976710656.0) + 8.0;
+  return q * high(above) + slack < p * low(total - above) && p * high(total - through) + slack <= q * low(through);
 }
 
 // The radix select's step, for top-k (weights 1, target k) and top-p (fixed masses, target from
