@@ -2,14 +2,22 @@
 """Plots of a Specula results folder (called by `specula plot DIR`; needs Debian's python3-matplotlib).
 
 Reads DIR/summary.csv and writes PNG and SVG files into DIR/plots/:
-  acceptance_vs_k         per-position acceptance alpha against draft length K, per drafter and method
-  speedup_vs_k            measured speedup of the decoding loop (95% CI over repetitions; the whole run's for
-                          summaries without it), Leviathan et al.'s prediction and the cost model
-  per_position_acceptance acceptance at each draft position, for the longest drafts
+  acceptance_vs_k         per-position acceptance alpha against draft length K
+  speedup_vs_k            measured decoding speedup (95% CI over pairs or repetitions), Leviathan et al.'s
+                          prediction and the cost model, against K
+  per_position_acceptance acceptance at each draft position, for the longest draft of each setting
   accepted_length_hist    how many drafts each verification step accepted, for the longest drafts
-  speedup_vs_temperature  measured speedup against the sampling temperature
+  speedup_vs_temperature  measured decoding speedup against the sampling temperature
+  speedup_vs_tau          measured decoding speedup against tau (tokens per verification step), with the
+                          cost model's tau / (draft cost + verify cost)
+
+Every plot follows one rule, so a reader takes it in at a glance: one panel per drafter, one line per
+method (and K or tree) and temperature within it, integer positions and lengths on integer ticks, and at
+most MAX_SERIES lines in a panel (a drafter with more is split over several panels, each with its own
+legend, so no colour is used twice in a panel).
 """
 import csv
+import math
 import os
 import sys
 
@@ -17,6 +25,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+
+MAX_SERIES = 6
+PLOTS = ("acceptance_vs_k", "speedup_vs_k", "per_position_acceptance", "accepted_length_hist",
+         "speedup_vs_temperature", "speedup_vs_tau")
 
 
 def number(text, default=float("nan")):
@@ -26,31 +39,255 @@ def number(text, default=float("nan")):
         return default
 
 
+def finite(x):
+    return x == x and not math.isinf(x)
+
+
 def load(path):
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
 
 
-def label(row, keys):
-    parts = []
-    for k in keys:
-        v = row.get(k, "")
-        if v:
-            parts.append(os.path.basename(v) if k == "draft.drafter" else f"{k.split('.')[-1]}={v}")
-    return " ".join(parts)
-
-
-def save(fig, out_dir, name, written):
-    fig.tight_layout()
-    for ext in ("png", "svg"):
-        path = os.path.join(out_dir, f"{name}.{ext}")
-        fig.savefig(path, dpi=120)
-        written.append(path)
-    plt.close(fig)
+def drafter_name(row):
+    return os.path.basename(row.get("draft.drafter", "").rstrip("/")) or "(none)"
 
 
 def temperature(row):
     return number(row.get("sampling.temperature"), 1.0)
+
+
+def shape(row):
+    """The draft's shape: '3,2,1' for a tree, 'K=4' for a chain."""
+    if row.get("draft.tree"):
+        return row["draft.tree"]
+    return f"K={row.get('draft.num_draft_tokens', '')}"
+
+
+def series_label(row, with_shape):
+    parts = [row.get("draft.method", "")]
+    if with_shape:
+        parts.append(shape(row))
+    parts.append(f"T={row.get('sampling.temperature', '')}")
+    return " ".join(p for p in parts if p)
+
+
+def panels(rows, with_shape):
+    """[(title, [(series label, rows)])]: one panel per drafter, at most MAX_SERIES series each."""
+    by_drafter = {}
+    for r in rows:
+        by_drafter.setdefault(drafter_name(r), {}).setdefault(series_label(r, with_shape), []).append(r)
+    out = []
+    for drafter in sorted(by_drafter):
+        series = sorted(by_drafter[drafter].items())
+        chunks = [series[i:i + MAX_SERIES] for i in range(0, len(series), MAX_SERIES)]
+        for i, chunk in enumerate(chunks):
+            out.append((drafter if len(chunks) == 1 else f"{drafter} ({i + 1}/{len(chunks)})", chunk))
+    return out
+
+
+def grid(n, sharey=True):
+    columns = min(3, max(1, n))
+    rows_n = (n + columns - 1) // columns
+    fig, axes = plt.subplots(rows_n, columns, figsize=(4.6 * columns, 3.6 * rows_n), squeeze=False, sharey=sharey)
+    for ax in axes.flat[n:]:
+        ax.axis("off")
+    return fig, axes
+
+
+def integer_ticks(ax, values):
+    values = sorted({int(v) for v in values if finite(v)})
+    if values:
+        step = max(1, math.ceil(len(values) / 12))
+        ax.set_xticks(values[::step])
+
+
+def finish_panel(ax, title, xlabel, extra_handles=()):
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel(xlabel)
+    ax.grid(alpha=0.3)
+    handles, _ = ax.get_legend_handles_labels()
+    if handles or extra_handles:
+        ax.legend(handles=list(handles) + list(extra_handles), fontsize=7)
+
+
+def versus_k(chains, metric):
+    layout = panels(chains, with_shape=False)
+    if not layout:
+        return None
+    fig, axes = grid(len(layout))
+    for ax, (title, series) in zip(axes.flat, layout):
+        ks = []
+        for i, (key, items) in enumerate(series):
+            items = sorted(items, key=lambda r: number(r["draft.num_draft_tokens"]))
+            x = [number(r["draft.num_draft_tokens"]) for r in items]
+            ks += x
+            color = f"C{i}"
+            if metric == "speedup":
+                # The decoding loop's speedup (without the prompt) is what the predictions model.
+                column = "decode_speedup" if items[0].get("decode_speedup") else "speedup"
+                y = [number(r[column]) for r in items]
+                low = [max(0.0, v - number(r.get(column + "_ci_low"), v)) for v, r in zip(y, items)]
+                high = [max(0.0, number(r.get(column + "_ci_high"), v) - v) for v, r in zip(y, items)]
+                ax.errorbar(x, y, yerr=[low, high], marker="o", color=color, capsize=3, label=key)
+                # Markers too, so a sweep with one K still shows its predictions.
+                ax.plot(x, [number(r.get("predicted_speedup")) for r in items], linestyle="--", marker="x",
+                        color=color, alpha=0.8)
+                if items[0].get("cost_model_speedup"):
+                    ax.plot(x, [number(r["cost_model_speedup"]) for r in items], linestyle=":", marker="o",
+                            markerfacecolor="none", color=color)
+            else:
+                ax.plot(x, [number(r["alpha"]) for r in items], marker="o", color=color, label=key)
+                ax.plot(x, [number(r.get("expected_acceptance")) for r in items], linestyle=":", color=color,
+                        alpha=0.8)
+        integer_ticks(ax, ks)
+        if metric == "speedup":
+            ax.axhline(1.0, color="grey", linewidth=0.8)
+            extra = [Line2D([], [], color="black", linestyle="--", marker="x", label="Leviathan et al."),
+                     Line2D([], [], color="black", linestyle=":", marker="o", markerfacecolor="none",
+                            label="cost model")]
+        else:
+            extra = [Line2D([], [], color="black", linestyle=":", label="mean sum min(p, q)")]
+        finish_panel(ax, title, "draft length K", extra)
+    if metric == "speedup":
+        # Intervals from two or three repetitions can be very wide: scale to the means and predictions.
+        tops = [number(r.get(c)) for r in chains
+                for c in ("decode_speedup", "speedup", "predicted_speedup", "cost_model_speedup")]
+        axes.flat[0].set_ylim(0.0, 1.25 * max([t for t in tops if finite(t)] + [1.0]))
+        ylabel = "decoding speedup (x)"
+    else:
+        ylabel = "acceptance per position, alpha"
+    for ax in axes[:, 0]:
+        ax.set_ylabel(ylabel)
+    return fig
+
+
+def longest_drafts(spec):
+    """The setting with the most draft positions for each drafter, method, shape kind and temperature."""
+    longest = {}
+    for r in spec:
+        key = (drafter_name(r), r.get("draft.method"), bool(r.get("draft.tree")), r.get("draft.tree"),
+               r.get("sampling.temperature"))
+        if key not in longest or number(r["draft_positions"]) > number(longest[key]["draft_positions"]):
+            longest[key] = r
+    return list(longest.values())
+
+
+def per_draft_position(spec, column):
+    layout = panels(longest_drafts(spec), with_shape=True)
+    if not layout:
+        return None
+    fig, axes = grid(len(layout))
+    for ax, (title, series) in zip(axes.flat, layout):
+        xs_all = []
+        for i, (key, items) in enumerate(series):
+            values = [number(v, 0.0) for v in items[0][column].split(";") if v != ""]
+            if column == "accepted_length_histogram":
+                total = sum(values) or 1.0
+                values = [v / total for v in values]
+                xs = list(range(len(values)))  # 0 .. K drafts accepted
+            else:
+                xs = list(range(1, len(values) + 1))  # draft positions 1 .. K
+            xs_all += xs
+            ax.plot(xs, values, marker="o", color=f"C{i}", label=key)
+        integer_ticks(ax, xs_all)
+        if column == "accepted_length_histogram":
+            finish_panel(ax, title, "drafts accepted in one step (tokens)")
+        else:
+            ax.set_ylim(0.0, 1.05)
+            finish_panel(ax, title, "draft position (1 = first drafted token)")
+    ylabel = ("fraction of verification steps" if column == "accepted_length_histogram"
+              else "P(accepted | position reached)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel(ylabel)
+    return fig
+
+
+def speedup_column(row):
+    return "decode_speedup" if row.get("decode_speedup") else "speedup"
+
+
+def speedup_vs_temperature(spec):
+    # One line per method and shape; temperature is the axis, so it is not part of the label.
+    by_drafter = {}
+    for r in spec:
+        label = f"{r.get('draft.method', '')} {shape(r)}"
+        by_drafter.setdefault(drafter_name(r), {}).setdefault(label, []).append(r)
+    layout = []
+    for drafter in sorted(by_drafter):
+        series = [(k, v) for k, v in sorted(by_drafter[drafter].items()) if len(v) >= 2]
+        chunks = [series[i:i + MAX_SERIES] for i in range(0, len(series), MAX_SERIES)]
+        for i, chunk in enumerate(chunks):
+            layout.append((drafter if len(chunks) == 1 else f"{drafter} ({i + 1}/{len(chunks)})", chunk))
+    if not layout:
+        return None
+    fig, axes = grid(len(layout))
+    for ax, (title, series) in zip(axes.flat, layout):
+        temps = set()
+        for i, (key, items) in enumerate(series):
+            items = sorted(items, key=temperature)
+            temps |= {temperature(r) for r in items}
+            ax.plot([temperature(r) for r in items], [number(r[speedup_column(r)]) for r in items], marker="o",
+                    color=f"C{i}", label=key)
+        ax.set_xticks(sorted(temps))
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+        finish_panel(ax, title, "sampling temperature T")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("decoding speedup (x)")
+    return fig
+
+
+def speedup_vs_tau(spec):
+    """Measured speedup against tau, each setting with its cost model's prediction: the measured point sits
+    on the line tau / (draft cost + verify cost) through the origin when the cost model holds."""
+    rows = [r for r in spec if finite(number(r.get("tau"))) and finite(number(r.get(speedup_column(r))))]
+    layout = panels(rows, with_shape=True)
+    if not layout:
+        return None
+    fig, axes = grid(len(layout))
+    top_tau = max(number(r["tau"]) for r in rows)
+    for ax, (title, series) in zip(axes.flat, layout):
+        for i, (key, items) in enumerate(series):
+            color = f"C{i}"
+            for r in items:
+                tau, measured = number(r["tau"]), number(r[speedup_column(r)])
+                model = number(r.get("cost_model_speedup"))
+                column = speedup_column(r)
+                low = max(0.0, measured - number(r.get(column + "_ci_low"), measured))
+                high = max(0.0, number(r.get(column + "_ci_high"), measured) - measured)
+                ax.errorbar([tau], [measured], yerr=[[low], [high]], marker="o", color=color, capsize=3,
+                            label=key if r is items[0] else None)
+                if finite(model) and tau > 0:
+                    # The cost model's line for this setting's measured costs, and its prediction on it.
+                    ax.plot([0.0, 1.1 * top_tau], [0.0, 1.1 * top_tau * model / tau], linestyle=":", color=color,
+                            alpha=0.6, linewidth=0.9)
+                    ax.plot([tau], [model], marker="o", markerfacecolor="none", color=color)
+        ax.plot([0.0, 1.1 * top_tau], [0.0, 1.1 * top_tau], color="grey", linestyle="--", linewidth=0.8)
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+        ax.set_xlim(0.0, 1.1 * top_tau)
+        extra = [Line2D([], [], color="black", marker="o", markerfacecolor="none", linestyle=":",
+                        label="cost model: tau / (draft + verify cost)"),
+                 Line2D([], [], color="grey", linestyle="--", label="free drafting and verification")]
+        finish_panel(ax, title, "tau: tokens per verification step", extra)
+    tops = [number(r[speedup_column(r)]) for r in rows] + [number(r.get("cost_model_speedup")) for r in rows]
+    axes.flat[0].set_ylim(0.0, 1.2 * max([t for t in tops if finite(t)] + [1.0]))
+    for ax in axes[:, 0]:
+        ax.set_ylabel("decoding speedup (x)")
+    return fig
+
+
+def build_figures(rows):
+    """{plot name: matplotlib figure} for the rows of a summary.csv (plots without data are left out)."""
+    spec = [r for r in rows if r.get("draft.method", "") not in ("", "ar")]
+    chains = [r for r in spec if not r.get("draft.tree")]
+    figures = {
+        "acceptance_vs_k": versus_k(chains, "alpha"),
+        "speedup_vs_k": versus_k(chains, "speedup"),
+        "per_position_acceptance": per_draft_position(spec, "per_position_acceptance"),
+        "accepted_length_hist": per_draft_position(spec, "accepted_length_histogram"),
+        "speedup_vs_temperature": speedup_vs_temperature(spec),
+        "speedup_vs_tau": speedup_vs_tau(spec),
+    }
+    return {name: fig for name, fig in figures.items() if fig is not None}
 
 
 def main():
@@ -58,137 +295,16 @@ def main():
         sys.exit("usage: plot.py RESULTS_DIR [--quiet]")
     results = sys.argv[1]
     quiet = "--quiet" in sys.argv[2:]
-    rows = load(os.path.join(results, "summary.csv"))
-    spec = [r for r in rows if r.get("draft.method", "") not in ("", "ar")]
-    chains = [r for r in spec if not r.get("draft.tree")]
     out_dir = os.path.join(results, "plots")
     os.makedirs(out_dir, exist_ok=True)
     written = []
-    group_keys = ["draft.drafter", "draft.method", "sampling.temperature"]
-
-    def groups(items, keys):
-        out = {}
-        for r in items:
-            out.setdefault(label(r, keys), []).append(r)
-        return out
-
-    # Acceptance and speedup against K (chain-shaped drafts): one panel per drafter, a colour per method and
-    # temperature, the predictions in the same colour.
-    from matplotlib.lines import Line2D
-    by_drafter = groups(chains, ["draft.drafter"])
-    for metric, name, ylabel in (("alpha", "acceptance_vs_k", "acceptance per position, alpha"),
-                                 ("speedup", "speedup_vs_k", "decoding speedup (x)")):
-        panels = sorted(by_drafter.items())
-        if not panels:
-            continue
-        columns = min(3, len(panels))
-        rows_n = (len(panels) + columns - 1) // columns
-        fig, axes = plt.subplots(rows_n, columns, figsize=(4.2 * columns + 2.2, 3.4 * rows_n), squeeze=False,
-                                 sharey=True)
-        series = sorted({label(r, ["draft.method", "sampling.temperature"]) for r in chains})
-        colors = {key: f"C{i % 10}" for i, key in enumerate(series)}
-        all_k = sorted({number(r["draft.num_draft_tokens"]) for r in chains})
-        for ax, (drafter, rows_d) in zip(axes.flat, panels):
-            for key, items in sorted(groups(rows_d, ["draft.method", "sampling.temperature"]).items()):
-                items = sorted(items, key=lambda r: number(r["draft.num_draft_tokens"]))
-                ks = [number(r["draft.num_draft_tokens"]) for r in items]
-                # The decoding loop's speedup (without the prompt) is what the predictions model.
-                measured = "decode_speedup" if metric == "speedup" and items[0].get("decode_speedup") else metric
-                ys = [number(r[measured]) for r in items]
-                color = colors[key]
-                if metric == "speedup":
-                    lo = [max(0.0, y - number(r[measured + "_ci_low"], y)) for y, r in zip(ys, items)]
-                    hi = [max(0.0, number(r[measured + "_ci_high"], y) - y) for y, r in zip(ys, items)]
-                    ax.errorbar(ks, ys, yerr=[lo, hi], marker="o", color=color, capsize=3)
-                    ax.plot(ks, [number(r["predicted_speedup"]) for r in items], linestyle="--", color=color,
-                            alpha=0.8)
-                    if items[0].get("cost_model_speedup"):
-                        ax.plot(ks, [number(r["cost_model_speedup"]) for r in items], linestyle=":", color=color,
-                                alpha=0.9)
-                else:
-                    ax.plot(ks, ys, marker="o", color=color)
-                    ax.plot(ks, [number(r["expected_acceptance"]) for r in items], linestyle=":", color=color,
-                            alpha=0.8)
-            if metric == "speedup":
-                ax.axhline(1.0, color="grey", linewidth=0.8)
-            if all_k:
-                ax.set_xticks(all_k)
-            ax.set_title(label(rows_d[0], ["draft.drafter"]), fontsize=9)
-            ax.set_xlabel("draft length K")
-            ax.grid(alpha=0.3)
-        if metric == "speedup":
-            # Intervals from two or three repetitions can be very wide: scale to the means and predictions.
-            tops = [number(r[c]) for r in chains for c in ("decode_speedup", "speedup", "predicted_speedup",
-                                                              "cost_model_speedup") if r.get(c)]
-            tops = [t for t in tops if t == t]
-            axes.flat[0].set_ylim(0.0, 1.25 * max(tops + [1.0]))
-        for ax in axes.flat[len(panels):]:
-            ax.axis("off")
-        for ax in axes[:, 0]:
-            ax.set_ylabel(ylabel)
-        handles = [Line2D([], [], color=colors[k], marker="o", label=k) for k in series]
-        if metric == "speedup":
-            handles += [Line2D([], [], color="black", marker="o", label="measured (95% CI)"),
-                        Line2D([], [], color="black", linestyle="--", label="Leviathan et al."),
-                        Line2D([], [], color="black", linestyle=":", label="cost model (measured verify cost)")]
-        else:
-            handles += [Line2D([], [], color="black", marker="o", label="alpha (measured)"),
-                        Line2D([], [], color="black", linestyle=":", label="mean sum min(p, q)")]
-        fig.legend(handles=handles, fontsize=7, loc="center right")
-        fig.tight_layout(rect=(0, 0, 1 - 2.0 / (4.2 * columns + 2.2), 1))
+    for name, fig in build_figures(load(os.path.join(results, "summary.csv"))).items():
+        fig.tight_layout()
         for ext in ("png", "svg"):
             path = os.path.join(out_dir, f"{name}.{ext}")
             fig.savefig(path, dpi=120)
             written.append(path)
         plt.close(fig)
-
-    # Per-position acceptance and accepted-length histogram at the longest draft of each group.
-    longest = {}
-    for r in spec:
-        key = label(r, group_keys + ["draft.tree"])
-        if key not in longest or number(r["draft_positions"]) > number(longest[key]["draft_positions"]):
-            longest[key] = r
-    for column, name, xlabel, ylabel in (
-            ("per_position_acceptance", "per_position_acceptance", "draft position (1 = first drafted token)",
-             "P(accepted | position reached)"),
-            ("accepted_length_histogram", "accepted_length_hist", "drafts accepted in one step (tokens)",
-             "fraction of verification steps")):
-        fig, ax = plt.subplots(figsize=(11, 4.8))
-        items = sorted(longest.items())
-        width = 0.8 / max(1, len(items))
-        for i, (key, r) in enumerate(items):
-            values = [number(v, 0.0) for v in r[column].split(";") if v != ""]
-            if column == "accepted_length_histogram":
-                total = sum(values) or 1.0
-                values = [v / total for v in values]
-                xs = [j + i * width for j in range(len(values))]
-            else:
-                xs = [j + 1 + i * width for j in range(len(values))]
-            ax.bar(xs, values, width=width, label=key, color=f"C{i % 10}")
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-        if items:
-            ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-        ax.grid(alpha=0.3, axis="y")
-        save(fig, out_dir, name, written)
-
-    # Speedup against temperature.
-    fig, ax = plt.subplots(figsize=(11, 4.8))
-    keys = ["draft.drafter", "draft.method", "draft.num_draft_tokens", "draft.tree"]
-    for i, (key, items) in enumerate(sorted(groups(spec, keys).items())):
-        items = sorted(items, key=temperature)
-        if len(items) < 2:
-            continue
-        ax.plot([temperature(r) for r in items], [number(r["speedup"]) for r in items], marker="o",
-                color=f"C{i % 10}", label=key)
-    ax.axhline(1.0, color="grey", linewidth=0.8)
-    ax.set_xlabel("sampling temperature T")
-    ax.set_ylabel("speedup over autoregressive (x)")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    ax.grid(alpha=0.3)
-    save(fig, out_dir, "speedup_vs_temperature", written)
-
     if not quiet:
         print(f"plots: {len(written)} files in {out_dir}", file=sys.stderr)
 

@@ -459,7 +459,7 @@ TEST_CASE("specula run writes a complete results folder; shards merge into the s
   CHECK_THAT(summary, Contains("pairs,pair_load_average,pair_drift"));
   // Plots: non-empty PNGs.
   for (const char* plot : {"acceptance_vs_k", "speedup_vs_k", "per_position_acceptance", "accepted_length_hist",
-                           "speedup_vs_temperature"}) {
+                           "speedup_vs_temperature", "speedup_vs_tau"}) {
     const fs::path png = run / "plots" / (std::string(plot) + ".png");
     CHECK(fs::exists(png));
     CHECK((fs::exists(png) && fs::file_size(png) > 1000));
