@@ -732,3 +732,16 @@ TEST_CASE("run on cuda-host: the CPU run's records, each saying where it was ver
   CHECK(bad.exit_code == 1);
   CHECK_THAT(bad.err, Contains("key 'experiment.device'") && Contains("'gpu' is not cpu, cuda or cuda-host"));
 }
+
+TEST_CASE("every benchmark's machine block names the CPU, its ISA and the load around the run", "[runner]") {
+  const std::string before = load_averages();
+  const nlohmann::json m = machine_json(2, before);
+  for (const char* key : {"hostname", "cpu_model", "cpu_avx2", "cpu_avx512f", "logical_cores", "threads_used",
+                          "omp_wait_policy", "load_average_before", "load_average_after", "compiler", "build_type"})
+    CHECK(m.contains(key));
+  CHECK(m["threads_used"] == 2);
+  CHECK(m["load_average_before"] == before);
+  CHECK(m["cpu_avx2"].get<bool>() == static_cast<bool>(__builtin_cpu_supports("avx2")));
+  // Three numbers, as /proc/loadavg gives them.
+  if (before != "unknown") CHECK(std::count(before.begin(), before.end(), ' ') == 2);
+}

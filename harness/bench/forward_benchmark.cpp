@@ -10,7 +10,6 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <iomanip>
 #include <iostream>
@@ -18,7 +17,6 @@
 #include <numeric>
 #include <random>
 #include <sstream>
-#include <thread>
 
 #include "harness/config/command_options.h"
 #include "harness/experiment/environment.h"
@@ -318,22 +316,19 @@ int forward_benchmark_command(const std::vector<std::string>& args) {
   }
   torch::set_num_threads(o.threads);
 
+  const std::string load_before = load_averages();
   json models = json::array();
   for (const std::string& spec : vm["model"].as<std::vector<std::string>>())
     models.push_back(bench_model(spec, o, std::cout));
+  json machine = machine_json(o.threads, load_before);
+  machine["torch_version"] = TORCH_VERSION;
+  machine["torch_parallel_info"] = at::get_parallel_info();
+  machine["skinny_kernel_isa"] = skinny_isa_name(skinny_linear_isa());
   json report = {
       {"benchmark", "forward"},
       {"utc_time", utc_timestamp(false)},
       {"git_revision", git_revision()},
-      {"machine",
-       {{"hostname", hostname()},
-        {"cpu_model", cpu_model()},
-        {"logical_cores", std::thread::hardware_concurrency()},
-        {"threads_used", o.threads},
-        {"omp_wait_policy", std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : ""},
-        {"compiler", __VERSION__},
-        {"torch_version", TORCH_VERSION},
-        {"torch_parallel_info", at::get_parallel_info()}}},
+      {"machine", machine},
       {"options",
        {{"context", o.context},
         {"chunks", o.chunk_sizes},

@@ -7,14 +7,12 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <thread>
 
 #include "harness/bench/forward_benchmark.h"
 #include "harness/bench/sampler_benchmark.h"
@@ -26,43 +24,21 @@
 #include "kernels/shared/error.h"
 #include "kernels/shared/thread_limit.h"
 
-#ifndef SPECULA_BUILD_TYPE
-#define SPECULA_BUILD_TYPE "unknown"
-#endif
-
 namespace specula::cli {
 namespace {
 
 using nlohmann::json;
 
-// The 1, 5 and 15 minute load averages: a benchmark on a shared machine is only as good as its quiet.
-std::string load_average() {
-  std::ifstream in("/proc/loadavg");
-  std::string one, five, fifteen;
-  if (!(in >> one >> five >> fifteen)) return "unknown";
-  return one + " " + five + " " + fifteen;
-}
+// Debian's libbenchmark is built without NDEBUG and says so; that affects its timer bookkeeping between
+// measured batches, not the code inside them.
+constexpr const char* kGoogleBenchmark = "libbenchmark 1.7.1 (Debian)";
 
 json machine_json(const bench::SamplerBenchResult& result, int threads, const std::string& load_before) {
-  return {
-      {"hostname", hostname()},
-      {"cpu_model", cpu_model()},
-      {"logical_cores", std::thread::hardware_concurrency()},
-      {"threads_used", threads},
-      {"omp_wait_policy", std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset"},
-      // The streaming floor runs its AVX2 clone where the CPU has it; the pipeline is built for the baseline.
-      {"cpu_avx2", static_cast<bool>(__builtin_cpu_supports("avx2"))},
-      {"cpu_avx512f", static_cast<bool>(__builtin_cpu_supports("avx512f"))},
-      {"load_average_before", load_before},
-      {"load_average_after", load_average()},
-      {"compiler", __VERSION__},
-      {"build_type", SPECULA_BUILD_TYPE},
-      {"torch_version", result.torch_version},
-      {"torch_parallel_info", result.parallel_info},
-      // Debian's libbenchmark is built without NDEBUG and says so; that affects its timer bookkeeping
-      // between measured batches, not the code inside them.
-      {"google_benchmark", "libbenchmark 1.7.1 (Debian)"},
-  };
+  json machine = specula::machine_json(threads, load_before);
+  machine["torch_version"] = result.torch_version;
+  machine["torch_parallel_info"] = result.parallel_info;
+  machine["google_benchmark"] = kGoogleBenchmark;
+  return machine;
 }
 
 // torch_ops / specula (how much faster Specula is than plain LibTorch ops) and specula / streaming_floor
@@ -153,7 +129,7 @@ int bench_sampler(const Args& args) {
     std::cout << "note: with " << options.threads << " threads, OMP_WAIT_POLICY=passive is advised: LibTorch and "
               << "the pipeline share the OpenMP pool, and spinning idle workers steal the cores of the next region\n";
 
-  const std::string load_before = load_average();
+  const std::string load_before = load_averages();
   const bench::SamplerBenchResult result = bench::run_sampler_benchmarks(options);
 
   json cases = json::array();
@@ -270,7 +246,7 @@ int bench_verify(const Args& args) {
   const std::filesystem::path output =
       vm.count("output") ? vm["output"].as<std::string>() : "results/bench/verify-" + hostname() + ".json";
 
-  const std::string load_before = load_average();
+  const std::string load_before = load_averages();
   const bench::VerifyBenchResult result = bench::run_verify_benchmarks(options);
 
   json cases = json::array();
@@ -293,21 +269,11 @@ int bench_verify(const Args& args) {
                           {"mean_accepted", a.mean_accepted},
                           {"all_accepted_rate", a.all_accepted_rate}});
   const json ratios = verify_ratios_json(result);
-  const json report = {
+  json report = {
       {"benchmark", "verify"},
       {"utc_time", utc_timestamp(false)},
       {"git_revision", git_revision()},
-      {"machine",
-       {{"hostname", hostname()},
-        {"cpu_model", cpu_model()},
-        {"logical_cores", std::thread::hardware_concurrency()},
-        {"threads_used", options.threads},
-        {"cpu_avx2", static_cast<bool>(__builtin_cpu_supports("avx2"))},
-        {"load_average_before", load_before},
-        {"load_average_after", load_average()},
-        {"compiler", __VERSION__},
-        {"build_type", SPECULA_BUILD_TYPE},
-        {"google_benchmark", "libbenchmark 1.7.1 (Debian)"}}},
+      {"machine", specula::machine_json(options.threads, load_before)},
       {"options", {{"threads", options.threads}, {"min_time_s", options.min_time_s}, {"filter", options.filter}}},
       {"time_basis", options.threads > 1 ? "wall time per step"
                                          : "CPU time of the main thread per step (all work runs on it with one "
@@ -325,6 +291,7 @@ int bench_verify(const Args& args) {
   };
 
   create_parent_folder(output.string(), "--output");
+  report["machine"]["google_benchmark"] = kGoogleBenchmark;
   write_output_file(output.string(), report.dump(2) + "\n", "--output");
 
   std::cout << "\n"

@@ -9,7 +9,6 @@
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
@@ -85,19 +84,18 @@ int bench_end_to_end(const Args& args) {
   options.command_line = "specula bench end-to-end";
   for (const std::string& a : args) options.command_line += " " + a;
   const std::string experiment = vm["experiment"].as<std::string>();
+  const std::string load_before = load_averages();
   const std::string dir = run_experiment(experiment, options);
   const std::vector<SummaryRow> rows = summarize(read_records(dir + "/records.jsonl"));
+  // The run's own env.json (threads, BLAS, library versions) inside the report's machine block.
+  std::ifstream env_file(dir + "/env.json");
+  const json environment = json::parse(env_file, nullptr, /*allow_exceptions=*/false);
+  if (environment.is_discarded()) fail("bench end-to-end: cannot read ", dir, "/env.json");
+  json machine = machine_json(environment.value("threads", 0), load_before);
+  machine["environment"] = environment;
 
-  json report = {{"benchmark", "end-to-end"},
-                 {"experiment", experiment},
-                 {"results_dir", dir},
-                 {"git_revision", git_revision()},
-                 {"time_utc", utc_timestamp(false)},
-                 {"machine",
-                  {{"hostname", hostname()},
-                   {"cpu_model", cpu_model()},
-                   {"logical_cores", std::thread::hardware_concurrency()},
-                   {"environment", json::parse(environment_json(0, options.command_line))}}},
+  json report = {{"benchmark", "end-to-end"},      {"experiment", experiment},         {"results_dir", dir},
+                 {"git_revision", git_revision()}, {"time_utc", utc_timestamp(false)}, {"machine", machine},
                  {"settings", json::array()}};
   const SummaryRow* best = nullptr;  // the highest decoding speedup at T = 0
   for (const SummaryRow& r : rows) {

@@ -81,6 +81,27 @@ std::string slurm_job() {
   return job ? job : "";
 }
 
+std::string load_averages() {
+  std::ifstream in("/proc/loadavg");
+  std::string one, five, fifteen;
+  if (!(in >> one >> five >> fifteen)) return "unknown";
+  return one + " " + five + " " + fifteen;
+}
+
+nlohmann::json machine_json(int threads, const std::string& load_before) {
+  return {{"hostname", hostname()},
+          {"cpu_model", cpu_model()},
+          {"cpu_avx2", static_cast<bool>(__builtin_cpu_supports("avx2"))},
+          {"cpu_avx512f", static_cast<bool>(__builtin_cpu_supports("avx512f"))},
+          {"logical_cores", std::thread::hardware_concurrency()},
+          {"threads_used", threads},
+          {"omp_wait_policy", getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "unset"},
+          {"load_average_before", load_before},
+          {"load_average_after", load_averages()},
+          {"compiler", __VERSION__},
+          {"build_type", SPECULA_BUILD_TYPE}};
+}
+
 std::string environment_json(int threads, const std::string& command_line) {
   nlohmann::json j;
   j["hostname"] = hostname();

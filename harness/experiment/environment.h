@@ -2,6 +2,7 @@
 // folder can be understood and repeated on its own.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace specula {
@@ -11,6 +12,13 @@ std::string environment_json(int threads, const std::string& command_line);
 // This machine's host name ("unknown-host" if it has none) and CPU model from /proc/cpuinfo.
 std::string hostname();
 std::string cpu_model();
+// /proc/loadavg's 1, 5 and 15-minute load averages ("0.52 0.40 0.33"), "unknown" where there is none: a
+// benchmark on a shared machine is only as good as its quiet.
+std::string load_averages();
+// The "machine" block of every benchmark report: host, CPU model and the ISA extensions the kernels can use,
+// logical cores, `threads` used, OMP_WAIT_POLICY, compiler and build type, and the load averages at the start
+// (`load_before`, from load_averages()) and now.
+nlohmann::json machine_json(int threads, const std::string& load_before);
 // Short git revision of the source tree, "unknown" outside a checkout.
 std::string git_revision();
 // "2026-11-22T01:02:03Z" and a folder-safe "20261122T010203Z".
