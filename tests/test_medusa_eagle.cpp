@@ -495,6 +495,16 @@ TEST_CASE("head drafters read the features of the verification forwards; a copy 
         CHECK(factory->feature_stats().rows == last_context - 1);
       }
     }
+  // The copy's own weights take the --target's matrix dtype (--weights-dtype); the shared module is the
+  // target's. The factory's description names which it has.
+  const auto copy_bf16 = std::make_shared<TransformerLanguageModel>(copy_dir, "bfloat16");
+  for (const std::string& spec : {"medusa:" + f.medusa_dir, "eagle:" + f.eagle_dir}) {
+    INFO(spec);
+    const auto own = load_drafter(spec, SamplingParams{}, copy_bf16, SamplingParams{});
+    CHECK_THAT(own->description(), Catch::Contains("(own copy, bfloat16 matrices)"));
+    const auto shared = load_drafter(spec, SamplingParams{}, f.target, SamplingParams{});
+    CHECK_THAT(shared->description(), Catch::Contains("(the target's own module)"));
+  }
   fs::remove_all(copy_dir);
 }
 

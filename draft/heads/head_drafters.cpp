@@ -502,15 +502,16 @@ HeadDrafterFactory::HeadDrafterFactory(const HeadDrafterOptions& options, const 
     fail_parameter("draft", " ", where, ": the folder holds ", s.heads_config.kind, " heads, not ", options.kind);
   s.target_dir =
       options.target_dir.empty() ? resolve_heads_target(options.heads_dir, s.heads_config) : options.target_dir;
-  LoadedCheckpoint loaded = load_checkpoint(s.target_dir, "auto");
-  if (to_json(loaded.config.model) != to_json(s.heads_config.target_model))
+  // The heads' target is read once: its config first, then either the --target's own module (the same
+  // checkpoint: one copy of the weights, never two even while loading) or a copy of its own, whose matrices
+  // take the --target's dtype (as --weights-dtype made it) or, without a --target, the stored one.
+  const TransformerConfig c = read_checkpoint_config(s.target_dir).model;
+  if (to_json(c) != to_json(s.heads_config.target_model))
     fail_parameter("draft", " ", where, ": the heads were trained on a target with ",
-                   s.heads_config.target_model.describe(), " but ", s.target_dir, " has ",
-                   loaded.config.model.describe());
-  s.target = loaded.model;
-  const TransformerConfig& c = loaded.config.model;
+                   s.heads_config.target_model.describe(), " but ", s.target_dir, " has ", c.describe());
+  const TransformerLanguageModel* transformer = nullptr;
   if (target) {
-    const auto* transformer = dynamic_cast<const TransformerLanguageModel*>(target);
+    transformer = dynamic_cast<const TransformerLanguageModel*>(target);
     if (!transformer)
       fail_parameter("draft", " ", where, ": ", options.kind,
                      " heads read a transformer target's features; the target ", target->description(),
@@ -519,15 +520,18 @@ HeadDrafterFactory::HeadDrafterFactory(const HeadDrafterOptions& options, const 
         transformer->parameter_count() != c.parameter_count())
       fail_parameter("draft", " ", where, ": the heads' target ", s.target_dir, " (", c.describe(),
                      ") is not the --target ", target->description());
-    // The same checkpoint: read the features with the --target's own module, one copy of the weights.
     std::error_code ec1, ec2;
-    if (transformer->kind() == "transformer" &&
-        std::filesystem::weakly_canonical(transformer->checkpoint_dir(), ec1) ==
-            std::filesystem::weakly_canonical(s.target_dir, ec2) &&
-        !ec1 && !ec2) {
-      s.target = transformer_module(*transformer);
-      s.shares_target = true;
-    }
+    s.shares_target = transformer->kind() == "transformer" &&
+                      std::filesystem::weakly_canonical(transformer->checkpoint_dir(), ec1) ==
+                          std::filesystem::weakly_canonical(s.target_dir, ec2) &&
+                      !ec1 && !ec2;
+  }
+  if (s.shares_target) {
+    s.target = transformer_module(*transformer);
+  } else {
+    const std::string dtype =
+        transformer ? dtype_string(transformer_module(*transformer)->embedding->weight.scalar_type()) : "auto";
+    s.target = load_checkpoint(s.target_dir, dtype).model;
   }
   if (options.kind == "medusa") {
     s.medusa = MedusaHeads(s.heads_config.medusa_heads, c.d_model, c.vocab_size);
@@ -568,7 +572,10 @@ std::string HeadDrafterFactory::description() const {
     os << s.heads_config.medusa_heads << " Medusa heads";
   else
     os << "EAGLE head";
-  os << " on transformer:" << s.target_dir << "; ";
+  os << " on transformer:" << s.target_dir
+     << (s.shares_target ? " (the target's own module)"
+                         : " (own copy, " + dtype_string(s.target->embedding->weight.scalar_type()) + " matrices)")
+     << "; ";
   if (s.options.dynamic) {
     os << "EAGLE-2 dynamic tree, top_k " << s.options.top_k << ", depth "
        << (s.options.depth ? std::to_string(s.options.depth) : std::string("= --tree depth")) << ", total_tokens "
