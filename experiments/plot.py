@@ -73,12 +73,17 @@ def series_label(row, with_shape):
 
 def panels(rows, with_shape):
     """[(title, [(series label, rows)])]: one panel per drafter, at most MAX_SERIES series each."""
+    return panels_by(rows, lambda r: series_label(r, with_shape))
+
+
+def panels_by(rows, series_of, min_points=1):
+    """panels() with the series named by series_of(row); series with fewer than min_points rows are left out."""
     by_drafter = {}
     for r in rows:
-        by_drafter.setdefault(drafter_name(r), {}).setdefault(series_label(r, with_shape), []).append(r)
+        by_drafter.setdefault(drafter_name(r), {}).setdefault(series_of(r), []).append(r)
     out = []
     for drafter in sorted(by_drafter):
-        series = sorted(by_drafter[drafter].items())
+        series = [(k, v) for k, v in sorted(by_drafter[drafter].items()) if len(v) >= min_points]
         chunks = [series[i:i + MAX_SERIES] for i in range(0, len(series), MAX_SERIES)]
         for i, chunk in enumerate(chunks):
             out.append((drafter if len(chunks) == 1 else f"{drafter} ({i + 1}/{len(chunks)})", chunk))
@@ -208,16 +213,8 @@ def speedup_column(row):
 
 def speedup_vs_temperature(spec):
     # One line per method and shape; temperature is the axis, so it is not part of the label.
-    by_drafter = {}
-    for r in spec:
-        label = f"{r.get('draft.method', '')} {shape(r)}"
-        by_drafter.setdefault(drafter_name(r), {}).setdefault(label, []).append(r)
-    layout = []
-    for drafter in sorted(by_drafter):
-        series = [(k, v) for k, v in sorted(by_drafter[drafter].items()) if len(v) >= 2]
-        chunks = [series[i:i + MAX_SERIES] for i in range(0, len(series), MAX_SERIES)]
-        for i, chunk in enumerate(chunks):
-            layout.append((drafter if len(chunks) == 1 else f"{drafter} ({i + 1}/{len(chunks)})", chunk))
+    layout = [(title, series) for title, series in
+              panels_by(spec, lambda r: f"{r.get('draft.method', '')} {shape(r)}", min_points=2) if series]
     if not layout:
         return None
     fig, axes = grid(len(layout))
