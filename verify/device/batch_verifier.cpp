@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "kernels/shared/error.h"
 #include "verify/device/sampler_batch.h"
@@ -152,81 +153,88 @@ std::vector<Token> BatchVerifier::sample(const std::vector<DeviceDraw>& draws) {
   return std::vector<Token>(tokens, tokens + B);
 }
 
-std::vector<DeviceStepResult> BatchVerifier::verify(const std::vector<DeviceStep>& steps) {
-  if (!method_) fail("batch verifier: no verification method (the autoregressive baseline only samples)");
-  if (steps.empty()) return {};
-  KernelStream& s = *stream_;
-  const VerifyMethod method = *method_;
-  const bool tree_kernel = method == VerifyMethod::tree;
-  const size_t B = steps.size(), V = static_cast<size_t>(vocab_);
+namespace {
 
-  // Shapes: W = the widest draft of the batch; rows of sequence b at first_row[b] of the dense [R, V] arrays.
-  int32_t W = 0;
-  std::vector<int64_t> first_row(B);
-  int64_t R = 0;
-  for (size_t b = 0; b < B; ++b) {
-    const TokenTree& t = *steps[b].tree;
+// The batch's dense layout: W = the widest draft; the rows of sequence b start at first_row[b] of the
+// [rows, V] arrays (its tree's size + 1 rows).
+struct BatchShape {
+  int32_t width = 0;
+  std::vector<int64_t> first_row;
+  int64_t rows = 0;
+};
+
+BatchShape batch_shape(const std::vector<DeviceStep>& steps, VerifyMethod method) {
+  const bool tree_kernel = method == VerifyMethod::tree;
+  BatchShape shape;
+  for (const DeviceStep& step : steps) {
+    const TokenTree& t = *step.tree;
     if (!tree_kernel)
       for (int32_t i = 0; i < t.size(); ++i)
         if (t.parent[i] != i - 1) fail("batch verifier: method ", verify_method_name(method), " needs a chain");
-    W = std::max(W, t.size());
-    first_row[b] = R;
-    R += t.size() + 1;
+    shape.width = std::max(shape.width, t.size());
+    shape.first_row.push_back(shape.rows);
+    shape.rows += t.size() + 1;
   }
-  if (tree_kernel ? W > kMaxVerifyTreeNodes : W > kMaxVerifyDraft)
-    fail("batch verifier: a draft of ", W, tree_kernel ? " nodes" : " tokens", " exceeds the kernels' limit");
+  if (tree_kernel ? shape.width > kMaxVerifyTreeNodes : shape.width > kMaxVerifyDraft)
+    fail("batch verifier: a draft of ", shape.width, tree_kernel ? " nodes" : " tokens", " exceeds the kernels' limit");
+  return shape;
+}
 
-  // 1. The sampler pipeline on every target row, each with its row's history (target_rows.h).
-  std::vector<const float*> row_logits;
-  std::vector<const TokenHistory*> row_histories;
-  std::vector<TokenHistory> extended;  // histories along draft paths, when the params read them
-  const bool by_row = target_.params().uses_history();
-  if (by_row) extended.reserve(static_cast<size_t>(R));
-  for (const DeviceStep& step : steps)
-    for (int32_t r = 0; r <= step.tree->size(); ++r) {
-      row_logits.push_back(step.logits + static_cast<size_t>(r) * V);
-      if (by_row) {  // mirostat is refused, so no row's history needs its ancestors' probabilities
-        extended.push_back(row_history(target_, *step.history, *step.tree, nullptr, r));
-        row_histories.push_back(&extended.back());
-      } else {
-        row_histories.push_back(step.history);
-      }
-    }
-  int32_t *d_sampler_tokens = nullptr, *d_sampler_status = nullptr;
-  const float* d_p = process_rows(row_logits, row_histories, std::vector<RandomKey>(static_cast<size_t>(R)),
-                                  &d_sampler_tokens, &d_sampler_status);
+// The recorded draft laws q on the device ([rows, V], and which rows have one), or nulls when no row has
+// one (greedy verifies its drafts as point masses on one-hot rows).
+struct DraftLaws {
+  const float* q = nullptr;
+  const uint8_t* q_present = nullptr;
+};
 
-  // 2. The recorded draft laws (none for greedy: its drafts are verified as point masses on one-hot rows).
-  const bool use_q = method != VerifyMethod::greedy;
-  bool any_q = false;
-  uint8_t* q_present = s.host_array<uint8_t>(kQPresent, static_cast<size_t>(R));
+DraftLaws upload_draft_laws(KernelStream& s, const std::vector<DeviceStep>& steps, const BatchShape& shape,
+                            int32_t vocab, bool use_q) {
+  const size_t R = static_cast<size_t>(shape.rows), V = static_cast<size_t>(vocab);
+  uint8_t* q_present = s.host_array<uint8_t>(kQPresent, R);
   std::fill(q_present, q_present + R, uint8_t{0});
   float* host_q = nullptr;
-  for (size_t b = 0; b < B && use_q; ++b)
+  for (size_t b = 0; b < steps.size() && use_q; ++b)
     for (int32_t r = 0; r < steps[b].tree->size(); ++r) {  // rows with children: 0..n-1 in a chain
       const std::vector<float>& q = steps[b].tree->q_at_row(r);
       if (q.empty()) continue;
-      if (static_cast<int64_t>(q.size()) != vocab_) fail("batch verifier: a recorded q row has ", q.size(), " entries");
-      if (!host_q) host_q = s.host_array<float>(kQ, static_cast<size_t>(R) * V);
-      std::memcpy(host_q + static_cast<size_t>(first_row[b] + r) * V, q.data(), V * sizeof(float));
-      q_present[first_row[b] + r] = 1;
-      any_q = true;
+      if (q.size() != V) fail("batch verifier: a recorded q row has ", q.size(), " entries");
+      if (!host_q) host_q = s.host_array<float>(kQ, R * V);
+      std::memcpy(host_q + static_cast<size_t>(shape.first_row[b] + r) * V, q.data(), V * sizeof(float));
+      q_present[shape.first_row[b] + r] = 1;
     }
-  float* d_q = nullptr;
-  uint8_t* d_q_present = nullptr;
-  if (any_q) {
-    d_q = s.device_array<float>(kQ, static_cast<size_t>(R) * V);
-    s.to_device(d_q, host_q, static_cast<size_t>(R) * V * sizeof(float));
-    d_q_present = s.device_array<uint8_t>(kQPresent, static_cast<size_t>(R));
-    s.to_device(d_q_present, q_present, static_cast<size_t>(R));
-  }
+  if (!host_q) return {};
+  float* d_q = s.device_array<float>(kQ, R * V);
+  s.to_device(d_q, host_q, R * V * sizeof(float));
+  uint8_t* d_q_present = s.device_array<uint8_t>(kQPresent, R);
+  s.to_device(d_q_present, q_present, R);
+  return {d_q, d_q_present};
+}
 
-  // 3. Drafts, per-row keys and the layout.
-  const size_t width = static_cast<size_t>(std::max(W, 1));
+// A host array staged in its slot, copied to the slot's device buffer.
+template <typename T>
+T* staged_to_device(KernelStream& s, int slot, T* host, size_t count) {
+  T* device = s.device_array<T>(slot, count);
+  s.to_device(device, host, count * sizeof(T));
+  return device;
+}
+
+// The drafts [B, W] (padded with token 0 / parent -1), each sequence's keys and sizes, and the row layout,
+// on the device. Also allocates the outputs.
+struct StagedBatch {
+  const int32_t* draft = nullptr;
+  const int32_t* parents = nullptr;
+  const VerifyRowParams* rows = nullptr;
+  VerifyRowLayout layout;
+  VerifyOutputs out;
+};
+
+StagedBatch stage_batch(KernelStream& s, const std::vector<DeviceStep>& steps, const BatchShape& shape,
+                        const DraftLaws& laws, bool tree_kernel) {
+  const size_t B = steps.size(), width = static_cast<size_t>(std::max(shape.width, 1));
   int32_t* draft = s.host_array<int32_t>(kDraft, B * width);
   int32_t* parents = s.host_array<int32_t>(kParents, B * width);
   VerifyRowParams* rows = s.host_array<VerifyRowParams>(kVerifyRows, B);
-  int64_t* host_first = s.host_array<int64_t>(kFirstRow, B);
+  int64_t* first = s.host_array<int64_t>(kFirstRow, B);
   for (size_t b = 0; b < B; ++b) {
     const TokenTree& t = *steps[b].tree;
     for (size_t i = 0; i < width; ++i) {
@@ -239,93 +247,96 @@ std::vector<DeviceStepResult> BatchVerifier::verify(const std::vector<DeviceStep
     rp.sequence = steps[b].rng.sequence;
     rp.step = steps[b].rng.step;
     rp.num_draft = t.size();
-    rp.flags = any_q ? kVerifyRowHasQ : 0u;
+    rp.flags = laws.q ? kVerifyRowHasQ : 0u;
     rp.scheme = kernel_sibling_scheme(t.scheme);
-    host_first[b] = first_row[b];
+    first[b] = shape.first_row[b];
   }
-  // The arrays staged above, copied to their device buffers.
-  const auto staged_to_device = [&](int slot, auto* host, size_t count) {
-    using T = std::remove_pointer_t<decltype(host)>;
-    T* device = s.device_array<T>(slot, count);
-    s.to_device(device, host, count * sizeof(T));
-    return device;
-  };
-  const size_t E = static_cast<size_t>(W) + 1;
-  VerifyOutputs out;
-  out.emitted = s.device_array<int32_t>(kEmitted, B * E);
-  out.num_emitted = s.device_array<int32_t>(kNumEmitted, B);
-  out.num_accepted = s.device_array<int32_t>(kNumAccepted, B);
-  out.bonus = s.device_array<int32_t>(kBonus, B);
-  out.q_zero_errors = s.device_array<int32_t>(kQZero, B);
-  out.status = s.device_array<int32_t>(kStatus, B);
-  out.overlap_sum = s.device_array<double>(kOverlapSum, B);
-  out.overlap_count = s.device_array<int32_t>(kOverlapCount, B);
-  VerifyRowLayout layout;
-  layout.first_row = staged_to_device(kFirstRow, host_first, B);
-  layout.total_rows = R;
-  layout.q_present = d_q_present;
-  int32_t* d_path = nullptr;
+  StagedBatch staged;
+  staged.draft = staged_to_device(s, kDraft, draft, B * width);
+  if (tree_kernel) staged.parents = staged_to_device(s, kParents, parents, B * width);
+  staged.rows = staged_to_device(s, kVerifyRows, rows, B);
+  staged.layout.first_row = staged_to_device(s, kFirstRow, first, B);
+  staged.layout.total_rows = shape.rows;
+  staged.layout.q_present = laws.q_present;
+  const size_t E = static_cast<size_t>(shape.width) + 1;
+  staged.out.emitted = s.device_array<int32_t>(kEmitted, B * E);
+  staged.out.num_emitted = s.device_array<int32_t>(kNumEmitted, B);
+  staged.out.num_accepted = s.device_array<int32_t>(kNumAccepted, B);
+  staged.out.bonus = s.device_array<int32_t>(kBonus, B);
+  staged.out.q_zero_errors = s.device_array<int32_t>(kQZero, B);
+  staged.out.status = s.device_array<int32_t>(kStatus, B);
+  staged.out.overlap_sum = s.device_array<double>(kOverlapSum, B);
+  staged.out.overlap_count = s.device_array<int32_t>(kOverlapCount, B);
+  return staged;
+}
 
-  // 4. One verification launch for the batch.
-  if (tree_kernel) {
+// One verification launch for the whole batch; returns the tree kernel's accepted paths [B, W] (null for
+// chains, whose path is 0, 1, ...).
+int32_t* launch_verification(KernelStream& s, VerifyMethod method, const float* p, const DraftLaws& laws,
+                             const StagedBatch& staged, const BatchShape& shape, int32_t vocab, size_t batch) {
+  if (method == VerifyMethod::tree) {
     TreeVerifyParams tp;
-    tp.p = d_p;
-    tp.q = d_q;
-    tp.tokens = staged_to_device(kDraft, draft, B * width);
-    tp.parents = staged_to_device(kParents, parents, B * width);
-    tp.rows = staged_to_device(kVerifyRows, rows, B);
-    tp.out = out;
-    tp.layout = layout;
-    tp.path = d_path = s.device_array<int32_t>(kPath, B * width);
-    tp.batch = static_cast<int32_t>(B);
-    tp.max_nodes = W;
-    tp.vocab = vocab_;
+    tp.p = p;
+    tp.q = laws.q;
+    tp.tokens = staged.draft;
+    tp.parents = staged.parents;
+    tp.rows = staged.rows;
+    tp.out = staged.out;
+    tp.layout = staged.layout;
+    tp.path = s.device_array<int32_t>(kPath, batch * static_cast<size_t>(std::max(shape.width, 1)));
+    tp.batch = static_cast<int32_t>(batch);
+    tp.max_nodes = shape.width;
+    tp.vocab = vocab;
     s.tree_verify(tp);
-  } else {
-    BlockVerifyParams cp;
-    cp.p = d_p;
-    cp.q = d_q;
-    cp.draft = staged_to_device(kDraft, draft, B * width);
-    cp.rows = staged_to_device(kVerifyRows, rows, B);
-    cp.out = out;
-    cp.layout = layout;
-    cp.batch = static_cast<int32_t>(B);
-    cp.max_draft = W;
-    cp.vocab = vocab_;
-    if (method == VerifyMethod::block)
-      s.block_verify(cp);
-    else
-      s.chain_verify(cp);
+    return tp.path;
   }
+  BlockVerifyParams cp;
+  cp.p = p;
+  cp.q = laws.q;
+  cp.draft = staged.draft;
+  cp.rows = staged.rows;
+  cp.out = staged.out;
+  cp.layout = staged.layout;
+  cp.batch = static_cast<int32_t>(batch);
+  cp.max_draft = shape.width;
+  cp.vocab = vocab;
+  if (method == VerifyMethod::block)
+    s.block_verify(cp);
+  else
+    s.chain_verify(cp);
+  return nullptr;
+}
 
-  // 5. Only the emitted tokens, the counters and the statuses come back.
-  int32_t* emitted = s.host_array<int32_t>(kEmitted, B * E);
-  int32_t* num_emitted = s.host_array<int32_t>(kNumEmitted, B);
-  int32_t* num_accepted = s.host_array<int32_t>(kNumAccepted, B);
-  int32_t* bonus = s.host_array<int32_t>(kBonus, B);
-  int32_t* q_zero = s.host_array<int32_t>(kQZero, B);
-  int32_t* status = s.host_array<int32_t>(kStatus, B);
-  double* overlap_sum = s.host_array<double>(kOverlapSum, B);
-  int32_t* overlap_count = s.host_array<int32_t>(kOverlapCount, B);
-  int32_t* sampler_status = s.host_array<int32_t>(kSamplerStatus, static_cast<size_t>(R));
-  int32_t* path = tree_kernel ? s.host_array<int32_t>(kPath, B * width) : nullptr;
-  s.to_host(emitted, out.emitted, B * E * sizeof(int32_t));
-  s.to_host(num_emitted, out.num_emitted, B * sizeof(int32_t));
-  s.to_host(num_accepted, out.num_accepted, B * sizeof(int32_t));
-  s.to_host(bonus, out.bonus, B * sizeof(int32_t));
-  s.to_host(q_zero, out.q_zero_errors, B * sizeof(int32_t));
-  s.to_host(status, out.status, B * sizeof(int32_t));
-  s.to_host(overlap_sum, out.overlap_sum, B * sizeof(double));
-  s.to_host(overlap_count, out.overlap_count, B * sizeof(int32_t));
-  s.to_host(sampler_status, d_sampler_status, static_cast<size_t>(R) * sizeof(int32_t));
-  if (path) s.to_host(path, d_path, B * width * sizeof(int32_t));
+// Copies back only the emitted tokens, the counters and the statuses, and turns them into step results;
+// a failed sampler row or verification is an Error naming the sequence and step.
+std::vector<DeviceStepResult> collect_results(KernelStream& s, const std::vector<DeviceStep>& steps,
+                                              const BatchShape& shape, const VerifyOutputs& out,
+                                              const int32_t* d_sampler_status, const int32_t* d_path) {
+  const size_t B = steps.size(), E = static_cast<size_t>(shape.width) + 1;
+  const size_t width = static_cast<size_t>(std::max(shape.width, 1)), R = static_cast<size_t>(shape.rows);
+  const auto back = [&](int slot, const auto* device, size_t count) {
+    using T = std::remove_const_t<std::remove_pointer_t<decltype(device)>>;
+    T* host = s.host_array<T>(slot, count);
+    s.to_host(host, device, count * sizeof(T));
+    return host;
+  };
+  const int32_t* emitted = back(kEmitted, out.emitted, B * E);
+  const int32_t* num_emitted = back(kNumEmitted, out.num_emitted, B);
+  const int32_t* num_accepted = back(kNumAccepted, out.num_accepted, B);
+  const int32_t* bonus = back(kBonus, out.bonus, B);
+  const int32_t* q_zero = back(kQZero, out.q_zero_errors, B);
+  const int32_t* status = back(kStatus, out.status, B);
+  const double* overlap_sum = back(kOverlapSum, out.overlap_sum, B);
+  const int32_t* overlap_count = back(kOverlapCount, out.overlap_count, B);
+  const int32_t* sampler_status = back(kSamplerStatus, d_sampler_status, R);
+  const int32_t* path = d_path ? back(kPath, d_path, B * width) : nullptr;
   s.synchronize();
 
   for (size_t b = 0; b < B; ++b) {
-    for (int64_t r = first_row[b]; r <= first_row[b] + steps[b].tree->size(); ++r)
+    for (int64_t r = shape.first_row[b]; r <= shape.first_row[b] + steps[b].tree->size(); ++r)
       if (sampler_status[r] != 0)
-        fail("sequence ", steps[b].rng.sequence, ", step ", steps[b].rng.step, ", target row ", r - first_row[b], ": ",
-             sampler_status_message(sampler_status[r]));
+        fail("sequence ", steps[b].rng.sequence, ", step ", steps[b].rng.step, ", target row ", r - shape.first_row[b],
+             ": ", sampler_status_message(sampler_status[r]));
     if (status[b] != 0)
       fail("sequence ", steps[b].rng.sequence, ", step ", steps[b].rng.step,
            ": verification failed: ", verify_status_message(status[b]));
@@ -342,6 +353,47 @@ std::vector<DeviceStepResult> BatchVerifier::verify(const std::vector<DeviceStep
     r.expected_acceptance_count = overlap_count[b];
   }
   return results;
+}
+
+}  // namespace
+
+const float* BatchVerifier::process_step_rows(const std::vector<DeviceStep>& steps, int64_t rows,
+                                              int32_t** device_status) {
+  // Each row with its own history along the draft path when the params read histories (target_rows.h).
+  std::vector<const float*> row_logits;
+  std::vector<const TokenHistory*> row_histories;
+  std::vector<TokenHistory> extended;
+  const bool by_row = target_.params().uses_history();
+  if (by_row) extended.reserve(static_cast<size_t>(rows));
+  for (const DeviceStep& step : steps)
+    for (int32_t r = 0; r <= step.tree->size(); ++r) {
+      row_logits.push_back(step.logits + static_cast<size_t>(r) * static_cast<size_t>(vocab_));
+      if (by_row) {  // mirostat is refused, so no row's history needs its ancestors' probabilities
+        extended.push_back(row_history(target_, *step.history, *step.tree, nullptr, r));
+        row_histories.push_back(&extended.back());
+      } else {
+        row_histories.push_back(step.history);
+      }
+    }
+  int32_t* device_tokens = nullptr;
+  return process_rows(row_logits, row_histories, std::vector<RandomKey>(static_cast<size_t>(rows)), &device_tokens,
+                      device_status);
+}
+
+std::vector<DeviceStepResult> BatchVerifier::verify(const std::vector<DeviceStep>& steps) {
+  if (!method_) fail("batch verifier: no verification method (the autoregressive baseline only samples)");
+  if (steps.empty()) return {};
+  KernelStream& s = *stream_;
+  const VerifyMethod method = *method_;
+  const BatchShape shape = batch_shape(steps, method);
+  // 1. The sampler pipeline on every target row. 2. The recorded draft laws. 3. Drafts, keys and layout.
+  int32_t* d_sampler_status = nullptr;
+  const float* d_p = process_step_rows(steps, shape.rows, &d_sampler_status);
+  const DraftLaws laws = upload_draft_laws(s, steps, shape, vocab_, method != VerifyMethod::greedy);
+  const StagedBatch staged = stage_batch(s, steps, shape, laws, method == VerifyMethod::tree);
+  // 4. One verification launch for the batch. 5. Only the emitted tokens and counters come back.
+  const int32_t* d_path = launch_verification(s, method, d_p, laws, staged, shape, vocab_, steps.size());
+  return collect_results(s, steps, shape, staged.out, d_sampler_status, d_path);
 }
 
 }  // namespace specula

@@ -77,6 +77,10 @@ class BatchVerifier {
   const float* process_rows(const std::vector<const float*>& logits, const std::vector<const TokenHistory*>& histories,
                             const std::vector<RandomKey>& keys, int32_t** device_tokens, int32_t** device_status);
 
+  // process_rows over every target row of a verification batch, each with its history along its draft path.
+  // `rows` is the batch's total row count (the sum of tree sizes + 1).
+  const float* process_step_rows(const std::vector<DeviceStep>& steps, int64_t rows, int32_t** device_status);
+
   std::unique_ptr<KernelStream> stream_;
   const SamplerPipeline& target_;
   std::optional<VerifyMethod> method_;
