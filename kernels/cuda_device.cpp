@@ -26,7 +26,7 @@ bool built_with_cuda() { return true; }
 Device parse_device(const std::string& text) {
   for (Device d : {Device::cpu, Device::cuda, Device::cuda_host})
     if (text == device_name(d)) return d;
-  fail("--device: unknown device '", text, "' (expected cpu, cuda or cuda-host)");
+  fail_parameter("device", ": unknown device '", text, "' (expected cpu, cuda or cuda-host)");
 }
 
 const char* device_name(Device device) {

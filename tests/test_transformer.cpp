@@ -488,7 +488,9 @@ TEST_CASE("16-bit checkpoints serve their matrices as stored, with the logits of
       KVCache cn = narrowed.model->new_cache(1), cw2 = wide.model->new_cache(1);
       CHECK_FALSE(torch::equal(narrowed.model->forward(prompt, cn).logits, wide.model->forward(prompt, cw2).logits));
     }
-    CHECK_THROWS_WITH(load_checkpoint(dir.str(dtype), "half"), Contains("--weights-dtype: 'half' is not float32"));
+    // The parameter, not a flag: the command line names its --weights-dtype, an experiment its key.
+    CHECK_THROWS_WITH(load_checkpoint(dir.str(dtype), "half"), Contains("weights_dtype: 'half' is not float32"));
+    CHECK_THROWS_AS(load_checkpoint(dir.str(dtype), "half"), ParameterError);
   }
 }
 

@@ -256,7 +256,7 @@ std::shared_ptr<const LanguageModel> load_hf_language_model(const std::string& d
                                         : *stored.begin() == SafetensorsDtype::F16  ? torch::kFloat16
                                         : *stored.begin() == SafetensorsDtype::BF16 ? torch::kBFloat16
                                                                                     : torch::kFloat32;
-    store_matrices_as(*loaded.model, weights_dtype_for(options.weights_dtype, as_stored, "--weights-dtype"));
+    store_matrices_as(*loaded.model, weights_dtype_for(options.weights_dtype, as_stored));
   }
   weights = WeightFiles{};  // unmap before moving on
   loaded.model->to(device);

@@ -20,8 +20,7 @@ torch::Dtype storage_dtype(const std::string& name) {
 LoadedCheckpoint load_checkpoint(const std::string& dir, const std::string& weights_dtype) {
   LoadedCheckpoint out;
   out.config = read_checkpoint_config(dir);
-  const torch::ScalarType keep =
-      weights_dtype_for(weights_dtype, storage_dtype(out.config.weights_dtype), "--weights-dtype");
+  const torch::ScalarType keep = weights_dtype_for(weights_dtype, storage_dtype(out.config.weights_dtype));
   // Checked before the model is allocated: a config claiming larger sizes than its weights hold, or a model
   // larger than the memory there is, is an error, not an allocator failure.
   const std::string weights = (fs::path(dir) / out.config.weights_file).string();

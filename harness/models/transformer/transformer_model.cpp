@@ -88,12 +88,12 @@ std::string dtype_string(torch::ScalarType dtype) {
   }
 }
 
-torch::ScalarType weights_dtype_for(const std::string& requested, torch::ScalarType stored, const std::string& option) {
+torch::ScalarType weights_dtype_for(const std::string& requested, torch::ScalarType stored) {
   if (requested == "auto") return stored;
   if (requested == "float32") return torch::kFloat32;
   if (requested == "float16") return torch::kFloat16;
   if (requested == "bfloat16") return torch::kBFloat16;
-  fail(option, ": '", requested, "' is not float32, bfloat16, float16 or auto");
+  fail_parameter("weights_dtype", ": '", requested, "' is not float32, bfloat16, float16 or auto");
 }
 
 RMSNormImpl::RMSNormImpl(int64_t dim, double eps_) : eps(eps_) {

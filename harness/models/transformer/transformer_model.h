@@ -132,8 +132,8 @@ void store_matrices_as(TransformerImpl& model, torch::ScalarType dtype);
 // Bytes of the parameters and buffers as they sit in memory.
 int64_t resident_bytes(const torch::nn::Module& model);
 // The dtype a loader keeps matrices in: "float32" | "float16" | "bfloat16" | "auto" (= `stored`, as the
-// weights file holds them). Throws Error naming `option` for anything else.
-torch::ScalarType weights_dtype_for(const std::string& requested, torch::ScalarType stored, const std::string& option);
+// weights file holds them). Anything else is a ParameterError for weights_dtype.
+torch::ScalarType weights_dtype_for(const std::string& requested, torch::ScalarType stored);
 std::string dtype_string(torch::ScalarType dtype);  // "float32" | "float16" | "bfloat16"
 
 // x [.., in] times a linear layer's weight [out, in] (+ bias): at inference with at most kSkinnyLinearMaxRows
