@@ -213,25 +213,41 @@ inline RowComparison compare_row(const SamplerCase& c, int32_t r, const float* p
 
 // ---- top-p at a step of the cumulative mass (the float-first pass's guard band) ---------------------------
 
-// The kernel's top-p rule computed directly over a row of candidates (finite logits, temperature 1, no
-// other stage): fixed_mass masses, tie groups in descending order, the first group whose cumulative mass
-// reaches top_p_fixed_target(Z). Returns that group's value, the threshold the kernel must keep from.
-inline float fixed_point_top_p_threshold(const float* logits, int32_t vocab, float top_p) {
+// The tie groups of a row's finite logits, most probable first, with the cumulative fixed-point mass
+// through each (fixed_mass, as the kernel's exact pass) and the same for the float-first pass's
+// approximations (approx_fixed_mass), at the kernel's scale for that many candidates.
+struct MassGroup {
+  float value;
+  uint64_t through, approx_through;
+};
+
+inline std::vector<MassGroup> mass_groups(const float* logits, int32_t vocab) {
   std::vector<float> x;
   for (int32_t i = 0; i < vocab; ++i)
     if (std::isfinite(logits[i])) x.push_back(logits[i]);
   std::sort(x.begin(), x.end(), [](float a, float b) { return a > b; });
-  const double scale = static_cast<double>(uint64_t(1) << fixed_mass_shift(static_cast<int64_t>(x.size())));
-  uint64_t total = 0;
-  for (float v : x) total += fixed_mass(v, x.front(), scale);
-  const uint64_t target = top_p_fixed_target(total, top_p);
-  uint64_t through = 0;
+  const int shift = fixed_mass_shift(static_cast<int64_t>(x.size()));
+  const double scale = static_cast<double>(uint64_t(1) << shift);
+  const float approx_scale = static_cast<float>(uint64_t(1) << shift);
+  std::vector<MassGroup> groups;
+  uint64_t through = 0, approx_through = 0;
   for (size_t i = 0; i < x.size(); ++i) {
     through += fixed_mass(x[i], x.front(), scale);
-    const bool group_ends = i + 1 == x.size() || x[i + 1] != x[i];
-    if (group_ends && through >= target) return x[i];
+    approx_through += approx_fixed_mass(x[i], x.front(), approx_scale);
+    if (i + 1 == x.size() || x[i + 1] != x[i]) groups.push_back({x[i], through, approx_through});
   }
-  return x.back();
+  return groups;
+}
+
+// The kernel's top-p rule computed directly over a row of candidates (finite logits, temperature 1, no
+// other stage): fixed_mass masses, tie groups in descending order, the first group whose cumulative mass
+// reaches top_p_fixed_target(Z). Returns that group's value, the threshold the kernel must keep from.
+inline float fixed_point_top_p_threshold(const float* logits, int32_t vocab, float top_p) {
+  const std::vector<MassGroup> groups = mass_groups(logits, vocab);
+  const uint64_t target = top_p_fixed_target(groups.back().through, top_p);
+  for (const MassGroup& g : groups)
+    if (g.through >= target) return g.value;
+  return groups.back().value;
 }
 
 // Rows on a knife edge of the top-p rule: top_p * Z lies within ~1e-13 * Z of a step of the cumulative
@@ -255,22 +271,17 @@ inline SamplerCase top_p_boundary_case(uint64_t seed, int32_t vocab, int32_t bat
     }
     const float max_logit = *std::max_element(row, row + vocab);
     const auto mass = [&](float x) { return fixed_mass(x, max_logit, scale); };
-    std::vector<float> x(row, row + vocab);
-    std::sort(x.begin(), x.end(), [](float a, float b) { return a > b; });
-    uint64_t total = 0;
-    for (float v : x) total += mass(v);
     // The step: the cumulative mass through a tie group holding between 2% and 98% of the total.
+    const std::vector<MassGroup> groups = mass_groups(row, vocab);
+    uint64_t total = groups.back().through;
     struct Step {
       uint64_t through;
       float value, next;  // the group's value, and the next group's
     };
     std::vector<Step> steps;
-    uint64_t through = 0;
-    for (size_t i = 0; i + 1 < x.size(); ++i) {
-      through += mass(x[i]);
-      if (x[i + 1] != x[i] && through > total / 50 && through < total - total / 50)
-        steps.push_back({through, x[i], x[i + 1]});
-    }
+    for (size_t g = 0; g + 1 < groups.size(); ++g)
+      if (groups[g].through > total / 50 && groups[g].through < total - total / 50)
+        steps.push_back({groups[g].through, groups[g].value, groups[g + 1].value});
     const Step step = steps[std::uniform_int_distribution<size_t>(0, steps.size() - 1)(rng)];
     float top_p = static_cast<float>(static_cast<long double>(step.through) / static_cast<long double>(total));
     for (int k = std::uniform_int_distribution<int>(-3, 3)(rng); k != 0; k += k > 0 ? -1 : 1)

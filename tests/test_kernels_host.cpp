@@ -174,28 +174,20 @@ TEST_CASE("the guard band certifies only what the bounds prove", "[kernels][math
 static double float_pass_fallback_rate(int32_t vocab, float spread, int rows, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, spread);
-  const int shift = fixed_mass_shift(vocab);
-  const double scale = static_cast<double>(uint64_t(1) << shift);
-  const float approx_scale = static_cast<float>(uint64_t(1) << shift);
   int fallbacks = 0;
   for (int r = 0; r < rows; ++r) {
     std::vector<float> x(static_cast<size_t>(vocab));
     for (float& v : x) v = normal(rng);
-    std::sort(x.begin(), x.end(), [](float a, float b) { return a > b; });
-    uint64_t total = 0, approx_total = 0;
-    for (float v : x) total += fixed_mass(v, x[0], scale), approx_total += approx_fixed_mass(v, x[0], approx_scale);
-    const uint64_t target = top_p_fixed_target(total, 0.9f);
-    uint64_t above = 0, approx_above = 0;
-    for (size_t i = 0; i < x.size();) {
-      uint64_t group = 0, approx_group = 0;
-      size_t j = i;
-      for (; j < x.size() && x[j] == x[i]; ++j)
-        group += fixed_mass(x[j], x[0], scale), approx_group += approx_fixed_mass(x[j], x[0], approx_scale);
-      if (above < target && target <= above + group) {
-        fallbacks += approx_top_p_certain(approx_above, approx_above + approx_group, approx_total, vocab, 0.9f) ? 0 : 1;
+    const std::vector<testing::MassGroup> groups = testing::mass_groups(x.data(), vocab);
+    const uint64_t target = top_p_fixed_target(groups.back().through, 0.9f);
+    uint64_t approx_above = 0;
+    for (const testing::MassGroup& g : groups) {
+      if (g.through >= target) {  // the crossing group: the exact select's value
+        fallbacks +=
+            approx_top_p_certain(approx_above, g.approx_through, groups.back().approx_through, vocab, 0.9f) ? 0 : 1;
         break;
       }
-      above += group, approx_above += approx_group, i = j;
+      approx_above = g.approx_through;
     }
   }
   return static_cast<double>(fallbacks) / rows;
