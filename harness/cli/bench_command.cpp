@@ -29,15 +29,12 @@ namespace {
 
 using nlohmann::json;
 
-// Debian's libbenchmark is built without NDEBUG and says so; that affects its timer bookkeeping between
-// measured batches, not the code inside them.
-constexpr const char* kGoogleBenchmark = "libbenchmark 1.7.1 (Debian)";
-
-json machine_json(const bench::SamplerBenchResult& result, int threads, const std::string& load_before) {
-  json machine = specula::machine_json(threads, load_before);
-  machine["torch_version"] = result.torch_version;
-  machine["torch_parallel_info"] = result.parallel_info;
-  machine["google_benchmark"] = kGoogleBenchmark;
+// The machine block of the Google Benchmark reports (sampler, verify). Debian's libbenchmark is built
+// without NDEBUG and says so; that affects its timer bookkeeping between measured batches, not the code
+// inside them.
+json google_benchmark_machine_json(int threads, const std::string& load_before) {
+  json machine = machine_json(threads, load_before);
+  machine["google_benchmark"] = "libbenchmark 1.7.1 (Debian)";
   return machine;
 }
 
@@ -153,11 +150,14 @@ int bench_sampler(const Args& args) {
                          {"min_support", a.min_support},
                          {"max_support", a.max_support}});
   const json ratios = ratios_json(result);
+  json sampler_machine = google_benchmark_machine_json(options.threads, load_before);
+  sampler_machine["torch_version"] = result.torch_version;
+  sampler_machine["torch_parallel_info"] = result.parallel_info;
   const json report = {
       {"benchmark", "sampler"},
       {"utc_time", utc_timestamp(false)},
       {"git_revision", git_revision()},
-      {"machine", machine_json(result, options.threads, load_before)},
+      {"machine", sampler_machine},
       {"options", {{"threads", options.threads}, {"min_time_s", options.min_time_s}, {"filter", options.filter}}},
       {"time_basis", options.threads > 1 ? "wall time per batch"
                                          : "CPU time of the main thread per batch (all work runs on it with one "
@@ -269,11 +269,11 @@ int bench_verify(const Args& args) {
                           {"mean_accepted", a.mean_accepted},
                           {"all_accepted_rate", a.all_accepted_rate}});
   const json ratios = verify_ratios_json(result);
-  json report = {
+  const json report = {
       {"benchmark", "verify"},
       {"utc_time", utc_timestamp(false)},
       {"git_revision", git_revision()},
-      {"machine", specula::machine_json(options.threads, load_before)},
+      {"machine", google_benchmark_machine_json(options.threads, load_before)},
       {"options", {{"threads", options.threads}, {"min_time_s", options.min_time_s}, {"filter", options.filter}}},
       {"time_basis", options.threads > 1 ? "wall time per step"
                                          : "CPU time of the main thread per step (all work runs on it with one "
@@ -291,7 +291,6 @@ int bench_verify(const Args& args) {
   };
 
   create_parent_folder(output.string(), "--output");
-  report["machine"]["google_benchmark"] = kGoogleBenchmark;
   write_output_file(output.string(), report.dump(2) + "\n", "--output");
 
   std::cout << "\n"
