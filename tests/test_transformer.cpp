@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -366,6 +367,75 @@ TEST_CASE("a session reuses its KV cache across calls and matches a full recompu
     }
     CHECK(session.stats().path_nodes_compacted > 0);
     CHECK(session.stats().tree_nodes_reused > 0);
+  }
+}
+
+TEST_CASE("a fresh session given the model's last prompt copies its run: the same bits as running it",
+          "[transformer]") {
+  TempDir dir("prompt-cache");
+  const std::string path = save_scaled_checkpoint(dir, "model", small_config(), 29);
+  const TransformerLanguageModel lm(path), uncached(path);  // `uncached`: its own (empty) prompt cache
+  const int32_t V = lm.vocab_size();
+  std::mt19937 rng(5);
+  const std::vector<Token> prompt = random_tokens(rng, 12);
+  TokenTree tree;
+  for (int j = 0; j < 5; ++j) tree.add(static_cast<Token>(rng() % V), j == 0 ? -1 : j / 2 - 1);
+
+  // A generator-like walk: the prompt alone, a tree, its node 3's path accepted plus a token, a token; every
+  // output, the hidden rows and the context features (what Medusa and EAGLE read), as bits.
+  auto walk = [&](ModelSession& s) {
+    auto& session = dynamic_cast<TransformerSession&>(s);
+    std::vector<float> bits(V);
+    session.next_logits(prompt, bits.data());
+    std::vector<float> rows(static_cast<size_t>(tree.size() + 1) * V);
+    session.tree_logits(prompt, tree, rows.data());
+    bits.insert(bits.end(), rows.begin(), rows.end());
+    std::vector<float> hidden(static_cast<size_t>(tree.size() + 1) * session.hidden_size());
+    session.last_hidden(hidden.data());
+    bits.insert(bits.end(), hidden.begin(), hidden.end());
+    std::vector<Token> context = prompt;
+    for (Token t : tree.path(3)) context.push_back(t);
+    context.push_back(11);
+    std::vector<float> row(V);
+    session.next_logits(context, row.data());
+    bits.insert(bits.end(), row.begin(), row.end());
+    const float* features = session.context_features(context, static_cast<int64_t>(context.size()));
+    REQUIRE(features != nullptr);
+    bits.insert(bits.end(), features, features + context.size() * session.feature_size());
+    return bits;
+  };
+  const auto hits = [](const std::unique_ptr<ModelSession>& s) {
+    return dynamic_cast<TransformerSession&>(*s).stats().prompt_cache_hits;
+  };
+
+  auto first = lm.new_session();
+  const std::vector<float> expected = walk(*first);
+  CHECK(hits(first) == 0);
+  auto second = lm.new_session();
+  const std::vector<float> copied = walk(*second);
+  CHECK(hits(second) == 1);
+  CHECK(dynamic_cast<TransformerSession&>(*second).stats().rows_run ==
+        dynamic_cast<TransformerSession&>(*first).stats().rows_run - static_cast<int64_t>(prompt.size()));
+  auto elsewhere = uncached.new_session();
+  const std::vector<float> recomputed = walk(*elsewhere);
+  CHECK(hits(elsewhere) == 0);
+  REQUIRE(copied.size() == expected.size());
+  CHECK(std::memcmp(copied.data(), expected.data(), sizeof(float) * expected.size()) == 0);
+  CHECK(std::memcmp(recomputed.data(), expected.data(), sizeof(float) * expected.size()) == 0);
+
+  SECTION("another prompt, or a first call that is not the prompt alone, runs it") {
+    std::vector<float> out(static_cast<size_t>(tree.size() + 1) * V);
+    auto with_tree = lm.new_session();
+    with_tree->tree_logits(prompt, tree, out.data());
+    CHECK(hits(with_tree) == 0);
+    std::vector<Token> other = prompt;
+    other.back() = (other.back() + 1) % V;
+    auto other_prompt = lm.new_session();
+    other_prompt->next_logits(other, out.data());
+    CHECK(hits(other_prompt) == 0);
+    auto again = lm.new_session();  // the cache now holds `other`
+    again->next_logits(prompt, out.data());
+    CHECK(hits(again) == 0);
   }
 }
 

@@ -81,6 +81,24 @@ class KVCache {
 
   void clear() { length_ = 0; }
 
+  // Copies of slots [0, n) (a prompt's keys and values, [layers, B, H, n, D]), and their inverse: a new session
+  // starts from another session's prompt (TransformerModelState's prompt cache) instead of running it again.
+  std::pair<torch::Tensor, torch::Tensor> copy_prefix(int64_t n) const {
+    if (n < 0 || n > length_) fail("KV cache: cannot copy ", n, " of ", length_, " cached tokens");
+    return {k_.narrow(3, 0, n).clone(), v_.narrow(3, 0, n).clone()};
+  }
+  void load_prefix(const torch::Tensor& k, const torch::Tensor& v) {
+    const int64_t n = k.size(3);
+    reserve(n);
+    k_.narrow(3, 0, n).copy_(k);
+    v_.narrow(3, 0, n).copy_(v);
+    length_ = n;
+  }
+  // Bytes of slots [0, n) of keys and values together.
+  int64_t prefix_bytes(int64_t n) const {
+    return 2 * n * k_.size(0) * k_.size(1) * k_.size(2) * k_.size(4) * static_cast<int64_t>(k_.element_size());
+  }
+
   // Layer `layer`'s keys / values of batch row 0 as [heads, capacity(), head_dim] (the cache is contiguous),
   // for code that writes and reads slots directly (decode_step.h).
   float* key_data(int64_t layer) { return k_.select(0, layer).select(0, 0).data_ptr<float>(); }

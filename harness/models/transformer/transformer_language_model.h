@@ -11,6 +11,10 @@
 //   4. run the rest of the context and the (new) tree nodes in ONE forward, with an ancestor-closure mask and
 //      positions = context length + depth - 1.
 // The logits of every row equal a plain forward over context + path(node) up to float rounding.
+// A fresh session's first call for a context alone (a prompt's prefill) is shared through the model: the last
+// such prompt's keys, values and rows are kept (up to 64 MiB), and a later fresh session given the same prompt
+// copies them instead of running it (bit for bit the same: the same computation). `--num-samples N` over one
+// prompt, and the paired baseline beside a speculative run, prefill once.
 #pragma once
 
 #include <cstdint>
@@ -63,6 +67,7 @@ struct TransformerSessionStats {
   int64_t context_tokens_cached = 0;  // context tokens served from the cache instead of being run
   int64_t path_nodes_compacted = 0;   // tree nodes whose keys/values were moved into the linear prefix
   int64_t tree_nodes_reused = 0;      // nodes of a grown tree served from the previous call
+  int64_t prompt_cache_hits = 0;      // first calls served from the model's prompt cache (another session's run)
 };
 
 class TransformerSession : public ModelSession {
