@@ -630,6 +630,20 @@ TEST_CASE("hf loading refuses bad weights, devices and models too large for memo
                       Contains(std::to_string(plan.parameters) + " parameters") && Contains("97.66 KiB is available"));
     o.memory_available = plan.total();
     CHECK_NOTHROW(load_hf_language_model(dir.str("good"), o));
+    // Kept in bfloat16, the matrices are built as kept, block by block: the plan counts 2 bytes a matrix element
+    // and one block's float32 build, and a load the float32 plan would refuse fits.
+    o.weights_dtype = "bfloat16";
+    const HfMemoryPlan bf16 = plan_hf_memory(dir.str("good"), o);
+    CHECK(bf16.build_bytes > 0);
+    CHECK(bf16.total() < plan.total());
+    CHECK(bf16.parameter_bytes < 3 * plan.parameters);
+    o.memory_available = bf16.total();
+    const auto model = load_hf_language_model(dir.str("good"), o);
+    const auto& transformer = dynamic_cast<const TransformerLanguageModel&>(*model);
+    CHECK(transformer.matrices_dtype() == "bfloat16");
+    CHECK(transformer.resident_weight_bytes() == bf16.parameter_bytes + bf16.buffer_bytes);
+    o.weights_dtype = "float32";
+    CHECK_THROWS_WITH(load_hf_language_model(dir.str("good"), o), Contains("is available"));
   }
   SECTION("device") {
     HfLoadOptions o = quiet();

@@ -145,7 +145,7 @@ WeightFiles open_weights(const std::string& dir) {
   return w;
 }
 
-// Copies a stored tensor into `dest` (fp32, same shape), converting from its dtype.
+// Copies a stored tensor into `dest` (same shape; its dtype as kept), converting from the stored dtype.
 void load_tensor(const SafetensorsTensor& t, const std::string& file, torch::Tensor dest) {
   torch::Dtype dtype;
   switch (t.dtype) {
@@ -173,7 +173,10 @@ void load_tensor(const SafetensorsTensor& t, const std::string& file, torch::Ten
     std::memcpy(src.data_ptr(), t.data, t.bytes);
   }
   dest.copy_(src);
-  if (!torch::isfinite(dest).all().item<bool>()) fail(file, ": tensor '", t.name, "' holds NaN or inf");
+  if (!torch::isfinite(dest).all().item<bool>()) {
+    if (!torch::isfinite(src).all().item<bool>()) fail(file, ": tensor '", t.name, "' holds NaN or inf");
+    fail(file, ": tensor '", t.name, "' overflows ", dtype_string(dest.scalar_type()), ", the dtype it is kept in");
+  }
 }
 
 bool ignored_tensor(const std::string& name, const TransformerConfig& c) {
@@ -190,11 +193,28 @@ std::string dtype_summary(const WeightFiles& w) {
   return s;
 }
 
+// The dtype the matrices are kept in: options.weights_dtype, where "auto" is as stored — the matrices' dtype, so
+// folders that keep norms in float32 beside bf16 matrices are bf16; mixed matrices are float32.
+torch::ScalarType kept_matrices_dtype(const WeightFiles& weights, const HfLoadOptions& options) {
+  std::set<SafetensorsDtype> stored;
+  for (const auto& [name, t] : weights.tensors)
+    if (t->shape.size() == 2) stored.insert(t->dtype);
+  const torch::ScalarType as_stored = stored.size() != 1                          ? torch::kFloat32
+                                      : *stored.begin() == SafetensorsDtype::F16  ? torch::kFloat16
+                                      : *stored.begin() == SafetensorsDtype::BF16 ? torch::kBFloat16
+                                                                                  : torch::kFloat32;
+  return weights_dtype_for(options.weights_dtype, as_stored);
+}
+
+HfMemoryPlan plan_for(const HfConfig& config, torch::ScalarType kept) {
+  return plan_model_memory(config.model, static_cast<int>(c10::elementSize(kept)));
+}
+
 }  // namespace
 
 HfMemoryPlan plan_hf_memory(const std::string& dir, const HfLoadOptions& options) {
   const HfConfig config = read_hf_config(dir, options.max_seq_len);
-  return plan_model_memory(config.model);
+  return plan_for(config, kept_matrices_dtype(open_weights(dir), options));
 }
 
 std::shared_ptr<const LanguageModel> load_hf_language_model(const std::string& dir, const HfLoadOptions& options) {
@@ -204,7 +224,8 @@ std::shared_ptr<const LanguageModel> load_hf_language_model(const std::string& d
   WeightFiles weights = open_weights(dir);
 
   // Refuse what cannot fit before allocating it.
-  const HfMemoryPlan plan = plan_hf_memory(dir, options);
+  const torch::ScalarType kept = kept_matrices_dtype(weights, options);
+  const HfMemoryPlan plan = plan_for(config, kept);
   const int64_t available = options.memory_available >= 0 ? options.memory_available : mem_available_bytes();
   check_model_fits(plan, "hf:" + dir, available);
 
@@ -221,7 +242,7 @@ std::shared_ptr<const LanguageModel> load_hf_language_model(const std::string& d
   loaded.config.training = {{"architecture", config.architecture}};
   {
     torch::NoGradGuard no_grad;
-    loaded.model = Transformer(config.model);
+    loaded.model = Transformer(config.model, kept);  // matrices built as kept: never all in float32
     std::set<std::string> used;
     for (const Slot& slot : weight_slots(loaded.model)) {
       const auto it = weights.tensors.find(slot.name);
@@ -246,17 +267,6 @@ std::shared_ptr<const LanguageModel> load_hf_language_model(const std::string& d
         rope.sin.copy_(angles.sin());
       }
     }
-  }
-  {
-    // "As stored" is the matrices' dtype: folders that keep norms in float32 beside bf16 matrices are bf16.
-    std::set<SafetensorsDtype> stored;
-    for (const auto& [name, t] : weights.tensors)
-      if (t->shape.size() == 2) stored.insert(t->dtype);
-    const torch::ScalarType as_stored = stored.size() != 1                          ? torch::kFloat32
-                                        : *stored.begin() == SafetensorsDtype::F16  ? torch::kFloat16
-                                        : *stored.begin() == SafetensorsDtype::BF16 ? torch::kBFloat16
-                                                                                    : torch::kFloat32;
-    store_matrices_as(*loaded.model, weights_dtype_for(options.weights_dtype, as_stored));
   }
   weights = WeightFiles{};  // unmap before moving on
   loaded.model->to(device);

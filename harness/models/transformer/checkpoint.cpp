@@ -35,10 +35,9 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, const std::string& weig
     fail(weights, ": ", stored, " bytes, but ", config_file, " describes ", parameters, " parameters (",
          out.config.model.describe(), "), ", needed, " bytes in ", out.config.weights_dtype,
          ": the config does not match the weights");
-  check_model_fits(plan_model_memory(out.config.model), "transformer:" + dir);
-  out.model = Transformer(out.config.model);
+  check_model_fits(plan_model_memory(out.config.model, static_cast<int>(c10::elementSize(keep))), "transformer:" + dir);
+  out.model = Transformer(out.config.model, keep);  // matrices built as kept
   load_parameters(weights, *out.model, config_file, out.config.weights_dtype, "this model");
-  store_matrices_as(*out.model, keep);
   out.model->eval();
   return out;
 }

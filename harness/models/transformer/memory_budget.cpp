@@ -1,5 +1,6 @@
 #include "harness/models/transformer/memory_budget.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "harness/models/transformer/transformer_config.h"
@@ -8,10 +9,19 @@
 
 namespace specula {
 
-ModelMemoryPlan plan_model_memory(const TransformerConfig& c) {
+ModelMemoryPlan plan_model_memory(const TransformerConfig& c, int matrix_bytes) {
+  if (matrix_bytes != 4 && matrix_bytes != 2) fail("plan_model_memory: matrix_bytes ", matrix_bytes, " is not 4 or 2");
   ModelMemoryPlan plan;
   plan.parameters = c.parameter_count();
-  plan.parameter_bytes = plan.parameters * 4;
+  const int64_t d = c.d_model, V = c.vocab_size, ff = c.d_ff;
+  const int64_t qkv = static_cast<int64_t>(c.n_heads + 2 * c.kv_heads()) * c.head_dim();
+  const int64_t vectors = int64_t{c.n_layers} * (2 * d + (c.qkv_bias ? qkv : 0)) + d;  // norms, biases
+  plan.parameter_bytes = (plan.parameters - vectors) * matrix_bytes + vectors * 4;
+  if (matrix_bytes < 4) {
+    const int64_t block = d * qkv + d * d + 2 * d * ff + ff * d;
+    const int64_t largest = std::max({d * qkv, d * d, 2 * d * ff});
+    plan.build_bytes = std::max(block * 4 + largest * matrix_bytes, c.tie_embeddings ? 0 : V * d * (4 + matrix_bytes));
+  }
   // Each block's RotaryEmbedding holds cos and sin [max_seq_len, head_dim / 2] in fp32.
   plan.buffer_bytes = int64_t{c.n_layers} * 2 * c.max_seq_len * (c.head_dim() / 2) * 4;
   plan.kv_cache_bytes = int64_t{2} * c.n_layers * c.kv_heads() * c.max_seq_len * c.head_dim() * 4;
@@ -22,9 +32,9 @@ void check_model_fits(const ModelMemoryPlan& plan, const std::string& model, int
   if (available < 0) available = mem_available_bytes();
   if (available < 0 || plan.total() <= available) return;
   fail(model, ": the model needs ", format_bytes(plan.total()), " (", plan.parameters,
-       " parameters x 4 bytes in float32 = ", format_bytes(plan.parameter_bytes), ", RoPE tables ",
-       format_bytes(plan.buffer_bytes), ", one session's KV cache ", format_bytes(plan.kv_cache_bytes), ") but only ",
-       format_bytes(available), " is available (MemAvailable)");
+       " parameters = ", format_bytes(plan.parameter_bytes), " as held, ", format_bytes(plan.build_bytes),
+       " more while it is built, RoPE tables ", format_bytes(plan.buffer_bytes), ", one session's KV cache ",
+       format_bytes(plan.kv_cache_bytes), ") but only ", format_bytes(available), " is available (MemAvailable)");
 }
 
 std::string format_bytes(int64_t bytes) {

@@ -60,7 +60,7 @@ torch::Tensor apply_linear(const torch::Tensor& x, const torch::Tensor& weight, 
   return y;
 }
 
-void store_matrices_as(TransformerImpl& model, torch::ScalarType dtype) {
+void store_matrices_as(torch::nn::Module& model, torch::ScalarType dtype) {
   if (dtype != torch::kFloat32 && dtype != torch::kFloat16 && dtype != torch::kBFloat16)
     fail("store_matrices_as: ", dtype_string(dtype), " is not float32, float16 or bfloat16");
   torch::NoGradGuard no_grad;
@@ -169,15 +169,39 @@ torch::Tensor BlockImpl::forward(const torch::Tensor& x, const torch::Tensor& po
   return h + mlp->forward(mlp_norm->forward(h));
 }
 
-TransformerImpl::TransformerImpl(const TransformerConfig& config) : config_(config) {
+TransformerImpl::TransformerImpl(const TransformerConfig& config) : TransformerImpl(config, torch::kFloat32, true) {}
+
+TransformerImpl::TransformerImpl(const TransformerConfig& config, torch::ScalarType matrices)
+    : TransformerImpl(config, matrices, false) {}
+
+TransformerImpl::TransformerImpl(const TransformerConfig& config, torch::ScalarType matrices, bool initialise)
+    : config_(config) {
   config_.validate("transformer config");
-  embedding = register_module("embedding", torch::nn::Embedding(config_.vocab_size, config_.d_model));
+  const bool narrow = matrices != torch::kFloat32;
+  if (narrow && matrices != torch::kFloat16 && matrices != torch::kBFloat16)
+    fail("transformer: matrices in ", dtype_string(matrices), ": not float32, float16 or bfloat16");
+  // Built for loading, the embedding is allocated in its final dtype (LibTorch's own N(0, 1) fill is skipped);
+  // built for training, it is LibTorch's, so a seed gives the initial weights it always gave.
+  const torch::nn::EmbeddingOptions embedding_options(config_.vocab_size, config_.d_model);
+  embedding = register_module(
+      "embedding",
+      torch::nn::Embedding(initialise ? embedding_options
+                                      : torch::nn::EmbeddingOptions(embedding_options)
+                                            ._weight(torch::empty({config_.vocab_size, config_.d_model},
+                                                                  torch::TensorOptions().dtype(matrices)))));
   blocks = register_module("blocks", torch::nn::ModuleList());
-  for (int32_t i = 0; i < config_.n_layers; ++i) blocks->push_back(Block(config_));
+  for (int32_t i = 0; i < config_.n_layers; ++i) {
+    Block block(config_);
+    if (narrow) store_matrices_as(*block, matrices);  // one block in float32 at a time
+    blocks->push_back(block);
+  }
   final_norm = register_module("final_norm", RMSNorm(config_.d_model, config_.norm_eps));
-  if (!config_.tie_embeddings)
+  if (!config_.tie_embeddings) {
     head = register_module(
         "head", torch::nn::Linear(torch::nn::LinearOptions(config_.d_model, config_.vocab_size).bias(false)));
+    if (narrow) store_matrices_as(*head, matrices);
+  }
+  if (!initialise) return;
 
   // GPT-2 initialisation: N(0, 0.02) everywhere, the projections that write into the residual stream scaled
   // by 1/sqrt(2 * n_layers) so the residual's variance does not grow with depth.

@@ -81,6 +81,10 @@ struct TransformerOutput {
 class TransformerImpl : public torch::nn::Module {
  public:
   explicit TransformerImpl(const TransformerConfig& config);
+  // A model whose weights are loaded next: its matrices built in `matrices` (kFloat32, kFloat16 or kBFloat16) one
+  // block at a time, so a 16-bit model is never held in float32 (memory_budget.h counts the peak), and no
+  // initialisation beyond LibTorch's own.
+  TransformerImpl(const TransformerConfig& config, torch::ScalarType matrices);
 
   // Training and full recompute: tokens [B, N] at positions 0..N-1, causal; logits [B, N, V]. No cache.
   torch::Tensor forward(const torch::Tensor& tokens);
@@ -119,6 +123,7 @@ class TransformerImpl : public torch::nn::Module {
   torch::nn::Linear head{nullptr};  // only when the embeddings are untied
 
  private:
+  TransformerImpl(const TransformerConfig& config, torch::ScalarType matrices, bool initialise);
   TransformerConfig config_;
 };
 TORCH_MODULE(Transformer);
@@ -128,7 +133,7 @@ TORCH_MODULE(Transformer);
 // step reads 16-bit matrices as they are and widens them in registers (skinny_linear.h), so a step streams
 // half the bytes; the LibTorch path (training, long prompts) widens them per call. Inference only: training
 // needs float32 parameters.
-void store_matrices_as(TransformerImpl& model, torch::ScalarType dtype);
+void store_matrices_as(torch::nn::Module& model, torch::ScalarType dtype);
 // Bytes of the parameters and buffers as they sit in memory.
 int64_t resident_bytes(const torch::nn::Module& model);
 // The dtype a loader keeps matrices in: "float32" | "float16" | "bfloat16" | "auto" (= `stored`, as the
