@@ -1,7 +1,9 @@
 #include "draft/registry/drafter_registry.h"
 
+#include "draft/heads/head_drafters.h"
 #include "draft/model_drafter.h"
 #include "harness/models/registry/model_registry.h"
+#include "harness/models/registry/torch_module.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -14,8 +16,8 @@ namespace {
   KIND("prompt-lookup", "prompt-lookup[:max_n=N,min_n=M]", make_prompt_lookup_drafter) \
   KIND("ngram", "ngram:PATH", make_ngram_drafter)                                      \
   KIND("synthetic", "synthetic:alpha=A", make_synthetic_drafter)                       \
-  KIND("medusa", "medusa:DIR[,...]", make_head_drafter)                                \
-  KIND("eagle", "eagle:DIR[,...]", make_head_drafter)
+  KIND("medusa", "medusa:DIR[,...]", make_torch_head_drafter)                          \
+  KIND("eagle", "eagle:DIR[,...]", make_torch_head_drafter)
 
 struct DrafterKind {
   const char* kind;
@@ -29,6 +31,11 @@ struct DrafterKind {
 #define SPECULA_DECLARE_MAKER(kind, usage, maker) std::shared_ptr<const DrafterFactory> maker(const DrafterSpec& spec);
 SPECULA_DRAFTER_KINDS(SPECULA_DECLARE_MAKER)
 #undef SPECULA_DECLARE_MAKER
+
+// Medusa and EAGLE heads read a LibTorch target: the LibTorch module's (harness/models/registry/torch_module.h).
+std::shared_ptr<const DrafterFactory> make_torch_head_drafter(const DrafterSpec& spec) {
+  return torch_function<decltype(&make_head_drafter)>("make_head_drafter")(spec);
+}
 
 namespace {
 

@@ -21,6 +21,7 @@
 #include "harness/config/command_options.h"
 #include "harness/experiment/environment.h"
 #include "harness/io/output_file.h"
+#include "harness/models/registry/torch_module.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/thread_limit.h"
 
@@ -127,7 +128,9 @@ int bench_sampler(const Args& args) {
               << "the pipeline share the OpenMP pool, and spinning idle workers steal the cores of the next region\n";
 
   const std::string load_before = load_averages();
-  const bench::SamplerBenchResult result = bench::run_sampler_benchmarks(options);
+  // The sampler benchmark times LibTorch's ops beside the pipeline: the LibTorch module's.
+  const bench::SamplerBenchResult result =
+      torch_function<decltype(&bench::run_sampler_benchmarks)>("run_sampler_benchmarks")(options);
 
   json cases = json::array();
   for (const auto& c : result.cases)
@@ -328,7 +331,9 @@ int bench_command(const Args& args) {
   if (without_device_option(args) != args) return bench_command(without_device_option(args));
   if (args[0] == "sampler") return bench_sampler(Args(args.begin() + 1, args.end()));
   if (args[0] == "verify") return bench_verify(Args(args.begin() + 1, args.end()));
-  if (args[0] == "forward") return bench::forward_benchmark_command(Args(args.begin() + 1, args.end()));
+  if (args[0] == "forward")
+    return torch_function<decltype(&bench::forward_benchmark_command)>("forward_benchmark_command")(
+        Args(args.begin() + 1, args.end()));
   if (args[0] == "end-to-end") return bench_end_to_end(Args(args.begin() + 1, args.end()));
   if (args[0] == "all" && args.size() == 1) {
     for (const Args& a : {Args{"sampler"}, Args{"verify"},

@@ -9,6 +9,7 @@
 
 #include "harness/cli/commands.h"
 #include "harness/io/output_file.h"
+#include "harness/models/registry/torch_module.h"
 #include "kernels/shared/error.h"
 
 namespace {
@@ -18,6 +19,14 @@ struct Command {
   const char* summary;
 };
 
+// A command of the LibTorch module (harness/models/registry/torch_module.h): its entry "command NAME", declared
+// in commands.h like the others.
+std::function<int(const specula::cli::Args&)> torch_command(const char* entry) {
+  return [entry](const specula::cli::Args& args) {
+    return specula::torch_function<decltype(&specula::cli::train_command)>(entry)(args);
+  };
+}
+
 const std::map<std::string, Command>& commands() {
   static const std::map<std::string, Command> table = {
       {"sample", {specula::cli::sample_command, "sample tokens from one logits row through the sampler pipeline"}},
@@ -25,21 +34,23 @@ const std::map<std::string, Command>& commands() {
       {"run", {specula::cli::run_command, "run an experiment config (sweeps, baseline, summary, plots)"}},
       {"merge", {specula::cli::merge_command, "merge the results folders of sweep shards"}},
       {"plot", {specula::cli::plot_command, "plot a results folder"}},
-      {"bench", {specula::cli::bench_command, "run benchmarks (bench sampler)"}},
-      {"train", {specula::cli::train_command, "train a transformer language model on a text corpus"}},
+      {"bench", {specula::cli::bench_command, "run benchmarks: sampler, verify, forward, end-to-end"}},
+      {"train", {torch_command("command train"), "train a transformer language model on a text corpus"}},
       {"train-ngram", {specula::cli::train_ngram_command, "fit a Kneser-Ney n-gram draft model to a corpus"}},
-      {"train-medusa", {specula::cli::train_medusa_command, "train Medusa heads on a frozen target"}},
-      {"train-eagle", {specula::cli::train_eagle_command, "train an EAGLE head on a frozen target"}},
+      {"train-medusa", {torch_command("command train-medusa"), "train Medusa heads on a frozen target"}},
+      {"train-eagle", {torch_command("command train-eagle"), "train an EAGLE head on a frozen target"}},
       {"tree-opt", {specula::cli::tree_opt_command, "choose a draft tree from measured acceptance and costs"}},
-      {"export", {specula::cli::export_command, "write a transformer checkpoint as a Hugging Face folder"}},
+      {"export", {torch_command("command export"), "write a transformer checkpoint as a Hugging Face folder"}},
   };
   return table;
 }
 
 void usage(std::ostream& os) {
   os << "usage: specula <command> [options]\n\ncommands:\n";
+  size_t width = 0;
+  for (const auto& entry : commands()) width = std::max(width, entry.first.size());
   for (const auto& [name, cmd] : commands())
-    os << "  " << name << std::string(12 - name.size(), ' ') << cmd.summary << "\n";
+    os << "  " << name << std::string(width + 2 - name.size(), ' ') << cmd.summary << "\n";
   os << "\n`specula <command> --help` describes a command's options.\n";
 }
 

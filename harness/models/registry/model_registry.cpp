@@ -1,12 +1,10 @@
 #include "harness/models/registry/model_registry.h"
 
-#include <iostream>
-
 #include "harness/models/hf/hf_model.h"
 #include "harness/models/hf/hf_tokenizer.h"
+#include "harness/models/registry/torch_module.h"
 #include "harness/models/table_model.h"
 #include "harness/models/transformer/byte_tokenizer.h"
-#include "harness/models/transformer/memory_budget.h"
 #include "harness/models/transformer/transformer_config.h"
 #include "harness/models/transformer/transformer_language_model.h"
 #include "kernels/shared/error.h"
@@ -23,18 +21,15 @@ std::shared_ptr<const LanguageModel> load_bigram(const LoadRequest& r) {
   return std::make_shared<TableModel>(load_bigram_model(r.path));
 }
 
+// The LibTorch kinds are the LibTorch module's (torch_module.h).
 std::shared_ptr<const LanguageModel> load_transformer(const LoadRequest& r) {
-  auto model = std::make_shared<TransformerLanguageModel>(r.path, r.weights_dtype);
-  std::cerr << "transformer:" << r.path << ": " << model->parameter_count() << " parameters, "
-            << model->matrices_dtype() << " matrices, resident " << format_bytes(model->resident_weight_bytes())
-            << "\n";
-  return model;
+  return torch_function<decltype(&load_transformer_language_model)>("load_transformer")(r.path, r.weights_dtype);
 }
 
 std::shared_ptr<const LanguageModel> load_hf(const LoadRequest& r) {
   HfLoadOptions options;
   options.weights_dtype = r.weights_dtype;
-  return load_hf_language_model(r.path, options);
+  return torch_function<decltype(&load_hf_language_model)>("load_hf")(r.path, options);
 }
 
 std::shared_ptr<const Tokenizer> no_tokenizer(const std::string&) { return nullptr; }

@@ -1,7 +1,8 @@
-// One place that sets how many threads model forwards use: LibTorch's intra-op pool and OpenMP.
-// LibTorch defaults to 1 thread here; with 2 threads on a busy machine set OMP_WAIT_POLICY=passive.
+// LibTorch's intra-op threads (the module's "set_torch_threads" entry; harness/models/registry/torch_module.h's
+// set_compute_threads sets OpenMP's and, through it, these). LibTorch defaults to 1 thread here; with 2 threads
+// on a busy machine set OMP_WAIT_POLICY=passive.
 #pragma once
 
 namespace specula {
-void set_compute_threads(int threads);
+void set_torch_threads(int threads);
 }

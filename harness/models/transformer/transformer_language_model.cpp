@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iostream>
 #include <mutex>
 #include <sstream>
 #include <tuple>
 
 #include "harness/models/transformer/byte_tokenizer.h"
 #include "harness/models/transformer/checkpoint.h"
+#include "harness/models/transformer/memory_budget.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/mutation_points.h"
 
@@ -88,6 +90,15 @@ std::string TransformerLanguageModel::description() const {
     os << ", val loss " << t["val_loss"].get<double>();
   os << ")";
   return os.str();
+}
+
+std::shared_ptr<const LanguageModel> load_transformer_language_model(const std::string& checkpoint_dir,
+                                                                     const std::string& weights_dtype) {
+  auto model = std::make_shared<TransformerLanguageModel>(checkpoint_dir, weights_dtype);
+  std::cerr << "transformer:" << checkpoint_dir << ": " << model->parameter_count() << " parameters, "
+            << model->matrices_dtype() << " matrices, resident " << format_bytes(model->resident_weight_bytes())
+            << "\n";
+  return model;
 }
 
 std::unique_ptr<ModelSession> TransformerLanguageModel::new_session() const {

@@ -60,6 +60,11 @@ class TransformerLanguageModel : public LanguageModel {
   std::shared_ptr<TransformerModelState> state_;
 };
 
+// `transformer:DIR` as the model registry loads it: the model, after a line on standard error with its parameter
+// count, matrix dtype and resident bytes.
+std::shared_ptr<const LanguageModel> load_transformer_language_model(const std::string& checkpoint_dir,
+                                                                     const std::string& weights_dtype);
+
 // What a session did, for tests and benchmarks that must see the cache being reused.
 struct TransformerSessionStats {
   int64_t calls = 0;
