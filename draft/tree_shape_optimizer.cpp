@@ -209,7 +209,7 @@ ForwardCost::ForwardCost(std::vector<std::pair<int32_t, double>> points, const s
     fail(where, ": needs the cost of 1 row (a plain decoding step: the unit the speedup is measured against)");
 }
 
-ForwardCost ForwardCost::parse(const std::string& text, const std::string& option) {
+ForwardCost ForwardCost::parse(const std::string& text, const std::string& parameter) {
   std::vector<std::pair<int32_t, double>> points;
   std::stringstream ss(text);
   std::string item;
@@ -222,10 +222,16 @@ ForwardCost ForwardCost::parse(const std::string& text, const std::string& optio
     const long n = std::strtol(rows.c_str(), &end1, 10);
     const double c = std::strtod(cost.c_str(), &end2);
     if (rows.empty() || cost.empty() || *end1 != '\0' || *end2 != '\0' || n > 1 << 20)
-      fail("--", option, ": '", item, "' is not ROWS:COST (e.g. 1:1.0,8:1.1,16:1.3)");
+      fail_parameter(parameter, ": '", item, "' is not ROWS:COST (e.g. 1:1.0,8:1.1,16:1.3)");
     points.emplace_back(static_cast<int32_t>(n), c);
   }
-  return ForwardCost(std::move(points), "--" + option);
+  try {
+    return ForwardCost(std::move(points), parameter);
+  } catch (const ParameterError&) {
+    throw;
+  } catch (const Error& e) {  // "<parameter>: <problem>": the same problem, raised as the parameter's
+    fail_parameter(parameter, std::string(e.what()).substr(parameter.size()));
+  }
 }
 
 double ForwardCost::at(int32_t rows) const {

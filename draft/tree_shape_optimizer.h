@@ -62,8 +62,8 @@ class ForwardCost {
  public:
   // Points in any order; rows >= 1 and distinct, costs > 0 and finite. Throws Error naming `where`.
   ForwardCost(std::vector<std::pair<int32_t, double>> points, const std::string& where);
-  // "1:1.0,8:1.1,16:1.3". Throws Error naming `option` and the bad entry.
-  static ForwardCost parse(const std::string& text, const std::string& option);
+  // "1:1.0,8:1.1,16:1.3". Throws ParameterError for `parameter` (e.g. "forward_cost") naming the bad entry.
+  static ForwardCost parse(const std::string& text, const std::string& parameter);
   double at(int32_t rows) const;  // throws above max_rows()
   int32_t max_rows() const { return points_.back().first; }
   const std::vector<std::pair<int32_t, double>>& points() const { return points_; }

@@ -405,7 +405,7 @@ std::string json_string(const std::string& s) {
 CudaBenchReport run_cuda_bench(const CudaBenchOptions& o) {
   if (o.what != "sampler" && o.what != "verify")
     fail("bench ", o.what, " --device cuda: no CUDA benchmark (known: sampler, verify)");
-  if (o.iterations < 1) fail("--iterations must be >= 1, got ", o.iterations);
+  if (o.iterations < 1) fail_parameter("iterations", " must be >= 1, got ", o.iterations);
   require_cuda_device();
   CudaBenchReport report;
 #if defined(SPECULA_HAS_CUDA)

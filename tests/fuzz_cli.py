@@ -53,7 +53,7 @@ import time
 COMMANDS = ["sample", "generate", "run", "merge", "plot", "bench", "train", "train-ngram", "train-medusa",
             "train-eagle", "tree-opt", "export"]
 DEFAULT_SEED = 20240611
-DEFAULT_CASES = 48  # + the pinned cases: ~55 runs, ~30 s on 2 idle cores (each start loads LibTorch, ~1 s CPU)
+DEFAULT_CASES = 48  # + the pinned cases: ~55 runs, ~15 s on 2 idle cores (runs on transformer checkpoints load LibTorch)
 ADDRESS_SPACE_LIMIT = 4 << 30  # LibTorch starts and loads the bundled models under 1 GiB (measured)
 FILE_SIZE_LIMIT = 256 << 20  # stdout, stderr and every file written: SIGXFSZ past it (reported as a signal)
 D = "@D@"  # in a case's arguments: its scratch folder (the working directory)

@@ -24,6 +24,7 @@
 
 using namespace specula;
 using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
 
 namespace {
 
@@ -232,17 +233,17 @@ TEST_CASE("Sequoia's DP finds the best tree of every size: equal to brute force 
 }
 
 TEST_CASE("forward costs: linear between measured points; errors name the option", "[tree-opt]") {
-  const ForwardCost c = ForwardCost::parse("8:1.1,1:1.0,16:1.5", "forward-cost");
+  const ForwardCost c = ForwardCost::parse("8:1.1,1:1.0,16:1.5", "forward_cost");
   CHECK(c.at(1) == 1.0);
   CHECK(c.at(8) == Approx(1.1));
   CHECK(c.at(4) == Approx(1.0 + 0.1 * 3 / 7));
   CHECK(c.at(12) == Approx(1.3));
   CHECK(c.max_rows() == 16);
   CHECK_THROWS_WITH(c.at(17), Contains("outside the measured range"));
-  CHECK_THROWS_WITH(ForwardCost::parse("2:1.0,8:1.1", "forward-cost"), Contains("needs the cost of 1 row"));
-  CHECK_THROWS_WITH(ForwardCost::parse("1:1.0,8", "forward-cost"), Contains("'8' is not ROWS:COST"));
-  CHECK_THROWS_WITH(ForwardCost::parse("1:1.0,8:0", "forward-cost"), Contains("must be > 0"));
-  CHECK_THROWS_WITH(ForwardCost::parse("1:1.0,1:1.2", "forward-cost"), Contains("1 rows given twice"));
+  CHECK_THROWS_WITH(ForwardCost::parse("2:1.0,8:1.1", "forward_cost"), Contains("needs the cost of 1 row"));
+  CHECK_THROWS_WITH(ForwardCost::parse("1:1.0,8", "forward_cost"), Contains("'8' is not ROWS:COST"));
+  CHECK_THROWS_WITH(ForwardCost::parse("1:1.0,8:0", "forward_cost"), Contains("must be > 0"));
+  CHECK_THROWS_WITH(ForwardCost::parse("1:1.0,1:1.2", "forward_cost"), Contains("1 rows given twice"));
 }
 
 TEST_CASE("tree choice: tokens per unit time under the forward cost; uniform search equals enumeration", "[tree-opt]") {
@@ -379,6 +380,13 @@ TEST_CASE("specula tree-opt: prints both trees, writes a --tree the generator ac
   const testing::CliResult none = testing::run_specula("tree-opt --acceptance 0.7");
   CHECK(none.exit_code == 1);
   CHECK_THAT(none.err, Contains("--forward-cost"));
+  // The cost table raises its problems as the parameter's; the command line names the flag.
+  for (const char* costs : {"1:1,8", "2:1,8:1.1"}) {
+    const testing::CliResult table =
+        testing::run_specula(std::string("tree-opt --acceptance 0.7 --forward-cost ") + costs);
+    CHECK(table.exit_code == 1);
+    CHECK_THAT(table.err, StartsWith("specula tree-opt: error: --forward-cost: "));
+  }
 }
 
 TEST_CASE("tree-opt: a failed write of --output or --output-ranks is an error naming it", "[tree-opt][cli]") {

@@ -186,7 +186,7 @@ int tree_opt_command(const Args& args) {
   if (vm.count("forward-cost") == vm.count("forward-bench"))
     fail("give exactly one of --forward-cost and --forward-bench");
   const ForwardCost cost = vm.count("forward-cost")
-                               ? ForwardCost::parse(vm["forward-cost"].as<std::string>(), "forward-cost")
+                               ? ForwardCost::parse(vm["forward-cost"].as<std::string>(), "forward_cost")
                                : costs_from_bench(vm["forward-bench"].as<std::string>());
   TreeSearchOptions options;
   if (vm.count("acceptance")) {
