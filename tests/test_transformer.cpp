@@ -514,6 +514,19 @@ TEST_CASE("checkpoint save -> load round trip", "[transformer]") {
   }
 }
 
+TEST_CASE("a float32 weight that overflows the kept dtype is an error naming it, not an inf", "[transformer]") {
+  TempDir dir("overflow");
+  Transformer m = scaled_model(small_config(), 37);
+  {
+    torch::NoGradGuard no_grad;
+    m->blocks->ptr<BlockImpl>(1)->mlp->down->weight[0][0] = 1e6f;  // beyond float16's 65504, within bfloat16
+  }
+  save_checkpoint(dir.str("big"), m, CheckpointConfig{});
+  CHECK_THROWS_WITH(load_checkpoint(dir.str("big"), "float16"),
+                    Contains("'blocks.1.mlp.down.weight' overflows float16, the dtype it is kept in"));
+  CHECK_NOTHROW(load_checkpoint(dir.str("big"), "bfloat16"));
+}
+
 TEST_CASE("16-bit checkpoints serve their matrices as stored, with the logits of their float32 widening",
           "[transformer]") {
   // bf16/fp16 matrices stay 16-bit in memory (half the resident bytes) and every logit, through the decoding

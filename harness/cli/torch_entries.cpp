@@ -21,6 +21,10 @@ const specula::TorchEntry kEntries[] = {
     {nullptr, nullptr},
 };
 
+// The module's own (hidden) copy of the loader serves this table too, so code inside the module that reaches an
+// entry (export loading a model by spec) does not load the module again.
+const bool kRegistered = (specula::register_torch_entries(kEntries), true);
+
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) const specula::TorchEntry* specula_torch_entries() {

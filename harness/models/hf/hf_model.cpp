@@ -173,8 +173,8 @@ void load_tensor(const SafetensorsTensor& t, const std::string& file, torch::Ten
     std::memcpy(src.data_ptr(), t.data, t.bytes);
   }
   dest.copy_(src);
-  if (!torch::isfinite(dest).all().item<bool>()) {
-    if (!torch::isfinite(src).all().item<bool>()) fail(file, ": tensor '", t.name, "' holds NaN or inf");
+  if (!all_finite(dest)) {
+    if (!all_finite(src)) fail(file, ": tensor '", t.name, "' holds NaN or inf");
     fail(file, ": tensor '", t.name, "' overflows ", dtype_string(dest.scalar_type()), ", the dtype it is kept in");
   }
 }

@@ -39,7 +39,8 @@ struct HfLoadOptions {
   std::string weights_dtype = "auto";
 };
 
-// What loading a folder will take, computed from config.json alone before anything is allocated.
+// What loading a folder will take, computed from config.json and the weights' headers (the kept dtype) before
+// anything is allocated; the weight files are mapped, not read (source_bytes 0).
 using HfMemoryPlan = ModelMemoryPlan;
 HfMemoryPlan plan_hf_memory(const std::string& dir, const HfLoadOptions& options = {});
 

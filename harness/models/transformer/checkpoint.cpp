@@ -35,7 +35,9 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, const std::string& weig
     fail(weights, ": ", stored, " bytes, but ", config_file, " describes ", parameters, " parameters (",
          out.config.model.describe(), "), ", needed, " bytes in ", out.config.weights_dtype,
          ": the config does not match the weights");
-  check_model_fits(plan_model_memory(out.config.model, static_cast<int>(c10::elementSize(keep))), "transformer:" + dir);
+  ModelMemoryPlan plan = plan_model_memory(out.config.model, static_cast<int>(c10::elementSize(keep)));
+  plan.source_bytes = ec ? needed : static_cast<int64_t>(stored);  // the archive is read whole
+  check_model_fits(plan, "transformer:" + dir);
   out.model = Transformer(out.config.model, keep);  // matrices built as kept
   load_parameters(weights, *out.model, config_file, out.config.weights_dtype, "this model");
   out.model->eval();
@@ -101,9 +103,11 @@ void load_parameters(const std::string& path, torch::nn::Module& module, const s
            p.value().sizes());
     if (!stored_dtype.empty() && stored.scalar_type() != storage_dtype(stored_dtype))
       fail(path, ": tensor '", p.key(), "' is ", stored.scalar_type(), " but the config says ", stored_dtype);
-    const torch::Tensor value = stored.to(torch::kFloat32);
-    if (!torch::isfinite(value).all().item<bool>()) fail(path, ": tensor '", p.key(), "' holds NaN or inf");
-    p.value().copy_(value);
+    if (!all_finite(stored)) fail(path, ": tensor '", p.key(), "' holds NaN or inf");
+    p.value().copy_(stored);  // converted to the parameter's dtype in place: no float32 copy of the tensor
+    if (!all_finite(p.value()))
+      fail(path, ": tensor '", p.key(), "' overflows ", dtype_string(p.value().scalar_type()),
+           ", the dtype it is kept in");
   }
   for (const std::string& key : archive.keys())
     if (!expected.count(key)) fail(path, ": unexpected tensor '", key, "' (not a parameter of ", owner, ")");

@@ -11,7 +11,7 @@
 namespace specula {
 
 struct LoadedCheckpoint {
-  Transformer model{nullptr};  // eval mode; matrices in the dtype asked for at load (store_matrices_as)
+  Transformer model{nullptr};  // eval mode; matrices in the dtype asked for at load, built so (TransformerImpl)
   CheckpointConfig config;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 
 #include "harness/models/transformer/transformer_config.h"
 #include "kernels/shared/error.h"
@@ -18,9 +19,9 @@ ModelMemoryPlan plan_model_memory(const TransformerConfig& c, int matrix_bytes) 
   const int64_t vectors = int64_t{c.n_layers} * (2 * d + (c.qkv_bias ? qkv : 0)) + d;  // norms, biases
   plan.parameter_bytes = (plan.parameters - vectors) * matrix_bytes + vectors * 4;
   if (matrix_bytes < 4) {
+    // The narrowed copies are the parameters themselves (counted as held); only the float32 originals are extra.
     const int64_t block = d * qkv + d * d + 2 * d * ff + ff * d;
-    const int64_t largest = std::max({d * qkv, d * d, 2 * d * ff});
-    plan.build_bytes = std::max(block * 4 + largest * matrix_bytes, c.tie_embeddings ? 0 : V * d * (4 + matrix_bytes));
+    plan.build_bytes = std::max(block, c.tie_embeddings ? 0 : V * d) * 4;
   }
   // Each block's RotaryEmbedding holds cos and sin [max_seq_len, head_dim / 2] in fp32.
   plan.buffer_bytes = int64_t{c.n_layers} * 2 * c.max_seq_len * (c.head_dim() / 2) * 4;
@@ -31,10 +32,13 @@ ModelMemoryPlan plan_model_memory(const TransformerConfig& c, int matrix_bytes) 
 void check_model_fits(const ModelMemoryPlan& plan, const std::string& model, int64_t available) {
   if (available < 0) available = mem_available_bytes();
   if (available < 0 || plan.total() <= available) return;
-  fail(model, ": the model needs ", format_bytes(plan.total()), " (", plan.parameters,
-       " parameters = ", format_bytes(plan.parameter_bytes), " as held, ", format_bytes(plan.build_bytes),
-       " more while it is built, RoPE tables ", format_bytes(plan.buffer_bytes), ", one session's KV cache ",
-       format_bytes(plan.kv_cache_bytes), ") but only ", format_bytes(available), " is available (MemAvailable)");
+  std::string parts =
+      std::to_string(plan.parameters) + " parameters = " + format_bytes(plan.parameter_bytes) + " as held";
+  if (plan.build_bytes > 0) parts += ", " + format_bytes(plan.build_bytes) + " more while it is built";
+  if (plan.source_bytes > 0) parts += ", the weights file read whole " + format_bytes(plan.source_bytes);
+  fail(model, ": the model needs ", format_bytes(plan.total()), " (", parts, ", RoPE tables ",
+       format_bytes(plan.buffer_bytes), ", one session's KV cache ", format_bytes(plan.kv_cache_bytes), ") but only ",
+       format_bytes(available), " is available (MemAvailable)");
 }
 
 std::string format_bytes(int64_t bytes) {

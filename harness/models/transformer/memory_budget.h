@@ -13,16 +13,20 @@ struct TransformerConfig;
 
 // What loading a transformer allocates at its peak: its parameters as held (matrices at `matrix_bytes` an element,
 // norm weights and biases in float32), the float32 matrices that live only while the model is built (a 16-bit
-// model is built one block at a time: one block's matrices, or the untied head, in float32 beside the converted
-// copy of its largest matrix), the RoPE tables and one session's preallocated KV cache.
+// model is built one block at a time: one block's matrices, or the untied head, in float32), what the loader
+// reads the weights into (`source_bytes`: a transformer checkpoint's archive, read whole; an hf folder's files
+// are mapped, 0), the RoPE tables and one session's preallocated KV cache. Loaders convert and check weights in
+// chunks of at most kLoadChunkElements, whose temporaries are not counted.
 struct ModelMemoryPlan {
   int64_t parameters = 0;
   int64_t parameter_bytes = 0;  // as held
   int64_t build_bytes = 0;      // float32 matrices alive only while the model is built (0 at float32)
+  int64_t source_bytes = 0;     // the weights as read, beside the model (set by the loader)
   int64_t buffer_bytes = 0;     // RoPE cos/sin tables
   int64_t kv_cache_bytes = 0;   // one session's KV cache
-  int64_t total() const { return parameter_bytes + build_bytes + buffer_bytes + kv_cache_bytes; }
+  int64_t total() const { return parameter_bytes + build_bytes + source_bytes + buffer_bytes + kv_cache_bytes; }
 };
+constexpr int64_t kLoadChunkElements = int64_t{1} << 20;
 // matrix_bytes: 4 (float32) or 2 (float16, bfloat16).
 ModelMemoryPlan plan_model_memory(const TransformerConfig& config, int matrix_bytes = 4);
 

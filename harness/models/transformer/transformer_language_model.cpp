@@ -26,8 +26,8 @@ struct PromptCacheEntry {
   torch::Tensor last_row;      // [d + V]
 };
 
-// The prompt cache holds at most this many bytes of keys and values (one entry): a longer prompt is run by
-// every session, as without the cache.
+// The prompt cache holds at most this many bytes (one entry: keys, values, hidden rows and the last row): a longer
+// prompt is run by every session, as without the cache.
 constexpr int64_t kPromptCacheBytes = int64_t{64} << 20;
 
 struct TransformerModelState {
@@ -38,8 +38,8 @@ struct TransformerModelState {
   std::shared_ptr<const Tokenizer> tokenizer;
   // The last prompt a fresh session ran alone. The next fresh session given the same prompt copies it instead
   // of running it again (--num-samples N over one prompt; a paired baseline and speculative run of one prompt).
-  // The copy is the same computation's result, so its bits equal a recomputation's (a fresh session's first
-  // call always runs the prompt alone, in one forward).
+  // Only a first call with no tree (the context alone, run in one forward) is stored or served, so a copy is
+  // the result of the very computation a miss would run: its bits equal a recomputation's.
   std::mutex prompt_mutex;
   std::shared_ptr<const PromptCacheEntry> prompt;
 };
@@ -214,7 +214,8 @@ struct TransformerSession::Cache {
   // After a fresh session ran `linear` alone: remembers it for the next session (within kPromptCacheBytes).
   void store_prompt() {
     const int64_t n = static_cast<int64_t>(linear.size());
-    if (kv.prefix_bytes(n) > kPromptCacheBytes) return;
+    const int64_t row_bytes = static_cast<int64_t>(sizeof(float)) * (n * linear_hidden.size(1) + last_row.numel());
+    if (kv.prefix_bytes(n) + row_bytes > kPromptCacheBytes) return;
     auto entry = std::make_shared<PromptCacheEntry>();
     entry->tokens = linear;
     std::tie(entry->keys, entry->values) = kv.copy_prefix(n);

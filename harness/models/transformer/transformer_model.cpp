@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "harness/models/transformer/decode_step.h"
+#include "harness/models/transformer/memory_budget.h"
 #include "harness/models/transformer/skinny_linear.h"
 #include "kernels/shared/error.h"
 
@@ -66,6 +67,14 @@ void store_matrices_as(torch::nn::Module& model, torch::ScalarType dtype) {
   torch::NoGradGuard no_grad;
   for (auto& p : model.named_parameters())
     if (p.value().dim() >= 2 && p.value().scalar_type() != dtype) p.value().set_data(p.value().to(dtype).contiguous());
+}
+
+bool all_finite(const torch::Tensor& t) {
+  const torch::Tensor flat = t.contiguous().view(-1);
+  for (int64_t i = 0; i < flat.numel(); i += kLoadChunkElements)
+    if (!torch::isfinite(flat.narrow(0, i, std::min(kLoadChunkElements, flat.numel() - i))).all().item<bool>())
+      return false;
+  return true;
 }
 
 int64_t resident_bytes(const torch::nn::Module& model) {

@@ -134,6 +134,9 @@ TORCH_MODULE(Transformer);
 // half the bytes; the LibTorch path (training, long prompts) widens them per call. Inference only: training
 // needs float32 parameters.
 void store_matrices_as(torch::nn::Module& model, torch::ScalarType dtype);
+// Whether every element of `t` is finite, checked kLoadChunkElements at a time (memory_budget.h): a check of a whole
+// matrix at once would allocate several bytes of temporaries per element.
+bool all_finite(const torch::Tensor& t);
 // Bytes of the parameters and buffers as they sit in memory.
 int64_t resident_bytes(const torch::nn::Module& model);
 // The dtype a loader keeps matrices in: "float32" | "float16" | "bfloat16" | "auto" (= `stored`, as the
