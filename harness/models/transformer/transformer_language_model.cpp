@@ -249,24 +249,36 @@ TransformerSession::~TransformerSession() = default;
 
 const TransformerSessionStats& TransformerSession::stats() const { return cache_->stats; }
 
+namespace {
+
+// A call's tokens are in the vocabulary, its tree well formed, and context + tree depth within the positions.
+void check_call(const TransformerModelState& state, const std::vector<Token>& context, const TokenTree& tree) {
+  const TransformerConfig& config = state.model->config();
+  const int32_t V = config.vocab_size;
+  const int64_t n_nodes = tree.size();
+  if (context.empty()) fail(state.dir, ": a transformer needs at least one context token (give a prompt)");
+  for (Token t : context)
+    if (t < 0 || t >= V) fail(state.dir, ": context token id ", t, " is outside the vocabulary [0, ", V, ")");
+  for (Token t : tree.tokens)
+    if (t < 0 || t >= V) fail(state.dir, ": tree token id ", t, " is outside the vocabulary [0, ", V, ")");
+  if (static_cast<int64_t>(tree.parent.size()) != n_nodes)
+    fail("token tree: ", n_nodes, " tokens but ", tree.parent.size(), " parents");
+  const int64_t positions_needed = static_cast<int64_t>(context.size()) + (n_nodes ? tree.max_depth() : 0);
+  if (positions_needed > config.max_seq_len)
+    fail(state.dir, ": context of ", context.size(), " tokens + tree depth ", (n_nodes ? tree.max_depth() : 0),
+         " exceeds the model's max_seq_len ", config.max_seq_len);
+}
+
+}  // namespace
+
 void TransformerSession::tree_logits(const std::vector<Token>& context, const TokenTree& tree, float* out) {
   c10::InferenceMode inference;
   Cache& c = *cache_;
+  check_call(*c.state, context, tree);
   Transformer& model = c.state->model;
   const int32_t V = model->config().vocab_size;
   const int32_t D = model->config().d_model;
   const int64_t n_nodes = tree.size();
-  if (context.empty()) fail(c.state->dir, ": a transformer needs at least one context token (give a prompt)");
-  for (Token t : context)
-    if (t < 0 || t >= V) fail(c.state->dir, ": context token id ", t, " is outside the vocabulary [0, ", V, ")");
-  for (Token t : tree.tokens)
-    if (t < 0 || t >= V) fail(c.state->dir, ": tree token id ", t, " is outside the vocabulary [0, ", V, ")");
-  if (static_cast<int64_t>(tree.parent.size()) != n_nodes)
-    fail("token tree: ", n_nodes, " tokens but ", tree.parent.size(), " parents");
-  const int64_t positions_needed = static_cast<int64_t>(context.size()) + (n_nodes ? tree.max_depth() : 0);
-  if (positions_needed > model->config().max_seq_len)
-    fail(c.state->dir, ": context of ", context.size(), " tokens + tree depth ", (n_nodes ? tree.max_depth() : 0),
-         " exceeds the model's max_seq_len ", model->config().max_seq_len);
   ++c.stats.calls;
 
   // 1. Keep the longest common prefix of the cached tokens and the context.
