@@ -164,6 +164,120 @@ void HeadTrainOptions::validate() const {
   if (seq_len < 2) fail("--seq-len must be >= 2, got ", seq_len);
 }
 
+namespace {
+
+// `count` training windows of T + 1 tokens at random offsets (the heads see the target's features of each).
+std::vector<int64_t> random_windows(const std::vector<Token>& tokens, int64_t T, int64_t count, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int64_t> pick(0, static_cast<int64_t>(tokens.size()) - T - 1);
+  std::vector<int64_t> offsets(static_cast<size_t>(count));
+  for (int64_t& off : offsets) off = pick(rng);
+  return offsets;
+}
+
+// Up to `count` validation windows spread evenly over the non-overlapping windows of `tokens`.
+std::vector<int64_t> spread_windows(const std::vector<Token>& tokens, int64_t T, int64_t count) {
+  std::vector<int64_t> all;
+  for (int64_t off = 0; off + T + 1 <= static_cast<int64_t>(tokens.size()); off += T) all.push_back(off);
+  std::vector<int64_t> offsets;
+  const int64_t n = std::min<int64_t>(count, static_cast<int64_t>(all.size()));
+  for (int64_t i = 0; i < n; ++i) offsets.push_back(all[static_cast<size_t>(i * static_cast<int64_t>(all.size()) / n)]);
+  return offsets;
+}
+
+// AdamW with decoupled weight decay on the matrices only.
+std::unique_ptr<torch::optim::AdamW> make_optimizer(torch::nn::Module& heads, const HeadTrainOptions& o) {
+  std::vector<torch::Tensor> decay, no_decay;
+  for (const auto& p : heads.named_parameters()) (p.value().dim() >= 2 ? decay : no_decay).push_back(p.value());
+  auto adamw = [&](double wd) {
+    return std::make_unique<torch::optim::AdamWOptions>(
+        torch::optim::AdamWOptions(o.lr.peak).betas({o.beta1, o.beta2}).eps(1e-8).weight_decay(wd));
+  };
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, adamw(o.weight_decay));
+  groups.emplace_back(no_decay, adamw(0.0));
+  return std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(o.lr.peak));
+}
+
+// One optimiser step on the training windows `rows`; the loss before it.
+double train_step(Objective& objective, torch::optim::AdamW& optimizer, const FeatureSet& train_set,
+                  const std::vector<int64_t>& rows) {
+  const torch::Tensor index = torch::tensor(rows, torch::kInt64);
+  const torch::Tensor loss = objective(train_set.tokens.index_select(0, index),
+                                       train_set.features.index_select(0, index), true, nullptr, nullptr);
+  optimizer.zero_grad();
+  loss.backward();
+  if (objective.o.grad_clip > 0)
+    torch::nn::utils::clip_grad_norm_(objective.module().parameters(), objective.o.grad_clip);
+  optimizer.step();
+  return loss.item<double>();
+}
+
+// Creates the heads folder; its config names the target relative to it (absolute where it cannot).
+DraftHeadsConfig new_heads_folder(const HeadTrainOptions& o, const TransformerConfig& target_model) {
+  DraftHeadsConfig config;
+  config.kind = o.kind;
+  std::error_code ec;
+  fs::create_directories(o.output, ec);
+  if (ec) fail(o.output, ": cannot create the heads folder: ", ec.message());
+  config.target = fs::relative(fs::absolute(o.target), fs::absolute(o.output), ec).string();
+  if (ec || config.target.empty()) config.target = fs::absolute(o.target).lexically_normal().string();
+  config.target_model = target_model;
+  config.medusa_heads = o.kind == "medusa" ? o.medusa_heads : 0;
+  return config;
+}
+
+int64_t parameter_count(const torch::nn::Module& heads) {
+  int64_t n = 0;
+  for (const auto& p : heads.parameters()) n += p.numel();
+  return n;
+}
+
+// The heads folder's record of how they were trained (config.json's "training").
+nlohmann::json training_record(const HeadTrainOptions& o, const HeadTrainResult& result, int64_t validation_windows,
+                               double initial_val, int64_t parameters, double train_seconds) {
+  nlohmann::json training = {
+      {"command", o.command},
+      {"target", o.target},
+      {"corpus", o.corpus},
+      {"validation_fraction", o.validation_fraction},
+      {"feature_windows", o.feature_windows},
+      {"validation_windows", validation_windows},
+      {"steps", o.lr.total_steps},
+      {"batch_size", o.batch_size},
+      {"seq_len", o.seq_len},
+      {"lr", o.lr.peak},
+      {"min_lr", o.lr.min},
+      {"warmup_steps", o.lr.warmup_steps},
+      {"weight_decay", o.weight_decay},
+      {"betas", {o.beta1, o.beta2}},
+      {"grad_clip", o.grad_clip},
+      {"seed", o.seed},
+      {"threads", o.threads},
+      {"initial_val_loss", initial_val},
+      {"best_step", result.best_step},
+      {"val_loss", result.val_loss},
+      {"final_train_loss", result.final_train_loss},
+      {"val_top1", result.val_top1},
+      {"val_top1_meaning", o.kind == "medusa" ? "per head k: argmax head_k(f_t) == corpus x_{t+k+1}"
+                                              : "argmax LMHead(f^_{t+1}) == argmax LMHead(f_{t+1}) (the target's)"},
+      {"parameters", parameters},
+      {"train_seconds", train_seconds},
+      {"total_seconds", result.seconds},
+      {"torch_version", TORCH_VERSION},
+  };
+  if (o.kind == "medusa") {
+    training["heads"] = o.medusa_heads;
+    training["decay"] = o.medusa_decay;
+  } else {
+    training["noise"] = o.eagle_noise;
+    training["feature_weight"] = o.eagle_feature_weight;
+    training["token_weight"] = o.eagle_token_weight;
+  }
+  return training;
+}
+
+}  // namespace
+
 HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
   o.validate();
   torch::set_num_threads(o.threads);
@@ -183,15 +297,8 @@ HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
             << o.corpus << " (" << corpus.train.size() << " training / " << corpus.validation.size()
             << " validation tokens); " << o.threads << " thread(s)\n";
   std::mt19937_64 rng(o.seed);
-  std::uniform_int_distribution<int64_t> pick(0, static_cast<int64_t>(corpus.train.size()) - T - 1);
-  std::vector<int64_t> train_offsets(static_cast<size_t>(o.feature_windows));
-  for (int64_t& off : train_offsets) off = pick(rng);
-  std::vector<int64_t> val_all;
-  for (int64_t off = 0; off + T + 1 <= static_cast<int64_t>(corpus.validation.size()); off += T) val_all.push_back(off);
-  std::vector<int64_t> val_offsets;
-  const int64_t n_val = std::min<int64_t>(o.eval_windows, static_cast<int64_t>(val_all.size()));
-  for (int64_t i = 0; i < n_val; ++i)
-    val_offsets.push_back(val_all[static_cast<size_t>(i * static_cast<int64_t>(val_all.size()) / n_val)]);
+  const std::vector<int64_t> train_offsets = random_windows(corpus.train, T, o.feature_windows, rng);
+  const std::vector<int64_t> val_offsets = spread_windows(corpus.validation, T, o.eval_windows);
   const FeatureSet train_set = run_target(target, corpus.train, train_offsets, T, o.batch_size, "training", std::cerr);
   const FeatureSet val_set =
       run_target(target, corpus.validation, val_offsets, T, o.batch_size, "validation", std::cerr);
@@ -205,26 +312,10 @@ HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
   }
   torch::nn::Module& heads = objective.module();
   heads.train();
-  std::vector<torch::Tensor> decay, no_decay;  // decoupled weight decay on matrices only
-  for (const auto& p : heads.named_parameters()) (p.value().dim() >= 2 ? decay : no_decay).push_back(p.value());
-  auto adamw = [&](double wd) {
-    return std::make_unique<torch::optim::AdamWOptions>(
-        torch::optim::AdamWOptions(o.lr.peak).betas({o.beta1, o.beta2}).eps(1e-8).weight_decay(wd));
-  };
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, adamw(o.weight_decay));
-  groups.emplace_back(no_decay, adamw(0.0));
-  torch::optim::AdamW optimizer(groups, torch::optim::AdamWOptions(o.lr.peak));
+  const std::unique_ptr<torch::optim::AdamW> adamw = make_optimizer(heads, o);
+  torch::optim::AdamW& optimizer = *adamw;
 
-  DraftHeadsConfig config;
-  config.kind = o.kind;
-  std::error_code ec;
-  fs::create_directories(o.output, ec);
-  if (ec) fail(o.output, ": cannot create the heads folder: ", ec.message());
-  config.target = fs::relative(fs::absolute(o.target), fs::absolute(o.output), ec).string();
-  if (ec || config.target.empty()) config.target = fs::absolute(o.target).lexically_normal().string();
-  config.target_model = tc;
-  config.medusa_heads = o.kind == "medusa" ? o.medusa_heads : 0;
+  DraftHeadsConfig config = new_heads_folder(o, tc);
 
   std::vector<double> top1;
   const double initial_val = evaluate(objective, val_set, o.batch_size, top1);
@@ -241,14 +332,7 @@ HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
       static_cast<torch::optim::AdamWOptions&>(group.options()).lr(o.lr.at(step));
     std::vector<int64_t> rows(static_cast<size_t>(o.batch_size));
     for (int64_t& r : rows) r = pick_window(rng);
-    const torch::Tensor index = torch::tensor(rows, torch::kInt64);
-    const torch::Tensor loss = objective(train_set.tokens.index_select(0, index),
-                                         train_set.features.index_select(0, index), true, nullptr, nullptr);
-    optimizer.zero_grad();
-    loss.backward();
-    if (o.grad_clip > 0) torch::nn::utils::clip_grad_norm_(heads.parameters(), o.grad_clip);
-    optimizer.step();
-    const double loss_value = loss.item<double>();
+    const double loss_value = train_step(objective, optimizer, train_set, rows);
     if (!std::isfinite(loss_value))
       fail("training diverged: loss ", loss_value, " at step ", step + 1, " (lower --lr?)");
     train_seconds += seconds_since(step_start);
@@ -284,49 +368,8 @@ HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
   result.val_loss = best_val;
   result.final_train_loss = recent_sum / static_cast<double>(std::max<int64_t>(1, recent_count));
   result.seconds = seconds_since(start);
-  config.training = {
-      {"command", o.command},
-      {"target", o.target},
-      {"corpus", o.corpus},
-      {"validation_fraction", o.validation_fraction},
-      {"feature_windows", o.feature_windows},
-      {"validation_windows", val_offsets.size()},
-      {"steps", total_steps},
-      {"batch_size", o.batch_size},
-      {"seq_len", T},
-      {"lr", o.lr.peak},
-      {"min_lr", o.lr.min},
-      {"warmup_steps", o.lr.warmup_steps},
-      {"weight_decay", o.weight_decay},
-      {"betas", {o.beta1, o.beta2}},
-      {"grad_clip", o.grad_clip},
-      {"seed", o.seed},
-      {"threads", o.threads},
-      {"initial_val_loss", initial_val},
-      {"best_step", result.best_step},
-      {"val_loss", result.val_loss},
-      {"final_train_loss", result.final_train_loss},
-      {"val_top1", result.val_top1},
-      {"val_top1_meaning", o.kind == "medusa" ? "per head k: argmax head_k(f_t) == corpus x_{t+k+1}"
-                                              : "argmax LMHead(f^_{t+1}) == argmax LMHead(f_{t+1}) (the target's)"},
-      {"parameters",
-       [&] {
-         int64_t n = 0;
-         for (const auto& p : heads.parameters()) n += p.numel();
-         return n;
-       }()},
-      {"train_seconds", train_seconds},
-      {"total_seconds", result.seconds},
-      {"torch_version", TORCH_VERSION},
-  };
-  if (o.kind == "medusa") {
-    config.training["heads"] = o.medusa_heads;
-    config.training["decay"] = o.medusa_decay;
-  } else {
-    config.training["noise"] = o.eagle_noise;
-    config.training["feature_weight"] = o.eagle_feature_weight;
-    config.training["token_weight"] = o.eagle_token_weight;
-  }
+  config.training = training_record(o, result, static_cast<int64_t>(val_offsets.size()), initial_val,
+                                    parameter_count(heads), train_seconds);
   config.weights_checksum = read_draft_heads_config(o.output).weights_checksum;  // of the best step's weights
   write_draft_heads_config(o.output, config);
   std::cerr << "specula train-" << o.kind << ": done in " << ProgressBar::format_duration(result.seconds) << "; heads "
