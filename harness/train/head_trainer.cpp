@@ -13,6 +13,7 @@
 #include "draft/heads/draft_heads.h"
 #include "harness/models/transformer/byte_tokenizer.h"
 #include "harness/models/transformer/checkpoint.h"
+#include "harness/train/adamw.h"
 #include "harness/train/progress_bar.h"
 #include "harness/train/text_corpus.h"
 #include "kernels/shared/error.h"
@@ -174,30 +175,6 @@ std::vector<int64_t> random_windows(const std::vector<Token>& tokens, int64_t T,
   return offsets;
 }
 
-// Up to `count` validation windows spread evenly over the non-overlapping windows of `tokens`.
-std::vector<int64_t> spread_windows(const std::vector<Token>& tokens, int64_t T, int64_t count) {
-  std::vector<int64_t> all;
-  for (int64_t off = 0; off + T + 1 <= static_cast<int64_t>(tokens.size()); off += T) all.push_back(off);
-  std::vector<int64_t> offsets;
-  const int64_t n = std::min<int64_t>(count, static_cast<int64_t>(all.size()));
-  for (int64_t i = 0; i < n; ++i) offsets.push_back(all[static_cast<size_t>(i * static_cast<int64_t>(all.size()) / n)]);
-  return offsets;
-}
-
-// AdamW with decoupled weight decay on the matrices only.
-std::unique_ptr<torch::optim::AdamW> make_optimizer(torch::nn::Module& heads, const HeadTrainOptions& o) {
-  std::vector<torch::Tensor> decay, no_decay;
-  for (const auto& p : heads.named_parameters()) (p.value().dim() >= 2 ? decay : no_decay).push_back(p.value());
-  auto adamw = [&](double wd) {
-    return std::make_unique<torch::optim::AdamWOptions>(
-        torch::optim::AdamWOptions(o.lr.peak).betas({o.beta1, o.beta2}).eps(1e-8).weight_decay(wd));
-  };
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, adamw(o.weight_decay));
-  groups.emplace_back(no_decay, adamw(0.0));
-  return std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(o.lr.peak));
-}
-
 // One optimiser step on the training windows `rows`; the loss before it.
 double train_step(Objective& objective, torch::optim::AdamW& optimizer, const FeatureSet& train_set,
                   const std::vector<int64_t>& rows) {
@@ -242,17 +219,6 @@ nlohmann::json training_record(const HeadTrainOptions& o, const HeadTrainResult&
       {"validation_fraction", o.validation_fraction},
       {"feature_windows", o.feature_windows},
       {"validation_windows", validation_windows},
-      {"steps", o.lr.total_steps},
-      {"batch_size", o.batch_size},
-      {"seq_len", o.seq_len},
-      {"lr", o.lr.peak},
-      {"min_lr", o.lr.min},
-      {"warmup_steps", o.lr.warmup_steps},
-      {"weight_decay", o.weight_decay},
-      {"betas", {o.beta1, o.beta2}},
-      {"grad_clip", o.grad_clip},
-      {"seed", o.seed},
-      {"threads", o.threads},
       {"initial_val_loss", initial_val},
       {"best_step", result.best_step},
       {"val_loss", result.val_loss},
@@ -265,6 +231,7 @@ nlohmann::json training_record(const HeadTrainOptions& o, const HeadTrainResult&
       {"total_seconds", result.seconds},
       {"torch_version", TORCH_VERSION},
   };
+  training.update(optimizer_record(o));
   if (o.kind == "medusa") {
     training["heads"] = o.medusa_heads;
     training["decay"] = o.medusa_decay;
@@ -298,7 +265,8 @@ HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
             << " validation tokens); " << o.threads << " thread(s)\n";
   std::mt19937_64 rng(o.seed);
   const std::vector<int64_t> train_offsets = random_windows(corpus.train, T, o.feature_windows, rng);
-  const std::vector<int64_t> val_offsets = spread_windows(corpus.validation, T, o.eval_windows);
+  const std::vector<int64_t> val_offsets =
+      evenly_spaced(window_offsets(static_cast<int64_t>(corpus.validation.size()), T), o.eval_windows);
   const FeatureSet train_set = run_target(target, corpus.train, train_offsets, T, o.batch_size, "training", std::cerr);
   const FeatureSet val_set =
       run_target(target, corpus.validation, val_offsets, T, o.batch_size, "validation", std::cerr);
@@ -312,7 +280,7 @@ HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
   }
   torch::nn::Module& heads = objective.module();
   heads.train();
-  const std::unique_ptr<torch::optim::AdamW> adamw = make_optimizer(heads, o);
+  const std::unique_ptr<torch::optim::AdamW> adamw = make_adamw(heads, o);
   torch::optim::AdamW& optimizer = *adamw;
 
   DraftHeadsConfig config = new_heads_folder(o, tc);

@@ -61,4 +61,18 @@ void read_optimizer_options(const po::variables_map& vm, OptimizerOptions& o) {
   o.threads = vm["threads"].as<int>();
 }
 
+nlohmann::json optimizer_record(const OptimizerOptions& o) {
+  return {{"steps", o.lr.total_steps},
+          {"batch_size", o.batch_size},
+          {"seq_len", o.seq_len},
+          {"lr", o.lr.peak},
+          {"min_lr", o.lr.min},
+          {"warmup_steps", o.lr.warmup_steps},
+          {"weight_decay", o.weight_decay},
+          {"betas", {o.beta1, o.beta2}},
+          {"grad_clip", o.grad_clip},
+          {"seed", o.seed},
+          {"threads", o.threads}};
+}
+
 }  // namespace specula

@@ -5,6 +5,7 @@
 
 #include <boost/program_options.hpp>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 
 #include "harness/train/lr_schedule.h"
 
@@ -33,5 +34,9 @@ struct OptimizerOptions {
 // --grad-clip, --eval-interval, --eval-windows, --log-interval, --seed, --threads with `defaults`.
 void add_optimizer_options(boost::program_options::options_description& desc, const OptimizerOptions& defaults);
 void read_optimizer_options(const boost::program_options::variables_map& vm, OptimizerOptions& options);
+
+// The settings a trained model's record keeps: steps, batch_size, seq_len, lr, min_lr, warmup_steps,
+// weight_decay, betas, grad_clip, seed, threads.
+nlohmann::json optimizer_record(const OptimizerOptions& options);
 
 }  // namespace specula

@@ -1,5 +1,6 @@
 #include "harness/train/text_corpus.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -25,6 +26,20 @@ TextCorpus load_text_corpus(const std::string& path, const Tokenizer& tokenizer,
     fail("--corpus '", path, "': ", tokens.size(), " tokens split into ", corpus.train.size(), " training and ",
          corpus.validation.size(), " validation tokens; each part needs at least ", min_tokens, " (seq_len + 1)");
   return corpus;
+}
+
+std::vector<int64_t> window_offsets(int64_t tokens, int64_t T) {
+  std::vector<int64_t> offsets;
+  for (int64_t off = 0; off + T + 1 <= tokens; off += T) offsets.push_back(off);
+  return offsets;
+}
+
+std::vector<int64_t> evenly_spaced(const std::vector<int64_t>& offsets, int64_t count) {
+  const int64_t all = static_cast<int64_t>(offsets.size());
+  const int64_t n = std::min<int64_t>(count, all);
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < n; ++i) out.push_back(offsets[static_cast<size_t>(i * all / n)]);
+  return out;
 }
 
 }  // namespace specula

@@ -3,6 +3,7 @@
 // one: windows that straddle both parts would leak validation text into training. Torch-free.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,5 +21,10 @@ struct TextCorpus {
 // (a training window needs seq_len + 1 tokens).
 TextCorpus load_text_corpus(const std::string& path, const Tokenizer& tokenizer, double validation_fraction,
                             size_t min_tokens);
+
+// Offsets of every non-overlapping window of T + 1 tokens (stride T) in a part of `tokens` tokens.
+std::vector<int64_t> window_offsets(int64_t tokens, int64_t T);
+// At most `count` of `offsets`, evenly spaced (the same each time, so periodic losses are comparable).
+std::vector<int64_t> evenly_spaced(const std::vector<int64_t>& offsets, int64_t count);
 
 }  // namespace specula

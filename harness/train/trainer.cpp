@@ -12,6 +12,7 @@
 
 #include "harness/models/transformer/byte_tokenizer.h"
 #include "harness/models/transformer/checkpoint.h"
+#include "harness/train/adamw.h"
 #include "harness/train/progress_bar.h"
 #include "harness/train/text_corpus.h"
 #include "kernels/shared/error.h"
@@ -93,25 +94,13 @@ TrainResult train_transformer(const TrainOptions& options) {
 
   // Validation windows: every non-overlapping window (final loss) and an evenly spaced fixed subset of them
   // (periodic loss, cheap enough to run often; the same subset each time so the curve is comparable).
-  std::vector<int64_t> val_all;
-  for (int64_t o = 0; o + T + 1 <= val_data.size(0); o += T) val_all.push_back(o);
-  std::vector<int64_t> val_subset;
-  const int64_t n_subset = std::min<int64_t>(options.eval_windows, static_cast<int64_t>(val_all.size()));
-  for (int64_t i = 0; i < n_subset; ++i)
-    val_subset.push_back(val_all[i * static_cast<int64_t>(val_all.size()) / n_subset]);
+  const std::vector<int64_t> val_all = window_offsets(val_data.size(0), T);
+  const std::vector<int64_t> val_subset = evenly_spaced(val_all, options.eval_windows);
 
   Transformer model(options.model);
   model->train();
-  std::vector<torch::Tensor> decay, no_decay;  // decoupled weight decay on matrices only, not on norm gains
-  for (const auto& p : model->named_parameters()) (p.value().dim() >= 2 ? decay : no_decay).push_back(p.value());
-  auto adamw = [&](double wd) {
-    return std::make_unique<torch::optim::AdamWOptions>(
-        torch::optim::AdamWOptions(options.lr.peak).betas({options.beta1, options.beta2}).eps(1e-8).weight_decay(wd));
-  };
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, adamw(options.weight_decay));
-  groups.emplace_back(no_decay, adamw(0.0));
-  torch::optim::AdamW optimizer(groups, torch::optim::AdamWOptions(options.lr.peak));
+  const std::unique_ptr<torch::optim::AdamW> adamw = make_adamw(*model, options);
+  torch::optim::AdamW& optimizer = *adamw;
 
   CheckpointConfig checkpoint;
   checkpoint.model = options.model;
@@ -194,17 +183,6 @@ TrainResult train_transformer(const TrainOptions& options) {
       {"train_tokens", corpus.train.size()},
       {"validation_tokens", corpus.validation.size()},
       {"validation_fraction", options.validation_fraction},
-      {"steps", total_steps},
-      {"batch_size", options.batch_size},
-      {"seq_len", T},
-      {"lr", options.lr.peak},
-      {"min_lr", options.lr.min},
-      {"warmup_steps", options.lr.warmup_steps},
-      {"weight_decay", options.weight_decay},
-      {"betas", {options.beta1, options.beta2}},
-      {"grad_clip", options.grad_clip},
-      {"seed", options.seed},
-      {"threads", options.threads},
       {"best_step", result.best_step},
       {"periodic_val_loss", result.best_periodic_val_loss},
       {"periodic_val_windows", val_subset.size()},
@@ -220,6 +198,7 @@ TrainResult train_transformer(const TrainOptions& options) {
       {"tokens_per_second", result.tokens_per_second},
       {"torch_version", TORCH_VERSION},
   };
+  checkpoint.training.update(optimizer_record(options));
   saved.config.training = checkpoint.training;
   write_checkpoint_config(options.output, saved.config);
   std::cerr << "specula train: done in " << ProgressBar::format_duration(result.seconds) << "; checkpoint "
