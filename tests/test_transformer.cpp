@@ -514,7 +514,8 @@ TEST_CASE("checkpoint save -> load round trip", "[transformer]") {
   }
 }
 
-TEST_CASE("a float32 weight that overflows the kept dtype is an error naming it, not an inf", "[transformer]") {
+TEST_CASE("a float32 weight that overflows the kept dtype, or a NaN in the file, is an error naming it",
+          "[transformer]") {
   TempDir dir("overflow");
   Transformer m = scaled_model(small_config(), 37);
   {
@@ -525,6 +526,13 @@ TEST_CASE("a float32 weight that overflows the kept dtype is an error naming it,
   CHECK_THROWS_WITH(load_checkpoint(dir.str("big"), "float16"),
                     Contains("'blocks.1.mlp.down.weight' overflows float16, the dtype it is kept in"));
   CHECK_NOTHROW(load_checkpoint(dir.str("big"), "bfloat16"));
+  {
+    torch::NoGradGuard no_grad;
+    m->blocks->ptr<BlockImpl>(0)->attn->qkv->weight[1][2] = std::nanf("");
+  }
+  save_checkpoint(dir.str("nan"), m, CheckpointConfig{});
+  for (const char* dtype : {"float32", "bfloat16"})  // the file's NaN is named as the file's, whatever it is kept in
+    CHECK_THROWS_WITH(load_checkpoint(dir.str("nan"), dtype), Contains("'blocks.0.attn.qkv.weight' holds NaN or inf"));
 }
 
 TEST_CASE("16-bit checkpoints serve their matrices as stored, with the logits of their float32 widening",
@@ -737,7 +745,7 @@ TEST_CASE("learning-rate schedule: linear warm-up, cosine to the minimum", "[tra
   CHECK(s.at(109) == Approx(1e-4 + 0.5 * 9e-4 * (1 + std::cos(M_PI * 99 / 100))));
   CHECK(s.at(110) == Approx(1e-4));
   for (int i = 11; i < 110; ++i) CHECK(s.at(i) <= s.at(i - 1));
-  CHECK_THROWS_WITH((LrSchedule{1e-3, 2e-3, 10, 100}.validate()), Contains("--min-lr"));
+  CHECK_THROWS_WITH((LrSchedule{1e-3, 2e-3, 10, 100}.validate()), Contains("min_lr"));
 }
 
 TEST_CASE("progress bar: plain lines off a terminal, in-place redraws on one", "[transformer]") {

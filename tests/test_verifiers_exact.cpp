@@ -15,6 +15,7 @@
 #include "speculative_fixtures.h"
 #include "tests/statistics/transition_test.h"
 #include "tests/support/mutant_switch.h"
+#include "verify/verifiers/verify_methods.h"
 
 using namespace specula;
 using namespace specula::testing;
@@ -151,6 +152,31 @@ const std::vector<GenerationConfig>& exact_methods() {
 }
 
 }  // namespace
+
+TEST_CASE("the methods' table: the built-in methods sit at their named rows, with their traits", "[verify]") {
+  const std::vector<VerifyMethod> all = verify_methods();
+  REQUIRE(all.size() == 5);
+  const std::pair<VerifyMethod, const char*> named[] = {{VerifyMethod::greedy, "greedy"},
+                                                        {VerifyMethod::chain, "chain"},
+                                                        {VerifyMethod::tree, "tree"},
+                                                        {VerifyMethod::block, "block"},
+                                                        {VerifyMethod::typical, "typical"}};
+  for (const auto& [method, name] : named) {
+    CHECK(std::string(verify_method_name(method)) == name);
+    CHECK(parse_verify_method(name) == method);
+  }
+  CHECK(verify_method_names() == "greedy, chain, tree, block, typical");
+  for (VerifyMethod m : all) {
+    INFO(verify_method_name(m));
+    CHECK(is_lossy(m) == (m == VerifyMethod::typical));
+    CHECK(verifies_trees(m) == (m == VerifyMethod::tree));
+    CHECK(verifies_greedily(m) == (m == VerifyMethod::greedy));
+    CHECK(has_device_kernel(m) == !is_lossy(m));
+  }
+  CHECK_THROWS_WITH(parse_verify_method("nope"),
+                    Catch::Matchers::Contains("known: greedy, chain, tree, block, typical"));
+  CHECK_THROWS_WITH(verify_method_name(VerifyMethod(5)), Catch::Matchers::Contains("has no row"));
+}
 
 TEST_CASE("every exact verifier reproduces the target's law of whole continuations", "[verify][exact]") {
   // Order-2 tables: rows depend on the last two tokens, so bugs that corrupt older context show up.

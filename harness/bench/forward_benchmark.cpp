@@ -99,22 +99,12 @@ struct Case {
   std::string group = "forward";  // "forward" | "floor" (the weight stream alone)
 };
 
-struct Options {
-  int threads = 1;
-  std::string weights_dtype = "auto";
-  int64_t context = 128;
-  double min_time_s = 0.5;
-  int64_t min_iterations = 30;
-  std::vector<int64_t> chunk_sizes = {1, 2, 4, 8};
-  std::vector<std::string> trees = {"2,2,1", "4,2,1"};
-};
-
 // Runs the cases in rounds (one forward of each per round, in a freshly shuffled order, the cache truncated
 // back to `context` after every call) until every case has min_iterations samples and min_time seconds.
 // Interleaving spreads changes in machine load evenly over the cases; shuffling stops a fixed order from
 // lining the same case up with the end of the scheduler's time slice on a loaded machine (which, observed,
 // inflated the last case's median wall time 4x while its CPU time did not move).
-void time_cases(std::vector<Case>& cases, KVCache& cache, int64_t context, const Options& o) {
+void time_cases(std::vector<Case>& cases, KVCache& cache, int64_t context, const ForwardBenchOptions& o) {
   for (int i = 0; i < 5; ++i)  // warm-up: allocator, OpenMP pool, caches
     for (Case& cs : cases) {
       cs.run();
@@ -140,29 +130,11 @@ void time_cases(std::vector<Case>& cases, KVCache& cache, int64_t context, const
   }
 }
 
-json bench_model(const std::string& spec, const Options& o, std::ostream& os) {
-  const size_t colon = spec.find(':');
-  if (colon == std::string::npos || spec.substr(0, colon) != "transformer")
-    fail("--model: '", spec, "' is not transformer:DIR");
-  const std::string dir = spec.substr(colon + 1);
-  LoadedCheckpoint loaded = load_checkpoint(dir, o.weights_dtype);
-  Transformer& model = loaded.model;
-  const TransformerConfig& c = model->config();
-  int64_t max_rows = *std::max_element(o.chunk_sizes.begin(), o.chunk_sizes.end());
-  for (const std::string& t : o.trees) max_rows = std::max<int64_t>(max_rows, tree_parents(parse_tree_shape(t)).size());
-  if (o.context < 1 || o.context + max_rows > c.max_seq_len)
-    fail("--context ", o.context, " + ", max_rows, " rows must fit the model's max_seq_len ", c.max_seq_len);
-
-  c10::InferenceMode inference;
-  torch::manual_seed(0);
-  const int64_t V = c.vocab_size;
-  KVCache cache = model->new_cache(1);
-  cache.reserve(o.context + max_rows);
-  model->forward(torch::randint(V, {1, o.context}, torch::kInt64), cache);
-
+// One case per chunk size and per tree shape, each a forward after the model's cached context.
+std::vector<Case> forward_cases(Transformer& model, KVCache& cache, const ForwardBenchOptions& o) {
+  const int64_t V = model->config().vocab_size;
   std::vector<Case> cases;
   for (int64_t k : o.chunk_sizes) {
-    if (k < 1) fail("--chunks: sizes must be >= 1, got ", k);
     const torch::Tensor tokens = torch::randint(V, {1, k}, torch::kInt64);
     cases.push_back({k == 1 ? "1-token" : "chunk K=" + std::to_string(k),
                      "chunk",
@@ -185,10 +157,15 @@ json bench_model(const std::string& spec, const Options& o, std::ostream& os) {
                      {},
                      {}});
   }
-  // The floor: the bytes a 1-token step must read (every matrix once: the blocks' projections and the LM
-  // head / embedding), streamed from the same memory in the same rounds as the forwards.
+  return cases;
+}
+
+// The floor: the bytes a 1-token step must read (every matrix once: the blocks' projections and the LM head /
+// embedding), streamed from the same memory in the same rounds as the forwards. Adds those bytes to
+// `weight_bytes`.
+Case weight_read_case(Transformer& model, const ForwardBenchOptions& o, int64_t& weight_bytes) {
+  const TransformerConfig& c = model->config();
   std::vector<std::pair<const uint8_t*, size_t>> weight_blocks;
-  int64_t weight_bytes = 0;
   for (const auto& item : model->named_parameters()) {
     const torch::Tensor& p = item.value();
     // An untied embedding is read one row per token, not streamed.
@@ -206,9 +183,33 @@ json bench_model(const std::string& spec, const Options& o, std::ostream& os) {
              {},
              {}};
   floor.group = "floor";
-  cases.push_back(floor);
-  auto one = std::find_if(cases.begin(), cases.end(), [](const Case& cs) { return cs.name == "1-token"; });
-  if (one == cases.end()) fail("--chunks must include 1: every ratio is against the 1-token forward");
+  return floor;
+}
+
+json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ostream& os) {
+  const size_t colon = spec.find(':');
+  if (colon == std::string::npos || spec.substr(0, colon) != "transformer")
+    fail_parameter("model", ": '", spec, "' is not transformer:DIR");
+  const std::string dir = spec.substr(colon + 1);
+  LoadedCheckpoint loaded = load_checkpoint(dir, o.weights_dtype);
+  Transformer& model = loaded.model;
+  const TransformerConfig& c = model->config();
+  int64_t max_rows = *std::max_element(o.chunk_sizes.begin(), o.chunk_sizes.end());
+  for (const std::string& t : o.trees) max_rows = std::max<int64_t>(max_rows, tree_parents(parse_tree_shape(t)).size());
+  if (o.context < 1 || o.context + max_rows > c.max_seq_len)
+    fail_parameter("context", " ", o.context, " + ", max_rows, " rows must fit the model's max_seq_len ",
+                   c.max_seq_len);
+
+  c10::InferenceMode inference;
+  torch::manual_seed(0);
+  KVCache cache = model->new_cache(1);
+  cache.reserve(o.context + max_rows);
+  model->forward(torch::randint(c.vocab_size, {1, o.context}, torch::kInt64), cache);
+
+  std::vector<Case> cases = forward_cases(model, cache, o);
+  int64_t weight_bytes = 0;
+  cases.push_back(weight_read_case(model, o, weight_bytes));
+  const auto one = std::find_if(cases.begin(), cases.end(), [](const Case& cs) { return cs.name == "1-token"; });
   time_cases(cases, cache, o.context, o);
   const double base_wall = median(one->wall_us), base_cpu = median(one->cpu_us);
   const Case& floor_case = cases.back();
@@ -263,63 +264,24 @@ json bench_model(const std::string& spec, const Options& o, std::ostream& os) {
           {"cases", jcases}};
 }
 
-std::vector<int64_t> parse_sizes(const std::string& text) {
-  std::vector<int64_t> out;
-  for (Token t : parse_token_list(text, "chunks")) out.push_back(t);
-  if (out.empty()) fail("--chunks: empty list");
-  return out;
-}
-
 }  // namespace
 
-int forward_benchmark_command(const std::vector<std::string>& args) {
-  po::options_description desc(
-      "specula bench forward --model transformer:DIR [--model transformer:DIR2] [options]\n\n"
-      "Times one forward of 1 token, K-token chunks and whole token trees (tree mask, one call) after the same\n"
-      "cached context, and reports each as a ratio to the 1-token forward (median of the timed calls). With\n"
-      "two models (target first, then draft), also reports the draft's per-token cost relative to the target.\n"
-      "Options");
-  // clang-format off
-  desc.add_options()
-    ("help,h", "show this help")
-    ("model", po::value<std::vector<std::string>>(), "transformer:DIR (repeatable)")
-    ("threads", po::value<int>()->default_value(1), "LibTorch/OpenMP threads (with 2, OMP_WAIT_POLICY=passive)")
-    ("weights-dtype", po::value<std::string>()->default_value("auto"), "matrices in memory: float32 | bfloat16 | float16 | auto (as stored)")
-    ("context", po::value<int64_t>()->default_value(128), "cached tokens before each timed forward")
-    ("chunks", po::value<std::string>()->default_value("1,2,4,8"), "chunk sizes K (must include 1)")
-    ("trees", po::value<std::string>()->default_value("2,2,1;4,2,1"), "tree shapes separated by ';'")
-    ("min-time", po::value<double>()->default_value(0.5), "minimum seconds timed per case")
-    ("min-iterations", po::value<int64_t>()->default_value(30), "minimum timed forwards per case")
-    ("output", po::value<std::string>(), "JSON report (default results/bench/forward-<hostname>.json)");
-  // clang-format on
-  const po::variables_map vm = parse_options(args, desc, "bench", "");
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
-    return 0;
-  }
-  if (!vm.count("model")) fail("--model is required, e.g. --model transformer:results/models/target");
-  Options o;
-  o.threads = vm["threads"].as<int>();
-  o.weights_dtype = vm["weights-dtype"].as<std::string>();
-  if (o.threads < 1) fail("--threads must be >= 1, got ", o.threads);
-  o.context = vm["context"].as<int64_t>();
-  o.min_time_s = vm["min-time"].as<double>();
-  o.min_iterations = vm["min-iterations"].as<int64_t>();
-  if (o.min_iterations < 1) fail("--min-iterations must be >= 1, got ", o.min_iterations);
-  o.chunk_sizes = parse_sizes(vm["chunks"].as<std::string>());
-  o.trees.clear();
-  {
-    std::stringstream ss(vm["trees"].as<std::string>());
-    std::string item;
-    while (std::getline(ss, item, ';'))
-      if (!item.empty()) o.trees.push_back(item);
-  }
-  torch::set_num_threads(o.threads);
+void ForwardBenchOptions::validate() const {
+  if (threads < 1) fail_parameter("threads", " must be >= 1, got ", threads);
+  if (min_iterations < 1) fail_parameter("min_iterations", " must be >= 1, got ", min_iterations);
+  if (chunk_sizes.empty()) fail_parameter("chunks", ": empty list");
+  for (int64_t k : chunk_sizes)
+    if (k < 1) fail_parameter("chunks", ": sizes must be >= 1, got ", k);
+  if (std::find(chunk_sizes.begin(), chunk_sizes.end(), 1) == chunk_sizes.end())
+    fail_parameter("chunks", " must include 1: every ratio is against the 1-token forward");
+}
 
+json run_forward_benchmark(const std::vector<std::string>& specs, const ForwardBenchOptions& o, std::ostream& os) {
+  o.validate();
+  torch::set_num_threads(o.threads);
   const std::string load_before = load_averages();
   json models = json::array();
-  for (const std::string& spec : vm["model"].as<std::vector<std::string>>())
-    models.push_back(bench_model(spec, o, std::cout));
+  for (const std::string& spec : specs) models.push_back(bench_model(spec, o, os));
   json machine = machine_json(o.threads, load_before);
   machine["torch_version"] = TORCH_VERSION;
   machine["torch_parallel_info"] = at::get_parallel_info();
@@ -351,16 +313,11 @@ int forward_benchmark_command(const std::vector<std::string>& args) {
                                  {"target_over_draft_1_token_cpu_time", target_us / draft_us},
                                  {"target_over_draft_parameters", flops_ratio},
                                  {"c_draft_over_target", draft_us / target_us}};
-    std::cout << "\ndraft vs target, 1-token forward CPU time: the draft costs " << std::setprecision(3)
-              << draft_us / target_us << " of the target (c in verify/ALGORITHMS.md §7); parameters "
-              << std::setprecision(1) << flops_ratio << "x fewer\n";
+    os << "\ndraft vs target, 1-token forward CPU time: the draft costs " << std::setprecision(3)
+       << draft_us / target_us << " of the target (c in verify/ALGORITHMS.md §7); parameters " << std::setprecision(1)
+       << flops_ratio << "x fewer\n";
   }
-  const std::filesystem::path output =
-      vm.count("output") ? vm["output"].as<std::string>() : "results/bench/forward-" + hostname() + ".json";
-  create_parent_folder(output.string(), "--output");
-  write_output_file(output.string(), report.dump(2) + "\n", "--output");
-  std::cout << "wrote " << output.string() << "\n";
-  return 0;
+  return report;
 }
 
 }  // namespace specula::bench

@@ -349,8 +349,8 @@ class CollectingReporter : public benchmark::ConsoleReporter {
 }  // namespace
 
 SamplerBenchResult run_sampler_benchmarks(const SamplerBenchOptions& options) {
-  if (options.threads < 1) fail("--threads must be >= 1, got ", options.threads);
-  if (!(options.min_time_s > 0.0)) fail("--min-time must be > 0 seconds, got ", options.min_time_s);
+  if (options.threads < 1) fail_parameter("threads", " must be >= 1, got ", options.threads);
+  if (!(options.min_time_s > 0.0)) fail_parameter("min_time", " must be > 0 seconds, got ", options.min_time_s);
   torch::set_num_threads(options.threads);
   omp_set_num_threads(options.threads);
 
@@ -366,7 +366,7 @@ SamplerBenchResult run_sampler_benchmarks(const SamplerBenchOptions& options) {
   try {
     filter = std::regex(options.filter, std::regex::extended);
   } catch (const std::regex_error& e) {
-    fail("--filter: '", options.filter, "' is not a regular expression: ", e.what());
+    fail_parameter("filter", ": '", options.filter, "' is not a regular expression: ", e.what());
   }
   std::vector<CaseSpec> specs;
   for (int32_t vocab : kVocabSizes) {
@@ -386,7 +386,7 @@ SamplerBenchResult run_sampler_benchmarks(const SamplerBenchOptions& options) {
       }
     }
   }
-  if (specs.empty()) fail("--filter '", options.filter, "' matches no benchmark case");
+  if (specs.empty()) fail_parameter("filter", " '", options.filter, "' matches no benchmark case");
 
   CollectingReporter reporter(benchmark::ConsoleReporter::OO_Tabular);
   benchmark::RunSpecifiedBenchmarks(&reporter);

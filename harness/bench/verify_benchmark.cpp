@@ -227,8 +227,8 @@ VerifyBenchAcceptance measure_acceptance(const CaseSpec& spec, ShapeInputs& in) 
 }  // namespace
 
 VerifyBenchResult run_verify_benchmarks(const VerifyBenchOptions& options) {
-  if (options.threads < 1) fail("--threads must be >= 1, got ", options.threads);
-  if (!(options.min_time_s > 0.0)) fail("--min-time must be > 0 seconds, got ", options.min_time_s);
+  if (options.threads < 1) fail_parameter("threads", " must be >= 1, got ", options.threads);
+  if (!(options.min_time_s > 0.0)) fail_parameter("min_time", " must be > 0 seconds, got ", options.min_time_s);
   omp_set_num_threads(options.threads);
 
   int argc = 1;
@@ -241,7 +241,7 @@ VerifyBenchResult run_verify_benchmarks(const VerifyBenchOptions& options) {
   try {
     filter = std::regex(options.filter, std::regex::extended);
   } catch (const std::regex_error& e) {
-    fail("--filter: '", options.filter, "' is not a regular expression: ", e.what());
+    fail_parameter("filter", ": '", options.filter, "' is not a regular expression: ", e.what());
   }
   std::vector<std::string> shapes;
   for (int32_t k : kChainLengths) shapes.push_back("K=" + std::to_string(k));
@@ -268,7 +268,7 @@ VerifyBenchResult run_verify_benchmarks(const VerifyBenchOptions& options) {
       }
     }
   }
-  if (specs.empty()) fail("--filter '", options.filter, "' matches no benchmark case");
+  if (specs.empty()) fail_parameter("filter", " '", options.filter, "' matches no benchmark case");
 
   CollectingReporter reporter(benchmark::ConsoleReporter::OO_Tabular);
   benchmark::RunSpecifiedBenchmarks(&reporter);

@@ -14,7 +14,6 @@
 #include <sstream>
 #include <string>
 
-#include "harness/bench/forward_benchmark.h"
 #include "harness/bench/sampler_benchmark.h"
 #include "harness/bench/verify_benchmark.h"
 #include "harness/cli/commands.h"
@@ -332,7 +331,7 @@ int bench_command(const Args& args) {
   if (args[0] == "sampler") return bench_sampler(Args(args.begin() + 1, args.end()));
   if (args[0] == "verify") return bench_verify(Args(args.begin() + 1, args.end()));
   if (args[0] == "forward")
-    return torch_function<decltype(&bench::forward_benchmark_command)>("forward_benchmark_command")(
+    return torch_function<decltype(&bench_forward_command)>("command bench forward")(
         Args(args.begin() + 1, args.end()));
   if (args[0] == "end-to-end") return bench_end_to_end(Args(args.begin() + 1, args.end()));
   if (args[0] == "all" && args.size() == 1) {

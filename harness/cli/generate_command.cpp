@@ -191,9 +191,7 @@ int beam_search_command(const po::variables_map& vm, std::shared_ptr<const Langu
   return 0;
 }
 
-}  // namespace
-
-int generate_command(const Args& args) {
+po::options_description generate_options() {
   po::options_description desc(
       "specula generate --target MODEL [--draft MODEL] --method ar|greedy|chain|tree|block|typical|beam\n"
       "  --prompt-tokens 0,3 --max-new-tokens L --num-samples N --seed S --output FILE [options]\n\nOptions");
@@ -240,56 +238,63 @@ int generate_command(const Args& args) {
   po::options_description draft_desc("Draft sampler overrides (default: the target's settings)");
   add_sampler_options(draft_desc, "draft-");
   desc.add(draft_desc);
-  const po::variables_map vm = parse_options(args, desc, "generate");
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
-    return 0;
-  }
-  const Device device = parse_device(vm["device"].as<std::string>());
-  require_device(device);  // "no CUDA device: ..." where there is none
+  return desc;
+}
+
+// The options that must be there, and those that go together.
+void check_required_options(const po::variables_map& vm) {
   for (const char* required : {"target", "max-new-tokens"})
     if (!vm.count(required)) fail("--", required, " is required");
   if (!vm.count("output") && !text_prompt(vm) && !vm.count("print-text") && !vm.count("stream") &&
       !vm.count("logprobs-output"))
     fail("--output FILE is required (or --print-text, --stream, --logprobs-output, or a --prompt TEXT to print)");
   if (vm.count("logprobs") != vm.count("logprobs-output")) fail("--logprobs N and --logprobs-output FILE go together");
+}
 
-  SamplingParams target_params;
-  read_sampler_options(vm, target_params);
-  SamplingParams draft_params = target_params;
-  read_sampler_options(vm, draft_params, "draft-");
+// How the run decodes, read from the options: the method, both samplers, the generation loop's configuration.
+struct GenerateRun {
+  DecodingMethod method;
+  SamplingParams target_params, draft_params;
+  GenerationConfig config;
+};
 
-  const DecodingMethod method =
-      with_source("--method", [&] { return parse_decoding_method(vm["method"].as<std::string>()); });
-  const bool beam = method.beam;
-  apply_method_temperature(method, vm.count("temperature") > 0, target_params);
-  apply_method_temperature(method, vm.count("draft-temperature") + vm.count("temperature") > 0, draft_params);
+GenerateRun read_run(const po::variables_map& vm, Device device) {
+  GenerateRun run;
+  read_sampler_options(vm, run.target_params);
+  run.draft_params = run.target_params;
+  read_sampler_options(vm, run.draft_params, "draft-");
+  run.method = with_source("--method", [&] { return parse_decoding_method(vm["method"].as<std::string>()); });
+  apply_method_temperature(run.method, vm.count("temperature") > 0, run.target_params);
+  apply_method_temperature(run.method, vm.count("draft-temperature") + vm.count("temperature") > 0, run.draft_params);
   DraftShape shape;
   shape.num_draft_tokens = vm["num-draft-tokens"].as<int32_t>();
   shape.num_draft_tokens_given = !vm["num-draft-tokens"].defaulted();
   if (vm.count("tree")) shape.tree_shape = parse_tree_shape(vm["tree"].as<std::string>());
   shape.tree_sampling = parse_sibling_scheme(vm["tree-sampling"].as<std::string>());
-  GenerationConfig config =
-      generation_config(method, shape, vm["max-new-tokens"].as<int32_t>(), vm["seed"].as<uint64_t>());
+  GenerationConfig& config = run.config;
+  config = generation_config(run.method, shape, vm["max-new-tokens"].as<int32_t>(), vm["seed"].as<uint64_t>());
   config.device = device;
   config.emulation.threads = vm["cuda-host-threads"].as<int>();
   config.emulation.schedule = with_source(
       "--cuda-host-schedule", [&] { return parse_fiber_schedule(vm["cuda-host-schedule"].as<std::string>()); });
   with_source("--cuda-host-threads", [&] { check_emulation_options(config.emulation); });
-  if (beam && device != Device::cpu)
+  if (run.method.beam && device != Device::cpu)
     fail("--device ", device_name(device), ": beam search runs on the CPU (use --device cpu)");
   if (vm.count("logprobs")) {
     config.logprobs = vm["logprobs"].as<int32_t>();
     if (config.logprobs < 0) fail("--logprobs must be >= 0, got ", config.logprobs);
-    if (beam) fail("--logprobs: beam search writes its hypotheses' log-probabilities with --nbest-output");
+    if (run.method.beam) fail("--logprobs: beam search writes its hypotheses' log-probabilities with --nbest-output");
   }
+  return run;
+}
 
-  auto target = load_language_model(vm["target"].as<std::string>(), "target", vm["weights-dtype"].as<std::string>());
-  // One stop rule: --stop-tokens plus the checkpoint's end of sequence.
+// One stop rule (--stop-tokens plus the checkpoint's end of sequence) and the output constraint, for both
+// samplers.
+void add_stops_and_constraint(const po::variables_map& vm, const LanguageModel& target, GenerateRun& run) {
   if (!vm.count("ignore-eos")) {
-    const std::vector<Token> eos = checkpoint_eos_tokens(vm["target"].as<std::string>(), target->vocab_size());
-    add_stop_tokens(target_params, eos);
-    add_stop_tokens(draft_params, eos);  // so that --min-tokens masks it in the draft's rows too
+    const std::vector<Token> eos = checkpoint_eos_tokens(vm["target"].as<std::string>(), target.vocab_size());
+    add_stop_tokens(run.target_params, eos);
+    add_stop_tokens(run.draft_params, eos);  // so that --min-tokens masks it in the draft's rows too
   }
   ConstraintOptions constraint_options;
   if (vm.count("regex")) {
@@ -298,42 +303,41 @@ int generate_command(const Args& args) {
   }
   if (vm.count("json-schema")) constraint_options.json_schema_file = vm["json-schema"].as<std::string>();
   if (vm.count("token-strings")) constraint_options.token_strings_file = vm["token-strings"].as<std::string>();
-  if (constraint_options.any()) {
-    std::vector<std::string> tokenizer_strings;
-    if (const auto tokenizer = load_tokenizer_for(vm["target"].as<std::string>()))
-      tokenizer_strings = token_strings_for_constraints(*tokenizer, target->vocab_size());
-    // Target and draft share the one automaton: its states are ids of that object.
-    target_params.constraint = draft_params.constraint = constraint_from_options(
-        constraint_options, target->vocab_size(), std::move(tokenizer_strings), target_params.stop_tokens);
-  }
-  if (beam) return beam_search_command(vm, target, target_params, config);
-  std::shared_ptr<const DrafterFactory> drafter;
-  if (vm.count("draft")) drafter = load_drafter(vm["draft"].as<std::string>(), draft_params, target, target_params);
-  const std::vector<Token> prompt = read_prompt(vm, *target);
+  if (!constraint_options.any()) return;
+  std::vector<std::string> tokenizer_strings;
+  if (const auto tokenizer = load_tokenizer_for(vm["target"].as<std::string>()))
+    tokenizer_strings = token_strings_for_constraints(*tokenizer, target.vocab_size());
+  // Target and draft share the one automaton: its states are ids of that object.
+  run.target_params.constraint = run.draft_params.constraint = constraint_from_options(
+      constraint_options, target.vocab_size(), std::move(tokenizer_strings), run.target_params.stop_tokens);
+}
 
-  const Generator generator(target, target_params, drafter, config);
+// --num-samples samples on --threads threads, or with --stream the one sample printed as it is accepted.
+std::vector<SequenceOutput> generate_samples(const po::variables_map& vm, const Generator& generator,
+                                             const LanguageModel& target, const std::vector<Token>& prompt,
+                                             GenerationMetrics& metrics) {
   const int64_t n = vm["num-samples"].as<int64_t>();
   if (n < 0) fail("--num-samples must be >= 0, got ", n);
   const int32_t threads = vm["threads"].as<int32_t>();
   check_thread_count(threads);
   omp_set_num_threads(threads);
-
-  GenerationMetrics metrics;
+  if (!vm.count("stream")) return generator.generate_many(prompt, 0, n, metrics);
+  if (n != 1) fail("--stream prints one sample: use --num-samples 1 (got ", n, ")");
+  TextStream stream(require_tokenizer(vm, target, "--stream"));
+  const auto start = std::chrono::steady_clock::now();
   std::vector<SequenceOutput> outputs;
-  if (vm.count("stream")) {
-    if (n != 1) fail("--stream prints one sample: use --num-samples 1 (got ", n, ")");
-    TextStream stream(require_tokenizer(vm, *target, "--stream"));
-    const auto start = std::chrono::steady_clock::now();
-    outputs.push_back(generator.generate(prompt, 0, metrics, [&](const std::vector<Token>& t) { stream.add(t); }));
-    metrics.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    stream.finish();
-  } else {
-    outputs = generator.generate_many(prompt, 0, n, metrics);
-  }
+  outputs.push_back(generator.generate(prompt, 0, metrics, [&](const std::vector<Token>& t) { stream.add(t); }));
+  metrics.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stream.finish();
+  return outputs;
+}
 
+// The samples' text, ids, logprobs and the run's metrics, each where its option says.
+void write_samples(const po::variables_map& vm, const LanguageModel& target, const GenerateRun& run,
+                   const std::vector<SequenceOutput>& outputs, const GenerationMetrics& metrics) {
   std::vector<std::vector<Token>> continuations;
   for (const SequenceOutput& s : outputs) continuations.push_back(s.tokens);
-  print_text(vm, *target, continuations);
+  print_text(vm, target, continuations);
   if (vm.count("output")) {
     std::string text;
     for (const std::vector<Token>& tokens : continuations) text += id_line(tokens) + '\n';
@@ -341,14 +345,40 @@ int generate_command(const Args& args) {
   }
   if (vm.count("logprobs-output")) write_logprobs(vm["logprobs-output"].as<std::string>(), outputs);
   if (vm.count("metrics-json")) {
-    nlohmann::json json =
-        nlohmann::json::parse(metrics.to_json(method.name, config.method && is_lossy(*config.method)));
-    json["device"] = device_name(device);  // where the target rows were sampled and verified
+    const bool lossy = run.config.method && is_lossy(*run.config.method);
+    nlohmann::json json = nlohmann::json::parse(metrics.to_json(run.method.name, lossy));
+    json["device"] = device_name(run.config.device);  // where the target rows were sampled and verified
     write_output_file(vm["metrics-json"].as<std::string>(), json.dump(2) + "\n", "--metrics-json");
   }
   if (metrics.q_zero_errors > 0)
     std::cerr << "specula generate: warning: " << metrics.q_zero_errors
               << " drafted token(s) had recorded q = 0 (rejected; the draft's recorded law is inconsistent)\n";
+}
+
+}  // namespace
+
+int generate_command(const Args& args) {
+  const po::options_description desc = generate_options();
+  const po::variables_map vm = parse_options(args, desc, "generate");
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  const Device device = parse_device(vm["device"].as<std::string>());
+  require_device(device);  // "no CUDA device: ..." where there is none
+  check_required_options(vm);
+  GenerateRun run = read_run(vm, device);
+  auto target = load_language_model(vm["target"].as<std::string>(), "target", vm["weights-dtype"].as<std::string>());
+  add_stops_and_constraint(vm, *target, run);
+  if (run.method.beam) return beam_search_command(vm, target, run.target_params, run.config);
+  std::shared_ptr<const DrafterFactory> drafter;
+  if (vm.count("draft"))
+    drafter = load_drafter(vm["draft"].as<std::string>(), run.draft_params, target, run.target_params);
+  const std::vector<Token> prompt = read_prompt(vm, *target);
+  const Generator generator(target, run.target_params, drafter, run.config);
+  GenerationMetrics metrics;
+  const std::vector<SequenceOutput> outputs = generate_samples(vm, generator, *target, prompt, metrics);
+  write_samples(vm, *target, run, outputs, metrics);
   return 0;
 }
 

@@ -146,9 +146,7 @@ void report(std::ostream& os, const std::string& title, const TreeChoice& c) {
   while (std::getline(ranks, line)) os << "    " << line << "\n";
 }
 
-}  // namespace
-
-int tree_opt_command(const Args& args) {
+po::options_description tree_opt_options() {
   po::options_description desc(
       "specula tree-opt (--acceptance P1,P2,.. | --target MODEL --draft SPEC [--prompt-tokens ..|--prompt-text ..])\n"
       "  (--forward-cost 1:1.0,8:1.1,.. | --forward-bench FILE.json) [--output FILE] [--output-ranks FILE]\n\n"
@@ -178,6 +176,57 @@ int tree_opt_command(const Args& args) {
     ("config", po::value<std::string>(), "INI file with any of these options");
   // clang-format on
   add_sampler_options(desc);
+  return desc;
+}
+
+// --target and --draft: p_k measured by drafting K candidates at each position of generated sequences.
+std::vector<double> measured_acceptance(const po::variables_map& vm) {
+  if (!vm.count("target") || !vm.count("draft"))
+    fail("give --acceptance, or --target and --draft to measure the positional acceptance");
+  SamplingParams params;
+  read_sampler_options(vm, params);
+  const auto target = load_language_model(vm["target"].as<std::string>(), "target");
+  const auto drafter = load_drafter(vm["draft"].as<std::string>(), params, target, params);
+  std::vector<Token> prompt;
+  if (vm.count("prompt-tokens")) prompt = parse_token_list(vm["prompt-tokens"].as<std::string>(), "prompt-tokens");
+  if (vm.count("prompt-text")) {
+    if (target->vocab_size() != 256) fail("--prompt-text needs a byte-level target (vocabulary 256)");
+    for (unsigned char ch : vm["prompt-text"].as<std::string>()) prompt.push_back(ch);
+  }
+  if (prompt.empty()) fail("measuring needs a prompt: --prompt-tokens or --prompt-text");
+  const int32_t K = vm["measure-branching"].as<int32_t>();
+  if (K < 1 || K > 64) fail("--measure-branching must be in 1..64, got ", K);
+  const Measured m =
+      measure_positional_acceptance(*target, params, *drafter, K, prompt, vm["measure-samples"].as<int64_t>(),
+                                    vm["measure-tokens"].as<int32_t>(), vm["seed"].as<uint64_t>());
+  std::cout << "measured positional acceptance over " << m.steps << " steps (" << drafter->description() << "):\n";
+  for (int32_t k = 0; k < K; ++k)
+    std::cout << "  p_" << k + 1 << " = " << std::setprecision(4) << m.p[k] << " +- " << m.std_err[k] << "\n";
+  return m.p;
+}
+
+// --output: the best uniform tree in the --tree format; --output-ranks: the optimal tree as rank paths.
+void write_trees(const po::variables_map& vm, const TreeChoice& best, const TreeChoice& uniform) {
+  if (vm.count("output")) {
+    const std::string path = vm["output"].as<std::string>();
+    write_output_file(path, shape_text(uniform.shape) + "\n", "--output");
+    std::cout << "wrote " << path << " (--tree " << shape_text(uniform.shape) << ")\n";
+  }
+  if (vm.count("output-ranks")) {
+    const std::string path = vm["output-ranks"].as<std::string>();
+    std::ostringstream text;
+    text << "# specula tree-opt: " << best.tree.size() << " nodes, expected tokens per step " << best.tokens_per_step
+         << "\n"
+         << format_rank_tree(best.tree);
+    write_output_file(path, text.str(), "--output-ranks");
+    std::cout << "wrote " << path << " (rank paths; e.g. --draft eagle:DIR,tree=" << path << ")\n";
+  }
+}
+
+}  // namespace
+
+int tree_opt_command(const Args& args) {
+  const po::options_description desc = tree_opt_options();
   const po::variables_map vm = parse_options(args, desc, "tree-opt");
   if (vm.count("help")) {
     std::cout << desc << "\n";
@@ -193,28 +242,7 @@ int tree_opt_command(const Args& args) {
     if (vm.count("target") || vm.count("draft")) fail("--acceptance is given: drop --target/--draft (or measure)");
     options.acceptance = parse_rates(vm["acceptance"].as<std::string>());
   } else {
-    if (!vm.count("target") || !vm.count("draft"))
-      fail("give --acceptance, or --target and --draft to measure the positional acceptance");
-    SamplingParams params;
-    read_sampler_options(vm, params);
-    const auto target = load_language_model(vm["target"].as<std::string>(), "target");
-    const auto drafter = load_drafter(vm["draft"].as<std::string>(), params, target, params);
-    std::vector<Token> prompt;
-    if (vm.count("prompt-tokens")) prompt = parse_token_list(vm["prompt-tokens"].as<std::string>(), "prompt-tokens");
-    if (vm.count("prompt-text")) {
-      if (target->vocab_size() != 256) fail("--prompt-text needs a byte-level target (vocabulary 256)");
-      for (unsigned char ch : vm["prompt-text"].as<std::string>()) prompt.push_back(ch);
-    }
-    if (prompt.empty()) fail("measuring needs a prompt: --prompt-tokens or --prompt-text");
-    const int32_t K = vm["measure-branching"].as<int32_t>();
-    if (K < 1 || K > 64) fail("--measure-branching must be in 1..64, got ", K);
-    const Measured m =
-        measure_positional_acceptance(*target, params, *drafter, K, prompt, vm["measure-samples"].as<int64_t>(),
-                                      vm["measure-tokens"].as<int32_t>(), vm["seed"].as<uint64_t>());
-    std::cout << "measured positional acceptance over " << m.steps << " steps (" << drafter->description() << "):\n";
-    for (int32_t k = 0; k < K; ++k)
-      std::cout << "  p_" << k + 1 << " = " << std::setprecision(4) << m.p[k] << " +- " << m.std_err[k] << "\n";
-    options.acceptance = m.p;
+    options.acceptance = measured_acceptance(vm);
   }
   options.max_nodes = vm["max-nodes"].as<int32_t>();
   options.max_depth = vm["max-depth"].as<int32_t>();
@@ -241,20 +269,7 @@ int tree_opt_command(const Args& args) {
     std::cout << "\nno tree beats plain decoding at these costs: nothing written\n";
     return 0;
   }
-  if (vm.count("output")) {
-    const std::string path = vm["output"].as<std::string>();
-    write_output_file(path, shape_text(uniform.shape) + "\n", "--output");
-    std::cout << "wrote " << path << " (--tree " << shape_text(uniform.shape) << ")\n";
-  }
-  if (vm.count("output-ranks")) {
-    const std::string path = vm["output-ranks"].as<std::string>();
-    std::ostringstream text;
-    text << "# specula tree-opt: " << best.tree.size() << " nodes, expected tokens per step " << best.tokens_per_step
-         << "\n"
-         << format_rank_tree(best.tree);
-    write_output_file(path, text.str(), "--output-ranks");
-    std::cout << "wrote " << path << " (rank paths; e.g. --draft eagle:DIR,tree=" << path << ")\n";
-  }
+  write_trees(vm, best, uniform);
   return 0;
 }
 

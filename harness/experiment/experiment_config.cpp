@@ -257,7 +257,7 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
   for (const IniEntry& e : read_ini_file(path)) apply(c, e.key, e.value, e.where());
   for (const std::string& o : overrides) {
     const size_t eq = o.find('=');
-    if (eq == std::string::npos) fail("--set '", o, "': expected section.key=value");
+    if (eq == std::string::npos) fail_parameter("set", " '", o, "': expected section.key=value");
     apply(c, trim(o.substr(0, eq)), o.substr(eq + 1), "--set " + trim(o.substr(0, eq)));
   }
   if (c.name.empty()) {

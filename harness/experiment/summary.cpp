@@ -6,11 +6,13 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "harness/io/output_file.h"
 #include "kernels/shared/error.h"
+#include "verify/verifiers/verify_methods.h"
 
 namespace specula {
 namespace {
@@ -161,6 +163,90 @@ double expected_tokens_per_step(double alpha, int k) {
 
 double predicted_speedup(double alpha, int k, double c) { return expected_tokens_per_step(alpha, k) / (k * c + 1.0); }
 
+namespace {
+
+// The baseline settings' measurements, by setting id.
+struct Baselines {
+  std::map<std::string, std::map<int, Totals>> totals;      // id -> repetition -> totals
+  std::map<std::string, std::pair<double, double>> target;  // id -> (seconds, 1-token decoding calls)
+  std::map<std::string, std::map<std::pair<int, int>, std::vector<Token>>> tokens;  // id -> (prompt, rep) -> ids
+};
+
+Baselines baselines_of(const std::vector<RunRecord>& records) {
+  Baselines b;
+  for (const RunRecord& r : records) {
+    if (!r.baseline) continue;
+    b.totals[r.setting_id][r.repetition].add(r.metrics);
+    b.target[r.setting_id].first += r.metrics.target_seconds;
+    // The first call (the prefill) is in the prompt time when that was measured.
+    b.target[r.setting_id].second += r.metrics.target_calls - (r.metrics.prompt_seconds > 0 ? 1 : 0);
+    b.tokens[r.setting_id][{r.prompt_index, r.repetition}] = r.tokens;
+  }
+  return b;
+}
+
+// Speedups against the setting's baseline: per repetition, the ratio of the two rates, and their mean and CI.
+void add_speedups(const std::map<int, Totals>& per_rep, const std::map<int, Totals>& base_per_rep, SummaryRow& row) {
+  Totals base;
+  for (const auto& [rep, ts] : base_per_rep) base.add(ts);
+  row.baseline_tokens_per_s = base.rate();
+  row.baseline_decode_tokens_per_s = base.decode_rate();
+  std::vector<double> speedups, decode_speedups;
+  for (const auto& [rep, ts] : per_rep) {
+    const auto b = base_per_rep.find(rep);
+    if (b == base_per_rep.end() || ts.rate() <= 0 || b->second.rate() <= 0) continue;
+    speedups.push_back(ts.rate() / b->second.rate());
+    if (ts.decode_rate() > 0 && b->second.decode_rate() > 0)
+      decode_speedups.push_back(ts.decode_rate() / b->second.decode_rate());
+  }
+  const MeanCi s = mean_ci(speedups), d = mean_ci(decode_speedups);
+  row.speedup = s.mean, row.speedup_ci_low = s.low, row.speedup_ci_high = s.high;
+  row.decode_speedup = d.mean, row.decode_speedup_ci_low = d.low, row.decode_speedup_ci_high = d.high;
+}
+
+// A speculative setting's acceptance statistics and its cost model (verify/ALGORITHMS.md §7), with the baseline's
+// time per target call as the unit.
+void add_speculation(const GenerationMetrics& total, const RunRecord& first, const Baselines& baselines,
+                     SummaryRow& row) {
+  row.draft_positions = static_cast<int32_t>(total.position_reached.size());
+  row.acceptance_rate = total.acceptance_rate();
+  int64_t reached = 0;
+  for (int64_t v : total.position_reached) reached += v;
+  row.alpha = reached ? static_cast<double>(total.accepted) / reached : 0;
+  row.expected_acceptance = total.expected_acceptance();
+  row.tau = total.mean_accepted_length();
+  row.per_position_acceptance = total.per_position_acceptance();
+  row.accepted_length_histogram = total.accepted_histogram;
+  const int k = row.draft_positions;
+  row.predicted_tau = expected_tokens_per_step(row.alpha, k);
+  const auto bt_calls = baselines.target.find(first.baseline_id);
+  const double t_target = bt_calls != baselines.target.end() && bt_calls->second.second > 0
+                              ? bt_calls->second.first / bt_calls->second.second
+                              : NAN;
+  const double draft_per_token = total.steps && k ? total.draft_seconds / (static_cast<double>(total.steps) * k) : NAN;
+  row.c = draft_per_token / t_target;
+  const bool tree = first.setting.count("draft.tree") > 0;
+  row.predicted_speedup = tree ? NAN : predicted_speedup(row.alpha, k, row.c);
+  const double steps = static_cast<double>(total.steps);
+  row.verify_cost = steps > 0 ? total.target_seconds / steps / t_target : NAN;
+  const double draft_cost = steps > 0 ? total.draft_seconds / steps / t_target : NAN;
+  row.cost_model_speedup = row.tau / (draft_cost + row.verify_cost);
+}
+
+// At T = 0: "yes" when every sequence equals its baseline's, "no" otherwise, "" without a baseline.
+std::string greedy_lossless(const std::vector<const RunRecord*>& records, const std::string& baseline_id,
+                            const Baselines& baselines) {
+  const auto bt_tokens = baselines.tokens.find(baseline_id);
+  if (bt_tokens == baselines.tokens.end()) return "";
+  for (const RunRecord* r : records) {
+    const auto it = bt_tokens->second.find({r->prompt_index, r->repetition});
+    if (it == bt_tokens->second.end() || it->second != r->tokens) return "no";
+  }
+  return "yes";
+}
+
+}  // namespace
+
 std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records) {
   std::map<std::string, Group> groups;
   std::vector<std::string> order;
@@ -168,19 +254,7 @@ std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records) {
     if (!groups.count(r.setting_id)) order.push_back(r.setting_id);
     groups[r.setting_id].records.push_back(&r);
   }
-  // Baseline tokens/s per repetition and per-call target time.
-  std::map<std::string, std::map<int, Totals>> base_tokens_time;  // id -> rep -> totals
-  std::map<std::string, std::pair<double, double>> base_target;   // id -> (seconds, 1-token decoding calls)
-  std::map<std::string, std::map<std::pair<int, int>, std::vector<Token>>> base_tokens;
-  for (const RunRecord& r : records) {
-    if (!r.baseline) continue;
-    base_tokens_time[r.setting_id][r.repetition].add(r.metrics);
-    base_target[r.setting_id].first += r.metrics.target_seconds;
-    // The first call (the prefill) is in the prompt time when that was measured.
-    base_target[r.setting_id].second += r.metrics.target_calls - (r.metrics.prompt_seconds > 0 ? 1 : 0);
-    base_tokens[r.setting_id][{r.prompt_index, r.repetition}] = r.tokens;
-  }
-
+  const Baselines baselines = baselines_of(records);
   std::vector<SummaryRow> rows;
   for (const std::string& id : order) {
     const Group& g = groups[id];
@@ -189,7 +263,9 @@ std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records) {
     row.setting = first.setting;
     row.setting_id = id;
     row.baseline = first.baseline;
-    row.lossy = first.setting.count("draft.method") && first.setting.at("draft.method") == "typical";
+    if (first.setting.count("draft.method"))
+      if (const std::optional<VerifyMethod> m = find_verify_method(first.setting.at("draft.method")))
+        row.lossy = is_lossy(*m);
     GenerationMetrics total;
     std::map<int, Totals> per_rep;
     Totals all;
@@ -202,63 +278,17 @@ std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records) {
     row.tokens_per_s = all.rate();
     row.decode_tokens_per_s = all.decode_rate();
     row.q_zero_errors = total.q_zero_errors;
-    const auto bt = base_tokens_time.find(first.baseline_id);
-    if (bt != base_tokens_time.end()) {
-      Totals base;
-      for (const auto& [rep, ts] : bt->second) base.add(ts);
-      row.baseline_tokens_per_s = base.rate();
-      row.baseline_decode_tokens_per_s = base.decode_rate();
-      std::vector<double> speedups, decode_speedups;
-      for (const auto& [rep, ts] : per_rep) {
-        const auto b = bt->second.find(rep);
-        if (b == bt->second.end() || ts.rate() <= 0 || b->second.rate() <= 0) continue;
-        speedups.push_back(ts.rate() / b->second.rate());
-        if (ts.decode_rate() > 0 && b->second.decode_rate() > 0)
-          decode_speedups.push_back(ts.decode_rate() / b->second.decode_rate());
-      }
-      const MeanCi s = mean_ci(speedups), d = mean_ci(decode_speedups);
-      row.speedup = s.mean, row.speedup_ci_low = s.low, row.speedup_ci_high = s.high;
-      row.decode_speedup = d.mean, row.decode_speedup_ci_low = d.low, row.decode_speedup_ci_high = d.high;
+    if (const auto bt = baselines.totals.find(first.baseline_id); bt != baselines.totals.end())
+      add_speedups(per_rep, bt->second, row);
+    if (row.baseline) {
+      rows.push_back(row);
+      continue;
     }
-    if (!row.baseline &&
-        std::all_of(g.records.begin(), g.records.end(), [](const RunRecord* r) { return r->pair.present; }))
+    if (std::all_of(g.records.begin(), g.records.end(), [](const RunRecord* r) { return r->pair.present; }))
       apply_pairs(g.records, row);
-    if (!row.baseline) {
-      row.draft_positions = static_cast<int32_t>(total.position_reached.size());
-      row.acceptance_rate = total.acceptance_rate();
-      int64_t reached = 0;
-      for (int64_t v : total.position_reached) reached += v;
-      row.alpha = reached ? static_cast<double>(total.accepted) / reached : 0;
-      row.expected_acceptance = total.expected_acceptance();
-      row.tau = total.mean_accepted_length();
-      row.per_position_acceptance = total.per_position_acceptance();
-      row.accepted_length_histogram = total.accepted_histogram;
-      const int k = row.draft_positions;
-      row.predicted_tau = expected_tokens_per_step(row.alpha, k);
-      const auto bt_calls = base_target.find(first.baseline_id);
-      const double t_target = bt_calls != base_target.end() && bt_calls->second.second > 0
-                                  ? bt_calls->second.first / bt_calls->second.second
-                                  : NAN;
-      const double draft_per_token =
-          total.steps && k ? total.draft_seconds / (static_cast<double>(total.steps) * k) : NAN;
-      row.c = draft_per_token / t_target;
-      const bool tree = first.setting.count("draft.tree") > 0;
-      row.predicted_speedup = tree ? NAN : predicted_speedup(row.alpha, k, row.c);
-      const double steps = static_cast<double>(total.steps);
-      row.verify_cost = steps > 0 ? total.target_seconds / steps / t_target : NAN;
-      const double draft_cost = steps > 0 ? total.draft_seconds / steps / t_target : NAN;
-      row.cost_model_speedup = row.tau / (draft_cost + row.verify_cost);
-      if (temperature_of(first.setting) == 0.0) {
-        bool all_equal = true;
-        const auto bt_tokens = base_tokens.find(first.baseline_id);
-        for (const RunRecord* r : g.records) {
-          if (bt_tokens == base_tokens.end()) break;
-          const auto it = bt_tokens->second.find({r->prompt_index, r->repetition});
-          all_equal = all_equal && it != bt_tokens->second.end() && it->second == r->tokens;
-        }
-        row.greedy_lossless = bt_tokens == base_tokens.end() ? "" : (all_equal ? "yes" : "no");
-      }
-    }
+    add_speculation(total, first, baselines, row);
+    if (temperature_of(first.setting) == 0.0)
+      row.greedy_lossless = greedy_lossless(g.records, first.baseline_id, baselines);
     rows.push_back(row);
   }
   return rows;

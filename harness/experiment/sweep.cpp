@@ -105,7 +105,7 @@ std::pair<int, int> parse_shard(const std::string& text) {
   char slash = 0;
   std::istringstream in(text);
   if (!(in >> i >> slash >> n) || slash != '/' || n < 1 || i < 1 || i > n || !in.eof())
-    fail("--shard: expected i/N with 1 <= i <= N, got '", text, "'");
+    fail_parameter("shard", ": expected i/N with 1 <= i <= N, got '", text, "'");
   return {i, n};
 }
 

@@ -34,6 +34,171 @@ void add_finished(std::vector<BeamHypothesis>& finished, BeamHypothesis h, int32
   if (static_cast<int32_t>(finished.size()) > capacity) finished.pop_back();
 }
 
+// One step's target call: the context (prompt plus the live beams' longest common prefix) and the trie of
+// the beams' remaining suffixes; beam b's next-token row is row_of[b] (0: the context's last row).
+struct StepRows {
+  std::vector<Token> context;
+  TokenTree tree;
+  std::map<const Beam*, int32_t> row_of;
+};
+
+StepRows step_rows(const std::vector<Token>& prompt, const std::vector<const Beam*>& beams) {
+  size_t lcp = beams[0]->tokens.size();
+  for (const Beam* b : beams) {
+    size_t k = 0;
+    while (k < lcp && k < b->tokens.size() && b->tokens[k] == beams[0]->tokens[k]) ++k;
+    lcp = k;
+  }
+  StepRows rows;
+  rows.context = prompt;
+  rows.context.insert(rows.context.end(), beams[0]->tokens.begin(), beams[0]->tokens.begin() + lcp);
+  std::map<std::pair<int32_t, Token>, int32_t> trie;  // (parent node, token) -> node
+  for (const Beam* b : beams) {
+    int32_t node = -1;
+    for (size_t k = lcp; k < b->tokens.size(); ++k) {
+      const auto key = std::make_pair(node, b->tokens[k]);
+      auto it = trie.find(key);
+      if (it == trie.end()) {
+        rows.tree.add(b->tokens[k], node);
+        it = trie.emplace(key, rows.tree.size() - 1).first;
+      }
+      node = it->second;
+    }
+    rows.row_of[b] = node + 1;
+  }
+  return rows;
+}
+
+// The step's processed rows, computed once per row (beams of different groups may share one).
+class ProcessedRows {
+ public:
+  ProcessedRows(const SamplerPipeline& pipeline, const StepRows& rows, const std::vector<float>& logits, int32_t V)
+      : pipeline_(pipeline), rows_(rows), logits_(logits), V_(V) {}
+  const std::vector<float>& of(const Beam& b) {
+    const int32_t row = rows_.row_of.at(&b);
+    auto it = probs_.find(row);
+    if (it == probs_.end()) {
+      std::vector<float> p(V_);
+      pipeline_.process(logits_.data() + static_cast<size_t>(row) * V_, b.history, p.data());
+      it = probs_.emplace(row, std::move(p)).first;
+    }
+    return it->second;
+  }
+
+ private:
+  const SamplerPipeline& pipeline_;
+  const StepRows& rows_;
+  const std::vector<float>& logits_;
+  int32_t V_;
+  std::map<int32_t, std::vector<float>> probs_;
+};
+
+// Every token of positive probability after every live beam of a group, best first by the diversity-penalised
+// selection score; ties by beam, then token id, so the search is deterministic.
+std::vector<Candidate> ranked_candidates(const std::vector<Beam>& group, ProcessedRows& rows,
+                                         const std::vector<int32_t>& chosen_count, double lambda, int32_t V) {
+  std::vector<Candidate> candidates;
+  for (int32_t i = 0; i < static_cast<int32_t>(group.size()); ++i) {
+    const Beam& b = group[i];
+    const std::vector<float>& p = rows.of(b);
+    for (Token x = 0; x < V; ++x) {
+      if (!(p[x] > 0.0f)) continue;
+      const double lp = b.logprob + std::log(static_cast<double>(p[x]));
+      candidates.push_back({i, x, lp, lp - lambda * chosen_count[x]});
+    }
+  }
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.selection != b.selection) return a.selection > b.selection;
+    if (a.beam != b.beam) return a.beam < b.beam;
+    return a.token < b.token;
+  });
+  return candidates;
+}
+
+// Group g's beams for the next step: its best candidates that are not stop tokens, up to B; a stop token
+// among the top B ends a hypothesis instead, kept in `finished`.
+std::vector<Beam> extend_group(const BeamSearch& search, const std::vector<Beam>& group, int32_t g, ProcessedRows& rows,
+                               std::vector<int32_t>& chosen_count, std::vector<BeamHypothesis>& finished, int32_t V) {
+  const BeamSearchConfig& config = search.config();
+  const SamplerPipeline& pipeline = search.pipeline();
+  const int32_t B = config.beam_width / config.num_groups;
+  const double lambda = config.num_groups > 1 ? config.diversity_penalty : 0.0;
+  const std::vector<Token>& stops = pipeline.params().stop_tokens;
+  const std::vector<Candidate> candidates = ranked_candidates(group, rows, chosen_count, lambda, V);
+  std::vector<Beam> next_live;
+  for (int32_t rank = 0; rank < static_cast<int32_t>(candidates.size()); ++rank) {
+    const Candidate& c = candidates[rank];
+    const Beam& parent = group[c.beam];
+    if (std::find(stops.begin(), stops.end(), c.token) != stops.end()) {
+      if (rank >= B) continue;  // HF: a stop candidate ranked below the beam width is not kept
+      BeamHypothesis h;
+      h.tokens = parent.tokens;
+      h.tokens.push_back(c.token);
+      h.logprob = c.logprob;
+      h.score = search.score(h.logprob, static_cast<int32_t>(h.tokens.size()));
+      h.stopped = true;
+      h.group = g;
+      add_finished(finished, std::move(h), B);
+      continue;
+    }
+    Beam next;
+    next.tokens = parent.tokens;
+    next.tokens.push_back(c.token);
+    next.history = pipeline.advance(parent.history, c.token, rows.of(parent).data());
+    next.logprob = c.logprob;
+    next_live.push_back(std::move(next));
+    ++chosen_count[c.token];
+    if (static_cast<int32_t>(next_live.size()) == B) break;
+  }
+  return next_live;
+}
+
+// The length limit ends every live beam of a group.
+void end_at_length(const BeamSearch& search, std::vector<Beam>& group, int32_t g,
+                   std::vector<BeamHypothesis>& finished) {
+  const BeamSearchConfig& config = search.config();
+  for (Beam& b : group) {
+    BeamHypothesis h;
+    h.logprob = b.logprob;
+    h.score = search.score(b.logprob, static_cast<int32_t>(b.tokens.size()));
+    h.tokens = std::move(b.tokens);
+    h.group = g;
+    add_finished(finished, std::move(h), config.beam_width / config.num_groups);
+  }
+  group.clear();
+}
+
+// Whether a group is done: no live beam, or B finished hypotheses and (without early stopping) no live beam
+// that can still beat the worst of them.
+bool group_done(const BeamSearch& search, const std::vector<Beam>& group, const std::vector<BeamHypothesis>& finished) {
+  const BeamSearchConfig& config = search.config();
+  if (group.empty()) return true;
+  if (static_cast<int32_t>(finished.size()) < config.beam_width / config.num_groups) return false;
+  if (config.early_stopping) return true;
+  // The best final score any live beam can still reach: its logprob can only fall, and logprob / m^alpha is
+  // monotone in the final length m in [n + 1, L].
+  double best = -std::numeric_limits<double>::infinity();
+  for (const Beam& b : group) {
+    const int32_t n = static_cast<int32_t>(b.tokens.size());
+    best = std::max({best, search.score(b.logprob, n + 1), search.score(b.logprob, config.max_new_tokens)});
+  }
+  return best <= finished.back().score;
+}
+
+// Every group's finished hypotheses, best score first, cut to the n-best size.
+BeamSearchOutput best_hypotheses(const BeamSearchConfig& config, std::vector<std::vector<BeamHypothesis>>& finished) {
+  BeamSearchOutput out;
+  if (config.max_new_tokens == 0) out.nbest.push_back(BeamHypothesis{});
+  for (std::vector<BeamHypothesis>& group : finished)
+    for (BeamHypothesis& h : group) out.nbest.push_back(std::move(h));
+  std::stable_sort(out.nbest.begin(), out.nbest.end(),
+                   [](const BeamHypothesis& a, const BeamHypothesis& b) { return a.score > b.score; });
+  const size_t keep = static_cast<size_t>(config.num_return > 0 ? config.num_return : config.beam_width);
+  if (out.nbest.size() > keep) out.nbest.resize(keep);
+  if (out.nbest.empty()) fail("beam search: no hypothesis survived (every token has probability 0)");
+  return out;
+}
+
 }  // namespace
 
 BeamSearch::BeamSearch(std::shared_ptr<const LanguageModel> target, SamplingParams params, BeamSearchConfig config)
@@ -60,12 +225,7 @@ BeamSearchOutput BeamSearch::search(const std::vector<Token>& prompt, Generation
   const auto start = Clock::now();
   const int32_t V = target_->vocab_size();
   const int32_t G = config_.num_groups;
-  const int32_t B = config_.beam_width / G;
   const int32_t L = config_.max_new_tokens;
-  const double lambda = G > 1 ? config_.diversity_penalty : 0.0;
-  const std::vector<Token>& stops = pipeline_.params().stop_tokens;
-  auto is_stop = [&](Token t) { return std::find(stops.begin(), stops.end(), t) != stops.end(); };
-
   std::vector<std::vector<Beam>> live(G);
   std::vector<std::vector<BeamHypothesis>> finished(G);
   std::vector<char> done(G, 0);
@@ -75,145 +235,34 @@ BeamSearchOutput BeamSearch::search(const std::vector<Token>& prompt, Generation
   auto session = target_->new_session();
 
   for (int32_t t = 0; t < L; ++t) {
-    // Rows of this step's target call: the trie of the live beams below their longest common prefix.
     std::vector<const Beam*> beams;
     for (int32_t g = 0; g < G; ++g)
       if (!done[g])
         for (const Beam& b : live[g]) beams.push_back(&b);
     if (beams.empty()) break;
-    size_t lcp = beams[0]->tokens.size();
-    for (const Beam* b : beams) {
-      size_t k = 0;
-      while (k < lcp && k < b->tokens.size() && b->tokens[k] == beams[0]->tokens[k]) ++k;
-      lcp = k;
-    }
-    std::vector<Token> context = prompt;
-    context.insert(context.end(), beams[0]->tokens.begin(), beams[0]->tokens.begin() + lcp);
-    TokenTree tree;
-    std::map<std::pair<int32_t, Token>, int32_t> trie;  // (parent node, token) -> node
-    std::map<const Beam*, int32_t> row_of;
-    for (const Beam* b : beams) {
-      int32_t node = -1;
-      for (size_t k = lcp; k < b->tokens.size(); ++k) {
-        const auto key = std::make_pair(node, b->tokens[k]);
-        auto it = trie.find(key);
-        if (it == trie.end()) {
-          tree.add(b->tokens[k], node);
-          it = trie.emplace(key, tree.size() - 1).first;
-        }
-        node = it->second;
-      }
-      row_of[b] = node + 1;
-    }
-    std::vector<float> logits(static_cast<size_t>(tree.size() + 1) * V);
+    const StepRows rows = step_rows(prompt, beams);
+    std::vector<float> logits(static_cast<size_t>(rows.tree.size() + 1) * V);
     const auto t0 = Clock::now();
-    session->tree_logits(context, tree, logits.data());
+    session->tree_logits(rows.context, rows.tree, logits.data());
     metrics.target_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
     ++metrics.target_calls;
     ++metrics.steps;
-    // Processed rows, computed once per row (beams of different groups may share one).
-    std::map<int32_t, std::vector<float>> probs_of_row;
-    auto probs_for = [&](const Beam& b) -> const std::vector<float>& {
-      const int32_t row = row_of.at(&b);
-      auto it = probs_of_row.find(row);
-      if (it == probs_of_row.end()) {
-        std::vector<float> p(V);
-        pipeline_.process(logits.data() + static_cast<size_t>(row) * V, b.history, p.data());
-        it = probs_of_row.emplace(row, std::move(p)).first;
-      }
-      return it->second;
-    };
-
+    ProcessedRows processed(pipeline_, rows, logits, V);
     std::vector<int32_t> chosen_count(V, 0);  // tokens chosen by earlier groups at this step
     std::vector<std::vector<Beam>> next_live(G);
-    for (int32_t g = 0; g < G; ++g) {
-      if (done[g]) continue;
-      std::vector<Candidate> candidates;
-      for (int32_t i = 0; i < static_cast<int32_t>(live[g].size()); ++i) {
-        const Beam& b = live[g][i];
-        const std::vector<float>& p = probs_for(b);
-        for (Token x = 0; x < V; ++x) {
-          if (!(p[x] > 0.0f)) continue;
-          const double lp = b.logprob + std::log(static_cast<double>(p[x]));
-          candidates.push_back({i, x, lp, lp - lambda * chosen_count[x]});
-        }
-      }
-      // Best first; ties by beam, then token id, so the search is deterministic.
-      std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-        if (a.selection != b.selection) return a.selection > b.selection;
-        if (a.beam != b.beam) return a.beam < b.beam;
-        return a.token < b.token;
-      });
-      for (int32_t rank = 0; rank < static_cast<int32_t>(candidates.size()); ++rank) {
-        const Candidate& c = candidates[rank];
-        const Beam& parent = live[g][c.beam];
-        if (is_stop(c.token)) {
-          if (rank >= B) continue;  // HF: a stop candidate ranked below the beam width is not kept
-          BeamHypothesis h;
-          h.tokens = parent.tokens;
-          h.tokens.push_back(c.token);
-          h.logprob = c.logprob;
-          h.score = score(h.logprob, static_cast<int32_t>(h.tokens.size()));
-          h.stopped = true;
-          h.group = g;
-          add_finished(finished[g], std::move(h), B);
-          continue;
-        }
-        Beam next;
-        next.tokens = parent.tokens;
-        next.tokens.push_back(c.token);
-        next.history = pipeline_.advance(parent.history, c.token, probs_for(parent).data());
-        next.logprob = c.logprob;
-        next_live[g].push_back(std::move(next));
-        ++chosen_count[c.token];
-        if (static_cast<int32_t>(next_live[g].size()) == B) break;
-      }
-    }
+    for (int32_t g = 0; g < G; ++g)
+      if (!done[g]) next_live[g] = extend_group(*this, live[g], g, processed, chosen_count, finished[g], V);
     for (int32_t g = 0; g < G; ++g) {
       if (done[g]) continue;
       live[g] = std::move(next_live[g]);
-      if (t + 1 == L) {  // the length limit ends every live beam
-        for (Beam& b : live[g]) {
-          BeamHypothesis h;
-          h.logprob = b.logprob;
-          h.score = score(b.logprob, static_cast<int32_t>(b.tokens.size()));
-          h.tokens = std::move(b.tokens);
-          h.group = g;
-          add_finished(finished[g], std::move(h), B);
-        }
-        live[g].clear();
-      }
-      bool stop = live[g].empty();
-      if (!stop && static_cast<int32_t>(finished[g].size()) >= B) {
-        if (config_.early_stopping) {
-          stop = true;
-        } else {
-          // The best final score any live beam can still reach: its logprob can only fall, and
-          // logprob / m^alpha is monotone in the final length m in [n + 1, L].
-          double best = -std::numeric_limits<double>::infinity();
-          for (const Beam& b : live[g]) {
-            const int32_t n = static_cast<int32_t>(b.tokens.size());
-            best = std::max({best, score(b.logprob, n + 1), score(b.logprob, L)});
-          }
-          stop = best <= finished[g].back().score;
-        }
-      }
-      if (stop) {
+      if (t + 1 == L) end_at_length(*this, live[g], g, finished[g]);
+      if (group_done(*this, live[g], finished[g])) {
         done[g] = 1;
         live[g].clear();
       }
     }
   }
-
-  BeamSearchOutput out;
-  if (L == 0) out.nbest.push_back(BeamHypothesis{});
-  for (int32_t g = 0; g < G; ++g)
-    for (BeamHypothesis& h : finished[g]) out.nbest.push_back(std::move(h));
-  std::stable_sort(out.nbest.begin(), out.nbest.end(),
-                   [](const BeamHypothesis& a, const BeamHypothesis& b) { return a.score > b.score; });
-  const size_t keep = static_cast<size_t>(config_.num_return > 0 ? config_.num_return : config_.beam_width);
-  if (out.nbest.size() > keep) out.nbest.resize(keep);
-  if (out.nbest.empty()) fail("beam search: no hypothesis survived (every token has probability 0)");
+  BeamSearchOutput out = best_hypotheses(config_, finished);
   out.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   ++metrics.sequences;
   metrics.new_tokens += static_cast<int64_t>(out.nbest[0].tokens.size());

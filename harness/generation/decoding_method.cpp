@@ -28,7 +28,7 @@ GenerationConfig generation_config(const DecodingMethod& method, const DraftShap
                                 ? shape.num_draft_tokens
                                 : std::min(shape.num_draft_tokens, max_new_tokens);
   config.tree_shape = shape.tree_shape;
-  if (method.verify == VerifyMethod::tree && config.tree_shape.empty())
+  if (method.verify && verifies_trees(*method.verify) && config.tree_shape.empty())
     config.tree_shape.assign(config.num_draft_tokens, 1);
   config.tree_sampling = shape.tree_sampling;
   config.max_new_tokens = max_new_tokens;
@@ -45,7 +45,7 @@ GenerationConfig generation_config(const DecodingMethod& method, const DraftShap
 }
 
 void apply_method_temperature(const DecodingMethod& method, bool temperature_given, SamplingParams& params) {
-  if (method.verify == VerifyMethod::greedy && !temperature_given) params.temperature = 0.0f;
+  if (method.verify && verifies_greedily(*method.verify) && !temperature_given) params.temperature = 0.0f;
 }
 
 }  // namespace specula

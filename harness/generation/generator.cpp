@@ -64,13 +64,13 @@ Generator::Generator(std::shared_ptr<const LanguageModel> target, SamplingParams
   // Bounded before any work: a verification call holds K + 1 rows of V logits (trees: at most 4096 nodes).
   if (config_.method && config_.tree_shape.empty() && config_.num_draft_tokens > kMaxDraftTokens)
     fail_parameter("num_draft_tokens", " must be <= ", kMaxDraftTokens, ", got ", config_.num_draft_tokens);
-  if (config_.method == VerifyMethod::greedy && !pipeline_.params().greedy())
-    fail_parameter("method", " greedy verifies greedy decoding: use temperature 0 (got ",
-                   pipeline_.params().temperature, ")");
-  if (config_.method != VerifyMethod::tree && !config_.tree_shape.empty())
-    fail_parameter("tree", " is only used by method tree");
+  if (config_.method && verifies_greedily(*config_.method) && !pipeline_.params().greedy())
+    fail_parameter("method", " ", verify_method_name(*config_.method),
+                   " verifies greedy decoding: use temperature 0 (got ", pipeline_.params().temperature, ")");
+  const bool trees = config_.method && verifies_trees(*config_.method);
+  if (!trees && !config_.tree_shape.empty()) fail_parameter("tree", " is only used by method tree");
   for (int32_t b : config_.tree_shape)
-    if (b != 1 && config_.method != VerifyMethod::tree) fail_parameter("tree", " with branching needs method tree");
+    if (b != 1 && !trees) fail_parameter("tree", " with branching needs method tree");
   if (const int32_t most = drafter_ ? drafter_->max_draft_depth() : 0; most > 0 && draft_depth(config_) > most)
     fail_parameter(config_.tree_shape.empty() ? "num_draft_tokens" : "tree", " asks for a draft ", draft_depth(config_),
                    " deep, but ", drafter_->description(), " drafts at most ", most, " tokens ahead");

@@ -577,38 +577,118 @@ std::vector<std::vector<int32_t>> load_prompts(const ExperimentConfig& c, const 
   return prompts;
 }
 
+namespace {
+
+// --resume: the run continues as it was configured, from its resolved configuration and on its shard. Returns
+// that configuration's path and sets the shard in `options`.
+std::string resumed_configuration(RunOptions& options) {
+  const fs::path folder(options.resume_dir);
+  if (!fs::exists(folder / "config.resolved.ini")) fail("--resume: ", options.resume_dir, " is not a results folder");
+  const std::string status =
+      fs::exists(folder / "status") ? read_file((folder / "status").string(), "run --resume") : "";
+  if (status == "complete\n") fail("--resume: ", options.resume_dir, " is complete; there is nothing to resume");
+  check_not_running(folder, status);
+  if (!options.overrides.empty()) fail("--resume continues the run as it was configured: drop --set");
+  const std::string path = (folder / "config.resolved.ini").string();
+  const std::pair<int, int> shard = split_shard_line(read_file(path, "run --resume")).second;
+  if (shard.second > 0) std::tie(options.shard_index, options.shard_count) = shard;
+  return path;
+}
+
+// The experiment's target; an error about the model spec names the configuration's key.
+std::shared_ptr<const LanguageModel> load_target(const ExperimentConfig& config) {
+  try {
+    return load_language_model(config.target, "target", config.weights_dtype);
+  } catch (const ParameterError& e) {
+    const std::string where =
+        config.origin.count("experiment.target") ? config.origin.at("experiment.target") : config.file;
+    fail(where, ": key 'experiment.target': ", e.parameter(), e.detail());
+  }
+}
+
+// Runs the settings one after another, sharing what settings have in common: a drafter between settings with
+// the same draft sampler (loading a model costs time), a constraint's automaton, one beam search for settings
+// that differ only in draft axes. Errors about a parameter name the setting's key.
+class SettingsRun {
+ public:
+  SettingsRun(RunState& run, const std::vector<Setting>& settings) : run_(run) {
+    for (const Setting& s : settings) by_id_[s.id] = &s;
+    // One stop rule for every setting: [sampling] stop_tokens plus the checkpoint's end of sequence.
+    if (!run.config.ignore_eos) eos_ = checkpoint_eos_tokens(run.config.target, run.target->vocab_size());
+  }
+
+  void run(const Setting& setting) {
+    try {
+      run_setting(setting);
+    } catch (const ParameterError& e) {
+      fail_at_key(run_.config, setting, e);
+    }
+  }
+
+ private:
+  // The setting's [sampling] (or another section's) sampler with the stop rule and the output constraint.
+  SamplingParams target_sampler(const Setting& setting) {
+    SamplingParams params = sampler_params(setting, "sampling", SamplingParams{});
+    add_stop_tokens(params, eos_);
+    params.constraint = constraint_for(setting, *run_.target, run_.config.target, params, constraints_);
+    return params;
+  }
+
+  void run_setting(const Setting& setting) {
+    SamplingParams target_params = target_sampler(setting);
+    const DecodingMethod method = setting_method(setting);
+    if (method.beam) {
+      std::string key;
+      for (const auto& [k, v] : setting.values)
+        if (k.rfind("draft.", 0) != 0) key += k + "=" + v + ";";
+      if (beam_settings_.insert(key).second) run_beam_setting(run_, setting, target_params);
+      return;
+    }
+    std::shared_ptr<const DrafterFactory> drafter;
+    const bool temperature_given = setting.values.count("sampling.temperature") > 0;
+    if (!setting.baseline) {
+      apply_method_temperature(method, temperature_given, target_params);
+      drafter = drafter_for(setting, target_params);
+    }
+    std::optional<SamplingParams> base_params;
+    if (run_.config.paired_timing && !setting.baseline && by_id_.count(setting.baseline_id)) {
+      base_params = target_sampler(*by_id_.at(setting.baseline_id));
+      apply_method_temperature(method, temperature_given, *base_params);  // like for like: greedy against greedy
+    }
+    run_generation_setting(run_, setting, target_params, drafter, base_params ? &*base_params : nullptr);
+  }
+
+  std::shared_ptr<const DrafterFactory> drafter_for(const Setting& setting, const SamplingParams& target_params) {
+    const SamplingParams draft_params = sampler_params(setting, "draft_sampling", target_params);
+    const std::string spec = setting.get("draft.drafter");
+    std::string key = spec + "|";
+    for (const auto& [k, v] : setting.values)
+      if (k.rfind("sampling.", 0) == 0 || k.rfind("draft_sampling.", 0) == 0) key += k + "=" + v + ";";
+    if (!drafters_.count(key)) drafters_[key] = load_drafter(spec, draft_params, run_.target, target_params);
+    return drafters_[key];
+  }
+
+  RunState& run_;
+  std::vector<Token> eos_;
+  std::map<std::string, const Setting*> by_id_;
+  std::map<std::string, std::shared_ptr<const DrafterFactory>> drafters_;
+  std::map<std::string, std::shared_ptr<const TokenConstraint>> constraints_;
+  std::set<std::string> beam_settings_;
+};
+
+}  // namespace
+
 std::string run_experiment(const std::string& path, const RunOptions& requested) {
   RunOptions options = requested;
-  std::string experiment_path = path;
   const bool resume = !options.resume_dir.empty();
-  if (resume) {
-    // The run continues as it was configured: its resolved configuration, its shard.
-    const fs::path folder(options.resume_dir);
-    if (!fs::exists(folder / "config.resolved.ini")) fail("--resume: ", options.resume_dir, " is not a results folder");
-    const std::string status =
-        fs::exists(folder / "status") ? read_file((folder / "status").string(), "run --resume") : "";
-    if (status == "complete\n") fail("--resume: ", options.resume_dir, " is complete; there is nothing to resume");
-    check_not_running(folder, status);
-    if (!options.overrides.empty()) fail("--resume continues the run as it was configured: drop --set");
-    experiment_path = (folder / "config.resolved.ini").string();
-    const std::pair<int, int> shard = split_shard_line(read_file(experiment_path, "run --resume")).second;
-    if (shard.second > 0) std::tie(options.shard_index, options.shard_count) = shard;
-  }
+  const std::string experiment_path = resume ? resumed_configuration(options) : path;
   const ExperimentConfig config = load_experiment(experiment_path, options.overrides);
   std::vector<Setting> settings = expand_sweep(config);
   if (options.shard_count > 1) settings = shard_of(settings, options.shard_index, options.shard_count);
 
   omp_set_num_threads(config.threads);
   set_compute_threads(config.threads);
-  const std::shared_ptr<const LanguageModel> target = [&] {
-    try {
-      return load_language_model(config.target, "target", config.weights_dtype);
-    } catch (const ParameterError& e) {
-      const std::string where =
-          config.origin.count("experiment.target") ? config.origin.at("experiment.target") : config.file;
-      fail(where, ": key 'experiment.target': ", e.parameter(), e.detail());
-    }
-  }();
+  const std::shared_ptr<const LanguageModel> target = load_target(config);
   const std::vector<std::vector<int32_t>> prompts = load_prompts(config, config.target);
   log(LogLevel::info, "experiment ", config.name, ": target ", target->description(), ", ", settings.size(),
       " settings x ", prompts.size(), " prompts x ", config.repetitions, " repetitions");
@@ -629,54 +709,8 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
     RunProgress progress(static_cast<int64_t>(settings.size() * prompts.size() * config.repetitions), options.quiet);
     RunState run{config, target, prompts, std::move(resumed), {}, records_out, progress};
     for (const RunRecord& r : run.records) run.written.insert(record_key(r.setting_id, r.prompt_index, r.repetition));
-    std::map<std::string, std::shared_ptr<const DrafterFactory>> drafters;
-    std::map<std::string, std::shared_ptr<const TokenConstraint>> constraints;
-    std::set<std::string> beam_settings;
-    std::map<std::string, const Setting*> by_id;
-    for (const Setting& s : settings) by_id[s.id] = &s;
-    // One stop rule for every setting: [sampling] stop_tokens plus the checkpoint's end of sequence.
-    const std::vector<Token> eos =
-        config.ignore_eos ? std::vector<Token>{} : checkpoint_eos_tokens(config.target, target->vocab_size());
-    for (const Setting& setting : settings) {
-      try {
-        SamplingParams target_params = sampler_params(setting, "sampling", SamplingParams{});
-        add_stop_tokens(target_params, eos);
-        target_params.constraint = constraint_for(setting, *target, config.target, target_params, constraints);
-        const DecodingMethod method = setting_method(setting);
-        if (method.beam) {
-          // Beam search uses no drafter: settings that differ only in draft axes are the same run.
-          std::string key;
-          for (const auto& [k, v] : setting.values)
-            if (k.rfind("draft.", 0) != 0) key += k + "=" + v + ";";
-          if (beam_settings.insert(key).second) run_beam_setting(run, setting, target_params);
-          continue;
-        }
-        std::shared_ptr<const DrafterFactory> drafter;
-        const bool temperature_given = setting.values.count("sampling.temperature") > 0;
-        if (!setting.baseline) {
-          apply_method_temperature(method, temperature_given, target_params);
-          const SamplingParams draft_params = sampler_params(setting, "draft_sampling", target_params);
-          const std::string spec = setting.get("draft.drafter");
-          // Drafters are shared by settings with the same draft sampler (loading a model costs time).
-          std::string key = spec + "|";
-          for (const auto& [k, v] : setting.values)
-            if (k.rfind("sampling.", 0) == 0 || k.rfind("draft_sampling.", 0) == 0) key += k + "=" + v + ";";
-          if (!drafters.count(key)) drafters[key] = load_drafter(spec, draft_params, target, target_params);
-          drafter = drafters[key];
-        }
-        std::optional<SamplingParams> base_params;
-        if (config.paired_timing && !setting.baseline && by_id.count(setting.baseline_id)) {
-          const Setting& base_setting = *by_id.at(setting.baseline_id);
-          base_params = sampler_params(base_setting, "sampling", SamplingParams{});
-          add_stop_tokens(*base_params, eos);
-          apply_method_temperature(method, temperature_given, *base_params);  // like for like: greedy against greedy
-          base_params->constraint = constraint_for(base_setting, *target, config.target, *base_params, constraints);
-        }
-        run_generation_setting(run, setting, target_params, drafter, base_params ? &*base_params : nullptr);
-      } catch (const ParameterError& e) {
-        fail_at_key(config, setting, e);
-      }
-    }
+    SettingsRun settings_run(run, settings);
+    for (const Setting& setting : settings) settings_run.run(setting);
     progress.finish();
     write_summary_csv(summarize(run.records), (dir / "summary.csv").string());
     write_status(dir, "complete");

@@ -148,21 +148,21 @@ std::string rates(const std::vector<double>& v) {
 
 void HeadTrainOptions::validate() const {
   if (kind != "medusa" && kind != "eagle") fail("head training: kind must be medusa or eagle, got '", kind, "'");
-  if (target.empty()) fail("--target is required (the frozen target checkpoint folder)");
-  if (corpus.empty()) fail("--corpus is required");
-  if (output.empty()) fail("--output is required");
+  if (target.empty()) fail_parameter("target", " is required (the frozen target checkpoint folder)");
+  if (corpus.empty()) fail_parameter("corpus", " is required");
+  if (output.empty()) fail_parameter("output", " is required");
   validate_optimizer();
   if (!(validation_fraction > 0.0 && validation_fraction < 1.0))
-    fail("--validation-fraction must be in (0, 1), got ", validation_fraction);
-  if (medusa_heads < 1 || medusa_heads > 64) fail("--heads must be in 1..64, got ", medusa_heads);
-  if (!(medusa_decay > 0.0 && medusa_decay <= 1.0)) fail("--decay must be in (0, 1], got ", medusa_decay);
-  if (!(eagle_noise >= 0.0)) fail("--noise must be >= 0, got ", eagle_noise);
+    fail_parameter("validation_fraction", " must be in (0, 1), got ", validation_fraction);
+  if (medusa_heads < 1 || medusa_heads > 64) fail_parameter("heads", " must be in 1..64, got ", medusa_heads);
+  if (!(medusa_decay > 0.0 && medusa_decay <= 1.0)) fail_parameter("decay", " must be in (0, 1], got ", medusa_decay);
+  if (!(eagle_noise >= 0.0)) fail_parameter("noise", " must be >= 0, got ", eagle_noise);
   if (!(eagle_feature_weight >= 0.0) || !(eagle_token_weight >= 0.0) || eagle_feature_weight + eagle_token_weight == 0)
-    fail("--feature-weight and --token-weight must be >= 0 and not both 0");
-  if (feature_windows < 1) fail("--feature-windows must be >= 1, got ", feature_windows);
+    fail("feature_weight and token_weight must be >= 0 and not both 0");
+  if (feature_windows < 1) fail_parameter("feature_windows", " must be >= 1, got ", feature_windows);
   if (batch_size < 1 || batch_size > feature_windows)
-    fail("--batch-size must be in [1, --feature-windows = ", feature_windows, "], got ", batch_size);
-  if (seq_len < 2) fail("--seq-len must be >= 2, got ", seq_len);
+    fail_parameter("batch_size", " must be in [1, feature_windows = ", feature_windows, "], got ", batch_size);
+  if (seq_len < 2) fail_parameter("seq_len", " must be >= 2, got ", seq_len);
 }
 
 namespace {
@@ -256,7 +256,7 @@ HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
   for (auto& p : target->parameters()) p.requires_grad_(false);
   target->eval();
   const int64_t T = o.seq_len;
-  if (T > tc.max_seq_len) fail("--seq-len ", T, " exceeds the target's max_seq_len ", tc.max_seq_len);
+  if (T > tc.max_seq_len) fail_parameter("seq_len", " ", T, " exceeds the target's max_seq_len ", tc.max_seq_len);
   const auto tokenizer = make_tokenizer(loaded.config.tokenizer, o.target);
   const TextCorpus corpus = load_text_corpus(o.corpus, *tokenizer, o.validation_fraction, static_cast<size_t>(T) + 1);
 

@@ -8,11 +8,11 @@
 namespace specula {
 
 void LrSchedule::validate() const {
-  if (!(peak > 0.0 && std::isfinite(peak))) fail("--lr must be a finite number > 0, got ", peak);
-  if (!(min >= 0.0 && min <= peak)) fail("--min-lr must be in [0, --lr], got ", min);
-  if (total_steps < 1) fail("--steps must be >= 1, got ", total_steps);
+  if (!(peak > 0.0 && std::isfinite(peak))) fail_parameter("lr", " must be a finite number > 0, got ", peak);
+  if (!(min >= 0.0 && min <= peak)) fail_parameter("min_lr", " must be in [0, lr], got ", min);
+  if (total_steps < 1) fail_parameter("steps", " must be >= 1, got ", total_steps);
   if (warmup_steps < 0 || warmup_steps > total_steps)
-    fail("--warmup-steps must be in [0, --steps], got ", warmup_steps);
+    fail_parameter("warmup_steps", " must be in [0, steps], got ", warmup_steps);
 }
 
 double LrSchedule::at(int64_t step) const {

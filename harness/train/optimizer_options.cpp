@@ -12,13 +12,13 @@ namespace po = boost::program_options;
 void OptimizerOptions::validate_optimizer() const {
   lr.validate();
   // A step holds batch_size x seq_len rows of activations and logits: bounded before the first step.
-  if (batch_size < 1 || batch_size > 4096) fail("--batch-size must be in 1..4096, got ", batch_size);
-  if (!std::isfinite(grad_clip)) fail("--grad-clip must be a finite number (<= 0: off), got ", grad_clip);
-  if (!(weight_decay >= 0.0)) fail("--weight-decay must be >= 0, got ", weight_decay);
-  if (!(beta1 >= 0.0 && beta1 < 1.0)) fail("--beta1 must be in [0, 1), got ", beta1);
-  if (!(beta2 >= 0.0 && beta2 < 1.0)) fail("--beta2 must be in [0, 1), got ", beta2);
-  if (eval_interval < 1) fail("--eval-interval must be >= 1, got ", eval_interval);
-  if (eval_windows < 1) fail("--eval-windows must be >= 1, got ", eval_windows);
+  if (batch_size < 1 || batch_size > 4096) fail_parameter("batch_size", " must be in 1..4096, got ", batch_size);
+  if (!std::isfinite(grad_clip)) fail_parameter("grad_clip", " must be a finite number (<= 0: off), got ", grad_clip);
+  if (!(weight_decay >= 0.0)) fail_parameter("weight_decay", " must be >= 0, got ", weight_decay);
+  if (!(beta1 >= 0.0 && beta1 < 1.0)) fail_parameter("beta1", " must be in [0, 1), got ", beta1);
+  if (!(beta2 >= 0.0 && beta2 < 1.0)) fail_parameter("beta2", " must be in [0, 1), got ", beta2);
+  if (eval_interval < 1) fail_parameter("eval_interval", " must be >= 1, got ", eval_interval);
+  if (eval_windows < 1) fail_parameter("eval_windows", " must be >= 1, got ", eval_windows);
   check_thread_count(threads);
 }
 

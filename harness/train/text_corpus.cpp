@@ -11,9 +11,9 @@ namespace specula {
 TextCorpus load_text_corpus(const std::string& path, const Tokenizer& tokenizer, double validation_fraction,
                             size_t min_tokens) {
   if (!(validation_fraction > 0.0 && validation_fraction < 1.0))
-    fail("--validation-fraction must be in (0, 1), got ", validation_fraction);
+    fail_parameter("validation_fraction", " must be in (0, 1), got ", validation_fraction);
   std::ifstream in(path, std::ios::binary);
-  if (!in) fail("--corpus: cannot read '", path, "'");
+  if (!in) fail_parameter("corpus", ": cannot read '", path, "'");
   std::ostringstream text;
   text << in.rdbuf();
   const std::vector<Token> tokens = tokenizer.encode(text.str());
@@ -23,8 +23,9 @@ TextCorpus load_text_corpus(const std::string& path, const Tokenizer& tokenizer,
   corpus.train.assign(tokens.begin(), tokens.end() - static_cast<std::ptrdiff_t>(n_val));
   corpus.validation.assign(tokens.end() - static_cast<std::ptrdiff_t>(n_val), tokens.end());
   if (corpus.train.size() < min_tokens || corpus.validation.size() < min_tokens)
-    fail("--corpus '", path, "': ", tokens.size(), " tokens split into ", corpus.train.size(), " training and ",
-         corpus.validation.size(), " validation tokens; each part needs at least ", min_tokens, " (seq_len + 1)");
+    fail_parameter("corpus", " '", path, "': ", tokens.size(), " tokens split into ", corpus.train.size(),
+                   " training and ", corpus.validation.size(), " validation tokens; each part needs at least ",
+                   min_tokens, " (seq_len + 1)");
   return corpus;
 }
 

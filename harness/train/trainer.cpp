@@ -7,6 +7,7 @@
 #include <cmath>
 #include <ctime>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 
@@ -66,126 +67,63 @@ std::string format_loss(double loss) {
   return os.str();
 }
 
-}  // namespace
+// The corpus as tensors, and its validation windows: every non-overlapping window (final loss) and an evenly
+// spaced fixed subset of them (periodic loss, cheap enough to run often; the same subset each time so the curve
+// is comparable).
+struct TrainingData {
+  TextCorpus corpus;
+  torch::Tensor train, validation;
+  std::vector<int64_t> val_all, val_subset;
+};
 
-void TrainOptions::validate() const {
-  model.validate("model options");
-  validate_optimizer();
-  if (corpus.empty()) fail("--corpus is required");
-  if (output.empty()) fail("--output is required");
-  if (weights_dtype != "float32" && weights_dtype != "float16" && weights_dtype != "bfloat16")
-    fail("--weights-dtype must be float32, float16 or bfloat16, got '", weights_dtype, "'");
-  if (seq_len < 1 || seq_len > model.max_seq_len)
-    fail("--seq-len must be in [1, --max-seq-len = ", model.max_seq_len, "], got ", seq_len);
-}
-
-TrainResult train_transformer(const TrainOptions& options) {
-  options.validate();
-  torch::set_num_threads(options.threads);
-  torch::manual_seed(options.seed);
+TrainingData load_training_data(const TrainOptions& options) {
   const auto tokenizer = make_tokenizer(options.tokenizer, "--tokenizer");
   if (tokenizer->vocab_size() != options.model.vocab_size)
-    fail("--vocab-size ", options.model.vocab_size, " does not match tokenizer '", options.tokenizer, "' (",
-         tokenizer->vocab_size(), " tokens)");
+    fail_parameter("vocab_size", " ", options.model.vocab_size, " does not match tokenizer '", options.tokenizer, "' (",
+                   tokenizer->vocab_size(), " tokens)");
   const int64_t T = options.seq_len;
-  const TextCorpus corpus =
-      load_text_corpus(options.corpus, *tokenizer, options.validation_fraction, static_cast<size_t>(T) + 1);
-  const torch::Tensor train_data = to_tensor(corpus.train), val_data = to_tensor(corpus.validation);
+  TrainingData data;
+  data.corpus = load_text_corpus(options.corpus, *tokenizer, options.validation_fraction, static_cast<size_t>(T) + 1);
+  data.train = to_tensor(data.corpus.train);
+  data.validation = to_tensor(data.corpus.validation);
+  data.val_all = window_offsets(data.validation.size(0), T);
+  data.val_subset = evenly_spaced(data.val_all, options.eval_windows);
+  return data;
+}
 
-  // Validation windows: every non-overlapping window (final loss) and an evenly spaced fixed subset of them
-  // (periodic loss, cheap enough to run often; the same subset each time so the curve is comparable).
-  const std::vector<int64_t> val_all = window_offsets(val_data.size(0), T);
-  const std::vector<int64_t> val_subset = evenly_spaced(val_all, options.eval_windows);
+// One optimiser step on batch_size random training windows at the schedule's learning rate; returns its loss.
+double train_step(Transformer& model, torch::optim::AdamW& optimizer, const TrainOptions& options,
+                  const torch::Tensor& train_data, std::mt19937_64& rng, std::uniform_int_distribution<int64_t>& pick,
+                  int64_t step) {
+  const int64_t T = options.seq_len;
+  const double lr = options.lr.at(step);
+  for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+  std::vector<int64_t> offsets(static_cast<size_t>(options.batch_size));
+  for (int64_t& o : offsets) o = pick(rng);
+  const auto [x, y] = windows(train_data, offsets, T);
+  const torch::Tensor logits = model->forward(x);
+  const torch::Tensor loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape(-1));
+  optimizer.zero_grad();
+  loss.backward();
+  if (options.grad_clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), options.grad_clip);
+  optimizer.step();
+  const double loss_value = loss.item<double>();
+  if (!std::isfinite(loss_value)) fail("training diverged: loss ", loss_value, " at step ", step + 1, " (lower --lr?)");
+  return loss_value;
+}
 
-  Transformer model(options.model);
-  model->train();
-  const std::unique_ptr<torch::optim::AdamW> adamw = make_adamw(*model, options);
-  torch::optim::AdamW& optimizer = *adamw;
-
-  CheckpointConfig checkpoint;
-  checkpoint.model = options.model;
-  checkpoint.tokenizer = options.tokenizer;
-  checkpoint.weights_dtype = options.weights_dtype;
-
-  const int64_t total_steps = options.lr.total_steps;
-  std::cerr << "specula train: " << options.model.describe() << "; corpus " << options.corpus << " ("
-            << corpus.train.size() << " training / " << corpus.validation.size() << " validation tokens); "
-            << total_steps << " steps of " << options.batch_size << " x " << T << " tokens; " << options.threads
-            << " thread(s)\n";
-  ProgressBar progress(std::cerr, total_steps, isatty(STDERR_FILENO) == 1, options.log_interval);
-
-  std::mt19937_64 rng(options.seed);
-  std::uniform_int_distribution<int64_t> pick(0, train_data.size(0) - T - 1);
-  TrainResult result;
-  result.best_periodic_val_loss = INFINITY;
-  double train_seconds = 0.0, eval_seconds = 0.0, recent_loss_sum = 0.0;
-  int64_t evals_done = 0, recent_count = 0;
-  const auto start = Clock::now();
-  for (int64_t step = 0; step < total_steps; ++step) {
-    const auto step_start = Clock::now();
-    const double lr = options.lr.at(step);
-    for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-    std::vector<int64_t> offsets(static_cast<size_t>(options.batch_size));
-    for (int64_t& o : offsets) o = pick(rng);
-    const auto [x, y] = windows(train_data, offsets, T);
-    const torch::Tensor logits = model->forward(x);
-    const torch::Tensor loss =
-        torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape(-1));
-    optimizer.zero_grad();
-    loss.backward();
-    if (options.grad_clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), options.grad_clip);
-    optimizer.step();
-    const double loss_value = loss.item<double>();
-    if (!std::isfinite(loss_value))
-      fail("training diverged: loss ", loss_value, " at step ", step + 1, " (lower --lr?)");
-    train_seconds += seconds_since(step_start);
-    if (recent_count == options.eval_interval) recent_loss_sum = recent_count = 0;
-    recent_loss_sum += loss_value;
-    ++recent_count;
-
-    const int64_t done = step + 1;
-    const int64_t evals_left = total_steps / options.eval_interval - evals_done;
-    const double eval_cost = evals_done ? eval_seconds / static_cast<double>(evals_done) : 0.0;
-    const double eta = static_cast<double>(total_steps - done) * train_seconds / static_cast<double>(done) +
-                       static_cast<double>(std::max<int64_t>(0, evals_left)) * eval_cost;
-    progress.update(step, loss_value, static_cast<double>(done * options.batch_size * T) / train_seconds, eta);
-
-    if (done % options.eval_interval == 0 || done == total_steps) {
-      const auto eval_start = Clock::now();
-      const double val = mean_loss(model, val_data, val_subset, T, options.batch_size);
-      ++evals_done;
-      std::string saved;
-      if (val < result.best_periodic_val_loss) {
-        result.best_periodic_val_loss = val;
-        result.best_step = done;
-        checkpoint.training = {{"status", "in progress"}, {"step", done}, {"periodic_val_loss", val}};
-        save_checkpoint(options.output, model, checkpoint);
-        saved = ", saved " + options.output;
-      }
-      eval_seconds += seconds_since(eval_start);
-      progress.note("step " + std::to_string(done) + ": train loss " + format_loss(recent_loss_sum / recent_count) +
-                    ", val loss " + format_loss(val) + " (" + std::to_string(val_subset.size()) + " windows)" + saved);
-    }
-  }
-  progress.finish();
-  result.steps = total_steps;
-  result.final_train_loss = recent_loss_sum / static_cast<double>(std::max<int64_t>(1, recent_count));
-  result.tokens_per_second = static_cast<double>(total_steps * options.batch_size * T) / train_seconds;
-
-  // The reported loss is the saved checkpoint's, read back from disk: what `transformer:PATH` will serve.
-  LoadedCheckpoint saved = load_checkpoint(options.output);
-  result.val_loss = mean_loss(saved.model, val_data, val_all, T, options.batch_size);
-  result.val_tokens = static_cast<int64_t>(val_all.size()) * T;
-  result.seconds = seconds_since(start);
-  checkpoint.training = {
+// The model folder's training record (config.json "training"): what was trained on, how long, how well.
+nlohmann::json training_record(const TrainOptions& options, const TrainingData& data, const TrainResult& result,
+                               double train_seconds) {
+  nlohmann::json record = {
       {"command", options.command},
       {"corpus", options.corpus},
-      {"train_tokens", corpus.train.size()},
-      {"validation_tokens", corpus.validation.size()},
+      {"train_tokens", data.corpus.train.size()},
+      {"validation_tokens", data.corpus.validation.size()},
       {"validation_fraction", options.validation_fraction},
       {"best_step", result.best_step},
       {"periodic_val_loss", result.best_periodic_val_loss},
-      {"periodic_val_windows", val_subset.size()},
+      {"periodic_val_windows", data.val_subset.size()},
       {"final_train_loss", result.final_train_loss},
       {"val_loss", result.val_loss},
       {"val_loss_tokens", result.val_tokens},
@@ -198,8 +136,93 @@ TrainResult train_transformer(const TrainOptions& options) {
       {"tokens_per_second", result.tokens_per_second},
       {"torch_version", TORCH_VERSION},
   };
-  checkpoint.training.update(optimizer_record(options));
-  saved.config.training = checkpoint.training;
+  record.update(optimizer_record(options));
+  return record;
+}
+
+}  // namespace
+
+void TrainOptions::validate() const {
+  model.validate("model options");
+  validate_optimizer();
+  if (corpus.empty()) fail_parameter("corpus", " is required");
+  if (output.empty()) fail_parameter("output", " is required");
+  if (weights_dtype != "float32" && weights_dtype != "float16" && weights_dtype != "bfloat16")
+    fail_parameter("weights_dtype", " must be float32, float16 or bfloat16, got '", weights_dtype, "'");
+  if (seq_len < 1 || seq_len > model.max_seq_len)
+    fail_parameter("seq_len", " must be in [1, max_seq_len = ", model.max_seq_len, "], got ", seq_len);
+}
+
+TrainResult train_transformer(const TrainOptions& options) {
+  options.validate();
+  torch::set_num_threads(options.threads);
+  torch::manual_seed(options.seed);
+  const int64_t T = options.seq_len;
+  const TrainingData data = load_training_data(options);
+  Transformer model(options.model);
+  model->train();
+  const std::unique_ptr<torch::optim::AdamW> optimizer = make_adamw(*model, options);
+  CheckpointConfig checkpoint;
+  checkpoint.model = options.model;
+  checkpoint.tokenizer = options.tokenizer;
+  checkpoint.weights_dtype = options.weights_dtype;
+
+  const int64_t total_steps = options.lr.total_steps;
+  std::cerr << "specula train: " << options.model.describe() << "; corpus " << options.corpus << " ("
+            << data.corpus.train.size() << " training / " << data.corpus.validation.size() << " validation tokens); "
+            << total_steps << " steps of " << options.batch_size << " x " << T << " tokens; " << options.threads
+            << " thread(s)\n";
+  ProgressBar progress(std::cerr, total_steps, isatty(STDERR_FILENO) == 1, options.log_interval);
+  std::mt19937_64 rng(options.seed);
+  std::uniform_int_distribution<int64_t> pick(0, data.train.size(0) - T - 1);
+  TrainResult result;
+  result.best_periodic_val_loss = INFINITY;
+  double train_seconds = 0.0, eval_seconds = 0.0, recent_loss_sum = 0.0;
+  int64_t evals_done = 0, recent_count = 0;
+  const auto start = Clock::now();
+  for (int64_t step = 0; step < total_steps; ++step) {
+    const auto step_start = Clock::now();
+    const double loss_value = train_step(model, *optimizer, options, data.train, rng, pick, step);
+    train_seconds += seconds_since(step_start);
+    if (recent_count == options.eval_interval) recent_loss_sum = recent_count = 0;
+    recent_loss_sum += loss_value;
+    ++recent_count;
+
+    const int64_t done = step + 1;
+    const int64_t evals_left = total_steps / options.eval_interval - evals_done;
+    const double eval_cost = evals_done ? eval_seconds / static_cast<double>(evals_done) : 0.0;
+    const double eta = static_cast<double>(total_steps - done) * train_seconds / static_cast<double>(done) +
+                       static_cast<double>(std::max<int64_t>(0, evals_left)) * eval_cost;
+    progress.update(step, loss_value, static_cast<double>(done * options.batch_size * T) / train_seconds, eta);
+    if (done % options.eval_interval != 0 && done != total_steps) continue;
+    // Periodic validation; the checkpoint is saved whenever it improves, so an interrupted run leaves the best.
+    const auto eval_start = Clock::now();
+    const double val = mean_loss(model, data.validation, data.val_subset, T, options.batch_size);
+    ++evals_done;
+    std::string saved;
+    if (val < result.best_periodic_val_loss) {
+      result.best_periodic_val_loss = val;
+      result.best_step = done;
+      checkpoint.training = {{"status", "in progress"}, {"step", done}, {"periodic_val_loss", val}};
+      save_checkpoint(options.output, model, checkpoint);
+      saved = ", saved " + options.output;
+    }
+    eval_seconds += seconds_since(eval_start);
+    progress.note("step " + std::to_string(done) + ": train loss " + format_loss(recent_loss_sum / recent_count) +
+                  ", val loss " + format_loss(val) + " (" + std::to_string(data.val_subset.size()) + " windows)" +
+                  saved);
+  }
+  progress.finish();
+  result.steps = total_steps;
+  result.final_train_loss = recent_loss_sum / static_cast<double>(std::max<int64_t>(1, recent_count));
+  result.tokens_per_second = static_cast<double>(total_steps * options.batch_size * T) / train_seconds;
+
+  // The reported loss is the saved checkpoint's, read back from disk: what `transformer:PATH` will serve.
+  LoadedCheckpoint saved = load_checkpoint(options.output);
+  result.val_loss = mean_loss(saved.model, data.validation, data.val_all, T, options.batch_size);
+  result.val_tokens = static_cast<int64_t>(data.val_all.size()) * T;
+  result.seconds = seconds_since(start);
+  saved.config.training = training_record(options, data, result, train_seconds);
   write_checkpoint_config(options.output, saved.config);
   std::cerr << "specula train: done in " << ProgressBar::format_duration(result.seconds) << "; checkpoint "
             << options.output << " (step " << result.best_step << "), validation loss " << format_loss(result.val_loss)

@@ -9,6 +9,7 @@
 #include "verify/device/sampler_batch.h"
 #include "verify/device/tree_scheme.h"
 #include "verify/verifiers/target_rows.h"
+#include "verify/verifiers/verify_methods.h"
 
 namespace specula {
 namespace {
@@ -49,8 +50,12 @@ std::string device_label(Device d) { return std::string("device ") + device_name
 void check_device_support(const std::optional<VerifyMethod>& method, const SamplingParams& s, int64_t draft_nodes,
                           Device device) {
   const std::string on = " is not supported on " + device_label(device);
-  if (method && is_lossy(*method))
-    fail_parameter("method", " ", verify_method_name(*method), on, " (the kernels verify greedy, chain, tree, block)");
+  if (method && !has_device_kernel(*method)) {
+    std::string kernels;
+    for (VerifyMethod m : verify_methods())
+      if (has_device_kernel(m)) kernels += std::string(kernels.empty() ? "" : ", ") + verify_method_name(m);
+    fail_parameter("method", " ", verify_method_name(*method), on, " (the kernels verify ", kernels, ")");
+  }
   if (const std::optional<UnsupportedSetting> u = unsupported_on_cuda(s)) {
     if (u->parameter == "device")  // a constraint
       fail_parameter("device", " ", device_name(device), ": constrained decoding (regex / json schema)", on);

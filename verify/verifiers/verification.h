@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kernels/shared/sampler_math.h"
@@ -13,11 +14,35 @@
 
 namespace specula {
 
-enum class VerifyMethod { greedy, chain, tree, block, typical };
+// A verification method: a row of the methods' table (verify/verifiers/verify_methods.cpp), which holds its name,
+// its verifier and its traits. A new method is its verifier's file plus one row there; the built-in methods are
+// named here only because code and tests pick them directly (their rows are checked against their names).
+class VerifyMethod {
+ public:
+  static const VerifyMethod greedy, chain, tree, block, typical;
+  constexpr explicit VerifyMethod(int32_t row) : row_(row) {}
+  constexpr int32_t row() const { return row_; }
+  constexpr bool operator==(VerifyMethod other) const { return row_ == other.row_; }
+  constexpr bool operator!=(VerifyMethod other) const { return row_ != other.row_; }
+
+ private:
+  int32_t row_;
+};
+inline constexpr VerifyMethod VerifyMethod::greedy{0}, VerifyMethod::chain{1}, VerifyMethod::tree{2},
+    VerifyMethod::block{3}, VerifyMethod::typical{4};
+
+// The table's traits of a method, which the generation loop and the device path read instead of naming methods.
 VerifyMethod parse_verify_method(const std::string& text);
 const char* verify_method_name(VerifyMethod m);
 // Lossy methods do not preserve the target law; they are labelled as such in every report.
-inline bool is_lossy(VerifyMethod m) { return m == VerifyMethod::typical; }
+bool is_lossy(VerifyMethod m);
+// Whether the method verifies a tree with branching (the others verify one chain of drafted tokens).
+bool verifies_trees(VerifyMethod m);
+// Whether the method compares the draft with the target's argmax: it is lossless against greedy decoding only,
+// so its target sampler runs at temperature 0 unless one is given, and must be greedy.
+bool verifies_greedily(VerifyMethod m);
+// Whether the CUDA kernels (and their host emulation) implement the method.
+bool has_device_kernel(VerifyMethod m);
 
 // Keys of the Philox draws of one speculative step of one sequence. Every role has its own stream and
 // each draw its own slot, so the accept test's uniform never picks a residual token and results do not

@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "verify/verifiers/verification.h"
 
@@ -10,6 +11,9 @@ namespace specula {
 
 // "greedy, chain, tree, block, typical": every method parse_verify_method knows, in table order.
 std::string verify_method_names();
+
+// Every method of the table, in table order.
+std::vector<VerifyMethod> verify_methods();
 
 // The method named `text`, or nullopt (parse_verify_method throws instead).
 std::optional<VerifyMethod> find_verify_method(const std::string& text);

@@ -178,6 +178,9 @@ struct ByteLevelBpeTokenizer::Impl {
   int32_t vocab_size = 0;
 
   void parse(const json& j);
+  void parse_model(const json& model);
+  void parse_added_tokens(const json& added_tokens);
+  void parse_normalizer(const json& n);
   void parse_pre_tokenizer(const json& p, bool& byte_level);
   void parse_post_processor(const json& p);
   Token lookup_byte(uint8_t b) const;
@@ -246,10 +249,9 @@ void ByteLevelBpeTokenizer::Impl::parse_post_processor(const json& p) {
   }
 }
 
-void ByteLevelBpeTokenizer::Impl::parse(const json& j) {
-  if (!j.is_object()) fail(where, ": expected a JSON object");
-  const json* model = get(j, "model");
-  if (!model || !model->is_object()) fail(where, ": missing 'model'");
+// model: type BPE, its options, vocab, merges (ranked in order) and unk_token.
+void ByteLevelBpeTokenizer::Impl::parse_model(const json& model_json) {
+  const json* model = &model_json;
   const std::string model_type = get(*model, "type") ? type_of(*model, where) : "BPE";
   if (model_type != "BPE") fail(where, ": model type '", model_type, "' is not supported (only BPE)");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
@@ -293,41 +295,53 @@ void ByteLevelBpeTokenizer::Impl::parse(const json& j) {
     if (it == vocab.end()) fail(where, ": unk_token '", u->get<std::string>(), "' is not in the vocabulary");
     unk = it->second;
   }
+}
 
-  if (const json* added_tokens = get(j, "added_tokens")) {
-    for (const json& a : *added_tokens) {
-      if (!get(a, "id") || !get(a, "content")) fail(where, ": added token ", a.dump(), " needs 'id' and 'content'");
-      const Token id = get(a, "id")->get<Token>();
-      const std::string content = get(a, "content")->get<std::string>();
-      if (content.empty()) fail(where, ": added token ", id, " has empty content");
-      added.push_back({content, id});
-      added_content[id] = content;
-      if (static_cast<size_t>(id) >= pieces.size()) pieces.resize(id + 1);
-    }
-    std::stable_sort(added.begin(), added.end(),
-                     [](const Added& a, const Added& b) { return a.content.size() > b.content.size(); });
-    for (size_t i = 0; i < added.size(); ++i)
-      added_by_first_byte[static_cast<unsigned char>(added[i].content[0])].push_back(i);
+// added_tokens: matched before BPE, longest content first.
+void ByteLevelBpeTokenizer::Impl::parse_added_tokens(const json& added_tokens) {
+  for (const json& a : added_tokens) {
+    if (!get(a, "id") || !get(a, "content")) fail(where, ": added token ", a.dump(), " needs 'id' and 'content'");
+    const Token id = get(a, "id")->get<Token>();
+    const std::string content = get(a, "content")->get<std::string>();
+    if (content.empty()) fail(where, ": added token ", id, " has empty content");
+    added.push_back({content, id});
+    added_content[id] = content;
+    if (static_cast<size_t>(id) >= pieces.size()) pieces.resize(id + 1);
   }
+  std::stable_sort(added.begin(), added.end(),
+                   [](const Added& a, const Added& b) { return a.content.size() > b.content.size(); });
+  for (size_t i = 0; i < added.size(); ++i)
+    added_by_first_byte[static_cast<unsigned char>(added[i].content[0])].push_back(i);
+}
+
+// normalizer: one Unicode normal form (alone or as a one-step Sequence), through ICU.
+void ByteLevelBpeTokenizer::Impl::parse_normalizer(const json& n) {
+  std::string type = type_of(n, where + ": normalizer");
+  if (type == "Sequence" && get(n, "normalizers") && get(n, "normalizers")->size() == 1)
+    type = type_of((*get(n, "normalizers"))[0], where + ": normalizer");
+  UErrorCode status = U_ZERO_ERROR;
+  if (type == "NFC")
+    normalizer = icu::Normalizer2::getNFCInstance(status);
+  else if (type == "NFKC")
+    normalizer = icu::Normalizer2::getNFKCInstance(status);
+  else if (type == "NFD")
+    normalizer = icu::Normalizer2::getNFDInstance(status);
+  else if (type == "NFKD")
+    normalizer = icu::Normalizer2::getNFKDInstance(status);
+  else
+    fail(where, ": normalizer '", type, "' is not supported (supported: NFC, NFKC, NFD, NFKD or none)");
+  if (U_FAILURE(status)) fail(where, ": ICU has no ", type, " normalizer: ", u_errorName(status));
+}
+
+void ByteLevelBpeTokenizer::Impl::parse(const json& j) {
+  if (!j.is_object()) fail(where, ": expected a JSON object");
+  const json* model = get(j, "model");
+  if (!model || !model->is_object()) fail(where, ": missing 'model'");
+  parse_model(*model);
+  if (const json* added_tokens = get(j, "added_tokens")) parse_added_tokens(*added_tokens);
   vocab_size = static_cast<int32_t>(pieces.size());
 
-  if (const json* n = get(j, "normalizer")) {
-    std::string type = type_of(*n, where + ": normalizer");
-    if (type == "Sequence" && get(*n, "normalizers") && get(*n, "normalizers")->size() == 1)
-      type = type_of((*get(*n, "normalizers"))[0], where + ": normalizer");
-    UErrorCode status = U_ZERO_ERROR;
-    if (type == "NFC")
-      normalizer = icu::Normalizer2::getNFCInstance(status);
-    else if (type == "NFKC")
-      normalizer = icu::Normalizer2::getNFKCInstance(status);
-    else if (type == "NFD")
-      normalizer = icu::Normalizer2::getNFDInstance(status);
-    else if (type == "NFKD")
-      normalizer = icu::Normalizer2::getNFKDInstance(status);
-    else
-      fail(where, ": normalizer '", type, "' is not supported (supported: NFC, NFKC, NFD, NFKD or none)");
-    if (U_FAILURE(status)) fail(where, ": ICU has no ", type, " normalizer: ", u_errorName(status));
-  }
+  if (const json* n = get(j, "normalizer")) parse_normalizer(*n);
 
   bool byte_level = false;
   if (const json* p = get(j, "pre_tokenizer")) parse_pre_tokenizer(*p, byte_level);

@@ -172,11 +172,7 @@ void load_tensor(const SafetensorsTensor& t, const std::string& file, torch::Ten
     src = torch::empty(t.shape, torch::TensorOptions().dtype(dtype));
     std::memcpy(src.data_ptr(), t.data, t.bytes);
   }
-  dest.copy_(src);
-  if (!all_finite(dest)) {
-    if (!all_finite(src)) fail(file, ": tensor '", t.name, "' holds NaN or inf");
-    fail(file, ": tensor '", t.name, "' overflows ", dtype_string(dest.scalar_type()), ", the dtype it is kept in");
-  }
+  copy_finite(dest, src, file, t.name);
 }
 
 bool ignored_tensor(const std::string& name, const TransformerConfig& c) {

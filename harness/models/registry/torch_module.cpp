@@ -45,7 +45,13 @@ void* find(const TorchEntry* table, const char* name) {
   return nullptr;
 }
 
-// Looks up `name` in the table (loaded here when none is registered); with the lock held.
+// Gives LibTorch the thread count set_compute_threads last set (none yet: nothing to do); with the lock held.
+void apply_threads_locked(const TorchEntries& e) {
+  if (e.threads > 0 && e.table)
+    if (void* set = find(e.table, "set_torch_threads")) reinterpret_cast<void (*)(int)>(set)(e.threads);
+}
+
+// The entry table, loading the module when none is registered; with the lock held.
 const TorchEntry* table_locked(TorchEntries& e) {
   if (e.table) return e.table;
   const std::string path = module_path();
@@ -56,8 +62,7 @@ const TorchEntry* table_locked(TorchEntries& e) {
   const auto get = reinterpret_cast<Entries>(dlsym(handle, "specula_torch_entries"));
   if (!get) fail("the LibTorch module ", path, " has no entry table (specula_torch_entries)");
   e.table = get();
-  if (e.threads > 0)
-    if (void* set = find(e.table, "set_torch_threads")) reinterpret_cast<void (*)(int)>(set)(e.threads);
+  apply_threads_locked(e);
   return e.table;
 }
 
@@ -67,6 +72,7 @@ void register_torch_entries(const TorchEntry* table) {
   TorchEntries& e = entries();
   std::lock_guard<std::mutex> lock(e.mutex);
   e.table = table;
+  apply_threads_locked(e);
 }
 
 void* torch_entry(const char* name) {
@@ -83,8 +89,7 @@ void set_compute_threads(int threads) {
   TorchEntries& e = entries();
   std::lock_guard<std::mutex> lock(e.mutex);
   e.threads = threads;
-  if (e.table)
-    if (void* set = find(e.table, "set_torch_threads")) reinterpret_cast<void (*)(int)>(set)(threads);
+  apply_threads_locked(e);
 }
 
 }  // namespace specula

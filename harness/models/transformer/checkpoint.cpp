@@ -103,11 +103,7 @@ void load_parameters(const std::string& path, torch::nn::Module& module, const s
            p.value().sizes());
     if (!stored_dtype.empty() && stored.scalar_type() != storage_dtype(stored_dtype))
       fail(path, ": tensor '", p.key(), "' is ", stored.scalar_type(), " but the config says ", stored_dtype);
-    if (!all_finite(stored)) fail(path, ": tensor '", p.key(), "' holds NaN or inf");
-    p.value().copy_(stored);  // converted to the parameter's dtype in place: no float32 copy of the tensor
-    if (!all_finite(p.value()))
-      fail(path, ": tensor '", p.key(), "' overflows ", dtype_string(p.value().scalar_type()),
-           ", the dtype it is kept in");
+    copy_finite(p.value(), stored, path, p.key());
   }
   for (const std::string& key : archive.keys())
     if (!expected.count(key)) fail(path, ": unexpected tensor '", key, "' (not a parameter of ", owner, ")");

@@ -216,6 +216,11 @@ struct TransformerSession::Cache {
     const int64_t n = static_cast<int64_t>(linear.size());
     const int64_t row_bytes = static_cast<int64_t>(sizeof(float)) * (n * linear_hidden.size(1) + last_row.numel());
     if (kv.prefix_bytes(n) + row_bytes > kPromptCacheBytes) return;
+    {
+      // Sessions that missed together all ran the same prompt: the first to store it is enough.
+      std::lock_guard<std::mutex> lock(state->prompt_mutex);
+      if (state->prompt && state->prompt->tokens == linear) return;
+    }
     auto entry = std::make_shared<PromptCacheEntry>();
     entry->tokens = linear;
     std::tie(entry->keys, entry->values) = kv.copy_prefix(n);

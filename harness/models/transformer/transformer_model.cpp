@@ -77,6 +77,13 @@ bool all_finite(const torch::Tensor& t) {
   return true;
 }
 
+void copy_finite(torch::Tensor dest, const torch::Tensor& src, const std::string& file, const std::string& name) {
+  dest.copy_(src);
+  if (all_finite(dest)) return;
+  if (!all_finite(src)) fail(file, ": tensor '", name, "' holds NaN or inf");
+  fail(file, ": tensor '", name, "' overflows ", dtype_string(dest.scalar_type()), ", the dtype it is kept in");
+}
+
 int64_t resident_bytes(const torch::nn::Module& model) {
   int64_t bytes = 0;
   for (const auto& p : model.parameters()) bytes += p.numel() * static_cast<int64_t>(p.element_size());

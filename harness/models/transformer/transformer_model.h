@@ -137,6 +137,11 @@ void store_matrices_as(torch::nn::Module& model, torch::ScalarType dtype);
 // Whether every element of `t` is finite, checked kLoadChunkElements at a time (memory_budget.h): a check of a whole
 // matrix at once would allocate several bytes of temporaries per element.
 bool all_finite(const torch::Tensor& t);
+// Copies the stored tensor `src` into the parameter `dest` (converted to dest's dtype in place, no float32
+// copy), then checks the result: a non-finite value is an error naming `file` and `name`, which says whether
+// the file holds it (NaN or inf) or the conversion made it (an overflow of the dtype dest is kept in). The
+// source is checked only when the result fails, so a good tensor costs one check.
+void copy_finite(torch::Tensor dest, const torch::Tensor& src, const std::string& file, const std::string& name);
 // Bytes of the parameters and buffers as they sit in memory.
 int64_t resident_bytes(const torch::nn::Module& model);
 // The dtype a loader keeps matrices in: "float32" | "float16" | "bfloat16" | "auto" (= `stored`, as the

@@ -1,0 +1,64 @@
+// `specula bench forward`: the options of the forward benchmark (harness/bench/forward_benchmark.h), its table on
+// stdout and its JSON report. A LibTorch entry ("command bench forward"), reached through the module.
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "harness/bench/forward_benchmark.h"
+#include "harness/cli/commands.h"
+#include "harness/config/command_options.h"
+#include "harness/experiment/environment.h"
+#include "harness/io/output_file.h"
+#include "kernels/shared/error.h"
+
+namespace specula::cli {
+
+int bench_forward_command(const Args& args) {
+  const bench::ForwardBenchOptions d;
+  po::options_description desc(
+      "specula bench forward --model transformer:DIR [--model transformer:DIR2] [options]\n\n"
+      "Times one forward of 1 token, K-token chunks and whole token trees (tree mask, one call) after the same\n"
+      "cached context, and reports each as a ratio to the 1-token forward (median of the timed calls). With\n"
+      "two models (target first, then draft), also reports the draft's per-token cost relative to the target.\n"
+      "Options");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "show this help")
+    ("model", po::value<std::vector<std::string>>(), "transformer:DIR (repeatable)")
+    ("threads", po::value<int>()->default_value(d.threads), "LibTorch/OpenMP threads (with 2, OMP_WAIT_POLICY=passive)")
+    ("weights-dtype", po::value<std::string>()->default_value(d.weights_dtype), "matrices in memory: float32 | bfloat16 | float16 | auto (as stored)")
+    ("context", po::value<int64_t>()->default_value(d.context), "cached tokens before each timed forward")
+    ("chunks", po::value<std::string>()->default_value("1,2,4,8"), "chunk sizes K (must include 1)")
+    ("trees", po::value<std::string>()->default_value("2,2,1;4,2,1"), "tree shapes separated by ';'")
+    ("min-time", po::value<double>()->default_value(d.min_time_s), "minimum seconds timed per case")
+    ("min-iterations", po::value<int64_t>()->default_value(d.min_iterations), "minimum timed forwards per case")
+    ("output", po::value<std::string>(), "JSON report (default results/bench/forward-<hostname>.json)");
+  // clang-format on
+  const po::variables_map vm = parse_options(args, desc, "bench", "");
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  if (!vm.count("model")) fail("--model is required, e.g. --model transformer:results/models/target");
+  bench::ForwardBenchOptions o;
+  o.threads = vm["threads"].as<int>();
+  o.weights_dtype = vm["weights-dtype"].as<std::string>();
+  o.context = vm["context"].as<int64_t>();
+  o.min_time_s = vm["min-time"].as<double>();
+  o.min_iterations = vm["min-iterations"].as<int64_t>();
+  o.chunk_sizes.clear();
+  for (Token k : parse_token_list(vm["chunks"].as<std::string>(), "chunks")) o.chunk_sizes.push_back(k);
+  o.trees.clear();
+  std::stringstream trees(vm["trees"].as<std::string>());
+  for (std::string item; std::getline(trees, item, ';');)
+    if (!item.empty()) o.trees.push_back(item);
+  const nlohmann::json report = bench::run_forward_benchmark(vm["model"].as<std::vector<std::string>>(), o, std::cout);
+  const std::filesystem::path output =
+      vm.count("output") ? vm["output"].as<std::string>() : "results/bench/forward-" + hostname() + ".json";
+  create_parent_folder(output.string(), "--output");
+  write_output_file(output.string(), report.dump(2) + "\n", "--output");
+  std::cout << "wrote " << output.string() << "\n";
+  return 0;
+}
+
+}  // namespace specula::cli

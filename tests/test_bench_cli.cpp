@@ -1,0 +1,58 @@
+// `specula bench forward` end to end: the report's contract (cases, ratios, the weight-read floor, the draft
+// against the target) and its errors, which name the flag.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli_runner.h"
+
+using namespace specula::testing;
+using Catch::Matchers::Contains;
+using nlohmann::json;
+
+TEST_CASE("bench forward reports every case against the 1-token forward and the weight-read floor", "[cli]") {
+  TempDir dir;
+  const std::string models = std::string(SPECULA_SOURCE_DIR) + "/results/models/";
+  const std::string quick = " --context 8 --min-iterations 2 --min-time 0.001 --chunks 1,2 --trees 2,1";
+  const CliResult r =
+      run_specula("bench forward --model transformer:" + models + "target --model transformer:" + models + "draft" +
+                  quick + " --output " + dir.file("forward.json"));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("weight read (the floor)") && Contains("wrote " + dir.file("forward.json")));
+  const json report = json::parse(read_text(dir.file("forward.json")));
+  CHECK(report["benchmark"] == "forward");
+  REQUIRE(report["models"].size() == 2);
+  for (const json& model : report["models"]) {
+    REQUIRE(model["cases"].size() == 3);
+    CHECK(model["cases"][0]["name"] == "1-token");
+    CHECK(model["cases"][0]["ratio_wall_vs_1_token"] == 1.0);
+    CHECK(model["cases"][1]["name"] == "chunk K=2");
+    CHECK(model["cases"][1]["rows"] == 2);
+    CHECK(model["cases"][2]["name"] == "tree 2,1");
+    CHECK(model["cases"][2]["rows"] == 4);  // 2 children, one under each
+    CHECK(model["cases"][2]["iterations"].get<int>() >= 2);
+    CHECK(model["weight_bytes"].get<int64_t>() > 0);
+    CHECK(model["read_bandwidth_gb_s"].get<double>() > 0);
+  }
+  CHECK(report["draft_vs_target"]["c_draft_over_target"].get<double>() > 0);
+  CHECK(report["options"]["chunks"] == json::array({1, 2}));
+}
+
+TEST_CASE("bench forward's errors name the flag and the value", "[cli]") {
+  const std::string model = " --model transformer:" + std::string(SPECULA_SOURCE_DIR) + "/results/models/draft";
+  const std::pair<std::string, std::string> cases[] = {
+      {model + " --chunks 2,4", "--chunks must include 1: every ratio is against the 1-token forward"},
+      {model + " --chunks 1,0", "--chunks: sizes must be >= 1, got 0"},
+      {model + " --threads 0", "--threads must be >= 1, got 0"},
+      {model + " --min-iterations 0", "--min-iterations must be >= 1, got 0"},
+      {model + " --context 100000", "--context 100000 + 20 rows must fit the model's max_seq_len"},
+      {" --model bigram:x", "--model: 'bigram:x' is not transformer:DIR"},
+      {"", "--model is required"},
+  };
+  for (const auto& [args, message] : cases) {
+    INFO(args);
+    const CliResult r = run_specula("bench forward" + args + " --output /dev/null");
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains(message));
+  }
+}
