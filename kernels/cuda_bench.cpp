@@ -249,140 +249,157 @@ struct VerifyBuffers {
   }
 };
 
+// One vocabulary and batch size of the verification benchmark: the distributions rows are drawn from, and each
+// sequence's row parameters.
+struct VerifyBenchInputs {
+  int32_t V = 0, B = 0;
+  const std::vector<std::vector<float>>& patterns;
+  std::mt19937_64& rng;
+  int32_t pattern(int32_t b, int32_t i, int32_t salt) const { return (b * 5 + i * 3 + salt) % kPatterns; }
+  std::vector<VerifyRowParams> row_params(int32_t num_draft) const {
+    std::vector<VerifyRowParams> rows(B);
+    for (int32_t b = 0; b < B; ++b) {
+      rows[b].seed = 11;
+      rows[b].sequence = static_cast<uint64_t>(b);
+      rows[b].step = 1;
+      rows[b].num_draft = num_draft;
+      rows[b].flags = kVerifyRowHasQ;
+      rows[b].scheme = static_cast<int32_t>(TreeSiblingScheme::iid);
+    }
+    return rows;
+  }
+};
+
+constexpr int32_t kBenchDraft = 4;  // K of the chain and block cases
+// The tree case: 2 children under the root, 2 under each of those, 1 under each of those (N = 10).
+const std::vector<int32_t> kBenchTreeParents = {-1, -1, 0, 0, 1, 1, 2, 3, 4, 5};
+
+// chain and block: p [B, K + 1, V], q [B, K, V], drafts drawn from q
+void bench_chain_and_block(const VerifyBenchInputs& in, const CudaBenchOptions& o, const Buffer<uint8_t>& flush,
+                           CudaBenchReport& report) {
+  const int32_t V = in.V, B = in.B, K = kBenchDraft;
+  const double V4 = 4.0 * V;
+  Buffer<float> p(static_cast<size_t>(B) * (K + 1) * V), q(static_cast<size_t>(B) * K * V);
+  std::vector<int32_t> drafts(static_cast<size_t>(B) * K);
+  for (int32_t b = 0; b < B; ++b) {
+    for (int32_t i = 0; i <= K; ++i) p.set_row(static_cast<size_t>(b) * (K + 1) + i, in.patterns[in.pattern(b, i, 0)]);
+    for (int32_t i = 0; i < K; ++i) {
+      const auto& q_row = in.patterns[in.pattern(b, i, 1)];
+      q.set_row(static_cast<size_t>(b) * K + i, q_row);
+      drafts[static_cast<size_t>(b) * K + i] = draw(q_row, in.rng);
+    }
+  }
+  Buffer<int32_t> d_drafts(drafts);
+  Buffer<VerifyRowParams> rows(in.row_params(K));
+  for (const bool block : {false, true}) {
+    VerifyBuffers out(B, K, false);
+    BlockVerifyParams params;
+    params.p = p.get();
+    params.q = q.get();
+    params.draft = d_drafts.get();
+    params.rows = rows.get();
+    params.out = out.outputs();
+    params.batch = B;
+    params.max_draft = K;
+    params.vocab = V;
+    CudaBenchCase c;
+    c.kernel = block ? "verify/block" : "verify/chain";
+    c.vocab = V;
+    c.batch = B;
+    c.width = K;
+    if (block)
+      time_launches([&] { launch_block_verify(params); }, o, flush, c);
+    else
+      time_launches([&] { launch_chain_verify(params); }, o, flush, c);
+    const std::vector<int32_t> st = out.status.to_host(), accepted = out.num_accepted.to_host(),
+                               bonus = out.bonus.to_host();
+    check_verify_status(st.data(), B);
+    // Cost model (kernels/README.md): drafts, row params and outputs; a 32-byte sector for each
+    // p(d) and q(d) read; then every full row the algorithm had to read.
+    double bytes = 0.0;
+    for (int32_t b = 0; b < B; ++b) {
+      bytes += 4.0 * K + sizeof(VerifyRowParams) + 4.0 * (K + 1) + 20.0;
+      if (block) {
+        bytes += 64.0 * K + (bonus[b] ? V4 : 2.0 * V4 * (K - accepted[b]));
+      } else {
+        bytes += 64.0 * (accepted[b] + (bonus[b] ? 0 : 1)) + (bonus[b] ? V4 : 2.0 * V4);
+      }
+    }
+    c.bytes = bytes;
+    finish_case(c, report.peak_gb_per_s);
+    report.cases.push_back(c);
+  }
+}
+
+// tree: p and q [B, N + 1, V], i.i.d. siblings drawn from their row's q
+void bench_tree_verify(const VerifyBenchInputs& in, const CudaBenchOptions& o, const Buffer<uint8_t>& flush,
+                       CudaBenchReport& report) {
+  const std::vector<int32_t>& tree_parents = kBenchTreeParents;
+  const int32_t V = in.V, B = in.B, N = static_cast<int32_t>(tree_parents.size());
+  const double V4 = 4.0 * V;
+  Buffer<float> p(static_cast<size_t>(B) * (N + 1) * V), q(static_cast<size_t>(B) * (N + 1) * V);
+  std::vector<int32_t> tokens(static_cast<size_t>(B) * N), parents(static_cast<size_t>(B) * N);
+  for (int32_t b = 0; b < B; ++b) {
+    for (int32_t r = 0; r <= N; ++r) {
+      p.set_row(static_cast<size_t>(b) * (N + 1) + r, in.patterns[in.pattern(b, r, 0)]);
+      q.set_row(static_cast<size_t>(b) * (N + 1) + r, in.patterns[in.pattern(b, r, 1)]);
+    }
+    for (int32_t n = 0; n < N; ++n) {
+      parents[static_cast<size_t>(b) * N + n] = tree_parents[n];
+      tokens[static_cast<size_t>(b) * N + n] = draw(in.patterns[in.pattern(b, tree_parents[n] + 1, 1)], in.rng);
+    }
+  }
+  Buffer<int32_t> d_tokens(tokens), d_parents(parents);
+  Buffer<VerifyRowParams> rows(in.row_params(N));
+  VerifyBuffers out(B, N, true);
+  TreeVerifyParams params;
+  params.p = p.get();
+  params.q = q.get();
+  params.tokens = d_tokens.get();
+  params.parents = d_parents.get();
+  params.rows = rows.get();
+  params.out = out.outputs();
+  params.path = out.path.get();
+  params.batch = B;
+  params.max_nodes = N;
+  params.vocab = V;
+  CudaBenchCase c;
+  c.kernel = "verify/tree";
+  c.vocab = V;
+  c.batch = B;
+  c.width = N;
+  time_launches([&] { launch_tree_verify(params); }, o, flush, c);
+  const std::vector<int32_t> st = out.status.to_host(), path = out.path.to_host(),
+                             accepted = out.num_accepted.to_host(), bonus = out.bonus.to_host();
+  check_verify_status(st.data(), B);
+  std::vector<int32_t> first_child(N + 1, -1);
+  for (int32_t n = N - 1; n >= 0; --n) first_child[tree_parents[n] + 1] = n;
+  // Per visited row with children: q for the proposals' normaliser, and p once a sibling is rejected
+  // there; the final row: p for the bonus (a leaf) or nothing more (the residual's rows were read).
+  double bytes = 0.0;
+  for (int32_t b = 0; b < B; ++b) {
+    bytes += 8.0 * N + sizeof(VerifyRowParams) + 4.0 * (N + 1) + 4.0 * N + 20.0;
+    int32_t row = 0;
+    for (int32_t j = 0; j < accepted[b]; ++j) {
+      const int32_t node = path[static_cast<size_t>(b) * N + j];
+      bytes += V4 + (node == first_child[row] ? 64.0 : V4);
+      row = node + 1;
+    }
+    bytes += bonus[b] ? V4 : 2.0 * V4;
+  }
+  c.bytes = bytes;
+  finish_case(c, report.peak_gb_per_s);
+  report.cases.push_back(c);
+}
+
 void bench_verify(const CudaBenchOptions& o, const Buffer<uint8_t>& flush, CudaBenchReport& report) {
   std::mt19937_64 rng(20260102);
-  constexpr int32_t K = 4;
-  // Tree: 2 children under the root, 2 under each of those, 1 under each of those (N = 10).
-  const std::vector<int32_t> tree_parents = {-1, -1, 0, 0, 1, 1, 2, 3, 4, 5};
-  const int32_t N = static_cast<int32_t>(tree_parents.size());
   for (int32_t V : kVocabs) {
-    const auto patterns = distribution_patterns(V, rng);
-    const auto pattern = [&](int32_t b, int32_t i, int32_t salt) { return (b * 5 + i * 3 + salt) % kPatterns; };
+    const std::vector<std::vector<float>> patterns = distribution_patterns(V, rng);
     for (int32_t B : kBatches) {
-      const auto row_params = [&](int32_t num_draft) {
-        std::vector<VerifyRowParams> rows(B);
-        for (int32_t b = 0; b < B; ++b) {
-          rows[b].seed = 11;
-          rows[b].sequence = static_cast<uint64_t>(b);
-          rows[b].step = 1;
-          rows[b].num_draft = num_draft;
-          rows[b].flags = kVerifyRowHasQ;
-          rows[b].scheme = static_cast<int32_t>(TreeSiblingScheme::iid);
-        }
-        return rows;
-      };
-      const double V4 = 4.0 * V;
-
-      // ---- chain and block: p [B, K + 1, V], q [B, K, V], drafts drawn from q ----
-      {
-        Buffer<float> p(static_cast<size_t>(B) * (K + 1) * V), q(static_cast<size_t>(B) * K * V);
-        std::vector<int32_t> drafts(static_cast<size_t>(B) * K);
-        for (int32_t b = 0; b < B; ++b) {
-          for (int32_t i = 0; i <= K; ++i) p.set_row(static_cast<size_t>(b) * (K + 1) + i, patterns[pattern(b, i, 0)]);
-          for (int32_t i = 0; i < K; ++i) {
-            const auto& q_row = patterns[pattern(b, i, 1)];
-            q.set_row(static_cast<size_t>(b) * K + i, q_row);
-            drafts[static_cast<size_t>(b) * K + i] = draw(q_row, rng);
-          }
-        }
-        Buffer<int32_t> d_drafts(drafts);
-        Buffer<VerifyRowParams> rows(row_params(K));
-        for (const bool block : {false, true}) {
-          VerifyBuffers out(B, K, false);
-          BlockVerifyParams params;
-          params.p = p.get();
-          params.q = q.get();
-          params.draft = d_drafts.get();
-          params.rows = rows.get();
-          params.out = out.outputs();
-          params.batch = B;
-          params.max_draft = K;
-          params.vocab = V;
-          CudaBenchCase c;
-          c.kernel = block ? "verify/block" : "verify/chain";
-          c.vocab = V;
-          c.batch = B;
-          c.width = K;
-          if (block)
-            time_launches([&] { launch_block_verify(params); }, o, flush, c);
-          else
-            time_launches([&] { launch_chain_verify(params); }, o, flush, c);
-          const std::vector<int32_t> st = out.status.to_host(), accepted = out.num_accepted.to_host(),
-                                     bonus = out.bonus.to_host();
-          check_verify_status(st.data(), B);
-          // Cost model (kernels/README.md): drafts, row params and outputs; a 32-byte sector for each
-          // p(d) and q(d) read; then every full row the algorithm had to read.
-          double bytes = 0.0;
-          for (int32_t b = 0; b < B; ++b) {
-            bytes += 4.0 * K + sizeof(VerifyRowParams) + 4.0 * (K + 1) + 20.0;
-            if (block) {
-              bytes += 64.0 * K + (bonus[b] ? V4 : 2.0 * V4 * (K - accepted[b]));
-            } else {
-              bytes += 64.0 * (accepted[b] + (bonus[b] ? 0 : 1)) + (bonus[b] ? V4 : 2.0 * V4);
-            }
-          }
-          c.bytes = bytes;
-          finish_case(c, report.peak_gb_per_s);
-          report.cases.push_back(c);
-        }
-      }
-
-      // ---- tree: p and q [B, N + 1, V], i.i.d. siblings drawn from their row's q ----
-      {
-        Buffer<float> p(static_cast<size_t>(B) * (N + 1) * V), q(static_cast<size_t>(B) * (N + 1) * V);
-        std::vector<int32_t> tokens(static_cast<size_t>(B) * N), parents(static_cast<size_t>(B) * N);
-        for (int32_t b = 0; b < B; ++b) {
-          for (int32_t r = 0; r <= N; ++r) {
-            p.set_row(static_cast<size_t>(b) * (N + 1) + r, patterns[pattern(b, r, 0)]);
-            q.set_row(static_cast<size_t>(b) * (N + 1) + r, patterns[pattern(b, r, 1)]);
-          }
-          for (int32_t n = 0; n < N; ++n) {
-            parents[static_cast<size_t>(b) * N + n] = tree_parents[n];
-            tokens[static_cast<size_t>(b) * N + n] = draw(patterns[pattern(b, tree_parents[n] + 1, 1)], rng);
-          }
-        }
-        Buffer<int32_t> d_tokens(tokens), d_parents(parents);
-        Buffer<VerifyRowParams> rows(row_params(N));
-        VerifyBuffers out(B, N, true);
-        TreeVerifyParams params;
-        params.p = p.get();
-        params.q = q.get();
-        params.tokens = d_tokens.get();
-        params.parents = d_parents.get();
-        params.rows = rows.get();
-        params.out = out.outputs();
-        params.path = out.path.get();
-        params.batch = B;
-        params.max_nodes = N;
-        params.vocab = V;
-        CudaBenchCase c;
-        c.kernel = "verify/tree";
-        c.vocab = V;
-        c.batch = B;
-        c.width = N;
-        time_launches([&] { launch_tree_verify(params); }, o, flush, c);
-        const std::vector<int32_t> st = out.status.to_host(), path = out.path.to_host(),
-                                   accepted = out.num_accepted.to_host(), bonus = out.bonus.to_host();
-        check_verify_status(st.data(), B);
-        std::vector<int32_t> first_child(N + 1, -1);
-        for (int32_t n = N - 1; n >= 0; --n) first_child[tree_parents[n] + 1] = n;
-        // Per visited row with children: q for the proposals' normaliser, and p once a sibling is rejected
-        // there; the final row: p for the bonus (a leaf) or nothing more (the residual's rows were read).
-        double bytes = 0.0;
-        for (int32_t b = 0; b < B; ++b) {
-          bytes += 8.0 * N + sizeof(VerifyRowParams) + 4.0 * (N + 1) + 4.0 * N + 20.0;
-          int32_t row = 0;
-          for (int32_t j = 0; j < accepted[b]; ++j) {
-            const int32_t node = path[static_cast<size_t>(b) * N + j];
-            bytes += V4 + (node == first_child[row] ? 64.0 : V4);
-            row = node + 1;
-          }
-          bytes += bonus[b] ? V4 : 2.0 * V4;
-        }
-        c.bytes = bytes;
-        finish_case(c, report.peak_gb_per_s);
-        report.cases.push_back(c);
-      }
+      const VerifyBenchInputs in{V, B, patterns, rng};
+      bench_chain_and_block(in, o, flush, report);
+      bench_tree_verify(in, o, flush, report);
     }
   }
 }

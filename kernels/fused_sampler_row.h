@@ -279,6 +279,78 @@ SPECULA_HD void fill_row(Block& b, float* probs, float value, int32_t hot) {
   });
 }
 
+// The row's status after pass 1, in the CPU pipeline's order of checks: a NaN or +inf logit, every token masked,
+// a penalty or the temperature overflowing, nothing finite left to sample.
+SPECULA_HD SamplerRowStatus pass1_status(const float* logits, int32_t first_bad, int32_t masked_finite,
+                                         int32_t first_overflow, int32_t finite, bool greedy) {
+  if (first_bad != kNoIndex)
+    return logits[first_bad] != logits[first_bad] ? SamplerRowStatus::nan_logit : SamplerRowStatus::pos_inf_logit;
+  if (masked_finite == 0) return SamplerRowStatus::all_masked;
+  if (first_overflow != kNoIndex) return SamplerRowStatus::overflow;
+  if (finite == 0 && !greedy) return SamplerRowStatus::nothing_left;
+  return SamplerRowStatus::ok;
+}
+
+// Pass 2: the filters, in the row's order, each narrowing the threshold it returns (a logit is kept when it is at
+// least the threshold; -inf keeps every finite one). `probs` holds pass 1's logits.
+template <class Block>
+SPECULA_HD float filter_threshold(Block& b, const SamplerRowParams& rp, const float* probs, float max_logit,
+                                  int32_t finite, TopPPass top_p_pass) {
+  const float ninf = negative_infinity();
+  float cut = ninf;
+  // Packed into a register: indexing rp.filters with a loop variable would put rp in local memory.
+  const uint32_t order = rp.filters[0] | (uint32_t(rp.filters[1]) << 8) | (uint32_t(rp.filters[2]) << 16);
+  for (int f = 0; f < rp.num_filters && f < 3; ++f) {
+    const KernelFilter filter = static_cast<KernelFilter>((order >> (8 * f)) & 0xffu);
+    float t = ninf;
+    if (filter == KernelFilter::min_p && rp.min_p > 0.0f) {
+      t = min_p_threshold(max_logit, rp.min_p);
+    } else if (filter == KernelFilter::top_k && rp.top_k > 0) {
+      if (!top_k_threshold(b, probs, cut, rp.top_k, &t)) t = ninf;
+    } else if (filter == KernelFilter::top_p && rp.top_p < 1.0f) {
+      if (!top_p_threshold(b, probs, cut, max_logit, rp.top_p, finite, top_p_pass == TopPPass::float_first, &t))
+        t = ninf;
+    }
+    cut = t > cut ? t : cut;
+  }
+  return cut;
+}
+
+// Passes 3 and 4: the softmax over the kept logits, written over them in `probs` (0 for the rest), with the
+// float64 total and last positive index that sample_from_weights draws with.
+template <class Block>
+SPECULA_HD WeightsTotal softmax_kept(Block& b, float* probs, float cut, float max_logit) {
+  constexpr int VEC = Block::kVec;
+  // ---- Pass 3: softmax normaliser over the kept tokens ----
+  double z = 0.0;
+  b.for_each_vec([&](int32_t base) {
+    float x[VEC];
+    load_vec<VEC>(probs + base, x);
+    for (int j = 0; j < VEC; ++j)
+      if (kept_by_cut(x[j], cut)) z += static_cast<double>(std::exp(x[j] - max_logit));
+  });
+  z = b.sum_f64(z);
+  const double inv_z = 1.0 / z;
+
+  // ---- Pass 4: probabilities; their float64 total and last positive index (sample_from_weights) ----
+  double total = 0.0;
+  int32_t last_positive = -1;
+  b.for_each_vec([&](int32_t base) {
+    float x[VEC];
+    load_vec<VEC>(probs + base, x);
+    for (int j = 0; j < VEC; ++j) {
+      x[j] =
+          kept_by_cut(x[j], cut) ? static_cast<float>(static_cast<double>(std::exp(x[j] - max_logit)) * inv_z) : 0.0f;
+      total += static_cast<double>(x[j]);
+      if (x[j] > 0.0f) last_positive = base + j;
+    }
+    store_vec<VEC>(probs + base, x);
+  });
+  total = b.sum_f64(total);
+  last_positive = b.max_i32(last_positive);
+  return WeightsTotal{total, last_positive};
+}
+
 // One row of the fused sampler. `p` as in SamplerKernelParams; pointers of the Block's memory space.
 template <class Block>
 SPECULA_HD void sample_row(Block& b, const SamplerKernelParams& p, int32_t row) {
@@ -343,15 +415,7 @@ SPECULA_HD void sample_row(Block& b, const SamplerKernelParams& p, int32_t row) 
   finite = b.sum_i32(finite);
   best = b.argmax(best);
 
-  SamplerRowStatus status = SamplerRowStatus::ok;
-  if (first_bad != kNoIndex)
-    status = logits[first_bad] != logits[first_bad] ? SamplerRowStatus::nan_logit : SamplerRowStatus::pos_inf_logit;
-  else if (masked_finite == 0)
-    status = SamplerRowStatus::all_masked;
-  else if (first_overflow != kNoIndex)
-    status = SamplerRowStatus::overflow;
-  else if (finite == 0 && !greedy)
-    status = SamplerRowStatus::nothing_left;
+  const SamplerRowStatus status = pass1_status(logits, first_bad, masked_finite, first_overflow, finite, greedy);
   if (status != SamplerRowStatus::ok || greedy) {
     // Greedy: the first maximal logit gets probability 1 (apply_greedy, then softmax), and is the draw.
     // When penalties pushed every logit to -inf, apply_greedy's starting guess, token 0, wins.
@@ -365,56 +429,12 @@ SPECULA_HD void sample_row(Block& b, const SamplerKernelParams& p, int32_t row) 
     return;
   }
 
-  // ---- Pass 2: the filters, in the row's order, each narrowing the threshold `cut` ----
   const float max_logit = best.value;  // no filter ever removes the maximum
-  float cut = ninf;
-  // Packed into a register: indexing rp.filters with a loop variable would put rp in local memory.
-  const uint32_t order = rp.filters[0] | (uint32_t(rp.filters[1]) << 8) | (uint32_t(rp.filters[2]) << 16);
-  for (int f = 0; f < rp.num_filters && f < 3; ++f) {
-    const KernelFilter filter = static_cast<KernelFilter>((order >> (8 * f)) & 0xffu);
-    float t = ninf;
-    if (filter == KernelFilter::min_p && rp.min_p > 0.0f) {
-      t = min_p_threshold(max_logit, rp.min_p);
-    } else if (filter == KernelFilter::top_k && rp.top_k > 0) {
-      if (!top_k_threshold(b, probs, cut, rp.top_k, &t)) t = ninf;
-    } else if (filter == KernelFilter::top_p && rp.top_p < 1.0f) {
-      if (!top_p_threshold(b, probs, cut, max_logit, rp.top_p, finite, p.top_p_pass == TopPPass::float_first, &t))
-        t = ninf;
-    }
-    cut = t > cut ? t : cut;
-  }
-
-  // ---- Pass 3: softmax normaliser over the kept tokens ----
-  double z = 0.0;
-  b.for_each_vec([&](int32_t base) {
-    float x[VEC];
-    load_vec<VEC>(probs + base, x);
-    for (int j = 0; j < VEC; ++j)
-      if (kept_by_cut(x[j], cut)) z += static_cast<double>(std::exp(x[j] - max_logit));
-  });
-  z = b.sum_f64(z);
-  const double inv_z = 1.0 / z;
-
-  // ---- Pass 4: probabilities; their float64 total and last positive index (sample_from_weights) ----
-  double total = 0.0;
-  int32_t last_positive = -1;
-  b.for_each_vec([&](int32_t base) {
-    float x[VEC];
-    load_vec<VEC>(probs + base, x);
-    for (int j = 0; j < VEC; ++j) {
-      x[j] =
-          kept_by_cut(x[j], cut) ? static_cast<float>(static_cast<double>(std::exp(x[j] - max_logit)) * inv_z) : 0.0f;
-      total += static_cast<double>(x[j]);
-      if (x[j] > 0.0f) last_positive = base + j;
-    }
-    store_vec<VEC>(probs + base, x);
-  });
-  total = b.sum_f64(total);
-  last_positive = b.max_i32(last_positive);
-
+  const float cut = filter_threshold(b, rp, probs, max_logit, finite, p.top_p_pass);
+  const WeightsTotal kept = softmax_kept(b, probs, cut, max_logit);
   // ---- Pass 5: inverse CDF with the row's Philox uniform, tiles in index order ----
-  const int32_t token = inverse_cdf(b, vocab, RowWeights<VEC>{probs}, WeightsTotal{total, last_positive},
-                                    philox_uniform(rp.seed, rp.stream, rp.offset));
+  const int32_t token =
+      inverse_cdf(b, vocab, RowWeights<VEC>{probs}, kept, philox_uniform(rp.seed, rp.stream, rp.offset));
   if (b.leader()) {
     p.tokens[row] = token;
     p.status[row] = static_cast<int32_t>(SamplerRowStatus::ok);

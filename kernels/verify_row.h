@@ -384,6 +384,121 @@ SPECULA_HD TreeTokenState tree_state_at(const TreeSiblings& s, int32_t x, float 
   return {p_cur, tree_proposal(s, steps, x, q_x, drawn), drawn || x == s.token[steps]};
 }
 
+// A tree row's nodes are well formed: parents[i] in [-1, i) (topological order) and tokens in [0, V). Returns the
+// failure's status, or ok.
+template <class Block>
+SPECULA_HD VerifyRowStatus check_tree_nodes(Block& b, const int32_t* tokens, const int32_t* parents, int32_t n,
+                                            int32_t vocab) {
+  int32_t bad_parent = kNoIndex;
+  b.for_each_index(n, [&](int32_t i) {
+    if ((parents[i] < -1 || parents[i] >= i) && i < bad_parent) bad_parent = i;
+  });
+  bad_parent = b.min_i32(bad_parent);
+  const int32_t bad_token = first_bad_token(b, tokens, n, vocab);
+  if (bad_parent != kNoIndex) return VerifyRowStatus::bad_tree;
+  if (bad_token != kNoIndex) return VerifyRowStatus::bad_draft_token;
+  return VerifyRowStatus::ok;
+}
+
+// Child lists in node order (generation order): the children of row r are the nodes m >= r with
+// parents[m] = r - 1; first_child[r] is the first (-1 for a leaf), next_sibling[i] the next with i's parent.
+template <class Block>
+SPECULA_HD void tree_child_lists(Block& b, const int32_t* parents, int32_t n, int32_t* first_child,
+                                 int32_t* next_sibling) {
+  b.for_each_index(n + 1, [&](int32_t r) {
+    int32_t first = -1;
+    for (int32_t m = r; m < n && first < 0; ++m)
+      if (parents[m] == r - 1) first = m;
+    first_child[r] = first;
+  });
+  b.for_each_index(n, [&](int32_t i) {
+    int32_t next = -1;
+    for (int32_t m = i + 1; m < n && next < 0; ++m)
+      if (parents[m] == parents[i]) next = m;
+    next_sibling[i] = next;
+  });
+}
+
+// The depth of the tree's deepest node (0 for an empty tree).
+template <class Block>
+SPECULA_HD int32_t tree_depth(Block& b, const int32_t* parents, int32_t n) {
+  int32_t depth = 0;
+  b.for_each_index(n, [&](int32_t i) {
+    int32_t d = 1;
+    for (int32_t a = parents[i]; a >= 0; a = parents[a]) ++d;
+    depth = d > depth ? d : depth;
+  });
+  return b.max_i32(depth);
+}
+
+// After sibling l was rejected: r_l = sum_x (p_cur - q_l)+ for the residual update, and (without replacement)
+// the next sibling's normaliser, in one pass; the leader stores them in the row's scratch.
+template <class Rules, class Block>
+SPECULA_HD void record_rejection(Block& b, const TreeSiblings& s, const float* p_row, const float* q_row, int32_t l,
+                                 double* q_total, double* r_total) {
+  constexpr int VEC = Block::kVec;
+  double r = 0.0, q_next = 0.0;
+  b.for_each_vec([&](int32_t base) {
+    float px[VEC], qx[VEC] = {};
+    load_vec<VEC>(p_row + base, px);
+    if (q_row) load_vec<VEC>(q_row + base, qx);
+    SPECULA_UNROLL
+    for (int j = 0; j < VEC; ++j) {
+      const TreeTokenState at = tree_state_at<Rules>(s, base + j, px[j], qx[j], l, true);
+      r += Rules::residual(at.p_cur, at.q_next);
+      q_next += at.drawn_through_next ? 0.0 : static_cast<double>(qx[j]);
+    }
+  });
+  r = b.sum_f64(r);
+  if (s.without_replacement) q_next = b.sum_f64(q_next);
+  if (b.leader()) {
+    r_total[l] = r;
+    q_total[l + 1] = s.without_replacement ? q_next : q_total[0];
+  }
+  b.sync();
+}
+
+// The children of the current row: their tokens into sibling_token (returns how many) and, unless they are
+// point masses, the proposals' normaliser sum_x q(x) in index order (sibling_proposal) into q_total[0].
+template <class Block>
+SPECULA_HD int32_t load_siblings(Block& b, int32_t first, const int32_t* next_sibling, const int32_t* tokens,
+                                 const float* q_row, bool point_mass, int32_t* sibling_token, double* q_total) {
+  constexpr int VEC = Block::kVec;
+  b.sync();  // every thread is done with the previous row's scratch
+  int32_t m = 0;
+  for (int32_t node = first; node >= 0; node = next_sibling[node], ++m)
+    if (b.leader()) sibling_token[m] = tokens[node];
+  if (!point_mass) {
+    double total = 0.0;
+    b.for_each_vec([&](int32_t base) {
+      float qx[VEC];
+      load_vec<VEC>(q_row + base, qx);
+      for (int j = 0; j < VEC; ++j) total += static_cast<double>(qx[j]);
+    });
+    total = b.sum_f64(total);
+    if (b.leader()) q_total[0] = total;
+  }
+  b.sync();
+  return m;
+}
+
+// Every one of the m children rejected: the correction token from the final residual, else (an empty residual)
+// from p, with the step's residual uniform v.
+template <class Rules, class Block>
+SPECULA_HD int32_t correction_token(Block& b, const TreeSiblings& s, const float* p_row, const float* q_row, int32_t m,
+                                    int32_t vocab, double v) {
+  constexpr int VEC = Block::kVec;
+  const auto residual = [&](int32_t base, double(&w)[VEC]) {
+    float px[VEC], qx[VEC] = {};
+    load_vec<VEC>(p_row + base, px);
+    if (q_row) load_vec<VEC>(q_row + base, qx);
+    SPECULA_UNROLL
+    for (int j = 0; j < VEC; ++j) w[j] = tree_state_at<Rules>(s, base + j, px[j], qx[j], m, false).p_cur;
+  };
+  const int32_t y = sample_weights(b, vocab, residual, v);
+  return y >= 0 ? y : sample_weights(b, vocab, RowWeights<VEC>{p_row}, v);
+}
+
 template <class Rules, class Block>
 SPECULA_HD void tree_row(Block& b, const TreeVerifyParams& p, int32_t row) {
   constexpr int VEC = Block::kVec;
@@ -418,32 +533,11 @@ SPECULA_HD void tree_row(Block& b, const TreeVerifyParams& p, int32_t row) {
   double* q_total = b.f64();                    // [m + 1]
   double* r_total = q_total + N + 1;            // [m]
 
-  // Validate: parents[i] in [-1, i) (topological order) and tokens in [0, V).
-  int32_t bad_parent = kNoIndex;
-  b.for_each_index(n, [&](int32_t i) {
-    if ((parents[i] < -1 || parents[i] >= i) && i < bad_parent) bad_parent = i;
-  });
-  bad_parent = b.min_i32(bad_parent);
-  const int32_t bad_token = first_bad_token(b, tokens, n, p.vocab);
-  if (bad_parent != kNoIndex || bad_token != kNoIndex) {
+  if (const VerifyRowStatus bad = check_tree_nodes(b, tokens, parents, n, p.vocab); bad != VerifyRowStatus::ok) {
     b.for_each_index(N, [&](int32_t j) { path_out[j] = -1; });
-    return fail_row(b, p.out, row, width,
-                    bad_parent != kNoIndex ? VerifyRowStatus::bad_tree : VerifyRowStatus::bad_draft_token);
+    return fail_row(b, p.out, row, width, bad);
   }
-  // Child lists in node order (generation order): children of row r are the nodes m >= r with
-  // parents[m] = r - 1.
-  b.for_each_index(n + 1, [&](int32_t r) {
-    int32_t first = -1;
-    for (int32_t m = r; m < n && first < 0; ++m)
-      if (parents[m] == r - 1) first = m;
-    first_child[r] = first;
-  });
-  b.for_each_index(n, [&](int32_t i) {
-    int32_t next = -1;
-    for (int32_t m = i + 1; m < n && next < 0; ++m)
-      if (parents[m] == parents[i]) next = m;
-    next_sibling[i] = next;
-  });
+  tree_child_lists(b, parents, n, first_child, next_sibling);
   b.sync();
 
   int32_t cur = 0, accepted = 0, q_zero = 0, y = -1;
@@ -461,21 +555,7 @@ SPECULA_HD void tree_row(Block& b, const TreeVerifyParams& p, int32_t row) {
       bonus = cur > 0;
       break;
     }
-    b.sync();  // every thread is done with the previous row's scratch
-    int32_t m = 0;
-    for (int32_t node = first; node >= 0; node = next_sibling[node], ++m)
-      if (b.leader()) sibling_token[m] = tokens[node];
-    if (!point_mass) {  // the proposals' normaliser: sum_x q(x) in index order (sibling_proposal)
-      double total = 0.0;
-      b.for_each_vec([&](int32_t base) {
-        float qx[VEC];
-        load_vec<VEC>(q_row + base, qx);
-        for (int j = 0; j < VEC; ++j) total += static_cast<double>(qx[j]);
-      });
-      total = b.sum_f64(total);
-      if (b.leader()) q_total[0] = total;
-    }
-    b.sync();
+    const int32_t m = load_siblings(b, first, next_sibling, tokens, q_row, point_mass, sibling_token, q_total);
 
     bool descended = false;
     int32_t node = first;
@@ -491,40 +571,12 @@ SPECULA_HD void tree_row(Block& b, const TreeVerifyParams& p, int32_t row) {
         descended = true;
         break;
       }
-      // Rejected: r_l = sum_x (p_cur - q_l)+ for the update, and (without replacement) the next sibling's
-      // normaliser, in one pass.
-      double r = 0.0, q_next = 0.0;
-      b.for_each_vec([&](int32_t base) {
-        float px[VEC], qx[VEC] = {};
-        load_vec<VEC>(p_row + base, px);
-        if (q_row) load_vec<VEC>(q_row + base, qx);
-        SPECULA_UNROLL
-        for (int j = 0; j < VEC; ++j) {
-          const TreeTokenState at = tree_state_at<Rules>(s, base + j, px[j], qx[j], l, true);
-          r += Rules::residual(at.p_cur, at.q_next);
-          q_next += at.drawn_through_next ? 0.0 : static_cast<double>(qx[j]);
-        }
-      });
-      r = b.sum_f64(r);
-      if (without_replacement) q_next = b.sum_f64(q_next);
-      if (b.leader()) {
-        r_total[l] = r;
-        q_total[l + 1] = without_replacement ? q_next : q_total[0];
-      }
-      b.sync();
+      record_rejection<Rules>(b, s, p_row, q_row, l, q_total, r_total);
     }
     if (descended) continue;
     // Every child rejected: the correction token from the final residual, else (empty) from p.
     const double v = step_uniform(rp, RandomRole::residual, static_cast<uint32_t>(cur));
-    const auto residual = [&](int32_t base, double(&w)[VEC]) {
-      float px[VEC], qx[VEC] = {};
-      load_vec<VEC>(p_row + base, px);
-      if (q_row) load_vec<VEC>(q_row + base, qx);
-      SPECULA_UNROLL
-      for (int j = 0; j < VEC; ++j) w[j] = tree_state_at<Rules>(s, base + j, px[j], qx[j], m, false).p_cur;
-    };
-    y = sample_weights(b, p.vocab, residual, v);
-    if (y < 0) y = sample_weights(b, p.vocab, RowWeights<VEC>{p_row}, v);
+    y = correction_token<Rules>(b, s, p_row, q_row, m, p.vocab, v);
     break;
   }
   b.sync();  // path[] written by the leader is visible to every thread
@@ -533,14 +585,7 @@ SPECULA_HD void tree_row(Block& b, const TreeVerifyParams& p, int32_t row) {
   b.for_each_index(N, [&](int32_t j) { path_out[j] = j < kept ? path[j] : -1; });
   if (status != VerifyRowStatus::ok) return fail_row(b, p.out, row, width, status);
   if (p.out.overlap_sum) {  // along the path: row 0, then the row after each accepted node
-    int32_t depth = 0;
-    b.for_each_index(n, [&](int32_t i) {
-      int32_t d = 1;
-      for (int32_t a = parents[i]; a >= 0; a = parents[a]) ++d;
-      depth = d > depth ? d : depth;
-    });
-    depth = b.max_i32(depth);
-    const int32_t tested = tested_positions(depth, accepted, bonus);
+    const int32_t tested = tested_positions(tree_depth(b, parents, n), accepted, bonus);
     double sum = 0.0;
     int32_t count = 0, r = 0;
     for (int32_t i = 0; i < tested; ++i) {
