@@ -56,12 +56,17 @@ struct RadixPick {
 };
 
 // Vector accesses of 4 x 32 bits on the GPU (the dispatch guarantees 16-byte alignment), scalar otherwise.
-template <int VEC, typename T>
-SPECULA_HD void load_vec(const T* p, T (&v)[VEC]) {
+// kOnce: an input read exactly once, streamed past L2 (evict-first) so the scratch rows stay resident; else a
+// plain (coherent) load, for scratch written earlier by this same kernel.
+template <int VEC, bool kOnce, typename T>
+SPECULA_HD void load_vec_as(const T* p, T (&v)[VEC]) {
 #if defined(__CUDA_ARCH__)
   if constexpr (VEC == 4 && sizeof(T) == 4) {
-    // Plain (coherent) loads: the scratch is written earlier by this same kernel.
-    const uint4 u = *reinterpret_cast<const uint4*>(p);
+    uint4 u;
+    if constexpr (kOnce)
+      u = __ldcs(reinterpret_cast<const uint4*>(p));
+    else
+      u = *reinterpret_cast<const uint4*>(p);
     v[0] = reinterpret_cast<const T&>(u.x);
     v[1] = reinterpret_cast<const T&>(u.y);
     v[2] = reinterpret_cast<const T&>(u.z);
@@ -73,21 +78,14 @@ SPECULA_HD void load_vec(const T* p, T (&v)[VEC]) {
   }
 }
 
-// Inputs read exactly once: streamed past L2 (evict-first) so the scratch rows stay resident.
+template <int VEC, typename T>
+SPECULA_HD void load_vec(const T* p, T (&v)[VEC]) {
+  load_vec_as<VEC, false>(p, v);
+}
+
 template <int VEC, typename T>
 SPECULA_HD void load_vec_once(const T* p, T (&v)[VEC]) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (VEC == 4 && sizeof(T) == 4) {
-    const uint4 u = __ldcs(reinterpret_cast<const uint4*>(p));
-    v[0] = reinterpret_cast<const T&>(u.x);
-    v[1] = reinterpret_cast<const T&>(u.y);
-    v[2] = reinterpret_cast<const T&>(u.z);
-    v[3] = reinterpret_cast<const T&>(u.w);
-  } else
-#endif
-  {
-    for (int j = 0; j < VEC; ++j) v[j] = p[j];
-  }
+  load_vec_as<VEC, true>(p, v);
 }
 
 template <int VEC>

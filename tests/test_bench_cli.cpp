@@ -56,3 +56,33 @@ TEST_CASE("bench forward's errors name the flag and the value", "[cli]") {
     CHECK_THAT(r.err, Contains(message));
   }
 }
+
+TEST_CASE("bench verify and bench sampler run the cases their filter names, and say when it names none", "[cli]") {
+  TempDir dir;
+  const CliResult verify = run_specula("bench verify --filter 'verify/chain/K=1/V=32000$' --min-time 0.01 --output " +
+                                       dir.file("verify.json"));
+  REQUIRE(verify.exit_code == 0);
+  const json v = json::parse(read_text(dir.file("verify.json")));
+  REQUIRE(v["cases"].size() == 1);
+  CHECK(v["cases"][0]["name"] == "verify/chain/K=1/V=32000");
+  CHECK(v["cases"][0]["iterations"].get<int64_t>() > 0);
+  CHECK(v["cases"][0]["mean_us_per_step"].get<double>() > 0);
+  const CliResult sampler = run_specula(
+      "bench sampler --filter 'sampler/specula/V=32000/B=1$' --min-time 0.01 --output " + dir.file("sampler.json"));
+  REQUIRE(sampler.exit_code == 0);
+  const json s = json::parse(read_text(dir.file("sampler.json")));
+  REQUIRE(s["cases"].size() == 1);
+  CHECK(s["cases"][0]["name"] == "sampler/specula/V=32000/B=1");
+  for (const char* bench : {"verify", "sampler"}) {
+    INFO(bench);
+    const std::string command = std::string("bench ") + bench;
+    CHECK_THAT(run_specula(command + " --filter nomatch --output /dev/null").err,
+               Contains("--filter 'nomatch' matches no benchmark case"));
+    CHECK_THAT(run_specula(command + " --filter '(' --output /dev/null").err,
+               Contains("--filter: '(' is not a regular expression"));
+    CHECK_THAT(run_specula(command + " --min-time 0 --output /dev/null").err,
+               Contains("--min-time must be > 0 seconds, got 0"));
+    CHECK_THAT(run_specula(command + " --threads 0 --output /dev/null").err,
+               Contains("--threads must be in 1..1024, got 0"));
+  }
+}

@@ -14,10 +14,10 @@
 #include <limits>
 #include <memory>
 #include <numeric>
-#include <regex>
 #include <sstream>
 
 #include "harness/bench/bench_workload.h"
+#include "harness/bench/benchmark_cases.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/philox.h"
 #include "verify/sampling/categorical.h"
@@ -331,82 +331,38 @@ std::string case_name(const CaseSpec& c) {
   return "sampler/" + c.method + "/V=" + std::to_string(c.vocab_size) + "/B=" + std::to_string(c.batch);
 }
 
-// Google Benchmark's console output, plus a copy of every run for the JSON report.
-class CollectingReporter : public benchmark::ConsoleReporter {
- public:
-  explicit CollectingReporter(OutputOptions options) : benchmark::ConsoleReporter(options) {}
-  void ReportRuns(const std::vector<Run>& runs) override {
-    benchmark::ConsoleReporter::ReportRuns(runs);
-    for (const Run& run : runs)
-      if (run.run_type == Run::RT_Iteration) runs_.push_back(run);
-  }
-  const std::vector<Run>& runs() const { return runs_; }
-
- private:
-  std::vector<Run> runs_;
-};
-
 }  // namespace
 
 SamplerBenchResult run_sampler_benchmarks(const SamplerBenchOptions& options) {
-  if (options.threads < 1) fail_parameter("threads", " must be >= 1, got ", options.threads);
-  if (!(options.min_time_s > 0.0)) fail_parameter("min_time", " must be > 0 seconds, got ", options.min_time_s);
+  BenchmarkCases cases("specula bench sampler", options.threads, options.min_time_s, options.filter);
   torch::set_num_threads(options.threads);
   omp_set_num_threads(options.threads);
-
-  int argc = 1;
-  char program[] = "specula bench sampler";
-  char* argv[] = {program, nullptr};
-  benchmark::Initialize(&argc, argv);
-  benchmark::ClearRegisteredBenchmarks();
-
-  // The filter is applied here, to our names: Google Benchmark's own filter sees suffixes such as
-  // "/min_time:0.500/real_time" that would make an anchored regex miss.
-  std::regex filter;
-  try {
-    filter = std::regex(options.filter, std::regex::extended);
-  } catch (const std::regex_error& e) {
-    fail_parameter("filter", ": '", options.filter, "' is not a regular expression: ", e.what());
-  }
   std::vector<CaseSpec> specs;
   for (int32_t vocab : kVocabSizes) {
     for (int32_t batch : kBatchSizes) {
       auto lazy = std::make_shared<LazyInputs>(vocab, batch);
       for (const char* method : kSamplerBenchMethods) {
         const CaseSpec spec{method, vocab, batch};
-        if (!std::regex_search(case_name(spec), filter)) continue;
-        specs.push_back(spec);
         auto body = case_body(spec.method);
-        auto* bench = benchmark::RegisterBenchmark(
-            case_name(spec).c_str(), [lazy, body](benchmark::State& state) { run_case(state, *lazy, body); });
-        bench->Unit(benchmark::kMicrosecond)->MinTime(options.min_time_s);
-        // With one thread everything runs on the main thread, whose CPU time is immune to other processes
-        // on a shared machine; with more, only wall time counts the workers.
-        if (options.threads > 1) bench->UseRealTime();
+        if (cases.add(case_name(spec), [lazy, body](benchmark::State& state) { run_case(state, *lazy, body); }))
+          specs.push_back(spec);
       }
     }
   }
-  if (specs.empty()) fail_parameter("filter", " '", options.filter, "' matches no benchmark case");
-
-  CollectingReporter reporter(benchmark::ConsoleReporter::OO_Tabular);
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::ClearRegisteredBenchmarks();
-
   SamplerBenchResult result;
-  for (const auto& run : reporter.runs()) {
-    if (run.error_occurred) fail("benchmark ", run.benchmark_name(), " failed: ", run.error_message);
-    const auto spec = std::find_if(specs.begin(), specs.end(),
-                                   [&](const CaseSpec& c) { return case_name(c) == run.run_name.function_name; });
-    if (spec == specs.end()) fail("benchmark run '", run.benchmark_name(), "' matches no registered case");
+  for (const CaseRun& run : cases.run()) {
+    const auto spec =
+        std::find_if(specs.begin(), specs.end(), [&](const CaseSpec& c) { return case_name(c) == run.name; });
+    if (spec == specs.end()) fail("benchmark run '", run.name, "' matches no registered case");
     SamplerBenchCase c;
-    c.name = case_name(*spec);
+    c.name = run.name;
     c.method = spec->method;
     c.vocab_size = spec->vocab_size;
     c.batch = spec->batch;
-    c.iterations = static_cast<int64_t>(run.iterations);
-    c.mean_wall_us = run.real_accumulated_time / static_cast<double>(run.iterations) * 1e6;
-    c.mean_cpu_us = run.cpu_accumulated_time / static_cast<double>(run.iterations) * 1e6;
-    c.mean_us = options.threads > 1 ? c.mean_wall_us : c.mean_cpu_us;
+    c.iterations = run.iterations;
+    c.mean_wall_us = run.mean_wall_us;
+    c.mean_cpu_us = run.mean_cpu_us;
+    c.mean_us = run.mean_us;
     c.bytes_per_second = static_cast<double>(c.batch) * c.vocab_size * sizeof(float) / (c.mean_us * 1e-6);
     result.cases.push_back(c);
   }

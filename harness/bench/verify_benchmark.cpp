@@ -10,10 +10,10 @@
 #include <map>
 #include <memory>
 #include <numeric>
-#include <regex>
 #include <sstream>
 
 #include "harness/bench/bench_workload.h"
+#include "harness/bench/benchmark_cases.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/philox.h"
 #include "verify/sampling/categorical.h"
@@ -198,20 +198,6 @@ std::string case_name(const CaseSpec& c) {
   return "verify/" + c.method + "/" + c.shape + "/V=" + std::to_string(c.vocab_size);
 }
 
-class CollectingReporter : public benchmark::ConsoleReporter {
- public:
-  explicit CollectingReporter(OutputOptions options) : benchmark::ConsoleReporter(options) {}
-  void ReportRuns(const std::vector<Run>& runs) override {
-    benchmark::ConsoleReporter::ReportRuns(runs);
-    for (const Run& run : runs)
-      if (run.run_type == Run::RT_Iteration) runs_.push_back(run);
-  }
-  const std::vector<Run>& runs() const { return runs_; }
-
- private:
-  std::vector<Run> runs_;
-};
-
 VerifyBenchAcceptance measure_acceptance(const CaseSpec& spec, ShapeInputs& in) {
   VerifyBenchAcceptance a{spec.method, spec.shape, spec.vocab_size, kAcceptanceSteps, 0.0, 0.0};
   for (int32_t step = 0; step < kAcceptanceSteps; ++step) {
@@ -227,22 +213,8 @@ VerifyBenchAcceptance measure_acceptance(const CaseSpec& spec, ShapeInputs& in) 
 }  // namespace
 
 VerifyBenchResult run_verify_benchmarks(const VerifyBenchOptions& options) {
-  if (options.threads < 1) fail_parameter("threads", " must be >= 1, got ", options.threads);
-  if (!(options.min_time_s > 0.0)) fail_parameter("min_time", " must be > 0 seconds, got ", options.min_time_s);
+  BenchmarkCases cases("specula bench verify", options.threads, options.min_time_s, options.filter);
   omp_set_num_threads(options.threads);
-
-  int argc = 1;
-  char program[] = "specula bench verify";
-  char* argv[] = {program, nullptr};
-  benchmark::Initialize(&argc, argv);
-  benchmark::ClearRegisteredBenchmarks();
-
-  std::regex filter;
-  try {
-    filter = std::regex(options.filter, std::regex::extended);
-  } catch (const std::regex_error& e) {
-    fail_parameter("filter", ": '", options.filter, "' is not a regular expression: ", e.what());
-  }
   std::vector<std::string> shapes;
   for (int32_t k : kChainLengths) shapes.push_back("K=" + std::to_string(k));
   for (const char* t : kTreeShapes) shapes.push_back(std::string("tree=") + t);
@@ -258,39 +230,28 @@ VerifyBenchResult run_verify_benchmarks(const VerifyBenchOptions& options) {
         const std::string m = method;
         if ((m == "chain" || m == "block") != chain && m != "sampler_passes") continue;
         const CaseSpec spec{m, shape, vocab};
-        if (!std::regex_search(case_name(spec), filter)) continue;
-        specs.push_back(spec);
         auto body = case_body(m);
-        auto* bench = benchmark::RegisterBenchmark(
-            case_name(spec).c_str(), [lazy, body](benchmark::State& state) { run_case(state, *lazy, body); });
-        bench->Unit(benchmark::kMicrosecond)->MinTime(options.min_time_s);
-        if (options.threads > 1) bench->UseRealTime();
+        if (cases.add(case_name(spec), [lazy, body](benchmark::State& state) { run_case(state, *lazy, body); }))
+          specs.push_back(spec);
       }
     }
   }
-  if (specs.empty()) fail_parameter("filter", " '", options.filter, "' matches no benchmark case");
-
-  CollectingReporter reporter(benchmark::ConsoleReporter::OO_Tabular);
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::ClearRegisteredBenchmarks();
-
   VerifyBenchResult result;
-  for (const auto& run : reporter.runs()) {
-    if (run.error_occurred) fail("benchmark ", run.benchmark_name(), " failed: ", run.error_message);
-    const auto spec = std::find_if(specs.begin(), specs.end(),
-                                   [&](const CaseSpec& c) { return case_name(c) == run.run_name.function_name; });
-    if (spec == specs.end()) fail("benchmark run '", run.benchmark_name(), "' matches no registered case");
+  for (const CaseRun& run : cases.run()) {
+    const auto spec =
+        std::find_if(specs.begin(), specs.end(), [&](const CaseSpec& c) { return case_name(c) == run.name; });
+    if (spec == specs.end()) fail("benchmark run '", run.name, "' matches no registered case");
     ShapeInputs& in = inputs.at(spec->shape + "/V=" + std::to_string(spec->vocab_size))->get();
     VerifyBenchCase c;
-    c.name = case_name(*spec);
+    c.name = run.name;
     c.method = spec->method;
     c.shape = spec->shape;
     c.vocab_size = spec->vocab_size;
     c.positions = in.rows();
-    c.iterations = static_cast<int64_t>(run.iterations);
-    c.mean_wall_us = run.real_accumulated_time / static_cast<double>(run.iterations) * 1e6;
-    c.mean_cpu_us = run.cpu_accumulated_time / static_cast<double>(run.iterations) * 1e6;
-    c.mean_us = options.threads > 1 ? c.mean_wall_us : c.mean_cpu_us;
+    c.iterations = run.iterations;
+    c.mean_wall_us = run.mean_wall_us;
+    c.mean_cpu_us = run.mean_cpu_us;
+    c.mean_us = run.mean_us;
     result.cases.push_back(c);
     if (c.method != "sampler_passes") result.acceptance.push_back(measure_acceptance(*spec, in));
   }
