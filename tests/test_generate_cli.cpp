@@ -2,10 +2,13 @@
 // models and options, and greedy speculation equal to greedy decoding through the command line.
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
+#include "harness/io/output_file.h"
 #include "kernels/cuda_device.h"
+#include "kernels/shared/error.h"
 
 using namespace specula::testing;
 using Catch::Matchers::Contains;
@@ -235,6 +238,39 @@ TEST_CASE("a failed write is an error naming the output, and an old file survive
   CHECK(WEXITSTATUS(limited) == 1);
   CHECK_THAT(read_text(err), Contains("--output") && Contains(out));
   CHECK(read_text(out) == "old content\n");
+}
+
+TEST_CASE("a file replaced atomically keeps its old content, and leaves no temporary, when the write fails",
+          "[errors]") {
+  TempDir dir;
+  const std::string path = dir.write("weights.bin", "old weights\n");
+  const auto temporaries = [&] {
+    int n = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(path).parent_path()))
+      n += entry.path().filename().string().rfind("weights.bin.tmp", 0) == 0;
+    return n;
+  };
+  // The writer fails halfway (a full disk, a serialisation error): its error, the old file, no temporary.
+  CHECK_THROWS_WITH(specula::replace_file_atomically(path, "weights",
+                                                     [](const std::string& temporary) {
+                                                       std::ofstream(temporary) << "half";
+                                                       specula::fail("disk full");
+                                                     }),
+                    Contains("disk full"));
+  CHECK(read_text(path) == "old weights\n");
+  CHECK(temporaries() == 0);
+  // The rename fails (the path is a non-empty folder): an error naming the file, no temporary left.
+  const std::string folder = dir.file("folder");
+  std::filesystem::create_directories(folder + "/inside");
+  CHECK_THROWS_WITH(specula::replace_file_atomically(
+                        folder, "the folder", [](const std::string& temporary) { std::ofstream(temporary) << "new"; }),
+                    Contains("the folder: cannot move the finished file into place"));
+  CHECK(std::filesystem::is_directory(folder + "/inside"));
+  // A successful write replaces the content.
+  specula::replace_file_atomically(path, "weights",
+                                   [](const std::string& temporary) { std::ofstream(temporary) << "new weights\n"; });
+  CHECK(read_text(path) == "new weights\n");
+  CHECK(temporaries() == 0);
 }
 
 TEST_CASE("the draft length is bounded before any work", "[cli][errors]") {

@@ -42,17 +42,25 @@ void write_output_file(const std::string& shown, const std::string& content, con
     path = fs::canonical(shown, ec).string();
     if (ec) fail(what, ": '", shown, "' is a symbolic link to nothing: ", ec.message());
   }
+  replace_file_atomically(path, what + ": '" + shown + "'",
+                          [&](const std::string& temporary) { write_in_place(temporary, content, what, shown); });
+}
+
+void replace_file_atomically(const std::string& path, const std::string& what,
+                             const std::function<void(const std::string& temporary)>& write) {
   const std::string temporary = path + ".tmp-" + std::to_string(::getpid());
+  std::error_code ec;
   try {
-    write_in_place(temporary, content, what, shown);
+    write(temporary);
   } catch (...) {
     fs::remove(temporary, ec);
     throw;
   }
   fs::rename(temporary, path, ec);
   if (ec) {
+    const std::string message = ec.message();
     fs::remove(temporary, ec);
-    fail(what, ": cannot move the finished file into place as '", shown, "': ", ec.message());
+    fail(what, ": cannot move the finished file into place: ", message);
   }
 }
 

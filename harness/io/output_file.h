@@ -6,12 +6,19 @@
 #pragma once
 
 #include <fstream>
+#include <functional>
 #include <string>
 
 namespace specula {
 
 // Writes `content` to `path` (see above). `what` names the output in errors, e.g. "--output".
 void write_output_file(const std::string& path, const std::string& content, const std::string& what);
+
+// Replaces the regular file `path` in one rename: `write(temporary)` fills a temporary beside it (named for this
+// process), which then takes its place. A failed write or rename removes the temporary and leaves the old file;
+// `what` names the file in errors. write_output_file and the weight writers (checkpoints, safetensors) use it.
+void replace_file_atomically(const std::string& path, const std::string& what,
+                             const std::function<void(const std::string& temporary)>& write);
 
 // Creates the folder `path` will be written in (reports whose default path is under results/), if it is
 // missing; an Error naming `what` and the folder when it cannot.

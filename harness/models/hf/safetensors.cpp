@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "harness/io/output_file.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -244,19 +245,15 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsWri
   uint8_t len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>((static_cast<uint64_t>(text.size()) >> (8 * i)) & 0xff);
 
-  const std::string tmp = path + ".tmp";
-  {
+  replace_file_atomically(path, path, [&](const std::string& tmp) {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail(tmp, ": cannot create");
+    if (!out) fail(path, ": cannot create");
     out.write(reinterpret_cast<const char*>(len), 8);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
     for (size_t i = 0; i < order.size(); ++i)
       out.write(static_cast<const char*>(order[i]->data), static_cast<std::streamsize>(sizes[i]));
-    if (!out.flush()) fail(tmp, ": write failed (disk full?)");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) fail(path, ": cannot move the new file into place: ", ec.message());
+    if (!out.flush()) fail(path, ": write failed (disk full?)");
+  });
 }
 
 }  // namespace specula

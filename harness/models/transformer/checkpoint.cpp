@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <set>
 
+#include "harness/io/output_file.h"
 #include "harness/models/transformer/memory_budget.h"
 #include "kernels/shared/error.h"
 
@@ -59,21 +60,21 @@ FileChecksum save_parameters_atomically(const std::string& dir, const std::strin
   fs::create_directories(dir, ec);
   if (ec) fail(dir, ": cannot create the ", folder, ": ", ec.message());
   const std::string path = (fs::path(dir) / file).string();
-  const std::string tmp = path + ".tmp";
   torch::NoGradGuard no_grad;
   torch::serialize::OutputArchive archive;
   for (const auto& p : module.named_parameters()) {
     torch::Tensor t = p.value().detach();
     archive.write(p.key(), (dtype ? t.to(*dtype) : t).contiguous());
   }
-  try {
-    archive.save_to(tmp);
-  } catch (const c10::Error& e) {
-    fail(tmp, ": cannot write weights: ", e.what_without_backtrace());
-  }
-  const FileChecksum written = file_checksum(tmp);
-  fs::rename(tmp, path, ec);
-  if (ec) fail(path, ": cannot move the new weights into place: ", ec.message());
+  FileChecksum written;
+  replace_file_atomically(path, path, [&](const std::string& tmp) {
+    try {
+      archive.save_to(tmp);
+    } catch (const c10::Error& e) {
+      fail(path, ": cannot write weights: ", e.what_without_backtrace());
+    }
+    written = file_checksum(tmp);
+  });
   return written;
 }
 
