@@ -542,7 +542,7 @@ TEST_CASE("results folders: one per run, even started together; status says how 
     std::ofstream(live[0] + "/status") << "running (pid " << pid << " on " << hostname() << ")\n";
     const CliResult resumed = run_specula("run --resume " + live[0] + " --quiet --no-plots --set experiment.seed=3");
     // (--set stops the resume right after the liveness check; the whole resume is tested in the next section.)
-    CHECK_THAT(resumed.err, Contains("drop --set"));
+    CHECK_THAT(resumed.err, Contains("--set: a resumed run continues as it was configured; give no overrides"));
     CHECK_THAT(resumed.err, !Contains("still being written"));
   }
 

@@ -166,7 +166,7 @@ TEST_CASE("other out-of-range settings name their parameter", "[sampler][errors]
   REQUIRE_ERROR(make(with([](SamplingParams& s) { s.bad_words = {{}}; })), Contains("bad_words") && Contains("empty"));
   REQUIRE_ERROR(parse_filter_order("min_p,bogus"), Contains("sampler_order") && Contains("'bogus'"));
   REQUIRE_ERROR(parse_filter_order("top_k, top_k"), Contains("twice"));
-  REQUIRE_ERROR(parse_filter_order("top_p,nope", "--draft-sampler-order"), Contains("--draft-sampler-order"));
+  REQUIRE_ERROR(parse_filter_order("top_p,nope", "draft_sampler_order"), Contains("draft_sampler_order"));
 }
 
 TEST_CASE("token ids outside the vocabulary are rejected with the parameter named", "[sampler][errors]") {

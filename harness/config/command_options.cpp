@@ -12,12 +12,20 @@
 namespace specula {
 namespace {
 
+// The parameter an option names: "draft-stop-tokens" -> "draft_stop_tokens". Errors raise it as a ParameterError,
+// which the command line prints as the flag and an experiment as its file:line: key.
+std::string parameter_of(const std::string& option) {
+  std::string p = option;
+  std::replace(p.begin(), p.end(), '-', '_');
+  return p;
+}
+
 long parse_long(const std::string& item, const std::string& option, const std::string& text) {
   char* end = nullptr;
   errno = 0;
   const long v = std::strtol(item.c_str(), &end, 10);
   if (item.empty() || *end != '\0' || errno != 0)
-    fail("--", option, ": '", item, "' is not an integer token id (in '", text, "')");
+    fail_parameter(parameter_of(option), ": '", item, "' is not an integer token id (in '", text, "')");
   return v;
 }
 
@@ -75,7 +83,7 @@ std::vector<std::string> comma_items(const std::string& text, const std::string&
   while (true) {
     const size_t comma = text.find(',', from);
     items.push_back(trim(text.substr(from, comma == std::string::npos ? std::string::npos : comma - from)));
-    if (items.back().empty()) fail("--", option, ": empty item in '", text, "'");
+    if (items.back().empty()) fail_parameter(parameter_of(option), ": empty item in '", text, "'");
     if (comma == std::string::npos) return items;
     from = comma + 1;
   }
@@ -88,7 +96,8 @@ std::vector<Token> parse_token_list(const std::string& text, const std::string& 
     std::string id;
     while (ids >> id) {
       const long v = parse_long(id, option, text);
-      if (v < 0 || v > INT32_MAX) fail("--", option, ": token id ", v, " is out of range (in '", text, "')");
+      if (v < 0 || v > INT32_MAX)
+        fail_parameter(parameter_of(option), ": token id ", v, " is out of range (in '", text, "')");
       out.push_back(static_cast<Token>(v));
     }
   }
@@ -99,16 +108,17 @@ std::vector<std::pair<Token, float>> parse_logit_bias(const std::string& text, c
   std::vector<std::pair<Token, float>> out;
   for (const std::string& item : comma_items(text, option)) {
     const size_t colon = item.find(':');
-    if (colon == std::string::npos) fail("--", option, ": '", item, "' is not TOKEN:BIAS (in '", text, "')");
+    if (colon == std::string::npos)
+      fail_parameter(parameter_of(option), ": '", item, "' is not TOKEN:BIAS (in '", text, "')");
     const long token = parse_long(trim(item.substr(0, colon)), option, text);
     const std::string bias_text = trim(item.substr(colon + 1));
     char* end = nullptr;
     const float bias = std::strtof(bias_text.c_str(), &end);
     if (bias_text.empty() || *end != '\0')
-      fail("--", option, ": bias '", bias_text, "' is not a number (in '", text, "')");
-    if (token < 0 || token > INT32_MAX) fail("--", option, ": token id ", token, " is out of range");
+      fail_parameter(parameter_of(option), ": bias '", bias_text, "' is not a number (in '", text, "')");
+    if (token < 0 || token > INT32_MAX) fail_parameter(parameter_of(option), ": token id ", token, " is out of range");
     for (const auto& [seen, b] : out)
-      if (seen == token) fail("--", option, ": token ", token, " is biased twice (in '", text, "')");
+      if (seen == token) fail_parameter(parameter_of(option), ": token ", token, " is biased twice (in '", text, "')");
     out.emplace_back(static_cast<Token>(token), bias);
   }
   return out;
@@ -163,13 +173,14 @@ void read_sampler_options(const po::variables_map& vm, SamplingParams& s, const 
     // Read as a double so that a value float32 would round to 0 (1e-50) is refused, not turned into greedy.
     const double t = vm[opt("temperature")].as<double>();
     if (t != 0.0 && !(static_cast<float>(std::fabs(t)) >= kMinTemperature))  // as stored: 0.001 is allowed
-      fail("--", opt("temperature"), ": ", t, " is below the smallest temperature, ", kMinTemperature, " (0 = greedy)");
+      fail_parameter(parameter_of(opt("temperature")), ": ", t, " is below the smallest temperature, ", kMinTemperature,
+                     " (0 = greedy)");
     s.temperature = static_cast<float>(t);
   }
   if (has("top-k")) s.top_k = vm[opt("top-k")].as<int32_t>();
   if (has("top-p")) s.top_p = vm[opt("top-p")].as<float>();
   if (has("min-p")) s.min_p = vm[opt("min-p")].as<float>();
-  if (has("sampler-order")) s.order = parse_filter_order(str("sampler-order"), "--" + opt("sampler-order"));
+  if (has("sampler-order")) s.order = parse_filter_order(str("sampler-order"), parameter_of(opt("sampler-order")));
   if (has("repetition-penalty")) s.repetition_penalty = vm[opt("repetition-penalty")].as<float>();
   if (has("frequency-penalty")) s.frequency_penalty = vm[opt("frequency-penalty")].as<float>();
   if (has("presence-penalty")) s.presence_penalty = vm[opt("presence-penalty")].as<float>();
@@ -177,7 +188,7 @@ void read_sampler_options(const po::variables_map& vm, SamplingParams& s, const 
   if (has("allowed-tokens")) {
     s.allowed_tokens = parse_token_list(str("allowed-tokens"), opt("allowed-tokens"));
     if (s.allowed_tokens.empty())
-      fail("--", opt("allowed-tokens"), ": the list is empty, so no token could be sampled");
+      fail_parameter(parameter_of(opt("allowed-tokens")), ": the list is empty, so no token could be sampled");
   }
   if (has("banned-tokens")) s.banned_tokens = parse_token_list(str("banned-tokens"), opt("banned-tokens"));
   if (has("bad-words")) s.bad_words = parse_token_sequences(str("bad-words"), opt("bad-words"));

@@ -158,8 +158,8 @@ void check_not_running(const fs::path& dir, const std::string& status) {
   std::getline(comm, name);
   // A recycled process id belongs to some other program: only a live `specula` counts.
   if (alive && (!comm || name == "specula"))
-    fail("--resume: ", dir.string(), " is still being written by process ", pid,
-         " on this machine (its status reads running); stop that run first");
+    fail_parameter("resume", ": ", dir.string(), " is still being written by process ", pid,
+                   " on this machine (its status reads running); stop that run first");
 }
 
 // SIGINT and SIGTERM during a run ask it to stop after the record in progress (a Slurm preemption sends
@@ -570,7 +570,12 @@ std::vector<std::vector<int32_t>> load_prompts(const ExperimentConfig& c, const 
     if (tokenizer) {
       prompts.push_back(tokenizer->encode(text));
     } else {
-      prompts.push_back(parse_token_list(text, "prompts (token ids for a model without a tokenizer)"));
+      try {
+        prompts.push_back(parse_token_list(text, "prompt"));
+      } catch (const ParameterError& e) {
+        fail(c.prompts_file.empty() ? c.prompts_from_corpus : c.prompts_file, ": prompt '", text,
+             "' (token ids, for a model without a tokenizer)", e.detail());
+      }
     }
     if (prompts.back().empty()) fail("a prompt is empty after tokenisation: '", text, "'");
   }
@@ -583,12 +588,15 @@ namespace {
 // that configuration's path and sets the shard in `options`.
 std::string resumed_configuration(RunOptions& options) {
   const fs::path folder(options.resume_dir);
-  if (!fs::exists(folder / "config.resolved.ini")) fail("--resume: ", options.resume_dir, " is not a results folder");
+  if (!fs::exists(folder / "config.resolved.ini"))
+    fail_parameter("resume", ": ", options.resume_dir, " is not a results folder");
   const std::string status =
       fs::exists(folder / "status") ? read_file((folder / "status").string(), "run --resume") : "";
-  if (status == "complete\n") fail("--resume: ", options.resume_dir, " is complete; there is nothing to resume");
+  if (status == "complete\n")
+    fail_parameter("resume", ": ", options.resume_dir, " is complete; there is nothing to resume");
   check_not_running(folder, status);
-  if (!options.overrides.empty()) fail("--resume continues the run as it was configured: drop --set");
+  if (!options.overrides.empty())
+    fail_parameter("set", ": a resumed run continues as it was configured; give no overrides");
   const std::string path = (folder / "config.resolved.ini").string();
   const std::pair<int, int> shard = split_shard_line(read_file(path, "run --resume")).second;
   if (shard.second > 0) std::tie(options.shard_index, options.shard_count) = shard;

@@ -73,14 +73,14 @@ std::vector<FilterStage> parse_filter_order(const std::string& text, const std::
     for (FilterStage stage : kCanonicalOrder) {
       if (item == filter_stage_name(stage)) {
         if (std::find(order.begin(), order.end(), stage) != order.end())
-          fail(option, ": '", item, "' is listed twice in '", text, "'");
+          fail_parameter(option, ": '", item, "' is listed twice in '", text, "'");
         order.push_back(stage);
         found = true;
       }
     }
     if (!found)
-      fail(option, ": unknown stage '", item, "' in '", text,
-           "' (known: min_p, top_k, top_p, typical_p, tfs_z, mirostat)");
+      fail_parameter(option, ": unknown stage '", item, "' in '", text,
+                     "' (known: min_p, top_k, top_p, typical_p, tfs_z, mirostat)");
   }
   return order;
 }
