@@ -48,6 +48,7 @@ TEST_CASE("bench forward's errors name the flag and the value", "[cli]") {
       {model + " --context 100000", "--context 100000 + 20 rows must fit the model's max_seq_len"},
       {" --model bigram:x", "--model: 'bigram:x' is not transformer:DIR"},
       {"", "--model is required"},
+      {" --model transformer:", "--model: 'transformer:' is not transformer:DIR"},
   };
   for (const auto& [args, message] : cases) {
     INFO(args);

@@ -20,19 +20,28 @@ class CollectingReporter : public benchmark::ConsoleReporter {
   std::vector<Run> runs_;
 };
 
-}  // namespace
-
-BenchmarkCases::BenchmarkCases(const char* program, int threads, double min_time_s, const std::string& filter)
-    : threads_(threads), min_time_s_(min_time_s), filter_text_(filter) {
-  if (threads < 1) fail_parameter("threads", " must be >= 1, got ", threads);
-  if (!(min_time_s > 0.0)) fail_parameter("min_time", " must be > 0 seconds, got ", min_time_s);
-  // The filter is applied here, to our names: Google Benchmark's own filter sees suffixes such as
-  // "/min_time:0.500/real_time" that would make an anchored regex miss.
+std::regex filter_regex(const std::string& filter) {
   try {
-    filter_ = std::regex(filter, std::regex::extended);
+    return std::regex(filter, std::regex::extended);
   } catch (const std::regex_error& e) {
     fail_parameter("filter", ": '", filter, "' is not a regular expression: ", e.what());
   }
+}
+
+}  // namespace
+
+void check_benchmark_options(int threads, double min_time_s, const std::string& filter) {
+  if (threads < 1) fail_parameter("threads", " must be >= 1, got ", threads);
+  if (!(min_time_s > 0.0)) fail_parameter("min_time", " must be > 0 seconds, got ", min_time_s);
+  filter_regex(filter);
+}
+
+BenchmarkCases::BenchmarkCases(const char* program, int threads, double min_time_s, const std::string& filter)
+    : threads_(threads), min_time_s_(min_time_s), filter_text_(filter) {
+  check_benchmark_options(threads, min_time_s, filter);
+  // The filter is applied here, to our names: Google Benchmark's own filter sees suffixes such as
+  // "/min_time:0.500/real_time" that would make an anchored regex miss.
+  filter_ = filter_regex(filter);
   int argc = 1;
   std::string name = program;
   char* argv[] = {name.data(), nullptr};

@@ -20,6 +20,10 @@ struct CaseRun {
   double mean_us = 0.0;  // CPU time with one thread (immune to other processes), wall time with more
 };
 
+// The options' checks alone (ParameterError naming threads, min_time or filter), for a caller that checks before it
+// loads what the benchmark needs (bench sampler: the LibTorch module).
+void check_benchmark_options(int threads, double min_time_s, const std::string& filter);
+
 class BenchmarkCases {
  public:
   // ParameterError naming threads, min_time or filter for a bad value. Starts Google Benchmark with no case.

@@ -187,10 +187,7 @@ Case weight_read_case(Transformer& model, const ForwardBenchOptions& o, int64_t&
 }
 
 json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ostream& os) {
-  const size_t colon = spec.find(':');
-  if (colon == std::string::npos || spec.substr(0, colon) != "transformer")
-    fail_parameter("model", ": '", spec, "' is not transformer:DIR");
-  const std::string dir = spec.substr(colon + 1);
+  const std::string dir = spec.substr(spec.find(':') + 1);  // transformer:DIR (validate)
   LoadedCheckpoint loaded = load_checkpoint(dir, o.weights_dtype);
   Transformer& model = loaded.model;
   const TransformerConfig& c = model->config();
@@ -266,18 +263,8 @@ json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ost
 
 }  // namespace
 
-void ForwardBenchOptions::validate() const {
-  if (threads < 1) fail_parameter("threads", " must be >= 1, got ", threads);
-  if (min_iterations < 1) fail_parameter("min_iterations", " must be >= 1, got ", min_iterations);
-  if (chunk_sizes.empty()) fail_parameter("chunks", ": empty list");
-  for (int64_t k : chunk_sizes)
-    if (k < 1) fail_parameter("chunks", ": sizes must be >= 1, got ", k);
-  if (std::find(chunk_sizes.begin(), chunk_sizes.end(), 1) == chunk_sizes.end())
-    fail_parameter("chunks", " must include 1: every ratio is against the 1-token forward");
-}
-
 json run_forward_benchmark(const std::vector<std::string>& specs, const ForwardBenchOptions& o, std::ostream& os) {
-  o.validate();
+  o.validate(specs);
   torch::set_num_threads(o.threads);
   const std::string load_before = load_averages();
   json models = json::array();

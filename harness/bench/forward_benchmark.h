@@ -22,7 +22,9 @@ struct ForwardBenchOptions {
   int64_t min_iterations = 30;                      // timed forwards per case, at least
   std::vector<int64_t> chunk_sizes = {1, 2, 4, 8};  // must include 1: every ratio is against it
   std::vector<std::string> trees = {"2,2,1", "4,2,1"};
-  void validate() const;  // ParameterError naming threads, min_iterations, chunks
+  // ParameterError naming model (none, or not transformer:DIR), threads, min_iterations or chunks. Torch-free
+  // (forward_bench_options.cpp): the command line checks before loading LibTorch.
+  void validate(const std::vector<std::string>& models) const;
 };
 
 // Times every model (transformer:DIR; with two, the first is the target and the second its draft), prints a

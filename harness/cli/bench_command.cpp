@@ -14,6 +14,7 @@
 #include <sstream>
 #include <string>
 
+#include "harness/bench/benchmark_cases.h"
 #include "harness/bench/sampler_benchmark.h"
 #include "harness/bench/verify_benchmark.h"
 #include "harness/cli/commands.h"
@@ -120,6 +121,7 @@ int bench_sampler(const Args& args) {
   check_thread_count(options.threads);
   options.min_time_s = vm["min-time"].as<double>();
   options.filter = vm["filter"].as<std::string>();
+  bench::check_benchmark_options(options.threads, options.min_time_s, options.filter);  // before loading LibTorch
   const std::filesystem::path output =
       vm.count("output") ? vm["output"].as<std::string>() : "results/bench/sampler-" + hostname() + ".json";
   if (options.threads > 1)
@@ -330,9 +332,7 @@ int bench_command(const Args& args) {
   if (without_device_option(args) != args) return bench_command(without_device_option(args));
   if (args[0] == "sampler") return bench_sampler(Args(args.begin() + 1, args.end()));
   if (args[0] == "verify") return bench_verify(Args(args.begin() + 1, args.end()));
-  if (args[0] == "forward")
-    return torch_function<decltype(&bench_forward_command)>("command bench forward")(
-        Args(args.begin() + 1, args.end()));
+  if (args[0] == "forward") return bench_forward_command(Args(args.begin() + 1, args.end()));
   if (args[0] == "end-to-end") return bench_end_to_end(Args(args.begin() + 1, args.end()));
   if (args[0] == "all" && args.size() == 1) {
     for (const Args& a : {Args{"sampler"}, Args{"verify"},

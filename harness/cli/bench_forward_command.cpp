@@ -1,5 +1,6 @@
-// `specula bench forward`: the options of the forward benchmark (harness/bench/forward_benchmark.h), its table on
-// stdout and its JSON report. A LibTorch entry ("command bench forward"), reached through the module.
+// `specula bench forward`: the options of the forward benchmark (harness/bench/forward_benchmark.h), checked here,
+// before the benchmark itself (a LibTorch entry, "run_forward_benchmark") loads the module; its table on stdout
+// and its JSON report.
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -9,6 +10,7 @@
 #include "harness/config/command_options.h"
 #include "harness/experiment/environment.h"
 #include "harness/io/output_file.h"
+#include "harness/models/registry/torch_module.h"
 #include "kernels/shared/error.h"
 
 namespace specula::cli {
@@ -39,7 +41,6 @@ int bench_forward_command(const Args& args) {
     std::cout << desc << "\n";
     return 0;
   }
-  if (!vm.count("model")) fail("--model is required, e.g. --model transformer:results/models/target");
   bench::ForwardBenchOptions o;
   o.threads = vm["threads"].as<int>();
   o.weights_dtype = vm["weights-dtype"].as<std::string>();
@@ -52,7 +53,11 @@ int bench_forward_command(const Args& args) {
   std::stringstream trees(vm["trees"].as<std::string>());
   for (std::string item; std::getline(trees, item, ';');)
     if (!item.empty()) o.trees.push_back(item);
-  const nlohmann::json report = bench::run_forward_benchmark(vm["model"].as<std::vector<std::string>>(), o, std::cout);
+  const std::vector<std::string> models =
+      vm.count("model") ? vm["model"].as<std::vector<std::string>>() : std::vector<std::string>{};
+  o.validate(models);
+  const nlohmann::json report =
+      torch_function<decltype(&bench::run_forward_benchmark)>("run_forward_benchmark")(models, o, std::cout);
   const std::filesystem::path output =
       vm.count("output") ? vm["output"].as<std::string>() : "results/bench/forward-" + hostname() + ".json";
   create_parent_folder(output.string(), "--output");

@@ -1,6 +1,7 @@
 // The LibTorch module's entry table (harness/models/registry/torch_module.h): what the `specula` executable
 // reaches in libspecula_torch.so: the entries below the command line (torch_model_entries.h), the LibTorch
 // benchmarks and commands.
+#include "harness/bench/forward_benchmark.h"
 #include "harness/bench/sampler_benchmark.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/torch_model_entries.h"
@@ -12,7 +13,7 @@ using specula::torch_entry_address;
 const specula::TorchEntry kEntries[] = {
     SPECULA_TORCH_MODEL_ENTRIES  //
     {"run_sampler_benchmarks", torch_entry_address(&specula::bench::run_sampler_benchmarks)},
-    {"command bench forward", torch_entry_address(&specula::cli::bench_forward_command)},
+    {"run_forward_benchmark", torch_entry_address(&specula::bench::run_forward_benchmark)},
     {"command train", torch_entry_address(&specula::cli::train_command)},
     {"command train-medusa", torch_entry_address(&specula::cli::train_medusa_command)},
     {"command train-eagle", torch_entry_address(&specula::cli::train_eagle_command)},

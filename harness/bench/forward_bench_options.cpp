@@ -1,0 +1,24 @@
+// ForwardBenchOptions' checks, apart from the benchmark's LibTorch code: the command line runs them before it
+// loads the LibTorch module, so a bad option costs no start-up.
+#include <algorithm>
+
+#include "harness/bench/forward_benchmark.h"
+#include "kernels/shared/error.h"
+
+namespace specula::bench {
+
+void ForwardBenchOptions::validate(const std::vector<std::string>& models) const {
+  if (models.empty()) fail_parameter("model", " is required, e.g. transformer:results/models/target");
+  for (const std::string& spec : models)
+    if (spec.rfind("transformer:", 0) != 0 || spec.size() == std::string("transformer:").size())
+      fail_parameter("model", ": '", spec, "' is not transformer:DIR");
+  if (threads < 1) fail_parameter("threads", " must be >= 1, got ", threads);
+  if (min_iterations < 1) fail_parameter("min_iterations", " must be >= 1, got ", min_iterations);
+  if (chunk_sizes.empty()) fail_parameter("chunks", ": empty list");
+  for (int64_t k : chunk_sizes)
+    if (k < 1) fail_parameter("chunks", ": sizes must be >= 1, got ", k);
+  if (std::find(chunk_sizes.begin(), chunk_sizes.end(), 1) == chunk_sizes.end())
+    fail_parameter("chunks", " must include 1: every ratio is against the 1-token forward");
+}
+
+}  // namespace specula::bench
