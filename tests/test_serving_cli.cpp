@@ -73,12 +73,13 @@ std::vector<double> log_softmax(const std::vector<double>& logits, const std::ve
 }
 
 // Reference rows (float64 logits) after every position of `sequence`.
-std::vector<std::vector<double>> reference_rows(const TempDir& dir, const std::string& model,
-                                                const std::vector<int>& sequence) {
-  const std::string in = dir.write("sequences.json", json{{"sequences", {sequence}}}.dump());
+// The float64 reference's logits rows of every sequence, in one run of the reference (it imports PyTorch).
+std::vector<std::vector<std::vector<double>>> reference_rows(const TempDir& dir, const std::string& model,
+                                                             const std::vector<std::vector<int>>& sequences) {
+  const std::string in = dir.write("sequences.json", json{{"sequences", sequences}}.dump());
   const std::string out = dir.file("logits.json");
   REQUIRE(std::system((kReference + " logits --model " + model + " --sequences " + in + " --out " + out).c_str()) == 0);
-  return json::parse(read_text(out))["logits"][0].get<std::vector<std::vector<double>>>();
+  return json::parse(read_text(out))["logits"].get<std::vector<std::vector<std::vector<double>>>>();
 }
 
 }  // namespace
@@ -225,7 +226,7 @@ TEST_CASE("logprobs are the same for the same tokens whatever the method, and eq
     CHECK(line["sample"] == 0);
     std::vector<int> sequence = prompt;
     for (const json& t : line["tokens"]) sequence.push_back(t["id"]);
-    const auto rows = reference_rows(dir, folder, sequence);
+    const auto rows = reference_rows(dir, folder, {sequence}).at(0);
     const std::vector<bool> all(rows[0].size(), true);
     REQUIRE(line["tokens"].size() == 12);
     for (size_t i = 0; i < line["tokens"].size(); ++i) {
@@ -241,6 +242,7 @@ TEST_CASE("logprobs are the same for the same tokens whatever the method, and eq
     }
   }
   SECTION("temperature 0.8 and top-k 20: processed under the filtered row, raw under the softmax of the logits") {
+    std::vector<json> lines;  // every method's samples, then one reference run for all of them
     for (const std::string method : {"ar", "chain", "tree"}) {
       INFO(method);
       const std::string flags = method == "ar"      ? " --method ar"
@@ -251,31 +253,36 @@ TEST_CASE("logprobs are the same for the same tokens whatever the method, and eq
                           " --temperature 0.8 --top-k 20 --num-samples 2 --seed 4 --logprobs-output " + out +
                           " --output " + dir.file("t.txt"))
                   .exit_code == 0);
-      const std::vector<json> lines = read_jsonl(out);
-      REQUIRE(lines.size() == 2);
-      for (size_t s = 0; s < lines.size(); ++s) {
-        CHECK(lines[s]["sample"] == s);
-        std::vector<int> sequence = prompt;
-        for (const json& t : lines[s]["tokens"]) sequence.push_back(t["id"]);
-        const auto rows = reference_rows(dir, folder, sequence);
-        for (size_t i = 0; i < lines[s]["tokens"].size(); ++i) {
-          const json& t = lines[s]["tokens"][i];
-          const std::vector<double>& row = rows[prompt.size() - 1 + i];
-          std::vector<double> sorted(row);
-          std::sort(sorted.begin(), sorted.end(), std::greater<>());
-          std::vector<bool> top20(row.size()), all(row.size(), true);
-          std::vector<double> tempered(row.size());
-          for (size_t v = 0; v < row.size(); ++v) {
-            top20[v] = row[v] >= sorted[19];
-            tempered[v] = row[v] / 0.8;
-          }
-          const std::vector<double> processed = log_softmax(tempered, top20), raw = log_softmax(row, all);
-          const int id = t["id"];
-          CHECK(std::abs(t["logprob"].get<double>() - processed[id]) < 1e-3);
-          CHECK(std::abs(t["raw_logprob"].get<double>() - raw[id]) < 1e-3);
-          for (const json& entry : t["top"])
-            CHECK(std::abs(entry[1].get<double>() - processed[entry[0].get<int>()]) < 1e-3);
+      const std::vector<json> method_lines = read_jsonl(out);
+      REQUIRE(method_lines.size() == 2);
+      for (size_t s = 0; s < method_lines.size(); ++s) CHECK(method_lines[s]["sample"] == s);
+      lines.insert(lines.end(), method_lines.begin(), method_lines.end());
+    }
+    std::vector<std::vector<int>> sequences;
+    for (const json& line : lines) {
+      sequences.push_back(prompt);
+      for (const json& t : line["tokens"]) sequences.back().push_back(t["id"]);
+    }
+    const auto reference = reference_rows(dir, folder, sequences);
+    for (size_t s = 0; s < lines.size(); ++s) {
+      INFO("line " << s << " (methods ar, chain, tree; two samples each)");
+      for (size_t i = 0; i < lines[s]["tokens"].size(); ++i) {
+        const json& t = lines[s]["tokens"][i];
+        const std::vector<double>& row = reference[s][prompt.size() - 1 + i];
+        std::vector<double> sorted(row);
+        std::sort(sorted.begin(), sorted.end(), std::greater<>());
+        std::vector<bool> top20(row.size()), all(row.size(), true);
+        std::vector<double> tempered(row.size());
+        for (size_t v = 0; v < row.size(); ++v) {
+          top20[v] = row[v] >= sorted[19];
+          tempered[v] = row[v] / 0.8;
         }
+        const std::vector<double> processed = log_softmax(tempered, top20), raw = log_softmax(row, all);
+        const int id = t["id"];
+        CHECK(std::abs(t["logprob"].get<double>() - processed[id]) < 1e-3);
+        CHECK(std::abs(t["raw_logprob"].get<double>() - raw[id]) < 1e-3);
+        for (const json& entry : t["top"])
+          CHECK(std::abs(entry[1].get<double>() - processed[entry[0].get<int>()]) < 1e-3);
       }
     }
   }
