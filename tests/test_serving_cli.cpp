@@ -171,10 +171,14 @@ TEST_CASE("an hf checkpoint's eos_token_id ends every method; --ignore-eos does 
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     CHECK(read_id_lines(dir.file("out.txt")).at(0) == expected);
-    REQUIRE(run_specula("generate --target " + target + flags + common + " --temperature 0 --ignore-eos --output " +
-                        dir.file("ignored.txt"))
-                .exit_code == 0);
-    CHECK(read_id_lines(dir.file("ignored.txt")).at(0) == unstopped);
+    // --ignore-eos only leaves the checkpoint's ids out of the stop set, before any method runs: checked with
+    // plain decoding and with a tree.
+    if (name == "ar" || name == "tree") {
+      REQUIRE(run_specula("generate --target " + target + flags + common + " --temperature 0 --ignore-eos --output " +
+                          dir.file("ignored.txt"))
+                  .exit_code == 0);
+      CHECK(read_id_lines(dir.file("ignored.txt")).at(0) == unstopped);
+    }
     // Sampled: the stop rule on every line, and the padded ids (256..299, no text) never abort the run.
     const CliResult sampled = run_specula("generate --target " + target + flags + common +
                                           " --num-samples 40 --seed 2 --print-text --output " + dir.file("s.txt"));
