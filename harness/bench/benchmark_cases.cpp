@@ -37,14 +37,13 @@ void check_benchmark_options(int threads, double min_time_s, const std::string& 
 }
 
 BenchmarkCases::BenchmarkCases(const char* program, int threads, double min_time_s, const std::string& filter)
-    : threads_(threads), min_time_s_(min_time_s), filter_text_(filter) {
+    : program_(program), threads_(threads), min_time_s_(min_time_s), filter_text_(filter) {
   check_benchmark_options(threads, min_time_s, filter);
   // The filter is applied here, to our names: Google Benchmark's own filter sees suffixes such as
   // "/min_time:0.500/real_time" that would make an anchored regex miss.
   filter_ = filter_regex(filter);
   int argc = 1;
-  std::string name = program;
-  char* argv[] = {name.data(), nullptr};
+  char* argv[] = {program_.data(), nullptr};
   benchmark::Initialize(&argc, argv);
   benchmark::ClearRegisteredBenchmarks();
 }

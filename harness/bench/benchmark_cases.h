@@ -35,6 +35,7 @@ class BenchmarkCases {
   std::vector<CaseRun> run();
 
  private:
+  std::string program_;  // Google Benchmark keeps argv[0]: it must live as long as the cases run
   int threads_;
   double min_time_s_;
   std::string filter_text_;

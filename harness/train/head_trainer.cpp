@@ -257,7 +257,7 @@ HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
   target->eval();
   const int64_t T = o.seq_len;
   if (T > tc.max_seq_len) fail_parameter("seq_len", " ", T, " exceeds the target's max_seq_len ", tc.max_seq_len);
-  const auto tokenizer = make_tokenizer(loaded.config.tokenizer, o.target);
+  const auto tokenizer = with_source(o.target, [&] { return make_tokenizer(loaded.config.tokenizer); });
   const TextCorpus corpus = load_text_corpus(o.corpus, *tokenizer, o.validation_fraction, static_cast<size_t>(T) + 1);
 
   std::cerr << "specula train-" << o.kind << ": target " << o.target << " (" << tc.describe() << ", frozen); corpus "

@@ -77,7 +77,7 @@ struct TrainingData {
 };
 
 TrainingData load_training_data(const TrainOptions& options) {
-  const auto tokenizer = make_tokenizer(options.tokenizer, "--tokenizer");
+  const auto tokenizer = make_tokenizer(options.tokenizer);
   if (tokenizer->vocab_size() != options.model.vocab_size)
     fail_parameter("vocab_size", " ", options.model.vocab_size, " does not match tokenizer '", options.tokenizer, "' (",
                    tokenizer->vocab_size(), " tokens)");

@@ -35,7 +35,8 @@ std::shared_ptr<const LanguageModel> load_hf(const LoadRequest& r) {
 std::shared_ptr<const Tokenizer> no_tokenizer(const std::string&) { return nullptr; }
 
 std::shared_ptr<const Tokenizer> transformer_tokenizer(const std::string& dir) {
-  return make_tokenizer(read_checkpoint_config(dir).tokenizer, dir + "/" + kCheckpointConfigFile);
+  const std::string tokenizer = read_checkpoint_config(dir).tokenizer;
+  return with_source(dir + "/" + kCheckpointConfigFile, [&] { return make_tokenizer(tokenizer); });
 }
 
 struct ModelKind {

@@ -19,9 +19,9 @@ std::string ByteTokenizer::decode(const std::vector<Token>& tokens) const {
   return out;
 }
 
-std::shared_ptr<const Tokenizer> make_tokenizer(const std::string& name, const std::string& where) {
+std::shared_ptr<const Tokenizer> make_tokenizer(const std::string& name) {
   if (name == "byte") return std::make_shared<ByteTokenizer>();
-  fail(where, ": unknown tokenizer '", name, "' (known: byte)");
+  fail_parameter("tokenizer", ": unknown tokenizer '", name, "' (known: byte)");
 }
 
 }  // namespace specula

@@ -18,7 +18,8 @@ class ByteTokenizer : public Tokenizer {
   std::string decode(const std::vector<Token>& tokens) const override;
 };
 
-// The tokenizer named `name` in a checkpoint config (known: "byte"); throws Error naming `where`.
-std::shared_ptr<const Tokenizer> make_tokenizer(const std::string& name, const std::string& where);
+// The tokenizer named `name` (known: "byte"); an unknown name is a ParameterError for tokenizer, which a caller
+// that read the name from a file prefixes with the file (with_source).
+std::shared_ptr<const Tokenizer> make_tokenizer(const std::string& name);
 
 }  // namespace specula

@@ -117,7 +117,7 @@ CheckpointConfig read_checkpoint_config(const std::string& dir) {
   CheckpointConfig c;
   c.model = transformer_config_from_json(field(j, "model", path), path + ": model");
   c.tokenizer = string_field(j, "tokenizer", path);
-  const auto tokenizer = make_tokenizer(c.tokenizer, path);
+  const auto tokenizer = with_source(path, [&] { return make_tokenizer(c.tokenizer); });
   if (tokenizer->vocab_size() != c.model.vocab_size)
     fail(path, ": tokenizer '", c.tokenizer, "' has ", tokenizer->vocab_size(), " tokens but model.vocab_size is ",
          c.model.vocab_size);

@@ -50,7 +50,7 @@ TransformerLanguageModel::TransformerLanguageModel(const std::string& checkpoint
   state_->dir = checkpoint_dir;
   state_->model = loaded.model;
   state_->config = loaded.config;
-  state_->tokenizer = make_tokenizer(loaded.config.tokenizer, checkpoint_dir);
+  state_->tokenizer = with_source(checkpoint_dir, [&] { return make_tokenizer(loaded.config.tokenizer); });
 }
 
 TransformerLanguageModel::TransformerLanguageModel(const std::string& kind, const std::string& dir,
