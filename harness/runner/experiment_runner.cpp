@@ -203,14 +203,16 @@ std::vector<RunRecord> records_so_far(const fs::path& dir) {
   return fs::exists(dir / "records.jsonl") ? read_records((dir / "records.jsonl").string()) : std::vector<RunRecord>{};
 }
 
-// A shard's resolved configuration without its "; shard = i/N" line, and that line's i and N (0, 0: none).
-std::pair<std::string, std::pair<int, int>> split_shard_line(const std::string& resolved) {
+// A shard's resolved configuration (the file `path`) without its "; shard = i/N" line, and that line's i and N
+// (0, 0: none). A bad line is an error naming the file, not the --shard flag.
+std::pair<std::string, std::pair<int, int>> split_shard_line(const std::string& path) {
+  const std::string resolved = read_file(path, "the run's resolved configuration");
   std::istringstream in(resolved);
   std::string line, rest;
   std::pair<int, int> shard{0, 0};
   while (std::getline(in, line)) {
     if (line.rfind("; shard = ", 0) == 0) {
-      shard = parse_shard(line.substr(10));
+      shard = with_source(path, [&] { return parse_shard(line.substr(10)); });
       continue;
     }
     rest += line + "\n";
@@ -598,7 +600,7 @@ std::string resumed_configuration(RunOptions& options) {
   if (!options.overrides.empty())
     fail_parameter("set", ": a resumed run continues as it was configured; give no overrides");
   const std::string path = (folder / "config.resolved.ini").string();
-  const std::pair<int, int> shard = split_shard_line(read_file(path, "run --resume")).second;
+  const std::pair<int, int> shard = split_shard_line(path).second;
   if (shard.second > 0) std::tie(options.shard_index, options.shard_count) = shard;
   return path;
 }
@@ -738,7 +740,7 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
 
 bool is_shard_folder(const std::string& dir) {
   const fs::path resolved = fs::path(dir) / "config.resolved.ini";
-  return fs::exists(resolved) && split_shard_line(read_file(resolved.string(), "run")).second.second > 1;
+  return fs::exists(resolved) && split_shard_line(resolved.string()).second.second > 1;
 }
 
 void merge_results(const std::vector<std::string>& shard_dirs, const std::string& output, bool allow_incomplete) {
@@ -762,7 +764,7 @@ void merge_results(const std::vector<std::string>& shard_dirs, const std::string
              "); pass --allow-incomplete to merge it anyway");
       incomplete = true;
     }
-    const auto [rest, shard] = split_shard_line(read_file((dir / "config.resolved.ini").string(), "merge"));
+    const auto [rest, shard] = split_shard_line((dir / "config.resolved.ini").string());
     if (config.empty()) config = rest;
     if (rest != config)
       fail("merge: ", d, "/config.resolved.ini differs from ", shard_dirs[0],
