@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <iostream>
 #include <random>
-#include <sstream>
 
 #include "draft/heads/draft_heads.h"
 #include "harness/models/transformer/byte_tokenizer.h"
@@ -131,16 +130,9 @@ double evaluate(Objective& objective, const FeatureSet& set, int64_t batch, std:
   return total / static_cast<double>(batches);
 }
 
-std::string fixed(double v, int digits = 4) {
-  std::ostringstream os;
-  os.precision(digits);
-  os << std::fixed << v;
-  return os.str();
-}
-
 std::string rates(const std::vector<double>& v) {
   std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? " " : "") + fixed(v[i], 3);
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? " " : "") + fixed_decimals(v[i], 3);
   return s;
 }
 
@@ -287,13 +279,13 @@ HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
 
   std::vector<double> top1;
   const double initial_val = evaluate(objective, val_set, o.batch_size, top1);
-  std::cerr << "initial validation loss " << fixed(initial_val) << ", top-1 " << rates(top1) << "\n";
+  std::cerr << "initial validation loss " << fixed_decimals(initial_val) << ", top-1 " << rates(top1) << "\n";
   const int64_t total_steps = o.lr.total_steps;
   ProgressBar progress(std::cerr, total_steps, isatty(STDERR_FILENO) == 1, o.log_interval);
   std::uniform_int_distribution<int64_t> pick_window(0, o.feature_windows - 1);
   HeadTrainResult result;
-  double best_val = INFINITY, train_seconds = 0.0, eval_seconds = 0.0, recent_sum = 0.0;
-  int64_t recent_count = 0, evals_done = 0;
+  double best_val = INFINITY;
+  TrainingLog log(total_steps, o.eval_interval);
   for (int64_t step = 0; step < total_steps; ++step) {
     const auto step_start = Clock::now();
     for (auto& group : optimizer.param_groups())
@@ -303,20 +295,13 @@ HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
     const double loss_value = train_step(objective, optimizer, train_set, rows);
     if (!std::isfinite(loss_value))
       fail("training diverged: loss ", loss_value, " at step ", step + 1, " (lower --lr?)");
-    train_seconds += seconds_since(step_start);
-    if (recent_count == o.eval_interval) recent_sum = recent_count = 0;
-    recent_sum += loss_value;
-    ++recent_count;
+    log.add_step(loss_value, seconds_since(step_start));
     const int64_t done = step + 1;
-    const double eval_cost = evals_done ? eval_seconds / static_cast<double>(evals_done) : 0.0;
-    const double eta =
-        static_cast<double>(total_steps - done) * train_seconds / static_cast<double>(done) +
-        static_cast<double>(std::max<int64_t>(0, total_steps / o.eval_interval - evals_done)) * eval_cost;
-    progress.update(step, loss_value, static_cast<double>(done * o.batch_size * T) / train_seconds, eta);
+    progress.update(step, loss_value, static_cast<double>(done * o.batch_size * T) / log.train_seconds(),
+                    log.eta(done));
     if (done % o.eval_interval == 0 || done == total_steps) {
       const auto eval_start = Clock::now();
       const double val = evaluate(objective, val_set, o.batch_size, top1);
-      ++evals_done;
       std::string saved;
       if (val < best_val) {
         best_val = val;
@@ -326,23 +311,23 @@ HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
         save_draft_heads(o.output, heads, config);
         saved = ", saved " + o.output;
       }
-      eval_seconds += seconds_since(eval_start);
-      progress.note("step " + std::to_string(done) + ": train loss " + fixed(recent_sum / recent_count) +
-                    ", val loss " + fixed(val) + ", top-1 " + rates(top1) + saved);
+      log.add_evaluation(seconds_since(eval_start));
+      progress.note("step " + std::to_string(done) + ": train loss " + fixed_decimals(log.recent_loss()) +
+                    ", val loss " + fixed_decimals(val) + ", top-1 " + rates(top1) + saved);
     }
   }
   progress.finish();
   result.steps = total_steps;
   result.val_loss = best_val;
-  result.final_train_loss = recent_sum / static_cast<double>(std::max<int64_t>(1, recent_count));
+  result.final_train_loss = log.recent_loss();
   result.seconds = seconds_since(start);
   config.training = training_record(o, result, static_cast<int64_t>(val_offsets.size()), initial_val,
-                                    parameter_count(heads), train_seconds);
+                                    parameter_count(heads), log.train_seconds());
   config.weights_checksum = read_draft_heads_config(o.output).weights_checksum;  // of the best step's weights
   write_draft_heads_config(o.output, config);
   std::cerr << "specula train-" << o.kind << ": done in " << ProgressBar::format_duration(result.seconds) << "; heads "
-            << o.output << " (step " << result.best_step << "), validation loss " << fixed(result.val_loss)
-            << " (initial " << fixed(initial_val) << "), top-1 " << rates(result.val_top1) << "\n";
+            << o.output << " (step " << result.best_step << "), validation loss " << fixed_decimals(result.val_loss)
+            << " (initial " << fixed_decimals(initial_val) << "), top-1 " << rates(result.val_top1) << "\n";
   return result;
 }
 

@@ -62,4 +62,33 @@ void ProgressBar::finish() {
   line_open_ = false;
 }
 
+void TrainingLog::add_step(double loss, double seconds) {
+  train_seconds_ += seconds;
+  if (recent_count_ == eval_interval_) recent_sum_ = recent_count_ = 0;
+  recent_sum_ += loss;
+  ++recent_count_;
+}
+
+void TrainingLog::add_evaluation(double seconds) {
+  eval_seconds_ += seconds;
+  ++evals_done_;
+}
+
+double TrainingLog::recent_loss() const {
+  return recent_sum_ / static_cast<double>(std::max<int64_t>(1, recent_count_));
+}
+
+double TrainingLog::eta(int64_t done) const {
+  const double eval_cost = evals_done_ ? eval_seconds_ / static_cast<double>(evals_done_) : 0.0;
+  return static_cast<double>(total_steps_ - done) * train_seconds_ / static_cast<double>(done) +
+         static_cast<double>(std::max<int64_t>(0, total_steps_ / eval_interval_ - evals_done_)) * eval_cost;
+}
+
+std::string fixed_decimals(double v, int digits) {
+  std::ostringstream os;
+  os.precision(digits);
+  os << std::fixed << v;
+  return os.str();
+}
+
 }  // namespace specula

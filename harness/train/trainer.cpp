@@ -9,7 +9,6 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <sstream>
 
 #include "harness/models/transformer/byte_tokenizer.h"
 #include "harness/models/transformer/checkpoint.h"
@@ -58,13 +57,6 @@ double mean_loss(Transformer& model, const torch::Tensor& data, const std::vecto
   }
   model->train();
   return total / static_cast<double>(count);
-}
-
-std::string format_loss(double loss) {
-  std::ostringstream os;
-  os.precision(4);
-  os << std::fixed << loss;
-  return os.str();
 }
 
 // The corpus as tensors, and its validation windows: every non-overlapping window (final loss) and an evenly
@@ -177,28 +169,19 @@ TrainResult train_transformer(const TrainOptions& options) {
   std::uniform_int_distribution<int64_t> pick(0, data.train.size(0) - T - 1);
   TrainResult result;
   result.best_periodic_val_loss = INFINITY;
-  double train_seconds = 0.0, eval_seconds = 0.0, recent_loss_sum = 0.0;
-  int64_t evals_done = 0, recent_count = 0;
+  TrainingLog log(total_steps, options.eval_interval);
   const auto start = Clock::now();
   for (int64_t step = 0; step < total_steps; ++step) {
     const auto step_start = Clock::now();
     const double loss_value = train_step(model, *optimizer, options, data.train, rng, pick, step);
-    train_seconds += seconds_since(step_start);
-    if (recent_count == options.eval_interval) recent_loss_sum = recent_count = 0;
-    recent_loss_sum += loss_value;
-    ++recent_count;
-
+    log.add_step(loss_value, seconds_since(step_start));
     const int64_t done = step + 1;
-    const int64_t evals_left = total_steps / options.eval_interval - evals_done;
-    const double eval_cost = evals_done ? eval_seconds / static_cast<double>(evals_done) : 0.0;
-    const double eta = static_cast<double>(total_steps - done) * train_seconds / static_cast<double>(done) +
-                       static_cast<double>(std::max<int64_t>(0, evals_left)) * eval_cost;
-    progress.update(step, loss_value, static_cast<double>(done * options.batch_size * T) / train_seconds, eta);
+    progress.update(step, loss_value, static_cast<double>(done * options.batch_size * T) / log.train_seconds(),
+                    log.eta(done));
     if (done % options.eval_interval != 0 && done != total_steps) continue;
     // Periodic validation; the checkpoint is saved whenever it improves, so an interrupted run leaves the best.
     const auto eval_start = Clock::now();
     const double val = mean_loss(model, data.validation, data.val_subset, T, options.batch_size);
-    ++evals_done;
     std::string saved;
     if (val < result.best_periodic_val_loss) {
       result.best_periodic_val_loss = val;
@@ -207,26 +190,25 @@ TrainResult train_transformer(const TrainOptions& options) {
       save_checkpoint(options.output, model, checkpoint);
       saved = ", saved " + options.output;
     }
-    eval_seconds += seconds_since(eval_start);
-    progress.note("step " + std::to_string(done) + ": train loss " + format_loss(recent_loss_sum / recent_count) +
-                  ", val loss " + format_loss(val) + " (" + std::to_string(data.val_subset.size()) + " windows)" +
-                  saved);
+    log.add_evaluation(seconds_since(eval_start));
+    progress.note("step " + std::to_string(done) + ": train loss " + fixed_decimals(log.recent_loss()) + ", val loss " +
+                  fixed_decimals(val) + " (" + std::to_string(data.val_subset.size()) + " windows)" + saved);
   }
   progress.finish();
   result.steps = total_steps;
-  result.final_train_loss = recent_loss_sum / static_cast<double>(std::max<int64_t>(1, recent_count));
-  result.tokens_per_second = static_cast<double>(total_steps * options.batch_size * T) / train_seconds;
+  result.final_train_loss = log.recent_loss();
+  result.tokens_per_second = static_cast<double>(total_steps * options.batch_size * T) / log.train_seconds();
 
   // The reported loss is the saved checkpoint's, read back from disk: what `transformer:PATH` will serve.
   LoadedCheckpoint saved = load_checkpoint(options.output);
   result.val_loss = mean_loss(saved.model, data.validation, data.val_all, T, options.batch_size);
   result.val_tokens = static_cast<int64_t>(data.val_all.size()) * T;
   result.seconds = seconds_since(start);
-  saved.config.training = training_record(options, data, result, train_seconds);
+  saved.config.training = training_record(options, data, result, log.train_seconds());
   write_checkpoint_config(options.output, saved.config);
   std::cerr << "specula train: done in " << ProgressBar::format_duration(result.seconds) << "; checkpoint "
-            << options.output << " (step " << result.best_step << "), validation loss " << format_loss(result.val_loss)
-            << " nats/token over " << result.val_tokens << " tokens\n";
+            << options.output << " (step " << result.best_step << "), validation loss "
+            << fixed_decimals(result.val_loss) << " nats/token over " << result.val_tokens << " tokens\n";
   return result;
 }
 
