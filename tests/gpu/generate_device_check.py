@@ -36,7 +36,7 @@ def run(binary, args):
     return subprocess.run([binary] + args, capture_output=True, text=True, timeout=600)
 
 
-def compare(binary, device, common, label, failures):
+def compare(binary, device, common, label, failures, needs_torch=False):
     before = len(failures)
     common = ["generate"] + common
     with tempfile.TemporaryDirectory() as tmp:
@@ -48,6 +48,11 @@ def compare(binary, device, common, label, failures):
                 if dev != "cpu" and "no CUDA device" in r.stderr:
                     print("skipped: " + r.stderr.strip())
                     sys.exit(77)
+                if needs_torch and "cannot load the LibTorch module" in r.stderr:
+                    # A GPU machine may lack Debian's LibTorch 1.13 (it is too large to carry there); the
+                    # bigram runs above still check the driver on the device, so this is a skip, not a pass.
+                    print(f"skip  {label}: no LibTorch on this machine")
+                    return
                 failures.append(f"{label} --device {dev}: exit {r.returncode}: {r.stderr.strip()}")
                 return
             outs[dev] = (open(out).read(), json.load(open(metrics)))
@@ -88,7 +93,7 @@ def main():
             common = (f"--target transformer:{models}/target --draft transformer:{models}/draft --prompt-tokens "
                       f"82,79,77,69,79,58,10 --max-new-tokens 24 --num-samples 8 --seed 5 --temperature 0.8 "
                       f"{method}").split()
-            compare(a.binary, a.device, common, f"transformer {method}", failures)
+            compare(a.binary, a.device, common, f"transformer {method}", failures, needs_torch=True)
     for f in failures:
         print("FAIL " + f)
     sys.exit(1 if failures else 0)
