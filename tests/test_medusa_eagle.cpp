@@ -440,6 +440,10 @@ TEST_CASE("medusa and eagle: greedy speculation equals greedy decoding token for
       {"eagle:" + f.eagle_dir, VerifyMethod::greedy, {}},
       {"eagle:" + f.eagle_dir, VerifyMethod::tree, {3, 2, 1}},
       {"eagle:" + f.eagle_dir + ",dynamic,top_k=3", VerifyMethod::tree, {3, 2, 2, 1}},
+      // 16-bit heads (weights_dtype): other drafts, the same greedy output.
+      {"medusa:" + f.medusa_dir + ",weights_dtype=bfloat16", VerifyMethod::tree, {3, 2, 1}},
+      {"eagle:" + f.eagle_dir + ",weights_dtype=float16", VerifyMethod::greedy, {}},
+      {"eagle:" + f.eagle_dir + ",dynamic,top_k=3,weights_dtype=float16", VerifyMethod::tree, {3, 2, 2, 1}},
   };
   int64_t accepted = 0;
   for (const Case& c : cases) {
@@ -547,6 +551,19 @@ TEST_CASE("a session's context features equal a full forward's hidden states, ac
   for (int32_t x = 0; x < kV; ++x) CHECK(next[x] == Approx(full[x]).margin(1e-4));
 }
 
+TEST_CASE("head drafters keep their matrices in the target's dtype unless weights_dtype names one", "[medusa][eagle]") {
+  const Fixture& f = fixture();
+  // The fixture's target is float32; the same checkpoint kept in float16 makes float16 heads.
+  const auto half_target = std::make_shared<TransformerLanguageModel>(f.target_dir, "float16");
+  const auto heads = [&](const std::string& spec, const std::shared_ptr<const LanguageModel>& target) {
+    return load_drafter(spec, SamplingParams{}, target, SamplingParams{})->description();
+  };
+  CHECK_THAT(heads("medusa:" + f.medusa_dir, f.target), Contains("float32 matrices, on"));
+  CHECK_THAT(heads("eagle:" + f.eagle_dir, half_target), Contains("float16 matrices, on"));
+  CHECK_THAT(heads("eagle:" + f.eagle_dir + ",weights_dtype=float32", half_target), Contains("float32 matrices, on"));
+  CHECK_THAT(heads("medusa:" + f.medusa_dir + ",weights_dtype=bfloat16", f.target), Contains("bfloat16 matrices, on"));
+}
+
 TEST_CASE("head drafter specs and folders: clear errors", "[medusa][eagle]") {
   const Fixture& f = fixture();
   CHECK_THROWS_WITH(f.drafter("medusa:"), Contains("needs the heads folder"));
@@ -555,6 +572,8 @@ TEST_CASE("head drafter specs and folders: clear errors", "[medusa][eagle]") {
   CHECK_THROWS_WITH(f.drafter("eagle:" + f.eagle_dir + ",dynamic,top_k=0"), Contains("top_k must be in 1..64"));
   CHECK_THROWS_WITH(f.drafter("eagle:" + f.eagle_dir + ",dynamic,tree=x"), Contains("tree=FILE is a static tree"));
   CHECK_THROWS_WITH(f.drafter("eagle:" + f.eagle_dir + ",bogus=1"), Contains("unknown option 'bogus'"));
+  CHECK_THROWS_WITH(f.drafter("eagle:" + f.eagle_dir + ",weights_dtype=float8"),
+                    Contains("weights_dtype must be target, float32, float16 or bfloat16, got 'float8'"));
   CHECK_THROWS_WITH(f.drafter("eagle:" + f.medusa_dir), Contains("holds medusa heads, not eagle"));
   CHECK_THROWS_WITH(f.drafter("medusa:" + f.dir.str("nowhere")), Contains("no such folder"));
   CHECK_THROWS_WITH(f.drafter("medusa:" + f.medusa_dir + ",tree=" + f.dir.str("missing.txt")),

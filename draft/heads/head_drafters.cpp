@@ -30,6 +30,7 @@ struct HeadDrafterFactory::State {
   DraftHeadsConfig heads_config;
   MedusaHeads medusa{nullptr};
   EagleHead eagle{nullptr};
+  torch::ScalarType heads_dtype = torch::kFloat32;  // the heads' matrices in memory
   std::optional<RankTree> tree_template;  // tree=FILE
   std::atomic<int64_t> feature_forwards{0}, feature_rows{0};
 };
@@ -472,12 +473,18 @@ HeadDrafterOptions parse_head_drafter_spec(const std::string& kind, const std::s
     if (rest.back() == ',') fail_parameter("draft", " ", spec, ": trailing ','");
   }
   if (o.dynamic && static_flag) fail_parameter("draft", " ", spec, ": both 'static' and 'dynamic'");
-  const std::set<std::string> known = kind == "eagle"
-                                          ? std::set<std::string>{"tree", "target", "depth", "top_k", "total_tokens"}
-                                          : std::set<std::string>{"tree", "target"};
+  const std::set<std::string> known =
+      kind == "eagle" ? std::set<std::string>{"tree", "target", "depth", "top_k", "total_tokens", "weights_dtype"}
+                      : std::set<std::string>{"tree", "target", "weights_dtype"};
   for (const auto& [key, value] : parse_drafter_options(options, spec, known)) {
     if (key == "tree") o.tree_file = value;
     if (key == "target") o.target_dir = value;
+    if (key == "weights_dtype") {
+      if (value != "target" && value != "float32" && value != "float16" && value != "bfloat16")
+        fail_parameter("draft", " ", spec, ": weights_dtype must be target, float32, float16 or bfloat16, got '",
+                       value, "'");
+      o.weights_dtype = value;
+    }
     if (key == "depth" || key == "top_k" || key == "total_tokens") {
       if (!o.dynamic)
         fail_parameter("draft", " ", spec, ": ", key, " is an option of the dynamic tree (add ',dynamic')");
@@ -540,6 +547,13 @@ HeadDrafterFactory::HeadDrafterFactory(const HeadDrafterOptions& options, const 
     s.eagle = EagleHead(c);
     load_draft_heads_weights(options.heads_dir, s.heads_config, *s.eagle);
   }
+  // Heads are trained and stored in float32; kept as weights_dtype says (the kernel widens 16-bit matrices).
+  s.heads_dtype = options.weights_dtype == "target"    ? s.target->embedding->weight.scalar_type()
+                  : options.weights_dtype == "float16"  ? torch::kFloat16
+                  : options.weights_dtype == "bfloat16" ? torch::kBFloat16
+                                                        : torch::kFloat32;
+  if (s.medusa) store_matrices_as(*s.medusa, s.heads_dtype);
+  if (s.eagle) store_matrices_as(*s.eagle, s.heads_dtype);
   if (!options.tree_file.empty()) {
     s.tree_template = read_rank_tree_file(options.tree_file);
     // Head k predicts the token k positions ahead: a deeper path has no head to rank it.
@@ -572,7 +586,7 @@ std::string HeadDrafterFactory::description() const {
     os << s.heads_config.medusa_heads << " Medusa heads";
   else
     os << "EAGLE head";
-  os << " on transformer:" << s.target_dir
+  os << ", " << dtype_string(s.heads_dtype) << " matrices, on transformer:" << s.target_dir
      << (s.shares_target ? " (the target's own module)"
                          : " (own copy, " + dtype_string(s.target->embedding->weight.scalar_type()) + " matrices)")
      << "; ";
