@@ -31,7 +31,7 @@ struct HeadDrafterFactory::State {
   MedusaHeads medusa{nullptr};
   EagleHead eagle{nullptr};
   torch::ScalarType heads_dtype = torch::kFloat32;  // the heads' matrices in memory
-  std::optional<RankTree> tree_template;  // tree=FILE
+  std::optional<RankTree> tree_template;            // tree=FILE
   std::atomic<int64_t> feature_forwards{0}, feature_rows{0};
 };
 
@@ -481,8 +481,8 @@ HeadDrafterOptions parse_head_drafter_spec(const std::string& kind, const std::s
     if (key == "target") o.target_dir = value;
     if (key == "weights_dtype") {
       if (value != "target" && value != "float32" && value != "float16" && value != "bfloat16")
-        fail_parameter("draft", " ", spec, ": weights_dtype must be target, float32, float16 or bfloat16, got '",
-                       value, "'");
+        fail_parameter("draft", " ", spec, ": weights_dtype must be target, float32, float16 or bfloat16, got '", value,
+                       "'");
       o.weights_dtype = value;
     }
     if (key == "depth" || key == "top_k" || key == "total_tokens") {
@@ -548,7 +548,7 @@ HeadDrafterFactory::HeadDrafterFactory(const HeadDrafterOptions& options, const 
     load_draft_heads_weights(options.heads_dir, s.heads_config, *s.eagle);
   }
   // Heads are trained and stored in float32; kept as weights_dtype says (the kernel widens 16-bit matrices).
-  s.heads_dtype = options.weights_dtype == "target"    ? s.target->embedding->weight.scalar_type()
+  s.heads_dtype = options.weights_dtype == "target"     ? s.target->embedding->weight.scalar_type()
                   : options.weights_dtype == "float16"  ? torch::kFloat16
                   : options.weights_dtype == "bfloat16" ? torch::kBFloat16
                                                         : torch::kFloat32;
