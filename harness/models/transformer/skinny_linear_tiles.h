@@ -145,18 +145,20 @@ inline __attribute__((always_inline)) float reduce_lanes(const Vec<W>* parts) {
   return (q[0] + q[2]) + (q[1] + q[3]);
 }
 
-// Fetches the next weight-row group into cache while this one is computed, a few lines per step of the dot
-// products, spread evenly over all of the group's steps. Issuing them in a burst (every line of the next
-// rows during the first input tile, as the kernel first did) fills the core's miss buffers and stalls the
-// arithmetic until they drain, so streaming and computing took turns; spread out they overlap. Measured on
-// the 27.4 M target's matrices, fp32, AVX2, one thread (NOTES.md): 8 rows 21.8 -> 18.5 ms, 15 rows 29.2
-// -> 26.3 ms against an unchanged 1-row pass.
+// Fetches the next weight-row group into cache while this one is computed: each of its cache lines once, in
+// order, `per_step` lines per step of the dot products (the fewest that finish within the group's steps), from
+// the group's first step on. The kernel first prefetched the same place in every next row at every step of
+// both passes: each line two to four times over, instructions that take load slots. Measured on AVX2
+// (results/bench/NOTES.md): once per line brings the fp16 1-token step to the weight-read floor and shortens
+// 8-row steps; spreading the same lines evenly over all of the group's steps instead was slower at 4-15 fp16
+// rows. Lines are counted from the group's first byte rounded down to a line, so every address formed lies
+// inside the matrix.
 struct Prefetcher {
-  const char* next = nullptr;
-  const char* end = nullptr;
-  int64_t lines_per_step = 0;
+  uintptr_t first_line = 0;
+  int64_t lines = 0, per_step = 0, fetched = 0;
   inline __attribute__((always_inline)) void step() {
-    for (int64_t k = 0; k < lines_per_step && next < end; ++k, next += 64) __builtin_prefetch(next);
+    for (int64_t k = 0; k < per_step && fetched < lines; ++k, ++fetched)
+      __builtin_prefetch(reinterpret_cast<const char*>(first_line + 64 * static_cast<uintptr_t>(fetched)));
   }
 };
 
@@ -222,16 +224,20 @@ template <int W, int WR, int XR, typename Wt>
 inline __attribute__((always_inline)) void columns(const float* x, int64_t rows, int64_t in, const Wt* w,
                                                    const float* bias, int64_t out, float* y, int64_t out_begin,
                                                    int64_t out_end) {
-  // The next group's rows are contiguous (row-major matrix): its lines, spread over this group's steps (the
-  // tiles of every input row, each with P passes over the row).
-  const int64_t tiles = (rows + XR - 1) / XR, passes = kLanes / W;
-  const int64_t steps = tiles * passes * (in / kLanes), lines = (WR * in * static_cast<int64_t>(sizeof(Wt)) + 63) / 64;
-  const int64_t lines_per_step = steps > 0 ? (lines + steps - 1) / steps : 0;
+  // The next group's rows are contiguous (row-major matrix): its lines, over this group's steps (the tiles of
+  // every input row, each with P passes over the row's 16-lane blocks).
+  const int64_t tiles = (rows + XR - 1) / XR, passes = kLanes / W, blocks = in / kLanes;
+  const int64_t steps = tiles * passes * blocks > 0 ? tiles * passes * blocks : 1;
   int64_t o = out_begin;
   for (; o + WR <= out_end; o += WR) {
-    const bool next_group = o + 2 * WR <= out_end;
-    Prefetcher prefetch{reinterpret_cast<const char*>(w + (o + WR) * in),
-                        reinterpret_cast<const char*>(w + (next_group ? o + 2 * WR : o + WR) * in), lines_per_step};
+    Prefetcher prefetch;
+    if (o + 2 * WR <= out_end) {  // the last group has no next one here
+      const uintptr_t begin = reinterpret_cast<uintptr_t>(w + (o + WR) * in);
+      const uintptr_t end = reinterpret_cast<uintptr_t>(w + (o + 2 * WR) * in);
+      prefetch.first_line = begin & ~uintptr_t{63};
+      prefetch.lines = static_cast<int64_t>((end - prefetch.first_line + 63) / 64);
+      prefetch.per_step = (prefetch.lines + steps - 1) / steps;
+    }
     weight_rows<W, WR, XR>(x, rows, in, w, bias, out, y, o, prefetch);
   }
   Prefetcher none;
