@@ -548,10 +548,8 @@ HeadDrafterFactory::HeadDrafterFactory(const HeadDrafterOptions& options, const 
     load_draft_heads_weights(options.heads_dir, s.heads_config, *s.eagle);
   }
   // Heads are trained and stored in float32; kept as weights_dtype says (the kernel widens 16-bit matrices).
-  s.heads_dtype = options.weights_dtype == "target"     ? s.target->embedding->weight.scalar_type()
-                  : options.weights_dtype == "float16"  ? torch::kFloat16
-                  : options.weights_dtype == "bfloat16" ? torch::kBFloat16
-                                                        : torch::kFloat32;
+  s.heads_dtype = weights_dtype_for(options.weights_dtype == "target" ? "auto" : options.weights_dtype,
+                                    s.target->embedding->weight.scalar_type());
   if (s.medusa) store_matrices_as(*s.medusa, s.heads_dtype);
   if (s.eagle) store_matrices_as(*s.eagle, s.heads_dtype);
   if (!options.tree_file.empty()) {

@@ -47,6 +47,11 @@ def torch_missing(stderr):
     return "cannot load the LibTorch module" in stderr and "cannot open shared object file" in stderr
 
 
+def skip(skips, label, why):
+    skips.append(label)
+    print(f"skip  {label}: {why}")
+
+
 def compare(binary, device, common, label, failures, skips=None):
     """skips: a list to record the pair in when LibTorch is missing (None: that is a failure)."""
     before = len(failures)
@@ -61,8 +66,7 @@ def compare(binary, device, common, label, failures, skips=None):
                     print("skipped: " + r.stderr.strip())
                     sys.exit(77)
                 if skips is not None and torch_missing(r.stderr):
-                    skips.append(label)
-                    print(f"skip  {label}: LibTorch is not installed here")
+                    skip(skips, label, "LibTorch is not installed here")
                     return
                 failures.append(f"{label} --device {dev}: exit {r.returncode}: {r.stderr.strip()}")
                 return
@@ -107,8 +111,7 @@ def main():
             if allowed is None:
                 failures.append(f"{label}: no bundled checkpoints in {models}")
             else:
-                skips.append(label)
-                print(f"skip  {label}: no bundled checkpoints in {models}")
+                skip(skips, label, f"no bundled checkpoints in {models}")
             continue
         common = (f"--target transformer:{models}/target --draft transformer:{models}/draft --prompt-tokens "
                   f"82,79,77,69,79,58,10 --max-new-tokens 24 --num-samples 8 --seed 5 --temperature 0.8 "
