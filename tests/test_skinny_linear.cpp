@@ -16,6 +16,7 @@
 
 #include "harness/models/transformer/skinny_linear.h"
 #include "harness/models/transformer/transformer_model.h"
+#include "harness/models/transformer/weight_panels.h"
 
 namespace specula {
 namespace {
@@ -101,6 +102,117 @@ TEST_CASE("skinny_linear: the bound catches a dropped term", "[transformer]") {
     if (std::fabs(x[in + i] * w[5 * in + i]) > std::fabs(x[in + largest] * w[5 * in + largest])) largest = i;
   y[out + 5] -= x[in + largest] * w[5 * in + largest];
   CHECK(worst_error_over_bound(x, w, b, y, rows, in, out) > 100.0);
+}
+
+// A copy of a row-major [out, in] matrix in panels of 16 outputs (weight_panels.h).
+template <typename T>
+std::vector<T> packed(std::vector<T> w, int64_t out, int64_t in) {
+  pack_into_panels(w.data(), out, in, sizeof(T));
+  return w;
+}
+
+TEST_CASE("skinny_linear on panels: every variant within the rounding bound, row- and slice-invariant",
+          "[transformer]") {
+  // The bound is the same as on row-major weights (one sequential sum per output is one order among all).
+  std::mt19937 rng(2027);
+  const auto isas = supported_isas();
+  for (int64_t in : {1, 7, 16, 33, 256, 300})
+    for (int64_t out : {16, 48, 64})
+      for (int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 15, 32}) {
+        const auto x = normal_floats(rows * in, rng), w = normal_floats(out * in, rng), b = normal_floats(out, rng);
+        const auto wp = packed(w, out, in);
+        const WeightView view{wp.data(), WeightDtype::float32, WeightLayout::panels};
+        std::vector<float> first_fma;
+        for (SkinnyIsa isa : isas) {
+          CAPTURE(in, out, rows, static_cast<int>(isa));
+          std::vector<float> y(rows * out), alone(out), sliced(rows * out);
+          skinny_linear_with(isa, x.data(), rows, in, view, b.data(), out, y.data(), 0, out);
+          CHECK(worst_error_over_bound(x, w, b, y, rows, in, out) <= 1.0);
+          for (int64_t r = 0; r < rows; ++r) {
+            skinny_linear_with(isa, x.data() + r * in, 1, in, view, b.data(), out, alone.data(), 0, out);
+            CHECK(std::memcmp(alone.data(), y.data() + r * out, sizeof(float) * out) == 0);
+          }
+          const int64_t cut = out / 3 / kPanelOutputs * kPanelOutputs;
+          skinny_linear_with(isa, x.data(), rows, in, view, b.data(), out, sliced.data(), 0, cut);
+          skinny_linear_with(isa, x.data(), rows, in, view, b.data(), out, sliced.data(), cut, out);
+          CHECK(std::memcmp(sliced.data(), y.data(), sizeof(float) * y.size()) == 0);
+          if (isa != SkinnyIsa::baseline) {
+            if (first_fma.empty())
+              first_fma = y;
+            else
+              CHECK(std::memcmp(first_fma.data(), y.data(), sizeof(float) * y.size()) == 0);
+          }
+        }
+      }
+}
+
+TEST_CASE("skinny_linear on panels: the bound catches an unpacked matrix and a swapped output", "[transformer]") {
+  // Negative controls: the row-major bytes read as panels, and two outputs of a panel exchanged, fail by far.
+  std::mt19937 rng(8);
+  const int64_t rows = 3, in = 64, out = 32;
+  const auto x = normal_floats(rows * in, rng), w = normal_floats(out * in, rng), b = normal_floats(out, rng);
+  auto wp = packed(w, out, in);
+  std::vector<float> y(rows * out);
+  skinny_linear(x.data(), rows, in, WeightView{wp.data(), WeightDtype::float32, WeightLayout::panels}, b.data(), out,
+                y.data(), 0, out);
+  REQUIRE(worst_error_over_bound(x, w, b, y, rows, in, out) <= 1.0);
+  skinny_linear(x.data(), rows, in, WeightView{w.data(), WeightDtype::float32, WeightLayout::panels}, b.data(), out,
+                y.data(), 0, out);
+  CHECK(worst_error_over_bound(x, w, b, y, rows, in, out) > 100.0);
+  for (int64_t i = 0; i < in; ++i) std::swap(wp[i * kPanelOutputs + 3], wp[i * kPanelOutputs + 4]);
+  skinny_linear(x.data(), rows, in, WeightView{wp.data(), WeightDtype::float32, WeightLayout::panels}, b.data(), out,
+                y.data(), 0, out);
+  CHECK(worst_error_over_bound(x, w, b, y, rows, in, out) > 100.0);
+}
+
+TEST_CASE("weight panels: packing and unpacking restore every element; ranges must align to panels", "[transformer]") {
+  std::mt19937 rng(9);
+  const int64_t out = 48, in = 13;
+  const auto w = normal_floats(out * in, rng);
+  auto p = packed(w, out, in);
+  CHECK(p != w);
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t i = 0; i < in; ++i)
+      CHECK(p[((o / kPanelOutputs) * in + i) * kPanelOutputs + o % kPanelOutputs] == w[o * in + i]);
+  unpack_from_panels(p.data(), out, in, sizeof(float));
+  CHECK(p == w);
+  std::vector<uint16_t> h(out * in);
+  for (size_t k = 0; k < h.size(); ++k) h[k] = static_cast<uint16_t>(k);
+  auto hp = packed(h, out, in);
+  unpack_from_panels(hp.data(), out, in, sizeof(uint16_t));
+  CHECK(hp == h);
+  std::vector<float> odd(40 * in);
+  CHECK_THROWS_WITH(pack_into_panels(odd.data(), 40, in, sizeof(float)),
+                    Catch::Contains("[40, 13] matrix does not split into panels of 16"));
+  std::vector<float> x(in), y(out);
+  CHECK_THROWS_WITH(skinny_linear(x.data(), 1, in, WeightView{p.data(), WeightDtype::float32, WeightLayout::panels},
+                                  nullptr, out, y.data(), 8, out),
+                    Catch::Contains("divisible by 16"));
+}
+
+TEST_CASE("skinny_linear on panels: a 16-bit matrix gives the fp32 kernel's bits on its widened copy",
+          "[transformer]") {
+  torch::manual_seed(12);
+  for (torch::ScalarType dtype : {torch::kFloat16, torch::kBFloat16})
+    for (int64_t in : {16, 40, 256})
+      for (int64_t rows : {1, 3, 9, 15}) {
+        const int64_t out = 48;
+        const torch::Tensor w32 = torch::randn({out, in}) / std::sqrt(static_cast<double>(in));
+        torch::Tensor w16 = w32.to(dtype).contiguous(), widened = w16.to(torch::kFloat32).contiguous();
+        pack_into_panels(w16.data_ptr(), out, in, 2);
+        pack_into_panels(widened.data_ptr(), out, in, 4);
+        const torch::Tensor x = torch::randn({rows, in}), b = torch::randn({out});
+        const WeightView v16{w16.data_ptr(), dtype == torch::kFloat16 ? WeightDtype::float16 : WeightDtype::bfloat16,
+                             WeightLayout::panels};
+        const WeightView v32{widened.data_ptr(), WeightDtype::float32, WeightLayout::panels};
+        for (SkinnyIsa isa : supported_isas()) {
+          CAPTURE(static_cast<int>(dtype), in, rows, static_cast<int>(isa));
+          std::vector<float> y16(rows * out), y32(rows * out);
+          skinny_linear_with(isa, x.data_ptr<float>(), rows, in, v16, b.data_ptr<float>(), out, y16.data(), 0, out);
+          skinny_linear_with(isa, x.data_ptr<float>(), rows, in, v32, b.data_ptr<float>(), out, y32.data(), 0, out);
+          CHECK(std::memcmp(y16.data(), y32.data(), sizeof(float) * y16.size()) == 0);
+        }
+      }
 }
 
 // Every finite value of a 16-bit format, as a [count, 16] matrix of its bit patterns (row-major), and the same

@@ -149,28 +149,33 @@ TEST_CASE("KV-cache forward equals a full recompute, chunked and token by token"
 TEST_CASE("decoding steps give a token the same bits alone or beside other rows", "[transformer]") {
   // The LibTorch-free decoding step (decode_step.h) computes every row on its own: three tokens in one call
   // and the same three one call each must agree exactly, not just within rounding.
-  c10::InferenceMode inference;
-  Transformer m = scaled_model(small_config(), 5);
-  const std::vector<int64_t> prefix = {3, 1, 4, 1, 5}, rest = {9, 2, 6};
-  auto run = [&](KVCache& cache, const std::vector<int64_t>& ids) {
-    const int64_t n = static_cast<int64_t>(ids.size());
-    const AttentionLayout layout = causal_layout(cache.length(), n);
-    return m->hidden_states(torch::tensor(ids).unsqueeze(0), layout.positions, n == 1 ? torch::Tensor() : layout.mask,
-                            &cache)[0];
-  };
-  KVCache together = m->new_cache(1), apart = m->new_cache(1);
-  REQUIRE(m->decode_path_applies(torch::tensor(rest).unsqueeze(0), &together));
-  run(together, prefix);
-  run(apart, prefix);
-  const torch::Tensor joint = run(together, rest);
-  for (size_t i = 0; i < rest.size(); ++i) {
-    const torch::Tensor alone = run(apart, {rest[i]})[0];
-    CHECK(torch::equal(alone, joint[static_cast<int64_t>(i)]));
+  for (const bool pack : {false, true}) {
+    CAPTURE(pack);
+    Transformer m = scaled_model(small_config(), 5);
+    if (pack) pack_matrices_for_decoding(*m);
+    REQUIRE(has_packed_matrices(*m) == pack);
+    c10::InferenceMode inference;
+    const std::vector<int64_t> prefix = {3, 1, 4, 1, 5}, rest = {9, 2, 6};
+    auto run = [&](KVCache& cache, const std::vector<int64_t>& ids) {
+      const int64_t n = static_cast<int64_t>(ids.size());
+      const AttentionLayout layout = causal_layout(cache.length(), n);
+      return m->hidden_states(torch::tensor(ids).unsqueeze(0), layout.positions, n == 1 ? torch::Tensor() : layout.mask,
+                              &cache)[0];
+    };
+    KVCache together = m->new_cache(1), apart = m->new_cache(1);
+    REQUIRE(m->decode_path_applies(torch::tensor(rest).unsqueeze(0), &together));
+    run(together, prefix);
+    run(apart, prefix);
+    const torch::Tensor joint = run(together, rest);
+    for (size_t i = 0; i < rest.size(); ++i) {
+      const torch::Tensor alone = run(apart, {rest[i]})[0];
+      CHECK(torch::equal(alone, joint[static_cast<int64_t>(i)]));
+    }
+    // Negative control: a different position for the last token changes it.
+    KVCache shifted = m->new_cache(1);
+    run(shifted, {3, 1, 4, 1, 5, 9, 2, 7});
+    CHECK_FALSE(torch::equal(run(shifted, {6})[0], joint[2]));
   }
-  // Negative control: a different position for the last token changes it.
-  KVCache shifted = m->new_cache(1);
-  run(shifted, {3, 1, 4, 1, 5, 9, 2, 7});
-  CHECK_FALSE(torch::equal(run(shifted, {6})[0], joint[2]));
 }
 
 TEST_CASE("decoding steps give the same bits on one compute thread or two", "[transformer]") {
@@ -179,19 +184,72 @@ TEST_CASE("decoding steps give the same bits on one compute thread or two", "[tr
   TransformerConfig c = small_config();
   c.d_model = 64;
   c.d_ff = 96;
-  Transformer m = scaled_model(c, 8);
-  store_matrices_as(*m, torch::kFloat16);
-  const int before = at::get_num_threads();
-  auto run = [&](int threads) {
-    at::set_num_threads(threads);
-    c10::InferenceMode inference;
-    KVCache cache = m->new_cache(1);
-    m->forward(torch::tensor(std::vector<int64_t>{3, 1, 4, 1, 5}).unsqueeze(0), cache);
-    return m->forward(torch::tensor(std::vector<int64_t>{9, 2, 6}).unsqueeze(0), cache).logits;
-  };
-  const torch::Tensor one = run(1), two = run(2);
-  at::set_num_threads(before);
-  CHECK(torch::equal(one, two));
+  for (const bool pack : {false, true}) {
+    CAPTURE(pack);
+    Transformer m = scaled_model(c, 8);
+    store_matrices_as(*m, torch::kFloat16);
+    if (pack) pack_matrices_for_decoding(*m);
+    REQUIRE(has_packed_matrices(*m) == pack);
+    const int before = at::get_num_threads();
+    auto run = [&](int threads) {
+      at::set_num_threads(threads);
+      c10::InferenceMode inference;
+      KVCache cache = m->new_cache(1);
+      m->forward(torch::tensor(std::vector<int64_t>{3, 1, 4, 1, 5}).unsqueeze(0), cache);
+      return m->forward(torch::tensor(std::vector<int64_t>{9, 2, 6}).unsqueeze(0), cache).logits;
+    };
+    const torch::Tensor one = run(1), two = run(2);
+    at::set_num_threads(before);
+    CHECK(torch::equal(one, two));
+  }
+}
+
+TEST_CASE("matrices packed for decoding: the same model through every path, and no save", "[transformer]") {
+  // Packing reorders the bytes of every matrix (pack_matrices_for_decoding); every reader of a matrix must
+  // follow: the embedding lookup (exact), the decoding step and the LM head (the same math in another
+  // summation order), the LibTorch path with gradients (a row-major copy), and the checkpoint writer (refuses).
+  TempDir dir("packed");
+  for (const bool tied : {true, false})
+    for (const torch::ScalarType dtype : {torch::kFloat32, torch::kBFloat16}) {
+      CAPTURE(tied, dtype_string(dtype));
+      Transformer plain = scaled_model(small_config(tied), 41), packed = scaled_model(small_config(tied), 41);
+      store_matrices_as(*plain, dtype);
+      store_matrices_as(*packed, dtype);
+      pack_matrices_for_decoding(*packed);
+      int64_t matrices = 0;
+      for (const auto& p : packed->named_parameters())
+        if (p.value().dim() >= 2) {
+          ++matrices;
+          CHECK(is_packed_matrix(p.value()));
+          CHECK(torch::equal(row_major_matrix(p.value()), plain->named_parameters()[p.key()]));
+        }
+      CHECK(matrices == (tied ? 9 : 10));
+      CHECK(resident_bytes(*packed) == resident_bytes(*plain));
+      {
+        c10::InferenceMode inference;
+        const torch::Tensor tokens = torch::randint(256, {2, 40}, torch::kInt64);
+        CHECK(torch::equal(packed->embed(tokens), plain->embed(tokens)));
+        // The general path (no cache, 80 rows): the kernel on panels against LibTorch's gemm.
+        CHECK(torch::allclose(packed->forward(tokens), plain->forward(tokens), 1e-4, 1e-4));
+        // The decoding step: a prompt, then steps of 1 and 3 rows.
+        KVCache cp = packed->new_cache(1), cr = plain->new_cache(1);
+        const torch::Tensor prompt = tokens.narrow(0, 0, 1).narrow(1, 0, 24);
+        REQUIRE(packed->decode_path_applies(prompt, &cp));
+        CHECK(torch::allclose(packed->forward(prompt, cp).logits, plain->forward(prompt, cr).logits, 1e-4, 1e-4));
+        for (int step = 0; step < 4; ++step) {
+          const torch::Tensor next = torch::randint(256, {1, step % 2 ? 3 : 1}, torch::kInt64);
+          CHECK(torch::allclose(packed->forward(next, cp).logits, plain->forward(next, cr).logits, 1e-4, 1e-4));
+        }
+      }
+      // With gradients the LibTorch path reads a row-major copy.
+      const torch::Tensor x = torch::randn({2, 3, 32});
+      const torch::Tensor w = packed->blocks->ptr<BlockImpl>(0)->mlp->gate_up->weight;
+      const torch::Tensor reference = plain->blocks->ptr<BlockImpl>(0)->mlp->gate_up->weight;
+      CHECK(torch::allclose(apply_linear(x, w, torch::Tensor()),
+                            torch::nn::functional::linear(x, reference.to(torch::kFloat32)), 1e-5, 1e-5));
+      CHECK_THROWS_WITH(save_checkpoint(dir.str("out"), packed, CheckpointConfig{}),
+                        Contains("matrices are packed for decoding"));
+    }
 }
 
 TEST_CASE("the causal mask hides later tokens", "[transformer]") {

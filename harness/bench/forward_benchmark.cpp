@@ -190,6 +190,7 @@ json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ost
   const std::string dir = spec.substr(spec.find(':') + 1);  // transformer:DIR (validate)
   LoadedCheckpoint loaded = load_checkpoint(dir, o.weights_dtype);
   Transformer& model = loaded.model;
+  pack_matrices_for_decoding(*model);  // as an inference model keeps them
   const TransformerConfig& c = model->config();
   int64_t max_rows = *std::max_element(o.chunk_sizes.begin(), o.chunk_sizes.end());
   for (const std::string& t : o.trees) max_rows = std::max<int64_t>(max_rows, tree_parents(parse_tree_shape(t)).size());
@@ -216,7 +217,8 @@ json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ost
   os << "\n"
      << spec << ": " << c.describe() << ", matrices " << dtype_string(model->embedding->weight.scalar_type()) << " ("
      << std::fixed << std::setprecision(1) << static_cast<double>(weight_bytes) / 1e6 << " MB), kernel "
-     << skinny_isa_name(skinny_linear_isa()) << ", context " << o.context << ", " << o.threads << " thread(s)\n";
+     << skinny_isa_name(skinny_linear_isa()) << ", " << weight_layout_name(decoding_weight_layout())
+     << " weights, context " << o.context << ", " << o.threads << " thread(s)\n";
   os << std::left << std::setw(14) << "forward" << std::right << std::setw(6) << "rows" << std::setw(13) << "wall us"
      << std::setw(10) << "vs 1-tok" << std::setw(12) << "CPU us" << std::setw(10) << "vs 1-tok" << std::setw(12)
      << "CPU us/row"
@@ -258,6 +260,7 @@ json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ost
           {"read_bandwidth_gb_s", bandwidth_gb_s},
           {"one_token_vs_weight_read", base_wall / floor_wall},
           {"kernel_isa", skinny_isa_name(skinny_linear_isa())},
+          {"weight_layout", weight_layout_name(decoding_weight_layout())},
           {"cases", jcases}};
 }
 

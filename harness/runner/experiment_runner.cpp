@@ -327,7 +327,8 @@ void write_run_description(const fs::path& dir, const ExperimentConfig& config, 
   write_output_file((dir / "config.resolved.ini").string(), resolved, "run");
   nlohmann::json env = nlohmann::json::parse(environment_json(config.threads, options.command_line));
   env["weights_dtype"] = config.weights_dtype;
-  env["skinny_kernel_isa"] = skinny_isa_name(skinny_linear_isa());  // SPECULA_SKINNY_ISA may force one
+  env["skinny_kernel_isa"] = skinny_isa_name(skinny_linear_isa());      // SPECULA_SKINNY_ISA may force one
+  env["weight_layout"] = weight_layout_name(decoding_weight_layout());  // SPECULA_WEIGHT_LAYOUT may force one
   write_output_file((dir / "env.json").string(), env.dump(2) + "\n", "run");
 }
 

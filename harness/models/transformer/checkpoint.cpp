@@ -46,6 +46,8 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, const std::string& weig
 }
 
 void save_checkpoint(const std::string& dir, Transformer& model, CheckpointConfig config) {
+  if (has_packed_matrices(*model))
+    fail("save_checkpoint ", dir, ": the model's matrices are packed for decoding (a loaded inference model)");
   config.model = model->config();
   if (config.weights_dtype != "float32" && config.weights_dtype != "float16" && config.weights_dtype != "bfloat16")
     fail("checkpoint weights dtype '", config.weights_dtype, "' is not float32, float16 or bfloat16");

@@ -49,6 +49,14 @@ SkinnyIsa chosen_isa() {
   return SkinnyIsa::baseline;
 }
 
+// Panels hold 16 outputs each: a column range must start and end on a panel's edge.
+void check_columns(WeightView w, int64_t out, int64_t out_begin, int64_t out_end) {
+  if (w.layout != WeightLayout::panels) return;
+  if (out % kPanelOutputs != 0 || out_begin % kPanelOutputs != 0 || out_end % kPanelOutputs != 0)
+    fail("skinny_linear: panel weights need out, out_begin and out_end divisible by ", kPanelOutputs, ", got ", out,
+         ", ", out_begin, " and ", out_end);
+}
+
 }  // namespace
 
 size_t weight_dtype_bytes(WeightDtype dtype) { return dtype == WeightDtype::float32 ? 4 : 2; }
@@ -95,6 +103,19 @@ bool skinny_linear_supported(SkinnyIsa isa) {
 #endif
 }
 
+const char* weight_layout_name(WeightLayout layout) { return layout == WeightLayout::panels ? "panels" : "row_major"; }
+
+WeightLayout decoding_weight_layout() {
+  static const WeightLayout layout = [] {
+    const char* forced = std::getenv("SPECULA_WEIGHT_LAYOUT");
+    if (!forced || !*forced) return WeightLayout::panels;
+    for (WeightLayout l : {WeightLayout::panels, WeightLayout::row_major})
+      if (std::strcmp(forced, weight_layout_name(l)) == 0) return l;
+    fail("SPECULA_WEIGHT_LAYOUT=", forced, ": expected panels or row_major");
+  }();
+  return layout;
+}
+
 SkinnyIsa skinny_linear_isa() {
   static const SkinnyIsa isa = chosen_isa();
   return isa;
@@ -103,12 +124,14 @@ SkinnyIsa skinny_linear_isa() {
 void skinny_linear_with(SkinnyIsa isa, const float* x, int64_t rows, int64_t in, WeightView w, const float* bias,
                         int64_t out, float* y, int64_t out_begin, int64_t out_end) {
   if (!skinny_linear_supported(isa)) fail("skinny_linear: this CPU lacks the instruction set asked for");
+  check_columns(w, out, out_begin, out_end);
   kernel_for(isa)(x, rows, in, w, bias, out, y, out_begin, out_end);
 }
 
 void skinny_linear(const float* x, int64_t rows, int64_t in, WeightView w, const float* bias, int64_t out, float* y,
                    int64_t out_begin, int64_t out_end) {
   static const Kernel kernel = kernel_for(skinny_linear_isa());
+  check_columns(w, out, out_begin, out_end);
   kernel(x, rows, in, w, bias, out, y, out_begin, out_end);
 }
 

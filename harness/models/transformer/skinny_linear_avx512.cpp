@@ -1,13 +1,14 @@
-// The few-row linear kernel for avx512: skinny_linear_tiles.h compiled with -march=x86-64-v4 (set per file in
-// harness/CMakeLists.txt), tiles of 8 weight rows x 3 input rows of 16-float vectors (24 of the 32 vector
-// registers hold sums; measured faster than 4 x 4 on 1-15 rows of a 64 MB fp16 matrix).
-#include "harness/models/transformer/skinny_linear_tiles.h"
+// The few-row linear kernel for avx512: skinny_linear_tiles.h and skinny_linear_panel_tiles.h compiled with
+// -march=x86-64-v4 (set per file in harness/CMakeLists.txt). Row-major weights: tiles of 8 weight rows x 3
+// input rows of 16-float vectors (24 of the 32 vector registers hold sums; measured faster than 4 x 4 on 1-15
+// rows of a 64 MB fp16 matrix). Panels: 8 rows of one 16-float vector (not yet measured on an AVX-512 CPU).
+#include "harness/models/transformer/skinny_linear_panel_tiles.h"
 
 namespace specula::skinny_isa {
 
 void skinny_linear_avx512(const float* x, int64_t rows, int64_t in, WeightView w, const float* bias, int64_t out,
                           float* y, int64_t out_begin, int64_t out_end) {
-  columns_any<16, 8, 3>(x, rows, in, w, bias, out, y, out_begin, out_end);
+  skinny_any<16, 8, 3, 8>(x, rows, in, w, bias, out, y, out_begin, out_end);
 }
 
 }  // namespace specula::skinny_isa

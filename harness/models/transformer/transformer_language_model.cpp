@@ -47,6 +47,7 @@ struct TransformerModelState {
 TransformerLanguageModel::TransformerLanguageModel(const std::string& checkpoint_dir, const std::string& weights_dtype)
     : state_(std::make_shared<TransformerModelState>()) {
   LoadedCheckpoint loaded = load_checkpoint(checkpoint_dir, weights_dtype);
+  pack_matrices_for_decoding(*loaded.model);
   state_->dir = checkpoint_dir;
   state_->model = loaded.model;
   state_->config = loaded.config;
@@ -60,6 +61,7 @@ TransformerLanguageModel::TransformerLanguageModel(const std::string& kind, cons
   state_->kind = kind;
   state_->dir = dir;
   state_->model = loaded.model;
+  pack_matrices_for_decoding(*state_->model);
   state_->config = loaded.config;
   state_->tokenizer = std::move(tokenizer);
 }

@@ -6,22 +6,25 @@
 #include "harness/models/transformer/decode_step.h"
 #include "harness/models/transformer/memory_budget.h"
 #include "harness/models/transformer/skinny_linear.h"
+#include "harness/models/transformer/weight_panels.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
 
 namespace {
 
-// The kernel's view of a matrix stored as fp32, fp16 or bf16 (contiguous, CPU); data null for anything else.
+// The kernel's view of a matrix stored as fp32, fp16 or bf16 (contiguous, CPU), row-major [out, in] or packed
+// [out / 16, in, 16]; data null for anything else.
 WeightView weight_view(const torch::Tensor& w) {
-  if (!w.defined() || !w.device().is_cpu() || !w.is_contiguous()) return {};
+  if (!w.defined() || !w.device().is_cpu() || !w.is_contiguous() || !(w.dim() == 2 || is_packed_matrix(w))) return {};
+  const WeightLayout layout = w.dim() == 3 ? WeightLayout::panels : WeightLayout::row_major;
   switch (w.scalar_type()) {
     case torch::kFloat32:
-      return {w.data_ptr(), WeightDtype::float32};
+      return {w.data_ptr(), WeightDtype::float32, layout};
     case torch::kFloat16:
-      return {w.data_ptr(), WeightDtype::float16};
+      return {w.data_ptr(), WeightDtype::float16, layout};
     case torch::kBFloat16:
-      return {w.data_ptr(), WeightDtype::bfloat16};
+      return {w.data_ptr(), WeightDtype::bfloat16, layout};
     default:
       return {};
   }
@@ -29,19 +32,50 @@ WeightView weight_view(const torch::Tensor& w) {
 
 }  // namespace
 
+bool is_packed_matrix(const torch::Tensor& w) { return w.defined() && w.dim() == 3 && w.size(2) == kPanelOutputs; }
+
+int64_t matrix_outputs(const torch::Tensor& w) { return is_packed_matrix(w) ? w.size(0) * w.size(2) : w.size(0); }
+
+torch::Tensor row_major_matrix(const torch::Tensor& w) {
+  return is_packed_matrix(w) ? w.permute({0, 2, 1}).reshape({matrix_outputs(w), w.size(1)}) : w;
+}
+
+void pack_matrices_for_decoding(torch::nn::Module& model) {
+  if (decoding_weight_layout() != WeightLayout::panels) return;
+  torch::NoGradGuard no_grad;
+  for (auto& p : model.named_parameters()) {
+    torch::Tensor w = p.value();
+    if (w.dim() != 2 || w.size(0) % kPanelOutputs != 0 || !w.device().is_cpu() || !w.is_contiguous() ||
+        !weight_view(w).data)
+      continue;
+    const int64_t out = w.size(0), in = w.size(1);
+    pack_into_panels(w.data_ptr(), out, in, w.element_size());
+    w.set_data(w.view({out / kPanelOutputs, in, kPanelOutputs}));
+  }
+}
+
+bool has_packed_matrices(const torch::nn::Module& model) {
+  for (const auto& p : model.parameters())
+    if (is_packed_matrix(p)) return true;
+  return false;
+}
+
 torch::Tensor apply_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
-  const int64_t in = weight.size(1), out = weight.size(0);
+  const int64_t in = weight.size(1), out = matrix_outputs(weight);
   const WeightView w = weight_view(weight);
   const bool kernel_fits =
       !torch::GradMode::is_enabled() && x.device().is_cpu() && w.data && x.scalar_type() == torch::kFloat32 &&
       (!bias.defined() || bias.scalar_type() == torch::kFloat32) && x.dim() >= 1 && x.size(-1) == in;
-  // A 16-bit matrix on the CPU at inference always goes through the kernel, 32 rows at a time: widening it
-  // for LibTorch's gemm would allocate and write a float32 copy of every matrix on every call (a prompt, a
-  // tree of more than 32 nodes), a cost only such calls would pay.
-  const bool skinny = kernel_fits && (x.numel() <= kSkinnyLinearMaxRows * in || w.dtype != WeightDtype::float32);
-  if (!skinny)  // a 16-bit matrix is widened for LibTorch's gemm (exactly: every 16-bit value is a float32)
-    return torch::nn::functional::linear(
-        x, weight.scalar_type() == x.scalar_type() ? weight : weight.to(x.scalar_type()), bias);
+  // A 16-bit or packed matrix on the CPU at inference always goes through the kernel, 32 rows at a time:
+  // widening or unpacking it for LibTorch's gemm would allocate and write a float32 row-major copy of every
+  // matrix on every call (a prompt, a tree of more than 32 nodes), a cost only such calls would pay.
+  const bool skinny = kernel_fits && (x.numel() <= kSkinnyLinearMaxRows * in || w.dtype != WeightDtype::float32 ||
+                                      w.layout == WeightLayout::panels);
+  if (!skinny) {  // a 16-bit matrix is widened for LibTorch's gemm (exactly: every 16-bit value is a float32)
+    const torch::Tensor plain = row_major_matrix(weight);
+    return torch::nn::functional::linear(x, plain.scalar_type() == x.scalar_type() ? plain : plain.to(x.scalar_type()),
+                                         bias);
+  }
   const torch::Tensor xc = x.contiguous();
   const torch::Tensor b = bias.defined() ? bias.contiguous() : bias;
   const int64_t rows = in > 0 ? xc.numel() / in : 0;
@@ -326,23 +360,27 @@ torch::Tensor TransformerImpl::decode_hidden_states(const torch::Tensor& tokens,
   torch::Tensor x = torch::empty({1, n, d});
   float* xp = x.data_ptr<float>();
   const torch::Tensor& emb = embedding->weight;
+  const bool packed = is_packed_matrix(emb);
   for (int64_t r = 0; r < n; ++r) {
     if (id[r] < 0 || id[r] >= config_.vocab_size) fail("decode step: token id ", id[r], " outside the vocabulary");
     float* row = xp + r * d;
+    // Row t of a row-major matrix starts at t * d, step 1; of panels, at panel t / 16, lane t % 16, step 16.
+    const int64_t first = packed ? (id[r] / kPanelOutputs) * kPanelOutputs * d + id[r] % kPanelOutputs : id[r] * d;
+    const int64_t step = packed ? kPanelOutputs : 1;
     switch (emb.scalar_type()) {  // widened exactly, as the kernel widens the other matrices
       case torch::kFloat16: {
-        const c10::Half* e = emb.data_ptr<c10::Half>() + id[r] * d;
-        for (int64_t i = 0; i < d; ++i) row[i] = static_cast<float>(e[i]);
+        const c10::Half* e = emb.data_ptr<c10::Half>() + first;
+        for (int64_t i = 0; i < d; ++i) row[i] = static_cast<float>(e[i * step]);
         break;
       }
       case torch::kBFloat16: {
-        const c10::BFloat16* e = emb.data_ptr<c10::BFloat16>() + id[r] * d;
-        for (int64_t i = 0; i < d; ++i) row[i] = static_cast<float>(e[i]);
+        const c10::BFloat16* e = emb.data_ptr<c10::BFloat16>() + first;
+        for (int64_t i = 0; i < d; ++i) row[i] = static_cast<float>(e[i * step]);
         break;
       }
       default: {
-        const float* e = emb.data_ptr<float>() + id[r] * d;
-        std::copy(e, e + d, row);
+        const float* e = emb.data_ptr<float>() + first;
+        for (int64_t i = 0; i < d; ++i) row[i] = e[i * step];
       }
     }
   }
@@ -369,7 +407,13 @@ torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& tokens, const 
 }
 
 torch::Tensor TransformerImpl::embed(const torch::Tensor& tokens) {
-  const torch::Tensor e = embedding->forward(tokens);
+  using torch::indexing::Slice;
+  const torch::Tensor& w = embedding->weight;
+  // A packed matrix: token t is panel t / 16, lane t % 16 ([.., d] after indexing).
+  const torch::Tensor e =
+      is_packed_matrix(w)
+          ? w.index({torch::div(tokens, kPanelOutputs, "floor"), Slice(), torch::remainder(tokens, kPanelOutputs)})
+          : embedding->forward(tokens);
   return e.scalar_type() == torch::kFloat32 ? e : e.to(torch::kFloat32);
 }
 

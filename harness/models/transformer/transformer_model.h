@@ -134,6 +134,16 @@ TORCH_MODULE(Transformer);
 // half the bytes; the LibTorch path (training, long prompts) widens them per call. Inference only: training
 // needs float32 parameters.
 void store_matrices_as(torch::nn::Module& model, torch::ScalarType dtype);
+// Reorders every 2-D matrix of `model` whose output count is a multiple of 16 (on the CPU, fp32/fp16/bf16) into
+// panels of 16 outputs, in place: the parameter becomes [out / 16, in, 16] (WeightLayout::panels,
+// skinny_linear.h), the layout the few-row kernel reads fastest. Inference only, done once at load: everything
+// that reads matrices here (apply_linear, embed, lm_head, the decoding step) reads both layouts; training and
+// saving need row-major matrices (save_checkpoint refuses a packed model).
+void pack_matrices_for_decoding(torch::nn::Module& model);
+bool has_packed_matrices(const torch::nn::Module& model);
+bool is_packed_matrix(const torch::Tensor& w);           // [out / 16, in, 16]
+int64_t matrix_outputs(const torch::Tensor& w);          // out, in either layout
+torch::Tensor row_major_matrix(const torch::Tensor& w);  // [out, in]: w itself, or a row-major copy of panels
 // Whether every element of `t` is finite, checked kLoadChunkElements at a time (memory_budget.h): a check of a whole
 // matrix at once would allocate several bytes of temporaries per element.
 bool all_finite(const torch::Tensor& t);
@@ -149,10 +159,11 @@ int64_t resident_bytes(const torch::nn::Module& model);
 torch::ScalarType weights_dtype_for(const std::string& requested, torch::ScalarType stored);
 std::string dtype_string(torch::ScalarType dtype);  // "float32" | "float16" | "bfloat16"
 
-// x [.., in] times a linear layer's weight [out, in] (+ bias): at inference with at most kSkinnyLinearMaxRows
-// rows of float32 on the CPU (weights float32, float16 or bfloat16), skinny_linear (weights read once, no packing; see
-// skinny_linear.h), split over LibTorch's threads; otherwise LibTorch's own linear (training, large chunks, other
-// devices and types).
+// x [.., in] times a linear layer's weight [out, in] or its panels (+ bias): at inference with at most
+// kSkinnyLinearMaxRows rows of float32 on the CPU (weights float32, float16 or bfloat16, either layout),
+// skinny_linear (weights read once; see skinny_linear.h), split over LibTorch's threads; also for more rows
+// when the matrix is 16-bit or packed, 32 rows at a time; otherwise LibTorch's own linear (training, large
+// chunks, other devices and types).
 torch::Tensor apply_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 inline torch::Tensor apply_linear(const torch::nn::Linear& layer, const torch::Tensor& x) {
   return apply_linear(x, layer->weight, layer->bias);

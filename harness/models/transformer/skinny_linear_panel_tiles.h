@@ -1,0 +1,108 @@
+// The few-row linear kernel on panel-packed weights (WeightLayout::panels, skinny_linear.h), written once for
+// every instruction set like the row-major tiles it sits beside (same rules: included only from the three
+// skinny_linear_<isa>.cpp files, internal linkage, no library calls).
+//
+// Why a second layout: on row-major weights each output is a dot product along `in`, kept as 16 lane sums and
+// reduced at the end; every row of a tile needs its own accumulators per weight row, and the 15 rows of a
+// token tree cost 2.1-2.3x one row on AVX2, against a weight stream that is the same for both. With 16
+// outputs side by side in memory, one vector load serves 16 outputs: the kernel broadcasts x[r][i] and adds
+// x[r][i] * w[o..o+16][i] into one accumulator vector set per row. No reductions, two loads and six
+// broadcasts per 12 FMAs on AVX2, and each panel is one contiguous stream (results/bench/NOTES.md, "Output-lane
+// kernel": 15 rows at 1.5-1.6x one row, and one row 17% faster than on the row-major matrix).
+//
+// Summation order: output (r, o) is the sequential fp32 sum over i = 0, 1, ..., in - 1 of x[r][i] * w[o][i],
+// fused multiply-adds on the FMA ISAs (the baseline rounds each product), then + bias. It depends on nothing
+// but `in`, so, as on row-major weights, a token's outputs do not depend on the rows beside it or on how the
+// output columns are split, and AVX2 and AVX-512 give the same bits (each lane is one output's own chain).
+#pragma once
+
+#include "harness/models/transformer/skinny_linear_tiles.h"
+
+namespace specula {
+namespace {
+
+// Rows [0, XR) of x against one panel (16 outputs): y[r][0..16) = x[r] . w[o] + bias[o].
+template <int W, int XR, typename Wt>
+inline __attribute__((always_inline)) void panel_tile(const float* __restrict x, int64_t in, const Wt* __restrict panel,
+                                                      const float* __restrict bias, float* __restrict y, int64_t out,
+                                                      const char* prefetch) {
+  constexpr int P = kPanelOutputs / W;               // vectors per 16 outputs
+  constexpr int64_t kStepsPerLine = 8 / sizeof(Wt);  // half the panel's lines over a tile's steps
+  Vec<W> acc[XR][P] = {};
+  for (int64_t i = 0; i < in; ++i) {
+    if (prefetch && i % kStepsPerLine == 0) __builtin_prefetch(prefetch + 64 * (i / kStepsPerLine));
+    Vec<W> wv[P];
+    for (int p = 0; p < P; ++p) wv[p] = load<W>(panel + i * kPanelOutputs + p * W);
+    for (int r = 0; r < XR; ++r) {
+      const float xs = x[r * in + i];
+      for (int p = 0; p < P; ++p) acc[r][p] += wv[p] * xs;
+    }
+  }
+  for (int r = 0; r < XR; ++r)
+    for (int p = 0; p < P; ++p) {
+      Vec<W> v = acc[r][p];
+      if (bias) v += load<W>(bias + p * W);
+      std::memcpy(y + r * out + p * W, &v, sizeof v);
+    }
+}
+
+// A tile of n <= XR rows (n known only at run time).
+template <int W, int XR, typename Wt>
+inline __attribute__((always_inline)) void panel_tile_of(int64_t n, const float* x, int64_t in, const Wt* panel,
+                                                         const float* bias, float* y, int64_t out,
+                                                         const char* prefetch) {
+  if (n == XR) return panel_tile<W, XR>(x, in, panel, bias, y, out, prefetch);
+  if constexpr (XR > 1) panel_tile_of<W, XR - 1>(n, x, in, panel, bias, y, out, prefetch);
+}
+
+// Every input row against one panel, in the fewest tiles of at most XR rows, their sizes as even as can be
+// (15 rows on AVX2: 5 + 5 + 5, not 6 + 6 + 3): a tile of r rows keeps r x 16 / W multiply-add chains in
+// flight, and a small last tile would leave the FMA units waiting on their latency. Tiles 0 and 1 fetch the
+// two halves of the next panel, one line every 8 / sizeof(Wt) steps; the hardware prefetcher does the rest.
+// (Measured on AVX2: the whole next panel at one line per step was slower, no software prefetch much slower.)
+template <int W, int XR, typename Wt>
+inline __attribute__((always_inline)) void panel_rows(const float* x, int64_t rows, int64_t in, const Wt* panel,
+                                                      const float* bias, float* y, int64_t out, const char* next) {
+  const int64_t half = in * kPanelOutputs * static_cast<int64_t>(sizeof(Wt)) / 2;
+  const int64_t tiles = (rows + XR - 1) / XR;
+  int64_t r = 0;
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t n = rows / tiles + (t < rows % tiles ? 1 : 0);
+    panel_tile_of<W, XR>(n, x + r * in, in, panel, bias, y + r * out, out, next && t < 2 ? next + t * half : nullptr);
+    r += n;
+  }
+}
+
+// Output columns [out_begin, out_end), both multiples of 16 (skinny_linear.cpp checks), panel by panel, while
+// the next panel (in * 16 contiguous weights) is fetched into cache a few lines per step.
+template <int W, int XR, typename Wt>
+inline __attribute__((always_inline)) void panel_columns(const float* x, int64_t rows, int64_t in, const Wt* w,
+                                                         const float* bias, int64_t out, float* y, int64_t out_begin,
+                                                         int64_t out_end) {
+  for (int64_t o = out_begin; o < out_end; o += kPanelOutputs) {
+    const char* next =
+        o + 2 * kPanelOutputs <= out_end ? reinterpret_cast<const char*>(w + (o + kPanelOutputs) * in) : nullptr;
+    panel_rows<W, XR>(x, rows, in, w + o * in, bias ? bias + o : nullptr, y + o, out, next);
+  }
+}
+
+// One ISA's kernel for every weight dtype and layout: WR x XR tiles on row-major weights, PXR rows at a time
+// on panels.
+template <int W, int WR, int XR, int PXR>
+inline __attribute__((always_inline)) void skinny_any(const float* x, int64_t rows, int64_t in, WeightView w,
+                                                      const float* bias, int64_t out, float* y, int64_t out_begin,
+                                                      int64_t out_end) {
+  if (w.layout == WeightLayout::row_major)
+    return columns_any<W, WR, XR>(x, rows, in, w, bias, out, y, out_begin, out_end);
+  switch (w.dtype) {
+    case WeightDtype::float32:
+      return panel_columns<W, PXR>(x, rows, in, static_cast<const float*>(w.data), bias, out, y, out_begin, out_end);
+    case WeightDtype::float16:
+      return panel_columns<W, PXR>(x, rows, in, static_cast<const Half*>(w.data), bias, out, y, out_begin, out_end);
+    case WeightDtype::bfloat16:
+      return panel_columns<W, PXR>(x, rows, in, static_cast<const BFloat16*>(w.data), bias, out, y, out_begin, out_end);
+  }
+}
+
+}  // namespace
+}  // namespace specula
