@@ -75,7 +75,7 @@ torch::Tensor EagleHeadImpl::forward(const torch::Tensor& embeddings, const torc
 
 KVCache EagleHeadImpl::new_cache() const {
   // Key/value heads from the projection's shape: [(H + 2 Hkv) D, d] (multi-head or grouped-query).
-  const int64_t kv_heads = (attn->qkv->weight.size(0) / attn->head_dim - attn->n_heads) / 2;
+  const int64_t kv_heads = (matrix_outputs(attn->qkv->weight) / attn->head_dim - attn->n_heads) / 2;
   return KVCache(1, 1, kv_heads, config.max_seq_len, attn->head_dim);
 }
 

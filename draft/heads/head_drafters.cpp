@@ -552,6 +552,10 @@ HeadDrafterFactory::HeadDrafterFactory(const HeadDrafterOptions& options, const 
                                     s.target->embedding->weight.scalar_type());
   if (s.medusa) store_matrices_as(*s.medusa, s.heads_dtype);
   if (s.eagle) store_matrices_as(*s.eagle, s.heads_dtype);
+  // Packed for the few-row kernel, as the target's are; a target loaded here (not shared) too.
+  if (s.medusa) pack_matrices_for_decoding(*s.medusa);
+  if (s.eagle) pack_matrices_for_decoding(*s.eagle);
+  if (!s.shares_target) pack_matrices_for_decoding(*s.target);
   if (!options.tree_file.empty()) {
     s.tree_template = read_rank_tree_file(options.tree_file);
     // Head k predicts the token k positions ahead: a deeper path has no head to rank it.
