@@ -307,6 +307,8 @@ TEST_CASE("summary: paired timing takes speedups within pairs, over prompts, and
     r.metrics.wall_seconds = spec_s;
     r.metrics.prompt_seconds = 0.1;
     r.metrics.steps = 10;
+    r.metrics.target_seconds = 0.9;
+    r.metrics.draft_seconds = 0.05;
     r.pair.present = true;
     r.pair.new_tokens = 100;
     r.pair.wall_seconds = base_s;
@@ -330,6 +332,12 @@ TEST_CASE("summary: paired timing takes speedups within pairs, over prompts, and
   CHECK(s.speedup == Approx((2.1 + 2.3 + 2.5) / 3 / 1.1));
   CHECK(s.pair_load_average == Approx(2.0));
   CHECK(s.pair_drift == "no");
+  // The cost model's unit is each pair's own baseline decoding time per token, (base_s - 0.1) / 100: summed
+  // over the 9 records' 10 steps, 0.1 * (9 * 2.0 + 3 * 0.2 * (0 + 1 + 2)) = 1.98 s (the separate baseline
+  // runs' 0.01 s per call would give 0.9 s and a verify cost of 9).
+  CHECK(s.verify_cost == Approx(9 * 0.9 / 1.98));
+  CHECK(s.c == Approx(9 * 0.05 / (1.98 * 2)));
+  CHECK(s.cost_model_speedup == Approx(s.tau / ((9 * 0.05 + 9 * 0.9) / 1.98)));
   // The third repetition's speculative runs met a machine 1.5x slower than their baselines did.
   std::vector<RunRecord> drifted = steady;
   for (RunRecord& r : drifted)
@@ -347,6 +355,7 @@ TEST_CASE("summary: paired timing takes speedups within pairs, over prompts, and
   CHECK(unpaired.pairs == 0);
   CHECK(unpaired.pair_drift.empty());
   CHECK(unpaired.speedup == Approx(1.0 / 1.1));
+  CHECK(unpaired.verify_cost == Approx(0.9 / 10 / 0.01));
 }
 
 TEST_CASE("a record's times survive records.jsonl; older records without prompt_time still load", "[runner]") {

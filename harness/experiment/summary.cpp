@@ -204,10 +204,26 @@ void add_speedups(const std::map<int, Totals>& per_rep, const std::map<int, Tota
   row.decode_speedup = d.mean, row.decode_speedup_ci_low = d.low, row.decode_speedup_ci_high = d.high;
 }
 
+// Baseline seconds per decoded token summed over the setting's steps, Σ steps × unit: the denominator that puts
+// its target and draft times in 1-token target calls. With paired records each record's unit is its own pair's
+// (the baseline generation timed beside it: decoding time / tokens), so the machine's drift between settings
+// never enters the cost model, as it never enters the paired speedup; 0 when a record has no usable pair.
+double paired_step_units(const std::vector<const RunRecord*>& records) {
+  double total = 0;
+  for (const RunRecord* r : records) {
+    const PairedBaseline& b = r->pair;
+    const double decode = b.wall_seconds - b.prompt_seconds;
+    if (!b.present || b.new_tokens <= 0 || !(decode > 0)) return 0;
+    total += static_cast<double>(r->metrics.steps) * decode / static_cast<double>(b.new_tokens);
+  }
+  return total;
+}
+
 // A speculative setting's acceptance statistics and its cost model (verify/ALGORITHMS.md §7), with the baseline's
-// time per target call as the unit.
-void add_speculation(const GenerationMetrics& total, const RunRecord& first, const Baselines& baselines,
-                     SummaryRow& row) {
+// time per target call as the unit: each pair's own when every record is paired, else the baseline setting's
+// mean over the run.
+void add_speculation(const std::vector<const RunRecord*>& records, const GenerationMetrics& total,
+                     const RunRecord& first, const Baselines& baselines, SummaryRow& row) {
   row.draft_positions = static_cast<int32_t>(total.position_reached.size());
   row.acceptance_rate = total.acceptance_rate();
   int64_t reached = 0;
@@ -223,13 +239,13 @@ void add_speculation(const GenerationMetrics& total, const RunRecord& first, con
   const double t_target = bt_calls != baselines.target.end() && bt_calls->second.second > 0
                               ? bt_calls->second.first / bt_calls->second.second
                               : NAN;
-  const double draft_per_token = total.steps && k ? total.draft_seconds / (static_cast<double>(total.steps) * k) : NAN;
-  row.c = draft_per_token / t_target;
+  const double paired = paired_step_units(records);
+  const double step_units = paired > 0 ? paired : static_cast<double>(total.steps) * t_target;
+  row.c = total.steps && k ? total.draft_seconds / (step_units * k) : NAN;
   const bool tree = first.setting.count("draft.tree") > 0;
   row.predicted_speedup = tree ? NAN : predicted_speedup(row.alpha, k, row.c);
-  const double steps = static_cast<double>(total.steps);
-  row.verify_cost = steps > 0 ? total.target_seconds / steps / t_target : NAN;
-  const double draft_cost = steps > 0 ? total.draft_seconds / steps / t_target : NAN;
+  row.verify_cost = total.steps > 0 ? total.target_seconds / step_units : NAN;
+  const double draft_cost = total.steps > 0 ? total.draft_seconds / step_units : NAN;
   row.cost_model_speedup = row.tau / (draft_cost + row.verify_cost);
 }
 
@@ -286,7 +302,7 @@ std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records) {
     }
     if (std::all_of(g.records.begin(), g.records.end(), [](const RunRecord* r) { return r->pair.present; }))
       apply_pairs(g.records, row);
-    add_speculation(total, first, baselines, row);
+    add_speculation(g.records, total, first, baselines, row);
     if (temperature_of(first.setting) == 0.0)
       row.greedy_lossless = greedy_lossless(g.records, first.baseline_id, baselines);
     rows.push_back(row);

@@ -17,7 +17,9 @@
 //   cost model      tau / (draft time per step + verify_cost), both in 1-token target calls: the speedup the
 //                   measured acceptance and model costs allow when nothing else takes time; the measured
 //                   decode speedup over it is the share the harness's own work (sampling, verification,
-//                   bookkeeping) leaves
+//                   bookkeeping) leaves. With paired records the 1-token unit (for c, verify_cost and the
+//                   cost model) is each record's own pair's decoding time per token, so the cost model and
+//                   the decode speedup see the machine at the same moments.
 #pragma once
 
 #include <ostream>
