@@ -21,6 +21,19 @@
 namespace specula {
 namespace {
 
+// bf16 panels on 8-float vectors (AVX2): one 32-byte load per step, widened by two in-lane unpacks with zeros
+// (each bf16 value becomes the top half of an fp32) instead of two zero-extensions across lanes and two
+// shifts, which compete with the FMAs for the same ports (measured on AVX2: bf16 15 rows took ~40% longer
+// than fp16's one-instruction conversion). The unpacks keep 128-bit lanes apart, so vector 0 holds outputs
+// 0-3 and 8-11, vector 1 outputs 4-7 and 12-15; the tile puts them back in order once, when it stores. Each
+// output's sum is unchanged, so the bits are too.
+template <int W, typename Wt>
+constexpr bool kSplitLanes = false;
+#if defined(__x86_64__) && defined(__AVX2__) && !defined(__AVX512F__)
+template <>
+constexpr bool kSplitLanes<8, BFloat16> = true;
+#endif
+
 // Rows [0, XR) of x against one panel (16 outputs): y[r][0..16) = x[r] . w[o] + bias[o].
 template <int W, int XR, typename Wt>
 inline __attribute__((always_inline)) void panel_tile(const float* __restrict x, int64_t in, const Wt* __restrict panel,
@@ -32,18 +45,36 @@ inline __attribute__((always_inline)) void panel_tile(const float* __restrict x,
   for (int64_t i = 0; i < in; ++i) {
     if (prefetch && i % kStepsPerLine == 0) __builtin_prefetch(prefetch + 64 * (i / kStepsPerLine));
     Vec<W> wv[P];
-    for (int p = 0; p < P; ++p) wv[p] = load<W>(panel + i * kPanelOutputs + p * W);
+    if constexpr (kSplitLanes<W, Wt>) {
+#if defined(__x86_64__) && defined(__AVX2__)
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + i * kPanelOutputs));
+      wv[0] = (Vec<8>)_mm256_unpacklo_epi16(_mm256_setzero_si256(), v);
+      wv[1] = (Vec<8>)_mm256_unpackhi_epi16(_mm256_setzero_si256(), v);
+#endif
+    } else {
+      for (int p = 0; p < P; ++p) wv[p] = load<W>(panel + i * kPanelOutputs + p * W);
+    }
     for (int r = 0; r < XR; ++r) {
       const float xs = x[r * in + i];
       for (int p = 0; p < P; ++p) acc[r][p] += wv[p] * xs;
     }
   }
-  for (int r = 0; r < XR; ++r)
-    for (int p = 0; p < P; ++p) {
-      Vec<W> v = acc[r][p];
-      if (bias) v += load<W>(bias + p * W);
-      std::memcpy(y + r * out + p * W, &v, sizeof v);
+  for (int r = 0; r < XR; ++r) {
+    Vec<W> result[P];
+    if constexpr (kSplitLanes<W, Wt>) {
+#if defined(__x86_64__) && defined(__AVX2__)
+      const __m256 a = (__m256)acc[r][0], b = (__m256)acc[r][1];
+      result[0] = (Vec<8>)_mm256_permute2f128_ps(a, b, 0x20);  // outputs 0-3 (a's low half), 4-7 (b's)
+      result[1] = (Vec<8>)_mm256_permute2f128_ps(a, b, 0x31);  // outputs 8-11, 12-15 (the high halves)
+#endif
+    } else {
+      for (int p = 0; p < P; ++p) result[p] = acc[r][p];
     }
+    for (int p = 0; p < P; ++p) {
+      if (bias) result[p] += load<W>(bias + p * W);
+      std::memcpy(y + r * out + p * W, &result[p], sizeof result[p]);
+    }
+  }
 }
 
 // A tile of n <= XR rows (n known only at run time).
