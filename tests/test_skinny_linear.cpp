@@ -54,38 +54,41 @@ double worst_error_over_bound(const std::vector<float>& x, const std::vector<flo
   return worst;
 }
 
+// Every ISA variant on one case: within the rounding bound, each row alone gives the bits it gets among the
+// others, output columns split at `cut` give the same bits, and the FMA variants agree bit for bit.
+void check_every_variant(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& b,
+                         WeightView view, int64_t rows, int64_t in, int64_t out, int64_t cut) {
+  std::vector<float> first_fma;  // the first FMA variant's output: the others must match it bit for bit
+  for (SkinnyIsa isa : supported_isas()) {
+    CAPTURE(in, out, rows, static_cast<int>(isa));
+    std::vector<float> y(rows * out), alone(out), sliced(rows * out);
+    skinny_linear_with(isa, x.data(), rows, in, view, b.data(), out, y.data(), 0, out);
+    CHECK(worst_error_over_bound(x, w, b, y, rows, in, out) <= 1.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      skinny_linear_with(isa, x.data() + r * in, 1, in, view, b.data(), out, alone.data(), 0, out);
+      CHECK(std::memcmp(alone.data(), y.data() + r * out, sizeof(float) * out) == 0);
+    }
+    skinny_linear_with(isa, x.data(), rows, in, view, b.data(), out, sliced.data(), 0, cut);
+    skinny_linear_with(isa, x.data(), rows, in, view, b.data(), out, sliced.data(), cut, out);
+    CHECK(std::memcmp(sliced.data(), y.data(), sizeof(float) * y.size()) == 0);
+    if (isa != SkinnyIsa::baseline) {
+      if (first_fma.empty())
+        first_fma = y;
+      else
+        CHECK(std::memcmp(first_fma.data(), y.data(), sizeof(float) * y.size()) == 0);
+    }
+  }
+}
+
 TEST_CASE("skinny_linear: every variant within the rounding bound, row-invariant and slice-invariant",
           "[transformer]") {
   std::mt19937 rng(2026);
-  const auto isas = supported_isas();
-  REQUIRE(isas.front() == SkinnyIsa::baseline);
+  REQUIRE(supported_isas().front() == SkinnyIsa::baseline);
   for (int64_t in : {1, 7, 16, 33, 256, 300})
     for (int64_t out : {1, 3, 5, 64, 67})
       for (int64_t rows : {1, 2, 3, 4, 5, 7, 13}) {
         const auto x = normal_floats(rows * in, rng), w = normal_floats(out * in, rng), b = normal_floats(out, rng);
-        std::vector<float> first_fma;  // the first FMA variant's output: the others must match it bit for bit
-        for (SkinnyIsa isa : isas) {
-          CAPTURE(in, out, rows, static_cast<int>(isa));
-          std::vector<float> y(rows * out), alone(out), sliced(rows * out);
-          skinny_linear_with(isa, x.data(), rows, in, w.data(), b.data(), out, y.data(), 0, out);
-          CHECK(worst_error_over_bound(x, w, b, y, rows, in, out) <= 1.0);
-          // Row-invariance: each row computed alone gives the same bits as among the others.
-          for (int64_t r = 0; r < rows; ++r) {
-            skinny_linear_with(isa, x.data() + r * in, 1, in, w.data(), b.data(), out, alone.data(), 0, out);
-            CHECK(std::memcmp(alone.data(), y.data() + r * out, sizeof(float) * out) == 0);
-          }
-          // Output columns split over threads: any split gives the same bits.
-          const int64_t cut = out / 3;
-          skinny_linear_with(isa, x.data(), rows, in, w.data(), b.data(), out, sliced.data(), 0, cut);
-          skinny_linear_with(isa, x.data(), rows, in, w.data(), b.data(), out, sliced.data(), cut, out);
-          CHECK(std::memcmp(sliced.data(), y.data(), sizeof(float) * y.size()) == 0);
-          if (isa != SkinnyIsa::baseline) {
-            if (first_fma.empty())
-              first_fma = y;
-            else
-              CHECK(std::memcmp(first_fma.data(), y.data(), sizeof(float) * y.size()) == 0);
-          }
-        }
+        check_every_variant(x, w, b, WeightView{w.data(), WeightDtype::float32}, rows, in, out, out / 3);
       }
 }
 
@@ -115,34 +118,13 @@ TEST_CASE("skinny_linear on panels: every variant within the rounding bound, row
           "[transformer]") {
   // The bound is the same as on row-major weights (one sequential sum per output is one order among all).
   std::mt19937 rng(2027);
-  const auto isas = supported_isas();
   for (int64_t in : {1, 7, 16, 33, 256, 300})
     for (int64_t out : {16, 48, 64})
       for (int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 15, 32}) {
         const auto x = normal_floats(rows * in, rng), w = normal_floats(out * in, rng), b = normal_floats(out, rng);
         const auto wp = packed(w, out, in);
-        const WeightView view{wp.data(), WeightDtype::float32, WeightLayout::panels};
-        std::vector<float> first_fma;
-        for (SkinnyIsa isa : isas) {
-          CAPTURE(in, out, rows, static_cast<int>(isa));
-          std::vector<float> y(rows * out), alone(out), sliced(rows * out);
-          skinny_linear_with(isa, x.data(), rows, in, view, b.data(), out, y.data(), 0, out);
-          CHECK(worst_error_over_bound(x, w, b, y, rows, in, out) <= 1.0);
-          for (int64_t r = 0; r < rows; ++r) {
-            skinny_linear_with(isa, x.data() + r * in, 1, in, view, b.data(), out, alone.data(), 0, out);
-            CHECK(std::memcmp(alone.data(), y.data() + r * out, sizeof(float) * out) == 0);
-          }
-          const int64_t cut = out / 3 / kPanelOutputs * kPanelOutputs;
-          skinny_linear_with(isa, x.data(), rows, in, view, b.data(), out, sliced.data(), 0, cut);
-          skinny_linear_with(isa, x.data(), rows, in, view, b.data(), out, sliced.data(), cut, out);
-          CHECK(std::memcmp(sliced.data(), y.data(), sizeof(float) * y.size()) == 0);
-          if (isa != SkinnyIsa::baseline) {
-            if (first_fma.empty())
-              first_fma = y;
-            else
-              CHECK(std::memcmp(first_fma.data(), y.data(), sizeof(float) * y.size()) == 0);
-          }
-        }
+        check_every_variant(x, w, b, WeightView{wp.data(), WeightDtype::float32, WeightLayout::panels}, rows, in, out,
+                            out / 3 / kPanelOutputs * kPanelOutputs);  // a split on a panel's edge
       }
 }
 
