@@ -1,6 +1,7 @@
 // `specula bench forward` end to end: the report's contract (cases, ratios, the weight-read floor, the draft
 // against the target) and its errors, which name the flag.
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -56,6 +57,31 @@ TEST_CASE("bench forward's errors name the flag and the value", "[cli]") {
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.err, Contains(message));
   }
+}
+
+TEST_CASE("bench forward records the weight layout SPECULA_WEIGHT_LAYOUT chose, and names a bad value", "[cli]") {
+  TempDir dir;
+  const std::string args = "bench forward --model transformer:" + std::string(SPECULA_SOURCE_DIR) +
+                           "/results/models/draft --context 8 --min-iterations 2 --min-time 0.001 --chunks 1,2 "
+                           "--trees 2,1 --output " +
+                           dir.file("forward.json");
+  for (const std::string layout : {"", "panels", "row_major"}) {
+    INFO(layout);
+    if (layout.empty())
+      ::unsetenv("SPECULA_WEIGHT_LAYOUT");
+    else
+      ::setenv("SPECULA_WEIGHT_LAYOUT", layout.c_str(), 1);
+    const CliResult r = run_specula(args);
+    REQUIRE(r.exit_code == 0);
+    const std::string expected = layout.empty() ? "panels" : layout;  // panels unless told
+    CHECK_THAT(r.out, Contains(expected + " weights"));
+    CHECK(json::parse(read_text(dir.file("forward.json")))["models"][0]["weight_layout"] == expected);
+  }
+  ::setenv("SPECULA_WEIGHT_LAYOUT", "rows", 1);
+  const CliResult bad = run_specula(args);
+  ::unsetenv("SPECULA_WEIGHT_LAYOUT");
+  CHECK(bad.exit_code == 1);
+  CHECK_THAT(bad.err, Contains("SPECULA_WEIGHT_LAYOUT=rows: expected panels or row_major"));
 }
 
 TEST_CASE("bench verify and bench sampler run the cases their filter names, and say when it names none", "[cli]") {
