@@ -3,7 +3,6 @@
 // about 37 million values, subnormal results included), and the special values. The same check fails two
 // deliberately wrong variants, so it can fail.
 #include <catch2/catch.hpp>
-
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
