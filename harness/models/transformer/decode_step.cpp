@@ -111,26 +111,39 @@ inline __attribute__((always_inline)) void dot4(const float* __restrict q, const
 // v[i] = exp(v[i] - shift) for i < n, 8 at a time; the last partial block is padded, so every element goes
 // through the same exp8 whatever n is (a row's weights must not depend on how many columns sit beside it).
 inline __attribute__((always_inline)) void exp_shifted(float* v, int64_t n, float shift) {
-  for (int64_t i = 0; i < n; i += 8) {
-    const int64_t k = std::min<int64_t>(8, n - i);
-    Float8 block = Float8{} - __builtin_inff();
-    std::memcpy(&block, v + i, sizeof(float) * k);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    Float8 block;
+    std::memcpy(&block, v + i, sizeof block);  // fixed sizes: plain vector loads and stores
     const Float8 e = exp8(block - shift);
-    std::memcpy(v + i, &e, sizeof(float) * k);
+    std::memcpy(v + i, &e, sizeof e);
   }
+  if (i == n) return;
+  Float8 block = Float8{} - __builtin_inff();
+  std::memcpy(&block, v + i, sizeof(float) * (n - i));
+  const Float8 e = exp8(block - shift);
+  std::memcpy(v + i, &e, sizeof(float) * (n - i));
 }
 
 // act[j] = silu(gate[j]) * up[j] = gate / (1 + exp(-gate)) * up (Shazeer 2020), 8 at a time, padded like
 // exp_shifted.
+inline __attribute__((always_inline)) Float8 swiglu8(Float8 g, Float8 u) { return g / (1.0f + exp8(-g)) * u; }
+
 SPECULA_ROW_SCAN void swiglu(const float* gate, const float* up, int64_t n, float* act) {
-  for (int64_t j = 0; j < n; j += 8) {
-    const int64_t k = std::min<int64_t>(8, n - j);
-    Float8 g = {}, u = {};
-    std::memcpy(&g, gate + j, sizeof(float) * k);
-    std::memcpy(&u, up + j, sizeof(float) * k);
-    const Float8 a = g / (1.0f + exp8(-g)) * u;
-    std::memcpy(act + j, &a, sizeof(float) * k);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    Float8 g, u;
+    std::memcpy(&g, gate + j, sizeof g);
+    std::memcpy(&u, up + j, sizeof u);
+    const Float8 a = swiglu8(g, u);
+    std::memcpy(act + j, &a, sizeof a);
   }
+  if (j == n) return;
+  Float8 g = {}, u = {};
+  std::memcpy(&g, gate + j, sizeof(float) * (n - j));
+  std::memcpy(&u, up + j, sizeof(float) * (n - j));
+  const Float8 a = swiglu8(g, u);
+  std::memcpy(act + j, &a, sizeof(float) * (n - j));
 }
 
 // One query row of one head: softmax(q . k_t * scale + mask_t) over the T columns, times the values, into y.
