@@ -118,8 +118,10 @@ TEST_CASE("skinny_linear on panels: every variant within the rounding bound, row
           "[transformer]") {
   // The bound is the same as on row-major weights (one sequential sum per output is one order among all).
   std::mt19937 rng(2027);
+  // 128 outputs: one and two rows take several panels per tile (a group, then single panels), also after a
+  // split that starts mid-matrix.
   for (int64_t in : {1, 7, 16, 33, 256, 300})
-    for (int64_t out : {16, 48, 64})
+    for (int64_t out : {16, 48, 64, 128})
       for (int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 15, 32}) {
         const auto x = normal_floats(rows * in, rng), w = normal_floats(out * in, rng), b = normal_floats(out, rng);
         const auto wp = packed(w, out, in);
@@ -177,24 +179,24 @@ TEST_CASE("skinny_linear on panels: a 16-bit matrix gives the fp32 kernel's bits
   torch::manual_seed(12);
   for (torch::ScalarType dtype : {torch::kFloat16, torch::kBFloat16})
     for (int64_t in : {16, 40, 256})
-      for (int64_t rows : {1, 3, 9, 15}) {
-        const int64_t out = 48;
-        const torch::Tensor w32 = torch::randn({out, in}) / std::sqrt(static_cast<double>(in));
-        torch::Tensor w16 = w32.to(dtype).contiguous(), widened = w16.to(torch::kFloat32).contiguous();
-        pack_into_panels(w16.data_ptr(), out, in, 2);
-        pack_into_panels(widened.data_ptr(), out, in, 4);
-        const torch::Tensor x = torch::randn({rows, in}), b = torch::randn({out});
-        const WeightView v16{w16.data_ptr(), dtype == torch::kFloat16 ? WeightDtype::float16 : WeightDtype::bfloat16,
-                             WeightLayout::panels};
-        const WeightView v32{widened.data_ptr(), WeightDtype::float32, WeightLayout::panels};
-        for (SkinnyIsa isa : supported_isas()) {
-          CAPTURE(static_cast<int>(dtype), in, rows, static_cast<int>(isa));
-          std::vector<float> y16(rows * out), y32(rows * out);
-          skinny_linear_with(isa, x.data_ptr<float>(), rows, in, v16, b.data_ptr<float>(), out, y16.data(), 0, out);
-          skinny_linear_with(isa, x.data_ptr<float>(), rows, in, v32, b.data_ptr<float>(), out, y32.data(), 0, out);
-          CHECK(std::memcmp(y16.data(), y32.data(), sizeof(float) * y16.size()) == 0);
+      for (int64_t rows : {1, 2, 3, 9, 15})
+        for (int64_t out : {48, 160}) {  // 160: groups of panels for one and two rows, then single panels
+          const torch::Tensor w32 = torch::randn({out, in}) / std::sqrt(static_cast<double>(in));
+          torch::Tensor w16 = w32.to(dtype).contiguous(), widened = w16.to(torch::kFloat32).contiguous();
+          pack_into_panels(w16.data_ptr(), out, in, 2);
+          pack_into_panels(widened.data_ptr(), out, in, 4);
+          const torch::Tensor x = torch::randn({rows, in}), b = torch::randn({out});
+          const WeightView v16{w16.data_ptr(), dtype == torch::kFloat16 ? WeightDtype::float16 : WeightDtype::bfloat16,
+                               WeightLayout::panels};
+          const WeightView v32{widened.data_ptr(), WeightDtype::float32, WeightLayout::panels};
+          for (SkinnyIsa isa : supported_isas()) {
+            CAPTURE(static_cast<int>(dtype), in, rows, static_cast<int>(isa));
+            std::vector<float> y16(rows * out), y32(rows * out);
+            skinny_linear_with(isa, x.data_ptr<float>(), rows, in, v16, b.data_ptr<float>(), out, y16.data(), 0, out);
+            skinny_linear_with(isa, x.data_ptr<float>(), rows, in, v32, b.data_ptr<float>(), out, y32.data(), 0, out);
+            CHECK(std::memcmp(y16.data(), y32.data(), sizeof(float) * y16.size()) == 0);
+          }
         }
-      }
 }
 
 // Every finite value of a 16-bit format, as a [count, 16] matrix of its bit patterns (row-major), and the same

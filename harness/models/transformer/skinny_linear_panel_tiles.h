@@ -34,56 +34,69 @@ template <>
 constexpr bool kSplitLanes<8, BFloat16> = true;
 #endif
 
-// Rows [0, XR) of x against one panel (16 outputs): y[r][0..16) = x[r] . w[o] + bias[o].
-template <int W, int XR, typename Wt>
+// Rows [0, XR) of x against PP consecutive panels (16 PP outputs): y[r][0..16 PP) = x[r] . w[o] + bias[o].
+// prefetch: a range of 16 PP in sizeof(Wt) / 2 bytes to fetch over the tile's steps, or null.
+template <int W, int XR, int PP, typename Wt>
 inline __attribute__((always_inline)) void panel_tile(const float* __restrict x, int64_t in, const Wt* __restrict panel,
                                                       const float* __restrict bias, float* __restrict y, int64_t out,
                                                       const char* prefetch) {
-  constexpr int P = kPanelOutputs / W;               // vectors per 16 outputs
-  constexpr int64_t kStepsPerLine = 8 / sizeof(Wt);  // half the panel's lines over a tile's steps
-  Vec<W> acc[XR][P] = {};
+  constexpr int P = kPanelOutputs / W;                    // vectors per 16 outputs
+  constexpr int64_t kBytesPerStep = 8 * sizeof(Wt) * PP;  // half of the panels' bytes per step of `in`
+  const int64_t stride = in * kPanelOutputs;              // elements from one panel to the next
+  Vec<W> acc[XR][PP * P] = {};
   for (int64_t i = 0; i < in; ++i) {
-    if (prefetch && i % kStepsPerLine == 0) __builtin_prefetch(prefetch + 64 * (i / kStepsPerLine));
-    Vec<W> wv[P];
-    if constexpr (kSplitLanes<W, Wt>) {
+    if constexpr (kBytesPerStep >= 64) {  // a line or more per step
+      if (prefetch)
+        for (int64_t l = 0; l < kBytesPerStep / 64; ++l) __builtin_prefetch(prefetch + i * kBytesPerStep + 64 * l);
+    } else {  // a line every few steps
+      constexpr int64_t kStepsPerLine = 64 / kBytesPerStep;
+      if (prefetch && i % kStepsPerLine == 0) __builtin_prefetch(prefetch + 64 * (i / kStepsPerLine));
+    }
+    Vec<W> wv[PP * P];
+    for (int k = 0; k < PP; ++k) {
+      const Wt* step = panel + k * stride + i * kPanelOutputs;
+      if constexpr (kSplitLanes<W, Wt>) {
 #if defined(__x86_64__) && defined(__AVX2__)
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + i * kPanelOutputs));
-      wv[0] = (Vec<8>)_mm256_unpacklo_epi16(_mm256_setzero_si256(), v);
-      wv[1] = (Vec<8>)_mm256_unpackhi_epi16(_mm256_setzero_si256(), v);
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(step));
+        wv[k * P] = (Vec<8>)_mm256_unpacklo_epi16(_mm256_setzero_si256(), v);
+        wv[k * P + 1] = (Vec<8>)_mm256_unpackhi_epi16(_mm256_setzero_si256(), v);
 #endif
-    } else {
-      for (int p = 0; p < P; ++p) wv[p] = load<W>(panel + i * kPanelOutputs + p * W);
+      } else {
+        for (int p = 0; p < P; ++p) wv[k * P + p] = load<W>(step + p * W);
+      }
     }
     for (int r = 0; r < XR; ++r) {
       const float xs = x[r * in + i];
-      for (int p = 0; p < P; ++p) acc[r][p] += wv[p] * xs;
+      for (int q = 0; q < PP * P; ++q) acc[r][q] += wv[q] * xs;
     }
   }
-  for (int r = 0; r < XR; ++r) {
-    Vec<W> result[P];
-    if constexpr (kSplitLanes<W, Wt>) {
+  for (int r = 0; r < XR; ++r)
+    for (int k = 0; k < PP; ++k) {
+      Vec<W> result[P];
+      if constexpr (kSplitLanes<W, Wt>) {
 #if defined(__x86_64__) && defined(__AVX2__)
-      const __m256 a = (__m256)acc[r][0], b = (__m256)acc[r][1];
-      result[0] = (Vec<8>)_mm256_permute2f128_ps(a, b, 0x20);  // outputs 0-3 (a's low half), 4-7 (b's)
-      result[1] = (Vec<8>)_mm256_permute2f128_ps(a, b, 0x31);  // outputs 8-11, 12-15 (the high halves)
+        const __m256 a = (__m256)acc[r][k * P], b = (__m256)acc[r][k * P + 1];
+        result[0] = (Vec<8>)_mm256_permute2f128_ps(a, b, 0x20);  // outputs 0-3 (a's low half), 4-7 (b's)
+        result[1] = (Vec<8>)_mm256_permute2f128_ps(a, b, 0x31);  // outputs 8-11, 12-15 (the high halves)
 #endif
-    } else {
-      for (int p = 0; p < P; ++p) result[p] = acc[r][p];
+      } else {
+        for (int p = 0; p < P; ++p) result[p] = acc[r][k * P + p];
+      }
+      for (int p = 0; p < P; ++p) {
+        const int64_t o = k * kPanelOutputs + p * W;
+        if (bias) result[p] += load<W>(bias + o);
+        std::memcpy(y + r * out + o, &result[p], sizeof result[p]);
+      }
     }
-    for (int p = 0; p < P; ++p) {
-      if (bias) result[p] += load<W>(bias + p * W);
-      std::memcpy(y + r * out + p * W, &result[p], sizeof result[p]);
-    }
-  }
 }
 
 // A tile of n <= XR rows (n known only at run time).
-template <int W, int XR, typename Wt>
+template <int W, int XR, int PP, typename Wt>
 inline __attribute__((always_inline)) void panel_tile_of(int64_t n, const float* x, int64_t in, const Wt* panel,
                                                          const float* bias, float* y, int64_t out,
                                                          const char* prefetch) {
-  if (n == XR) return panel_tile<W, XR>(x, in, panel, bias, y, out, prefetch);
-  if constexpr (XR > 1) panel_tile_of<W, XR - 1>(n, x, in, panel, bias, y, out, prefetch);
+  if (n == XR) return panel_tile<W, XR, PP>(x, in, panel, bias, y, out, prefetch);
+  if constexpr (XR > 1) panel_tile_of<W, XR - 1, PP>(n, x, in, panel, bias, y, out, prefetch);
 }
 
 // Every input row against one panel, in the fewest tiles of at most XR rows, their sizes as even as can be
@@ -91,30 +104,50 @@ inline __attribute__((always_inline)) void panel_tile_of(int64_t n, const float*
 // flight, and a small last tile would leave the FMA units waiting on their latency. Tiles 0 and 1 fetch the
 // two halves of the next panel, one line every 8 / sizeof(Wt) steps; the hardware prefetcher does the rest.
 // (Measured on AVX2: the whole next panel at one line per step was slower, no software prefetch much slower.)
-template <int W, int XR, typename Wt>
+template <int W, int XR, int PP, typename Wt>
 inline __attribute__((always_inline)) void panel_rows(const float* x, int64_t rows, int64_t in, const Wt* panel,
                                                       const float* bias, float* y, int64_t out, const char* next) {
-  const int64_t half = in * kPanelOutputs * static_cast<int64_t>(sizeof(Wt)) / 2;
+  const int64_t half = PP * in * kPanelOutputs * static_cast<int64_t>(sizeof(Wt)) / 2;
   const int64_t tiles = (rows + XR - 1) / XR;
   int64_t r = 0;
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t n = rows / tiles + (t < rows % tiles ? 1 : 0);
-    panel_tile_of<W, XR>(n, x + r * in, in, panel, bias, y + r * out, out, next && t < 2 ? next + t * half : nullptr);
+    panel_tile_of<W, XR, PP>(n, x + r * in, in, panel, bias, y + r * out, out,
+                             next && t < 2 ? next + t * half : nullptr);
     r += n;
   }
 }
 
-// Output columns [out_begin, out_end), both multiples of 16 (skinny_linear.cpp checks), panel by panel, while
-// the next panel (in * 16 contiguous weights) is fetched into cache a few lines per step.
+// Output columns [out_begin, out_end) in groups of PP panels (the last ones one by one), rows up to XR at a
+// time, while the next group (PP in * 16 contiguous weights) is fetched into cache a few lines per step.
+template <int W, int XR, int PP, typename Wt>
+inline __attribute__((always_inline)) void panel_groups(const float* x, int64_t rows, int64_t in, const Wt* w,
+                                                        const float* bias, int64_t out, float* y, int64_t out_begin,
+                                                        int64_t out_end) {
+  constexpr int64_t kGroup = PP * kPanelOutputs;
+  int64_t o = out_begin;
+  for (; o + kGroup <= out_end; o += kGroup) {
+    const char* next = o + 2 * kGroup <= out_end ? reinterpret_cast<const char*>(w + (o + kGroup) * in) : nullptr;
+    panel_rows<W, XR, PP>(x, rows, in, w + o * in, bias ? bias + o : nullptr, y + o, out, next);
+  }
+  if constexpr (PP > 1)
+    if (o < out_end) panel_groups<W, XR, 1>(x, rows, in, w, bias, out, y, o, out_end);
+}
+
+// Output columns [out_begin, out_end), both multiples of 16 (skinny_linear.cpp checks). One row keeps only
+// 16 / W multiply-add chains per panel, each waiting on the previous step's FMA: the loop then cannot run
+// far enough ahead of the weight stream to catch up after a late line (16-bit weights, half as many bytes
+// per step, suffer most). So one or two rows take several panels per tile, about 8 chains in all; each
+// output's sum is the same, so are the bits.
 template <int W, int XR, typename Wt>
 inline __attribute__((always_inline)) void panel_columns(const float* x, int64_t rows, int64_t in, const Wt* w,
                                                          const float* bias, int64_t out, float* y, int64_t out_begin,
                                                          int64_t out_end) {
-  for (int64_t o = out_begin; o < out_end; o += kPanelOutputs) {
-    const char* next =
-        o + 2 * kPanelOutputs <= out_end ? reinterpret_cast<const char*>(w + (o + kPanelOutputs) * in) : nullptr;
-    panel_rows<W, XR>(x, rows, in, w + o * in, bias ? bias + o : nullptr, y + o, out, next);
-  }
+  constexpr int P = kPanelOutputs / W;
+  constexpr int kOneRow = P >= 8 ? 1 : 8 / P, kTwoRows = P >= 4 ? 1 : 4 / P;
+  if (rows == 1) return panel_groups<W, 1, kOneRow>(x, rows, in, w, bias, out, y, out_begin, out_end);
+  if (rows == 2) return panel_groups<W, 2, kTwoRows>(x, rows, in, w, bias, out, y, out_begin, out_end);
+  panel_groups<W, XR, 1>(x, rows, in, w, bias, out, y, out_begin, out_end);
 }
 
 // One ISA's kernel for every weight dtype and layout: WR x XR tiles on row-major weights, PXR rows at a time
