@@ -118,10 +118,11 @@ TEST_CASE("skinny_linear on panels: every variant within the rounding bound, row
           "[transformer]") {
   // The bound is the same as on row-major weights (one sequential sum per output is one order among all).
   std::mt19937 rng(2027);
-  // 128 outputs: one and two rows take several panels per tile (a group, then single panels), also after a
-  // split that starts mid-matrix.
+  // 128 and 288 outputs: one and two rows take several panels per tile (AVX2: groups of 4 and 2 panels,
+  // AVX-512: 8 and 4), then single panels; 288 split at 96 puts a whole group after a mid-matrix start on
+  // every ISA, followed by a remainder.
   for (int64_t in : {1, 7, 16, 33, 256, 300})
-    for (int64_t out : {16, 48, 64, 128})
+    for (int64_t out : {16, 48, 64, 128, 288})
       for (int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 15, 32}) {
         const auto x = normal_floats(rows * in, rng), w = normal_floats(out * in, rng), b = normal_floats(out, rng);
         const auto wp = packed(w, out, in);
@@ -190,7 +191,7 @@ TEST_CASE("skinny_linear on panels: a 16-bit matrix gives the fp32 kernel's bits
                                WeightLayout::panels};
           const WeightView v32{widened.data_ptr(), WeightDtype::float32, WeightLayout::panels};
           for (SkinnyIsa isa : supported_isas()) {
-            CAPTURE(static_cast<int>(dtype), in, rows, static_cast<int>(isa));
+            CAPTURE(static_cast<int>(dtype), in, rows, out, static_cast<int>(isa));
             std::vector<float> y16(rows * out), y32(rows * out);
             skinny_linear_with(isa, x.data_ptr<float>(), rows, in, v16, b.data_ptr<float>(), out, y16.data(), 0, out);
             skinny_linear_with(isa, x.data_ptr<float>(), rows, in, v32, b.data_ptr<float>(), out, y32.data(), 0, out);
@@ -252,7 +253,7 @@ TEST_CASE("skinny_linear: a 16-bit matrix gives the fp32 kernel's bits on its wi
         const torch::Tensor x = torch::randn({rows, in}), b = torch::randn({out});
         const WeightView view{w16.data_ptr(), dtype == torch::kFloat16 ? WeightDtype::float16 : WeightDtype::bfloat16};
         for (SkinnyIsa isa : supported_isas()) {
-          CAPTURE(static_cast<int>(dtype), in, rows, static_cast<int>(isa));
+          CAPTURE(static_cast<int>(dtype), in, rows, out, static_cast<int>(isa));
           std::vector<float> y16(rows * out), y32(rows * out), unrounded(rows * out), alone(out);
           skinny_linear_with(isa, x.data_ptr<float>(), rows, in, view, b.data_ptr<float>(), out, y16.data(), 0, out);
           skinny_linear_with(isa, x.data_ptr<float>(), rows, in, widened.data_ptr<float>(), b.data_ptr<float>(), out,

@@ -70,6 +70,9 @@ TEST_CASE("exp8: within 1 unit in the last place of exp over its finite range, a
   CHECK(exp8(splat(88.73f))[0] == std::numeric_limits<float>::infinity());
   CHECK(exp8(splat(std::numeric_limits<float>::infinity()))[0] == std::numeric_limits<float>::infinity());
   CHECK(std::isnan(exp8(splat(std::numeric_limits<float>::quiet_NaN()))[0]));
+  // The first float whose exp exceeds FLT_MAX overflows through the arithmetic (2^64 * 2^64), not the clamp.
+  const float first_overflow = std::nextafter(88.7228317f, 100.0f);
+  CHECK(exp8(splat(first_overflow))[0] == std::numeric_limits<float>::infinity());
   const float largest = exp8(splat(88.7228317f))[0];
   CHECK(std::isfinite(largest));
   CHECK(ulps_apart(largest, static_cast<float>(std::exp(88.7228317))) <= 1);
@@ -82,6 +85,36 @@ TEST_CASE("exp8: within 1 unit in the last place of exp over its finite range, a
     if (k != 5) CHECK(std::memcmp(&together, &alone, sizeof(float)) == 0);
   }
   CHECK(std::isnan(mixed[5]));
+}
+
+// exp8 compiled for AVX2 (as decode_step.cpp's x86-64-v3 clones compile it) and for the x86-64 baseline (this
+// file's own flags): no contraction, so the same bits.
+__attribute__((target("arch=x86-64-v3"))) void exp8_avx2(const float* x, float* y) {
+  Float8 v;
+  std::memcpy(&v, x, sizeof v);
+  const Float8 e = exp8(v);
+  std::memcpy(y, &e, sizeof e);
+}
+
+TEST_CASE("exp8: the AVX2 build gives the baseline build's bits", "[transformer]") {
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    WARN("this CPU has no AVX2 and FMA: nothing to compare");
+    return;
+  }
+  int64_t differing = 0;
+  for (uint64_t u = 0; u <= 0xffffffffu; u += 8 * 4099) {
+    float x[8], y_avx2[8];
+    for (int k = 0; k < 8; ++k) {
+      const uint32_t bits = static_cast<uint32_t>(u + k * 517);
+      std::memcpy(&x[k], &bits, 4);
+    }
+    Float8 v;
+    std::memcpy(&v, x, sizeof v);
+    const Float8 y_base = exp8(v);
+    exp8_avx2(x, y_avx2);
+    differing += std::memcmp(&y_base, y_avx2, sizeof y_avx2) != 0;
+  }
+  CHECK(differing == 0);
 }
 
 TEST_CASE("exp8: the check fails an exp off by 2 to 4 units and one that flushes subnormal results to zero",

@@ -99,11 +99,13 @@ inline __attribute__((always_inline)) void panel_tile_of(int64_t n, const float*
   if constexpr (XR > 1) panel_tile_of<W, XR - 1, PP>(n, x, in, panel, bias, y, out, prefetch);
 }
 
-// Every input row against one panel, in the fewest tiles of at most XR rows, their sizes as even as can be
-// (15 rows on AVX2: 5 + 5 + 5, not 6 + 6 + 3): a tile of r rows keeps r x 16 / W multiply-add chains in
-// flight, and a small last tile would leave the FMA units waiting on their latency. Tiles 0 and 1 fetch the
-// two halves of the next panel, one line every 8 / sizeof(Wt) steps; the hardware prefetcher does the rest.
-// (Measured on AVX2: the whole next panel at one line per step was slower, no software prefetch much slower.)
+// Every input row against PP consecutive panels, in the fewest tiles of at most XR rows, their sizes as even
+// as can be (15 rows on AVX2: 5 + 5 + 5, not 6 + 6 + 3): a tile of r rows keeps r x PP x 16 / W multiply-add
+// chains in flight, and a small last tile would leave the FMA units waiting on their latency. Tiles 0 and 1
+// fetch the two halves of the next PP panels, 8 PP sizeof(Wt) bytes per step (one line every few steps, or a
+// line or two per step); with a single tile (every group of PP > 1 panels) only the first half is fetched and
+// the hardware prefetcher does the rest. (Measured on AVX2, results/bench/NOTES.md: fetching the whole next
+// panel or group from a lone tile was no better or slower, no software prefetch much slower.)
 template <int W, int XR, int PP, typename Wt>
 inline __attribute__((always_inline)) void panel_rows(const float* x, int64_t rows, int64_t in, const Wt* panel,
                                                       const float* bias, float* y, int64_t out, const char* next) {
@@ -119,7 +121,8 @@ inline __attribute__((always_inline)) void panel_rows(const float* x, int64_t ro
 }
 
 // Output columns [out_begin, out_end) in groups of PP panels (the last ones one by one), rows up to XR at a
-// time, while the next group (PP in * 16 contiguous weights) is fetched into cache a few lines per step.
+// time, while the next group (PP in * 16 contiguous weights) is fetched into cache a few lines per step. The
+// last group fetches nothing: the single panels after it, if any, start unfetched.
 template <int W, int XR, int PP, typename Wt>
 inline __attribute__((always_inline)) void panel_groups(const float* x, int64_t rows, int64_t in, const Wt* w,
                                                         const float* bias, int64_t out, float* y, int64_t out_begin,
