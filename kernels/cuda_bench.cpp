@@ -14,6 +14,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "kernels/cuda_device.h"
 #include "kernels/sampler_kernels.h"
@@ -113,6 +114,16 @@ void time_launches(Launch&& launch, const CudaBenchOptions& o, const Buffer<uint
   }
   c.mean_us = 1e3 * total_ms / o.iterations;
   c.min_us = 1e3 * best_ms;
+}
+
+// A case named by its kernel and shape, before timing.
+CudaBenchCase bench_case(std::string kernel, int32_t vocab, int32_t batch, int32_t width = 0) {
+  CudaBenchCase c;
+  c.kernel = std::move(kernel);
+  c.vocab = vocab;
+  c.batch = batch;
+  c.width = width;
+  return c;
 }
 
 void finish_case(CudaBenchCase& c, double peak_gb_per_s) {
@@ -218,10 +229,7 @@ void bench_sampler(const CudaBenchOptions& o, const Buffer<uint8_t>& flush, Cuda
         if (top_p && !top_k)
           p.top_p_pass =
               std::string(config).find("float-first") != std::string::npos ? TopPPass::float_first : TopPPass::exact;
-        CudaBenchCase c;
-        c.kernel = config;
-        c.vocab = V;
-        c.batch = B;
+        CudaBenchCase c = bench_case(config, V, B);
         time_launches([&] { launch_fused_sampler(p); }, o, flush, c);
         const std::vector<int32_t> st = status.to_host();
         check_sampler_status(st.data(), B);
@@ -302,11 +310,7 @@ void bench_chain_and_block(const VerifyBenchInputs& in, const CudaBenchOptions& 
     params.batch = B;
     params.max_draft = K;
     params.vocab = V;
-    CudaBenchCase c;
-    c.kernel = block ? "verify/block" : "verify/chain";
-    c.vocab = V;
-    c.batch = B;
-    c.width = K;
+    CudaBenchCase c = bench_case(block ? "verify/block" : "verify/chain", V, B, K);
     if (block)
       time_launches([&] { launch_block_verify(params); }, o, flush, c);
     else
@@ -363,11 +367,7 @@ void bench_tree_verify(const VerifyBenchInputs& in, const CudaBenchOptions& o, c
   params.batch = B;
   params.max_nodes = N;
   params.vocab = V;
-  CudaBenchCase c;
-  c.kernel = "verify/tree";
-  c.vocab = V;
-  c.batch = B;
-  c.width = N;
+  CudaBenchCase c = bench_case("verify/tree", V, B, N);
   time_launches([&] { launch_tree_verify(params); }, o, flush, c);
   const std::vector<int32_t> st = out.status.to_host(), path = out.path.to_host(),
                              accepted = out.num_accepted.to_host(), bonus = out.bonus.to_host();
