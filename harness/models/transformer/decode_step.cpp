@@ -112,37 +112,32 @@ inline __attribute__((always_inline)) void dot4(const float* __restrict q, const
 // through the same exp8 whatever n is (a row's weights must not depend on how many columns sit beside it).
 inline __attribute__((always_inline)) void exp_shifted(float* v, int64_t n, float shift) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    Float8 block;
-    std::memcpy(&block, v + i, sizeof block);  // fixed sizes: plain vector loads and stores
-    const Float8 e = exp8(block - shift);
+  for (; i + 8 <= n; i += 8) {  // whole blocks: fixed-size copies, i.e. plain vector loads and stores
+    const V8 e = exp8(load8(v + i) - shift);
     std::memcpy(v + i, &e, sizeof e);
   }
   if (i == n) return;
-  Float8 block = Float8{} - __builtin_inff();
+  V8 block = V8{} - __builtin_inff();
   std::memcpy(&block, v + i, sizeof(float) * (n - i));
-  const Float8 e = exp8(block - shift);
+  const V8 e = exp8(block - shift);
   std::memcpy(v + i, &e, sizeof(float) * (n - i));
 }
 
 // act[j] = silu(gate[j]) * up[j] = gate / (1 + exp(-gate)) * up (Shazeer 2020), 8 at a time, padded like
 // exp_shifted.
-inline __attribute__((always_inline)) Float8 swiglu8(Float8 g, Float8 u) { return g / (1.0f + exp8(-g)) * u; }
+inline __attribute__((always_inline)) V8 swiglu8(V8 g, V8 u) { return g / (1.0f + exp8(-g)) * u; }
 
 SPECULA_ROW_SCAN void swiglu(const float* gate, const float* up, int64_t n, float* act) {
   int64_t j = 0;
   for (; j + 8 <= n; j += 8) {
-    Float8 g, u;
-    std::memcpy(&g, gate + j, sizeof g);
-    std::memcpy(&u, up + j, sizeof u);
-    const Float8 a = swiglu8(g, u);
+    const V8 a = swiglu8(load8(gate + j), load8(up + j));
     std::memcpy(act + j, &a, sizeof a);
   }
   if (j == n) return;
-  Float8 g = {}, u = {};
+  V8 g = {}, u = {};
   std::memcpy(&g, gate + j, sizeof(float) * (n - j));
   std::memcpy(&u, up + j, sizeof(float) * (n - j));
-  const Float8 a = swiglu8(g, u);
+  const V8 a = swiglu8(g, u);
   std::memcpy(act + j, &a, sizeof(float) * (n - j));
 }
 

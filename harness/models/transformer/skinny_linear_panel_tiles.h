@@ -146,8 +146,9 @@ template <int W, int XR, typename Wt>
 inline __attribute__((always_inline)) void panel_columns(const float* x, int64_t rows, int64_t in, const Wt* w,
                                                          const float* bias, int64_t out, float* y, int64_t out_begin,
                                                          int64_t out_end) {
-  constexpr int P = kPanelOutputs / W;
-  constexpr int kOneRow = P >= 8 ? 1 : 8 / P, kTwoRows = P >= 4 ? 1 : 4 / P;
+  constexpr int P = kPanelOutputs / W;  // 1 (AVX-512), 2 (AVX2) or 4 (baseline)
+  static_assert(P >= 1 && P <= 4, "panels per tile below assume 1 to 4 vectors per panel");
+  constexpr int kOneRow = 8 / P, kTwoRows = 4 / P;
   if (rows == 1) return panel_groups<W, 1, kOneRow>(x, rows, in, w, bias, out, y, out_begin, out_end);
   if (rows == 2) return panel_groups<W, 2, kTwoRows>(x, rows, in, w, bias, out, y, out_begin, out_end);
   panel_groups<W, XR, 1>(x, rows, in, w, bias, out, y, out_begin, out_end);

@@ -34,7 +34,9 @@ inline __attribute__((always_inline)) Float8 exp8(Float8 x) {
   const Float8 round_magic = Float8{} + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer (ties even)
   // Outside [lowest, highest] the result is 0 or +inf (set at the end); clamp so the arithmetic stays finite.
   const float lowest = -104.0f, highest = 88.7228394f;
-  const Int8 too_small = x<lowest, too_large = x> highest, is_nan = x != x;
+  const Int8 too_small = x < lowest;
+  const Int8 too_large = x > highest;
+  const Int8 is_nan = x != x;
   Float8 xc = too_small ? Float8{} + lowest : (too_large ? Float8{} + highest : x);
   xc = is_nan ? Float8{} : xc;
 
