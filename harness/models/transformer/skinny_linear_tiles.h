@@ -255,21 +255,27 @@ inline __attribute__((always_inline)) void columns_for_rows(const float* x, int6
   columns<W, WR, XR>(x, rows, in, w, bias, out, y, out_begin, out_end);
 }
 
+// f(weights) with w's data as a pointer to its dtype's element type (float, Half or BFloat16): the one place a
+// WeightDtype becomes a type, for every kernel and layout.
+template <typename F>
+inline __attribute__((always_inline)) void with_typed_weights(const WeightView& w, F&& f) {
+  switch (w.dtype) {
+    case WeightDtype::float32:
+      return f(static_cast<const float*>(w.data));
+    case WeightDtype::float16:
+      return f(static_cast<const Half*>(w.data));
+    case WeightDtype::bfloat16:
+      return f(static_cast<const BFloat16*>(w.data));
+  }
+}
+
 template <int W, int WR, int XR>
 inline __attribute__((always_inline)) void columns_any(const float* x, int64_t rows, int64_t in, WeightView w,
                                                        const float* bias, int64_t out, float* y, int64_t out_begin,
                                                        int64_t out_end) {
-  switch (w.dtype) {
-    case WeightDtype::float32:
-      return columns_for_rows<W, WR, XR>(x, rows, in, static_cast<const float*>(w.data), bias, out, y, out_begin,
-                                         out_end);
-    case WeightDtype::float16:
-      return columns_for_rows<W, WR, XR>(x, rows, in, static_cast<const Half*>(w.data), bias, out, y, out_begin,
-                                         out_end);
-    case WeightDtype::bfloat16:
-      return columns_for_rows<W, WR, XR>(x, rows, in, static_cast<const BFloat16*>(w.data), bias, out, y, out_begin,
-                                         out_end);
-  }
+  with_typed_weights(w, [&](const auto* weights) __attribute__((always_inline)) {
+    columns_for_rows<W, WR, XR>(x, rows, in, weights, bias, out, y, out_begin, out_end);
+  });
 }
 
 }  // namespace
