@@ -162,9 +162,10 @@ inline __attribute__((always_inline)) void skinny_any(const float* x, int64_t ro
                                                       int64_t out_end) {
   if (w.layout == WeightLayout::row_major)
     return columns_any<W, WR, XR>(x, rows, in, w, bias, out, y, out_begin, out_end);
-  with_typed_weights(w, [&](const auto* weights) __attribute__((always_inline)) {
-    panel_columns<W, PXR>(x, rows, in, weights, bias, out, y, out_begin, out_end);
-  });
+  with_typed_weights(
+      w, [&](const auto* weights) __attribute__((always_inline)) {
+        panel_columns<W, PXR>(x, rows, in, weights, bias, out, y, out_begin, out_end);
+      });
 }
 
 }  // namespace

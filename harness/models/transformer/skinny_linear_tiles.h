@@ -273,9 +273,10 @@ template <int W, int WR, int XR>
 inline __attribute__((always_inline)) void columns_any(const float* x, int64_t rows, int64_t in, WeightView w,
                                                        const float* bias, int64_t out, float* y, int64_t out_begin,
                                                        int64_t out_end) {
-  with_typed_weights(w, [&](const auto* weights) __attribute__((always_inline)) {
-    columns_for_rows<W, WR, XR>(x, rows, in, weights, bias, out, y, out_begin, out_end);
-  });
+  with_typed_weights(
+      w, [&](const auto* weights) __attribute__((always_inline)) {
+        columns_for_rows<W, WR, XR>(x, rows, in, weights, bias, out, y, out_begin, out_end);
+      });
 }
 
 }  // namespace
