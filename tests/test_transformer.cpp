@@ -179,8 +179,9 @@ TEST_CASE("decoding steps give a token the same bits alone or beside other rows"
 }
 
 TEST_CASE("decoding steps give the same bits on one compute thread or two", "[transformer]") {
-  // The decoding step splits each projection's output columns over the compute threads; every column is
-  // one dot product, so the split must not change a bit.
+  // The decoding step splits each projection's output columns, and the attention's heads, over the compute
+  // threads; every column is one dot product and every (row, head) pair one softmax, so the split must not
+  // change a bit.
   TransformerConfig c = small_config();
   c.d_model = 64;
   c.d_ff = 96;

@@ -44,27 +44,28 @@ inline __attribute__((always_inline)) float dot(const float* __restrict a, const
   return total;
 }
 
-// y = sum_t w[t] * rows[t] over t = 0..T-1 (rows of length n, stride n), t in order for every element,
-// 32 elements at a time held in registers.
+// y[c, c + 8B) = sum_t w[t] * rows[t][c, c + 8B) over t = 0..T-1 in order, B blocks of 8 held in registers.
+template <int B>
+inline __attribute__((always_inline)) void weighted_columns(const float* w, const float* rows, int64_t T, int64_t n,
+                                                            float* y) {
+  V8 acc[B] = {};
+  for (int64_t t = 0; t < T; ++t) {
+    if (w[t] == 0.0f) continue;
+    const V8 wt = {w[t], w[t], w[t], w[t], w[t], w[t], w[t], w[t]};
+    const float* r = rows + t * n;
+    for (int b = 0; b < B; ++b) acc[b] += wt * load8(r + 8 * b);
+  }
+  std::memcpy(y, acc, sizeof acc);
+}
+
+// y = sum_t w[t] * rows[t] over t = 0..T-1 (rows of length n, stride n), t in order for every element. A head of
+// 64 floats is one pass: each value row (256 bytes, four cache lines) is read whole and in order, which the
+// hardware prefetcher follows; two passes of 32 would read every other pair of lines, twice.
 inline __attribute__((always_inline)) void weighted_sum(const float* w, const float* rows, int64_t T, int64_t n,
                                                         float* y) {
   int64_t c = 0;
-  for (; c + 32 <= n; c += 32) {
-    V8 y0 = {}, y1 = {}, y2 = {}, y3 = {};
-    for (int64_t t = 0; t < T; ++t) {
-      if (w[t] == 0.0f) continue;
-      const V8 wt = {w[t], w[t], w[t], w[t], w[t], w[t], w[t], w[t]};
-      const float* r = rows + t * n + c;
-      y0 += wt * load8(r);
-      y1 += wt * load8(r + 8);
-      y2 += wt * load8(r + 16);
-      y3 += wt * load8(r + 24);
-    }
-    std::memcpy(y + c, &y0, sizeof y0);
-    std::memcpy(y + c + 8, &y1, sizeof y1);
-    std::memcpy(y + c + 16, &y2, sizeof y2);
-    std::memcpy(y + c + 24, &y3, sizeof y3);
-  }
+  for (; c + 64 <= n; c += 64) weighted_columns<8>(w, rows + c, T, n, y + c);
+  for (; c + 32 <= n; c += 32) weighted_columns<4>(w, rows + c, T, n, y + c);
   for (; c < n; ++c) {
     float acc = 0.0f;
     for (int64_t t = 0; t < T; ++t)
@@ -183,6 +184,36 @@ T* scratch(std::vector<T>& v, size_t n) {
   return v.data();
 }
 
+// Every row's attention in heads [first, last): head by head, then row by row, so a head's keys and values
+// (T x D floats each, about 64 KB at 128 cached tokens) stay in L2 for every row instead of the whole layer's
+// (8 heads: 512 KB) being read again from L3 for each row. Each (row, head) pair is computed alone, in a fixed
+// order, into its own output: neither the order of the pairs nor the thread that runs them moves a bit.
+void attend_head_range(const DecodeLayer& L, const float* qkv, int64_t qkv_width, int64_t rows, int64_t T, int64_t H,
+                       int64_t G, int64_t D, float scale, const float* mask, float* attn, int64_t first, int64_t last) {
+  thread_local std::vector<float> scores_v;
+  float* scores = scratch(scores_v, static_cast<size_t>(T));
+  for (int64_t h = first; h < last; ++h)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* q = qkv + r * qkv_width + h * D;
+      const float* keys = L.keys + (h / G) * L.capacity * D;
+      const float* values = L.values + (h / G) * L.capacity * D;
+      attend(q, keys, values, T, D, scale, mask ? mask + r * T : nullptr, scores, attn + (r * H + h) * D);
+    }
+}
+
+// The heads split over the compute threads as `linear` splits columns: with a second core, attention (about a
+// sixth of a 1-token step at 160 cached tokens, and each extra verified row's second-largest cost) is not left
+// to one thread while the other waits.
+void attend_heads(const DecodeLayer& L, const float* qkv, int64_t qkv_width, int64_t rows, int64_t T, int64_t H,
+                  int64_t G, int64_t D, float scale, const float* mask, float* attn) {
+  const int threads = at::get_num_threads();
+  if (threads <= 1 || at::in_parallel_region() || H < 2)
+    return attend_head_range(L, qkv, qkv_width, rows, T, H, G, D, scale, mask, attn, 0, H);
+  at::parallel_for(0, H, (H + threads - 1) / threads, [&](int64_t first, int64_t last) {
+    attend_head_range(L, qkv, qkv_width, rows, T, H, G, D, scale, mask, attn, first, last);
+  });
+}
+
 }  // namespace
 
 void decode_rows(const DecodeShape& s, const std::vector<DecodeLayer>& layers, const float* final_norm, float* x,
@@ -190,14 +221,13 @@ void decode_rows(const DecodeShape& s, const std::vector<DecodeLayer>& layers, c
   const int64_t d = s.d_model, H = s.n_heads, Hkv = s.n_kv_heads, D = s.head_dim, ff = s.d_ff;
   const int64_t G = H / Hkv, qkv_width = (H + 2 * Hkv) * D, T = cache_len + rows, half = D / 2;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-  thread_local std::vector<float> normed_v, qkv_v, attn_v, proj_v, hidden_v, act_v, scores_v;
+  thread_local std::vector<float> normed_v, qkv_v, attn_v, proj_v, hidden_v, act_v;
   float* normed = scratch(normed_v, rows * d);
   float* qkv = scratch(qkv_v, rows * qkv_width);
   float* attn = scratch(attn_v, rows * H * D);
   float* proj = scratch(proj_v, rows * d);
   float* hidden = scratch(hidden_v, rows * 2 * ff);
   float* act = scratch(act_v, rows * ff);
-  float* scores = scratch(scores_v, T);
 
   for (const DecodeLayer& L : layers) {
     // Attention: x + out(attention(rms_norm(x))).
@@ -218,16 +248,7 @@ void decode_rows(const DecodeShape& s, const std::vector<DecodeLayer>& layers, c
         std::copy(row + (H + Hkv + g) * D, row + (H + Hkv + g + 1) * D, L.values + (g * L.capacity + slot) * D);
       }
     }
-    // Head by head, then row by row: a head's keys and values (T x D floats each, about 64 KB at 128 cached
-    // tokens) stay in L2 for every row, instead of the whole layer's (8 heads: 512 KB) being read again from
-    // L3 for each row. The rows' arithmetic is the same; only the order of independent (row, head) pairs moves.
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t r = 0; r < rows; ++r) {
-        const float* q = qkv + r * qkv_width + h * D;
-        const float* keys = L.keys + (h / G) * L.capacity * D;
-        const float* values = L.values + (h / G) * L.capacity * D;
-        attend(q, keys, values, T, D, scale, mask ? mask + r * T : nullptr, scores, attn + (r * H + h) * D);
-      }
+    attend_heads(L, qkv, qkv_width, rows, T, H, G, D, scale, mask, attn);
     linear(attn, rows, H * D, L.out, nullptr, d, proj);
     for (int64_t i = 0; i < rows * d; ++i) x[i] += proj[i];
 
