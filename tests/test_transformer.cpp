@@ -27,6 +27,7 @@
 #include "harness/models/tokenizer.h"
 #include "harness/models/transformer/byte_tokenizer.h"
 #include "harness/models/transformer/checkpoint.h"
+#include "harness/models/transformer/decode_step.h"
 #include "harness/models/transformer/memory_budget.h"
 #include "harness/models/transformer/transformer_language_model.h"
 #include "harness/models/transformer/transformer_model.h"
@@ -202,6 +203,50 @@ TEST_CASE("decoding steps give the same bits on one compute thread or two", "[tr
     const torch::Tensor one = run(1), two = run(2);
     at::set_num_threads(before);
     CHECK(torch::equal(one, two));
+  }
+}
+
+TEST_CASE("decoding steps split grouped heads over two threads: the same bits, the reference's logits",
+          "[transformer]") {
+  // Head sizes 96 (value sums of 64 + 32 floats) and 32 (one pass of 32), with grouped keys and values: with 6
+  // heads over 3 key/value heads, the two threads' halves [0, 3) and [3, 6) split a group. Enough cached tokens
+  // that the attention's work passes kAttentionSplitWork, so the heads really are split. Mutants tried by hand:
+  // a thread skipping its last head fails 4 assertions, a wrong stride in the 64-float value pass 1, one
+  // scores buffer shared by the threads 5.
+  for (const auto& [heads, kv_heads] : {std::pair{2, 1}, std::pair{6, 3}}) {
+    CAPTURE(heads, kv_heads);
+    TransformerConfig c = small_config();
+    c.d_model = 192;
+    c.n_heads = heads;
+    c.n_kv_heads = kv_heads;
+    c.d_ff = 96;
+    c.max_seq_len = 128;
+    Transformer m = scaled_model(c, 9);
+    std::mt19937 rng(17);
+    const std::vector<Token> prefix = random_tokens(rng, 80), rest = {9, 2, 6};
+    const int64_t T = static_cast<int64_t>(prefix.size() + rest.size());
+    REQUIRE(static_cast<int64_t>(rest.size()) * T * c.d_model >= kAttentionSplitWork);
+    struct RestoreThreads {
+      int threads = at::get_num_threads();
+      ~RestoreThreads() { at::set_num_threads(threads); }
+    } restore;
+    auto run = [&](int threads, const std::vector<Token>& last) {
+      c10::InferenceMode inference;
+      KVCache cache = m->new_cache(1);
+      at::set_num_threads(1);  // the prefix (80 rows: LibTorch's path, whose BLAS may split sums by thread)
+      m->forward(ids(prefix), cache);
+      at::set_num_threads(threads);
+      REQUIRE(at::get_num_threads() == threads);
+      REQUIRE(m->decode_path_applies(ids(last), &cache));
+      return m->forward(ids(last), cache).logits[0];
+    };
+    const torch::Tensor one = run(1, rest), two = run(2, rest), changed = run(2, {9, 2, 7});
+    CHECK(torch::equal(one, two));
+    std::vector<Token> all = prefix;
+    all.insert(all.end(), rest.begin(), rest.end());
+    CHECK(max_abs_diff(two[2], reference_next(m, all)) < kTol);
+    // Negative control: another last token moves its logits.
+    CHECK(max_abs_diff(changed[2], two[2]) > 100 * kTol);
   }
 }
 

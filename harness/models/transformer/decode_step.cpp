@@ -44,7 +44,8 @@ inline __attribute__((always_inline)) float dot(const float* __restrict a, const
   return total;
 }
 
-// y[c, c + 8B) = sum_t w[t] * rows[t][c, c + 8B) over t = 0..T-1 in order, B blocks of 8 held in registers.
+// y[0, 8B) = sum_t w[t] * rows[t][0, 8B) over t = 0..T-1 in order (rows of stride n), B blocks of 8 held in
+// registers.
 template <int B>
 inline __attribute__((always_inline)) void weighted_columns(const float* w, const float* rows, int64_t T, int64_t n,
                                                             float* y) {
@@ -58,9 +59,9 @@ inline __attribute__((always_inline)) void weighted_columns(const float* w, cons
   std::memcpy(y, acc, sizeof acc);
 }
 
-// y = sum_t w[t] * rows[t] over t = 0..T-1 (rows of length n, stride n), t in order for every element. A head of
-// 64 floats is one pass: each value row (256 bytes, four cache lines) is read whole and in order, which the
-// hardware prefetcher follows; two passes of 32 would read every other pair of lines, twice.
+// y = sum_t w[t] * rows[t] over t = 0..T-1 (rows of length n, stride n), t in order for every element, 64
+// elements per pass: a head of 64 floats (256 bytes, four cache lines per value row) is read whole and in
+// order, which the hardware prefetcher follows, where passes of 32 read every other pair of lines, twice.
 inline __attribute__((always_inline)) void weighted_sum(const float* w, const float* rows, int64_t T, int64_t n,
                                                         float* y) {
   int64_t c = 0;
@@ -185,9 +186,9 @@ T* scratch(std::vector<T>& v, size_t n) {
 }
 
 // Every row's attention in heads [first, last): head by head, then row by row, so a head's keys and values
-// (T x D floats each, about 64 KB at 128 cached tokens) stay in L2 for every row instead of the whole layer's
-// (8 heads: 512 KB) being read again from L3 for each row. Each (row, head) pair is computed alone, in a fixed
-// order, into its own output: neither the order of the pairs nor the thread that runs them moves a bit.
+// (T x D floats each: 128 KB together at 128 cached tokens and D = 64) stay in L2 for every row instead of the
+// whole layer's (8 heads: 1 MB) being read again from L3 for each row. Each (row, head) pair is computed alone, in a
+// fixed order, into its own output: neither the order of the pairs nor the thread that runs them moves a bit.
 void attend_head_range(const DecodeLayer& L, const float* qkv, int64_t qkv_width, int64_t rows, int64_t T, int64_t H,
                        int64_t G, int64_t D, float scale, const float* mask, float* attn, int64_t first, int64_t last) {
   thread_local std::vector<float> scores_v;
@@ -207,7 +208,7 @@ void attend_head_range(const DecodeLayer& L, const float* qkv, int64_t qkv_width
 void attend_heads(const DecodeLayer& L, const float* qkv, int64_t qkv_width, int64_t rows, int64_t T, int64_t H,
                   int64_t G, int64_t D, float scale, const float* mask, float* attn) {
   const int threads = at::get_num_threads();
-  if (threads <= 1 || at::in_parallel_region() || H < 2)
+  if (threads <= 1 || at::in_parallel_region() || H < 2 || rows * T * H * D < kAttentionSplitWork)
     return attend_head_range(L, qkv, qkv_width, rows, T, H, G, D, scale, mask, attn, 0, H);
   at::parallel_for(0, H, (H + threads - 1) / threads, [&](int64_t first, int64_t last) {
     attend_head_range(L, qkv, qkv_width, rows, T, H, G, D, scale, mask, attn, first, last);

@@ -1,7 +1,8 @@
 // The transformer's forward for a few rows after a KV cache (a decoding or verification step) in plain loops
 // around skinny_linear: RMSNorm, the q/k/v projection, RoPE, the cache write, masked attention over the cache,
 // the output projection and the SwiGLU MLP, with the same math as TransformerImpl (transformer_model.h).
-// Torch-free interface (the implementation uses only LibTorch's thread pool, to split output columns).
+// Torch-free interface (the implementation uses only LibTorch's thread pool, to split the projections' output
+// columns and the attention's heads).
 //
 // Why: at a handful of rows LibTorch spends more time dispatching its ~30 operations per layer than computing
 // (about 250 of the 412 us of a 1-token forward of the bundled target). That fixed cost is the harness's, not
@@ -37,6 +38,11 @@ struct DecodeLayer {
   float* values = nullptr;  // [Hkv, capacity, D]
   int64_t capacity = 0;
 };
+
+// The attention's heads are split over the compute threads only when a layer's attention has at least this
+// many multiply-adds per product (rows x cached-and-new tokens x heads x head_dim): below it, about 10 us of
+// work, waking a sleeping second thread costs more than it saves. The split never changes a bit.
+constexpr int64_t kAttentionSplitWork = int64_t{1} << 15;
 
 // x [rows, d]: the rows' embeddings in, their final hidden states (after `final_norm`, unless null) out. Row r sits at
 // positions[r] and, when `mask` [rows, cache_len + rows] (0 visible, -inf hidden) is given, attends to the
