@@ -185,35 +185,41 @@ T* scratch(std::vector<T>& v, size_t n) {
   return v.data();
 }
 
-// Every row's attention in heads [first, last): head by head, then row by row, so a head's keys and values
-// (T x D floats each: 128 KB together at 128 cached tokens and D = 64) stay in L2 for every row instead of the
-// whole layer's (8 heads: 1 MB) being read again from L3 for each row. Each (row, head) pair is computed alone, in a
-// fixed order, into its own output: neither the order of the pairs nor the thread that runs them moves a bit.
-void attend_head_range(const DecodeLayer& L, const float* qkv, int64_t qkv_width, int64_t rows, int64_t T, int64_t H,
-                       int64_t G, int64_t D, float scale, const float* mask, float* attn, int64_t first, int64_t last) {
-  thread_local std::vector<float> scores_v;
-  float* scores = scratch(scores_v, static_cast<size_t>(T));
-  for (int64_t h = first; h < last; ++h)
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* q = qkv + r * qkv_width + h * D;
-      const float* keys = L.keys + (h / G) * L.capacity * D;
-      const float* values = L.values + (h / G) * L.capacity * D;
-      attend(q, keys, values, T, D, scale, mask ? mask + r * T : nullptr, scores, attn + (r * H + h) * D);
-    }
-}
+// One layer's attention over every row: the rows' q vectors (in qkv, rows of qkv_width), the layer's cached keys
+// and values, T columns (mask [rows, T] or none), H heads of size D sharing a key/value head in groups of G.
+struct LayerAttention {
+  const DecodeLayer& layer;
+  const float* qkv;
+  int64_t qkv_width, rows, T, H, G, D;
+  float scale;
+  const float* mask;
+  float* out;  // [rows, H * D]
 
-// The heads split over the compute threads as `linear` splits columns: with a second core, attention (about a
-// sixth of a 1-token step at 160 cached tokens, and each extra verified row's second-largest cost) is not left
-// to one thread while the other waits.
-void attend_heads(const DecodeLayer& L, const float* qkv, int64_t qkv_width, int64_t rows, int64_t T, int64_t H,
-                  int64_t G, int64_t D, float scale, const float* mask, float* attn) {
-  const int threads = at::get_num_threads();
-  if (threads <= 1 || at::in_parallel_region() || H < 2 || rows * T * H * D < kAttentionSplitWork)
-    return attend_head_range(L, qkv, qkv_width, rows, T, H, G, D, scale, mask, attn, 0, H);
-  at::parallel_for(0, H, (H + threads - 1) / threads, [&](int64_t first, int64_t last) {
-    attend_head_range(L, qkv, qkv_width, rows, T, H, G, D, scale, mask, attn, first, last);
-  });
-}
+  // Heads [first, last): head by head, then row by row, so a head's keys and values (T x D floats each: 128 KB
+  // together at 128 cached tokens and D = 64) stay in L2 for every row instead of the whole layer's (8 heads:
+  // 1 MB) being read again from L3 for each row. Each (row, head) pair is computed alone, in a fixed order, into
+  // its own output: neither the order of the pairs nor the thread that runs them moves a bit.
+  void heads(int64_t first, int64_t last) const {
+    thread_local std::vector<float> scores_v;
+    float* scores = scratch(scores_v, static_cast<size_t>(T));
+    for (int64_t h = first; h < last; ++h) {
+      const float* keys = layer.keys + (h / G) * layer.capacity * D;
+      const float* values = layer.values + (h / G) * layer.capacity * D;
+      for (int64_t r = 0; r < rows; ++r)
+        attend(qkv + r * qkv_width + h * D, keys, values, T, D, scale, mask ? mask + r * T : nullptr, scores,
+               out + (r * H + h) * D);
+    }
+  }
+
+  // The heads split over the compute threads as `linear` splits columns: with a second core, attention (about a
+  // sixth of a 1-token step at 160 cached tokens, and each extra verified row's second-largest cost) is not
+  // left to one thread while the other waits.
+  void run() const {
+    const int threads = at::get_num_threads();
+    if (threads <= 1 || at::in_parallel_region() || H < 2 || rows * T * H * D < kAttentionSplitWork) return heads(0, H);
+    at::parallel_for(0, H, (H + threads - 1) / threads, [&](int64_t first, int64_t last) { heads(first, last); });
+  }
+};
 
 }  // namespace
 
@@ -249,7 +255,7 @@ void decode_rows(const DecodeShape& s, const std::vector<DecodeLayer>& layers, c
         std::copy(row + (H + Hkv + g) * D, row + (H + Hkv + g + 1) * D, L.values + (g * L.capacity + slot) * D);
       }
     }
-    attend_heads(L, qkv, qkv_width, rows, T, H, G, D, scale, mask, attn);
+    LayerAttention{L, qkv, qkv_width, rows, T, H, G, D, scale, mask, attn}.run();
     linear(attn, rows, H * D, L.out, nullptr, d, proj);
     for (int64_t i = 0; i < rows * d; ++i) x[i] += proj[i];
 
