@@ -82,21 +82,37 @@ NgramModel::NgramModel(int32_t order, int32_t vocab_size) : order_(order), vocab
 }
 
 NgramModel NgramModel::train(const std::vector<Token>& tokens, int32_t order, int32_t vocab_size) {
+  return train(tokens, tokens, order, vocab_size);
+}
+
+NgramModel NgramModel::train(const std::vector<Token>& tokens, const std::vector<Token>& labels, int32_t order,
+                             int32_t vocab_size) {
   NgramModel m(order, vocab_size);
-  for (size_t i = 0; i < tokens.size(); ++i)
-    if (tokens[i] < 0 || tokens[i] >= vocab_size)
-      fail("n-gram training: token ", i, " has id ", tokens[i], ", outside the vocabulary [0, ", vocab_size, ")");
+  if (labels.size() != tokens.size())
+    fail("n-gram training: ", labels.size(), " labels for ", tokens.size(), " tokens");
+  for (const std::vector<Token>* seq : {&tokens, &labels})
+    for (size_t i = 0; i < seq->size(); ++i)
+      if ((*seq)[i] < 0 || (*seq)[i] >= vocab_size)
+        fail("n-gram training: ", seq == &tokens ? "token " : "label ", i, " has id ", (*seq)[i],
+             ", outside the vocabulary [0, ", vocab_size, ")");
   const size_t T = tokens.size();
   const size_t N = static_cast<size_t>(order);
+  // The n-gram ending at position i: the n - 1 tokens before i, then the label of i.
+  std::vector<Token> gram(N);
+  auto ending_at = [&](size_t i, size_t n) {
+    std::copy(tokens.begin() + (i + 1 - n), tokens.begin() + i, gram.begin());
+    gram[n - 1] = labels[i];
+    return pack(gram.data(), n);
+  };
   // Highest order: raw counts.
-  for (size_t i = 0; i + N <= T; ++i) ++m.levels_[N - 1].counts[pack(&tokens[i], N)];
+  for (size_t i = N - 1; i < T; ++i) ++m.levels_[N - 1].counts[ending_at(i, N)];
   // Lower orders: continuation counts N1+(. g), the distinct left contexts of g (the corpus start is one).
   for (size_t n = 1; n < N; ++n) {
     std::unordered_set<std::string> extended;  // distinct (n + 1)-grams x g
-    for (size_t i = 0; i + n + 1 <= T; ++i) extended.insert(pack(&tokens[i], n + 1));
+    for (size_t i = n; i < T; ++i) extended.insert(ending_at(i, n + 1));
     auto& counts = m.levels_[n - 1].counts;
     for (const std::string& xg : extended) ++counts[xg.substr(sizeof(Token))];
-    if (T >= n) ++counts[pack(&tokens[0], n)];
+    if (T >= n) ++counts[ending_at(n - 1, n)];
   }
   m.finalize();
   return m;

@@ -43,6 +43,11 @@ class NgramModel {
 
   // Trains on one token sequence (every id must be in [0, vocab_size)). order in 1..16.
   static NgramModel train(const std::vector<Token>& tokens, int32_t order, int32_t vocab_size);
+  // Trains on a token sequence whose every n-gram ends in a label instead of the next token: the n-gram
+  // ending at position i is tokens[i - n + 1 .. i - 1] followed by labels[i] (draft/target_labels.h: the
+  // target's choice after that context). With labels == tokens this is train(tokens, ...).
+  static NgramModel train(const std::vector<Token>& tokens, const std::vector<Token>& labels, int32_t order,
+                          int32_t vocab_size);
   static NgramModel load(const std::string& path);
   void save(const std::string& path) const;
 

@@ -1,20 +1,27 @@
 // `specula train-ngram`: fit an interpolated modified Kneser-Ney n-gram model (draft/ngram_model.h) to a
 // corpus and write it for `--draft ngram:PATH`. Tokenisation is byte-level for now (token = byte value,
-// V = 256), the tokenizer of the byte-level transformer checkpoints.
+// V = 256), the tokenizer of the byte-level transformer checkpoints. With --distill-from MODEL every n-gram
+// ends in the target's own choice after its context instead of the text's next byte (draft/target_labels.h):
+// a drafter fitted to what it is verified against.
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <iterator>
 
 #include "draft/ngram_model.h"
+#include "draft/target_labels.h"
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
+#include "harness/models/registry/model_registry.h"
+#include "harness/models/registry/torch_module.h"
 #include "kernels/shared/error.h"
 
 namespace specula::cli {
 
 int train_ngram_command(const Args& args) {
   po::options_description desc(
-      "specula train-ngram --corpus FILE --order N --output PATH [--validation-fraction F] [--tokenizer bytes]\n\n"
+      "specula train-ngram --corpus FILE --order N --output PATH [--validation-fraction F] [--tokenizer bytes]\n"
+      "                    [--distill-from MODEL [--distill-temperature T] [--seed S] [--threads N]]\n\n"
       "Fits an interpolated modified Kneser-Ney n-gram model for --draft ngram:PATH.\nOptions");
   // clang-format off
   desc.add_options()
@@ -25,6 +32,10 @@ int train_ngram_command(const Args& args) {
     ("validation-fraction", po::value<double>()->default_value(0.0),
      "hold out the last F of the corpus (the split `specula train` makes), e.g. 0.1; 0 = train on it all")
     ("tokenizer", po::value<std::string>()->default_value("bytes"), "bytes: token = byte value (V = 256)")
+    ("distill-from", po::value<std::string>(), "target model (e.g. transformer:DIR): each n-gram ends in its choice after the context, not in the text's next token")
+    ("distill-temperature", po::value<double>()->default_value(0.0), "with --distill-from: 0 = the target's argmax (for greedy decoding), T > 0 = a draw from softmax(logits / T)")
+    ("seed", po::value<uint64_t>()->default_value(0), "with --distill-temperature > 0: Philox seed of the draws")
+    ("threads", po::value<int32_t>()->default_value(1), "with --distill-from: target windows run in parallel")
     ("config", po::value<std::string>(), "INI file with any of these options (the command line wins)");
   // clang-format on
   const po::variables_map vm = parse_options(args, desc, "train-ngram");
@@ -54,8 +65,39 @@ int train_ngram_command(const Args& args) {
   std::vector<Token> tokens(n_train);
   for (size_t i = 0; i < n_train; ++i) tokens[i] = static_cast<unsigned char>(text[i]);
 
-  const NgramModel model = NgramModel::train(tokens, order, 256);
   const std::string output = vm["output"].as<std::string>();
+  std::vector<Token> labels = tokens;
+  if (vm.count("distill-from")) {
+    const int32_t threads = vm["threads"].as<int32_t>();
+    if (threads < 1 || threads > 256) fail("--threads must be in 1..256, got ", threads);
+    const double temperature = vm["distill-temperature"].as<double>();
+    if (!(temperature >= 0.0 && std::isfinite(temperature)))
+      fail("--distill-temperature must be >= 0, got ", temperature);
+    const auto target = load_language_model(vm["distill-from"].as<std::string>(), "distill-from");
+    if (target->vocab_size() != 256)
+      fail("--distill-from: ", target->description(), " has ", target->vocab_size(),
+           " tokens; the byte tokenizer needs 256");
+    set_compute_threads(1);  // one thread per window
+    TargetLabelOptions options;
+    options.temperature = temperature;
+    options.seed = vm["seed"].as<uint64_t>();
+    options.threads = threads;
+    int last_tenth = -1;
+    options.progress = [&](int64_t done, int64_t all) {
+      const int tenth = static_cast<int>(10 * done / std::max<int64_t>(all, 1));
+      if (tenth == last_tenth) return;
+      last_tenth = tenth;
+      std::cerr << "  labelled " << done << " of " << all << " positions\n";
+    };
+    labels = target_labels(*target, tokens, options);
+    int64_t differ = 0;
+    for (size_t i = 1; i < tokens.size(); ++i) differ += labels[i] != tokens[i];
+    std::cout << "labelled " << tokens.size() - 1 << " positions with " << target->description() << "'s choices ("
+              << (options.temperature == 0.0 ? std::string("argmax") : "T = " + std::to_string(options.temperature))
+              << "); they differ from the text's next token at " << differ << "\n";
+  }
+
+  const NgramModel model = NgramModel::train(tokens, labels, order, 256);
   model.save(output);
   std::cout << "trained order-" << order << " Kneser-Ney model on " << tokens.size() << " tokens (V = 256"
             << (held_out > 0 ? ", the last " + std::to_string(text.size() - n_train) + " held out" : std::string())

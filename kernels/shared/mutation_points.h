@@ -46,6 +46,8 @@ enum class Mutant {
   constraint_state_not_advanced,   // draft-path rows keep the committed constraint state
   dynamic_tree_tested_with_q,      // EAGLE-2's value-chosen tree tested with p/q as draws w/o replacement
   typical_threshold_max,           // Medusa typical acceptance with max(eps, delta e^-H) instead of min
+  // Drafter training.
+  distill_labels_at_unit_temperature,  // a distilled n-gram's labels drawn from softmax(logits), whatever T
   // Models.
   kv_cache_keeps_rejected_drafts,  // a session keeps the keys/values of a rejected draft tree
   // Generation loop.

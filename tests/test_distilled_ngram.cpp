@@ -1,0 +1,199 @@
+// The distilled n-gram drafter's training (draft/target_labels.h, NgramModel::train with labels): which
+// context each label is the target's choice after, the law of the labels at T > 0, and the Kneser-Ney counts
+// of labelled n-grams, by hand.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli_runner.h"
+#include "draft/ngram_model.h"
+#include "draft/target_labels.h"
+#include "harness/models/language_model.h"
+#include "kernels/shared/error.h"
+#include "tests/statistics/goodness_of_fit.h"
+#include "tests/support/mutant_switch.h"
+
+using namespace specula;
+
+namespace {
+
+// A model whose logits after a sequence are a function of the whole sequence: with `fixed` empty, one-hot at
+// a hash of every token and the length (so a label names the exact context it was computed after); else the
+// row `fixed` whatever the context.
+class HashModel : public LanguageModel {
+ public:
+  HashModel(int32_t V, int64_t positions, std::vector<float> fixed = {})
+      : V_(V), positions_(positions), fixed_(std::move(fixed)) {}
+  static Token hash(const std::vector<Token>& seq, int32_t V) {
+    uint64_t h = seq.size();
+    for (Token t : seq) h = h * 1000003u + static_cast<uint64_t>(t) + 1;
+    return static_cast<Token>(h % static_cast<uint64_t>(V));
+  }
+  int32_t vocab_size() const override { return V_; }
+  std::string description() const override { return "hash-model"; }
+  int64_t max_positions() const override { return positions_; }
+  std::unique_ptr<ModelSession> new_session() const override { return std::make_unique<Session>(*this); }
+
+ private:
+  struct Session : ModelSession {
+    explicit Session(const HashModel& m) : m(m) {}
+    void tree_logits(const std::vector<Token>& context, const TokenTree& tree, float* out) override {
+      if (static_cast<int64_t>(context.size()) + tree.max_depth() > m.positions_) fail("window overflow");
+      for (int32_t row = 0; row <= tree.size(); ++row) {
+        float* o = out + static_cast<size_t>(row) * m.V_;
+        if (!m.fixed_.empty()) {
+          std::copy(m.fixed_.begin(), m.fixed_.end(), o);
+          continue;
+        }
+        std::vector<Token> seq = context;
+        if (row > 0)
+          for (Token t : tree.path(row - 1)) seq.push_back(t);
+        std::fill(o, o + m.V_, 0.0f);
+        o[hash(seq, m.V_)] = 1.0f;
+      }
+    }
+    const HashModel& m;
+  };
+  int32_t V_;
+  int64_t positions_;
+  std::vector<float> fixed_;
+};
+
+std::vector<Token> corpus(size_t n, int32_t V) {
+  std::vector<Token> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<Token>((i * 37 + i / 5) % V);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("target labels: each position labelled once, after the longest context its window holds", "[drafters]") {
+  const int32_t V = 61, window = 32, overlap = 8, stride = window - overlap;
+  const HashModel model(V, window);
+  const std::vector<Token> tokens = corpus(300, V);
+  TargetLabelOptions options;
+  options.window = window;
+  options.overlap = overlap;
+  int64_t last_done = 0;
+  options.progress = [&](int64_t done, int64_t all) {
+    CHECK(all == 299);
+    CHECK(done > last_done);
+    last_done = done;
+  };
+  const std::vector<Token> labels = target_labels(model, tokens, options);
+  CHECK(last_done == 299);  // every position but the first, once
+  REQUIRE(labels.size() == tokens.size());
+  CHECK(labels[0] == tokens[0]);
+  for (size_t i = 1; i < tokens.size(); ++i) {
+    // Position i is labelled by the first window that reaches it: window 0 covers 1..32, window k >= 1 (start
+    // k * stride) positions k * stride + overlap + 1 .. k * stride + window.
+    const int64_t k = i <= static_cast<size_t>(window) ? 0 : (static_cast<int64_t>(i) - window + stride - 1) / stride;
+    const size_t start = static_cast<size_t>(k * stride);
+    CHECK(i - start >= (k == 0 ? 1u : static_cast<size_t>(overlap) + 1));  // the context it keeps
+    const std::vector<Token> context(tokens.begin() + start, tokens.begin() + i);
+    INFO("position " << i << ", window start " << start);
+    CHECK(labels[i] == HashModel::hash(context, V));
+  }
+  // Threads do not change the labels.
+  options.threads = 3;
+  options.progress = nullptr;
+  CHECK(target_labels(model, tokens, options) == labels);
+  // A short corpus (one window, shorter than it) and the bounds.
+  const std::vector<Token> few = {3, 4, 5};
+  const std::vector<Token> few_labels = target_labels(model, few, TargetLabelOptions{0.0, 0, window, overlap, 1, {}});
+  CHECK(few_labels[2] == HashModel::hash({3, 4}, V));
+  options.overlap = window;
+  CHECK_THROWS_WITH(target_labels(model, tokens, options), Catch::Matchers::Contains("overlap"));
+  options.overlap = overlap;
+  options.temperature = -1.0;
+  CHECK_THROWS_WITH(target_labels(model, tokens, options), Catch::Matchers::Contains("temperature"));
+  options.temperature = 0.0;
+  CHECK_THROWS_WITH(target_labels(model, {1, V}, options), Catch::Matchers::Contains("outside the vocabulary"));
+}
+
+TEST_CASE("target labels at T > 0 are draws from softmax(logits / T)", "[drafters]") {
+  // Fixed logits, so the 20000 labels are i.i.d. from one exact law (G-test at the suite's alpha); the mutant
+  // that ignores T draws from softmax(logits) and fails the same test.
+  const std::vector<float> logits = {0.0f, 1.0f, -0.5f, 2.0f, 0.3f};
+  const double T = 0.6;
+  std::vector<double> law(logits.size());
+  double z = 0.0;
+  for (size_t x = 0; x < logits.size(); ++x) z += law[x] = std::exp(logits[x] / T);
+  for (double& p : law) p /= z;
+  const HashModel model(5, 256, logits);
+  const std::vector<Token> tokens(20001, 0);
+  TargetLabelOptions options;
+  options.temperature = T;
+  options.seed = 11;
+  options.threads = 2;
+  auto tally = [&] {
+    const std::vector<Token> labels = target_labels(model, tokens, options);
+    std::vector<int64_t> counts(logits.size(), 0);
+    for (size_t i = 1; i < labels.size(); ++i) ++counts[labels[i]];
+    return counts;
+  };
+  const stats::GofResult ok = stats::g_test(tally(), law);
+  INFO(ok.detail);
+  CHECK(ok.passed(stats::kAlpha));
+  const ScopedMutant mutant(Mutant::distill_labels_at_unit_temperature);
+  const stats::GofResult bad = stats::g_test(tally(), law);
+  CHECK_FALSE(bad.passed(stats::kAlpha));
+}
+
+TEST_CASE("Kneser-Ney on labelled n-grams: hand-computed counts", "[drafters]") {
+  // Tokens 0 1 0 1 with labels 0 2 2 1 (label i replaces token i as an n-gram's last token), order 2.
+  //   bigrams ending at 1, 2, 3: (0 2), (1 2), (0 1), each once
+  //   unigram continuation counts: 2 <- {0, 1} = 2; 1 <- {0} = 1; the corpus start's unigram is label 0 = 1
+  const NgramModel m = NgramModel::train({0, 1, 0, 1}, {0, 2, 2, 1}, 2, 3);
+  CHECK(m.count({0, 2}) == 1);
+  CHECK(m.count({1, 2}) == 1);
+  CHECK(m.count({0, 1}) == 1);
+  CHECK(m.count({1, 0}) == 0);  // the text's bigram, never a label's
+  CHECK(m.count({2}) == 2);
+  CHECK(m.count({1}) == 1);
+  CHECK(m.count({0}) == 1);
+  CHECK(m.num_ngrams(2) == 3);
+  // Labels equal to the tokens: the ordinary model.
+  const std::vector<Token> text = {0, 1, 0, 1, 2, 2, 0};
+  const NgramModel plain = NgramModel::train(text, 3, 3), same = NgramModel::train(text, text, 3, 3);
+  for (Token a = 0; a < 3; ++a)
+    for (Token b = 0; b < 3; ++b) CHECK(plain.distribution({a, b}) == same.distribution({a, b}));
+  CHECK_THROWS_WITH(NgramModel::train({0, 1}, {0}, 2, 3), Catch::Matchers::Contains("1 labels for 2 tokens"));
+  CHECK_THROWS_WITH(NgramModel::train({0, 1}, {0, 3}, 2, 3), Catch::Matchers::Contains("label 1 has id 3"));
+}
+
+TEST_CASE("specula train-ngram --distill-from: n-grams end in the target's greedy choice", "[drafters][cli]") {
+  using namespace specula::testing;
+  TempDir dir;
+  std::string text;
+  for (int i = 0; text.size() < 400; ++i) text += i % 3 ? "the king is dead, long live the king. " : "ROMEO:\n";
+  const std::string corpus = dir.write("corpus.txt", text.substr(0, 400)), model = dir.file("distilled.ngram");
+  const std::string target = "transformer:" + std::string(SPECULA_SOURCE_DIR) + "/results/models/target";
+  const CliResult r = run_specula("train-ngram --corpus " + corpus + " --order 3 --output " + model +
+                                  " --distill-from " + target + " --threads 2");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("labelled 399 positions") != std::string::npos);
+  const NgramModel m = NgramModel::load(model);
+  // The label of position 10 is the target's argmax after the first 10 bytes: what greedy `generate` emits
+  // after them, computed by another path (a prompt's prefill, not a chain's rows).
+  std::string prompt;
+  for (int i = 0; i < 10; ++i) prompt += (i ? "," : "") + std::to_string(static_cast<unsigned char>(text[i]));
+  const CliResult g = run_specula("generate --target " + target + " --method ar --temperature 0 --prompt-tokens " +
+                                  prompt + " --max-new-tokens 1 --output " + dir.file("next.txt"));
+  REQUIRE(g.exit_code == 0);
+  const Token next = std::stoi(read_text(dir.file("next.txt")));
+  CHECK(m.count({static_cast<unsigned char>(text[8]), static_cast<unsigned char>(text[9]), next}) >= 1);
+  // A target whose vocabulary is not the bytes', and a bad temperature, are errors naming the option.
+  const std::string table = dir.write("t.txt", kCliTargetTable);
+  const CliResult bad = run_specula("train-ngram --corpus " + corpus + " --order 3 --output " + model +
+                                    " --distill-from bigram:" + table);
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.err.find("--distill-from") != std::string::npos);
+  const CliResult cold = run_specula("train-ngram --corpus " + corpus + " --order 3 --output " + model +
+                                     " --distill-from " + target + " --distill-temperature -1");
+  CHECK(cold.exit_code != 0);
+  CHECK(cold.err.find("temperature") != std::string::npos);
+}
