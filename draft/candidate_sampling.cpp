@@ -42,6 +42,10 @@ std::vector<Token> draw_children(const float* q, int32_t vocab_size, int32_t cou
   return out;
 }
 
+bool ranked_tree(const DraftRequest& request) {
+  return !request.tree_shape.empty() && request.scheme == SiblingScheme::deterministic;
+}
+
 std::vector<int32_t> draft_shape(const DraftRequest& request) {
   if (!request.tree_shape.empty()) return request.tree_shape;
   return std::vector<int32_t>(std::max(request.num_draft_tokens, 0), 1);

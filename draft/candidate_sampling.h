@@ -37,6 +37,12 @@ TokenTree sample_draft_tree(const DraftRequest& request, int32_t vocab_size, con
 TokenHistory path_history(const SamplerPipeline& pipeline, const TokenHistory& committed, const TokenTree& tree,
                           int32_t row, const std::function<const float*(int32_t)>& law_of_row);
 
+// Whether the request asks for ranked candidates (a tree with the deterministic scheme). At temperature 0 the
+// processed law is a point mass, which ranks nothing after its argmax: such drafters rank the law at
+// temperature 1 instead (at_unit_temperature), whose argmax is the same token. Point-mass verification is exact
+// whatever the candidates (verify/ALGORITHMS.md §3), so the choice only changes what is accepted.
+bool ranked_tree(const DraftRequest& request);
+
 // The draft shape of a request: tree_shape, or K ones for a chain.
 std::vector<int32_t> draft_shape(const DraftRequest& request);
 

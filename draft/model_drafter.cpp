@@ -13,8 +13,11 @@ namespace {
 
 class ModelDrafter : public Drafter {
  public:
-  ModelDrafter(const LanguageModel& model, const SamplerPipeline& pipeline)
-      : session_(model.new_session()), pipeline_(pipeline), vocab_size_(model.vocab_size()) {}
+  ModelDrafter(const LanguageModel& model, const SamplerPipeline& pipeline, const SamplerPipeline& ranking_pipeline)
+      : session_(model.new_session()),
+        pipeline_(pipeline),
+        ranking_pipeline_(ranking_pipeline),
+        vocab_size_(model.vocab_size()) {}
 
   std::string name() const override { return "model"; }
 
@@ -35,6 +38,7 @@ class ModelDrafter : public Drafter {
     tree.draft_q.emplace_back();
     std::vector<int32_t> frontier = {0};  // rows whose children are drawn next
     uint32_t slot = 0;
+    const SamplerPipeline& pipeline = ranked_tree(request) ? ranking_pipeline_ : pipeline_;
     for (int32_t branching : shape) {
       // One draft forward per depth: logits for every row of the tree so far.
       std::vector<float> logits(static_cast<size_t>(tree.size() + 1) * vocab_size_);
@@ -45,8 +49,8 @@ class ModelDrafter : public Drafter {
       for (int32_t row : frontier) {
         float* q = probs.data() + static_cast<size_t>(row) * vocab_size_;
         // Row histories need the processed rows of ancestors (mirostat); those were stored in draft_q.
-        const TokenHistory h = history_for_row(request, tree, row);
-        pipeline_.process(logits.data() + static_cast<size_t>(row) * vocab_size_, h, q);
+        const TokenHistory h = history_for_row(request, tree, row, pipeline);
+        pipeline.process(logits.data() + static_cast<size_t>(row) * vocab_size_, h, q);
         for (Token c : draw_children(q, vocab_size_, branching, tree.scheme, request.rng, slot)) {
           tree.add(c, row - 1);
           tree.draft_q.emplace_back();
@@ -72,29 +76,33 @@ class ModelDrafter : public Drafter {
   }
 
  private:
-  TokenHistory history_for_row(const DraftRequest& request, const TokenTree& tree, int32_t row) const {
+  TokenHistory history_for_row(const DraftRequest& request, const TokenTree& tree, int32_t row,
+                               const SamplerPipeline& pipeline) const {
     if (row == 0) return *request.history;
     // Walk the path, advancing with the recorded q of each parent row (the law the token was drawn from).
     std::vector<int32_t> nodes;
     for (int32_t n = row - 1; n >= 0; n = tree.parent[n]) nodes.push_back(n);
     TokenHistory h = *request.history;
     for (auto it = nodes.rbegin(); it != nodes.rend(); ++it)
-      h = pipeline_.advance(h, tree.tokens[*it], tree.draft_q[tree.parent[*it] + 1].data());
+      h = pipeline.advance(h, tree.tokens[*it], tree.draft_q[tree.parent[*it] + 1].data());
     return h;
   }
 
   std::unique_ptr<ModelSession> session_;
   const SamplerPipeline& pipeline_;
+  const SamplerPipeline& ranking_pipeline_;
   int32_t vocab_size_;
 };
 
 }  // namespace
 
 ModelDrafterFactory::ModelDrafterFactory(std::shared_ptr<const LanguageModel> model, SamplingParams draft_params)
-    : model_(std::move(model)), pipeline_(std::move(draft_params), model_->vocab_size()) {}
+    : model_(std::move(model)),
+      pipeline_(draft_params, model_->vocab_size()),
+      ranking_pipeline_(at_unit_temperature(draft_params), model_->vocab_size()) {}
 
 std::unique_ptr<Drafter> ModelDrafterFactory::create() const {
-  return std::make_unique<ModelDrafter>(*model_, pipeline_);
+  return std::make_unique<ModelDrafter>(*model_, pipeline_, ranking_pipeline_);
 }
 
 }  // namespace specula

@@ -1,6 +1,7 @@
 // A drafter backed by a language model (a table model or a small transformer): samples every candidate
 // from the model's processed distribution q (the draft's own sampler pipeline, with each candidate's path
-// history) and records exactly that q, so the verifier can test p/q.
+// history) and records exactly that q, so the verifier can test p/q. Ranked (`topk`) candidates at temperature 0
+// are the best of the law at temperature 1 (its argmax first), not ids in order behind a point mass.
 #pragma once
 
 #include <memory>
@@ -21,6 +22,7 @@ class ModelDrafterFactory : public DrafterFactory {
  private:
   std::shared_ptr<const LanguageModel> model_;
   SamplerPipeline pipeline_;
+  SamplerPipeline ranking_pipeline_;  // the draft's settings at temperature 1 when they are greedy
 };
 
 }  // namespace specula

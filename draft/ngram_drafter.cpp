@@ -11,7 +11,8 @@ namespace {
 
 class NgramDrafter : public Drafter {
  public:
-  NgramDrafter(const NgramModel& model, const SamplerPipeline& pipeline) : model_(model), pipeline_(pipeline) {}
+  NgramDrafter(const NgramModel& model, const SamplerPipeline& pipeline, const SamplerPipeline& ranking_pipeline)
+      : model_(model), pipeline_(pipeline), ranking_pipeline_(ranking_pipeline) {}
 
   std::string name() const override { return "ngram"; }
 
@@ -24,6 +25,7 @@ class NgramDrafter : public Drafter {
     std::vector<double> kn(V);
     std::vector<float> logits(V);
     std::vector<Token> history;
+    const SamplerPipeline& pipeline = ranked_tree(request) ? ranking_pipeline_ : pipeline_;
     auto row_laws = [&](const TokenTree& tree, const std::vector<int32_t>& rows,
                         std::vector<std::vector<float>>& laws) {
       for (size_t i = 0; i < rows.size(); ++i) {
@@ -36,9 +38,9 @@ class NgramDrafter : public Drafter {
         for (int32_t x = 0; x < V; ++x) logits[x] = static_cast<float>(std::log(kn[x]));
         // The draft pipeline sees the row's own path; ancestors advance with the law they were drawn from.
         const TokenHistory h =
-            path_history(pipeline_, *request.history, tree, row, [&](int32_t r) { return tree.draft_q[r].data(); });
+            path_history(pipeline, *request.history, tree, row, [&](int32_t r) { return tree.draft_q[r].data(); });
         laws[i].resize(V);
-        pipeline_.process(logits.data(), h, laws[i].data());
+        pipeline.process(logits.data(), h, laws[i].data());
       }
     };
     TokenTree tree = sample_draft_tree(request, V, row_laws);
@@ -48,6 +50,7 @@ class NgramDrafter : public Drafter {
  private:
   const NgramModel& model_;
   const SamplerPipeline& pipeline_;
+  const SamplerPipeline& ranking_pipeline_;
 };
 
 }  // namespace
@@ -55,11 +58,12 @@ class NgramDrafter : public Drafter {
 NgramDrafterFactory::NgramDrafterFactory(std::shared_ptr<const NgramModel> model, SamplingParams draft_params,
                                          std::string description)
     : model_(std::move(model)),
-      pipeline_(std::move(draft_params), model_->vocab_size()),
+      pipeline_(draft_params, model_->vocab_size()),
+      ranking_pipeline_(at_unit_temperature(draft_params), model_->vocab_size()),
       description_(std::move(description)) {}
 
 std::unique_ptr<Drafter> NgramDrafterFactory::create() const {
-  return std::make_unique<NgramDrafter>(*model_, pipeline_);
+  return std::make_unique<NgramDrafter>(*model_, pipeline_, ranking_pipeline_);
 }
 
 std::shared_ptr<const DrafterFactory> make_ngram_drafter(const DrafterSpec& spec) {

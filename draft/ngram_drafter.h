@@ -22,6 +22,7 @@ class NgramDrafterFactory : public DrafterFactory {
  private:
   std::shared_ptr<const NgramModel> model_;
   SamplerPipeline pipeline_;
+  SamplerPipeline ranking_pipeline_;  // the draft's settings at temperature 1 when they are greedy
   std::string description_;
 };
 

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "draft/model_drafter.h"
 #include "draft/ngram_drafter.h"
 #include "draft/ngram_model.h"
 #include "draft/prompt_lookup_drafter.h"
@@ -460,6 +461,44 @@ TEST_CASE("n-gram drafter: records exactly the processed q it sampled from", "[d
     CHECK(tree.tokens[0] != tree.tokens[1]);  // without replacement: distinct siblings
     CHECK(tree.tokens[2] != tree.tokens[3]);
     CHECK(tree.q_at_row(3).empty());  // leaves
+  }
+}
+
+TEST_CASE("ranked draft trees at temperature 0 rank the law at temperature 1", "[drafters]") {
+  // Greedy processing makes q a point mass: ranking it would put the argmax first and then ids in order, all of
+  // probability zero. The candidates are the best of the same pipeline at temperature 1 (argmax still first).
+  const auto source = bigram_target(6, 4);
+  auto model = std::make_shared<NgramModel>(NgramModel::train(sample_sequence(*source, 0, 500, 2), 3, 6));
+  const std::vector<Token> context = {0, 3, 2};
+  const TokenHistory history{context, {}, std::nan("")};
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  auto top3 = [](std::vector<double> law) {
+    std::vector<Token> idx = {0, 1, 2, 3, 4, 5};
+    std::stable_sort(idx.begin(), idx.end(), [&](Token a, Token b) { return law[a] > law[b]; });
+    idx.resize(3);
+    return idx;
+  };
+  DraftRequest r = chain_request(context, history, 0);
+  r.tree_shape = {3};
+  r.scheme = SiblingScheme::deterministic;
+  {
+    NgramDrafterFactory factory(model, greedy, "ngram:test");
+    const TokenTree tree = factory.create()->propose(r);
+    REQUIRE(tree.size() == 3);
+    CHECK(std::vector<Token>(tree.tokens.begin(), tree.tokens.end()) == top3(model->distribution({3, 2})));
+    // A sampled chain at temperature 0 still draws from (and records) the point mass.
+    const TokenTree chain = factory.create()->propose(chain_request(context, history, 1));
+    CHECK(chain.tokens[0] == tree.tokens[0]);
+    CHECK(chain.q_at_row(0)[chain.tokens[0]] == 1.0f);
+  }
+  {
+    ModelDrafterFactory factory(source, greedy);
+    const TokenTree tree = factory.create()->propose(r);
+    REQUIRE(tree.size() == 3);
+    const float* row = source->row_after(context);
+    CHECK(std::vector<Token>(tree.tokens.begin(), tree.tokens.end()) ==
+          top3(std::vector<double>(row, row + 6)));  // softmax keeps the order of the logits
   }
 }
 

@@ -27,21 +27,6 @@ double acceptance_probability(const float* p, const std::vector<float>& q, Token
   return s;
 }
 
-// The distribution greedy decoding takes its argmax over: masks, bias and penalties, then a softmax at
-// temperature 1 (greedy decoding runs no filter, so none runs here either).
-SamplingParams at_unit_temperature(SamplingParams params) {
-  if (!params.greedy()) return params;
-  params.temperature = 1.0f;
-  params.dynatemp_range = 0.0f;
-  params.min_p = 0.0f;
-  params.top_k = 0;
-  params.top_p = 1.0f;
-  params.typical_p = 1.0f;
-  params.tfs_z = 1.0f;
-  params.mirostat = 0;
-  return params;
-}
-
 }  // namespace
 
 const char* stop_reason_name(StopReason reason) { return reason == StopReason::stop ? "stop" : "length"; }
@@ -50,7 +35,7 @@ Generator::Generator(std::shared_ptr<const LanguageModel> target, SamplingParams
                      std::shared_ptr<const DrafterFactory> drafter, GenerationConfig config)
     : target_(std::move(target)),
       pipeline_(target_params, target_->vocab_size()),
-      unit_temperature_pipeline_(at_unit_temperature(std::move(target_params)), target_->vocab_size()),
+      unit_temperature_pipeline_(at_unit_temperature(target_params), target_->vocab_size()),
       drafter_(std::move(drafter)),
       config_(std::move(config)) {
   if (config_.method && !drafter_)

@@ -161,4 +161,17 @@ std::string SamplingParams::describe() const {
   return os.str();
 }
 
+SamplingParams at_unit_temperature(SamplingParams params) {
+  if (!params.greedy()) return params;
+  params.temperature = 1.0f;
+  params.dynatemp_range = 0.0f;
+  params.min_p = 0.0f;
+  params.top_k = 0;
+  params.top_p = 1.0f;
+  params.typical_p = 1.0f;
+  params.tfs_z = 1.0f;
+  params.mirostat = 0;
+  return params;
+}
+
 }  // namespace specula

@@ -71,4 +71,10 @@ struct SamplingParams {
   std::string describe() const;
 };
 
+// The distribution greedy decoding (temperature 0) takes its argmax over: masks, bias and penalties, then a
+// softmax at temperature 1 (greedy decoding runs no filter, so none runs here either). Its argmax is the greedy
+// token; the rest ranks the runners-up, which the greedy point mass cannot (logprobs; a drafter's ranked
+// candidates). Parameters that are not greedy are returned as they are.
+SamplingParams at_unit_temperature(SamplingParams params);
+
 }  // namespace specula
