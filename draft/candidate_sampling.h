@@ -39,7 +39,8 @@ TokenHistory path_history(const SamplerPipeline& pipeline, const TokenHistory& c
 
 // Whether the request asks for ranked candidates (a tree with the deterministic scheme). At temperature 0 the
 // processed law is a point mass, which ranks nothing after its argmax: such drafters rank the law at
-// temperature 1 instead (at_unit_temperature), whose argmax is the same token. Point-mass verification is exact
+// temperature 1 instead (at_unit_temperature), whose argmax is the same token (unless two logits round to one
+// probability, where the lower id is ranked first). Point-mass verification is exact
 // whatever the candidates (verify/ALGORITHMS.md §3), so the choice only changes what is accepted.
 bool ranked_tree(const DraftRequest& request);
 

@@ -14,6 +14,9 @@
 namespace specula {
 namespace {
 
+// Positions per call for a model without a limit (a table model reads only its last tokens anyway).
+constexpr int64_t kUnboundedWindow = 256;
+
 // The target's choice from one row of logits.
 Token choose(const float* logits, int32_t V, const TargetLabelOptions& options, uint64_t position,
              std::vector<float>& weights) {
@@ -30,8 +33,11 @@ Token choose(const float* logits, int32_t V, const TargetLabelOptions& options, 
 std::vector<Token> target_labels(const LanguageModel& target, const std::vector<Token>& tokens,
                                  const TargetLabelOptions& options) {
   const int32_t V = target.vocab_size();
-  const int64_t window = options.window > 0 ? options.window : target.max_positions();
-  if (window <= 0) fail("target labels: ", target.description(), " has no window; give one");
+  const int64_t most = target.max_positions();  // 0: unbounded (table models)
+  const int64_t window = options.window > 0 ? options.window : most > 0 ? most : kUnboundedWindow;
+  if (most > 0 && window > most)
+    fail("target labels: a window of ", window, " positions is more than ", target.description(), " holds (", most,
+         ")");
   if (options.overlap < 0 || options.overlap >= window)
     fail("target labels: the overlap (", options.overlap, " positions) must be >= 0 and smaller than the window (",
          window, ")");
@@ -47,8 +53,11 @@ std::vector<Token> target_labels(const LanguageModel& target, const std::vector<
   // Window w covers positions [start, start + window): its first token is the context, the rest a chain, and
   // its rows are the logits after each of them, i.e. the labels of positions start + 1 .. start + window.
   const int64_t stride = window - options.overlap;
-  std::vector<int64_t> starts;
-  for (int64_t s = 0; s + 1 < T; s += stride) starts.push_back(s);
+  std::vector<int64_t> starts;  // up to the first window that reaches the last position, T - 1
+  for (int64_t s = 0;; s += stride) {
+    starts.push_back(s);
+    if (s + window >= T - 1) break;
+  }
 
   std::atomic<size_t> next{0};
   std::mutex mutex;
@@ -82,7 +91,13 @@ std::vector<Token> target_labels(const LanguageModel& target, const std::vector<
     }
   };
   std::vector<std::thread> pool;
-  for (int32_t t = 1; t < std::max(options.threads, 1); ++t) pool.emplace_back(worker);
+  try {
+    for (int32_t t = 1; t < std::max(options.threads, 1); ++t) pool.emplace_back(worker);
+  } catch (...) {  // a thread that cannot start: stop the others and join them before passing the error on
+    next = starts.size();
+    for (std::thread& t : pool) t.join();
+    throw;
+  }
   worker();
   for (std::thread& t : pool) t.join();
   if (error) std::rethrow_exception(error);

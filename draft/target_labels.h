@@ -20,11 +20,12 @@
 namespace specula {
 
 struct TargetLabelOptions {
-  // 0: the argmax of the logits (lowest id on ties), the token greedy decoding emits. > 0: a draw from
-  // softmax(logits / temperature), keyed by (seed, position) so the labels do not depend on threads.
+  // 0: the argmax of the raw logits (lowest id on ties), the token greedy decoding emits when no bias, penalty
+  // or mask changes the row. > 0: a draw from softmax(logits / temperature), keyed by (seed, position) so the
+  // labels do not depend on threads.
   double temperature = 0.0;
   uint64_t seed = 0;
-  int32_t window = 0;    // positions per target call; 0 = the target's max_positions()
+  int32_t window = 0;    // positions per target call; 0 = the target's max_positions() (256 when unbounded)
   int32_t overlap = 64;  // context carried into each window after the first
   int32_t threads = 1;   // windows run in parallel, one session each
   // Called with (labelled positions, all positions) after each window, from one thread at a time.
@@ -32,8 +33,9 @@ struct TargetLabelOptions {
 };
 
 // labels[i] for every position of `tokens`: labels[0] = tokens[0] (there is no context to predict it from),
-// labels[i] the target's choice after the context ending at i - 1. Throws Error when the window cannot hold
-// more than the overlap or a token is outside the target's vocabulary.
+// labels[i] the target's choice after the context ending at i - 1. Throws Error when the window is more than
+// the target holds or not more than the overlap, the temperature is negative or not finite, or a token is
+// outside the target's vocabulary; an error of the target's own is passed on.
 std::vector<Token> target_labels(const LanguageModel& target, const std::vector<Token>& tokens,
                                  const TargetLabelOptions& options);
 

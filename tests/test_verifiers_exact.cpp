@@ -297,12 +297,14 @@ TEST_CASE("at temperature 0 every method stops where greedy decoding stops", "[v
            (std::find(unstopped.begin(), unstopped.begin() + mid, unstopped[mid]) != unstopped.begin() + mid ||
             static_cast<int64_t>(mid) % (depth + 1) == depth))
       ++mid;
-    REQUIRE(mid < unstopped.size());
+    REQUIRE(mid + 1 < unstopped.size());  // a token after the stop that max_new_tokens does not cut
     SamplingParams mid_stop = greedy;
     mid_stop.stop_tokens = {unstopped[mid]};
     const std::vector<Token> mid_expected(unstopped.begin(), unstopped.begin() + mid + 1);
     const Generator itself(pair.target, mid_stop, std::make_shared<ModelDrafterFactory>(pair.target, mid_stop), config);
-    CHECK(itself.generate(prompt, 0, m).tokens == mid_expected);
+    const SequenceOutput own = itself.generate(prompt, 0, m);
+    CHECK(own.tokens == mid_expected);
+    for (int32_t accepted : own.accept_lengths) CHECK(accepted == depth);  // the premise: all accepted
     const ScopedMutant on(Mutant::stop_checked_per_step);
     CHECK(itself.generate(prompt, 0, m).tokens != mid_expected);
   }

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <sstream>
 
 #include "draft/ngram_model.h"
 #include "draft/target_labels.h"
@@ -67,6 +68,9 @@ int train_ngram_command(const Args& args) {
 
   const std::string output = vm["output"].as<std::string>();
   std::vector<Token> labels = tokens;
+  for (const char* option : {"distill-temperature", "seed", "threads"})
+    if (!vm[option].defaulted() && !vm.count("distill-from"))
+      fail("--", option, " is only used with --distill-from MODEL");
   if (vm.count("distill-from")) {
     const int32_t threads = vm["threads"].as<int32_t>();
     if (threads < 1 || threads > 256) fail("--threads must be in 1..256, got ", threads);
@@ -92,9 +96,13 @@ int train_ngram_command(const Args& args) {
     labels = target_labels(*target, tokens, options);
     int64_t differ = 0;
     for (size_t i = 1; i < tokens.size(); ++i) differ += labels[i] != tokens[i];
+    std::ostringstream rule;
+    if (options.temperature == 0.0)
+      rule << "argmax";
+    else
+      rule << "T = " << options.temperature << ", seed " << options.seed;
     std::cout << "labelled " << tokens.size() - 1 << " positions with " << target->description() << "'s choices ("
-              << (options.temperature == 0.0 ? std::string("argmax") : "T = " + std::to_string(options.temperature))
-              << "); they differ from the text's next token at " << differ << "\n";
+              << rule.str() << "); they differ from the text's next token at " << differ << "\n";
   }
 
   const NgramModel model = NgramModel::train(tokens, labels, order, 256);
