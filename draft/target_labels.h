@@ -30,6 +30,13 @@ struct TargetLabelOptions {
   int32_t threads = 1;   // windows run in parallel, one session each
   // Called with (labelled positions, all positions) after each window, from one thread at a time.
   std::function<void(int64_t, int64_t)> progress;
+  // "" = none. Otherwise each finished window's labels are appended to this file as they are made, and a run
+  // given a file that already holds some (the same tokens, target and options, checked by its header line)
+  // labels only the windows it lacks: an interrupted run resumes where it stopped. A record cut short by the
+  // interruption is dropped. The caller removes the file once the labels are used.
+  std::string checkpoint;
+  // Called with (windows already in the checkpoint, all windows) before any target call of a resumed run.
+  std::function<void(int64_t, int64_t)> resumed;
 };
 
 // labels[i] for every position of `tokens`: labels[0] = tokens[0] (there is no context to predict it from),

@@ -1,8 +1,11 @@
 // The distilled n-gram drafter's training (draft/target_labels.h, NgramModel::train with labels): which
 // context each label is the target's choice after, the law of the labels at T > 0, and the Kneser-Ney counts
 // of labelled n-grams, by hand.
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +29,8 @@ class HashModel : public LanguageModel {
  public:
   HashModel(int32_t V, int64_t positions, std::vector<float> fixed = {})
       : V_(V), positions_(positions), fixed_(std::move(fixed)) {}
+  mutable std::atomic<int> calls{0};
+  int fail_after = -1;  // >= 0: calls after this many throw, as an interruption would stop the run
   static Token hash(const std::vector<Token>& seq, int32_t V) {
     uint64_t h = seq.size();
     for (Token t : seq) h = h * 1000003u + static_cast<uint64_t>(t) + 1;
@@ -41,6 +46,7 @@ class HashModel : public LanguageModel {
     explicit Session(const HashModel& m) : m(m) {}
     void tree_logits(const std::vector<Token>& context, const TokenTree& tree, float* out) override {
       if (static_cast<int64_t>(context.size()) + tree.max_depth() > m.positions_) fail("window overflow");
+      if (++m.calls > m.fail_after && m.fail_after >= 0) fail("interrupted");
       for (int32_t row = 0; row <= tree.size(); ++row) {
         float* o = out + static_cast<size_t>(row) * m.V_;
         if (!m.fixed_.empty()) {
@@ -104,7 +110,10 @@ TEST_CASE("target labels: each position labelled once, after the longest context
   CHECK(target_labels(model, tokens, options) == labels);
   // A short corpus (one window, shorter than it) and the bounds.
   const std::vector<Token> few = {3, 4, 5};
-  const std::vector<Token> few_labels = target_labels(model, few, TargetLabelOptions{0.0, 0, window, overlap, 1, {}});
+  TargetLabelOptions short_run;
+  short_run.window = window;
+  short_run.overlap = overlap;
+  const std::vector<Token> few_labels = target_labels(model, few, short_run);
   CHECK(few_labels[2] == HashModel::hash({3, 4}, V));
   options.overlap = window;
   CHECK_THROWS_WITH(target_labels(model, tokens, options), Catch::Matchers::Contains("overlap"));
@@ -117,6 +126,48 @@ TEST_CASE("target labels: each position labelled once, after the longest context
   CHECK_THROWS_WITH(target_labels(model, tokens, options), Catch::Matchers::Contains("temperature"));
   options.temperature = 0.0;
   CHECK_THROWS_WITH(target_labels(model, {1, V}, options), Catch::Matchers::Contains("outside the vocabulary"));
+}
+
+TEST_CASE("target labels: an interrupted run resumes from its checkpoint", "[drafters]") {
+  using namespace specula::testing;
+  TempDir dir;
+  const std::string path = dir.file("labels.checkpoint");
+  const int32_t V = 61;
+  const std::vector<Token> tokens = corpus(297, V);
+  TargetLabelOptions options;
+  options.window = 32;
+  options.overlap = 8;
+  const HashModel plain(V, 32);
+  const std::vector<Token> reference = target_labels(plain, tokens, options);
+  const int windows = plain.calls;  // 12
+  // Stopped after 5 windows, with a record cut short by the interruption.
+  HashModel stopping(V, 32);
+  stopping.fail_after = 5;
+  options.checkpoint = path;
+  CHECK_THROWS_WITH(target_labels(stopping, tokens, options), Catch::Matchers::Contains("interrupted"));
+  std::ofstream(path, std::ios::app) << "w 7 177 24 5 6";
+  // Resumed: only the other windows run, and the labels are those of an uninterrupted run.
+  const HashModel resuming(V, 32);
+  int64_t resumed = -1, all = -1, last_done = 0;
+  options.resumed = [&](int64_t r, int64_t a) { resumed = r, all = a; };
+  options.progress = [&](int64_t done, int64_t) { last_done = done; };
+  CHECK(target_labels(resuming, tokens, options) == reference);
+  CHECK(resumed == 5);
+  CHECK(all == windows);
+  CHECK(resuming.calls == windows - 5);
+  CHECK(last_done == 296);
+  // Everything is in the checkpoint now: a third run makes no target call.
+  const HashModel idle(V, 32);
+  CHECK(target_labels(idle, tokens, options) == reference);
+  CHECK(idle.calls == 0);
+  // A checkpoint of another run is refused, naming the file and what differs.
+  options.temperature = 0.5;
+  CHECK_THROWS_WITH(target_labels(idle, tokens, options),
+                    Catch::Matchers::Contains(path) && Catch::Matchers::Contains("'temperature'"));
+  options.temperature = 0.0;
+  std::vector<Token> other = tokens;
+  other[100] = (other[100] + 1) % V;
+  CHECK_THROWS_WITH(target_labels(idle, other, options), Catch::Matchers::Contains("'fingerprint'"));
 }
 
 TEST_CASE("target labels at T > 0 are draws from softmax(logits / T)", "[drafters]") {
@@ -181,7 +232,8 @@ TEST_CASE("specula train-ngram --distill-from: n-grams end in the target's greed
   CHECK(r.out.find("labelled 399 positions") != std::string::npos);
   const size_t at = r.out.find("next token at ");
   REQUIRE(at != std::string::npos);
-  CHECK(std::stoi(r.out.substr(at + 14)) > 0);  // the target is not the text
+  CHECK(std::stoi(r.out.substr(at + 14)) > 0);                         // the target is not the text
+  CHECK_FALSE(std::filesystem::exists(model + ".labels-checkpoint"));  // removed once the model is written
   const NgramModel m = NgramModel::load(model);
   // The labels reach the counts: the same corpus without --distill-from gives other counts.
   const std::string plain_model = dir.file("plain.ngram");
@@ -206,6 +258,19 @@ TEST_CASE("specula train-ngram --distill-from: n-grams end in the target's greed
                                      " --distill-from " + target + " --distill-temperature -1");
   CHECK(cold.exit_code != 0);
   CHECK(cold.err.find("temperature") != std::string::npos);
+  // A labels checkpoint left by another run (here: another seed) is refused, naming it; the run resumes from
+  // one of its own (draft/target_labels.h; tested above).
+  const CliResult first = run_specula("train-ngram --corpus " + corpus + " --order 3 --output " + model +
+                                      " --distill-from " + target + " --distill-temperature 1 --seed 1");
+  REQUIRE(first.exit_code == 0);
+  std::ofstream(model + ".labels-checkpoint")
+      << R"({"format":"specula-target-labels","version":1,"tokens":400,"seed":2})"
+      << "\n";
+  const CliResult other = run_specula("train-ngram --corpus " + corpus + " --order 3 --output " + model +
+                                      " --distill-from " + target + " --distill-temperature 1 --seed 1");
+  CHECK(other.exit_code != 0);
+  CHECK(other.err.find(".labels-checkpoint") != std::string::npos);
+  CHECK(other.err.find("another run") != std::string::npos);
   const CliResult stray = run_specula("train-ngram --corpus " + corpus + " --order 3 --output " + model + " --seed 3");
   CHECK(stray.exit_code != 0);
   CHECK(stray.err.find("--seed is only used with --distill-from") != std::string::npos);

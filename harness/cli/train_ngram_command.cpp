@@ -4,6 +4,7 @@
 // ends in the target's own choice after its context instead of the text's next byte (draft/target_labels.h):
 // a drafter fitted to what it is verified against.
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -36,7 +37,7 @@ int train_ngram_command(const Args& args) {
     ("distill-from", po::value<std::string>(), "target model (e.g. transformer:DIR): each n-gram ends in its choice after the context, not in the text's next token")
     ("distill-temperature", po::value<double>()->default_value(0.0), "with --distill-from: 0 = the target's argmax (for greedy decoding), T > 0 = a draw from softmax(logits / T)")
     ("seed", po::value<uint64_t>()->default_value(0), "with --distill-temperature > 0: Philox seed of the draws")
-    ("threads", po::value<int32_t>()->default_value(1), "with --distill-from: target windows run in parallel")
+    ("threads", po::value<int32_t>()->default_value(1), "with --distill-from: target windows run in parallel (labels so far are kept in OUTPUT.labels-checkpoint: an interrupted run resumes)")
     ("config", po::value<std::string>(), "INI file with any of these options (the command line wins)");
   // clang-format on
   const po::variables_map vm = parse_options(args, desc, "train-ngram");
@@ -68,6 +69,7 @@ int train_ngram_command(const Args& args) {
 
   const std::string output = vm["output"].as<std::string>();
   std::vector<Token> labels = tokens;
+  std::string checkpoint;  // the labels checkpoint of --distill-from
   for (const char* option : {"distill-temperature", "seed", "threads"})
     if (!vm[option].defaulted() && !vm.count("distill-from"))
       fail("--", option, " is only used with --distill-from MODEL");
@@ -87,6 +89,12 @@ int train_ngram_command(const Args& args) {
     options.seed = vm["seed"].as<uint64_t>();
     options.threads = threads;
     int last_tenth = -1;
+    // An interrupted labelling resumes from here; removed once the model is written.
+    checkpoint = output + ".labels-checkpoint";
+    options.checkpoint = checkpoint;
+    options.resumed = [&](int64_t done, int64_t all) {
+      std::cerr << "  resuming from " << checkpoint << ": " << done << " of " << all << " windows already labelled\n";
+    };
     options.progress = [&](int64_t done, int64_t all) {
       const int tenth = static_cast<int>(10 * done / std::max<int64_t>(all, 1));
       if (tenth == last_tenth) return;
@@ -107,6 +115,7 @@ int train_ngram_command(const Args& args) {
 
   const NgramModel model = NgramModel::train(tokens, labels, order, 256);
   model.save(output);
+  if (std::error_code ignored; !checkpoint.empty()) std::filesystem::remove(checkpoint, ignored);
   std::cout << "trained order-" << order << " Kneser-Ney model on " << tokens.size() << " tokens (V = 256"
             << (held_out > 0 ? ", the last " + std::to_string(text.size() - n_train) + " held out" : std::string())
             << ") -> " << output << "\n";
