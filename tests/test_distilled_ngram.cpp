@@ -168,6 +168,18 @@ TEST_CASE("target labels: an interrupted run resumes from its checkpoint", "[dra
   std::vector<Token> other = tokens;
   other[100] = (other[100] + 1) % V;
   CHECK_THROWS_WITH(target_labels(idle, other, options), Catch::Matchers::Contains("'fingerprint'"));
+  // Interrupted on one of two threads: whichever windows were finished, the resumed run completes the rest.
+  const std::string two = dir.file("two-threads.checkpoint");
+  options.checkpoint = two;
+  options.threads = 2;
+  HashModel stopping_two(V, 32);
+  stopping_two.fail_after = 6;
+  CHECK_THROWS_WITH(target_labels(stopping_two, tokens, options), Catch::Matchers::Contains("interrupted"));
+  const HashModel resuming_two(V, 32);
+  resumed = -1;
+  CHECK(target_labels(resuming_two, tokens, options) == reference);
+  CHECK(resumed >= 1);
+  CHECK(resuming_two.calls == windows - resumed);
 }
 
 TEST_CASE("target labels at T > 0 are draws from softmax(logits / T)", "[drafters]") {
@@ -194,6 +206,11 @@ TEST_CASE("target labels at T > 0 are draws from softmax(logits / T)", "[drafter
   const stats::GofResult ok = stats::g_test(tally(), law);
   INFO(ok.detail);
   CHECK(ok.passed(stats::kAlpha));
+  // Keyed by position: the same labels on one thread as on two.
+  const std::vector<Token> on_two = target_labels(model, tokens, options);
+  options.threads = 1;
+  CHECK(target_labels(model, tokens, options) == on_two);
+  options.threads = 2;
   const ScopedMutant mutant(Mutant::distill_labels_at_unit_temperature);
   const stats::GofResult bad = stats::g_test(tally(), law);
   CHECK_FALSE(bad.passed(stats::kAlpha));
