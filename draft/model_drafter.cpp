@@ -49,7 +49,8 @@ class ModelDrafter : public Drafter {
       for (int32_t row : frontier) {
         float* q = probs.data() + static_cast<size_t>(row) * vocab_size_;
         // Row histories need the processed rows of ancestors (mirostat); those were stored in draft_q.
-        const TokenHistory h = history_for_row(request, tree, row, pipeline);
+        const TokenHistory h =
+            path_history(pipeline, *request.history, tree, row, [&](int32_t r) { return tree.draft_q[r].data(); });
         pipeline.process(logits.data() + static_cast<size_t>(row) * vocab_size_, h, q);
         for (Token c : draw_children(q, vocab_size_, branching, tree.scheme, request.rng, slot)) {
           tree.add(c, row - 1);
@@ -76,18 +77,6 @@ class ModelDrafter : public Drafter {
   }
 
  private:
-  TokenHistory history_for_row(const DraftRequest& request, const TokenTree& tree, int32_t row,
-                               const SamplerPipeline& pipeline) const {
-    if (row == 0) return *request.history;
-    // Walk the path, advancing with the recorded q of each parent row (the law the token was drawn from).
-    std::vector<int32_t> nodes;
-    for (int32_t n = row - 1; n >= 0; n = tree.parent[n]) nodes.push_back(n);
-    TokenHistory h = *request.history;
-    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it)
-      h = pipeline.advance(h, tree.tokens[*it], tree.draft_q[tree.parent[*it] + 1].data());
-    return h;
-  }
-
   std::unique_ptr<ModelSession> session_;
   const SamplerPipeline& pipeline_;
   const SamplerPipeline& ranking_pipeline_;

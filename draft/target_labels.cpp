@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <boost/crc.hpp>
 #include <cmath>
 #include <exception>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "harness/io/file_checksum.h"
 #include "harness/io/output_file.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/mutation_points.h"
@@ -33,14 +35,30 @@ Token choose(const float* logits, int32_t V, const TargetLabelOptions& options, 
   return sample_categorical(weights.data(), V, RandomKey{options.seed, philox_stream(0, RandomRole::sample), position});
 }
 
-// FNV-1a over the token ids: the checkpoint's record of which corpus it labels.
+// One target call: it reads tokens [start, end) (the first as context, the rest as a chain) and labels
+// positions [first, last], those no earlier window reaches.
+struct Window {
+  int64_t start, end, first, last;
+  int64_t count() const { return last - first + 1; }
+};
+
+// The windows that label positions 1 .. T - 1 (T >= 2): one every window - overlap tokens, up to the first that
+// reaches T - 1. Window w's rows are the logits after tokens[start .. start + r], the labels of start + r + 1.
+std::vector<Window> label_windows(int64_t T, int64_t window, int64_t overlap) {
+  std::vector<Window> out;
+  for (int64_t s = 0;; s += window - overlap) {
+    const int64_t last = std::min(s + window, T - 1);
+    out.push_back({s, std::min(s + window, T), s + 1 + (s == 0 ? 0 : overlap), last});
+    if (last == T - 1) break;
+  }
+  return out;
+}
+
+// The CRC-32 of the token ids: the checkpoint's record of which corpus it labels.
 std::string fingerprint(const std::vector<Token>& tokens) {
-  uint64_t h = 1469598103934665603ull;
-  for (Token t : tokens)
-    for (int b = 0; b < 4; ++b) h = (h ^ ((static_cast<uint32_t>(t) >> (8 * b)) & 0xffu)) * 1099511628211ull;
-  std::ostringstream out;
-  out << std::hex << h;
-  return out.str();
+  boost::crc_32_type crc;
+  crc.process_bytes(tokens.data(), tokens.size() * sizeof(Token));
+  return crc32_hex(crc.checksum());
 }
 
 // The checkpoint's header: everything the labels depend on.
@@ -60,8 +78,8 @@ nlohmann::json checkpoint_header(const LanguageModel& target, const std::vector<
 // Reads the windows a checkpoint already holds into `labels` and `done`, after checking its header against
 // `header`; then rewrites it with those records only, so a record cut short by an interruption is not followed
 // by new ones. A missing file is started with the header.
-void resume_checkpoint(const std::string& path, const nlohmann::json& header, const std::vector<int64_t>& starts,
-                       int64_t first_row_after_first, std::vector<Token>& labels, std::vector<char>& done) {
+void resume_checkpoint(const std::string& path, const nlohmann::json& header, const std::vector<Window>& windows,
+                       std::vector<Token>& labels, std::vector<char>& done) {
   std::string kept = header.dump() + "\n";
   if (std::filesystem::exists(path)) {
     std::ifstream in(path);
@@ -79,16 +97,14 @@ void resume_checkpoint(const std::string& path, const nlohmann::json& header, co
         fail(path, ":1: labels checkpoint of another run: '", key, "' is ",
              found.contains(key) ? found[key].dump() : std::string("missing"), ", this run's is ", value.dump(),
              " (remove the file to start over)");
-    const int64_t T = static_cast<int64_t>(labels.size());
     while (std::getline(in, line)) {
       if (in.eof()) break;  // the last line has no newline: cut short by an interruption
       std::istringstream record(line);
       std::string tag;
       int64_t w = -1, first = -1, count = -1;
-      if (!(record >> tag >> w >> first >> count) || tag != "w" || w < 0 || w >= static_cast<int64_t>(starts.size()))
+      if (!(record >> tag >> w >> first >> count) || tag != "w" || w < 0 || w >= static_cast<int64_t>(windows.size()) ||
+          first != windows[w].first || count != windows[w].count())
         break;
-      const int64_t expected_first = starts[w] + 1 + (w == 0 ? 0 : first_row_after_first);
-      if (first != expected_first || count < 0 || first + count > T) break;
       std::vector<Token> ids(static_cast<size_t>(count));
       bool ok = true;
       for (Token& id : ids) ok = ok && static_cast<bool>(record >> id) && id >= 0;
@@ -124,61 +140,49 @@ std::vector<Token> target_labels(const LanguageModel& target, const std::vector<
   std::vector<Token> labels(tokens.begin(), tokens.end());
   if (T < 2) return labels;
 
-  // Window w covers positions [start, start + window): its first token is the context, the rest a chain, and
-  // its rows are the logits after each of them, i.e. the labels of positions start + 1 .. start + window.
-  const int64_t stride = window - options.overlap;
-  std::vector<int64_t> starts;  // up to the first window that reaches the last position, T - 1
-  for (int64_t s = 0;; s += stride) {
-    starts.push_back(s);
-    if (s + window >= T - 1) break;
-  }
-
-  std::vector<char> done(starts.size(), 0);
+  const std::vector<Window> windows = label_windows(T, window, options.overlap);
+  std::vector<char> done(windows.size(), 0);
   std::unique_ptr<AppendedOutput> checkpoint;
   if (!options.checkpoint.empty()) {
-    resume_checkpoint(options.checkpoint, checkpoint_header(target, tokens, options, window), starts, options.overlap,
-                      labels, done);
+    resume_checkpoint(options.checkpoint, checkpoint_header(target, tokens, options, window), windows, labels, done);
     checkpoint = std::make_unique<AppendedOutput>(options.checkpoint, "the labels checkpoint");
     const int64_t resumed = std::count(done.begin(), done.end(), 1);
-    if (resumed > 0 && options.resumed) options.resumed(resumed, static_cast<int64_t>(starts.size()));
+    if (resumed > 0 && options.resumed) options.resumed(resumed, static_cast<int64_t>(windows.size()));
   }
   std::vector<size_t> todo;
-  for (size_t w = 0; w < starts.size(); ++w)
-    if (!done[w]) todo.push_back(w);
+  int64_t labelled = 0;  // positions labelled so far, a resumed run's included
+  for (size_t w = 0; w < windows.size(); ++w) {
+    if (done[w])
+      labelled += windows[w].count();
+    else
+      todo.push_back(w);
+  }
 
   std::atomic<size_t> next{0};
   std::mutex mutex;
   std::exception_ptr error;
-  int64_t labelled = 0;
-  for (size_t w = 0; w < starts.size(); ++w)  // the positions a resumed run already has
-    if (done[w]) labelled += std::min(starts[w] + window, T - 1) - (starts[w] + (w == 0 ? 0 : options.overlap));
   auto worker = [&] {
     try {
       std::unique_ptr<ModelSession> session = target.new_session();
       std::vector<float> logits, weights;
       for (size_t i = next++; i < todo.size(); i = next++) {
         const size_t w = todo[i];
-        const int64_t start = starts[w];
-        const int64_t end = std::min(start + window, T);  // tokens [start, end) are read
-        const std::vector<Token> context = {tokens[start]};
-        const TokenTree chain = TokenTree::chain(std::vector<Token>(tokens.begin() + start + 1, tokens.begin() + end));
+        const Window& win = windows[w];
+        const std::vector<Token> context = {tokens[win.start]};
+        const TokenTree chain =
+            TokenTree::chain(std::vector<Token>(tokens.begin() + win.start + 1, tokens.begin() + win.end));
         logits.resize(static_cast<size_t>(chain.size() + 1) * V);
         session->tree_logits(context, chain, logits.data());
-        // Row r is after tokens[start .. start + r]: the label of position start + r + 1.
-        const int64_t first_row = w == 0 ? 0 : options.overlap;
-        int64_t count = 0;
-        for (int64_t r = first_row; r <= chain.size() && start + r + 1 < T; ++r, ++count)
-          labels[start + r + 1] =
-              choose(logits.data() + static_cast<size_t>(r) * V, V, options, start + r + 1, weights);
+        for (int64_t p = win.first; p <= win.last; ++p)  // position p's row is p - start - 1
+          labels[p] = choose(logits.data() + static_cast<size_t>(p - win.start - 1) * V, V, options, p, weights);
         const std::lock_guard<std::mutex> lock(mutex);
         if (checkpoint) {
           std::string record =
-              "w " + std::to_string(w) + " " + std::to_string(start + first_row + 1) + " " + std::to_string(count);
-          for (int64_t p = start + first_row + 1; p < start + first_row + 1 + count; ++p)
-            record += " " + std::to_string(labels[p]);
+              "w " + std::to_string(w) + " " + std::to_string(win.first) + " " + std::to_string(win.count());
+          for (int64_t p = win.first; p <= win.last; ++p) record += " " + std::to_string(labels[p]);
           checkpoint->append(record + "\n");
         }
-        labelled += count;
+        labelled += win.count();
         if (options.progress) options.progress(labelled, T - 1);
       }
     } catch (...) {
