@@ -119,8 +119,8 @@ TEST_CASE("skinny_linear on panels: every variant within the rounding bound, row
   // The bound is the same as on row-major weights (one sequential sum per output is one order among all).
   std::mt19937 rng(2027);
   // 128 and 288 outputs: one and two rows take several panels per tile (AVX2: groups of 4 and 2 panels,
-  // AVX-512: 8 and 4), then single panels; 288 split at 96 puts a whole group after a mid-matrix start on
-  // every ISA, followed by a remainder.
+  // AVX-512: 8 and 4; AVX-512 also 4 for 3-4 rows and 3 from 5 rows on, in tiles of up to 8 rows), then single
+  // panels; 288 split at 96 puts a whole group after a mid-matrix start on every ISA, followed by a remainder.
   for (int64_t in : {1, 7, 16, 33, 256, 300})
     for (int64_t out : {16, 48, 64, 128, 288})
       for (int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 15, 32}) {

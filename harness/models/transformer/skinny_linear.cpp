@@ -2,12 +2,14 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "kernels/shared/error.h"
 
 namespace specula {
 namespace skinny_isa {
-// One per file, each compiled for its ISA (skinny_linear_<isa>.cpp).
+// One per file, each compiled for its ISA (skinny_linear_<isa>.cpp). The AVX-512 one reads x step-major on
+// panel weights (reads_step_major below); otherwise x is as skinny_linear takes it.
 void skinny_linear_baseline(const float* x, int64_t rows, int64_t in, WeightView w, const float* bias, int64_t out,
                             float* y, int64_t out_begin, int64_t out_end);
 #if defined(SPECULA_SKINNY_MULTI_ISA)
@@ -55,6 +57,27 @@ void check_columns(WeightView w, int64_t out, int64_t out_begin, int64_t out_end
   if (out % kPanelOutputs != 0 || out_begin % kPanelOutputs != 0 || out_end % kPanelOutputs != 0)
     fail("skinny_linear: panel weights need out, out_begin and out_end divisible by ", kPanelOutputs, ", got ", out,
          ", ", out_begin, " and ", out_end);
+}
+
+// The AVX-512 panel kernel reads x step-major, x[i * rows + r] (skinny_linear_panel_tiles.h, kStepMajorX: one
+// pointer for a tile's rows instead of one each, which spill). Copying x is rows x in floats against
+// rows x in x out multiply-adds.
+bool reads_step_major(SkinnyIsa isa, WeightView w) {
+  return isa == SkinnyIsa::avx512 && w.layout == WeightLayout::panels;
+}
+
+const float* step_major(const float* x, int64_t rows, int64_t in) {
+  if (rows == 1) return x;  // the same layout
+  thread_local std::vector<float> scratch;
+  scratch.resize(static_cast<size_t>(rows * in));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < in; ++i) scratch[i * rows + r] = x[r * in + i];
+  return scratch.data();
+}
+
+// x as the isa's kernel reads it for w's layout.
+const float* kernel_input(SkinnyIsa isa, const float* x, int64_t rows, int64_t in, WeightView w) {
+  return reads_step_major(isa, w) ? step_major(x, rows, in) : x;
 }
 
 }  // namespace
@@ -125,14 +148,14 @@ void skinny_linear_with(SkinnyIsa isa, const float* x, int64_t rows, int64_t in,
                         int64_t out, float* y, int64_t out_begin, int64_t out_end) {
   if (!skinny_linear_supported(isa)) fail("skinny_linear: this CPU lacks the instruction set asked for");
   check_columns(w, out, out_begin, out_end);
-  kernel_for(isa)(x, rows, in, w, bias, out, y, out_begin, out_end);
+  kernel_for(isa)(kernel_input(isa, x, rows, in, w), rows, in, w, bias, out, y, out_begin, out_end);
 }
 
 void skinny_linear(const float* x, int64_t rows, int64_t in, WeightView w, const float* bias, int64_t out, float* y,
                    int64_t out_begin, int64_t out_end) {
   static const Kernel kernel = kernel_for(skinny_linear_isa());
   check_columns(w, out, out_begin, out_end);
-  kernel(x, rows, in, w, bias, out, y, out_begin, out_end);
+  kernel(kernel_input(skinny_linear_isa(), x, rows, in, w), rows, in, w, bias, out, y, out_begin, out_end);
 }
 
 }  // namespace specula

@@ -14,6 +14,11 @@
 // fused multiply-adds on the FMA ISAs (the baseline rounds each product), then + bias. It depends on nothing
 // but `in`, so, as on row-major weights, a token's outputs do not depend on the rows beside it or on how the
 // output columns are split, and AVX2 and AVX-512 give the same bits (each lane is one output's own chain).
+//
+// On AVX-512, x arrives step-major, x[r][i] at x[i * rows + r] (skinny_linear.cpp transposes it): a tile of 8
+// rows on 3 panels then reads its rows' values at step i from one pointer at constant offsets, where one
+// pointer per row, the panels' and the loop's exceed the 16 general registers and spill inside the loop. The
+// AVX2 and baseline tiles (at most 6 rows, one panel) read x as given, row-major.
 #pragma once
 
 #include "harness/models/transformer/skinny_linear_tiles.h"
@@ -34,12 +39,17 @@ template <>
 constexpr bool kSplitLanes<8, BFloat16> = true;
 #endif
 
-// Rows [0, XR) of x against PP consecutive panels (16 PP outputs): y[r][0..16 PP) = x[r] . w[o] + bias[o].
-// prefetch: a range of 16 PP in sizeof(Wt) / 2 bytes to fetch over the tile's steps, or null.
+// Whether the W-float kernel reads x step-major (above); skinny_linear.cpp's reads_step_major must agree.
+template <int W>
+constexpr bool kStepMajorX = W == 16;
+
+// Rows [0, XR) of x against PP consecutive panels (16 PP outputs): y[r][0..16 PP) = x[r] . w[o] + bias[o],
+// x[r][i] at x[i * ldx + r] (step-major) or x[r * ldx + i] (row-major). prefetch: a range of 16 PP in sizeof(Wt) / 2
+// bytes to fetch over the tile's steps, or null.
 template <int W, int XR, int PP, typename Wt>
-inline __attribute__((always_inline)) void panel_tile(const float* __restrict x, int64_t in, const Wt* __restrict panel,
-                                                      const float* __restrict bias, float* __restrict y, int64_t out,
-                                                      const char* prefetch) {
+inline __attribute__((always_inline)) void panel_tile(const float* __restrict x, int64_t ldx, int64_t in,
+                                                      const Wt* __restrict panel, const float* __restrict bias,
+                                                      float* __restrict y, int64_t out, const char* prefetch) {
   constexpr int P = kPanelOutputs / W;                    // vectors per 16 outputs
   constexpr int64_t kBytesPerStep = 8 * sizeof(Wt) * PP;  // half of the panels' bytes per step of `in`
   const int64_t stride = in * kPanelOutputs;              // elements from one panel to the next
@@ -66,7 +76,7 @@ inline __attribute__((always_inline)) void panel_tile(const float* __restrict x,
       }
     }
     for (int r = 0; r < XR; ++r) {
-      const float xs = x[r * in + i];
+      const float xs = kStepMajorX<W> ? x[i * ldx + r] : x[r * ldx + i];
       for (int q = 0; q < PP * P; ++q) acc[r][q] += wv[q] * xs;
     }
   }
@@ -92,11 +102,11 @@ inline __attribute__((always_inline)) void panel_tile(const float* __restrict x,
 
 // A tile of n <= XR rows (n known only at run time).
 template <int W, int XR, int PP, typename Wt>
-inline __attribute__((always_inline)) void panel_tile_of(int64_t n, const float* x, int64_t in, const Wt* panel,
-                                                         const float* bias, float* y, int64_t out,
+inline __attribute__((always_inline)) void panel_tile_of(int64_t n, const float* x, int64_t ldx, int64_t in,
+                                                         const Wt* panel, const float* bias, float* y, int64_t out,
                                                          const char* prefetch) {
-  if (n == XR) return panel_tile<W, XR, PP>(x, in, panel, bias, y, out, prefetch);
-  if constexpr (XR > 1) panel_tile_of<W, XR - 1, PP>(n, x, in, panel, bias, y, out, prefetch);
+  if (n == XR) return panel_tile<W, XR, PP>(x, ldx, in, panel, bias, y, out, prefetch);
+  if constexpr (XR > 1) panel_tile_of<W, XR - 1, PP>(n, x, ldx, in, panel, bias, y, out, prefetch);
 }
 
 // Every input row against PP consecutive panels, in the fewest tiles of at most XR rows, their sizes as even
@@ -114,8 +124,8 @@ inline __attribute__((always_inline)) void panel_rows(const float* x, int64_t ro
   int64_t r = 0;
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t n = rows / tiles + (t < rows % tiles ? 1 : 0);
-    panel_tile_of<W, XR, PP>(n, x + r * in, in, panel, bias, y + r * out, out,
-                             next && t < 2 ? next + t * half : nullptr);
+    panel_tile_of<W, XR, PP>(n, kStepMajorX<W> ? x + r : x + r * in, kStepMajorX<W> ? rows : in, in, panel, bias,
+                             y + r * out, out, next && t < 2 ? next + t * half : nullptr);
     r += n;
   }
 }
@@ -151,6 +161,16 @@ inline __attribute__((always_inline)) void panel_columns(const float* x, int64_t
   constexpr int kOneRow = 8 / P, kTwoRows = 4 / P;
   if (rows == 1) return panel_groups<W, 1, kOneRow>(x, rows, in, w, bias, out, y, out_begin, out_end);
   if (rows == 2) return panel_groups<W, 2, kTwoRows>(x, rows, in, w, bias, out, y, out_begin, out_end);
+  if constexpr (P == 1) {
+    // One vector per panel (AVX-512): a tile of r rows on one panel keeps only r chains and issues one
+    // broadcast per multiply-add, so 3-4 rows take 4 panels per tile (12-16 chains) and 5 or more rows 3
+    // panels per tile of up to 8 rows (15 rows: 8 + 7, 24 and 21 chains, 3 loads and 8 broadcasts per 24
+    // multiply-adds). Against one panel per tile of 8 rows (results/bench/avx512-panel-tiles/): 4 rows 0.67-0.84x
+    // the time, 8 rows 0.65-0.89x, 15 rows 0.84-0.93x; one tile of 15 rows on one panel was slower than that old
+    // kernel (one broadcast per multiply-add sets its pace).
+    if (rows <= 4) return panel_groups<W, 4, 4>(x, rows, in, w, bias, out, y, out_begin, out_end);
+    return panel_groups<W, 8, 3>(x, rows, in, w, bias, out, y, out_begin, out_end);
+  }
   panel_groups<W, XR, 1>(x, rows, in, w, bias, out, y, out_begin, out_end);
 }
 
