@@ -44,15 +44,15 @@ template <int W>
 constexpr bool kStepMajorX = W == 16;
 
 // Rows [0, XR) of x against PP consecutive panels (16 PP outputs): y[r][0..16 PP) = x[r] . w[o] + bias[o],
-// x[r][i] at x[i * ldx + r] (step-major) or x[r * ldx + i] (row-major). prefetch: a range of 16 PP in sizeof(Wt) / 2
-// bytes to fetch over the tile's steps, or null.
-template <int W, int XR, int PP, typename Wt>
+// x[r][i] at x[i * ldx + r] (step-major) or x[r * ldx + i] (row-major). prefetch: a range of Halves x 8 PP in
+// sizeof(Wt) bytes (half or all of the next PP panels) to fetch over the tile's steps, or null.
+template <int W, int XR, int PP, int Halves = 1, typename Wt>
 inline __attribute__((always_inline)) void panel_tile(const float* __restrict x, int64_t ldx, int64_t in,
                                                       const Wt* __restrict panel, const float* __restrict bias,
                                                       float* __restrict y, int64_t out, const char* prefetch) {
-  constexpr int P = kPanelOutputs / W;                    // vectors per 16 outputs
-  constexpr int64_t kBytesPerStep = 8 * sizeof(Wt) * PP;  // half of the panels' bytes per step of `in`
-  const int64_t stride = in * kPanelOutputs;              // elements from one panel to the next
+  constexpr int P = kPanelOutputs / W;                             // vectors per 16 outputs
+  constexpr int64_t kBytesPerStep = Halves * 8 * sizeof(Wt) * PP;  // per step of `in`: half or all of its bytes
+  const int64_t stride = in * kPanelOutputs;                       // elements from one panel to the next
   Vec<W> acc[XR][PP * P] = {};
   for (int64_t i = 0; i < in; ++i) {
     if constexpr (kBytesPerStep >= 64) {  // a line or more per step
@@ -101,26 +101,30 @@ inline __attribute__((always_inline)) void panel_tile(const float* __restrict x,
 }
 
 // A tile of n <= XR rows (n known only at run time).
-template <int W, int XR, int PP, typename Wt>
+template <int W, int XR, int PP, int Halves = 1, typename Wt>
 inline __attribute__((always_inline)) void panel_tile_of(int64_t n, const float* x, int64_t ldx, int64_t in,
                                                          const Wt* panel, const float* bias, float* y, int64_t out,
                                                          const char* prefetch) {
-  if (n == XR) return panel_tile<W, XR, PP>(x, ldx, in, panel, bias, y, out, prefetch);
-  if constexpr (XR > 1) panel_tile_of<W, XR - 1, PP>(n, x, ldx, in, panel, bias, y, out, prefetch);
+  if (n == XR) return panel_tile<W, XR, PP, Halves>(x, ldx, in, panel, bias, y, out, prefetch);
+  if constexpr (XR > 1) panel_tile_of<W, XR - 1, PP, Halves>(n, x, ldx, in, panel, bias, y, out, prefetch);
 }
 
 // Every input row against PP consecutive panels, in the fewest tiles of at most XR rows, their sizes as even
 // as can be (15 rows on AVX2: 5 + 5 + 5, not 6 + 6 + 3): a tile of r rows keeps r x PP x 16 / W multiply-add
 // chains in flight, and a small last tile would leave the FMA units waiting on their latency. Tiles 0 and 1
 // fetch the two halves of the next PP panels, 8 PP sizeof(Wt) bytes per step (one line every few steps, or a
-// line or two per step); with a single tile (every group of PP > 1 panels) only the first half is fetched and
-// the hardware prefetcher does the rest. (Measured on AVX2, results/bench/NOTES.md: fetching the whole next
-// panel or group from a lone tile was no better or slower, no software prefetch much slower.)
-template <int W, int XR, int PP, typename Wt>
+// line or two per step); with a single tile only the first half is fetched and the hardware prefetcher does
+// the rest, unless WholeAlone, when the lone tile fetches the whole next group. (AVX2, results/bench/NOTES.md:
+// fetching the whole next panel or group from a lone tile was no better or slower, no software prefetch much
+// slower. AVX-512, results/bench/avx512-panel-tiles/: 3-8 rows on 3 or 4 panels, a step's 24 multiply-adds
+// as long as its weight bytes take to arrive, are faster with the whole group fetched.)
+template <int W, int XR, int PP, bool WholeAlone, typename Wt>
 inline __attribute__((always_inline)) void panel_rows(const float* x, int64_t rows, int64_t in, const Wt* panel,
                                                       const float* bias, float* y, int64_t out, const char* next) {
   const int64_t half = PP * in * kPanelOutputs * static_cast<int64_t>(sizeof(Wt)) / 2;
   const int64_t tiles = (rows + XR - 1) / XR;
+  if (WholeAlone && tiles == 1)
+    return panel_tile_of<W, XR, PP, 2>(rows, x, kStepMajorX<W> ? rows : in, in, panel, bias, y, out, next);
   int64_t r = 0;
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t n = rows / tiles + (t < rows % tiles ? 1 : 0);
@@ -133,7 +137,7 @@ inline __attribute__((always_inline)) void panel_rows(const float* x, int64_t ro
 // Output columns [out_begin, out_end) in groups of PP panels (the last ones one by one), rows up to XR at a
 // time, while the next group (PP in * 16 contiguous weights) is fetched into cache a few lines per step. The
 // last group fetches nothing: the single panels after it, if any, start unfetched.
-template <int W, int XR, int PP, typename Wt>
+template <int W, int XR, int PP, bool WholeAlone = false, typename Wt>
 inline __attribute__((always_inline)) void panel_groups(const float* x, int64_t rows, int64_t in, const Wt* w,
                                                         const float* bias, int64_t out, float* y, int64_t out_begin,
                                                         int64_t out_end) {
@@ -141,10 +145,10 @@ inline __attribute__((always_inline)) void panel_groups(const float* x, int64_t 
   int64_t o = out_begin;
   for (; o + kGroup <= out_end; o += kGroup) {
     const char* next = o + 2 * kGroup <= out_end ? reinterpret_cast<const char*>(w + (o + kGroup) * in) : nullptr;
-    panel_rows<W, XR, PP>(x, rows, in, w + o * in, bias ? bias + o : nullptr, y + o, out, next);
+    panel_rows<W, XR, PP, WholeAlone>(x, rows, in, w + o * in, bias ? bias + o : nullptr, y + o, out, next);
   }
   if constexpr (PP > 1)
-    if (o < out_end) panel_groups<W, XR, 1>(x, rows, in, w, bias, out, y, o, out_end);
+    if (o < out_end) panel_groups<W, XR, 1, WholeAlone>(x, rows, in, w, bias, out, y, o, out_end);
 }
 
 // Output columns [out_begin, out_end), both multiples of 16 (skinny_linear.cpp checks). One row keeps only
@@ -158,20 +162,27 @@ inline __attribute__((always_inline)) void panel_columns(const float* x, int64_t
                                                          int64_t out_end) {
   constexpr int P = kPanelOutputs / W;  // 1 (AVX-512), 2 (AVX2) or 4 (baseline)
   static_assert(P >= 1 && P <= 4, "panels per tile below assume 1 to 4 vectors per panel");
-  constexpr int kOneRow = 8 / P, kTwoRows = 4 / P;
-  if (rows == 1) return panel_groups<W, 1, kOneRow>(x, rows, in, w, bias, out, y, out_begin, out_end);
-  if (rows == 2) return panel_groups<W, 2, kTwoRows>(x, rows, in, w, bias, out, y, out_begin, out_end);
   if constexpr (P == 1) {
-    // One vector per panel (AVX-512): a tile of r rows on one panel keeps only r chains and issues one
-    // broadcast per multiply-add, so 3-4 rows take 4 panels per tile (12-16 chains) and 5 or more rows 3
-    // panels per tile of up to 8 rows (15 rows: 8 + 7, 24 and 21 chains, 3 loads and 8 broadcasts per 24
-    // multiply-adds). Against one panel per tile of 8 rows (results/bench/avx512-panel-tiles/): 4 rows 0.67-0.84x
-    // the time, 8 rows 0.65-0.89x, 15 rows 0.84-0.93x; one tile of 15 rows on one panel was slower than that old
-    // kernel (one broadcast per multiply-add sets its pace).
-    if (rows <= 4) return panel_groups<W, 4, 4>(x, rows, in, w, bias, out, y, out_begin, out_end);
-    return panel_groups<W, 8, 3>(x, rows, in, w, bias, out, y, out_begin, out_end);
+    // One vector per panel (AVX-512). A tile of r rows on one panel keeps only r chains and issues one broadcast
+    // per multiply-add, so 3-4 rows take 4 panels per tile (12-16 chains) and 5 or more rows 3 panels per tile
+    // of up to 8 rows (15 rows: 8 + 7, 24 and 21 chains, 3 loads and 8 broadcasts per 24 multiply-adds). A
+    // lone tile fetches the whole next group while it works, not half, where that measured faster: with 16-bit
+    // weights (a step brings half the bytes of an fp32 one; one row also on 4 panels, not 8) and with 5-8 rows
+    // (a step's 24 multiply-adds take as long as its bytes take to arrive). fp32 one row was 12% slower
+    // fetching its whole next group of 8 panels, 4 rows 4%. Measured against one panel per tile of 8 rows and
+    // half-group fetches (results/bench/avx512-panel-tiles/).
+    constexpr bool k16 = sizeof(Wt) == 2;
+    constexpr int kOneRow = k16 ? 4 : 8;
+    if (rows == 1) return panel_groups<W, 1, kOneRow, k16>(x, rows, in, w, bias, out, y, out_begin, out_end);
+    if (rows == 2) return panel_groups<W, 2, 4, k16>(x, rows, in, w, bias, out, y, out_begin, out_end);
+    if (rows <= 4) return panel_groups<W, 4, 4, k16>(x, rows, in, w, bias, out, y, out_begin, out_end);
+    return panel_groups<W, 8, 3, true>(x, rows, in, w, bias, out, y, out_begin, out_end);
+  } else {
+    constexpr int kOneRow = 8 / P, kTwoRows = 4 / P;
+    if (rows == 1) return panel_groups<W, 1, kOneRow>(x, rows, in, w, bias, out, y, out_begin, out_end);
+    if (rows == 2) return panel_groups<W, 2, kTwoRows>(x, rows, in, w, bias, out, y, out_begin, out_end);
+    panel_groups<W, XR, 1>(x, rows, in, w, bias, out, y, out_begin, out_end);
   }
-  panel_groups<W, XR, 1>(x, rows, in, w, bias, out, y, out_begin, out_end);
 }
 
 // One ISA's kernel for every weight dtype and layout: WR x XR tiles on row-major weights, PXR rows at a time
