@@ -1,5 +1,7 @@
 // Interleaved A/B of the old and new AVX-512 panel kernels in one process: per round, each variant runs every
 // matrix of a 27M-shaped model once per row count, order alternating (ABBA); medians of per-round ratios.
+// The new kernel reads x step-major (the transposition is timed with it); OLD_STEP_MAJOR=1 says the old one
+// does too (an old kernel of commit 8b439ec or later). ROWS=1,2,... picks the row counts.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,13 +28,17 @@ int main(int argc, char** argv) {
   for (int m = 0; m < mats; ++m) { int64_t n = shapes[m % 4][0] * shapes[m % 4][1]; total += n; store[m].resize(n * eb);
     for (size_t i = 0; i < store[m].size(); i += 2) { uint16_t v = 0x3c00 ^ (rng() & 0x03ff); memcpy(&store[m][i], &v, 2); } }
   std::vector<float> x(16 * 3072, 0.01f), xt(16 * 3072), y(16 * 3072);
+  const bool old_step_major = getenv("OLD_STEP_MAJOR") && !strcmp(getenv("OLD_STEP_MAJOR"), "1");
   std::vector<int> rowsets = {1, 2, 3, 4, 5, 8, 15};
   if (getenv("ROWS")) { rowsets.clear(); char* e = getenv("ROWS"); for (char* t = strtok(e, ","); t; t = strtok(nullptr, ",")) rowsets.push_back(atoi(t)); }
   auto run = [&](int which, int rows) {
     auto a = std::chrono::steady_clock::now();
     for (int m = 0; m < mats; ++m) {
       long out = shapes[m % 4][0], in = shapes[m % 4][1];
-      if (which == 0) specula_old::skinny_isa::skinny_linear_avx512(x.data(), rows, in, {store[m].data(), (specula_old::WeightDtype)dcode, specula_old::WeightLayout::panels}, nullptr, out, y.data(), 0, out);
+      if (which == 0) {
+        const bool transpose = old_step_major && rows > 1;
+        if (transpose) for (long r = 0; r < rows; ++r) for (long i = 0; i < in; ++i) xt[i * rows + r] = x[r * in + i];
+        specula_old::skinny_isa::skinny_linear_avx512(transpose ? xt.data() : x.data(), rows, in, {store[m].data(), (specula_old::WeightDtype)dcode, specula_old::WeightLayout::panels}, nullptr, out, y.data(), 0, out); }
       else {  // the new kernel reads x step-major: the transposition skinny_linear does is timed with it
         if (rows > 1) for (long r = 0; r < rows; ++r) for (long i = 0; i < in; ++i) xt[i * rows + r] = x[r * in + i];
         specula_new::skinny_isa::skinny_linear_avx512(rows > 1 ? xt.data() : x.data(), rows, in, {store[m].data(), (specula_new::WeightDtype)dcode, specula_new::WeightLayout::panels}, nullptr, out, y.data(), 0, out); }
