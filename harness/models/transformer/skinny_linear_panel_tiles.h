@@ -18,7 +18,7 @@
 // On AVX-512, x arrives step-major, x[r][i] at x[i * rows + r] (skinny_linear.cpp transposes it): a tile of 8
 // rows on 3 panels then reads its rows' values at step i from one pointer at constant offsets, where one
 // pointer per row, the panels' and the loop's exceed the 16 general registers and spill inside the loop. The
-// AVX2 and baseline tiles (at most 6 rows, one panel) read x as given, row-major.
+// AVX2 and baseline tiles (at most 6 rows on one panel from 3 rows on) read x as given, row-major.
 #pragma once
 
 #include "harness/models/transformer/skinny_linear_tiles.h"
@@ -55,12 +55,18 @@ inline __attribute__((always_inline)) void panel_tile(const float* __restrict x,
   const int64_t stride = in * kPanelOutputs;                       // elements from one panel to the next
   Vec<W> acc[XR][PP * P] = {};
   for (int64_t i = 0; i < in; ++i) {
-    if constexpr (kBytesPerStep >= 64) {  // a line or more per step
+    if constexpr (kBytesPerStep % 64 == 0) {  // whole lines per step
       if (prefetch)
         for (int64_t l = 0; l < kBytesPerStep / 64; ++l) __builtin_prefetch(prefetch + i * kBytesPerStep + 64 * l);
-    } else {  // a line every few steps
+    } else if constexpr (64 % kBytesPerStep == 0) {  // a line every few steps
       constexpr int64_t kStepsPerLine = 64 / kBytesPerStep;
       if (prefetch && i % kStepsPerLine == 0) __builtin_prefetch(prefetch + 64 * (i / kStepsPerLine));
+    } else {  // 3 panels (48 or 96 bytes a step): every line the step's bytes touch, its last byte's included
+      if (prefetch) {
+        const char* first = prefetch + i * kBytesPerStep;
+        for (int64_t l = 0; l < kBytesPerStep / 64; ++l) __builtin_prefetch(first + 64 * l);
+        __builtin_prefetch(first + kBytesPerStep - 1);
+      }
     }
     Vec<W> wv[PP * P];
     for (int k = 0; k < PP; ++k) {
@@ -165,7 +171,7 @@ inline __attribute__((always_inline)) void panel_columns(const float* x, int64_t
   if constexpr (P == 1) {
     // One vector per panel (AVX-512). A tile of r rows on one panel keeps only r chains and issues one broadcast
     // per multiply-add, so 3-4 rows take 4 panels per tile (12-16 chains) and 5 or more rows 3 panels per tile
-    // of up to 8 rows (15 rows: 8 + 7, 24 and 21 chains, 3 loads and 8 broadcasts per 24 multiply-adds). A
+    // of up to XR = 8 rows (15 rows: 8 + 7, 24 and 21 chains, 3 loads and 8 broadcasts per 24 multiply-adds). A
     // lone tile fetches the whole next group while it works, not half, where that measured faster: with 16-bit
     // weights (a step brings half the bytes of an fp32 one; one row also on 4 panels, not 8) and with 5-8 rows
     // (a step's 24 multiply-adds take as long as its bytes take to arrive). fp32 one row was 12% slower
@@ -176,7 +182,7 @@ inline __attribute__((always_inline)) void panel_columns(const float* x, int64_t
     if (rows == 1) return panel_groups<W, 1, kOneRow, k16>(x, rows, in, w, bias, out, y, out_begin, out_end);
     if (rows == 2) return panel_groups<W, 2, 4, k16>(x, rows, in, w, bias, out, y, out_begin, out_end);
     if (rows <= 4) return panel_groups<W, 4, 4, k16>(x, rows, in, w, bias, out, y, out_begin, out_end);
-    return panel_groups<W, 8, 3, true>(x, rows, in, w, bias, out, y, out_begin, out_end);
+    return panel_groups<W, XR, 3, true>(x, rows, in, w, bias, out, y, out_begin, out_end);
   } else {
     constexpr int kOneRow = 8 / P, kTwoRows = 4 / P;
     if (rows == 1) return panel_groups<W, 1, kOneRow>(x, rows, in, w, bias, out, y, out_begin, out_end);
