@@ -14,6 +14,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
 
@@ -566,6 +567,76 @@ TEST_CASE("head drafters keep their matrices in the target's dtype unless weight
   CHECK_THAT(heads("eagle:" + f.eagle_dir, half_target), Contains("float16 matrices, on"));
   CHECK_THAT(heads("eagle:" + f.eagle_dir + ",weights_dtype=float32", half_target), Contains("float32 matrices, on"));
   CHECK_THAT(heads("medusa:" + f.medusa_dir + ",weights_dtype=bfloat16", f.target), Contains("bfloat16 matrices, on"));
+}
+
+TEST_CASE("heads stored with 16-bit matrices: norm gains stay float32, loading widens exactly, drafts unchanged",
+          "[medusa][eagle]") {
+  const Fixture& f = fixture();
+  DraftHeadsConfig config = read_draft_heads_config(f.eagle_dir);
+  REQUIRE(config.matrices_dtype == "float32");  // the fixture's, written with the default
+  config.matrices_dtype = "float16";
+  const std::string half_dir = f.dir.str("eagle-f16");
+  save_draft_heads(half_dir, *f.eagle, config);
+  REQUIRE(read_draft_heads_config(half_dir).matrices_dtype == "float16");
+
+  // The file: matrices as float16 (the float32 values rounded once), every other tensor float32 as it was.
+  torch::serialize::InputArchive archive;
+  archive.load_from(half_dir + "/weights.pt");
+  int64_t matrices = 0, vectors = 0;
+  for (const auto& p : f.eagle->named_parameters()) {
+    torch::Tensor stored;
+    REQUIRE(archive.try_read(p.key(), stored));
+    INFO(p.key());
+    if (p.value().dim() >= 2) {
+      CHECK(stored.scalar_type() == torch::kFloat16);
+      CHECK(torch::equal(stored, p.value().to(torch::kFloat16)));
+      ++matrices;
+    } else {
+      CHECK(stored.scalar_type() == torch::kFloat32);
+      CHECK(torch::equal(stored, p.value()));
+      ++vectors;
+    }
+  }
+  CHECK(matrices > 0);
+  CHECK(vectors > 0);
+
+  // Loaded back: matrices widened exactly from float16, the rest bit for bit.
+  EagleHead loaded(tiny_config());
+  load_draft_heads_weights(half_dir, read_draft_heads_config(half_dir), *loaded);
+  const auto original = f.eagle->named_parameters();
+  for (const auto& p : loaded->named_parameters()) {
+    INFO(p.key());
+    const torch::Tensor want = original[p.key()];
+    CHECK(torch::equal(p.value(), want.dim() >= 2 ? want.to(torch::kFloat16).to(torch::kFloat32) : want));
+  }
+
+  // With a float16 target the heads run their matrices in float16 either way: the same drafts, token for token.
+  const auto half_target = std::make_shared<TransformerLanguageModel>(f.target_dir, "float16");
+  SamplingParams sampling;
+  sampling.temperature = 0.8f;
+  GenerationConfig chain;
+  chain.method = VerifyMethod::chain;
+  chain.num_draft_tokens = 3;
+  chain.max_new_tokens = 24;
+  const auto run = [&](const std::string& dir) {
+    const Generator g(half_target, sampling,
+                      load_drafter("eagle:" + dir, SamplingParams{}, half_target, SamplingParams{}), chain);
+    GenerationMetrics m;
+    return g.generate({3, 1, 4, 1, 5}, 7, m).tokens;
+  };
+  CHECK(run(half_dir) == run(f.eagle_dir));
+
+  // A config whose dtype the file does not hold, or an unknown dtype, is refused naming the file and field.
+  const std::string lying = f.dir.str("eagle-lying");
+  fs::copy(f.eagle_dir, lying, fs::copy_options::recursive);
+  DraftHeadsConfig claims = read_draft_heads_config(lying);
+  claims.matrices_dtype = "bfloat16";
+  write_draft_heads_config(lying, claims);
+  CHECK_THROWS_WITH(f.drafter("eagle:" + lying), Contains("weights.pt") && Contains("but the config says bfloat16"));
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(lying + "/config.json"));
+  j["weights"]["matrices_dtype"] = "float8";
+  std::ofstream(lying + "/config.json") << j.dump(2);
+  CHECK_THROWS_WITH(read_draft_heads_config(lying), Contains("config.json") && Contains("matrices_dtype 'float8'"));
 }
 
 TEST_CASE("head drafter specs and folders: clear errors", "[medusa][eagle]") {

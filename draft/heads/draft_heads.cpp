@@ -104,15 +104,20 @@ DraftHeadsConfig read_draft_heads_config(const std::string& dir) {
   }
   const json& weights = json_field(j, "weights", path);
   if (!weights.is_object()) fail(path, ": 'weights' must be an object");
-  reject_unknown_json_fields(weights, {"file", "bytes", "crc32"}, path + ": weights");
+  reject_unknown_json_fields(weights, {"file", "matrices_dtype", "bytes", "crc32"}, path + ": weights");
   c.weights_file = string_field(weights, "file", path + ": weights");
+  if (weights.contains("matrices_dtype")) {
+    c.matrices_dtype = string_field(weights, "matrices_dtype", path + ": weights");
+    if (c.matrices_dtype != "float32" && c.matrices_dtype != "float16" && c.matrices_dtype != "bfloat16")
+      fail(path, ": weights.matrices_dtype '", c.matrices_dtype, "' is not float32, float16 or bfloat16");
+  }
   c.weights_checksum = read_weights_checksum(weights, path + ": weights");
   if (j.contains("training")) c.training = j["training"];
   return c;
 }
 
 void write_draft_heads_config(const std::string& dir, const DraftHeadsConfig& c) {
-  json weights = {{"file", c.weights_file}};
+  json weights = {{"file", c.weights_file}, {"matrices_dtype", c.matrices_dtype}};
   write_weights_checksum(weights, c.weights_checksum);
   json j = {{"format", kDraftHeadsFormat}, {"kind", c.kind},
             {"target", c.target},          {"target_model", to_json(c.target_model)},
@@ -129,13 +134,14 @@ std::string resolve_heads_target(const std::string& dir, const DraftHeadsConfig&
 
 void save_draft_heads(const std::string& dir, torch::nn::Module& heads, const DraftHeadsConfig& config) {
   DraftHeadsConfig written = config;
-  written.weights_checksum = save_parameters_atomically(dir, config.weights_file, heads, c10::nullopt, "heads folder");
+  written.weights_checksum = save_parameters_atomically(
+      dir, config.weights_file, heads, storage_dtype(config.matrices_dtype), "heads folder", DtypeScope::matrices);
   write_draft_heads_config(dir, written);
 }
 
 void load_draft_heads_weights(const std::string& dir, const DraftHeadsConfig& config, torch::nn::Module& heads) {
-  load_parameters((fs::path(dir) / config.weights_file).string(), heads, (fs::path(dir) / "config.json").string(), "",
-                  "these heads", config.weights_checksum);
+  load_parameters((fs::path(dir) / config.weights_file).string(), heads, (fs::path(dir) / "config.json").string(),
+                  config.matrices_dtype, "these heads", config.weights_checksum, DtypeScope::matrices);
   heads.eval();
 }
 

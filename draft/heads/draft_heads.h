@@ -71,6 +71,10 @@ struct DraftHeadsConfig {
   TransformerConfig target_model;    // the sizes of that target (checked when loading)
   int32_t medusa_heads = 0;          // K (medusa)
   std::string weights_file = "weights.pt";
+  // How the matrices are stored (float32 | float16 | bfloat16; norm gains stay float32): heads run with their
+  // matrices in the target's dtype by default, so 16-bit storage halves the file and changes nothing at run
+  // time. "float32" when the config does not say (heads written before the field existed).
+  std::string matrices_dtype = "float32";
   std::optional<FileChecksum> weights_checksum;  // of weights_file, as written ("bytes", "crc32"; checked at load)
   nlohmann::json training = nlohmann::json::object();
 };

@@ -547,7 +547,8 @@ HeadDrafterFactory::HeadDrafterFactory(const HeadDrafterOptions& options, const 
     s.eagle = EagleHead(c);
     load_draft_heads_weights(options.heads_dir, s.heads_config, *s.eagle);
   }
-  // Heads are trained and stored in float32; kept as weights_dtype says (the kernel widens 16-bit matrices).
+  // Heads are trained in float32 and stored as their config says (matrices_dtype); kept as weights_dtype says
+  // (the kernel widens 16-bit matrices).
   s.heads_dtype = weights_dtype_for(options.weights_dtype == "target" ? "auto" : options.weights_dtype,
                                     s.target->embedding->weight.scalar_type());
   if (s.medusa) store_matrices_as(*s.medusa, s.heads_dtype);

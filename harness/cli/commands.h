@@ -28,5 +28,6 @@ int train_medusa_command(const Args& args);
 int train_eagle_command(const Args& args);
 int tree_opt_command(const Args& args);
 int export_command(const Args& args);
+int convert_heads_command(const Args& args);
 
 }  // namespace specula::cli

@@ -41,6 +41,8 @@ const std::map<std::string, Command>& commands() {
       {"train-eagle", {torch_command("command train-eagle"), "train an EAGLE head on a frozen target"}},
       {"tree-opt", {specula::cli::tree_opt_command, "choose a draft tree from measured acceptance and costs"}},
       {"export", {torch_command("command export"), "write a transformer checkpoint as a Hugging Face folder"}},
+      {"convert-heads",
+       {torch_command("command convert-heads"), "store Medusa or EAGLE heads' matrices in another dtype"}},
   };
   return table;
 }

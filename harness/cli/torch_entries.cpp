@@ -18,6 +18,7 @@ const specula::TorchEntry kEntries[] = {
     {"command train-medusa", torch_entry_address(&specula::cli::train_medusa_command)},
     {"command train-eagle", torch_entry_address(&specula::cli::train_eagle_command)},
     {"command export", torch_entry_address(&specula::cli::export_command)},
+    {"command convert-heads", torch_entry_address(&specula::cli::convert_heads_command)},
     {nullptr, nullptr},
 };
 

@@ -12,11 +12,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
+}  // namespace
+
 torch::Dtype storage_dtype(const std::string& name) {
   return name == "float16" ? torch::kFloat16 : name == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
 }
-
-}  // namespace
 
 LoadedCheckpoint load_checkpoint(const std::string& dir, const std::string& weights_dtype) {
   LoadedCheckpoint out;
@@ -57,7 +57,8 @@ void save_checkpoint(const std::string& dir, Transformer& model, CheckpointConfi
 }
 
 FileChecksum save_parameters_atomically(const std::string& dir, const std::string& file, torch::nn::Module& module,
-                                        c10::optional<torch::Dtype> dtype, const std::string& folder) {
+                                        c10::optional<torch::Dtype> dtype, const std::string& folder,
+                                        DtypeScope scope) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail(dir, ": cannot create the ", folder, ": ", ec.message());
@@ -66,7 +67,8 @@ FileChecksum save_parameters_atomically(const std::string& dir, const std::strin
   torch::serialize::OutputArchive archive;
   for (const auto& p : module.named_parameters()) {
     torch::Tensor t = p.value().detach();
-    archive.write(p.key(), (dtype ? t.to(*dtype) : t).contiguous());
+    const bool convert = dtype && (scope == DtypeScope::all || t.dim() >= 2);
+    archive.write(p.key(), (convert ? t.to(*dtype) : t).contiguous());
   }
   FileChecksum written;
   replace_file_atomically(path, path, [&](const std::string& tmp) {
@@ -82,7 +84,7 @@ FileChecksum save_parameters_atomically(const std::string& dir, const std::strin
 
 void load_parameters(const std::string& path, torch::nn::Module& module, const std::string& config_file,
                      const std::string& stored_dtype, const std::string& owner,
-                     const std::optional<FileChecksum>& checksum) {
+                     const std::optional<FileChecksum>& checksum, DtypeScope scope) {
   if (!fs::is_regular_file(path)) fail(path, ": missing weights file (named by ", config_file, ")");
   if (checksum) check_file_checksum(path, *checksum, config_file);
   torch::serialize::InputArchive archive;
@@ -104,8 +106,13 @@ void load_parameters(const std::string& path, torch::nn::Module& module, const s
     if (stored.sizes() != p.value().sizes())
       fail(path, ": tensor '", p.key(), "' has shape ", stored.sizes(), " but ", config_file, " implies ",
            p.value().sizes());
-    if (!stored_dtype.empty() && stored.scalar_type() != storage_dtype(stored_dtype))
-      fail(path, ": tensor '", p.key(), "' is ", stored.scalar_type(), " but the config says ", stored_dtype);
+    if (!stored_dtype.empty()) {
+      const bool scoped = scope == DtypeScope::all || stored.dim() >= 2;
+      const std::string want = scoped ? stored_dtype : "float32";
+      if (stored.scalar_type() != storage_dtype(want))
+        fail(path, ": tensor '", p.key(), "' is ", stored.scalar_type(), " but the config says ", want,
+             scoped ? "" : " (only matrices take the config's dtype)");
+    }
     copy_finite(p.value(), stored, path, p.key());
   }
   for (const std::string& key : archive.keys())

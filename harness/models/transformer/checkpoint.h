@@ -31,18 +31,28 @@ Transformer transformer_module(const TransformerLanguageModel& model);
 // checkpoint readable. config.model is replaced by the model's own config.
 void save_checkpoint(const std::string& dir, Transformer& model, CheckpointConfig config);
 
+// The torch dtype of a checkpoint dtype name (float32 | float16 | bfloat16; checked where the name is read).
+torch::Dtype storage_dtype(const std::string& name);
+
+// Which tensors a stored dtype applies to: all of them (transformer checkpoints), or the matrices (2-D and
+// more) only, the other tensors (norm gains, biases) staying float32 (draft heads).
+enum class DtypeScope { all, matrices };
+
 // Reads every parameter of `module` from the LibTorch archive `path` (named by `config_file`): each must be
-// present, of the module's shape, finite, and stored as `stored_dtype` (a checkpoint dtype name; "" = any); a
-// tensor the module lacks is an error naming `owner` ("this model", "these heads").
-// When `checksum` is given, the file's size and CRC-32 are checked against it first.
+// present, of the module's shape, finite, and stored as `stored_dtype` (a checkpoint dtype name; "" = any) over
+// `scope` (DtypeScope::matrices: the other tensors as float32); a tensor the module lacks is an error naming
+// `owner` ("this model", "these heads"). When `checksum` is given, the file's size and CRC-32 are checked
+// against it first.
 void load_parameters(const std::string& path, torch::nn::Module& module, const std::string& config_file,
                      const std::string& stored_dtype, const std::string& owner,
-                     const std::optional<FileChecksum>& checksum = std::nullopt);
+                     const std::optional<FileChecksum>& checksum = std::nullopt, DtypeScope scope = DtypeScope::all);
 
-// Writes `module`'s parameters to dir/file as a LibTorch archive, converted to `dtype` (undefined: as they
-// are), through a temporary file renamed into place, so that a reader never sees half-written weights. Creates
-// dir; `folder` names it in errors ("checkpoint folder", "heads folder"). Returns the written file's checksum.
+// Writes `module`'s parameters to dir/file as a LibTorch archive, the tensors `scope` names converted to `dtype`
+// (undefined: as they are), through a temporary file renamed into place, so that a reader never sees
+// half-written weights. Creates dir; `folder` names it in errors ("checkpoint folder", "heads folder"). Returns
+// the written file's checksum.
 FileChecksum save_parameters_atomically(const std::string& dir, const std::string& file, torch::nn::Module& module,
-                                        c10::optional<torch::Dtype> dtype, const std::string& folder);
+                                        c10::optional<torch::Dtype> dtype, const std::string& folder,
+                                        DtypeScope scope = DtypeScope::all);
 
 }  // namespace specula
