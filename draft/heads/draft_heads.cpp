@@ -108,7 +108,7 @@ DraftHeadsConfig read_draft_heads_config(const std::string& dir) {
   c.weights_file = string_field(weights, "file", path + ": weights");
   if (weights.contains("matrices_dtype")) {
     c.matrices_dtype = string_field(weights, "matrices_dtype", path + ": weights");
-    if (c.matrices_dtype != "float32" && c.matrices_dtype != "float16" && c.matrices_dtype != "bfloat16")
+    if (!is_weights_dtype_name(c.matrices_dtype))
       fail(path, ": weights.matrices_dtype '", c.matrices_dtype, "' is not float32, float16 or bfloat16");
   }
   c.weights_checksum = read_weights_checksum(weights, path + ": weights");

@@ -480,7 +480,7 @@ HeadDrafterOptions parse_head_drafter_spec(const std::string& kind, const std::s
     if (key == "tree") o.tree_file = value;
     if (key == "target") o.target_dir = value;
     if (key == "weights_dtype") {
-      if (value != "target" && value != "float32" && value != "float16" && value != "bfloat16")
+      if (value != "target" && !is_weights_dtype_name(value))
         fail_parameter("draft", " ", spec, ": weights_dtype must be target, float32, float16 or bfloat16, got '", value,
                        "'");
       o.weights_dtype = value;

@@ -8,6 +8,7 @@
 #include "draft/heads/draft_heads.h"
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
+#include "harness/models/transformer/transformer_config.h"
 #include "kernels/shared/error.h"
 
 namespace specula::cli {
@@ -49,7 +50,7 @@ int convert_heads_command(const Args& args) {
   const std::string dir = vm["heads"].as<std::string>();
   const std::string output = vm.count("output") ? vm["output"].as<std::string>() : dir;
   const std::string dtype = vm["matrices-dtype"].as<std::string>();
-  if (dtype != "float32" && dtype != "float16" && dtype != "bfloat16")
+  if (!is_weights_dtype_name(dtype))
     fail_parameter("matrices-dtype", ": '", dtype, "' is not float32, float16 or bfloat16");
 
   const DraftHeadsConfig read = read_draft_heads_config(dir);

@@ -139,7 +139,7 @@ void TrainOptions::validate() const {
   validate_optimizer();
   if (corpus.empty()) fail_parameter("corpus", " is required");
   if (output.empty()) fail_parameter("output", " is required");
-  if (weights_dtype != "float32" && weights_dtype != "float16" && weights_dtype != "bfloat16")
+  if (!is_weights_dtype_name(weights_dtype))
     fail_parameter("weights_dtype", " must be float32, float16 or bfloat16, got '", weights_dtype, "'");
   if (seq_len < 1 || seq_len > model.max_seq_len)
     fail_parameter("seq_len", " must be in [1, max_seq_len = ", model.max_seq_len, "], got ", seq_len);

@@ -49,7 +49,7 @@ void save_checkpoint(const std::string& dir, Transformer& model, CheckpointConfi
   if (has_packed_matrices(*model))
     fail("save_checkpoint ", dir, ": the model's matrices are packed for decoding (a loaded inference model)");
   config.model = model->config();
-  if (config.weights_dtype != "float32" && config.weights_dtype != "float16" && config.weights_dtype != "bfloat16")
+  if (!is_weights_dtype_name(config.weights_dtype))
     fail("checkpoint weights dtype '", config.weights_dtype, "' is not float32, float16 or bfloat16");
   config.weights_checksum = save_parameters_atomically(dir, config.weights_file, *model,
                                                        storage_dtype(config.weights_dtype), "checkpoint folder");

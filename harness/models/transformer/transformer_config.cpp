@@ -126,11 +126,15 @@ CheckpointConfig read_checkpoint_config(const std::string& dir) {
   reject_unknown_json_fields(weights, {"file", "dtype", "bytes", "crc32"}, path + ": weights");
   c.weights_file = string_field(weights, "file", path + ": weights");
   c.weights_dtype = string_field(weights, "dtype", path + ": weights");
-  if (c.weights_dtype != "float32" && c.weights_dtype != "float16" && c.weights_dtype != "bfloat16")
+  if (!is_weights_dtype_name(c.weights_dtype))
     fail(path, ": weights.dtype '", c.weights_dtype, "' is not float32, float16 or bfloat16");
   c.weights_checksum = read_weights_checksum(weights, path + ": weights");
   if (j.contains("training")) c.training = j["training"];
   return c;
+}
+
+bool is_weights_dtype_name(const std::string& name) {
+  return name == "float32" || name == "float16" || name == "bfloat16";
 }
 
 std::optional<FileChecksum> read_weights_checksum(const json& weights, const std::string& where) {

@@ -64,6 +64,8 @@ inline constexpr const char* kCheckpointConfigFile = "config.json";
 // Reads DIR/config.json; throws Error naming the folder or file and the problem (missing folder, missing
 // file, malformed JSON, missing or bad field, unknown tokenizer).
 CheckpointConfig read_checkpoint_config(const std::string& dir);
+// Whether `name` is a dtype weights can be stored in: float32, float16 or bfloat16.
+bool is_weights_dtype_name(const std::string& name);
 // The optional "bytes" and "crc32" of a config's "weights" object (both or neither); errors name `where`.
 std::optional<FileChecksum> read_weights_checksum(const nlohmann::json& weights, const std::string& where);
 void write_weights_checksum(nlohmann::json& weights, const std::optional<FileChecksum>& checksum);
