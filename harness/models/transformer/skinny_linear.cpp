@@ -8,15 +8,17 @@
 
 namespace specula {
 namespace skinny_isa {
-// One per file, each compiled for its ISA (skinny_linear_<isa>.cpp). The AVX-512 one reads x step-major on
-// panel weights (reads_step_major below); otherwise x is as skinny_linear takes it.
+// One per file, each compiled for its ISA (skinny_linear_<isa>.cpp), with whether it reads x step-major on panel
+// weights (reads_step_major below; the AVX-512 one does); otherwise x is as skinny_linear takes it.
 void skinny_linear_baseline(const float* x, int64_t rows, int64_t in, WeightView w, const float* bias, int64_t out,
                             float* y, int64_t out_begin, int64_t out_end);
+extern const bool baseline_panels_step_major;
 #if defined(SPECULA_SKINNY_MULTI_ISA)
 void skinny_linear_avx2(const float* x, int64_t rows, int64_t in, WeightView w, const float* bias, int64_t out,
                         float* y, int64_t out_begin, int64_t out_end);
 void skinny_linear_avx512(const float* x, int64_t rows, int64_t in, WeightView w, const float* bias, int64_t out,
                           float* y, int64_t out_begin, int64_t out_end);
+extern const bool avx2_panels_step_major, avx512_panels_step_major;
 #endif
 }  // namespace skinny_isa
 
@@ -59,11 +61,21 @@ void check_columns(WeightView w, int64_t out, int64_t out_begin, int64_t out_end
          ", ", out_begin, " and ", out_end);
 }
 
-// The AVX-512 panel kernel reads x step-major, x[i * rows + r] (skinny_linear_panel_tiles.h, kStepMajorX: one
-// pointer for a tile's rows instead of one each, which spill). Copying x is rows x in floats against
-// rows x in x out multiply-adds.
+// Whether the isa's kernel reads x step-major, x[i * rows + r], on w (the AVX-512 panel kernel:
+// skinny_linear_panel_tiles.h, kStepMajorX, one pointer for a tile's rows instead of one each, which spill), as
+// the kernel file itself says. Copying x is rows x in floats against rows x in x out multiply-adds.
 bool reads_step_major(SkinnyIsa isa, WeightView w) {
-  return isa == SkinnyIsa::avx512 && w.layout == WeightLayout::panels;
+  if (w.layout != WeightLayout::panels) return false;
+  switch (isa) {
+#if defined(SPECULA_SKINNY_MULTI_ISA)
+    case SkinnyIsa::avx512:
+      return skinny_isa::avx512_panels_step_major;
+    case SkinnyIsa::avx2:
+      return skinny_isa::avx2_panels_step_major;
+#endif
+    default:
+      return skinny_isa::baseline_panels_step_major;
+  }
 }
 
 const float* step_major(const float* x, int64_t rows, int64_t in) {

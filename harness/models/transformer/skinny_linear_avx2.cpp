@@ -10,4 +10,7 @@ void skinny_linear_avx2(const float* x, int64_t rows, int64_t in, WeightView w, 
   skinny_any<8, 4, 3, 6>(x, rows, in, w, bias, out, y, out_begin, out_end);
 }
 
+// Whether this kernel reads x step-major on panel weights: skinny_linear.cpp hands x over accordingly.
+extern const bool avx2_panels_step_major = kStepMajorX<8>;
+
 }  // namespace specula::skinny_isa

@@ -12,4 +12,7 @@ void skinny_linear_avx512(const float* x, int64_t rows, int64_t in, WeightView w
   skinny_any<16, 8, 3, 8>(x, rows, in, w, bias, out, y, out_begin, out_end);
 }
 
+// Whether this kernel reads x step-major on panel weights: skinny_linear.cpp hands x over accordingly.
+extern const bool avx512_panels_step_major = kStepMajorX<16>;
+
 }  // namespace specula::skinny_isa

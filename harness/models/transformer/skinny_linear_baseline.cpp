@@ -10,4 +10,7 @@ void skinny_linear_baseline(const float* x, int64_t rows, int64_t in, WeightView
   skinny_any<4, 3, 3, 3>(x, rows, in, w, bias, out, y, out_begin, out_end);
 }
 
+// Whether this kernel reads x step-major on panel weights: skinny_linear.cpp hands x over accordingly.
+extern const bool baseline_panels_step_major = kStepMajorX<4>;
+
 }  // namespace specula::skinny_isa

@@ -39,7 +39,8 @@ template <>
 constexpr bool kSplitLanes<8, BFloat16> = true;
 #endif
 
-// Whether the W-float kernel reads x step-major (above); skinny_linear.cpp's reads_step_major must agree.
+// Whether the W-float kernel reads x step-major (above); each skinny_linear_<isa>.cpp exports it for
+// skinny_linear.cpp, which transposes x to match.
 template <int W>
 constexpr bool kStepMajorX = W == 16;
 
@@ -129,13 +130,13 @@ inline __attribute__((always_inline)) void panel_rows(const float* x, int64_t ro
                                                       const float* bias, float* y, int64_t out, const char* next) {
   const int64_t half = PP * in * kPanelOutputs * static_cast<int64_t>(sizeof(Wt)) / 2;
   const int64_t tiles = (rows + XR - 1) / XR;
-  if (WholeAlone && tiles == 1)
-    return panel_tile_of<W, XR, PP, 2>(rows, x, kStepMajorX<W> ? rows : in, in, panel, bias, y, out, next);
+  const int64_t ldx = kStepMajorX<W> ? rows : in, row_stride = kStepMajorX<W> ? 1 : in;  // x[r][i] (panel_tile)
+  if (WholeAlone && tiles == 1) return panel_tile_of<W, XR, PP, 2>(rows, x, ldx, in, panel, bias, y, out, next);
   int64_t r = 0;
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t n = rows / tiles + (t < rows % tiles ? 1 : 0);
-    panel_tile_of<W, XR, PP>(n, kStepMajorX<W> ? x + r : x + r * in, kStepMajorX<W> ? rows : in, in, panel, bias,
-                             y + r * out, out, next && t < 2 ? next + t * half : nullptr);
+    panel_tile_of<W, XR, PP>(n, x + r * row_stride, ldx, in, panel, bias, y + r * out, out,
+                             next && t < 2 ? next + t * half : nullptr);
     r += n;
   }
 }
