@@ -57,9 +57,7 @@ int convert_heads_command(const Args& args) {
   DraftHeadsConfig config = read;
   config.matrices_dtype = dtype;
   // The target is named relative to the heads folder: re-based when the folder moves.
-  if (!fs::path(read.target).is_absolute()) {
-    std::error_code ec;
-    fs::create_directories(output, ec);
+  if (!fs::path(read.target).is_absolute()) {  // fs::relative needs neither folder to exist yet
     config.target = fs::relative(fs::absolute(resolve_heads_target(dir, read)), fs::absolute(output)).string();
     if (config.target.empty()) fail(output, ": cannot name the heads' target ", read.target, " from there");
   }
