@@ -21,6 +21,8 @@
 // AVX2 and baseline tiles (at most 6 rows on one panel from 3 rows on) read x as given, row-major.
 #pragma once
 
+#include <type_traits>
+
 #include "harness/models/transformer/skinny_linear_tiles.h"
 
 namespace specula {
@@ -78,6 +80,8 @@ inline __attribute__((always_inline)) void panel_tile(const float* __restrict x,
         wv[k * P] = (Vec<8>)_mm256_unpacklo_epi16(_mm256_setzero_si256(), v);
         wv[k * P + 1] = (Vec<8>)_mm256_unpackhi_epi16(_mm256_setzero_si256(), v);
 #endif
+      } else if constexpr (std::is_same_v<Wt, BFloat16> && XR >= 2) {
+        for (int p = 0; p < P; ++p) wv[k * P + p] = load_bf16_spelled<W>(step + p * W);
       } else {
         for (int p = 0; p < P; ++p) wv[k * P + p] = load<W>(step + p * W);
       }
