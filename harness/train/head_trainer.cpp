@@ -143,6 +143,8 @@ void HeadTrainOptions::validate() const {
   if (target.empty()) fail_parameter("target", " is required (the frozen target checkpoint folder)");
   if (corpus.empty()) fail_parameter("corpus", " is required");
   if (output.empty()) fail_parameter("output", " is required");
+  if (!is_weights_dtype_name(matrices_dtype))
+    fail_parameter("matrices_dtype", " must be float32, float16 or bfloat16, got '", matrices_dtype, "'");
   validate_optimizer();
   if (!(validation_fraction > 0.0 && validation_fraction < 1.0))
     fail_parameter("validation_fraction", " must be in (0, 1), got ", validation_fraction);
@@ -192,6 +194,7 @@ DraftHeadsConfig new_heads_folder(const HeadTrainOptions& o, const TransformerCo
   if (ec || config.target.empty()) config.target = fs::absolute(o.target).lexically_normal().string();
   config.target_model = target_model;
   config.medusa_heads = o.kind == "medusa" ? o.medusa_heads : 0;
+  config.matrices_dtype = o.matrices_dtype;
   return config;
 }
 

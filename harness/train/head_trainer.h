@@ -37,6 +37,9 @@ struct HeadTrainOptions : OptimizerOptions {
   std::string corpus;  // text file
   double validation_fraction = 0.1;
   std::string output;  // heads folder (records the target relative to itself)
+  // How the written folder stores its matrices: float32 | float16 | bfloat16 (norm gains stay float32). Training
+  // runs in float32 throughout; each saved step's matrices are rounded once, as `specula convert-heads` does.
+  std::string matrices_dtype = "float32";
 
   int32_t medusa_heads = 3;
   double medusa_decay = 0.8;          // lambda_k = decay^k
