@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
+#include <tuple>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -742,58 +743,69 @@ TEST_CASE("specula train-medusa / train-eagle: a short run lowers the loss and l
   }
 }
 
-TEST_CASE("specula train-eagle --matrices-dtype bfloat16 writes its heads with 16-bit matrices; a bad dtype is refused",
+TEST_CASE("specula train-medusa / train-eagle --matrices-dtype write 16-bit matrices; a bad dtype is refused",
           "[medusa][eagle]") {
   const Fixture& f = fixture();
-  const std::string corpus = f.dir.str("corpus-bf16.txt");
+  const std::string corpus = f.dir.str("corpus-16bit.txt");
   {
     std::ofstream out(corpus, std::ios::binary);
     for (int i = 0; i < 2000; ++i) out << static_cast<char>((i * 5 + (i / 3) % 2) % kLive);
   }
-  HeadTrainOptions o;
-  o.kind = "eagle";
-  o.target = f.target_dir;
-  o.corpus = corpus;
-  o.output = f.dir.str("trained-eagle-bf16");
-  o.matrices_dtype = "bfloat16";
-  o.feature_windows = 8;
-  o.batch_size = 4;
-  o.seq_len = 16;
-  o.lr.warmup_steps = 2;
-  o.lr.total_steps = 10;
-  o.eval_interval = 5;
-  o.eval_windows = 2;
-  o.log_interval = 1000;
-  train_draft_heads(o);
-  const DraftHeadsConfig saved = read_draft_heads_config(o.output);
-  CHECK(saved.matrices_dtype == "bfloat16");
-  // The file holds the matrices as bfloat16 and the norm gains as float32; the folder loads as a drafter.
-  torch::serialize::InputArchive archive;
-  archive.load_from(o.output + "/weights.pt");
-  int64_t matrices = 0, vectors = 0;
-  for (const auto& p : EagleHead(saved.target_model)->named_parameters()) {
-    torch::Tensor stored;
-    REQUIRE(archive.try_read(p.key(), stored));
-    INFO(p.key());
-    if (p.value().dim() >= 2) {
-      CHECK(stored.scalar_type() == torch::kBFloat16);
-      ++matrices;
-    } else {
-      CHECK(stored.scalar_type() == torch::kFloat32);
-      ++vectors;
-    }
-  }
-  CHECK(matrices > 0);
-  CHECK(vectors > 0);
-  const auto drafter = f.drafter("eagle:" + o.output)->create();
-  const std::vector<Token> context = {1, 2, 3};
-  TokenHistory history;
-  CHECK(drafter->propose(request(context, history, {}, 2)).size() == 2);
+  for (const auto& [kind, dtype, scalar] : {std::tuple{"medusa", "float16", torch::kFloat16},
+                                            std::tuple{"eagle", "bfloat16", torch::kBFloat16}}) {
+    INFO(kind);
+    HeadTrainOptions o;
+    o.kind = kind;
+    o.target = f.target_dir;
+    o.corpus = corpus;
+    o.output = f.dir.str(std::string("trained-16bit-") + kind);
+    o.matrices_dtype = dtype;
+    o.medusa_heads = 2;
+    o.feature_windows = 8;
+    o.batch_size = 4;
+    o.seq_len = 16;
+    o.lr.warmup_steps = 2;
+    o.lr.total_steps = 10;
+    o.eval_interval = 5;
+    o.eval_windows = 2;
+    o.log_interval = 1000;
+    train_draft_heads(o);
+    const DraftHeadsConfig saved = read_draft_heads_config(o.output);
+    CHECK(saved.matrices_dtype == dtype);
+    // The file holds the matrices in 16 bits and the norm gains as float32; the folder loads as a drafter.
+    torch::serialize::InputArchive archive;
+    archive.load_from(o.output + "/weights.pt");
+    int64_t matrices = 0, vectors = 0;
+    const auto check_file = [&](const torch::nn::Module& heads) {
+      for (const auto& p : heads.named_parameters()) {
+        torch::Tensor stored;
+        REQUIRE(archive.try_read(p.key(), stored));
+        INFO(p.key());
+        if (p.value().dim() >= 2) {
+          CHECK(stored.scalar_type() == scalar);
+          ++matrices;
+        } else {
+          CHECK(stored.scalar_type() == torch::kFloat32);
+          ++vectors;
+        }
+      }
+    };
+    if (std::string(kind) == "medusa")
+      check_file(*MedusaHeads(2, saved.target_model.d_model, saved.target_model.vocab_size));
+    else
+      check_file(*EagleHead(saved.target_model));
+    CHECK(matrices > 0);
+    CHECK(vectors > 0);
+    const auto drafter = f.drafter(std::string(kind) + ":" + o.output)->create();
+    const std::vector<Token> context = {1, 2, 3};
+    TokenHistory history;
+    CHECK(drafter->propose(request(context, history, {}, 2)).size() == 2);
 
-  o.matrices_dtype = "float8";
-  o.output = f.dir.str("trained-eagle-float8");
-  CHECK_THROWS_WITH(train_draft_heads(o), Catch::Contains("matrices_dtype") && Catch::Contains("float8"));
-  CHECK_FALSE(fs::exists(o.output));  // refused before anything is written
+    o.matrices_dtype = "float8";
+    o.output = f.dir.str(std::string("trained-float8-") + kind);
+    CHECK_THROWS_WITH(train_draft_heads(o), Catch::Contains("matrices_dtype") && Catch::Contains("float8"));
+    CHECK_FALSE(fs::exists(o.output));  // refused before anything is written
+  }
 }
 
 }  // namespace specula

@@ -106,7 +106,7 @@ inline __attribute__((always_inline)) Vec<W> load(const BFloat16* p) {
 // bf16 -> fp32 on 16-float vectors in two instructions (zero-extend, shift), for the panel tiles of two or more
 // rows. GCC, tuned for 256-bit vectors, lowers the plain load above as two 8-lane zero-extensions joined by an
 // extract and an insert, six instructions per vector, and in a tile of several rows those shuffles compete
-// with its multiply-adds: spelled out, 3-15 rows took 8-15% less time. A one-row tile, bound by the weight
+// with its multiply-adds: spelled out, 3-15 rows took 11-16% less time. A one-row tile, bound by the weight
 // stream, measured 1.5-4.5% slower spelled out and keeps the plain load (results/bench/avx512-bf16-widening/).
 // Either way each weight widens to the same fp32 value.
 template <int W>
