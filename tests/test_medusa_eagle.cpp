@@ -13,11 +13,11 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
-#include <tuple>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
+#include <tuple>
 
 #include "draft/heads/draft_heads.h"
 #include "draft/heads/head_drafters.h"
@@ -751,8 +751,8 @@ TEST_CASE("specula train-medusa / train-eagle --matrices-dtype write 16-bit matr
     std::ofstream out(corpus, std::ios::binary);
     for (int i = 0; i < 2000; ++i) out << static_cast<char>((i * 5 + (i / 3) % 2) % kLive);
   }
-  for (const auto& [kind, dtype, scalar] : {std::tuple{"medusa", "float16", torch::kFloat16},
-                                            std::tuple{"eagle", "bfloat16", torch::kBFloat16}}) {
+  for (const auto& [kind, dtype, scalar] :
+       {std::tuple{"medusa", "float16", torch::kFloat16}, std::tuple{"eagle", "bfloat16", torch::kBFloat16}}) {
     INFO(kind);
     HeadTrainOptions o;
     o.kind = kind;
