@@ -84,6 +84,34 @@ TEST_CASE("bench forward records the weight layout SPECULA_WEIGHT_LAYOUT chose, 
   CHECK_THAT(bad.err, Contains("SPECULA_WEIGHT_LAYOUT=rows: expected panels or row_major"));
 }
 
+TEST_CASE("bench forward records whether SPECULA_HUGE_PAGES kept the weights on huge pages, and names a bad value",
+          "[cli]") {
+  TempDir dir;
+  const std::string args = "bench forward --model transformer:" + std::string(SPECULA_SOURCE_DIR) +
+                           "/results/models/draft --context 8 --min-iterations 2 --min-time 0.001 --chunks 1,2 "
+                           "--output " +
+                           dir.file("forward.json");
+  for (const std::string setting : {"", "on", "off"}) {
+    INFO(setting);
+    if (setting.empty())
+      ::unsetenv("SPECULA_HUGE_PAGES");
+    else
+      ::setenv("SPECULA_HUGE_PAGES", setting.c_str(), 1);
+    const CliResult r = run_specula(args);
+    REQUIRE(r.exit_code == 0);
+    const std::string expected = setting.empty() ? "on" : setting;  // on unless told
+    CHECK_THAT(r.out, Contains("huge pages " + expected));
+    const json model = json::parse(read_text(dir.file("forward.json")))["models"][0];
+    CHECK(model["huge_pages"] == expected);
+    CHECK(model["process_huge_page_bytes_after_load"].get<long long>() >= -1);
+  }
+  ::setenv("SPECULA_HUGE_PAGES", "yes", 1);
+  const CliResult bad = run_specula(args);
+  ::unsetenv("SPECULA_HUGE_PAGES");
+  CHECK(bad.exit_code == 1);
+  CHECK_THAT(bad.err, Contains("SPECULA_HUGE_PAGES=yes: expected on or off"));
+}
+
 TEST_CASE("bench verify and bench sampler run the cases their filter names, and say when it names none", "[cli]") {
   TempDir dir;
   const CliResult verify = run_specula("bench verify --filter 'verify/chain/K=1/V=32000$' --min-time 0.01 --output " +

@@ -22,6 +22,7 @@
 #include "harness/experiment/environment.h"
 #include "harness/io/output_file.h"
 #include "harness/models/transformer/checkpoint.h"
+#include "harness/models/transformer/huge_page_buffer.h"
 #include "harness/models/transformer/skinny_linear.h"
 #include "kernels/shared/error.h"
 #include "verify/verifiers/token_tree.h"
@@ -191,6 +192,7 @@ json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ost
   LoadedCheckpoint loaded = load_checkpoint(dir, o.weights_dtype);
   Transformer& model = loaded.model;
   pack_matrices_for_decoding(*model);  // as an inference model keeps them
+  const long long huge_page_bytes = process_huge_page_bytes();
   const TransformerConfig& c = model->config();
   int64_t max_rows = *std::max_element(o.chunk_sizes.begin(), o.chunk_sizes.end());
   for (const std::string& t : o.trees) max_rows = std::max<int64_t>(max_rows, tree_parents(parse_tree_shape(t)).size());
@@ -218,7 +220,9 @@ json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ost
      << spec << ": " << c.describe() << ", matrices " << dtype_string(model->embedding->weight.scalar_type()) << " ("
      << std::fixed << std::setprecision(1) << static_cast<double>(weight_bytes) / 1e6 << " MB), kernel "
      << skinny_isa_name(skinny_linear_isa()) << ", " << weight_layout_name(decoding_weight_layout())
-     << " weights, context " << o.context << ", " << o.threads << " thread(s)\n";
+     << " weights (huge pages " << (decoding_weights_on_huge_pages() ? "on" : "off") << ", " << std::setprecision(1)
+     << static_cast<double>(huge_page_bytes) / 1e6 << " MB granted), context " << o.context << ", " << o.threads
+     << " thread(s)\n";
   os << std::left << std::setw(14) << "forward" << std::right << std::setw(6) << "rows" << std::setw(13) << "wall us"
      << std::setw(10) << "vs 1-tok" << std::setw(12) << "CPU us" << std::setw(10) << "vs 1-tok" << std::setw(12)
      << "CPU us/row"
@@ -261,6 +265,9 @@ json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ost
           {"one_token_vs_weight_read", base_wall / floor_wall},
           {"kernel_isa", skinny_isa_name(skinny_linear_isa())},
           {"weight_layout", weight_layout_name(decoding_weight_layout())},
+          {"huge_pages", decoding_weights_on_huge_pages() ? "on" : "off"},
+          // the whole process's AnonHugePages after loading this model: what the kernel granted
+          {"process_huge_page_bytes_after_load", huge_page_bytes},
           {"cases", jcases}};
 }
 

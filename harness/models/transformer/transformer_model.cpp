@@ -1,9 +1,12 @@
 #include "harness/models/transformer/transformer_model.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <memory>
 
 #include "harness/models/transformer/decode_step.h"
+#include "harness/models/transformer/huge_page_buffer.h"
 #include "harness/models/transformer/memory_budget.h"
 #include "harness/models/transformer/skinny_linear.h"
 #include "harness/models/transformer/weight_panels.h"
@@ -43,6 +46,7 @@ torch::Tensor row_major_matrix(const torch::Tensor& w) {
 void pack_matrices_for_decoding(torch::nn::Module& model) {
   if (decoding_weight_layout() != WeightLayout::panels) return;
   torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> packed;
   for (auto& p : model.named_parameters()) {
     torch::Tensor w = p.value();
     if (w.dim() != 2 || w.size(0) % kPanelOutputs != 0 || !w.device().is_cpu() || !w.is_contiguous() ||
@@ -51,6 +55,26 @@ void pack_matrices_for_decoding(torch::nn::Module& model) {
     const int64_t out = w.size(0), in = w.size(1);
     pack_into_panels(w.data_ptr(), out, in, w.element_size());
     w.set_data(w.view({out / kPanelOutputs, in, kPanelOutputs}));
+    packed.push_back(w);
+  }
+  if (decoding_weights_on_huge_pages()) move_to_huge_pages(packed);
+}
+
+void move_to_huge_pages(const std::vector<torch::Tensor>& matrices) {
+  // One buffer, each matrix at a 64-byte boundary in the order given (the order a step reads them); a matrix's
+  // old storage is freed as soon as it is copied, so at most one extra matrix is resident at a time.
+  constexpr size_t kAlign = 64;
+  size_t total = 0;
+  for (const torch::Tensor& w : matrices) total += (w.nbytes() + kAlign - 1) / kAlign * kAlign;
+  if (total == 0) return;
+  const auto buffer = std::make_shared<HugePageBuffer>(total);
+  char* at = static_cast<char*>(buffer->data());
+  torch::NoGradGuard no_grad;
+  for (torch::Tensor w : matrices) {
+    std::memcpy(at, w.data_ptr(), w.nbytes());
+    w.set_data(torch::from_blob(
+        at, w.sizes(), [buffer](void*) {}, w.options()));
+    at += (w.nbytes() + kAlign - 1) / kAlign * kAlign;
   }
 }
 

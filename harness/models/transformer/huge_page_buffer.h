@@ -1,0 +1,45 @@
+// Memory for the weights the decoding step streams, on transparent 2 MB pages where the kernel grants them.
+//
+// Why: a decoding step reads every matrix once, 27-55 MB for the bundled target and gigabytes for real ones. On
+// 4 KB pages that is a TLB miss every 4 KB of the stream (13 000 page walks a step for 55 MB), and the hardware
+// prefetchers stop at each page boundary. Many Linux systems (Debian's and Ubuntu's default) grant 2 MB pages
+// only to memory marked MADV_HUGEPAGE before it is first touched; LibTorch's allocator does not mark it. Kernel
+// alone on the 27M target's matrices, AVX-512 development VM: 1-4 rows 0.78-0.82x the time on 2 MB pages, 8
+// and 15 rows 0.91-0.99x (results/bench/huge-pages/). Torch-free.
+#pragma once
+
+#include <cstddef>
+
+namespace specula {
+
+class HugePageBuffer {
+ public:
+  // `bytes` of zeroed memory, 2 MB-aligned and advised MADV_HUGEPAGE (rounded up to whole 2 MB pages). Throws
+  // Error naming the size if the mapping fails; where the advice is refused (a kernel without transparent huge
+  // pages) the memory is still usable, on small pages, and huge_pages_advised() says so.
+  explicit HugePageBuffer(size_t bytes);
+  ~HugePageBuffer();
+  HugePageBuffer(const HugePageBuffer&) = delete;
+  HugePageBuffer& operator=(const HugePageBuffer&) = delete;
+
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+  bool huge_pages_advised() const { return advised_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;  // mapped bytes (a multiple of 2 MB)
+  bool advised_ = false;
+};
+
+// Whether inference models move their packed matrices into a HugePageBuffer (pack_matrices_for_decoding): yes,
+// unless the environment variable SPECULA_HUGE_PAGES is `off` (read once; `on` or unset: yes; anything else
+// fails naming it). How the two are compared end to end, and a way out where 2 MB pages cost more than they
+// give (a machine short of contiguous memory, where the kernel's compaction would stall the load).
+bool decoding_weights_on_huge_pages();
+
+// Bytes of the calling process's memory on transparent huge pages (AnonHugePages of /proc/self/smaps_rollup), or
+// -1 where the kernel does not say: recorded with benchmark results.
+long long process_huge_page_bytes();
+
+}  // namespace specula
