@@ -441,7 +441,8 @@ TEST_CASE("specula run writes a complete results folder; shards merge into the s
   const fs::path run = runs[0];
   for (const char* f : {"config.resolved.ini", "env.json", "records.jsonl", "summary.csv"}) CHECK(fs::exists(run / f));
   const nlohmann::json env = nlohmann::json::parse(read_text((run / "env.json").string()));
-  for (const char* key : {"cpu_model", "cores", "threads", "blas", "libraries", "build_type", "git_revision"})
+  for (const char* key : {"cpu_model", "cores", "threads", "blas", "libraries", "build_type", "git_revision",
+                          "weight_layout", "huge_pages"})
     CHECK(env.contains(key));
   const std::vector<RunRecord> records = read_records((run / "records.jsonl").string());
   CHECK(records.size() == 14 * 4 * 2);  // (2 baselines + 12 speculative settings) x prompts x repetitions

@@ -1,11 +1,11 @@
 // Memory for the weights the decoding step streams, on transparent 2 MB pages where the kernel grants them.
 //
-// Why: a decoding step reads every matrix once, 27-55 MB for the bundled target and gigabytes for real ones. On
+// Why: a decoding step reads every matrix once, 55-110 MB for the bundled 27M target, gigabytes for real ones. On
 // 4 KB pages that is a TLB miss every 4 KB of the stream (13 000 page walks a step for 55 MB), and the hardware
 // prefetchers stop at each page boundary. Many Linux systems (Debian's and Ubuntu's default) grant 2 MB pages
 // only to memory marked MADV_HUGEPAGE before it is first touched; LibTorch's allocator does not mark it. Kernel
-// alone on the 27M target's matrices, AVX-512 development VM: 1-4 rows 0.78-0.82x the time on 2 MB pages, 8
-// and 15 rows 0.91-0.99x (results/bench/huge-pages/). Torch-free.
+// alone on the 27M target's matrices, AVX2 VM, in-process ABBA: 1 row 0.84-0.91x the time on 4 KB pages, 15
+// rows 0.93-0.98x (results/bench/huge-pages-avx2/). Torch-free.
 #pragma once
 
 #include <cstddef>
