@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "cli_runner.h"
@@ -86,9 +87,16 @@ TEST_CASE("bench forward records the weight layout SPECULA_WEIGHT_LAYOUT chose, 
 
 TEST_CASE("bench forward records whether SPECULA_HUGE_PAGES kept the weights on huge pages, and names a bad value",
           "[cli]") {
+  // The 14 MB target: more than one 2 MB page of matrices, so "on" moves them all.
+  struct RestoreEnv {  // the variable as it was, whatever a failed REQUIRE leaves
+    const char* name = "SPECULA_HUGE_PAGES";
+    std::optional<std::string> before =
+        std::getenv(name) ? std::optional<std::string>(std::getenv(name)) : std::nullopt;
+    ~RestoreEnv() { before ? ::setenv(name, before->c_str(), 1) : ::unsetenv(name); }
+  } restore;
   TempDir dir;
   const std::string args = "bench forward --model transformer:" + std::string(SPECULA_SOURCE_DIR) +
-                           "/results/models/draft --context 8 --min-iterations 2 --min-time 0.001 --chunks 1,2 "
+                           "/results/models/target --context 8 --min-iterations 2 --min-time 0.001 --chunks 1,2 "
                            "--output " +
                            dir.file("forward.json");
   for (const std::string setting : {"", "on", "off"}) {
@@ -103,11 +111,17 @@ TEST_CASE("bench forward records whether SPECULA_HUGE_PAGES kept the weights on 
     CHECK_THAT(r.out, Contains("huge pages " + expected));
     const json model = json::parse(read_text(dir.file("forward.json")))["models"][0];
     CHECK(model["huge_pages"] == expected);
-    CHECK(model["process_huge_page_bytes_after_load"].get<long long>() >= -1);
+    const int64_t moved = model["weight_bytes_moved_to_huge_pages"].get<int64_t>();
+    if (expected == "on")
+      CHECK(moved >= model["weight_bytes"].get<int64_t>());  // every matrix, each at a 64-byte boundary
+    else
+      CHECK(moved == 0);
+    const long long granted = model["process_huge_page_bytes_after_load"].get<long long>();
+    CHECK((granted == -1 || (granted >= 0 && granted % (2 << 20) == 0)));
+    CHECK(model["process_resident_bytes_after_load"].get<long long>() > moved);
   }
   ::setenv("SPECULA_HUGE_PAGES", "yes", 1);
   const CliResult bad = run_specula(args);
-  ::unsetenv("SPECULA_HUGE_PAGES");
   CHECK(bad.exit_code == 1);
   CHECK_THAT(bad.err, Contains("SPECULA_HUGE_PAGES=yes: expected on or off"));
 }

@@ -444,6 +444,8 @@ TEST_CASE("specula run writes a complete results folder; shards merge into the s
   for (const char* key : {"cpu_model", "cores", "threads", "blas", "libraries", "build_type", "git_revision",
                           "weight_layout", "huge_pages"})
     CHECK(env.contains(key));
+  CHECK(env["huge_pages"] ==
+        (std::getenv("SPECULA_HUGE_PAGES") && std::string(std::getenv("SPECULA_HUGE_PAGES")) == "off" ? "off" : "on"));
   const std::vector<RunRecord> records = read_records((run / "records.jsonl").string());
   CHECK(records.size() == 14 * 4 * 2);  // (2 baselines + 12 speculative settings) x prompts x repetitions
   const std::string summary = read_text((run / "summary.csv").string());

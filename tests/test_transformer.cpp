@@ -301,45 +301,59 @@ TEST_CASE("matrices packed for decoding: the same model through every path, and 
 
 TEST_CASE("packed matrices live in one 2 MB-aligned huge-page buffer, values unchanged", "[transformer]") {
   // pack_matrices_for_decoding moves the packed matrices into one HugePageBuffer (huge_page_buffer.h), each at
-  // a 64-byte boundary in parameter order; the tensors keep the buffer alive. Mutants tried by hand: no move
-  // (each matrix in its own LibTorch allocation) fails the placement checks; a deleter that does not hold the
-  // buffer unmaps it under the model (the forward below faults).
+  // a 64-byte boundary in parameter order, when they make at least one 2 MB page; the tensors keep the buffer
+  // alive. Mutants tried by hand: no move (each matrix in its own LibTorch allocation) fails the placement
+  // checks; a deleter that does not hold the buffer unmaps it under the model (the forward below faults).
   HugePageBuffer probe(3 << 20);
   CHECK(reinterpret_cast<uintptr_t>(probe.data()) % (2 << 20) == 0);
   CHECK(probe.size() == (4 << 20));
   CHECK(static_cast<const char*>(probe.data())[probe.size() - 1] == 0);  // mapped, zeroed, readable to the end
   if (std::filesystem::exists("/sys/kernel/mm/transparent_hugepage/enabled")) CHECK(probe.huge_pages_advised());
-  CHECK(process_huge_page_bytes() >= -1);
+  const long long granted = process_huge_page_bytes();  // whole 2 MB pages, or -1 where the kernel does not say
+  CHECK((granted == -1 || (granted >= 0 && granted % (2 << 20) == 0)));
+  CHECK(process_resident_bytes() > 0);
 
   REQUIRE(decoding_weights_on_huge_pages());  // SPECULA_HUGE_PAGES unset or on
-  Transformer plain = scaled_model(small_config(false), 43);
+  TransformerConfig c = small_config(false);
+  c.d_model = 256;  // 2.9 MB of bf16 matrices: more than one 2 MB page
+  c.d_ff = 512;
+  Transformer plain = scaled_model(c, 43);
   store_matrices_as(*plain, torch::kBFloat16);
   torch::Tensor logits;
   {
-    Transformer packed = scaled_model(small_config(false), 43);
+    Transformer packed = scaled_model(c, 43);
     store_matrices_as(*packed, torch::kBFloat16);
-    pack_matrices_for_decoding(*packed);
-    const char* expected = nullptr;
+    const int64_t moved = pack_matrices_for_decoding(*packed);
+    const char *first = nullptr, *expected = nullptr;
     for (const auto& p : packed->named_parameters()) {
       if (!is_packed_matrix(p.value())) continue;
       const char* at = static_cast<const char*>(p.value().data_ptr());
-      if (!expected)
-        CHECK(reinterpret_cast<uintptr_t>(at) % (2 << 20) == 0);
+      if (!first)
+        CHECK(reinterpret_cast<uintptr_t>(first = at) % (2 << 20) == 0);
       else
         CHECK(at == expected);
       expected = at + (p.value().nbytes() + 63) / 64 * 64;
       CHECK(torch::equal(row_major_matrix(p.value()), plain->named_parameters()[p.key()]));
     }
     REQUIRE(expected != nullptr);
+    CHECK(moved == expected - first);
+    CHECK(moved > (2 << 20));
     // The loop's handles are gone: the model's parameters alone keep the buffer mapped.
     c10::InferenceMode inference;
     KVCache cache = packed->new_cache(1);
     logits = packed->forward(torch::tensor(std::vector<int64_t>{3, 1, 4}).unsqueeze(0), cache).logits;
   }
-  c10::InferenceMode inference;
-  KVCache cache = plain->new_cache(1);
-  CHECK(torch::allclose(logits, plain->forward(torch::tensor(std::vector<int64_t>{3, 1, 4}).unsqueeze(0), cache).logits,
-                        1e-4, 1e-4));
+  {
+    c10::InferenceMode inference;
+    KVCache cache = plain->new_cache(1);
+    CHECK(torch::allclose(
+        logits, plain->forward(torch::tensor(std::vector<int64_t>{3, 1, 4}).unsqueeze(0), cache).logits, 1e-4, 1e-4));
+  }
+  // Under one huge page nothing moves: the matrices stay in their own allocations.
+  Transformer small = scaled_model(small_config(false), 44);
+  CHECK(pack_matrices_for_decoding(*small) == 0);
+  CHECK(has_packed_matrices(*small));
+  CHECK_THROWS_WITH(move_to_huge_pages({torch::zeros({64, 64}).t()}), Contains("not a contiguous CPU tensor"));
 }
 
 TEST_CASE("the causal mask hides later tokens", "[transformer]") {

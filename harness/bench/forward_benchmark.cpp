@@ -187,12 +187,19 @@ Case weight_read_case(Transformer& model, const ForwardBenchOptions& o, int64_t&
   return floor;
 }
 
+std::string megabytes(double bytes) {
+  std::ostringstream text;
+  text << std::fixed << std::setprecision(1) << bytes / 1e6 << " MB";
+  return text.str();
+}
+
 json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ostream& os) {
   const std::string dir = spec.substr(spec.find(':') + 1);  // transformer:DIR (validate)
   LoadedCheckpoint loaded = load_checkpoint(dir, o.weights_dtype);
   Transformer& model = loaded.model;
-  pack_matrices_for_decoding(*model);  // as an inference model keeps them
-  const long long huge_page_bytes = process_huge_page_bytes();
+  const int64_t moved_bytes = pack_matrices_for_decoding(*model);  // as an inference model keeps them
+  const long long huge_page_bytes = process_huge_page_bytes(), resident = process_resident_bytes();
+  const bool huge_pages = decoding_weight_layout() == WeightLayout::panels && decoding_weights_on_huge_pages();
   const TransformerConfig& c = model->config();
   int64_t max_rows = *std::max_element(o.chunk_sizes.begin(), o.chunk_sizes.end());
   for (const std::string& t : o.trees) max_rows = std::max<int64_t>(max_rows, tree_parents(parse_tree_shape(t)).size());
@@ -220,9 +227,9 @@ json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ost
      << spec << ": " << c.describe() << ", matrices " << dtype_string(model->embedding->weight.scalar_type()) << " ("
      << std::fixed << std::setprecision(1) << static_cast<double>(weight_bytes) / 1e6 << " MB), kernel "
      << skinny_isa_name(skinny_linear_isa()) << ", " << weight_layout_name(decoding_weight_layout())
-     << " weights (huge pages " << (decoding_weights_on_huge_pages() ? "on" : "off") << ", " << std::setprecision(1)
-     << static_cast<double>(huge_page_bytes) / 1e6 << " MB granted), context " << o.context << ", " << o.threads
-     << " thread(s)\n";
+     << " weights (huge pages " << (huge_pages ? "on" : "off") << ": " << megabytes(static_cast<double>(moved_bytes))
+     << " moved, " << (huge_page_bytes < 0 ? std::string("unknown") : megabytes(static_cast<double>(huge_page_bytes)))
+     << " granted), context " << o.context << ", " << o.threads << " thread(s)\n";
   os << std::left << std::setw(14) << "forward" << std::right << std::setw(6) << "rows" << std::setw(13) << "wall us"
      << std::setw(10) << "vs 1-tok" << std::setw(12) << "CPU us" << std::setw(10) << "vs 1-tok" << std::setw(12)
      << "CPU us/row"
@@ -265,9 +272,11 @@ json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ost
           {"one_token_vs_weight_read", base_wall / floor_wall},
           {"kernel_isa", skinny_isa_name(skinny_linear_isa())},
           {"weight_layout", weight_layout_name(decoding_weight_layout())},
-          {"huge_pages", decoding_weights_on_huge_pages() ? "on" : "off"},
-          // the whole process's AnonHugePages after loading this model: what the kernel granted
+          {"huge_pages", huge_pages ? "on" : "off"},          // panels, and SPECULA_HUGE_PAGES not off
+          {"weight_bytes_moved_to_huge_pages", moved_bytes},  // 0 under one 2 MB page of matrices
+          // the whole process after loading this model: what the kernel granted on 2 MB pages, its resident set
           {"process_huge_page_bytes_after_load", huge_page_bytes},
+          {"process_resident_bytes_after_load", resident},
           {"cases", jcases}};
 }
 

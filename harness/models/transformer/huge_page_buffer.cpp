@@ -14,9 +14,21 @@
 namespace specula {
 namespace {
 
-constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kHugePage = static_cast<size_t>(kHugePageBytes);
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// The value in kB after `key` in a /proc file of "Key: value kB" lines, in bytes; -1 where there is none.
+long long proc_kb_field(const char* path, const std::string& key) {
+  std::ifstream in(path);
+  std::string word;
+  long long kb = 0;
+  while (in >> word) {
+    if (word == key && in >> kb) return kb * 1024;
+    in.ignore(1 << 20, '\n');
+  }
+  return -1;
+}
 
 }  // namespace
 
@@ -49,15 +61,8 @@ bool decoding_weights_on_huge_pages() {
   return on;
 }
 
-long long process_huge_page_bytes() {
-  std::ifstream in("/proc/self/smaps_rollup");
-  std::string key;
-  long long kb = 0;
-  while (in >> key) {
-    if (key == "AnonHugePages:" && in >> kb) return kb * 1024;
-    in.ignore(1 << 20, '\n');
-  }
-  return -1;
-}
+long long process_huge_page_bytes() { return proc_kb_field("/proc/self/smaps_rollup", "AnonHugePages:"); }
+
+long long process_resident_bytes() { return proc_kb_field("/proc/self/status", "VmRSS:"); }
 
 }  // namespace specula

@@ -2,15 +2,18 @@
 //
 // Why: a decoding step reads every matrix once, 55-110 MB for the bundled 27M target, gigabytes for real ones. On
 // 4 KB pages that is a TLB miss every 4 KB of the stream (13 000 page walks a step for 55 MB), and the hardware
-// prefetchers stop at each page boundary. Many Linux systems (Debian's and Ubuntu's default) grant 2 MB pages
-// only to memory marked MADV_HUGEPAGE before it is first touched; LibTorch's allocator does not mark it. Kernel
-// alone on the 27M target's matrices, AVX2 VM, in-process ABBA: 1 row 0.84-0.91x the time on 4 KB pages, 15
-// rows 0.93-0.98x (results/bench/huge-pages-avx2/). Torch-free.
+// prefetchers stop at each page boundary. Where transparent huge pages are in `madvise` mode, only memory marked
+// MADV_HUGEPAGE before it is first touched gets 2 MB pages; LibTorch's allocator does not mark it. Two copies of
+// the 27M target in one process, AVX2 VM: the 1-token step 0.85-0.95x the time on 4 KB pages, the 15-node tree
+// 0.96-0.99x (results/bench/huge-pages-avx2/). Torch-free.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace specula {
+
+constexpr int64_t kHugePageBytes = int64_t{2} << 20;
 
 class HugePageBuffer {
  public:
@@ -38,8 +41,10 @@ class HugePageBuffer {
 // give (a machine short of contiguous memory, where the kernel's compaction would stall the load).
 bool decoding_weights_on_huge_pages();
 
-// Bytes of the calling process's memory on transparent huge pages (AnonHugePages of /proc/self/smaps_rollup), or
-// -1 where the kernel does not say: recorded with benchmark results.
+// Bytes of the calling process's memory on transparent huge pages (AnonHugePages of /proc/self/smaps_rollup; a
+// multiple of 2 MB), and its resident set (VmRSS of /proc/self/status), or -1 where the kernel does not say:
+// recorded with benchmark results.
 long long process_huge_page_bytes();
+long long process_resident_bytes();
 
 }  // namespace specula

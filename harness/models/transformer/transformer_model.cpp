@@ -1,10 +1,13 @@
 #include "harness/models/transformer/transformer_model.h"
 
+#include <malloc.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
 
+#include "harness/io/log.h"
 #include "harness/models/transformer/decode_step.h"
 #include "harness/models/transformer/huge_page_buffer.h"
 #include "harness/models/transformer/memory_budget.h"
@@ -43,8 +46,8 @@ torch::Tensor row_major_matrix(const torch::Tensor& w) {
   return is_packed_matrix(w) ? w.permute({0, 2, 1}).reshape({matrix_outputs(w), w.size(1)}) : w;
 }
 
-void pack_matrices_for_decoding(torch::nn::Module& model) {
-  if (decoding_weight_layout() != WeightLayout::panels) return;
+int64_t pack_matrices_for_decoding(torch::nn::Module& model) {
+  if (decoding_weight_layout() != WeightLayout::panels) return 0;
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> packed;
   for (auto& p : model.named_parameters()) {
@@ -57,25 +60,45 @@ void pack_matrices_for_decoding(torch::nn::Module& model) {
     w.set_data(w.view({out / kPanelOutputs, in, kPanelOutputs}));
     packed.push_back(w);
   }
-  if (decoding_weights_on_huge_pages()) move_to_huge_pages(packed);
+  if (!decoding_weights_on_huge_pages()) return 0;
+  // Under one huge page of matrices (a draft head, a test model) the buffer would round up to a whole 2 MB page,
+  // and so few 4 KB pages stay within the TLB's reach anyway.
+  int64_t total = 0;
+  for (const torch::Tensor& w : packed) total += static_cast<int64_t>(w.nbytes());
+  return total >= kHugePageBytes ? move_to_huge_pages(packed) : 0;
 }
 
-void move_to_huge_pages(const std::vector<torch::Tensor>& matrices) {
-  // One buffer, each matrix at a 64-byte boundary in the order given (the order a step reads them); a matrix's
-  // old storage is freed as soon as it is copied, so at most one extra matrix is resident at a time.
+int64_t move_to_huge_pages(const std::vector<torch::Tensor>& matrices) {
+  // One buffer, each matrix at a 64-byte boundary in the order given (parameter order: the blocks' matrices in
+  // the order a step reads them, a tied embedding first).
   constexpr size_t kAlign = 64;
   size_t total = 0;
-  for (const torch::Tensor& w : matrices) total += (w.nbytes() + kAlign - 1) / kAlign * kAlign;
-  if (total == 0) return;
-  const auto buffer = std::make_shared<HugePageBuffer>(total);
+  for (const torch::Tensor& w : matrices) {
+    if (!w.device().is_cpu() || !w.is_contiguous())
+      fail("move_to_huge_pages: a ", w.sizes(), " matrix is not a contiguous CPU tensor");
+    total += (w.nbytes() + kAlign - 1) / kAlign * kAlign;
+  }
+  if (total == 0) return 0;
+  std::shared_ptr<HugePageBuffer> buffer;
+  try {
+    buffer = std::make_shared<HugePageBuffer>(total);
+  } catch (const Error& e) {  // the weights are loaded and usable where they are: keep them there
+    log(LogLevel::warn, e.what(), "; the weights stay on the allocator's pages");
+    return 0;
+  }
   char* at = static_cast<char*>(buffer->data());
   torch::NoGradGuard no_grad;
+  c10::InferenceMode normal_tensors(false);  // the matrices stay usable outside inference mode
   for (torch::Tensor w : matrices) {
     std::memcpy(at, w.data_ptr(), w.nbytes());
     w.set_data(torch::from_blob(
         at, w.sizes(), [buffer](void*) {}, w.options()));
     at += (w.nbytes() + kAlign - 1) / kAlign * kAlign;
   }
+  // Each matrix's old storage was freed when its tensor let go of it; matrices under glibc's mmap threshold
+  // (32 MB at most) were on the heap, which returns freed memory to the system only when trimmed.
+  malloc_trim(0);
+  return static_cast<int64_t>(total);
 }
 
 bool has_packed_matrices(const torch::nn::Module& model) {

@@ -139,12 +139,13 @@ void store_matrices_as(torch::nn::Module& model, torch::ScalarType dtype);
 // skinny_linear.h), the layout the few-row kernel reads fastest. Inference only, done once at load: everything
 // that reads matrices here (apply_linear, embed, lm_head, the decoding step) reads both layouts; training and
 // saving need row-major matrices (save_checkpoint refuses a packed model).
-// The packed matrices then move into one HugePageBuffer (huge_page_buffer.h; unless SPECULA_HUGE_PAGES=off): the
-// step streams them on 2 MB pages.
-void pack_matrices_for_decoding(torch::nn::Module& model);
+// The packed matrices then move into one HugePageBuffer (huge_page_buffer.h; unless SPECULA_HUGE_PAGES=off or
+// they make less than one 2 MB page): the step streams them on 2 MB pages. Returns the bytes moved there.
+int64_t pack_matrices_for_decoding(torch::nn::Module& model);
 // Moves each tensor's data into one HugePageBuffer, kept alive by the tensors that view it (same values, sizes
-// and dtype; contiguous CPU tensors).
-void move_to_huge_pages(const std::vector<torch::Tensor>& matrices);
+// and dtype; contiguous CPU tensors, else Error). Returns the buffer's bytes in use, or 0 where the buffer could
+// not be mapped (a warning; the tensors keep their storage).
+int64_t move_to_huge_pages(const std::vector<torch::Tensor>& matrices);
 bool has_packed_matrices(const torch::nn::Module& model);
 bool is_packed_matrix(const torch::Tensor& w);           // [out / 16, in, 16]
 int64_t matrix_outputs(const torch::Tensor& w);          // out, in either layout
