@@ -10,6 +10,7 @@
 #   commands.sh kernel     kernel_ab.txt: the kernel alone, in-process ABBA (kernel_ab.cpp), one pass appended
 #   commands.sh forward    forward_ab.txt: whole forwards, two copies of the model in one process (forward_ab.cpp)
 #   commands.sh resident   resident.txt: resident memory after loading and at peak, on and off
+#   commands.sh end-to-end end-to-end-ab/: bench end-to-end on 8 settings, on off off on (summary.txt by hand)
 set -e
 cd "$(dirname "$0")/../../.."
 out=results/bench/huge-pages-avx2
@@ -60,6 +61,16 @@ PY
     { echo "# $(date -u); $(grep -m1 'model name' /proc/cpuinfo); THP $(cat /sys/kernel/mm/transparent_hugepage/enabled); one thread; git $(git rev-parse --short HEAD); load $(cat /proc/loadavg)"
       for dtype in bfloat16 float16 float32; do /tmp/forward_ab results/models/target-27m $dtype 300; done
       echo "# load after $(cat /proc/loadavg)"; } >> $out/forward_ab.txt
+    exit 0 ;;
+  end-to-end)
+    mkdir -p $out/end-to-end-ab
+    i=0
+    for s in on off off on; do
+      SPECULA_HUGE_PAGES=$s build/specula bench end-to-end \
+        --set "draft.drafter=ngram:results/models/ngram-order6-distilled-27m.txt | transformer:results/models/draft" \
+        --set "draft.method=block" --set "draft.num_draft_tokens=4, 7" --output $out/end-to-end-ab/$s-$i.json
+      i=$((i + 1))
+    done
     exit 0 ;;
   resident)
     { echo "# resident memory of specula bench forward on the 27M target (one thread; --chunks 1 --min-time 0.01), huge pages on and off; $(date -u); RSS after load from /proc/self/status in the JSON, peak from getrusage(RUSAGE_CHILDREN).ru_maxrss"
