@@ -12,6 +12,27 @@ using namespace specula::testing;
 using Catch::Matchers::Contains;
 using nlohmann::json;
 
+namespace {
+
+// Sets an environment variable the child `specula` reads (unsets it for ""), and puts back what was there when
+// it goes, whatever a failed REQUIRE leaves behind.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* was = std::getenv(name)) before_ = was;
+    value.empty() ? ::unsetenv(name) : ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() { before_ ? ::setenv(name_, before_->c_str(), 1) : ::unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> before_;
+};
+
+}  // namespace
+
 TEST_CASE("bench forward reports every case against the 1-token forward and the weight-read floor", "[cli]") {
   TempDir dir;
   const std::string models = std::string(SPECULA_SOURCE_DIR) + "/results/models/";
@@ -68,19 +89,15 @@ TEST_CASE("bench forward records the weight layout SPECULA_WEIGHT_LAYOUT chose, 
                            dir.file("forward.json");
   for (const std::string layout : {"", "panels", "row_major"}) {
     INFO(layout);
-    if (layout.empty())
-      ::unsetenv("SPECULA_WEIGHT_LAYOUT");
-    else
-      ::setenv("SPECULA_WEIGHT_LAYOUT", layout.c_str(), 1);
+    const ScopedEnv env("SPECULA_WEIGHT_LAYOUT", layout);
     const CliResult r = run_specula(args);
     REQUIRE(r.exit_code == 0);
     const std::string expected = layout.empty() ? "panels" : layout;  // panels unless told
     CHECK_THAT(r.out, Contains(expected + " weights"));
     CHECK(json::parse(read_text(dir.file("forward.json")))["models"][0]["weight_layout"] == expected);
   }
-  ::setenv("SPECULA_WEIGHT_LAYOUT", "rows", 1);
+  const ScopedEnv env("SPECULA_WEIGHT_LAYOUT", "rows");
   const CliResult bad = run_specula(args);
-  ::unsetenv("SPECULA_WEIGHT_LAYOUT");
   CHECK(bad.exit_code == 1);
   CHECK_THAT(bad.err, Contains("SPECULA_WEIGHT_LAYOUT=rows: expected panels or row_major"));
 }
@@ -88,12 +105,6 @@ TEST_CASE("bench forward records the weight layout SPECULA_WEIGHT_LAYOUT chose, 
 TEST_CASE("bench forward records whether SPECULA_HUGE_PAGES kept the weights on huge pages, and names a bad value",
           "[cli]") {
   // The 14 MB target: more than one 2 MB page of matrices, so "on" moves them all.
-  struct RestoreEnv {  // the variable as it was, whatever a failed REQUIRE leaves
-    const char* name = "SPECULA_HUGE_PAGES";
-    std::optional<std::string> before =
-        std::getenv(name) ? std::optional<std::string>(std::getenv(name)) : std::nullopt;
-    ~RestoreEnv() { before ? ::setenv(name, before->c_str(), 1) : ::unsetenv(name); }
-  } restore;
   TempDir dir;
   const std::string args = "bench forward --model transformer:" + std::string(SPECULA_SOURCE_DIR) +
                            "/results/models/target --context 8 --min-iterations 2 --min-time 0.001 --chunks 1,2 "
@@ -101,10 +112,7 @@ TEST_CASE("bench forward records whether SPECULA_HUGE_PAGES kept the weights on 
                            dir.file("forward.json");
   for (const std::string setting : {"", "on", "off"}) {
     INFO(setting);
-    if (setting.empty())
-      ::unsetenv("SPECULA_HUGE_PAGES");
-    else
-      ::setenv("SPECULA_HUGE_PAGES", setting.c_str(), 1);
+    const ScopedEnv env("SPECULA_HUGE_PAGES", setting);
     const CliResult r = run_specula(args);
     REQUIRE(r.exit_code == 0);
     const std::string expected = setting.empty() ? "on" : setting;  // on unless told
@@ -120,7 +128,7 @@ TEST_CASE("bench forward records whether SPECULA_HUGE_PAGES kept the weights on 
     CHECK((granted == -1 || (granted >= 0 && granted % (2 << 20) == 0)));
     CHECK(model["process_resident_bytes_after_load"].get<long long>() > moved);
   }
-  ::setenv("SPECULA_HUGE_PAGES", "yes", 1);
+  const ScopedEnv env("SPECULA_HUGE_PAGES", "yes");
   const CliResult bad = run_specula(args);
   CHECK(bad.exit_code == 1);
   CHECK_THAT(bad.err, Contains("SPECULA_HUGE_PAGES=yes: expected on or off"));

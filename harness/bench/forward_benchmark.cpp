@@ -23,6 +23,7 @@
 #include "harness/io/output_file.h"
 #include "harness/models/transformer/checkpoint.h"
 #include "harness/models/transformer/huge_page_buffer.h"
+#include "harness/models/transformer/memory_budget.h"
 #include "harness/models/transformer/skinny_linear.h"
 #include "kernels/shared/error.h"
 #include "verify/verifiers/token_tree.h"
@@ -187,19 +188,13 @@ Case weight_read_case(Transformer& model, const ForwardBenchOptions& o, int64_t&
   return floor;
 }
 
-std::string megabytes(double bytes) {
-  std::ostringstream text;
-  text << std::fixed << std::setprecision(1) << bytes / 1e6 << " MB";
-  return text.str();
-}
-
 json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ostream& os) {
   const std::string dir = spec.substr(spec.find(':') + 1);  // transformer:DIR (validate)
   LoadedCheckpoint loaded = load_checkpoint(dir, o.weights_dtype);
   Transformer& model = loaded.model;
   const int64_t moved_bytes = pack_matrices_for_decoding(*model);  // as an inference model keeps them
   const long long huge_page_bytes = process_huge_page_bytes(), resident = process_resident_bytes();
-  const bool huge_pages = decoding_weight_layout() == WeightLayout::panels && decoding_weights_on_huge_pages();
+  const bool huge_pages = decoding_weights_on_huge_pages();
   const TransformerConfig& c = model->config();
   int64_t max_rows = *std::max_element(o.chunk_sizes.begin(), o.chunk_sizes.end());
   for (const std::string& t : o.trees) max_rows = std::max<int64_t>(max_rows, tree_parents(parse_tree_shape(t)).size());
@@ -227,9 +222,9 @@ json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ost
      << spec << ": " << c.describe() << ", matrices " << dtype_string(model->embedding->weight.scalar_type()) << " ("
      << std::fixed << std::setprecision(1) << static_cast<double>(weight_bytes) / 1e6 << " MB), kernel "
      << skinny_isa_name(skinny_linear_isa()) << ", " << weight_layout_name(decoding_weight_layout())
-     << " weights (huge pages " << (huge_pages ? "on" : "off") << ": " << megabytes(static_cast<double>(moved_bytes))
-     << " moved, " << (huge_page_bytes < 0 ? std::string("unknown") : megabytes(static_cast<double>(huge_page_bytes)))
-     << " granted), context " << o.context << ", " << o.threads << " thread(s)\n";
+     << " weights (huge pages " << (huge_pages ? "on" : "off") << ": " << format_bytes(moved_bytes) << " moved, "
+     << (huge_page_bytes < 0 ? std::string("unknown") : format_bytes(huge_page_bytes)) << " granted), context "
+     << o.context << ", " << o.threads << " thread(s)\n";
   os << std::left << std::setw(14) << "forward" << std::right << std::setw(6) << "rows" << std::setw(13) << "wall us"
      << std::setw(10) << "vs 1-tok" << std::setw(12) << "CPU us" << std::setw(10) << "vs 1-tok" << std::setw(12)
      << "CPU us/row"

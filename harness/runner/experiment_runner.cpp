@@ -330,9 +330,7 @@ void write_run_description(const fs::path& dir, const ExperimentConfig& config, 
   env["weights_dtype"] = config.weights_dtype;
   env["skinny_kernel_isa"] = skinny_isa_name(skinny_linear_isa());      // SPECULA_SKINNY_ISA may force one
   env["weight_layout"] = weight_layout_name(decoding_weight_layout());  // SPECULA_WEIGHT_LAYOUT may force one
-  // Packed matrices move to 2 MB pages unless SPECULA_HUGE_PAGES=off (huge_page_buffer.h)
-  env["huge_pages"] =
-      decoding_weight_layout() == WeightLayout::panels && decoding_weights_on_huge_pages() ? "on" : "off";
+  env["huge_pages"] = decoding_weights_on_huge_pages() ? "on" : "off";  // SPECULA_HUGE_PAGES=off turns them off
   write_output_file((dir / "env.json").string(), env.dump(2) + "\n", "run");
 }
 

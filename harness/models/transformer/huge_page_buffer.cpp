@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "harness/models/transformer/skinny_linear.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -58,7 +59,7 @@ bool decoding_weights_on_huge_pages() {
     if (std::strcmp(forced, "off") == 0) return false;
     fail("SPECULA_HUGE_PAGES=", forced, ": expected on or off");
   }();
-  return on;
+  return on && decoding_weight_layout() == WeightLayout::panels;
 }
 
 long long process_huge_page_bytes() { return proc_kb_field("/proc/self/smaps_rollup", "AnonHugePages:"); }

@@ -35,10 +35,11 @@ class HugePageBuffer {
   bool advised_ = false;
 };
 
-// Whether inference models move their packed matrices into a HugePageBuffer (pack_matrices_for_decoding): yes,
-// unless the environment variable SPECULA_HUGE_PAGES is `off` (read once; `on` or unset: yes; anything else
-// fails naming it). How the two are compared end to end, and a way out where 2 MB pages cost more than they
-// give (a machine short of contiguous memory, where the kernel's compaction would stall the load).
+// Whether inference models move their packed matrices into a HugePageBuffer (pack_matrices_for_decoding): yes
+// when they pack them (decoding_weight_layout() is panels), unless the environment variable SPECULA_HUGE_PAGES
+// is `off` (read once; `on` or unset: yes; anything else fails naming it). How the two are compared end to
+// end, and a way out where 2 MB pages cost more than they give (a machine short of contiguous memory, where the
+// kernel's compaction would stall the load).
 bool decoding_weights_on_huge_pages();
 
 // Bytes of the calling process's memory on transparent huge pages (AnonHugePages of /proc/self/smaps_rollup; a

@@ -60,25 +60,22 @@ int64_t pack_matrices_for_decoding(torch::nn::Module& model) {
     w.set_data(w.view({out / kPanelOutputs, in, kPanelOutputs}));
     packed.push_back(w);
   }
-  if (!decoding_weights_on_huge_pages()) return 0;
-  // Under one huge page of matrices (a draft head, a test model) the buffer would round up to a whole 2 MB page,
-  // and so few 4 KB pages stay within the TLB's reach anyway.
-  int64_t total = 0;
-  for (const torch::Tensor& w : packed) total += static_cast<int64_t>(w.nbytes());
-  return total >= kHugePageBytes ? move_to_huge_pages(packed) : 0;
+  return decoding_weights_on_huge_pages() ? move_to_huge_pages(packed) : 0;
 }
 
 int64_t move_to_huge_pages(const std::vector<torch::Tensor>& matrices) {
   // One buffer, each matrix at a 64-byte boundary in the order given (parameter order: the blocks' matrices in
   // the order a step reads them, a tied embedding first).
-  constexpr size_t kAlign = 64;
+  auto slot_bytes = [](const torch::Tensor& w) { return (w.nbytes() + 63) / 64 * 64; };
   size_t total = 0;
   for (const torch::Tensor& w : matrices) {
     if (!w.device().is_cpu() || !w.is_contiguous())
       fail("move_to_huge_pages: a ", w.sizes(), " matrix is not a contiguous CPU tensor");
-    total += (w.nbytes() + kAlign - 1) / kAlign * kAlign;
+    total += slot_bytes(w);
   }
-  if (total == 0) return 0;
+  // Under one huge page of matrices (a draft head, a test model) the buffer would round up to a whole 2 MB page,
+  // and so few 4 KB pages stay within the TLB's reach anyway.
+  if (total < static_cast<size_t>(kHugePageBytes)) return 0;
   std::shared_ptr<HugePageBuffer> buffer;
   try {
     buffer = std::make_shared<HugePageBuffer>(total);
@@ -93,7 +90,7 @@ int64_t move_to_huge_pages(const std::vector<torch::Tensor>& matrices) {
     std::memcpy(at, w.data_ptr(), w.nbytes());
     w.set_data(torch::from_blob(
         at, w.sizes(), [buffer](void*) {}, w.options()));
-    at += (w.nbytes() + kAlign - 1) / kAlign * kAlign;
+    at += slot_bytes(w);
   }
   // Each matrix's old storage was freed when its tensor let go of it; matrices under glibc's mmap threshold
   // (32 MB at most) were on the heap, which returns freed memory to the system only when trimmed.

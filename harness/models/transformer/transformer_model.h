@@ -143,8 +143,8 @@ void store_matrices_as(torch::nn::Module& model, torch::ScalarType dtype);
 // they make less than one 2 MB page): the step streams them on 2 MB pages. Returns the bytes moved there.
 int64_t pack_matrices_for_decoding(torch::nn::Module& model);
 // Moves each tensor's data into one HugePageBuffer, kept alive by the tensors that view it (same values, sizes
-// and dtype; contiguous CPU tensors, else Error). Returns the buffer's bytes in use, or 0 where the buffer could
-// not be mapped (a warning; the tensors keep their storage).
+// and dtype; contiguous CPU tensors, else Error). Returns the buffer's bytes in use, or 0 where nothing moved:
+// under one 2 MB page in all, or a buffer that could not be mapped (a warning; the tensors keep their storage).
 int64_t move_to_huge_pages(const std::vector<torch::Tensor>& matrices);
 bool has_packed_matrices(const torch::nn::Module& model);
 bool is_packed_matrix(const torch::Tensor& w);           // [out / 16, in, 16]
