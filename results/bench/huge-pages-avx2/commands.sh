@@ -9,6 +9,7 @@
 #   commands.sh tree       tree-ab/ and tree-ab.txt: bf16 1-token and tree only, eight more ABBA pairs
 #   commands.sh kernel     kernel_ab.txt: the kernel alone, in-process ABBA (kernel_ab.cpp), one pass appended
 #   commands.sh forward    forward_ab.txt: whole forwards, two copies of the model in one process (forward_ab.cpp)
+#   python3 to_json.py     kernel_ab.json, forward_ab.json from the two .txt files, with each pass's machine
 #   commands.sh resident   resident.txt: resident memory after loading and at peak, on and off
 #   commands.sh end-to-end end-to-end-ab/: bench end-to-end on 8 settings, on off off on (summary.txt by hand)
 set -e
