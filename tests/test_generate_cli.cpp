@@ -12,6 +12,7 @@
 
 using namespace specula::testing;
 using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
 
 TEST_CASE("generate writes L tokens per sample (no stop token) and the documented metrics", "[cli][generate]") {
   TempDir dir;
@@ -98,6 +99,17 @@ TEST_CASE("generate refuses bad models and options with a message naming them", 
        "--tree"},
       {"--target bigram:" + target + " --prompt-tokens 0,9 --max-new-tokens 2" + out, "token id 9"},
       {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --top-p 0" + out, "top_p"},
+      // Values are quoted as written, never as float32 turned them (1e-300 would read "got 0").
+      {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --top-p 1e-300" + out,
+       "--top-p: '1e-300' is too small for a 32-bit float (it would be 0)"},
+      {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --min-p 1e40" + out,
+       "--min-p: '1e40' is too large for a 32-bit float"},
+      {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --top-p 0.9x" + out,
+       "--top-p: '0.9x' is not a number"},
+      {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --top-p 1.0000001" + out,
+       "top_p must be in (0, 1], got 1.0000001"},
+      {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --temperature 0.00012345678" + out,
+       "--temperature: 0.00012345678 is below the smallest temperature"},
       {"--target bigram:" + target + " --max-new-tokens 2" + out, "context token"},
       {"--target unicorn:x --prompt-tokens 0 --max-new-tokens 2" + out, "unknown model 'unicorn:x'"},
       {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --temperature 1e-50" + out,
@@ -308,4 +320,15 @@ TEST_CASE("train refuses to replace an existing checkpoint unless --overwrite", 
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Contains("already holds a checkpoint") && Contains("--overwrite"));
   CHECK(read_text(config) == "{}");
+}
+
+TEST_CASE("specula --version and specula version print the version, git revision and build type", "[cli]") {
+  for (const char* flag : {"--version", "version"}) {
+    const CliResult r = run_specula(flag);
+    INFO(flag << ": " << r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.out, StartsWith("specula 0.") && Contains("(git ") && Contains(" build)"));
+    CHECK(r.out == run_specula("--version").out);
+  }
+  CHECK_THAT(run_specula("--help").out, Contains("version"));
 }

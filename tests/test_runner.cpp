@@ -757,3 +757,66 @@ TEST_CASE("every benchmark's machine block names the CPU, its ISA and the load a
   // Three numbers, as /proc/loadavg gives them.
   if (before != "unknown") CHECK(std::count(before.begin(), before.end(), ' ') == 2);
 }
+
+TEST_CASE("plot refuses a summary that is cut, empty, header-only, short or from an unfinished run", "[runner][cli]") {
+  TempDir dir;
+  const std::string exp = dir.write("exp.ini", experiment_text());
+  REQUIRE(run_specula("run " + exp + " --set experiment.output_dir=" + dir.file("results") + " --quiet --no-plots")
+              .exit_code == 0);
+  const std::string run = run_folders(dir.file("results") + "/exp").at(0);
+  const std::string summary = run + "/summary.csv", whole = read_text(summary);
+  const auto lines_of = [](const std::string& text) { return std::count(text.begin(), text.end(), '\n'); };
+  REQUIRE(lines_of(whole) == 15);  // the header and 14 settings
+  // Each damaged summary: exit 1, a message naming the file and what is missing, and no plot file written.
+  const auto refused = [&](const std::string& text, const std::vector<std::string>& says) {
+    std::ofstream(summary, std::ios::trunc) << text;
+    fs::remove_all(run + "/plots");
+    const CliResult r = run_specula("plot " + run + " --quiet");
+    INFO(r.err);
+    CHECK(r.exit_code == 1);
+    for (const std::string& s : says) CHECK_THAT(r.err, Contains(s));
+    CHECK_THAT(r.err, !Contains("complete\n") && !Contains("are complete"));
+    CHECK_FALSE(fs::exists(run + "/plots"));
+  };
+  const size_t half = whole.find('\n', whole.size() / 2) + 1;
+  refused(whole.substr(0, half), {summary, "rows", "misses settings"});          // cut at a line end
+  refused(whole.substr(0, half + 20), {summary, "last line is cut"});            // cut inside a line
+  refused("", {summary, "is empty"});                                            // emptied
+  refused(whole.substr(0, whole.find('\n') + 1), {summary, "only its header"});  // header only
+  // A line with a field too many or too few is damage, wherever it is.
+  std::string extra = whole;
+  extra.insert(whole.find('\n') + 1, "x,");
+  refused(extra, {summary, "line 2", "fields"});
+  // The whole summary plots, and `run` plots it at the end as well.
+  std::ofstream(summary, std::ios::trunc) << whole;
+  const CliResult ok = run_specula("plot " + run + " --quiet");
+  INFO(ok.err);
+  CHECK(ok.exit_code == 0);
+  CHECK(fs::exists(run + "/plots/speedup_vs_k.png"));
+
+  // An interrupted run whose summary covers only the settings it reached: refused unless --allow-incomplete.
+  const std::vector<RunRecord> records = read_records(run + "/records.jsonl");
+  std::string first_settings;
+  std::set<std::string> kept;
+  for (const RunRecord& r : records)
+    if (kept.size() < 5 || kept.count(r.setting_id)) {
+      kept.insert(r.setting_id);
+      first_settings += r.to_json_line() + "\n";
+    }
+  std::ofstream(run + "/records.jsonl", std::ios::trunc) << first_settings;
+  write_summary_csv(summarize(read_records(run + "/records.jsonl")), summary);
+  std::ofstream(run + "/status", std::ios::trunc) << "interrupted (SIGTERM)\n";
+  fs::remove_all(run + "/plots");
+  const CliResult partial = run_specula("plot " + run + " --quiet");
+  CHECK(partial.exit_code == 1);
+  CHECK_THAT(partial.err, Contains("not a complete run (status: interrupted (SIGTERM))") && Contains("5 of the 14") &&
+                              Contains("--resume") && Contains("--allow-incomplete"));
+  CHECK_FALSE(fs::exists(run + "/plots"));
+  const CliResult allowed = run_specula("plot " + run + " --quiet --allow-incomplete");
+  INFO(allowed.err);
+  CHECK(allowed.exit_code == 0);
+  CHECK_THAT(allowed.err, Contains("is not complete") && Contains("5 of 14"));
+  // A summary from before the status file existed (the bundled reference runs) still plots when whole.
+  fs::remove(run + "/status");
+  CHECK(run_specula("plot " + run + " --quiet").exit_code == 1);  // 5 of 14 settings: still not whole
+}

@@ -418,3 +418,59 @@ TEST_CASE("tree-opt: the search is bounded before it starts, and the uniform enu
   CHECK(shapes.exit_code == 1);
   CHECK_THAT(shapes.err, Contains("--max-depth 64 with max nodes 1024 allows more than 20000000 uniform tree shapes"));
 }
+
+TEST_CASE("tree-opt writes only trees generate accepts, for every bundled drafter", "[tree-opt][cli]") {
+  // Measured on each bundled drafter with its target: the uniform tree (--tree) and, for the head drafters, the
+  // rank-path tree (tree=FILE). Medusa drafts one level per head, so the default depth limit of 8 is lowered
+  // to its 3 heads with a note, and a --max-depth beyond them is refused naming both numbers.
+  const std::string models = std::string(SPECULA_SOURCE_DIR) + "/results/models/";
+  const std::string small = "transformer:" + models + "target", large = "transformer:" + models + "target-27m";
+  struct Pair {
+    std::string target, draft;
+    bool heads;
+  };
+  const std::vector<Pair> pairs = {
+      {small, "prompt-lookup", false},
+      {small, "ngram:" + models + "ngram-order4.txt", false},
+      {small, "ngram:" + models + "ngram-order6.txt", false},
+      {large, "ngram:" + models + "ngram-order6-distilled-27m.txt", false},
+      {small, "transformer:" + models + "draft", false},
+      {small, "medusa:" + models + "medusa", true},
+      {small, "eagle:" + models + "eagle", true},
+      {large, "medusa:" + models + "medusa-27m", true},
+      {large, "eagle:" + models + "eagle-27m", true},
+  };
+  const std::string prompt = " --prompt-tokens 82,79,77,69,79,58,10,87,104,97,116";
+  const std::string costs = " --forward-cost 1:1,4:1.01,8:1.02,16:1.04,32:1.08,64:1.2";
+  testing::TempDir dir;
+  for (const Pair& p : pairs) {
+    INFO(p.draft);
+    const std::string shape_file = dir.file("tree.txt"), ranks_file = dir.file("ranks.txt");
+    const testing::CliResult opt =
+        testing::run_specula("tree-opt --target " + p.target + " --draft " + p.draft + prompt + costs +
+                             " --measure-samples 1 --measure-tokens 24 --measure-branching 4 --output " + shape_file +
+                             " --output-ranks " + ranks_file);
+    INFO(opt.out << opt.err);
+    REQUIRE(opt.exit_code == 0);
+    if (opt.out.find("nothing written") != std::string::npos) continue;
+    const std::string shape = testing::read_text(shape_file).substr(0, testing::read_text(shape_file).find('\n'));
+    const std::string generate =
+        "generate --target " + p.target + prompt + " --max-new-tokens 12 --method tree --output " + dir.file("out.txt");
+    const testing::CliResult uniform = testing::run_specula(generate + " --draft " + p.draft + " --tree " + shape);
+    INFO("--tree " << shape << ": " << uniform.err);
+    CHECK(uniform.exit_code == 0);
+    if (p.heads) {
+      const testing::CliResult ranked = testing::run_specula(generate + " --draft " + p.draft + ",tree=" + ranks_file);
+      INFO("tree=" << testing::read_text(ranks_file) << ranked.err);
+      CHECK(ranked.exit_code == 0);
+    }
+    if (p.draft.rfind("medusa:", 0) == 0) {
+      CHECK_THAT(opt.out, Contains("max depth 8 lowered to 3"));
+      CHECK(parse_tree_shape(shape).size() <= 3u);
+      const testing::CliResult deep = testing::run_specula("tree-opt --target " + p.target + " --draft " + p.draft +
+                                                           prompt + costs + " --max-depth 4");
+      CHECK(deep.exit_code == 1);
+      CHECK_THAT(deep.err, Contains("--max-depth 4 is deeper than") && Contains("(3 levels)"));
+    }
+  }
+}

@@ -456,6 +456,80 @@ TEST_CASE("Medusa typical acceptance on hand rows at the threshold", "[verify][l
   }
 }
 
+TEST_CASE("Medusa typical acceptance's entropy keeps the reference's +1e-5 inside the log", "[verify][lossy]") {
+  // Cai et al. 2024's implementation: H = -sum p log(p + 1e-5). On a row with a long tail of small
+  // probabilities the offset moves H by about 0.01 nats (the tail's terms are near 1e-5 each), and delta is
+  // chosen to put the draft's p between delta e^-H with and without the offset: only the reference formula
+  // rejects it. The entropies are computed here in long double from the float row, independently.
+  const int32_t V = 1001;
+  std::vector<float> row(V, 0.5f / 1000.0f);
+  row[0] = 0.5f;
+  long double with_offset = 0.0L, plain = 0.0L;
+  for (float p : row) {
+    with_offset -= p * std::log(static_cast<long double>(p) + 1e-5L);
+    plain -= p * std::log(static_cast<long double>(p));
+  }
+  REQUIRE(plain - with_offset > 0.005L);  // a window wide enough for float rounding to sit well inside
+  TypicalAcceptance params;
+  params.epsilon = 1.0;  // the threshold is delta e^-H
+  const auto accepted = [&](long double h) {
+    params.delta = static_cast<double>(row[0] * std::exp(h));  // threshold = p(draft) * e^(h - H)
+    std::vector<float> rows = row;
+    rows.insert(rows.end(), row.begin(), row.end());  // the draft position's row, then the bonus row
+    return verify_typical(rows.data(), one_token_chain(0), V, StepRandom{7, 0, 0}, params).accepted == 1;
+  };
+  const long double middle = (with_offset + plain) / 2;
+  CHECK_FALSE(accepted(middle));  // threshold p e^((H_plain - H) / 2) > p: rejected
+  CHECK(accepted(with_offset - 0.001L));
+  CHECK_FALSE(accepted(with_offset + 0.001L));
+  const ScopedMutant on(Mutant::typical_entropy_without_offset);
+  CHECK(accepted(middle));  // without the offset H = H_plain, and the threshold falls below p
+}
+
+TEST_CASE("tree metrics equal the counts derived from each step's accepted path", "[verify][tree]") {
+  // A step of a depth-D tree offers D positions (acceptance_rate's denominator), whatever its node count; it
+  // reaches position i when its first i positions were accepted (the per-position acceptance the plots show).
+  // Both are derived here from the accepted path lengths alone, and the emitted tokens tie those lengths to the
+  // output: every step emits its accepted path plus one token.
+  const TablePair pair = random_pair(1, 8, 31, 1.5, 0.7);
+  const auto drafter = std::make_shared<ModelDrafterFactory>(pair.draft, plain());
+  GenerationConfig config = tree_config({3, 2, 1}, SiblingScheme::iid);
+  config.max_new_tokens = 24;
+  const int32_t depth = 3;
+  const auto check_against_paths = [&](bool expect_equal) {
+    GenerationMetrics m;
+    const std::vector<SequenceOutput> outs =
+        Generator(pair.target, plain(), drafter, config).generate_many(kPrompt, 0, 200, m);
+    int64_t steps = 0, accepted = 0;
+    std::vector<int64_t> reached(depth, 0), accepted_at(depth, 0), histogram(depth + 1, 0);
+    for (const SequenceOutput& out : outs) {
+      int64_t emitted = 0;
+      for (int32_t a : out.accept_lengths) {
+        ++steps;
+        accepted += a;
+        ++histogram[a];
+        emitted += a + 1;
+        for (int32_t i = 0; i < depth; ++i) {
+          reached[i] += a >= i;
+          accepted_at[i] += a > i;
+        }
+      }
+      CHECK(emitted >= static_cast<int64_t>(out.tokens.size()));  // the last step may be cut at max_new_tokens
+      CHECK(emitted - static_cast<int64_t>(out.tokens.size()) <= depth);
+    }
+    const bool equal = m.steps == steps && m.proposed == steps * depth && m.accepted == accepted &&
+                       m.position_reached == reached && m.position_accepted == accepted_at &&
+                       m.accepted_histogram == histogram;
+    CHECK(equal == expect_equal);
+    CHECK(reached[depth - 1] < steps);  // some steps stop early: a wrong "reached" would show
+  };
+  check_against_paths(true);
+  for (Mutant mutant : {Mutant::tree_proposed_counts_nodes, Mutant::tree_reached_counts_every_depth}) {
+    const ScopedMutant on(mutant);
+    check_against_paths(false);
+  }
+}
+
 // ---- Mutants: each realistic bug must fail the same law test that the correct code passes -------------
 
 namespace {

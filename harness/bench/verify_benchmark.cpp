@@ -21,10 +21,17 @@
 #include "verify/verifiers/target_rows.h"
 #include "verify/verifiers/token_tree.h"
 #include "verify/verifiers/verification.h"
+#include "verify/verifiers/verify_methods.h"
 
 namespace specula::bench {
 
-const char* const kVerifyBenchMethods[4] = {"chain", "block", "tree", "sampler_passes"};
+std::vector<std::string> verify_bench_methods() {
+  std::vector<std::string> methods;
+  for (VerifyMethod m : verify_methods())
+    if (!is_lossy(m) && !verifies_greedily(m)) methods.push_back(verify_method_name(m));
+  methods.push_back("sampler_passes");
+  return methods;
+}
 
 namespace {
 
@@ -147,9 +154,7 @@ class LazyInputs {
   std::shared_ptr<ShapeInputs> inputs_;
 };
 
-VerifyMethod verify_method_of(const std::string& method) {
-  return method == "block" ? VerifyMethod::block : method == "tree" ? VerifyMethod::tree : VerifyMethod::chain;
-}
+VerifyMethod verify_method_of(const std::string& method) { return parse_verify_method(method); }
 
 // One speculative step: the target rows, then the verifier with the step's own uniforms.
 VerifyOutcome verify_step(ShapeInputs& in, VerifyMethod method, uint64_t step) {
@@ -226,9 +231,8 @@ VerifyBenchResult run_verify_benchmarks(const VerifyBenchOptions& options) {
       const bool chain = shape.rfind("K=", 0) == 0;
       auto lazy = std::make_shared<LazyInputs>(shape, vocab);
       inputs[shape + "/V=" + std::to_string(vocab)] = lazy;
-      for (const char* method : kVerifyBenchMethods) {
-        const std::string m = method;
-        if ((m == "chain" || m == "block") != chain && m != "sampler_passes") continue;
+      for (const std::string& m : verify_bench_methods()) {
+        if (m != "sampler_passes" && verifies_trees(parse_verify_method(m)) == chain) continue;
         const CaseSpec spec{m, shape, vocab};
         auto body = case_body(m);
         if (cases.add(case_name(spec), [lazy, body](benchmark::State& state) { run_case(state, *lazy, body); }))

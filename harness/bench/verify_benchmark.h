@@ -18,16 +18,16 @@ struct VerifyBenchOptions {
   std::string filter = ".";  // POSIX extended regex searched in case names, e.g. "chain|sampler_passes"
 };
 
-// The methods measured on each draft shape, in report order.
-//   chain           process_tree_rows + verify_chain (Leviathan et al. 2023)
-//   block           process_tree_rows + verify_block (Sun et al. 2025)          (chains only)
-//   tree            process_tree_rows + verify_tree (recursive rejection, i.i.d. siblings)   (trees only)
+// The methods measured on each draft shape, in report order: every lossless, non-greedy method of the
+// verification methods' table (verify/verifiers/verify_methods.h; the greedy ones need temperature 0, the
+// workload samples), each as process_tree_rows + its verifier, on chains or, for methods that verify trees, on
+// tree shapes; then the baseline
 //   sampler_passes  SamplerPipeline::process + sample_categorical, once per verified position
-extern const char* const kVerifyBenchMethods[4];
+std::vector<std::string> verify_bench_methods();
 
 struct VerifyBenchCase {
   std::string name;    // Google Benchmark name, "verify/<method>/<shape>/V=<V>"
-  std::string method;  // one of kVerifyBenchMethods
+  std::string method;  // one of verify_bench_methods()
   std::string shape;   // "K=4" (a chain of 4 drafts) or "tree=2,2,1"
   int32_t vocab_size = 0;
   int32_t positions = 0;  // verified positions per step: draft tokens + 1 (rows of the target)

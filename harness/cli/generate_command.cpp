@@ -192,16 +192,18 @@ int beam_search_command(const po::variables_map& vm, std::shared_ptr<const Langu
 }
 
 po::options_description generate_options() {
-  po::options_description desc(
-      "specula generate --target MODEL [--draft MODEL] --method ar|greedy|chain|tree|block|typical|beam\n"
-      "  --prompt-tokens 0,3 --max-new-tokens L --num-samples N --seed S --output FILE [options]\n\nOptions");
+  static const std::string methods = decoding_method_names(" | ", true);
+  po::options_description desc("specula generate --target MODEL [--draft MODEL] --method " +
+                               decoding_method_names("|") +
+                               "\n  --prompt-tokens 0,3 --max-new-tokens L --num-samples N --seed S --output FILE "
+                               "[options]\n\nOptions");
   // clang-format off
   desc.add_options()
     ("help,h", "show this help")
     ("target", po::value<std::string>(), "target model, e.g. bigram:PATH")
     ("draft", po::value<std::string>(), "draft model, e.g. bigram:PATH")
-    ("method", po::value<std::string>()->default_value("ar"), "ar | greedy | chain | tree | block | typical (lossy) | beam")
-    ("num-draft-tokens", po::value<int32_t>()->default_value(kDefaultNumDraftTokens), "draft length K (chain, block, typical, greedy)")
+    ("method", po::value<std::string>()->default_value("ar"), methods.c_str())
+    ("num-draft-tokens", po::value<int32_t>()->default_value(kDefaultNumDraftTokens), "draft length K (every method but tree; a tree takes --tree)")
     ("tree", po::value<std::string>(), "tree shape for --method tree: children per depth, e.g. 2,2,1")
     ("tree-sampling", po::value<std::string>()->default_value("iid"), "sibling scheme: iid | without-replacement | topk")
     ("prompt-tokens", po::value<std::string>(), "prompt token ids, e.g. 0,3")

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "harness/cli/commands.h"
+#include "harness/experiment/environment.h"
 #include "harness/io/output_file.h"
 #include "harness/models/registry/torch_module.h"
 #include "kernels/shared/error.h"
@@ -53,6 +54,8 @@ void usage(std::ostream& os) {
   for (const auto& entry : commands()) width = std::max(width, entry.first.size());
   for (const auto& [name, cmd] : commands())
     os << "  " << name << std::string(width + 2 - name.size(), ' ') << cmd.summary << "\n";
+  os << "  version" << std::string(width - 5, ' ')
+     << "print the version, git revision and build type (also --version)\n";
   os << "\n`specula <command> --help` describes a command's options.\n";
 }
 
@@ -62,6 +65,10 @@ int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     usage(argc < 2 ? std::cerr : std::cout);
     return argc < 2 ? 2 : 0;
+  }
+  if (std::string(argv[1]) == "--version" || std::string(argv[1]) == "version") {
+    std::cout << specula::version_text() << "\n";
+    return 0;
   }
   const auto it = commands().find(argv[1]);
   if (it == commands().end()) {

@@ -10,6 +10,7 @@
 #include "harness/experiment/sweep.h"
 #include "harness/io/log.h"
 #include "harness/runner/experiment_runner.h"
+#include "harness/runner/results_folder.h"
 #include "kernels/shared/error.h"
 
 #ifndef SPECULA_SOURCE_DIR
@@ -27,7 +28,12 @@ std::string join_args(const std::string& command, const Args& args) {
 
 }  // namespace
 
-int plot_results(const std::string& dir, bool quiet) {
+int plot_results(const std::string& dir, bool quiet, bool allow_incomplete) {
+  // Nothing is drawn from a summary that is cut or misses settings (results_folder.h).
+  const SummaryCoverage coverage = check_summary_covers_folder(dir, allow_incomplete);
+  if (!coverage.complete)
+    log(LogLevel::warn, dir, " is not complete (status: ", coverage.status.empty() ? "none" : coverage.status,
+        "): plotting the ", coverage.rows, " of ", coverage.configured, " settings its summary holds");
   // Debian's python3 has matplotlib; a python3 earlier on PATH (e.g. a pyenv shim) may not.
   const char* env_python = std::getenv("SPECULA_PYTHON");
   const std::string python =
@@ -37,7 +43,7 @@ int plot_results(const std::string& dir, bool quiet) {
   if (!std::filesystem::exists(script)) fail("plot script not found: ", script, " (set SPECULA_PLOT_SCRIPT)");
   const std::string command = python + " '" + script + "' '" + dir + "'" + (quiet ? " --quiet" : "");
   const int status = std::system(command.c_str());
-  if (status != 0) fail("plotting failed (", command, "); the results in ", dir, " are complete");
+  if (status != 0) fail("plotting failed (", command, "); ", dir, "/summary.csv and the records are unchanged");
   return 0;
 }
 
@@ -92,7 +98,7 @@ int run_command(const Args& args) {
   }
   // A shard (started with --shard, or resumed from a shard's folder) is plotted after the merge, not alone.
   const bool plot = !vm["no-plots"].as<bool>() && options.shard_count == 1 && !is_shard_folder(dir);
-  if (plot) plot_results(dir, options.quiet);
+  if (plot) plot_results(dir, options.quiet, false);
   if (!options.quiet) {
     std::cout << "\n";
     print_summary_table(summarize(read_records(dir + "/records.jsonl")), std::cout);
@@ -129,13 +135,34 @@ int merge_command(const Args& args) {
 }
 
 int plot_command(const Args& args) {
-  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::cout << "usage: specula plot RESULTS_DIR [--quiet]\n  writes PNG and SVG plots into RESULTS_DIR/plots/\n";
-    return args.empty() ? 2 : 0;
+  po::options_description desc(
+      "specula plot RESULTS_DIR [--quiet] [--allow-incomplete]\n  writes PNG and SVG plots into RESULTS_DIR/plots/ "
+      "after checking that summary.csv is whole and covers the run\n\nOptions");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "show this help")
+    ("results", po::value<std::string>(), "the results folder")
+    ("quiet,q", po::bool_switch(), "no progress output")
+    ("allow-incomplete", po::bool_switch(), "plot an interrupted run's summary (the settings it holds)");
+  // clang-format on
+  po::positional_options_description positional;
+  positional.add("results", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    fail(e.what());
   }
-  if (!std::filesystem::exists(std::filesystem::path(args[0]) / "summary.csv"))
-    fail(args[0], ": not a results folder (no summary.csv)");
-  return plot_results(args[0], args.size() > 1 && (args[1] == "--quiet" || args[1] == "-q"));
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  if (!vm.count("results")) {
+    std::cerr << desc << "\n";
+    return 2;
+  }
+  return plot_results(vm["results"].as<std::string>(), vm["quiet"].as<bool>(), vm["allow-incomplete"].as<bool>());
 }
 
 }  // namespace specula::cli

@@ -170,7 +170,7 @@ po::options_description tree_opt_options() {
     ("forward-bench", po::value<std::string>(), "a `specula bench forward` JSON report (its first model, CPU-time ratios)")
     ("draft-cost", po::value<double>()->default_value(0.0), "drafting cost of one depth level, in t(1) units")
     ("max-nodes", po::value<int32_t>()->default_value(64), "draft nodes at most (also <= the cost table's rows - 1)")
-    ("max-depth", po::value<int32_t>()->default_value(8), "tree depth at most")
+    ("max-depth", po::value<int32_t>()->default_value(8), "tree depth at most (and at most what the drafter drafts)")
     ("output", po::value<std::string>(), "file for the best uniform tree, in the --tree format")
     ("output-ranks", po::value<std::string>(), "file for the optimal tree as rank paths (medusa:/eagle: tree=FILE)")
     ("config", po::value<std::string>(), "INI file with any of these options");
@@ -179,14 +179,29 @@ po::options_description tree_opt_options() {
   return desc;
 }
 
+// The tree's depth limit against the drafter's (DrafterFactory::max_draft_depth: Medusa drafts one level per
+// head), before anything is measured: a --max-depth the user gave beyond it is refused naming both numbers;
+// the default is lowered to it with a note. Either way every tree written is one the drafter can draft.
+void fit_depth_to_drafter(const po::variables_map& vm, const DrafterFactory& drafter, int32_t& max_depth) {
+  const int32_t limit = drafter.max_draft_depth();
+  if (limit <= 0 || max_depth <= limit) return;
+  if (!vm["max-depth"].defaulted())
+    fail_parameter("max_depth", " ", max_depth, " is deeper than ", drafter.description(), " can draft (", limit,
+                   " levels); give --max-depth ", limit, " or less");
+  std::cout << "max depth " << max_depth << " lowered to " << limit << ": " << drafter.description() << " drafts "
+            << limit << " levels at most\n";
+  max_depth = limit;
+}
+
 // --target and --draft: p_k measured by drafting K candidates at each position of generated sequences.
-std::vector<double> measured_acceptance(const po::variables_map& vm) {
+std::vector<double> measured_acceptance(const po::variables_map& vm, int32_t& max_depth) {
   if (!vm.count("target") || !vm.count("draft"))
     fail("give --acceptance, or --target and --draft to measure the positional acceptance");
   SamplingParams params;
   read_sampler_options(vm, params);
   const auto target = load_language_model(vm["target"].as<std::string>(), "target");
   const auto drafter = load_drafter(vm["draft"].as<std::string>(), params, target, params);
+  fit_depth_to_drafter(vm, *drafter, max_depth);
   std::vector<Token> prompt;
   if (vm.count("prompt-tokens")) prompt = parse_token_list(vm["prompt-tokens"].as<std::string>(), "prompt-tokens");
   if (vm.count("prompt-text")) {
@@ -238,14 +253,14 @@ int tree_opt_command(const Args& args) {
                                ? ForwardCost::parse(vm["forward-cost"].as<std::string>(), "forward_cost")
                                : costs_from_bench(vm["forward-bench"].as<std::string>());
   TreeSearchOptions options;
+  options.max_nodes = vm["max-nodes"].as<int32_t>();
+  options.max_depth = vm["max-depth"].as<int32_t>();
   if (vm.count("acceptance")) {
     if (vm.count("target") || vm.count("draft")) fail("--acceptance is given: drop --target/--draft (or measure)");
     options.acceptance = parse_rates(vm["acceptance"].as<std::string>());
   } else {
-    options.acceptance = measured_acceptance(vm);
+    options.acceptance = measured_acceptance(vm, options.max_depth);
   }
-  options.max_nodes = vm["max-nodes"].as<int32_t>();
-  options.max_depth = vm["max-depth"].as<int32_t>();
   options.draft_cost_per_depth = vm["draft-cost"].as<double>();
   if (!(options.draft_cost_per_depth >= 0.0 && std::isfinite(options.draft_cost_per_depth)))
     fail("--draft-cost must be a finite number >= 0, got ", options.draft_cost_per_depth);

@@ -29,6 +29,22 @@ long parse_long(const std::string& item, const std::string& option, const std::s
   return v;
 }
 
+// A sampler option's number as the user wrote it: refused, quoting the text, when it is not a number or when
+// float32 cannot hold it (1e-300 would become 0 and 1e50 infinity, and the range check would then report a
+// value the user never wrote).
+float parse_float_option(const std::string& text, const std::string& option) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (trim(text).empty() || *end != '\0') fail_parameter(parameter_of(option), ": '", text, "' is not a number");
+  const float f = static_cast<float>(v);
+  if (v != 0.0 && std::isfinite(v) && f == 0.0f)
+    fail_parameter(parameter_of(option), ": '", text, "' is too small for a 32-bit float (it would be 0)");
+  if (std::isfinite(v) && !std::isfinite(f))
+    fail_parameter(parameter_of(option), ": '", text, "' is too large for a 32-bit float");
+  return f;
+}
+
 }  // namespace
 
 po::variables_map parse_options(const std::vector<std::string>& args, const po::options_description& desc,
@@ -141,25 +157,25 @@ void add_sampler_options(po::options_description& desc, const std::string& prefi
   desc.add_options()
     (name("temperature").c_str(), po::value<double>(), "temperature T (0 = greedy, else >= 0.001); default 1")
     (name("top-k").c_str(), po::value<int32_t>(), "keep the k most likely tokens, ties kept (0 or -1 = off)")
-    (name("top-p").c_str(), po::value<float>(), "nucleus: keep tokens until mass P, crossing token kept (1 = off)")
-    (name("min-p").c_str(), po::value<float>(), "keep tokens with p >= M * max p (0 = off)")
+    (name("top-p").c_str(), po::value<std::string>(), "nucleus: keep tokens until mass P, crossing token kept (1 = off)")
+    (name("min-p").c_str(), po::value<std::string>(), "keep tokens with p >= M * max p (0 = off)")
     (name("sampler-order").c_str(), po::value<std::string>(), "order of the filters (default min_p,top_k,top_p)")
-    (name("repetition-penalty").c_str(), po::value<float>(), "repetition penalty over prompt and output (1 = off)")
-    (name("frequency-penalty").c_str(), po::value<float>(), "frequency penalty over output tokens")
-    (name("presence-penalty").c_str(), po::value<float>(), "presence penalty over output tokens")
+    (name("repetition-penalty").c_str(), po::value<std::string>(), "repetition penalty over prompt and output (1 = off)")
+    (name("frequency-penalty").c_str(), po::value<std::string>(), "frequency penalty over output tokens")
+    (name("presence-penalty").c_str(), po::value<std::string>(), "presence penalty over output tokens")
     (name("logit-bias").c_str(), po::value<std::string>(), "TOKEN:BIAS,... added to logits")
     (name("allowed-tokens").c_str(), po::value<std::string>(), "only these token ids may be sampled")
     (name("banned-tokens").c_str(), po::value<std::string>(), "these token ids are never sampled")
     (name("bad-words").c_str(), po::value<std::string>(), "token sequences 'a b;c': last token banned after the rest")
     (name("min-tokens").c_str(), po::value<int32_t>(), "stop tokens are banned until the output has N tokens")
     (name("stop-tokens").c_str(), po::value<std::string>(), "stop token ids (for --min-tokens and generation)")
-    (name("typical-p").c_str(), po::value<float>(), "locally typical sampling mass (1 = off)")
-    (name("tfs-z").c_str(), po::value<float>(), "tail-free sampling z (1 = off)")
-    (name("dynatemp-range").c_str(), po::value<float>(), "dynamic temperature range (0 = off)")
-    (name("dynatemp-exponent").c_str(), po::value<float>(), "dynamic temperature exponent (default 1)")
+    (name("typical-p").c_str(), po::value<std::string>(), "locally typical sampling mass (1 = off)")
+    (name("tfs-z").c_str(), po::value<std::string>(), "tail-free sampling z (1 = off)")
+    (name("dynatemp-range").c_str(), po::value<std::string>(), "dynamic temperature range (0 = off)")
+    (name("dynatemp-exponent").c_str(), po::value<std::string>(), "dynamic temperature exponent (default 1)")
     (name("mirostat").c_str(), po::value<int32_t>(), "0 = off, 2 = mirostat v2")
-    (name("mirostat-tau").c_str(), po::value<float>(), "mirostat target surprise in bits (default 5)")
-    (name("mirostat-eta").c_str(), po::value<float>(), "mirostat learning rate (default 0.1)");
+    (name("mirostat-tau").c_str(), po::value<std::string>(), "mirostat target surprise in bits (default 5)")
+    (name("mirostat-eta").c_str(), po::value<std::string>(), "mirostat learning rate (default 0.1)");
   // clang-format on
 }
 
@@ -178,12 +194,15 @@ void read_sampler_options(const po::variables_map& vm, SamplingParams& s, const 
     s.temperature = static_cast<float>(t);
   }
   if (has("top-k")) s.top_k = vm[opt("top-k")].as<int32_t>();
-  if (has("top-p")) s.top_p = vm[opt("top-p")].as<float>();
-  if (has("min-p")) s.min_p = vm[opt("min-p")].as<float>();
+  if (has("top-p")) s.top_p = parse_float_option(str("top-p"), opt("top-p"));
+  if (has("min-p")) s.min_p = parse_float_option(str("min-p"), opt("min-p"));
   if (has("sampler-order")) s.order = parse_filter_order(str("sampler-order"), parameter_of(opt("sampler-order")));
-  if (has("repetition-penalty")) s.repetition_penalty = vm[opt("repetition-penalty")].as<float>();
-  if (has("frequency-penalty")) s.frequency_penalty = vm[opt("frequency-penalty")].as<float>();
-  if (has("presence-penalty")) s.presence_penalty = vm[opt("presence-penalty")].as<float>();
+  if (has("repetition-penalty"))
+    s.repetition_penalty = parse_float_option(str("repetition-penalty"), opt("repetition-penalty"));
+  if (has("frequency-penalty"))
+    s.frequency_penalty = parse_float_option(str("frequency-penalty"), opt("frequency-penalty"));
+  if (has("presence-penalty"))
+    s.presence_penalty = parse_float_option(str("presence-penalty"), opt("presence-penalty"));
   if (has("logit-bias")) s.logit_bias = parse_logit_bias(str("logit-bias"), opt("logit-bias"));
   if (has("allowed-tokens")) {
     s.allowed_tokens = parse_token_list(str("allowed-tokens"), opt("allowed-tokens"));
@@ -194,13 +213,14 @@ void read_sampler_options(const po::variables_map& vm, SamplingParams& s, const 
   if (has("bad-words")) s.bad_words = parse_token_sequences(str("bad-words"), opt("bad-words"));
   if (has("min-tokens")) s.min_tokens = vm[opt("min-tokens")].as<int32_t>();
   if (has("stop-tokens")) s.stop_tokens = parse_token_list(str("stop-tokens"), opt("stop-tokens"));
-  if (has("typical-p")) s.typical_p = vm[opt("typical-p")].as<float>();
-  if (has("tfs-z")) s.tfs_z = vm[opt("tfs-z")].as<float>();
-  if (has("dynatemp-range")) s.dynatemp_range = vm[opt("dynatemp-range")].as<float>();
-  if (has("dynatemp-exponent")) s.dynatemp_exponent = vm[opt("dynatemp-exponent")].as<float>();
+  if (has("typical-p")) s.typical_p = parse_float_option(str("typical-p"), opt("typical-p"));
+  if (has("tfs-z")) s.tfs_z = parse_float_option(str("tfs-z"), opt("tfs-z"));
+  if (has("dynatemp-range")) s.dynatemp_range = parse_float_option(str("dynatemp-range"), opt("dynatemp-range"));
+  if (has("dynatemp-exponent"))
+    s.dynatemp_exponent = parse_float_option(str("dynatemp-exponent"), opt("dynatemp-exponent"));
   if (has("mirostat")) s.mirostat = vm[opt("mirostat")].as<int32_t>();
-  if (has("mirostat-tau")) s.mirostat_tau = vm[opt("mirostat-tau")].as<float>();
-  if (has("mirostat-eta")) s.mirostat_eta = vm[opt("mirostat-eta")].as<float>();
+  if (has("mirostat-tau")) s.mirostat_tau = parse_float_option(str("mirostat-tau"), opt("mirostat-tau"));
+  if (has("mirostat-eta")) s.mirostat_eta = parse_float_option(str("mirostat-eta"), opt("mirostat-eta"));
 }
 
 }  // namespace specula

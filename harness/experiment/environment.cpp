@@ -13,6 +13,9 @@
 #ifndef SPECULA_SOURCE_DIR
 #define SPECULA_SOURCE_DIR "."
 #endif
+#ifndef SPECULA_VERSION
+#define SPECULA_VERSION "unknown"
+#endif
 #ifndef SPECULA_BUILD_TYPE
 #define SPECULA_BUILD_TYPE "unknown"
 #endif
@@ -60,6 +63,10 @@ std::string git_revision() {
   if (rev.empty()) return "unknown";
   const std::string dirty = command_output("git -C '" SPECULA_SOURCE_DIR "' status --porcelain --untracked-files=no");
   return dirty.empty() ? rev : rev + "-dirty";
+}
+
+std::string version_text() {
+  return std::string("specula ") + SPECULA_VERSION + " (git " + git_revision() + ", " + SPECULA_BUILD_TYPE + " build)";
 }
 
 std::string utc_timestamp(bool folder_safe) {

@@ -21,6 +21,9 @@ std::string load_averages();
 nlohmann::json machine_json(int threads, const std::string& load_before);
 // Short git revision of the source tree, "unknown" outside a checkout.
 std::string git_revision();
+// `specula --version`: "specula 0.1.0 (git 1a2b3c4, Release build)": the version, the source tree's revision
+// (as env.json records it) and the build type.
+std::string version_text();
 // "2026-11-22T01:02:03Z" and a folder-safe "20261122T010203Z".
 std::string utc_timestamp(bool folder_safe);
 

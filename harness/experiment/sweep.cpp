@@ -82,6 +82,21 @@ std::vector<Setting> expand_sweep(const ExperimentConfig& config) {
   return out;
 }
 
+std::vector<Setting> recorded_settings(const std::vector<Setting>& settings) {
+  std::vector<Setting> out;
+  std::set<std::string> beams;
+  for (const Setting& s : settings) {
+    if (s.get_or("draft.method", "") == "beam") {
+      std::string key;
+      for (const auto& [k, v] : s.values)
+        if (k.rfind("draft.", 0) != 0) key += k + "=" + v + ";";
+      if (!beams.insert(key).second) continue;
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
 std::vector<Setting> shard_of(const std::vector<Setting>& settings, int index, int count) {
   std::vector<Setting> mine;
   std::set<std::string> needed;

@@ -23,6 +23,10 @@ struct Setting {
 // whose axes do not apply are dropped (a tree shape without method tree, tree_sampling without a tree).
 std::vector<Setting> expand_sweep(const ExperimentConfig& config);
 
+// The settings that write records of their own. Beam search ignores the draft axes, so beam settings that
+// differ only in them share one search, recorded under the first one's id.
+std::vector<Setting> recorded_settings(const std::vector<Setting>& settings);
+
 // The `index`-th (1-based) of `count` deterministic slices: speculative settings are dealt round-robin;
 // each shard keeps the baselines its settings need.
 std::vector<Setting> shard_of(const std::vector<Setting>& settings, int index, int count);

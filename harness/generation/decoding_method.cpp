@@ -16,8 +16,15 @@ DecodingMethod parse_decoding_method(const std::string& text) {
     return m;
   }
   m.verify = find_verify_method(text);
-  if (!m.verify) fail("unknown method '", text, "' (known: ar, ", verify_method_names(), ", beam)");
+  if (!m.verify) fail("unknown method '", text, "' (known: ", decoding_method_names(", "), ")");
   return m;
+}
+
+std::string decoding_method_names(const std::string& separator, bool mark_lossy) {
+  std::string names = "ar";
+  for (VerifyMethod m : verify_methods())
+    names += separator + verify_method_name(m) + (mark_lossy && is_lossy(m) ? " (lossy)" : "");
+  return names + separator + "beam";
 }
 
 GenerationConfig generation_config(const DecodingMethod& method, const DraftShape& shape, int32_t max_new_tokens,

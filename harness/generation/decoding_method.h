@@ -16,7 +16,7 @@
 namespace specula {
 
 struct DecodingMethod {
-  std::string name = "ar";             // ar | greedy | chain | tree | block | typical | beam
+  std::string name = "ar";             // ar, beam, or a verification method's name (verify_methods.h)
   std::optional<VerifyMethod> verify;  // the speculative methods
   bool beam = false;
   bool speculative() const { return verify.has_value(); }
@@ -24,6 +24,9 @@ struct DecodingMethod {
 
 // "ar", "beam" or a verification method; throws Error "unknown method 'x' (known: ...)".
 DecodingMethod parse_decoding_method(const std::string& text);
+// Every name parse_decoding_method takes: "ar", the verification methods' table (lossy ones marked "(lossy)"
+// when `mark_lossy`), "beam", joined by `separator`.
+std::string decoding_method_names(const std::string& separator, bool mark_lossy = false);
 
 // A speculative run's draft shape as given: K, the tree (empty: none given), the siblings' scheme.
 struct DraftShape {

@@ -86,8 +86,8 @@ EmittedLogprobs Generator::emitted_logprobs(const float* logits, const float* pr
   }
   const Logprobs l = compute_logprobs(logits, probs, V, token, config_.logprobs);
   EmittedLogprobs out{token, l.sampled_processed.logprob, l.sampled_raw.logprob, {}};
-  for (const TokenLogprob& t : l.top_processed)
-    if (probs[t.token] > 0.0f) out.top.push_back(t);
+  for (const TokenLogprob& t : l.top_processed)  // tokens the filters removed are not candidates: never listed
+    if (probs[t.token] > 0.0f || mutant_on(Mutant::logprobs_top_lists_removed)) out.top.push_back(t);
   return out;
 }
 
@@ -248,9 +248,10 @@ void Generator::commit_step(Sequence& s, const VerifyOutcome& outcome, const flo
   // A position is "tested" when the verifier reached it (every earlier one was accepted).
   const int32_t positions = static_cast<int32_t>(draft_depth(config_));
   const int32_t depth = tree.size() ? tree.max_depth() : 0;
-  const int32_t tested = std::min(depth, outcome.accepted + (outcome.all_accepted ? 0 : 1));
+  int32_t tested = std::min(depth, outcome.accepted + (outcome.all_accepted ? 0 : 1));
+  if (mutant_on(Mutant::tree_reached_counts_every_depth)) tested = depth;
   ++metrics.steps;
-  metrics.proposed += depth;
+  metrics.proposed += mutant_on(Mutant::tree_proposed_counts_nodes) ? tree.size() : depth;
   metrics.accepted += outcome.accepted;
   metrics.emitted += static_cast<int64_t>(kept);
   metrics.q_zero_errors += outcome.q_zero_errors;

@@ -2,11 +2,27 @@
 // key) and the offending value, so the user can fix it without reading code.
 #pragma once
 
+#include <charconv>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace specula {
+
+// One part of an error message. Numbers in floating point are written as the shortest text that reads back as
+// the same value (std::to_chars), so a value the user typed ("--top-p 0.95") is quoted as typed, not rounded to
+// six digits or widened to 0.949999988.
+template <typename Part>
+void append_message_part(std::ostringstream& os, const Part& part) {
+  if constexpr (std::is_floating_point_v<Part>) {
+    char text[64];
+    const std::to_chars_result r = std::to_chars(text, text + sizeof text, part);
+    os.write(text, r.ptr - text);
+  } else {
+    os << part;
+  }
+}
 
 class Error : public std::runtime_error {
  public:
@@ -17,7 +33,7 @@ class Error : public std::runtime_error {
 template <typename... Parts>
 [[noreturn]] void fail(const Parts&... parts) {
   std::ostringstream os;
-  (os << ... << parts);
+  (append_message_part(os, parts), ...);
   throw Error(os.str());
 }
 
@@ -41,7 +57,7 @@ class ParameterError : public Error {
 template <typename... Parts>
 [[noreturn]] void fail_parameter(const std::string& parameter, const Parts&... parts) {
   std::ostringstream os;
-  (os << ... << parts);
+  (append_message_part(os, parts), ...);
   throw ParameterError(parameter, os.str());
 }
 

@@ -30,6 +30,8 @@ enum class Mutant {
   dynatemp_full_vocab_entropy,      // normalises entropy by log V instead of log(#candidates)
   mirostat_natural_log_surprise,    // surprise in nats instead of bits
   uniform_reused_across_rows,       // every row of a batch draws with the same uniform
+  top_p_keeps_boundary_token,       // keeps the token whose preceding mass equals top_p * Z exactly
+  logprobs_top_lists_removed,       // --logprobs' processed top-n lists tokens the filters removed (p = 0)
   // Verifiers (used from the verification issue on).
   accept_q_over_p,                 // accepts with min(1, q/p)
   residual_not_subtracted,         // resamples from p instead of norm((p - q)+)
@@ -46,12 +48,16 @@ enum class Mutant {
   constraint_state_not_advanced,   // draft-path rows keep the committed constraint state
   dynamic_tree_tested_with_q,      // EAGLE-2's value-chosen tree tested with p/q as draws w/o replacement
   typical_threshold_max,           // Medusa typical acceptance with max(eps, delta e^-H) instead of min
+  typical_entropy_without_offset,  // Medusa's entropy as -sum p log p, without its log(p + 1e-5)
+  step_draws_overlap,              // (step, slot) packed as (step << 8) | slot: draw 256 of a step is the next's 0
   // Drafter training.
   distill_labels_at_unit_temperature,  // a distilled n-gram's labels drawn from softmax(logits), whatever T
   // Models.
   kv_cache_keeps_rejected_drafts,  // a session keeps the keys/values of a rejected draft tree
   // Generation loop.
-  stop_checked_per_step,  // a stop token ends the sequence only after its step: later tokens kept
+  stop_checked_per_step,            // a stop token ends the sequence only after its step: later tokens kept
+  tree_proposed_counts_nodes,       // a tree step adds its nodes, not its depth, to the proposed positions
+  tree_reached_counts_every_depth,  // a tree step counts every depth as reached, not those up to the rejection
   // Kernels.
   top_p_float_pass_uncertified,  // the float-first top-p threshold used without the guard band's proof
   // Kernel emulation (kernels/emulated_block.h).

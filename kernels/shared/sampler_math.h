@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "kernels/shared/host_device.h"
+#include "kernels/shared/mutation_points.h"
 
 namespace specula {
 
@@ -95,7 +96,12 @@ SPECULA_HD bool top_k_keeps(float x, float kth) { return x >= kth; }
 
 // top-p (Holtzman et al. 2020), tie-inclusive: keep x iff the mass of tokens strictly more probable than x
 // is below top_p * total (so the token that crosses top_p is kept, and tied tokens share its fate).
+// At the exact boundary (the mass above equals top_p * total) the token is dropped, as in Hugging Face's
+// TopPLogitsWarper and vLLM (remove where the ascending cumulative mass <= 1 - top_p): verify/ALGORITHMS.md §2.
 SPECULA_HD bool top_p_keeps(double mass_strictly_above, double total, double top_p) {
+#if !defined(__CUDA_ARCH__)
+  if (mutant_on(Mutant::top_p_keeps_boundary_token)) return mass_strictly_above <= top_p * total;
+#endif
   return mass_strictly_above < top_p * total;
 }
 
@@ -120,6 +126,10 @@ SPECULA_HD uint64_t fixed_mass(float x, float max_logit, double scale) {
 // top_p_keeps in fixed point: the smallest integer mass T such that "mass above < top_p * total" is
 // "mass above < T" for integer masses. At least 1, so the most probable token is always kept.
 SPECULA_HD uint64_t top_p_fixed_target(uint64_t total, float top_p) {
+#if !defined(__CUDA_ARCH__)
+  if (mutant_on(Mutant::top_p_keeps_boundary_token))  // "above <= top_p * total" for integer masses
+    return static_cast<uint64_t>(std::floor(static_cast<double>(top_p) * static_cast<double>(total))) + 1;
+#endif
   const double t = std::ceil(static_cast<double>(top_p) * static_cast<double>(total));
   return t < 1.0 ? 1 : static_cast<uint64_t>(t);
 }
@@ -195,8 +205,17 @@ SPECULA_HD bool bucket_holds_target(uint64_t above, uint64_t higher, uint64_t th
 // ---- Verification ------------------------------------------------------------------------------------
 
 // The Philox offset of draw `slot` of speculative step `step` (StepRandom::key): 16 bits of slot under the
-// step, so every draw of a step has its own counter and steps never overlap.
-SPECULA_HD uint64_t step_draw_offset(uint64_t step, uint32_t slot) { return (step << 16) | (slot & 0xffffu); }
+// step, so every draw of a step has its own counter and steps never overlap. Draws that share a counter would
+// be equal, and correlated draws across steps break exactness without changing any one step's law, so a step
+// may draw at most kMaxDrawsPerStep times: StepRandom::key refuses more, and a draft tree's 4096 nodes
+// (verify/verifiers/token_tree.h) stay far below it.
+constexpr uint32_t kMaxDrawsPerStep = uint32_t(1) << 16;
+SPECULA_HD uint64_t step_draw_offset(uint64_t step, uint32_t slot) {
+#if !defined(__CUDA_ARCH__)
+  if (mutant_on(Mutant::step_draws_overlap)) return (step << 8) + slot;
+#endif
+  return (step << 16) | (slot & (kMaxDrawsPerStep - 1));
+}
 
 // Leviathan et al. 2023, Alg. 1: accept a draft token with probability min(1, p/q). With u in the open
 // interval (0, 1) the test u * q <= p rejects with certainty when p = 0, and q = 0 (an impossible draw

@@ -64,7 +64,7 @@ void check_device_support(const std::optional<VerifyMethod>& method, const Sampl
                    " (the fused sampler applies masks, logit bias, penalties, temperature, min_p, top_k and top_p)");
   }
   if (!method) return;
-  if (*method == VerifyMethod::tree) {
+  if (device_kernel(*method) == VerifyKernel::tree) {
     if (draft_nodes > kMaxVerifyTreeNodes)
       fail_parameter("tree", " has ", draft_nodes, " nodes; the verification kernels take at most ",
                      kMaxVerifyTreeNodes, " (", device_label(device), ")");
@@ -83,8 +83,8 @@ BatchVerifier::BatchVerifier(Device device, const SamplerPipeline& target, std::
 int64_t BatchVerifier::step_bytes(int64_t sequences, int64_t rows_per_sequence) const {
   const int64_t rows = sequences * rows_per_sequence, V = vocab_, words = (V + 31) / 32;
   const SamplingParams& s = target_.params();
-  int64_t per_row = 2 * 4 * V + 64;                                       // logits, probs, row params, token, status
-  if (method_ && *method_ != VerifyMethod::greedy) per_row += 4 * V + 1;  // q, q_present
+  int64_t per_row = 2 * 4 * V + 64;                                   // logits, probs, row params, token, status
+  if (method_ && !verifies_greedily(*method_)) per_row += 4 * V + 1;  // q, q_present
   if (!s.allowed_tokens.empty()) per_row += 4 * words;
   if (!s.banned_tokens.empty() || s.min_tokens > 0) per_row += 4 * words;
   if (s.repetition_penalty != 1.0f) per_row += 4 * words;
@@ -169,7 +169,7 @@ struct BatchShape {
 };
 
 BatchShape batch_shape(const std::vector<DeviceStep>& steps, VerifyMethod method) {
-  const bool tree_kernel = method == VerifyMethod::tree;
+  const bool tree_kernel = device_kernel(method) == VerifyKernel::tree;
   BatchShape shape;
   for (const DeviceStep& step : steps) {
     const TokenTree& t = *step.tree;
@@ -279,7 +279,7 @@ StagedBatch stage_batch(KernelStream& s, const std::vector<DeviceStep>& steps, c
 // chains, whose path is 0, 1, ...).
 int32_t* launch_verification(KernelStream& s, VerifyMethod method, const float* p, const DraftLaws& laws,
                              const StagedBatch& staged, const BatchShape& shape, int32_t vocab, size_t batch) {
-  if (method == VerifyMethod::tree) {
+  if (device_kernel(method) == VerifyKernel::tree) {
     TreeVerifyParams tp;
     tp.p = p;
     tp.q = laws.q;
@@ -305,7 +305,7 @@ int32_t* launch_verification(KernelStream& s, VerifyMethod method, const float* 
   cp.batch = static_cast<int32_t>(batch);
   cp.max_draft = shape.width;
   cp.vocab = vocab;
-  if (method == VerifyMethod::block)
+  if (device_kernel(method) == VerifyKernel::block)
     s.block_verify(cp);
   else
     s.chain_verify(cp);
@@ -394,8 +394,8 @@ std::vector<DeviceStepResult> BatchVerifier::verify(const std::vector<DeviceStep
   // 1. The sampler pipeline on every target row. 2. The recorded draft laws. 3. Drafts, keys and layout.
   int32_t* d_sampler_status = nullptr;
   const float* d_p = process_step_rows(steps, shape.rows, &d_sampler_status);
-  const DraftLaws laws = upload_draft_laws(s, steps, shape, vocab_, method != VerifyMethod::greedy);
-  const StagedBatch staged = stage_batch(s, steps, shape, laws, method == VerifyMethod::tree);
+  const DraftLaws laws = upload_draft_laws(s, steps, shape, vocab_, !verifies_greedily(method));
+  const StagedBatch staged = stage_batch(s, steps, shape, laws, device_kernel(method) == VerifyKernel::tree);
   // 4. One verification launch for the batch. 5. Only the emitted tokens and counters come back.
   const int32_t* d_path = launch_verification(s, method, d_p, laws, staged, shape, vocab_, steps.size());
   return collect_results(s, steps, shape, staged.out, d_sampler_status, d_path);

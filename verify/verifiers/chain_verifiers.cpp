@@ -94,7 +94,8 @@ VerifyOutcome verify_typical(const float* p, const TokenTree& chain, int32_t voc
     const float* p_i = row_ptr(p, i, vocab_size);
     double entropy = 0.0;  // Medusa's entropy: -sum p log(p + 1e-5); zero p adds exact zeros
     nonzero_ids(p_i, vocab_size, support);
-    for (const Token x : support) entropy -= p_i[x] * std::log(p_i[x] + 1e-5);
+    const double offset = mutant_on(Mutant::typical_entropy_without_offset) ? 0.0 : 1e-5;
+    for (const Token x : support) entropy -= p_i[x] * std::log(p_i[x] + offset);
     double threshold = std::min(params.epsilon, params.delta * std::exp(-entropy));
     if (mutant_on(Mutant::typical_threshold_max))
       threshold = std::max(params.epsilon, params.delta * std::exp(-entropy));

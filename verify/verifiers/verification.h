@@ -8,15 +8,17 @@
 #include <string>
 #include <vector>
 
+#include "kernels/shared/error.h"
 #include "kernels/shared/sampler_math.h"
 #include "verify/sampling/categorical.h"
 #include "verify/verifiers/token_tree.h"
 
 namespace specula {
 
-// A verification method: a row of the methods' table (verify/verifiers/verify_methods.cpp), which holds its name,
-// its verifier and its traits. A new method is its verifier's file plus one row there; the built-in methods are
-// named here only because code and tests pick them directly (their rows are checked against their names).
+// A verification method: a row of the methods' table (verify/verifiers/verify_methods.h), which holds its name,
+// its verifier and its traits. A new method is its verifier's file plus one row (a line of the built-in table, or
+// add_verify_method); the built-in methods are named here only because code and tests pick them directly (their
+// rows are checked against their names).
 class VerifyMethod {
  public:
   static const VerifyMethod greedy, chain, tree, block, typical;
@@ -41,8 +43,11 @@ bool verifies_trees(VerifyMethod m);
 // Whether the method compares the draft with the target's argmax: it is lossless against greedy decoding only,
 // so its target sampler runs at temperature 0 unless one is given, and must be greedy.
 bool verifies_greedily(VerifyMethod m);
-// Whether the CUDA kernels (and their host emulation) implement the method.
-bool has_device_kernel(VerifyMethod m);
+// The CUDA verification kernel (and its host emulation) that runs the method: none (CPU only), the chain kernel
+// (draft laws or point masses; greedy methods read no draft law), the block kernel or the tree kernel.
+enum class VerifyKernel { none, chain, block, tree };
+VerifyKernel device_kernel(VerifyMethod m);
+inline bool has_device_kernel(VerifyMethod m) { return device_kernel(m) != VerifyKernel::none; }
 
 // Keys of the Philox draws of one speculative step of one sequence. Every role has its own stream and
 // each draw its own slot, so the accept test's uniform never picks a residual token and results do not
@@ -52,6 +57,8 @@ struct StepRandom {
   uint64_t sequence = 0;
   uint64_t step = 0;
   RandomKey key(RandomRole role, uint32_t slot) const {
+    if (slot >= kMaxDrawsPerStep)  // beyond it, this step's draws would reuse the next step's uniforms
+      fail("random draw ", slot, " of one speculative step: a step draws at most ", kMaxDrawsPerStep, " uniforms");
     return {seed, philox_stream(sequence, role), step_draw_offset(step, slot)};
   }
 };

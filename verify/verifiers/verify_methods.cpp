@@ -1,53 +1,71 @@
-// The verification methods as one table: name, the verifier a step runs, and the traits the rest of the code reads
-// (verification.h). A new method is its verifier's file plus one row here; its VerifyMethod is its row, found by
-// name (parse_verify_method). The built-in methods' rows are fixed by VerifyMethod's named values.
+// The verification methods as one table (verify_methods.h): the built-in rows below, at the rows VerifyMethod
+// names (verification.h), then the rows add_verify_method appends. A new method is its verifier's file in
+// verify/verifiers/ (the folder's sources are globbed) plus one line in SPECULA_VERIFY_METHODS.
 #include "verify/verifiers/verify_methods.h"
 
 #include "kernels/shared/error.h"
 #include "verify/verifiers/verification.h"
 
 namespace specula {
+
+// One line per built-in method: METHOD(name, verifier, lossy, trees, greedy, device kernel), in the order of
+// VerifyMethod's named rows (verification.h). `verifier` is a function of the verifier's own file with the
+// signature of VerifyMethodRow::run; a new method is its file plus one line here.
+#define SPECULA_VERIFY_METHODS(METHOD)                            \
+  METHOD("greedy", verify_greedy_step, false, false, true, chain) \
+  METHOD("chain", verify_chain, false, false, false, chain)       \
+  METHOD("tree", verify_tree, false, true, false, tree)           \
+  METHOD("block", verify_block, false, false, false, block)       \
+  METHOD("typical", verify_typical_step, true, false, false, none)
+
+// Each verifier's declaration, so that adding a method takes its line above and nothing else.
+#define SPECULA_DECLARE_VERIFIER(name, verifier, lossy, trees, greedy, kernel) \
+  VerifyOutcome verifier(const float* p, const TokenTree& tree, int32_t vocab_size, const StepRandom& rng);
+SPECULA_VERIFY_METHODS(SPECULA_DECLARE_VERIFIER)
+#undef SPECULA_DECLARE_VERIFIER
+
+// The built-ins whose verifiers take other arguments, in the table's signature.
+VerifyOutcome verify_greedy_step(const float* p, const TokenTree& tree, int32_t vocab_size, const StepRandom&) {
+  return verify_greedy(p, tree, vocab_size);
+}
+VerifyOutcome verify_typical_step(const float* p, const TokenTree& tree, int32_t vocab_size, const StepRandom& rng) {
+  return verify_typical(p, tree, vocab_size, rng);
+}
+
 namespace {
 
-struct VerifyMethodEntry {
-  const char* name;
-  VerifyOutcome (*run)(const float* p, const TokenTree& tree, int32_t vocab_size, const StepRandom& rng);
-  bool lossy;   // does not preserve the target law
-  bool trees;   // verifies a tree with branching
-  bool greedy;  // compares the draft with the target's argmax
-  bool device;  // the CUDA kernels implement it
-};
+std::vector<VerifyMethodRow>& table() {
+#define SPECULA_TABLE_ROW(name, verifier, lossy, trees, greedy, kernel) \
+  {name, verifier, lossy, trees, greedy, VerifyKernel::kernel},
+  static std::vector<VerifyMethodRow> rows = {SPECULA_VERIFY_METHODS(SPECULA_TABLE_ROW)};
+#undef SPECULA_TABLE_ROW
+  return rows;
+}
 
-// Row order: the built-ins first, at the rows VerifyMethod names (verification.h).
-const VerifyMethodEntry kVerifyMethods[] = {
-    {"greedy", [](const float* p, const TokenTree& t, int32_t v, const StepRandom&) { return verify_greedy(p, t, v); },
-     false, false, true, true},
-    {"chain", verify_chain, false, false, false, true},
-    {"tree", verify_tree, false, true, false, true},
-    {"block", verify_block, false, false, false, true},
-    {"typical",
-     [](const float* p, const TokenTree& t, int32_t v, const StepRandom& r) { return verify_typical(p, t, v, r); },
-     true, false, false, false},
-};
-constexpr int32_t kMethodRows = static_cast<int32_t>(sizeof(kVerifyMethods) / sizeof(kVerifyMethods[0]));
-
-const VerifyMethodEntry& entry(VerifyMethod m) {
-  if (m.row() < 0 || m.row() >= kMethodRows)
-    fail("verification method ", m.row(), " has no row in verify/verifiers/verify_methods.cpp");
-  return kVerifyMethods[m.row()];
+const VerifyMethodRow& entry(VerifyMethod m) {
+  if (m.row() < 0 || m.row() >= static_cast<int32_t>(table().size()))
+    fail("verification method ", m.row(), " has no row in the methods' table (verify/verifiers/verify_methods.h)");
+  return table()[m.row()];
 }
 
 }  // namespace
 
-std::string verify_method_names() {
+VerifyMethod add_verify_method(const VerifyMethodRow& row) {
+  if (!row.name || !*row.name || !row.run) fail("add_verify_method: a method needs a name and a verifier");
+  if (find_verify_method(row.name)) fail("add_verify_method: a method named '", row.name, "' is already in the table");
+  table().push_back(row);
+  return VerifyMethod(static_cast<int32_t>(table().size()) - 1);
+}
+
+std::string verify_method_names(const std::string& separator) {
   std::string names;
-  for (const VerifyMethodEntry& e : kVerifyMethods) names += std::string(names.empty() ? "" : ", ") + e.name;
+  for (const VerifyMethodRow& e : table()) names += (names.empty() ? "" : separator) + std::string(e.name);
   return names;
 }
 
 std::optional<VerifyMethod> find_verify_method(const std::string& text) {
-  for (int32_t row = 0; row < kMethodRows; ++row)
-    if (text == kVerifyMethods[row].name) return VerifyMethod(row);
+  for (size_t row = 0; row < table().size(); ++row)
+    if (text == table()[row].name) return VerifyMethod(static_cast<int32_t>(row));
   return std::nullopt;
 }
 
@@ -60,10 +78,10 @@ const char* verify_method_name(VerifyMethod m) { return entry(m).name; }
 bool is_lossy(VerifyMethod m) { return entry(m).lossy; }
 bool verifies_trees(VerifyMethod m) { return entry(m).trees; }
 bool verifies_greedily(VerifyMethod m) { return entry(m).greedy; }
-bool has_device_kernel(VerifyMethod m) { return entry(m).device; }
+VerifyKernel device_kernel(VerifyMethod m) { return entry(m).device; }
 std::vector<VerifyMethod> verify_methods() {
   std::vector<VerifyMethod> all;
-  for (int32_t row = 0; row < kMethodRows; ++row) all.push_back(VerifyMethod(row));
+  for (size_t row = 0; row < table().size(); ++row) all.push_back(VerifyMethod(static_cast<int32_t>(row)));
   return all;
 }
 

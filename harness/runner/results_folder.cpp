@@ -1,0 +1,242 @@
+#include "harness/runner/results_folder.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "harness/experiment/environment.h"
+#include "harness/experiment/experiment_config.h"
+#include "harness/experiment/summary.h"
+#include "harness/experiment/sweep.h"
+#include "harness/io/input_file.h"
+#include "harness/io/log.h"
+#include "harness/io/output_file.h"
+#include "kernels/shared/error.h"
+
+namespace specula {
+namespace fs = std::filesystem;
+namespace {
+
+// The records of a CSV text (RFC 4180: a quoted field may hold commas, newlines and doubled quotes), each as
+// its number of fields; a text that ends inside a quoted field or without a newline ends with a cut record,
+// reported as `cut`.
+std::vector<int64_t> csv_field_counts(const std::string& text, bool& cut) {
+  std::vector<int64_t> counts;
+  int64_t fields = 1;
+  bool quoted = false, started = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    started = true;
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      ++fields;
+    } else if (c == '\n') {
+      counts.push_back(fields);
+      fields = 1;
+      started = false;
+    }
+  }
+  cut = quoted || started;
+  if (cut) counts.push_back(fields);
+  return counts;
+}
+
+// The settings config.resolved.ini describes: its sweep, its shard's slice for a shard, one per beam search.
+int64_t configured_settings(const fs::path& dir) {
+  const std::string path = (dir / "config.resolved.ini").string();
+  const std::pair<int, int> shard = split_shard_line(path).second;
+  const ExperimentConfig config = load_experiment(path, {});
+  std::vector<Setting> settings = expand_sweep(config);
+  if (shard.second > 1) settings = shard_of(settings, shard.first, shard.second);
+  return static_cast<int64_t>(recorded_settings(settings).size());
+}
+
+}  // namespace
+
+fs::path create_results_folder(const fs::path& base) {
+  fs::create_directories(base.parent_path());
+  for (int n = 1; n < 10000; ++n) {
+    const fs::path dir = n == 1 ? base : fs::path(base.string() + "-" + std::to_string(n));
+    std::error_code ec;
+    if (fs::create_directory(dir, ec)) return dir;
+    if (ec) fail(dir.string(), ": cannot create the results folder: ", ec.message());
+  }
+  fail(base.string(), ": no free results folder name");
+}
+
+void write_status(const fs::path& dir, const std::string& status) {
+  write_output_file((dir / "status").string(), status + "\n", "run");
+}
+
+std::string running_status() {
+  return "running (pid " + std::to_string(static_cast<long>(getpid())) + " on " + hostname() + ")";
+}
+
+void check_not_running(const fs::path& dir, const std::string& status) {
+  long pid = 0;
+  char host[256] = {};
+  if (std::sscanf(status.c_str(), "running (pid %ld on %255[^)])", &pid, host) != 2) return;
+  if (host != hostname()) {
+    log(LogLevel::warn, dir.string(), "'s status says it is running as process ", pid, " on ", host,
+        "; if that process is alive, both will write this folder");
+    return;
+  }
+  if (pid <= 0 || pid == static_cast<long>(getpid())) return;
+  const bool alive = kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+  std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+  std::string name;
+  std::getline(comm, name);
+  // A recycled process id belongs to some other program: only a live `specula` counts.
+  if (alive && (!comm || name == "specula"))
+    fail_parameter("resume", ": ", dir.string(), " is still being written by process ", pid,
+                   " on this machine (its status reads running); stop that run first");
+}
+
+std::vector<RunRecord> records_so_far(const fs::path& dir) {
+  return fs::exists(dir / "records.jsonl") ? read_records((dir / "records.jsonl").string()) : std::vector<RunRecord>{};
+}
+
+std::pair<std::string, std::pair<int, int>> split_shard_line(const std::string& path) {
+  const std::string resolved = read_input_file(path, "the run's resolved configuration");
+  std::istringstream in(resolved);
+  std::string line, rest;
+  std::pair<int, int> shard{0, 0};
+  while (std::getline(in, line)) {
+    if (line.rfind("; shard = ", 0) == 0) {
+      shard = with_source(path, [&] { return parse_shard(line.substr(10)); });
+      continue;
+    }
+    rest += line + "\n";
+  }
+  return {rest, shard};
+}
+
+std::vector<RunRecord> records_to_resume(const fs::path& dir) {
+  const fs::path path = dir / "records.jsonl";
+  if (!fs::exists(path)) return {};
+  const std::string text = read_input_file(path.string(), "run --resume");
+  const size_t whole = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
+  if (whole < text.size()) fs::resize_file(path, whole);
+  return read_records(path.string());
+}
+
+bool is_shard_folder(const std::string& dir) {
+  const fs::path resolved = fs::path(dir) / "config.resolved.ini";
+  return fs::exists(resolved) && split_shard_line(resolved.string()).second.second > 1;
+}
+
+void merge_results(const std::vector<std::string>& shard_dirs, const std::string& output, bool allow_incomplete) {
+  if (shard_dirs.empty()) fail("merge: no shard folders given");
+  std::error_code ec;
+  for (const std::string& d : shard_dirs)
+    if (fs::exists(output) && fs::equivalent(d, output, ec))
+      fail("merge: --output '", output, "' is one of the shards; give a new folder");
+  // Validate every input before writing anything.
+  std::string config;
+  int count = 0;
+  std::set<int> indices;
+  bool incomplete = false;
+  for (const std::string& d : shard_dirs) {
+    const fs::path dir(d);
+    const std::string status =
+        fs::exists(dir / "status") ? read_input_file((dir / "status").string(), "merge") : "(no status file)\n";
+    if (status != "complete\n") {
+      if (!allow_incomplete)
+        fail("merge: ", d, " is not a complete run (status: ", status.substr(0, status.size() - 1),
+             "); pass --allow-incomplete to merge it anyway");
+      incomplete = true;
+    }
+    const auto [rest, shard] = split_shard_line((dir / "config.resolved.ini").string());
+    if (config.empty()) config = rest;
+    if (rest != config)
+      fail("merge: ", d, "/config.resolved.ini differs from ", shard_dirs[0],
+           "'s beyond the shard line: the shards are not slices of one run");
+    if (shard.second == 0) fail("merge: ", d, " is not a shard (its config.resolved.ini has no shard line)");
+    if (count && shard.second != count)
+      fail("merge: ", d, " is shard ", shard.first, "/", shard.second, " but an earlier one was of ", count);
+    count = shard.second;
+    if (!indices.insert(shard.first).second)
+      fail("merge: shard ", shard.first, "/", count, " is given twice (", d, ")");
+  }
+  if (static_cast<int>(indices.size()) != count) {
+    std::string missing;
+    for (int i = 1; i <= count; ++i)
+      if (!indices.count(i)) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
+    if (!allow_incomplete) fail("merge: shards ", missing, " of ", count, " are missing");
+    incomplete = true;
+  }
+
+  std::vector<RunRecord> records;
+  std::set<std::string> seen;  // baselines appear in several shards: keep one copy
+  for (const std::string& d : shard_dirs) {
+    for (RunRecord& r : read_records((fs::path(d) / "records.jsonl").string(), allow_incomplete)) {
+      const std::string key = r.setting_id + "#" + std::to_string(r.prompt_index) + "#" + std::to_string(r.repetition);
+      if (!seen.insert(key).second) continue;
+      records.push_back(std::move(r));
+    }
+  }
+  fs::create_directories(output);
+  write_output_file((fs::path(output) / "config.resolved.ini").string(), config, "merge");
+  if (fs::exists(fs::path(shard_dirs[0]) / "env.json"))
+    write_output_file((fs::path(output) / "env.json").string(),
+                      read_input_file((fs::path(shard_dirs[0]) / "env.json").string(), "merge"), "merge");
+  std::string lines;
+  for (const RunRecord& r : records) lines += r.to_json_line() + "\n";
+  write_output_file((fs::path(output) / "records.jsonl").string(), lines, "merge");
+  write_summary_csv(summarize(records), (fs::path(output) / "summary.csv").string());
+  write_status(output, incomplete ? "incomplete (merged with --allow-incomplete)" : "complete");
+}
+
+SummaryCoverage check_summary_covers_folder(const std::string& folder, bool allow_incomplete) {
+  const fs::path dir(folder);
+  const std::string path = (dir / "summary.csv").string();
+  if (!fs::exists(path)) fail(folder, ": not a results folder (no summary.csv)");
+  const std::string text = read_input_file(path, "plot");
+  if (text.empty()) fail(path, " is empty: no header and no settings to plot");
+  bool cut = false;
+  const std::vector<int64_t> fields = csv_field_counts(text, cut);
+  if (cut) fail(path, ": the last line is cut (line ", fields.size(), " has no end): the file was not written whole");
+  for (size_t i = 1; i < fields.size(); ++i)
+    if (fields[i] != fields[0])
+      fail(path, ": line ", i + 1, " has ", fields[i], " fields where the header has ", fields[0],
+           ": the file is damaged");
+  SummaryCoverage c;
+  c.rows = static_cast<int64_t>(fields.size()) - 1;
+  if (c.rows == 0) fail(path, " holds only its header: no settings to plot");
+
+  const fs::path records = dir / "records.jsonl";
+  if (!fs::exists(records)) fail(folder, ": no records.jsonl, so summary.csv cannot be checked against the run");
+  const int64_t recorded = static_cast<int64_t>(summarize(read_records(records.string())).size());
+  if (c.rows != recorded)
+    fail(path, " has ", c.rows, " setting rows, but ", records.string(), " holds ", recorded, " settings: the summary ",
+         c.rows < recorded ? "misses settings" : "has rows no record supports",
+         " (a run or merge rewrites it from the records)");
+
+  c.status = read_status(dir, "plot");
+  if (!c.status.empty() && c.status.back() == '\n') c.status.pop_back();
+  c.configured = fs::exists(dir / "config.resolved.ini") ? configured_settings(dir) : recorded;
+  c.complete = (c.status.empty() || c.status == "complete") && c.rows >= c.configured;
+  if (!c.complete && !allow_incomplete)
+    fail(folder, " is not a complete run (status: ", c.status.empty() ? "none" : c.status, "): ", path, " covers ",
+         c.rows, " of the ", c.configured, " settings config.resolved.ini describes; finish it with `specula run ",
+         "--resume ", folder, "`, or plot what there is with --allow-incomplete");
+  return c;
+}
+
+std::string read_status(const fs::path& dir, const std::string& what) {
+  return fs::exists(dir / "status") ? read_input_file((dir / "status").string(), what) : "";
+}
+
+}  // namespace specula

@@ -1,0 +1,201 @@
+#include "harness/runner/setting_configs.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include "harness/config/command_options.h"
+#include "harness/io/input_file.h"
+#include "harness/models/registry/model_registry.h"
+#include "harness/models/tokenizer.h"
+#include "kernels/cuda_device.h"
+#include "kernels/shared/error.h"
+#include "verify/device/batch_verifier.h"
+
+namespace specula {
+namespace {
+
+std::string unescape_newlines(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 1 < s.size() && s[i + 1] == 'n') {
+      out += '\n';
+      ++i;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+SamplingParams sampler_params(const Setting& setting, const std::string& section, SamplingParams params) {
+  po::options_description desc;
+  add_sampler_options(desc);
+  po::parsed_options parsed(&desc);
+  for (const auto& [key, value] : setting.values) {
+    if (key.rfind(section + ".", 0) != 0) continue;
+    std::string option = key.substr(section.size() + 1);
+    if (option == "regex" || option == "json_schema" || option == "token_strings") continue;  // constraint_for
+    std::replace(option.begin(), option.end(), '_', '-');
+    parsed.options.emplace_back(option, std::vector<std::string>{value});
+  }
+  po::variables_map vm;
+  po::store(parsed, vm);
+  read_sampler_options(vm, params);
+  return params;
+}
+
+std::shared_ptr<const TokenConstraint> constraint_for(
+    const Setting& setting, const LanguageModel& target, const std::string& target_spec, const SamplingParams& params,
+    std::map<std::string, std::shared_ptr<const TokenConstraint>>& cache) {
+  ConstraintOptions options;
+  if (setting.get_or("sampling.regex", "none") != "none") options.regex = setting.get("sampling.regex");
+  if (setting.get_or("sampling.json_schema", "none") != "none")
+    options.json_schema_file = setting.get("sampling.json_schema");
+  options.token_strings_file = setting.get_or("sampling.token_strings", "");
+  if (!options.any()) return nullptr;
+  std::string key = options.regex + "\n" + options.json_schema_file + "\n" + options.token_strings_file + "\n";
+  for (Token t : params.stop_tokens) key += std::to_string(t) + ",";
+  auto& slot = cache[key];
+  if (!slot) {
+    std::vector<std::string> tokenizer_strings;
+    if (const auto tokenizer = load_tokenizer_for(target_spec))
+      tokenizer_strings = token_strings_for_constraints(*tokenizer, target.vocab_size());
+    slot = constraint_from_options(options, target.vocab_size(), std::move(tokenizer_strings), params.stop_tokens);
+  }
+  return slot;
+}
+
+BeamSearchConfig beam_config(const ExperimentConfig& c) {
+  BeamSearchConfig b;
+  if (c.beam.count("width")) b.beam_width = std::stoi(c.beam.at("width"));
+  if (c.beam.count("groups")) b.num_groups = std::stoi(c.beam.at("groups"));
+  if (c.beam.count("diversity_penalty")) b.diversity_penalty = std::stod(c.beam.at("diversity_penalty"));
+  if (c.beam.count("length_penalty")) b.length_penalty = std::stod(c.beam.at("length_penalty"));
+  if (c.beam.count("early_stopping")) b.early_stopping = c.beam.at("early_stopping") == "true";
+  if (c.beam.count("num_return")) b.num_return = std::stoi(c.beam.at("num_return"));
+  b.max_new_tokens = c.max_new_tokens;
+  return b;
+}
+
+DecodingMethod setting_method(const Setting& setting) {
+  return parse_decoding_method(setting.get("draft.method"));  // "ar" for the baselines
+}
+
+GenerationConfig setting_generation(const Setting& setting, int32_t max_new_tokens) {
+  const DecodingMethod method = setting_method(setting);
+  DraftShape shape;
+  if (method.speculative()) {
+    shape.num_draft_tokens =
+        std::stoi(setting.get_or("draft.num_draft_tokens", std::to_string(kDefaultNumDraftTokens)));
+    shape.num_draft_tokens_given = setting.values.count("draft.num_draft_tokens") > 0;
+    if (setting.values.count("draft.tree")) shape.tree_shape = parse_tree_shape(setting.get("draft.tree"));
+    shape.tree_sampling = parse_sibling_scheme(setting.get_or("draft.tree_sampling", "iid"));
+  }
+  return generation_config(method, shape, max_new_tokens, 0);
+}
+
+GenerationConfig setting_generation(const Setting& setting, const ExperimentConfig& config) {
+  GenerationConfig g = setting_generation(setting, config.max_new_tokens);
+  g.device = parse_device(config.device);
+  return g;
+}
+
+void check_settings_fit(const ExperimentConfig& config, const LanguageModel& target,
+                        const std::vector<std::vector<int32_t>>& prompts, const std::vector<Setting>& settings) {
+  const Device device = parse_device(config.device);
+  require_device(device);                    // "no CUDA device: ..." before a results folder is made
+  for (const Setting& setting : settings) {  // each setting's draft shape against max_new_tokens
+    try {
+      const GenerationConfig g = setting_generation(setting, config);
+      if (device == Device::cpu) continue;
+      // What the device path cannot do is refused here, by key, before any work.
+      if (setting_method(setting).beam)
+        fail_parameter("device", " ", config.device, ": beam search runs on the CPU (device = cpu)");
+      for (const char* key : {"sampling.regex", "sampling.json_schema"})
+        if (setting.values.count(key) && setting.get(key) != "none")
+          fail_parameter(std::string(key).substr(9), " is not supported on device ", config.device,
+                         " (constrained decoding runs on the CPU)");
+      check_device_support(g.method, sampler_params(setting, "sampling", SamplingParams{}), draft_nodes(g), device);
+    } catch (const ParameterError& e) {
+      fail_at_key(config, setting, e);
+    }
+  }
+  const int64_t limit = target.max_positions();
+  if (limit <= 0) return;
+  size_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, p.size());
+  for (const Setting& setting : settings) {
+    const int64_t depth = draft_depth(setting_generation(setting, config.max_new_tokens));
+    const int64_t needed = static_cast<int64_t>(longest) + config.max_new_tokens - 1 + depth;
+    if (needed > limit)
+      fail(config.file, ": the target holds ", limit, " positions, but the longest prompt (", longest,
+           " tokens), max_new_tokens ", config.max_new_tokens, " and setting ", setting.id, "'s draft depth ", depth,
+           " need ", needed);
+  }
+}
+
+[[noreturn]] void fail_at_key(const ExperimentConfig& config, const Setting& setting, const ParameterError& e) {
+  static const std::map<std::string, std::string> keys = {
+      {"draft", "draft.drafter"},
+      {"method", "draft.method"},
+      {"num_draft_tokens", "draft.num_draft_tokens"},
+      {"tree", "draft.tree"},
+      {"max_new_tokens", "experiment.max_new_tokens"},
+      {"beam_width", "beam.width"},
+      {"num_beam_groups", "beam.groups"},
+      {"diversity_penalty", "beam.diversity_penalty"},
+      {"length_penalty", "beam.length_penalty"},
+      {"num_return", "beam.num_return"},
+      {"regex", "sampling.regex"},
+      {"json_schema", "sampling.json_schema"},
+      {"device", "experiment.device"},
+      {"typical_p", "sampling.typical_p"},
+      {"tfs_z", "sampling.tfs_z"},
+      {"mirostat", "sampling.mirostat"},
+      {"dynatemp_range", "sampling.dynatemp_range"},
+      {"bad_words", "sampling.bad_words"},
+      {"logit_bias", "sampling.logit_bias"},
+  };
+  const auto it = keys.find(e.parameter());
+  const std::string key = it != keys.end() ? it->second : e.parameter();
+  const std::string where = config.origin.count(key) ? config.origin.at(key) : config.file;
+  fail(where, ": key '", key, "' (setting ", setting.id, "): ", e.parameter(), e.detail());
+}
+
+std::vector<std::vector<int32_t>> load_prompts(const ExperimentConfig& c, const std::string& target_spec) {
+  const std::shared_ptr<const Tokenizer> tokenizer = load_tokenizer_for(target_spec);
+  std::vector<std::string> texts;
+  if (!c.prompts_file.empty()) {
+    std::istringstream in(read_input_file(
+        c.prompts_file, c.origin.count("experiment.prompts") ? c.origin.at("experiment.prompts") : "prompts"));
+    std::string line;
+    while (std::getline(in, line))
+      if (!line.empty() && line[0] != '#') texts.push_back(unescape_newlines(line));
+    if (c.origin.count("experiment.num_prompts") && static_cast<int>(texts.size()) > c.num_prompts)
+      texts.resize(c.num_prompts);
+  } else {
+    const std::string corpus = read_input_file(c.prompts_from_corpus, c.origin.at("experiment.prompts_from_corpus"));
+    texts = corpus_excerpts(corpus, c);
+  }
+  if (texts.empty()) fail(c.prompts_file, ": no prompts");
+  std::vector<std::vector<int32_t>> prompts;
+  for (const std::string& text : texts) {
+    if (tokenizer) {
+      prompts.push_back(tokenizer->encode(text));
+    } else {
+      try {
+        prompts.push_back(parse_token_list(text, "prompt"));
+      } catch (const ParameterError& e) {
+        fail(c.prompts_file.empty() ? c.prompts_from_corpus : c.prompts_file, ": prompt '", text,
+             "' (token ids, for a model without a tokenizer)", e.detail());
+      }
+    }
+    if (prompts.back().empty()) fail("a prompt is empty after tokenisation: '", text, "'");
+  }
+  return prompts;
+}
+
+}  // namespace specula
