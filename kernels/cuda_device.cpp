@@ -23,12 +23,6 @@ bool built_with_cuda() { return false; }
 bool built_with_cuda() { return true; }
 #endif
 
-Device parse_device(const std::string& text) {
-  for (Device d : {Device::cpu, Device::cuda, Device::cuda_host})
-    if (text == device_name(d)) return d;
-  fail_parameter("device", ": unknown device '", text, "' (expected cpu, cuda or cuda-host)");
-}
-
 const char* device_name(Device device) {
   switch (device) {
     case Device::cpu:

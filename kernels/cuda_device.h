@@ -13,9 +13,8 @@ namespace specula {
 // fibers (kernels/emulated_kernels.h), so that path runs and is tested on machines without a GPU.
 enum class Device { cpu, cuda, cuda_host };
 
-// "cpu", "cuda" or "cuda-host" (the --device option); throws Error naming the value otherwise.
-Device parse_device(const std::string& text);
-const char* device_name(Device device);  // "cpu" | "cuda" | "cuda-host"
+// "cpu" | "cuda" | "cuda-host" (the --device option; harness/config/device_options.h parses it).
+const char* device_name(Device device);
 
 // True when this binary was built with the CUDA kernels (-DSPECULA_CUDA=ON).
 bool built_with_cuda();

@@ -22,12 +22,6 @@ const char* fiber_schedule_name(FiberSchedule schedule) {
   return "?";
 }
 
-FiberSchedule parse_fiber_schedule(const std::string& text) {
-  for (FiberSchedule s : {FiberSchedule::forward, FiberSchedule::reverse, FiberSchedule::rotating})
-    if (text == fiber_schedule_name(s)) return s;
-  fail("unknown fiber schedule '", text, "' (expected forward, reverse or rotating)");
-}
-
 FiberTeam::FiberTeam(int threads, FiberSchedule schedule, size_t stack_bytes)
     : schedule_(schedule), stack_bytes_(stack_bytes) {
   if (threads < 1 || threads > 1024) fail("fiber team: threads must be in [1, 1024], got ", threads);

@@ -23,7 +23,6 @@ enum class FiberSchedule {
   rotating,  // phase k starts at thread k mod T
 };
 const char* fiber_schedule_name(FiberSchedule schedule);
-FiberSchedule parse_fiber_schedule(const std::string& text);
 
 // Fibers are Boost.Context's (a user-space switch of a few nanoseconds: no system call per barrier).
 class FiberTeam {

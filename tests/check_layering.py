@@ -24,7 +24,7 @@ LAYERS = {
     "verify/verifiers": ["kernels/shared", "verify/sampling"],
     "verify/device": ["kernels/shared", "kernels", "verify/sampling", "verify/verifiers"],
     "harness/io": ["kernels/shared"],
-    "harness/config": ["kernels/shared", "verify/sampling"],
+    "harness/config": ["kernels/shared", "kernels", "verify/sampling"],
     "harness/models": ["kernels/shared", "verify/sampling", "verify/verifiers"],
     "harness/models/transformer": ["kernels/shared", "verify/sampling", "verify/verifiers", "harness/io",
                                    "harness/models"],

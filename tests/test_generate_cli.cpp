@@ -6,10 +6,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
+#include "harness/config/device_options.h"
 #include "harness/io/output_file.h"
 #include "kernels/cuda_device.h"
 #include "kernels/shared/error.h"
 
+using namespace specula;
 using namespace specula::testing;
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
@@ -331,4 +333,12 @@ TEST_CASE("specula --version and specula version print the version, git revision
     CHECK(r.out == run_specula("--version").out);
   }
   CHECK_THAT(run_specula("--help").out, Contains("version"));
+}
+
+TEST_CASE("--device and --cuda-host-schedule parse their names and name a bad value", "[cli][device]") {
+  for (Device d : {Device::cpu, Device::cuda, Device::cuda_host}) CHECK(parse_device(device_name(d)) == d);
+  CHECK_THROWS_WITH(parse_device("gpu"), Contains("unknown device 'gpu'") && Contains("cpu, cuda or cuda-host"));
+  for (FiberSchedule f : {FiberSchedule::forward, FiberSchedule::reverse, FiberSchedule::rotating})
+    CHECK(parse_fiber_schedule(fiber_schedule_name(f)) == f);
+  CHECK_THROWS_WITH(parse_fiber_schedule("sideways"), Contains("unknown fiber schedule 'sideways'"));
 }

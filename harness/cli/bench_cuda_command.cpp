@@ -6,6 +6,7 @@
 
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
+#include "harness/config/device_options.h"
 #include "harness/io/output_file.h"
 #include "kernels/cuda_bench.h"
 #include "kernels/cuda_device.h"

@@ -17,6 +17,7 @@
 #include "draft/registry/drafter_registry.h"
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
+#include "harness/config/device_options.h"
 #include "harness/generation/beam_search.h"
 #include "harness/generation/decoding_method.h"
 #include "harness/generation/generator.h"

@@ -8,6 +8,7 @@
 
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
+#include "harness/config/device_options.h"
 #include "harness/io/logits_file.h"
 #include "kernels/cuda_device.h"
 #include "kernels/shared/error.h"

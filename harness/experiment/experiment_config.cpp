@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "harness/config/command_options.h"
+#include "harness/config/device_options.h"
 #include "harness/generation/decoding_method.h"
 #include "kernels/cuda_device.h"
 #include "kernels/shared/error.h"

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "harness/config/command_options.h"
+#include "harness/config/device_options.h"
 #include "harness/io/input_file.h"
 #include "harness/models/registry/model_registry.h"
 #include "harness/models/tokenizer.h"

@@ -1,0 +1,17 @@
+// The command line's and experiment files' device options, read into the kernels' types: --device (and
+// [experiment] device) and --cuda-host-schedule.
+#pragma once
+
+#include <string>
+
+#include "kernels/cuda_device.h"
+#include "kernels/fiber_team.h"
+
+namespace specula {
+
+// "cpu", "cuda" or "cuda-host"; an error naming the parameter `device` and the value otherwise.
+Device parse_device(const std::string& text);
+// "forward", "reverse" or "rotating" (the block emulation's thread order); an error naming the value otherwise.
+FiberSchedule parse_fiber_schedule(const std::string& text);
+
+}  // namespace specula
