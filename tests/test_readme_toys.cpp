@@ -1,21 +1,29 @@
 // The README's "Where new things go" examples, compiled from the README itself (tests/CMakeLists.txt) and run
-// here: the toy drafter in the generation loop, the toy verification method through the methods' table. Each
-// must decode exactly the target's law (a G-test against the enumerated law of a table model), so the recipes
-// the README gives are true, not merely compilable.
+// here: the toy drafter in the generation loop and the toy verification method through the methods' table, each
+// decoding exactly the target's law (a G-test against the enumerated law of a table model); the toy filter stage
+// through the stages' table, the options, sampler_order and the device refusal, its rows against a float64
+// reference. So the recipes the README gives are true, not merely compilable.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <memory>
 
 #include "draft/drafter.h"
+#include "harness/config/command_options.h"
 #include "harness/generation/decoding_method.h"
 #include "harness/generation/generator.h"
 #include "speculative_fixtures.h"
 #include "tests/statistics/goodness_of_fit.h"
+#include "verify/device/sampler_batch.h"
+#include "verify/sampling/filter_stages.h"
+#include "verify/sampling/sampler_pipeline.h"
 #include "verify/verifiers/verify_methods.h"
 
 namespace specula {
 // From the README's blocks (readme_toy_*.cpp, generated at configure time).
 std::shared_ptr<const DrafterFactory> readme_toy_drafter(const DrafterSpec& spec);
 VerifyMethod readme_toy_method();
+FilterStage readme_toy_stage();
 }  // namespace specula
 
 using namespace specula;
@@ -69,4 +77,51 @@ TEST_CASE("README's toy verification method is found by name and decodes the tar
   CHECK(gof.passed(stats::kAlpha));
   CHECK(run.metrics.accepted == 0);  // it rejects every draft: one token a step
   CHECK(run.metrics.steps == run.metrics.new_tokens);
+}
+
+TEST_CASE("README's toy filter stage is an option, a sampler_order name, refused on a device, and exact", "[readme]") {
+  const FilterStage stage = readme_toy_stage();
+  REQUIRE(std::string(filter_stage_name(stage)) == "top_a");
+  // The command line (and so [sampling] keys and --draft-*) takes its parameter from the row.
+  po::options_description desc;
+  add_sampler_options(desc);
+  po::variables_map vm;
+  po::store(po::command_line_parser(std::vector<std::string>{"--top-a", "0.3", "--sampler-order", "top_a,top_k"})
+                .options(desc)
+                .run(),
+            vm);
+  SamplingParams s;
+  read_sampler_options(vm, s);
+  CHECK(s.stage_value("top_a", 0.0) == Approx(0.3));
+  CHECK(s.order == std::vector<FilterStage>{stage, FilterStage::top_k});
+  CHECK_THAT(s.describe(), Catch::Matchers::Contains("temperature -> top_a -> top_k"));
+  // Validated by its row; refused on the device by name; off in the greedy argmax's row.
+  SamplingParams bad = s;
+  bad.stage_values["top_a"] = 1.5;
+  CHECK_THROWS_WITH(bad.validate(8), Catch::Matchers::Contains("top_a must be in [0, 1], got 1.5"));
+  const std::optional<UnsupportedSetting> refused = unsupported_on_cuda(s);
+  REQUIRE(refused);
+  CHECK(refused->parameter == "top_a");
+  SamplingParams greedy = s;
+  greedy.temperature = 0.0f;
+  CHECK(at_unit_temperature(greedy).stage_value("top_a", 0.0) == 0.0);
+  // Rows against a float64 reference: softmax, keep p >= a * max p^2, renormalise.
+  s.order = {stage};
+  const SamplerPipeline pipeline(s, kV);
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    std::vector<float> logits(kV);
+    for (int32_t i = 0; i < kV; ++i) logits[i] = static_cast<float>(2.0 * philox_gaussian(seed, i));
+    const std::vector<float> probs = pipeline.process(logits, {});
+    std::vector<double> p(kV);
+    const double m = *std::max_element(logits.begin(), logits.end());
+    double z = 0.0, kept = 0.0;
+    for (int32_t i = 0; i < kV; ++i) z += p[i] = std::exp(logits[i] - m);
+    for (double& v : p) v /= z;
+    const double p_max = *std::max_element(p.begin(), p.end());
+    for (int32_t i = 0; i < kV; ++i) kept += p[i] >= 0.3 * p_max * p_max ? p[i] : 0.0;
+    for (int32_t i = 0; i < kV; ++i) {
+      const double want = p[i] >= 0.3 * p_max * p_max ? p[i] / kept : 0.0;
+      CHECK(probs[i] == Approx(want).margin(1e-6));
+    }
+  }
 }

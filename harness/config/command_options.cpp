@@ -8,6 +8,7 @@
 
 #include "harness/config/ini_file.h"
 #include "kernels/shared/error.h"
+#include "verify/sampling/filter_stages.h"
 
 namespace specula {
 namespace {
@@ -43,6 +44,18 @@ float parse_float_option(const std::string& text, const std::string& option) {
   if (std::isfinite(v) && !std::isfinite(f))
     fail_parameter(parameter_of(option), ": '", text, "' is too large for a 32-bit float");
   return f;
+}
+
+// An integer sampler option (top_k, mirostat) as the user wrote it: refused, quoting the text, when it is not an
+// integer or does not fit 32 bits.
+int32_t parse_int_option(const std::string& text, const std::string& option) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (trim(text).empty() || *end != '\0') fail_parameter(parameter_of(option), ": '", text, "' is not an integer");
+  if (errno == ERANGE || v < INT32_MIN || v > INT32_MAX)
+    fail_parameter(parameter_of(option), ": '", text, "' does not fit a 32-bit integer");
+  return static_cast<int32_t>(v);
 }
 
 }  // namespace
@@ -156,9 +169,6 @@ void add_sampler_options(po::options_description& desc, const std::string& prefi
   // clang-format off
   desc.add_options()
     (name("temperature").c_str(), po::value<double>(), "temperature T (0 = greedy, else >= 0.001); default 1")
-    (name("top-k").c_str(), po::value<int32_t>(), "keep the k most likely tokens, ties kept (0 or -1 = off)")
-    (name("top-p").c_str(), po::value<std::string>(), "nucleus: keep tokens until mass P, crossing token kept (1 = off)")
-    (name("min-p").c_str(), po::value<std::string>(), "keep tokens with p >= M * max p (0 = off)")
     (name("sampler-order").c_str(), po::value<std::string>(), "order of the filters (default min_p,top_k,top_p)")
     (name("repetition-penalty").c_str(), po::value<std::string>(), "repetition penalty over prompt and output (1 = off)")
     (name("frequency-penalty").c_str(), po::value<std::string>(), "frequency penalty over output tokens")
@@ -169,14 +179,16 @@ void add_sampler_options(po::options_description& desc, const std::string& prefi
     (name("bad-words").c_str(), po::value<std::string>(), "token sequences 'a b;c': last token banned after the rest")
     (name("min-tokens").c_str(), po::value<int32_t>(), "stop tokens are banned until the output has N tokens")
     (name("stop-tokens").c_str(), po::value<std::string>(), "stop token ids (for --min-tokens and generation)")
-    (name("typical-p").c_str(), po::value<std::string>(), "locally typical sampling mass (1 = off)")
-    (name("tfs-z").c_str(), po::value<std::string>(), "tail-free sampling z (1 = off)")
     (name("dynatemp-range").c_str(), po::value<std::string>(), "dynamic temperature range (0 = off)")
-    (name("dynatemp-exponent").c_str(), po::value<std::string>(), "dynamic temperature exponent (default 1)")
-    (name("mirostat").c_str(), po::value<int32_t>(), "0 = off, 2 = mirostat v2")
-    (name("mirostat-tau").c_str(), po::value<std::string>(), "mirostat target surprise in bits (default 5)")
-    (name("mirostat-eta").c_str(), po::value<std::string>(), "mirostat learning rate (default 0.1)");
+    (name("dynatemp-exponent").c_str(), po::value<std::string>(), "dynamic temperature exponent (default 1)");
   // clang-format on
+  // The filter stages' parameters, from their table (verify/sampling/filter_stages.h).
+  for (const FilterStageRow& row : filter_stages())
+    for (const StageParameter& p : row.parameters) {
+      std::string flag = p.name;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      desc.add_options()(name(flag.c_str()).c_str(), po::value<std::string>(), p.help);
+    }
 }
 
 bool sampler_option_given(const po::variables_map& vm, const std::string& name) { return vm.count(name) > 0; }
@@ -193,9 +205,6 @@ void read_sampler_options(const po::variables_map& vm, SamplingParams& s, const 
                      " (0 = greedy)");
     s.temperature = static_cast<float>(t);
   }
-  if (has("top-k")) s.top_k = vm[opt("top-k")].as<int32_t>();
-  if (has("top-p")) s.top_p = parse_float_option(str("top-p"), opt("top-p"));
-  if (has("min-p")) s.min_p = parse_float_option(str("min-p"), opt("min-p"));
   if (has("sampler-order")) s.order = parse_filter_order(str("sampler-order"), parameter_of(opt("sampler-order")));
   if (has("repetition-penalty"))
     s.repetition_penalty = parse_float_option(str("repetition-penalty"), opt("repetition-penalty"));
@@ -213,14 +222,18 @@ void read_sampler_options(const po::variables_map& vm, SamplingParams& s, const 
   if (has("bad-words")) s.bad_words = parse_token_sequences(str("bad-words"), opt("bad-words"));
   if (has("min-tokens")) s.min_tokens = vm[opt("min-tokens")].as<int32_t>();
   if (has("stop-tokens")) s.stop_tokens = parse_token_list(str("stop-tokens"), opt("stop-tokens"));
-  if (has("typical-p")) s.typical_p = parse_float_option(str("typical-p"), opt("typical-p"));
-  if (has("tfs-z")) s.tfs_z = parse_float_option(str("tfs-z"), opt("tfs-z"));
   if (has("dynatemp-range")) s.dynatemp_range = parse_float_option(str("dynatemp-range"), opt("dynatemp-range"));
   if (has("dynatemp-exponent"))
     s.dynatemp_exponent = parse_float_option(str("dynatemp-exponent"), opt("dynatemp-exponent"));
-  if (has("mirostat")) s.mirostat = vm[opt("mirostat")].as<int32_t>();
-  if (has("mirostat-tau")) s.mirostat_tau = parse_float_option(str("mirostat-tau"), opt("mirostat-tau"));
-  if (has("mirostat-eta")) s.mirostat_eta = parse_float_option(str("mirostat-eta"), opt("mirostat-eta"));
+  for (const FilterStageRow& row : filter_stages())
+    for (const StageParameter& p : row.parameters) {
+      std::string flag = p.name;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      if (!vm.count(prefix + flag)) continue;
+      const std::string text = vm[prefix + flag].as<std::string>();
+      p.set(s, p.integer ? static_cast<double>(parse_int_option(text, prefix + flag))
+                         : static_cast<double>(parse_float_option(text, prefix + flag)));
+    }
 }
 
 }  // namespace specula

@@ -153,15 +153,12 @@ void check_settings_fit(const ExperimentConfig& config, const LanguageModel& tar
       {"regex", "sampling.regex"},
       {"json_schema", "sampling.json_schema"},
       {"device", "experiment.device"},
-      {"typical_p", "sampling.typical_p"},
-      {"tfs_z", "sampling.tfs_z"},
-      {"mirostat", "sampling.mirostat"},
-      {"dynatemp_range", "sampling.dynatemp_range"},
-      {"bad_words", "sampling.bad_words"},
-      {"logit_bias", "sampling.logit_bias"},
   };
+  // Sampler parameters are keys of [sampling] by their own names (an option's name with '_' for '-').
   const auto it = keys.find(e.parameter());
-  const std::string key = it != keys.end() ? it->second : e.parameter();
+  const std::string key = it != keys.end()                                   ? it->second
+                          : config.origin.count("sampling." + e.parameter()) ? "sampling." + e.parameter()
+                                                                             : e.parameter();
   const std::string where = config.origin.count(key) ? config.origin.at(key) : config.file;
   fail(where, ": key '", key, "' (setting ", setting.id, "): ", e.parameter(), e.detail());
 }

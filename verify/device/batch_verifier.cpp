@@ -8,6 +8,7 @@
 #include "kernels/shared/error.h"
 #include "verify/device/sampler_batch.h"
 #include "verify/device/tree_scheme.h"
+#include "verify/sampling/filter_stages.h"
 #include "verify/verifiers/target_rows.h"
 #include "verify/verifiers/verify_methods.h"
 
@@ -60,8 +61,11 @@ void check_device_support(const std::optional<VerifyMethod>& method, const Sampl
     if (u->parameter == "device")  // a constraint
       fail_parameter("device", " ", device_name(device), ": constrained decoding (regex / json schema)", on);
     if (u->parameter == "logit_bias") fail_parameter("logit_bias", ": not supported on cuda: ", u->what);
-    fail_parameter(u->parameter, u->value.empty() ? "" : " " + u->value, on,
-                   " (the fused sampler applies masks, logit bias, penalties, temperature, min_p, top_k and top_p)");
+    std::string applied = "masks, logit bias, penalties, temperature";
+    for (const FilterStageRow& row : filter_stages())
+      if (row.device) applied += std::string(", ") + row.name;
+    fail_parameter(u->parameter, u->value.empty() ? "" : " " + u->value, on, " (the fused sampler applies ", applied,
+                   ")");
   }
   if (!method) return;
   if (device_kernel(*method) == VerifyKernel::tree) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/shared/error.h"
+#include "verify/sampling/filter_stages.h"
 
 namespace specula {
 namespace {
@@ -25,9 +26,12 @@ std::optional<UnsupportedSetting> unsupported_on_cuda(const SamplingParams& s) {
   if (s.constraint) return UnsupportedSetting{"device", "constraint (regex / json schema)", ""};
   if (!s.greedy()) {  // greedy rows never reach temperature or the filters (SamplerPipeline::process)
     if (s.dynatemp_range > 0.0f) return setting("dynatemp_range", "dynatemp", s.dynatemp_range);
-    if (s.typical_p < 1.0f) return setting("typical_p", "typical_p", s.typical_p);
-    if (s.tfs_z < 1.0f) return setting("tfs_z", "tfs_z", s.tfs_z);
-    if (s.mirostat == 2) return setting("mirostat", "mirostat", s.mirostat);
+    // The filter stages the kernel applies are those whose row says so (verify/sampling/filter_stages.h).
+    for (const FilterStageRow& row : filter_stages())
+      if (!row.device && row.active(s)) {
+        const StageParameter& p = row.parameters[0];
+        return setting(p.name, row.name, p.get(s));
+      }
   }
   // The CPU adds a listed bias once per entry; a dense bias row would add the sum, rounded differently.
   std::vector<Token> biased;

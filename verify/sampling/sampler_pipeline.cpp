@@ -8,6 +8,7 @@
 
 #include "kernels/shared/error.h"
 #include "kernels/shared/mutation_points.h"
+#include "verify/sampling/filter_stages.h"
 #include "verify/sampling/logits_processors.h"
 #include "verify/sampling/token_constraint.h"
 
@@ -31,20 +32,7 @@ double mirostat_mu(const SamplingParams& s, const TokenHistory& h) {
 }
 
 void apply_filter(FilterStage stage, Candidates& c, const SamplingParams& s, const TokenHistory& h) {
-  switch (stage) {
-    case FilterStage::min_p:
-      return apply_min_p(c, s.min_p);
-    case FilterStage::top_k:
-      return apply_top_k(c, s.top_k);
-    case FilterStage::top_p:
-      return apply_top_p(c, s.top_p);
-    case FilterStage::typical_p:
-      return apply_typical_p(c, s.typical_p);
-    case FilterStage::tfs_z:
-      return apply_tfs_z(c, s.tfs_z);
-    case FilterStage::mirostat:
-      return apply_mirostat_v2(c, mirostat_mu(s, h));
-  }
+  filter_stage(stage).apply(c, s, h);
 }
 
 // A logit x lowered by a margin far wider than the float32 rounding of x * inv (relative 2^-24, absolute

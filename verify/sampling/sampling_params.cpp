@@ -5,59 +5,21 @@
 #include <sstream>
 
 #include "kernels/shared/error.h"
+#include "verify/sampling/filter_stages.h"
 #include "verify/sampling/token_constraint.h"
 
 namespace specula {
 namespace {
 
-constexpr FilterStage kCanonicalOrder[] = {FilterStage::min_p,     FilterStage::top_k, FilterStage::top_p,
-                                           FilterStage::typical_p, FilterStage::tfs_z, FilterStage::mirostat};
-
-bool filter_active(const SamplingParams& s, FilterStage stage) {
-  switch (stage) {
-    case FilterStage::min_p:
-      return s.min_p > 0.0f;
-    case FilterStage::top_k:
-      return s.top_k > 0;
-    case FilterStage::top_p:
-      return s.top_p < 1.0f;
-    case FilterStage::typical_p:
-      return s.typical_p < 1.0f;
-    case FilterStage::tfs_z:
-      return s.tfs_z < 1.0f;
-    case FilterStage::mirostat:
-      return s.mirostat == 2;
-  }
-  return false;
-}
+bool filter_active(const SamplingParams& s, FilterStage stage) { return filter_stage(stage).active(s); }
 
 void check_token(const char* name, Token t, int32_t vocab_size) {
   if (t < 0 || t >= vocab_size) fail(name, ": token id ", t, " is outside the vocabulary [0, ", vocab_size, ")");
 }
 
-void check_unit_open_closed(const char* name, float v) {  // (0, 1]
-  if (!(v > 0.0f && v <= 1.0f)) fail(name, " must be in (0, 1], got ", v);
-}
-
 }  // namespace
 
-const char* filter_stage_name(FilterStage stage) {
-  switch (stage) {
-    case FilterStage::min_p:
-      return "min_p";
-    case FilterStage::top_k:
-      return "top_k";
-    case FilterStage::top_p:
-      return "top_p";
-    case FilterStage::typical_p:
-      return "typical_p";
-    case FilterStage::tfs_z:
-      return "tfs_z";
-    case FilterStage::mirostat:
-      return "mirostat";
-  }
-  return "?";
-}
+const char* filter_stage_name(FilterStage stage) { return filter_stage(stage).name; }
 
 std::vector<FilterStage> parse_filter_order(const std::string& text, const std::string& option) {
   std::vector<FilterStage> order;
@@ -69,25 +31,29 @@ std::vector<FilterStage> parse_filter_order(const std::string& text, const std::
     std::replace(item.begin(), item.end(), '-', '_');
     if (item == "typical") item = "typical_p";
     if (item == "tfs") item = "tfs_z";
+    std::string known;
     bool found = false;
-    for (FilterStage stage : kCanonicalOrder) {
-      if (item == filter_stage_name(stage)) {
-        if (std::find(order.begin(), order.end(), stage) != order.end())
-          fail_parameter(option, ": '", item, "' is listed twice in '", text, "'");
-        order.push_back(stage);
-        found = true;
-      }
+    for (size_t row = 0; row < filter_stages().size(); ++row) {
+      const FilterStage stage = static_cast<FilterStage>(row);
+      known += (known.empty() ? "" : ", ") + std::string(filter_stage_name(stage));
+      if (item != filter_stage_name(stage)) continue;
+      if (std::find(order.begin(), order.end(), stage) != order.end())
+        fail_parameter(option, ": '", item, "' is listed twice in '", text, "'");
+      order.push_back(stage);
+      found = true;
     }
-    if (!found)
-      fail_parameter(option, ": unknown stage '", item, "' in '", text,
-                     "' (known: min_p, top_k, top_p, typical_p, tfs_z, mirostat)");
+    if (!found) fail_parameter(option, ": unknown stage '", item, "' in '", text, "' (known: ", known, ")");
   }
   return order;
 }
 
 bool SamplingParams::uses_history() const {
-  return repetition_penalty != 1.0f || frequency_penalty != 0.0f || presence_penalty != 0.0f || !bad_words.empty() ||
-         (min_tokens > 0 && !stop_tokens.empty()) || (mirostat == 2 && !greedy()) || constraint != nullptr;
+  if (repetition_penalty != 1.0f || frequency_penalty != 0.0f || presence_penalty != 0.0f || !bad_words.empty() ||
+      (min_tokens > 0 && !stop_tokens.empty()) || constraint != nullptr)
+    return true;
+  for (const FilterStageRow& row : filter_stages())
+    if (row.reads_history && row.active(*this) && !greedy()) return true;
+  return false;
 }
 
 void SamplingParams::validate(int32_t vocab_size) const {
@@ -98,18 +64,11 @@ void SamplingParams::validate(int32_t vocab_size) const {
     fail("dynatemp_range must be a finite number >= 0, got ", dynatemp_range);
   if (!std::isfinite(dynatemp_exponent) || dynatemp_exponent <= 0.0f)
     fail("dynatemp_exponent must be a finite number > 0, got ", dynatemp_exponent);
-  check_unit_open_closed("top_p", top_p);
-  check_unit_open_closed("typical_p", typical_p);
-  check_unit_open_closed("tfs_z", tfs_z);
-  if (!(min_p >= 0.0f && min_p <= 1.0f)) fail("min_p must be in [0, 1], got ", min_p);
-  if (top_k < -1) fail("top_k must be >= 1, or 0 / -1 for off, got ", top_k);
+  for (const FilterStageRow& row : filter_stages()) row.validate(*this);
   if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty))
     fail("repetition_penalty must be a finite number > 0, got ", repetition_penalty);
   if (!std::isfinite(frequency_penalty)) fail("frequency_penalty must be finite, got ", frequency_penalty);
   if (!std::isfinite(presence_penalty)) fail("presence_penalty must be finite, got ", presence_penalty);
-  if (mirostat != 0 && mirostat != 2) fail("mirostat must be 0 (off) or 2 (mirostat v2), got ", mirostat);
-  if (!std::isfinite(mirostat_tau) || mirostat_tau <= 0.0f) fail("mirostat_tau must be > 0, got ", mirostat_tau);
-  if (!std::isfinite(mirostat_eta) || mirostat_eta < 0.0f) fail("mirostat_eta must be >= 0, got ", mirostat_eta);
   if (min_tokens < 0) fail("min_tokens must be >= 0, got ", min_tokens);
   for (Token t : allowed_tokens) check_token("allowed_tokens", t, vocab_size);
   for (Token t : banned_tokens) check_token("banned_tokens", t, vocab_size);
@@ -138,8 +97,10 @@ std::vector<FilterStage> SamplingParams::active_filters() const {
   std::vector<FilterStage> out;
   for (FilterStage s : order)
     if (filter_active(*this, s)) out.push_back(s);
-  for (FilterStage s : kCanonicalOrder)
+  for (size_t row = 0; row < filter_stages().size(); ++row) {
+    const FilterStage s = static_cast<FilterStage>(row);
     if (filter_active(*this, s) && std::find(order.begin(), order.end(), s) == order.end()) out.push_back(s);
+  }
   return out;
 }
 
@@ -154,8 +115,10 @@ std::string SamplingParams::describe() const {
   if (greedy()) return os.str() + " -> greedy";
   os << (dynatemp_range > 0.0f ? " -> dynatemp" : " -> temperature");
   std::vector<FilterStage> stages = order;
-  for (FilterStage s : kCanonicalOrder)
+  for (size_t row = 0; row < filter_stages().size(); ++row) {
+    const FilterStage s = static_cast<FilterStage>(row);
     if (filter_active(*this, s) && std::find(stages.begin(), stages.end(), s) == stages.end()) stages.push_back(s);
+  }
   for (FilterStage s : stages) os << " -> " << filter_stage_name(s);
   os << " -> dist";
   return os.str();
@@ -165,12 +128,7 @@ SamplingParams at_unit_temperature(SamplingParams params) {
   if (!params.greedy()) return params;
   params.temperature = 1.0f;
   params.dynatemp_range = 0.0f;
-  params.min_p = 0.0f;
-  params.top_k = 0;
-  params.top_p = 1.0f;
-  params.typical_p = 1.0f;
-  params.tfs_z = 1.0f;
-  params.mirostat = 0;
+  for (const FilterStageRow& row : filter_stages()) row.parameters[0].set(params, row.off);
   return params;
 }
 

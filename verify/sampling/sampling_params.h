@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -13,11 +14,13 @@ namespace specula {
 using Token = int32_t;
 class TokenConstraint;  // verify/sampling/token_constraint.h
 
-// Filters that may be reordered by `sampler_order` (everything after temperature).
+// Filters that may be reordered by `sampler_order` (everything after temperature): rows of the filter stages'
+// table (verify/sampling/filter_stages.h). The built-in stages are named here; stages added to the table take
+// the values after them.
 enum class FilterStage { min_p, top_k, top_p, typical_p, tfs_z, mirostat };
 
 const char* filter_stage_name(FilterStage stage);
-// Parses "min_p,top_k,top_p"; throws naming `option` and the bad entry.
+// Parses "min_p,top_k,top_p" (any stage of the table); throws naming `option` and the bad entry.
 std::vector<FilterStage> parse_filter_order(const std::string& text, const std::string& option = "sampler_order");
 
 // The smallest temperature other than 0 (greedy): logits / T stay finite for logits up to 3e35, and a
@@ -56,8 +59,15 @@ struct SamplingParams {
   float mirostat_tau = 5.0f;
   float mirostat_eta = 0.1f;
   // Order of the filters. Active filters missing from the list run after the listed ones, in the
-  // canonical order min_p, top_k, top_p, typical_p, tfs_z, mirostat.
+  // table's canonical order (min_p, top_k, top_p, typical_p, tfs_z, mirostat, then added stages).
   std::vector<FilterStage> order = {FilterStage::min_p, FilterStage::top_k, FilterStage::top_p};
+  // Parameters of filter stages that keep them by name rather than in a field above (a stage added to the
+  // table in a file of its own); stage_value gives `fallback` for one never set.
+  std::map<std::string, double> stage_values;
+  double stage_value(const std::string& name, double fallback) const {
+    const auto it = stage_values.find(name);
+    return it == stage_values.end() ? fallback : it->second;
+  }
 
   bool greedy() const { return temperature == 0.0f; }
   bool uses_history() const;  // does the processed distribution depend on the token history?
