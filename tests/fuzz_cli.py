@@ -1298,7 +1298,8 @@ def run_jobs(jobs, cwd, env):
     return problems
 
 
-RECORD_TIMES = {"wall_time": 1.0, "prompt_time": 0.1, "target_time": 0.5, "draft_time": 0.25, "verify_time": 0.125}
+RECORD_TIMES = {"wall_seconds": 1.0, "prompt_seconds": 0.1, "target_seconds": 0.5, "draft_seconds": 0.25,
+                "verify_seconds": 0.125}
 
 
 def normalize_shard(folder, scratch):

@@ -358,7 +358,8 @@ TEST_CASE("summary: paired timing takes speedups within pairs, over prompts, and
   CHECK(unpaired.verify_cost == Approx(0.9 / 10 / 0.01));
 }
 
-TEST_CASE("a record's times survive records.jsonl; older records without prompt_time still load", "[runner]") {
+TEST_CASE("a record's times survive records.jsonl; older records (no prompt time, *_time names) still load",
+          "[runner]") {
   RunRecord r;
   r.setting_id = r.baseline_id = "s";
   r.metrics.wall_seconds = 1.5;
@@ -386,8 +387,21 @@ TEST_CASE("a record's times survive records.jsonl; older records without prompt_
   CHECK(std::isnan(paired.pair.load_before));
   CHECK(paired.pair.load_after == 0.5);
   nlohmann::json j = nlohmann::json::parse(line);
-  j.erase("prompt_time");
+  j.erase("prompt_seconds");
   CHECK(RunRecord::from_json_line(j.dump(), "old.jsonl:1").metrics.prompt_seconds == 0.0);
+  // Records written before the one metrics shape named their times *_time.
+  nlohmann::json old = nlohmann::json::parse(line);
+  for (const char* name : {"wall", "prompt", "target", "draft", "verify"}) {
+    old[std::string(name) + "_time"] = old[std::string(name) + "_seconds"];
+    old.erase(std::string(name) + "_seconds");
+  }
+  const RunRecord older = RunRecord::from_json_line(old.dump(), "old.jsonl:2");
+  CHECK(older.metrics.wall_seconds == 1.5);
+  CHECK(older.metrics.verify_seconds == 0.0625);
+  // The record's metrics are `generate --metrics-json`'s shape: the same keys, with the same values.
+  nlohmann::json generated = nlohmann::json::parse(r.metrics.to_json("chain", false));
+  for (const auto& [key, value] : generated.items())
+    if (key != "method" && key != "lossy") CHECK(nlohmann::json::parse(line).at(key) == value);
 }
 
 TEST_CASE("tokens per step of a drafter with i.i.d. acceptance match Leviathan's formula", "[runner][theory]") {

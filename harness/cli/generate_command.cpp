@@ -25,6 +25,7 @@
 #include "harness/models/eos_tokens.h"
 #include "harness/models/registry/model_registry.h"
 #include "harness/models/tokenizer.h"
+#include "harness/runner/run_builder.h"
 #include "kernels/cuda_device.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/thread_limit.h"
@@ -254,65 +255,44 @@ void check_required_options(const po::variables_map& vm) {
   if (vm.count("logprobs") != vm.count("logprobs-output")) fail("--logprobs N and --logprobs-output FILE go together");
 }
 
-// How the run decodes, read from the options: the method, both samplers, the generation loop's configuration.
-struct GenerateRun {
-  DecodingMethod method;
-  SamplingParams target_params, draft_params;
-  GenerationConfig config;
-};
-
-GenerateRun read_run(const po::variables_map& vm, Device device) {
-  GenerateRun run;
+// The run as the options describe it (run_builder.h), each value checked where it is read, before any model loads.
+RunDescription read_run(const po::variables_map& vm, Device device) {
+  RunDescription run;
+  run.target_spec = vm["target"].as<std::string>();
   read_sampler_options(vm, run.target_params);
   run.draft_params = run.target_params;
   read_sampler_options(vm, run.draft_params, "draft-");
+  run.temperature_given = vm.count("temperature") > 0;
+  run.draft_temperature_given = vm.count("draft-temperature") + vm.count("temperature") > 0;
   run.method = with_source("--method", [&] { return parse_decoding_method(vm["method"].as<std::string>()); });
-  apply_method_temperature(run.method, vm.count("temperature") > 0, run.target_params);
-  apply_method_temperature(run.method, vm.count("draft-temperature") + vm.count("temperature") > 0, run.draft_params);
-  DraftShape shape;
-  shape.num_draft_tokens = vm["num-draft-tokens"].as<int32_t>();
-  shape.num_draft_tokens_given = !vm["num-draft-tokens"].defaulted();
-  if (vm.count("tree")) shape.tree_shape = parse_tree_shape(vm["tree"].as<std::string>());
-  shape.tree_sampling = parse_sibling_scheme(vm["tree-sampling"].as<std::string>());
-  GenerationConfig& config = run.config;
-  config = generation_config(run.method, shape, vm["max-new-tokens"].as<int32_t>(), vm["seed"].as<uint64_t>());
-  config.device = device;
-  config.emulation.threads = vm["cuda-host-threads"].as<int>();
-  config.emulation.schedule = with_source(
+  run.shape.num_draft_tokens = vm["num-draft-tokens"].as<int32_t>();
+  run.shape.num_draft_tokens_given = !vm["num-draft-tokens"].defaulted();
+  if (vm.count("tree")) run.shape.tree_shape = parse_tree_shape(vm["tree"].as<std::string>());
+  run.shape.tree_sampling = parse_sibling_scheme(vm["tree-sampling"].as<std::string>());
+  run.max_new_tokens = vm["max-new-tokens"].as<int32_t>();
+  run.seed = vm["seed"].as<uint64_t>();
+  generation_config(run.method, run.shape, run.max_new_tokens, run.seed);  // its bounds, before any model loads
+  run.device = device;
+  run.emulation.threads = vm["cuda-host-threads"].as<int>();
+  run.emulation.schedule = with_source(
       "--cuda-host-schedule", [&] { return parse_fiber_schedule(vm["cuda-host-schedule"].as<std::string>()); });
-  with_source("--cuda-host-threads", [&] { check_emulation_options(config.emulation); });
+  with_source("--cuda-host-threads", [&] { check_emulation_options(run.emulation); });
   if (run.method.beam && device != Device::cpu)
     fail("--device ", device_name(device), ": beam search runs on the CPU (use --device cpu)");
   if (vm.count("logprobs")) {
-    config.logprobs = vm["logprobs"].as<int32_t>();
-    if (config.logprobs < 0) fail("--logprobs must be >= 0, got ", config.logprobs);
+    run.logprobs = vm["logprobs"].as<int32_t>();
+    if (run.logprobs < 0) fail("--logprobs must be >= 0, got ", run.logprobs);
     if (run.method.beam) fail("--logprobs: beam search writes its hypotheses' log-probabilities with --nbest-output");
   }
-  return run;
-}
-
-// One stop rule (--stop-tokens plus the checkpoint's end of sequence) and the output constraint, for both
-// samplers.
-void add_stops_and_constraint(const po::variables_map& vm, const LanguageModel& target, GenerateRun& run) {
-  if (!vm.count("ignore-eos")) {
-    const std::vector<Token> eos = checkpoint_eos_tokens(vm["target"].as<std::string>(), target.vocab_size());
-    add_stop_tokens(run.target_params, eos);
-    add_stop_tokens(run.draft_params, eos);  // so that --min-tokens masks it in the draft's rows too
-  }
-  ConstraintOptions constraint_options;
+  if (vm.count("draft")) run.drafter_spec = vm["draft"].as<std::string>();
+  run.ignore_eos = vm.count("ignore-eos") > 0;
   if (vm.count("regex")) {
-    constraint_options.regex = vm["regex"].as<std::string>();
-    if (constraint_options.regex.empty()) fail("--regex: the pattern is empty (leave --regex out for no constraint)");
+    run.constraint.regex = vm["regex"].as<std::string>();
+    if (run.constraint.regex.empty()) fail("--regex: the pattern is empty (leave --regex out for no constraint)");
   }
-  if (vm.count("json-schema")) constraint_options.json_schema_file = vm["json-schema"].as<std::string>();
-  if (vm.count("token-strings")) constraint_options.token_strings_file = vm["token-strings"].as<std::string>();
-  if (!constraint_options.any()) return;
-  std::vector<std::string> tokenizer_strings;
-  if (const auto tokenizer = load_tokenizer_for(vm["target"].as<std::string>()))
-    tokenizer_strings = token_strings_for_constraints(*tokenizer, target.vocab_size());
-  // Target and draft share the one automaton: its states are ids of that object.
-  run.target_params.constraint = run.draft_params.constraint = constraint_from_options(
-      constraint_options, target.vocab_size(), std::move(tokenizer_strings), run.target_params.stop_tokens);
+  if (vm.count("json-schema")) run.constraint.json_schema_file = vm["json-schema"].as<std::string>();
+  if (vm.count("token-strings")) run.constraint.token_strings_file = vm["token-strings"].as<std::string>();
+  return run;
 }
 
 // --num-samples samples on --threads threads, or with --stream the one sample printed as it is accepted.
@@ -336,8 +316,9 @@ std::vector<SequenceOutput> generate_samples(const po::variables_map& vm, const 
 }
 
 // The samples' text, ids, logprobs and the run's metrics, each where its option says.
-void write_samples(const po::variables_map& vm, const LanguageModel& target, const GenerateRun& run,
-                   const std::vector<SequenceOutput>& outputs, const GenerationMetrics& metrics) {
+void write_samples(const po::variables_map& vm, const LanguageModel& target, const DecodingMethod& method,
+                   const AssembledRun& run, const std::vector<SequenceOutput>& outputs,
+                   const GenerationMetrics& metrics) {
   std::vector<std::vector<Token>> continuations;
   for (const SequenceOutput& s : outputs) continuations.push_back(s.tokens);
   print_text(vm, target, continuations);
@@ -349,7 +330,7 @@ void write_samples(const po::variables_map& vm, const LanguageModel& target, con
   if (vm.count("logprobs-output")) write_logprobs(vm["logprobs-output"].as<std::string>(), outputs);
   if (vm.count("metrics-json")) {
     const bool lossy = run.config.method && is_lossy(*run.config.method);
-    nlohmann::json json = nlohmann::json::parse(metrics.to_json(run.method.name, lossy));
+    nlohmann::json json = nlohmann::json::parse(metrics.to_json(method.name, lossy));
     json["device"] = device_name(run.config.device);  // where the target rows were sampled and verified
     write_output_file(vm["metrics-json"].as<std::string>(), json.dump(2) + "\n", "--metrics-json");
   }
@@ -370,18 +351,16 @@ int generate_command(const Args& args) {
   const Device device = parse_device(vm["device"].as<std::string>());
   require_device(device);  // "no CUDA device: ..." where there is none
   check_required_options(vm);
-  GenerateRun run = read_run(vm, device);
-  auto target = load_language_model(vm["target"].as<std::string>(), "target", vm["weights-dtype"].as<std::string>());
-  add_stops_and_constraint(vm, *target, run);
-  if (run.method.beam) return beam_search_command(vm, target, run.target_params, run.config);
-  std::shared_ptr<const DrafterFactory> drafter;
-  if (vm.count("draft"))
-    drafter = load_drafter(vm["draft"].as<std::string>(), run.draft_params, target, run.target_params);
+  const RunDescription description = read_run(vm, device);
+  auto target = load_language_model(description.target_spec, "target", vm["weights-dtype"].as<std::string>());
+  RunAssemblyCache cache;
+  const AssembledRun run = assemble_run(description, target, cache);  // the same assembly as `run`'s settings
+  if (description.method.beam) return beam_search_command(vm, target, run.target_params, run.config);
   const std::vector<Token> prompt = read_prompt(vm, *target);
-  const Generator generator(target, run.target_params, drafter, run.config);
+  const Generator generator(target, run.target_params, run.drafter, run.config);
   GenerationMetrics metrics;
   const std::vector<SequenceOutput> outputs = generate_samples(vm, generator, *target, prompt, metrics);
-  write_samples(vm, *target, run, outputs, metrics);
+  write_samples(vm, *target, description.method, run, outputs, metrics);
   return 0;
 }
 

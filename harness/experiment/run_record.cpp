@@ -22,26 +22,8 @@ std::string RunRecord::to_json_line() const {
   j["baseline"] = baseline;
   j["prompt_index"] = prompt_index;
   j["repetition"] = repetition;
-  j["new_tokens"] = m.new_tokens;
-  j["wall_time"] = m.wall_seconds;
   j["accept_lengths"] = accept_lengths;
-  j["per_position_acceptance"] = m.per_position_acceptance();
-  j["position_reached"] = m.position_reached;
-  j["position_accepted"] = m.position_accepted;
-  j["accepted_length_histogram"] = m.accepted_histogram;
-  j["steps"] = m.steps;
-  j["target_calls"] = m.target_calls;
-  j["draft_calls"] = m.draft_calls;
-  j["proposed_tokens"] = m.proposed;
-  j["accepted_tokens"] = m.accepted;
-  j["emitted_tokens"] = m.emitted;
-  j["expected_acceptance_sum"] = m.expected_acceptance_sum;
-  j["expected_acceptance_count"] = m.expected_acceptance_count;
-  j["q_zero_errors"] = m.q_zero_errors;
-  j["draft_time"] = m.draft_seconds;
-  j["target_time"] = m.target_seconds;
-  j["verify_time"] = m.verify_seconds;
-  j["prompt_time"] = m.prompt_seconds;
+  m.write_json(j);  // the metrics' one JSON shape (generation_metrics.h), as `generate --metrics-json` writes it
   j["tokens"] = tokens;
   j["stop_reason"] = stop_reason;
   j["device"] = device;
@@ -69,28 +51,11 @@ RunRecord RunRecord::from_json_line(const std::string& line, const std::string& 
     r.tokens = j.at("tokens").get<std::vector<Token>>();
     r.stop_reason = j.value("stop_reason", std::string("length"));
     r.device = j.value("device", std::string("cpu"));  // absent in records written before devices
-    m.stopped = r.stop_reason == "stop" ? 1 : 0;
     r.accept_lengths = j.at("accept_lengths").get<std::vector<int32_t>>();
+    m = GenerationMetrics::read_json(j);  // older records: no sequences / stopped_sequences, times as *_time
     m.sequences = 1;
-    m.new_tokens = j.at("new_tokens");
-    m.wall_seconds = j.at("wall_time");
-    m.position_reached = j.at("position_reached").get<std::vector<int64_t>>();
-    m.position_accepted = j.at("position_accepted").get<std::vector<int64_t>>();
-    m.accepted_histogram = j.at("accepted_length_histogram").get<std::vector<int64_t>>();
-    m.steps = j.at("steps");
-    m.target_calls = j.at("target_calls");
-    m.draft_calls = j.at("draft_calls");
-    m.proposed = j.at("proposed_tokens");
-    m.accepted = j.at("accepted_tokens");
-    m.emitted = j.at("emitted_tokens");
-    m.expected_acceptance_sum = j.at("expected_acceptance_sum");
-    m.expected_acceptance_count = j.at("expected_acceptance_count");
-    m.q_zero_errors = j.at("q_zero_errors");
-    m.draft_seconds = j.at("draft_time");
-    m.target_seconds = j.at("target_time");
-    m.verify_seconds = j.at("verify_time");
-    m.prompt_seconds = j.value("prompt_time", 0.0);  // absent in records written before it was measured
-    if (j.contains("pair")) {                        // absent in unpaired runs and older records
+    m.stopped = r.stop_reason == "stop" ? 1 : 0;
+    if (j.contains("pair")) {  // absent in unpaired runs and older records
       const nlohmann::json& p = j.at("pair");
       r.pair.present = true;
       r.pair.new_tokens = p.at("baseline_new_tokens");

@@ -1,5 +1,6 @@
-// One line of records.jsonl: one prompt under one setting in one repetition. Spec-Bench's per-prompt
-// fields (new_tokens, wall_time, accept_lengths) plus the counters the summary and plots need.
+// One line of records.jsonl: one prompt under one setting in one repetition. Spec-Bench's per-prompt fields
+// (new_tokens, accept_lengths, the wall time as wall_seconds) plus the counters the summary and plots need, in the
+// metrics' one JSON shape (GenerationMetrics::write_json, as `generate --metrics-json`).
 #pragma once
 
 #include <map>
@@ -32,7 +33,7 @@ struct RunRecord {
   std::string stop_reason = "length";  // "stop" (emitted a stop token) | "length" (reached max_new_tokens)
   std::vector<int32_t> accept_lengths;
   std::string device = "cpu";  // where the target rows were sampled and verified (cpu | cuda | cuda-host)
-  GenerationMetrics metrics;   // this prompt's counters and times (wall_seconds = wall_time)
+  GenerationMetrics metrics;   // this prompt's counters and times
   PairedBaseline pair;         // speculative records of a paired run ("pair" in JSON)
 
   std::string to_json_line() const;

@@ -43,25 +43,26 @@ std::vector<double> GenerationMetrics::per_position_acceptance() const {
   return out;
 }
 
-std::string GenerationMetrics::to_json(const std::string& method, bool lossy) const {
-  nlohmann::json j;
-  j["method"] = method;
-  j["lossy"] = lossy;
+void GenerationMetrics::write_json(nlohmann::json& j) const {
   j["sequences"] = sequences;
   j["stopped_sequences"] = stopped;
   j["new_tokens"] = new_tokens;
+  j["steps"] = steps;
+  j["target_calls"] = target_calls;
+  j["draft_calls"] = draft_calls;
+  j["proposed_tokens"] = proposed;
+  j["accepted_tokens"] = accepted;
+  j["emitted_tokens"] = emitted;
+  j["q_zero_errors"] = q_zero_errors;
   j["acceptance_rate"] = acceptance_rate();
   j["mean_accepted_length"] = mean_accepted_length();
   j["per_position_acceptance"] = per_position_acceptance();
-  j["per_position_reached"] = position_reached;
+  j["position_reached"] = position_reached;
+  j["position_accepted"] = position_accepted;
   j["accepted_length_histogram"] = accepted_histogram;
   j["expected_acceptance"] = expected_acceptance();
-  j["target_calls"] = target_calls;
-  j["draft_calls"] = draft_calls;
-  j["steps"] = steps;
-  j["proposed_tokens"] = proposed;
-  j["accepted_tokens"] = accepted;
-  j["q_zero_errors"] = q_zero_errors;
+  j["expected_acceptance_sum"] = expected_acceptance_sum;
+  j["expected_acceptance_count"] = expected_acceptance_count;
   j["draft_seconds"] = draft_seconds;
   j["target_seconds"] = target_seconds;
   j["verify_seconds"] = verify_seconds;
@@ -70,6 +71,42 @@ std::string GenerationMetrics::to_json(const std::string& method, bool lossy) co
   j["tokens_per_second"] = wall_seconds > 0 ? new_tokens / wall_seconds : 0.0;
   const double decode_seconds = wall_seconds - prompt_seconds;
   j["decode_tokens_per_second"] = decode_seconds > 0 ? new_tokens / decode_seconds : 0.0;
+}
+
+GenerationMetrics GenerationMetrics::read_json(const nlohmann::json& j) {
+  // A time under its name, or under the *_time name records used before (absent: 0, as prompt_time once was).
+  const auto seconds = [&](const char* name, const char* old_name) {
+    return j.contains(name) ? j.at(name).get<double>() : j.value(old_name, 0.0);
+  };
+  GenerationMetrics m;
+  m.sequences = j.value("sequences", int64_t(1));
+  m.stopped = j.value("stopped_sequences", int64_t(0));
+  m.new_tokens = j.at("new_tokens");
+  m.steps = j.at("steps");
+  m.target_calls = j.at("target_calls");
+  m.draft_calls = j.at("draft_calls");
+  m.proposed = j.at("proposed_tokens");
+  m.accepted = j.at("accepted_tokens");
+  m.emitted = j.at("emitted_tokens");
+  m.q_zero_errors = j.at("q_zero_errors");
+  m.position_reached = j.at("position_reached").get<std::vector<int64_t>>();
+  m.position_accepted = j.at("position_accepted").get<std::vector<int64_t>>();
+  m.accepted_histogram = j.at("accepted_length_histogram").get<std::vector<int64_t>>();
+  m.expected_acceptance_sum = j.at("expected_acceptance_sum");
+  m.expected_acceptance_count = j.at("expected_acceptance_count");
+  m.draft_seconds = seconds("draft_seconds", "draft_time");
+  m.target_seconds = seconds("target_seconds", "target_time");
+  m.verify_seconds = seconds("verify_seconds", "verify_time");
+  m.prompt_seconds = seconds("prompt_seconds", "prompt_time");
+  m.wall_seconds = seconds("wall_seconds", "wall_time");
+  return m;
+}
+
+std::string GenerationMetrics::to_json(const std::string& method, bool lossy) const {
+  nlohmann::json j;
+  j["method"] = method;
+  j["lossy"] = lossy;
+  write_json(j);
   return j.dump(2) + "\n";
 }
 

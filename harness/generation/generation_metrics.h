@@ -1,8 +1,9 @@
 // Counters of a generation run, named after llama.cpp's (n_drafts, n_acc_tokens, n_acc_tokens_per_pos)
-// and Spec-Bench's per-prompt record (new_tokens, wall_time, accept_lengths).
+// and Spec-Bench's per-prompt record (new_tokens, wall time, accept_lengths).
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -38,7 +39,14 @@ struct GenerationMetrics {
     return expected_acceptance_count ? expected_acceptance_sum / expected_acceptance_count : 0.0;
   }
   std::vector<double> per_position_acceptance() const;
-  // The JSON object written by --metrics-json.
+  // The one JSON shape of a run's metrics, written by `generate --metrics-json` (with "method" and "lossy") and
+  // inside every record of `run`'s records.jsonl: the counters above under their names (proposed -> proposed_tokens,
+  // accepted -> accepted_tokens, emitted -> emitted_tokens, stopped -> stopped_sequences, accepted_histogram ->
+  // accepted_length_histogram, times as *_seconds) and what follows from them (acceptance_rate,
+  // mean_accepted_length, per_position_acceptance, expected_acceptance, tokens_per_second,
+  // decode_tokens_per_second). read_json reads it back (and the *_time names of records written before it).
+  void write_json(nlohmann::json& j) const;
+  static GenerationMetrics read_json(const nlohmann::json& j);
   std::string to_json(const std::string& method, bool lossy) const;
 };
 

@@ -302,15 +302,13 @@ std::shared_ptr<const LanguageModel> load_target(const ExperimentConfig& config)
   }
 }
 
-// Runs the settings one after another, sharing what settings have in common: a drafter between settings with
-// the same draft sampler (loading a model costs time), a constraint's automaton, one beam search for settings
-// that differ only in draft axes. Errors about a parameter name the setting's key.
+// Runs the settings one after another, each assembled by run_builder.h as `generate` assembles its run, sharing
+// what settings have in common (RunAssemblyCache: a drafter per drafter and draft sampler, a constraint's
+// automaton). Errors about a parameter name the setting's key.
 class SettingsRun {
  public:
   SettingsRun(RunState& run, const std::vector<Setting>& settings) : run_(run) {
     for (const Setting& s : settings) by_id_[s.id] = &s;
-    // One stop rule for every setting: [sampling] stop_tokens plus the checkpoint's end of sequence.
-    if (!run.config.ignore_eos) eos_ = checkpoint_eos_tokens(run.config.target, run.target->vocab_size());
   }
 
   void run(const Setting& setting) {
@@ -322,50 +320,27 @@ class SettingsRun {
   }
 
  private:
-  // The setting's [sampling] (or another section's) sampler with the stop rule and the output constraint.
-  SamplingParams target_sampler(const Setting& setting) {
-    SamplingParams params = sampler_params(setting, "sampling", SamplingParams{});
-    add_stop_tokens(params, eos_);
-    params.constraint = constraint_for(setting, *run_.target, run_.config.target, params, constraints_);
-    return params;
-  }
-
   void run_setting(const Setting& setting) {
-    SamplingParams target_params = target_sampler(setting);
-    const DecodingMethod method = setting_method(setting);
-    if (method.beam) {  // one search per recorded_settings (sweep.h): the draft axes do not apply
-      run_beam_setting(run_, setting, target_params);
+    const RunDescription description = describe_setting(setting, run_.config);
+    if (description.method.beam) {  // one search per recorded_settings (sweep.h): the draft axes do not apply
+      run_beam_setting(run_, setting, assemble_target_sampler(description, *run_.target, cache_));
       return;
     }
-    std::shared_ptr<const DrafterFactory> drafter;
-    const bool temperature_given = setting.values.count("sampling.temperature") > 0;
-    if (!setting.baseline) {
-      apply_method_temperature(method, temperature_given, target_params);
-      drafter = drafter_for(setting, target_params);
-    }
+    const AssembledRun assembled = assemble_run(description, run_.target, cache_);
     std::optional<SamplingParams> base_params;
     if (run_.config.paired_timing && !setting.baseline && by_id_.count(setting.baseline_id)) {
-      base_params = target_sampler(*by_id_.at(setting.baseline_id));
-      apply_method_temperature(method, temperature_given, *base_params);  // like for like: greedy against greedy
+      RunDescription baseline = describe_setting(*by_id_.at(setting.baseline_id), run_.config);
+      baseline.method = description.method;  // like for like: greedy against greedy
+      baseline.temperature_given = description.temperature_given;
+      base_params = assemble_target_sampler(baseline, *run_.target, cache_);
     }
-    run_generation_setting(run_, setting, target_params, drafter, base_params ? &*base_params : nullptr);
-  }
-
-  std::shared_ptr<const DrafterFactory> drafter_for(const Setting& setting, const SamplingParams& target_params) {
-    const SamplingParams draft_params = sampler_params(setting, "draft_sampling", target_params);
-    const std::string spec = setting.get("draft.drafter");
-    std::string key = spec + "|";
-    for (const auto& [k, v] : setting.values)
-      if (k.rfind("sampling.", 0) == 0 || k.rfind("draft_sampling.", 0) == 0) key += k + "=" + v + ";";
-    if (!drafters_.count(key)) drafters_[key] = load_drafter(spec, draft_params, run_.target, target_params);
-    return drafters_[key];
+    run_generation_setting(run_, setting, assembled.target_params, assembled.drafter,
+                           base_params ? &*base_params : nullptr);
   }
 
   RunState& run_;
-  std::vector<Token> eos_;
   std::map<std::string, const Setting*> by_id_;
-  std::map<std::string, std::shared_ptr<const DrafterFactory>> drafters_;
-  std::map<std::string, std::shared_ptr<const TokenConstraint>> constraints_;
+  RunAssemblyCache cache_;
 };
 
 }  // namespace

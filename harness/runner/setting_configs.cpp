@@ -48,25 +48,31 @@ SamplingParams sampler_params(const Setting& setting, const std::string& section
   return params;
 }
 
-std::shared_ptr<const TokenConstraint> constraint_for(
-    const Setting& setting, const LanguageModel& target, const std::string& target_spec, const SamplingParams& params,
-    std::map<std::string, std::shared_ptr<const TokenConstraint>>& cache) {
-  ConstraintOptions options;
-  if (setting.get_or("sampling.regex", "none") != "none") options.regex = setting.get("sampling.regex");
+RunDescription describe_setting(const Setting& setting, const ExperimentConfig& config) {
+  RunDescription run;
+  run.target_spec = config.target;
+  run.method = setting_method(setting);
+  const GenerationConfig g = setting_generation(setting, config.max_new_tokens);
+  run.shape.num_draft_tokens = g.num_draft_tokens;
+  run.shape.num_draft_tokens_given = true;  // setting_generation already applied the default's cut
+  run.shape.tree_shape = g.tree_shape;
+  run.shape.tree_sampling = g.tree_sampling;
+  run.target_params = sampler_params(setting, "sampling", SamplingParams{});
+  run.draft_params = sampler_params(setting, "draft_sampling", run.target_params);
+  run.temperature_given = setting.values.count("sampling.temperature") > 0;
+  run.draft_temperature_given = run.temperature_given || setting.values.count("draft_sampling.temperature") > 0;
+  if (!setting.baseline && run.method.speculative()) run.drafter_spec = setting.get("draft.drafter");
+  if (setting.get_or("sampling.regex", "none") != "none") run.constraint.regex = setting.get("sampling.regex");
   if (setting.get_or("sampling.json_schema", "none") != "none")
-    options.json_schema_file = setting.get("sampling.json_schema");
-  options.token_strings_file = setting.get_or("sampling.token_strings", "");
-  if (!options.any()) return nullptr;
-  std::string key = options.regex + "\n" + options.json_schema_file + "\n" + options.token_strings_file + "\n";
-  for (Token t : params.stop_tokens) key += std::to_string(t) + ",";
-  auto& slot = cache[key];
-  if (!slot) {
-    std::vector<std::string> tokenizer_strings;
-    if (const auto tokenizer = load_tokenizer_for(target_spec))
-      tokenizer_strings = token_strings_for_constraints(*tokenizer, target.vocab_size());
-    slot = constraint_from_options(options, target.vocab_size(), std::move(tokenizer_strings), params.stop_tokens);
-  }
-  return slot;
+    run.constraint.json_schema_file = setting.get("sampling.json_schema");
+  run.constraint.token_strings_file = setting.get_or("sampling.token_strings", "");
+  run.ignore_eos = config.ignore_eos;
+  run.max_new_tokens = config.max_new_tokens;
+  run.seed = config.seed;
+  run.device = parse_device(config.device);
+  for (const auto& [k, v] : setting.values)
+    if (k.rfind("sampling.", 0) == 0 || k.rfind("draft_sampling.", 0) == 0) run.sampler_text += k + "=" + v + ";";
+  return run;
 }
 
 BeamSearchConfig beam_config(const ExperimentConfig& c) {

@@ -16,6 +16,7 @@
 #include "harness/generation/decoding_method.h"
 #include "harness/generation/generator.h"
 #include "harness/models/language_model.h"
+#include "harness/runner/run_builder.h"
 #include "kernels/shared/error.h"
 #include "verify/sampling/sampling_params.h"
 #include "verify/sampling/token_constraint.h"
@@ -26,12 +27,10 @@ namespace specula {
 // parsed by the same option code as the command line.
 SamplingParams sampler_params(const Setting& setting, const std::string& section, SamplingParams params);
 
-// The setting's constraint ([sampling] regex / json_schema, `none` = off), one object per distinct
-// constraint (kept in `cache`) so that target and cached drafters share the automaton whose state ids they
-// exchange.
-std::shared_ptr<const TokenConstraint> constraint_for(
-    const Setting& setting, const LanguageModel& target, const std::string& target_spec, const SamplingParams& params,
-    std::map<std::string, std::shared_ptr<const TokenConstraint>>& cache);
+// The setting as a run description (run_builder.h), which assemble_run turns into samplers and a drafter as it
+// does `generate`'s options: its samplers as read, method, draft shape and drafter, and the experiment's target,
+// stop rule, constraint and device.
+RunDescription describe_setting(const Setting& setting, const ExperimentConfig& config);
 
 // [beam] over the defaults of harness/generation/beam_search.h (the values were checked when the config was read).
 BeamSearchConfig beam_config(const ExperimentConfig& config);

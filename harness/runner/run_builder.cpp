@@ -1,0 +1,85 @@
+#include "harness/runner/run_builder.h"
+
+#include "draft/registry/drafter_registry.h"
+#include "harness/models/eos_tokens.h"
+#include "harness/models/registry/model_registry.h"
+#include "harness/models/tokenizer.h"
+#include "kernels/shared/error.h"
+
+namespace specula {
+namespace {
+
+// The stop rule: the sampler's own stop tokens plus, unless ignored, the checkpoint's end of sequence (so that
+// min_tokens masks it in every row, the draft's included).
+void add_checkpoint_stops(const RunDescription& run, const LanguageModel& target, RunAssemblyCache& cache,
+                          SamplingParams& params) {
+  if (run.ignore_eos) return;
+  const auto it = cache.eos.find(run.target_spec);
+  const std::vector<Token>& eos =
+      it != cache.eos.end()
+          ? it->second
+          : cache.eos.emplace(run.target_spec, checkpoint_eos_tokens(run.target_spec, target.vocab_size()))
+                .first->second;
+  add_stop_tokens(params, eos);
+}
+
+// One automaton per distinct constraint and stop set: target and draft share its state ids.
+std::shared_ptr<const TokenConstraint> constraint_of(const RunDescription& run, const LanguageModel& target,
+                                                     const SamplingParams& params, RunAssemblyCache& cache) {
+  const ConstraintOptions& o = run.constraint;
+  if (!o.any()) return nullptr;
+  std::string key = run.target_spec + "\n" + o.regex + "\n" + o.json_schema_file + "\n" + o.token_strings_file + "\n";
+  for (Token t : params.stop_tokens) key += std::to_string(t) + ",";
+  std::shared_ptr<const TokenConstraint>& slot = cache.constraints[key];
+  if (!slot) {
+    std::vector<std::string> tokenizer_strings;
+    if (const auto tokenizer = load_tokenizer_for(run.target_spec))
+      tokenizer_strings = token_strings_for_constraints(*tokenizer, target.vocab_size());
+    slot = constraint_from_options(o, target.vocab_size(), std::move(tokenizer_strings), params.stop_tokens);
+  }
+  return slot;
+}
+
+// A sampler as the run uses it: the stop rule, the constraint, and greedy methods' temperature 0 unless given.
+SamplingParams assembled_sampler(const RunDescription& run, const LanguageModel& target, RunAssemblyCache& cache,
+                                 SamplingParams params, bool temperature_given) {
+  add_checkpoint_stops(run, target, cache, params);
+  params.constraint = constraint_of(run, target, params, cache);
+  apply_method_temperature(run.method, temperature_given, params);
+  return params;
+}
+
+}  // namespace
+
+SamplingParams assemble_target_sampler(const RunDescription& run, const LanguageModel& target,
+                                       RunAssemblyCache& cache) {
+  return assembled_sampler(run, target, cache, run.target_params, run.temperature_given);
+}
+
+AssembledRun assemble_run(const RunDescription& run, const std::shared_ptr<const LanguageModel>& target,
+                          RunAssemblyCache& cache) {
+  AssembledRun out;
+  out.target_params = assemble_target_sampler(run, *target, cache);
+  out.draft_params = assembled_sampler(run, *target, cache, run.draft_params, run.draft_temperature_given);
+  out.config = generation_config(run.method, run.shape, run.max_new_tokens, run.seed);
+  out.config.device = run.device;
+  out.config.emulation = run.emulation;
+  out.config.logprobs = run.logprobs;
+  if (run.method.speculative()) {
+    if (run.drafter_spec.empty()) fail_parameter("method", " ", run.method.name, " needs a draft model");
+    // Drafters keep their sampler: one per drafter and sampler values, and per temperature (greedy methods set 0).
+    if (run.sampler_text.empty()) {
+      out.drafter = load_drafter(run.drafter_spec, out.draft_params, target, out.target_params);
+    } else {
+      const std::string key = run.drafter_spec + "|" + run.sampler_text +
+                              "|T=" + std::to_string(out.draft_params.temperature) + "," +
+                              std::to_string(out.target_params.temperature);
+      std::shared_ptr<const DrafterFactory>& slot = cache.drafters[key];
+      if (!slot) slot = load_drafter(run.drafter_spec, out.draft_params, target, out.target_params);
+      out.drafter = slot;
+    }
+  }
+  return out;
+}
+
+}  // namespace specula
