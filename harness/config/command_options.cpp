@@ -191,6 +191,22 @@ void add_sampler_options(po::options_description& desc, const std::string& prefi
     }
 }
 
+SamplingParams read_sampler_values(const std::map<std::string, std::string>& values, SamplingParams params) {
+  po::options_description desc;
+  add_sampler_options(desc);
+  po::parsed_options parsed(&desc);
+  for (const auto& [name, value] : values) {
+    std::string option = name;
+    std::replace(option.begin(), option.end(), '_', '-');
+    if (!desc.find_nothrow(option, false)) fail("'", name, "' is not a sampler option");
+    parsed.options.emplace_back(option, std::vector<std::string>{value});
+  }
+  po::variables_map vm;
+  po::store(parsed, vm);
+  read_sampler_options(vm, params);
+  return params;
+}
+
 bool sampler_option_given(const po::variables_map& vm, const std::string& name) { return vm.count(name) > 0; }
 
 void read_sampler_options(const po::variables_map& vm, SamplingParams& s, const std::string& prefix) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <boost/program_options.hpp>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,10 @@ void add_sampler_options(po::options_description& desc, const std::string& prefi
 // Reads the options registered by add_sampler_options into `params`, starting from `params` as given
 // (options not set keep their value). Validation against the vocabulary is the pipeline's job.
 void read_sampler_options(const po::variables_map& vm, SamplingParams& params, const std::string& prefix = "");
+// The same reading from an experiment's values: `values` maps sampler parameter names ("top_p", underscores) to
+// their text, and each is read over `params` by the command line's own option code (one reading for flags and
+// INI keys alike). A name that is no sampler option is an Error naming it.
+SamplingParams read_sampler_values(const std::map<std::string, std::string>& values, SamplingParams params);
 // Prompt/output token histories shared by `sample` and others.
 bool sampler_option_given(const po::variables_map& vm, const std::string& name);
 

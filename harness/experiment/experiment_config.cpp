@@ -97,18 +97,8 @@ void check_axis_value(const std::string& where, const std::string& key, const st
         if (name == "json_schema") json_schema_to_regex(text.str(), value);
       }
     } else if (section == "sampling" || section == "draft_sampling") {
-      // Parse through the same option machinery as the command line.
-      po::options_description desc;
-      add_sampler_options(desc);
-      std::string option = name;
-      std::replace(option.begin(), option.end(), '_', '-');
-      po::variables_map vm;
-      po::parsed_options parsed(&desc);
-      parsed.options.emplace_back(option, std::vector<std::string>{value});
-      po::store(parsed, vm);
-      SamplingParams params;
-      read_sampler_options(vm, params);
-      params.validate(std::numeric_limits<int32_t>::max());  // token ids are checked against the model later
+      // Read as the run will read it (read_sampler_values: the command line's option code).
+      read_sampler_values({{name, value}}, SamplingParams{}).validate(std::numeric_limits<int32_t>::max());
     }
   } catch (const po::error& e) {
     fail(where, ": key '", key, "' = '", value, "': ", e.what());

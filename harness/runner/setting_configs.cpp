@@ -32,20 +32,13 @@ std::string unescape_newlines(const std::string& s) {
 }  // namespace
 
 SamplingParams sampler_params(const Setting& setting, const std::string& section, SamplingParams params) {
-  po::options_description desc;
-  add_sampler_options(desc);
-  po::parsed_options parsed(&desc);
+  std::map<std::string, std::string> values;
   for (const auto& [key, value] : setting.values) {
     if (key.rfind(section + ".", 0) != 0) continue;
-    std::string option = key.substr(section.size() + 1);
-    if (option == "regex" || option == "json_schema" || option == "token_strings") continue;  // constraint_for
-    std::replace(option.begin(), option.end(), '_', '-');
-    parsed.options.emplace_back(option, std::vector<std::string>{value});
+    const std::string name = key.substr(section.size() + 1);
+    if (name != "regex" && name != "json_schema" && name != "token_strings") values[name] = value;  // constraints
   }
-  po::variables_map vm;
-  po::store(parsed, vm);
-  read_sampler_options(vm, params);
-  return params;
+  return read_sampler_values(values, params);
 }
 
 RunDescription describe_setting(const Setting& setting, const ExperimentConfig& config) {
