@@ -51,8 +51,8 @@ struct SamplerRowParams {
 
 // How top-p finds its threshold. Both passes keep the same set: the float-first pass falls back to the
 // exact one whenever its error bounds cannot prove the same value (kernels/README.md, "The float-first
-// top-p pass"). They differ only in cost: float-first was 3.5% faster on an H200 (FP64 at 1/2 rate) with
-// its fall-backs counted, and saves a float64 exp per candidate where FP64 runs at 1/64 (sm_86, sm_89).
+// top-p pass"). They differ only in cost: float-first saves a float64 exp per candidate, which matters most
+// where FP64 runs at 1/64 rate (sm_86, sm_89), and its rare fall-backs cost one exact pass.
 enum class TopPPass : uint8_t {
   float_first = 0,  // float32 pass, the exact pass only where the guard band cannot decide
   exact = 1,        // float64 exp for every candidate (tests and benchmarks compare the two)

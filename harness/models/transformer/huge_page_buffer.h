@@ -3,9 +3,9 @@
 // Why: a decoding step reads every matrix once, 55-110 MB for the bundled 27M target, gigabytes for real ones. On
 // 4 KB pages that is a TLB miss every 4 KB of the stream (13 000 page walks a step for 55 MB), and the hardware
 // prefetchers stop at each page boundary. Where transparent huge pages are in `madvise` mode, only memory marked
-// MADV_HUGEPAGE before it is first touched gets 2 MB pages; LibTorch's allocator does not mark it. Two copies of
-// the 27M target in one process, AVX2 VM: the 1-token step 0.85-0.95x the time on 4 KB pages, the 15-node tree
-// 0.96-0.99x (results/bench/huge-pages-avx2/). Torch-free.
+// MADV_HUGEPAGE before it is first touched gets 2 MB pages; LibTorch's allocator does not mark it. The gain is
+// largest where the step is bound by the weight stream (one row) and smallest where arithmetic dominates (a tree):
+// results/README.md. Torch-free.
 #pragma once
 
 #include <cstddef>

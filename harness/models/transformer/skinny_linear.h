@@ -38,7 +38,7 @@ const char* weight_dtype_name(WeightDtype dtype);  // "float32" | "float16" | "b
 //    o % 16 (out a multiple of 16; weight_panels.h packs a matrix into it). Each step along `in` reads one
 //    contiguous 16-output vector, which the kernel multiplies by a broadcast input value: one sequential fp32
 //    sum per output and no lane reduction, so 15 rows cost far less than 15 dot products against the same
-//    bytes (results/bench/NOTES.md, "Output-lane kernel").
+//    bytes.
 enum class WeightLayout : uint8_t { row_major, panels };
 constexpr int64_t kPanelOutputs = 16;
 

@@ -1,7 +1,7 @@
 // The few-row linear kernel for avx512: skinny_linear_tiles.h and skinny_linear_panel_tiles.h compiled with
 // -march=x86-64-v4 (set per file in harness/CMakeLists.txt). Row-major weights: tiles of 8 weight rows x 3
-// input rows of 16-float vectors (24 of the 32 vector registers hold sums; measured faster than 4 x 4 on 1-15
-// rows of a 64 MB fp16 matrix). Panels: one 16-float vector per panel, several panels per tile (panel_columns
+// input rows of 16-float vectors (24 of the 32 vector registers hold sums: more independent multiply-add chains
+// than 4 x 4 keeps in flight). Panels: one 16-float vector per panel, several panels per tile (panel_columns
 // says how many for each row count), tiles of up to 8 rows from 5 rows on.
 #include "harness/models/transformer/skinny_linear_panel_tiles.h"
 

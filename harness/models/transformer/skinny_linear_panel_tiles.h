@@ -3,12 +3,11 @@
 // skinny_linear_<isa>.cpp files, internal linkage, no library calls).
 //
 // Why a second layout: on row-major weights each output is a dot product along `in`, kept as 16 lane sums and
-// reduced at the end; every row of a tile needs its own accumulators per weight row, and the 15 rows of a
-// token tree cost 2.1-2.3x one row on AVX2, against a weight stream that is the same for both. With 16
-// outputs side by side in memory, one vector load serves 16 outputs: the kernel broadcasts x[r][i] and adds
-// x[r][i] * w[o..o+16][i] into one accumulator vector set per row. No reductions, two loads and six
-// broadcasts per 12 FMAs on AVX2, and each panel is one contiguous stream (results/bench/NOTES.md, "Output-lane
-// kernel": 15 rows at 1.5-1.6x one row, and one row 17% faster than on the row-major matrix).
+// reduced at the end; every row of a tile needs its own accumulators per weight row, so the rows of a token tree
+// multiply the arithmetic against a weight stream that is the same for all of them. With 16 outputs side by side
+// in memory, one vector load serves 16 outputs: the kernel broadcasts x[r][i] and adds x[r][i] * w[o..o+16][i]
+// into one accumulator vector set per row. No reductions, two loads and six broadcasts per 12 FMAs on AVX2, and
+// each panel is one contiguous stream (measurements: results/README.md).
 //
 // Summation order: output (r, o) is the sequential fp32 sum over i = 0, 1, ..., in - 1 of x[r][i] * w[o][i],
 // fused multiply-adds on the FMA ISAs (the baseline rounds each product), then + bias. It depends on nothing
@@ -30,8 +29,8 @@ namespace {
 
 // bf16 panels on 8-float vectors (AVX2): one 32-byte load per step, widened by two in-lane unpacks with zeros
 // (each bf16 value becomes the top half of an fp32) instead of two zero-extensions across lanes and two
-// shifts, which compete with the FMAs for the same ports (measured on AVX2: bf16 15 rows took ~40% longer
-// than fp16's one-instruction conversion). The unpacks keep 128-bit lanes apart, so vector 0 holds outputs
+// shifts, which would compete with the FMAs for the same ports where fp16 needs one conversion instruction. The
+// unpacks keep 128-bit lanes apart, so vector 0 holds outputs
 // 0-3 and 8-11, vector 1 outputs 4-7 and 12-15; the tile puts them back in order once, when it stores. Each
 // output's sum is unchanged, so the bits are too.
 template <int W, typename Wt>
@@ -125,10 +124,9 @@ inline __attribute__((always_inline)) void panel_tile_of(int64_t n, const float*
 // chains in flight, and a small last tile would leave the FMA units waiting on their latency. Tiles 0 and 1
 // fetch the two halves of the next PP panels, 8 PP sizeof(Wt) bytes per step (one line every few steps, or a
 // line or two per step); with a single tile only the first half is fetched and the hardware prefetcher does
-// the rest, unless WholeAlone, when the lone tile fetches the whole next group. (AVX2, results/bench/NOTES.md:
-// fetching the whole next panel or group from a lone tile was no better or slower, no software prefetch much
-// slower. AVX-512, results/bench/avx512-panel-tiles/: 3-8 rows on 3 or 4 panels, a step's 24 multiply-adds
-// as long as its weight bytes take to arrive, are faster with the whole group fetched.)
+// the rest, unless WholeAlone, when the lone tile fetches the whole next group: worth it only where a step's
+// multiply-adds take as long as its weight bytes take to arrive (AVX-512, several rows on few panels); where the
+// stream dominates, the extra fetches only take load slots.
 template <int W, int XR, int PP, bool WholeAlone, typename Wt>
 inline __attribute__((always_inline)) void panel_rows(const float* x, int64_t rows, int64_t in, const Wt* panel,
                                                       const float* bias, float* y, int64_t out, const char* next) {
@@ -177,11 +175,10 @@ inline __attribute__((always_inline)) void panel_columns(const float* x, int64_t
     // One vector per panel (AVX-512). A tile of r rows on one panel keeps only r chains and issues one broadcast
     // per multiply-add, so 3-4 rows take 4 panels per tile (12-16 chains) and 5 or more rows 3 panels per tile
     // of up to XR = 8 rows (15 rows: 8 + 7, 24 and 21 chains, 3 loads and 8 broadcasts per 24 multiply-adds). A
-    // lone tile fetches the whole next group while it works, not half, where that measured faster: with 16-bit
-    // weights (a step brings half the bytes of an fp32 one; one row also on 4 panels, not 8) and with 5-8 rows
-    // (a step's 24 multiply-adds take as long as its bytes take to arrive). fp32 one row was 12% slower
-    // fetching its whole next group of 8 panels, 4 rows 4%. Measured against one panel per tile of 8 rows and
-    // half-group fetches (results/bench/avx512-panel-tiles/).
+    // lone tile fetches the whole next group while it works, not half, where the arithmetic keeps pace with the
+    // bytes: with 16-bit weights (a step brings half the bytes of an fp32 one; one row also on 4 panels, not 8)
+    // and with 5-8 rows (a step's 24 multiply-adds take as long as its bytes take to arrive). fp32 with few rows
+    // is bound by the stream, and fetching more there only takes load slots.
     constexpr bool k16 = sizeof(Wt) == 2;
     constexpr int kOneRow = k16 ? 4 : 8;
     if (rows == 1) return panel_groups<W, 1, kOneRow, k16>(x, rows, in, w, bias, out, y, out_begin, out_end);

@@ -106,9 +106,8 @@ inline __attribute__((always_inline)) Vec<W> load(const BFloat16* p) {
 // bf16 -> fp32 on 16-float vectors in two instructions (zero-extend, shift), for the panel tiles of two or more
 // rows. GCC, tuned for 256-bit vectors, lowers the plain load above as two 8-lane zero-extensions joined by an
 // extract and an insert, six instructions per vector, and in a tile of several rows those shuffles compete
-// with its multiply-adds: spelled out, 3-15 rows took 11-16% less time. A one-row tile, bound by the weight
-// stream, measured 1.5-4.5% slower spelled out and keeps the plain load (results/bench/avx512-bf16-widening/).
-// Either way each weight widens to the same fp32 value.
+// with its multiply-adds. A one-row tile is bound by the weight stream, not by instructions, and keeps the plain
+// load. Either way each weight widens to the same fp32 value.
 template <int W>
 inline __attribute__((always_inline)) Vec<W> load_bf16_spelled(const BFloat16* p) {
 #if defined(__x86_64__) && defined(__AVX512F__)
@@ -164,11 +163,10 @@ inline __attribute__((always_inline)) float reduce_lanes(const Vec<W>* parts) {
 // Fetches the next weight-row group into cache while this one is computed: each of its cache lines once, in
 // order, `per_step` lines per step of the dot products (the fewest that finish within the group's steps), from
 // the group's first step on. The kernel first prefetched the same place in every next row at every step of
-// both passes: each line two to four times over, instructions that take load slots. Measured on AVX2
-// (results/bench/NOTES.md): once per line brings the fp16 1-token step to the weight-read floor and shortens
-// 8-row steps; spreading the same lines evenly over all of the group's steps instead was slower at 4-15 fp16
-// rows. Lines are counted from the group's first byte rounded down to a line, so every address formed lies
-// inside the matrix.
+// both passes: each line two to four times over, instructions that take load slots. Once per line, early in the
+// group, keeps the stream ahead of the multiply-adds without those extra loads (spreading the same lines over
+// all of the group's steps starts them too late for several rows). Lines are counted from the group's first
+// byte rounded down to a line, so every address formed lies inside the matrix.
 struct Prefetcher {
   uintptr_t first_line = 0;
   int64_t lines = 0, per_step = 0, fetched = 0;
@@ -261,8 +259,8 @@ inline __attribute__((always_inline)) void columns(const float* x, int64_t rows,
 }
 
 // One ISA's kernel for every weight dtype. A single row (a decoding step) is bound by the weight stream, not
-// by arithmetic: it takes 8 weight rows at a time, more reads in flight (measured on a 64 MB fp16 matrix with
-// AVX-512: 29 -> 34 GB/s, against 40 GB/s for a plain read). Same dot products, so the same bits.
+// by arithmetic: it takes 8 weight rows at a time, so that more reads are in flight and the stream comes
+// closer to a plain read's bandwidth. Same dot products, so the same bits.
 template <int W, int WR, int XR, typename Wt>
 inline __attribute__((always_inline)) void columns_for_rows(const float* x, int64_t rows, int64_t in, const Wt* w,
                                                             const float* bias, int64_t out, float* y, int64_t out_begin,
