@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one command to run when a machine with an NVIDIA GPU is available: the gpu-labelled tests, the three
 # compute-sanitizer tools over them, the end-to-end `generate --device cuda` check against the CPU driver,
-# and the CUDA benchmarks, written as one JSON report.
+# and the CUDA benchmarks, written as one JSON report. On a GPU machine without Debian's packages, build first
+# with kernels/tools/gpu-build.sh (collect .gpu-debs here with --collect, carry it) and pass --build build-gpu.
 #
 #   kernels/tools/gpu-check.sh [--build DIR] [--report FILE] [--quick]
 #
