@@ -30,8 +30,10 @@ enum class Mutant {
   dynatemp_full_vocab_entropy,      // normalises entropy by log V instead of log(#candidates)
   mirostat_natural_log_surprise,    // surprise in nats instead of bits
   uniform_reused_across_rows,       // every row of a batch draws with the same uniform
-  top_p_keeps_boundary_token,       // keeps the token whose preceding mass equals top_p * Z exactly
-  logprobs_top_lists_removed,       // --logprobs' processed top-n lists tokens the filters removed (p = 0)
+  // Sampler edges outside the frequency tests' range above (they move no law of random rows: they are caught on
+  // rows built for them, tests/test_top_p_boundary.cpp and test_logprobs.cpp).
+  top_p_keeps_boundary_token,  // keeps the token whose preceding mass equals top_p * Z exactly
+  logprobs_top_lists_removed,  // --logprobs' processed top-n lists tokens the filters removed (p = 0)
   // Verifiers (used from the verification issue on).
   accept_q_over_p,                 // accepts with min(1, q/p)
   residual_not_subtracted,         // resamples from p instead of norm((p - q)+)
