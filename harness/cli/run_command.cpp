@@ -26,6 +26,20 @@ std::string join_args(const std::string& command, const Args& args) {
   return s;
 }
 
+// The options, with one positional argument stored as the option `name`; an option error is an Error.
+po::variables_map parse_with_positional(const Args& args, const po::options_description& desc, const char* name) {
+  po::positional_options_description positional;
+  positional.add(name, 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    fail(e.what());
+  }
+  return vm;
+}
+
 }  // namespace
 
 int plot_results(const std::string& dir, bool quiet, bool allow_incomplete) {
@@ -62,15 +76,7 @@ int run_command(const Args& args) {
     ("log-level", po::value<std::string>(), "error | warn | info | debug (default info, or $SPECULA_LOG_LEVEL)")
     ("quiet,q", po::bool_switch(), "no progress output; only errors are logged");
   // clang-format on
-  po::positional_options_description positional;
-  positional.add("experiment", 1);
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(desc).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    fail(e.what());
-  }
+  const po::variables_map vm = parse_with_positional(args, desc, "experiment");
   if (vm.count("help")) {
     std::cout << desc << "\n";
     return 0;
@@ -145,15 +151,7 @@ int plot_command(const Args& args) {
     ("quiet,q", po::bool_switch(), "no progress output")
     ("allow-incomplete", po::bool_switch(), "plot an interrupted run's summary (the settings it holds)");
   // clang-format on
-  po::positional_options_description positional;
-  positional.add("results", 1);
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(desc).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    fail(e.what());
-  }
+  const po::variables_map vm = parse_with_positional(args, desc, "results");
   if (vm.count("help")) {
     std::cout << desc << "\n";
     return 0;
