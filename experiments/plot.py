@@ -10,6 +10,8 @@ Reads DIR/summary.csv and writes PNG and SVG files into DIR/plots/:
   speedup_vs_temperature  measured decoding speedup against the sampling temperature
   speedup_vs_tau          measured decoding speedup against tau (tokens per verification step), with the
                           cost model's tau / (draft cost + verify cost)
+  speedup_on_profile      with a cost profile (DIR/cost-profile.json): each setting's predicted speedup on the
+                          profile's machine beside the one measured here, against tau
 
 Every plot follows one rule, so a reader takes it in at a glance: one panel per drafter, one line per
 method (and K or tree) and temperature within it, integer positions and lengths on integer ticks, and at
@@ -17,6 +19,7 @@ most MAX_SERIES lines in a panel (a drafter with more is split over several pane
 legend, so no colour is used twice in a panel).
 """
 import csv
+import json
 import math
 import os
 import sys
@@ -29,7 +32,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 
 MAX_SERIES = 6
 PLOTS = ("acceptance_vs_k", "speedup_vs_k", "per_position_acceptance", "accepted_length_hist",
-         "speedup_vs_temperature", "speedup_vs_tau")
+         "speedup_vs_temperature", "speedup_vs_tau", "speedup_on_profile")
 
 
 def number(text, default=float("nan")):
@@ -272,7 +275,43 @@ def speedup_vs_tau(spec):
     return fig
 
 
-def build_figures(rows):
+def speedup_on_profile(spec, machine):
+    """With a cost profile (harness/README.md): each setting's speedup on the profile's machine, predicted from this
+    run's acceptance, beside the speedup measured here, against tau (the acceptance both share)."""
+    rows = [r for r in spec if finite(number(r.get("profile_speedup"))) and finite(number(r.get("tau")))]
+    layout = panels(rows, with_shape=True)
+    if not layout:
+        return None
+    fig, axes = grid(len(layout))
+    for ax, (title, series) in zip(axes.flat, layout):
+        for i, (key, items) in enumerate(series):
+            color = f"C{i}"
+            taus = [number(r["tau"]) for r in items]
+            ax.plot(taus, [number(r["profile_speedup"]) for r in items], marker="^", linestyle="none", color=color,
+                    label=key)
+            ax.plot(taus, [number(r.get(speedup_column(r))) for r in items], marker="o", markerfacecolor="none",
+                    linestyle="none", color=color)
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+        extra = [Line2D([], [], color="black", marker="^", linestyle="none", label=f"predicted on {machine}"),
+                 Line2D([], [], color="black", marker="o", markerfacecolor="none", linestyle="none",
+                        label="measured here")]
+        finish_panel(ax, title, "tau: tokens per verification step", extra)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("decoding speedup (x)")
+    return fig
+
+
+def profile_machine(results):
+    """The machine a results folder's cost profile was measured on ('' without one)."""
+    path = os.path.join(results, "cost-profile.json")
+    if not os.path.exists(path):
+        return ""
+    with open(path) as f:
+        machine = json.load(f).get("machine", {})
+    return machine.get("gpu_name") or machine.get("cpu_model") or "the profile's machine"
+
+
+def build_figures(rows, machine="the profile's machine"):
     """{plot name: matplotlib figure} for the rows of a summary.csv (plots without data are left out)."""
     spec = [r for r in rows if r.get("draft.method", "") not in ("", "ar")]
     chains = [r for r in spec if not r.get("draft.tree")]
@@ -283,6 +322,7 @@ def build_figures(rows):
         "accepted_length_hist": per_draft_position(spec, "accepted_length_histogram"),
         "speedup_vs_temperature": speedup_vs_temperature(spec),
         "speedup_vs_tau": speedup_vs_tau(spec),
+        "speedup_on_profile": speedup_on_profile(spec, machine),
     }
     return {name: fig for name, fig in figures.items() if fig is not None}
 
@@ -295,7 +335,8 @@ def main():
     out_dir = os.path.join(results, "plots")
     os.makedirs(out_dir, exist_ok=True)
     written = []
-    for name, fig in build_figures(load(os.path.join(results, "summary.csv"))).items():
+    machine = profile_machine(results)
+    for name, fig in build_figures(load(os.path.join(results, "summary.csv")), machine).items():
         fig.tight_layout()
         for ext in ("png", "svg"):
             path = os.path.join(out_dir, f"{name}.{ext}")

@@ -7,13 +7,13 @@
 namespace specula {
 
 namespace detail {
-// Device count, and the runtime's reason when it is 0. Defined once per build flavour.
-int cuda_probe(std::string* reason);
+// Device count, and the runtime's reason when it is 0, or device 0's name. Defined once per build flavour.
+int cuda_probe(std::string* reason, std::string* name);
 }  // namespace detail
 
 #if !defined(SPECULA_HAS_CUDA)
 namespace detail {
-int cuda_probe(std::string* reason) {
+int cuda_probe(std::string* reason, std::string* /*name*/) {
   *reason = "this build has no CUDA support (configure with -DSPECULA_CUDA=ON)";
   return 0;
 }
@@ -41,11 +41,12 @@ namespace {
 struct Probe {
   int count = 0;
   std::string reason;
+  std::string name;
 };
 const Probe& probe() {
   static const Probe result = [] {
     Probe p;
-    p.count = detail::cuda_probe(&p.reason);
+    p.count = detail::cuda_probe(&p.reason, &p.name);
     return p;
   }();
   return result;
@@ -53,6 +54,8 @@ const Probe& probe() {
 }  // namespace
 
 int cuda_device_count_or_zero() { return probe().count; }
+
+std::string cuda_device_name() { return probe().name; }
 
 std::string cuda_unavailable_reason() { return probe().count > 0 ? std::string() : probe().reason; }
 

@@ -23,6 +23,9 @@ bool built_with_cuda();
 // GPU is present. Never throws.
 int cuda_device_count_or_zero();
 
+// Device 0's name ("NVIDIA H200"); "" without a usable device. Never throws.
+std::string cuda_device_name();
+
 // Why no CUDA device can be used ("" when one can): the CUDA runtime's own message, or
 // "this build has no CUDA support (configure with -DSPECULA_CUDA=ON)".
 std::string cuda_unavailable_reason();

@@ -6,7 +6,7 @@
 namespace specula {
 namespace detail {
 
-int cuda_probe(std::string* reason) {
+int cuda_probe(std::string* reason, std::string* name) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
@@ -16,6 +16,8 @@ int cuda_probe(std::string* reason) {
     return 0;
   }
   if (count == 0) *reason = "the CUDA runtime reports 0 devices";
+  cudaDeviceProp prop{};
+  if (count > 0 && cudaGetDeviceProperties(&prop, 0) == cudaSuccess) *name = prop.name;
   return count;
 }
 

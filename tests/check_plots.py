@@ -30,7 +30,7 @@ def synthetic_summary():
                         "alpha": "0.7", "expected_acceptance": "0.72", "tau": str(1 + 0.5 * k),
                         "speedup": "1.5", "speedup_ci_low": "1.3", "speedup_ci_high": "1.7",
                         "decode_speedup": "1.6", "decode_speedup_ci_low": "1.4", "decode_speedup_ci_high": "1.8",
-                        "predicted_speedup": "1.7", "cost_model_speedup": "1.65",
+                        "predicted_speedup": "1.7", "cost_model_speedup": "1.65", "profile_speedup": "2.4",
                         "per_position_acceptance": ";".join(["0.8"] * positions),
                         "accepted_length_histogram": ";".join(["5"] * (positions + 1)),
                     })

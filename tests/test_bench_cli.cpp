@@ -2,6 +2,7 @@
 // against the target) and its errors, which name the flag.
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -33,13 +34,16 @@ class ScopedEnv {
 
 }  // namespace
 
-TEST_CASE("bench forward reports every case against the 1-token forward and the weight-read floor", "[cli]") {
+TEST_CASE(
+    "bench forward reports every case against the 1-token forward and the weight-read floor, and the cost "
+    "profile they make",
+    "[cli]") {
   TempDir dir;
   const std::string models = std::string(SPECULA_SOURCE_DIR) + "/results/models/";
   const std::string quick = " --context 8 --min-iterations 2 --min-time 0.001 --chunks 1,2 --trees 2,1";
   const CliResult r =
       run_specula("bench forward --model transformer:" + models + "target --model transformer:" + models + "draft" +
-                  quick + " --output " + dir.file("forward.json"));
+                  quick + " --output " + dir.file("forward.json") + " --cost-profile " + dir.file("p/profile.json"));
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Contains("weight read (the floor)") && Contains("wrote " + dir.file("forward.json")));
   const json report = json::parse(read_text(dir.file("forward.json")));
@@ -59,6 +63,39 @@ TEST_CASE("bench forward reports every case against the 1-token forward and the 
   }
   CHECK(report["draft_vs_target"]["c_draft_over_target"].get<double>() > 0);
   CHECK(report["options"]["chunks"] == json::array({1, 2}));
+  // The cost profile `run --cost-profile` reads: in the report, and alone where --cost-profile asked.
+  const json profile = json::parse(read_text(dir.file("p/profile.json")));
+  CHECK(profile == report["cost_profile"]);
+  CHECK(profile["format"] == "specula cost profile");
+  CHECK(profile["target"]["model"] == "transformer:" + models + "target");
+  REQUIRE(profile["rows"].size() == 2);
+  CHECK(profile["rows"][0] == json({{"rows", 1}, {"cost", 1.0}}));
+  CHECK(profile["rows"][1]["cost"] == report["models"][0]["cases"][1]["ratio_wall_vs_1_token"]);
+  REQUIRE(profile["drafts"].size() == 1);
+  CHECK(profile["drafts"][0]["model"] == "transformer:" + models + "draft");
+  CHECK(profile["drafts"][0]["cost"].get<double>() ==
+        Approx(report["models"][1]["one_token_median_wall_us"].get<double>() /
+               report["models"][0]["one_token_median_wall_us"].get<double>()));
+}
+
+TEST_CASE("bench forward --device cuda times the model on the GPU, or says why this LibTorch cannot", "[cli]") {
+  TempDir dir;
+  const std::string model = std::string(SPECULA_SOURCE_DIR) + "/results/models/draft";
+  const CliResult r = run_specula(
+      "bench forward --device cuda --model transformer:" + model +
+      " --context 8 --min-iterations 2 --min-time 0.001 --chunks 1,2 --trees 2,1 --output " + dir.file("forward.json"));
+  if (r.exit_code == 0) {  // a GPU machine's CUDA LibTorch
+    const json report = json::parse(read_text(dir.file("forward.json")));
+    CHECK(report["options"]["device"] == "cuda");
+    CHECK(report["models"][0]["device"] == "cuda");
+    CHECK_FALSE(report["machine"]["gpu_name"].get<std::string>().empty());
+    CHECK(report["cost_profile"]["device"] == "cuda");
+    CHECK_THAT(r.out, Contains("half a device-to-device copy"));
+  } else {
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains("--device cuda: this LibTorch (") && Contains("sees no CUDA device"));
+    CHECK_FALSE(std::ifstream(dir.file("forward.json")).good());
+  }
 }
 
 TEST_CASE("bench forward's errors name the flag and the value", "[cli]") {
@@ -68,8 +105,9 @@ TEST_CASE("bench forward's errors name the flag and the value", "[cli]") {
       {model + " --chunks 1,0", "--chunks: sizes must be >= 1, got 0"},
       {model + " --threads 0", "--threads must be >= 1, got 0"},
       {model + " --min-iterations 0", "--min-iterations must be >= 1, got 0"},
-      {model + " --context 100000", "--context 100000 + 20 rows must fit the model's max_seq_len"},
+      {model + " --context 100000", "--context 100000 + 64 rows must fit the model's max_seq_len"},
       {" --model bigram:x", "--model: 'bigram:x' is not transformer:DIR"},
+      {model + " --device gpu", "--device must be cpu or cuda, got 'gpu'"},
       {"", "--model is required"},
       {" --model transformer:", "--model: 'transformer:' is not transformer:DIR"},
   };

@@ -4,6 +4,10 @@
 // law of a 2-token continuation needs V + 1 = 257 target forwards; each method's samples are G-tested
 // against it at stats::kAlpha. Also: greedy speculation equals greedy decoding for every drafter. Both again
 // on --device cuda-host (the kernels' code under block emulation), which must also give the CPU's tokens.
+// LibTorch before Catch: glog's CHECK (through LibTorch's headers) must not replace Catch's.
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <string>
@@ -12,6 +16,8 @@
 #include "harness/generation/generator.h"
 #include "harness/models/registry/model_registry.h"
 #include "harness/models/tokenizer.h"
+#include "harness/models/transformer/transformer_language_model.h"
+#include "harness/models/transformer/transformer_model.h"
 #include "tests/statistics/goodness_of_fit.h"
 
 using namespace specula;
@@ -67,16 +73,17 @@ struct Combo {
 
 // Each combination's 2-token continuations on `device`, G-tested against the exact law (`samples` > 0); with a
 // device other than the CPU also the CPU path's continuations for 200 sequences, token for token.
+// model_device: where the target computes (model_registry.h).
 void check_two_token_law(const std::vector<Combo>& combos, Device device, int64_t samples,
-                         const std::string& prompt_text) {
-  const auto target = load_language_model("transformer:" + kModels + "target", "target");
+                         const std::string& prompt_text, const std::string& model_device = "cpu") {
+  const auto target = load_language_model("transformer:" + kModels + "target", "target", "auto", model_device);
   const auto tokenizer = load_tokenizer_for("transformer:" + kModels + "target");
   const std::vector<Token> prompt = tokenizer->encode(prompt_text);
   const SamplerPipeline pipeline(sampled(), target->vocab_size());
   const std::vector<double> law = exact_two_token_law(*target, pipeline, prompt);
   for (const Combo& c : combos) {
     INFO(c.drafter << " / " << verify_method_name(c.method) << " / " << sibling_scheme_name(c.scheme) << " on "
-                   << device_name(device));
+                   << device_name(device) << ", target on " << model_device);
     GenerationConfig config;
     config.method = c.method;
     config.num_draft_tokens = 2;
@@ -109,8 +116,8 @@ void check_two_token_law(const std::vector<Combo>& combos, Device device, int64_
 }
 
 // Greedy speculation through every drafter and method equals greedy decoding, on `device`.
-void check_greedy_equality(Device device) {
-  const auto target = load_language_model("transformer:" + kModels + "target", "target");
+void check_greedy_equality(Device device, const std::string& model_device = "cpu") {
+  const auto target = load_language_model("transformer:" + kModels + "target", "target", "auto", model_device);
   const auto tokenizer = load_tokenizer_for("transformer:" + kModels + "target");
   const std::vector<Token> prompt = tokenizer->encode("ROMEO:\nBut soft, what light through yonder window breaks?\n");
   SamplingParams greedy;
@@ -122,7 +129,8 @@ void check_greedy_equality(Device device) {
   for (const std::string& drafter :
        {"transformer:" + kModels + "draft", std::string("prompt-lookup"), "ngram:" + kModels + "ngram-order4.txt"}) {
     for (VerifyMethod method : {VerifyMethod::greedy, VerifyMethod::chain, VerifyMethod::block, VerifyMethod::tree}) {
-      INFO(drafter << " / " << verify_method_name(method) << " on " << device_name(device));
+      INFO(drafter << " / " << verify_method_name(method) << " on " << device_name(device) << ", target on "
+                   << model_device);
       GenerationConfig config;
       config.method = method;
       config.num_draft_tokens = 4;
@@ -175,4 +183,33 @@ TEST_CASE("bundled target on cuda-host: drafters and verifiers sample the exact 
 TEST_CASE("bundled target on cuda-host: greedy speculation equals greedy decoding for every drafter",
           "[transformer][device]") {
   check_greedy_equality(Device::cuda_host);
+}
+
+// The target through the device-agnostic path a GPU runs (every forward LibTorch's operations, the session's rows
+// copied to the host once a call), here on the CPU: the law holds and greedy speculation equals greedy decoding on
+// that path, as the README promises for one device.
+TEST_CASE("bundled target through LibTorch's device path: the exact 2-token law, greedy equality",
+          "[transformer][bundled]") {
+  const auto placed = load_language_model("transformer:" + kModels + "target", "target", "auto", "libtorch");
+  const auto* model = dynamic_cast<const TransformerLanguageModel*>(placed.get());
+  REQUIRE(model);
+  c10::InferenceMode inference;  // the decoding step serves inference only
+  Transformer module = transformer_module(*model);
+  KVCache cache = module->new_cache(1);
+  const torch::Tensor one = torch::zeros({1, 1}, torch::kInt64);
+  CHECK_FALSE(module->decode_path_applies(one, &cache));  // the path under test is LibTorch's, not the step's
+  CHECK(transformer_module(*dynamic_cast<const TransformerLanguageModel*>(
+                               load_language_model("transformer:" + kModels + "target", "target").get()))
+            ->decode_path_applies(one, &cache));
+  check_two_token_law({{"transformer:" + kModels + "draft", VerifyMethod::chain, {}},
+                       {"transformer:" + kModels + "draft", VerifyMethod::tree, {2, 2}, SiblingScheme::iid},
+                       {"prompt-lookup", VerifyMethod::chain, {}}},
+                      Device::cpu, 2000, kShortPrompt, "libtorch");
+  check_greedy_equality(Device::cpu, "libtorch");
+}
+
+TEST_CASE("a target on cuda without a CUDA LibTorch is refused before its weights are read", "[transformer]") {
+  if (torch::cuda::is_available()) return;  // a GPU machine's CUDA LibTorch places it (gpu-check covers that)
+  CHECK_THROWS_WITH(load_language_model("transformer:" + kModels + "target", "target", "auto", "cuda"),
+                    Catch::Matchers::Contains("device 'cuda': this LibTorch cannot use CUDA"));
 }

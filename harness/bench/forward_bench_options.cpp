@@ -12,6 +12,7 @@ void ForwardBenchOptions::validate(const std::vector<std::string>& models) const
   for (const std::string& spec : models)
     if (spec.rfind("transformer:", 0) != 0 || spec.size() == std::string("transformer:").size())
       fail_parameter("model", ": '", spec, "' is not transformer:DIR");
+  if (device != "cpu" && device != "cuda") fail_parameter("device", " must be cpu or cuda, got '", device, "'");
   if (threads < 1) fail_parameter("threads", " must be >= 1, got ", threads);
   if (min_iterations < 1) fail_parameter("min_iterations", " must be >= 1, got ", min_iterations);
   if (chunk_sizes.empty()) fail_parameter("chunks", ": empty list");

@@ -1,6 +1,7 @@
 #include "harness/bench/forward_benchmark.h"
 
 #include <time.h>
+#include <torch/cuda.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@
 #include "harness/models/transformer/huge_page_buffer.h"
 #include "harness/models/transformer/memory_budget.h"
 #include "harness/models/transformer/skinny_linear.h"
+#include "kernels/cuda_device.h"
 #include "kernels/shared/error.h"
 #include "verify/verifiers/token_tree.h"
 
@@ -132,17 +134,29 @@ void time_cases(std::vector<Case>& cases, KVCache& cache, int64_t context, const
   }
 }
 
-// One case per chunk size and per tree shape, each a forward after the model's cached context.
+// LibTorch launches GPU work asynchronously: a timed forward on the GPU ends when the device has finished it.
+void wait_for_device(bool cuda) {
+  if (cuda) torch::cuda::synchronize();
+}
+
+// One case per chunk size and per tree shape, each a forward after the model's cached context. The token ids
+// start where the model is (on a GPU, no upload inside the timed call).
 std::vector<Case> forward_cases(Transformer& model, KVCache& cache, const ForwardBenchOptions& o) {
   const int64_t V = model->config().vocab_size;
+  const bool cuda = o.device == "cuda";
+  const torch::TensorOptions ids =
+      torch::TensorOptions().dtype(torch::kInt64).device(model->embedding->weight.device());
   std::vector<Case> cases;
   for (int64_t k : o.chunk_sizes) {
-    const torch::Tensor tokens = torch::randint(V, {1, k}, torch::kInt64);
+    const torch::Tensor tokens = torch::randint(V, {1, k}, ids);
     cases.push_back({k == 1 ? "1-token" : "chunk K=" + std::to_string(k),
                      "chunk",
                      k,
                      k,
-                     [&model, &cache, tokens] { model->forward(tokens, cache); },
+                     [&model, &cache, tokens, cuda] {
+                       model->forward(tokens, cache);
+                       wait_for_device(cuda);
+                     },
                      {},
                      {}});
   }
@@ -150,12 +164,15 @@ std::vector<Case> forward_cases(Transformer& model, KVCache& cache, const Forwar
     const std::vector<int32_t> shape = parse_tree_shape(shape_text, "trees");
     const std::vector<int32_t> parents = tree_parents(shape);
     const int64_t n = static_cast<int64_t>(parents.size());
-    const torch::Tensor tokens = torch::randint(V, {n}, torch::kInt64);
+    const torch::Tensor tokens = torch::randint(V, {n}, ids);
     cases.push_back({"tree " + shape_text,
                      "tree",
                      n,
                      static_cast<int64_t>(shape.size()),
-                     [&model, &cache, tokens, parents] { model->forward_tree(tokens, parents, cache); },
+                     [&model, &cache, tokens, parents, cuda] {
+                       model->forward_tree(tokens, parents, cache);
+                       wait_for_device(cuda);
+                     },
                      {},
                      {}});
   }
@@ -176,6 +193,24 @@ Case weight_read_case(Transformer& model, const ForwardBenchOptions& o, int64_t&
       weight_bytes += p.numel() * static_cast<int64_t>(p.element_size());
     }
   }
+  if (o.device == "cuda") {
+    // On a GPU: a device-to-device copy of as many bytes, which reads and writes each once; half its time is
+    // one read of the weights at the bandwidth the device reaches (bench_model halves the medians).
+    const torch::TensorOptions bytes = torch::TensorOptions().dtype(torch::kUInt8).device(torch::kCUDA);
+    const torch::Tensor from = torch::ones({weight_bytes}, bytes), to = torch::empty({weight_bytes}, bytes);
+    Case copy{"weight read",
+              "copy",
+              0,
+              0,
+              [from, to]() mutable {
+                to.copy_(from);
+                wait_for_device(true);
+              },
+              {},
+              {}};
+    copy.group = "floor";
+    return copy;
+  }
   static volatile uint64_t sink = 0;
   Case floor{"weight read",
              "stream",
@@ -192,7 +227,10 @@ json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ost
   const std::string dir = spec.substr(spec.find(':') + 1);  // transformer:DIR (validate)
   LoadedCheckpoint loaded = load_checkpoint(dir, o.weights_dtype);
   Transformer& model = loaded.model;
-  const int64_t moved_bytes = pack_matrices_for_decoding(*model);  // as an inference model keeps them
+  const bool cuda = o.device == "cuda";
+  // As an inference model keeps its matrices: packed for the CPU's few-row kernel, or on the GPU as stored.
+  const int64_t moved_bytes = cuda ? 0 : pack_matrices_for_decoding(*model);
+  if (cuda) model->to(torch::kCUDA);
   const long long huge_page_bytes = process_huge_page_bytes(), resident = process_resident_bytes();
   const bool huge_pages = decoding_weights_on_huge_pages();
   const TransformerConfig& c = model->config();
@@ -215,7 +253,7 @@ json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ost
   time_cases(cases, cache, o.context, o);
   const double base_wall = median(one->wall_us), base_cpu = median(one->cpu_us);
   const Case& floor_case = cases.back();
-  const double floor_wall = median(floor_case.wall_us);
+  const double floor_wall = median(floor_case.wall_us) / (cuda ? 2.0 : 1.0);  // a copy reads and writes
   const double bandwidth_gb_s = static_cast<double>(weight_bytes) / (floor_wall * 1e3);
 
   os << "\n"
@@ -224,7 +262,7 @@ json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ost
      << skinny_isa_name(skinny_linear_isa()) << ", " << weight_layout_name(decoding_weight_layout())
      << " weights (huge pages " << (huge_pages ? "on" : "off") << ": " << format_bytes(moved_bytes) << " moved, "
      << (huge_page_bytes < 0 ? std::string("unknown") : format_bytes(huge_page_bytes)) << " granted), context "
-     << o.context << ", " << o.threads << " thread(s)\n";
+     << o.context << ", " << o.threads << " thread(s)" << (cuda ? ", on " + cuda_device_name() : std::string()) << "\n";
   os << std::left << std::setw(14) << "forward" << std::right << std::setw(6) << "rows" << std::setw(13) << "wall us"
      << std::setw(10) << "vs 1-tok" << std::setw(12) << "CPU us" << std::setw(10) << "vs 1-tok" << std::setw(12)
      << "CPU us/row"
@@ -251,9 +289,10 @@ json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ost
                       {"ratio_cpu_vs_1_token", cpu / base_cpu},
                       {"ratio_wall_vs_weight_read", wall / floor_wall}});
   }
-  os << std::setprecision(2) << "weight read (the floor): " << std::setprecision(1) << floor_wall
-     << " us = " << std::setprecision(1) << bandwidth_gb_s << " GB/s; 1-token forward = " << std::setprecision(2)
-     << base_wall / floor_wall << "x the floor\n";
+  os << std::setprecision(2)
+     << (cuda ? "weight read (the floor: half a device-to-device copy): " : "weight read (the floor): ")
+     << std::setprecision(1) << floor_wall << " us = " << std::setprecision(1) << bandwidth_gb_s
+     << " GB/s; 1-token forward = " << std::setprecision(2) << base_wall / floor_wall << "x the floor\n";
   return {{"model", spec},
           {"config", to_json(c)},
           {"parameters", c.parameter_count()},
@@ -265,6 +304,7 @@ json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ost
           {"weight_read_median_wall_us", floor_wall},
           {"read_bandwidth_gb_s", bandwidth_gb_s},
           {"one_token_vs_weight_read", base_wall / floor_wall},
+          {"device", o.device},
           {"kernel_isa", skinny_isa_name(skinny_linear_isa())},
           {"weight_layout", weight_layout_name(decoding_weight_layout())},
           {"huge_pages", huge_pages ? "on" : "off"},          // panels, and SPECULA_HUGE_PAGES not off
@@ -279,6 +319,9 @@ json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ost
 
 json run_forward_benchmark(const std::vector<std::string>& specs, const ForwardBenchOptions& o, std::ostream& os) {
   o.validate(specs);
+  if (o.device == "cuda" && !torch::cuda::is_available())
+    fail_parameter("device", " cuda: this LibTorch (", TORCH_VERSION, ") sees no CUDA device (a CPU-only LibTorch, or ",
+                   "no GPU); a GPU machine builds against its CUDA LibTorch with kernels/tools/gpu-build.sh");
   torch::set_num_threads(o.threads);
   const std::string load_before = load_averages();
   json models = json::array();
@@ -287,13 +330,16 @@ json run_forward_benchmark(const std::vector<std::string>& specs, const ForwardB
   machine["torch_version"] = TORCH_VERSION;
   machine["torch_parallel_info"] = at::get_parallel_info();
   machine["skinny_kernel_isa"] = skinny_isa_name(skinny_linear_isa());
+  if (o.device == "cuda")
+    machine["gpu_name"] = cuda_device_name().empty() ? std::string("a CUDA device") : cuda_device_name();
   json report = {
       {"benchmark", "forward"},
       {"utc_time", utc_timestamp(false)},
       {"git_revision", git_revision()},
       {"machine", machine},
       {"options",
-       {{"context", o.context},
+       {{"device", o.device},
+        {"context", o.context},
         {"chunks", o.chunk_sizes},
         {"trees", o.trees},
         {"min_time_s", o.min_time_s},

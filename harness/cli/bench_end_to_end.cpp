@@ -9,6 +9,7 @@
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
@@ -17,6 +18,7 @@
 #include "harness/experiment/summary.h"
 #include "harness/io/output_file.h"
 #include "harness/runner/experiment_runner.h"
+#include "harness/runner/results_folder.h"
 #include "kernels/shared/error.h"
 
 #ifndef SPECULA_SOURCE_DIR
@@ -60,6 +62,12 @@ json row_json(const SummaryRow& r) {
             {"pairs", r.pairs},
             {"pair_load_average", number(r.pair_load_average)},
             {"pair_drift", r.pair_drift}});
+  if (!r.profile_draft_source.empty())
+    j.update({{"profile_verify_cost", number(r.profile_verify_cost)},
+              {"profile_draft_cost", number(r.profile_draft_cost)},
+              {"profile_draft_source", r.profile_draft_source},
+              {"profile_speedup", number(r.profile_speedup)},
+              {"decode_over_profile", number(r.decode_speedup / r.profile_speedup)}});
   return j;
 }
 
@@ -72,6 +80,7 @@ int bench_end_to_end(const Args& args) {
     ("help,h", "show this help")
     ("experiment", po::value<std::string>()->default_value("experiments/bench-end-to-end.ini"), "experiment file")
     ("set", po::value<std::vector<std::string>>()->composing(), "override a value: section.key=value (repeatable)")
+    ("cost-profile", po::value<std::string>(), "a machine's step costs (bench forward): each setting's speedup there beside the measured one")
     ("output", po::value<std::string>(), "JSON report (default results/bench/end-to-end-<hostname>.json)");
   // clang-format on
   const po::variables_map vm = parse_options(args, desc, "bench");
@@ -81,12 +90,15 @@ int bench_end_to_end(const Args& args) {
   }
   RunOptions options;
   if (vm.count("set")) options.overrides = vm["set"].as<std::vector<std::string>>();
+  if (vm.count("cost-profile"))
+    options.overrides.push_back("experiment.cost_profile=" + vm["cost-profile"].as<std::string>());
   options.command_line = "specula bench end-to-end";
   for (const std::string& a : args) options.command_line += " " + a;
   const std::string experiment = vm["experiment"].as<std::string>();
   const std::string load_before = load_averages();
   const std::string dir = run_experiment(experiment, options);
-  const std::vector<SummaryRow> rows = summarize(read_records(dir + "/records.jsonl"));
+  const std::optional<CostProfile> profile = folder_cost_profile(dir);
+  const std::vector<SummaryRow> rows = summarize(read_records(dir + "/records.jsonl"), profile ? &*profile : nullptr);
   // The run's own env.json (threads, BLAS, library versions) inside the report's machine block.
   std::ifstream env_file(dir + "/env.json");
   const json environment = json::parse(env_file, nullptr, /*allow_exceptions=*/false);
@@ -111,7 +123,9 @@ int bench_end_to_end(const Args& args) {
   create_parent_folder(out, "--output");
   write_output_file(out, report.dump(2) + "\n", "--output");
 
-  print_summary_table(rows, std::cout);
+  if (profile)
+    report["cost_profile"] = {{"file", profile->file}, {"machine", profile->machine}, {"device", profile->device}};
+  print_summary_table(rows, std::cout, profile ? &*profile : nullptr);
   std::cout << "speedup: whole run; decode: the decoding loop without the prompt (both means of ratios within "
                "pairs, each speculative run timed beside a baseline run of the same prompt);\npredicted: Leviathan et "
                "al. from alpha and c (chains); cost model: tau / (draft + verify cost in 1-token target calls); drift: "

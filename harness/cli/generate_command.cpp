@@ -352,7 +352,8 @@ int generate_command(const Args& args) {
   require_device(device);  // "no CUDA device: ..." where there is none
   check_required_options(vm);
   const RunDescription description = read_run(vm, device);
-  auto target = load_language_model(description.target_spec, "target", vm["weights-dtype"].as<std::string>());
+  auto target = load_language_model(description.target_spec, "target", vm["weights-dtype"].as<std::string>(),
+                                    model_device_for(device));
   RunAssemblyCache cache;
   const AssembledRun run = assemble_run(description, target, cache);  // the same assembly as `run`'s settings
   if (description.method.beam) return beam_search_command(vm, target, run.target_params, run.config);

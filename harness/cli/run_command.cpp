@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
@@ -72,6 +73,7 @@ int run_command(const Args& args) {
     ("set", po::value<std::vector<std::string>>()->composing(), "override a value: section.key=value (repeatable)")
     ("shard", po::value<std::string>(), "run the i-th of N deterministic slices of the sweep: i/N")
     ("resume", po::value<std::string>(), "continue the interrupted run in this results folder (no experiment file)")
+    ("cost-profile", po::value<std::string>(), "another machine's step costs (bench forward's report or profile): the summary adds each setting's speedup there (= --set experiment.cost_profile=FILE)")
     ("no-plots", po::bool_switch(), "do not plot at the end (run `specula plot DIR` later)")
     ("log-level", po::value<std::string>(), "error | warn | info | debug (default info, or $SPECULA_LOG_LEVEL)")
     ("quiet,q", po::bool_switch(), "no progress output; only errors are logged");
@@ -86,9 +88,13 @@ int run_command(const Args& args) {
   if (vm.count("experiment") && vm.count("resume"))
     fail("--resume RESULTS_DIR continues that run as it was configured: give no experiment file");
   if (vm.count("resume") && vm.count("shard")) fail("--resume: the shard is the one the run was started with");
+  if (vm.count("resume") && vm.count("cost-profile"))
+    fail("--resume: the cost profile is the one the run was started with (its cost-profile.json)");
   RunOptions options;
   if (vm.count("resume")) options.resume_dir = vm["resume"].as<std::string>();
   if (vm.count("set")) options.overrides = vm["set"].as<std::vector<std::string>>();
+  if (vm.count("cost-profile"))
+    options.overrides.push_back("experiment.cost_profile=" + vm["cost-profile"].as<std::string>());
   if (vm.count("shard"))
     std::tie(options.shard_index, options.shard_count) = parse_shard(vm["shard"].as<std::string>());
   options.quiet = vm["quiet"].as<bool>();
@@ -107,7 +113,9 @@ int run_command(const Args& args) {
   if (plot) plot_results(dir, options.quiet, false);
   if (!options.quiet) {
     std::cout << "\n";
-    print_summary_table(summarize(read_records(dir + "/records.jsonl")), std::cout);
+    const std::optional<CostProfile> profile = folder_cost_profile(dir);
+    const CostProfile* p = profile ? &*profile : nullptr;
+    print_summary_table(summarize(read_records(dir + "/records.jsonl"), p), std::cout, p);
     std::cout << "decode speedup: the decoding loop without the prompt, mean of the ratios within pairs (each "
                  "speculative run timed beside a baseline run of the same prompt), 95% interval over prompts\n\n";
   }

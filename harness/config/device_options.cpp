@@ -16,4 +16,6 @@ FiberSchedule parse_fiber_schedule(const std::string& text) {
   fail("unknown fiber schedule '", text, "' (expected forward, reverse or rotating)");
 }
 
+const char* model_device_for(Device device) { return device == Device::cuda ? "cuda" : "cpu"; }
+
 }  // namespace specula

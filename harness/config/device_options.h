@@ -13,5 +13,8 @@ namespace specula {
 Device parse_device(const std::string& text);
 // "forward", "reverse" or "rotating" (the block emulation's thread order); an error naming the value otherwise.
 FiberSchedule parse_fiber_schedule(const std::string& text);
+// Where the target model computes for a run on `device` (model_registry.h's device): on the GPU for cuda; on the
+// CPU otherwise (cuda-host emulates the kernels, not the model).
+const char* model_device_for(Device device);
 
 }  // namespace specula

@@ -10,6 +10,7 @@
 
 #include "harness/config/command_options.h"
 #include "harness/config/device_options.h"
+#include "harness/experiment/cost_profile.h"
 #include "harness/generation/decoding_method.h"
 #include "kernels/cuda_device.h"
 #include "kernels/shared/error.h"
@@ -27,7 +28,8 @@ const std::set<std::string>& experiment_keys() {
   static const std::set<std::string> keys = {"name",          "target",        "prompts",     "prompts_from_corpus",
                                              "num_prompts",   "prompt_length", "corpus_tail", "max_new_tokens",
                                              "repetitions",   "seed",          "threads",     "output_dir",
-                                             "paired_timing", "weights_dtype", "ignore_eos",  "device"};
+                                             "paired_timing", "weights_dtype", "ignore_eos",  "device",
+                                             "cost_profile"};
   return keys;
 }
 
@@ -121,7 +123,7 @@ void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, 
       fail(where, ": unknown key '", key,
            "' (known in [experiment]: name, target, prompts, prompts_from_corpus, "
            "num_prompts, prompt_length, corpus_tail, max_new_tokens, repetitions, seed, threads, output_dir, "
-           "paired_timing, weights_dtype, ignore_eos, device)");
+           "paired_timing, weights_dtype, ignore_eos, device, cost_profile)");
     if (name == "name") {
       // The results go to output_dir/NAME/: a name is one folder name, never a path out of output_dir.
       if (value.empty() || value == "." || value == ".." || value.find('/') != std::string::npos)
@@ -157,6 +159,14 @@ void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, 
         fail(where, ": key '", key, "': '", value, "' is not cpu, cuda or cuda-host");
       }
       c.device = value;
+    }
+    if (name == "cost_profile") {
+      try {
+        read_cost_profile(value);  // read again by the run; checked here so a bad file stops nothing started
+      } catch (const Error& e) {
+        fail(where, ": key '", key, "': ", e.what());
+      }
+      c.cost_profile = value;
     }
     if (name == "paired_timing" || name == "ignore_eos") {
       if (value != "true" && value != "false") fail(where, ": key '", key, "': '", value, "' is not true or false");
@@ -260,6 +270,13 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
   if (c.prompts_file.empty() == c.prompts_from_corpus.empty())
     fail(path, ": give exactly one of [experiment] prompts (a file) or prompts_from_corpus (a text corpus)");
   if (!c.axes.count("draft.drafter")) fail(path, ": [draft] drafter is required (one or more, separated by '|')");
+  if (!c.cost_profile.empty()) {
+    const std::string measured = read_cost_profile(c.cost_profile).target;
+    if (!same_model_spec(measured, c.target))
+      fail(c.origin.at("experiment.cost_profile"), ": key 'experiment.cost_profile': ", c.cost_profile,
+           " was measured on the target ", measured, ", not on this experiment's target ", c.target,
+           " (a profile's step costs are its target's)");
+  }
   if (!c.axes.count("draft.method")) c.axes["draft.method"] = {"chain"};
   if (!c.axes.count("draft.num_draft_tokens"))
     c.axes["draft.num_draft_tokens"] = {std::to_string(kDefaultNumDraftTokens)};
@@ -280,6 +297,7 @@ std::string ExperimentConfig::resolved_ini() const {
      << "\nthreads = " << threads << "\noutput_dir = " << output_dir
      << "\npaired_timing = " << (paired_timing ? "true" : "false") << "\nweights_dtype = " << weights_dtype
      << "\nignore_eos = " << (ignore_eos ? "true" : "false") << "\ndevice = " << device << "\n";
+  if (!cost_profile.empty()) os << "cost_profile = " << cost_profile << "\n";
   if (!beam.empty()) {
     os << "\n[beam]\n";
     for (const auto& [k, v] : beam) os << k << " = " << v << "\n";

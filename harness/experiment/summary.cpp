@@ -245,8 +245,31 @@ void add_speculation(const std::vector<const RunRecord*>& records, const Generat
   const bool tree = first.setting.count("draft.tree") > 0;
   row.predicted_speedup = tree ? NAN : predicted_speedup(row.alpha, k, row.c);
   row.verify_cost = total.steps > 0 ? total.target_seconds / step_units : NAN;
-  const double draft_cost = total.steps > 0 ? total.draft_seconds / step_units : NAN;
-  row.cost_model_speedup = row.tau / (draft_cost + row.verify_cost);
+  row.draft_cost = total.steps > 0 ? total.draft_seconds / step_units : NAN;
+  row.cost_model_speedup = row.tau / (row.draft_cost + row.verify_cost);
+}
+
+// The cost model with another machine's step costs (cost_profile.h): each step's target call costed by its
+// rows, the drafting by the profile's draft model when it measured it, else as this run measured it.
+void add_profile_prediction(const GenerationMetrics& total, const std::string& drafter, const CostProfile& profile,
+                            SummaryRow& row) {
+  int64_t steps = 0;
+  double verify = 0;
+  for (size_t r = 0; r < total.verify_rows_histogram.size(); ++r) {
+    if (total.verify_rows_histogram[r] == 0) continue;
+    steps += total.verify_rows_histogram[r];
+    verify += static_cast<double>(total.verify_rows_histogram[r]) * profile.verify_cost(static_cast<double>(r));
+  }
+  if (steps == 0 || steps != total.steps) return;  // records without rows: nothing to cost
+  row.profile_verify_cost = verify / static_cast<double>(steps);
+  if (const std::optional<double> draft = profile.draft_cost(drafter)) {
+    row.profile_draft_cost = static_cast<double>(total.draft_calls) / static_cast<double>(steps) * *draft;
+    row.profile_draft_source = "profile";
+  } else {
+    row.profile_draft_cost = row.draft_cost;
+    row.profile_draft_source = "this run";
+  }
+  row.profile_speedup = row.tau / (row.profile_draft_cost + row.profile_verify_cost);
 }
 
 // At T = 0: "yes" when every sequence equals its baseline's, "no" otherwise, "" without a baseline.
@@ -263,7 +286,7 @@ std::string greedy_lossless(const std::vector<const RunRecord*>& records, const 
 
 }  // namespace
 
-std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records) {
+std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records, const CostProfile* profile) {
   std::map<std::string, Group> groups;
   std::vector<std::string> order;
   for (const RunRecord& r : records) {
@@ -303,6 +326,10 @@ std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records) {
     if (std::all_of(g.records.begin(), g.records.end(), [](const RunRecord* r) { return r->pair.present; }))
       apply_pairs(g.records, row);
     add_speculation(g.records, total, first, baselines, row);
+    if (profile) {
+      const auto drafter = first.setting.find("draft.drafter");
+      add_profile_prediction(total, drafter == first.setting.end() ? "" : drafter->second, *profile, row);
+    }
     if (temperature_of(first.setting) == 0.0)
       row.greedy_lossless = greedy_lossless(g.records, first.baseline_id, baselines);
     rows.push_back(row);
@@ -310,7 +337,7 @@ std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records) {
   return rows;
 }
 
-void print_summary_table(const std::vector<SummaryRow>& rows, std::ostream& os) {
+void print_summary_table(const std::vector<SummaryRow>& rows, std::ostream& os, const CostProfile* profile) {
   std::vector<const SummaryRow*> spec;
   for (const SummaryRow& r : rows)
     if (!r.baseline) spec.push_back(&r);
@@ -324,7 +351,9 @@ void print_summary_table(const std::vector<SummaryRow>& rows, std::ostream& os) 
   std::snprintf(line, sizeof line, "%-36s %-7s %-7s %4s %6s %6s %6s %6s %20s %9s %10s %5s\n", "drafter", "method",
                 "K/tree", "T", "alpha", "tau", "c", "verify", "decode speedup (CI)", "Leviathan", "cost model",
                 "drift");
-  os << line;
+  std::string header = line;
+  if (profile) header.insert(header.size() - 1, "    profile");
+  os << header;
   for (const SummaryRow* r : spec) {
     const std::string tree = value(*r, "draft.tree");
     const std::string shape = tree.empty() ? value(*r, "draft.num_draft_tokens") : tree;
@@ -336,8 +365,18 @@ void print_summary_table(const std::vector<SummaryRow>& rows, std::ostream& os) 
                   value(*r, "sampling.temperature").c_str(), r->alpha, r->tau, r->c, r->verify_cost, ci,
                   std::isnan(r->predicted_speedup) ? "-" : fmt(r->predicted_speedup).substr(0, 5).c_str(),
                   r->cost_model_speedup, r->pair_drift.empty() ? "-" : r->pair_drift.c_str());
-    os << line;
+    std::string text = line;
+    if (profile) {
+      char predicted[32];
+      std::snprintf(predicted, sizeof predicted, " %10s",
+                    std::isnan(r->profile_speedup) ? "-" : fmt(r->profile_speedup).substr(0, 5).c_str());
+      text.insert(text.size() - 1, predicted);
+    }
+    os << text;
   }
+  if (profile)
+    os << "profile: the speedup each setting would have on " << profile->machine << " (" << profile->device << ", "
+       << profile->file << "), from this run's acceptance and that machine's step costs\n";
 }
 
 void write_summary_csv(const std::vector<SummaryRow>& rows, const std::string& path) {
@@ -351,7 +390,7 @@ void write_summary_csv(const std::vector<SummaryRow>& rows, const std::string& p
          "measured_over_predicted,per_position_acceptance,accepted_length_histogram,greedy_lossless,q_zero_errors,"
          "decode_tokens_per_s,baseline_decode_tokens_per_s,decode_speedup,decode_speedup_ci_low,"
          "decode_speedup_ci_high,decode_over_predicted,verify_cost,cost_model_speedup,decode_over_cost_model,pairs,"
-         "pair_load_average,pair_drift\n";
+         "pair_load_average,pair_drift,profile_verify_cost,profile_draft_cost,profile_draft_source,profile_speedup\n";
   for (const SummaryRow& r : rows) {
     for (const std::string& k : keys) {
       const auto it = r.setting.find(k);
@@ -375,7 +414,8 @@ void write_summary_csv(const std::vector<SummaryRow>& rows, const std::string& p
         << "," << fmt(r.decode_speedup_ci_high) << "," << (spec ? fmt(r.decode_speedup / r.predicted_speedup) : "")
         << "," << (spec ? fmt(r.verify_cost) : "") << "," << (spec ? fmt(r.cost_model_speedup) : "") << ","
         << (spec ? fmt(r.decode_speedup / r.cost_model_speedup) : "") << "," << r.pairs << ","
-        << (r.pairs ? fmt(r.pair_load_average) : "") << "," << r.pair_drift << "\n";
+        << (r.pairs ? fmt(r.pair_load_average) : "") << "," << r.pair_drift << "," << fmt(r.profile_verify_cost) << ","
+        << fmt(r.profile_draft_cost) << "," << r.profile_draft_source << "," << fmt(r.profile_speedup) << "\n";
   }
   write_output_file(path, out.str(), "summary");
 }

@@ -20,12 +20,17 @@
 //                   bookkeeping) leaves. With paired records the 1-token unit (for c, verify_cost and the
 //                   cost model) is each record's own pair's decoding time per token, so the cost model and
 //                   the decode speedup see the machine at the same moments.
+// With a cost profile of another machine (cost_profile.h), three more columns: profile_verify_cost,
+// profile_draft_cost and profile_speedup, the cost model with that machine's step costs and this run's
+// acceptance (profile_draft_source: "profile" when the profile measured the draft model, "this run" otherwise).
 #pragma once
 
+#include <cmath>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "harness/experiment/cost_profile.h"
 #include "harness/experiment/run_record.h"
 
 namespace specula {
@@ -51,7 +56,10 @@ struct SummaryRow {
   double decode_tokens_per_s = 0, baseline_decode_tokens_per_s = 0;
   double decode_speedup = 0, decode_speedup_ci_low = 0, decode_speedup_ci_high = 0;
   double verify_cost = 0;
+  double draft_cost = 0;  // drafting time per step in 1-token target calls (the cost model's other term)
   double cost_model_speedup = 0;
+  double profile_verify_cost = NAN, profile_draft_cost = NAN, profile_speedup = NAN;  // NaN: no profile, or it
+  std::string profile_draft_source;  // cannot cost these steps (rows beyond it, records without rows)
   std::vector<double> per_position_acceptance;
   std::vector<int64_t> accepted_length_histogram;
   std::string greedy_lossless;  // "yes"/"no" at temperature 0, "" otherwise
@@ -61,12 +69,13 @@ struct SummaryRow {
   std::string pair_drift;        // "yes" / "no"; "" when not paired or too few pairs per repetition
 };
 
-std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records);
+// `profile`: another machine's step costs, for the profile_* columns (null: left empty).
+std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records, const CostProfile* profile = nullptr);
 void write_summary_csv(const std::vector<SummaryRow>& rows, const std::string& path);
 // The speculative rows as a table for a terminal, fastest decoding first: drafter, method, K or tree, T,
 // alpha, tau, c, verify cost, decode speedup with its 95% interval, Leviathan's prediction, the cost model,
-// and the pairs' drift flag.
-void print_summary_table(const std::vector<SummaryRow>& rows, std::ostream& os);
+// and the pairs' drift flag; with a profile, its predicted speedup after the cost model, and a line naming it.
+void print_summary_table(const std::vector<SummaryRow>& rows, std::ostream& os, const CostProfile* profile = nullptr);
 
 // Leviathan et al. 2023 (eq. 1 and Thm 3.8).
 double expected_tokens_per_step(double alpha, int k);

@@ -28,6 +28,8 @@ void GenerationMetrics::merge(const GenerationMetrics& o) {
     position_accepted[i] += o.position_accepted[i];
   }
   for (size_t i = 0; i < o.accepted_histogram.size(); ++i) accepted_histogram[i] += o.accepted_histogram[i];
+  verify_rows_histogram.resize(std::max(verify_rows_histogram.size(), o.verify_rows_histogram.size()));
+  for (size_t i = 0; i < o.verify_rows_histogram.size(); ++i) verify_rows_histogram[i] += o.verify_rows_histogram[i];
   expected_acceptance_sum += o.expected_acceptance_sum;
   expected_acceptance_count += o.expected_acceptance_count;
   draft_seconds += o.draft_seconds;
@@ -60,6 +62,7 @@ void GenerationMetrics::write_json(nlohmann::json& j) const {
   j["position_reached"] = position_reached;
   j["position_accepted"] = position_accepted;
   j["accepted_length_histogram"] = accepted_histogram;
+  j["verify_rows_histogram"] = verify_rows_histogram;
   j["expected_acceptance"] = expected_acceptance();
   j["expected_acceptance_sum"] = expected_acceptance_sum;
   j["expected_acceptance_count"] = expected_acceptance_count;
@@ -92,6 +95,9 @@ GenerationMetrics GenerationMetrics::read_json(const nlohmann::json& j) {
   m.position_reached = j.at("position_reached").get<std::vector<int64_t>>();
   m.position_accepted = j.at("position_accepted").get<std::vector<int64_t>>();
   m.accepted_histogram = j.at("accepted_length_histogram").get<std::vector<int64_t>>();
+  // Records written before it was counted have none (a cost profile then cannot cost their steps).
+  if (j.contains("verify_rows_histogram"))
+    m.verify_rows_histogram = j.at("verify_rows_histogram").get<std::vector<int64_t>>();
   m.expected_acceptance_sum = j.at("expected_acceptance_sum");
   m.expected_acceptance_count = j.at("expected_acceptance_count");
   m.draft_seconds = seconds("draft_seconds", "draft_time");

@@ -23,7 +23,10 @@ struct GenerationMetrics {
   std::vector<int64_t> position_reached;    // [K] steps in which position i was tested
   std::vector<int64_t> position_accepted;   // [K] steps in which position i was accepted
   std::vector<int64_t> accepted_histogram;  // [K + 1] steps that accepted exactly n drafts
-  double expected_acceptance_sum = 0.0;     // sum over tested positions of sum_x min(p, q)
+  // [r] verification steps whose target call ran r rows (the tree's nodes + the row after the context): what
+  // a cost profile (harness/experiment/cost_profile.h) needs to cost the steps on another machine.
+  std::vector<int64_t> verify_rows_histogram;
+  double expected_acceptance_sum = 0.0;  // sum over tested positions of sum_x min(p, q)
   int64_t expected_acceptance_count = 0;
   double draft_seconds = 0.0, target_seconds = 0.0, verify_seconds = 0.0, wall_seconds = 0.0;
   // Processing the prompt (the target's prefill and the drafter's begin), the same work for every method and

@@ -257,6 +257,9 @@ void Generator::commit_step(Sequence& s, const VerifyOutcome& outcome, const flo
   metrics.q_zero_errors += outcome.q_zero_errors;
   if (outcome.accepted < static_cast<int32_t>(metrics.accepted_histogram.size()))
     ++metrics.accepted_histogram[outcome.accepted];
+  const size_t rows = static_cast<size_t>(tree.size()) + 1;
+  if (metrics.verify_rows_histogram.size() <= rows) metrics.verify_rows_histogram.resize(rows + 1);
+  ++metrics.verify_rows_histogram[rows];
   int32_t row = 0;
   for (int32_t i = 0; i < tested && i < positions; ++i) {
     ++metrics.position_reached[i];

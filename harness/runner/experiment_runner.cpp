@@ -19,6 +19,7 @@
 
 #include "draft/registry/drafter_registry.h"
 #include "harness/config/command_options.h"
+#include "harness/config/device_options.h"
 #include "harness/experiment/environment.h"
 #include "harness/experiment/experiment_config.h"
 #include "harness/experiment/run_progress.h"
@@ -82,6 +83,7 @@ void write_run_description(const fs::path& dir, const ExperimentConfig& config, 
   env["weight_layout"] = weight_layout_name(decoding_weight_layout());  // SPECULA_WEIGHT_LAYOUT may force one
   env["huge_pages"] = decoding_weights_on_huge_pages() ? "on" : "off";  // SPECULA_HUGE_PAGES=off turns them off
   write_output_file((dir / "env.json").string(), env.dump(2) + "\n", "run");
+  if (!config.cost_profile.empty()) write_folder_cost_profile(dir, read_cost_profile(config.cost_profile));
 }
 
 // What the settings of one run share: the target, prompts, the records written so far and where they go.
@@ -294,7 +296,8 @@ std::string resumed_configuration(RunOptions& options) {
 // The experiment's target; an error about the model spec names the configuration's key.
 std::shared_ptr<const LanguageModel> load_target(const ExperimentConfig& config) {
   try {
-    return load_language_model(config.target, "target", config.weights_dtype);
+    return load_language_model(config.target, "target", config.weights_dtype,
+                               model_device_for(parse_device(config.device)));
   } catch (const ParameterError& e) {
     const std::string where =
         config.origin.count("experiment.target") ? config.origin.at("experiment.target") : config.file;
@@ -380,12 +383,12 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
     SettingsRun settings_run(run, settings);
     for (const Setting& setting : settings) settings_run.run(setting);
     progress.finish();
-    write_summary_csv(summarize(run.records), (dir / "summary.csv").string());
+    write_folder_summary(dir, run.records);
     write_status(dir, "complete");
     return dir.string();
   } catch (const StopRequested& stop) {
     // The record in progress was finished and written; summarise what there is and say the run is not whole.
-    write_summary_csv(summarize(records_so_far(dir)), (dir / "summary.csv").string());
+    write_folder_summary(dir, records_so_far(dir));
     const std::string what = std::string("interrupted (") + (stop.signal == SIGTERM ? "SIGTERM" : "SIGINT") + ")";
     write_status(dir, what);
     throw RunInterrupted("run " + what + ": " + dir.string() + " holds the records written so far and their summary",

@@ -195,7 +195,9 @@ void merge_results(const std::vector<std::string>& shard_dirs, const std::string
   std::string lines;
   for (const RunRecord& r : records) lines += r.to_json_line() + "\n";
   write_output_file((fs::path(output) / "records.jsonl").string(), lines, "merge");
-  write_summary_csv(summarize(records), (fs::path(output) / "summary.csv").string());
+  if (const std::optional<CostProfile> profile = folder_cost_profile(shard_dirs[0]))
+    write_folder_cost_profile(output, *profile);
+  write_folder_summary(output, records);
   write_status(output, incomplete ? "incomplete (merged with --allow-incomplete)" : "complete");
 }
 
@@ -233,6 +235,21 @@ SummaryCoverage check_summary_covers_folder(const std::string& folder, bool allo
          c.rows, " of the ", c.configured, " settings config.resolved.ini describes; finish it with `specula run ",
          "--resume ", folder, "`, or plot what there is with --allow-incomplete");
   return c;
+}
+
+std::optional<CostProfile> folder_cost_profile(const fs::path& dir) {
+  const fs::path file = dir / "cost-profile.json";
+  if (!fs::exists(file)) return std::nullopt;
+  return read_cost_profile(file.string());
+}
+
+void write_folder_cost_profile(const fs::path& dir, const CostProfile& profile) {
+  write_output_file((dir / "cost-profile.json").string(), profile.json.dump(2) + "\n", "run");
+}
+
+void write_folder_summary(const fs::path& dir, const std::vector<RunRecord>& records) {
+  const std::optional<CostProfile> profile = folder_cost_profile(dir);
+  write_summary_csv(summarize(records, profile ? &*profile : nullptr), (dir / "summary.csv").string());
 }
 
 std::string read_status(const fs::path& dir, const std::string& what) {

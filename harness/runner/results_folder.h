@@ -1,15 +1,17 @@
 // A run's results folder and its lifecycle, apart from running the settings (experiment_runner.cpp):
 //   results/NAME/<UTC time>-<git sha>[-shard-i-of-N][-2, -3, ... when the name was taken]/
-//     status  config.resolved.ini  env.json  records.jsonl  summary.csv  plots/
+//     status  config.resolved.ini  env.json  records.jsonl  summary.csv  plots/  [cost-profile.json]
 // `status` is one line: running (pid P on HOST) | complete | interrupted (SIGINT|SIGTERM) | failed: <error>
 // | incomplete (merged with --allow-incomplete).
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "harness/experiment/cost_profile.h"
 #include "harness/experiment/run_record.h"
 
 namespace specula {
@@ -27,6 +29,14 @@ std::string running_status();
 // appending to one records.jsonl would interleave their records. A run recorded on another machine cannot be
 // checked from here; it is resumed with a warning (a preempted Slurm task's process is gone).
 void check_not_running(const std::filesystem::path& dir, const std::string& status);
+
+// The cost profile a run was given ([experiment] cost_profile), which the run copies into its folder as
+// cost-profile.json when it starts, so that every summary of the folder (the run's, an interrupted run's, a
+// merge's, `specula run`'s table) predicts with the same one. None when the folder has none.
+std::optional<CostProfile> folder_cost_profile(const std::filesystem::path& dir);
+void write_folder_cost_profile(const std::filesystem::path& dir, const CostProfile& profile);
+// DIR/summary.csv from `records`, with the folder's cost profile.
+void write_folder_summary(const std::filesystem::path& dir, const std::vector<RunRecord>& records);
 
 // The records written so far (none when there is no records.jsonl).
 std::vector<RunRecord> records_so_far(const std::filesystem::path& dir);

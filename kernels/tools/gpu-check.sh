@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The one command to run when a machine with an NVIDIA GPU is available: the gpu-labelled tests, the three
 # compute-sanitizer tools over them, the end-to-end `generate --device cuda` check against the CPU driver,
-# and the CUDA benchmarks, written as one JSON report. On a GPU machine without Debian's packages, build first
+# the CUDA benchmarks, and the bundled target's forward on the GPU (`bench forward --device cuda`, whose cost
+# profile `specula run --cost-profile` reads), written as one JSON report. On a GPU machine without Debian's packages, build first
 # with kernels/tools/gpu-build.sh (collect .gpu-debs here with --collect, carry it) and pass --build build-gpu.
 #
-#   kernels/tools/gpu-check.sh [--build DIR] [--report FILE] [--quick]
+#   kernels/tools/gpu-check.sh [--build DIR] [--report FILE] [--cost-profile FILE] [--quick]
 #
 #   --build DIR    the build folder holding specula and specula_gpu_tests (default: build)
 #   --report FILE  the JSON report (default: results/bench/gpu-check-<host>.json)
+#   --cost-profile FILE  the GPU's cost profile for target-27m (default: the report's name, -cost-profile.json)
 #   --quick        a first look inside a short lease: benchmarks with 5 iterations instead of 50, and each
 #                  step under a shorter time limit (tests 150 s, each sanitizer 60 s, each benchmark 30 s)
 #
@@ -19,6 +21,7 @@ cd "$(dirname "$0")/../.."
 
 build=build
 report=""
+profile=""
 iterations=50
 limit_tests=900 limit_sanitizer=600 limit_bench=600
 while (($#)); do
@@ -26,11 +29,13 @@ while (($#)); do
     --build) build=$2; shift 2 ;;
     --report) report=$2; shift 2 ;;
     --quick) iterations=5 limit_tests=150 limit_sanitizer=60 limit_bench=30; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --cost-profile) profile=$2; shift 2 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 [ -n "$report" ] || report="results/bench/gpu-check-$(hostname -s).json"
+[ -n "$profile" ] || profile="${report%.json}-cost-profile.json"
 for exe in specula specula_gpu_tests; do
   [ -x "$build/$exe" ] || [ -x "$build/tests/$exe" ] || { echo "gpu-check: $build has no $exe (build first)" >&2; exit 2; }
 done
@@ -105,13 +110,24 @@ step generate_e2e "$limit_tests" python3 tests/gpu/generate_device_check.py --bi
 step bench_sampler "$limit_bench" "$specula" bench sampler --device cuda --iterations "$iterations" --output "$work/bench-sampler.json"
 step bench_verify "$limit_bench" "$specula" bench verify --device cuda --iterations "$iterations" --output "$work/bench-verify.json"
 
+# 5. The bundled target's forward on the GPU: 1..64 rows and trees of 15, 31 and 63 nodes against the 1-token
+# step and the copy-bandwidth floor, the draft transformer's step beside it; the cost profile for other machines.
+models=results/models
+if [ -f "$models/target-27m/config.json" ] && [ -f "$models/draft/config.json" ]; then
+  step bench_forward "$limit_bench" "$specula" bench forward --device cuda --model "transformer:$models/target-27m" \
+    --model "transformer:$models/draft" --chunks 1,2,4,8,16,32,64 --trees "1,2,2,2;1,2,2,2,2;1,2,2,2,2,2" \
+    --min-time 0.2 --min-iterations "$iterations" --output "$work/bench-forward.json" --cost-profile "$profile"
+else
+  skip bench_forward "the bundled checkpoints are not here"
+fi
+
 mkdir -p "$(dirname "$report")"
 python3 - "$steps" "$report" "$device" "$work" <<'EOF'
 import json, os, platform, sys, datetime
 steps_file, report, device, work = sys.argv[1:]
 steps = [json.loads(line) for line in open(steps_file)]
 benches = {}
-for name in ("bench-sampler", "bench-verify"):
+for name in ("bench-sampler", "bench-verify", "bench-forward"):
     path = os.path.join(work, name + ".json")
     if os.path.exists(path):
         benches[name] = json.load(open(path))

@@ -4,7 +4,9 @@
 For every decoding method (ar, greedy, chain, block, tree with each sibling scheme) and two sampler settings,
 the same seeds must give the same token lines on both devices (the draws share their Philox keys; see README,
 "When do CPU and device draws differ?"), the metrics JSON must say which device verified, and the device run's
-acceptance counters must equal the CPU's. Also runs the bundled transformer target and draft (results/models).
+acceptance counters must equal the CPU's. Also runs the bundled transformer target and draft (results/models):
+with --device cuda the target computes on the GPU, so beside the CPU comparison, at T = 0 every speculative method
+must equal autoregressive decoding on the device (the README's promise for one device).
 Exit 0 when everything agrees, 1 otherwise, 77 when no GPU is usable (the binary says so).
 
 The transformer pairs need the bundled checkpoints and Debian's LibTorch (the binary loads it at run time). Where
@@ -83,6 +85,31 @@ def compare(binary, device, common, label, failures, skips=None):
     print(f"{'ok  ' if len(failures) == before else 'FAIL'}  {label}")
 
 
+def greedy_on_device(binary, device, common, methods, label, failures, skips=None):
+    """At T = 0 every speculative method's lines equal autoregressive decoding's on the same device (the target on
+    the GPU computes in another summation order than on the CPU: equality holds within one device)."""
+    before = len(failures)
+    with tempfile.TemporaryDirectory() as tmp:
+        texts = {}
+        for method in ["--method ar"] + methods:
+            out = os.path.join(tmp, f"{len(texts)}.txt")
+            r = run(binary, ["generate"] + common + method.split() + ["--device", device, "--output", out])
+            if r.returncode != 0:
+                if "no CUDA device" in r.stderr:
+                    print("skipped: " + r.stderr.strip())
+                    sys.exit(77)
+                if skips is not None and torch_missing(r.stderr):
+                    skip(skips, label, "LibTorch is not installed here")
+                    return
+                failures.append(f"{label} {method}: exit {r.returncode}: {r.stderr.strip()}")
+                return
+            texts[method] = open(out).read()
+        for method in methods:
+            if texts[method] != texts["--method ar"]:
+                failures.append(f"{label}: {method} at T = 0 differs from --method ar on {device}")
+    print(f"{'ok  ' if len(failures) == before else 'FAIL'}  {label}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--binary", required=True)
@@ -117,6 +144,13 @@ def main():
                   f"82,79,77,69,79,58,10 --max-new-tokens 24 --num-samples 8 --seed 5 --temperature 0.8 "
                   f"{method}").split()
         compare(a.binary, a.device, common, label, failures, allowed)
+    if not a.quick and os.path.exists(os.path.join(models, "target", "config.json")):
+        common = (f"--target transformer:{models}/target --draft transformer:{models}/draft --prompt-tokens "
+                  f"82,79,77,69,79,58,10 --max-new-tokens 32 --num-samples 2 --temperature 0").split()
+        greedy_on_device(a.binary, a.device, common,
+                         ["--method greedy --num-draft-tokens 4", "--method chain --num-draft-tokens 4",
+                          "--method block --num-draft-tokens 4", "--method tree --tree 2,2,1"],
+                         "transformer greedy equality on the device", failures, allowed)
     for f in failures:
         print("FAIL " + f)
     if skips:

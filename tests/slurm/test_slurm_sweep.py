@@ -23,11 +23,12 @@ REPETITIONS = 30  # table-sweep's 3 give 756 records in ~1 s; 30 make each of 2 
 # list fails the test, so a new summary column is compared or knowingly left out.
 ACCEPTANCE = ["lossy", "prompts", "draft_positions", "acceptance_rate", "alpha", "expected_acceptance", "tau",
               "predicted_tau", "per_position_acceptance", "accepted_length_histogram", "greedy_lossless",
-              "q_zero_errors", "pairs"]
+              "q_zero_errors", "pairs", "profile_verify_cost", "profile_draft_source"]
 TIMING = ["tokens_per_s", "baseline_tokens_per_s", "speedup", "speedup_ci_low", "speedup_ci_high", "c",
           "predicted_speedup", "measured_over_predicted", "decode_tokens_per_s", "baseline_decode_tokens_per_s",
           "decode_speedup", "decode_speedup_ci_low", "decode_speedup_ci_high", "decode_over_predicted",
-          "verify_cost", "cost_model_speedup", "decode_over_cost_model", "pair_load_average", "pair_drift"]
+          "verify_cost", "cost_model_speedup", "decode_over_cost_model", "pair_load_average", "pair_drift",
+          "profile_draft_cost", "profile_speedup"]
 TOOLS = ["munged", "slurmctld", "slurmd", "sbatch", "scontrol", "squeue", "scancel", "sinfo"]
 
 

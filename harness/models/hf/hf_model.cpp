@@ -75,23 +75,6 @@ std::string shape_string(torch::IntArrayRef shape) {
   return s + "]";
 }
 
-// The LibTorch device the weights live on (cpu, cuda, cuda:N): LibTorch's own device, unlike kernels/cuda_device.h's
-// choice of sampler backend.
-torch::Device torch_device_named(const std::string& name) {
-  std::optional<torch::Device> device;
-  try {
-    device = torch::Device(name);
-  } catch (const c10::Error&) {
-    fail("device '", name, "' is not a device (cpu, cuda, cuda:N)");
-  }
-  if (device->is_cuda() && !torch::cuda::is_available())
-    fail("device '", name,
-         "': this LibTorch cannot use CUDA (Debian's libtorch is built for the CPU only, or no "
-         "GPU is visible); use cpu");
-  if (!device->is_cpu() && !device->is_cuda()) fail("device '", name, "' is not supported (cpu, cuda, cuda:N)");
-  return *device;
-}
-
 // The open weight files of a folder, and which tensor lives where.
 struct WeightFiles {
   std::vector<std::unique_ptr<SafetensorsFile>> files;

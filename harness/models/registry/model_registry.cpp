@@ -15,6 +15,7 @@ namespace {
 struct LoadRequest {
   std::string path;  // after "kind:"
   std::string weights_dtype;
+  std::string device;
 };
 
 std::shared_ptr<const LanguageModel> load_bigram(const LoadRequest& r) {
@@ -23,12 +24,14 @@ std::shared_ptr<const LanguageModel> load_bigram(const LoadRequest& r) {
 
 // The LibTorch kinds are the LibTorch module's (torch_module.h).
 std::shared_ptr<const LanguageModel> load_transformer(const LoadRequest& r) {
-  return torch_function<decltype(&load_transformer_language_model)>("load_transformer")(r.path, r.weights_dtype);
+  return torch_function<decltype(&load_transformer_language_model)>("load_transformer")(r.path, r.weights_dtype,
+                                                                                        r.device);
 }
 
 std::shared_ptr<const LanguageModel> load_hf(const LoadRequest& r) {
   HfLoadOptions options;
   options.weights_dtype = r.weights_dtype;
+  options.device = r.device == "libtorch" ? "cpu" : r.device;
   return torch_function<decltype(&load_hf_language_model)>("load_hf")(r.path, options);
 }
 
@@ -72,13 +75,13 @@ std::string language_model_kind_usages() {
 }
 
 std::shared_ptr<const LanguageModel> load_language_model(const std::string& spec, const std::string& option,
-                                                         const std::string& weights_dtype) {
+                                                         const std::string& weights_dtype, const std::string& device) {
   const size_t colon = spec.find(':');
   const ModelKind* kind = find_kind(spec.substr(0, colon));
   if (!kind) fail_parameter(option, ": unknown model '", spec, "' (known: ", language_model_kind_usages(), ")");
   const std::string path = colon == std::string::npos ? "" : spec.substr(colon + 1);
   if (path.empty()) fail_parameter(option, ": '", kind->kind, ":' needs ", kind->example);
-  return kind->load(LoadRequest{path, weights_dtype});
+  return kind->load(LoadRequest{path, weights_dtype, device});
 }
 
 std::shared_ptr<const Tokenizer> load_tokenizer_for(const std::string& model_spec) {

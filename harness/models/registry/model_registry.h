@@ -13,8 +13,11 @@ namespace specula {
 // A target (or draft) language model from "kind:PATH". Throws Error naming the option and value.
 // weights_dtype: the matrices' dtype in memory for transformer: and hf: models (float32 | float16 | bfloat16 |
 // auto = as stored).
+// device: where transformer: and hf: models compute: "cpu" (Specula's decoding step), "cuda" (the GPU, through a
+// CUDA LibTorch) or "libtorch" (LibTorch's device-agnostic operations on the CPU; transformer_language_model.h).
 std::shared_ptr<const LanguageModel> load_language_model(const std::string& spec, const std::string& option,
-                                                         const std::string& weights_dtype = "auto");
+                                                         const std::string& weights_dtype = "auto",
+                                                         const std::string& device = "cpu");
 
 // The tokenizer of a model named by a "kind:PATH" spec (as for --target): for transformer:DIR, the one named
 // in DIR/config.json; for hf:DIR, its tokenizer files. nullptr for models without one (bigram tables speak

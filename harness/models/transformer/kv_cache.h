@@ -71,7 +71,7 @@ class KVCache {
                 std::memcpy(base + (h * cap + i) * dim, base + (h * cap + keep[i]) * dim, sizeof(float) * dim);
     } else if (first_moved < kept) {
       const torch::Tensor index =
-          torch::tensor(std::vector<int64_t>(keep.begin() + first_moved, keep.end()), torch::kInt64);
+          torch::tensor(std::vector<int64_t>(keep.begin() + first_moved, keep.end()), torch::kInt64).to(k_.device());
       // index_select copies before the slots are overwritten, so overlapping moves are safe.
       k_.narrow(3, first_moved, kept - first_moved).copy_(k_.index_select(3, index));
       v_.narrow(3, first_moved, kept - first_moved).copy_(v_.index_select(3, index));

@@ -44,10 +44,28 @@ struct TransformerModelState {
   std::shared_ptr<const PromptCacheEntry> prompt;
 };
 
-TransformerLanguageModel::TransformerLanguageModel(const std::string& checkpoint_dir, const std::string& weights_dtype)
+namespace {
+
+// The model made ready to compute on `device` (see the header): packed for the decoding step, moved to the GPU, or
+// left to LibTorch's operations on the CPU.
+void place_for_inference(Transformer& model, const std::string& device) {
+  if (device == "cpu") {
+    pack_matrices_for_decoding(*model);
+    return;
+  }
+  model->set_decode_step(false);
+  if (device == "libtorch") return;
+  model->to(torch_device_named(device));
+}
+
+}  // namespace
+
+TransformerLanguageModel::TransformerLanguageModel(const std::string& checkpoint_dir, const std::string& weights_dtype,
+                                                   const std::string& device)
     : state_(std::make_shared<TransformerModelState>()) {
+  if (device != "cpu" && device != "libtorch") torch_device_named(device);  // refused before the weights are read
   LoadedCheckpoint loaded = load_checkpoint(checkpoint_dir, weights_dtype);
-  pack_matrices_for_decoding(*loaded.model);
+  place_for_inference(loaded.model, device);
   state_->dir = checkpoint_dir;
   state_->model = loaded.model;
   state_->config = loaded.config;
@@ -95,11 +113,12 @@ std::string TransformerLanguageModel::description() const {
 }
 
 std::shared_ptr<const LanguageModel> load_transformer_language_model(const std::string& checkpoint_dir,
-                                                                     const std::string& weights_dtype) {
-  auto model = std::make_shared<TransformerLanguageModel>(checkpoint_dir, weights_dtype);
+                                                                     const std::string& weights_dtype,
+                                                                     const std::string& device) {
+  auto model = std::make_shared<TransformerLanguageModel>(checkpoint_dir, weights_dtype, device);
   std::cerr << "transformer:" << checkpoint_dir << ": " << model->parameter_count() << " parameters, "
             << model->matrices_dtype() << " matrices, resident " << format_bytes(model->resident_weight_bytes())
-            << "\n";
+            << (device == "cpu" ? std::string() : ", on " + device) << "\n";
   return model;
 }
 
@@ -347,7 +366,8 @@ void TransformerSession::tree_logits(const std::vector<Token>& context, const To
     // Only the last context row and the tree rows have logits anyone reads.
     const int64_t first = chunk > 0 ? chunk - 1 : 0;
     const torch::Tensor read = hidden.narrow(0, first, rows - first);
-    new_logits = torch::cat({read, model->lm_head(read)}, 1);
+    // The session keeps rows on the host (a model on a GPU: one copy of the call's rows).
+    new_logits = torch::cat({read, model->lm_head(read)}, 1).to(torch::kCPU);
     c.stats.rows_run += rows;
   }
 

@@ -11,6 +11,11 @@
 //   4. run the rest of the context and the (new) tree nodes in ONE forward, with an ancestor-closure mask and
 //      positions = context length + depth - 1.
 // The logits of every row equal a plain forward over context + path(node) up to float rounding.
+//
+// Where it computes (the model registry's `device`): "cpu", Specula's decoding step (packed matrices, the few-row
+// kernel; decode_step.h); "cuda" (or cuda:N), the model on the GPU in its stored dtype with the KV cache there,
+// every forward LibTorch's (16-bit GEMMs), each call's rows [hidden | logits] copied back to the host once;
+// "libtorch", the same device-agnostic path on the CPU, so machines without a GPU test it.
 // A fresh session's first call for a context alone (a prompt's prefill) is shared through the model: the last
 // such prompt's keys, values and rows are kept (up to 64 MiB), and a later fresh session given the same prompt
 // copies them instead of running it (bit for bit the same: the same computation). `--num-samples N` over one
@@ -34,7 +39,9 @@ class TransformerLanguageModel : public LanguageModel {
  public:
   // Loads the checkpoint folder; throws Error naming the file and problem.
   // weights_dtype: the matrices' dtype in memory, float32 | float16 | bfloat16 | auto (as stored).
-  explicit TransformerLanguageModel(const std::string& checkpoint_dir, const std::string& weights_dtype = "auto");
+  // device: where it computes (place_for_inference).
+  explicit TransformerLanguageModel(const std::string& checkpoint_dir, const std::string& weights_dtype = "auto",
+                                    const std::string& device = "cpu");
   // A model already in memory, e.g. a Hugging Face checkpoint converted by harness/models/hf: description()
   // calls it "<kind>:<dir>"; `tokenizer` may be null (tokenizer() then throws).
   TransformerLanguageModel(const std::string& kind, const std::string& dir, const LoadedCheckpoint& loaded,
@@ -61,9 +68,10 @@ class TransformerLanguageModel : public LanguageModel {
 };
 
 // `transformer:DIR` as the model registry loads it: the model, after a line on standard error with its parameter
-// count, matrix dtype and resident bytes.
+// count, matrix dtype, resident bytes and device.
 std::shared_ptr<const LanguageModel> load_transformer_language_model(const std::string& checkpoint_dir,
-                                                                     const std::string& weights_dtype);
+                                                                     const std::string& weights_dtype,
+                                                                     const std::string& device);
 
 // What a session did, for tests and benchmarks that must see the cache being reused.
 struct TransformerSessionStats {

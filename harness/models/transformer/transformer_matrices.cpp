@@ -111,6 +111,15 @@ torch::Tensor apply_linear(const torch::Tensor& x, const torch::Tensor& weight, 
   // matrix on every call (a prompt, a tree of more than 32 nodes), a cost only such calls would pay.
   const bool skinny = kernel_fits && (x.numel() <= kSkinnyLinearMaxRows * in || w.dtype != WeightDtype::float32 ||
                                       w.layout == WeightLayout::panels);
+  // Off the CPU (a GPU) at inference a 16-bit matrix stays 16-bit: the rows are rounded to its dtype and the GEMM
+  // (cuBLAS, float32 accumulation) reads the matrix as stored, half the bytes of a widened copy that would also be
+  // written anew on every call. The result returns to float32, which everything between the GEMMs keeps.
+  if (!torch::GradMode::is_enabled() && !x.device().is_cpu() && weight.scalar_type() != x.scalar_type() &&
+      !is_packed_matrix(weight)) {
+    const torch::ScalarType stored = weight.scalar_type();
+    return torch::nn::functional::linear(x.to(stored), weight, bias.defined() ? bias.to(stored) : bias)
+        .to(x.scalar_type());
+  }
   if (!skinny) {  // a 16-bit matrix is widened for LibTorch's gemm (exactly: every 16-bit value is a float32)
     const torch::Tensor plain = row_major_matrix(weight);
     return torch::nn::functional::linear(x, plain.scalar_type() == x.scalar_type() ? plain : plain.to(x.scalar_type()),
@@ -184,6 +193,21 @@ torch::ScalarType weights_dtype_for(const std::string& requested, torch::ScalarT
   if (requested == "float16") return torch::kFloat16;
   if (requested == "bfloat16") return torch::kBFloat16;
   fail_parameter("weights_dtype", ": '", requested, "' is not float32, bfloat16, float16 or auto");
+}
+
+torch::Device torch_device_named(const std::string& name) {
+  std::optional<torch::Device> device;
+  try {
+    device = torch::Device(name);
+  } catch (const c10::Error&) {
+    fail("device '", name, "' is not a device (cpu, cuda, cuda:N)");
+  }
+  if (device->is_cuda() && !torch::cuda::is_available())
+    fail("device '", name,
+         "': this LibTorch cannot use CUDA (Debian's libtorch is built for the CPU only, or no "
+         "GPU is visible); use cpu");
+  if (!device->is_cpu() && !device->is_cuda()) fail("device '", name, "' is not supported (cpu, cuda, cuda:N)");
+  return *device;
 }
 
 }  // namespace specula

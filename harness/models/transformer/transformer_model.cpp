@@ -210,7 +210,8 @@ void run_decode_layers(const TransformerConfig& c, const std::vector<DecodeLayer
 }
 
 bool TransformerImpl::decode_path_applies(const torch::Tensor& tokens, const KVCache* cache) const {
-  if (tokens.dim() != 2 || tokens.size(0) != 1 || !decode_cache_applies(cache, tokens.size(1))) return false;
+  if (!decode_step_ || tokens.dim() != 2 || tokens.size(0) != 1 || !decode_cache_applies(cache, tokens.size(1)))
+    return false;
   if (!weight_view(embedding->weight).data || !plain_float(final_norm->weight) ||
       (head && !weight_view(head->weight).data))
     return false;

@@ -107,6 +107,8 @@ class TransformerImpl : public torch::nn::Module {
   // hidden_states' path for a few rows after a cache at inference (decode_step.h: plain loops, no LibTorch
   // operations per layer); the general path (training, large chunks, other devices) is LibTorch's.
   bool decode_path_applies(const torch::Tensor& tokens, const KVCache* cache) const;
+  // Off: every forward takes LibTorch's operations, the path a model on a GPU runs (tests run it on the CPU).
+  void set_decode_step(bool on) { decode_step_ = on; }
   torch::Tensor decode_hidden_states(const torch::Tensor& tokens, const torch::Tensor& positions,
                                      const torch::Tensor& mask, KVCache& cache);
 
@@ -125,6 +127,7 @@ class TransformerImpl : public torch::nn::Module {
  private:
   TransformerImpl(const TransformerConfig& config, torch::ScalarType matrices, bool initialise);
   TransformerConfig config_;
+  bool decode_step_ = true;
 };
 TORCH_MODULE(Transformer);
 
@@ -165,11 +168,16 @@ int64_t resident_bytes(const torch::nn::Module& model);
 torch::ScalarType weights_dtype_for(const std::string& requested, torch::ScalarType stored);
 std::string dtype_string(torch::ScalarType dtype);  // "float32" | "float16" | "bfloat16"
 
+// The LibTorch device named `name` (cpu, cuda, cuda:N); Error when it is no device, or CUDA that this LibTorch
+// cannot use (Debian's is built for the CPU only).
+torch::Device torch_device_named(const std::string& name);
+
 // x [.., in] times a linear layer's weight [out, in] or its panels (+ bias): at inference with at most
 // kSkinnyLinearMaxRows rows of float32 on the CPU (weights float32, float16 or bfloat16, either layout),
 // skinny_linear (weights read once; see skinny_linear.h), split over LibTorch's threads; also for more rows
-// when the matrix is 16-bit or packed, 32 rows at a time; otherwise LibTorch's own linear (training, large
-// chunks, other devices and types).
+// when the matrix is 16-bit or packed, 32 rows at a time; at inference on another device (a GPU) with a 16-bit
+// matrix, LibTorch's linear in that dtype (16-bit GEMM, result widened to x's dtype); otherwise LibTorch's own
+// linear on a matrix widened to x's dtype (training, large chunks).
 torch::Tensor apply_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 inline torch::Tensor apply_linear(const torch::nn::Linear& layer, const torch::Tensor& x) {
   return apply_linear(x, layer->weight, layer->bias);

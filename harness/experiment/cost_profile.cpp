@@ -1,0 +1,168 @@
+#include "harness/experiment/cost_profile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "kernels/shared/error.h"
+
+namespace specula {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kFormat = "specula cost profile";
+
+// The field `key` of `object` as T; Error naming the file and the field's path otherwise.
+template <typename T>
+T field(const json& object, const char* key, const std::string& where, const std::string& file) {
+  if (!object.is_object() || !object.contains(key))
+    fail("cost profile ", file, ": missing field ", where.empty() ? "" : where + ".", key);
+  try {
+    return object.at(key).get<T>();
+  } catch (const json::exception&) {
+    fail("cost profile ", file, ": field ", where.empty() ? "" : where + ".", key, " has the wrong type (",
+         object.at(key).dump(), ")");
+  }
+}
+
+double positive_cost(const json& entry, const std::string& where, const std::string& file) {
+  const double cost = field<double>(entry, "cost", where, file);
+  if (!std::isfinite(cost) || cost <= 0) fail("cost profile ", file, ": ", where, ".cost must be > 0, got ", cost);
+  return cost;
+}
+
+const json& model_case(const json& model, const std::string& name) {
+  for (const json& c : model.at("cases"))
+    if (c.at("name") == name) return c;
+  fail("forward report: model ", model.at("model").get<std::string>(), " has no '", name, "' case");
+}
+
+}  // namespace
+
+double CostProfile::verify_cost(double r) const {
+  if (!(r >= 1) || rows.empty() || r > static_cast<double>(rows.back().rows)) return NAN;
+  for (size_t i = 1; i < rows.size(); ++i)
+    if (r <= static_cast<double>(rows[i].rows)) {
+      const Point& a = rows[i - 1];
+      const Point& b = rows[i];
+      const double t = (r - static_cast<double>(a.rows)) / static_cast<double>(b.rows - a.rows);
+      return a.cost + t * (b.cost - a.cost);
+    }
+  return rows.front().cost;  // r == 1 with a one-point profile
+}
+
+std::optional<double> CostProfile::draft_cost(const std::string& drafter) const {
+  for (const Draft& d : drafts)
+    if (same_model_spec(d.model, drafter)) return d.cost;
+  return std::nullopt;
+}
+
+bool same_model_spec(const std::string& a, const std::string& b) {
+  const size_t ca = a.find(':'), cb = b.find(':');
+  if (ca == std::string::npos || cb == std::string::npos) return a == b;
+  if (a.substr(0, ca) != b.substr(0, cb)) return false;
+  namespace fs = std::filesystem;
+  auto normal = [](const std::string& path) {
+    std::string p = fs::path(path).lexically_normal().string();
+    while (p.size() > 1 && p.back() == '/') p.pop_back();
+    return p;
+  };
+  return normal(a.substr(ca + 1)) == normal(b.substr(cb + 1));
+}
+
+CostProfile read_cost_profile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("cost profile ", path, ": cannot read the file");
+  std::stringstream text;
+  text << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(text.str());
+  } catch (const json::exception& e) {
+    fail("cost profile ", path, ": not JSON (", e.what(), ")");
+  }
+  if (j.is_object() && !j.contains("format") && j.contains("cost_profile")) j = j["cost_profile"];
+  if (!j.is_object() || !j.contains("format") || j["format"] != kFormat)
+    fail("cost profile ", path, ": holds no cost profile (no \"format\": \"", kFormat,
+         "\", nor a bench forward report's \"cost_profile\")");
+  if (const int version = field<int>(j, "version", "", path); version != 1)
+    fail("cost profile ", path, ": version ", version, " is not one this build reads (1)");
+  CostProfile p;
+  p.file = path;
+  p.json = j;
+  p.device = field<std::string>(j, "device", "", path);
+  const json& machine = j.contains("machine") ? j["machine"] : json::object();
+  p.machine = machine.contains("gpu_name")    ? machine["gpu_name"].get<std::string>()
+              : machine.contains("cpu_model") ? machine["cpu_model"].get<std::string>()
+                                              : std::string("unnamed machine");
+  const json& target = field<json>(j, "target", "", path);
+  p.target = field<std::string>(target, "model", "target", path);
+  p.one_token_us = field<double>(target, "one_token_us", "target", path);
+  const json rows = field<json>(j, "rows", "", path);
+  if (!rows.is_array() || rows.empty()) fail("cost profile ", path, ": rows must be a non-empty array");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::string where = "rows[" + std::to_string(i) + "]";
+    CostProfile::Point point{field<int64_t>(rows[i], "rows", where, path), positive_cost(rows[i], where, path)};
+    if (i == 0 && (point.rows != 1 || point.cost != 1.0))
+      fail("cost profile ", path, ": rows[0] must be the 1-token step {rows: 1, cost: 1}, got rows ", point.rows,
+           ", cost ", point.cost);
+    if (i > 0 && point.rows <= p.rows.back().rows)
+      fail("cost profile ", path, ": ", where, ".rows must ascend, got ", point.rows, " after ", p.rows.back().rows);
+    p.rows.push_back(point);
+  }
+  if (j.contains("drafts")) {
+    const json& drafts = j["drafts"];
+    if (!drafts.is_array()) fail("cost profile ", path, ": drafts must be an array");
+    for (size_t i = 0; i < drafts.size(); ++i) {
+      const std::string where = "drafts[" + std::to_string(i) + "]";
+      p.drafts.push_back({field<std::string>(drafts[i], "model", where, path), positive_cost(drafts[i], where, path)});
+    }
+  }
+  return p;
+}
+
+json cost_profile_from_forward_report(const json& report, const std::string& device) {
+  const json& models = report.at("models");
+  if (models.empty()) fail("forward report: no model");
+  const json& target = models[0];
+  const double one_token = model_case(target, "1-token").at("median_wall_us").get<double>();
+  json rows = json::array(), trees = json::array(), drafts = json::array();
+  for (const json& c : target.at("cases")) {
+    const double cost = c.at("median_wall_us").get<double>() / one_token;
+    if (c.at("kind") == "chunk")
+      rows.push_back({{"rows", c.at("rows")}, {"cost", cost}});
+    else if (c.at("kind") == "tree")
+      trees.push_back({{"shape", c.at("name").get<std::string>().substr(5)}, {"nodes", c.at("rows")}, {"cost", cost}});
+  }
+  // In ascending rows, once each, whatever order --chunks gave.
+  std::vector<json> sorted(rows.begin(), rows.end());
+  std::stable_sort(sorted.begin(), sorted.end(), [](const json& a, const json& b) { return a["rows"] < b["rows"]; });
+  rows = json::array();
+  for (const json& r : sorted)
+    if (rows.empty() || rows.back()["rows"] != r["rows"]) rows.push_back(r);
+  for (size_t i = 1; i < models.size(); ++i)
+    drafts.push_back({{"model", models[i].at("model")},
+                      {"parameters", models[i].at("parameters")},
+                      {"weights_dtype", models[i].at("weights_dtype")},
+                      {"cost", model_case(models[i], "1-token").at("median_wall_us").get<double>() / one_token}});
+  return {{"format", kFormat},
+          {"version", 1},
+          {"utc_time", report.value("utc_time", "")},
+          {"git_revision", report.value("git_revision", "")},
+          {"machine", report.value("machine", json::object())},
+          {"device", device},
+          {"statistic", "ratios of median wall times of one forward after the same cached context (bench forward)"},
+          {"target",
+           {{"model", target.at("model")},
+            {"parameters", target.at("parameters")},
+            {"weights_dtype", target.at("weights_dtype")},
+            {"one_token_us", one_token}}},
+          {"rows", rows},
+          {"trees", trees},
+          {"drafts", drafts}};
+}
+
+}  // namespace specula

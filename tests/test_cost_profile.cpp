@@ -1,0 +1,255 @@
+// Cost profiles (harness/experiment/cost_profile.h): reading and refusing them, the step-cost curve, the profile a
+// forward report makes, the speedup the summary predicts from one (against numbers worked out by hand), and
+// `specula run --cost-profile` end to end on table models.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli_runner.h"
+#include "harness/experiment/cost_profile.h"
+#include "harness/experiment/run_record.h"
+#include "harness/experiment/summary.h"
+#include "kernels/shared/error.h"
+
+using namespace specula;
+using namespace specula::testing;
+using Catch::Matchers::Contains;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kTable = std::string(SPECULA_SOURCE_DIR) + "/experiments/tables/";
+
+// A profile measured on `target`: rows 1, 4, 8 at costs 1, 1.2, 1.6; one draft model at 0.05 of a target step.
+json profile_json(const std::string& target = "transformer:models/target") {
+  return {{"format", "specula cost profile"},
+          {"version", 1},
+          {"device", "cuda"},
+          {"machine", {{"gpu_name", "Test GPU"}}},
+          {"target", {{"model", target}, {"one_token_us", 250.0}}},
+          {"rows", {{{"rows", 1}, {"cost", 1.0}}, {{"rows", 4}, {"cost", 1.2}}, {{"rows", 8}, {"cost", 1.6}}}},
+          {"drafts", {{{"model", "transformer:models/draft"}, {"cost", 0.05}}}}};
+}
+
+CostProfile profile_from(const TempDir& dir, const json& j) {
+  return read_cost_profile(dir.write("profile.json", j.dump()));
+}
+
+// A baseline (1-token steps of 10 ms each once the prompt is out) and a chain K = 4 setting: 25 steps, tau 4,
+// 2 ms of drafting per step, verification calls of `rows` rows, as in test_runner's cost-model case.
+std::vector<RunRecord> chain_records(const std::string& drafter, const std::vector<int64_t>& rows_histogram,
+                                     int64_t draft_calls) {
+  RunRecord base;
+  base.baseline = true;
+  base.setting_id = base.baseline_id = "base";
+  base.setting = {{"draft.method", "ar"}};
+  base.metrics.new_tokens = 100;
+  base.metrics.wall_seconds = 1.2;
+  base.metrics.prompt_seconds = 0.2;
+  base.metrics.target_calls = 100;
+  base.metrics.target_seconds = 0.99;
+  RunRecord spec;
+  spec.setting_id = "spec";
+  spec.baseline_id = "base";
+  spec.setting = {{"draft.method", "chain"}, {"draft.num_draft_tokens", "4"}, {"draft.drafter", drafter}};
+  spec.metrics.resize(4);
+  spec.metrics.new_tokens = spec.metrics.emitted = 100;
+  spec.metrics.wall_seconds = 0.6;
+  spec.metrics.prompt_seconds = 0.2;
+  spec.metrics.steps = spec.metrics.target_calls = 25;
+  spec.metrics.proposed = 100;
+  spec.metrics.accepted = 75;
+  spec.metrics.position_reached = {25, 25, 25, 25};
+  spec.metrics.position_accepted = {25, 25, 25, 0};
+  spec.metrics.target_seconds = 25 * 0.012;
+  spec.metrics.draft_seconds = 25 * 0.002;
+  spec.metrics.draft_calls = draft_calls;
+  spec.metrics.verify_rows_histogram = rows_histogram;
+  return {base, spec};
+}
+
+}  // namespace
+
+TEST_CASE("a cost profile's step cost is piecewise linear between the rows it measured, undefined beyond",
+          "[runner][summary]") {
+  TempDir dir;
+  const CostProfile p = profile_from(dir, profile_json());
+  CHECK(p.machine == "Test GPU");
+  CHECK(p.device == "cuda");
+  CHECK(p.max_rows() == 8);
+  CHECK(p.verify_cost(1) == 1.0);
+  CHECK(p.verify_cost(4) == Approx(1.2));
+  CHECK(p.verify_cost(2.5) == Approx(1.1));  // halfway from 1 to 4
+  CHECK(p.verify_cost(6) == Approx(1.4));
+  CHECK(p.verify_cost(8) == Approx(1.6));
+  CHECK(std::isnan(p.verify_cost(9)));  // not extrapolated
+  CHECK(std::isnan(p.verify_cost(0)));
+  CHECK(p.draft_cost("transformer:models/draft") == 0.05);
+  CHECK(p.draft_cost("transformer:./models//draft/") == 0.05);  // the same folder, spelled differently
+  CHECK_FALSE(p.draft_cost("ngram:models/draft").has_value());
+  CHECK_FALSE(p.draft_cost("transformer:models/other").has_value());
+}
+
+TEST_CASE("a cost profile that is not one is refused, naming the file and the field", "[runner][summary][errors]") {
+  TempDir dir;
+  auto refused = [&](const std::string& text, const std::string& message) {
+    INFO(text);
+    const std::string path = dir.write("bad.json", text);
+    CHECK_THROWS_WITH(read_cost_profile(path), Contains("cost profile " + path) && Contains(message));
+  };
+  refused("{not json", "not JSON");
+  refused("{\"benchmark\": \"forward\"}", "holds no cost profile");
+  json j = profile_json();
+  j["version"] = 2;
+  refused(j.dump(), "version 2 is not one this build reads");
+  j = profile_json();
+  j.erase("rows");
+  refused(j.dump(), "missing field rows");
+  j = profile_json();
+  j["target"].erase("model");
+  refused(j.dump(), "missing field target.model");
+  j = profile_json();
+  j["rows"][0]["cost"] = 1.5;
+  refused(j.dump(), "rows[0] must be the 1-token step {rows: 1, cost: 1}, got rows 1, cost 1.5");
+  j = profile_json();
+  j["rows"][2]["rows"] = 4;
+  refused(j.dump(), "rows[2].rows must ascend, got 4 after 4");
+  j = profile_json();
+  j["rows"][1]["cost"] = -1;
+  refused(j.dump(), "rows[1].cost must be > 0, got -1");
+  j = profile_json();
+  j["drafts"][0]["cost"] = "cheap";
+  refused(j.dump(), "field drafts[0].cost has the wrong type (\"cheap\")");
+  CHECK_THROWS_WITH(read_cost_profile(dir.file("missing.json")), Contains("cannot read the file"));
+  // A forward report holding a profile reads as that profile.
+  const CostProfile inside = read_cost_profile(dir.write("report.json", json{{"cost_profile", profile_json()}}.dump()));
+  CHECK(inside.max_rows() == 8);
+}
+
+TEST_CASE("bench forward's report makes a profile: its chunks in ascending rows, its drafts' 1-token costs",
+          "[runner][summary]") {
+  auto model = [](const std::string& name, double one_token_us, const json& extra_cases) {
+    json cases = json::array({{{"name", "1-token"}, {"kind", "chunk"}, {"rows", 1}, {"median_wall_us", one_token_us}}});
+    for (const json& c : extra_cases) cases.push_back(c);
+    return json{{"model", name}, {"parameters", 10}, {"weights_dtype", "float16"}, {"cases", cases}};
+  };
+  const json report = {{"machine", {{"cpu_model", "Test CPU"}}},
+                       {"models",
+                        {model("transformer:t", 200.0,
+                               {{{"name", "chunk K=8"}, {"kind", "chunk"}, {"rows", 8}, {"median_wall_us", 400.0}},
+                                {{"name", "chunk K=2"}, {"kind", "chunk"}, {"rows", 2}, {"median_wall_us", 220.0}},
+                                {{"name", "tree 2,1"}, {"kind", "tree"}, {"rows", 4}, {"median_wall_us", 300.0}}}),
+                         model("transformer:d", 20.0, json::array())}}};
+  const json profile = cost_profile_from_forward_report(report, "cpu");
+  TempDir dir;
+  const CostProfile p = read_cost_profile(dir.write("p.json", profile.dump()));
+  REQUIRE(p.rows.size() == 3);
+  CHECK(p.rows[1].rows == 2);
+  CHECK(p.rows[1].cost == Approx(1.1));
+  CHECK(p.rows[2].rows == 8);
+  CHECK(p.rows[2].cost == Approx(2.0));
+  CHECK(p.machine == "Test CPU");
+  CHECK(p.target == "transformer:t");
+  CHECK(p.one_token_us == 200.0);
+  CHECK(p.draft_cost("transformer:d") == Approx(0.1));
+  CHECK(profile["trees"][0]["shape"] == "2,1");
+  CHECK(profile["trees"][0]["cost"].get<double>() == Approx(1.5));
+}
+
+TEST_CASE("the summary predicts each setting's speedup from a profile and the run's acceptance", "[runner][summary]") {
+  TempDir dir;
+  const CostProfile p = profile_from(dir, profile_json());
+  // 25 steps of 5 rows: cost(5) = 1.3; the draft model (4 forwards a step at 0.05) costs 0.2; tau = 4.
+  std::vector<int64_t> five(6, 0);
+  five[5] = 25;
+  SummaryRow s = summarize(chain_records("transformer:models/draft", five, 100), &p)[1];
+  CHECK(s.profile_verify_cost == Approx(1.3));
+  CHECK(s.profile_draft_cost == Approx(0.2));
+  CHECK(s.profile_draft_source == "profile");
+  CHECK(s.profile_speedup == Approx(4.0 / 1.5));
+  CHECK(s.cost_model_speedup == Approx(4.0 / (0.2 + 1.2)));  // this run's own cost model is unchanged
+  // A drafter the profile did not measure keeps this run's drafting cost (2 ms / 10 ms per step).
+  s = summarize(chain_records("ngram:some.txt", five, 0), &p)[1];
+  CHECK(s.profile_draft_source == "this run");
+  CHECK(s.profile_draft_cost == Approx(0.2));
+  CHECK(s.profile_speedup == Approx(4.0 / 1.5));
+  // Steps of different sizes are costed one by one (the mean of the costs, not the cost of the mean rows: they
+  // differ where the curve bends, at 4 rows): 10 steps of 2 rows, 15 of 7.
+  std::vector<int64_t> mixed(8, 0);
+  mixed[2] = 10, mixed[7] = 15;
+  s = summarize(chain_records("transformer:models/draft", mixed, 100), &p)[1];
+  const double cost2 = 1 + 0.2 / 3, cost7 = 1.2 + 0.4 * 3 / 4;
+  CHECK(s.profile_verify_cost == Approx((10 * cost2 + 15 * cost7) / 25));
+  CHECK(s.profile_verify_cost != Approx(p.verify_cost((10 * 2 + 15 * 7) / 25.0)));
+  // Steps beyond the profile's rows, or records without rows: no prediction, not a guess.
+  std::vector<int64_t> nine(10, 0);
+  nine[9] = 25;
+  CHECK(std::isnan(summarize(chain_records("transformer:models/draft", nine, 100), &p)[1].profile_speedup));
+  CHECK(std::isnan(summarize(chain_records("transformer:models/draft", {}, 100), &p)[1].profile_speedup));
+  // Without a profile the columns stay empty.
+  CHECK(std::isnan(summarize(chain_records("transformer:models/draft", five, 100))[1].profile_speedup));
+}
+
+TEST_CASE(
+    "run --cost-profile: the folder keeps the profile and the summary its predictions; a profile of another "
+    "target is refused before a folder is made",
+    "[runner][cli]") {
+  TempDir dir;
+  const std::string target = "bigram:" + kTable + "target-v16.txt";
+  const std::string exp = dir.write(
+      "exp.ini", "[experiment]\ntarget = " + target + "\nprompts = " + SPECULA_SOURCE_DIR +
+                     "/experiments/prompts/table-prompts.txt\nmax_new_tokens = 12\nrepetitions = 1\nseed = 3\n\n"
+                     "[draft]\ndrafter = bigram:" +
+                     kTable +
+                     "draft-v16.txt\nmethod = chain, tree\n"
+                     "num_draft_tokens = 2\ntree = 2,1\n\n[sampling]\ntemperature = 0.8\n");
+  json j = profile_json(target);
+  j["drafts"] = json::array();
+  const std::string profile = dir.write("profile.json", j.dump());
+  const std::string out = " --set experiment.output_dir=" + dir.file("results");
+  const CliResult r = run_specula("run " + exp + out + " --no-plots --cost-profile " + profile);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("profile") && Contains("on Test GPU (cuda, "));
+  std::vector<fs::path> runs;
+  for (const auto& e : fs::directory_iterator(dir.file("results") + "/exp")) runs.push_back(e.path());
+  REQUIRE(runs.size() == 1);
+  CHECK(read_cost_profile((runs[0] / "cost-profile.json").string()).max_rows() == 8);
+  CHECK_THAT(read_text((runs[0] / "config.resolved.ini").string()), Contains("cost_profile = " + profile));
+  // Every step's rows are recorded: chain K = 2 runs at most 3 rows, the 2,1 tree (4 nodes) at most 5.
+  for (const RunRecord& rec : read_records((runs[0] / "records.jsonl").string())) {
+    if (rec.baseline) continue;
+    int64_t steps = 0;
+    for (size_t rows = 0; rows < rec.metrics.verify_rows_histogram.size(); ++rows) {
+      steps += rec.metrics.verify_rows_histogram[rows];
+      if (rec.metrics.verify_rows_histogram[rows]) CHECK(rows <= (rec.setting.at("draft.method") == "tree" ? 5u : 3u));
+    }
+    CHECK(steps == rec.metrics.steps);
+  }
+  const std::string summary = read_text((runs[0] / "summary.csv").string());
+  CHECK_THAT(summary, Contains("profile_verify_cost,profile_draft_cost,profile_draft_source,profile_speedup\n"));
+  CHECK_THAT(summary, Contains(",this run,"));
+  // The plot of the predictions beside the measured speedups.
+  REQUIRE(run_specula("plot " + runs[0].string() + " --quiet").exit_code == 0);
+  CHECK(fs::exists(runs[0] / "plots" / "speedup_on_profile.png"));
+
+  const std::string other = dir.write("other.json", profile_json("transformer:models/target").dump());
+  const CliResult refused = run_specula("run " + exp + " --set experiment.output_dir=" + dir.file("refused") +
+                                        " --no-plots --cost-profile " + other);
+  CHECK(refused.exit_code == 1);
+  CHECK_THAT(refused.err, Contains("--set experiment.cost_profile: key 'experiment.cost_profile': " + other +
+                                   " was measured on the target transformer:models/target, not on this "
+                                   "experiment's target " +
+                                   target));
+  CHECK_FALSE(fs::exists(dir.file("refused")));
+  const CliResult broken = run_specula("run " + exp + " --set experiment.output_dir=" + dir.file("refused") +
+                                       " --cost-profile " + dir.write("broken.json", "{}"));
+  CHECK(broken.exit_code == 1);
+  CHECK_THAT(broken.err, Contains("key 'experiment.cost_profile': cost profile " + dir.file("broken.json") +
+                                  ": holds no cost profile"));
+  CHECK_FALSE(fs::exists(dir.file("refused")));
+}
