@@ -13,6 +13,7 @@
 #include "harness/experiment/run_record.h"
 #include "harness/experiment/summary.h"
 #include "kernels/shared/error.h"
+#include "summary_records.h"
 
 using namespace specula;
 using namespace specula::testing;
@@ -37,39 +38,6 @@ json profile_json(const std::string& target = "transformer:models/target") {
 
 CostProfile profile_from(const TempDir& dir, const json& j) {
   return read_cost_profile(dir.write("profile.json", j.dump()));
-}
-
-// A baseline (1-token steps of 10 ms each once the prompt is out) and a chain K = 4 setting: 25 steps, tau 4,
-// 2 ms of drafting per step, verification calls of `rows` rows, as in test_runner's cost-model case.
-std::vector<RunRecord> chain_records(const std::string& drafter, const std::vector<int64_t>& rows_histogram,
-                                     int64_t draft_calls) {
-  RunRecord base;
-  base.baseline = true;
-  base.setting_id = base.baseline_id = "base";
-  base.setting = {{"draft.method", "ar"}};
-  base.metrics.new_tokens = 100;
-  base.metrics.wall_seconds = 1.2;
-  base.metrics.prompt_seconds = 0.2;
-  base.metrics.target_calls = 100;
-  base.metrics.target_seconds = 0.99;
-  RunRecord spec;
-  spec.setting_id = "spec";
-  spec.baseline_id = "base";
-  spec.setting = {{"draft.method", "chain"}, {"draft.num_draft_tokens", "4"}, {"draft.drafter", drafter}};
-  spec.metrics.resize(4);
-  spec.metrics.new_tokens = spec.metrics.emitted = 100;
-  spec.metrics.wall_seconds = 0.6;
-  spec.metrics.prompt_seconds = 0.2;
-  spec.metrics.steps = spec.metrics.target_calls = 25;
-  spec.metrics.proposed = 100;
-  spec.metrics.accepted = 75;
-  spec.metrics.position_reached = {25, 25, 25, 25};
-  spec.metrics.position_accepted = {25, 25, 25, 0};
-  spec.metrics.target_seconds = 25 * 0.012;
-  spec.metrics.draft_seconds = 25 * 0.002;
-  spec.metrics.draft_calls = draft_calls;
-  spec.metrics.verify_rows_histogram = rows_histogram;
-  return {base, spec};
 }
 
 }  // namespace
@@ -166,14 +134,14 @@ TEST_CASE("the summary predicts each setting's speedup from a profile and the ru
   // 25 steps of 5 rows: cost(5) = 1.3; the draft model (4 forwards a step at 0.05) costs 0.2; tau = 4.
   std::vector<int64_t> five(6, 0);
   five[5] = 25;
-  SummaryRow s = summarize(chain_records("transformer:models/draft", five, 100), &p)[1];
+  SummaryRow s = summarize(chain_cost_records("transformer:models/draft", five, 100), &p)[1];
   CHECK(s.profile_verify_cost == Approx(1.3));
   CHECK(s.profile_draft_cost == Approx(0.2));
   CHECK(s.profile_draft_source == "profile");
   CHECK(s.profile_speedup == Approx(4.0 / 1.5));
   CHECK(s.cost_model_speedup == Approx(4.0 / (0.2 + 1.2)));  // this run's own cost model is unchanged
   // A drafter the profile did not measure keeps this run's drafting cost (2 ms / 10 ms per step).
-  s = summarize(chain_records("ngram:some.txt", five, 0), &p)[1];
+  s = summarize(chain_cost_records("ngram:some.txt", five, 0), &p)[1];
   CHECK(s.profile_draft_source == "this run");
   CHECK(s.profile_draft_cost == Approx(0.2));
   CHECK(s.profile_speedup == Approx(4.0 / 1.5));
@@ -181,17 +149,17 @@ TEST_CASE("the summary predicts each setting's speedup from a profile and the ru
   // differ where the curve bends, at 4 rows): 10 steps of 2 rows, 15 of 7.
   std::vector<int64_t> mixed(8, 0);
   mixed[2] = 10, mixed[7] = 15;
-  s = summarize(chain_records("transformer:models/draft", mixed, 100), &p)[1];
+  s = summarize(chain_cost_records("transformer:models/draft", mixed, 100), &p)[1];
   const double cost2 = 1 + 0.2 / 3, cost7 = 1.2 + 0.4 * 3 / 4;
   CHECK(s.profile_verify_cost == Approx((10 * cost2 + 15 * cost7) / 25));
   CHECK(s.profile_verify_cost != Approx(p.verify_cost((10 * 2 + 15 * 7) / 25.0)));
   // Steps beyond the profile's rows, or records without rows: no prediction, not a guess.
   std::vector<int64_t> nine(10, 0);
   nine[9] = 25;
-  CHECK(std::isnan(summarize(chain_records("transformer:models/draft", nine, 100), &p)[1].profile_speedup));
-  CHECK(std::isnan(summarize(chain_records("transformer:models/draft", {}, 100), &p)[1].profile_speedup));
+  CHECK(std::isnan(summarize(chain_cost_records("transformer:models/draft", nine, 100), &p)[1].profile_speedup));
+  CHECK(std::isnan(summarize(chain_cost_records("transformer:models/draft", {}, 100), &p)[1].profile_speedup));
   // Without a profile the columns stay empty.
-  CHECK(std::isnan(summarize(chain_records("transformer:models/draft", five, 100))[1].profile_speedup));
+  CHECK(std::isnan(summarize(chain_cost_records("transformer:models/draft", five, 100))[1].profile_speedup));
 }
 
 TEST_CASE(

@@ -21,6 +21,7 @@
 #include "kernels/cuda_device.h"
 #include "kernels/shared/error.h"
 #include "speculative_fixtures.h"
+#include "summary_records.h"
 
 using namespace specula;
 using namespace specula::testing;
@@ -236,31 +237,9 @@ TEST_CASE("summary: decoding apart from the prompt, verification cost and the co
   // Baseline: 100 tokens in 1.2 s of which 0.2 s prompt (its first call) and 99 decoding calls of 10 ms.
   // Speculation: 100 tokens in 0.6 s, same 0.2 s prompt; 25 steps of 12 ms target (verify_cost 1.2) and
   // 2 ms drafting (0.2 target calls), tau = 4.
-  RunRecord base;
-  base.baseline = true;
-  base.setting_id = base.baseline_id = "base";
-  base.setting = {{"draft.method", "ar"}};
-  base.metrics.new_tokens = 100;
-  base.metrics.wall_seconds = 1.2;
-  base.metrics.prompt_seconds = 0.2;
-  base.metrics.target_calls = 100;
-  base.metrics.target_seconds = 0.99;
-  RunRecord spec;
-  spec.setting_id = "spec";
-  spec.baseline_id = "base";
-  spec.setting = {{"draft.method", "chain"}, {"draft.num_draft_tokens", "4"}};
-  spec.metrics.resize(4);
-  spec.metrics.new_tokens = 100;
-  spec.metrics.wall_seconds = 0.6;
-  spec.metrics.prompt_seconds = 0.2;
-  spec.metrics.steps = spec.metrics.target_calls = 25;
-  spec.metrics.emitted = 100;
-  spec.metrics.proposed = 100;
-  spec.metrics.accepted = 75;
-  spec.metrics.position_reached = {25, 25, 25, 25};
-  spec.metrics.position_accepted = {25, 25, 25, 0};
-  spec.metrics.target_seconds = 25 * 0.012;
-  spec.metrics.draft_seconds = 25 * 0.002;
+  std::vector<RunRecord> records = chain_cost_records();
+  RunRecord& base = records[0];
+  const RunRecord& spec = records[1];
   const std::vector<SummaryRow> rows = summarize({base, spec});
   REQUIRE(rows.size() == 2);
   const SummaryRow& s = rows[1];

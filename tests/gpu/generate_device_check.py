@@ -54,6 +54,22 @@ def skip(skips, label, why):
     print(f"skip  {label}: {why}")
 
 
+def generated(binary, args, device, label, failures, skips):
+    """Runs the command; True when it exited 0, else records why (a skip where LibTorch is missing and `skips` is
+    a list, a failure otherwise). No usable GPU ends the whole check with 77."""
+    r = run(binary, args)
+    if r.returncode == 0:
+        return True
+    if device != "cpu" and "no CUDA device" in r.stderr:
+        print("skipped: " + r.stderr.strip())
+        sys.exit(77)
+    if skips is not None and torch_missing(r.stderr):
+        skip(skips, label, "LibTorch is not installed here")
+    else:
+        failures.append(f"{label} --device {device}: exit {r.returncode}: {r.stderr.strip()}")
+    return False
+
+
 def compare(binary, device, common, label, failures, skips=None):
     """skips: a list to record the pair in when LibTorch is missing (None: that is a failure)."""
     before = len(failures)
@@ -62,15 +78,8 @@ def compare(binary, device, common, label, failures, skips=None):
         outs = {}
         for dev in ("cpu", device):
             out, metrics = os.path.join(tmp, dev + ".txt"), os.path.join(tmp, dev + ".json")
-            r = run(binary, common + ["--device", dev, "--output", out, "--metrics-json", metrics])
-            if r.returncode != 0:
-                if dev != "cpu" and "no CUDA device" in r.stderr:
-                    print("skipped: " + r.stderr.strip())
-                    sys.exit(77)
-                if skips is not None and torch_missing(r.stderr):
-                    skip(skips, label, "LibTorch is not installed here")
-                    return
-                failures.append(f"{label} --device {dev}: exit {r.returncode}: {r.stderr.strip()}")
+            if not generated(binary, common + ["--device", dev, "--output", out, "--metrics-json", metrics], dev,
+                             label, failures, skips):
                 return
             outs[dev] = (open(out).read(), json.load(open(metrics)))
         (cpu_text, cpu_m), (dev_text, dev_m) = outs["cpu"], outs[device]
@@ -93,15 +102,8 @@ def greedy_on_device(binary, device, common, methods, label, failures, skips=Non
         texts = {}
         for method in ["--method ar"] + methods:
             out = os.path.join(tmp, f"{len(texts)}.txt")
-            r = run(binary, ["generate"] + common + method.split() + ["--device", device, "--output", out])
-            if r.returncode != 0:
-                if "no CUDA device" in r.stderr:
-                    print("skipped: " + r.stderr.strip())
-                    sys.exit(77)
-                if skips is not None and torch_missing(r.stderr):
-                    skip(skips, label, "LibTorch is not installed here")
-                    return
-                failures.append(f"{label} {method}: exit {r.returncode}: {r.stderr.strip()}")
+            if not generated(binary, ["generate"] + common + method.split() + ["--device", device, "--output", out],
+                             device, f"{label} {method}", failures, skips):
                 return
             texts[method] = open(out).read()
         for method in methods:
