@@ -53,7 +53,8 @@ std::vector<std::string> drafter_kind_usages() {
 
 std::shared_ptr<const DrafterFactory> load_drafter(const std::string& spec, const SamplingParams& draft_params,
                                                    std::shared_ptr<const LanguageModel> target,
-                                                   const SamplingParams& target_params) {
+                                                   const SamplingParams& target_params,
+                                                   const std::string& model_device) {
   const size_t colon = spec.find(':');
   DrafterSpec parsed{spec,         spec.substr(0, colon), colon == std::string::npos ? "" : spec.substr(colon + 1),
                      draft_params, std::move(target),     target_params};
@@ -65,7 +66,7 @@ std::shared_ptr<const DrafterFactory> load_drafter(const std::string& spec, cons
     fail_parameter("draft", ": unknown model '", spec, "' (known: ", language_model_kind_usages(), ")",
                    "; or a drafter: ", known.substr(2));
   }
-  return std::make_shared<ModelDrafterFactory>(load_language_model(spec, "draft"), draft_params);
+  return std::make_shared<ModelDrafterFactory>(load_language_model(spec, "draft", "auto", model_device), draft_params);
 }
 
 }  // namespace specula

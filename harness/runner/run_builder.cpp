@@ -1,6 +1,7 @@
 #include "harness/runner/run_builder.h"
 
 #include "draft/registry/drafter_registry.h"
+#include "harness/config/device_options.h"
 #include "harness/models/eos_tokens.h"
 #include "harness/models/registry/model_registry.h"
 #include "harness/models/tokenizer.h"
@@ -69,13 +70,16 @@ AssembledRun assemble_run(const RunDescription& run, const std::shared_ptr<const
     if (run.drafter_spec.empty()) fail_parameter("method", " ", run.method.name, " needs a draft model");
     // Drafters keep their sampler: one per drafter and sampler values, and per temperature (greedy methods set 0).
     if (run.sampler_text.empty()) {
-      out.drafter = load_drafter(run.drafter_spec, out.draft_params, target, out.target_params);
+      out.drafter =
+          load_drafter(run.drafter_spec, out.draft_params, target, out.target_params, model_device_for(run.device));
     } else {
       const std::string key = run.drafter_spec + "|" + run.sampler_text +
                               "|T=" + std::to_string(out.draft_params.temperature) + "," +
                               std::to_string(out.target_params.temperature);
       std::shared_ptr<const DrafterFactory>& slot = cache.drafters[key];
-      if (!slot) slot = load_drafter(run.drafter_spec, out.draft_params, target, out.target_params);
+      if (!slot)
+        slot =
+            load_drafter(run.drafter_spec, out.draft_params, target, out.target_params, model_device_for(run.device));
       out.drafter = slot;
     }
   }
