@@ -73,17 +73,18 @@ struct Combo {
 
 // Each combination's 2-token continuations on `device`, G-tested against the exact law (`samples` > 0); with a
 // device other than the CPU also the CPU path's continuations for 200 sequences, token for token.
-// model_device: where the target computes (model_registry.h).
+// model_device, weights_dtype: where the target computes and in what (model_registry.h).
 void check_two_token_law(const std::vector<Combo>& combos, Device device, int64_t samples,
-                         const std::string& prompt_text, const std::string& model_device = "cpu") {
-  const auto target = load_language_model("transformer:" + kModels + "target", "target", "auto", model_device);
+                         const std::string& prompt_text, const std::string& model_device = "cpu",
+                         const std::string& weights_dtype = "auto") {
+  const auto target = load_language_model("transformer:" + kModels + "target", "target", weights_dtype, model_device);
   const auto tokenizer = load_tokenizer_for("transformer:" + kModels + "target");
   const std::vector<Token> prompt = tokenizer->encode(prompt_text);
   const SamplerPipeline pipeline(sampled(), target->vocab_size());
   const std::vector<double> law = exact_two_token_law(*target, pipeline, prompt);
   for (const Combo& c : combos) {
     INFO(c.drafter << " / " << verify_method_name(c.method) << " / " << sibling_scheme_name(c.scheme) << " on "
-                   << device_name(device) << ", target on " << model_device);
+                   << device_name(device) << ", target on " << model_device << " in " << weights_dtype);
     GenerationConfig config;
     config.method = c.method;
     config.num_draft_tokens = 2;
@@ -205,6 +206,9 @@ TEST_CASE("bundled target through LibTorch's device path: the exact 2-token law,
                        {"transformer:" + kModels + "draft", VerifyMethod::tree, {2, 2}, SiblingScheme::iid},
                        {"prompt-lookup", VerifyMethod::chain, {}}},
                       Device::cpu, 2000, kShortPrompt, "libtorch");
+  // bfloat16 matrices: the 16-bit GEMMs a GPU runs, here LibTorch's on the CPU.
+  check_two_token_law({{"transformer:" + kModels + "draft", VerifyMethod::tree, {2, 2}, SiblingScheme::iid}},
+                      Device::cpu, 2000, kShortPrompt, "libtorch", "bfloat16");
   check_greedy_equality(Device::cpu, "libtorch");
 }
 

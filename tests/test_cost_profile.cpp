@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -58,6 +59,7 @@ TEST_CASE("a cost profile's step cost is piecewise linear between the rows it me
   CHECK(std::isnan(p.verify_cost(0)));
   CHECK(p.draft_cost("transformer:models/draft") == 0.05);
   CHECK(p.draft_cost("transformer:./models//draft/") == 0.05);  // the same folder, spelled differently
+  CHECK(same_model_spec("transformer:models/target", "transformer:" + fs::current_path().string() + "/models/target"));
   CHECK_FALSE(p.draft_cost("ngram:models/draft").has_value());
   CHECK_FALSE(p.draft_cost("transformer:models/other").has_value());
 }
@@ -188,19 +190,25 @@ TEST_CASE(
   REQUIRE(runs.size() == 1);
   CHECK(read_cost_profile((runs[0] / "cost-profile.json").string()).max_rows() == 8);
   CHECK_THAT(read_text((runs[0] / "config.resolved.ini").string()), Contains("cost_profile = " + profile));
-  // Every step's rows are recorded: chain K = 2 runs at most 3 rows, the 2,1 tree (4 nodes) at most 5.
+  // Every step's rows are recorded, the row after the context included: the bigram drafter always fills its
+  // draft, so chain K = 2 runs 3 rows a step and the 2,1 tree (4 nodes) 5.
   for (const RunRecord& rec : read_records((runs[0] / "records.jsonl").string())) {
     if (rec.baseline) continue;
-    int64_t steps = 0;
-    for (size_t rows = 0; rows < rec.metrics.verify_rows_histogram.size(); ++rows) {
-      steps += rec.metrics.verify_rows_histogram[rows];
-      if (rec.metrics.verify_rows_histogram[rows]) CHECK(rows <= (rec.setting.at("draft.method") == "tree" ? 5u : 3u));
-    }
-    CHECK(steps == rec.metrics.steps);
+    const size_t rows = rec.setting.at("draft.method") == "tree" ? 5 : 3;
+    REQUIRE(rec.metrics.verify_rows_histogram.size() == rows + 1);
+    CHECK(rec.metrics.verify_rows_histogram[rows] == rec.metrics.steps);
   }
   const std::string summary = read_text((runs[0] / "summary.csv").string());
   CHECK_THAT(summary, Contains("profile_verify_cost,profile_draft_cost,profile_draft_source,profile_speedup\n"));
   CHECK_THAT(summary, Contains(",this run,"));
+  // A resumed run keeps predicting with the folder's copy, wherever the file it came from has gone.
+  fs::rename(profile, dir.file("moved.json"));
+  std::ofstream(runs[0] / "status") << "interrupted (SIGTERM)\n";
+  const CliResult resumed = run_specula("run --resume " + runs[0].string() + " --no-plots --quiet");
+  INFO(resumed.err);
+  CHECK(resumed.exit_code == 0);
+  CHECK_THAT(read_text((runs[0] / "summary.csv").string()), Contains(",this run,"));
+  fs::rename(dir.file("moved.json"), profile);
   // The plot of the predictions beside the measured speedups.
   REQUIRE(run_specula("plot " + runs[0].string() + " --quiet").exit_code == 0);
   CHECK(fs::exists(runs[0] / "plots" / "speedup_on_profile.png"));

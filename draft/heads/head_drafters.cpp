@@ -531,7 +531,9 @@ HeadDrafterFactory::HeadDrafterFactory(const HeadDrafterOptions& options, const 
     s.shares_target = transformer->kind() == "transformer" &&
                       std::filesystem::weakly_canonical(transformer->checkpoint_dir(), ec1) ==
                           std::filesystem::weakly_canonical(s.target_dir, ec2) &&
-                      !ec1 && !ec2;
+                      !ec1 && !ec2 &&
+                      // the heads run on the CPU: a target on a GPU lends its features, not its module
+                      transformer_module(*transformer)->embedding->weight.device().is_cpu();
   }
   if (s.shares_target) {
     s.target = transformer_module(*transformer);

@@ -117,14 +117,14 @@ int bench_end_to_end(const Args& args) {
       best = &r;
   }
   if (best) report["best_at_temperature_0"] = row_json(*best);
+  if (profile)
+    report["cost_profile"] = {{"file", profile->file}, {"machine", profile->machine}, {"device", profile->device}};
 
   const std::string out =
       vm.count("output") ? vm["output"].as<std::string>() : "results/bench/end-to-end-" + hostname() + ".json";
   create_parent_folder(out, "--output");
   write_output_file(out, report.dump(2) + "\n", "--output");
 
-  if (profile)
-    report["cost_profile"] = {{"file", profile->file}, {"machine", profile->machine}, {"device", profile->device}};
   print_summary_table(rows, std::cout, profile ? &*profile : nullptr);
   std::cout << "speedup: whole run; decode: the decoding loop without the prompt (both means of ratios within "
                "pairs, each speculative run timed beside a baseline run of the same prompt);\npredicted: Leviathan et "

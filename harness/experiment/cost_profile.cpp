@@ -65,10 +65,13 @@ bool same_model_spec(const std::string& a, const std::string& b) {
   if (ca == std::string::npos || cb == std::string::npos) return a == b;
   if (a.substr(0, ca) != b.substr(0, cb)) return false;
   namespace fs = std::filesystem;
+  // The same folder however it is written (relative or absolute, with ./ or a trailing /).
   auto normal = [](const std::string& path) {
-    std::string p = fs::path(path).lexically_normal().string();
-    while (p.size() > 1 && p.back() == '/') p.pop_back();
-    return p;
+    std::string text = fs::path(path).lexically_normal().string();
+    while (text.size() > 1 && text.back() == '/') text.pop_back();
+    std::error_code ec;
+    const fs::path canonical = fs::weakly_canonical(fs::absolute(text, ec), ec);
+    return ec ? text : canonical.lexically_normal().string();
   };
   return normal(a.substr(ca + 1)) == normal(b.substr(cb + 1));
 }
@@ -94,10 +97,13 @@ CostProfile read_cost_profile(const std::string& path) {
   p.file = path;
   p.json = j;
   p.device = field<std::string>(j, "device", "", path);
-  const json& machine = j.contains("machine") ? j["machine"] : json::object();
-  p.machine = machine.contains("gpu_name")    ? machine["gpu_name"].get<std::string>()
-              : machine.contains("cpu_model") ? machine["cpu_model"].get<std::string>()
-                                              : std::string("unnamed machine");
+  const json machine = j.contains("machine") && j["machine"].is_object() ? j["machine"] : json::object();
+  const auto name = [&](const char* key) {
+    return machine.contains(key) && machine[key].is_string() ? machine[key].get<std::string>() : std::string();
+  };
+  p.machine = !name("gpu_name").empty()    ? name("gpu_name")
+              : !name("cpu_model").empty() ? name("cpu_model")
+                                           : std::string("an unnamed machine");
   const json& target = field<json>(j, "target", "", path);
   p.target = field<std::string>(target, "model", "target", path);
   p.one_token_us = field<double>(target, "one_token_us", "target", path);
@@ -105,7 +111,9 @@ CostProfile read_cost_profile(const std::string& path) {
   if (!rows.is_array() || rows.empty()) fail("cost profile ", path, ": rows must be a non-empty array");
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::string where = "rows[" + std::to_string(i) + "]";
-    CostProfile::Point point{field<int64_t>(rows[i], "rows", where, path), positive_cost(rows[i], where, path)};
+    if (!rows[i].is_object() || !rows[i].contains("rows") || !rows[i]["rows"].is_number_integer())
+      fail("cost profile ", path, ": ", where, ".rows must be a whole number of rows");
+    CostProfile::Point point{rows[i]["rows"].get<int64_t>(), positive_cost(rows[i], where, path)};
     if (i == 0 && (point.rows != 1 || point.cost != 1.0))
       fail("cost profile ", path, ": rows[0] must be the 1-token step {rows: 1, cost: 1}, got rows ", point.rows,
            ", cost ", point.cost);

@@ -160,14 +160,7 @@ void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, 
       }
       c.device = value;
     }
-    if (name == "cost_profile") {
-      try {
-        read_cost_profile(value);  // read again by the run; checked here so a bad file stops nothing started
-      } catch (const Error& e) {
-        fail(where, ": key '", key, "': ", e.what());
-      }
-      c.cost_profile = value;
-    }
+    if (name == "cost_profile") c.cost_profile = value;  // read when the file is whole (load_experiment)
     if (name == "paired_timing" || name == "ignore_eos") {
       if (value != "true" && value != "false") fail(where, ": key '", key, "': '", value, "' is not true or false");
       (name == "paired_timing" ? c.paired_timing : c.ignore_eos) = value == "true";
@@ -271,7 +264,14 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
     fail(path, ": give exactly one of [experiment] prompts (a file) or prompts_from_corpus (a text corpus)");
   if (!c.axes.count("draft.drafter")) fail(path, ": [draft] drafter is required (one or more, separated by '|')");
   if (!c.cost_profile.empty()) {
-    const std::string measured = read_cost_profile(c.cost_profile).target;
+    // Checked once the last value is known (--set, or a resumed run's own copy, replaces the file's), so a bad file
+    // stops nothing started; the run reads it again.
+    std::string measured;
+    try {
+      measured = read_cost_profile(c.cost_profile).target;
+    } catch (const Error& e) {
+      fail(c.origin.at("experiment.cost_profile"), ": key 'experiment.cost_profile': ", e.what());
+    }
     if (!same_model_spec(measured, c.target))
       fail(c.origin.at("experiment.cost_profile"), ": key 'experiment.cost_profile': ", c.cost_profile,
            " was measured on the target ", measured, ", not on this experiment's target ", c.target,

@@ -260,7 +260,8 @@ void add_profile_prediction(const GenerationMetrics& total, const std::string& d
     steps += total.verify_rows_histogram[r];
     verify += static_cast<double>(total.verify_rows_histogram[r]) * profile.verify_cost(static_cast<double>(r));
   }
-  if (steps == 0 || steps != total.steps) return;  // records without rows: nothing to cost
+  // Records without rows, or steps beyond the profile's rows: nothing to cost.
+  if (steps == 0 || steps != total.steps || !std::isfinite(verify)) return;
   row.profile_verify_cost = verify / static_cast<double>(steps);
   if (const std::optional<double> draft = profile.draft_cost(drafter)) {
     row.profile_draft_cost = static_cast<double>(total.draft_calls) / static_cast<double>(steps) * *draft;

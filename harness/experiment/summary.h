@@ -20,9 +20,10 @@
 //                   bookkeeping) leaves. With paired records the 1-token unit (for c, verify_cost and the
 //                   cost model) is each record's own pair's decoding time per token, so the cost model and
 //                   the decode speedup see the machine at the same moments.
-// With a cost profile of another machine (cost_profile.h), three more columns: profile_verify_cost,
+// With a cost profile of another machine (cost_profile.h), four more columns: profile_verify_cost,
 // profile_draft_cost and profile_speedup, the cost model with that machine's step costs and this run's
-// acceptance (profile_draft_source: "profile" when the profile measured the draft model, "this run" otherwise).
+// acceptance, and profile_draft_source ("profile" when the profile measured the draft model, "this run"
+// otherwise); all empty where the profile cannot cost the run's steps.
 #pragma once
 
 #include <cmath>

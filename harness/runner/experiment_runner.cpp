@@ -290,6 +290,9 @@ std::string resumed_configuration(RunOptions& options) {
   const std::string path = (folder / "config.resolved.ini").string();
   const std::pair<int, int> shard = split_shard_line(path).second;
   if (shard.second > 0) std::tie(options.shard_index, options.shard_count) = shard;
+  // The folder keeps the profile it was started with: the file it came from may have moved since.
+  if (fs::exists(folder / "cost-profile.json"))
+    options.overrides.push_back("experiment.cost_profile=" + (folder / "cost-profile.json").string());
   return path;
 }
 

@@ -70,8 +70,10 @@ def generated(binary, args, device, label, failures, skips):
     return False
 
 
-def compare(binary, device, common, label, failures, skips=None):
-    """skips: a list to record the pair in when LibTorch is missing (None: that is a failure)."""
+def compare(binary, device, common, label, failures, skips=None, same_logits=True):
+    """skips: a list to record the pair in when LibTorch is missing (None: that is a failure). same_logits: False
+    where the model itself computes on the device (a transformer under --device cuda): its logits may differ from
+    the CPU's in the last bits, so a differing line is reported, not failed (greedy_on_device checks that path)."""
     before = len(failures)
     common = ["generate"] + common
     with tempfile.TemporaryDirectory() as tmp:
@@ -85,10 +87,14 @@ def compare(binary, device, common, label, failures, skips=None):
         (cpu_text, cpu_m), (dev_text, dev_m) = outs["cpu"], outs[device]
         if cpu_text != dev_text:
             lines = sum(a != b for a, b in zip(cpu_text.splitlines(), dev_text.splitlines()))
-            failures.append(f"{label}: {lines} of {len(cpu_text.splitlines())} lines differ")
+            message = f"{label}: {lines} of {len(cpu_text.splitlines())} lines differ"
+            if same_logits:
+                failures.append(message)
+            else:
+                print("note  " + message + " (the model's logits on the device differ in the last bits)")
         if dev_m.get("device") != device:
             failures.append(f"{label}: metrics say device {dev_m.get('device')!r}")
-        for key in ("steps", "accepted_tokens", "proposed_tokens", "emitted_tokens"):
+        for key in ("steps", "accepted_tokens", "proposed_tokens", "emitted_tokens") if same_logits else ():
             if key in cpu_m and cpu_m.get(key) != dev_m.get(key):
                 failures.append(f"{label}: {key} {dev_m.get(key)} on {device}, {cpu_m.get(key)} on cpu")
     print(f"{'ok  ' if len(failures) == before else 'FAIL'}  {label}")
@@ -108,7 +114,8 @@ def greedy_on_device(binary, device, common, methods, label, failures, skips=Non
             texts[method] = open(out).read()
         for method in methods:
             if texts[method] != texts["--method ar"]:
-                failures.append(f"{label}: {method} at T = 0 differs from --method ar on {device}")
+                failures.append(f"{label}: {method} at T = 0 differs from --method ar on {device} (or a near-tie "
+                                "between 1-row and multi-row GEMMs flipped: verify/ALGORITHMS.md §1)")
     print(f"{'ok  ' if len(failures) == before else 'FAIL'}  {label}")
 
 
@@ -145,7 +152,7 @@ def main():
         common = (f"--target transformer:{models}/target --draft transformer:{models}/draft --prompt-tokens "
                   f"82,79,77,69,79,58,10 --max-new-tokens 24 --num-samples 8 --seed 5 --temperature 0.8 "
                   f"{method}").split()
-        compare(a.binary, a.device, common, label, failures, allowed)
+        compare(a.binary, a.device, common, label, failures, allowed, same_logits=a.device != "cuda")
     if not a.quick and os.path.exists(os.path.join(models, "target", "config.json")):
         common = (f"--target transformer:{models}/target --draft transformer:{models}/draft --prompt-tokens "
                   f"82,79,77,69,79,58,10 --max-new-tokens 32 --num-samples 2 --temperature 0").split()

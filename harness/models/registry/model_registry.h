@@ -13,8 +13,9 @@ namespace specula {
 // A target (or draft) language model from "kind:PATH". Throws Error naming the option and value.
 // weights_dtype: the matrices' dtype in memory for transformer: and hf: models (float32 | float16 | bfloat16 |
 // auto = as stored).
-// device: where transformer: and hf: models compute: "cpu" (Specula's decoding step), "cuda" (the GPU, through a
-// CUDA LibTorch) or "libtorch" (LibTorch's device-agnostic operations on the CPU; transformer_language_model.h).
+// device: where transformer: and hf: models compute: "cpu" (Specula's decoding step) or "cuda" (the GPU, through
+// a CUDA LibTorch); for transformer: also "libtorch", the GPU's path (LibTorch's operations) on the CPU, for tests
+// (transformer_language_model.h); hf: takes it as "cpu".
 std::shared_ptr<const LanguageModel> load_language_model(const std::string& spec, const std::string& option,
                                                          const std::string& weights_dtype = "auto",
                                                          const std::string& device = "cpu");

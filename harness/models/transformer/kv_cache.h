@@ -60,7 +60,7 @@ class KVCache {
       if (keep[i] == static_cast<int64_t>(i)) first_moved = static_cast<int64_t>(i) + 1;
     }
     const int64_t kept = static_cast<int64_t>(keep.size());
-    if (first_moved < kept && plain_cpu_float() && batch() == 1) {
+    if (first_moved < kept && plain_cpu_float() && batch() == 1 && !libtorch_operations_) {
       // Slot by slot in increasing order: keep[i] >= i, so a slot is read before anything overwrites it.
       const int64_t heads = k_.size(2), cap = capacity(), dim = k_.size(4);
       for (int64_t layer = 0; layer < layers(); ++layer)
@@ -107,6 +107,8 @@ class KVCache {
     return k_.device().is_cpu() && k_.scalar_type() == torch::kFloat32 && k_.is_contiguous() && v_.is_contiguous();
   }
   int64_t batch() const { return k_.size(1); }
+  // Slots move with LibTorch's operations even on the CPU (a model run on the GPU's path: TransformerImpl).
+  void use_libtorch_operations() { libtorch_operations_ = true; }
 
   // Grows the capacity to at least `slots`, keeping the cached slots (a tree can need more slots than
   // positions: every node takes a slot, but only its depth adds a position).
@@ -124,6 +126,7 @@ class KVCache {
  private:
   torch::Tensor k_, v_;  // [layers, B, H, max_len, D]
   int64_t length_ = 0;
+  bool libtorch_operations_ = false;
 };
 
 }  // namespace specula

@@ -14,7 +14,7 @@
 //
 // Where it computes (the model registry's `device`): "cpu", Specula's decoding step (packed matrices, the few-row
 // kernel; decode_step.h); "cuda" (or cuda:N), the model on the GPU in its stored dtype with the KV cache there,
-// every forward LibTorch's (16-bit GEMMs), each call's rows [hidden | logits] copied back to the host once;
+// every forward LibTorch's (16-bit GEMMs), each call's rows [hidden | logits] copied back to the host;
 // "libtorch", the same device-agnostic path on the CPU, so machines without a GPU test it.
 // A fresh session's first call for a context alone (a prompt's prefill) is shared through the model: the last
 // such prompt's keys, values and rows are kept (up to 64 MiB), and a later fresh session given the same prompt

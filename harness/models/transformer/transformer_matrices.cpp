@@ -100,12 +100,24 @@ bool has_packed_matrices(const torch::nn::Module& model) {
   return false;
 }
 
+namespace {
+thread_local bool libtorch_operations_only = false;
+}  // namespace
+
+LibTorchOperationsOnly::LibTorchOperationsOnly(bool on) : before_(libtorch_operations_only) {
+  if (on) libtorch_operations_only = true;
+}
+LibTorchOperationsOnly::~LibTorchOperationsOnly() { libtorch_operations_only = before_; }
+bool LibTorchOperationsOnly::active() { return libtorch_operations_only; }
+
 torch::Tensor apply_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   const int64_t in = weight.size(1), out = matrix_outputs(weight);
   const WeightView w = weight_view(weight);
-  const bool kernel_fits =
-      !torch::GradMode::is_enabled() && x.device().is_cpu() && w.data && x.scalar_type() == torch::kFloat32 &&
-      (!bias.defined() || bias.scalar_type() == torch::kFloat32) && x.dim() >= 1 && x.size(-1) == in;
+  const bool torch_only = LibTorchOperationsOnly::active();
+  const bool kernel_fits = !torch_only && !torch::GradMode::is_enabled() && x.device().is_cpu() && w.data &&
+                           x.scalar_type() == torch::kFloat32 &&
+                           (!bias.defined() || bias.scalar_type() == torch::kFloat32) && x.dim() >= 1 &&
+                           x.size(-1) == in;
   // A 16-bit or packed matrix on the CPU at inference always goes through the kernel, 32 rows at a time:
   // widening or unpacking it for LibTorch's gemm would allocate and write a float32 row-major copy of every
   // matrix on every call (a prompt, a tree of more than 32 nodes), a cost only such calls would pay.
@@ -114,8 +126,8 @@ torch::Tensor apply_linear(const torch::Tensor& x, const torch::Tensor& weight, 
   // Off the CPU (a GPU) at inference a 16-bit matrix stays 16-bit: the rows are rounded to its dtype and the GEMM
   // (cuBLAS, float32 accumulation) reads the matrix as stored, half the bytes of a widened copy that would also be
   // written anew on every call. The result returns to float32, which everything between the GEMMs keeps.
-  if (!torch::GradMode::is_enabled() && !x.device().is_cpu() && weight.scalar_type() != x.scalar_type() &&
-      !is_packed_matrix(weight)) {
+  if (!torch::GradMode::is_enabled() && (!x.device().is_cpu() || torch_only) &&
+      weight.scalar_type() != x.scalar_type() && !is_packed_matrix(weight)) {
     const torch::ScalarType stored = weight.scalar_type();
     return torch::nn::functional::linear(x.to(stored), weight, bias.defined() ? bias.to(stored) : bias)
         .to(x.scalar_type());

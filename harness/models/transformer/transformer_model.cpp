@@ -266,6 +266,7 @@ torch::Tensor TransformerImpl::decode_hidden_states(const torch::Tensor& tokens,
 torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& tokens, const torch::Tensor& positions,
                                              const torch::Tensor& mask, KVCache* cache) {
   if (decode_path_applies(tokens, cache)) return decode_hidden_states(tokens, positions, mask, *cache);
+  const LibTorchOperationsOnly scope(!decode_step_);
   const torch::Device device = embedding->weight.device();
   const torch::Tensor on_device_positions = positions.to(device);
   const torch::Tensor on_device_mask = mask.defined() ? mask.to(device) : mask;
@@ -288,6 +289,7 @@ torch::Tensor TransformerImpl::embed(const torch::Tensor& tokens) {
 }
 
 torch::Tensor TransformerImpl::lm_head(const torch::Tensor& hidden) {
+  const LibTorchOperationsOnly scope(!decode_step_);
   return config_.tie_embeddings ? apply_linear(hidden, embedding->weight, torch::Tensor()) : apply_linear(head, hidden);
 }
 
@@ -315,8 +317,10 @@ TransformerOutput TransformerImpl::forward_tree(const torch::Tensor& tokens, con
 }
 
 KVCache TransformerImpl::new_cache(int64_t batch) const {
-  return KVCache(config_.n_layers, batch, config_.kv_heads(), config_.max_seq_len, config_.head_dim(),
-                 embedding->weight.options().dtype(torch::kFloat32));  // float32 whatever the matrices' dtype
+  KVCache cache(config_.n_layers, batch, config_.kv_heads(), config_.max_seq_len, config_.head_dim(),
+                embedding->weight.options().dtype(torch::kFloat32));  // float32 whatever the matrices' dtype
+  if (!decode_step_) cache.use_libtorch_operations();
+  return cache;
 }
 
 AttentionLayout causal_layout(int64_t cache_len, int64_t n) {

@@ -107,7 +107,8 @@ class TransformerImpl : public torch::nn::Module {
   // hidden_states' path for a few rows after a cache at inference (decode_step.h: plain loops, no LibTorch
   // operations per layer); the general path (training, large chunks, other devices) is LibTorch's.
   bool decode_path_applies(const torch::Tensor& tokens, const KVCache* cache) const;
-  // Off: every forward takes LibTorch's operations, the path a model on a GPU runs (tests run it on the CPU).
+  // Off: every forward takes LibTorch's operations (LibTorchOperationsOnly), and caches made by new_cache move
+  // their slots with LibTorch's too: the path a model on a GPU runs (tests run it on the CPU).
   void set_decode_step(bool on) { decode_step_ = on; }
   torch::Tensor decode_hidden_states(const torch::Tensor& tokens, const torch::Tensor& positions,
                                      const torch::Tensor& mask, KVCache& cache);
@@ -167,6 +168,20 @@ int64_t resident_bytes(const torch::nn::Module& model);
 // weights file holds them). Anything else is a ParameterError for weights_dtype.
 torch::ScalarType weights_dtype_for(const std::string& requested, torch::ScalarType stored);
 std::string dtype_string(torch::ScalarType dtype);  // "float32" | "float16" | "bfloat16"
+
+// While one lives on this thread (and was made with on = true), apply_linear takes LibTorch's operations on the CPU
+// too, a 16-bit matrix the 16-bit GEMM a GPU runs: the GPU's path where there is none (set_decode_step(false)).
+class LibTorchOperationsOnly {
+ public:
+  explicit LibTorchOperationsOnly(bool on);
+  ~LibTorchOperationsOnly();
+  LibTorchOperationsOnly(const LibTorchOperationsOnly&) = delete;
+  LibTorchOperationsOnly& operator=(const LibTorchOperationsOnly&) = delete;
+  static bool active();
+
+ private:
+  bool before_;
+};
 
 // The LibTorch device named `name` (cpu, cuda, cuda:N); Error when it is no device, or CUDA that this LibTorch
 // cannot use (Debian's is built for the CPU only).
