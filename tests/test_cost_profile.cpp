@@ -136,14 +136,14 @@ TEST_CASE("the summary predicts each setting's speedup from a profile and the ru
   // 25 steps of 5 rows: cost(5) = 1.3; the draft model (4 forwards a step at 0.05) costs 0.2; tau = 4.
   std::vector<int64_t> five(6, 0);
   five[5] = 25;
-  SummaryRow s = summarize(chain_cost_records("transformer:models/draft", five, 100), &p)[1];
+  SummaryRow s = summarize(chain_cost_records("transformer:models/draft", five, 100), p)[1];
   CHECK(s.profile_verify_cost == Approx(1.3));
   CHECK(s.profile_draft_cost == Approx(0.2));
   CHECK(s.profile_draft_source == "profile");
   CHECK(s.profile_speedup == Approx(4.0 / 1.5));
   CHECK(s.cost_model_speedup == Approx(4.0 / (0.2 + 1.2)));  // this run's own cost model is unchanged
   // A drafter the profile did not measure keeps this run's drafting cost (2 ms / 10 ms per step).
-  s = summarize(chain_cost_records("ngram:some.txt", five, 0), &p)[1];
+  s = summarize(chain_cost_records("ngram:some.txt", five, 0), p)[1];
   CHECK(s.profile_draft_source == "this run");
   CHECK(s.profile_draft_cost == Approx(0.2));
   CHECK(s.profile_speedup == Approx(4.0 / 1.5));
@@ -151,15 +151,15 @@ TEST_CASE("the summary predicts each setting's speedup from a profile and the ru
   // differ where the curve bends, at 4 rows): 10 steps of 2 rows, 15 of 7.
   std::vector<int64_t> mixed(8, 0);
   mixed[2] = 10, mixed[7] = 15;
-  s = summarize(chain_cost_records("transformer:models/draft", mixed, 100), &p)[1];
+  s = summarize(chain_cost_records("transformer:models/draft", mixed, 100), p)[1];
   const double cost2 = 1 + 0.2 / 3, cost7 = 1.2 + 0.4 * 3 / 4;
   CHECK(s.profile_verify_cost == Approx((10 * cost2 + 15 * cost7) / 25));
   CHECK(s.profile_verify_cost != Approx(p.verify_cost((10 * 2 + 15 * 7) / 25.0)));
   // Steps beyond the profile's rows, or records without rows: no prediction, not a guess.
   std::vector<int64_t> nine(10, 0);
   nine[9] = 25;
-  CHECK(std::isnan(summarize(chain_cost_records("transformer:models/draft", nine, 100), &p)[1].profile_speedup));
-  CHECK(std::isnan(summarize(chain_cost_records("transformer:models/draft", {}, 100), &p)[1].profile_speedup));
+  CHECK(std::isnan(summarize(chain_cost_records("transformer:models/draft", nine, 100), p)[1].profile_speedup));
+  CHECK(std::isnan(summarize(chain_cost_records("transformer:models/draft", {}, 100), p)[1].profile_speedup));
   // Without a profile the columns stay empty.
   CHECK(std::isnan(summarize(chain_cost_records("transformer:models/draft", five, 100))[1].profile_speedup));
 }

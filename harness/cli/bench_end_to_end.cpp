@@ -98,7 +98,7 @@ int bench_end_to_end(const Args& args) {
   const std::string load_before = load_averages();
   const std::string dir = run_experiment(experiment, options);
   const std::optional<CostProfile> profile = folder_cost_profile(dir);
-  const std::vector<SummaryRow> rows = summarize(read_records(dir + "/records.jsonl"), profile ? &*profile : nullptr);
+  const std::vector<SummaryRow> rows = summarize(read_records(dir + "/records.jsonl"), profile);
   // The run's own env.json (threads, BLAS, library versions) inside the report's machine block.
   std::ifstream env_file(dir + "/env.json");
   const json environment = json::parse(env_file, nullptr, /*allow_exceptions=*/false);
@@ -125,7 +125,7 @@ int bench_end_to_end(const Args& args) {
   create_parent_folder(out, "--output");
   write_output_file(out, report.dump(2) + "\n", "--output");
 
-  print_summary_table(rows, std::cout, profile ? &*profile : nullptr);
+  print_summary_table(rows, std::cout, profile);
   std::cout << "speedup: whole run; decode: the decoding loop without the prompt (both means of ratios within "
                "pairs, each speculative run timed beside a baseline run of the same prompt);\npredicted: Leviathan et "
                "al. from alpha and c (chains); cost model: tau / (draft + verify cost in 1-token target calls); drift: "

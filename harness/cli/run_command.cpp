@@ -114,8 +114,7 @@ int run_command(const Args& args) {
   if (!options.quiet) {
     std::cout << "\n";
     const std::optional<CostProfile> profile = folder_cost_profile(dir);
-    const CostProfile* p = profile ? &*profile : nullptr;
-    print_summary_table(summarize(read_records(dir + "/records.jsonl"), p), std::cout, p);
+    print_summary_table(summarize(read_records(dir + "/records.jsonl"), profile), std::cout, profile);
     std::cout << "decode speedup: the decoding loop without the prompt, mean of the ratios within pairs (each "
                  "speculative run timed beside a baseline run of the same prompt), 95% interval over prompts\n\n";
   }

@@ -264,14 +264,14 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
     fail(path, ": give exactly one of [experiment] prompts (a file) or prompts_from_corpus (a text corpus)");
   if (!c.axes.count("draft.drafter")) fail(path, ": [draft] drafter is required (one or more, separated by '|')");
   if (!c.cost_profile.empty()) {
-    // Checked once the last value is known (--set, or a resumed run's own copy, replaces the file's), so a bad file
-    // stops nothing started; the run reads it again.
-    std::string measured;
+    // Read once the last value is known (--set, or a resumed run's own copy, replaces the file's), so a bad file
+    // stops nothing started.
     try {
-      measured = read_cost_profile(c.cost_profile).target;
+      c.profile = read_cost_profile(c.cost_profile);
     } catch (const Error& e) {
       fail(c.origin.at("experiment.cost_profile"), ": key 'experiment.cost_profile': ", e.what());
     }
+    const std::string& measured = c.profile->target;
     if (!same_model_spec(measured, c.target))
       fail(c.origin.at("experiment.cost_profile"), ": key 'experiment.cost_profile': ", c.cost_profile,
            " was measured on the target ", measured, ", not on this experiment's target ", c.target,

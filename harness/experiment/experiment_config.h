@@ -21,10 +21,12 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "harness/config/ini_file.h"
+#include "harness/experiment/cost_profile.h"
 
 namespace specula {
 
@@ -59,6 +61,7 @@ struct ExperimentConfig {
   // Another machine's step costs (cost_profile.h; measured on this experiment's target, checked when read): the
   // summary adds the speedup each setting would have there. Copied into the results folder as cost-profile.json.
   std::string cost_profile;
+  std::optional<CostProfile> profile;  // that file as read and checked by load_experiment
 
   // Sweep axes: "section.key" -> values (a single value is an axis of length 1). Ordered for stable sweeps.
   std::map<std::string, std::vector<std::string>> axes;

@@ -287,7 +287,7 @@ std::string greedy_lossless(const std::vector<const RunRecord*>& records, const 
 
 }  // namespace
 
-std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records, const CostProfile* profile) {
+std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records, const std::optional<CostProfile>& profile) {
   std::map<std::string, Group> groups;
   std::vector<std::string> order;
   for (const RunRecord& r : records) {
@@ -338,7 +338,8 @@ std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records, const C
   return rows;
 }
 
-void print_summary_table(const std::vector<SummaryRow>& rows, std::ostream& os, const CostProfile* profile) {
+void print_summary_table(const std::vector<SummaryRow>& rows, std::ostream& os,
+                         const std::optional<CostProfile>& profile) {
   std::vector<const SummaryRow*> spec;
   for (const SummaryRow& r : rows)
     if (!r.baseline) spec.push_back(&r);

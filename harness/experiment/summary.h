@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cmath>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -70,13 +71,15 @@ struct SummaryRow {
   std::string pair_drift;        // "yes" / "no"; "" when not paired or too few pairs per repetition
 };
 
-// `profile`: another machine's step costs, for the profile_* columns (null: left empty).
-std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records, const CostProfile* profile = nullptr);
+// `profile`: another machine's step costs, for the profile_* columns (none: left empty).
+std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records,
+                                  const std::optional<CostProfile>& profile = std::nullopt);
 void write_summary_csv(const std::vector<SummaryRow>& rows, const std::string& path);
 // The speculative rows as a table for a terminal, fastest decoding first: drafter, method, K or tree, T,
 // alpha, tau, c, verify cost, decode speedup with its 95% interval, Leviathan's prediction, the cost model,
 // and the pairs' drift flag; with a profile, its predicted speedup after the cost model, and a line naming it.
-void print_summary_table(const std::vector<SummaryRow>& rows, std::ostream& os, const CostProfile* profile = nullptr);
+void print_summary_table(const std::vector<SummaryRow>& rows, std::ostream& os,
+                         const std::optional<CostProfile>& profile = std::nullopt);
 
 // Leviathan et al. 2023 (eq. 1 and Thm 3.8).
 double expected_tokens_per_step(double alpha, int k);

@@ -83,7 +83,7 @@ void write_run_description(const fs::path& dir, const ExperimentConfig& config, 
   env["weight_layout"] = weight_layout_name(decoding_weight_layout());  // SPECULA_WEIGHT_LAYOUT may force one
   env["huge_pages"] = decoding_weights_on_huge_pages() ? "on" : "off";  // SPECULA_HUGE_PAGES=off turns them off
   write_output_file((dir / "env.json").string(), env.dump(2) + "\n", "run");
-  if (!config.cost_profile.empty()) write_folder_cost_profile(dir, read_cost_profile(config.cost_profile));
+  if (config.profile) write_folder_cost_profile(dir, *config.profile);
 }
 
 // What the settings of one run share: the target, prompts, the records written so far and where they go.

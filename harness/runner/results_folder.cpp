@@ -248,8 +248,7 @@ void write_folder_cost_profile(const fs::path& dir, const CostProfile& profile) 
 }
 
 void write_folder_summary(const fs::path& dir, const std::vector<RunRecord>& records) {
-  const std::optional<CostProfile> profile = folder_cost_profile(dir);
-  write_summary_csv(summarize(records, profile ? &*profile : nullptr), (dir / "summary.csv").string());
+  write_summary_csv(summarize(records, folder_cost_profile(dir)), (dir / "summary.csv").string());
 }
 
 std::string read_status(const fs::path& dir, const std::string& what) {
