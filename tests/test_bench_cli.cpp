@@ -1,5 +1,6 @@
 // `specula bench forward` end to end: the report's contract (cases, ratios, the weight-read floor, the draft
 // against the target) and its errors, which name the flag.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <fstream>
@@ -200,4 +201,64 @@ TEST_CASE("bench verify and bench sampler run the cases their filter names, and 
     CHECK_THAT(run_specula(command + " --threads 0 --output /dev/null").err,
                Contains("--threads must be in 1..1024, got 0"));
   }
+}
+
+TEST_CASE("bench end-to-end --batch runs each batch size in lockstep and reports the speedup curve", "[cli]") {
+  TempDir dir;
+  const std::string source = SPECULA_SOURCE_DIR;
+  const std::string experiment =
+      dir.write("batch.ini", "[experiment]\nname = batch\ntarget = transformer:" + source +
+                                 "/results/models/target\nprompts_from_corpus = " + source +
+                                 "/../shared/data/tinyshakespeare.txt\nnum_prompts = 1\n"
+                                 "prompt_length = 16\nmax_new_tokens = 8\nrepetitions = 2\n"
+                                 "output_dir = " +
+                                 dir.file("results") + "\n\n[draft]\ndrafter = ngram:" + source +
+                                 "/results/models/ngram-order4.txt\nmethod = chain\n"
+                                 "num_draft_tokens = 2\n\n[sampling]\ntemperature = 0\n");
+  const CliResult r =
+      run_specula("bench end-to-end --experiment " + experiment + " --batch 1,3 --output " + dir.file("report.json"));
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("best decoding speedup against autoregressive decoding of the same batch"));
+  const json report = json::parse(read_text(dir.file("report.json")));
+  REQUIRE(report["batches"].size() == 2);
+  REQUIRE(report["batch_curve"].size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    const int batch = i == 0 ? 1 : 3;
+    const json& run = report["batches"][i];
+    CHECK(run["batch"] == batch);
+    CHECK(report["batch_curve"][i]["batch"] == batch);
+    CHECK(report["batch_curve"][i]["best_at_temperature_0"]["decode_speedup"].is_number());
+    // The run decoded `batch` prompts together: its configuration says so, and every prompt has its records.
+    const std::string config = read_text(run["results_dir"].get<std::string>() + "/config.resolved.ini");
+    CHECK_THAT(config, Contains("num_prompts = " + std::to_string(batch)) && Contains("lockstep = true"));
+    const std::string records = read_text(run["results_dir"].get<std::string>() + "/records.jsonl");
+    CHECK(std::count(records.begin(), records.end(), '\n') == 2 * 2 * batch);  // baseline and chain, 2 repetitions
+    CHECK(run["settings"].size() == 2);
+  }
+  // Refused before any run, naming the flag and the value.
+  const std::pair<std::string, std::string> cases[] = {
+      {" --batch 0", "--batch: '0' in '0' is not a batch size in [1, 4096]"},
+      {" --batch 1,x", "--batch: 'x' in '1,x' is not a batch size"},
+      {" --batch 1,,2", "--batch: '' in '1,,2' is not a batch size"},
+      {" --device gpu", "--device: 'gpu' is not cpu, cuda or cuda-host"},
+  };
+  for (const auto& [args, message] : cases) {
+    INFO(args);
+    const CliResult bad =
+        run_specula("bench end-to-end --experiment " + experiment + args + " --output " + dir.file("bad.json"));
+    CHECK(bad.exit_code == 1);
+    CHECK_THAT(bad.err, Contains(message));
+    CHECK_FALSE(std::ifstream(dir.file("bad.json")).good());
+  }
+  // An experiment with a prompts file has no batch to draw.
+  const std::string prompts = dir.write("prompts.txt", "hello there\n");
+  const std::string listed = dir.write("listed.ini", "[experiment]\nname = listed\ntarget = transformer:" + source +
+                                                         "/results/models/target\nprompts = " + prompts +
+                                                         "\nmax_new_tokens = 4\noutput_dir = " + dir.file("results") +
+                                                         "\n\n[draft]\ndrafter = prompt-lookup\nmethod = chain\n");
+  const CliResult no_corpus =
+      run_specula("bench end-to-end --experiment " + listed + " --batch 2 --output " + dir.file("bad.json"));
+  CHECK(no_corpus.exit_code == 1);
+  CHECK_THAT(no_corpus.err, Contains("--batch needs an experiment whose prompts come from a corpus"));
 }

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <optional>
 #include <string>
 
 #include "draft/registry/drafter_registry.h"
@@ -74,9 +75,11 @@ struct Combo {
 // Each combination's 2-token continuations on `device`, G-tested against the exact law (`samples` > 0); with a
 // device other than the CPU also the CPU path's continuations for 200 sequences, token for token.
 // model_device, weights_dtype: where the target computes and in what (model_registry.h).
+// lockstep: on the CPU, the sequences in lockstep (one target forward per step for all), checked against the
+// sequence-by-sequence path's tokens too.
 void check_two_token_law(const std::vector<Combo>& combos, Device device, int64_t samples,
                          const std::string& prompt_text, const std::string& model_device = "cpu",
-                         const std::string& weights_dtype = "auto") {
+                         const std::string& weights_dtype = "auto", bool lockstep = false) {
   const auto target = load_language_model("transformer:" + kModels + "target", "target", weights_dtype, model_device);
   const auto tokenizer = load_tokenizer_for("transformer:" + kModels + "target");
   const std::vector<Token> prompt = tokenizer->encode(prompt_text);
@@ -93,6 +96,7 @@ void check_two_token_law(const std::vector<Combo>& combos, Device device, int64_
     config.max_new_tokens = 2;
     config.seed = 99;
     config.device = device;
+    config.lockstep = lockstep;
     const auto drafter = load_drafter(c.drafter, sampled(), target, sampled());
     const Generator generator(target, sampled(), drafter, config);
     GenerationMetrics metrics;
@@ -107,8 +111,9 @@ void check_two_token_law(const std::vector<Combo>& combos, Device device, int64_
       INFO(gof.detail);
       CHECK(gof.passed(stats::kAlpha));
     }
-    if (device == Device::cpu) continue;
+    if (device == Device::cpu && !lockstep) continue;
     config.device = Device::cpu;
+    config.lockstep = false;
     GenerationMetrics cpu_metrics;
     const std::vector<SequenceOutput> cpu =
         Generator(target, sampled(), drafter, config).generate_many(prompt, 0, 200, cpu_metrics);
@@ -158,6 +163,51 @@ TEST_CASE("bundled target: every drafter and verifier samples the exact 2-token 
        {"prompt-lookup", VerifyMethod::chain, {}},
        {"ngram:" + kModels + "ngram-order4.txt", VerifyMethod::chain, {}}},
       Device::cpu, 3000, kShortPrompt);
+}
+
+// Batched lockstep decoding on the CPU: every step runs the target once for all unfinished sequences (each at its own
+// length), then samples / verifies each on the CPU. The law holds, and every sequence's tokens are those it gets alone:
+// the decoding step computes each row independently of the rows beside it.
+TEST_CASE("bundled target in lockstep on the CPU: the exact 2-token law, and each sequence's tokens alone",
+          "[transformer][bundled]") {
+  check_two_token_law({{"transformer:" + kModels + "draft", VerifyMethod::chain, {}},
+                       {"transformer:" + kModels + "draft", VerifyMethod::tree, {2, 2}, SiblingScheme::iid},
+                       {"prompt-lookup", VerifyMethod::block, {}}},
+                      Device::cpu, 2000, kShortPrompt, "cpu", "auto", /*lockstep=*/true);
+  // Prompts of different lengths, longer generations (sequences that end apart), every method and `ar`, sampled:
+  // lockstep gives every sequence the tokens and acceptance it has alone.
+  const auto target = load_language_model("transformer:" + kModels + "target", "target");
+  const auto tokenizer = load_tokenizer_for("transformer:" + kModels + "target");
+  std::vector<std::vector<Token>> prompts;
+  for (const char* text :
+       {"ROMEO:\n", "the king? the k", "First Citizen:\nBefore we proceed any further, hear me", "O"})
+    prompts.push_back(tokenizer->encode(text));
+  std::vector<const std::vector<Token>*> each;
+  for (const auto& p : prompts) each.push_back(&p);
+  const std::vector<uint64_t> ids = {0, 1, 2, 3};
+  SamplingParams params = sampled();
+  params.stop_tokens = {static_cast<Token>('\n')};  // sequences stop at different steps
+  for (const std::optional<VerifyMethod> method :
+       {std::optional<VerifyMethod>(), std::optional<VerifyMethod>(VerifyMethod::chain),
+        std::optional<VerifyMethod>(VerifyMethod::tree)}) {
+    INFO((method ? verify_method_name(*method) : "ar"));
+    GenerationConfig config;
+    config.method = method;
+    if (method == VerifyMethod::tree) config.tree_shape = {2, 2, 1};
+    config.max_new_tokens = 40;
+    config.seed = 5;
+    const auto drafter = method ? load_drafter("transformer:" + kModels + "draft", params, target, params) : nullptr;
+    std::vector<GenerationMetrics> m1(4), m2(4);
+    const std::vector<SequenceOutput> alone = Generator(target, params, drafter, config).generate_batch(each, ids, m1);
+    config.lockstep = true;
+    const std::vector<SequenceOutput> together =
+        Generator(target, params, drafter, config).generate_batch(each, ids, m2);
+    for (size_t i = 0; i < alone.size(); ++i) {
+      CHECK(together[i].tokens == alone[i].tokens);
+      CHECK(together[i].accept_lengths == alone[i].accept_lengths);
+      CHECK(m2[i].target_calls == m1[i].target_calls);
+    }
+  }
 }
 
 TEST_CASE("bundled target: greedy speculation equals greedy decoding for every drafter", "[transformer][bundled]") {

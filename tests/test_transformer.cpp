@@ -532,6 +532,122 @@ TEST_CASE("a session reuses its KV cache across calls and matches a full recompu
   }
 }
 
+namespace {
+
+// Steps of several sequences at once (batched lockstep decoding): each step, every sequence asks for its context's row
+// and a random tree's; its next context follows a random root path of that tree and adds a token, or now and then
+// goes back a few tokens. `batched` runs every step's calls in one batch_tree_logits; `alone` runs the same calls one
+// session at a time. Returns how many calls' rows (logits, hidden states, context features) were not bit for bit the
+// same; with `tolerance` > 0, how many differed by more than it.
+int batched_mismatches(const LanguageModel& batched, const LanguageModel& alone, double tolerance = 0.0) {
+  std::mt19937 rng(23);
+  const int32_t V = batched.vocab_size();
+  // Context lengths 1, 5, 12, 40 (a prompt of more than 32 rows: it runs alone inside the batch) and 20.
+  std::vector<std::vector<Token>> contexts;
+  for (int n : {1, 5, 12, 40, 20}) contexts.push_back(random_tokens(rng, n, V));
+  const size_t B = contexts.size();
+  std::vector<std::unique_ptr<ModelSession>> a, b;
+  for (size_t i = 0; i < B; ++i) {
+    a.push_back(batched.new_session());
+    b.push_back(alone.new_session());
+  }
+  const auto differ = [&](const std::vector<float>& x, const std::vector<float>& y) {
+    if (tolerance == 0.0) return std::memcmp(x.data(), y.data(), sizeof(float) * x.size()) != 0;
+    for (size_t k = 0; k < x.size(); ++k)
+      if (std::abs(x[k] - y[k]) > tolerance) return true;
+    return false;
+  };
+  int mismatches = 0;
+  for (int step = 0; step < 8; ++step) {
+    std::vector<TokenTree> trees(B);
+    std::vector<std::vector<float>> out_a(B), out_b(B);
+    std::vector<TreeLogitsCall> calls;
+    for (size_t i = 0; i < B; ++i) {
+      const int nodes = std::uniform_int_distribution<int>(0, 7)(rng);
+      for (int j = 0; j < nodes; ++j)
+        trees[i].add(std::uniform_int_distribution<int>(0, V - 1)(rng),
+                     j == 0 ? -1 : std::uniform_int_distribution<int>(-1, j - 1)(rng));
+      out_a[i].resize(static_cast<size_t>(nodes + 1) * V);
+      out_b[i].resize(out_a[i].size());
+      calls.push_back(TreeLogitsCall{a[i].get(), &contexts[i], &trees[i], out_a[i].data()});
+    }
+    batched.batch_tree_logits(calls);
+    for (size_t i = 0; i < B; ++i) {
+      b[i]->tree_logits(contexts[i], trees[i], out_b[i].data());
+      auto& ta = dynamic_cast<TransformerSession&>(*a[i]);
+      auto& tb = dynamic_cast<TransformerSession&>(*b[i]);
+      std::vector<float> ha(static_cast<size_t>(trees[i].size() + 1) * ta.hidden_size()), hb(ha.size());
+      ta.last_hidden(ha.data());
+      tb.last_hidden(hb.data());
+      if (differ(out_a[i], out_b[i]) || differ(ha, hb)) ++mismatches;
+      // The next context: a root path of the tree (the accepted drafts), then one more token; or a few tokens back.
+      std::vector<Token>& c = contexts[i];
+      if (std::uniform_int_distribution<int>(0, 4)(rng) == 0 && c.size() > 3) {
+        c.resize(c.size() - 2);
+        continue;
+      }
+      int32_t node = -1;
+      for (;;) {
+        const std::vector<int32_t> kids = trees[i].children(node + 1);
+        if (kids.empty() || std::uniform_int_distribution<int>(0, 3)(rng) == 0) break;
+        node = kids[std::uniform_int_distribution<size_t>(0, kids.size() - 1)(rng)];
+        c.push_back(trees[i].tokens[node]);
+      }
+      c.push_back(std::uniform_int_distribution<int>(0, V - 1)(rng));
+      // The features of the committed context (what a draft head reads) agree too.
+      const int64_t n = static_cast<int64_t>(c.size()) - 1;
+      const float* fa = a[i]->context_features(c, n);
+      const float* fb = b[i]->context_features(c, n);
+      if ((fa == nullptr) != (fb == nullptr)) ++mismatches;
+      if (fa && fb) {
+        const std::vector<float> va(fa, fa + n * ta.hidden_size()), vb(fb, fb + n * tb.hidden_size());
+        if (differ(va, vb)) ++mismatches;
+      }
+    }
+  }
+  return mismatches;
+}
+
+}  // namespace
+
+TEST_CASE("sessions run together in one forward: each row's bits are its session's alone", "[transformer]") {
+  TempDir dir("batched");
+  TransformerConfig c = small_config();
+  c.max_seq_len = 128;
+  c.n_kv_heads = 2;  // grouped-query attention: each sequence's group heads read its own cache
+  const std::string path = save_scaled_checkpoint(dir, "model", c, 31);
+  const TransformerLanguageModel batched(path), alone(path);
+  REQUIRE(batched.batches_forwards());
+  CHECK(batched_mismatches(batched, alone) == 0);
+  // Every session given the shortest cache's length: rows placed and attending wrongly, caught.
+  {
+    const ScopedMutant on(Mutant::batch_rows_use_shortest_cache_length);
+    CHECK(batched_mismatches(batched, alone) > 0);
+  }
+  // A session of another model, or one session twice, is refused.
+  auto mine = batched.new_session(), other = alone.new_session();
+  const std::vector<Token> context = {1, 2};
+  const TokenTree none;
+  std::vector<float> out(static_cast<size_t>(batched.vocab_size()));
+  CHECK_THROWS_WITH(batched.batch_tree_logits({{other.get(), &context, &none, out.data()}}),
+                    Contains("a session of another model"));
+  CHECK_THROWS_WITH(
+      batched.batch_tree_logits({{mine.get(), &context, &none, out.data()}, {mine.get(), &context, &none, out.data()}}),
+      Contains("one session twice"));
+}
+
+// The path a model on a GPU runs (LibTorch's operations, each sequence's attention on its own cache), here on the CPU:
+// its GEMMs sum in another order for another number of rows, so it is held to the file's tolerance.
+TEST_CASE("sessions run together through LibTorch's device path: each row its session's alone", "[transformer]") {
+  TempDir dir("batched-libtorch");
+  TransformerConfig c = small_config();
+  c.max_seq_len = 128;
+  c.n_kv_heads = 2;
+  const std::string path = save_scaled_checkpoint(dir, "model", c, 31);
+  const TransformerLanguageModel batched(path, "auto", "libtorch"), alone(path);
+  CHECK(batched_mismatches(batched, alone, kTol) == 0);
+}
+
 TEST_CASE("a fresh session given the model's last prompt copies its run: the same bits as running it",
           "[transformer]") {
   TempDir dir("prompt-cache");

@@ -329,12 +329,13 @@ int bench_command(const Args& args) {
   }
   // The forward benchmark reads its own --device (the model on the CPU or on the GPU through LibTorch).
   if (args[0] == "forward") return bench_forward_command(Args(args.begin() + 1, args.end()));
+  // So does end-to-end (the run's [experiment] device: the sampler and verifier on it, the models too with cuda).
+  if (args[0] == "end-to-end") return bench_end_to_end(Args(args.begin() + 1, args.end()));
   // --device cuda: the CUDA kernels' benchmarks (kernels/cuda_bench.h); --device cpu is the default.
   if (bench_wants_cuda(args)) return bench_cuda_command(args);
   if (without_device_option(args) != args) return bench_command(without_device_option(args));
   if (args[0] == "sampler") return bench_sampler(Args(args.begin() + 1, args.end()));
   if (args[0] == "verify") return bench_verify(Args(args.begin() + 1, args.end()));
-  if (args[0] == "end-to-end") return bench_end_to_end(Args(args.begin() + 1, args.end()));
   if (args[0] == "all" && args.size() == 1) {
     for (const Args& a : {Args{"sampler"}, Args{"verify"},
                           Args{"forward", "--model", "transformer:results/models/target", "--model",

@@ -29,7 +29,7 @@ const std::set<std::string>& experiment_keys() {
                                              "num_prompts",   "prompt_length", "corpus_tail", "max_new_tokens",
                                              "repetitions",   "seed",          "threads",     "output_dir",
                                              "paired_timing", "weights_dtype", "ignore_eos",  "device",
-                                             "cost_profile"};
+                                             "cost_profile",  "lockstep"};
   return keys;
 }
 
@@ -123,7 +123,7 @@ void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, 
       fail(where, ": unknown key '", key,
            "' (known in [experiment]: name, target, prompts, prompts_from_corpus, "
            "num_prompts, prompt_length, corpus_tail, max_new_tokens, repetitions, seed, threads, output_dir, "
-           "paired_timing, weights_dtype, ignore_eos, device, cost_profile)");
+           "paired_timing, weights_dtype, ignore_eos, device, cost_profile, lockstep)");
     if (name == "name") {
       // The results go to output_dir/NAME/: a name is one folder name, never a path out of output_dir.
       if (value.empty() || value == "." || value == ".." || value.find('/') != std::string::npos)
@@ -161,9 +161,9 @@ void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, 
       c.device = value;
     }
     if (name == "cost_profile") c.cost_profile = value;  // read when the file is whole (load_experiment)
-    if (name == "paired_timing" || name == "ignore_eos") {
+    if (name == "paired_timing" || name == "ignore_eos" || name == "lockstep") {
       if (value != "true" && value != "false") fail(where, ": key '", key, "': '", value, "' is not true or false");
-      (name == "paired_timing" ? c.paired_timing : c.ignore_eos) = value == "true";
+      (name == "paired_timing" ? c.paired_timing : name == "ignore_eos" ? c.ignore_eos : c.lockstep) = value == "true";
     }
     c.origin[key] = where;
     return;
@@ -296,7 +296,8 @@ std::string ExperimentConfig::resolved_ini() const {
   os << "max_new_tokens = " << max_new_tokens << "\nrepetitions = " << repetitions << "\nseed = " << seed
      << "\nthreads = " << threads << "\noutput_dir = " << output_dir
      << "\npaired_timing = " << (paired_timing ? "true" : "false") << "\nweights_dtype = " << weights_dtype
-     << "\nignore_eos = " << (ignore_eos ? "true" : "false") << "\ndevice = " << device << "\n";
+     << "\nignore_eos = " << (ignore_eos ? "true" : "false") << "\ndevice = " << device
+     << "\nlockstep = " << (lockstep ? "true" : "false") << "\n";
   if (!cost_profile.empty()) os << "cost_profile = " << cost_profile << "\n";
   if (!beam.empty()) {
     os << "\n[beam]\n";

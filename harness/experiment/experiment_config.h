@@ -2,7 +2,7 @@
 //
 //   [experiment]  name, target, prompts | prompts_from_corpus (+ num_prompts, prompt_length, corpus_tail),
 //                 max_new_tokens, repetitions, seed, threads, output_dir, paired_timing, weights_dtype,
-//                 ignore_eos, device, cost_profile
+//                 ignore_eos, device, cost_profile, lockstep
 //   [draft]       drafter, method, num_draft_tokens, tree, tree_sampling
 //   [sampling]    any sampler option of `specula sample` (target and draft)
 //   [draft_sampling]  sampler overrides for the draft only
@@ -58,6 +58,9 @@ struct ExperimentConfig {
   // Where target rows are sampled and verified: cpu | cuda | cuda-host (harness/generation/generator.h). On a
   // device the prompts x repetitions of a setting run as one lockstep batch per repetition.
   std::string device = "cpu";
+  // On the CPU too, each repetition of a setting runs its prompts as one lockstep batch: one target forward per
+  // step for all of them (GenerationConfig::lockstep). num_prompts is then the batch size.
+  bool lockstep = false;
   // Another machine's step costs (cost_profile.h; measured on this experiment's target, checked when read): the
   // summary adds the speedup each setting would have there. Copied into the results folder as cost-profile.json.
   std::string cost_profile;

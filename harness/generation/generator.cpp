@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "draft/constrained_drafter.h"
 #include "kernels/shared/error.h"
+#include "kernels/shared/host_memory.h"
 #include "kernels/shared/mutation_points.h"
 #include "verify/device/batch_verifier.h"
 #include "verify/sampling/categorical.h"
@@ -192,7 +194,34 @@ void Generator::commit_token(Sequence& s, Token x, const float* probs) const {
   if (is_stop(x)) s.out.stop_reason = StopReason::stop;
 }
 
+void Generator::sample_on_cpu(Sequence& s, std::vector<float>& probs) const {
+  const int32_t V = target_->vocab_size();
+  probs.resize(V);
+  pipeline_.process(s.logits.data(), s.history, probs.data());
+  const Token x =
+      sample_categorical(probs.data(), V, RandomKey{config_.seed, philox_stream(s.id, RandomRole::sample), s.step});
+  commit_token(s, x, probs.data());
+}
+
+void Generator::verify_on_cpu(Sequence& s, std::vector<float>& probs) const {
+  const auto t0 = Clock::now();
+  probs.resize(s.logits.size());
+  process_tree_rows(pipeline_, s.logits.data(), s.history, s.tree, probs.data());
+  const VerifyOutcome outcome = verify(*config_.method, probs.data(), s.tree, target_->vocab_size(), s.rng);
+  s.metrics->verify_seconds += seconds_since(t0);
+  commit_step(s, outcome, probs.data(), 0.0, 0);
+}
+
 void Generator::draft_and_score(Sequence& s) const {
+  draft(s);
+  const auto t0 = Clock::now();
+  s.logits.resize(static_cast<size_t>(s.tree.size() + 1) * target_->vocab_size());
+  s.target->tree_logits(s.context, s.tree, s.logits.data());
+  ++s.metrics->target_calls;
+  s.metrics->target_seconds += seconds_since(t0);
+}
+
+void Generator::draft(Sequence& s) const {
   DraftRequest request;
   request.context = &s.context;
   request.history = &s.history;
@@ -200,15 +229,9 @@ void Generator::draft_and_score(Sequence& s) const {
   request.tree_shape = config_.tree_shape;
   request.scheme = config_.tree_sampling;
   request.rng = s.rng = StepRandom{config_.seed, s.id, s.step};
-  auto t0 = Clock::now();
+  const auto t0 = Clock::now();
   s.tree = s.drafter->propose(request);
   s.metrics->draft_seconds += seconds_since(t0);
-
-  t0 = Clock::now();
-  s.logits.resize(static_cast<size_t>(s.tree.size() + 1) * target_->vocab_size());
-  s.target->tree_logits(s.context, s.tree, s.logits.data());
-  ++s.metrics->target_calls;
-  s.metrics->target_seconds += seconds_since(t0);
 }
 
 void Generator::commit_step(Sequence& s, const VerifyOutcome& outcome, const float* probs, double expected_sum,
@@ -287,27 +310,17 @@ SequenceOutput Generator::generate(const std::vector<Token>& prompt, uint64_t se
   s.id = sequence;
   s.metrics = &metrics;
   s.sink = sink;
-  if (config_.device != Device::cpu) return std::move(generate_on_device(one)[0]);
+  if (config_.device != Device::cpu) return std::move(generate_lockstep(one)[0]);
   begin(s);
-  const int32_t V = target_->vocab_size();
   std::vector<float> probs;
   while (!finished(s)) {
     if (!config_.method) {
       target_logits(s);
-      probs.resize(V);
-      pipeline_.process(s.logits.data(), s.history, probs.data());
-      const Token x = sample_categorical(probs.data(), V,
-                                         RandomKey{config_.seed, philox_stream(sequence, RandomRole::sample), s.step});
-      commit_token(s, x, probs.data());
+      sample_on_cpu(s, probs);
       continue;
     }
     draft_and_score(s);
-    const auto t0 = Clock::now();
-    probs.resize(s.logits.size());
-    process_tree_rows(pipeline_, s.logits.data(), s.history, s.tree, probs.data());
-    const VerifyOutcome outcome = verify(*config_.method, probs.data(), s.tree, V, s.rng);
-    metrics.verify_seconds += seconds_since(t0);
-    commit_step(s, outcome, probs.data(), 0.0, 0);
+    verify_on_cpu(s, probs);
   }
   end(s);
   return std::move(s.out);
@@ -318,7 +331,7 @@ std::vector<SequenceOutput> Generator::generate_many(const std::vector<Token>& p
   if (count > 0) check_fits(prompt);
   const auto start = Clock::now();
   std::vector<SequenceOutput> out;
-  if (config_.device != Device::cpu) {
+  if (config_.device != Device::cpu || config_.lockstep) {
     std::vector<const std::vector<Token>*> prompts(static_cast<size_t>(count), &prompt);
     std::vector<uint64_t> ids(static_cast<size_t>(count));
     for (int64_t n = 0; n < count; ++n) ids[n] = first + static_cast<uint64_t>(n);
@@ -357,7 +370,7 @@ std::vector<SequenceOutput> Generator::generate_batch(const std::vector<const st
     fail("generate_batch: ", prompts.size(), " prompts, ", sequences.size(), " sequence numbers and ", metrics.size(),
          " metrics");
   for (const std::vector<Token>* p : prompts) check_fits(*p);
-  if (config_.device == Device::cpu) {
+  if (config_.device == Device::cpu && !config_.lockstep) {
     std::vector<SequenceOutput> out;
     for (size_t i = 0; i < prompts.size(); ++i) out.push_back(generate(*prompts[i], sequences[i], metrics[i]));
     return out;
@@ -368,7 +381,7 @@ std::vector<SequenceOutput> Generator::generate_batch(const std::vector<const st
     batch[i].id = sequences[i];
     batch[i].metrics = &metrics[i];
   }
-  return generate_on_device(batch);
+  return generate_lockstep(batch);
 }
 
 namespace {
@@ -391,11 +404,60 @@ void parallel_each(const std::vector<size_t>& items, F&& f) {
 
 }  // namespace
 
-std::vector<SequenceOutput> Generator::generate_on_device(std::vector<Sequence>& batch) const {
-  BatchVerifier device(config_.device, pipeline_, config_.method, config_.emulation);
-  // Bounded before work: every sequence's step buffers at the deepest draft.
-  const int64_t rows = config_.method ? draft_nodes(config_) + 1 : 1;
-  device.check_fits(static_cast<int64_t>(batch.size()), rows);
+void Generator::score_lockstep(std::vector<Sequence>& batch, const std::vector<size_t>& active) const {
+  const size_t V = static_cast<size_t>(target_->vocab_size());
+  if (!target_->batches_forwards()) {
+    parallel_each(active, [&](size_t i) {
+      if (config_.method) {
+        Sequence& s = batch[i];
+        const auto t0 = Clock::now();
+        s.logits.resize((static_cast<size_t>(s.tree.size()) + 1) * V);
+        s.target->tree_logits(s.context, s.tree, s.logits.data());
+        ++s.metrics->target_calls;
+        s.metrics->target_seconds += seconds_since(t0);
+      } else {
+        target_logits(batch[i]);
+      }
+    });
+    return;
+  }
+  static const TokenTree no_tree;
+  std::vector<TreeLogitsCall> calls;
+  for (size_t i : active) {
+    Sequence& s = batch[i];
+    if (!config_.method) s.tree = no_tree;
+    s.logits.resize((static_cast<size_t>(s.tree.size()) + 1) * V);
+    calls.push_back(TreeLogitsCall{s.target.get(), &s.context, &s.tree, s.logits.data()});
+  }
+  const auto t0 = Clock::now();
+  target_->batch_tree_logits(calls);
+  // One forward served the step's sequences: each is charged its share.
+  const double share = seconds_since(t0) / static_cast<double>(active.size());
+  for (size_t i : active) {
+    Sequence& s = batch[i];
+    if (config_.method) {
+      ++s.metrics->target_calls;
+      s.metrics->target_seconds += share;
+    } else {
+      (s.step == 0 ? s.metrics->prompt_seconds : s.metrics->target_seconds) += share;
+    }
+  }
+}
+
+std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& batch) const {
+  std::optional<BatchVerifier> device;
+  if (config_.device != Device::cpu) {
+    device.emplace(config_.device, pipeline_, config_.method, config_.emulation);
+    // Bounded before work: every sequence's step buffers at the deepest draft.
+    const int64_t rows = config_.method ? draft_nodes(config_) + 1 : 1;
+    device->check_fits(static_cast<int64_t>(batch.size()), rows);
+  }
+  // Bounded before work: the batch's target sessions are alive together.
+  const int64_t session = target_->session_bytes(), sessions = session * static_cast<int64_t>(batch.size());
+  if (const int64_t available = mem_available_bytes(); session > 0 && available >= 0 && sessions > available)
+    fail("lockstep: ", batch.size(), " sequences need ", sessions >> 20, " MiB of target sessions (", session >> 20,
+         " MiB each: KV cache and rows) but ", available >> 20,
+         " MiB is available (MemAvailable): run fewer sequences together");
   std::vector<size_t> all(batch.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
   parallel_each(all, [&](size_t i) { begin(batch[i]); });
@@ -404,15 +466,26 @@ std::vector<SequenceOutput> Generator::generate_on_device(std::vector<Sequence>&
     for (size_t i = 0; i < batch.size(); ++i)
       if (!finished(batch[i])) active.push_back(i);
     if (active.empty()) break;
+    if (config_.method) parallel_each(active, [&](size_t i) { draft(batch[i]); });
+    score_lockstep(batch, active);
+    if (!device) {  // sampled / verified on the CPU, each sequence as alone
+      parallel_each(active, [&](size_t i) {
+        thread_local std::vector<float> probs;
+        if (config_.method)
+          verify_on_cpu(batch[i], probs);
+        else
+          sample_on_cpu(batch[i], probs);
+      });
+      continue;
+    }
     if (!config_.method) {
-      parallel_each(active, [&](size_t i) { target_logits(batch[i]); });
       std::vector<DeviceDraw> draws;
       for (size_t i : active)
         draws.push_back(
             DeviceDraw{batch[i].logits.data(), &batch[i].history,
                        RandomKey{config_.seed, philox_stream(batch[i].id, RandomRole::sample), batch[i].step}});
       const auto t1 = Clock::now();
-      const std::vector<Token> tokens = device.sample(draws);
+      const std::vector<Token> tokens = device->sample(draws);
       // The device's time is shared by the step's sequences: each is charged its share.
       const double share = seconds_since(t1) / static_cast<double>(active.size());
       for (size_t k = 0; k < active.size(); ++k) {
@@ -421,12 +494,11 @@ std::vector<SequenceOutput> Generator::generate_on_device(std::vector<Sequence>&
       }
       continue;
     }
-    parallel_each(active, [&](size_t i) { draft_and_score(batch[i]); });
     std::vector<DeviceStep> steps;
     for (size_t i : active)
       steps.push_back(DeviceStep{batch[i].logits.data(), &batch[i].tree, &batch[i].history, batch[i].rng});
     const auto t1 = Clock::now();
-    const std::vector<DeviceStepResult> results = device.verify(steps);
+    const std::vector<DeviceStepResult> results = device->verify(steps);
     const double share = seconds_since(t1) / static_cast<double>(active.size());
     for (size_t k = 0; k < active.size(); ++k) {
       Sequence& s = batch[active[k]];

@@ -40,10 +40,15 @@ struct GenerationConfig {
   int32_t max_new_tokens = 16;
   uint64_t seed = 0;
   int32_t logprobs = -1;  // -1 = off; n >= 0: record every emitted token's logprobs with the top n
-  // Where the target rows are sampled and verified. cpu: sequence by sequence (the reference path). cuda,
-  // cuda_host: generate_many and generate_batch run their sequences in lockstep and sample / verify every
-  // sequence's step in one device launch (verify/device/batch_verifier.h); the models stay on the CPU.
+  // Where the target rows are sampled and verified. cpu: on the CPU, sequence by sequence (the reference path).
+  // cuda, cuda_host: generate_many and generate_batch run their sequences in lockstep and sample / verify every
+  // sequence's step in one device launch (verify/device/batch_verifier.h).
   Device device = Device::cpu;
+  // On the CPU too, generate_many and generate_batch run their sequences in lockstep: per step every unfinished
+  // sequence drafts, the target runs once for all of them (LanguageModel::batch_tree_logits: one pass over its
+  // weights for the batch), and each is sampled / verified on the CPU as alone. Outputs equal the sequence-by-
+  // sequence path's (a transformer computes each row independently of the rows beside it). Devices always do.
+  bool lockstep = false;
   EmulationOptions emulation;  // cuda_host's block emulation
 };
 
@@ -92,10 +97,11 @@ class Generator {
                                             GenerationMetrics& metrics) const;
 
   // Generates sequence sequences[i] from *prompts[i] for every i, adding its counters to metrics[i]. On a
-  // device the sequences run in lockstep: each step drafts and runs the target for every unfinished sequence
-  // (in parallel over threads), then samples and verifies all of them in one launch; on the CPU they run one
-  // by one. The outputs are the same either way (up to float64 summation order on the device, see
-  // kernels/README.md, "Parity").
+  // device (or with GenerationConfig::lockstep) the sequences run in lockstep: each step drafts for every
+  // unfinished sequence (in parallel over threads), runs the target once for all of them (batch_tree_logits), then
+  // samples and verifies all of them in one launch (on the CPU: each on its own); otherwise they run one by one.
+  // The outputs are the same either way (up to float64 summation order on the device, see kernels/README.md,
+  // "Parity"; and GEMM summation order where a model on a GPU runs batched rows).
   std::vector<SequenceOutput> generate_batch(const std::vector<const std::vector<Token>*>& prompts,
                                              const std::vector<uint64_t>& sequences,
                                              std::vector<GenerationMetrics>& metrics) const;
@@ -114,14 +120,23 @@ class Generator {
   // Autoregressive step: the target's logits at the context, then commit the token drawn from them.
   void target_logits(Sequence& s) const;
   void commit_token(Sequence& s, Token x, const float* probs) const;
+  // Autoregressive step on the CPU: target_logits, then sample and commit (probs: scratch).
+  void sample_on_cpu(Sequence& s, std::vector<float>& probs) const;
   // Speculative step: draft and run the target over the tree, then commit the verifier's outcome. `probs` are
   // the processed rows on the CPU path; on a device they stay there (null) and the expected acceptance comes
   // from the kernel.
+  void draft(Sequence& s) const;
   void draft_and_score(Sequence& s) const;
+  // The target rows of every sequence `active` names (its context alone for `ar`, else its draft tree), in one
+  // batch_tree_logits call when the target batches forwards (each sequence charged an equal share of the time),
+  // else each on its own, in parallel over threads.
+  void score_lockstep(std::vector<Sequence>& batch, const std::vector<size_t>& active) const;
+  // Verification on the CPU of a step whose target rows are in s.logits, then commit (probs: scratch).
+  void verify_on_cpu(Sequence& s, std::vector<float>& probs) const;
   void commit_step(Sequence& s, const VerifyOutcome& outcome, const float* probs, double expected_sum,
                    int32_t expected_count) const;
   void end(Sequence& s) const;
-  std::vector<SequenceOutput> generate_on_device(std::vector<Sequence>& batch) const;
+  std::vector<SequenceOutput> generate_lockstep(std::vector<Sequence>& batch) const;
   bool is_stop(Token t) const;
   // The logprobs of `token` emitted from the row with raw logits `logits` and processed law `probs` after `history`.
   EmittedLogprobs emitted_logprobs(const float* logits, const float* probs, const TokenHistory& history,

@@ -30,6 +30,14 @@ class ModelSession {
   virtual int32_t feature_size() const { return 0; }
 };
 
+// One ModelSession::tree_logits call, for LanguageModel::batch_tree_logits.
+struct TreeLogitsCall {
+  ModelSession* session = nullptr;
+  const std::vector<Token>* context = nullptr;
+  const TokenTree* tree = nullptr;
+  float* out = nullptr;  // [tree->size() + 1, V]
+};
+
 class LanguageModel {
  public:
   virtual ~LanguageModel() = default;
@@ -38,6 +46,17 @@ class LanguageModel {
   virtual std::unique_ptr<ModelSession> new_session() const = 0;
   // The most positions a session can hold (context + draft tree depth); 0 = unbounded (table models).
   virtual int64_t max_positions() const { return 0; }
+
+  // Several sessions' calls (sessions of this model, each at most once) with the results of calling each session's
+  // tree_logits in turn. A model that batches_forwards() runs them in one forward over its weights (batched
+  // lockstep decoding: the weights are read once per step for the whole batch); the default calls them one by one.
+  virtual void batch_tree_logits(const std::vector<TreeLogitsCall>& calls) const {
+    for (const TreeLogitsCall& c : calls) c.session->tree_logits(*c.context, *c.tree, c.out);
+  }
+  virtual bool batches_forwards() const { return false; }
+  // Bytes one session may hold at most (a KV cache and its rows; 0: negligible), so that a batch of sessions alive
+  // together (lockstep decoding) is bounded before it starts.
+  virtual int64_t session_bytes() const { return 0; }
 };
 
 }  // namespace specula

@@ -168,6 +168,7 @@ GenerationConfig baseline_generation(const GenerationConfig& seeded, const Exper
   base.max_new_tokens = config.max_new_tokens;
   base.seed = seeded.seed;
   base.device = seeded.device;
+  base.lockstep = seeded.lockstep;
   base.emulation = seeded.emulation;
   return base;
 }
@@ -180,10 +181,10 @@ void record_output(RunRecord& r, const SequenceOutput& out) {
   r.metrics.wall_seconds = out.wall_seconds;
 }
 
-// A setting on a device: per repetition, every prompt not yet written runs in one lockstep batch (one device
-// launch per step for all of them), after an unrecorded warm-up. With paired timing the baseline runs as a
-// batch of the same prompts right before or after (alternating by repetition), and each record's pair holds
-// its prompt's baseline from that batch.
+// A setting on a device (or in lockstep on the CPU): per repetition, every prompt not yet written runs in one
+// lockstep batch (one target forward and one device launch per step for all of them), after an unrecorded warm-up. With
+// paired timing the baseline runs as a batch of the same prompts right before or after (alternating by repetition), and
+// each record's pair holds its prompt's baseline from that batch.
 void run_generation_setting_on_device(RunState& run, const Setting& setting, const SamplingParams& params,
                                       std::shared_ptr<const DrafterFactory> drafter,
                                       const SamplingParams* base_params) {
@@ -241,7 +242,8 @@ void run_generation_setting_on_device(RunState& run, const Setting& setting, con
 void run_generation_setting(RunState& run, const Setting& setting, const SamplingParams& params,
                             std::shared_ptr<const DrafterFactory> drafter, const SamplingParams* base_params) {
   const GenerationConfig gen = setting_generation(setting, run.config);
-  if (gen.device != Device::cpu) return run_generation_setting_on_device(run, setting, params, drafter, base_params);
+  if (gen.device != Device::cpu || gen.lockstep)
+    return run_generation_setting_on_device(run, setting, params, drafter, base_params);
   warm_up(run, params, drafter, gen);
   for (int rep = 0; rep < run.config.repetitions; ++rep) {
     GenerationConfig seeded = gen;

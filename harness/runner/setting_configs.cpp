@@ -100,6 +100,7 @@ GenerationConfig setting_generation(const Setting& setting, int32_t max_new_toke
 GenerationConfig setting_generation(const Setting& setting, const ExperimentConfig& config) {
   GenerationConfig g = setting_generation(setting, config.max_new_tokens);
   g.device = parse_device(config.device);
+  g.lockstep = config.lockstep;
   return g;
 }
 

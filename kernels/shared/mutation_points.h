@@ -55,7 +55,8 @@ enum class Mutant {
   // Drafter training.
   distill_labels_at_unit_temperature,  // a distilled n-gram's labels drawn from softmax(logits), whatever T
   // Models.
-  kv_cache_keeps_rejected_drafts,  // a session keeps the keys/values of a rejected draft tree
+  kv_cache_keeps_rejected_drafts,        // a session keeps the keys/values of a rejected draft tree
+  batch_rows_use_shortest_cache_length,  // a batched forward gives every sequence the shortest cache's length
   // Generation loop.
   stop_checked_per_step,            // a stop token ends the sequence only after its step: later tokens kept
   tree_proposed_counts_nodes,       // a tree step adds its nodes, not its depth, to the proposed positions

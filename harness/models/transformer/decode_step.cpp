@@ -9,6 +9,8 @@
 
 #include "harness/models/transformer/skinny_linear.h"
 #include "harness/models/transformer/vector_exp.h"
+#include "kernels/shared/error.h"
+#include "kernels/shared/mutation_points.h"
 #include "verify/sampling/logits_processors.h"  // SPECULA_ROW_SCAN: an AVX2 clone picked at load time
 
 // The 32-byte vector type below only passes between always-inlined functions of one target, so the ABI note
@@ -168,15 +170,19 @@ SPECULA_ROW_SCAN void attend(const float* q, const float* keys, const float* val
 // thread): each thread streams its own share of the weights, which is what a second core adds to a step bound
 // by the weight stream. Columns are independent dot products, so the split never changes a bit. The pool
 // is LibTorch's (OpenMP: with OMP_WAIT_POLICY=passive its idle threads sleep instead of spinning).
+// More rows than the kernel takes (a batch of sequences) go kSkinnyLinearMaxRows at a time within each thread's
+// columns, each weight block read once per 32 rows.
 void linear(const float* x, int64_t rows, int64_t in, WeightView w, const float* bias, int64_t out, float* y) {
+  const auto columns = [&](int64_t begin, int64_t end) {
+    for (int64_t r = 0; r < rows; r += kSkinnyLinearMaxRows)
+      skinny_linear(x + r * in, std::min(kSkinnyLinearMaxRows, rows - r), in, w, bias, out, y + r * out, begin, end);
+  };
   const int threads = at::get_num_threads();
   constexpr int64_t kBlock = 16;
   const int64_t blocks = (out + kBlock - 1) / kBlock;
-  if (threads <= 1 || at::in_parallel_region() || blocks < 2 * threads)
-    return skinny_linear(x, rows, in, w, bias, out, y, 0, out);
-  at::parallel_for(0, blocks, (blocks + threads - 1) / threads, [&](int64_t first, int64_t last) {
-    skinny_linear(x, rows, in, w, bias, out, y, first * kBlock, std::min(out, last * kBlock));
-  });
+  if (threads <= 1 || at::in_parallel_region() || blocks < 2 * threads) return columns(0, out);
+  at::parallel_for(0, blocks, (blocks + threads - 1) / threads,
+                   [&](int64_t first, int64_t last) { columns(first * kBlock, std::min(out, last * kBlock)); });
 }
 
 template <typename T>
@@ -225,9 +231,31 @@ struct LayerAttention {
 
 void decode_rows(const DecodeShape& s, const std::vector<DecodeLayer>& layers, const float* final_norm, float* x,
                  int64_t rows, const int64_t* positions, const float* mask, int64_t cache_len) {
+  DecodeSegment one;
+  one.rows = rows;
+  one.positions = positions;
+  one.mask = mask;
+  one.cache_len = cache_len;
+  for (const DecodeLayer& L : layers) {
+    one.keys.push_back(L.keys);
+    one.values.push_back(L.values);
+    one.capacity = L.capacity;
+  }
+  decode_segments(s, layers, final_norm, x, {one});
+}
+
+void decode_segments(const DecodeShape& s, const std::vector<DecodeLayer>& layers, const float* final_norm, float* x,
+                     const std::vector<DecodeSegment>& segments) {
   const int64_t d = s.d_model, H = s.n_heads, Hkv = s.n_kv_heads, D = s.head_dim, ff = s.d_ff;
-  const int64_t G = H / Hkv, qkv_width = (H + 2 * Hkv) * D, T = cache_len + rows, half = D / 2;
+  const int64_t G = H / Hkv, qkv_width = (H + 2 * Hkv) * D, half = D / 2;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  int64_t rows = 0, shortest = segments.empty() ? 0 : segments[0].cache_len;
+  for (const DecodeSegment& seg : segments) {
+    shortest = std::min(shortest, seg.cache_len);
+    if (seg.keys.size() != layers.size() || seg.values.size() != layers.size())
+      fail("decode step: a segment's cache has ", seg.keys.size(), " layers for a model of ", layers.size());
+    rows += seg.rows;
+  }
   thread_local std::vector<float> normed_v, qkv_v, attn_v, proj_v, hidden_v, act_v;
   float* normed = scratch(normed_v, rows * d);
   float* qkv = scratch(qkv_v, rows * qkv_width);
@@ -236,7 +264,8 @@ void decode_rows(const DecodeShape& s, const std::vector<DecodeLayer>& layers, c
   float* hidden = scratch(hidden_v, rows * 2 * ff);
   float* act = scratch(act_v, rows * ff);
 
-  for (const DecodeLayer& L : layers) {
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const DecodeLayer& L = layers[l];
     // Attention: x + out(attention(rms_norm(x))).
     for (int64_t r = 0; r < rows; ++r)
       if (L.attn_norm)
@@ -244,18 +273,29 @@ void decode_rows(const DecodeShape& s, const std::vector<DecodeLayer>& layers, c
       else
         std::copy(x + r * d, x + (r + 1) * d, normed + r * d);
     linear(normed, rows, d, L.qkv, L.qkv_bias, qkv_width, qkv);
-    for (int64_t r = 0; r < rows; ++r) {
-      float* row = qkv + r * qkv_width;
-      const float* c = L.rope_cos + positions[r] * half;
-      const float* sn = L.rope_sin + positions[r] * half;
-      for (int64_t h = 0; h < H + Hkv; ++h) rope(row + h * D, c, sn, D);  // the q heads, then the k heads
-      const int64_t slot = cache_len + r;
-      for (int64_t g = 0; g < Hkv; ++g) {
-        std::copy(row + (H + g) * D, row + (H + g + 1) * D, L.keys + (g * L.capacity + slot) * D);
-        std::copy(row + (H + Hkv + g) * D, row + (H + Hkv + g + 1) * D, L.values + (g * L.capacity + slot) * D);
+    int64_t first = 0;  // the segment's first row
+    for (const DecodeSegment& seg : segments) {
+      DecodeLayer own = L;  // the weights, with this segment's slice of the cache
+      own.keys = seg.keys[l];
+      own.values = seg.values[l];
+      own.capacity = seg.capacity;
+      const int64_t cache_len = mutant_on(Mutant::batch_rows_use_shortest_cache_length) ? shortest : seg.cache_len;
+      for (int64_t r = 0; r < seg.rows; ++r) {
+        float* row = qkv + (first + r) * qkv_width;
+        const float* c = L.rope_cos + seg.positions[r] * half;
+        const float* sn = L.rope_sin + seg.positions[r] * half;
+        for (int64_t h = 0; h < H + Hkv; ++h) rope(row + h * D, c, sn, D);  // the q heads, then the k heads
+        const int64_t slot = cache_len + r;
+        for (int64_t g = 0; g < Hkv; ++g) {
+          std::copy(row + (H + g) * D, row + (H + g + 1) * D, own.keys + (g * own.capacity + slot) * D);
+          std::copy(row + (H + Hkv + g) * D, row + (H + Hkv + g + 1) * D, own.values + (g * own.capacity + slot) * D);
+        }
       }
+      LayerAttention{own,      qkv + first * qkv_width, qkv_width, seg.rows, cache_len + seg.rows, H, G, D, scale,
+                     seg.mask, attn + first * H * D}
+          .run();
+      first += seg.rows;
     }
-    LayerAttention{L, qkv, qkv_width, rows, T, H, G, D, scale, mask, attn}.run();
     linear(attn, rows, H * D, L.out, nullptr, d, proj);
     for (int64_t i = 0; i < rows * d; ++i) x[i] += proj[i];
 

@@ -44,6 +44,25 @@ struct DecodeLayer {
 // work, waking a sleeping second thread costs more than it saves. The split never changes a bit.
 constexpr int64_t kAttentionSplitWork = int64_t{1} << 15;
 
+// One sequence's rows in a step that decodes several sequences at once (decode_segments): where they sit, what
+// they see and the cache they attend to and write, as in decode_rows.
+struct DecodeSegment {
+  int64_t rows = 0;
+  const int64_t* positions = nullptr;  // [rows]
+  const float* mask = nullptr;         // [rows, cache_len + rows], or null: every column visible
+  int64_t cache_len = 0;
+  std::vector<float*> keys, values;  // per layer: [Hkv, capacity, D]
+  int64_t capacity = 0;
+};
+
+// decode_rows for several sequences at once (batched lockstep decoding): x [sum of rows, d], segment s's rows after
+// those of segments 0..s-1. Every linear layer runs once over all the rows (its weights streamed once per 32 rows
+// for the whole batch instead of once per sequence); each segment's rows attend to their own cache. `layers`
+// give the weights (their cache fields are not read). Rows are computed independently of each other, so every
+// row's outputs are bit for bit those decode_rows gives its sequence alone.
+void decode_segments(const DecodeShape& shape, const std::vector<DecodeLayer>& layers, const float* final_norm,
+                     float* x, const std::vector<DecodeSegment>& segments);
+
 // x [rows, d]: the rows' embeddings in, their final hidden states (after `final_norm`, unless null) out. Row r sits at
 // positions[r] and, when `mask` [rows, cache_len + rows] (0 visible, -inf hidden) is given, attends to the
 // columns it marks; without one it attends to every cached slot and every new row. The rows' keys and values

@@ -12,6 +12,7 @@
 #include "harness/models/transformer/byte_tokenizer.h"
 #include "harness/models/transformer/checkpoint.h"
 #include "harness/models/transformer/memory_budget.h"
+#include "harness/models/transformer/transformer_model.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/mutation_points.h"
 
@@ -89,6 +90,10 @@ TransformerLanguageModel::~TransformerLanguageModel() = default;
 int32_t TransformerLanguageModel::vocab_size() const { return state_->config.model.vocab_size; }
 int32_t TransformerLanguageModel::max_seq_len() const { return state_->config.model.max_seq_len; }
 int64_t TransformerLanguageModel::parameter_count() const { return state_->config.model.parameter_count(); }
+int64_t TransformerLanguageModel::session_bytes() const {
+  const TransformerConfig& c = state_->model->config();
+  return plan_model_memory(c).kv_cache_bytes + int64_t{c.max_seq_len} * c.d_model * 4;
+}
 int64_t TransformerLanguageModel::resident_weight_bytes() const { return resident_bytes(*state_->model); }
 std::string TransformerLanguageModel::matrices_dtype() const {
   return dtype_string(state_->model->embedding->weight.scalar_type());
@@ -297,13 +302,28 @@ void check_call(const TransformerModelState& state, const std::vector<Token>& co
 
 }  // namespace
 
-void TransformerSession::tree_logits(const std::vector<Token>& context, const TokenTree& tree, float* out) {
-  c10::InferenceMode inference;
-  Cache& c = *cache_;
-  check_call(*c.state, context, tree);
-  Transformer& model = c.state->model;
-  const int32_t V = model->config().vocab_size;
-  const int32_t D = model->config().d_model;
+namespace {
+
+// One tree_logits call between its preparation (steps 1-3 of the header's comment) and its forward (step 4), so that
+// the calls of several sessions share one forward.
+struct PendingCall {
+  TransformerSession::Cache* cache = nullptr;
+  const std::vector<Token>* context = nullptr;
+  const TokenTree* tree = nullptr;
+  float* out = nullptr;
+  bool served = false;        // answered from the prompt cache: nothing to run
+  bool prompt_alone = false;  // a fresh session's first call for the context alone
+  int64_t linear_before = 0, chunk = 0, reused_nodes = 0, rows = 0;
+  RowSegment segment;      // the rows to run (rows > 0)
+  torch::Tensor new_rows;  // after the forward: features [chunk ? 1 + new nodes : new nodes, d + V] on the host
+};
+
+// Steps 1-3: reuses what the session's cache holds, and leaves in `call` the rows its forward must run.
+void prepare_call(PendingCall& call) {
+  TransformerSession::Cache& c = *call.cache;
+  const std::vector<Token>& context = *call.context;
+  const TokenTree& tree = *call.tree;
+  const int32_t D = c.state->model->config().d_model, V = c.state->model->config().vocab_size;
   const int64_t n_nodes = tree.size();
   ++c.stats.calls;
 
@@ -335,62 +355,134 @@ void TransformerSession::tree_logits(const std::vector<Token>& context, const To
     if (context.size() == c.linear.size()) c.truncate_linear(c.linear.size() - 1);
   }
   // A fresh session's first call for the context alone (a prompt's prefill) may come from the prompt cache.
-  const bool prompt_alone = c.linear.empty() && c.kv.length() == 0 && n_nodes == 0;
-  if (prompt_alone && c.load_prompt(context)) {
-    copy_rows(c, D, V, out);
+  call.prompt_alone = c.linear.empty() && c.kv.length() == 0 && n_nodes == 0;
+  if (call.prompt_alone && c.load_prompt(context)) {
+    copy_rows(c, D, V, call.out);
+    call.served = true;
     return;
   }
   const int64_t L = static_cast<int64_t>(c.linear.size());
-  const int64_t chunk = static_cast<int64_t>(context.size()) - L;
+  call.linear_before = L;
+  call.chunk = static_cast<int64_t>(context.size()) - L;
+  call.reused_nodes = reused_nodes;
+  call.rows = call.chunk + n_nodes - reused_nodes;
   c.stats.context_tokens_cached += L;
   c.stats.tree_nodes_reused += reused_nodes;
+  if (call.rows == 0) return;
+  c.kv.reserve(c.kv.length() + call.rows);
+  std::vector<int64_t> ids;
+  ids.reserve(call.rows);
+  ids.insert(ids.end(), context.begin() + L, context.end());
+  ids.insert(ids.end(), tree.tokens.begin() + reused_nodes, tree.tokens.end());
+  const AttentionLayout layout = tree_layout(c.kv.length(), call.chunk, tree.parent, reused_nodes);
+  call.segment.tokens = torch::tensor(ids, torch::kInt64);
+  call.segment.positions = layout.positions;
+  // One row after the cache sees every column: the mask is all zeros.
+  call.segment.mask = call.rows == 1 && reused_nodes == 0 ? torch::Tensor() : layout.mask;
+  call.segment.cache = &c.kv;
+}
 
-  // 4. One forward over the rest of the context and the new tree nodes.
-  const int64_t rows = chunk + n_nodes - reused_nodes;
-  torch::Tensor new_logits;  // features [chunk ? 1 + new nodes : new nodes, d + V]
-  if (rows > 0) {
-    c.kv.reserve(c.kv.length() + rows);
-    std::vector<int64_t> ids;
-    ids.reserve(rows);
-    ids.insert(ids.end(), context.begin() + L, context.end());
-    ids.insert(ids.end(), tree.tokens.begin() + reused_nodes, tree.tokens.end());
-    const AttentionLayout layout = tree_layout(c.kv.length(), chunk, tree.parent, reused_nodes);
-    // One row after the cache sees every column: the mask is all zeros.
-    const torch::Tensor mask = rows == 1 && reused_nodes == 0 ? torch::Tensor() : layout.mask;
-    const torch::Tensor hidden =
-        model->hidden_states(torch::tensor(ids, torch::kInt64).unsqueeze(0), layout.positions, mask, &c.kv)[0];
-    if (chunk > 0) {
-      c.reserve_linear_hidden(L + chunk);
-      c.linear_hidden.narrow(0, L, chunk).copy_(hidden.narrow(0, 0, chunk));
+// Step 4 for every call that has rows to run: one forward over all of them (batch_hidden_states), one LM head over the
+// rows whose logits anyone reads, and one copy of those rows to the host.
+void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
+  std::vector<RowSegment> segments;
+  for (PendingCall* call : calls) segments.push_back(call->segment);
+  Transformer& model = state.model;
+  const torch::Tensor hidden = model->batch_hidden_states(segments);
+  std::vector<torch::Tensor> read;
+  int64_t first_row = 0;
+  for (PendingCall* call : calls) {
+    TransformerSession::Cache& c = *call->cache;
+    const torch::Tensor own = hidden.narrow(0, first_row, call->rows);
+    first_row += call->rows;
+    if (call->chunk > 0) {
+      c.reserve_linear_hidden(call->linear_before + call->chunk);
+      c.linear_hidden.narrow(0, call->linear_before, call->chunk).copy_(own.narrow(0, 0, call->chunk));
     }
     // Only the last context row and the tree rows have logits anyone reads.
-    const int64_t first = chunk > 0 ? chunk - 1 : 0;
-    const torch::Tensor read = hidden.narrow(0, first, rows - first);
-    // The session keeps rows on the host (a model on a GPU: one copy of the call's rows).
-    new_logits = torch::cat({read, model->lm_head(read)}, 1).to(torch::kCPU);
-    c.stats.rows_run += rows;
+    const int64_t first = call->chunk > 0 ? call->chunk - 1 : 0;
+    read.push_back(own.narrow(0, first, call->rows - first));
+    c.stats.rows_run += call->rows;
   }
+  const torch::Tensor rows = read.size() == 1 ? read[0] : torch::cat(read);
+  // The sessions keep rows on the host (a model on a GPU: one copy of the batch's rows).
+  const torch::Tensor features = torch::cat({rows, model->lm_head(rows)}, 1).to(torch::kCPU);
+  int64_t at = 0;
+  for (size_t k = 0; k < calls.size(); ++k) {
+    calls[k]->new_rows = features.narrow(0, at, read[k].size(0));
+    at += read[k].size(0);
+  }
+}
 
+// After the forward: the session's memory of this call (linear prefix, tree rows, prompt cache) and the rows out.
+void finish_call(PendingCall& call) {
+  if (call.served) return;
+  TransformerSession::Cache& c = *call.cache;
+  const std::vector<Token>& context = *call.context;
+  const TokenTree& tree = *call.tree;
+  const int32_t D = c.state->model->config().d_model, V = c.state->model->config().vocab_size;
+  torch::Tensor new_rows = call.new_rows;
   // Assemble [n + 1, d + V]: row 0, then the nodes (reused rows first).
-  if (chunk > 0) {
-    c.linear.insert(c.linear.end(), context.begin() + L, context.end());
-    c.last_row = new_logits[0];
-    new_logits = new_logits.narrow(0, 1, new_logits.size(0) - 1);
+  if (call.chunk > 0) {
+    c.linear.insert(c.linear.end(), context.begin() + call.linear_before, context.end());
+    c.last_row = new_rows[0];
+    new_rows = new_rows.narrow(0, 1, new_rows.size(0) - 1);
   }
   torch::Tensor node_rows;
-  if (reused_nodes > 0 && new_logits.defined() && new_logits.size(0) > 0)
-    node_rows = torch::cat({c.tree_rows.narrow(0, 0, reused_nodes), new_logits});
-  else if (reused_nodes > 0)
-    node_rows = c.tree_rows.narrow(0, 0, reused_nodes);
+  if (call.reused_nodes > 0 && new_rows.defined() && new_rows.size(0) > 0)
+    node_rows = torch::cat({c.tree_rows.narrow(0, 0, call.reused_nodes), new_rows});
+  else if (call.reused_nodes > 0)
+    node_rows = c.tree_rows.narrow(0, 0, call.reused_nodes);
   else
-    node_rows = new_logits.defined() ? new_logits : torch::empty({0, D + V});
+    node_rows = new_rows.defined() ? new_rows : torch::empty({0, D + V});
   c.tree_tokens = tree.tokens;
   c.tree_parents = tree.parent;
   c.tree_rows = node_rows.contiguous();
 
-  c.last_call_rows = 1 + n_nodes;
-  if (prompt_alone) c.store_prompt();
-  copy_rows(c, D, V, out);
+  c.last_call_rows = 1 + tree.size();
+  if (call.prompt_alone) c.store_prompt();
+  copy_rows(c, D, V, call.out);
+}
+
+// Every call checked first, then prepared, run in one forward and finished.
+void run_tree_logits(TransformerModelState& state, std::vector<PendingCall>& calls) {
+  c10::InferenceMode inference;
+  for (const PendingCall& call : calls) check_call(state, *call.context, *call.tree);
+  std::vector<PendingCall*> to_run;
+  for (PendingCall& call : calls) {
+    prepare_call(call);
+    if (!call.served && call.rows > 0) to_run.push_back(&call);
+  }
+  if (!to_run.empty()) run_calls(state, to_run);
+  for (PendingCall& call : calls) finish_call(call);
+}
+
+}  // namespace
+
+void TransformerSession::tree_logits(const std::vector<Token>& context, const TokenTree& tree, float* out) {
+  std::vector<PendingCall> calls(1);
+  calls[0].cache = cache_.get();
+  calls[0].context = &context;
+  calls[0].tree = &tree;
+  calls[0].out = out;
+  run_tree_logits(*cache_->state, calls);
+}
+
+void TransformerLanguageModel::batch_tree_logits(const std::vector<TreeLogitsCall>& calls) const {
+  std::vector<PendingCall> pending(calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    auto* session = dynamic_cast<TransformerSession*>(calls[i].session);
+    if (!session || session->cache_->state != state_)
+      fail(description(), ": batch_tree_logits was given a session of another model");
+    for (size_t j = 0; j < i; ++j)
+      if (pending[j].cache == session->cache_.get())
+        fail(description(), ": batch_tree_logits was given one session twice");
+    pending[i].cache = session->cache_.get();
+    pending[i].context = calls[i].context;
+    pending[i].tree = calls[i].tree;
+    pending[i].out = calls[i].out;
+  }
+  run_tree_logits(*state_, pending);
 }
 
 const float* TransformerSession::context_features(const std::vector<Token>& tokens, int64_t n) {

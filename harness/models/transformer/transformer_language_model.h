@@ -52,6 +52,12 @@ class TransformerLanguageModel : public LanguageModel {
   std::string description() const override;
   std::unique_ptr<ModelSession> new_session() const override;
   int64_t max_positions() const override { return max_seq_len(); }
+  // The sessions' rows in one forward: every linear layer once over the batch's rows, each session attending to its
+  // own cache (TransformerImpl::batch_hidden_states); each session then holds what its own tree_logits would leave.
+  void batch_tree_logits(const std::vector<TreeLogitsCall>& calls) const override;
+  bool batches_forwards() const override { return true; }
+  // The KV cache at max_seq_len (float32, wherever the model computes) and the hidden rows kept on the host.
+  int64_t session_bytes() const override;
 
   const Tokenizer& tokenizer() const;
   const std::string& kind() const;  // "transformer" or "hf"
@@ -100,6 +106,7 @@ class TransformerSession : public ModelSession {
   struct Cache;  // the KV cache and what it holds (transformer_language_model.cpp)
 
  private:
+  friend class TransformerLanguageModel;  // batch_tree_logits runs several sessions' calls together
   std::unique_ptr<Cache> cache_;
 };
 

@@ -50,8 +50,13 @@ AttentionImpl::AttentionImpl(const TransformerConfig& c)
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& mask,
                                      KVCache* cache, int64_t layer) {
-  const int64_t B = x.size(0), N = x.size(1), G = n_heads / n_kv_heads;
-  const auto heads = apply_linear(qkv, x).view({B, N, n_heads + 2 * n_kv_heads, head_dim}).transpose(1, 2);
+  return apply_linear(out, attend(apply_linear(qkv, x), positions, mask, cache, layer));
+}
+
+torch::Tensor AttentionImpl::attend(const torch::Tensor& projected, const torch::Tensor& positions,
+                                    const torch::Tensor& mask, KVCache* cache, int64_t layer) {
+  const int64_t B = projected.size(0), N = projected.size(1), G = n_heads / n_kv_heads;
+  const auto heads = projected.view({B, N, n_heads + 2 * n_kv_heads, head_dim}).transpose(1, 2);
   torch::Tensor q = rope->forward(heads.narrow(1, 0, n_heads), positions);           // [B, H, N, D]
   torch::Tensor k = rope->forward(heads.narrow(1, n_heads, n_kv_heads), positions);  // [B, Hkv, N, D]
   torch::Tensor v = heads.narrow(1, n_heads + n_kv_heads, n_kv_heads);
@@ -62,7 +67,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
   torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(head_dim)));
   if (mask.defined()) scores = (scores.view({B, n_kv_heads, G, N, T}) + mask).view({B, n_kv_heads, G * N, T});
   const torch::Tensor y = torch::matmul(torch::softmax(scores, -1), v).view({B, n_heads, N, head_dim});
-  return apply_linear(out, y.transpose(1, 2).reshape({B, N, n_heads * head_dim}));
+  return y.transpose(1, 2).reshape({B, N, n_heads * head_dim});
 }
 
 SwiGLUImpl::SwiGLUImpl(int64_t d_model, int64_t d_ff) {
@@ -183,19 +188,9 @@ DecodeLayer decode_layer(AttentionImpl& attn, RMSNormImpl* attn_norm, RMSNormImp
   return L;
 }
 
-void run_decode_layers(const TransformerConfig& c, const std::vector<DecodeLayer>& layers, const float* final_norm,
-                       torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& mask, KVCache& cache) {
-  const int64_t n = x.size(1);
-  if (cache.length() + n > cache.capacity())
-    fail("KV cache overflow: ", cache.length(), " cached + ", n, " new tokens exceed the capacity of ",
-         cache.capacity(), " (reserve more slots first)");
-  const torch::Tensor pos = as_cpu_contiguous(positions, torch::kInt64), m = as_cpu_contiguous(mask, torch::kFloat32);
-  if (pos.numel() != n) fail("decode step: ", pos.numel(), " positions for ", n, " rows");
-  if (m.defined() && (m.dim() != 2 || m.size(0) != n || m.size(1) != cache.length() + n))
-    fail("decode step: mask ", m.sizes(), " for ", n, " rows after ", cache.length(), " cached slots");
-  const int64_t* p = pos.data_ptr<int64_t>();
-  for (int64_t r = 0; r < n; ++r)
-    if (p[r] < 0 || p[r] >= c.max_seq_len) fail("decode step: position ", p[r], " outside [0, max_seq_len)");
+namespace {
+
+DecodeShape decode_shape(const TransformerConfig& c) {
   DecodeShape shape;
   shape.d_model = c.d_model;
   shape.n_heads = c.n_heads;
@@ -203,8 +198,43 @@ void run_decode_layers(const TransformerConfig& c, const std::vector<DecodeLayer
   shape.head_dim = c.head_dim();
   shape.d_ff = c.d_ff;
   shape.norm_eps = c.norm_eps;
+  return shape;
+}
+
+// n rows' positions and mask as the decoding step reads them (kept alive here beside the segment's raw pointers),
+// checked against the cache they follow; the segment's cache slices are left to the caller.
+struct CheckedSegment {
+  torch::Tensor positions, mask;
+  DecodeSegment segment;
+};
+CheckedSegment checked_segment(const TransformerConfig& c, int64_t n, const torch::Tensor& positions,
+                               const torch::Tensor& mask, const KVCache& cache) {
+  if (cache.length() + n > cache.capacity())
+    fail("KV cache overflow: ", cache.length(), " cached + ", n, " new tokens exceed the capacity of ",
+         cache.capacity(), " (reserve more slots first)");
+  CheckedSegment out{as_cpu_contiguous(positions, torch::kInt64), as_cpu_contiguous(mask, torch::kFloat32), {}};
+  if (out.positions.numel() != n) fail("decode step: ", out.positions.numel(), " positions for ", n, " rows");
+  if (out.mask.defined() && (out.mask.dim() != 2 || out.mask.size(0) != n || out.mask.size(1) != cache.length() + n))
+    fail("decode step: mask ", out.mask.sizes(), " for ", n, " rows after ", cache.length(), " cached slots");
+  const int64_t* p = out.positions.data_ptr<int64_t>();
+  for (int64_t r = 0; r < n; ++r)
+    if (p[r] < 0 || p[r] >= c.max_seq_len) fail("decode step: position ", p[r], " outside [0, max_seq_len)");
+  out.segment.rows = n;
+  out.segment.positions = p;
+  out.segment.mask = out.mask.defined() ? out.mask.data_ptr<float>() : nullptr;
+  out.segment.cache_len = cache.length();
+  out.segment.capacity = cache.capacity();
+  return out;
+}
+
+}  // namespace
+
+void run_decode_layers(const TransformerConfig& c, const std::vector<DecodeLayer>& layers, const float* final_norm,
+                       torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& mask, KVCache& cache) {
+  const int64_t n = x.size(1);
+  const CheckedSegment in = checked_segment(c, n, positions, mask, cache);
   x = x.contiguous();
-  decode_rows(shape, layers, final_norm, x.data_ptr<float>(), n, p, m.defined() ? m.data_ptr<float>() : nullptr,
+  decode_rows(decode_shape(c), layers, final_norm, x.data_ptr<float>(), n, in.segment.positions, in.segment.mask,
               cache.length());
   cache.advance(n);
 }
@@ -222,13 +252,8 @@ bool TransformerImpl::decode_path_applies(const torch::Tensor& tokens, const KVC
   return true;
 }
 
-torch::Tensor TransformerImpl::decode_hidden_states(const torch::Tensor& tokens, const torch::Tensor& positions,
-                                                    const torch::Tensor& mask, KVCache& cache) {
-  const int64_t n = tokens.size(1), d = config_.d_model;
-  const torch::Tensor ids = as_cpu_contiguous(tokens, torch::kInt64);
-  const int64_t* id = ids.data_ptr<int64_t>();
-  torch::Tensor x = torch::empty({1, n, d});
-  float* xp = x.data_ptr<float>();
+void TransformerImpl::embed_rows(const int64_t* id, int64_t n, float* xp) {
+  const int64_t d = config_.d_model;
   const torch::Tensor& emb = embedding->weight;
   const bool packed = is_packed_matrix(emb);
   for (int64_t r = 0; r < n; ++r) {
@@ -254,6 +279,14 @@ torch::Tensor TransformerImpl::decode_hidden_states(const torch::Tensor& tokens,
       }
     }
   }
+}
+
+torch::Tensor TransformerImpl::decode_hidden_states(const torch::Tensor& tokens, const torch::Tensor& positions,
+                                                    const torch::Tensor& mask, KVCache& cache) {
+  const int64_t n = tokens.size(1), d = config_.d_model;
+  const torch::Tensor ids = as_cpu_contiguous(tokens, torch::kInt64);
+  torch::Tensor x = torch::empty({1, n, d});
+  embed_rows(ids.data_ptr<int64_t>(), n, x.data_ptr<float>());
   std::vector<DecodeLayer> layers;
   for (size_t i = 0; i < blocks->size(); ++i) {
     BlockImpl& b = *blocks->ptr<BlockImpl>(i);
@@ -261,6 +294,101 @@ torch::Tensor TransformerImpl::decode_hidden_states(const torch::Tensor& tokens,
   }
   run_decode_layers(config_, layers, final_norm->weight.data_ptr<float>(), x, positions, mask, cache);
   return x;
+}
+
+torch::Tensor TransformerImpl::batch_hidden_states(const std::vector<RowSegment>& segments) {
+  for (const RowSegment& s : segments)
+    if (!s.cache || s.tokens.dim() != 1 || s.tokens.size(0) < 1)
+      fail("batch_hidden_states: every segment needs a cache and tokens [N] with N >= 1, got ", s.tokens.sizes());
+  if (segments.empty()) return torch::empty({0, config_.d_model}, embedding->weight.options().dtype(torch::kFloat32));
+  if (segments.size() == 1) {
+    const RowSegment& s = segments[0];
+    return hidden_states(s.tokens.unsqueeze(0), s.positions, s.mask, s.cache)[0];
+  }
+  if (!decode_step_) return libtorch_batch_hidden_states(segments);
+  // The segments the decoding step takes run together; the rest alone, as hidden_states would run them.
+  std::vector<torch::Tensor> parts(segments.size());
+  std::vector<const RowSegment*> together;
+  std::vector<size_t> together_at;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const RowSegment& s = segments[i];
+    if (decode_path_applies(s.tokens.unsqueeze(0), s.cache)) {
+      together.push_back(&s);
+      together_at.push_back(i);
+    } else {
+      parts[i] = hidden_states(s.tokens.unsqueeze(0), s.positions, s.mask, s.cache)[0];
+    }
+  }
+  if (!together.empty()) {
+    const torch::Tensor rows = decode_batch_hidden_states(together);
+    int64_t first = 0;
+    for (size_t k = 0; k < together.size(); ++k) {
+      const int64_t n = together[k]->tokens.size(0);
+      parts[together_at[k]] = rows.narrow(0, first, n);
+      first += n;
+    }
+  }
+  return torch::cat(parts);
+}
+
+torch::Tensor TransformerImpl::decode_batch_hidden_states(const std::vector<const RowSegment*>& segments) {
+  int64_t rows = 0;
+  std::vector<CheckedSegment> checked;
+  std::vector<DecodeSegment> decode;
+  std::vector<torch::Tensor> ids;
+  for (const RowSegment* s : segments) {
+    KVCache& cache = *s->cache;
+    const int64_t n = s->tokens.size(0);
+    checked.push_back(checked_segment(config_, n, s->positions, s->mask, cache));
+    DecodeSegment& seg = checked.back().segment;
+    for (int64_t layer = 0; layer < cache.layers(); ++layer) {
+      seg.keys.push_back(cache.key_data(layer));
+      seg.values.push_back(cache.value_data(layer));
+    }
+    decode.push_back(seg);
+    ids.push_back(s->tokens);
+    rows += n;
+  }
+  const torch::Tensor all_ids = as_cpu_contiguous(torch::cat(ids), torch::kInt64);
+  torch::Tensor x = torch::empty({rows, config_.d_model});
+  embed_rows(all_ids.data_ptr<int64_t>(), rows, x.data_ptr<float>());
+  std::vector<DecodeLayer> layers;  // the weights (decode_segments reads each segment's own cache)
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    BlockImpl& b = *blocks->ptr<BlockImpl>(i);
+    layers.push_back(
+        decode_layer(*b.attn, b.attn_norm.get(), *b.mlp_norm, *b.mlp, *segments[0]->cache, static_cast<int64_t>(i)));
+  }
+  decode_segments(decode_shape(config_), layers, final_norm->weight.data_ptr<float>(), x.data_ptr<float>(), decode);
+  for (const RowSegment* s : segments) s->cache->advance(s->tokens.size(0));
+  return x;
+}
+
+torch::Tensor TransformerImpl::libtorch_batch_hidden_states(const std::vector<RowSegment>& segments) {
+  const LibTorchOperationsOnly scope(!decode_step_);
+  const torch::Device device = embedding->weight.device();
+  std::vector<torch::Tensor> ids, positions, masks;
+  for (const RowSegment& s : segments) {
+    ids.push_back(s.tokens);
+    positions.push_back(s.positions.to(device));
+    masks.push_back(s.mask.defined() ? s.mask.to(device) : s.mask);
+  }
+  torch::Tensor x = embed(torch::cat(ids).to(device)).unsqueeze(0);  // [1, R, d]
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    BlockImpl& b = *blocks->ptr<BlockImpl>(i);
+    const torch::Tensor projected = apply_linear(b.attn->qkv, b.attn_norm->forward(x));
+    std::vector<torch::Tensor> attended;
+    int64_t first = 0;
+    for (size_t k = 0; k < segments.size(); ++k) {
+      const int64_t n = segments[k].tokens.size(0);
+      attended.push_back(b.attn->attend(projected.narrow(1, first, n), positions[k], masks[k], segments[k].cache,
+                                        static_cast<int64_t>(i)));
+      first += n;
+    }
+    const torch::Tensor h = x + apply_linear(b.attn->out, torch::cat(attended, 1));
+    x = h + b.mlp->forward(b.mlp_norm->forward(h));
+  }
+  for (const RowSegment& s : segments) s.cache->advance(s.tokens.size(0));
+  return final_norm->forward(x)[0];
 }
 
 torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& tokens, const torch::Tensor& positions,

@@ -47,6 +47,10 @@ struct AttentionImpl : torch::nn::Module {
   // and this layer's keys/values are written to the cache; without one, T = N.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& mask,
                         KVCache* cache, int64_t layer);
+  // forward between its two projections: heads = qkv(x) [B, N, (H + 2 Hkv) D] in, the attention's output before
+  // `out` [B, N, H D] back (a batch of sequences projects all its rows at once and attends sequence by sequence).
+  torch::Tensor attend(const torch::Tensor& heads, const torch::Tensor& positions, const torch::Tensor& mask,
+                       KVCache* cache, int64_t layer);
   // qkv [d -> (H + 2 Hkv) D]: q, k, v stacked, head-major within each (bias only with config.qkv_bias);
   // out [d -> d]
   torch::nn::Linear qkv{nullptr}, out{nullptr};
@@ -72,6 +76,14 @@ struct BlockImpl : torch::nn::Module {
   SwiGLU mlp{nullptr};
 };
 TORCH_MODULE(Block);
+
+// One sequence's new rows in a forward over several sequences (TransformerImpl::batch_hidden_states).
+struct RowSegment {
+  torch::Tensor tokens;     // [N] int64
+  torch::Tensor positions;  // [N] int64
+  torch::Tensor mask;       // [N, cache->length() + N] additive, or undefined: every column visible
+  KVCache* cache = nullptr;
+};
 
 struct TransformerOutput {
   torch::Tensor hidden;  // [B, N, d] final hidden states (after the final norm: the LM head's input, EAGLE's f)
@@ -104,6 +116,14 @@ class TransformerImpl : public torch::nn::Module {
                               KVCache* cache);
   torch::Tensor lm_head(const torch::Tensor& hidden);  // [.., d] -> [.., V]
 
+  // hidden_states for several sequences in one forward (batched lockstep decoding): the final hidden states of
+  // every segment's rows, [sum of N, d] in segment order, each segment's keys/values appended to its own cache.
+  // Every linear layer runs once over all the rows (the weights are read once for the batch); each segment
+  // attends to its own cache. With the decoding step (the CPU) a row's result is bit for bit what hidden_states
+  // gives its segment alone (the segments the step does not take, e.g. a long prompt, run alone); LibTorch's GEMMs
+  // (another device) may sum in another order for another number of rows.
+  torch::Tensor batch_hidden_states(const std::vector<RowSegment>& segments);
+
   // hidden_states' path for a few rows after a cache at inference (decode_step.h: plain loops, no LibTorch
   // operations per layer); the general path (training, large chunks, other devices) is LibTorch's.
   bool decode_path_applies(const torch::Tensor& tokens, const KVCache* cache) const;
@@ -127,6 +147,11 @@ class TransformerImpl : public torch::nn::Module {
 
  private:
   TransformerImpl(const TransformerConfig& config, torch::ScalarType matrices, bool initialise);
+  // batch_hidden_states' two paths: the decoding step's (segments it takes) and LibTorch's.
+  torch::Tensor decode_batch_hidden_states(const std::vector<const RowSegment*>& segments);
+  torch::Tensor libtorch_batch_hidden_states(const std::vector<RowSegment>& segments);
+  // Token embeddings [n, d] widened to float32 into x, as decode_hidden_states reads them.
+  void embed_rows(const int64_t* ids, int64_t n, float* x);
   TransformerConfig config_;
   bool decode_step_ = true;
 };
