@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The one command to run when a machine with an NVIDIA GPU is available: the gpu-labelled tests, the three
 # compute-sanitizer tools over them, the end-to-end `generate --device cuda` check against the CPU driver,
-# the CUDA benchmarks, and the bundled target's forward on the GPU (`bench forward --device cuda`, whose cost
-# profile `specula run --cost-profile` reads), written as one JSON report. On a GPU machine without Debian's packages, build first
+# the CUDA benchmarks, the bundled target's forward on the GPU (`bench forward --device cuda`, whose cost
+# profile `specula run --cost-profile` reads) and the whole loop on the GPU in batched lockstep (`bench end-to-end
+# --device cuda --batch`), written as one JSON report. On a GPU machine without Debian's packages, build first
 # with kernels/tools/gpu-build.sh (collect .gpu-debs here with --collect, carry it) and pass --build build-gpu.
 #
 #   kernels/tools/gpu-check.sh [--build DIR] [--report FILE] [--cost-profile FILE] [--quick]
@@ -10,8 +11,9 @@
 #   --build DIR    the build folder holding specula and specula_gpu_tests (default: build)
 #   --report FILE  the JSON report (default: results/bench/gpu-check-<host>.json)
 #   --cost-profile FILE  the GPU's cost profile for target-27m (default: the report's name, -cost-profile.json)
-#   --quick        a first look inside a short lease: benchmarks with 5 iterations instead of 50, and each
-#                  step under a shorter time limit (tests 150 s, each sanitizer 60 s, each benchmark 30 s)
+#   --quick        a first look inside a short lease: benchmarks with 5 iterations instead of 50, batches 1 and
+#                  16 of one repetition, and each step under a shorter time limit (tests 150 s, each sanitizer
+#                  60 s, each benchmark 30 s, the batched end-to-end run 150 s)
 #
 # Every step runs under its own time limit and is recorded with its exit status, wall time and the last
 # lines of its output, so one failing step never hides the others. The script exits 0 only when every step
@@ -23,14 +25,19 @@ build=build
 report=""
 profile=""
 iterations=50
-limit_tests=900 limit_sanitizer=600 limit_bench=600
+limit_tests=900 limit_sanitizer=600 limit_bench=600 limit_e2e=600
+batches=1,4,16,64
+e2e_quick=()
 while (($#)); do
   case "$1" in
     --build) build=$2; shift 2 ;;
     --report) report=$2; shift 2 ;;
-    --quick) iterations=5 limit_tests=150 limit_sanitizer=60 limit_bench=30; shift ;;
+    --quick)
+      iterations=5 limit_tests=150 limit_sanitizer=60 limit_bench=30 limit_e2e=150 batches=1,16
+      e2e_quick=(--set experiment.repetitions=1 --set experiment.max_new_tokens=48)
+      shift ;;
     --cost-profile) profile=$2; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -121,13 +128,23 @@ else
   skip bench_forward "the bundled checkpoints are not here"
 fi
 
+# 6. The whole loop on the GPU in batched lockstep: models, sampler and verifier on the device, one target forward
+# per step for each batch, speculative against autoregressive decoding of the same batch at each batch size.
+if [ -f "$models/target-27m/config.json" ] && [ -f "$models/ngram-order6-distilled-27m.txt" ]; then
+  step bench_end_to_end_batch "$limit_e2e" "$specula" bench end-to-end --experiment experiments/bench-batch.ini \
+    --device cuda --batch "$batches" "${e2e_quick[@]}" --set "experiment.output_dir=$work/runs" \
+    --output "$work/bench-end-to-end-batch.json"
+else
+  skip bench_end_to_end_batch "the bundled checkpoints are not here"
+fi
+
 mkdir -p "$(dirname "$report")"
 python3 - "$steps" "$report" "$device" "$work" <<'EOF'
 import json, os, platform, sys, datetime
 steps_file, report, device, work = sys.argv[1:]
 steps = [json.loads(line) for line in open(steps_file)]
 benches = {}
-for name in ("bench-sampler", "bench-verify", "bench-forward"):
+for name in ("bench-sampler", "bench-verify", "bench-forward", "bench-end-to-end-batch"):
     path = os.path.join(work, name + ".json")
     if os.path.exists(path):
         benches[name] = json.load(open(path))
