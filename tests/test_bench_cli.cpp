@@ -234,6 +234,7 @@ TEST_CASE("bench end-to-end --batch runs each batch size in lockstep and reports
     CHECK_THAT(config, Contains("num_prompts = " + std::to_string(batch)) && Contains("lockstep = true"));
     const std::string records = read_text(run["results_dir"].get<std::string>() + "/records.jsonl");
     CHECK(std::count(records.begin(), records.end(), '\n') == 2 * 2 * batch);  // baseline and chain, 2 repetitions
+    CHECK_THAT(records, Contains("\"lockstep\":true"));
     CHECK(run["settings"].size() == 2);
   }
   // Refused before any run, naming the flag and the value.

@@ -322,6 +322,20 @@ TEST_CASE("summary: paired timing takes speedups within pairs, over prompts, and
   for (RunRecord& r : drifted)
     if (!r.baseline && r.repetition == 2) r.metrics.wall_seconds = 0.1 + 1.5;
   CHECK(summarize(drifted)[1].pair_drift == "yes");
+  // Decoded in lockstep, the prompts of a repetition shared one batch: the interval is over the 3 batches (the
+  // jitter cancels within each; the third's baseline batch ran 0.03 s longer), whose mean ratios are {2.2, 2.2,
+  // 2.23}: sd 0.01732, half-width 4.3027 * 0.01732 / sqrt(3), not the prompts' spread; and there is no drift test.
+  std::vector<RunRecord> batched = steady;
+  for (RunRecord& r : batched) {
+    r.lockstep = true;
+    if (!r.baseline && r.repetition == 2) r.pair.wall_seconds += 0.03;
+  }
+  const SummaryRow b = summarize(batched)[1];
+  CHECK(b.decode_speedup == Approx(2.21));
+  CHECK(b.decode_speedup_ci_high - b.decode_speedup == Approx(4.3027 * 0.017320508 / std::sqrt(3.0)).epsilon(1e-3));
+  CHECK(b.pair_drift.empty());
+  CHECK(RunRecord::from_json_line(batched[9].to_json_line(), "test").lockstep);
+  CHECK_FALSE(RunRecord::from_json_line(steady[9].to_json_line(), "test").lockstep);
   // One prompt: no interval over prompts (NaN bounds, blank in the CSV), no drift test.
   std::vector<RunRecord> single = {base(0, 0), spec(0, 0, 1.1, 2.1)};
   const SummaryRow one = summarize(single)[1];

@@ -27,6 +27,7 @@ std::string RunRecord::to_json_line() const {
   j["tokens"] = tokens;
   j["stop_reason"] = stop_reason;
   j["device"] = device;
+  if (lockstep) j["lockstep"] = true;
   if (pair.present)
     j["pair"] = {{"baseline_new_tokens", pair.new_tokens},
                  {"baseline_wall_time", pair.wall_seconds},
@@ -51,6 +52,7 @@ RunRecord RunRecord::from_json_line(const std::string& line, const std::string& 
     r.tokens = j.at("tokens").get<std::vector<Token>>();
     r.stop_reason = j.value("stop_reason", std::string("length"));
     r.device = j.value("device", std::string("cpu"));  // absent in records written before devices
+    r.lockstep = j.value("lockstep", false);
     r.accept_lengths = j.at("accept_lengths").get<std::vector<int32_t>>();
     m = GenerationMetrics::read_json(j);  // older records: no sequences / stopped_sequences, times as *_time
     m.sequences = 1;

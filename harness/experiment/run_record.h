@@ -33,8 +33,11 @@ struct RunRecord {
   std::string stop_reason = "length";  // "stop" (emitted a stop token) | "length" (reached max_new_tokens)
   std::vector<int32_t> accept_lengths;
   std::string device = "cpu";  // where the target rows were sampled and verified (cpu | cuda | cuda-host)
-  GenerationMetrics metrics;   // this prompt's counters and times
-  PairedBaseline pair;         // speculative records of a paired run ("pair" in JSON)
+  // Decoded in lockstep with the repetition's other prompts ("lockstep": true in JSON, absent otherwise): its times
+  // are the batch's (each phase's wall time, shared with the batch), so its pair's ratio is the batch's.
+  bool lockstep = false;
+  GenerationMetrics metrics;  // this prompt's counters and times
+  PairedBaseline pair;        // speculative records of a paired run ("pair" in JSON)
 
   std::string to_json_line() const;
   static RunRecord from_json_line(const std::string& line, const std::string& where);

@@ -80,7 +80,7 @@ struct Totals {
 };
 
 // Mean and 95% interval of per-prompt means (repetitions of one prompt are not independent: at T = 0 they
-// are the same computation), NaN bounds when fewer than two prompts.
+// are the same computation), NaN bounds when fewer than two prompts. In lockstep the groups are batches.
 MeanCi mean_ci_over_prompts(const std::map<int, std::vector<double>>& by_prompt) {
   std::vector<double> means;
   for (const auto& [prompt, v] : by_prompt) {
@@ -121,22 +121,27 @@ std::string repetition_drift(const std::map<std::pair<int, int>, double>& cells)
   return p_value < 0.01 ? "yes" : "no";
 }
 
-// Speedups as ratios within pairs (see summary.h), and whether repetitions drifted apart.
+// Speedups as ratios within pairs (see summary.h), and whether repetitions drifted apart. Records decoded in
+// lockstep share their batch's timing: their ratios are grouped by repetition (one batch each), the interval is
+// over batches, and there is no drift test (a repetition is the unit, not a factor).
 void apply_pairs(const std::vector<const RunRecord*>& records, SummaryRow& row) {
-  std::map<int, std::vector<double>> ratios, decode_ratios;  // by prompt
+  std::map<int, std::vector<double>> ratios, decode_ratios;  // by prompt (by repetition in lockstep)
   std::map<std::pair<int, int>, double> decode_cells;        // (prompt, repetition)
   double load = 0;
   int64_t loads = 0, pairs = 0;
+  bool lockstep = !records.empty();
+  for (const RunRecord* r : records) lockstep = lockstep && r->lockstep;
   for (const RunRecord* r : records) {
+    const int group = lockstep ? r->repetition : r->prompt_index;
     const GenerationMetrics& m = r->metrics;
     const PairedBaseline& b = r->pair;
     if (m.wall_seconds <= 0 || b.wall_seconds <= 0 || m.new_tokens <= 0 || b.new_tokens <= 0) continue;
     ++pairs;
-    ratios[r->prompt_index].push_back((m.new_tokens / m.wall_seconds) / (b.new_tokens / b.wall_seconds));
+    ratios[group].push_back((m.new_tokens / m.wall_seconds) / (b.new_tokens / b.wall_seconds));
     const double decode = m.wall_seconds - m.prompt_seconds, base_decode = b.wall_seconds - b.prompt_seconds;
     if (decode > 0 && base_decode > 0) {
       const double ratio = (m.new_tokens / decode) / (b.new_tokens / base_decode);
-      decode_ratios[r->prompt_index].push_back(ratio);
+      decode_ratios[group].push_back(ratio);
       decode_cells[{r->prompt_index, r->repetition}] = ratio;
     }
     for (double l : {b.load_before, b.load_after})
@@ -151,7 +156,7 @@ void apply_pairs(const std::vector<const RunRecord*>& records, SummaryRow& row) 
   }
   row.pairs = pairs;
   row.pair_load_average = loads ? load / static_cast<double>(loads) : NAN;
-  row.pair_drift = repetition_drift(decode_cells);
+  row.pair_drift = lockstep ? "" : repetition_drift(decode_cells);
 }
 
 }  // namespace

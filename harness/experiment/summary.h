@@ -13,7 +13,9 @@
 // over repetitions (not independent: at T = 0 the same computation), then over prompts with the Student-t
 // interval over prompts. pair_drift: whether the repetitions (which ran apart in time) differ beyond chance,
 // by a two-way analysis of variance of the decode ratios with prompts as blocks (F-test at 1%): the machine
-// changed under the run.
+// changed under the run. Records decoded in lockstep (a device, or [experiment] lockstep) share their batch's
+// times: the ratios are averaged per repetition (one batch beside its baseline batch), the interval is over
+// repetitions, and pair_drift is empty.
 //   cost model      tau / (draft time per step + verify_cost), both in 1-token target calls: the speedup the
 //                   measured acceptance and model costs allow when nothing else takes time; the measured
 //                   decode speedup over it is the share the harness's own work (sampling, verification,

@@ -204,17 +204,17 @@ void Generator::sample_on_cpu(Sequence& s, std::vector<float>& probs) const {
 }
 
 void Generator::verify_on_cpu(Sequence& s, std::vector<float>& probs) const {
-  const auto t0 = Clock::now();
   probs.resize(s.logits.size());
   process_tree_rows(pipeline_, s.logits.data(), s.history, s.tree, probs.data());
   const VerifyOutcome outcome = verify(*config_.method, probs.data(), s.tree, target_->vocab_size(), s.rng);
-  s.metrics->verify_seconds += seconds_since(t0);
   commit_step(s, outcome, probs.data(), 0.0, 0);
 }
 
 void Generator::draft_and_score(Sequence& s) const {
+  auto t0 = Clock::now();
   draft(s);
-  const auto t0 = Clock::now();
+  s.metrics->draft_seconds += seconds_since(t0);
+  t0 = Clock::now();
   s.logits.resize(static_cast<size_t>(s.tree.size() + 1) * target_->vocab_size());
   s.target->tree_logits(s.context, s.tree, s.logits.data());
   ++s.metrics->target_calls;
@@ -229,9 +229,7 @@ void Generator::draft(Sequence& s) const {
   request.tree_shape = config_.tree_shape;
   request.scheme = config_.tree_sampling;
   request.rng = s.rng = StepRandom{config_.seed, s.id, s.step};
-  const auto t0 = Clock::now();
   s.tree = s.drafter->propose(request);
-  s.metrics->draft_seconds += seconds_since(t0);
 }
 
 void Generator::commit_step(Sequence& s, const VerifyOutcome& outcome, const float* probs, double expected_sum,
@@ -320,7 +318,9 @@ SequenceOutput Generator::generate(const std::vector<Token>& prompt, uint64_t se
       continue;
     }
     draft_and_score(s);
+    const auto t0 = Clock::now();
     verify_on_cpu(s, probs);
+    metrics.verify_seconds += seconds_since(t0);
   }
   end(s);
   return std::move(s.out);
@@ -406,21 +406,6 @@ void parallel_each(const std::vector<size_t>& items, F&& f) {
 
 void Generator::score_lockstep(std::vector<Sequence>& batch, const std::vector<size_t>& active) const {
   const size_t V = static_cast<size_t>(target_->vocab_size());
-  if (!target_->batches_forwards()) {
-    parallel_each(active, [&](size_t i) {
-      if (config_.method) {
-        Sequence& s = batch[i];
-        const auto t0 = Clock::now();
-        s.logits.resize((static_cast<size_t>(s.tree.size()) + 1) * V);
-        s.target->tree_logits(s.context, s.tree, s.logits.data());
-        ++s.metrics->target_calls;
-        s.metrics->target_seconds += seconds_since(t0);
-      } else {
-        target_logits(batch[i]);
-      }
-    });
-    return;
-  }
   static const TokenTree no_tree;
   std::vector<TreeLogitsCall> calls;
   for (size_t i : active) {
@@ -430,17 +415,18 @@ void Generator::score_lockstep(std::vector<Sequence>& batch, const std::vector<s
     calls.push_back(TreeLogitsCall{s.target.get(), &s.context, &s.tree, s.logits.data()});
   }
   const auto t0 = Clock::now();
-  target_->batch_tree_logits(calls);
-  // One forward served the step's sequences: each is charged its share.
-  const double share = seconds_since(t0) / static_cast<double>(active.size());
+  if (target_->batches_forwards())
+    target_->batch_tree_logits(calls);
+  else
+    parallel_each(active, [&](size_t i) {
+      Sequence& s = batch[i];
+      s.target->tree_logits(s.context, s.tree, s.logits.data());
+    });
+  const double wall = seconds_since(t0);
   for (size_t i : active) {
     Sequence& s = batch[i];
-    if (config_.method) {
-      ++s.metrics->target_calls;
-      s.metrics->target_seconds += share;
-    } else {
-      (s.step == 0 ? s.metrics->prompt_seconds : s.metrics->target_seconds) += share;
-    }
+    if (config_.method) ++s.metrics->target_calls;
+    (!config_.method && s.step == 0 ? s.metrics->prompt_seconds : s.metrics->target_seconds) += wall;
   }
 }
 
@@ -466,9 +452,17 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     for (size_t i = 0; i < batch.size(); ++i)
       if (!finished(batch[i])) active.push_back(i);
     if (active.empty()) break;
-    if (config_.method) parallel_each(active, [&](size_t i) { draft(batch[i]); });
+    // Each phase's wall time is charged to every sequence of the step: the batch waits for the phase as a whole,
+    // so a sequence's times add up to its wall time, and the cost model sees a batched step beside the baseline's.
+    if (config_.method) {
+      const auto t0 = Clock::now();
+      parallel_each(active, [&](size_t i) { draft(batch[i]); });
+      const double wall = seconds_since(t0);
+      for (size_t i : active) batch[i].metrics->draft_seconds += wall;
+    }
     score_lockstep(batch, active);
     if (!device) {  // sampled / verified on the CPU, each sequence as alone
+      const auto t0 = Clock::now();
       parallel_each(active, [&](size_t i) {
         thread_local std::vector<float> probs;
         if (config_.method)
@@ -476,6 +470,9 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
         else
           sample_on_cpu(batch[i], probs);
       });
+      const double wall = seconds_since(t0);
+      if (config_.method)
+        for (size_t i : active) batch[i].metrics->verify_seconds += wall;
       continue;
     }
     if (!config_.method) {
@@ -486,10 +483,9 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
                        RandomKey{config_.seed, philox_stream(batch[i].id, RandomRole::sample), batch[i].step}});
       const auto t1 = Clock::now();
       const std::vector<Token> tokens = device->sample(draws);
-      // The device's time is shared by the step's sequences: each is charged its share.
-      const double share = seconds_since(t1) / static_cast<double>(active.size());
+      const double wall = seconds_since(t1);
       for (size_t k = 0; k < active.size(); ++k) {
-        batch[active[k]].metrics->verify_seconds += share;
+        batch[active[k]].metrics->verify_seconds += wall;
         commit_token(batch[active[k]], tokens[k], nullptr);
       }
       continue;
@@ -499,10 +495,10 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
       steps.push_back(DeviceStep{batch[i].logits.data(), &batch[i].tree, &batch[i].history, batch[i].rng});
     const auto t1 = Clock::now();
     const std::vector<DeviceStepResult> results = device->verify(steps);
-    const double share = seconds_since(t1) / static_cast<double>(active.size());
+    const double wall = seconds_since(t1);
     for (size_t k = 0; k < active.size(); ++k) {
       Sequence& s = batch[active[k]];
-      s.metrics->verify_seconds += share;
+      s.metrics->verify_seconds += wall;
       commit_step(s, results[k].outcome, nullptr, results[k].expected_acceptance_sum,
                   results[k].expected_acceptance_count);
     }

@@ -125,13 +125,13 @@ class Generator {
   // Speculative step: draft and run the target over the tree, then commit the verifier's outcome. `probs` are
   // the processed rows on the CPU path; on a device they stay there (null) and the expected acceptance comes
   // from the kernel.
-  void draft(Sequence& s) const;
+  void draft(Sequence& s) const;  // untimed: its callers charge the time
   void draft_and_score(Sequence& s) const;
   // The target rows of every sequence `active` names (its context alone for `ar`, else its draft tree), in one
-  // batch_tree_logits call when the target batches forwards (each sequence charged an equal share of the time),
-  // else each on its own, in parallel over threads.
+  // batch_tree_logits call when the target batches forwards, else each on its own, in parallel over threads; each
+  // sequence is charged the phase's wall time (the batch waits for it whole).
   void score_lockstep(std::vector<Sequence>& batch, const std::vector<size_t>& active) const;
-  // Verification on the CPU of a step whose target rows are in s.logits, then commit (probs: scratch).
+  // Verification on the CPU of a step whose target rows are in s.logits, then commit (probs: scratch); untimed.
   void verify_on_cpu(Sequence& s, std::vector<float>& probs) const;
   void commit_step(Sequence& s, const VerifyOutcome& outcome, const float* probs, double expected_sum,
                    int32_t expected_count) const;

@@ -219,6 +219,7 @@ void run_generation_setting_on_device(RunState& run, const Setting& setting, con
     for (size_t k = 0; k < todo.size(); ++k) {
       RunRecord r = new_record(setting, todo[k], rep);
       r.device = device_name(gen.device);
+      r.lockstep = true;
       r.metrics = metrics[k];
       record_output(r, out[k]);
       if (base_params) {
