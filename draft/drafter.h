@@ -70,6 +70,17 @@ class DrafterFactory {
   // The deepest draft this drafter can propose (Medusa: one level per head), 0 when any depth is possible. The
   // generator refuses a --tree or --num-draft-tokens deeper than it, instead of cutting the draft silently.
   virtual int32_t max_draft_depth() const { return 0; }
+  // Proposals of several drafters this factory created (one per sequence of a lockstep batch, each at most once):
+  // the trees each drafter's propose() would return, with its counters. A drafter kind that batches_proposals()
+  // runs its model once per draft depth for all of them (LanguageModel::batch_tree_logits); the default proposes
+  // one by one.
+  virtual std::vector<TokenTree> propose_batch(const std::vector<Drafter*>& drafters,
+                                               const std::vector<DraftRequest>& requests) const {
+    std::vector<TokenTree> out;
+    for (size_t i = 0; i < drafters.size(); ++i) out.push_back(drafters[i]->propose(requests[i]));
+    return out;
+  }
+  virtual bool batches_proposals() const { return false; }
 };
 
 // What a drafter kind is built from (draft/registry/drafter_registry.cpp): the --draft spec split at its first

@@ -29,51 +29,86 @@ class ModelDrafter : public Drafter {
     ++counters_.n_forward;
   }
 
-  TokenTree propose(const DraftRequest& request) override {
-    const auto start = std::chrono::steady_clock::now();
-    std::vector<int32_t> shape = request.tree_shape;
-    if (shape.empty()) shape.assign(request.num_draft_tokens, 1);
+  // A proposal in progress: the tree so far and the rows whose children are drawn at the next depth. One draft
+  // forward per depth (step) gives the logits of every row of the tree so far.
+  struct Proposal {
+    const DraftRequest* request = nullptr;
+    std::chrono::steady_clock::time_point start;
+    std::vector<int32_t> shape;  // branching per depth
+    size_t depth = 0;
     TokenTree tree;
-    tree.scheme = request.tree_shape.empty() ? SiblingScheme::iid : request.scheme;
-    tree.draft_q.emplace_back();
-    std::vector<int32_t> frontier = {0};  // rows whose children are drawn next
+    std::vector<int32_t> frontier = {0};
     uint32_t slot = 0;
-    const SamplerPipeline& pipeline = ranked_tree(request) ? ranking_pipeline_ : pipeline_;
-    for (int32_t branching : shape) {
-      // One draft forward per depth: logits for every row of the tree so far.
-      std::vector<float> logits(static_cast<size_t>(tree.size() + 1) * vocab_size_);
-      session_->tree_logits(*request.context, tree, logits.data());
-      ++counters_.n_forward;
-      std::vector<float> probs(logits.size());
-      std::vector<int32_t> next_frontier;
-      for (int32_t row : frontier) {
-        float* q = probs.data() + static_cast<size_t>(row) * vocab_size_;
-        // Row histories need the processed rows of ancestors (mirostat); those were stored in draft_q.
-        const TokenHistory h =
-            path_history(pipeline, *request.history, tree, row, [&](int32_t r) { return tree.draft_q[r].data(); });
-        pipeline.process(logits.data() + static_cast<size_t>(row) * vocab_size_, h, q);
-        for (Token c : draw_children(q, vocab_size_, branching, tree.scheme, request.rng, slot)) {
-          tree.add(c, row - 1);
-          tree.draft_q.emplace_back();
-          next_frontier.push_back(tree.size());
-        }
-        std::vector<float>& recorded = tree.draft_q[row];
-        if (mutant_on(Mutant::draft_q_from_raw_logits)) {
-          const std::vector<double> raw =
-              log_softmax(logits.data() + static_cast<size_t>(row) * vocab_size_, vocab_size_);
-          recorded.resize(vocab_size_);
-          for (int32_t x = 0; x < vocab_size_; ++x) recorded[x] = static_cast<float>(std::exp(raw[x]));
-        } else {
-          recorded.assign(q, q + vocab_size_);
-        }
+    const SamplerPipeline* pipeline = nullptr;
+    std::vector<float> logits;  // [tree.size() + 1, V]: the next forward's rows
+    bool done() const { return depth >= shape.size() || frontier.empty(); }
+  };
+
+  Proposal start(const DraftRequest& request) const {
+    Proposal p;
+    p.request = &request;
+    p.start = std::chrono::steady_clock::now();
+    p.shape = request.tree_shape;
+    if (p.shape.empty()) p.shape.assign(request.num_draft_tokens, 1);
+    p.tree.scheme = request.tree_shape.empty() ? SiblingScheme::iid : request.scheme;
+    p.tree.draft_q.emplace_back();
+    p.pipeline = ranked_tree(request) ? &ranking_pipeline_ : &pipeline_;
+    return p;
+  }
+
+  // The call of the next depth's forward (p.logits sized for it).
+  TreeLogitsCall next_call(Proposal& p) {
+    p.logits.resize(static_cast<size_t>(p.tree.size() + 1) * vocab_size_);
+    return TreeLogitsCall{session_.get(), p.request->context, &p.tree, p.logits.data()};
+  }
+
+  // After that forward: the frontier's rows processed and their children drawn.
+  void grow(Proposal& p) {
+    ++counters_.n_forward;
+    const SamplerPipeline& pipeline = *p.pipeline;
+    TokenTree& tree = p.tree;
+    const int32_t branching = p.shape[p.depth++];
+    std::vector<float> probs(p.logits.size());
+    std::vector<int32_t> next_frontier;
+    for (int32_t row : p.frontier) {
+      float* q = probs.data() + static_cast<size_t>(row) * vocab_size_;
+      // Row histories need the processed rows of ancestors (mirostat); those were stored in draft_q.
+      const TokenHistory h =
+          path_history(pipeline, *p.request->history, tree, row, [&](int32_t r) { return tree.draft_q[r].data(); });
+      pipeline.process(p.logits.data() + static_cast<size_t>(row) * vocab_size_, h, q);
+      for (Token c : draw_children(q, vocab_size_, branching, tree.scheme, p.request->rng, p.slot)) {
+        tree.add(c, row - 1);
+        tree.draft_q.emplace_back();
+        next_frontier.push_back(tree.size());
       }
-      frontier = std::move(next_frontier);
-      if (frontier.empty()) break;
+      std::vector<float>& recorded = tree.draft_q[row];
+      if (mutant_on(Mutant::draft_q_from_raw_logits)) {
+        const std::vector<double> raw =
+            log_softmax(p.logits.data() + static_cast<size_t>(row) * vocab_size_, vocab_size_);
+        recorded.resize(vocab_size_);
+        for (int32_t x = 0; x < vocab_size_; ++x) recorded[x] = static_cast<float>(std::exp(raw[x]));
+      } else {
+        recorded.assign(q, q + vocab_size_);
+      }
     }
+    p.frontier = std::move(next_frontier);
+  }
+
+  TokenTree finish(Proposal& p) {
     // Deterministic candidates are verified as point masses: their recorded q is not a sampling law.
-    if (tree.scheme == SiblingScheme::deterministic) tree.draft_q.clear();
-    tree.draft_q.resize(tree.size() + 1);
-    return counted(std::move(tree), start);
+    if (p.tree.scheme == SiblingScheme::deterministic) p.tree.draft_q.clear();
+    p.tree.draft_q.resize(p.tree.size() + 1);
+    return counted(std::move(p.tree), p.start);
+  }
+
+  TokenTree propose(const DraftRequest& request) override {
+    Proposal p = start(request);
+    while (!p.done()) {
+      const TreeLogitsCall call = next_call(p);
+      session_->tree_logits(*call.context, *call.tree, call.out);
+      grow(p);
+    }
+    return finish(p);
   }
 
  private:
@@ -92,6 +127,36 @@ ModelDrafterFactory::ModelDrafterFactory(std::shared_ptr<const LanguageModel> mo
 
 std::unique_ptr<Drafter> ModelDrafterFactory::create() const {
   return std::make_unique<ModelDrafter>(*model_, pipeline_, ranking_pipeline_);
+}
+
+std::vector<TokenTree> ModelDrafterFactory::propose_batch(const std::vector<Drafter*>& drafters,
+                                                          const std::vector<DraftRequest>& requests) const {
+  if (drafters.size() != requests.size())
+    fail("propose_batch: ", drafters.size(), " drafters for ", requests.size(), " requests");
+  std::vector<ModelDrafter*> own;
+  for (Drafter* d : drafters) {
+    auto* m = dynamic_cast<ModelDrafter*>(d);
+    if (!m) fail(description(), ": propose_batch was given a drafter of another kind");
+    own.push_back(m);
+  }
+  std::vector<ModelDrafter::Proposal> proposals;
+  for (size_t i = 0; i < own.size(); ++i) proposals.push_back(own[i]->start(requests[i]));
+  // Depth by depth: one forward of the draft model for every proposal still growing.
+  for (;;) {
+    std::vector<size_t> growing;
+    std::vector<TreeLogitsCall> calls;
+    for (size_t i = 0; i < own.size(); ++i)
+      if (!proposals[i].done()) {
+        growing.push_back(i);
+        calls.push_back(own[i]->next_call(proposals[i]));
+      }
+    if (growing.empty()) break;
+    model_->batch_tree_logits(calls);
+    for (size_t i : growing) own[i]->grow(proposals[i]);
+  }
+  std::vector<TokenTree> out;
+  for (size_t i = 0; i < own.size(); ++i) out.push_back(own[i]->finish(proposals[i]));
+  return out;
 }
 
 }  // namespace specula

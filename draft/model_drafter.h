@@ -18,6 +18,10 @@ class ModelDrafterFactory : public DrafterFactory {
   std::unique_ptr<Drafter> create() const override;
   int32_t vocab_size() const override { return model_->vocab_size(); }
   std::string description() const override { return model_->description(); }
+  // One draft forward per depth for all the drafters, when the model batches its forwards (a transformer).
+  std::vector<TokenTree> propose_batch(const std::vector<Drafter*>& drafters,
+                                       const std::vector<DraftRequest>& requests) const override;
+  bool batches_proposals() const override { return model_->batches_forwards(); }
 
  private:
   std::shared_ptr<const LanguageModel> model_;

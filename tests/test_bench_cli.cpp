@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -242,15 +243,19 @@ TEST_CASE("bench end-to-end --batch runs each batch size in lockstep and reports
       {" --batch 0", "--batch: '0' in '0' is not a batch size in [1, 4096]"},
       {" --batch 1,x", "--batch: 'x' in '1,x' is not a batch size"},
       {" --batch 1,,2", "--batch: '' in '1,,2' is not a batch size"},
+      {" --batch 1,4,", "--batch: '1,4,' is not a list of batch sizes"},
+      {" --batch 2,2", "--batch: 2 is named twice in '2,2'"},
+      {" --batch 1,4000 --set experiment.corpus_tail=0.001", "--batch 4000: "},
       {" --device gpu", "--device: 'gpu' is not cpu, cuda or cuda-host"},
   };
   for (const auto& [args, message] : cases) {
     INFO(args);
-    const CliResult bad =
-        run_specula("bench end-to-end --experiment " + experiment + args + " --output " + dir.file("bad.json"));
+    const CliResult bad = run_specula("bench end-to-end --experiment " + experiment + args + " --output " +
+                                      dir.file("bad.json") + " --set experiment.output_dir=" + dir.file("bad"));
     CHECK(bad.exit_code == 1);
     CHECK_THAT(bad.err, Contains(message));
     CHECK_FALSE(std::ifstream(dir.file("bad.json")).good());
+    CHECK_FALSE(std::filesystem::exists(dir.file("bad")));  // no run began
   }
   // An experiment with a prompts file has no batch to draw.
   const std::string prompts = dir.write("prompts.txt", "hello there\n");

@@ -619,6 +619,16 @@ TEST_CASE("sessions run together in one forward: each row's bits are its session
   const TransformerLanguageModel batched(path), alone(path);
   REQUIRE(batched.batches_forwards());
   CHECK(batched_mismatches(batched, alone) == 0);
+  // A vocabulary of no multiple of 16 (264: the bytes and 8 more) keeps a float32 row-major LM head, which
+  // LibTorch's GEMM takes above 32 rows: each call's rows go through the head alone, as tree_logits sends them.
+  // (A checkpoint's byte tokenizer has 256 tokens: the model is built in memory, as the hf: loader builds one.)
+  c.vocab_size = 264;
+  LoadedCheckpoint loaded;
+  loaded.model = scaled_model(c, 31);
+  loaded.config.model = c;
+  const TransformerLanguageModel odd_batched("transformer", "odd", loaded, nullptr),
+      odd_alone("transformer", "odd", loaded, nullptr);
+  CHECK(batched_mismatches(odd_batched, odd_alone) == 0);
   // Every session given the shortest cache's length: rows placed and attending wrongly, caught.
   {
     const ScopedMutant on(Mutant::batch_rows_use_shortest_cache_length);

@@ -28,6 +28,7 @@
 #include "harness/io/output_file.h"
 #include "harness/runner/experiment_runner.h"
 #include "harness/runner/results_folder.h"
+#include "harness/runner/setting_configs.h"
 #include "kernels/shared/error.h"
 
 #ifndef SPECULA_SOURCE_DIR
@@ -87,13 +88,16 @@ std::vector<int> parse_batches(const std::string& text) {
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
-    char* end = nullptr;
-    const long b = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || b < 1 || b > kMaxBatch)
+    const bool digits = !item.empty() && item.size() <= 6 &&
+                        std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const long b = digits ? std::stol(item) : 0;
+    if (b < 1 || b > kMaxBatch)
       fail_parameter("batch", ": '", item, "' in '", text, "' is not a batch size in [1, ", kMaxBatch, "]");
+    if (std::find(out.begin(), out.end(), b) != out.end())
+      fail_parameter("batch", ": ", b, " is named twice in '", text, "'");
     out.push_back(static_cast<int>(b));
   }
-  if (out.empty()) fail_parameter("batch", ": '", text, "' names no batch size");
+  if (out.empty() || text.back() == ',') fail_parameter("batch", ": '", text, "' is not a list of batch sizes");
   return out;
 }
 
@@ -103,7 +107,8 @@ json run_json(const std::vector<SummaryRow>& rows) {
   for (const char* temperature : {"0", "0.8"}) {
     const SummaryRow* best = nullptr;
     for (const SummaryRow& r : rows)
-      if (!r.baseline && setting_value(r, "sampling.temperature") == temperature &&
+      if (!r.baseline && std::isfinite(r.decode_speedup) &&
+          std::strtod(setting_value(r, "sampling.temperature").c_str(), nullptr) == std::strtod(temperature, nullptr) &&
           (!best || r.decode_speedup > best->decode_speedup))
         best = &r;
     if (best) out[std::string("best_at_temperature_") + temperature] = row_json(*best);
@@ -155,11 +160,15 @@ int bench_end_to_end(const Args& args) {
     // Checked before any run: the largest batch's prompts must come from the corpus (num_prompts sets the batch).
     std::vector<std::string> largest = options.overrides;
     largest.push_back("experiment.num_prompts=" + std::to_string(*std::max_element(batches.begin(), batches.end())));
-    if (load_experiment(experiment, largest).prompts_from_corpus.empty())
+    const ExperimentConfig config = load_experiment(experiment, largest);
+    if (config.prompts_from_corpus.empty())
       fail_parameter("batch",
                      " needs an experiment whose prompts come from a corpus ([experiment] prompts_from_corpus: "
                      "num_prompts is the batch size); ",
                      experiment, " names a prompts file");
+    // The largest batch's prompts exist (the corpus has that many places to take one from).
+    with_source("--batch " + std::to_string(*std::max_element(batches.begin(), batches.end())),
+                [&] { return load_prompts(config, config.target); });
   }
   const std::string load_before = load_averages();
   const std::string out =

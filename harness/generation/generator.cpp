@@ -139,25 +139,37 @@ struct Generator::Sequence {
 };
 
 void Generator::begin(Sequence& s) const {
+  begin_sessions(s);
+  if (!config_.method) return;
+  // The prompt is processed before the decoding loop, timed apart: the target's prefill, whose logits the
+  // first verification call takes from the session's cache instead of running the prompt again, and the
+  // drafter's begin (a draft model's prefill).
+  if (prefills(s)) {
+    std::vector<float> logits(target_->vocab_size());
+    s.target->next_logits(*s.prompt, logits.data());
+  }
+  begin_drafter(s);
+  s.metrics->prompt_seconds += seconds_since(s.start);
+}
+
+void Generator::begin_sessions(Sequence& s) const {
   s.start = Clock::now();
   s.target = target_->new_session();
   s.context = *s.prompt;
   s.history = TokenHistory{};
   s.history.prompt = *s.prompt;
-  if (!config_.method) return;
-  s.metrics->resize(static_cast<int32_t>(draft_depth(config_)));
-  // The prompt is processed before the decoding loop, timed apart: the target's prefill, whose logits the
-  // first verification call takes from the session's cache instead of running the prompt again, and the
-  // drafter's begin (a draft model's prefill).
-  if (!s.prompt->empty() && config_.max_new_tokens > 0) {
-    std::vector<float> logits(target_->vocab_size());
-    s.target->next_logits(*s.prompt, logits.data());
-  }
+  if (config_.method) s.metrics->resize(static_cast<int32_t>(draft_depth(config_)));
+}
+
+bool Generator::prefills(const Sequence& s) const {
+  return config_.method && !s.prompt->empty() && config_.max_new_tokens > 0;
+}
+
+void Generator::begin_drafter(Sequence& s) const {
   s.drafter = drafter_->create();
   s.drafter->set_target_session(s.target.get());
   s.drafter->begin(*s.prompt);
   s.draft_forwards_before = s.drafter->counters().n_forward;
-  s.metrics->prompt_seconds += seconds_since(s.start);
 }
 
 bool Generator::finished(const Sequence& s) const {
@@ -221,7 +233,7 @@ void Generator::draft_and_score(Sequence& s) const {
   s.metrics->target_seconds += seconds_since(t0);
 }
 
-void Generator::draft(Sequence& s) const {
+DraftRequest Generator::draft_request(Sequence& s) const {
   DraftRequest request;
   request.context = &s.context;
   request.history = &s.history;
@@ -229,8 +241,10 @@ void Generator::draft(Sequence& s) const {
   request.tree_shape = config_.tree_shape;
   request.scheme = config_.tree_sampling;
   request.rng = s.rng = StepRandom{config_.seed, s.id, s.step};
-  s.tree = s.drafter->propose(request);
+  return request;
 }
+
+void Generator::draft(Sequence& s) const { s.tree = s.drafter->propose(draft_request(s)); }
 
 void Generator::commit_step(Sequence& s, const VerifyOutcome& outcome, const float* probs, double expected_sum,
                             int32_t expected_count) const {
@@ -444,9 +458,31 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     fail("lockstep: ", batch.size(), " sequences need ", sessions >> 20, " MiB of target sessions (", session >> 20,
          " MiB each: KV cache and rows) but ", available >> 20,
          " MiB is available (MemAvailable): run fewer sequences together");
+  // The sequences begin together: sessions, then (speculative methods) the target's prefill of every prompt in one
+  // batched call, then the drafters (which may read the prefill's features). Every sequence starts at the phase's
+  // start and is charged its wall as prompt time, as the baseline's batched first step is.
   std::vector<size_t> all(batch.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-  parallel_each(all, [&](size_t i) { begin(batch[i]); });
+  const auto start = Clock::now();
+  parallel_each(all, [&](size_t i) { begin_sessions(batch[i]); });
+  if (config_.method) {
+    static const TokenTree no_tree;
+    std::vector<std::vector<float>> logits;
+    std::vector<TreeLogitsCall> calls;
+    for (Sequence& s : batch)
+      if (prefills(s)) {
+        logits.emplace_back(static_cast<size_t>(target_->vocab_size()));
+        calls.push_back(TreeLogitsCall{s.target.get(), s.prompt, &no_tree, logits.back().data()});
+      }
+    if (target_->batches_forwards())
+      target_->batch_tree_logits(calls);
+    else
+      for (const TreeLogitsCall& c : calls) c.session->tree_logits(*c.context, *c.tree, c.out);
+    parallel_each(all, [&](size_t i) { begin_drafter(batch[i]); });
+    const double wall = seconds_since(start);
+    for (Sequence& s : batch) s.metrics->prompt_seconds += wall;
+  }
+  for (Sequence& s : batch) s.start = start;
   for (;;) {
     std::vector<size_t> active;
     for (size_t i = 0; i < batch.size(); ++i)
@@ -456,7 +492,18 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     // so a sequence's times add up to its wall time, and the cost model sees a batched step beside the baseline's.
     if (config_.method) {
       const auto t0 = Clock::now();
-      parallel_each(active, [&](size_t i) { draft(batch[i]); });
+      if (drafter_->batches_proposals()) {  // a draft model: one forward per depth for the batch
+        std::vector<Drafter*> drafters;
+        std::vector<DraftRequest> requests;
+        for (size_t i : active) {
+          drafters.push_back(batch[i].drafter.get());
+          requests.push_back(draft_request(batch[i]));
+        }
+        std::vector<TokenTree> trees = drafter_->propose_batch(drafters, requests);
+        for (size_t k = 0; k < active.size(); ++k) batch[active[k]].tree = std::move(trees[k]);
+      } else {
+        parallel_each(active, [&](size_t i) { draft(batch[i]); });
+      }
       const double wall = seconds_since(t0);
       for (size_t i : active) batch[i].metrics->draft_seconds += wall;
     }

@@ -91,8 +91,8 @@ class Generator {
   SequenceOutput generate(const std::vector<Token>& prompt, uint64_t sequence, GenerationMetrics& metrics,
                           const TokenSink& sink = nullptr) const;
 
-  // Generates sequences first..first+count-1: in parallel over threads on the CPU, in lockstep batches on a
-  // device.
+  // Generates sequences first..first+count-1: in parallel over threads on the CPU, in one lockstep batch on a
+  // device or with GenerationConfig::lockstep.
   std::vector<SequenceOutput> generate_many(const std::vector<Token>& prompt, uint64_t first, int64_t count,
                                             GenerationMetrics& metrics) const;
 
@@ -115,17 +115,23 @@ class Generator {
 
  private:
   struct Sequence;  // one sequence in flight (generator.cpp)
+  // A sequence's start: its sessions, the target's prefill of its prompt (speculative methods), its drafter. In
+  // lockstep the three run as phases over the batch, the prefill batched.
   void begin(Sequence& s) const;
+  void begin_sessions(Sequence& s) const;
+  bool prefills(const Sequence& s) const;
+  void begin_drafter(Sequence& s) const;
   bool finished(const Sequence& s) const;
   // Autoregressive step: the target's logits at the context, then commit the token drawn from them.
   void target_logits(Sequence& s) const;
   void commit_token(Sequence& s, Token x, const float* probs) const;
-  // Autoregressive step on the CPU: target_logits, then sample and commit (probs: scratch).
+  // Autoregressive step on the CPU: sample from s.logits and commit (probs: scratch).
   void sample_on_cpu(Sequence& s, std::vector<float>& probs) const;
-  // Speculative step: draft and run the target over the tree, then commit the verifier's outcome. `probs` are
-  // the processed rows on the CPU path; on a device they stay there (null) and the expected acceptance comes
-  // from the kernel.
-  void draft(Sequence& s) const;  // untimed: its callers charge the time
+  // Speculative step: draft (draft), run the target over the tree (draft_and_score does both), then commit the
+  // verifier's outcome (commit_step). `probs` are the processed rows on the CPU path; on a device they stay there
+  // (null) and the expected acceptance comes from the kernel.
+  void draft(Sequence& s) const;                  // untimed: its callers charge the time
+  DraftRequest draft_request(Sequence& s) const;  // the step's request (and s.rng)
   void draft_and_score(Sequence& s) const;
   // The target rows of every sequence `active` names (its context alone for `ar`, else its draft tree), in one
   // batch_tree_logits call when the target batches forwards, else each on its own, in parallel over threads; each

@@ -47,9 +47,11 @@ class LanguageModel {
   // The most positions a session can hold (context + draft tree depth); 0 = unbounded (table models).
   virtual int64_t max_positions() const { return 0; }
 
-  // Several sessions' calls (sessions of this model, each at most once) with the results of calling each session's
-  // tree_logits in turn. A model that batches_forwards() runs them in one forward over its weights (batched
-  // lockstep decoding: the weights are read once per step for the whole batch); the default calls them one by one.
+  // Several sessions' calls (sessions of this model, each at most once) with the rows of calling each session's
+  // tree_logits in turn (the same bits on the CPU; a GPU's GEMMs may sum a batch in another order; a session's
+  // counters may differ, e.g. fresh sessions given one prompt in one batch each run it). A model that
+  // batches_forwards() runs them in one forward over its weights (batched lockstep decoding: the weights are read
+  // once per step for the whole batch); the default calls them one by one.
   virtual void batch_tree_logits(const std::vector<TreeLogitsCall>& calls) const {
     for (const TreeLogitsCall& c : calls) c.session->tree_logits(*c.context, *c.tree, c.out);
   }

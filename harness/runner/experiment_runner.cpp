@@ -158,8 +158,21 @@ void log_setting_totals(const RunState& run, const Setting& setting) {
 void warm_up(const RunState& run, const SamplingParams& params, std::shared_ptr<const DrafterFactory> drafter,
              GenerationConfig gen) {
   gen.max_new_tokens = std::min(gen.max_new_tokens, 8);
-  GenerationMetrics ignored;
-  Generator(run.target, params, std::move(drafter), gen).generate(run.prompts[0], 0, ignored);
+  const Generator generator(run.target, params, std::move(drafter), gen);
+  if (gen.device == Device::cpu && !gen.lockstep) {
+    GenerationMetrics ignored;
+    generator.generate(run.prompts[0], 0, ignored);
+    return;
+  }
+  // Lockstep: the whole batch, so the batched path's buffers are sized before the first record.
+  std::vector<const std::vector<Token>*> prompts;
+  std::vector<uint64_t> ids;
+  for (size_t j = 0; j < run.prompts.size(); ++j) {
+    prompts.push_back(&run.prompts[j]);
+    ids.push_back(j);
+  }
+  std::vector<GenerationMetrics> ignored(prompts.size());
+  generator.generate_batch(prompts, ids, ignored);
 }
 
 // The paired baseline's generation: autoregressive, the speculative setting's seed and device.

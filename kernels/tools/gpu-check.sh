@@ -132,7 +132,7 @@ fi
 # per step for each batch, speculative against autoregressive decoding of the same batch at each batch size.
 if [ -f "$models/target-27m/config.json" ] && [ -f "$models/ngram-order6-distilled-27m.txt" ]; then
   step bench_end_to_end_batch "$limit_e2e" "$specula" bench end-to-end --experiment experiments/bench-batch.ini \
-    --device cuda --batch "$batches" "${e2e_quick[@]}" --set "experiment.output_dir=$work/runs" \
+    --device cuda --batch "$batches" ${e2e_quick[@]+"${e2e_quick[@]}"} --set "experiment.output_dir=$work/runs" \
     --output "$work/bench-end-to-end-batch.json"
 else
   skip bench_end_to_end_batch "the bundled checkpoints are not here"

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <iostream>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -389,24 +390,38 @@ void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
   for (PendingCall* call : calls) segments.push_back(call->segment);
   Transformer& model = state.model;
   const torch::Tensor hidden = model->batch_hidden_states(segments);
+  // The sessions keep their context rows' hidden states on the host: one copy for the batch (a model on a GPU).
+  const torch::Tensor hidden_on_host = hidden.device().is_cpu() ? hidden : hidden.to(torch::kCPU);
   std::vector<torch::Tensor> read;
   int64_t first_row = 0;
   for (PendingCall* call : calls) {
     TransformerSession::Cache& c = *call->cache;
     const torch::Tensor own = hidden.narrow(0, first_row, call->rows);
-    first_row += call->rows;
     if (call->chunk > 0) {
       c.reserve_linear_hidden(call->linear_before + call->chunk);
-      c.linear_hidden.narrow(0, call->linear_before, call->chunk).copy_(own.narrow(0, 0, call->chunk));
+      c.linear_hidden.narrow(0, call->linear_before, call->chunk)
+          .copy_(hidden_on_host.narrow(0, first_row, call->chunk));
     }
+    first_row += call->rows;
     // Only the last context row and the tree rows have logits anyone reads.
     const int64_t first = call->chunk > 0 ? call->chunk - 1 : 0;
     read.push_back(own.narrow(0, first, call->rows - first));
     c.stats.rows_run += call->rows;
   }
   const torch::Tensor rows = read.size() == 1 ? read[0] : torch::cat(read);
+  // On the CPU's decoding step each call's rows go through the LM head alone, as tree_logits sends them: a float32
+  // row-major head (a vocabulary that is no multiple of 16) takes LibTorch's GEMM above 32 rows, whose sums would
+  // make a row's bits depend on the batch. Elsewhere (a GPU) one GEMM serves the batch.
+  torch::Tensor logits;
+  if (model->decode_step() && read.size() > 1) {
+    std::vector<torch::Tensor> parts;
+    for (const torch::Tensor& r : read) parts.push_back(model->lm_head(r));
+    logits = torch::cat(parts);
+  } else {
+    logits = model->lm_head(rows);
+  }
   // The sessions keep rows on the host (a model on a GPU: one copy of the batch's rows).
-  const torch::Tensor features = torch::cat({rows, model->lm_head(rows)}, 1).to(torch::kCPU);
+  const torch::Tensor features = torch::cat({rows, logits}, 1).to(torch::kCPU);
   int64_t at = 0;
   for (size_t k = 0; k < calls.size(); ++k) {
     calls[k]->new_rows = features.narrow(0, at, read[k].size(0));
@@ -470,13 +485,13 @@ void TransformerSession::tree_logits(const std::vector<Token>& context, const To
 
 void TransformerLanguageModel::batch_tree_logits(const std::vector<TreeLogitsCall>& calls) const {
   std::vector<PendingCall> pending(calls.size());
+  std::set<const TransformerSession::Cache*> seen;
   for (size_t i = 0; i < calls.size(); ++i) {
     auto* session = dynamic_cast<TransformerSession*>(calls[i].session);
     if (!session || session->cache_->state != state_)
       fail(description(), ": batch_tree_logits was given a session of another model");
-    for (size_t j = 0; j < i; ++j)
-      if (pending[j].cache == session->cache_.get())
-        fail(description(), ": batch_tree_logits was given one session twice");
+    if (!seen.insert(session->cache_.get()).second)
+      fail(description(), ": batch_tree_logits was given one session twice");
     pending[i].cache = session->cache_.get();
     pending[i].context = calls[i].context;
     pending[i].tree = calls[i].tree;

@@ -130,6 +130,7 @@ class TransformerImpl : public torch::nn::Module {
   // Off: every forward takes LibTorch's operations (LibTorchOperationsOnly), and caches made by new_cache move
   // their slots with LibTorch's too: the path a model on a GPU runs (tests run it on the CPU).
   void set_decode_step(bool on) { decode_step_ = on; }
+  bool decode_step() const { return decode_step_; }
   torch::Tensor decode_hidden_states(const torch::Tensor& tokens, const torch::Tensor& positions,
                                      const torch::Tensor& mask, KVCache& cache);
 
