@@ -273,9 +273,13 @@ void decode_segments(const DecodeShape& s, const std::vector<DecodeLayer>& layer
       else
         std::copy(x + r * d, x + (r + 1) * d, normed + r * d);
     linear(normed, rows, d, L.qkv, L.qkv_bias, qkv_width, qkv);
-    int64_t first = 0;  // the segment's first row
+    int64_t first = 0;              // the segment's first row
+    std::vector<DecodeLayer> owns;  // per segment: the weights, with its slice of the cache (LayerAttention refers)
+    owns.reserve(segments.size());
+    std::vector<LayerAttention> attention;
+    int64_t work = 0;
     for (const DecodeSegment& seg : segments) {
-      DecodeLayer own = L;  // the weights, with this segment's slice of the cache
+      DecodeLayer& own = owns.emplace_back(L);
       own.keys = seg.keys[l];
       own.values = seg.values[l];
       own.capacity = seg.capacity;
@@ -291,11 +295,23 @@ void decode_segments(const DecodeShape& s, const std::vector<DecodeLayer>& layer
           std::copy(row + (H + Hkv + g) * D, row + (H + Hkv + g + 1) * D, own.values + (g * own.capacity + slot) * D);
         }
       }
-      LayerAttention{own,      qkv + first * qkv_width, qkv_width, seg.rows, cache_len + seg.rows, H, G, D, scale,
-                     seg.mask, attn + first * H * D}
-          .run();
+      attention.push_back(LayerAttention{own, qkv + first * qkv_width, qkv_width, seg.rows, cache_len + seg.rows, H, G,
+                                         D, scale, seg.mask, attn + first * H * D});
+      work += seg.rows * (cache_len + seg.rows) * H * D;
       first += seg.rows;
     }
+    // Several sequences: their (sequence, head) pairs split over the compute threads together, so small sequences
+    // do not each run on one thread while the other waits. Each pair is computed alone: the split moves no bit.
+    const int threads = at::get_num_threads();
+    const int64_t pairs = static_cast<int64_t>(attention.size()) * H;
+    if (attention.size() == 1)
+      attention[0].run();
+    else if (threads <= 1 || at::in_parallel_region() || work < kAttentionSplitWork)
+      for (const LayerAttention& a : attention) a.heads(0, H);
+    else
+      at::parallel_for(0, pairs, (pairs + threads - 1) / threads, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) attention[i / H].heads(i % H, i % H + 1);
+      });
     linear(attn, rows, H * D, L.out, nullptr, d, proj);
     for (int64_t i = 0; i < rows * d; ++i) x[i] += proj[i];
 
