@@ -416,26 +416,31 @@ void parallel_each(const std::vector<size_t>& items, F&& f) {
     if (!e.empty()) throw Error(e);
 }
 
+// The target call of a sequence with no draft tree (a prefill, an `ar` step).
+const TokenTree kNoTree;
+
+// One phase's target calls: one batch_tree_logits when the target batches its forwards, else each call on its own,
+// in parallel over threads.
+void run_target_calls(const LanguageModel& target, const std::vector<TreeLogitsCall>& calls) {
+  if (target.batches_forwards()) return target.batch_tree_logits(calls);
+  std::vector<size_t> all(calls.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  parallel_each(all, [&](size_t i) { calls[i].session->tree_logits(*calls[i].context, *calls[i].tree, calls[i].out); });
+}
+
 }  // namespace
 
 void Generator::score_lockstep(std::vector<Sequence>& batch, const std::vector<size_t>& active) const {
   const size_t V = static_cast<size_t>(target_->vocab_size());
-  static const TokenTree no_tree;
   std::vector<TreeLogitsCall> calls;
   for (size_t i : active) {
     Sequence& s = batch[i];
-    if (!config_.method) s.tree = no_tree;
+    if (!config_.method) s.tree = kNoTree;
     s.logits.resize((static_cast<size_t>(s.tree.size()) + 1) * V);
     calls.push_back(TreeLogitsCall{s.target.get(), &s.context, &s.tree, s.logits.data()});
   }
   const auto t0 = Clock::now();
-  if (target_->batches_forwards())
-    target_->batch_tree_logits(calls);
-  else
-    parallel_each(active, [&](size_t i) {
-      Sequence& s = batch[i];
-      s.target->tree_logits(s.context, s.tree, s.logits.data());
-    });
+  run_target_calls(*target_, calls);
   const double wall = seconds_since(t0);
   for (size_t i : active) {
     Sequence& s = batch[i];
@@ -466,18 +471,15 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
   const auto start = Clock::now();
   parallel_each(all, [&](size_t i) { begin_sessions(batch[i]); });
   if (config_.method) {
-    static const TokenTree no_tree;
     std::vector<std::vector<float>> logits;
+    logits.reserve(batch.size());
     std::vector<TreeLogitsCall> calls;
     for (Sequence& s : batch)
       if (prefills(s)) {
         logits.emplace_back(static_cast<size_t>(target_->vocab_size()));
-        calls.push_back(TreeLogitsCall{s.target.get(), s.prompt, &no_tree, logits.back().data()});
+        calls.push_back(TreeLogitsCall{s.target.get(), s.prompt, &kNoTree, logits.back().data()});
       }
-    if (target_->batches_forwards())
-      target_->batch_tree_logits(calls);
-    else
-      for (const TreeLogitsCall& c : calls) c.session->tree_logits(*c.context, *c.tree, c.out);
+    run_target_calls(*target_, calls);
     parallel_each(all, [&](size_t i) { begin_drafter(batch[i]); });
     const double wall = seconds_since(start);
     for (Sequence& s : batch) s.metrics->prompt_seconds += wall;

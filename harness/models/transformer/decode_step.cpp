@@ -216,16 +216,24 @@ struct LayerAttention {
                out + (r * H + h) * D);
     }
   }
-
-  // The heads split over the compute threads as `linear` splits columns: with a second core, attention (about a
-  // sixth of a 1-token step at 160 cached tokens, and each extra verified row's second-largest cost) is not
-  // left to one thread while the other waits.
-  void run() const {
-    const int threads = at::get_num_threads();
-    if (threads <= 1 || at::in_parallel_region() || H < 2 || rows * T * H * D < kAttentionSplitWork) return heads(0, H);
-    at::parallel_for(0, H, (H + threads - 1) / threads, [&](int64_t first, int64_t last) { heads(first, last); });
-  }
 };
+
+// Every (sequence, head) pair of a layer's attention, split over the compute threads as `linear` splits columns:
+// with a second core, attention (about a sixth of a 1-token step at 160 cached tokens, and each extra verified
+// row's second-largest cost) is not left to one thread while the other waits, and a batch's small sequences are
+// not each run on one thread. `work` is the layer's multiply-adds (kAttentionSplitWork). Each pair is computed
+// alone: the split moves no bit.
+void run_attention(const std::vector<LayerAttention>& attention, int64_t H, int64_t work) {
+  const int threads = at::get_num_threads();
+  const int64_t pairs = static_cast<int64_t>(attention.size()) * H;
+  if (threads <= 1 || at::in_parallel_region() || pairs < 2 || work < kAttentionSplitWork) {
+    for (const LayerAttention& a : attention) a.heads(0, H);
+    return;
+  }
+  at::parallel_for(0, pairs, (pairs + threads - 1) / threads, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) attention[i / H].heads(i % H, i % H + 1);
+  });
+}
 
 }  // namespace
 
@@ -300,18 +308,7 @@ void decode_segments(const DecodeShape& s, const std::vector<DecodeLayer>& layer
       work += seg.rows * (cache_len + seg.rows) * H * D;
       first += seg.rows;
     }
-    // Several sequences: their (sequence, head) pairs split over the compute threads together, so small sequences
-    // do not each run on one thread while the other waits. Each pair is computed alone: the split moves no bit.
-    const int threads = at::get_num_threads();
-    const int64_t pairs = static_cast<int64_t>(attention.size()) * H;
-    if (attention.size() == 1)
-      attention[0].run();
-    else if (threads <= 1 || at::in_parallel_region() || work < kAttentionSplitWork)
-      for (const LayerAttention& a : attention) a.heads(0, H);
-    else
-      at::parallel_for(0, pairs, (pairs + threads - 1) / threads, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) attention[i / H].heads(i % H, i % H + 1);
-      });
+    run_attention(attention, H, work);
     linear(attn, rows, H * D, L.out, nullptr, d, proj);
     for (int64_t i = 0; i < rows * d; ++i) x[i] += proj[i];
 
