@@ -121,6 +121,20 @@ struct EmulatedBlock {
     return total;
   }
 
+  // Exclusive prefix of v in rank order, and (in *total) the block's total: a thread's place in the block.
+  double exclusive_sum_f64(double v, double* total) {
+    sh.f64[thread] = v;
+    sync();
+    double before = 0.0, all = 0.0;
+    for (int t = 0; t < T; ++t) {
+      if (t < thread) before += sh.f64[t];
+      all += sh.f64[t];
+    }
+    sync();
+    *total = all;
+    return before;
+  }
+
   // The radix histogram, with the CUDA Block's indexing and barriers.
   void hist_clear() {
     for (int i = thread; i <= fused_sampler::kRadixBins; i += T) sh.hist[i] = 0;
@@ -129,26 +143,32 @@ struct EmulatedBlock {
   void hist_add(int bin, uint64_t w) { sh.hist[bin] += w; }  // fibers never interleave inside a phase
   uint64_t hist_suffix_sums() {
     sync();  // every hist_add has landed
+    return suffix_sums(sh.hist);
+  }
+  fused_sampler::RadixPick hist_find(uint64_t above, uint64_t target) { return find_bucket(sh.hist, above, target); }
+
+  // hist[d] := weight of buckets >= d, for this block's histogram or a cluster's merged one.
+  uint64_t suffix_sums(uint64_t* hist) {
     constexpr int kTop = fused_sampler::kRadixBins - 1;
     uint64_t items[kBinsPerThread];
     uint64_t local = 0;
-    for (int j = 0; j < kBinsPerThread; ++j) items[j] = local += sh.hist[kTop - (thread * kBinsPerThread + j)];
+    for (int j = 0; j < kBinsPerThread; ++j) items[j] = local += hist[kTop - (thread * kBinsPerThread + j)];
     sh.u64[thread] = local;
     sync();  // BlockScan's exchange
     uint64_t before = 0;
     for (int t = 0; t < thread; ++t) before += sh.u64[t];
     sync();
-    for (int j = 0; j < kBinsPerThread; ++j) sh.hist[kTop - (thread * kBinsPerThread + j)] = items[j] + before;
+    for (int j = 0; j < kBinsPerThread; ++j) hist[kTop - (thread * kBinsPerThread + j)] = items[j] + before;
     sync();
-    const uint64_t total = sh.hist[0];
+    const uint64_t total = hist[0];
     sync();  // as the CUDA Block: every thread has read the total before the next hist_clear
     return total;
   }
-  fused_sampler::RadixPick hist_find(uint64_t above, uint64_t target) {
+  fused_sampler::RadixPick find_bucket(const uint64_t* hist, uint64_t above, uint64_t target) {
     for (int j = 0; j < kBinsPerThread; ++j) {
       const int d = fused_sampler::kRadixBins - 1 - (thread * kBinsPerThread + j);
-      if (bucket_holds_target(above, sh.hist[d + 1], sh.hist[d], target))
-        sh.out.pick = fused_sampler::RadixPick{static_cast<uint32_t>(d), above + sh.hist[d + 1], above + sh.hist[d]};
+      if (bucket_holds_target(above, hist[d + 1], hist[d], target))
+        sh.out.pick = fused_sampler::RadixPick{static_cast<uint32_t>(d), above + hist[d + 1], above + hist[d]};
     }
     if (!mutant_on(Mutant::emulated_pick_unsynchronised)) sync();
     const fused_sampler::RadixPick pick = sh.out.pick;

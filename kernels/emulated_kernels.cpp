@@ -1,20 +1,24 @@
 #include "kernels/emulated_kernels.h"
 
+#include <algorithm>
 #include <map>
 #include <memory>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "kernels/emulated_block.h"
+#include "kernels/emulated_cluster_block.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
 namespace {
 
-// One team per (threads, schedule) and OS thread: the stacks are mapped once, not per launch.
-FiberTeam& team_for(const EmulationOptions& o) {
-  thread_local std::map<std::pair<int, int>, std::unique_ptr<FiberTeam>> teams;
-  auto& team = teams[{o.threads, static_cast<int>(o.schedule)}];
-  if (!team) team = std::make_unique<FiberTeam>(o.threads, o.schedule);
+// One team per (threads, schedule, blocks) and OS thread: the stacks are mapped once, not per launch.
+FiberTeam& team_for(const EmulationOptions& o, int ctas) {
+  thread_local std::map<std::tuple<int, int, int>, std::unique_ptr<FiberTeam>> teams;
+  auto& team = teams[{o.threads, static_cast<int>(o.schedule), ctas}];
+  if (!team) team = std::make_unique<FiberTeam>(o.threads * ctas, o.schedule, 256 * 1024, ctas);
   return *team;
 }
 
@@ -22,7 +26,7 @@ FiberTeam& team_for(const EmulationOptions& o) {
 // memory, so their order is immaterial), the team's threads together within each.
 template <int T, int VEC, class RowFn>
 void run_rows(const EmulationOptions& o, int32_t batch, int32_t vocab, RowFn&& row_fn) {
-  FiberTeam& team = team_for(o);
+  FiberTeam& team = team_for(o, 1);
   auto shared = std::make_unique<EmulatedShared<T>>();
   team.run([&](int rank) {
     EmulatedBlock<T, VEC> block{*shared, team, rank, vocab};
@@ -33,23 +37,59 @@ void run_rows(const EmulationOptions& o, int32_t batch, int32_t vocab, RowFn&& r
   });
 }
 
-template <int T, class RowFn>
+// The same with each row split over a cluster of o.ctas emulated blocks (EmulatedClusterBlock).
+template <int T, int VEC, class RowFn>
+void run_cluster_rows(const EmulationOptions& o, int32_t batch, int32_t vocab, RowFn&& row_fn) {
+  const int ctas = o.ctas;
+  FiberTeam& team = team_for(o, ctas);
+  const int32_t span = cluster_slice_span(vocab, ctas, VEC);
+  std::vector<std::unique_ptr<EmulatedClusterShared<T>>> owned;
+  std::vector<EmulatedClusterShared<T>*> blocks;
+  for (int c = 0; c < ctas; ++c) {
+    owned.push_back(std::make_unique<EmulatedClusterShared<T>>());
+    owned.back()->slice.assign(static_cast<size_t>(span), 0.0f);
+    blocks.push_back(owned.back().get());
+  }
+  team.run([&](int fiber) {
+    const int cta = fiber / T, thread = fiber % T;
+    const int32_t begin = std::min<int64_t>(static_cast<int64_t>(cta) * span, vocab);
+    const int32_t end = std::min<int64_t>(static_cast<int64_t>(begin) + span, vocab);
+    EmulatedClusterBlock<T, VEC> block{
+        blocks.data(), ctas, cta, EmulatedBlock<T, VEC>{blocks[cta]->block, team, thread, vocab}, begin, end};
+    for (int32_t row = 0; row < batch; ++row) {
+      row_fn(block, row);
+      block.cluster_sync();  // the next row reuses every block's shared memory
+    }
+  });
+}
+
+// kSplitRows: the row function takes a cluster's Block too (the fused sampler), so o.ctas > 1 splits each row.
+template <bool kSplitRows, int T, class RowFn>
 void dispatch_vec(const EmulationOptions& o, int vec, int32_t batch, int32_t vocab, RowFn&& row_fn) {
+  if constexpr (kSplitRows) {
+    if (o.ctas > 1) {
+      if (vec == 4)
+        run_cluster_rows<T, 4>(o, batch, vocab, row_fn);
+      else
+        run_cluster_rows<T, 1>(o, batch, vocab, row_fn);
+      return;
+    }
+  }
   if (vec == 4)
     run_rows<T, 4>(o, batch, vocab, row_fn);
   else
     run_rows<T, 1>(o, batch, vocab, row_fn);
 }
 
-template <class RowFn>
+template <bool kSplitRows = false, class RowFn>
 void dispatch(const EmulationOptions& o, int vec, int32_t batch, int32_t vocab, RowFn&& row_fn) {
   check_emulation_options(o);
   if (o.threads == 4)
-    dispatch_vec<4>(o, vec, batch, vocab, row_fn);
+    dispatch_vec<kSplitRows, 4>(o, vec, batch, vocab, row_fn);
   else if (o.threads == 8)
-    dispatch_vec<8>(o, vec, batch, vocab, row_fn);
+    dispatch_vec<kSplitRows, 8>(o, vec, batch, vocab, row_fn);
   else
-    dispatch_vec<32>(o, vec, batch, vocab, row_fn);
+    dispatch_vec<kSplitRows, 32>(o, vec, batch, vocab, row_fn);
 }
 
 }  // namespace
@@ -57,12 +97,14 @@ void dispatch(const EmulationOptions& o, int vec, int32_t batch, int32_t vocab, 
 void check_emulation_options(const EmulationOptions& o) {
   if (o.threads != 4 && o.threads != 8 && o.threads != 32)
     fail("emulated kernels: threads per block must be 4, 8 or 32, got ", o.threads);
+  if (o.ctas < 1 || o.ctas > kMaxEmulatedClusterBlocks)
+    fail("emulated kernels: blocks per cluster must be in [1, ", kMaxEmulatedClusterBlocks, "], got ", o.ctas);
 }
 
 void emulate_fused_sampler(const SamplerKernelParams& p, const EmulationOptions& o) {
   p.check();
-  dispatch(o, choose_fused_sampler_config(p).vec, p.batch, p.vocab,
-           [&](auto& block, int32_t row) { fused_sampler::sample_row(block, p, row); });
+  dispatch<true>(o, choose_fused_sampler_config(p).vec, p.batch, p.vocab,
+                 [&](auto& block, int32_t row) { fused_sampler::sample_row(block, p, row); });
 }
 
 void emulate_chain_verify(const ChainVerifyParams& p, const EmulationOptions& o) {

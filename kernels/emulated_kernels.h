@@ -1,6 +1,7 @@
 // The CUDA kernels' row code executed on the CPU with a CUDA block's parallel decomposition: every row is
 // one emulated block of `threads` simulated threads (kernels/emulated_block.h) with the device dispatch's
-// vector width (4-wide when V % 4 == 0 and the arrays are 16-byte aligned). This is what `--device
+// vector width (4-wide when V % 4 == 0 and the arrays are 16-byte aligned); the fused sampler's row may instead
+// be one emulated thread-block cluster. This is what `--device
 // cuda-host` runs, so the batched GPU path — buffer layouts, batching, per-row q, row offsets, the
 // collectives, barriers, histogram and tile scans — is exercised wherever the tests run, GPU or not.
 // Pointers are host pointers. Plain C++.
@@ -15,9 +16,13 @@ namespace specula {
 struct EmulationOptions {
   int threads = 8;  // simulated threads per block: 4, 8 or 32
   FiberSchedule schedule = FiberSchedule::forward;
+  // Blocks per row of the fused sampler: 1, or a thread-block cluster of 2 .. kMaxEmulatedClusterBlocks blocks
+  // that splits the row (kernels/emulated_cluster_block.h). The verification kernels run one block per row.
+  int ctas = 1;
 };
+constexpr int kMaxEmulatedClusterBlocks = 16;
 
-// Throws Error for a thread count without an instantiation.
+// Throws Error for a thread count without an instantiation, or a cluster size out of range.
 void check_emulation_options(const EmulationOptions& options);
 
 void emulate_fused_sampler(const SamplerKernelParams& p, const EmulationOptions& options = {});

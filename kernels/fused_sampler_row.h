@@ -10,6 +10,8 @@
 //   sum_f64, sum_i32, min_i32, max_i32, argmax   reductions whose result every thread receives
 //   inclusive_scan(in, out)             prefix sums of a tile of kThreads * kVec values; returns the total
 //   hist_clear, hist_add(bin, w), hist_suffix_sums() -> total, hist_find(above, target) -> RadixPick
+// A cluster's Block (kSlicedRow) adds slice(), slice_begin(), slice_end(), exclusive_sum_f64 (its block's
+// ranks) and cluster_exclusive_sum_f64 (its cluster's blocks), and needs no inclusive_scan.
 //
 // Passes over the row (scratch = the probs output, so nothing else is allocated):
 //   1. read inputs, apply masks, bias, penalties, temperature; write the processed logits to scratch;
@@ -20,7 +22,11 @@
 //                            with float64 exp only when the guard band cannot certify the float result
 //   3. normaliser z over the kept tokens
 //   4. write probabilities, reduce their float64 total and the last positive index
-//   5. inverse-CDF draw, tile by tile in index order, stopping at the tile that holds the token
+//   5. inverse-CDF draw, tile by tile in index order, stopping at the tile that holds the token (a row sliced
+//      over a cluster: three levels, inverse_cdf_sliced)
+//
+// One row per block, or one row per thread-block cluster (SlicedRow): then every collective spans the cluster,
+// and the processed row stays in the blocks' shared memory after pass 1, so the logits are read from memory once.
 #pragma once
 
 #include <cstdint>
@@ -100,6 +106,41 @@ SPECULA_HD void store_vec(float* p, const float (&v)[VEC]) {
   }
 }
 
+// ---- Where the processed row lives ---------------------------------------------------------------------
+// A Block with kSlicedRow = true splits the row over the blocks of a thread-block cluster (cluster_block.cuh,
+// emulated_cluster_block.h): each keeps its slice [slice_begin(), slice_end()) of the processed logits in its
+// shared memory (slice()), the passes after the first read them from there, and only the probabilities go to
+// `probs`. For any other Block the row's scratch is `probs` itself.
+template <class B, class = void>
+struct SlicedRow {
+  static constexpr bool value = false;
+};
+template <class B>
+struct SlicedRow<B, decltype(void(B::kSlicedRow))> {
+  static constexpr bool value = B::kSlicedRow;
+};
+
+template <class Block>
+SPECULA_HD void row_load(Block& b, const float* probs, int32_t base, float (&x)[Block::kVec]) {
+  if constexpr (SlicedRow<Block>::value)
+    load_vec<Block::kVec>(b.slice() + (base - b.slice_begin()), x);
+  else
+    load_vec<Block::kVec>(probs + base, x);
+}
+template <class Block>
+SPECULA_HD void row_store(Block& b, float* probs, int32_t base, const float (&x)[Block::kVec]) {
+  if constexpr (SlicedRow<Block>::value)
+    store_vec<Block::kVec>(b.slice() + (base - b.slice_begin()), x);
+  else
+    store_vec<Block::kVec>(probs + base, x);
+}
+// The final probabilities: the output row, and the slice when the draw reads it from there.
+template <class Block>
+SPECULA_HD void result_store(Block& b, float* probs, int32_t base, const float (&x)[Block::kVec]) {
+  if constexpr (SlicedRow<Block>::value) row_store(b, probs, base, x);
+  store_vec<Block::kVec>(probs + base, x);
+}
+
 // ---- Inverse-CDF draws from unnormalised weights (the fused sampler's draw and every verifier's) ---------
 // A Weight is a callable weight(base, w) that fills w[0 .. kVec) with the float64 weights of tokens
 // [base, base + kVec) (the dispatch guarantees base + kVec <= V).
@@ -157,6 +198,38 @@ SPECULA_HD int32_t inverse_cdf(Block& b, int32_t vocab, Weight&& weight, const W
   return t.last_positive;  // u * total rounded up to total
 }
 
+// The same draw over a sliced row's probabilities (SlicedRow), in three levels instead of serial tiles: the
+// blocks' totals prefixed in block order, each thread's contiguous chunk of its block's slice prefixed in rank
+// order, then the chunk scanned serially. A token's cumulative weight is (blocks before + chunks before) + the
+// chunk's own running sum; the first token whose cumulative weight exceeds u * total, with a positive weight,
+// is the draw (the same rule as inverse_cdf, summed in another order); t.last_positive when rounding leaves none.
+template <class Block>
+SPECULA_HD int32_t inverse_cdf_sliced(Block& b, const WeightsTotal& t, double u) {
+  if (!(t.total > 0.0)) return -1;
+  const double target = u * t.total;
+  const float* slice = b.slice();
+  const int32_t n = b.slice_end() - b.slice_begin();
+  const int32_t chunk = (n + Block::kThreads - 1) / Block::kThreads;
+  const int32_t first = b.rank() * chunk < n ? b.rank() * chunk : n;
+  const int32_t last = first + chunk < n ? first + chunk : n;
+  double own = 0.0;
+  for (int32_t i = first; i < last; ++i) own += static_cast<double>(slice[i]);
+  double block_total = 0.0;
+  const double before_thread = b.exclusive_sum_f64(own, &block_total);
+  double running = b.cluster_exclusive_sum_f64(block_total) + before_thread;
+  int32_t pick = kNoIndex;
+  for (int32_t i = first; i < last; ++i) {
+    const double w = static_cast<double>(slice[i]);
+    running += w;
+    if (inverse_cdf_picks(w, running, target)) {
+      pick = b.slice_begin() + i;
+      break;
+    }
+  }
+  pick = b.min_i32(pick);
+  return pick != kNoIndex ? pick : t.last_positive;
+}
+
 template <class Block, class Weight>
 SPECULA_HD int32_t sample_weights(Block& b, int32_t vocab, Weight&& weight, double u) {
   const WeightsTotal t = weights_total(b, weight);
@@ -201,7 +274,7 @@ SPECULA_HD RadixResult radix_select(Block& b, const float* scratch, float cut, W
     b.hist_clear();
     b.for_each_vec([&](int32_t base) {
       float x[VEC];
-      load_vec<VEC>(scratch + base, x);
+      row_load(b, scratch, base, x);
       for (int j = 0; j < VEC; ++j) {
         if (!kept_by_cut(x[j], cut)) continue;
         const uint32_t key = float_order_key(x[j]);
@@ -323,7 +396,7 @@ SPECULA_HD WeightsTotal softmax_kept(Block& b, float* probs, float cut, float ma
   double z = 0.0;
   b.for_each_vec([&](int32_t base) {
     float x[VEC];
-    load_vec<VEC>(probs + base, x);
+    row_load(b, probs, base, x);
     for (int j = 0; j < VEC; ++j)
       if (kept_by_cut(x[j], cut)) z += static_cast<double>(std::exp(x[j] - max_logit));
   });
@@ -335,14 +408,14 @@ SPECULA_HD WeightsTotal softmax_kept(Block& b, float* probs, float cut, float ma
   int32_t last_positive = -1;
   b.for_each_vec([&](int32_t base) {
     float x[VEC];
-    load_vec<VEC>(probs + base, x);
+    row_load(b, probs, base, x);
     for (int j = 0; j < VEC; ++j) {
       x[j] =
           kept_by_cut(x[j], cut) ? static_cast<float>(static_cast<double>(std::exp(x[j] - max_logit)) * inv_z) : 0.0f;
       total += static_cast<double>(x[j]);
       if (x[j] > 0.0f) last_positive = base + j;
     }
-    store_vec<VEC>(probs + base, x);
+    result_store(b, probs, base, x);
   });
   total = b.sum_f64(total);
   last_positive = b.max_i32(last_positive);
@@ -405,7 +478,7 @@ SPECULA_HD void sample_row(Block& b, const SamplerKernelParams& p, int32_t row) 
       }
       x[j] = v;
     }
-    store_vec<VEC>(probs + base, x);
+    row_store(b, probs, base, x);
   });
   first_bad = b.min_i32(first_bad);
   masked_finite = b.sum_i32(masked_finite);
@@ -430,9 +503,13 @@ SPECULA_HD void sample_row(Block& b, const SamplerKernelParams& p, int32_t row) 
   const float max_logit = best.value;  // no filter ever removes the maximum
   const float cut = filter_threshold(b, rp, probs, max_logit, finite, p.top_p_pass);
   const WeightsTotal kept = softmax_kept(b, probs, cut, max_logit);
-  // ---- Pass 5: inverse CDF with the row's Philox uniform, tiles in index order ----
-  const int32_t token =
-      inverse_cdf(b, vocab, RowWeights<VEC>{probs}, kept, philox_uniform(rp.seed, rp.stream, rp.offset));
+  // ---- Pass 5: inverse CDF with the row's Philox uniform: tiles in index order, or a sliced row's levels ----
+  const double u = philox_uniform(rp.seed, rp.stream, rp.offset);
+  int32_t token;
+  if constexpr (SlicedRow<Block>::value)
+    token = inverse_cdf_sliced(b, kept, u);
+  else
+    token = inverse_cdf(b, vocab, RowWeights<VEC>{probs}, kept, u);
   if (b.leader()) {
     p.tokens[row] = token;
     p.status[row] = static_cast<int32_t>(SamplerRowStatus::ok);

@@ -103,6 +103,69 @@ TEST_CASE("the schedules run a phase's threads in different orders", "[kernels][
   CHECK(orders[0] != orders[2]);
 }
 
+TEST_CASE("a cluster's block barrier waits for its block, the team barrier for every block", "[kernels][emulation]") {
+  for (FiberSchedule schedule : kSchedules) {
+    FiberTeam team(12, schedule, 256 * 1024, 3);  // 3 blocks of 4
+    std::vector<int> arrived(12, 0), block_seen(12, -1), team_seen(12, -1);
+    team.run([&](int rank) {
+      const int block = rank / 4;
+      arrived[rank] = 1;
+      team.barrier();
+      int mine = 0;
+      for (int t = 0; t < 4; ++t) mine += arrived[block * 4 + t];
+      block_seen[rank] = mine;
+      team.team_barrier();
+      int all = 0;
+      for (int a : arrived) all += a;
+      team_seen[rank] = all;
+    });
+    for (int s : block_seen) CHECK(s == 4);
+    for (int s : team_seen) CHECK(s == 12);
+  }
+}
+
+TEST_CASE("between cluster barriers each block runs alone, in the schedule's block order", "[kernels][emulation]") {
+  // A block that reads another block's shared memory without the cluster barrier must see stale data under
+  // some schedule; that needs whole blocks to run ahead of the others, across their own block barriers.
+  std::vector<std::vector<int>> orders;
+  for (FiberSchedule schedule : kSchedules) {
+    FiberTeam team(6, schedule, 256 * 1024, 3);
+    std::vector<int> order;
+    team.run([&](int rank) {
+      team.team_barrier();
+      team.barrier();
+      if (rank % 2 == 0) order.push_back(rank / 2);  // one entry per block, after its block barrier
+      team.barrier();
+    });
+    orders.push_back(order);
+  }
+  CHECK(orders[0] == std::vector<int>{0, 1, 2});
+  CHECK(orders[1] == std::vector<int>{2, 1, 0});
+  CHECK(orders[2] == std::vector<int>{1, 2, 0});
+}
+
+TEST_CASE("a cluster whose threads disagree on the barrier is an error", "[kernels][emulation]") {
+  FiberTeam team(8, FiberSchedule::forward, 256 * 1024, 2);
+  CHECK_THROWS_WITH(team.run([&](int rank) {
+    if (rank == 5)
+      team.team_barrier();
+    else
+      team.barrier();
+  }),
+                    Catch::Contains("divergent barrier"));
+  CHECK_THROWS_WITH(team.run([&](int rank) {
+    if (rank < 4) team.team_barrier();
+  }),
+                    Catch::Contains("divergent barrier"));
+  CHECK_THROWS_WITH(FiberTeam(6, FiberSchedule::forward, 256 * 1024, 4), Catch::Contains("divide"));
+  int ran = 0;
+  team.run([&](int) {
+    team.team_barrier();
+    ++ran;
+  });
+  CHECK(ran == 8);
+}
+
 TEST_CASE("the emulated fused sampler matches the reference pipeline at every thread count and schedule",
           "[kernels][emulation][sampler]") {
   for (int threads : {4, 8, 32})
@@ -119,16 +182,55 @@ TEST_CASE("the emulated fused sampler matches the reference pipeline at every th
       }
 }
 
+TEST_CASE("the fused sampler split over an emulated cluster matches the reference pipeline",
+          "[kernels][emulation][sampler][cluster]") {
+  // Slices of 1 to 250 tokens, empty slices (V 7 over 8 blocks), 4-wide vectors (V 300, 1000), every schedule.
+  for (int ctas : {2, 3, 8})
+    for (int threads : {4, 32})
+      for (FiberSchedule schedule : kSchedules)
+        for (const auto& [vocab, batch] : {std::pair<int32_t, int32_t>{7, 24}, {300, 24}, {1000, 12}, {1003, 12}}) {
+          const SamplerCase c = random_sampler_case(0xc1u + vocab + threads + ctas, vocab, batch);
+          const SamplerRun r = emulate_sampler(c, EmulationOptions{threads, schedule, ctas});
+          for (int32_t row = 0; row < c.batch(); ++row) {
+            const RowComparison cmp = compare_row(c, row, r.probs.data() + static_cast<size_t>(row) * vocab,
+                                                  r.tokens[row], r.status[row], 1e-6);
+            INFO(ctas << " blocks of " << threads << " threads, " << fiber_schedule_name(schedule) << ", V " << vocab
+                      << ": " << cmp.message);
+            CHECK(cmp.ok);
+          }
+        }
+}
+
+TEST_CASE("the cluster's sampler takes the decisions of the one-thread backend under every schedule",
+          "[kernels][emulation][sampler][cluster]") {
+  const SamplerCase c = random_sampler_case(4243, 2048, 40);
+  const SamplerBatch batch(c.vocab, c.rows());
+  std::vector<float> probs(c.logits.size());
+  std::vector<int32_t> tokens(c.batch()), status(c.batch());
+  run_fused_sampler_host(batch.host_params(c.logits.data(), probs.data(), tokens.data(), status.data()));
+  for (int ctas : {2, 5})
+    for (FiberSchedule schedule : kSchedules) {
+      const SamplerRun r = emulate_sampler(c, EmulationOptions{8, schedule, ctas});
+      size_t support_mismatches = 0;
+      for (size_t i = 0; i < probs.size(); ++i) support_mismatches += (probs[i] > 0.0f) != (r.probs[i] > 0.0f);
+      INFO(ctas << " blocks, " << fiber_schedule_name(schedule));
+      CHECK(support_mismatches == 0);
+      CHECK(r.tokens == tokens);
+      CHECK(r.status == status);
+    }
+}
+
 TEST_CASE("the emulated sampler keeps exactly the fixed-point nucleus at a step of the cumulative mass",
           "[kernels][emulation][sampler]") {
   // The float pass's guard band and the exact pass's fall-back under block semantics (test_kernels_host.cpp
   // has the mutant that shows these rows need the fall-back).
   const SamplerCase c = top_p_boundary_case(29, 1000, 60);
-  for (int threads : {4, 32}) {
-    const SamplerRun r = emulate_sampler(c, EmulationOptions{threads, FiberSchedule::rotating});
-    INFO(threads << " threads");
-    CHECK(count_top_p_boundary_mismatches(c, r.probs.data()) == 0);
-  }
+  for (int threads : {4, 32})
+    for (int ctas : {1, 4}) {
+      const SamplerRun r = emulate_sampler(c, EmulationOptions{threads, FiberSchedule::rotating, ctas});
+      INFO(ctas << " blocks of " << threads << " threads");
+      CHECK(count_top_p_boundary_mismatches(c, r.probs.data()) == 0);
+    }
 }
 
 TEST_CASE("the emulated sampler takes the decisions of the one-thread backend under every schedule",
@@ -224,6 +326,40 @@ TEST_CASE("comparing schedules finds a missing barrier", "[kernels][emulation][m
   CHECK(failing > 0);
 }
 
+TEST_CASE("comparing schedules finds a cluster histogram merged without its barrier",
+          "[kernels][emulation][mutant][cluster]") {
+  // The mutant merges the blocks' radix histograms before the cluster barrier that makes them complete, so a
+  // block counts what another block had added so far (nothing, or the previous round's counts).
+  SamplerCase c = random_sampler_case(78, 500, 16);
+  for (SamplingParams& s : c.params) {
+    s = SamplingParams{};
+    s.temperature = 0.9f;
+    s.top_k = 37;
+  }
+  for (auto& h : c.histories) h = TokenHistory{};
+  const auto failing_schedules = [&] {
+    int failing = 0;
+    for (FiberSchedule schedule : kSchedules) {
+      try {
+        const SamplerRun r = emulate_sampler(c, EmulationOptions{4, schedule, 3});
+        for (int32_t row = 0; row < c.batch(); ++row)
+          if (!compare_row(c, row, r.probs.data() + static_cast<size_t>(row) * c.vocab, r.tokens[row], r.status[row],
+                           1e-6)
+                   .ok) {
+            ++failing;
+            break;
+          }
+      } catch (const Error&) {
+        ++failing;
+      }
+    }
+    return failing;
+  };
+  CHECK(failing_schedules() == 0);
+  ScopedMutant mutant(Mutant::cluster_histogram_unsynchronised);
+  CHECK(failing_schedules() > 0);
+}
+
 TEST_CASE("RowSampler on cuda-host draws, from one uploaded row, what the CPU draws", "[kernels][emulation][sampler]") {
   const testing::RowSamplerCheck c = testing::check_row_sampler(Device::cuda_host);
   CHECK(c.drawn == c.expected);
@@ -233,4 +369,8 @@ TEST_CASE("RowSampler on cuda-host draws, from one uploaded row, what the CPU dr
 TEST_CASE("emulation refuses a thread count it has no instantiation for", "[kernels][emulation]") {
   CHECK_THROWS_WITH(check_emulation_options(EmulationOptions{6, FiberSchedule::forward}),
                     Catch::Contains("must be 4, 8 or 32, got 6"));
+  CHECK_THROWS_WITH(check_emulation_options(EmulationOptions{8, FiberSchedule::forward, 0}),
+                    Catch::Contains("blocks per cluster must be in [1, 16], got 0"));
+  CHECK_THROWS_WITH(check_emulation_options(EmulationOptions{8, FiberSchedule::forward, 17}),
+                    Catch::Contains("got 17"));
 }

@@ -64,7 +64,8 @@ enum class Mutant {
   // Kernels.
   top_p_float_pass_uncertified,  // the float-first top-p threshold used without the guard band's proof
   // Kernel emulation (kernels/emulated_block.h).
-  emulated_pick_unsynchronised,  // the radix select's picked bucket read without the barrier after its write
+  emulated_pick_unsynchronised,      // the radix select's picked bucket read without the barrier after its write
+  cluster_histogram_unsynchronised,  // a cluster's blocks merge each other's radix histograms before its barrier
 };
 
 #ifdef SPECULA_NO_MUTATION_POINTS

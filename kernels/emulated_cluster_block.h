@@ -1,0 +1,133 @@
+// The Block of fused_sampler_row.h for a thread-block cluster emulated on the CPU: one row split over `ctas`
+// emulated blocks of T threads (one FiberTeam of ctas * T fibers, a group per block), each block keeping its
+// slice of the row in its own shared memory (SlicedRow). A collective first runs inside each block with
+// EmulatedBlock's structure, then crosses the cluster as the CUDA cluster Block does (cluster_block.cuh): each
+// block's thread 0 writes its partial to a slot in its block's shared memory, a cluster barrier, every thread
+// folds the slots of blocks 0 .. ctas-1 in that order (so every block gets the same bits), another cluster
+// barrier before the slots are written again. The radix histograms merge the same way: integer counts and
+// fixed-point masses, so the order cannot change a bucket.
+//
+// FiberTeam runs each block alone up to the next cluster barrier, in the schedule's block order: a block that
+// read another's slot or histogram without the cluster barrier would read the previous collective's value.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/emulated_block.h"
+#include "kernels/fiber_team.h"
+#include "kernels/fused_sampler_row.h"
+#include "kernels/shared/mutation_points.h"
+
+namespace specula {
+
+union EmulatedClusterSlot {
+  double f64;
+  int32_t i32;
+  fused_sampler::ArgMax arg;
+};
+
+// One block's shared memory in a cluster.
+template <int T>
+struct EmulatedClusterShared {
+  EmulatedShared<T> block;                         // the block's own collectives and histogram
+  EmulatedClusterSlot slot;                        // this block's partial of a cluster collective, read by every block
+  uint64_t merged[fused_sampler::kRadixBins + 1];  // the cluster's histogram, merged by this block
+  std::vector<float> slice;                        // this block's slice of the processed row
+};
+
+// Block b of `ctas` owns tokens [b * span, min((b + 1) * span, V)) with span a multiple of kVec, so that no
+// vector straddles two slices (or, as kVec divides 32, two bitmap words).
+inline int32_t cluster_slice_span(int32_t vocab, int ctas, int vec) {
+  const int32_t vectors = (vocab + vec - 1) / vec;
+  return (vectors + ctas - 1) / ctas * vec;
+}
+
+template <int T, int VEC>
+struct EmulatedClusterBlock {
+  static constexpr int kThreads = T;
+  static constexpr int kVec = VEC;
+  static constexpr bool kSlicedRow = true;
+
+  EmulatedClusterShared<T>* const* blocks;  // [ctas], by block rank in the cluster (what DSMEM maps)
+  int ctas;
+  int cta;                      // this block's rank in the cluster
+  EmulatedBlock<T, VEC> local;  // this block's collectives (its vocab is unused)
+  int32_t begin, end;           // this block's slice of the row
+
+  int rank() const { return local.thread; }
+  bool leader() const { return cta == 0 && local.thread == 0; }
+  void sync() { local.sync(); }
+  void cluster_sync() { local.team.team_barrier(); }
+
+  float* slice() { return blocks[cta]->slice.data(); }
+  int32_t slice_begin() const { return begin; }
+  int32_t slice_end() const { return end; }
+
+  template <class F>
+  void for_each_vec(F&& f) {
+    for (int32_t base = begin + local.thread * VEC; base < end; base += T * VEC) f(base);
+  }
+
+  // The block's value (every thread holds it) -> its slot -> every block's slots folded in block order.
+  template <typename V, class Op>
+  V cluster_fold(V block_value, V EmulatedClusterSlot::*member, Op op) {
+    if (local.thread == 0) blocks[cta]->slot.*member = block_value;
+    cluster_sync();  // every block's partial has landed
+    V result = blocks[0]->slot.*member;
+    for (int c = 1; c < ctas; ++c) result = op(result, blocks[c]->slot.*member);
+    cluster_sync();  // every block has read the slots before the next collective writes them
+    return result;
+  }
+
+  double sum_f64(double v) {
+    return cluster_fold(local.sum_f64(v), &EmulatedClusterSlot::f64, [](double a, double b) { return a + b; });
+  }
+  int32_t sum_i32(int32_t v) {
+    return cluster_fold(local.sum_i32(v), &EmulatedClusterSlot::i32, [](int32_t a, int32_t b) { return a + b; });
+  }
+  int32_t min_i32(int32_t v) {
+    return cluster_fold(local.min_i32(v), &EmulatedClusterSlot::i32,
+                        [](int32_t a, int32_t b) { return a < b ? a : b; });
+  }
+  int32_t max_i32(int32_t v) {
+    return cluster_fold(local.max_i32(v), &EmulatedClusterSlot::i32,
+                        [](int32_t a, int32_t b) { return a > b ? a : b; });
+  }
+  fused_sampler::ArgMax argmax(fused_sampler::ArgMax v) {
+    return cluster_fold(
+        local.argmax(v), &EmulatedClusterSlot::arg,
+        [](const fused_sampler::ArgMax& a, const fused_sampler::ArgMax& b) { return fused_sampler::better(a, b); });
+  }
+
+  double exclusive_sum_f64(double v, double* block_total) { return local.exclusive_sum_f64(v, block_total); }
+  // The totals of the blocks before this one, added in block order.
+  double cluster_exclusive_sum_f64(double block_total) {
+    if (local.thread == 0) blocks[cta]->slot.f64 = block_total;
+    cluster_sync();
+    double before = 0.0;
+    for (int c = 0; c < cta; ++c) before += blocks[c]->slot.f64;
+    cluster_sync();
+    return before;
+  }
+
+  // Each block counts its slice into its own histogram; the suffix sums and the search run on the merged one.
+  void hist_clear() { local.hist_clear(); }
+  void hist_add(int bin, uint64_t w) { local.hist_add(bin, w); }
+  uint64_t hist_suffix_sums() {
+    if (!mutant_on(Mutant::cluster_histogram_unsynchronised)) cluster_sync();  // every block's hist_add has landed
+    uint64_t* merged = blocks[cta]->merged;
+    for (int bin = local.thread; bin <= fused_sampler::kRadixBins; bin += T) {
+      uint64_t sum = 0;
+      for (int c = 0; c < ctas; ++c) sum += blocks[c]->block.hist[bin];
+      merged[bin] = sum;
+    }
+    cluster_sync();  // every block has read every histogram before any clears its own
+    return local.suffix_sums(merged);
+  }
+  fused_sampler::RadixPick hist_find(uint64_t above, uint64_t target) {
+    return local.find_bucket(blocks[cta]->merged, above, target);
+  }
+};
+
+}  // namespace specula
