@@ -161,6 +161,20 @@ struct CudaBlock {
 #endif
   }
 
+  // Exclusive prefix of v in rank order; *total receives the block's total.
+  __host__ __device__ double exclusive_sum_f64(double v, double* total) {
+#if defined(__CUDA_ARCH__)
+    double before, aggregate;
+    ScanF64(sh.temp.scan_f64).ExclusiveSum(v, before, aggregate);  // aggregate: valid in every thread
+    __syncthreads();
+    *total = aggregate;
+    return before;
+#else
+    *total = v;
+    return 0.0;
+#endif
+  }
+
   __host__ __device__ void sync() {
 #if defined(__CUDA_ARCH__)
     __syncthreads();
@@ -182,12 +196,24 @@ struct CudaBlock {
     (void)w;
 #endif
   }
-  // hist[d] := weight of buckets >= d (thread t scans buckets from the top, kBinsPerThread each).
   __host__ __device__ uint64_t hist_suffix_sums() {
 #if defined(__CUDA_ARCH__)
-    constexpr int kTop = fused_sampler::kRadixBins - 1;
-    unsigned long long* hist = sh.extra.hist;
     __syncthreads();  // every hist_add has landed
+    return suffix_sums(sh.extra.hist);
+#else
+    return 0;
+#endif
+  }
+  // The unique bucket d with above + hist[d+1] < target <= above + hist[d] (radix_select guarantees one).
+  __host__ __device__ fused_sampler::RadixPick hist_find(uint64_t above, uint64_t target) {
+    return find_bucket(sh.extra.hist, above, target);
+  }
+
+  // hist[d] := weight of buckets >= d (thread t scans buckets from the top, kBinsPerThread each), for this
+  // block's histogram or a cluster's merged one (every write to it visible to the block).
+  __host__ __device__ uint64_t suffix_sums(unsigned long long* hist) {
+#if defined(__CUDA_ARCH__)
+    constexpr int kTop = fused_sampler::kRadixBins - 1;
     unsigned long long items[kBinsPerThread];
     for (int j = 0; j < kBinsPerThread; ++j) items[j] = hist[kTop - (threadIdx.x * kBinsPerThread + j)];
     ScanU64(sh.temp.scan_u64).InclusiveSum(items, items);
@@ -200,13 +226,13 @@ struct CudaBlock {
     __syncthreads();
     return total;
 #else
+    (void)hist;
     return 0;
 #endif
   }
-  // The unique bucket d with above + hist[d+1] < target <= above + hist[d] (radix_select guarantees one).
-  __host__ __device__ fused_sampler::RadixPick hist_find(uint64_t above, uint64_t target) {
+  __host__ __device__ fused_sampler::RadixPick find_bucket(const unsigned long long* hist, uint64_t above,
+                                                           uint64_t target) {
 #if defined(__CUDA_ARCH__)
-    const unsigned long long* hist = sh.extra.hist;
     for (int j = 0; j < kBinsPerThread; ++j) {
       const int d = fused_sampler::kRadixBins - 1 - static_cast<int>(threadIdx.x * kBinsPerThread + j);
       if (bucket_holds_target(above, hist[d + 1], hist[d], target))
@@ -217,6 +243,7 @@ struct CudaBlock {
     __syncthreads();
     return pick;
 #else
+    (void)hist;
     (void)target;
     return fused_sampler::RadixPick{0, above, above};
 #endif

@@ -36,13 +36,6 @@ struct EmulatedClusterShared {
   std::vector<float> slice;                        // this block's slice of the processed row
 };
 
-// Block b of `ctas` owns tokens [b * span, min((b + 1) * span, V)) with span a multiple of kVec, so that no
-// vector straddles two slices (or, as kVec divides 32, two bitmap words).
-inline int32_t cluster_slice_span(int32_t vocab, int ctas, int vec) {
-  const int32_t vectors = (vocab + vec - 1) / vec;
-  return (vectors + ctas - 1) / ctas * vec;
-}
-
 template <int T, int VEC>
 struct EmulatedClusterBlock {
   static constexpr int kThreads = T;

@@ -42,7 +42,7 @@ template <int T, int VEC, class RowFn>
 void run_cluster_rows(const EmulationOptions& o, int32_t batch, int32_t vocab, RowFn&& row_fn) {
   const int ctas = o.ctas;
   FiberTeam& team = team_for(o, ctas);
-  const int32_t span = cluster_slice_span(vocab, ctas, VEC);
+  const int32_t span = sampler_slice_span(vocab, ctas, VEC);
   std::vector<std::unique_ptr<EmulatedClusterShared<T>>> owned;
   std::vector<EmulatedClusterShared<T>*> blocks;
   for (int c = 0; c < ctas; ++c) {
@@ -103,7 +103,9 @@ void check_emulation_options(const EmulationOptions& o) {
 
 void emulate_fused_sampler(const SamplerKernelParams& p, const EmulationOptions& o) {
   p.check();
-  dispatch<true>(o, choose_fused_sampler_config(p).vec, p.batch, p.vocab,
+  EmulationOptions cluster = o;
+  if (p.cluster_blocks > 0) cluster.ctas = p.cluster_blocks;
+  dispatch<true>(cluster, choose_fused_sampler_config(p).vec, p.batch, p.vocab,
                  [&](auto& block, int32_t row) { fused_sampler::sample_row(block, p, row); });
 }
 

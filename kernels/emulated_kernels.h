@@ -17,7 +17,8 @@ struct EmulationOptions {
   int threads = 8;  // simulated threads per block: 4, 8 or 32
   FiberSchedule schedule = FiberSchedule::forward;
   // Blocks per row of the fused sampler: 1, or a thread-block cluster of 2 .. kMaxEmulatedClusterBlocks blocks
-  // that splits the row (kernels/emulated_cluster_block.h). The verification kernels run one block per row.
+  // that splits the row (kernels/emulated_cluster_block.h); SamplerKernelParams::cluster_blocks, when set,
+  // takes precedence. The verification kernels run one block per row.
   int ctas = 1;
 };
 constexpr int kMaxEmulatedClusterBlocks = 16;

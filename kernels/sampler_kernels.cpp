@@ -45,6 +45,11 @@ void SamplerKernelParams::check() const {
   if (!status) fail("fused sampler: status [B] is null");
   if (static_cast<const void*>(probs) == static_cast<const void*>(logits))
     fail("fused sampler: probs must not alias logits (probs is the kernel's scratch)");
+  if (cluster_blocks < 0 || cluster_blocks > kMaxSamplerClusterBlocks)
+    fail("fused sampler: cluster_blocks must be in [0, ", kMaxSamplerClusterBlocks, "], got ", cluster_blocks);
+  if (cluster_blocks > 1 && sampler_slice_span(vocab, cluster_blocks, 1) > kMaxSamplerSliceTokens)
+    fail("fused sampler: cluster_blocks ", cluster_blocks, " leaves slices of more than ", kMaxSamplerSliceTokens,
+         " tokens (V = ", vocab, ")");
 }
 
 namespace {
@@ -89,12 +94,25 @@ struct HostBlock {
 
 }  // namespace
 
+int32_t sampler_slice_span(int32_t vocab, int32_t blocks, int32_t vec) {
+  const int32_t vectors = (vocab + vec - 1) / vec;
+  return (vectors + blocks - 1) / blocks * vec;
+}
+
 SamplerLaunchConfig choose_fused_sampler_config(const SamplerKernelParams& p) {
   SamplerLaunchConfig c;
-  c.block = p.vocab >= 16384 ? 512 : 256;
   const bool vec4 = p.vocab % 4 == 0 && aligned16(p.logits) && aligned16(p.probs) && aligned16(p.logit_bias) &&
                     aligned16(p.output_counts);
   c.vec = vec4 ? 4 : 1;
+  if (p.cluster_blocks > 0) {
+    c.ctas = p.cluster_blocks;
+  } else {
+    constexpr int32_t kTokensPerBlock = 16384;
+    const int32_t wanted = (p.vocab + kTokensPerBlock - 1) / kTokensPerBlock;
+    c.ctas = std::min(wanted, kMaxSamplerClusterBlocks);
+    if (sampler_slice_span(p.vocab, c.ctas, c.vec) > kMaxSamplerSliceTokens) c.ctas = 1;
+  }
+  c.block = c.ctas > 1 ? 256 : (p.vocab >= 16384 ? 512 : 256);
   return c;
 }
 

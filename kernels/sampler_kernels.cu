@@ -1,8 +1,12 @@
-// CUDA backend of the fused sampler: one block per row runs fused_sampler::sample_row with the CUB block
-// primitives of cuda_block.cuh. Block size and vector width are template parameters; launch_fused_sampler turns the
-// runtime choice (choose_fused_sampler_config) into one of four instantiations.
+// CUDA backend of the fused sampler: fused_sampler::sample_row over one block per row (the CUB block
+// primitives of cuda_block.cuh), or over a thread-block cluster per row on sm_90+ (cluster_block.cuh). Block
+// size, vector width and the cluster variant are template parameters; launch_fused_sampler turns the runtime
+// choice (choose_fused_sampler_config) into one of six instantiations.
 #include <cuda_runtime.h>
 
+#include <mutex>
+
+#include "kernels/cluster_block.cuh"
 #include "kernels/cuda_block.cuh"
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_device.h"
@@ -15,6 +19,8 @@ namespace {
 
 template <int BLOCK, int VEC>
 using CudaBlock = cuda_block::CudaBlock<BLOCK, VEC, cuda_block::Histogram>;
+template <int BLOCK, int VEC>
+using ClusterBlock = cuda_block::CudaClusterBlock<BLOCK, VEC>;
 
 // minBlocksPerSM = 1: one block per row is the design, so ptxas may use up to 65536 / BLOCK registers.
 // Without it, ptxas trades a few bytes of spills for 64 registers, which the spill gate rejects.
@@ -25,10 +31,74 @@ __global__ void __launch_bounds__(BLOCK, 1) fused_sampler_kernel(SamplerKernelPa
   fused_sampler::sample_row(block, p, static_cast<int32_t>(blockIdx.x));
 }
 
+// One cluster of gridDim.x / batch blocks per row; `span` tokens of the row per block (sampler_slice_span),
+// kept in dynamic shared memory. Two blocks per SM: a 128K-token row's 8 slices of 64 KiB plus ~34 KiB of
+// histograms each fit twice in an SM's 227 KiB.
+template <int BLOCK, int VEC>
+__global__ void __launch_bounds__(BLOCK, 2) fused_sampler_cluster_kernel(SamplerKernelParams p, int32_t span) {
+#if defined(SPECULA_CLUSTER_DEVICE)
+  __shared__ typename ClusterBlock<BLOCK, VEC>::Local::Shared shared;
+  extern __shared__ float4 slice[];  // float4: 16-byte aligned for the 4-wide accesses
+  const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+  const unsigned cta = cluster.block_rank(), ctas = cluster.num_blocks();
+  const int32_t row = static_cast<int32_t>(blockIdx.x / ctas);
+  const int64_t first = static_cast<int64_t>(cta) * span;
+  const int32_t begin = static_cast<int32_t>(first < p.vocab ? first : p.vocab);
+  const int32_t end = begin + span < p.vocab ? begin + span : p.vocab;
+  ClusterBlock<BLOCK, VEC> block{{shared, p.vocab}, reinterpret_cast<float*>(slice), begin, end, cta, ctas};
+  fused_sampler::sample_row(block, p, row);
+  cluster.sync();  // no block exits while another may still read its shared memory
+#else
+  (void)p;
+  (void)span;
+  __trap();  // the launcher starts it only on sm_90+
+#endif
+}
+
 template <int BLOCK, int VEC>
 void launch(const SamplerKernelParams& p, cudaStream_t stream) {
   fused_sampler_kernel<BLOCK, VEC><<<p.batch, BLOCK, 0, stream>>>(p);
   cuda_check(cudaGetLastError(), "fused sampler launch");
+}
+
+template <int BLOCK, int VEC>
+void launch_cluster(const SamplerKernelParams& p, int ctas, cudaStream_t stream) {
+  const int32_t span = sampler_slice_span(p.vocab, ctas, VEC);
+  const size_t slice_bytes = static_cast<size_t>(span) * sizeof(float);
+  cuda_check(cudaFuncSetAttribute(fused_sampler_cluster_kernel<BLOCK, VEC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(slice_bytes)),
+             "fused sampler: cluster shared memory");
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = static_cast<unsigned>(ctas);
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(p.batch) * static_cast<unsigned>(ctas));
+  config.blockDim = dim3(BLOCK);
+  config.dynamicSmemBytes = slice_bytes;
+  config.stream = stream;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  cuda_check(cudaLaunchKernelEx(&config, fused_sampler_cluster_kernel<BLOCK, VEC>, p, span),
+             "fused sampler (cluster) launch");
+}
+
+// Thread-block clusters need compute capability 9.0 (the current device's, asked once per device).
+bool device_has_clusters() {
+  static std::mutex mutex;
+  static int known[64] = {};  // 0 unknown, 1 no, 2 yes
+  int device = 0;
+  cuda_check(cudaGetDevice(&device), "fused sampler: current device");
+  std::lock_guard<std::mutex> lock(mutex);
+  if (device < 0 || device >= 64) return false;
+  if (known[device] == 0) {
+    int major = 0;
+    cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
+               "fused sampler: compute capability");
+    known[device] = major >= 9 ? 2 : 1;
+  }
+  return known[device] == 2;
 }
 
 }  // namespace
@@ -37,10 +107,18 @@ void launch_fused_sampler(const SamplerKernelParams& p, CUstream_st* stream) {
   p.check();
   require_cuda_device();
   const SamplerLaunchConfig c = choose_fused_sampler_config(p);
-  // The dispatch: runtime (block, vec) -> compile-time template arguments.
-  if (c.block == 512 && c.vec == 4)
+  // The dispatch: runtime (blocks per row, block, vec) -> compile-time template arguments.
+  if (c.ctas > 1 && device_has_clusters()) {
+    if (c.vec == 4)
+      launch_cluster<256, 4>(p, c.ctas, stream);
+    else
+      launch_cluster<256, 1>(p, c.ctas, stream);
+    return;
+  }
+  const int block = p.vocab >= 16384 ? 512 : 256;
+  if (block == 512 && c.vec == 4)
     launch<512, 4>(p, stream);
-  else if (c.block == 512)
+  else if (block == 512)
     launch<512, 1>(p, stream);
   else if (c.vec == 4)
     launch<256, 4>(p, stream);

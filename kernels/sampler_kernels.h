@@ -90,23 +90,39 @@ struct SamplerKernelParams {
   // B times, with each row's own key): the inputs are [1, V] / [1, W] and uploaded once.
   bool shared_inputs = false;
   TopPPass top_p_pass = TopPPass::float_first;
+  // Blocks per row on a GPU with thread-block clusters (sm_90+): 0 = the dispatch's choice
+  // (choose_fused_sampler_config), 1 = one block per row, 2 .. kMaxSamplerClusterBlocks = a cluster of that
+  // many blocks, each keeping its slice of the row in shared memory. A GPU without clusters runs one block.
+  int32_t cluster_blocks = 0;
 
   // Throws Error naming the first invalid field (null required pointer, bad shape).
   void check() const;
   int32_t bitmap_words() const { return (vocab + 31) / 32; }
 };
 
-// Enqueues the kernel on `stream` (one CUDA block per row). Validates `p`, checks the launch, and throws
-// Error on failure ("fused sampler: <CUDA error>"; "no CUDA device: ..." without one). Asynchronous:
+// A cluster's size limit (the portable one) and the most float32 tokens one block keeps in shared memory.
+constexpr int32_t kMaxSamplerClusterBlocks = 8;
+constexpr int32_t kMaxSamplerSliceTokens = 40960;  // 160 KiB of an H100/H200 SM's 227 KiB
+// Block b of a row split over `blocks` owns tokens [b * span, min((b + 1) * span, V)): span is a multiple of
+// `vec`, so no vector straddles two slices (nor, as vec divides 32, two bitmap words).
+int32_t sampler_slice_span(int32_t vocab, int32_t blocks, int32_t vec);
+
+// Enqueues the kernel on `stream` (one CUDA block, or one thread-block cluster, per row). Validates `p`, checks the
+// launch, and throws Error on failure ("fused sampler: <CUDA error>"; "no CUDA device: ..." without one). Asynchronous:
 // read `status` after synchronising. Throws "no CUDA device: ..." in a build without CUDA.
 void launch_fused_sampler(const SamplerKernelParams& p, CUstream_st* stream = nullptr);
 
 // The kernel's per-row algorithm run sequentially on host arrays (same decisions, same Philox draws).
 void run_fused_sampler_host(const SamplerKernelParams& p);
 
-// The (block size, vector width) the launcher's dispatch picks: 512 threads for V >= 16384, else 256;
-// 4-wide vector accesses when V % 4 == 0 and every [B, V] array is 16-byte aligned, else 1.
+// The (blocks per row, block size, vector width) the launcher's dispatch picks on a GPU with clusters:
+//   - blocks: p.cluster_blocks when set; else ceil(V / 16384) blocks up to kMaxSamplerClusterBlocks, so a
+//     128K-token row is read by 8 SMs at once and each keeps 64 KiB of it; 1 when the slice would not fit;
+//   - block: 256 threads per block of a cluster; one block per row: 512 for V >= 16384, else 256;
+//   - vec: 4-wide vector accesses when V % 4 == 0 and every [B, V] array is 16-byte aligned, else 1.
+// A GPU without clusters runs blocks = 1 whatever this says.
 struct SamplerLaunchConfig {
+  int ctas = 1;
   int block = 256;
   int vec = 1;
 };

@@ -84,7 +84,8 @@ struct GpuRun {
 };
 
 // Runs the fused kernel on a case with poisoned outputs.
-GpuRun run_on_gpu(const testing::SamplerCase& c, TopPPass top_p_pass = TopPPass::float_first) {
+GpuRun run_on_gpu(const testing::SamplerCase& c, TopPPass top_p_pass = TopPPass::float_first,
+                  int32_t cluster_blocks = 0) {
   const SamplerBatch batch(c.vocab, c.rows());
   DeviceArray<float> logits(c.logits), bias(batch.logit_bias), probs(c.logits.size());
   DeviceArray<SamplerRowParams> rows(batch.rows);
@@ -107,18 +108,19 @@ GpuRun run_on_gpu(const testing::SamplerCase& c, TopPPass top_p_pass = TopPPass:
   p.batch = c.batch();
   p.vocab = c.vocab;
   p.top_p_pass = top_p_pass;
+  p.cluster_blocks = cluster_blocks;
   launch_fused_sampler(p);
   check_cuda(cudaDeviceSynchronize(), "fused sampler");
   return {probs.to_host(), tokens.to_host(), status.to_host()};
 }
 
 // Every row of a GPU run against the CPU pipeline (testing::compare_row, tolerance 1e-6 derived above).
-void check_against_pipeline(const testing::SamplerCase& c) {
-  const GpuRun gpu = run_on_gpu(c);
+void check_against_pipeline(const testing::SamplerCase& c, int32_t cluster_blocks = 0) {
+  const GpuRun gpu = run_on_gpu(c, TopPPass::float_first, cluster_blocks);
   for (int32_t r = 0; r < c.batch(); ++r) {
     const testing::RowComparison cmp = testing::compare_row(c, r, gpu.probs.data() + static_cast<size_t>(r) * c.vocab,
                                                             gpu.tokens[r], gpu.status[r], 1e-6);
-    INFO("vocab " << c.vocab << ": " << cmp.message);
+    INFO("vocab " << c.vocab << ", cluster_blocks " << cluster_blocks << ": " << cmp.message);
     CHECK(cmp.ok);
   }
 }
@@ -168,6 +170,32 @@ TEST_CASE("the kernel takes the same decisions as its CPU backend", "[gpu][sampl
   CHECK(status == gpu.status);
 }
 
+TEST_CASE("the fused sampler split over a thread-block cluster matches the CPU pipeline", "[gpu][sampler][cluster]") {
+  // One block per row and clusters of 2, 3 and 8 at every vector width; slices of 1 to 64K tokens, and empty
+  // ones (V 7 over 8 blocks). A GPU without clusters runs one block per row for all of them.
+  for (int32_t blocks : {1, 2, 3, 8})
+    for (const auto& [vocab, batch] :
+         {std::pair<int32_t, int32_t>{7, 16}, {1003, 24}, {32000, 24}, {128256, 6}, {128257, 3}}) {
+      const testing::SamplerCase c = testing::random_sampler_case(0xc105 + vocab + blocks, vocab, batch);
+      check_against_pipeline(c, blocks);
+    }
+}
+
+TEST_CASE("a cluster's kernel takes the same decisions as the CPU backend", "[gpu][sampler][cluster][sanitize]") {
+  const testing::SamplerCase c = testing::random_sampler_case(98, 4096, 32);
+  const GpuRun gpu = run_on_gpu(c, TopPPass::float_first, 4);
+  const SamplerBatch batch(c.vocab, c.rows());
+  std::vector<float> probs(c.logits.size());
+  std::vector<int32_t> tokens(c.batch()), status(c.batch());
+  run_fused_sampler_host(batch.host_params(c.logits.data(), probs.data(), tokens.data(), status.data()));
+  size_t mismatches = 0;
+  for (size_t i = 0; i < probs.size(); ++i)
+    mismatches += (probs[i] > 0.0f) != (gpu.probs[i] > 0.0f) && std::max(probs[i], gpu.probs[i]) > 1e-30f;
+  CHECK(mismatches == 0);
+  CHECK(tokens == gpu.tokens);
+  CHECK(status == gpu.status);
+}
+
 TEST_CASE("top-p at a step of the cumulative mass keeps exactly the fixed-point nucleus on the GPU",
           "[gpu][sampler][sanitize]") {
   // CUDA's expf (2 ulp) feeds the float-first pass here: the guard band must still send every knife-edge
@@ -175,11 +203,13 @@ TEST_CASE("top-p at a step of the cumulative mass keeps exactly the fixed-point 
   // a Llama-3 row.
   for (const auto& [vocab, batch] : {std::pair<int32_t, int32_t>{1000, 300}, {128256, 4}}) {
     const testing::SamplerCase c = testing::top_p_boundary_case(31 + vocab, vocab, batch);
-    for (TopPPass pass : {TopPPass::float_first, TopPPass::exact}) {
-      const GpuRun gpu = run_on_gpu(c, pass);
-      INFO("V " << vocab << (pass == TopPPass::exact ? ", exact pass" : ", float-first pass"));
-      CHECK(testing::count_top_p_boundary_mismatches(c, gpu.probs.data()) == 0);
-    }
+    for (TopPPass pass : {TopPPass::float_first, TopPPass::exact})
+      for (int32_t blocks : {0, 1, 3}) {  // the dispatch's choice (8 blocks at V 128256), one block, a cluster
+        const GpuRun gpu = run_on_gpu(c, pass, blocks);
+        INFO("V " << vocab << (pass == TopPPass::exact ? ", exact pass" : ", float-first pass") << ", cluster_blocks "
+                  << blocks);
+        CHECK(testing::count_top_p_boundary_mismatches(c, gpu.probs.data()) == 0);
+      }
   }
 }
 
@@ -253,7 +283,10 @@ TEST_CASE("the fused sampler's tokens have the processed distribution's law (G-t
     c.keys.push_back(RandomKey{0x5a3e11, philox_stream(static_cast<uint64_t>(r), RandomRole::sample), 9});
     c.logits.insert(c.logits.end(), logits.begin(), logits.end());
   }
-  const GpuRun gpu = run_on_gpu(c);
+  // One block per row, and a cluster of 3 blocks whose slices hold 4 tokens each.
+  const int32_t blocks = GENERATE(1, 3);
+  const GpuRun gpu = run_on_gpu(c, TopPPass::float_first, blocks);
+  INFO("cluster_blocks " << blocks);
   std::vector<int64_t> counts(V, 0);
   for (int32_t r = 0; r < kRows; ++r) {
     REQUIRE(gpu.status[r] == 0);

@@ -65,6 +65,48 @@ TEST_CASE("kernel params check() names the bad field", "[kernels]") {
   CHECK_THROWS_WITH(PhiloxFillParams{}.check(), Catch::Contains("count"));
 }
 
+TEST_CASE("the fused sampler's dispatch splits large rows over a cluster whose slices fit shared memory", "[kernels]") {
+  alignas(16) static float buffer[4];
+  SamplerKernelParams p;
+  p.logits = buffer;
+  p.probs = buffer + 0;
+  const auto config = [&](int32_t vocab, int32_t blocks = 0) {
+    p.vocab = vocab;
+    p.cluster_blocks = blocks;
+    return choose_fused_sampler_config(p);
+  };
+  CHECK(config(1000).ctas == 1);
+  CHECK(config(1000).block == 256);
+  CHECK(config(16384).ctas == 1);
+  CHECK(config(16384).block == 512);
+  CHECK(config(32000).ctas == 2);
+  CHECK(config(32000).block == 256);
+  CHECK(config(128256).ctas == 8);
+  CHECK(config(128256).vec == 4);
+  CHECK(config(262144).ctas == 8);   // 32K tokens (128 KiB) per block
+  CHECK(config(400000).ctas == 1);   // 50K per block would not fit: one block per row, through global memory
+  CHECK(config(1000, 3).ctas == 3);  // asked for
+  CHECK(config(128256, 1).ctas == 1);
+  CHECK(config(128256, 1).block == 512);
+  // Slices are whole vectors, cover the row, and may be empty at its end.
+  CHECK(sampler_slice_span(128256, 8, 4) == 16032);
+  CHECK(sampler_slice_span(7, 8, 1) == 1);
+  CHECK(sampler_slice_span(1003, 3, 1) == 335);
+  CHECK(sampler_slice_span(1000, 3, 4) == 336);
+
+  p.batch = 1;
+  p.vocab = 1000;
+  p.rows = reinterpret_cast<const SamplerRowParams*>(buffer);
+  p.probs = buffer + 1;
+  p.tokens = reinterpret_cast<int32_t*>(buffer + 2);
+  p.status = reinterpret_cast<int32_t*>(buffer + 3);
+  p.cluster_blocks = 9;
+  CHECK_THROWS_WITH(p.check(), Catch::Contains("cluster_blocks must be in [0, 8], got 9"));
+  p.vocab = 400000;
+  p.cluster_blocks = 8;
+  CHECK_THROWS_WITH(p.check(), Catch::Contains("slices of more than 40960 tokens"));
+}
+
 TEST_CASE("the batch builder refuses what the kernel cannot do, by name", "[kernels]") {
   TokenHistory h;
   const auto build = [&](const SamplingParams& s) { return SamplerBatch(100, {{&s, &h, RandomKey{}}}); };

@@ -1,0 +1,153 @@
+// The Block of fused_sampler_row.h for a thread-block cluster (sm_90+): one row split over the cluster's
+// blocks, each keeping its slice of the processed row in dynamic shared memory (SlicedRow), so the logits are
+// read from global memory once and every later pass (filters, normaliser, probabilities, draw) reads shared
+// memory. A collective runs inside each block with cuda_block::CudaBlock's CUB primitives, then crosses the
+// cluster through distributed shared memory: each block's thread 0 writes its partial to a slot in its own
+// shared memory, cluster barrier, every thread folds the slots of blocks 0 .. n-1 in that order (so every block
+// holds the same bits, and a float64 sum does not depend on which block finished first), cluster barrier before
+// the slots are written again. Each block counts its slice into its own radix histogram; the cluster's
+// histogram is their sum (integer counts and fixed-point masses: any order gives the same buckets), which every
+// block builds for itself. emulated_cluster_block.h is the same structure on the CPU (`--device cuda-host`).
+#pragma once
+
+#include <cooperative_groups.h>
+
+#include "kernels/cuda_block.cuh"
+#include "kernels/fused_sampler_row.h"
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define SPECULA_CLUSTER_DEVICE 1
+#endif
+
+namespace specula {
+namespace cuda_block {
+
+union ClusterSlot {
+  double f64;
+  int32_t i32;
+  fused_sampler::ArgMax arg;
+};
+
+// Extra shared memory of a cluster's block: its own histogram, the cluster's merged one, its partial.
+struct ClusterExtra {
+  unsigned long long hist[fused_sampler::kRadixBins + 1];
+  unsigned long long merged[fused_sampler::kRadixBins + 1];
+  ClusterSlot slot;
+};
+
+struct SumF64Op {
+  __device__ double operator()(double a, double b) const { return a + b; }
+};
+struct SumI32Op {
+  __device__ int32_t operator()(int32_t a, int32_t b) const { return a + b; }
+};
+
+template <int BLOCK, int VEC>
+struct CudaClusterBlock {
+  static constexpr int kThreads = BLOCK;
+  static constexpr int kVec = VEC;
+  static constexpr bool kSlicedRow = true;
+  using Local = CudaBlock<BLOCK, VEC, ClusterExtra>;
+
+  Local local;         // this block's collectives
+  float* slice_;       // dynamic shared memory: tokens [begin, end) of the processed row
+  int32_t begin, end;  // this block's slice
+  unsigned cta, ctas;  // this block's rank in the cluster, the cluster's size
+
+  __host__ __device__ int rank() const { return local.rank(); }
+  __host__ __device__ bool leader() const { return cta == 0 && local.rank() == 0; }
+  __host__ __device__ void sync() { local.sync(); }
+  __host__ __device__ void cluster_sync() {
+#if defined(SPECULA_CLUSTER_DEVICE)
+    cooperative_groups::this_cluster().sync();
+#endif
+  }
+
+  __host__ __device__ float* slice() { return slice_; }
+  __host__ __device__ int32_t slice_begin() const { return begin; }
+  __host__ __device__ int32_t slice_end() const { return end; }
+
+  template <class F>
+  __host__ __device__ void for_each_vec(F&& f) {
+#if defined(__CUDA_ARCH__)
+    for (int32_t base = begin + static_cast<int32_t>(threadIdx.x) * VEC; base < end; base += BLOCK * VEC) f(base);
+#else
+    (void)f;
+#endif
+  }
+
+  // The block's value (every thread holds it) -> its slot -> the cluster's slots folded in block order.
+  template <typename V, class Op>
+  __host__ __device__ V cluster_fold(V block_value, V ClusterSlot::*member, Op op) {
+#if defined(SPECULA_CLUSTER_DEVICE)
+    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+    V* mine = &(local.sh.extra.slot.*member);
+    if (threadIdx.x == 0) *mine = block_value;
+    cluster.sync();  // every block's partial has landed
+    V result = *cluster.map_shared_rank(mine, 0);
+    for (unsigned c = 1; c < ctas; ++c) result = op(result, *cluster.map_shared_rank(mine, c));
+    cluster.sync();  // every block has read the slots before the next collective writes them
+    return result;
+#else
+    (void)member;
+    (void)op;
+    return block_value;
+#endif
+  }
+
+  __host__ __device__ double sum_f64(double v) { return cluster_fold(local.sum_f64(v), &ClusterSlot::f64, SumF64Op{}); }
+  __host__ __device__ int32_t sum_i32(int32_t v) {
+    return cluster_fold(local.sum_i32(v), &ClusterSlot::i32, SumI32Op{});
+  }
+  __host__ __device__ int32_t min_i32(int32_t v) { return cluster_fold(local.min_i32(v), &ClusterSlot::i32, MinOp{}); }
+  __host__ __device__ int32_t max_i32(int32_t v) { return cluster_fold(local.max_i32(v), &ClusterSlot::i32, MaxOp{}); }
+  __host__ __device__ fused_sampler::ArgMax argmax(fused_sampler::ArgMax v) {
+    return cluster_fold(local.argmax(v), &ClusterSlot::arg, ArgMaxOp{});
+  }
+
+  __host__ __device__ double exclusive_sum_f64(double v, double* block_total) {
+    return local.exclusive_sum_f64(v, block_total);
+  }
+  // The totals of the blocks before this one, added in block order.
+  __host__ __device__ double cluster_exclusive_sum_f64(double block_total) {
+#if defined(SPECULA_CLUSTER_DEVICE)
+    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+    double* mine = &local.sh.extra.slot.f64;
+    if (threadIdx.x == 0) *mine = block_total;
+    cluster.sync();
+    double before = 0.0;
+    for (unsigned c = 0; c < cta; ++c) before += *cluster.map_shared_rank(mine, c);
+    cluster.sync();
+    return before;
+#else
+    (void)block_total;
+    return 0.0;
+#endif
+  }
+
+  __host__ __device__ void hist_clear() { local.hist_clear(); }
+  __host__ __device__ void hist_add(int bin, uint64_t w) { local.hist_add(bin, w); }
+  // Every block sums the cluster's histograms into its `merged`, then runs the suffix sums and search on it.
+  __host__ __device__ uint64_t hist_suffix_sums() {
+#if defined(SPECULA_CLUSTER_DEVICE)
+    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+    cluster.sync();  // every block's hist_add has landed
+    unsigned long long* merged = local.sh.extra.merged;
+    for (int bin = static_cast<int>(threadIdx.x); bin <= fused_sampler::kRadixBins; bin += BLOCK) {
+      unsigned long long sum = 0;
+      for (unsigned c = 0; c < ctas; ++c) sum += *cluster.map_shared_rank(&local.sh.extra.hist[bin], c);
+      merged[bin] = sum;
+    }
+    cluster.sync();  // every block has read every histogram before any clears its own
+    return local.suffix_sums(merged);
+#else
+    return 0;
+#endif
+  }
+  __host__ __device__ fused_sampler::RadixPick hist_find(uint64_t above, uint64_t target) {
+    return local.find_bucket(local.sh.extra.merged, above, target);
+  }
+};
+
+}  // namespace cuda_block
+}  // namespace specula
