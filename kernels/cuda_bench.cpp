@@ -126,10 +126,30 @@ CudaBenchCase bench_case(std::string kernel, int32_t vocab, int32_t batch, int32
   return c;
 }
 
-void finish_case(CudaBenchCase& c, double peak_gb_per_s) {
+void finish_case(CudaBenchCase& c, const CudaBenchReport& report) {
   c.gb_per_s = c.bytes / (c.mean_us * 1e-6) / 1e9;
-  c.fraction_of_peak = c.gb_per_s / peak_gb_per_s;
-  c.bound_us = c.bytes / (peak_gb_per_s * 1e9) * 1e6;
+  c.fraction_of_peak = c.gb_per_s / report.peak_gb_per_s;
+  c.bound_us = c.bytes / (report.peak_gb_per_s * 1e9) * 1e6;
+  c.floor_us = c.bytes / (report.copy_gb_per_s * 1e9) * 1e6;
+}
+
+// What HBM delivers to a kernel here: a 1 GiB device-to-device copy, best of 5, as bytes moved (read plus
+// written) per second. The floor of a kernel's time is its compulsory bytes (reads plus writes) at this rate.
+double measured_copy_gb_per_s() {
+  const size_t bytes = size_t(1) << 30;
+  Buffer<uint8_t> from(bytes), to(bytes);
+  Events ev;
+  double best_ms = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < 6; ++i) {
+    cuda_check(cudaEventRecord(ev.start), "bench: cudaEventRecord");
+    cuda_check(cudaMemcpyAsync(to.get(), from.get(), bytes, cudaMemcpyDeviceToDevice), "bench: copy");
+    cuda_check(cudaEventRecord(ev.stop), "bench: cudaEventRecord");
+    cuda_check(cudaEventSynchronize(ev.stop), "bench: cudaEventSynchronize");
+    float ms = 0.0f;
+    cuda_check(cudaEventElapsedTime(&ms, ev.start, ev.stop), "bench: cudaEventElapsedTime");
+    if (i > 0) best_ms = std::min(best_ms, static_cast<double>(ms));  // the first one warms up
+  }
+  return 2.0 * static_cast<double>(bytes) / (best_ms * 1e-3) / 1e9;
 }
 
 // Synthetic rows: a few random patterns, reused across rows (content does not change the traffic).
@@ -188,35 +208,73 @@ DeviceInfo device_info() {
 const std::vector<int32_t> kVocabs = {32000, 128256};
 const std::vector<int32_t> kBatches = {1, 64};
 
+SamplerRowParams bench_row(const SamplerBenchSetting& s, int32_t b) {
+  SamplerRowParams r;
+  r.seed = 7;
+  r.stream = static_cast<uint64_t>(b);
+  if (s.temperature > 0.0f) r.temperature = s.temperature;
+  if (s.penalties) {
+    r.repetition_penalty = 1.1f;
+    r.frequency_penalty = 0.2f;
+    r.presence_penalty = 0.1f;
+    r.flags |= kRowCounts | kRowPrompt;
+  }
+  if (s.min_p > 0.0f) {
+    r.min_p = s.min_p;
+    r.filters[r.num_filters++] = static_cast<uint8_t>(KernelFilter::min_p);
+  }
+  if (s.top_k > 0) {
+    r.top_k = s.top_k;
+    r.filters[r.num_filters++] = static_cast<uint8_t>(KernelFilter::top_k);
+  }
+  if (s.top_p < 1.0f) {
+    r.top_p = s.top_p;
+    r.filters[r.num_filters++] = static_cast<uint8_t>(KernelFilter::top_p);
+  }
+  return r;
+}
+
+// Output histories of 256 tokens per row (counts) inside a 64-token prompt (bitmap), for the penalties.
+void fill_history(int32_t V, int32_t B, std::mt19937_64& rng, std::vector<int32_t>& counts,
+                  std::vector<uint32_t>& prompt) {
+  const int32_t W = (V + 31) / 32;
+  counts.assign(static_cast<size_t>(B) * V, 0);
+  prompt.assign(static_cast<size_t>(B) * W, 0u);
+  std::uniform_int_distribution<int32_t> token(0, V - 1);
+  for (int32_t b = 0; b < B; ++b) {
+    for (int i = 0; i < 256; ++i) ++counts[static_cast<size_t>(b) * V + token(rng)];
+    for (int i = 0; i < 64; ++i) {
+      const int32_t t = token(rng);
+      prompt[static_cast<size_t>(b) * W + t / 32] |= 1u << (t % 32);
+    }
+  }
+}
+
+bool current_device_has_clusters() {
+  int dev = 0, major = 0;
+  cuda_check(cudaGetDevice(&dev), "bench: cudaGetDevice");
+  cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "bench: compute capability");
+  return major >= 9;
+}
+
 void bench_sampler(const CudaBenchOptions& o, const Buffer<uint8_t>& flush, CudaBenchReport& report) {
   std::mt19937_64 rng(20260101);
+  const bool clusters = current_device_has_clusters();
   for (int32_t V : kVocabs) {
     const auto patterns = logit_patterns(V, rng);
     for (int32_t B : kBatches) {
       Buffer<float> logits(static_cast<size_t>(B) * V), probs(static_cast<size_t>(B) * V);
       for (int32_t b = 0; b < B; ++b) logits.set_row(b, patterns[b % kPatterns]);
-      Buffer<int32_t> tokens(B), status(B);
-      // Plain; a common serving configuration (top-k then top-p); top-p alone, whose radix select runs
-      // over the whole row, with each of the two top-p passes.
-      for (const char* config : {"sampler/plain", "sampler/t0.8_topk50_topp0.9", "sampler/t0.8_topp0.9/exact",
-                                 "sampler/t0.8_topp0.9/float-first"}) {
-        const bool top_k = std::string(config).find("topk") != std::string::npos;
-        const bool top_p = std::string(config).find("topp") != std::string::npos;
+      std::vector<int32_t> host_counts;
+      std::vector<uint32_t> host_prompt;
+      fill_history(V, B, rng, host_counts, host_prompt);
+      Buffer<int32_t> counts(host_counts), tokens(B), status(B);
+      Buffer<uint32_t> prompt(host_prompt);
+      const std::vector<SamplerBenchSetting>& settings = sampler_bench_settings();
+      for (size_t index = 0; index < settings.size(); ++index) {
+        const SamplerBenchSetting& setting = settings[index];
         std::vector<SamplerRowParams> rows(B);
-        for (int32_t b = 0; b < B; ++b) {
-          SamplerRowParams& r = rows[b];
-          r.seed = 7;
-          r.stream = static_cast<uint64_t>(b);
-          if (top_p) r.temperature = 0.8f;
-          if (top_k) {
-            r.top_k = 50;
-            r.filters[r.num_filters++] = static_cast<uint8_t>(KernelFilter::top_k);
-          }
-          if (top_p) {
-            r.top_p = 0.9f;
-            r.filters[r.num_filters++] = static_cast<uint8_t>(KernelFilter::top_p);
-          }
-        }
+        for (int32_t b = 0; b < B; ++b) rows[b] = bench_row(setting, b);
         Buffer<SamplerRowParams> d_rows(rows);
         SamplerKernelParams p;
         p.logits = logits.get();
@@ -224,18 +282,30 @@ void bench_sampler(const CudaBenchOptions& o, const Buffer<uint8_t>& flush, Cuda
         p.probs = probs.get();
         p.tokens = tokens.get();
         p.status = status.get();
+        p.output_counts = counts.get();
+        p.prompt_bitmap = prompt.get();
         p.batch = B;
         p.vocab = V;
-        if (top_p && !top_k)
-          p.top_p_pass =
-              std::string(config).find("float-first") != std::string::npos ? TopPPass::float_first : TopPPass::exact;
-        CudaBenchCase c = bench_case(config, V, B);
-        time_launches([&] { launch_fused_sampler(p); }, o, flush, c);
-        const std::vector<int32_t> st = status.to_host();
-        check_sampler_status(st.data(), B);
-        c.bytes = static_cast<double>(B) * (8.0 * V + 72.0);  // read logits, write probabilities, row params
-        finish_case(c, report.peak_gb_per_s);
-        report.cases.push_back(c);
+        p.top_p_pass = setting.exact_top_p ? TopPPass::exact : TopPPass::float_first;
+        // The dispatch's choice, and one block per row beside it where the dispatch picked a cluster.
+        const int dispatched = clusters ? choose_fused_sampler_config(p).ctas : 1;
+        std::vector<int> variants = {dispatched};
+        if (dispatched > 1) variants.push_back(1);
+        for (int blocks : variants) {
+          p.cluster_blocks = blocks;
+          CudaBenchCase c =
+              bench_case(std::string(setting.name) + (blocks == 1 && dispatched > 1 ? "/one-block" : ""), V, B);
+          c.blocks_per_row = blocks;
+          c.setting = static_cast<int>(index);
+          time_launches([&] { launch_fused_sampler(p); }, o, flush, c);
+          const std::vector<int32_t> st = status.to_host();
+          check_sampler_status(st.data(), B);
+          // Read logits, write probabilities, row params; the penalties read counts and the prompt bitmap.
+          c.bytes =
+              static_cast<double>(B) * (8.0 * V + 72.0 + (setting.penalties ? 4.0 * V + (V + 31) / 32 * 4.0 : 0.0));
+          finish_case(c, report);
+          report.cases.push_back(c);
+        }
       }
     }
   }
@@ -330,7 +400,7 @@ void bench_chain_and_block(const VerifyBenchInputs& in, const CudaBenchOptions& 
       }
     }
     c.bytes = bytes;
-    finish_case(c, report.peak_gb_per_s);
+    finish_case(c, report);
     report.cases.push_back(c);
   }
 }
@@ -388,7 +458,7 @@ void bench_tree_verify(const VerifyBenchInputs& in, const CudaBenchOptions& o, c
     bytes += bonus[b] ? V4 : 2.0 * V4;
   }
   c.bytes = bytes;
-  finish_case(c, report.peak_gb_per_s);
+  finish_case(c, report);
   report.cases.push_back(c);
 }
 
@@ -419,6 +489,19 @@ std::string json_string(const std::string& s) {
 
 }  // namespace
 
+// Plain; a common serving configuration (top-k then top-p); top-p alone, whose radix select runs over the whole
+// row, with each of the two top-p passes; and the full pipeline (penalties, temperature, min-p, top-k, top-p).
+const std::vector<SamplerBenchSetting>& sampler_bench_settings() {
+  static const std::vector<SamplerBenchSetting> settings = {
+      {"sampler/plain", 0.0f, 0, 1.0f, 0.0f, false, false},
+      {"sampler/t0.8_topk50_topp0.9", 0.8f, 50, 0.9f, 0.0f, false, false},
+      {"sampler/t0.8_topp0.9/exact", 0.8f, 0, 0.9f, 0.0f, false, true},
+      {"sampler/t0.8_topp0.9/float-first", 0.8f, 0, 0.9f, 0.0f, false, false},
+      {"sampler/full", 0.8f, 50, 0.9f, 0.05f, true, false},
+  };
+  return settings;
+}
+
 CudaBenchReport run_cuda_bench(const CudaBenchOptions& o) {
   if (o.what != "sampler" && o.what != "verify")
     fail("bench ", o.what, " --device cuda: no CUDA benchmark (known: sampler, verify)");
@@ -433,6 +516,7 @@ CudaBenchReport run_cuda_bench(const CudaBenchOptions& o) {
   report.l2_bytes = d.l2_bytes;
   report.peak_gb_per_s = d.peak_gb_per_s;
   report.flush_l2 = o.flush_l2;
+  report.copy_gb_per_s = measured_copy_gb_per_s();
   const Buffer<uint8_t> flush(o.flush_l2 ? 2 * static_cast<size_t>(std::max<int64_t>(d.l2_bytes, 1 << 20)) : 0);
   if (o.what == "sampler")
     bench_sampler(o, flush, report);
@@ -444,18 +528,23 @@ CudaBenchReport run_cuda_bench(const CudaBenchOptions& o) {
 
 void print_cuda_bench(const CudaBenchReport& r, std::ostream& os) {
   os << r.device << ": " << r.sm_count << " SMs, " << r.l2_bytes / (1 << 20) << " MiB L2, peak " << std::fixed
-     << std::setprecision(0) << r.peak_gb_per_s << " GB/s" << (r.flush_l2 ? " (L2 flushed before each launch)" : "")
-     << "\n\n"
+     << std::setprecision(0) << r.peak_gb_per_s << " GB/s, measured copy " << r.copy_gb_per_s << " GB/s"
+     << (r.flush_l2 ? " (L2 flushed before each launch)" : "") << "\n\n"
      << std::left << std::setw(30) << "kernel" << std::right << std::setw(8) << "V" << std::setw(5) << "B"
      << std::setw(5) << "K/N" << std::setw(11) << "mean us" << std::setw(10) << "min us" << std::setw(11) << "MB/launch"
-     << std::setw(9) << "GB/s" << std::setw(8) << "% peak" << std::setw(10) << "bound us"
+     << std::setw(9) << "GB/s" << std::setw(8) << "% peak" << std::setw(10) << "bound us" << std::setw(10) << "floor us"
+     << std::setw(9) << "x floor" << std::setw(7) << "blocks" << std::setw(12) << "libtorch us"
      << "\n";
   for (const CudaBenchCase& c : r.cases)
     os << std::left << std::setw(30) << c.kernel << std::right << std::setw(8) << c.vocab << std::setw(5) << c.batch
        << std::setw(5) << c.width << std::setprecision(1) << std::setw(11) << c.mean_us << std::setw(10) << c.min_us
        << std::setprecision(2) << std::setw(11) << c.bytes / 1e6 << std::setprecision(0) << std::setw(9) << c.gb_per_s
-       << std::setprecision(1) << std::setw(8) << 100.0 * c.fraction_of_peak << std::setw(10) << c.bound_us << "\n";
-  os << "\nbytes: compulsory HBM traffic per launch (kernels/README.md cost model); bound us = bytes / peak\n";
+       << std::setprecision(1) << std::setw(8) << 100.0 * c.fraction_of_peak << std::setw(10) << c.bound_us
+       << std::setw(10) << c.floor_us << std::setw(9) << c.mean_us / c.floor_us << std::setw(7) << c.blocks_per_row
+       << std::setw(12) << c.libtorch_us << "\n";
+  os << "\nbytes: compulsory HBM traffic per launch (kernels/README.md cost model); bound us = bytes / peak;\n"
+        "floor us = bytes / the measured copy rate; blocks: blocks per row (a cluster when > 1); libtorch us: the\n"
+        "same work in LibTorch's CUDA operations (0: not measured)\n";
 }
 
 std::string cuda_bench_host_name() {
@@ -470,8 +559,10 @@ std::string cuda_bench_json(const CudaBenchReport& r) {
   os << "{\n  \"benchmark\": " << json_string(r.what)
      << ",\n  \"device\": \"cuda\",\n  \"gpu\": " << json_string(r.device) << ",\n  \"sm_count\": " << r.sm_count
      << ",\n  \"l2_bytes\": " << r.l2_bytes << ",\n  \"peak_gb_per_s\": " << r.peak_gb_per_s
+     << ",\n  \"copy_gb_per_s\": " << r.copy_gb_per_s
      << ",\n  \"l2_flushed_before_each_launch\": " << (r.flush_l2 ? "true" : "false")
      << ",\n  \"hostname\": " << json_string(cuda_bench_host_name())
+     << ",\n  \"libtorch_baseline\": " << json_string(r.libtorch_baseline)
      << ",\n  \"bytes_model\": \"compulsory HBM bytes per launch, kernels/README.md\",\n  \"cases\": [";
   for (size_t i = 0; i < r.cases.size(); ++i) {
     const CudaBenchCase& c = r.cases[i];
@@ -479,7 +570,11 @@ std::string cuda_bench_json(const CudaBenchReport& r) {
        << ", \"batch\": " << c.batch << ", \"width\": " << c.width << ", \"iterations\": " << c.iterations
        << ", \"mean_us\": " << c.mean_us << ", \"min_us\": " << c.min_us << ", \"bytes\": " << c.bytes
        << ", \"gb_per_s\": " << c.gb_per_s << ", \"fraction_of_peak\": " << c.fraction_of_peak
-       << ", \"bandwidth_bound_us\": " << c.bound_us << "}";
+       << ", \"bandwidth_bound_us\": " << c.bound_us << ", \"floor_us\": " << c.floor_us
+       << ", \"times_floor\": " << c.mean_us / c.floor_us << ", \"blocks_per_row\": " << c.blocks_per_row;
+    if (c.libtorch_us > 0)
+      os << ", \"libtorch_us\": " << c.libtorch_us << ", \"speedup_vs_libtorch\": " << c.libtorch_us / c.mean_us;
+    os << "}";
   }
   os << "\n  ]\n}\n";
   return os.str();

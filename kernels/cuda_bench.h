@@ -19,6 +19,20 @@ struct CudaBenchOptions {
   bool flush_l2 = true;          // overwrite L2 before every timed launch (cold-cache HBM numbers)
 };
 
+// One setting of the sampler's benchmark (every row alike): temperature 0 = none; top_k 0, top_p 1, min_p 0 =
+// off; penalties = repetition 1.1, frequency 0.2, presence 0.1 over a 256-token output inside a 64-token prompt.
+// Filters run in the canonical order min_p, top_k, top_p.
+struct SamplerBenchSetting {
+  const char* name;
+  float temperature;
+  int32_t top_k;
+  float top_p;
+  float min_p;
+  bool penalties;
+  bool exact_top_p;  // TopPPass::exact instead of float-first
+};
+const std::vector<SamplerBenchSetting>& sampler_bench_settings();
+
 struct CudaBenchCase {
   std::string kernel;  // e.g. "sampler/plain", "verify/chain"
   int32_t vocab = 0;   // V
@@ -30,7 +44,13 @@ struct CudaBenchCase {
   double bytes = 0;     // compulsory HBM bytes per launch (cost model)
   double gb_per_s = 0;  // bytes / mean time
   double fraction_of_peak = 0;
-  double bound_us = 0;  // bytes / peak: the bandwidth-bound time
+  double bound_us = 0;     // bytes / peak: the bandwidth-bound time
+  double floor_us = 0;     // bytes / the device-to-device copy bandwidth measured in the same run
+  int blocks_per_row = 1;  // the sampler's launch: one block, or a thread-block cluster of this many
+  int setting = -1;        // the sampler's: index into sampler_bench_settings()
+  // The same work done by LibTorch's CUDA operations, timed in the same run (0: not measured). Filled by the
+  // harness (harness/bench/torch_sampler_baseline.h); the kernels layer does not link LibTorch.
+  double libtorch_us = 0;
 };
 
 struct CudaBenchReport {
@@ -39,7 +59,10 @@ struct CudaBenchReport {
   int sm_count = 0;
   int64_t l2_bytes = 0;
   double peak_gb_per_s = 0;  // 2 * memory clock * bus width / 8
+  double copy_gb_per_s = 0;  // measured: a device-to-device copy's bytes read / its time
   bool flush_l2 = true;
+  // The sampler's LibTorch baseline: "measured", or why it was not (filled by the harness).
+  std::string libtorch_baseline = "not measured";
   std::vector<CudaBenchCase> cases;
 };
 

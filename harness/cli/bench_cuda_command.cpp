@@ -3,11 +3,15 @@
 #include <boost/program_options.hpp>
 #include <filesystem>
 #include <iostream>
+#include <map>
+#include <tuple>
 
+#include "harness/bench/torch_sampler_baseline.h"
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
 #include "harness/config/device_options.h"
 #include "harness/io/output_file.h"
+#include "harness/models/registry/torch_module.h"
 #include "kernels/cuda_bench.h"
 #include "kernels/cuda_device.h"
 #include "kernels/shared/error.h"
@@ -38,6 +42,32 @@ Args without_device_option(const Args& args) {
   return out;
 }
 
+namespace {
+
+// Times each sampler case's work in LibTorch's CUDA operations (harness/bench/torch_sampler_baseline.h), once per
+// setting and shape (a one-block variant shares its case's). Without a CUDA LibTorch the kernels' figures stand
+// alone and the report says why.
+void add_libtorch_baseline(CudaBenchReport& report, int iterations) {
+  try {
+    const auto time = torch_function<decltype(&bench::time_torch_sampler)>("time_torch_sampler");
+    std::map<std::tuple<int, int32_t, int32_t>, double> measured;
+    for (CudaBenchCase& c : report.cases) {
+      if (c.setting < 0) continue;
+      const auto key = std::make_tuple(c.setting, c.vocab, c.batch);
+      if (!measured.count(key))
+        measured[key] =
+            time(sampler_bench_settings()[static_cast<size_t>(c.setting)], c.vocab, c.batch, "cuda", iterations);
+      c.libtorch_us = measured[key];
+    }
+    report.libtorch_baseline = "measured";
+  } catch (const Error& e) {
+    report.libtorch_baseline = std::string("not measured: ") + e.what();
+    std::cerr << "bench sampler --device cuda: LibTorch baseline " << report.libtorch_baseline << "\n";
+  }
+}
+
+}  // namespace
+
 int bench_cuda_command(const Args& args) {
   if (args.empty()) fail("bench --device cuda: which benchmark? (sampler or verify)");
   CudaBenchOptions o;
@@ -54,6 +84,8 @@ int bench_cuda_command(const Args& args) {
       "iterations", po::value<int>(&o.iterations)->default_value(o.iterations),
       "timed launches per case (after 3 warm-up launches)")(
       "no-flush-l2", po::bool_switch(), "keep L2 warm: time launches back to back (default: overwrite L2 before each)")(
+      "no-libtorch-baseline", po::bool_switch(),
+      "sampler: skip the same work timed in LibTorch's CUDA operations beside each case")(
       "output", po::value<std::string>()->default_value(default_output), "JSON report");
   const po::variables_map vm = parse_options(Args(args.begin() + 1, args.end()), desc, "", "");
   if (vm.count("help")) {
@@ -63,7 +95,8 @@ int bench_cuda_command(const Args& args) {
   if (o.iterations < 1) fail("--iterations: must be >= 1, got ", o.iterations);
   o.flush_l2 = !vm["no-flush-l2"].as<bool>();
   const std::string output = vm["output"].as<std::string>();
-  const CudaBenchReport report = run_cuda_bench(o);
+  CudaBenchReport report = run_cuda_bench(o);
+  if (o.what == "sampler" && !vm["no-libtorch-baseline"].as<bool>()) add_libtorch_baseline(report, o.iterations);
   print_cuda_bench(report, std::cout);
   create_parent_folder(output, "--output");
   write_output_file(output, cuda_bench_json(report), "--output");

@@ -3,6 +3,7 @@
 // benchmarks and commands.
 #include "harness/bench/forward_benchmark.h"
 #include "harness/bench/sampler_benchmark.h"
+#include "harness/bench/torch_sampler_baseline.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/torch_model_entries.h"
 
@@ -14,6 +15,7 @@ const specula::TorchEntry kEntries[] = {
     SPECULA_TORCH_MODEL_ENTRIES  //
     {"run_sampler_benchmarks", torch_entry_address(&specula::bench::run_sampler_benchmarks)},
     {"run_forward_benchmark", torch_entry_address(&specula::bench::run_forward_benchmark)},
+    {"time_torch_sampler", torch_entry_address(&specula::bench::time_torch_sampler)},
     {"command train", torch_entry_address(&specula::cli::train_command)},
     {"command train-medusa", torch_entry_address(&specula::cli::train_medusa_command)},
     {"command train-eagle", torch_entry_address(&specula::cli::train_eagle_command)},
