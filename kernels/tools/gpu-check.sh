@@ -13,7 +13,7 @@
 #   --cost-profile FILE  the GPU's cost profile for target-27m (default: the report's name, -cost-profile.json)
 #   --quick        a first look inside a short lease: benchmarks with 5 iterations instead of 50, batches 1 and
 #                  16 of one repetition, and each step under a shorter time limit (tests 150 s, each sanitizer
-#                  60 s, each benchmark 30 s, the batched end-to-end run 150 s)
+#                  60 s, each benchmark 60 s, the batched end-to-end run 150 s)
 #
 # Every step runs under its own time limit and is recorded with its exit status, wall time and the last
 # lines of its output, so one failing step never hides the others. The script exits 0 only when every step
@@ -33,7 +33,7 @@ while (($#)); do
     --build) build=$2; shift 2 ;;
     --report) report=$2; shift 2 ;;
     --quick)
-      iterations=5 limit_tests=150 limit_sanitizer=60 limit_bench=30 limit_e2e=150 batches=1,16
+      iterations=5 limit_tests=150 limit_sanitizer=60 limit_bench=60 limit_e2e=150 batches=1,16
       e2e_quick=(--set experiment.repetitions=1 --set experiment.max_new_tokens=48)
       shift ;;
     --cost-profile) profile=$2; shift 2 ;;
