@@ -35,6 +35,15 @@ struct ClusterExtra {
   ClusterSlot slot;
 };
 
+// Extra shared memory of a verification kernel's block in a cluster: its partial, and the per-row scratch every
+// block keeps a copy of (the tree kernel's per-node state).
+template <int F64, int I32>
+struct ClusterScratch {
+  ClusterSlot slot;
+  double f64[F64];
+  int32_t i32[I32];
+};
+
 struct SumF64Op {
   __device__ double operator()(double a, double b) const { return a + b; }
 };
@@ -42,20 +51,23 @@ struct SumI32Op {
   __device__ int32_t operator()(int32_t a, int32_t b) const { return a + b; }
 };
 
-template <int BLOCK, int VEC>
+// Extra: ClusterExtra (the fused sampler) or ClusterScratch (verification); a member that uses a field of the
+// other is instantiated only where a kernel calls it.
+template <int BLOCK, int VEC, class Extra = ClusterExtra>
 struct CudaClusterBlock {
   static constexpr int kThreads = BLOCK;
   static constexpr int kVec = VEC;
   static constexpr bool kSlicedRow = true;
-  using Local = CudaBlock<BLOCK, VEC, ClusterExtra>;
+  using Local = CudaBlock<BLOCK, VEC, Extra>;
 
   Local local;         // this block's collectives
-  float* slice_;       // dynamic shared memory: tokens [begin, end) of the processed row
+  float* slice_;       // dynamic shared memory: tokens [begin, end) of the processed row (the sampler)
   int32_t begin, end;  // this block's slice
   unsigned cta, ctas;  // this block's rank in the cluster, the cluster's size
 
   __host__ __device__ int rank() const { return local.rank(); }
   __host__ __device__ bool leader() const { return cta == 0 && local.rank() == 0; }
+  __host__ __device__ bool block_leader() const { return local.rank() == 0; }
   __host__ __device__ void sync() { local.sync(); }
   __host__ __device__ void cluster_sync() {
 #if defined(SPECULA_CLUSTER_DEVICE)
@@ -75,6 +87,14 @@ struct CudaClusterBlock {
     (void)f;
 #endif
   }
+
+  // Every block covers [0, n): its shared scratch holds the row's whole per-node state (tree verification).
+  template <class F>
+  __host__ __device__ void for_each_index(int32_t n, F&& f) {
+    local.for_each_index(n, f);
+  }
+  __host__ __device__ double* f64() { return local.f64(); }
+  __host__ __device__ int32_t* i32() { return local.i32(); }
 
   // The block's value (every thread holds it) -> its slot -> the cluster's slots folded in block order.
   template <typename V, class Op>

@@ -352,6 +352,18 @@ constexpr int32_t kBenchDraft = 4;  // K of the chain and block cases
 // The tree case: 2 children under the root, 2 under each of those, 1 under each of those (N = 10).
 const std::vector<int32_t> kBenchTreeParents = {-1, -1, 0, 0, 1, 1, 2, 3, 4, 5};
 
+// The verification kernels' launches to time: the dispatch's cluster size, and one block per row beside it
+// where that is a cluster (a GPU without clusters runs one block whatever the dispatch says).
+std::vector<int> verify_variants(const float* p, const float* q, int32_t V) {
+  const int dispatched = current_device_has_clusters() ? choose_verify_config(p, q, V).ctas : 1;
+  std::vector<int> variants = {dispatched};
+  if (dispatched > 1) variants.push_back(1);
+  return variants;
+}
+std::string variant_name(const char* kernel, int blocks, const std::vector<int>& variants) {
+  return std::string(kernel) + (blocks == 1 && variants.front() > 1 ? "/one-block" : "");
+}
+
 // chain and block: p [B, K + 1, V], q [B, K, V], drafts drawn from q
 void bench_chain_and_block(const VerifyBenchInputs& in, const CudaBenchOptions& o, const Buffer<uint8_t>& flush,
                            CudaBenchReport& report) {
@@ -369,40 +381,44 @@ void bench_chain_and_block(const VerifyBenchInputs& in, const CudaBenchOptions& 
   }
   Buffer<int32_t> d_drafts(drafts);
   Buffer<VerifyRowParams> rows(in.row_params(K));
-  for (const bool block : {false, true}) {
-    VerifyBuffers out(B, K, false);
-    BlockVerifyParams params;
-    params.p = p.get();
-    params.q = q.get();
-    params.draft = d_drafts.get();
-    params.rows = rows.get();
-    params.out = out.outputs();
-    params.batch = B;
-    params.max_draft = K;
-    params.vocab = V;
-    CudaBenchCase c = bench_case(block ? "verify/block" : "verify/chain", V, B, K);
-    if (block)
-      time_launches([&] { launch_block_verify(params); }, o, flush, c);
-    else
-      time_launches([&] { launch_chain_verify(params); }, o, flush, c);
-    const std::vector<int32_t> st = out.status.to_host(), accepted = out.num_accepted.to_host(),
-                               bonus = out.bonus.to_host();
-    check_verify_status(st.data(), B);
-    // Cost model (kernels/README.md): drafts, row params and outputs; a 32-byte sector for each
-    // p(d) and q(d) read; then every full row the algorithm had to read.
-    double bytes = 0.0;
-    for (int32_t b = 0; b < B; ++b) {
-      bytes += 4.0 * K + sizeof(VerifyRowParams) + 4.0 * (K + 1) + 20.0;
-      if (block) {
-        bytes += 64.0 * K + (bonus[b] ? V4 : 2.0 * V4 * (K - accepted[b]));
-      } else {
-        bytes += 64.0 * (accepted[b] + (bonus[b] ? 0 : 1)) + (bonus[b] ? V4 : 2.0 * V4);
+  const std::vector<int> variants = verify_variants(p.get(), q.get(), V);
+  for (const bool block : {false, true})
+    for (const int blocks : variants) {
+      VerifyBuffers out(B, K, false);
+      BlockVerifyParams params;
+      params.p = p.get();
+      params.q = q.get();
+      params.draft = d_drafts.get();
+      params.rows = rows.get();
+      params.out = out.outputs();
+      params.batch = B;
+      params.max_draft = K;
+      params.vocab = V;
+      params.cluster_blocks = blocks;
+      CudaBenchCase c = bench_case(variant_name(block ? "verify/block" : "verify/chain", blocks, variants), V, B, K);
+      c.blocks_per_row = blocks;
+      if (block)
+        time_launches([&] { launch_block_verify(params); }, o, flush, c);
+      else
+        time_launches([&] { launch_chain_verify(params); }, o, flush, c);
+      const std::vector<int32_t> st = out.status.to_host(), accepted = out.num_accepted.to_host(),
+                                 bonus = out.bonus.to_host();
+      check_verify_status(st.data(), B);
+      // Cost model (kernels/README.md): drafts, row params and outputs; a 32-byte sector for each
+      // p(d) and q(d) read; then every full row the algorithm had to read.
+      double bytes = 0.0;
+      for (int32_t b = 0; b < B; ++b) {
+        bytes += 4.0 * K + sizeof(VerifyRowParams) + 4.0 * (K + 1) + 20.0;
+        if (block) {
+          bytes += 64.0 * K + (bonus[b] ? V4 : 2.0 * V4 * (K - accepted[b]));
+        } else {
+          bytes += 64.0 * (accepted[b] + (bonus[b] ? 0 : 1)) + (bonus[b] ? V4 : 2.0 * V4);
+        }
       }
+      c.bytes = bytes;
+      finish_case(c, report);
+      report.cases.push_back(c);
     }
-    c.bytes = bytes;
-    finish_case(c, report);
-    report.cases.push_back(c);
-  }
 }
 
 // tree: p and q [B, N + 1, V], i.i.d. siblings drawn from their row's q
@@ -425,41 +441,46 @@ void bench_tree_verify(const VerifyBenchInputs& in, const CudaBenchOptions& o, c
   }
   Buffer<int32_t> d_tokens(tokens), d_parents(parents);
   Buffer<VerifyRowParams> rows(in.row_params(N));
-  VerifyBuffers out(B, N, true);
-  TreeVerifyParams params;
-  params.p = p.get();
-  params.q = q.get();
-  params.tokens = d_tokens.get();
-  params.parents = d_parents.get();
-  params.rows = rows.get();
-  params.out = out.outputs();
-  params.path = out.path.get();
-  params.batch = B;
-  params.max_nodes = N;
-  params.vocab = V;
-  CudaBenchCase c = bench_case("verify/tree", V, B, N);
-  time_launches([&] { launch_tree_verify(params); }, o, flush, c);
-  const std::vector<int32_t> st = out.status.to_host(), path = out.path.to_host(),
-                             accepted = out.num_accepted.to_host(), bonus = out.bonus.to_host();
-  check_verify_status(st.data(), B);
-  std::vector<int32_t> first_child(N + 1, -1);
-  for (int32_t n = N - 1; n >= 0; --n) first_child[tree_parents[n] + 1] = n;
-  // Per visited row with children: q for the proposals' normaliser, and p once a sibling is rejected
-  // there; the final row: p for the bonus (a leaf) or nothing more (the residual's rows were read).
-  double bytes = 0.0;
-  for (int32_t b = 0; b < B; ++b) {
-    bytes += 8.0 * N + sizeof(VerifyRowParams) + 4.0 * (N + 1) + 4.0 * N + 20.0;
-    int32_t row = 0;
-    for (int32_t j = 0; j < accepted[b]; ++j) {
-      const int32_t node = path[static_cast<size_t>(b) * N + j];
-      bytes += V4 + (node == first_child[row] ? 64.0 : V4);
-      row = node + 1;
+  const std::vector<int> variants = verify_variants(p.get(), q.get(), V);
+  for (const int blocks : variants) {
+    VerifyBuffers out(B, N, true);
+    TreeVerifyParams params;
+    params.p = p.get();
+    params.q = q.get();
+    params.tokens = d_tokens.get();
+    params.parents = d_parents.get();
+    params.rows = rows.get();
+    params.out = out.outputs();
+    params.path = out.path.get();
+    params.batch = B;
+    params.max_nodes = N;
+    params.vocab = V;
+    params.cluster_blocks = blocks;
+    CudaBenchCase c = bench_case(variant_name("verify/tree", blocks, variants), V, B, N);
+    c.blocks_per_row = blocks;
+    time_launches([&] { launch_tree_verify(params); }, o, flush, c);
+    const std::vector<int32_t> st = out.status.to_host(), path = out.path.to_host(),
+                               accepted = out.num_accepted.to_host(), bonus = out.bonus.to_host();
+    check_verify_status(st.data(), B);
+    std::vector<int32_t> first_child(N + 1, -1);
+    for (int32_t n = N - 1; n >= 0; --n) first_child[tree_parents[n] + 1] = n;
+    // Per visited row with children: q for the proposals' normaliser, and p once a sibling is rejected
+    // there; the final row: p for the bonus (a leaf) or nothing more (the residual's rows were read).
+    double bytes = 0.0;
+    for (int32_t b = 0; b < B; ++b) {
+      bytes += 8.0 * N + sizeof(VerifyRowParams) + 4.0 * (N + 1) + 4.0 * N + 20.0;
+      int32_t row = 0;
+      for (int32_t j = 0; j < accepted[b]; ++j) {
+        const int32_t node = path[static_cast<size_t>(b) * N + j];
+        bytes += V4 + (node == first_child[row] ? 64.0 : V4);
+        row = node + 1;
+      }
+      bytes += bonus[b] ? V4 : 2.0 * V4;
     }
-    bytes += bonus[b] ? V4 : 2.0 * V4;
+    c.bytes = bytes;
+    finish_case(c, report);
+    report.cases.push_back(c);
   }
-  c.bytes = bytes;
-  finish_case(c, report);
-  report.cases.push_back(c);
 }
 
 void bench_verify(const CudaBenchOptions& o, const Buffer<uint8_t>& flush, CudaBenchReport& report) {

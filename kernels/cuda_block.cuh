@@ -80,6 +80,7 @@ struct CudaBlock {
 #endif
   }
   __host__ __device__ bool leader() const { return rank() == 0; }
+  __host__ __device__ bool block_leader() const { return rank() == 0; }
 
   template <class F>
   __host__ __device__ void for_each_vec(F&& f) {

@@ -53,6 +53,7 @@ struct EmulatedBlock {
 
   int rank() const { return thread; }
   bool leader() const { return thread == 0; }
+  bool block_leader() const { return thread == 0; }
   void sync() { team.barrier(); }
 
   template <class F>

@@ -50,6 +50,7 @@ struct EmulatedClusterBlock {
 
   int rank() const { return local.thread; }
   bool leader() const { return cta == 0 && local.thread == 0; }
+  bool block_leader() const { return local.thread == 0; }
   void sync() { local.sync(); }
   void cluster_sync() { local.team.team_barrier(); }
 
@@ -61,6 +62,14 @@ struct EmulatedClusterBlock {
   void for_each_vec(F&& f) {
     for (int32_t base = begin + local.thread * VEC; base < end; base += T * VEC) f(base);
   }
+
+  // Every block covers [0, n): its shared scratch holds the row's whole per-node state (tree verification).
+  template <class F>
+  void for_each_index(int32_t n, F&& f) {
+    local.for_each_index(n, f);
+  }
+  double* f64() { return local.f64(); }
+  int32_t* i32() { return local.i32(); }
 
   // The block's value (every thread holds it) -> its slot -> every block's slots folded in block order.
   template <typename V, class Op>

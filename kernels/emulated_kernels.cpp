@@ -42,7 +42,7 @@ template <int T, int VEC, class RowFn>
 void run_cluster_rows(const EmulationOptions& o, int32_t batch, int32_t vocab, RowFn&& row_fn) {
   const int ctas = o.ctas;
   FiberTeam& team = team_for(o, ctas);
-  const int32_t span = sampler_slice_span(vocab, ctas, VEC);
+  const int32_t span = cluster_slice_span(vocab, ctas, VEC);
   std::vector<std::unique_ptr<EmulatedClusterShared<T>>> owned;
   std::vector<EmulatedClusterShared<T>*> blocks;
   for (int c = 0; c < ctas; ++c) {
@@ -92,6 +92,13 @@ void dispatch(const EmulationOptions& o, int vec, int32_t batch, int32_t vocab, 
     dispatch_vec<kSplitRows, 32>(o, vec, batch, vocab, row_fn);
 }
 
+// The kernel's own cluster size (its params' cluster_blocks), when set, over the emulation's.
+EmulationOptions cluster_options(const EmulationOptions& o, int32_t cluster_blocks) {
+  EmulationOptions c = o;
+  if (cluster_blocks > 0) c.ctas = cluster_blocks;
+  return c;
+}
+
 }  // namespace
 
 void check_emulation_options(const EmulationOptions& o) {
@@ -103,28 +110,26 @@ void check_emulation_options(const EmulationOptions& o) {
 
 void emulate_fused_sampler(const SamplerKernelParams& p, const EmulationOptions& o) {
   p.check();
-  EmulationOptions cluster = o;
-  if (p.cluster_blocks > 0) cluster.ctas = p.cluster_blocks;
-  dispatch<true>(cluster, choose_fused_sampler_config(p).vec, p.batch, p.vocab,
+  dispatch<true>(cluster_options(o, p.cluster_blocks), choose_fused_sampler_config(p).vec, p.batch, p.vocab,
                  [&](auto& block, int32_t row) { fused_sampler::sample_row(block, p, row); });
 }
 
 void emulate_chain_verify(const ChainVerifyParams& p, const EmulationOptions& o) {
   p.check();
-  dispatch(o, choose_verify_config(p.p, p.q, p.vocab).vec, p.batch, p.vocab,
-           [&](auto& block, int32_t row) { verify_row::chain_row<verify_row::ExactRules>(block, p, row); });
+  dispatch<true>(cluster_options(o, p.cluster_blocks), choose_verify_config(p.p, p.q, p.vocab).vec, p.batch, p.vocab,
+                 [&](auto& block, int32_t row) { verify_row::chain_row<verify_row::ExactRules>(block, p, row); });
 }
 
 void emulate_block_verify(const BlockVerifyParams& p, const EmulationOptions& o) {
   p.check();
-  dispatch(o, choose_verify_config(p.p, p.q, p.vocab).vec, p.batch, p.vocab,
-           [&](auto& block, int32_t row) { verify_row::block_row<verify_row::ExactRules>(block, p, row); });
+  dispatch<true>(cluster_options(o, p.cluster_blocks), choose_verify_config(p.p, p.q, p.vocab).vec, p.batch, p.vocab,
+                 [&](auto& block, int32_t row) { verify_row::block_row<verify_row::ExactRules>(block, p, row); });
 }
 
 void emulate_tree_verify(const TreeVerifyParams& p, const EmulationOptions& o) {
   p.check();
-  dispatch(o, choose_verify_config(p.p, p.q, p.vocab).vec, p.batch, p.vocab,
-           [&](auto& block, int32_t row) { verify_row::tree_row<verify_row::ExactRules>(block, p, row); });
+  dispatch<true>(cluster_options(o, p.cluster_blocks), choose_verify_config(p.p, p.q, p.vocab).vec, p.batch, p.vocab,
+                 [&](auto& block, int32_t row) { verify_row::tree_row<verify_row::ExactRules>(block, p, row); });
 }
 
 }  // namespace specula

@@ -16,9 +16,10 @@ namespace specula {
 struct EmulationOptions {
   int threads = 8;  // simulated threads per block: 4, 8 or 32
   FiberSchedule schedule = FiberSchedule::forward;
-  // Blocks per row of the fused sampler: 1, or a thread-block cluster of 2 .. kMaxEmulatedClusterBlocks blocks
-  // that splits the row (kernels/emulated_cluster_block.h); SamplerKernelParams::cluster_blocks, when set,
-  // takes precedence. The verification kernels run one block per row.
+  // Blocks per row: 1, or a thread-block cluster of 2 .. kMaxEmulatedClusterBlocks blocks that splits the row
+  // (kernels/emulated_cluster_block.h); the fused sampler's SamplerKernelParams::cluster_blocks, when set,
+  // SamplerKernelParams::cluster_blocks, when set, takes precedence (and the verification params' cluster_blocks for
+  // theirs).
   int ctas = 1;
 };
 constexpr int kMaxEmulatedClusterBlocks = 16;

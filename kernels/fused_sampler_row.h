@@ -11,7 +11,8 @@
 //   inclusive_scan(in, out)             prefix sums of a tile of kThreads * kVec values; returns the total
 //   hist_clear, hist_add(bin, w), hist_suffix_sums() -> total, hist_find(above, target) -> RadixPick
 // A cluster's Block (kSlicedRow) adds slice(), slice_begin(), slice_end(), exclusive_sum_f64 (its block's
-// ranks) and cluster_exclusive_sum_f64 (its cluster's blocks), and needs no inclusive_scan.
+// ranks) and cluster_exclusive_sum_f64 (its cluster's blocks), and needs no inclusive_scan (inverse_cdf takes
+// inverse_cdf_sliced's three levels instead of tiles).
 //
 // Passes over the row (scratch = the probs output, so nothing else is allocated):
 //   1. read inputs, apply masks, bias, penalties, temperature; write the processed logits to scratch;
@@ -168,6 +169,42 @@ SPECULA_HD WeightsTotal weights_total(Block& b, Weight&& weight) {
   return {total, last};
 }
 
+// inverse_cdf for a row split over a cluster (SlicedRow), in three levels instead of serial tiles: the blocks'
+// totals prefixed in block order; each thread's contiguous chunk of whole vectors of its block's slice prefixed in
+// rank order; the chunk scanned serially. A token's cumulative weight is (blocks before + chunks before) + the
+// chunk's running sum; the first token whose cumulative weight exceeds u * total and whose weight is positive is
+// the draw (inverse_cdf's rule, summed in another order); t.last_positive when rounding leaves none.
+template <class Block, class Weight>
+SPECULA_HD int32_t inverse_cdf_sliced(Block& b, Weight&& weight, const WeightsTotal& t, double u) {
+  constexpr int VEC = Block::kVec;
+  const double target = u * t.total;
+  const int32_t vectors = (b.slice_end() - b.slice_begin() + VEC - 1) / VEC;
+  const int32_t chunk = (vectors + Block::kThreads - 1) / Block::kThreads * VEC;
+  const int32_t offset = b.rank() * chunk;
+  const int32_t first = b.slice_begin() + offset < b.slice_end() ? b.slice_begin() + offset : b.slice_end();
+  const int32_t last = first + chunk < b.slice_end() ? first + chunk : b.slice_end();
+  double own = 0.0;
+  for (int32_t base = first; base < last; base += VEC) {
+    double w[VEC];
+    weight(base, w);
+    for (int j = 0; j < VEC; ++j) own += w[j];
+  }
+  double block_total = 0.0;
+  const double before_thread = b.exclusive_sum_f64(own, &block_total);
+  double running = b.cluster_exclusive_sum_f64(block_total) + before_thread;
+  int32_t pick = kNoIndex;
+  for (int32_t base = first; base < last && pick == kNoIndex; base += VEC) {
+    double w[VEC];
+    weight(base, w);
+    for (int j = 0; j < VEC; ++j) {
+      running += w[j];
+      if (pick == kNoIndex && inverse_cdf_picks(w[j], running, target)) pick = base + j;
+    }
+  }
+  pick = b.min_i32(pick);
+  return pick != kNoIndex ? pick : t.last_positive;
+}
+
 // The token whose cumulative weight first exceeds u * total (sample_from_weights), scanning tiles of
 // kThreads * kVec tokens in index order and stopping at the tile that holds it. -1 when total is not
 // positive. A token is picked only where its own weight is positive (inverse_cdf_picks): a parallel scan
@@ -176,58 +213,30 @@ template <class Block, class Weight>
 SPECULA_HD int32_t inverse_cdf(Block& b, int32_t vocab, Weight&& weight, const WeightsTotal& t, double u) {
   constexpr int VEC = Block::kVec;
   if (!(t.total > 0.0)) return -1;
-  const double target = u * t.total;
-  constexpr int32_t kTile = Block::kThreads * VEC;
-  double running = 0.0;
-  for (int32_t tile = 0; tile < vocab; tile += kTile) {
-    const int32_t base = tile + b.rank() * VEC;
-    double w[VEC], cumulative[VEC];
-    if (base < vocab) {
-      weight(base, w);
-    } else {
-      for (int j = 0; j < VEC; ++j) w[j] = 0.0;
+  if constexpr (SlicedRow<Block>::value) {
+    return inverse_cdf_sliced(b, weight, t, u);
+  } else {
+    const double target = u * t.total;
+    constexpr int32_t kTile = Block::kThreads * VEC;
+    double running = 0.0;
+    for (int32_t tile = 0; tile < vocab; tile += kTile) {
+      const int32_t base = tile + b.rank() * VEC;
+      double w[VEC], cumulative[VEC];
+      if (base < vocab) {
+        weight(base, w);
+      } else {
+        for (int j = 0; j < VEC; ++j) w[j] = 0.0;
+      }
+      const double tile_total = b.inclusive_scan(w, cumulative);
+      int32_t pick = kNoIndex;
+      for (int j = VEC - 1; j >= 0; --j)
+        if (inverse_cdf_picks(w[j], running + cumulative[j], target)) pick = base + j;
+      pick = b.min_i32(pick);
+      if (pick != kNoIndex) return pick;
+      running += tile_total;
     }
-    const double tile_total = b.inclusive_scan(w, cumulative);
-    int32_t pick = kNoIndex;
-    for (int j = VEC - 1; j >= 0; --j)
-      if (inverse_cdf_picks(w[j], running + cumulative[j], target)) pick = base + j;
-    pick = b.min_i32(pick);
-    if (pick != kNoIndex) return pick;
-    running += tile_total;
+    return t.last_positive;  // u * total rounded up to total
   }
-  return t.last_positive;  // u * total rounded up to total
-}
-
-// The same draw over a sliced row's probabilities (SlicedRow), in three levels instead of serial tiles: the
-// blocks' totals prefixed in block order, each thread's contiguous chunk of its block's slice prefixed in rank
-// order, then the chunk scanned serially. A token's cumulative weight is (blocks before + chunks before) + the
-// chunk's own running sum; the first token whose cumulative weight exceeds u * total, with a positive weight,
-// is the draw (the same rule as inverse_cdf, summed in another order); t.last_positive when rounding leaves none.
-template <class Block>
-SPECULA_HD int32_t inverse_cdf_sliced(Block& b, const WeightsTotal& t, double u) {
-  if (!(t.total > 0.0)) return -1;
-  const double target = u * t.total;
-  const float* slice = b.slice();
-  const int32_t n = b.slice_end() - b.slice_begin();
-  const int32_t chunk = (n + Block::kThreads - 1) / Block::kThreads;
-  const int32_t first = b.rank() * chunk < n ? b.rank() * chunk : n;
-  const int32_t last = first + chunk < n ? first + chunk : n;
-  double own = 0.0;
-  for (int32_t i = first; i < last; ++i) own += static_cast<double>(slice[i]);
-  double block_total = 0.0;
-  const double before_thread = b.exclusive_sum_f64(own, &block_total);
-  double running = b.cluster_exclusive_sum_f64(block_total) + before_thread;
-  int32_t pick = kNoIndex;
-  for (int32_t i = first; i < last; ++i) {
-    const double w = static_cast<double>(slice[i]);
-    running += w;
-    if (inverse_cdf_picks(w, running, target)) {
-      pick = b.slice_begin() + i;
-      break;
-    }
-  }
-  pick = b.min_i32(pick);
-  return pick != kNoIndex ? pick : t.last_positive;
 }
 
 template <class Block, class Weight>
@@ -504,12 +513,12 @@ SPECULA_HD void sample_row(Block& b, const SamplerKernelParams& p, int32_t row) 
   const float cut = filter_threshold(b, rp, probs, max_logit, finite, p.top_p_pass);
   const WeightsTotal kept = softmax_kept(b, probs, cut, max_logit);
   // ---- Pass 5: inverse CDF with the row's Philox uniform: tiles in index order, or a sliced row's levels ----
-  const double u = philox_uniform(rp.seed, rp.stream, rp.offset);
-  int32_t token;
-  if constexpr (SlicedRow<Block>::value)
-    token = inverse_cdf_sliced(b, kept, u);
-  else
-    token = inverse_cdf(b, vocab, RowWeights<VEC>{probs}, kept, u);
+  const auto processed = [&](int32_t base, double(&w)[VEC]) {
+    float x[VEC];
+    row_load(b, probs, base, x);  // a cluster's slice, or the output row
+    for (int j = 0; j < VEC; ++j) w[j] = static_cast<double>(x[j]);
+  };
+  const int32_t token = inverse_cdf(b, vocab, processed, kept, philox_uniform(rp.seed, rp.stream, rp.offset));
   if (b.leader()) {
     p.tokens[row] = token;
     p.status[row] = static_cast<int32_t>(SamplerRowStatus::ok);

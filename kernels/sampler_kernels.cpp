@@ -47,7 +47,7 @@ void SamplerKernelParams::check() const {
     fail("fused sampler: probs must not alias logits (probs is the kernel's scratch)");
   if (cluster_blocks < 0 || cluster_blocks > kMaxSamplerClusterBlocks)
     fail("fused sampler: cluster_blocks must be in [0, ", kMaxSamplerClusterBlocks, "], got ", cluster_blocks);
-  if (cluster_blocks > 1 && sampler_slice_span(vocab, cluster_blocks, 1) > kMaxSamplerSliceTokens)
+  if (cluster_blocks > 1 && cluster_slice_span(vocab, cluster_blocks, 1) > kMaxSamplerSliceTokens)
     fail("fused sampler: cluster_blocks ", cluster_blocks, " leaves slices of more than ", kMaxSamplerSliceTokens,
          " tokens (V = ", vocab, ")");
 }
@@ -65,6 +65,7 @@ struct HostBlock {
 
   int rank() const { return 0; }
   bool leader() const { return true; }
+  bool block_leader() const { return true; }
   template <class F>
   void for_each_vec(F&& f) {
     for (int32_t base = 0; base < vocab; ++base) f(base);
@@ -94,7 +95,7 @@ struct HostBlock {
 
 }  // namespace
 
-int32_t sampler_slice_span(int32_t vocab, int32_t blocks, int32_t vec) {
+int32_t cluster_slice_span(int32_t vocab, int32_t blocks, int32_t vec) {
   const int32_t vectors = (vocab + vec - 1) / vec;
   return (vectors + blocks - 1) / blocks * vec;
 }
@@ -110,7 +111,7 @@ SamplerLaunchConfig choose_fused_sampler_config(const SamplerKernelParams& p) {
     constexpr int32_t kTokensPerBlock = 16384;
     const int32_t wanted = (p.vocab + kTokensPerBlock - 1) / kTokensPerBlock;
     c.ctas = std::min(wanted, kMaxSamplerClusterBlocks);
-    if (sampler_slice_span(p.vocab, c.ctas, c.vec) > kMaxSamplerSliceTokens) c.ctas = 1;
+    if (cluster_slice_span(p.vocab, c.ctas, c.vec) > kMaxSamplerSliceTokens) c.ctas = 1;
   }
   c.block = c.ctas > 1 ? 256 : (p.vocab >= 16384 ? 512 : 256);
   return c;

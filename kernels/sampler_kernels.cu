@@ -31,7 +31,7 @@ __global__ void __launch_bounds__(BLOCK, 1) fused_sampler_kernel(SamplerKernelPa
   fused_sampler::sample_row(block, p, static_cast<int32_t>(blockIdx.x));
 }
 
-// One cluster of gridDim.x / batch blocks per row; `span` tokens of the row per block (sampler_slice_span),
+// One cluster of gridDim.x / batch blocks per row; `span` tokens of the row per block (cluster_slice_span),
 // kept in dynamic shared memory. Two blocks per SM: a 128K-token row's 8 slices of 64 KiB plus ~34 KiB of
 // histograms each fit twice in an SM's 227 KiB.
 template <int BLOCK, int VEC>
@@ -63,7 +63,7 @@ void launch(const SamplerKernelParams& p, cudaStream_t stream) {
 
 template <int BLOCK, int VEC>
 void launch_cluster(const SamplerKernelParams& p, int ctas, cudaStream_t stream) {
-  const int32_t span = sampler_slice_span(p.vocab, ctas, VEC);
+  const int32_t span = cluster_slice_span(p.vocab, ctas, VEC);
   const size_t slice_bytes = static_cast<size_t>(span) * sizeof(float);
   cuda_check(cudaFuncSetAttribute(fused_sampler_cluster_kernel<BLOCK, VEC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(slice_bytes)),

@@ -105,7 +105,7 @@ constexpr int32_t kMaxSamplerClusterBlocks = 8;
 constexpr int32_t kMaxSamplerSliceTokens = 40960;  // 160 KiB of an H100/H200 SM's 227 KiB
 // Block b of a row split over `blocks` owns tokens [b * span, min((b + 1) * span, V)): span is a multiple of
 // `vec`, so no vector straddles two slices (nor, as vec divides 32, two bitmap words).
-int32_t sampler_slice_span(int32_t vocab, int32_t blocks, int32_t vec);
+int32_t cluster_slice_span(int32_t vocab, int32_t blocks, int32_t vec);
 
 // Enqueues the kernel on `stream` (one CUDA block, or one thread-block cluster, per row). Validates `p`, checks the
 // launch, and throws Error on failure ("fused sampler: <CUDA error>"; "no CUDA device: ..." without one). Asynchronous:

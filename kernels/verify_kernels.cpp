@@ -3,6 +3,7 @@
 // reference verifiers' own order, so the CPU backend reproduces them exactly).
 #include "kernels/verify_kernels.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -56,13 +57,15 @@ void check_layout(const char* what, const VerifyRowLayout& layout) {
     fail(what, ": layout.total_rows is set but layout.first_row is null");
 }
 
-void check_shape(const char* what, int32_t batch, int32_t vocab) {
+void check_shape(const char* what, int32_t batch, int32_t vocab, int32_t cluster_blocks) {
   if (batch < 1) fail(what, ": batch must be >= 1, got ", batch);
   if (vocab < 1 || vocab > (1 << 30)) fail(what, ": vocab must be in [1, 2^30], got ", vocab);
+  if (cluster_blocks < 0 || cluster_blocks > kMaxVerifyClusterBlocks)
+    fail(what, ": cluster_blocks must be in [0, ", kMaxVerifyClusterBlocks, "], got ", cluster_blocks);
 }
 
 void check_chain(const char* what, const ChainVerifyParams& p) {
-  check_shape(what, p.batch, p.vocab);
+  check_shape(what, p.batch, p.vocab, p.cluster_blocks);
   if (p.max_draft < 0 || p.max_draft > kMaxVerifyDraft)
     fail(what, ": max_draft (K) must be in [0, ", kMaxVerifyDraft, "], got ", p.max_draft);
   if (!p.p) fail(what, ": p [B, K + 1, V] is null");
@@ -84,6 +87,7 @@ struct VerifyHostBlock {
 
   int rank() const { return 0; }
   bool leader() const { return true; }
+  bool block_leader() const { return true; }
   template <class F>
   void for_each_vec(F&& f) {
     for (int32_t base = 0; base < vocab; ++base) f(base);
@@ -128,7 +132,7 @@ void BlockVerifyParams::check() const { check_chain("block verify", *this); }
 
 void TreeVerifyParams::check() const {
   const char* what = "tree verify";
-  check_shape(what, batch, vocab);
+  check_shape(what, batch, vocab, cluster_blocks);
   if (max_nodes < 0 || max_nodes > kMaxVerifyTreeNodes)
     fail(what, ": max_nodes (N) must be in [0, ", kMaxVerifyTreeNodes, "], got ", max_nodes);
   if (!p) fail(what, ": p [B, N + 1, V] is null");
@@ -140,10 +144,13 @@ void TreeVerifyParams::check() const {
   check_layout(what, layout);
 }
 
-VerifyLaunchConfig choose_verify_config(const float* p, const float* q, int32_t vocab) {
+VerifyLaunchConfig choose_verify_config(const float* p, const float* q, int32_t vocab, int32_t cluster_blocks) {
   VerifyLaunchConfig c;
-  c.block = vocab >= 16384 ? 512 : 256;
   c.vec = vocab % 4 == 0 && aligned16(p) && aligned16(q) ? 4 : 1;
+  constexpr int32_t kTokensPerBlock = 16384;
+  c.ctas = cluster_blocks > 0 ? cluster_blocks
+                              : std::min((vocab + kTokensPerBlock - 1) / kTokensPerBlock, kMaxVerifyClusterBlocks);
+  c.block = c.ctas > 1 ? 256 : (vocab >= 16384 ? 512 : 256);
   return c;
 }
 

@@ -1,11 +1,15 @@
-// CUDA backend of the verification kernels: one block per batch row runs verify_row::{chain,tree,block}_row
-// with the CUB block primitives of cuda_block.cuh. Block size and vector width are template parameters; the launchers
-// turn the runtime choice (choose_verify_config) into one of four instantiations per kernel.
+// CUDA backend of the verification kernels: verify_row::{chain,tree,block}_row over one block per batch row (the
+// CUB block primitives of cuda_block.cuh), or over a thread-block cluster per row on sm_90+ (cluster_block.cuh:
+// each block reads its slice of V, collectives cross the cluster in block order). Block size, vector width and
+// the cluster variant are template parameters; the launchers turn the runtime choice (choose_verify_config) into
+// one of six instantiations per kernel.
 #include <cuda_runtime.h>
 
+#include "kernels/cluster_block.cuh"
 #include "kernels/cuda_block.cuh"
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_device.h"
+#include "kernels/sampler_kernels.h"
 #include "kernels/shared/error.h"
 #include "kernels/verify_kernels.h"
 #include "kernels/verify_row.h"
@@ -47,12 +51,110 @@ __global__ void __launch_bounds__(BLOCK, 1) tree_verify_kernel(TreeVerifyParams 
   verify_row::tree_row<ExactRules>(block, p, static_cast<int32_t>(blockIdx.x));
 }
 
-// The dispatch: runtime (block, vec) -> compile-time template arguments.
-template <template <int, int> class Launch, class Params>
+template <int BLOCK, int VEC, int F64, int I32>
+using VerifyClusterBlock = cuda_block::CudaClusterBlock<BLOCK, VEC, cuda_block::ClusterScratch<F64, I32>>;
+
+// One cluster of gridDim.x / batch blocks per row, each reading tokens [cta * span, (cta + 1) * span) of V.
+// Two blocks per SM, as the sampler's cluster kernel.
+template <int BLOCK, int VEC, int F64, int I32, class RowFn>
+__device__ void run_cluster_row(int32_t vocab, int32_t span, RowFn&& row_fn) {
+#if defined(SPECULA_CLUSTER_DEVICE)
+  using Block = VerifyClusterBlock<BLOCK, VEC, F64, I32>;
+  __shared__ typename Block::Local::Shared shared;
+  const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+  const unsigned cta = cluster.block_rank(), ctas = cluster.num_blocks();
+  const int64_t first = static_cast<int64_t>(cta) * span;
+  const int32_t begin = static_cast<int32_t>(first < vocab ? first : vocab);
+  const int32_t end = begin + span < vocab ? begin + span : vocab;
+  Block block{{shared, vocab}, nullptr, begin, end, cta, ctas};
+  row_fn(block, static_cast<int32_t>(blockIdx.x / ctas));
+  cluster.sync();  // no block exits while another may still read its shared memory
+#else
+  (void)vocab;
+  (void)span;
+  (void)row_fn;
+  __trap();  // the launchers start it only on sm_90+
+#endif
+}
+
+template <int BLOCK, int VEC>
+__global__ void __launch_bounds__(BLOCK, 2) chain_verify_cluster_kernel(ChainVerifyParams p, int32_t span) {
+  run_cluster_row<BLOCK, VEC, 1, 1>(
+      p.vocab, span, [&](auto& block, int32_t row) { verify_row::chain_row<ExactRules>(block, p, row); });
+}
+
+template <int BLOCK, int VEC>
+__global__ void __launch_bounds__(BLOCK, 2) block_verify_cluster_kernel(BlockVerifyParams p, int32_t span) {
+  run_cluster_row<BLOCK, VEC, 1, 1>(
+      p.vocab, span, [&](auto& block, int32_t row) { verify_row::block_row<ExactRules>(block, p, row); });
+}
+
+template <int BLOCK, int VEC>
+__global__ void __launch_bounds__(BLOCK, 2) tree_verify_cluster_kernel(TreeVerifyParams p, int32_t span) {
+  run_cluster_row<BLOCK, VEC, kTreeF64, kTreeI32>(
+      p.vocab, span, [&](auto& block, int32_t row) { verify_row::tree_row<ExactRules>(block, p, row); });
+}
+
+// A cluster launch: p.batch clusters of `ctas` blocks of BLOCK threads.
+template <int BLOCK, class Params>
+void launch_clusters(void (*kernel)(Params, int32_t), const Params& p, int ctas, int32_t span, cudaStream_t stream,
+                     const char* what) {
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = static_cast<unsigned>(ctas);
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(p.batch) * static_cast<unsigned>(ctas));
+  config.blockDim = dim3(BLOCK);
+  config.stream = stream;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  cuda_check(cudaLaunchKernelEx(&config, kernel, p, span), what);
+}
+
+template <int VEC>
+struct ChainClusterLaunch {
+  static void run(const ChainVerifyParams& p, int ctas, int32_t span, cudaStream_t stream) {
+    launch_clusters<256>(chain_verify_cluster_kernel<256, VEC>, p, ctas, span, stream, "chain verify (cluster) launch");
+  }
+};
+template <int VEC>
+struct BlockClusterLaunch {
+  static void run(const BlockVerifyParams& p, int ctas, int32_t span, cudaStream_t stream) {
+    launch_clusters<256>(block_verify_cluster_kernel<256, VEC>, p, ctas, span, stream, "block verify (cluster) launch");
+  }
+};
+template <int VEC>
+struct TreeClusterLaunch {
+  static void run(const TreeVerifyParams& p, int ctas, int32_t span, cudaStream_t stream) {
+    launch_clusters<256>(tree_verify_cluster_kernel<256, VEC>, p, ctas, span, stream, "tree verify (cluster) launch");
+  }
+};
+
+// Thread-block clusters need compute capability 9.0 (the current device's).
+bool device_has_clusters() {
+  int device = 0, major = 0;
+  cuda_check(cudaGetDevice(&device), "verify: current device");
+  cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "verify: compute capability");
+  return major >= 9;
+}
+
+// The dispatch: runtime (blocks per row, block, vec) -> compile-time template arguments.
+template <template <int, int> class Launch, template <int> class ClusterLaunch, class Params>
 void dispatch(const VerifyLaunchConfig& c, const Params& p, cudaStream_t stream) {
-  if (c.block == 512 && c.vec == 4)
+  if (c.ctas > 1 && device_has_clusters()) {
+    const int32_t span = cluster_slice_span(p.vocab, c.ctas, c.vec);
+    if (c.vec == 4)
+      ClusterLaunch<4>::run(p, c.ctas, span, stream);
+    else
+      ClusterLaunch<1>::run(p, c.ctas, span, stream);
+    return;
+  }
+  const int block = p.vocab >= 16384 ? 512 : 256;
+  if (block == 512 && c.vec == 4)
     Launch<512, 4>::run(p, stream);
-  else if (c.block == 512)
+  else if (block == 512)
     Launch<512, 1>::run(p, stream);
   else if (c.vec == 4)
     Launch<256, 4>::run(p, stream);
@@ -87,19 +189,19 @@ struct TreeLaunch {
 void launch_chain_verify(const ChainVerifyParams& p, CUstream_st* stream) {
   p.check();
   require_cuda_device();
-  dispatch<ChainLaunch>(choose_verify_config(p.p, p.q, p.vocab), p, stream);
+  dispatch<ChainLaunch, ChainClusterLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream);
 }
 
 void launch_block_verify(const BlockVerifyParams& p, CUstream_st* stream) {
   p.check();
   require_cuda_device();
-  dispatch<BlockLaunch>(choose_verify_config(p.p, p.q, p.vocab), p, stream);
+  dispatch<BlockLaunch, BlockClusterLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream);
 }
 
 void launch_tree_verify(const TreeVerifyParams& p, CUstream_st* stream) {
   p.check();
   require_cuda_device();
-  dispatch<TreeLaunch>(choose_verify_config(p.p, p.q, p.vocab), p, stream);
+  dispatch<TreeLaunch, TreeClusterLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream);
 }
 
 }  // namespace specula

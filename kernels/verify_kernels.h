@@ -101,6 +101,9 @@ struct ChainVerifyParams {
   int32_t batch = 0;                      // B >= 1
   int32_t max_draft = 0;                  // K in [0, kMaxVerifyDraft]
   int32_t vocab = 0;                      // V in [1, 2^30]
+  // Blocks per row on a GPU with thread-block clusters (sm_90+): 0 = the dispatch's choice (choose_verify_config),
+  // 1 = one block per row, 2 .. kMaxVerifyClusterBlocks = a cluster of that many, each reading its slice of V.
+  int32_t cluster_blocks = 0;
 
   // Throws Error naming the first invalid field (null required pointer, bad shape, aliased outputs).
   void check() const;
@@ -127,6 +130,7 @@ struct TreeVerifyParams {
   int32_t batch = 0;                      // B >= 1
   int32_t max_nodes = 0;                  // N in [0, kMaxVerifyTreeNodes]
   int32_t vocab = 0;                      // V in [1, 2^30]
+  int32_t cluster_blocks = 0;             // as ChainVerifyParams::cluster_blocks
 
   void check() const;
 };
@@ -149,12 +153,17 @@ void run_chain_verify_host(const ChainVerifyParams& p, VerifyRules rules = Verif
 void run_tree_verify_host(const TreeVerifyParams& p, VerifyRules rules = VerifyRules::exact);
 void run_block_verify_host(const BlockVerifyParams& p, VerifyRules rules = VerifyRules::exact);
 
-// The (block size, vector width) the launchers' dispatch picks: 512 threads for V >= 16384, else 256;
-// 4-wide loads when V % 4 == 0 and p and q are 16-byte aligned, else 1.
+// The (blocks per row, block size, vector width) the launchers' dispatch picks on a GPU with clusters:
+//   - blocks: cluster_blocks when set; else ceil(V / 16384) up to kMaxVerifyClusterBlocks (8 at V = 128256);
+//   - block: 256 threads per block of a cluster; one block per row: 512 for V >= 16384, else 256;
+//   - vec: 4-wide loads when V % 4 == 0 and p and q are 16-byte aligned, else 1.
+// A GPU without clusters runs blocks = 1 whatever this says.
+constexpr int32_t kMaxVerifyClusterBlocks = 8;
 struct VerifyLaunchConfig {
+  int ctas = 1;
   int block = 256;
   int vec = 1;
 };
-VerifyLaunchConfig choose_verify_config(const float* p, const float* q, int32_t vocab);
+VerifyLaunchConfig choose_verify_config(const float* p, const float* q, int32_t vocab, int32_t cluster_blocks = 0);
 
 }  // namespace specula

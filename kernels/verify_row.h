@@ -14,9 +14,11 @@
 //
 // Block interface (every call is collective: all threads of the block make it, in the same order):
 //   kThreads, kVec                 threads per row, elements per vector access
-//   rank(), leader()               this thread's index; true for exactly one thread
+//   rank(), leader()               this thread's index; true for exactly one thread (global outputs)
+//   block_leader()                 true for one thread of each block (its shared scratch); = leader() but in
+//                                  a cluster (fused_sampler_row.h, SlicedRow), whose every block keeps a copy
 //   for_each_vec(f)                f(base) for this thread's vectors [base, base + kVec) of the vocabulary
-//   for_each_index(n, f)           f(i) for this thread's share of [0, n)
+//   for_each_index(n, f)           f(i) for this thread's share of [0, n) (in a cluster, every block covers n)
 //   sum_f64, min_i32, max_i32      reductions whose result every thread receives
 //   inclusive_scan(in, out)        prefix sums of a tile of kThreads * kVec values; returns the tile's total
 //   sync()                         barrier: shared scratch written before it is visible after it
@@ -432,7 +434,7 @@ SPECULA_HD int32_t tree_depth(Block& b, const int32_t* parents, int32_t n) {
 }
 
 // After sibling l was rejected: r_l = sum_x (p_cur - q_l)+ for the residual update, and (without replacement)
-// the next sibling's normaliser, in one pass; the leader stores them in the row's scratch.
+// the next sibling's normaliser, in one pass; each block's leader stores them in its scratch.
 template <class Rules, class Block>
 SPECULA_HD void record_rejection(Block& b, const TreeSiblings& s, const float* p_row, const float* q_row, int32_t l,
                                  double* q_total, double* r_total) {
@@ -451,7 +453,7 @@ SPECULA_HD void record_rejection(Block& b, const TreeSiblings& s, const float* p
   });
   r = b.sum_f64(r);
   if (s.without_replacement) q_next = b.sum_f64(q_next);
-  if (b.leader()) {
+  if (b.block_leader()) {
     r_total[l] = r;
     q_total[l + 1] = s.without_replacement ? q_next : q_total[0];
   }
@@ -467,7 +469,7 @@ SPECULA_HD int32_t load_siblings(Block& b, int32_t first, const int32_t* next_si
   b.sync();  // every thread is done with the previous row's scratch
   int32_t m = 0;
   for (int32_t node = first; node >= 0; node = next_sibling[node], ++m)
-    if (b.leader()) sibling_token[m] = tokens[node];
+    if (b.block_leader()) sibling_token[m] = tokens[node];
   if (!point_mass) {
     double total = 0.0;
     b.for_each_vec([&](int32_t base) {
@@ -476,7 +478,7 @@ SPECULA_HD int32_t load_siblings(Block& b, int32_t first, const int32_t* next_si
       for (int j = 0; j < VEC; ++j) total += static_cast<double>(qx[j]);
     });
     total = b.sum_f64(total);
-    if (b.leader()) q_total[0] = total;
+    if (b.block_leader()) q_total[0] = total;
   }
   b.sync();
   return m;
@@ -565,7 +567,7 @@ SPECULA_HD void tree_row(Block& b, const TreeVerifyParams& p, int32_t row) {
       if (at_c.q_next <= 0.0) ++q_zero;
       if (accept_draft_token(step_uniform(rp, RandomRole::accept, static_cast<uint32_t>(node + 1)), at_c.p_cur,
                              at_c.q_next)) {
-        if (b.leader()) path[accepted] = node;
+        if (b.block_leader()) path[accepted] = node;
         ++accepted;
         cur = node + 1;
         descended = true;
@@ -579,7 +581,7 @@ SPECULA_HD void tree_row(Block& b, const TreeVerifyParams& p, int32_t row) {
     y = correction_token<Rules>(b, s, p_row, q_row, m, p.vocab, v);
     break;
   }
-  b.sync();  // path[] written by the leader is visible to every thread
+  b.sync();  // path[] written by the block's leader is visible to every thread
   const VerifyRowStatus status = y >= 0 ? VerifyRowStatus::ok : VerifyRowStatus::empty_distribution;
   const int32_t kept = status == VerifyRowStatus::ok ? accepted : 0;
   b.for_each_index(N, [&](int32_t j) { path_out[j] = j < kept ? path[j] : -1; });

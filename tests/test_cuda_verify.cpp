@@ -60,7 +60,7 @@ class Device {
 
 // Runs a case on the GPU. Outputs are poisoned with 0x7f7f7f7f first (a value no output takes), so an
 // element the kernel does not write shows up in the comparison.
-VerifyResult run_on_gpu(const VerifyCase& c) {
+VerifyResult run_on_gpu(const VerifyCase& c, int32_t cluster_blocks = 0) {
   const int32_t B = c.batch(), E = c.width + 1;
   Device<float> p(c.p), q(c.q);
   Device<int32_t> tokens(c.tokens), parents(c.parents);
@@ -84,6 +84,7 @@ VerifyResult run_on_gpu(const VerifyCase& c) {
     tp.batch = B;
     tp.max_nodes = c.width;
     tp.vocab = c.vocab;
+    tp.cluster_blocks = cluster_blocks;
     launch_tree_verify(tp);
   } else {
     BlockVerifyParams bp;
@@ -95,6 +96,7 @@ VerifyResult run_on_gpu(const VerifyCase& c) {
     bp.batch = B;
     bp.max_draft = c.width;
     bp.vocab = c.vocab;
+    bp.cluster_blocks = cluster_blocks;
     if (c.kind == VerifyKind::chain)
       launch_chain_verify(bp);
     else
@@ -155,6 +157,30 @@ TEST_CASE("the CUDA verification kernels match the reference at every dispatch (
   }
 }
 
+TEST_CASE("the verification kernels split over a thread-block cluster match the reference",
+          "[gpu][verify][cluster][sanitize]") {
+  // Clusters of 2, 3 and 8 blocks on small vocabularies (slices of a few tokens, empty ones), and one block per row
+  // at V 128256, where the dispatch would pick a cluster.
+  for (int32_t blocks : {2, 3, 8})
+    for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree})
+      for (int32_t i = 0; i < 8; ++i) {
+        const uint64_t seed = 0xc1a5 + 131 * static_cast<uint64_t>(i) + static_cast<uint64_t>(kind) + 7 * blocks;
+        CaseRandom g(seed);
+        const int32_t vocab = i % 2 ? 64 : g.between(1, 64);
+        const VerifyCase c = kind == VerifyKind::tree ? random_tree_case(seed, 16, vocab, g.between(0, 12))
+                                                      : random_chain_case(seed, kind, 16, vocab, g.between(0, 8));
+        check_against_reference(c, run_on_gpu(c, blocks),
+                                std::string(verify_kind_name(kind)) + " " + std::to_string(blocks) + " blocks, case " +
+                                    std::to_string(i) + " V " + std::to_string(vocab));
+      }
+  for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree}) {
+    const uint64_t seed = 91 + static_cast<uint64_t>(kind);
+    const VerifyCase c =
+        kind == VerifyKind::tree ? random_tree_case(seed, 6, 128256, 8) : random_chain_case(seed, kind, 6, 128256, 5);
+    check_against_reference(c, run_on_gpu(c, 1), std::string(verify_kind_name(kind)) + " one block, V 128256");
+  }
+}
+
 TEST_CASE("the CUDA verification kernels write every output element (poisoned first)", "[gpu][verify][sanitize]") {
   for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree}) {
     const VerifyCase c =
@@ -199,13 +225,15 @@ TEST_CASE("the first token emitted by the CUDA kernels has the target law (G-tes
   constexpr int32_t kRows = 200000;
   for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree}) {
     const LawCase lc = law_case(kind, kRows, 177 + static_cast<uint64_t>(kind));
-    const VerifyResult r = run_on_gpu(lc.c);
-    const stats::GofResult gof = stats::g_test(first_token_counts(r, kRows, lc.c.vocab), lc.law);
-    INFO(verify_kind_name(kind) << ": " << gof.detail);
-    CHECK(gof.passed(stats::kAlpha));
-    // And row by row the same draws as the CPU backend of the same algorithm.
     const VerifyResult host = run_host(lc.c);
-    CHECK(host.emitted == r.emitted);
+    for (int32_t blocks : {0, 3}) {  // the dispatch's choice (one block at this V), a cluster
+      const VerifyResult r = run_on_gpu(lc.c, blocks);
+      const stats::GofResult gof = stats::g_test(first_token_counts(r, kRows, lc.c.vocab), lc.law);
+      INFO(verify_kind_name(kind) << ", cluster_blocks " << blocks << ": " << gof.detail);
+      CHECK(gof.passed(stats::kAlpha));
+      // And row by row the same draws as the CPU backend of the same algorithm.
+      CHECK(host.emitted == r.emitted);
+    }
   }
 }
 

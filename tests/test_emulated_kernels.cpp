@@ -271,6 +271,29 @@ TEST_CASE("the emulated verification kernels reproduce the reference verifiers",
         }
 }
 
+TEST_CASE("the verification kernels split over an emulated cluster reproduce the reference verifiers",
+          "[kernels][emulation][verify][cluster]") {
+  // Slices of 1 to 32 tokens and empty ones (V < blocks), every schedule, every kernel.
+  for (int ctas : {2, 3, 8})
+    for (FiberSchedule schedule : kSchedules)
+      for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree})
+        for (int32_t i = 0; i < 6; ++i) {
+          const uint64_t seed = 0xc1e + 977 * static_cast<uint64_t>(i) + static_cast<uint64_t>(kind) + 31 * ctas;
+          CaseRandom g(seed);
+          const int32_t vocab = i % 3 == 0 ? 64 : g.between(1, 64);
+          const VerifyCase c = kind == VerifyKind::tree ? random_tree_case(seed, 12, vocab, g.between(0, 12))
+                                                        : random_chain_case(seed, kind, 12, vocab, g.between(0, 8));
+          EmulationOptions o{4, schedule, ctas};
+          const VerifyResult r = emulate_verify(c, o);
+          for (int32_t b = 0; b < c.batch(); ++b) {
+            const std::string diff = compare_with_reference(c, b, r);
+            INFO(ctas << " blocks, " << fiber_schedule_name(schedule) << ", " << verify_kind_name(kind) << " case " << i
+                      << " row " << b << " V " << vocab << ": " << diff);
+            CHECK(diff.empty());
+          }
+        }
+}
+
 TEST_CASE("the emulated tree kernel handles trees of 256 nodes", "[kernels][emulation][verify]") {
   for (bool deep : {false, true}) {
     const VerifyCase c = random_tree_case(0x256e + (deep ? 1 : 0), 4, 44, kMaxVerifyTreeNodes, deep);
@@ -288,10 +311,12 @@ TEST_CASE("the first token emitted by the emulated kernels has the target law (G
   constexpr int32_t kRows = 20000;
   for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree}) {
     const LawCase lc = law_case(kind, kRows, 505 + static_cast<uint64_t>(kind));
-    const VerifyResult r = emulate_verify(lc.c, EmulationOptions{4, FiberSchedule::forward});
-    const stats::GofResult gof = stats::g_test(first_token_counts(r, kRows, lc.c.vocab), lc.law);
-    INFO(verify_kind_name(kind) << ": " << gof.detail);
-    CHECK(gof.passed(stats::kAlpha));
+    for (int ctas : {1, 3}) {  // one block per row, and a cluster
+      const VerifyResult r = emulate_verify(lc.c, EmulationOptions{4, FiberSchedule::forward, ctas});
+      const stats::GofResult gof = stats::g_test(first_token_counts(r, kRows, lc.c.vocab), lc.law);
+      INFO(verify_kind_name(kind) << ", " << ctas << " blocks: " << gof.detail);
+      CHECK(gof.passed(stats::kAlpha));
+    }
   }
 }
 

@@ -89,10 +89,10 @@ TEST_CASE("the fused sampler's dispatch splits large rows over a cluster whose s
   CHECK(config(128256, 1).ctas == 1);
   CHECK(config(128256, 1).block == 512);
   // Slices are whole vectors, cover the row, and may be empty at its end.
-  CHECK(sampler_slice_span(128256, 8, 4) == 16032);
-  CHECK(sampler_slice_span(7, 8, 1) == 1);
-  CHECK(sampler_slice_span(1003, 3, 1) == 335);
-  CHECK(sampler_slice_span(1000, 3, 4) == 336);
+  CHECK(cluster_slice_span(128256, 8, 4) == 16032);
+  CHECK(cluster_slice_span(7, 8, 1) == 1);
+  CHECK(cluster_slice_span(1003, 3, 1) == 335);
+  CHECK(cluster_slice_span(1000, 3, 4) == 336);
 
   p.batch = 1;
   p.vocab = 1000;

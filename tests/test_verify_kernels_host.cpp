@@ -240,13 +240,22 @@ TEST_CASE("the verification launchers refuse clearly without a CUDA device", "[k
   ChainVerifyParams bad = p;
   bad.vocab = 0;
   CHECK_THROWS_WITH(launch_chain_verify(bad), Catch::Contains("vocab"));
+  bad = p;
+  bad.cluster_blocks = 9;
+  CHECK_THROWS_WITH(launch_chain_verify(bad), Catch::Contains("cluster_blocks must be in [0, 8], got 9"));
 }
 
-TEST_CASE("the dispatch picks the block size by V and vector loads by alignment", "[kernels][verify]") {
+TEST_CASE("the dispatch picks the cluster and block size by V and vector loads by alignment", "[kernels][verify]") {
   alignas(16) static float buffer[8];
   CHECK(choose_verify_config(buffer, buffer, 1000).block == 256);
+  CHECK(choose_verify_config(buffer, buffer, 1000).ctas == 1);
   CHECK(choose_verify_config(buffer, buffer, 1000).vec == 4);
-  CHECK(choose_verify_config(buffer, nullptr, 128256).block == 512);
+  CHECK(choose_verify_config(buffer, nullptr, 128256).ctas == 8);
+  CHECK(choose_verify_config(buffer, nullptr, 128256).block == 256);
+  CHECK(choose_verify_config(buffer, nullptr, 32000).ctas == 2);
+  CHECK(choose_verify_config(buffer, nullptr, 128256, 1).ctas == 1);
+  CHECK(choose_verify_config(buffer, nullptr, 128256, 1).block == 512);
+  CHECK(choose_verify_config(buffer, nullptr, 1000, 3).ctas == 3);
   CHECK(choose_verify_config(buffer, buffer, 1003).vec == 1);
   CHECK(choose_verify_config(buffer + 1, buffer, 1000).vec == 1);
 }
