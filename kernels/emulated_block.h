@@ -23,10 +23,14 @@ namespace specula {
 
 template <int T>
 struct EmulatedShared {
-  double f64[T];
-  int32_t i32[T];
-  uint64_t u64[T];
-  fused_sampler::ArgMax arg[T];
+  // One union, as CUB's TempStorage of every collective is one union in the CUDA Block: a collective that read
+  // these while the next one writes them (a missing barrier between two collectives) reads clobbered partials.
+  union {
+    double f64[T];
+    int32_t i32[T];
+    uint64_t u64[T];
+    fused_sampler::ArgMax arg[T];
+  };
   union {
     double f64;
     int32_t i32;

@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(BLOCK, 1) fused_sampler_kernel(SamplerKernelPa
 }
 
 // One cluster of gridDim.x / batch blocks per row; `span` tokens of the row per block (cluster_slice_span),
-// kept in dynamic shared memory. Two blocks per SM: a 128K-token row's 8 slices of 64 KiB plus ~34 KiB of
+// kept in dynamic shared memory. Two blocks per SM: a 128K-token row's 8 slices of ~63 KiB plus ~34 KiB of
 // histograms each fit twice in an SM's 227 KiB.
 template <int BLOCK, int VEC>
 __global__ void __launch_bounds__(BLOCK, 2) fused_sampler_cluster_kernel(SamplerKernelParams p, int32_t span) {
@@ -61,13 +61,27 @@ void launch(const SamplerKernelParams& p, cudaStream_t stream) {
   cuda_check(cudaGetLastError(), "fused sampler launch");
 }
 
+// The cluster kernel may take the largest slice's dynamic shared memory: set once per device and instantiation
+// (not per launch, where one host thread's smaller setting could fail another's launch in between).
+template <int BLOCK, int VEC>
+void allow_largest_slice() {
+  static std::mutex mutex;
+  static bool allowed[64] = {};
+  int device = 0;
+  cuda_check(cudaGetDevice(&device), "fused sampler: current device");
+  std::lock_guard<std::mutex> lock(mutex);
+  if (device >= 0 && device < 64 && allowed[device]) return;
+  cuda_check(cudaFuncSetAttribute(fused_sampler_cluster_kernel<BLOCK, VEC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(kMaxSamplerSliceTokens * sizeof(float))),
+             "fused sampler: cluster shared memory");
+  if (device >= 0 && device < 64) allowed[device] = true;
+}
+
 template <int BLOCK, int VEC>
 void launch_cluster(const SamplerKernelParams& p, int ctas, cudaStream_t stream) {
   const int32_t span = cluster_slice_span(p.vocab, ctas, VEC);
   const size_t slice_bytes = static_cast<size_t>(span) * sizeof(float);
-  cuda_check(cudaFuncSetAttribute(fused_sampler_cluster_kernel<BLOCK, VEC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(slice_bytes)),
-             "fused sampler: cluster shared memory");
+  allow_largest_slice<BLOCK, VEC>();
   cudaLaunchAttribute attribute[1];
   attribute[0].id = cudaLaunchAttributeClusterDimension;
   attribute[0].val.clusterDim.x = static_cast<unsigned>(ctas);

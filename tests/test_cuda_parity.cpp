@@ -171,14 +171,18 @@ TEST_CASE("the kernel takes the same decisions as its CPU backend", "[gpu][sampl
 }
 
 TEST_CASE("the fused sampler split over a thread-block cluster matches the CPU pipeline", "[gpu][sampler][cluster]") {
-  // One block per row and clusters of 2, 3 and 8 at every vector width; slices of 1 to 64K tokens, and empty
-  // ones (V 7 over 8 blocks). A GPU without clusters runs one block per row for all of them.
-  for (int32_t blocks : {1, 2, 3, 8})
+  // One block per row and clusters of 2, 3 and 8 at every vector width; slices of 1 to 40960 tokens (the most a
+  // block keeps), and empty ones (V 7 over 8 blocks). A GPU without clusters runs one block per row for all of them.
+  for (int32_t blocks : {1, 2, 3, 4, 8})
     for (const auto& [vocab, batch] :
          {std::pair<int32_t, int32_t>{7, 16}, {1003, 24}, {32000, 24}, {128256, 6}, {128257, 3}}) {
+      if (blocks > 1 && cluster_slice_span(vocab, blocks, 1) > kMaxSamplerSliceTokens) continue;
       const testing::SamplerCase c = testing::random_sampler_case(0xc105 + vocab + blocks, vocab, batch);
       check_against_pipeline(c, blocks);
     }
+  // A cluster whose slices would not fit a block's shared memory is refused before the launch.
+  const testing::SamplerCase big = testing::random_sampler_case(0xc106, 128256, 1);
+  CHECK_THROWS_WITH(run_on_gpu(big, TopPPass::float_first, 3), Catch::Contains("slices of more than"));
 }
 
 TEST_CASE("a cluster's kernel takes the same decisions as the CPU backend", "[gpu][sampler][cluster][sanitize]") {
@@ -204,7 +208,7 @@ TEST_CASE("top-p at a step of the cumulative mass keeps exactly the fixed-point 
   for (const auto& [vocab, batch] : {std::pair<int32_t, int32_t>{1000, 300}, {128256, 4}}) {
     const testing::SamplerCase c = testing::top_p_boundary_case(31 + vocab, vocab, batch);
     for (TopPPass pass : {TopPPass::float_first, TopPPass::exact})
-      for (int32_t blocks : {0, 1, 3}) {  // the dispatch's choice (8 blocks at V 128256), one block, a cluster
+      for (int32_t blocks : {0, 1, 4}) {  // the dispatch's choice (8 blocks at V 128256), one block, a cluster
         const GpuRun gpu = run_on_gpu(c, pass, blocks);
         INFO("V " << vocab << (pass == TopPPass::exact ? ", exact pass" : ", float-first pass") << ", cluster_blocks "
                   << blocks);

@@ -181,12 +181,15 @@ TEST_CASE("--device cuda-host runs the kernels' code on the CPU: the CPU's outpu
     INFO(method);
     const CliResult cpu = run_specula(base + method + " --output " + dir.file("cpu"));
     REQUIRE(cpu.exit_code == 0);
-    const CliResult host = run_specula(base + method + " --device cuda-host --cuda-host-threads 4 --output " +
-                                       dir.file("host") + " --metrics-json " + dir.file("m.json"));
-    INFO(host.err);
-    REQUIRE(host.exit_code == 0);
-    CHECK(read_text(dir.file("host")) == read_text(dir.file("cpu")));
-    CHECK_THAT(read_text(dir.file("m.json")), Contains("\"device\": \"cuda-host\""));
+    for (const std::string blocks : {"1", "3"}) {  // one block per row, and each row over a cluster of 3
+      const CliResult host =
+          run_specula(base + method + " --device cuda-host --cuda-host-threads 4 --cuda-host-blocks " + blocks +
+                      " --output " + dir.file("host") + " --metrics-json " + dir.file("m.json"));
+      INFO(blocks << " blocks: " << host.err);
+      REQUIRE(host.exit_code == 0);
+      CHECK(read_text(dir.file("host")) == read_text(dir.file("cpu")));
+      CHECK_THAT(read_text(dir.file("m.json")), Contains("\"device\": \"cuda-host\""));
+    }
   }
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"--method chain --typical-p 0.9", "--typical-p 0.9 is not supported on device cuda-host"},
@@ -195,6 +198,8 @@ TEST_CASE("--device cuda-host runs the kernels' code on the CPU: the CPU's outpu
       {"--method chain --logprobs 2 --logprobs-output " + dir.file("lp"), "--logprobs is not supported"},
       {"--method beam", "beam search runs on the CPU"},
       {"--method chain --cuda-host-threads 5", "--cuda-host-threads: emulated kernels: threads per block must be"},
+      {"--method chain --cuda-host-blocks 17",
+       "--cuda-host-blocks: emulated kernels: blocks per cluster must be in [1, 16], got 17"},
   };
   for (const auto& [options, message] : refused) {
     INFO(options);

@@ -852,9 +852,10 @@ TEST_CASE("outputs depend only on (seed, sequence): not on threads or batch comp
 
 namespace {
 
-GenerationConfig on_device(GenerationConfig c, int threads = 8, FiberSchedule schedule = FiberSchedule::forward) {
+GenerationConfig on_device(GenerationConfig c, int threads = 8, FiberSchedule schedule = FiberSchedule::forward,
+                           int ctas = 1) {
   c.device = Device::cuda_host;
-  c.emulation = EmulationOptions{threads, schedule};
+  c.emulation = EmulationOptions{threads, schedule, ctas};
   return c;
 }
 
@@ -889,6 +890,61 @@ TEST_CASE("on cuda-host every exact verifier reproduces the target's law of whol
       CHECK(c.gof.passed(stats::kAlpha));
       CHECK(c.run.metrics.q_zero_errors == 0);
     }
+}
+
+TEST_CASE("on cuda-host with every row split over a cluster, the verifiers keep the target's law",
+          "[verify][exact][device][cluster]") {
+  // The fused sampler and the verification kernels with each row over 3 emulated blocks (slices of 2 tokens).
+  const TablePair pair = random_pair(2, kV, 17, 1.2, 0.8);
+  // A tree: the fused sampler and the tree kernel (the emulated kernel batteries cover chain and block).
+  for (const GenerationConfig& config : {tree_config({2, 2}, SiblingScheme::iid)}) {
+    INFO("cuda-host, 3 blocks per row, " << describe(config));
+    const LawCheck c = check_law(pair, stopping(), stopping(), on_device(config, 4, FiberSchedule::rotating, 3), 20000);
+    INFO(c.gof.detail);
+    CHECK(c.gof.passed(stats::kAlpha));
+  }
+}
+
+namespace {
+
+// A table model whose sessions claim `bytes` each, on the host or on the device: what the batch bounds read.
+class HeavySessions : public TableModel {
+ public:
+  HeavySessions(const TableModel& model, int64_t bytes, bool on_device)
+      : TableModel(model), bytes_(bytes), on_device_(on_device) {}
+  int64_t session_bytes() const override { return bytes_; }
+  bool sessions_in_device_memory() const override { return on_device_; }
+
+ private:
+  int64_t bytes_;
+  bool on_device_;
+};
+
+}  // namespace
+
+TEST_CASE("a lockstep batch whose sessions cannot fit is refused before any step, naming the memory",
+          "[verify][device]") {
+  const TablePair pair = random_pair(2, kV, 11, 1.2, 0.8);
+  const int64_t huge = int64_t{1} << 50;  // a PiB per session
+  GenerationConfig config = chain_config(VerifyMethod::chain, 2);
+  config.lockstep = true;
+  const auto drafter = std::make_shared<ModelDrafterFactory>(pair.draft, stopping());
+  const auto run = [&](bool on_device_memory, const GenerationConfig& c) {
+    const Generator g(std::make_shared<HeavySessions>(*pair.target, huge, on_device_memory), stopping(), drafter, c);
+    GenerationMetrics m;
+    return g.generate_many(kPrompt, 0, 4, m);
+  };
+  // On the host (the CPU, or a device whose model stays on the host): MemAvailable bounds them.
+  CHECK_THROWS_WITH(run(false, config), Catch::Contains("MiB of target sessions") && Catch::Contains("MemAvailable"));
+  CHECK_THROWS_WITH(run(false, on_device(config)), Catch::Contains("MemAvailable"));
+  // On the device: its free memory bounds them with the step buffers.
+  CHECK_THROWS_WITH(run(true, on_device(config)),
+                    Catch::Contains("bytes of model sessions (KV caches)") && Catch::Contains("are free"));
+  // Sessions that fit are no obstacle.
+  const Generator fits(std::make_shared<HeavySessions>(*pair.target, 1 << 20, true), stopping(), drafter,
+                       on_device(config));
+  GenerationMetrics m;
+  CHECK(fits.generate_many(kPrompt, 0, 4, m).size() == 4);
 }
 
 TEST_CASE("on cuda-host the baseline samples the target's law", "[verify][exact][device]") {

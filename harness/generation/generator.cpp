@@ -450,16 +450,19 @@ void Generator::score_lockstep(std::vector<Sequence>& batch, const std::vector<s
 }
 
 std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& batch) const {
+  // Bounded before work: the batch's target sessions are alive together, in the GPU's memory (a model on the
+  // device) or the host's.
+  const int64_t session = target_->session_bytes(), sessions = session * static_cast<int64_t>(batch.size());
+  const bool sessions_on_device = config_.device != Device::cpu && target_->sessions_in_device_memory();
   std::optional<BatchVerifier> device;
   if (config_.device != Device::cpu) {
     device.emplace(config_.device, pipeline_, config_.method, config_.emulation);
-    // Bounded before work: every sequence's step buffers at the deepest draft.
+    // Every sequence's step buffers at the deepest draft, with the sessions when they share the device.
     const int64_t rows = config_.method ? draft_nodes(config_) + 1 : 1;
-    device->check_fits(static_cast<int64_t>(batch.size()), rows);
+    device->check_fits(static_cast<int64_t>(batch.size()), rows, sessions_on_device ? sessions : 0);
   }
-  // Bounded before work: the batch's target sessions are alive together.
-  const int64_t session = target_->session_bytes(), sessions = session * static_cast<int64_t>(batch.size());
-  if (const int64_t available = mem_available_bytes(); session > 0 && available >= 0 && sessions > available)
+  if (const int64_t available = mem_available_bytes();
+      !sessions_on_device && session > 0 && available >= 0 && sessions > available)
     fail("lockstep: ", batch.size(), " sequences need ", sessions >> 20, " MiB of target sessions (", session >> 20,
          " MiB each: KV cache and rows) but ", available >> 20,
          " MiB is available (MemAvailable): run fewer sequences together");

@@ -59,6 +59,9 @@ class LanguageModel {
   // Bytes one session may hold at most (a KV cache and its rows; 0: negligible), so that a batch of sessions alive
   // together (lockstep decoding) is bounded before it starts.
   virtual int64_t session_bytes() const { return 0; }
+  // Whether those bytes are the GPU's (a model on a CUDA device): then the bound is the device's free memory,
+  // not the host's.
+  virtual bool sessions_in_device_memory() const { return false; }
 };
 
 }  // namespace specula

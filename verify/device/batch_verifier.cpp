@@ -98,13 +98,14 @@ int64_t BatchVerifier::step_bytes(int64_t sequences, int64_t rows_per_sequence) 
   return rows * per_row + sequences * (16 * rows_per_sequence + 128);
 }
 
-void BatchVerifier::check_fits(int64_t sequences, int64_t rows_per_sequence) const {
-  const int64_t need = step_bytes(sequences, rows_per_sequence);
+void BatchVerifier::check_fits(int64_t sequences, int64_t rows_per_sequence, int64_t session_bytes) const {
+  const int64_t buffers = step_bytes(sequences, rows_per_sequence), need = buffers + session_bytes;
   const int64_t free = stream_->free_device_memory();
   if (free >= 0 && need > free)
     fail(device_label(stream_->device()), ": a step of ", sequences, " sequences with up to ", rows_per_sequence,
-         " target rows each (V = ", vocab_, ") needs ", need, " bytes of buffers, but only ", free,
-         " are free: generate fewer sequences at once");
+         " target rows each (V = ", vocab_, ") needs ", buffers, " bytes of buffers",
+         session_bytes > 0 ? " and " + std::to_string(session_bytes) + " bytes of model sessions (KV caches)" : "",
+         ", but only ", free, " are free: generate fewer sequences at once");
 }
 
 const float* BatchVerifier::process_rows(const std::vector<const float*>& logits,

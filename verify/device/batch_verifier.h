@@ -61,8 +61,9 @@ class BatchVerifier {
                 const EmulationOptions& emulation = {});
 
   // Refuses, before any work, a batch whose step buffers would not fit the device's free memory:
-  // `sequences` steps of at most `rows_per_sequence` rows each.
-  void check_fits(int64_t sequences, int64_t rows_per_sequence) const;
+  // `sequences` steps of at most `rows_per_sequence` rows each, plus `session_bytes` the batch's model sessions
+  // will take there (KV caches of a model on the GPU; 0 when they live on the host).
+  void check_fits(int64_t sequences, int64_t rows_per_sequence, int64_t session_bytes = 0) const;
 
   std::vector<DeviceStepResult> verify(const std::vector<DeviceStep>& steps);
   std::vector<Token> sample(const std::vector<DeviceDraw>& draws);

@@ -95,6 +95,9 @@ int64_t TransformerLanguageModel::session_bytes() const {
   const TransformerConfig& c = state_->model->config();
   return plan_model_memory(c).kv_cache_bytes + int64_t{c.max_seq_len} * c.d_model * 4;
 }
+bool TransformerLanguageModel::sessions_in_device_memory() const {
+  return state_->model->embedding->weight.is_cuda();  // a session's cache lives where the weights do
+}
 int64_t TransformerLanguageModel::resident_weight_bytes() const { return resident_bytes(*state_->model); }
 std::string TransformerLanguageModel::matrices_dtype() const {
   return dtype_string(state_->model->embedding->weight.scalar_type());

@@ -58,6 +58,7 @@ class TransformerLanguageModel : public LanguageModel {
   bool batches_forwards() const override { return true; }
   // The KV cache at max_seq_len (float32, wherever the model computes) and the hidden rows kept on the host.
   int64_t session_bytes() const override;
+  bool sessions_in_device_memory() const override;
 
   const Tokenizer& tokenizer() const;
   const std::string& kind() const;  // "transformer" or "hf"
