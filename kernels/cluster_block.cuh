@@ -11,8 +11,10 @@
 #pragma once
 
 #include <cooperative_groups.h>
+#include <cuda_runtime.h>
 
 #include "kernels/cuda_block.cuh"
+#include "kernels/cuda_check.h"
 #include "kernels/fused_sampler_row.h"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -168,6 +170,26 @@ struct CudaClusterBlock {
     return local.find_bucket(local.sh.extra.merged, above, target);
   }
 };
+
+// Launches kernel(args...) as `clusters` clusters of `ctas` blocks of `threads` threads each, block
+// c * ctas + r being block r of cluster c; throws Error naming `what` when the launch fails.
+template <class... Params, class... Args>
+void launch_in_clusters(void (*kernel)(Params...), unsigned clusters, int ctas, int threads, size_t dynamic_smem,
+                        cudaStream_t stream, const char* what, Args&&... args) {
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = static_cast<unsigned>(ctas);
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(clusters * static_cast<unsigned>(ctas));
+  config.blockDim = dim3(static_cast<unsigned>(threads));
+  config.dynamicSmemBytes = dynamic_smem;
+  config.stream = stream;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  cuda_check(cudaLaunchKernelEx(&config, kernel, static_cast<Args&&>(args)...), what);
+}
 
 }  // namespace cuda_block
 }  // namespace specula

@@ -82,20 +82,8 @@ void launch_cluster(const SamplerKernelParams& p, int ctas, cudaStream_t stream)
   const int32_t span = cluster_slice_span(p.vocab, ctas, VEC);
   const size_t slice_bytes = static_cast<size_t>(span) * sizeof(float);
   allow_largest_slice<BLOCK, VEC>();
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = static_cast<unsigned>(ctas);
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(p.batch) * static_cast<unsigned>(ctas));
-  config.blockDim = dim3(BLOCK);
-  config.dynamicSmemBytes = slice_bytes;
-  config.stream = stream;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  cuda_check(cudaLaunchKernelEx(&config, fused_sampler_cluster_kernel<BLOCK, VEC>, p, span),
-             "fused sampler (cluster) launch");
+  cuda_block::launch_in_clusters(fused_sampler_cluster_kernel<BLOCK, VEC>, static_cast<unsigned>(p.batch), ctas, BLOCK,
+                                 slice_bytes, stream, "fused sampler (cluster) launch", p, span);
 }
 
 // Thread-block clusters need compute capability 9.0 (the current device's, asked once per device).

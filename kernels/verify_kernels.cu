@@ -95,22 +95,11 @@ __global__ void __launch_bounds__(BLOCK, 2) tree_verify_cluster_kernel(TreeVerif
       p.vocab, span, [&](auto& block, int32_t row) { verify_row::tree_row<ExactRules>(block, p, row); });
 }
 
-// A cluster launch: p.batch clusters of `ctas` blocks of BLOCK threads.
+// A cluster launch: p.batch clusters of `ctas` blocks of BLOCK threads, no dynamic shared memory.
 template <int BLOCK, class Params>
 void launch_clusters(void (*kernel)(Params, int32_t), const Params& p, int ctas, int32_t span, cudaStream_t stream,
                      const char* what) {
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = static_cast<unsigned>(ctas);
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(p.batch) * static_cast<unsigned>(ctas));
-  config.blockDim = dim3(BLOCK);
-  config.stream = stream;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  cuda_check(cudaLaunchKernelEx(&config, kernel, p, span), what);
+  cuda_block::launch_in_clusters(kernel, static_cast<unsigned>(p.batch), ctas, BLOCK, 0, stream, what, p, span);
 }
 
 template <int VEC>

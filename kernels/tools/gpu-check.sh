@@ -148,8 +148,32 @@ for name in ("bench-sampler", "bench-verify", "bench-forward", "bench-end-to-end
     path = os.path.join(work, name + ".json")
     if os.path.exists(path):
         benches[name] = json.load(open(path))
+
+# The kernels' speed targets (kernels/README.md, "One row over a cluster"), read off the benchmarks: a measurement,
+# not a pass condition of the check.
+def case(bench, kernel, vocab, batch):
+    for c in benches.get(bench, {}).get("cases", []):
+        if c["kernel"] == kernel and c["vocab_size"] == vocab and c["batch"] == batch:
+            return c
+    return None
+targets = []
+for name, bench, kernel, batch, field, limit, at_most in (
+        ("full pipeline, V 128256, B 64: x floor", "bench-sampler", "sampler/full", 64, "times_floor", 3.0, True),
+        ("full pipeline, V 128256, B 1: us", "bench-sampler", "sampler/full", 1, "mean_us", 15.0, True),
+        ("top-p alone, V 128256, B 64: us", "bench-sampler", "sampler/t0.8_topp0.9/float-first", 64, "mean_us", 30.0,
+         True),
+        ("chain verify K 4, V 128256, B 64: x floor", "bench-verify", "verify/chain", 64, "times_floor", 3.0, True),
+        ("full pipeline, V 128256, B 64: x LibTorch", "bench-sampler", "sampler/full", 64, "speedup_vs_libtorch", 5.0,
+         False),
+        ("top-p alone, V 128256, B 64: x LibTorch", "bench-sampler", "sampler/t0.8_topp0.9/float-first", 64,
+         "speedup_vs_libtorch", 5.0, False)):
+    c = case(bench, kernel, 128256, batch)
+    value = c.get(field) if c else None
+    met = None if value is None else (value <= limit if at_most else value >= limit)
+    targets.append({"target": name, "value": value, "limit": limit, "at_most": at_most, "met": met})
 doc = {"host": platform.node(), "device": device, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-       "passed": all(s["status"] in ("passed",) for s in steps), "steps": steps, "benchmarks": benches}
+       "passed": all(s["status"] in ("passed",) for s in steps), "steps": steps, "benchmarks": benches,
+       "kernel_targets": targets}
 tmp = report + ".tmp"
 with open(tmp, "w") as f:
     json.dump(doc, f, indent=1)
@@ -157,6 +181,8 @@ with open(tmp, "w") as f:
 os.replace(tmp, report)
 for s in steps:
     print(f"{s['step']:<22} {s['status']:<8} {s.get('seconds', '')}")
+for t in targets:
+    print(f"target {t['target']:<45} {t['value']!s:<12} {'met' if t['met'] else 'not met' if t['met'] is False else '-'}")
 print("wrote", report)
 sys.exit(0 if doc["passed"] else 1)
 EOF
