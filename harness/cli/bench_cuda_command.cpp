@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "harness/bench/torch_sampler_baseline.h"
+#include "harness/bench/torch_verify_baseline.h"
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
 #include "harness/config/device_options.h"
@@ -44,25 +45,28 @@ Args without_device_option(const Args& args) {
 
 namespace {
 
-// Times each sampler case's work in LibTorch's CUDA operations (harness/bench/torch_sampler_baseline.h), once per
-// setting and shape (a one-block variant shares its case's). Without a CUDA LibTorch the kernels' figures stand
-// alone and the report says why.
+// Times each sampler case's and chain verification case's work in LibTorch's CUDA operations
+// (harness/bench/torch_sampler_baseline.h, torch_verify_baseline.h), once per setting and shape (a one-block
+// variant shares its case's). Without a CUDA LibTorch the kernels' figures stand alone and the report says why.
 void add_libtorch_baseline(CudaBenchReport& report, int iterations) {
   try {
-    const auto time = torch_function<decltype(&bench::time_torch_sampler)>("time_torch_sampler");
-    std::map<std::tuple<int, int32_t, int32_t>, double> measured;
+    const auto sampler = torch_function<decltype(&bench::time_torch_sampler)>("time_torch_sampler");
+    const auto chain = torch_function<decltype(&bench::time_torch_chain_verify)>("time_torch_chain_verify");
+    std::map<std::tuple<int, int32_t, int32_t, int32_t>, double> measured;  // setting (-1: chain), V, B, K
     for (CudaBenchCase& c : report.cases) {
-      if (c.setting < 0) continue;
-      const auto key = std::make_tuple(c.setting, c.vocab, c.batch);
+      const bool is_chain = c.kernel.rfind("verify/chain", 0) == 0;
+      if (c.setting < 0 && !is_chain) continue;
+      const auto key = std::make_tuple(c.setting, c.vocab, c.batch, c.width);
       if (!measured.count(key))
-        measured[key] =
-            time(sampler_bench_settings()[static_cast<size_t>(c.setting)], c.vocab, c.batch, "cuda", iterations);
+        measured[key] = is_chain ? chain(c.vocab, c.batch, c.width, "cuda", iterations)
+                                 : sampler(sampler_bench_settings()[static_cast<size_t>(c.setting)], c.vocab, c.batch,
+                                           "cuda", iterations);
       c.libtorch_us = measured[key];
     }
     report.libtorch_baseline = "measured";
   } catch (const Error& e) {
     report.libtorch_baseline = std::string("not measured: ") + e.what();
-    std::cerr << "bench sampler --device cuda: LibTorch baseline " << report.libtorch_baseline << "\n";
+    std::cerr << "bench " << report.what << " --device cuda: LibTorch baseline " << report.libtorch_baseline << "\n";
   }
 }
 
@@ -85,7 +89,7 @@ int bench_cuda_command(const Args& args) {
       "timed launches per case (after 3 warm-up launches)")(
       "no-flush-l2", po::bool_switch(), "keep L2 warm: time launches back to back (default: overwrite L2 before each)")(
       "no-libtorch-baseline", po::bool_switch(),
-      "sampler: skip the same work timed in LibTorch's CUDA operations beside each case")(
+      "skip the same work timed in LibTorch's CUDA operations beside each sampler and chain case")(
       "output", po::value<std::string>()->default_value(default_output), "JSON report");
   const po::variables_map vm = parse_options(Args(args.begin() + 1, args.end()), desc, "", "");
   if (vm.count("help")) {
@@ -96,7 +100,7 @@ int bench_cuda_command(const Args& args) {
   o.flush_l2 = !vm["no-flush-l2"].as<bool>();
   const std::string output = vm["output"].as<std::string>();
   CudaBenchReport report = run_cuda_bench(o);
-  if (o.what == "sampler" && !vm["no-libtorch-baseline"].as<bool>()) add_libtorch_baseline(report, o.iterations);
+  if (!vm["no-libtorch-baseline"].as<bool>()) add_libtorch_baseline(report, o.iterations);
   print_cuda_bench(report, std::cout);
   create_parent_folder(output, "--output");
   write_output_file(output, cuda_bench_json(report), "--output");

@@ -4,6 +4,7 @@
 #include "harness/bench/forward_benchmark.h"
 #include "harness/bench/sampler_benchmark.h"
 #include "harness/bench/torch_sampler_baseline.h"
+#include "harness/bench/torch_verify_baseline.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/torch_model_entries.h"
 
@@ -16,6 +17,7 @@ const specula::TorchEntry kEntries[] = {
     {"run_sampler_benchmarks", torch_entry_address(&specula::bench::run_sampler_benchmarks)},
     {"run_forward_benchmark", torch_entry_address(&specula::bench::run_forward_benchmark)},
     {"time_torch_sampler", torch_entry_address(&specula::bench::time_torch_sampler)},
+    {"time_torch_chain_verify", torch_entry_address(&specula::bench::time_torch_chain_verify)},
     {"command train", torch_entry_address(&specula::cli::train_command)},
     {"command train-medusa", torch_entry_address(&specula::cli::train_medusa_command)},
     {"command train-eagle", torch_entry_address(&specula::cli::train_eagle_command)},

@@ -166,7 +166,9 @@ for name, bench, kernel, batch, field, limit, at_most in (
         ("full pipeline, V 128256, B 64: x LibTorch", "bench-sampler", "sampler/full", 64, "speedup_vs_libtorch", 5.0,
          False),
         ("top-p alone, V 128256, B 64: x LibTorch", "bench-sampler", "sampler/t0.8_topp0.9/float-first", 64,
-         "speedup_vs_libtorch", 5.0, False)):
+         "speedup_vs_libtorch", 5.0, False),
+        ("chain verify K 4, V 128256, B 64: x LibTorch", "bench-verify", "verify/chain", 64, "speedup_vs_libtorch",
+         5.0, False)):
     c = case(bench, kernel, 128256, batch)
     value = c.get(field) if c else None
     met = None if value is None else (value <= limit if at_most else value >= limit)
