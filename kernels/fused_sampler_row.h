@@ -192,6 +192,9 @@ SPECULA_HD int32_t inverse_cdf_sliced(Block& b, Weight&& weight, const WeightsTo
   double block_total = 0.0;
   const double before_thread = b.exclusive_sum_f64(own, &block_total);
   double running = b.cluster_exclusive_sum_f64(block_total) + before_thread;
+#if !defined(__CUDA_ARCH__)
+  if (mutant_on(Mutant::sliced_draw_ignores_blocks_before)) running = before_thread;
+#endif
   int32_t pick = kNoIndex;
   for (int32_t base = first; base < last && pick == kNoIndex; base += VEC) {
     double w[VEC];

@@ -320,6 +320,20 @@ TEST_CASE("the first token emitted by the emulated kernels has the target law (G
   }
 }
 
+TEST_CASE("the law test through a cluster catches a draw that leaves out the blocks before",
+          "[kernels][emulation][mutant]") {
+  // Each block of 3 then starts its cumulative weight at 0: tokens of later blocks come out too often.
+  constexpr int32_t kRows = 20000;
+  ScopedMutant mutant(Mutant::sliced_draw_ignores_blocks_before);
+  for (VerifyKind kind : {VerifyKind::chain, VerifyKind::tree}) {
+    const LawCase lc = law_case(kind, kRows, 505 + static_cast<uint64_t>(kind));
+    const VerifyResult r = emulate_verify(lc.c, EmulationOptions{4, FiberSchedule::forward, 3});
+    const stats::GofResult gof = stats::g_test(first_token_counts(r, kRows, lc.c.vocab), lc.law);
+    INFO(verify_kind_name(kind) << ": " << gof.detail);
+    CHECK_FALSE(gof.passed(stats::kAlpha));
+  }
+}
+
 TEST_CASE("comparing schedules finds a missing barrier", "[kernels][emulation][mutant]") {
   // The mutant reads the radix select's picked bucket without the barrier after the thread that found it
   // wrote it: threads that run before that thread in a phase read the previous pick. Top-k below the
