@@ -98,21 +98,25 @@ struct CudaClusterBlock {
   __host__ __device__ double* f64() { return local.f64(); }
   __host__ __device__ int32_t* i32() { return local.i32(); }
 
-  // The block's value (every thread holds it) -> its slot -> the cluster's slots folded in block order.
+  // The block's value (every thread holds it) -> its slot -> the slots of blocks 0 .. count-1 folded in block
+  // order (the whole cluster's by default; `none` when count is 0).
   template <typename V, class Op>
-  __host__ __device__ V cluster_fold(V block_value, V ClusterSlot::*member, Op op) {
+  __host__ __device__ V cluster_fold(V block_value, V ClusterSlot::*member, Op op, int count = -1, V none = V{}) {
 #if defined(SPECULA_CLUSTER_DEVICE)
+    const unsigned n = count < 0 ? ctas : static_cast<unsigned>(count);
     cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
     V* mine = &(local.sh.extra.slot.*member);
     if (threadIdx.x == 0) *mine = block_value;
     cluster.sync();  // every block's partial has landed
-    V result = *cluster.map_shared_rank(mine, 0);
-    for (unsigned c = 1; c < ctas; ++c) result = op(result, *cluster.map_shared_rank(mine, c));
+    V result = n > 0 ? *cluster.map_shared_rank(mine, 0) : none;
+    for (unsigned c = 1; c < n; ++c) result = op(result, *cluster.map_shared_rank(mine, c));
     cluster.sync();  // every block has read the slots before the next collective writes them
     return result;
 #else
     (void)member;
     (void)op;
+    (void)count;
+    (void)none;
     return block_value;
 #endif
   }
@@ -132,19 +136,7 @@ struct CudaClusterBlock {
   }
   // The totals of the blocks before this one, added in block order.
   __host__ __device__ double cluster_exclusive_sum_f64(double block_total) {
-#if defined(SPECULA_CLUSTER_DEVICE)
-    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-    double* mine = &local.sh.extra.slot.f64;
-    if (threadIdx.x == 0) *mine = block_total;
-    cluster.sync();
-    double before = 0.0;
-    for (unsigned c = 0; c < cta; ++c) before += *cluster.map_shared_rank(mine, c);
-    cluster.sync();
-    return before;
-#else
-    (void)block_total;
-    return 0.0;
-#endif
+    return cluster_fold(block_total, &ClusterSlot::f64, SumF64Op{}, static_cast<int>(cta), 0.0);
   }
 
   __host__ __device__ void hist_clear() { local.hist_clear(); }

@@ -250,16 +250,20 @@ void fill_history(int32_t V, int32_t B, std::mt19937_64& rng, std::vector<int32_
   }
 }
 
-bool current_device_has_clusters() {
-  int dev = 0, major = 0;
-  cuda_check(cudaGetDevice(&dev), "bench: cudaGetDevice");
-  cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "bench: compute capability");
-  return major >= 9;
+// The launches a kernel's cases time: the dispatch's cluster size (`dispatched`, where the GPU has clusters), and one
+// block per row beside it where that is a cluster.
+std::vector<int> launch_variants(int dispatched) {
+  std::vector<int> variants = {cuda_device_has_clusters() ? dispatched : 1};
+  if (variants.front() > 1) variants.push_back(1);
+  return variants;
+}
+// A case's name: the kernel's, with "/one-block" for the one-block twin of a cluster case.
+std::string variant_name(const std::string& kernel, int blocks, const std::vector<int>& variants) {
+  return kernel + (blocks == 1 && variants.front() > 1 ? "/one-block" : "");
 }
 
 void bench_sampler(const CudaBenchOptions& o, const Buffer<uint8_t>& flush, CudaBenchReport& report) {
   std::mt19937_64 rng(20260101);
-  const bool clusters = current_device_has_clusters();
   for (int32_t V : kVocabs) {
     const auto patterns = logit_patterns(V, rng);
     for (int32_t B : kBatches) {
@@ -288,13 +292,10 @@ void bench_sampler(const CudaBenchOptions& o, const Buffer<uint8_t>& flush, Cuda
         p.vocab = V;
         p.top_p_pass = setting.exact_top_p ? TopPPass::exact : TopPPass::float_first;
         // The dispatch's choice, and one block per row beside it where the dispatch picked a cluster.
-        const int dispatched = clusters ? choose_fused_sampler_config(p).ctas : 1;
-        std::vector<int> variants = {dispatched};
-        if (dispatched > 1) variants.push_back(1);
+        const std::vector<int> variants = launch_variants(choose_fused_sampler_config(p).ctas);
         for (int blocks : variants) {
           p.cluster_blocks = blocks;
-          CudaBenchCase c =
-              bench_case(std::string(setting.name) + (blocks == 1 && dispatched > 1 ? "/one-block" : ""), V, B);
+          CudaBenchCase c = bench_case(variant_name(setting.name, blocks, variants), V, B);
           c.blocks_per_row = blocks;
           c.setting = static_cast<int>(index);
           time_launches([&] { launch_fused_sampler(p); }, o, flush, c);
@@ -352,18 +353,6 @@ constexpr int32_t kBenchDraft = 4;  // K of the chain and block cases
 // The tree case: 2 children under the root, 2 under each of those, 1 under each of those (N = 10).
 const std::vector<int32_t> kBenchTreeParents = {-1, -1, 0, 0, 1, 1, 2, 3, 4, 5};
 
-// The verification kernels' launches to time: the dispatch's cluster size, and one block per row beside it
-// where that is a cluster (a GPU without clusters runs one block whatever the dispatch says).
-std::vector<int> verify_variants(const float* p, const float* q, int32_t V) {
-  const int dispatched = current_device_has_clusters() ? choose_verify_config(p, q, V).ctas : 1;
-  std::vector<int> variants = {dispatched};
-  if (dispatched > 1) variants.push_back(1);
-  return variants;
-}
-std::string variant_name(const char* kernel, int blocks, const std::vector<int>& variants) {
-  return std::string(kernel) + (blocks == 1 && variants.front() > 1 ? "/one-block" : "");
-}
-
 // chain and block: p [B, K + 1, V], q [B, K, V], drafts drawn from q
 void bench_chain_and_block(const VerifyBenchInputs& in, const CudaBenchOptions& o, const Buffer<uint8_t>& flush,
                            CudaBenchReport& report) {
@@ -381,7 +370,7 @@ void bench_chain_and_block(const VerifyBenchInputs& in, const CudaBenchOptions& 
   }
   Buffer<int32_t> d_drafts(drafts);
   Buffer<VerifyRowParams> rows(in.row_params(K));
-  const std::vector<int> variants = verify_variants(p.get(), q.get(), V);
+  const std::vector<int> variants = launch_variants(choose_verify_config(p.get(), q.get(), V).ctas);
   for (const bool block : {false, true})
     for (const int blocks : variants) {
       VerifyBuffers out(B, K, false);
@@ -441,7 +430,7 @@ void bench_tree_verify(const VerifyBenchInputs& in, const CudaBenchOptions& o, c
   }
   Buffer<int32_t> d_tokens(tokens), d_parents(parents);
   Buffer<VerifyRowParams> rows(in.row_params(N));
-  const std::vector<int> variants = verify_variants(p.get(), q.get(), V);
+  const std::vector<int> variants = launch_variants(choose_verify_config(p.get(), q.get(), V).ctas);
   for (const int blocks : variants) {
     VerifyBuffers out(B, N, true);
     TreeVerifyParams params;

@@ -19,6 +19,7 @@ int cuda_probe(std::string* reason, std::string* /*name*/) {
 }
 }  // namespace detail
 bool built_with_cuda() { return false; }
+bool cuda_device_has_clusters() { return false; }
 #else
 bool built_with_cuda() { return true; }
 #endif

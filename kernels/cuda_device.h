@@ -30,6 +30,10 @@ std::string cuda_device_name();
 // "this build has no CUDA support (configure with -DSPECULA_CUDA=ON)".
 std::string cuda_unavailable_reason();
 
+// Whether the current CUDA device can launch thread-block clusters (compute capability 9.0 or newer), asked
+// once per device. False without a usable device. Never throws.
+bool cuda_device_has_clusters();
+
 // Throws Error "no CUDA device: <reason>" unless a CUDA device can be used.
 void require_cuda_device();
 

@@ -71,13 +71,15 @@ struct EmulatedClusterBlock {
   double* f64() { return local.f64(); }
   int32_t* i32() { return local.i32(); }
 
-  // The block's value (every thread holds it) -> its slot -> every block's slots folded in block order.
+  // The block's value (every thread holds it) -> its slot -> the slots of blocks 0 .. count-1 folded in block
+  // order (every block's by default; `none` when count is 0).
   template <typename V, class Op>
-  V cluster_fold(V block_value, V EmulatedClusterSlot::*member, Op op) {
+  V cluster_fold(V block_value, V EmulatedClusterSlot::*member, Op op, int count = -1, V none = V{}) {
+    if (count < 0) count = ctas;
     if (local.thread == 0) blocks[cta]->slot.*member = block_value;
     cluster_sync();  // every block's partial has landed
-    V result = blocks[0]->slot.*member;
-    for (int c = 1; c < ctas; ++c) result = op(result, blocks[c]->slot.*member);
+    V result = count > 0 ? blocks[0]->slot.*member : none;
+    for (int c = 1; c < count; ++c) result = op(result, blocks[c]->slot.*member);
     cluster_sync();  // every block has read the slots before the next collective writes them
     return result;
   }
@@ -105,12 +107,8 @@ struct EmulatedClusterBlock {
   double exclusive_sum_f64(double v, double* block_total) { return local.exclusive_sum_f64(v, block_total); }
   // The totals of the blocks before this one, added in block order.
   double cluster_exclusive_sum_f64(double block_total) {
-    if (local.thread == 0) blocks[cta]->slot.f64 = block_total;
-    cluster_sync();
-    double before = 0.0;
-    for (int c = 0; c < cta; ++c) before += blocks[c]->slot.f64;
-    cluster_sync();
-    return before;
+    return cluster_fold(
+        block_total, &EmulatedClusterSlot::f64, [](double a, double b) { return a + b; }, cta, 0.0);
   }
 
   // Each block counts its slice into its own histogram; the suffix sums and the search run on the merged one.

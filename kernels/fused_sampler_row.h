@@ -209,37 +209,43 @@ SPECULA_HD int32_t inverse_cdf_sliced(Block& b, Weight&& weight, const WeightsTo
 }
 
 // The token whose cumulative weight first exceeds u * total (sample_from_weights), scanning tiles of
-// kThreads * kVec tokens in index order and stopping at the tile that holds it. -1 when total is not
-// positive. A token is picked only where its own weight is positive (inverse_cdf_picks): a parallel scan
-// may round one ulp differently from the neighbouring thread's sum.
+// kThreads * kVec tokens in index order and stopping at the tile that holds it (total must be positive). A token
+// is picked only where its own weight is positive (inverse_cdf_picks): a parallel scan may round one ulp
+// differently from the neighbouring thread's sum.
+template <class Block, class Weight>
+SPECULA_HD int32_t inverse_cdf_tiles(Block& b, int32_t vocab, Weight&& weight, const WeightsTotal& t, double u) {
+  constexpr int VEC = Block::kVec;
+  const double target = u * t.total;
+  constexpr int32_t kTile = Block::kThreads * VEC;
+  double running = 0.0;
+  for (int32_t tile = 0; tile < vocab; tile += kTile) {
+    const int32_t base = tile + b.rank() * VEC;
+    double w[VEC], cumulative[VEC];
+    if (base < vocab) {
+      weight(base, w);
+    } else {
+      for (int j = 0; j < VEC; ++j) w[j] = 0.0;
+    }
+    const double tile_total = b.inclusive_scan(w, cumulative);
+    int32_t pick = kNoIndex;
+    for (int j = VEC - 1; j >= 0; --j)
+      if (inverse_cdf_picks(w[j], running + cumulative[j], target)) pick = base + j;
+    pick = b.min_i32(pick);
+    if (pick != kNoIndex) return pick;
+    running += tile_total;
+  }
+  return t.last_positive;  // u * total rounded up to total
+}
+
+// The inverse-CDF draw of every kernel: -1 when the total is not positive; tiles for one block per row, the
+// sliced levels for a row split over a cluster.
 template <class Block, class Weight>
 SPECULA_HD int32_t inverse_cdf(Block& b, int32_t vocab, Weight&& weight, const WeightsTotal& t, double u) {
-  constexpr int VEC = Block::kVec;
   if (!(t.total > 0.0)) return -1;
-  if constexpr (SlicedRow<Block>::value) {
+  if constexpr (SlicedRow<Block>::value)
     return inverse_cdf_sliced(b, weight, t, u);
-  } else {
-    const double target = u * t.total;
-    constexpr int32_t kTile = Block::kThreads * VEC;
-    double running = 0.0;
-    for (int32_t tile = 0; tile < vocab; tile += kTile) {
-      const int32_t base = tile + b.rank() * VEC;
-      double w[VEC], cumulative[VEC];
-      if (base < vocab) {
-        weight(base, w);
-      } else {
-        for (int j = 0; j < VEC; ++j) w[j] = 0.0;
-      }
-      const double tile_total = b.inclusive_scan(w, cumulative);
-      int32_t pick = kNoIndex;
-      for (int j = VEC - 1; j >= 0; --j)
-        if (inverse_cdf_picks(w[j], running + cumulative[j], target)) pick = base + j;
-      pick = b.min_i32(pick);
-      if (pick != kNoIndex) return pick;
-      running += tile_total;
-    }
-    return t.last_positive;  // u * total rounded up to total
-  }
+  else
+    return inverse_cdf_tiles(b, vocab, weight, t, u);
 }
 
 template <class Block, class Weight>

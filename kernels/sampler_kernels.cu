@@ -86,23 +86,6 @@ void launch_cluster(const SamplerKernelParams& p, int ctas, cudaStream_t stream)
                                  slice_bytes, stream, "fused sampler (cluster) launch", p, span);
 }
 
-// Thread-block clusters need compute capability 9.0 (the current device's, asked once per device).
-bool device_has_clusters() {
-  static std::mutex mutex;
-  static int known[64] = {};  // 0 unknown, 1 no, 2 yes
-  int device = 0;
-  cuda_check(cudaGetDevice(&device), "fused sampler: current device");
-  std::lock_guard<std::mutex> lock(mutex);
-  if (device < 0 || device >= 64) return false;
-  if (known[device] == 0) {
-    int major = 0;
-    cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
-               "fused sampler: compute capability");
-    known[device] = major >= 9 ? 2 : 1;
-  }
-  return known[device] == 2;
-}
-
 }  // namespace
 
 void launch_fused_sampler(const SamplerKernelParams& p, CUstream_st* stream) {
@@ -110,7 +93,7 @@ void launch_fused_sampler(const SamplerKernelParams& p, CUstream_st* stream) {
   require_cuda_device();
   const SamplerLaunchConfig c = choose_fused_sampler_config(p);
   // The dispatch: runtime (blocks per row, block, vec) -> compile-time template arguments.
-  if (c.ctas > 1 && device_has_clusters()) {
+  if (c.ctas > 1 && cuda_device_has_clusters()) {
     if (c.vec == 4)
       launch_cluster<256, 4>(p, c.ctas, stream);
     else

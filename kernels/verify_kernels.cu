@@ -121,18 +121,10 @@ struct TreeClusterLaunch {
   }
 };
 
-// Thread-block clusters need compute capability 9.0 (the current device's).
-bool device_has_clusters() {
-  int device = 0, major = 0;
-  cuda_check(cudaGetDevice(&device), "verify: current device");
-  cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "verify: compute capability");
-  return major >= 9;
-}
-
 // The dispatch: runtime (blocks per row, block, vec) -> compile-time template arguments.
 template <template <int, int> class Launch, template <int> class ClusterLaunch, class Params>
 void dispatch(const VerifyLaunchConfig& c, const Params& p, cudaStream_t stream) {
-  if (c.ctas > 1 && device_has_clusters()) {
+  if (c.ctas > 1 && cuda_device_has_clusters()) {
     const int32_t span = cluster_slice_span(p.vocab, c.ctas, c.vec);
     if (c.vec == 4)
       ClusterLaunch<4>::run(p, c.ctas, span, stream);

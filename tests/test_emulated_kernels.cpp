@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
@@ -50,6 +51,60 @@ VerifyResult emulate_verify(const VerifyCase& c, const EmulationOptions& o) {
     emulate_block_verify(p, o);
   }
   return r;
+}
+
+// Kept sets, tokens and statuses of the emulated sampler (8 threads per block, `ctas` blocks per row, every
+// schedule) against the one-thread CPU backend of the same row algorithm.
+void check_decisions_against_host(uint64_t seed, std::initializer_list<int> ctas) {
+  const SamplerCase c = random_sampler_case(seed, 2048, 40);
+  const SamplerBatch batch(c.vocab, c.rows());
+  std::vector<float> probs(c.logits.size());
+  std::vector<int32_t> tokens(c.batch()), status(c.batch());
+  run_fused_sampler_host(batch.host_params(c.logits.data(), probs.data(), tokens.data(), status.data()));
+  for (int blocks : ctas)
+    for (FiberSchedule schedule : kSchedules) {
+      const SamplerRun r = emulate_sampler(c, EmulationOptions{8, schedule, blocks});
+      size_t support_mismatches = 0;
+      for (size_t i = 0; i < probs.size(); ++i) support_mismatches += (probs[i] > 0.0f) != (r.probs[i] > 0.0f);
+      INFO(blocks << " blocks, " << fiber_schedule_name(schedule));
+      CHECK(support_mismatches == 0);
+      CHECK(r.tokens == tokens);
+      CHECK(r.status == status);
+    }
+}
+
+// Rows that run every radix round: top-k below the number of candidates, no penalties.
+SamplerCase top_k_case(uint64_t seed) {
+  SamplerCase c = random_sampler_case(seed, 500, 16);
+  for (SamplingParams& s : c.params) {
+    s = SamplingParams{};
+    s.temperature = 0.9f;
+    s.top_k = 37;
+  }
+  for (auto& h : c.histories) h = TokenHistory{};
+  return c;
+}
+
+// How many of the three schedules make the emulated sampler (`o` but for its schedule) disagree with the
+// reference on some row, or fail (a divergent barrier).
+int schedules_failing(const SamplerCase& c, EmulationOptions o) {
+  int failing = 0;
+  for (FiberSchedule schedule : kSchedules) {
+    o.schedule = schedule;
+    try {
+      const SamplerRun r = emulate_sampler(c, o);
+      for (int32_t row = 0; row < c.batch(); ++row)
+        if (!compare_row(c, row, r.probs.data() + static_cast<size_t>(row) * c.vocab, r.tokens[row], r.status[row],
+                         1e-6)
+                 .ok) {
+          ++failing;
+          break;
+        }
+    } catch (const Error&) {
+      ++failing;
+    }
+  }
+  return failing;
 }
 
 }  // namespace
@@ -203,21 +258,7 @@ TEST_CASE("the fused sampler split over an emulated cluster matches the referenc
 
 TEST_CASE("the cluster's sampler takes the decisions of the one-thread backend under every schedule",
           "[kernels][emulation][sampler][cluster]") {
-  const SamplerCase c = random_sampler_case(4243, 2048, 40);
-  const SamplerBatch batch(c.vocab, c.rows());
-  std::vector<float> probs(c.logits.size());
-  std::vector<int32_t> tokens(c.batch()), status(c.batch());
-  run_fused_sampler_host(batch.host_params(c.logits.data(), probs.data(), tokens.data(), status.data()));
-  for (int ctas : {2, 5})
-    for (FiberSchedule schedule : kSchedules) {
-      const SamplerRun r = emulate_sampler(c, EmulationOptions{8, schedule, ctas});
-      size_t support_mismatches = 0;
-      for (size_t i = 0; i < probs.size(); ++i) support_mismatches += (probs[i] > 0.0f) != (r.probs[i] > 0.0f);
-      INFO(ctas << " blocks, " << fiber_schedule_name(schedule));
-      CHECK(support_mismatches == 0);
-      CHECK(r.tokens == tokens);
-      CHECK(r.status == status);
-    }
+  check_decisions_against_host(4243, {2, 5});
 }
 
 TEST_CASE("the emulated sampler keeps exactly the fixed-point nucleus at a step of the cumulative mass",
@@ -235,20 +276,7 @@ TEST_CASE("the emulated sampler keeps exactly the fixed-point nucleus at a step 
 
 TEST_CASE("the emulated sampler takes the decisions of the one-thread backend under every schedule",
           "[kernels][emulation][sampler]") {
-  const SamplerCase c = random_sampler_case(4242, 2048, 40);
-  const SamplerBatch batch(c.vocab, c.rows());
-  std::vector<float> probs(c.logits.size());
-  std::vector<int32_t> tokens(c.batch()), status(c.batch());
-  run_fused_sampler_host(batch.host_params(c.logits.data(), probs.data(), tokens.data(), status.data()));
-  for (FiberSchedule schedule : kSchedules) {
-    const SamplerRun r = emulate_sampler(c, EmulationOptions{8, schedule});
-    size_t support_mismatches = 0;
-    for (size_t i = 0; i < probs.size(); ++i) support_mismatches += (probs[i] > 0.0f) != (r.probs[i] > 0.0f);
-    INFO(fiber_schedule_name(schedule));
-    CHECK(support_mismatches == 0);
-    CHECK(r.tokens == tokens);
-    CHECK(r.status == status);
-  }
+  check_decisions_against_host(4242, {1});
 }
 
 TEST_CASE("the emulated verification kernels reproduce the reference verifiers", "[kernels][emulation][verify]") {
@@ -336,67 +364,22 @@ TEST_CASE("the law test through a cluster catches a draw that leaves out the blo
 
 TEST_CASE("comparing schedules finds a missing barrier", "[kernels][emulation][mutant]") {
   // The mutant reads the radix select's picked bucket without the barrier after the thread that found it
-  // wrote it: threads that run before that thread in a phase read the previous pick. Top-k below the
-  // number of candidates runs every radix round.
-  SamplerCase c = random_sampler_case(77, 500, 16);
-  for (SamplingParams& s : c.params) {
-    s = SamplingParams{};
-    s.temperature = 0.9f;
-    s.top_k = 37;
-  }
-  for (auto& h : c.histories) h = TokenHistory{};
-  const auto all_match = [&](FiberSchedule schedule) {
-    try {
-      const SamplerRun r = emulate_sampler(c, EmulationOptions{8, schedule});
-      for (int32_t row = 0; row < c.batch(); ++row)
-        if (!compare_row(c, row, r.probs.data() + static_cast<size_t>(row) * c.vocab, r.tokens[row], r.status[row],
-                         1e-6)
-                 .ok)
-          return false;
-      return true;
-    } catch (const Error&) {  // a divergent barrier
-      return false;
-    }
-  };
-  for (FiberSchedule schedule : kSchedules) CHECK(all_match(schedule));
+  // wrote it: threads that run before that thread in a phase read the previous pick.
+  const SamplerCase c = top_k_case(77);
+  CHECK(schedules_failing(c, EmulationOptions{8}) == 0);
   ScopedMutant mutant(Mutant::emulated_pick_unsynchronised);
-  int failing = 0;
-  for (FiberSchedule schedule : kSchedules) failing += all_match(schedule) ? 0 : 1;
-  CHECK(failing > 0);
+  CHECK(schedules_failing(c, EmulationOptions{8}) > 0);
 }
 
 TEST_CASE("comparing schedules finds a cluster histogram merged without its barrier",
           "[kernels][emulation][mutant][cluster]") {
   // The mutant merges the blocks' radix histograms before the cluster barrier that makes them complete, so a
   // block counts what another block had added so far (nothing, or the previous round's counts).
-  SamplerCase c = random_sampler_case(78, 500, 16);
-  for (SamplingParams& s : c.params) {
-    s = SamplingParams{};
-    s.temperature = 0.9f;
-    s.top_k = 37;
-  }
-  for (auto& h : c.histories) h = TokenHistory{};
-  const auto failing_schedules = [&] {
-    int failing = 0;
-    for (FiberSchedule schedule : kSchedules) {
-      try {
-        const SamplerRun r = emulate_sampler(c, EmulationOptions{4, schedule, 3});
-        for (int32_t row = 0; row < c.batch(); ++row)
-          if (!compare_row(c, row, r.probs.data() + static_cast<size_t>(row) * c.vocab, r.tokens[row], r.status[row],
-                           1e-6)
-                   .ok) {
-            ++failing;
-            break;
-          }
-      } catch (const Error&) {
-        ++failing;
-      }
-    }
-    return failing;
-  };
-  CHECK(failing_schedules() == 0);
+  const SamplerCase c = top_k_case(78);
+  const EmulationOptions clusters{4, FiberSchedule::forward, 3};
+  CHECK(schedules_failing(c, clusters) == 0);
   ScopedMutant mutant(Mutant::cluster_histogram_unsynchronised);
-  CHECK(failing_schedules() > 0);
+  CHECK(schedules_failing(c, clusters) > 0);
 }
 
 TEST_CASE("RowSampler on cuda-host draws, from one uploaded row, what the CPU draws", "[kernels][emulation][sampler]") {

@@ -1,12 +1,9 @@
 #include "harness/bench/torch_sampler_baseline.h"
 
-#include <torch/cuda.h>
-#include <torch/torch.h>
-
-#include <chrono>
 #include <limits>
 #include <tuple>
 
+#include "harness/bench/torch_bench_device.h"
 #include "kernels/shared/error.h"
 
 namespace specula::bench {
@@ -45,24 +42,13 @@ torch::Tensor process(const SamplerBenchSetting& s, const Inputs& in) {
   return x.softmax(-1);
 }
 
-torch::Device device_of(const std::string& device) {
-  if (device == "cpu") return torch::kCPU;
-  if (device != "cuda") fail("LibTorch sampler baseline: device must be cpu or cuda, got '", device, "'");
-  if (!torch::cuda::is_available()) fail("no CUDA device: this LibTorch has no CUDA, or no GPU is visible");
-  return torch::kCUDA;
-}
-
-void synchronize(const torch::Device& device) {
-  if (device.is_cuda()) torch::cuda::synchronize();
-}
-
 }  // namespace
 
 double time_torch_sampler(const SamplerBenchSetting& setting, int32_t vocab, int32_t batch, const std::string& device,
                           int iterations) {
   if (vocab < 1 || batch < 1 || iterations < 1)
     fail("LibTorch sampler baseline: vocab, batch and iterations must be >= 1");
-  const torch::Device d = device_of(device);
+  const torch::Device d = torch_bench_device(device, "LibTorch sampler baseline");
   torch::NoGradGuard no_grad;
   torch::manual_seed(20260101);
   Inputs in;
@@ -77,13 +63,7 @@ double time_torch_sampler(const SamplerBenchSetting& setting, int32_t vocab, int
   in.counts = counts.to(d);
   in.seen = (seen | (counts > 0)).to(d);
   const auto once = [&] { return process(setting, in).multinomial(1); };
-  for (int i = 0; i < 3; ++i) once();
-  synchronize(d);
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < iterations; ++i) once();
-  synchronize(d);
-  const std::chrono::duration<double, std::micro> elapsed = std::chrono::steady_clock::now() - start;
-  return elapsed.count() / iterations;
+  return mean_us_per_batch(once, d, iterations);
 }
 
 std::vector<float> torch_sampler_probs(const SamplerBenchSetting& setting, const std::vector<float>& logits,

@@ -1,10 +1,6 @@
 #include "harness/bench/torch_verify_baseline.h"
 
-#include <torch/cuda.h>
-#include <torch/torch.h>
-
-#include <chrono>
-
+#include "harness/bench/torch_bench_device.h"
 #include "kernels/shared/error.h"
 
 namespace specula::bench {
@@ -36,19 +32,12 @@ Verified verify(const torch::Tensor& p, const torch::Tensor& q, const torch::Ten
   return {accepted, weights.multinomial(1).squeeze(1)};
 }
 
-torch::Device device_of(const std::string& device) {
-  if (device == "cpu") return torch::kCPU;
-  if (device != "cuda") fail("LibTorch verify baseline: device must be cpu or cuda, got '", device, "'");
-  if (!torch::cuda::is_available()) fail("no CUDA device: this LibTorch has no CUDA, or no GPU is visible");
-  return torch::kCUDA;
-}
-
 }  // namespace
 
 double time_torch_chain_verify(int32_t vocab, int32_t batch, int32_t draft, const std::string& device, int iterations) {
   if (vocab < 1 || batch < 1 || draft < 1 || iterations < 1)
     fail("LibTorch verify baseline: vocab, batch, draft and iterations must be >= 1");
-  const torch::Device d = device_of(device);
+  const torch::Device d = torch_bench_device(device, "LibTorch verify baseline");
   torch::NoGradGuard no_grad;
   torch::manual_seed(20260102);
   const torch::Tensor p = (torch::randn({batch, draft + 1, vocab}) * 0.5).exp();
@@ -56,13 +45,7 @@ double time_torch_chain_verify(int32_t vocab, int32_t batch, int32_t draft, cons
   const torch::Tensor p_norm = (p / p.sum(2, true)).to(d), q_norm = (q / q.sum(2, true)).to(d);
   const torch::Tensor drafts = q_norm.view({-1, vocab}).multinomial(1).view({batch, draft});
   const auto once = [&] { return verify(p_norm, q_norm, drafts, torch::rand({batch, draft}, p_norm.options())); };
-  for (int i = 0; i < 3; ++i) once();
-  if (d.is_cuda()) torch::cuda::synchronize();
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < iterations; ++i) once();
-  if (d.is_cuda()) torch::cuda::synchronize();
-  const std::chrono::duration<double, std::micro> elapsed = std::chrono::steady_clock::now() - start;
-  return elapsed.count() / iterations;
+  return mean_us_per_batch(once, d, iterations);
 }
 
 TorchChainResult torch_chain_verify(const std::vector<float>& p, const std::vector<float>& q,
