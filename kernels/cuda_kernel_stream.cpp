@@ -1,8 +1,10 @@
-// The CUDA backend of KernelStream: one non-blocking stream, cudaMalloc'd device buffers and page-locked
-// staging buffers kept for the stream's life, every call checked. Compiled only with -DSPECULA_CUDA=ON.
+// The CUDA backend of KernelStream: one stream (its own non-blocking one, or one borrowed from the caller),
+// cudaMalloc'd device buffers and page-locked staging buffers kept for the stream's life, every call checked.
+// Compiled only with -DSPECULA_CUDA=ON.
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <optional>
 
 #include "kernels/cuda_check.h"
 #include "kernels/kernel_stream.h"
@@ -12,24 +14,20 @@ namespace {
 
 class CudaStream final : public KernelStream {
  public:
-  CudaStream() {
+  // `borrowed`: the caller's stream (a cudaStream_t, null for the legacy default stream), used and not destroyed.
+  explicit CudaStream(std::optional<void*> borrowed) : owned_(!borrowed) {
     require_cuda_device();
-    cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    if (borrowed)
+      stream_ = static_cast<cudaStream_t>(*borrowed);
+    else
+      cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   }
   ~CudaStream() override {
     cudaStreamSynchronize(stream_);  // a destructor reports nothing: errors surfaced at the last synchronize
     release_buffers();
-    cudaStreamDestroy(stream_);
+    if (owned_) cudaStreamDestroy(stream_);
   }
   Device device() const override { return Device::cuda; }
-  void to_device(void* dst, const void* src, size_t bytes) override {
-    if (bytes)
-      cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (upload)");
-  }
-  void to_host(void* dst, const void* src, size_t bytes) override {
-    if (bytes)
-      cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (download)");
-  }
   void fused_sampler(const SamplerKernelParams& p) override { launch_fused_sampler(p, stream_); }
   void chain_verify(const ChainVerifyParams& p) override { launch_chain_verify(p, stream_); }
   void block_verify(const BlockVerifyParams& p) override { launch_block_verify(p, stream_); }
@@ -45,6 +43,14 @@ class CudaStream final : public KernelStream {
   }
 
  protected:
+  void copy_to_device(void* dst, const void* src, size_t bytes) override {
+    if (bytes)
+      cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (upload)");
+  }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    if (bytes)
+      cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (download)");
+  }
   void* allocate_device(size_t bytes) override {
     void* p = nullptr;
     cuda_check(cudaMalloc(&p, bytes), "cudaMalloc");
@@ -60,10 +66,13 @@ class CudaStream final : public KernelStream {
 
  private:
   cudaStream_t stream_ = nullptr;
+  bool owned_ = true;
 };
 
 }  // namespace
 
-std::unique_ptr<KernelStream> make_cuda_kernel_stream() { return std::make_unique<CudaStream>(); }
+std::unique_ptr<KernelStream> make_cuda_kernel_stream(std::optional<void*> borrowed) {
+  return std::make_unique<CudaStream>(borrowed);
+}
 
 }  // namespace specula

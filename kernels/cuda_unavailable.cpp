@@ -33,7 +33,7 @@ void launch_block_verify(const BlockVerifyParams& p, CUstream_st*) {
   require_cuda_device();
 }
 
-std::unique_ptr<KernelStream> make_cuda_kernel_stream() {
+std::unique_ptr<KernelStream> make_cuda_kernel_stream(std::optional<void*>) {
   require_cuda_device();
   return nullptr;  // not reached: a build without CUDA has no device
 }

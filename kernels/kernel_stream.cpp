@@ -60,8 +60,6 @@ class EmulatedStream final : public KernelStream {
   explicit EmulatedStream(const EmulationOptions& o) : options_(o) { check_emulation_options(o); }
   ~EmulatedStream() override { release_buffers(); }
   Device device() const override { return Device::cuda_host; }
-  void to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  void to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void fused_sampler(const SamplerKernelParams& p) override { emulate_fused_sampler(p, options_); }
   void chain_verify(const ChainVerifyParams& p) override { emulate_chain_verify(p, options_); }
   void block_verify(const BlockVerifyParams& p) override { emulate_block_verify(p, options_); }
@@ -70,6 +68,8 @@ class EmulatedStream final : public KernelStream {
   int64_t free_device_memory() const override { return mem_available_bytes(); }
 
  protected:
+  void copy_to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void* allocate_device(size_t bytes) override { return allocate(bytes, "device"); }
   void free_device(void* p) override { std::free(p); }
   void* allocate_host(size_t bytes) override { return allocate(bytes, "host staging"); }
@@ -87,12 +87,13 @@ class EmulatedStream final : public KernelStream {
 }  // namespace
 
 // Defined in cuda_kernel_stream.cpp with CUDA, in cuda_unavailable.cpp without.
-std::unique_ptr<KernelStream> make_cuda_kernel_stream();
+std::unique_ptr<KernelStream> make_cuda_kernel_stream(std::optional<void*> borrowed);
 
-std::unique_ptr<KernelStream> make_kernel_stream(Device device, const EmulationOptions& emulation) {
+std::unique_ptr<KernelStream> make_kernel_stream(Device device, const EmulationOptions& emulation,
+                                                 std::optional<void*> cuda_stream) {
   switch (device) {
     case Device::cuda:
-      return make_cuda_kernel_stream();
+      return make_cuda_kernel_stream(cuda_stream);
     case Device::cuda_host:
       return std::make_unique<EmulatedStream>(emulation);
     case Device::cpu:

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "kernels/cuda_device.h"
@@ -59,8 +60,18 @@ class KernelStream {
   size_t host_bytes() const;
 
   // Stream-ordered copies between a host staging buffer and a device buffer.
-  virtual void to_device(void* device_dst, const void* host_src, size_t bytes) = 0;
-  virtual void to_host(void* host_dst, const void* device_src, size_t bytes) = 0;
+  void to_device(void* device_dst, const void* host_src, size_t bytes) {
+    uploaded_bytes_ += bytes;
+    copy_to_device(device_dst, host_src, bytes);
+  }
+  void to_host(void* host_dst, const void* device_src, size_t bytes) {
+    downloaded_bytes_ += bytes;
+    copy_to_host(host_dst, device_src, bytes);
+  }
+  // Bytes copied each way since the stream was made: what a step moves between host and device (a step whose
+  // logits a model wrote into device memory uploads no logits).
+  uint64_t uploaded_bytes() const { return uploaded_bytes_; }
+  uint64_t downloaded_bytes() const { return downloaded_bytes_; }
 
   virtual void fused_sampler(const SamplerKernelParams& p) = 0;
   virtual void chain_verify(const ChainVerifyParams& p) = 0;
@@ -76,6 +87,8 @@ class KernelStream {
 
  protected:
   KernelStream() = default;
+  virtual void copy_to_device(void* device_dst, const void* host_src, size_t bytes) = 0;
+  virtual void copy_to_host(void* host_dst, const void* device_src, size_t bytes) = 0;
   virtual void* allocate_device(size_t bytes) = 0;
   virtual void free_device(void* p) = 0;
   virtual void* allocate_host(size_t bytes) = 0;
@@ -91,10 +104,15 @@ class KernelStream {
   void* grow(std::vector<Buffer>& pool, int slot, size_t bytes, bool device);
   std::vector<Buffer> device_;
   std::vector<Buffer> host_;
+  uint64_t uploaded_bytes_ = 0, downloaded_bytes_ = 0;
 };
 
 // The stream of `device` (cuda or cuda_host; throws for cpu). cuda throws "no CUDA device: ..." where there
-// is none. `emulation` configures cuda_host.
-std::unique_ptr<KernelStream> make_kernel_stream(Device device, const EmulationOptions& emulation = {});
+// is none. `emulation` configures cuda_host. `cuda_stream`, for cuda: a stream the caller already orders device
+// work on (a cudaStream_t; null is the legacy default stream), e.g. LibTorch's current stream, on which a model
+// wrote the logits the kernels read: the kernels and copies then follow that work in stream order, and the stream
+// is borrowed (neither created nor destroyed). Without it the backend makes its own non-blocking stream.
+std::unique_ptr<KernelStream> make_kernel_stream(Device device, const EmulationOptions& emulation = {},
+                                                 std::optional<void*> cuda_stream = std::nullopt);
 
 }  // namespace specula

@@ -236,9 +236,10 @@ TEST_CASE("bundled target on cuda-host: greedy speculation equals greedy decodin
   check_greedy_equality(Device::cuda_host);
 }
 
-// The target through the device-agnostic path a GPU runs (every forward LibTorch's operations, the session's rows
-// copied to the host once a call), here on the CPU: the law holds and greedy speculation equals greedy decoding on
-// that path, as the README promises for one device.
+// The target through the device-agnostic path a GPU runs (every forward LibTorch's operations, the session's logits
+// kept where it computes and written from there into the caller's buffer), here on the CPU: the law holds and greedy
+// speculation equals greedy decoding on that path, as the README promises for one device; on cuda-host its rows go
+// straight into the kernels' buffer, as a GPU's go device to device.
 TEST_CASE("bundled target through LibTorch's device path: the exact 2-token law, greedy equality",
           "[transformer][bundled]") {
   const auto placed = load_language_model("transformer:" + kModels + "target", "target", "auto", "libtorch");
@@ -260,6 +261,16 @@ TEST_CASE("bundled target through LibTorch's device path: the exact 2-token law,
   check_two_token_law({{"transformer:" + kModels + "draft", VerifyMethod::tree, {2, 2}, SiblingScheme::iid}},
                       Device::cpu, 2000, kShortPrompt, "libtorch", "bfloat16");
   check_greedy_equality(Device::cpu, "libtorch");
+  CHECK_FALSE(model->writes_gpu_logits());  // it computes on the CPU
+  check_greedy_equality(Device::cuda_host, "libtorch");
+  // GPU memory is refused by name from a model that does not compute there.
+  const std::unique_ptr<ModelSession> session = model->new_session();
+  const std::vector<Token> context = {10, 20, 30};
+  const TokenTree no_tree;
+  std::vector<float> out(static_cast<size_t>(model->vocab_size()));
+  CHECK_THROWS_WITH(
+      model->batch_tree_logits({TreeLogitsCall{session.get(), &context, &no_tree, out.data(), /*out_on_gpu=*/true}}),
+      Catch::Matchers::Contains("logits asked in GPU memory, but the model does not compute on a GPU"));
 }
 
 TEST_CASE("a target on cuda without a CUDA LibTorch is refused before its weights are read", "[transformer]") {

@@ -469,6 +469,50 @@ TEST_CASE("medusa and eagle: greedy speculation equals greedy decoding token for
   CHECK(accepted > 0);
 }
 
+TEST_CASE(
+    "beside a target on LibTorch's device path the heads compute there, and greedy speculation still equals "
+    "greedy decoding",
+    "[medusa][eagle]") {
+  const Fixture& f = fixture();
+  // The path a target on a GPU takes (every forward LibTorch's, the heads beside it in their dtype), on the CPU.
+  const auto target = std::make_shared<TransformerLanguageModel>(f.target_dir, "auto", "libtorch");
+  const std::string copy_dir = f.dir.str("target-copy-libtorch");
+  fs::remove_all(copy_dir);
+  fs::copy(f.target_dir, copy_dir, fs::copy_options::recursive);
+  const auto copy = std::make_shared<TransformerLanguageModel>(copy_dir, "auto", "libtorch");
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  GenerationConfig ar;
+  ar.max_new_tokens = 16;
+  int64_t accepted = 0;
+  for (const std::shared_ptr<const LanguageModel>& on :
+       {std::shared_ptr<const LanguageModel>(target), std::shared_ptr<const LanguageModel>(copy)}) {
+    const Generator baseline(on, greedy, nullptr, ar);
+    for (const std::string& spec : {"medusa:" + f.medusa_dir, "eagle:" + f.eagle_dir,
+                                    "eagle:" + f.eagle_dir + ",dynamic,top_k=3,weights_dtype=bfloat16"}) {
+      INFO(spec << " on " << on->description());
+      const auto drafter = load_drafter(spec, SamplingParams{}, on, SamplingParams{});
+      CHECK_THAT(drafter->description(), Contains("LibTorch's operations on cpu"));
+      CHECK_THAT(drafter->description(), Contains(on == target ? "the target's own module" : "own copy"));
+      GenerationConfig config = ar;
+      config.method = VerifyMethod::tree;
+      config.tree_shape = {3, 2, 1};
+      config.tree_sampling = SiblingScheme::deterministic;
+      const Generator spec_generator(on, greedy, drafter, config);
+      for (const std::vector<Token>& prompt : std::vector<std::vector<Token>>{{0, 1}, {9, 2, 6, 5, 3, 5}}) {
+        GenerationMetrics m1, m2;
+        CHECK(spec_generator.generate(prompt, 3, m2).tokens == baseline.generate(prompt, 3, m1).tokens);
+        accepted += m2.accepted;
+      }
+    }
+  }
+  CHECK(accepted > 0);
+  // A target on the CPU's decoding step keeps the heads there (packed, no LibTorch operations).
+  CHECK_THAT(load_drafter("eagle:" + f.eagle_dir, SamplingParams{}, f.target, SamplingParams{})->description(),
+             !Contains("LibTorch's operations"));
+  fs::remove_all(copy_dir);
+}
+
 TEST_CASE("head drafters read the features of the verification forwards; a copy of the target runs its own",
           "[medusa][eagle]") {
   const Fixture& f = fixture();

@@ -947,6 +947,61 @@ TEST_CASE("a lockstep batch whose sessions cannot fit is refused before any step
   CHECK(fits.generate_many(kPrompt, 0, 4, m).size() == 4);
 }
 
+namespace {
+
+// A table model that takes a step's calls together and records where each call's rows were to go.
+class RecordsOuts : public TableModel {
+ public:
+  struct Out {
+    const float* out = nullptr;
+    bool on_gpu = false;
+    int64_t rows = 0;
+  };
+  explicit RecordsOuts(const TableModel& model) : TableModel(model) {}
+  bool batches_forwards() const override { return true; }
+  void batch_tree_logits(const std::vector<TreeLogitsCall>& calls) const override {
+    std::vector<Out>& batch = batches.emplace_back();
+    for (const TreeLogitsCall& c : calls) batch.push_back(Out{c.out, c.out_on_gpu, c.tree->size() + 1});
+    LanguageModel::batch_tree_logits(calls);  // each call's rows as its session writes them
+  }
+  mutable std::vector<std::vector<Out>> batches;  // every batch_tree_logits call (one thread calls them)
+};
+
+}  // namespace
+
+TEST_CASE("on cuda-host a step's target rows go straight into the verifier's buffer, deciding as on the CPU",
+          "[verify][device]") {
+  const TablePair pair = random_pair(2, kV, 23, 1.2, 0.8);
+  std::vector<GenerationConfig> configs = {chain_config(VerifyMethod::chain, 3),
+                                           tree_config({2, 2}, SiblingScheme::without_replacement), GenerationConfig{}};
+  for (GenerationConfig config : configs) {
+    config.max_new_tokens = 8;
+    INFO(describe(config));
+    const auto drafter = config.method ? std::make_shared<ModelDrafterFactory>(pair.draft, stopping()) : nullptr;
+    const auto model = std::make_shared<RecordsOuts>(*pair.target);
+    GenerationMetrics m1, m2;
+    const std::vector<SequenceOutput> cpu =
+        Generator(pair.target, stopping(), drafter, config).generate_many(kPrompt, 0, 16, m1);
+    const std::vector<SequenceOutput> device =
+        Generator(model, stopping(), drafter, on_device(config)).generate_many(kPrompt, 0, 16, m2);
+    REQUIRE(cpu.size() == device.size());
+    for (size_t n = 0; n < cpu.size(); ++n) {
+      CHECK(cpu[n].tokens == device[n].tokens);
+      CHECK(cpu[n].accept_lengths == device[n].accept_lengths);
+    }
+    // Every step's calls write consecutive rows of one buffer, the kernels' (host memory on cuda-host, so never
+    // "on the GPU"); the prompts' prefill of a speculative method is the first batch, into the host's vectors.
+    REQUIRE(model->batches.size() >= 3);
+    for (size_t b = config.method ? 1 : 0; b < model->batches.size(); ++b) {
+      const std::vector<RecordsOuts::Out>& batch = model->batches[b];
+      for (size_t k = 0; k < batch.size(); ++k) {
+        CHECK_FALSE(batch[k].on_gpu);
+        if (k + 1 < batch.size()) CHECK(batch[k + 1].out == batch[k].out + batch[k].rows * kV);
+      }
+    }
+  }
+}
+
 TEST_CASE("on cuda-host the baseline samples the target's law", "[verify][exact][device]") {
   const TablePair pair = random_pair(2, kV, 13, 1.2, 0.8);
   GenerationConfig ar;

@@ -76,7 +76,8 @@ torch::Tensor EagleHeadImpl::forward(const torch::Tensor& embeddings, const torc
 KVCache EagleHeadImpl::new_cache() const {
   // Key/value heads from the projection's shape: [(H + 2 Hkv) D, d] (multi-head or grouped-query).
   const int64_t kv_heads = (matrix_outputs(attn->qkv->weight) / attn->head_dim - attn->n_heads) / 2;
-  return KVCache(1, 1, kv_heads, config.max_seq_len, attn->head_dim);
+  // Where the head computes (a GPU beside its target), float32 whatever the matrices' dtype.
+  return KVCache(1, 1, kv_heads, config.max_seq_len, attn->head_dim, fc->weight.options().dtype(torch::kFloat32));
 }
 
 DraftHeadsConfig read_draft_heads_config(const std::string& dir) {

@@ -31,7 +31,13 @@ struct HeadDrafterFactory::State {
   MedusaHeads medusa{nullptr};
   EagleHead eagle{nullptr};
   torch::ScalarType heads_dtype = torch::kFloat32;  // the heads' matrices in memory
-  std::optional<RankTree> tree_template;            // tree=FILE
+  // Where the heads (and a target copy of their own) compute: beside a target that takes LibTorch's operations (on a
+  // GPU, or `libtorch` on the CPU), on its device with LibTorch's operations; otherwise on the CPU's decoding step,
+  // matrices packed. Their inputs (the target's hidden states) come from the host, and their ranked rows go back
+  // there: the drafts are chosen on the CPU.
+  torch::Device device{torch::kCPU};
+  bool libtorch_operations = false;
+  std::optional<RankTree> tree_template;  // tree=FILE
   std::atomic<int64_t> feature_forwards{0}, feature_rows{0};
 };
 
@@ -173,8 +179,9 @@ class MedusaDrafter : public HeadDrafterBase {
 
     const float* f = features(context, L - 1) + static_cast<size_t>(L - 2) * hidden_size_;
     c10::InferenceMode inference;
-    const torch::Tensor h = torch::from_blob(const_cast<float*>(f), {hidden_size_}, torch::kFloat32);
-    const torch::Tensor logits = state_->medusa->forward(h).contiguous();  // [K, V]
+    const LibTorchOperationsOnly scope(state_->libtorch_operations);
+    const torch::Tensor h = torch::from_blob(const_cast<float*>(f), {hidden_size_}, torch::kFloat32).to(state_->device);
+    const torch::Tensor logits = state_->medusa->forward(h).to(torch::kCPU).contiguous();  // [K, V]
     ++counters_.n_forward;
     const int32_t depth = shape.max_depth();
     std::vector<int32_t> ranks_needed(depth, 0);
@@ -202,7 +209,9 @@ class MedusaDrafter : public HeadDrafterBase {
 class EagleDrafter : public HeadDrafterBase {
  public:
   explicit EagleDrafter(std::shared_ptr<HeadDrafterFactory::State> state)
-      : HeadDrafterBase(std::move(state)), kv_(state_->eagle->new_cache()) {}
+      : HeadDrafterBase(std::move(state)), kv_(state_->eagle->new_cache()) {
+    if (state_->libtorch_operations) kv_.use_libtorch_operations();
+  }
   std::string name() const override { return "eagle"; }
 
   TokenTree propose(const DraftRequest& request) override {
@@ -219,6 +228,7 @@ class EagleDrafter : public HeadDrafterBase {
 
     const float* f = features(context, L - 1);
     c10::InferenceMode inference;
+    const LibTorchOperationsOnly scope(state_->libtorch_operations);
     const torch::Tensor root = run_committed(context, f);  // f^_{L-1} [H]
     if (dynamic) {
       const int32_t depth =
@@ -245,12 +255,14 @@ class EagleDrafter : public HeadDrafterBase {
     valid = std::min(valid, L - 2);  // the last pair always runs: its output is the root's feature
     kv_.truncate(valid);             // also drops the previous step's draft nodes
     const int64_t fresh = L - 1 - valid;
-    const torch::Tensor emb = state_->target->embed(ids(context, valid + 1, L));
-    const torch::Tensor feat = torch::from_blob(const_cast<float*>(features) + valid * hidden_size_,
-                                                {1, fresh, hidden_size_}, torch::kFloat32);
+    const torch::Device device = state_->device;
+    const torch::Tensor emb = state_->target->embed(ids(context, valid + 1, L).to(device));
+    const torch::Tensor feat =
+        torch::from_blob(const_cast<float*>(features) + valid * hidden_size_, {1, fresh, hidden_size_}, torch::kFloat32)
+            .to(device);
     const AttentionLayout layout = causal_layout(valid, fresh);
-    const torch::Tensor out =
-        state_->eagle->forward(emb, feat, layout.positions, fresh == 1 ? torch::Tensor() : layout.mask, &kv_);
+    const torch::Tensor out = state_->eagle->forward(emb, feat, layout.positions.to(device),
+                                                     fresh == 1 ? torch::Tensor() : layout.mask.to(device), &kv_);
     ++counters_.n_forward;
     pairs_ = L - 1;
     pair_context_ = context;
@@ -274,11 +286,12 @@ class EagleDrafter : public HeadDrafterBase {
       positions[i] = L - 2 + depths[i];
     }
     kv_.reserve(cols);
-    const torch::Tensor emb = state_->target->embed(ids(tokens, 0, tokens.size()));
+    const torch::Device device = state_->device;
+    const torch::Tensor emb = state_->target->embed(ids(tokens, 0, tokens.size()).to(device));
     const torch::Tensor feat = torch::stack(parent_features).unsqueeze(0);
     const torch::Tensor out =
-        state_->eagle->forward(emb, feat, torch::tensor(positions, torch::kInt64),
-                               torch::from_blob(mask.data(), {n, cols}, torch::kFloat32).clone(), &kv_);
+        state_->eagle->forward(emb, feat, torch::tensor(positions, torch::kInt64).to(device),
+                               torch::from_blob(mask.data(), {n, cols}, torch::kFloat32).clone().to(device), &kv_);
     ++counters_.n_forward;
     return out[0];
   }
@@ -296,13 +309,13 @@ class EagleDrafter : public HeadDrafterBase {
     std::vector<torch::Tensor> hidden(n);  // f^ of the nodes that were run
     std::vector<int64_t> slot(n, -1);
     std::vector<std::vector<Token>> top(n + 1);  // per row: the ranked children tokens
-    auto rank_children = [&](int32_t row, const torch::Tensor& logits, int32_t count) {
+    auto rank_children = [&](int32_t row, const torch::Tensor& logits, int32_t count) {  // logits on the host
       top[row] = top_tokens(logits.contiguous().data_ptr<float>(), vocab_size_, count);
     };
     std::vector<int32_t> ranks_needed(n + 1, 0);
     for (int32_t i = 0; i < n; ++i)
       ranks_needed[shape.parent[i] + 1] = std::max(ranks_needed[shape.parent[i] + 1], shape.rank[i] + 1);
-    rank_children(0, state_->target->lm_head(root), ranks_needed[0]);
+    rank_children(0, state_->target->lm_head(root).to(torch::kCPU), ranks_needed[0]);
     for (int32_t d = 1; d <= depth; ++d) {
       // Tokens of depth d from their parents' rankings.
       for (int32_t i = 0; i < n; ++i) {
@@ -334,7 +347,7 @@ class EagleDrafter : public HeadDrafterBase {
       if (run.empty()) continue;
       const int64_t first_slot = kv_.length();
       const torch::Tensor out = run_nodes(tokens, parent_features, depths, ancestors, L);
-      const torch::Tensor logits = state_->target->lm_head(out);
+      const torch::Tensor logits = state_->target->lm_head(out).to(torch::kCPU);
       for (size_t r = 0; r < run.size(); ++r) {
         hidden[run[r]] = out[static_cast<int64_t>(r)];
         slot[run[r]] = first_slot + static_cast<int64_t>(r);
@@ -356,7 +369,7 @@ class EagleDrafter : public HeadDrafterBase {
     std::vector<int64_t> slot;
     std::vector<torch::Tensor> row_logits;  // raw logits of expanded candidates (the mutant's q)
     const torch::Tensor root_logits = state_->target->lm_head(root);
-    const torch::Tensor root_logq = torch::log_softmax(root_logits, -1).contiguous();
+    const torch::Tensor root_logq = torch::log_softmax(root_logits, -1).to(torch::kCPU).contiguous();
     const float* lq = root_logq.data_ptr<float>();
     std::vector<int32_t> frontier;
     for (Token t : top_tokens(lq, vocab_size_, top_k)) {
@@ -385,7 +398,7 @@ class EagleDrafter : public HeadDrafterBase {
       const int64_t first_slot = kv_.length();
       const torch::Tensor out = run_nodes(tokens, parent_features, depths, ancestors, L);
       const torch::Tensor logits = state_->target->lm_head(out);
-      const torch::Tensor logq = torch::log_softmax(logits, -1).contiguous();
+      const torch::Tensor logq = torch::log_softmax(logits, -1).to(torch::kCPU).contiguous();
       std::vector<int32_t> fresh;
       for (size_t r = 0; r < frontier.size(); ++r) {
         const int32_t c = frontier[r];
@@ -428,7 +441,7 @@ class EagleDrafter : public HeadDrafterBase {
       tree.scheme = SiblingScheme::without_replacement;
       tree.draft_q.assign(tree.size() + 1, {});
       auto record = [&](int32_t row, const torch::Tensor& logits) {
-        const torch::Tensor q = torch::softmax(logits, -1).contiguous();
+        const torch::Tensor q = torch::softmax(logits, -1).to(torch::kCPU).contiguous();
         tree.draft_q[row].assign(q.data_ptr<float>(), q.data_ptr<float>() + vocab_size_);
       };
       record(0, root_logits);
@@ -517,6 +530,7 @@ HeadDrafterFactory::HeadDrafterFactory(const HeadDrafterOptions& options, const 
     fail_parameter("draft", " ", where, ": the heads were trained on a target with ",
                    s.heads_config.target_model.describe(), " but ", s.target_dir, " has ", c.describe());
   const TransformerLanguageModel* transformer = nullptr;
+  Transformer target_module{nullptr};
   if (target) {
     transformer = dynamic_cast<const TransformerLanguageModel*>(target);
     if (!transformer)
@@ -527,20 +541,24 @@ HeadDrafterFactory::HeadDrafterFactory(const HeadDrafterOptions& options, const 
         transformer->parameter_count() != c.parameter_count())
       fail_parameter("draft", " ", where, ": the heads' target ", s.target_dir, " (", c.describe(),
                      ") is not the --target ", target->description());
+    target_module = transformer_module(*transformer);
+    s.device = target_module->embedding->weight.device();
+    s.libtorch_operations = !target_module->decode_step();
     std::error_code ec1, ec2;
     s.shares_target = transformer->kind() == "transformer" &&
                       std::filesystem::weakly_canonical(transformer->checkpoint_dir(), ec1) ==
                           std::filesystem::weakly_canonical(s.target_dir, ec2) &&
-                      !ec1 && !ec2 &&
-                      // the heads run on the CPU: a target on a GPU lends its features, not its module
-                      transformer_module(*transformer)->embedding->weight.device().is_cpu();
+                      !ec1 && !ec2;
   }
   if (s.shares_target) {
-    s.target = transformer_module(*transformer);
+    s.target = target_module;
   } else {
-    const std::string dtype =
-        transformer ? dtype_string(transformer_module(*transformer)->embedding->weight.scalar_type()) : "auto";
+    const std::string dtype = transformer ? dtype_string(target_module->embedding->weight.scalar_type()) : "auto";
     s.target = load_checkpoint(s.target_dir, dtype).model;
+    if (s.libtorch_operations) {  // placed as the --target is
+      s.target->set_decode_step(false);
+      s.target->to(s.device);
+    }
   }
   if (options.kind == "medusa") {
     s.medusa = MedusaHeads(s.heads_config.medusa_heads, c.d_model, c.vocab_size);
@@ -555,10 +573,14 @@ HeadDrafterFactory::HeadDrafterFactory(const HeadDrafterOptions& options, const 
                                     s.target->embedding->weight.scalar_type());
   if (s.medusa) store_matrices_as(*s.medusa, s.heads_dtype);
   if (s.eagle) store_matrices_as(*s.eagle, s.heads_dtype);
-  // Packed for the few-row kernel, as the target's are; a target loaded here (not shared) too.
-  if (s.medusa) pack_matrices_for_decoding(*s.medusa);
-  if (s.eagle) pack_matrices_for_decoding(*s.eagle);
-  if (!s.shares_target) pack_matrices_for_decoding(*s.target);
+  if (s.libtorch_operations) {  // beside the target, in their dtype (16-bit GEMMs on a GPU)
+    if (s.medusa) s.medusa->to(s.device);
+    if (s.eagle) s.eagle->to(s.device);
+  } else {  // packed for the few-row kernel, as the target's are; a target loaded here (not shared) too
+    if (s.medusa) pack_matrices_for_decoding(*s.medusa);
+    if (s.eagle) pack_matrices_for_decoding(*s.eagle);
+    if (!s.shares_target) pack_matrices_for_decoding(*s.target);
+  }
   if (!options.tree_file.empty()) {
     s.tree_template = read_rank_tree_file(options.tree_file);
     // Head k predicts the token k positions ahead: a deeper path has no head to rank it.
@@ -594,7 +616,7 @@ std::string HeadDrafterFactory::description() const {
   os << ", " << dtype_string(s.heads_dtype) << " matrices, on transformer:" << s.target_dir
      << (s.shares_target ? " (the target's own module)"
                          : " (own copy, " + dtype_string(s.target->embedding->weight.scalar_type()) + " matrices)")
-     << "; ";
+     << (s.libtorch_operations ? ", LibTorch's operations on " + s.device.str() : std::string()) << "; ";
   if (s.options.dynamic) {
     os << "EAGLE-2 dynamic tree, top_k " << s.options.top_k << ", depth "
        << (s.options.depth ? std::to_string(s.options.depth) : std::string("= --tree depth")) << ", total_tokens "

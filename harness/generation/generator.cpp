@@ -136,6 +136,9 @@ struct Generator::Sequence {
   StepRandom rng;
   TokenTree tree;
   std::vector<float> logits;
+  // The step's target rows in a device's memory (rows of BatchVerifier::device_logits), when the target wrote them
+  // there; null when they are in `logits`.
+  const float* device_logits = nullptr;
 };
 
 void Generator::begin(Sequence& s) const {
@@ -430,14 +433,33 @@ void run_target_calls(const LanguageModel& target, const std::vector<TreeLogitsC
 
 }  // namespace
 
-void Generator::score_lockstep(std::vector<Sequence>& batch, const std::vector<size_t>& active) const {
+void Generator::score_lockstep(std::vector<Sequence>& batch, const std::vector<size_t>& active,
+                               BatchVerifier* device) const {
   const size_t V = static_cast<size_t>(target_->vocab_size());
-  std::vector<TreeLogitsCall> calls;
+  // Straight into the kernels' buffer when the target can write there, so the rows never pass through the host:
+  // cuda-host's device memory is the host's (every model), a GPU's only a model computing on it can write.
+  const bool out_on_gpu = device && device->device() == Device::cuda && target_->writes_gpu_logits();
+  const bool in_place = device && (device->device() == Device::cuda_host || out_on_gpu);
+  size_t rows = 0;
   for (size_t i : active) {
     Sequence& s = batch[i];
     if (!config_.method) s.tree = kNoTree;
-    s.logits.resize((static_cast<size_t>(s.tree.size()) + 1) * V);
-    calls.push_back(TreeLogitsCall{s.target.get(), &s.context, &s.tree, s.logits.data()});
+    rows += static_cast<size_t>(s.tree.size()) + 1;
+  }
+  float* next_row = in_place ? device->device_logits(static_cast<int64_t>(rows)) : nullptr;
+  std::vector<TreeLogitsCall> calls;
+  for (size_t i : active) {
+    Sequence& s = batch[i];
+    const size_t n = static_cast<size_t>(s.tree.size()) + 1;
+    if (in_place) {
+      s.device_logits = next_row;
+      calls.push_back(TreeLogitsCall{s.target.get(), &s.context, &s.tree, next_row, out_on_gpu});
+      next_row += n * V;
+    } else {
+      s.device_logits = nullptr;
+      s.logits.resize(n * V);
+      calls.push_back(TreeLogitsCall{s.target.get(), &s.context, &s.tree, s.logits.data()});
+    }
   }
   const auto t0 = Clock::now();
   run_target_calls(*target_, calls);
@@ -456,7 +478,9 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
   const bool sessions_on_device = config_.device != Device::cpu && target_->sessions_in_device_memory();
   std::optional<BatchVerifier> device;
   if (config_.device != Device::cpu) {
-    device.emplace(config_.device, pipeline_, config_.method, config_.emulation);
+    // On the stream the target's device writes are ordered on, when it has one (LibTorch's current stream).
+    device.emplace(config_.device, pipeline_, config_.method, config_.emulation,
+                   target_->writes_gpu_logits() ? target_->device_stream() : std::nullopt);
     // Every sequence's step buffers at the deepest draft, with the sessions when they share the device.
     const int64_t rows = config_.method ? draft_nodes(config_) + 1 : 1;
     device->check_fits(static_cast<int64_t>(batch.size()), rows, sessions_on_device ? sessions : 0);
@@ -512,7 +536,7 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
       const double wall = seconds_since(t0);
       for (size_t i : active) batch[i].metrics->draft_seconds += wall;
     }
-    score_lockstep(batch, active);
+    score_lockstep(batch, active, device ? &*device : nullptr);
     if (!device) {  // sampled / verified on the CPU, each sequence as alone
       const auto t0 = Clock::now();
       parallel_each(active, [&](size_t i) {
@@ -527,14 +551,16 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
         for (size_t i : active) batch[i].metrics->verify_seconds += wall;
       continue;
     }
+    const auto step_logits = [](const Sequence& s) { return s.device_logits ? s.device_logits : s.logits.data(); };
+    const LogitsAt at = batch[active[0]].device_logits ? LogitsAt::device : LogitsAt::host;
     if (!config_.method) {
       std::vector<DeviceDraw> draws;
       for (size_t i : active)
         draws.push_back(
-            DeviceDraw{batch[i].logits.data(), &batch[i].history,
+            DeviceDraw{step_logits(batch[i]), &batch[i].history,
                        RandomKey{config_.seed, philox_stream(batch[i].id, RandomRole::sample), batch[i].step}});
       const auto t1 = Clock::now();
-      const std::vector<Token> tokens = device->sample(draws);
+      const std::vector<Token> tokens = device->sample(draws, at);
       const double wall = seconds_since(t1);
       for (size_t k = 0; k < active.size(); ++k) {
         batch[active[k]].metrics->verify_seconds += wall;
@@ -544,9 +570,9 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     }
     std::vector<DeviceStep> steps;
     for (size_t i : active)
-      steps.push_back(DeviceStep{batch[i].logits.data(), &batch[i].tree, &batch[i].history, batch[i].rng});
+      steps.push_back(DeviceStep{step_logits(batch[i]), &batch[i].tree, &batch[i].history, batch[i].rng});
     const auto t1 = Clock::now();
-    const std::vector<DeviceStepResult> results = device->verify(steps);
+    const std::vector<DeviceStepResult> results = device->verify(steps, at);
     const double wall = seconds_since(t1);
     for (size_t k = 0; k < active.size(); ++k) {
       Sequence& s = batch[active[k]];

@@ -26,6 +26,8 @@
 
 namespace specula {
 
+class BatchVerifier;  // verify/device/batch_verifier.h
+
 // The longest draft chain a verification call takes (a tree is bounded by its 4096 nodes instead).
 inline constexpr int32_t kMaxDraftTokens = 256;
 
@@ -135,8 +137,9 @@ class Generator {
   void draft_and_score(Sequence& s) const;
   // The target rows of every sequence `active` names (its context alone for `ar`, else its draft tree), in one
   // batch_tree_logits call when the target batches forwards, else each on its own, in parallel over threads; each
-  // sequence is charged the phase's wall time (the batch waits for it whole).
-  void score_lockstep(std::vector<Sequence>& batch, const std::vector<size_t>& active) const;
+  // sequence is charged the phase's wall time (the batch waits for it whole). With `device`, rows go straight into
+  // its device_logits (all sequences' rows in order): always on cuda-host, on cuda when the target writes GPU logits.
+  void score_lockstep(std::vector<Sequence>& batch, const std::vector<size_t>& active, BatchVerifier* device) const;
   // Verification on the CPU of a step whose target rows are in s.logits, then commit (probs: scratch); untimed.
   void verify_on_cpu(Sequence& s, std::vector<float>& probs) const;
   void commit_step(Sequence& s, const VerifyOutcome& outcome, const float* probs, double expected_sum,

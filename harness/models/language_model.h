@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,8 @@ struct TreeLogitsCall {
   const std::vector<Token>* context = nullptr;
   const TokenTree* tree = nullptr;
   float* out = nullptr;  // [tree->size() + 1, V]
+  // `out` is GPU memory (given only to a model that writes_gpu_logits()); otherwise host memory.
+  bool out_on_gpu = false;
 };
 
 class LanguageModel {
@@ -62,6 +65,14 @@ class LanguageModel {
   // Whether those bytes are the GPU's (a model on a CUDA device): then the bound is the device's free memory,
   // not the host's.
   virtual bool sessions_in_device_memory() const { return false; }
+
+  // Whether batch_tree_logits may be given outs in GPU memory (a model computing on the GPU), so that a step's
+  // logits go straight into the kernels' buffer (BatchVerifier::device_logits) and never through the host.
+  virtual bool writes_gpu_logits() const { return false; }
+  // For outs in GPU memory: the CUDA stream (a cudaStream_t; null is the legacy default stream) the model's writes
+  // are ordered on when batch_tree_logits returns, for the kernels to follow on it; nullopt when the writes are
+  // complete on return (the model synchronised).
+  virtual std::optional<void*> device_stream() const { return std::nullopt; }
 };
 
 }  // namespace specula

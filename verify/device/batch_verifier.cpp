@@ -79,9 +79,17 @@ void check_device_support(const std::optional<VerifyMethod>& method, const Sampl
 }
 
 BatchVerifier::BatchVerifier(Device device, const SamplerPipeline& target, std::optional<VerifyMethod> method,
-                             const EmulationOptions& emulation)
-    : stream_(make_kernel_stream(device, emulation)), target_(target), method_(method), vocab_(target.vocab_size()) {
+                             const EmulationOptions& emulation, std::optional<void*> cuda_stream)
+    : stream_(make_kernel_stream(device, emulation, cuda_stream)),
+      target_(target),
+      method_(method),
+      vocab_(target.vocab_size()) {
   check_device_support(method, target.params(), 0, device);
+}
+
+float* BatchVerifier::device_logits(int64_t rows) {
+  if (rows <= 0) fail("batch verifier: device_logits needs at least one row, got ", rows);
+  return stream_->device_array<float>(kLogits, static_cast<size_t>(rows) * static_cast<size_t>(vocab_));
 }
 
 int64_t BatchVerifier::step_bytes(int64_t sequences, int64_t rows_per_sequence) const {
@@ -108,7 +116,7 @@ void BatchVerifier::check_fits(int64_t sequences, int64_t rows_per_sequence, int
          ", but only ", free, " are free: generate fewer sequences at once");
 }
 
-const float* BatchVerifier::process_rows(const std::vector<const float*>& logits,
+const float* BatchVerifier::process_rows(const std::vector<const float*>& logits, LogitsAt at,
                                          const std::vector<const TokenHistory*>& histories,
                                          const std::vector<RandomKey>& keys, int32_t** device_tokens,
                                          int32_t** device_status) {
@@ -118,10 +126,17 @@ const float* BatchVerifier::process_rows(const std::vector<const float*>& logits
   for (size_t r = 0; r < R; ++r) rows[r] = SamplerBatchRow{&target_.params(), histories[r], keys[r]};
   const SamplerBatch batch(vocab_, rows);
 
-  float* host_logits = s.host_array<float>(kLogits, R * V);
-  for (size_t r = 0; r < R; ++r) std::memcpy(host_logits + r * V, logits[r], V * sizeof(float));
   float* d_logits = s.device_array<float>(kLogits, R * V);
-  s.to_device(d_logits, host_logits, R * V * sizeof(float));
+  if (at == LogitsAt::device) {
+    // Written in place by the caller: the rows must be device_logits' rows, in order.
+    for (size_t r = 0; r < R; ++r)
+      if (logits[r] != d_logits + r * V)
+        fail("batch verifier: row ", r, " of ", R, " is not row ", r, " of device_logits (LogitsAt::device)");
+  } else {
+    float* host_logits = s.host_array<float>(kLogits, R * V);
+    for (size_t r = 0; r < R; ++r) std::memcpy(host_logits + r * V, logits[r], V * sizeof(float));
+    s.to_device(d_logits, host_logits, R * V * sizeof(float));
+  }
   SamplerKernelParams p;
   p.logits = d_logits;
   p.rows = s.upload(kRowParams, batch.rows);
@@ -140,7 +155,7 @@ const float* BatchVerifier::process_rows(const std::vector<const float*>& logits
   return d_probs;
 }
 
-std::vector<Token> BatchVerifier::sample(const std::vector<DeviceDraw>& draws) {
+std::vector<Token> BatchVerifier::sample(const std::vector<DeviceDraw>& draws, LogitsAt at) {
   if (draws.empty()) return {};
   KernelStream& s = *stream_;
   const size_t B = draws.size();
@@ -153,7 +168,7 @@ std::vector<Token> BatchVerifier::sample(const std::vector<DeviceDraw>& draws) {
     keys[b] = draws[b].key;
   }
   int32_t *d_tokens = nullptr, *d_status = nullptr;
-  process_rows(logits, histories, keys, &d_tokens, &d_status);
+  process_rows(logits, at, histories, keys, &d_tokens, &d_status);
   int32_t* tokens = s.host_array<int32_t>(kSamplerTokens, B);
   int32_t* status = s.host_array<int32_t>(kSamplerStatus, B);
   s.to_host(tokens, d_tokens, B * sizeof(int32_t));
@@ -367,7 +382,7 @@ std::vector<DeviceStepResult> collect_results(KernelStream& s, const std::vector
 
 }  // namespace
 
-const float* BatchVerifier::process_step_rows(const std::vector<DeviceStep>& steps, int64_t rows,
+const float* BatchVerifier::process_step_rows(const std::vector<DeviceStep>& steps, LogitsAt at, int64_t rows,
                                               int32_t** device_status) {
   // Each row with its own history along the draft path when the params read histories (target_rows.h).
   std::vector<const float*> row_logits;
@@ -386,11 +401,11 @@ const float* BatchVerifier::process_step_rows(const std::vector<DeviceStep>& ste
       }
     }
   int32_t* device_tokens = nullptr;
-  return process_rows(row_logits, row_histories, std::vector<RandomKey>(static_cast<size_t>(rows)), &device_tokens,
+  return process_rows(row_logits, at, row_histories, std::vector<RandomKey>(static_cast<size_t>(rows)), &device_tokens,
                       device_status);
 }
 
-std::vector<DeviceStepResult> BatchVerifier::verify(const std::vector<DeviceStep>& steps) {
+std::vector<DeviceStepResult> BatchVerifier::verify(const std::vector<DeviceStep>& steps, LogitsAt at) {
   if (!method_) fail("batch verifier: no verification method (the autoregressive baseline only samples)");
   if (steps.empty()) return {};
   KernelStream& s = *stream_;
@@ -398,7 +413,7 @@ std::vector<DeviceStepResult> BatchVerifier::verify(const std::vector<DeviceStep
   const BatchShape shape = batch_shape(steps, method);
   // 1. The sampler pipeline on every target row. 2. The recorded draft laws. 3. Drafts, keys and layout.
   int32_t* d_sampler_status = nullptr;
-  const float* d_p = process_step_rows(steps, shape.rows, &d_sampler_status);
+  const float* d_p = process_step_rows(steps, at, shape.rows, &d_sampler_status);
   const DraftLaws laws = upload_draft_laws(s, steps, shape, vocab_, !verifies_greedily(method));
   const StagedBatch staged = stage_batch(s, steps, shape, laws, device_kernel(method) == VerifyKernel::tree);
   // 4. One verification launch for the batch. 5. Only the emitted tokens and counters come back.

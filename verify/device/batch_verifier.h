@@ -1,8 +1,10 @@
 // A decoding step of many sequences on a device (--device cuda | cuda-host): the target rows of every
 // sequence go through the fused sampler (the sampler pipeline on the device) and then through one
-// verification launch for the whole batch. Per step: one upload of the raw logits (and of the recorded
-// draft laws q, with the rows' histories as bitmaps and counts where penalties need them), two launches,
-// and one download of the emitted tokens and counters. Buffers persist across steps (KernelStream).
+// verification launch for the whole batch. Per step: the raw logits, either uploaded from the host or
+// already in device memory (LogitsAt::device: a model on the device wrote them into device_logits(), and they
+// are read in place), the recorded draft laws q and the rows' histories (bitmaps and counts where penalties
+// need them) uploaded, two launches, and one download of the emitted tokens and counters. Buffers persist
+// across steps (KernelStream).
 //
 // Semantics are the CPU generator's: p rows are SamplerPipeline::process of each tree row with that row's
 // history (verify/verifiers/target_rows.h), q rows are the drafter's recorded laws (already processed by
@@ -33,6 +35,11 @@ namespace specula {
 void check_device_support(const std::optional<VerifyMethod>& method, const SamplingParams& target, int64_t draft_nodes,
                           Device device);
 
+// Where the logits of a verify() or sample() call are. host: anywhere in host memory, uploaded by the call.
+// device: in device_logits(rows), the calls' rows in order (a step's tree rows sequence by sequence, or one row
+// per draw), read in place; a pointer elsewhere is refused.
+enum class LogitsAt { host, device };
+
 // One sequence's step.
 struct DeviceStep {
   const float* logits = nullptr;          // [tree->size() + 1, V] raw target logits of the tree's rows
@@ -57,30 +64,42 @@ struct DeviceDraw {
 class BatchVerifier {
  public:
   // Throws "no CUDA device: ..." for cuda without a GPU. `method` nullopt: only sample() is used.
+  // `cuda_stream` (cuda): the stream the caller's device writes are ordered on (make_kernel_stream), so that the
+  // kernels read logits a model wrote there without a host synchronisation.
   BatchVerifier(Device device, const SamplerPipeline& target, std::optional<VerifyMethod> method,
-                const EmulationOptions& emulation = {});
+                const EmulationOptions& emulation = {}, std::optional<void*> cuda_stream = std::nullopt);
 
   // Refuses, before any work, a batch whose step buffers would not fit the device's free memory:
   // `sequences` steps of at most `rows_per_sequence` rows each, plus `session_bytes` the batch's model sessions
   // will take there (KV caches of a model on the GPU; 0 when they live on the host).
   void check_fits(int64_t sequences, int64_t rows_per_sequence, int64_t session_bytes = 0) const;
 
-  std::vector<DeviceStepResult> verify(const std::vector<DeviceStep>& steps);
-  std::vector<Token> sample(const std::vector<DeviceDraw>& draws);
+  std::vector<DeviceStepResult> verify(const std::vector<DeviceStep>& steps, LogitsAt at = LogitsAt::host);
+  std::vector<Token> sample(const std::vector<DeviceDraw>& draws, LogitsAt at = LogitsAt::host);
+
+  // The device array [rows, V] a model writes a call's raw logits into for LogitsAt::device. Kept across calls
+  // and grown geometrically (KernelStream::device_buffer); valid until a call asks for more rows.
+  float* device_logits(int64_t rows);
+  // The stream's byte counters (KernelStream::uploaded_bytes): what the steps so far moved each way.
+  uint64_t uploaded_bytes() const { return stream_->uploaded_bytes(); }
+  uint64_t downloaded_bytes() const { return stream_->downloaded_bytes(); }
 
   Device device() const { return stream_->device(); }
   // Bytes of the per-step buffers of a batch (device side): what check_fits compares with free memory.
   int64_t step_bytes(int64_t sequences, int64_t rows_per_sequence) const;
 
  private:
-  // Uploads the rows' logits and sampler arrays and launches the fused sampler over them; returns the
-  // device array of processed distributions [R, V].
-  const float* process_rows(const std::vector<const float*>& logits, const std::vector<const TokenHistory*>& histories,
-                            const std::vector<RandomKey>& keys, int32_t** device_tokens, int32_t** device_status);
+  // Uploads the rows' logits (LogitsAt::host; in place for device, after checking that row r is row r of
+  // device_logits) and sampler arrays and launches the fused sampler over them; returns the device array of
+  // processed distributions [R, V].
+  const float* process_rows(const std::vector<const float*>& logits, LogitsAt at,
+                            const std::vector<const TokenHistory*>& histories, const std::vector<RandomKey>& keys,
+                            int32_t** device_tokens, int32_t** device_status);
 
   // process_rows over every target row of a verification batch, each with its history along its draft path.
   // `rows` is the batch's total row count (the sum of tree sizes + 1).
-  const float* process_step_rows(const std::vector<DeviceStep>& steps, int64_t rows, int32_t** device_status);
+  const float* process_step_rows(const std::vector<DeviceStep>& steps, LogitsAt at, int64_t rows,
+                                 int32_t** device_status);
 
   std::unique_ptr<KernelStream> stream_;
   const SamplerPipeline& target_;

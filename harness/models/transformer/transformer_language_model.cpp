@@ -1,6 +1,9 @@
 #include "harness/models/transformer/transformer_language_model.h"
 
 #include <torch/torch.h>
+#ifdef SPECULA_TORCH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include <algorithm>
 #include <cstring>
@@ -25,7 +28,8 @@ struct PromptCacheEntry {
   std::vector<Token> tokens;
   torch::Tensor keys, values;  // [layers, 1, heads, n, head_dim]
   torch::Tensor hidden;        // [n, d]
-  torch::Tensor last_row;      // [d + V]
+  torch::Tensor last_hidden;   // [d]
+  torch::Tensor last_logits;   // [V], where the model computes
 };
 
 // The prompt cache holds at most this many bytes (one entry: keys, values, hidden rows and the last row): a longer
@@ -142,11 +146,15 @@ struct TransformerSession::Cache {
   std::shared_ptr<TransformerModelState> state;
   KVCache kv;
   std::vector<Token> linear;
-  // A row's features are [hidden (d) | logits (V)]: the final hidden state and the logits after a position.
-  torch::Tensor last_row;  // [d + V] features after `linear`; undefined when unknown
+  // What the model gives after a position: the final hidden state, kept on the host (the linear prefix's features
+  // and the draft heads read it there), and the logits, kept where the model computes (on a GPU they go from there
+  // to the kernels' buffer, device to device, or to the host).
+  torch::Tensor last_hidden;  // [d] after `linear`; undefined when unknown
+  torch::Tensor last_logits;  // [V] after `linear`; undefined when unknown
   std::vector<Token> tree_tokens;
   std::vector<int32_t> tree_parents;
-  torch::Tensor tree_rows;  // [n, d + V] features after each node of the remembered tree
+  torch::Tensor tree_hidden;  // [n, d] after each node of the remembered tree
+  torch::Tensor tree_logits;  // [n, V]
   TransformerSessionStats stats;
   int64_t last_call_rows = 0;  // 1 + nodes of the last call (0 before the first)
 
@@ -154,12 +162,20 @@ struct TransformerSession::Cache {
     if (!mutant_on(Mutant::kv_cache_keeps_rejected_drafts)) kv.truncate(static_cast<int64_t>(linear.size()));
     tree_tokens.clear();
     tree_parents.clear();
-    tree_rows = torch::Tensor();
+    tree_hidden = torch::Tensor();
+    tree_logits = torch::Tensor();
   }
   void truncate_linear(size_t n) {
     linear.resize(n);
-    last_row = torch::Tensor();
+    last_hidden = torch::Tensor();
+    last_logits = torch::Tensor();
     forget_tree();
+  }
+  // The remembered tree's rows when it has none: [0, d] on the host and [0, V] where the model computes.
+  void empty_tree_rows() {
+    const TransformerConfig& cfg = state->model->config();
+    tree_hidden = torch::empty({0, int64_t{cfg.d_model}});
+    tree_logits = torch::empty({0, int64_t{cfg.vocab_size}}, state->model->embedding->weight.device());
   }
 
   // Final hidden states of the linear slots, [max_seq_len, d]: rows [0, linear.size()) are valid (for draft
@@ -206,16 +222,17 @@ struct TransformerSession::Cache {
     }
     kv.compact(keep);
     reserve_linear_hidden(L + static_cast<int64_t>(path.size()));
-    const int64_t width = tree_rows.size(1);
-    const float* from = tree_rows.data_ptr<float>();
+    const float* from = tree_hidden.data_ptr<float>();
     float* to = linear_hidden.data_ptr<float>();
     for (size_t i = 0; i < path.size(); ++i)
-      std::memcpy(to + (L + static_cast<int64_t>(i)) * D, from + path[i] * width, sizeof(float) * D);
-    last_row = tree_rows[path.back()];
+      std::memcpy(to + (L + static_cast<int64_t>(i)) * D, from + path[i] * D, sizeof(float) * D);
+    last_hidden = tree_hidden[path.back()];
+    last_logits = tree_logits[path.back()];
     stats.path_nodes_compacted += static_cast<int64_t>(path.size());
     tree_tokens.clear();
     tree_parents.clear();
-    tree_rows = torch::Tensor();
+    tree_hidden = torch::Tensor();
+    tree_logits = torch::Tensor();
   }
 
   // A fresh session's first call for `context` alone: serves it from the model's prompt cache when that holds
@@ -232,11 +249,11 @@ struct TransformerSession::Cache {
     reserve_linear_hidden(n);
     linear_hidden.narrow(0, 0, n).copy_(entry->hidden);
     linear = context;
-    last_row = entry->last_row;
-    const int64_t width = last_row.size(0);
+    last_hidden = entry->last_hidden;
+    last_logits = entry->last_logits;
     tree_tokens.clear();
     tree_parents.clear();
-    tree_rows = torch::empty({0, width});
+    empty_tree_rows();
     last_call_rows = 1;
     ++stats.prompt_cache_hits;
     return true;
@@ -244,7 +261,8 @@ struct TransformerSession::Cache {
   // After a fresh session ran `linear` alone: remembers it for the next session (within kPromptCacheBytes).
   void store_prompt() {
     const int64_t n = static_cast<int64_t>(linear.size());
-    const int64_t row_bytes = static_cast<int64_t>(sizeof(float)) * (n * linear_hidden.size(1) + last_row.numel());
+    const int64_t row_bytes =
+        static_cast<int64_t>(sizeof(float)) * ((n + 1) * linear_hidden.size(1) + last_logits.numel());
     if (kv.prefix_bytes(n) + row_bytes > kPromptCacheBytes) return;
     {
       // Sessions that missed together all ran the same prompt: the first to store it is enough.
@@ -255,7 +273,8 @@ struct TransformerSession::Cache {
     entry->tokens = linear;
     std::tie(entry->keys, entry->values) = kv.copy_prefix(n);
     entry->hidden = linear_hidden.narrow(0, 0, n).clone();
-    entry->last_row = last_row.clone();
+    entry->last_hidden = last_hidden.clone();
+    entry->last_logits = last_logits.clone();
     std::lock_guard<std::mutex> lock(state->prompt_mutex);
     state->prompt = std::move(entry);
   }
@@ -263,17 +282,28 @@ struct TransformerSession::Cache {
 
 namespace {
 
-// Columns [first, first + width) of the last call's feature rows: row 0, then the remembered tree's nodes
-// (both contiguous [.., d + V]; copied row by row, no LibTorch call).
-void copy_rows(const TransformerSession::Cache& c, int64_t first, int64_t width, float* out) {
+// The last call's rows [last_call_rows, width] of `row0` (row 0) and `nodes` (the remembered tree's nodes) into
+// `out`: host memory, or the GPU's (`out_on_gpu`). Rows on the host go by memcpy (no LibTorch call, the CPU's
+// decoding step); rows on a GPU by one LibTorch copy each of row 0 and the nodes, on its current stream.
+void copy_rows(const TransformerSession::Cache& c, const torch::Tensor& row0, const torch::Tensor& nodes, float* out,
+               bool out_on_gpu) {
   if (c.last_call_rows == 0) fail("transformer session: no call yet");
-  const int64_t stride = c.last_row.size(0);
-  std::memcpy(out, c.last_row.data_ptr<float>() + first, sizeof(float) * width);
-  if (c.last_call_rows > 1) {
-    const float* rows = c.tree_rows.data_ptr<float>();
-    for (int64_t r = 0; r + 1 < c.last_call_rows; ++r)
-      std::memcpy(out + (r + 1) * width, rows + r * stride + first, sizeof(float) * width);
+  const int64_t width = row0.size(0), node_rows = c.last_call_rows - 1;
+  if (out_on_gpu && !row0.is_cuda())
+    fail(c.state->dir, ": logits asked in GPU memory from a model that computes on the ", row0.device().str());
+  if (row0.is_cpu()) {
+    std::memcpy(out, row0.data_ptr<float>(), sizeof(float) * width);
+    if (node_rows > 0) std::memcpy(out + width, nodes.data_ptr<float>(), sizeof(float) * width * node_rows);
+    return;
   }
+  const torch::Tensor to = torch::from_blob(
+      out, {c.last_call_rows, width}, torch::dtype(torch::kFloat32).device(out_on_gpu ? row0.device() : torch::kCPU));
+  to[0].copy_(row0);
+  if (node_rows > 0) to.narrow(0, 1, node_rows).copy_(nodes.narrow(0, 0, node_rows));
+}
+
+void copy_logits(const TransformerSession::Cache& c, float* out, bool out_on_gpu) {
+  copy_rows(c, c.last_logits, c.tree_logits, out, out_on_gpu);
 }
 
 }  // namespace
@@ -315,11 +345,14 @@ struct PendingCall {
   const std::vector<Token>* context = nullptr;
   const TokenTree* tree = nullptr;
   float* out = nullptr;
+  bool out_on_gpu = false;
   bool served = false;        // answered from the prompt cache: nothing to run
   bool prompt_alone = false;  // a fresh session's first call for the context alone
   int64_t linear_before = 0, chunk = 0, reused_nodes = 0, rows = 0;
-  RowSegment segment;      // the rows to run (rows > 0)
-  torch::Tensor new_rows;  // after the forward: features [chunk ? 1 + new nodes : new nodes, d + V] on the host
+  RowSegment segment;  // the rows to run (rows > 0)
+  // After the forward, the rows anyone reads (chunk ? 1 + new nodes : new nodes): hidden states on the host,
+  // logits where the model computes.
+  torch::Tensor new_hidden, new_logits;
 };
 
 // Steps 1-3: reuses what the session's cache holds, and leaves in `call` the rows its forward must run.
@@ -327,7 +360,6 @@ void prepare_call(PendingCall& call) {
   TransformerSession::Cache& c = *call.cache;
   const std::vector<Token>& context = *call.context;
   const TokenTree& tree = *call.tree;
-  const int32_t D = c.state->model->config().d_model, V = c.state->model->config().vocab_size;
   const int64_t n_nodes = tree.size();
   ++c.stats.calls;
 
@@ -344,7 +376,7 @@ void prepare_call(PendingCall& call) {
 
   // 3. With the whole context cached, keep the remembered tree if it is a prefix of this one.
   int64_t reused_nodes = 0;
-  if (context.size() == c.linear.size() && c.last_row.defined()) {
+  if (context.size() == c.linear.size() && c.last_logits.defined()) {
     const size_t n_old = c.tree_tokens.size();
     const bool prefix = n_old <= static_cast<size_t>(n_nodes) &&
                         std::equal(c.tree_tokens.begin(), c.tree_tokens.end(), tree.tokens.begin()) &&
@@ -361,7 +393,7 @@ void prepare_call(PendingCall& call) {
   // A fresh session's first call for the context alone (a prompt's prefill) may come from the prompt cache.
   call.prompt_alone = c.linear.empty() && c.kv.length() == 0 && n_nodes == 0;
   if (call.prompt_alone && c.load_prompt(context)) {
-    copy_rows(c, D, V, call.out);
+    copy_logits(c, call.out, call.out_on_gpu);
     call.served = true;
     return;
   }
@@ -387,7 +419,8 @@ void prepare_call(PendingCall& call) {
 }
 
 // Step 4 for every call that has rows to run: one forward over all of them (batch_hidden_states), one LM head over the
-// rows whose logits anyone reads, and one copy of those rows to the host.
+// rows whose logits anyone reads, and one copy of the batch's hidden states to the host (a model on a GPU; its
+// logits stay there).
 void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
   std::vector<RowSegment> segments;
   for (PendingCall* call : calls) segments.push_back(call->segment);
@@ -423,13 +456,23 @@ void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
   } else {
     logits = model->lm_head(rows);
   }
-  // The sessions keep rows on the host (a model on a GPU: one copy of the batch's rows).
-  const torch::Tensor features = torch::cat({rows, logits}, 1).to(torch::kCPU);
+  // Hidden states on the host (the sessions keep them there), logits where the model computes, as float32.
+  const torch::Tensor read_hidden = torch::cat(read).to(torch::kCPU);
+  logits = logits.to(torch::kFloat32).contiguous();
   int64_t at = 0;
   for (size_t k = 0; k < calls.size(); ++k) {
-    calls[k]->new_rows = features.narrow(0, at, read[k].size(0));
+    calls[k]->new_hidden = read_hidden.narrow(0, at, read[k].size(0));
+    calls[k]->new_logits = logits.narrow(0, at, read[k].size(0));
     at += read[k].size(0);
   }
+}
+
+// The remembered tree's rows of this call: the `reused` first rows of `old`, then `fresh` (either may be empty).
+torch::Tensor tree_rows_of_call(const torch::Tensor& old, int64_t reused, const torch::Tensor& fresh) {
+  const bool has_fresh = fresh.defined() && fresh.size(0) > 0;
+  if (reused > 0 && has_fresh) return torch::cat({old.narrow(0, 0, reused), fresh});
+  if (reused > 0) return old.narrow(0, 0, reused).contiguous();
+  return has_fresh ? fresh.contiguous() : torch::Tensor();
 }
 
 // After the forward: the session's memory of this call (linear prefix, tree rows, prompt cache) and the rows out.
@@ -438,28 +481,29 @@ void finish_call(PendingCall& call) {
   TransformerSession::Cache& c = *call.cache;
   const std::vector<Token>& context = *call.context;
   const TokenTree& tree = *call.tree;
-  const int32_t D = c.state->model->config().d_model, V = c.state->model->config().vocab_size;
-  torch::Tensor new_rows = call.new_rows;
-  // Assemble [n + 1, d + V]: row 0, then the nodes (reused rows first).
+  torch::Tensor new_hidden = call.new_hidden, new_logits = call.new_logits;
+  // Row 0, then the nodes (reused rows first).
   if (call.chunk > 0) {
     c.linear.insert(c.linear.end(), context.begin() + call.linear_before, context.end());
-    c.last_row = new_rows[0];
-    new_rows = new_rows.narrow(0, 1, new_rows.size(0) - 1);
+    c.last_hidden = new_hidden[0];
+    c.last_logits = new_logits[0];
+    new_hidden = new_hidden.narrow(0, 1, new_hidden.size(0) - 1);
+    new_logits = new_logits.narrow(0, 1, new_logits.size(0) - 1);
   }
-  torch::Tensor node_rows;
-  if (call.reused_nodes > 0 && new_rows.defined() && new_rows.size(0) > 0)
-    node_rows = torch::cat({c.tree_rows.narrow(0, 0, call.reused_nodes), new_rows});
-  else if (call.reused_nodes > 0)
-    node_rows = c.tree_rows.narrow(0, 0, call.reused_nodes);
-  else
-    node_rows = new_rows.defined() ? new_rows : torch::empty({0, D + V});
+  torch::Tensor hidden = tree_rows_of_call(c.tree_hidden, call.reused_nodes, new_hidden);
+  torch::Tensor logits = tree_rows_of_call(c.tree_logits, call.reused_nodes, new_logits);
   c.tree_tokens = tree.tokens;
   c.tree_parents = tree.parent;
-  c.tree_rows = node_rows.contiguous();
+  if (hidden.defined()) {
+    c.tree_hidden = hidden;
+    c.tree_logits = logits;
+  } else {
+    c.empty_tree_rows();
+  }
 
   c.last_call_rows = 1 + tree.size();
   if (call.prompt_alone) c.store_prompt();
-  copy_rows(c, D, V, call.out);
+  copy_logits(c, call.out, call.out_on_gpu);
 }
 
 // Every call checked first, then prepared, run in one forward and finished.
@@ -499,8 +543,27 @@ void TransformerLanguageModel::batch_tree_logits(const std::vector<TreeLogitsCal
     pending[i].context = calls[i].context;
     pending[i].tree = calls[i].tree;
     pending[i].out = calls[i].out;
+    pending[i].out_on_gpu = calls[i].out_on_gpu;
+    if (calls[i].out_on_gpu && !writes_gpu_logits())
+      fail(description(), ": logits asked in GPU memory, but the model does not compute on a GPU");
   }
   run_tree_logits(*state_, pending);
+  // Writes into GPU memory are complete on return unless the kernels follow them on LibTorch's stream.
+  const bool wrote_to_gpu =
+      std::any_of(calls.begin(), calls.end(), [](const TreeLogitsCall& c) { return c.out_on_gpu; });
+  if (wrote_to_gpu && !device_stream()) torch::cuda::synchronize();
+}
+
+bool TransformerLanguageModel::writes_gpu_logits() const { return sessions_in_device_memory(); }
+
+std::optional<void*> TransformerLanguageModel::device_stream() const {
+#ifdef SPECULA_TORCH_CUDA
+  // The stream LibTorch enqueues this thread's work on for the model's GPU (its default stream unless a caller set
+  // another): the logits' copies into the kernels' buffer are ordered on it.
+  const torch::Device device = state_->model->embedding->weight.device();
+  if (device.is_cuda()) return static_cast<void*>(c10::cuda::getCurrentCUDAStream(device.index()).stream());
+#endif
+  return std::nullopt;
 }
 
 const float* TransformerSession::context_features(const std::vector<Token>& tokens, int64_t n) {
@@ -517,7 +580,7 @@ const float* TransformerSession::context_features(const std::vector<Token>& toke
 int32_t TransformerSession::feature_size() const { return cache_->state->model->config().d_model; }
 
 void TransformerSession::last_hidden(float* out) const {
-  copy_rows(*cache_, 0, cache_->state->model->config().d_model, out);
+  copy_rows(*cache_, cache_->last_hidden, cache_->tree_hidden, out, false);
 }
 
 int32_t TransformerSession::hidden_size() const { return cache_->state->model->config().d_model; }

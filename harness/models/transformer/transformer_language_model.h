@@ -14,7 +14,8 @@
 //
 // Where it computes (the model registry's `device`): "cpu", Specula's decoding step (packed matrices, the few-row
 // kernel; decode_step.h); "cuda" (or cuda:N), the model on the GPU in its stored dtype with the KV cache there,
-// every forward LibTorch's (16-bit GEMMs), each call's rows [hidden | logits] copied back to the host;
+// every forward LibTorch's (16-bit GEMMs), each call's hidden rows copied back to the host and its logits kept there
+// (written device to device into the kernels' buffer, or copied to a host out);
 // "libtorch", the same device-agnostic path on the CPU, so machines without a GPU test it.
 // A fresh session's first call for a context alone (a prompt's prefill) is shared through the model: the last
 // such prompt's keys, values and rows are kept (up to 64 MiB), and a later fresh session given the same prompt
@@ -59,6 +60,11 @@ class TransformerLanguageModel : public LanguageModel {
   // The KV cache at max_seq_len (float32, wherever the model computes) and the hidden rows kept on the host.
   int64_t session_bytes() const override;
   bool sessions_in_device_memory() const override;
+  // A model on the GPU: rows [row 0 | nodes] go from the session's logits there to a GPU out device to device; the
+  // hidden states still come to the host (the sessions' features, d floats a row). On a CUDA LibTorch the copies are
+  // ordered on LibTorch's current stream (device_stream); otherwise batch_tree_logits synchronises before it returns.
+  bool writes_gpu_logits() const override;
+  std::optional<void*> device_stream() const override;
 
   const Tokenizer& tokenizer() const;
   const std::string& kind() const;  // "transformer" or "hf"

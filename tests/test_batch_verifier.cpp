@@ -1,0 +1,125 @@
+// BatchVerifier's two places for a step's logits (verify/device/batch_verifier.h): uploaded from the host, or
+// already in its device buffer, where a model on the device wrote them (read in place). Both must decide alike,
+// the in-place call must move no logits, and rows anywhere else than the buffer's must be refused.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/shared/philox.h"
+#include "verify/device/batch_verifier.h"
+#include "verify/sampling/sampler_pipeline.h"
+#include "verify/verifiers/verify_methods.h"
+
+using namespace specula;
+
+namespace {
+
+constexpr int32_t kVocab = 37;
+
+// A softmax row of Philox-random logits: the draft law q a drafter would have recorded.
+std::vector<float> random_law(uint64_t seed) {
+  std::vector<float> q(kVocab);
+  double total = 0.0;
+  for (int32_t v = 0; v < kVocab; ++v) total += q[v] = static_cast<float>(std::exp(3.0 * philox_uniform(seed, 3, v)));
+  for (float& x : q) x = static_cast<float>(x / total);
+  return q;
+}
+
+// Three sequences' chains (3, 1 and 2 drafts) with recorded laws, their histories and Philox-random logits.
+struct Batch {
+  std::vector<TokenTree> trees;
+  std::vector<TokenHistory> histories;
+  std::vector<float> logits;  // every step's rows in order
+  int64_t rows = 0;
+
+  Batch() {
+    const std::vector<std::vector<Token>> drafts = {{4, 9, 1}, {30}, {2, 2}};
+    for (size_t b = 0; b < drafts.size(); ++b) {
+      TokenTree t = TokenTree::chain(drafts[b]);
+      for (int32_t r = 0; r < t.size(); ++r) t.draft_q.push_back(random_law(100 * b + r));
+      trees.push_back(t);
+      histories.push_back(TokenHistory{{1, 2, 3}, {static_cast<Token>(b)}, std::nan("")});
+      rows += t.size() + 1;
+    }
+    logits.resize(static_cast<size_t>(rows) * kVocab);
+    for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(4.0 * philox_uniform(77, 5, i) - 2.0);
+  }
+  // The steps with their rows at `first_row` (consecutive rows of one [rows, V] array).
+  std::vector<DeviceStep> steps(const float* first_row) const {
+    std::vector<DeviceStep> out;
+    const float* row = first_row;
+    for (size_t b = 0; b < trees.size(); ++b) {
+      out.push_back(DeviceStep{row, &trees[b], &histories[b], StepRandom{9, b, 4}});
+      row += static_cast<size_t>(trees[b].size() + 1) * kVocab;
+    }
+    return out;
+  }
+};
+
+SamplingParams sampled() {
+  SamplingParams s;
+  s.temperature = 0.9f;
+  s.top_k = 20;
+  s.repetition_penalty = 1.3f;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a device step reads logits written into the verifier's buffer in place, deciding as uploaded logits",
+          "[verify][device]") {
+  const Batch batch;
+  const SamplerPipeline pipeline(sampled(), kVocab);
+  const uint64_t logit_bytes = static_cast<uint64_t>(batch.rows) * kVocab * sizeof(float);
+  for (VerifyMethod method : {VerifyMethod::chain, VerifyMethod::block}) {
+    INFO(verify_method_name(method));
+    BatchVerifier uploaded(Device::cuda_host, pipeline, method), in_place(Device::cuda_host, pipeline, method);
+    const std::vector<DeviceStepResult> a = uploaded.verify(batch.steps(batch.logits.data()));
+    float* buffer = in_place.device_logits(batch.rows);
+    std::memcpy(buffer, batch.logits.data(), logit_bytes);  // what a model on the device writes there
+    const std::vector<DeviceStepResult> b = in_place.verify(batch.steps(buffer), LogitsAt::device);
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      CHECK(a[i].outcome.emitted == b[i].outcome.emitted);
+      CHECK(a[i].outcome.accepted == b[i].outcome.accepted);
+      CHECK(a[i].expected_acceptance_sum == b[i].expected_acceptance_sum);
+    }
+    // The in-place step moved everything but the logits: the uploaded one moved exactly them more.
+    CHECK(uploaded.uploaded_bytes() == in_place.uploaded_bytes() + logit_bytes);
+    CHECK(uploaded.downloaded_bytes() == in_place.downloaded_bytes());
+  }
+}
+
+TEST_CASE("device draws read logits written into the verifier's buffer in place", "[verify][device]") {
+  const Batch batch;
+  const SamplerPipeline pipeline(sampled(), kVocab);
+  BatchVerifier uploaded(Device::cuda_host, pipeline, std::nullopt),
+      in_place(Device::cuda_host, pipeline, std::nullopt);
+  float* buffer = in_place.device_logits(3);
+  std::memcpy(buffer, batch.logits.data(), 3 * kVocab * sizeof(float));
+  std::vector<DeviceDraw> from_host, from_device;
+  for (int32_t r = 0; r < 3; ++r) {
+    const RandomKey key{11, 2, static_cast<uint64_t>(r)};
+    from_host.push_back(DeviceDraw{batch.logits.data() + r * kVocab, &batch.histories[r], key});
+    from_device.push_back(DeviceDraw{buffer + r * kVocab, &batch.histories[r], key});
+  }
+  CHECK(uploaded.sample(from_host) == in_place.sample(from_device, LogitsAt::device));
+  CHECK(uploaded.uploaded_bytes() == in_place.uploaded_bytes() + 3 * kVocab * sizeof(float));
+}
+
+TEST_CASE("logits said to be in place but not the verifier's buffer rows in order are refused", "[verify][device]") {
+  const Batch batch;
+  const SamplerPipeline pipeline(sampled(), kVocab);
+  BatchVerifier verifier(Device::cuda_host, pipeline, VerifyMethod::chain);
+  float* buffer = verifier.device_logits(batch.rows);
+  std::memcpy(buffer, batch.logits.data(), batch.logits.size() * sizeof(float));
+  // Host rows, and the buffer's rows shifted by one row.
+  CHECK_THROWS_WITH(verifier.verify(batch.steps(batch.logits.data()), LogitsAt::device),
+                    Catch::Contains("row 0 of 9 is not row 0 of device_logits"));
+  CHECK_THROWS_WITH(verifier.verify(batch.steps(buffer + kVocab), LogitsAt::device),
+                    Catch::Contains("is not row 0 of device_logits"));
+  CHECK_THROWS_WITH(verifier.device_logits(0), Catch::Contains("at least one row"));
+  // The buffer's rows in order are taken.
+  CHECK(verifier.verify(batch.steps(buffer), LogitsAt::device).size() == 3);
+}
