@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "draft/model_drafter.h"
+#include "kernels/kernel_stream.h"
 #include "speculative_fixtures.h"
 
 using namespace specula;
@@ -45,7 +46,65 @@ GenerationConfig config(std::optional<VerifyMethod> method, int32_t k, std::vect
   return c;
 }
 
+// A table model that, like a target computing on the GPU, writes its rows into GPU memory when asked
+// (TreeLogitsCall::out_on_gpu): through a stream of its own, complete when batch_tree_logits returns.
+class GpuRowsTable : public TableModel {
+ public:
+  explicit GpuRowsTable(const TableModel& model) : TableModel(model), stream_(make_kernel_stream(Device::cuda)) {}
+  bool batches_forwards() const override { return true; }
+  bool writes_gpu_logits() const override { return true; }
+  void batch_tree_logits(const std::vector<TreeLogitsCall>& calls) const override {
+    for (const TreeLogitsCall& c : calls) {
+      if (!c.out_on_gpu) {
+        c.session->tree_logits(*c.context, *c.tree, c.out);
+        continue;
+      }
+      std::vector<float> rows(static_cast<size_t>(c.tree->size() + 1) * static_cast<size_t>(vocab_size()));
+      c.session->tree_logits(*c.context, *c.tree, rows.data());
+      stream_->to_device(c.out, rows.data(), rows.size() * sizeof(float));
+      ++gpu_calls;
+    }
+    stream_->synchronize();
+  }
+  mutable int64_t gpu_calls = 0;
+
+ private:
+  std::unique_ptr<KernelStream> stream_;
+};
+
+// The CPU path's sequences against the device's with a target that writes its rows into the kernels' buffer.
+void check_in_place(const TablePair& pair, GenerationConfig c, int64_t sequences) {
+  auto drafter = c.method ? std::make_shared<ModelDrafterFactory>(pair.draft, penalties()) : nullptr;
+  GenerationMetrics cpu_m, gpu_m;
+  const auto cpu = Generator(pair.target, penalties(), drafter, c).generate_many(kPrompt, 0, sequences, cpu_m);
+  c.device = Device::cuda;
+  const auto model = std::make_shared<GpuRowsTable>(*pair.target);
+  const auto gpu = Generator(model, penalties(), drafter, c).generate_many(kPrompt, 0, sequences, gpu_m);
+  INFO((c.method ? verify_method_name(*c.method) : "ar") << " tree size " << c.tree_shape.size());
+  int64_t differing = 0;
+  for (size_t n = 0; n < cpu.size(); ++n) differing += cpu[n].tokens != gpu[n].tokens;
+  CHECK(differing == 0);
+  CHECK(gpu_m.accepted == cpu_m.accepted);
+  CHECK(model->gpu_calls >= sequences);  // every step's rows went to the GPU
+}
+
 }  // namespace
+
+TEST_CASE("generate on cuda reads the rows a model wrote into GPU memory in place, as the CPU path",
+          "[gpu][generate]") {
+  const TablePair pair = random_pair(2, kV, 37, 1.2, 0.8);
+  for (const GenerationConfig& c : {config(std::nullopt, 0), config(VerifyMethod::chain, 3),
+                                    config(VerifyMethod::tree, 0, {2, 2}, SiblingScheme::without_replacement)})
+    check_in_place(pair, c, 300);
+}
+
+TEST_CASE("logits written into GPU memory on a small batch (for compute-sanitizer)", "[gpu][generate][sanitize]") {
+  const TablePair pair = random_pair(1, kV, 6, 1.0, 1.0);
+  for (GenerationConfig c : {config(std::nullopt, 0), config(VerifyMethod::block, 2)}) {
+    c.max_new_tokens = 4;
+    check_in_place(pair, c, 6);
+  }
+}
 
 TEST_CASE("generate on cuda gives the CPU path's sequences for every method", "[gpu][generate]") {
   const TablePair pair = random_pair(2, kV, 31, 1.2, 0.8);

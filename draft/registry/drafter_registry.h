@@ -19,7 +19,8 @@ namespace specula {
 //   any language model spec          (bigram:PATH, transformer:DIR, hf:DIR) sampled with `draft_params`
 // `target` supplies the vocabulary of prompt lookup and the p of the synthetic drafter. Throws Error
 // naming the spec on bad input; a vocabulary that differs from the target's is refused by the Generator.
-// model_device: where a language-model drafter computes (model_registry.h's device); heads stay on the CPU.
+// model_device: where a language-model drafter computes (model_registry.h's device); heads compute beside the target
+// (on its device when it takes LibTorch's operations: a GPU, or `libtorch`).
 std::shared_ptr<const DrafterFactory> load_drafter(const std::string& spec, const SamplingParams& draft_params,
                                                    std::shared_ptr<const LanguageModel> target,
                                                    const SamplingParams& target_params,
