@@ -30,6 +30,7 @@
 #include "harness/models/transformer/decode_step.h"
 #include "harness/models/transformer/huge_page_buffer.h"
 #include "harness/models/transformer/memory_budget.h"
+#include "harness/models/transformer/step_graph.h"
 #include "harness/models/transformer/transformer_language_model.h"
 #include "harness/models/transformer/transformer_model.h"
 #include "harness/train/lr_schedule.h"
@@ -656,6 +657,131 @@ TEST_CASE("sessions run together through LibTorch's device path: each row its se
   const std::string path = save_scaled_checkpoint(dir, "model", c, 31);
   const TransformerLanguageModel batched(path, "auto", "libtorch"), alone(path);
   CHECK(batched_mismatches(batched, alone, kTol) == 0);
+}
+
+namespace {
+
+// A speculative run's calls on one session of `lm`, every row checked against `ref`'s full recompute: a prompt with a
+// tree, accepted paths and a bonus token, grown trees (the old nodes reused), rewinds, and last a tree wider than the
+// cache's slots (it grows, and a step graph over it must be rebuilt). Returns the rows beyond kTol; `stats`, the
+// session's counters.
+int64_t run_mismatches(const TransformerLanguageModel& lm, Transformer& ref, uint64_t seed,
+                       TransformerSessionStats* stats = nullptr) {
+  const int32_t V = lm.vocab_size();
+  auto session = lm.new_session();
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> token(0, V - 1);
+  int64_t mismatches = 0;
+  const auto call = [&](const std::vector<Token>& context, const TokenTree& tree) {
+    std::vector<float> out(static_cast<size_t>(tree.size() + 1) * V);
+    session->tree_logits(context, tree, out.data());
+    const torch::Tensor got = torch::from_blob(out.data(), {tree.size() + 1, V});
+    mismatches += max_abs_diff(got[0], reference_next(ref, context)) >= kTol;
+    for (int32_t j = 0; j < tree.size(); ++j) {
+      std::vector<Token> path = context;
+      for (Token t : tree.path(j)) path.push_back(t);
+      mismatches += max_abs_diff(got[j + 1], reference_next(ref, path)) >= kTol;
+    }
+  };
+  const auto grow = [&](TokenTree tree, int nodes) {
+    for (int j = 0; j < nodes; ++j) {
+      const int n = tree.size();
+      tree.add(token(rng), n == 0 ? -1 : std::uniform_int_distribution<int>(-1, n - 1)(rng));
+    }
+    return tree;
+  };
+  std::vector<Token> context = random_tokens(rng, 10, V);
+  for (int step = 0; context.size() < 40; ++step) {
+    TokenTree tree = grow(TokenTree{}, std::uniform_int_distribution<int>(1, 8)(rng));
+    call(context, tree);
+    if (step % 3 == 1) {  // a drafter growing its tree one depth per call: the old nodes are reused
+      tree = grow(tree, 3);
+      call(context, tree);
+    }
+    if (step % 5 == 4) {  // a rewind
+      context.resize(context.size() - 3);
+      continue;
+    }
+    const int accepted = std::uniform_int_distribution<int>(0, tree.size() - 1)(rng);
+    for (Token t : tree.path(accepted)) context.push_back(t);
+    context.push_back(token(rng));  // the bonus token
+  }
+  TokenTree wide;  // 24 children of the root: context + 24 slots pass the 64 the cache holds
+  for (int j = 0; j < 24; ++j) wide.add(token(rng), -1);
+  call(context, wide);
+  call(context, grow(wide, 2));
+  if (stats) *stats = dynamic_cast<TransformerSession&>(*session).stats();
+  return mismatches;
+}
+
+}  // namespace
+
+// Step graphs (step_graph.h) compute a call with static shapes, attending over the cache's whole capacity with the
+// unused slots masked: on the CPU they run eagerly, the computation a GPU captures and replays.
+TEST_CASE("static-shape steps (what CUDA graphs replay) match a full recompute across a run's calls", "[transformer]") {
+  TempDir dir("step-graphs");
+  TransformerConfig c = small_config();
+  c.n_kv_heads = 2;
+  const std::string path = save_scaled_checkpoint(dir, "model", c, 41);
+  LoadedCheckpoint ref = load_checkpoint(path);
+  TransformerLanguageModel graphs(path, "auto", "libtorch"), dynamic(path, "auto", "libtorch");
+  REQUIRE(graphs.step_graphs());               // on by default on LibTorch's path
+  CHECK_FALSE(graphs.captures_step_graphs());  // nothing to capture without a GPU
+  dynamic.set_step_graphs(false);
+  TransformerSessionStats run_stats;
+  CHECK(run_mismatches(graphs, ref.model, 43, &run_stats) == 0);
+  CHECK(run_stats.step_graph_calls > 0);
+  CHECK(run_stats.step_graphs_dropped > 0);  // the wide tree grew the cache: its graphs were rebuilt
+  CHECK(run_mismatches(dynamic, ref.model, 43) == 0);
+  // The calls went through step graphs (at most 8 shapes a session, rebuilt when the cache grew), or not at all.
+  const auto stats = [](const TransformerLanguageModel& lm) {
+    auto session = lm.new_session();
+    auto& s = dynamic_cast<TransformerSession&>(*session);
+    std::vector<float> out(static_cast<size_t>(lm.vocab_size()) * 4);
+    TokenTree tree;
+    for (int j = 0; j < 3; ++j) tree.add(7 + j, j - 1);
+    s.tree_logits({1, 2, 3}, tree, out.data());
+    s.tree_logits({1, 2, 3, 7, 8, 4}, tree, out.data());  // 7, 8 accepted, then the bonus token 4
+    s.tree_logits({1, 2, 3, 7, 8, 4, 7, 5}, tree, out.data());
+    return s.stats();
+  };
+  const TransformerSessionStats on = stats(graphs), off = stats(dynamic);
+  CHECK(on.step_graph_calls == 3);
+  CHECK(on.step_graphs_built == 2);  // 6 rows (prompt + tree), then 4 (bonus + tree) twice
+  CHECK(off.step_graph_calls == 0);
+  // Unused slots left visible: caught.
+  {
+    const ScopedMutant on_mutant(Mutant::step_graph_sees_unused_slots);
+    CHECK(run_mismatches(graphs, ref.model, 43) > 0);
+  }
+  // The decoding step has no static form.
+  TransformerLanguageModel decoding(path);
+  CHECK_FALSE(decoding.step_graphs());
+  CHECK_THROWS_WITH(decoding.set_step_graphs(true), Contains("the model is on the CPU's decoding step"));
+}
+
+TEST_CASE("a step graph refuses what it cannot replay", "[transformer]") {
+  Transformer model = scaled_model(small_config(), 5);
+  model->set_decode_step(false);
+  c10::InferenceMode inference;
+  KVCache cache = model->new_cache(1);
+  CHECK_THROWS_WITH(StepGraph(model, cache, 2, /*capture=*/true), Contains("capturing needs a CUDA LibTorch"));
+  StepGraph step(model, cache, 2, false);
+  const torch::Tensor tokens = torch::tensor({3, 4}, torch::kInt64), positions = torch::tensor({0, 1}, torch::kInt64);
+  const AttentionLayout layout = causal_layout(0, 2);
+  const StepOutputs out = step.run(tokens, positions, layout.mask);
+  CHECK(out.logits.size(0) == 2);
+  CHECK(out.logits.size(1) == 256);
+  CHECK(max_abs_diff(out.logits[1], model->forward(ids({3, 4}))[0][1]) < kTol);
+  CHECK_THROWS_WITH(step.run(torch::tensor({3}, torch::kInt64), positions, layout.mask),
+                    Contains("1 tokens and 2 positions for a step of 2 rows"));
+  CHECK_THROWS_WITH(step.run(tokens, positions, causal_layout(0, 3).mask), Contains("a mask of [3, 3] for 2 rows"));
+  cache.reserve(cache.capacity() + 1);  // the storage moves
+  CHECK(step.stale());
+  CHECK_THROWS_WITH(step.run(tokens, positions, layout.mask), Contains("the cache was reallocated"));
+  Transformer decoding = scaled_model(small_config(), 5);
+  KVCache other = decoding->new_cache(1);
+  CHECK_THROWS_WITH(StepGraph(decoding, other, 1, false), Contains("the model is on the decoding step"));
 }
 
 TEST_CASE("a fresh session given the model's last prompt copies its run: the same bits as running it",

@@ -26,6 +26,8 @@
 #include "harness/models/transformer/huge_page_buffer.h"
 #include "harness/models/transformer/memory_budget.h"
 #include "harness/models/transformer/skinny_linear.h"
+#include "harness/models/transformer/step_graph.h"
+#include "harness/models/transformer/transformer_model.h"
 #include "kernels/cuda_device.h"
 #include "kernels/shared/error.h"
 #include "verify/verifiers/token_tree.h"
@@ -102,6 +104,7 @@ struct Case {
   std::vector<double> cpu_us;     // process CPU time per timed forward (all threads)
   std::string group = "forward";  // "forward" | "floor" (the weight stream alone)
   double floor_scale = 1.0;       // the floor's time per timed run: its median times this
+  bool graph = false;             // a CUDA graph's replay (step_graph.h); its eager twin follows it
 };
 
 // Runs the cases in rounds (one forward of each per round, in a freshly shuffled order, the cache truncated
@@ -140,42 +143,69 @@ void wait_for_device(bool cuda) {
   if (cuda) torch::cuda::synchronize();
 }
 
+// The case of `layout`'s rows as a CUDA graph (step_graph.h), as a session on the GPU runs them: the graph is
+// captured on the first (warm-up) run, each timed run copies the positions and the mask in and replays it.
+Case graph_case(Transformer& model, KVCache& cache, const Case& eager, const torch::Tensor& tokens,
+                const AttentionLayout& layout) {
+  const auto step = std::make_shared<StepGraph>(model, cache, eager.rows, /*capture=*/true);
+  Case graph = eager;
+  graph.graph = true;
+  graph.run = [step, tokens, layout] {
+    step->run(tokens, layout.positions, layout.mask);
+    wait_for_device(true);
+  };
+  return graph;
+}
+
 // One case per chunk size and per tree shape, each a forward after the model's cached context. The token ids
 // start where the model is; positions and the mask are built on the host and copied in each call, as in a run.
+// On a GPU whose LibTorch captures CUDA graphs each case is the graph's replay (what a run on the GPU steps with),
+// followed by its eager twin ("… eager", kind "chunk-eager" / "tree-eager"): the same forward launched op by op.
 std::vector<Case> forward_cases(Transformer& model, KVCache& cache, const ForwardBenchOptions& o) {
   const int64_t V = model->config().vocab_size;
   const bool cuda = o.device == "cuda";
+  const bool graphs = cuda && step_graphs_capture(model->embedding->weight.device());
   const torch::TensorOptions ids =
       torch::TensorOptions().dtype(torch::kInt64).device(model->embedding->weight.device());
   std::vector<Case> cases;
+  const auto add = [&](Case eager, const torch::Tensor& tokens, const AttentionLayout& layout) {
+    if (graphs) {
+      cases.push_back(graph_case(model, cache, eager, tokens.reshape({-1}), layout));
+      eager.name += " eager";
+      eager.kind += "-eager";
+    }
+    cases.push_back(std::move(eager));
+  };
   for (int64_t k : o.chunk_sizes) {
     const torch::Tensor tokens = torch::randint(V, {1, k}, ids);
-    cases.push_back({k == 1 ? "1-token" : "chunk K=" + std::to_string(k),
-                     "chunk",
-                     k,
-                     k,
-                     [&model, &cache, tokens, cuda] {
-                       model->forward(tokens, cache);
-                       wait_for_device(cuda);
-                     },
-                     {},
-                     {}});
+    add({k == 1 ? "1-token" : "chunk K=" + std::to_string(k),
+         "chunk",
+         k,
+         k,
+         [&model, &cache, tokens, cuda] {
+           model->forward(tokens, cache);
+           wait_for_device(cuda);
+         },
+         {},
+         {}},
+        tokens, causal_layout(o.context, k));
   }
   for (const std::string& shape_text : o.trees) {
     const std::vector<int32_t> shape = parse_tree_shape(shape_text, "trees");
     const std::vector<int32_t> parents = tree_parents(shape);
     const int64_t n = static_cast<int64_t>(parents.size());
     const torch::Tensor tokens = torch::randint(V, {n}, ids);
-    cases.push_back({"tree " + shape_text,
-                     "tree",
-                     n,
-                     static_cast<int64_t>(shape.size()),
-                     [&model, &cache, tokens, parents, cuda] {
-                       model->forward_tree(tokens, parents, cache);
-                       wait_for_device(cuda);
-                     },
-                     {},
-                     {}});
+    add({"tree " + shape_text,
+         "tree",
+         n,
+         static_cast<int64_t>(shape.size()),
+         [&model, &cache, tokens, parents, cuda] {
+           model->forward_tree(tokens, parents, cache);
+           wait_for_device(cuda);
+         },
+         {},
+         {}},
+        tokens, tree_layout(o.context, 0, parents));
   }
   return cases;
 }
@@ -234,7 +264,10 @@ json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ost
   const bool cuda = o.device == "cuda";
   // As an inference model keeps its matrices: packed for the CPU's few-row kernel, or on the GPU as stored.
   const int64_t moved_bytes = cuda ? 0 : pack_matrices_for_decoding(*model);
-  if (cuda) model->to(torch::kCUDA);
+  if (cuda) {  // LibTorch's operations, as a session on the GPU runs them (step graphs need them)
+    model->set_decode_step(false);
+    model->to(torch::kCUDA);
+  }
   const long long huge_page_bytes = process_huge_page_bytes(), resident = process_resident_bytes();
   const bool huge_pages = decoding_weights_on_huge_pages();
   const TransformerConfig& c = model->config();
@@ -272,7 +305,9 @@ json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ost
      << "CPU us/row"
      << "   (medians)\n";
   json jcases = json::array();
-  for (const Case& cs : cases) {
+  bool any_graph = false;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& cs = cases[i];
     if (cs.group == "floor") continue;  // reported below
     const double wall = median(cs.wall_us), cpu = median(cs.cpu_us);
     os << std::left << std::setw(14) << cs.name << std::right << std::setw(6) << cs.rows << std::fixed
@@ -292,6 +327,13 @@ json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ost
                       {"ratio_wall_vs_1_token", wall / base_wall},
                       {"ratio_cpu_vs_1_token", cpu / base_cpu},
                       {"ratio_wall_vs_weight_read", wall / floor_wall}});
+    if (cs.graph) {  // beside its eager twin, the next case
+      const double eager = median(cases[i + 1].wall_us);
+      jcases.back()["cuda_graph"] = true;
+      jcases.back()["eager_median_wall_us"] = eager;
+      jcases.back()["graph_speedup"] = eager / wall;
+      any_graph = true;
+    }
   }
   os << std::setprecision(2)
      << (cuda ? "weight read (the floor: half a device-to-device copy): " : "weight read (the floor): ")
@@ -308,6 +350,7 @@ json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ost
           {"weight_read_median_wall_us", floor_wall},
           {"read_bandwidth_gb_s", bandwidth_gb_s},
           {"one_token_vs_weight_read", base_wall / floor_wall},
+          {"cuda_graphs", any_graph},  // the cases are CUDA graphs' replays, each with an eager twin
           {"device", o.device},
           {"kernel_isa", skinny_isa_name(skinny_linear_isa())},
           {"weight_layout", weight_layout_name(decoding_weight_layout())},

@@ -39,6 +39,20 @@ class KVCache {
     v_layer.narrow(2, length_, n).copy_(v);
     return {k_layer.narrow(2, 0, length_ + n), v_layer.narrow(2, 0, length_ + n)};
   }
+  // The static-shape form of write (a step replayed as a CUDA graph, step_graph.h): the N new keys and values go to
+  // the slots `slots` [N] (a device tensor, so that its values can change between replays), and the layer's keys and
+  // values of every slot of the capacity come back, [B, H, capacity, D]: the caller's mask hides the slots a row
+  // must not see. Reads no tensor's value on the host.
+  std::pair<torch::Tensor, torch::Tensor> write_at(int64_t layer, const torch::Tensor& k, const torch::Tensor& v,
+                                                   const torch::Tensor& slots) {
+    torch::Tensor k_layer = k_.select(0, layer), v_layer = v_.select(0, layer);
+    k_layer.index_copy_(2, slots, k.to(k_layer.scalar_type()));
+    v_layer.index_copy_(2, slots, v.to(v_layer.scalar_type()));
+    return {k_layer, v_layer};
+  }
+  // Where the keys live: a step captured with this cache reads and writes this storage, so it is stale once reserve()
+  // reallocates it.
+  const void* storage() const { return k_.data_ptr(); }
   void advance(int64_t n) {
     if (n < 0 || length_ + n > capacity()) fail("KV cache: cannot advance ", length_, " by ", n);
     length_ += n;

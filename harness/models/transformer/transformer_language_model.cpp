@@ -6,6 +6,7 @@
 #endif
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <mutex>
@@ -16,6 +17,7 @@
 #include "harness/models/transformer/byte_tokenizer.h"
 #include "harness/models/transformer/checkpoint.h"
 #include "harness/models/transformer/memory_budget.h"
+#include "harness/models/transformer/step_graph.h"
 #include "harness/models/transformer/transformer_model.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/mutation_points.h"
@@ -36,6 +38,12 @@ struct PromptCacheEntry {
 // prompt is run by every session, as without the cache.
 constexpr int64_t kPromptCacheBytes = int64_t{64} << 20;
 
+// Step graphs (step_graph.h): a lone call of at most this many rows (a decode step, a chain, a tree of up to 63 nodes)
+// runs as one; a session keeps at most kMaxStepGraphs shapes (a run uses one or two: the step after a verification,
+// and its prompt's), and further shapes take the dynamic path.
+constexpr int64_t kMaxStepGraphRows = 64;
+constexpr size_t kMaxStepGraphs = 8;
+
 struct TransformerModelState {
   std::string kind = "transformer";  // the model spec's kind: "transformer" or "hf"
   std::string dir;
@@ -48,6 +56,9 @@ struct TransformerModelState {
   // the result of the very computation a miss would run: its bits equal a recomputation's.
   std::mutex prompt_mutex;
   std::shared_ptr<const PromptCacheEntry> prompt;
+  // Lone calls of a few rows run as static-shape steps (step_graph.h), captured as CUDA graphs where possible.
+  bool step_graphs = false;
+  bool capture_graphs = false;
 };
 
 namespace {
@@ -64,19 +75,40 @@ void place_for_inference(Transformer& model, const std::string& device) {
   model->to(torch_device_named(device));
 }
 
+// SPECULA_STEP_GRAPHS: unset or "on", step graphs on LibTorch's path (a GPU, `libtorch`); "off", every step on the
+// dynamic path (how `bench forward` and a user see what the graphs gain). Anything else is refused.
+bool step_graphs_wanted() {
+  const char* value = std::getenv("SPECULA_STEP_GRAPHS");
+  if (!value || std::string(value) == "on") return true;
+  if (std::string(value) == "off") return false;
+  fail("SPECULA_STEP_GRAPHS must be on or off, got '", value, "'");
+}
+
 }  // namespace
 
 TransformerLanguageModel::TransformerLanguageModel(const std::string& checkpoint_dir, const std::string& weights_dtype,
                                                    const std::string& device)
     : state_(std::make_shared<TransformerModelState>()) {
   if (device != "cpu" && device != "libtorch") torch_device_named(device);  // refused before the weights are read
+  const bool graphs = device != "cpu" && step_graphs_wanted();
   LoadedCheckpoint loaded = load_checkpoint(checkpoint_dir, weights_dtype);
   place_for_inference(loaded.model, device);
   state_->dir = checkpoint_dir;
   state_->model = loaded.model;
   state_->config = loaded.config;
   state_->tokenizer = with_source(checkpoint_dir, [&] { return make_tokenizer(loaded.config.tokenizer); });
+  set_step_graphs(graphs);
 }
+
+void TransformerLanguageModel::set_step_graphs(bool on) {
+  if (on && state_->model->decode_step())
+    fail(description(), ": step graphs run LibTorch's operations; the model is on the CPU's decoding step");
+  state_->step_graphs = on;
+  state_->capture_graphs = on && step_graphs_capture(state_->model->embedding->weight.device());
+}
+
+bool TransformerLanguageModel::step_graphs() const { return state_->step_graphs; }
+bool TransformerLanguageModel::captures_step_graphs() const { return state_->capture_graphs; }
 
 TransformerLanguageModel::TransformerLanguageModel(const std::string& kind, const std::string& dir,
                                                    const LoadedCheckpoint& loaded,
@@ -131,7 +163,11 @@ std::shared_ptr<const LanguageModel> load_transformer_language_model(const std::
   auto model = std::make_shared<TransformerLanguageModel>(checkpoint_dir, weights_dtype, device);
   std::cerr << "transformer:" << checkpoint_dir << ": " << model->parameter_count() << " parameters, "
             << model->matrices_dtype() << " matrices, resident " << format_bytes(model->resident_weight_bytes())
-            << (device == "cpu" ? std::string() : ", on " + device) << "\n";
+            << (device == "cpu" ? std::string() : ", on " + device)
+            << (model->captures_step_graphs() ? ", CUDA graphs"
+                : model->step_graphs()        ? ", static-shape steps"
+                                              : "")
+            << "\n";
   return model;
 }
 
@@ -156,7 +192,22 @@ struct TransformerSession::Cache {
   torch::Tensor tree_hidden;  // [n, d] after each node of the remembered tree
   torch::Tensor tree_logits;  // [n, V]
   TransformerSessionStats stats;
-  int64_t last_call_rows = 0;  // 1 + nodes of the last call (0 before the first)
+  int64_t last_call_rows = 0;                      // 1 + nodes of the last call (0 before the first)
+  std::vector<std::unique_ptr<StepGraph>> graphs;  // one per row count (step_graph.h), over `kv`
+
+  // The step graph for `rows` rows after `kv`, built on first use (again when kv's storage moved); null when the
+  // session already holds kMaxStepGraphs other shapes.
+  StepGraph* graph_for(int64_t rows) {
+    const size_t before = graphs.size();
+    graphs.erase(std::remove_if(graphs.begin(), graphs.end(), [](const auto& g) { return g->stale(); }), graphs.end());
+    stats.step_graphs_dropped += static_cast<int64_t>(before - graphs.size());
+    for (const auto& g : graphs)
+      if (g->rows() == rows) return g.get();
+    if (graphs.size() >= kMaxStepGraphs) return nullptr;
+    graphs.push_back(std::make_unique<StepGraph>(state->model, kv, rows, state->capture_graphs));
+    ++stats.step_graphs_built;
+    return graphs.back().get();
+  }
 
   void forget_tree() {
     if (!mutant_on(Mutant::kv_cache_keeps_rejected_drafts)) kv.truncate(static_cast<int64_t>(linear.size()));
@@ -422,10 +473,24 @@ void prepare_call(PendingCall& call) {
 // rows whose logits anyone reads, and one copy of the batch's hidden states to the host (a model on a GPU; its
 // logits stay there).
 void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
-  std::vector<RowSegment> segments;
-  for (PendingCall* call : calls) segments.push_back(call->segment);
   Transformer& model = state.model;
-  const torch::Tensor hidden = model->batch_hidden_states(segments);
+  // A lone call of a few rows: its session's step graph, which also gives every row's logits.
+  StepGraph* graph = state.step_graphs && calls.size() == 1 && calls[0]->rows <= kMaxStepGraphRows
+                         ? calls[0]->cache->graph_for(calls[0]->rows)
+                         : nullptr;
+  torch::Tensor hidden, step_logits;
+  if (graph) {
+    const RowSegment& segment = calls[0]->segment;
+    const StepOutputs out = graph->run(segment.tokens, segment.positions, segment.mask);
+    segment.cache->advance(calls[0]->rows);
+    hidden = out.hidden;
+    step_logits = out.logits;
+    ++calls[0]->cache->stats.step_graph_calls;
+  } else {
+    std::vector<RowSegment> segments;
+    for (PendingCall* call : calls) segments.push_back(call->segment);
+    hidden = model->batch_hidden_states(segments);
+  }
   // The sessions keep their context rows' hidden states on the host: one copy for the batch (a model on a GPU).
   const torch::Tensor hidden_on_host = hidden.device().is_cpu() ? hidden : hidden.to(torch::kCPU);
   std::vector<torch::Tensor> read;
@@ -449,7 +514,10 @@ void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
   // row-major head (a vocabulary that is no multiple of 16) takes LibTorch's GEMM above 32 rows, whose sums would
   // make a row's bits depend on the batch. Elsewhere (a GPU) one GEMM serves the batch.
   torch::Tensor logits;
-  if (model->decode_step() && read.size() > 1) {
+  if (step_logits.defined()) {  // the graph's own tensor, overwritten by its next run: the read rows copied out
+    const int64_t first = calls[0]->rows - read[0].size(0);
+    logits = step_logits.narrow(0, first, read[0].size(0)).clone();
+  } else if (model->decode_step() && read.size() > 1) {
     std::vector<torch::Tensor> parts;
     for (const torch::Tensor& r : read) parts.push_back(model->lm_head(r));
     logits = torch::cat(parts);

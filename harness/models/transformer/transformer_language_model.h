@@ -75,6 +75,14 @@ class TransformerLanguageModel : public LanguageModel {
   int64_t resident_weight_bytes() const;
   std::string matrices_dtype() const;  // "float32" | "float16" | "bfloat16"
 
+  // Step graphs (step_graph.h): a session's lone call of at most 64 rows runs as a static-shape step, captured as a
+  // CUDA graph on a GPU (with a CUDA LibTorch) and replayed at every later call of that row count; on the
+  // `libtorch` path the same step runs eagerly. On by default off the CPU's decoding step unless the environment
+  // says SPECULA_STEP_GRAPHS=off; set_step_graphs(true) on a model on the decoding step throws.
+  void set_step_graphs(bool on);
+  bool step_graphs() const;
+  bool captures_step_graphs() const;
+
  private:
   friend Transformer transformer_module(const TransformerLanguageModel& model);
   std::shared_ptr<TransformerModelState> state_;
@@ -94,6 +102,9 @@ struct TransformerSessionStats {
   int64_t path_nodes_compacted = 0;   // tree nodes whose keys/values were moved into the linear prefix
   int64_t tree_nodes_reused = 0;      // nodes of a grown tree served from the previous call
   int64_t prompt_cache_hits = 0;      // first calls served from the model's prompt cache (another session's run)
+  int64_t step_graph_calls = 0;       // calls run as a step graph (step_graph.h)
+  int64_t step_graphs_built = 0;      // step graphs made (one per row count, again after the cache grew)
+  int64_t step_graphs_dropped = 0;    // step graphs dropped because the cache grew (its storage moved)
 };
 
 class TransformerSession : public ModelSession {

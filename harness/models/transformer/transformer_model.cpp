@@ -49,18 +49,22 @@ AttentionImpl::AttentionImpl(const TransformerConfig& c)
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& mask,
-                                     KVCache* cache, int64_t layer) {
-  return apply_linear(out, attend(apply_linear(qkv, x), positions, mask, cache, layer));
+                                     KVCache* cache, int64_t layer, const torch::Tensor& slots) {
+  return apply_linear(out, attend(apply_linear(qkv, x), positions, mask, cache, layer, slots));
 }
 
 torch::Tensor AttentionImpl::attend(const torch::Tensor& projected, const torch::Tensor& positions,
-                                    const torch::Tensor& mask, KVCache* cache, int64_t layer) {
+                                    const torch::Tensor& mask, KVCache* cache, int64_t layer,
+                                    const torch::Tensor& slots) {
   const int64_t B = projected.size(0), N = projected.size(1), G = n_heads / n_kv_heads;
   const auto heads = projected.view({B, N, n_heads + 2 * n_kv_heads, head_dim}).transpose(1, 2);
   torch::Tensor q = rope->forward(heads.narrow(1, 0, n_heads), positions);           // [B, H, N, D]
   torch::Tensor k = rope->forward(heads.narrow(1, n_heads, n_kv_heads), positions);  // [B, Hkv, N, D]
   torch::Tensor v = heads.narrow(1, n_heads + n_kv_heads, n_kv_heads);
-  if (cache) std::tie(k, v) = cache->write(layer, k, v);  // now [B, Hkv, T, D]
+  if (cache && slots.defined())
+    std::tie(k, v) = cache->write_at(layer, k, v, slots);  // now [B, Hkv, capacity, D]
+  else if (cache)
+    std::tie(k, v) = cache->write(layer, k, v);  // now [B, Hkv, T, D]
   const int64_t T = k.size(2);
   // The G query heads of a group share one key/value head: stack their rows, [B, Hkv, G * N, D].
   q = q.reshape({B, n_kv_heads, G * N, head_dim});
@@ -88,8 +92,8 @@ BlockImpl::BlockImpl(const TransformerConfig& c) {
 }
 
 torch::Tensor BlockImpl::forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& mask,
-                                 KVCache* cache, int64_t layer) {
-  const torch::Tensor h = x + attn->forward(attn_norm->forward(x), positions, mask, cache, layer);
+                                 KVCache* cache, int64_t layer, const torch::Tensor& slots) {
+  const torch::Tensor h = x + attn->forward(attn_norm->forward(x), positions, mask, cache, layer, slots);
   return h + mlp->forward(mlp_norm->forward(h));
 }
 
@@ -403,6 +407,17 @@ torch::Tensor TransformerImpl::hidden_states(const torch::Tensor& tokens, const 
     x = blocks->ptr<BlockImpl>(i)->forward(x, on_device_positions, on_device_mask, cache, static_cast<int64_t>(i));
   if (cache) cache->advance(tokens.size(1));
   return final_norm->forward(x);
+}
+
+torch::Tensor TransformerImpl::static_hidden_states(const torch::Tensor& tokens, const torch::Tensor& positions,
+                                                    const torch::Tensor& slots, const torch::Tensor& mask,
+                                                    KVCache& cache) {
+  if (decode_step_) fail("static_hidden_states: the model is on the decoding step (set_decode_step(false) first)");
+  const LibTorchOperationsOnly scope(true);
+  torch::Tensor x = embed(tokens).unsqueeze(0);  // [1, N, d]
+  for (size_t i = 0; i < blocks->size(); ++i)
+    x = blocks->ptr<BlockImpl>(i)->forward(x, positions, mask, &cache, static_cast<int64_t>(i), slots);
+  return final_norm->forward(x)[0];
 }
 
 torch::Tensor TransformerImpl::embed(const torch::Tensor& tokens) {

@@ -45,12 +45,13 @@ struct AttentionImpl : torch::nn::Module {
   explicit AttentionImpl(const TransformerConfig& c);
   // x [B, N, d]; mask [N, T] additive (undefined: every column visible); with a cache, T = cache.length() + N
   // and this layer's keys/values are written to the cache; without one, T = N.
+  // `slots` [N] (defined only with a cache): the static-shape form (KVCache::write_at), mask [N, capacity].
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& mask,
-                        KVCache* cache, int64_t layer);
+                        KVCache* cache, int64_t layer, const torch::Tensor& slots = torch::Tensor());
   // forward between its two projections: heads = qkv(x) [B, N, (H + 2 Hkv) D] in, the attention's output before
   // `out` [B, N, H D] back (a batch of sequences projects all its rows at once and attends sequence by sequence).
   torch::Tensor attend(const torch::Tensor& heads, const torch::Tensor& positions, const torch::Tensor& mask,
-                       KVCache* cache, int64_t layer);
+                       KVCache* cache, int64_t layer, const torch::Tensor& slots = torch::Tensor());
   // qkv [d -> (H + 2 Hkv) D]: q, k, v stacked, head-major within each (bias only with config.qkv_bias);
   // out [d -> d]
   torch::nn::Linear qkv{nullptr}, out{nullptr};
@@ -70,7 +71,7 @@ TORCH_MODULE(SwiGLU);
 struct BlockImpl : torch::nn::Module {
   explicit BlockImpl(const TransformerConfig& c);
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& mask,
-                        KVCache* cache, int64_t layer);
+                        KVCache* cache, int64_t layer, const torch::Tensor& slots = torch::Tensor());
   RMSNorm attn_norm{nullptr}, mlp_norm{nullptr};
   Attention attn{nullptr};
   SwiGLU mlp{nullptr};
@@ -115,6 +116,14 @@ class TransformerImpl : public torch::nn::Module {
   torch::Tensor hidden_states(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& mask,
                               KVCache* cache);
   torch::Tensor lm_head(const torch::Tensor& hidden);  // [.., d] -> [.., V]
+
+  // hidden_states with static shapes, the form a CUDA graph captures (step_graph.h): tokens, positions and `slots`
+  // [N] (the cache slots the rows' keys and values go to) and mask [N, cache capacity] (additive, every slot a row
+  // must not see at -inf, unused ones included) on the parameters' device; every row attends over the cache's whole
+  // capacity. Returns the final hidden states [N, d]. Reads no tensor's value on the host and does not advance the
+  // cache. LibTorch's operations only (a model off the decoding step: set_decode_step(false)); batch 1.
+  torch::Tensor static_hidden_states(const torch::Tensor& tokens, const torch::Tensor& positions,
+                                     const torch::Tensor& slots, const torch::Tensor& mask, KVCache& cache);
 
   // hidden_states for several sequences in one forward (batched lockstep decoding): the final hidden states of
   // every segment's rows, [sum of N, d] in segment order, each segment's keys/values appended to its own cache.

@@ -1,0 +1,140 @@
+#include "harness/models/transformer/step_graph.h"
+
+#include <limits>
+
+#ifdef SPECULA_TORCH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include "kernels/shared/error.h"
+#include "kernels/shared/mutation_points.h"
+
+namespace specula {
+
+struct StepGraph::State {
+  Transformer model{nullptr};
+  KVCache* cache = nullptr;
+  int64_t rows = 0;
+  bool capture = false;
+  const void* storage = nullptr;  // the cache's storage the step reads and writes
+  // The static inputs, on the model's device: what a replay reads.
+  torch::Tensor tokens, positions, slots, mask;
+  StepOutputs out;
+  int64_t runs = 0;
+#ifdef SPECULA_TORCH_CUDA
+  std::unique_ptr<at::cuda::CUDAGraph> graph;
+#endif
+
+  // The step itself, from the static inputs into `out`.
+  void compute() {
+    const torch::Tensor hidden = model->static_hidden_states(tokens, positions, slots, mask, *cache);
+    out = {hidden, model->lm_head(hidden).to(torch::kFloat32)};
+  }
+
+#ifdef SPECULA_TORCH_CUDA
+  // LibTorch's rules for a capture: on a stream other than the device's default, after a warm-up run on it (lazy
+  // initialisations such as cuBLAS's workspace must not happen inside the capture), and joined back to the caller's
+  // stream. The warm-up writes the same keys and values to the same slots as the replay that follows.
+  void capture_graph() {
+    const c10::DeviceIndex index = model->embedding->weight.device().index();
+    const c10::cuda::CUDAStream caller = c10::cuda::getCurrentCUDAStream(index);
+    const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, index);
+    at::cuda::CUDAEvent inputs_ready;
+    inputs_ready.record(caller);
+    inputs_ready.block(side);
+    {
+      const c10::cuda::CUDAStreamGuard on_side(side);
+      compute();
+      graph = std::make_unique<at::cuda::CUDAGraph>();
+      graph->capture_begin();
+      compute();  // recorded, not run: `out` now names the graph's own output tensors
+      graph->capture_end();
+    }
+    at::cuda::CUDAEvent captured;
+    captured.record(side);
+    captured.block(caller);
+  }
+#endif
+};
+
+bool step_graphs_capture(const torch::Device& device) {
+#ifdef SPECULA_TORCH_CUDA
+  return device.is_cuda();
+#else
+  (void)device;
+  return false;
+#endif
+}
+
+StepGraph::StepGraph(Transformer model, KVCache& cache, int64_t rows, bool capture)
+    : state_(std::make_unique<State>()) {
+  const torch::Device device = model->embedding->weight.device();
+  if (model->decode_step()) fail("step graph: the model is on the decoding step; graphs run LibTorch's operations");
+  if (cache.batch() != 1) fail("step graph: a cache of batch ", cache.batch(), "; a step graph runs one sequence");
+  if (rows < 1) fail("step graph: at least one row, got ", rows);
+  if (capture && !step_graphs_capture(device))
+    fail("step graph: capturing needs a CUDA LibTorch and a model on a GPU, the model is on ", device.str());
+  State& s = *state_;
+  s.model = model;
+  s.cache = &cache;
+  s.rows = rows;
+  s.capture = capture;
+  s.storage = cache.storage();
+  const torch::TensorOptions ids = torch::TensorOptions().dtype(torch::kInt64).device(device);
+  s.tokens = torch::zeros({rows}, ids);
+  s.positions = torch::zeros({rows}, ids);
+  s.slots = torch::arange(rows, ids);
+  s.mask = torch::zeros({rows, cache.capacity()}, torch::TensorOptions().dtype(torch::kFloat32).device(device));
+}
+
+StepGraph::~StepGraph() = default;
+
+StepOutputs StepGraph::run(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& mask) {
+  State& s = *state_;
+  if (stale()) fail("step graph: the cache was reallocated since the step was built");
+  const int64_t length = s.cache->length(), columns = length + s.rows;
+  if (columns > s.cache->capacity())
+    fail("step graph: ", length, " cached + ", s.rows, " rows exceed the cache's capacity ", s.cache->capacity());
+  if (tokens.numel() != s.rows || positions.numel() != s.rows)
+    fail("step graph: ", tokens.numel(), " tokens and ", positions.numel(), " positions for a step of ", s.rows,
+         " rows");
+  if (mask.defined() && (mask.dim() != 2 || mask.size(0) != s.rows || mask.size(1) != columns))
+    fail("step graph: a mask of ", mask.sizes(), " for ", s.rows, " rows after ", length, " cached slots");
+  // The inputs into the static tensors (stream-ordered before the step): the rows go to slots [length, columns);
+  // every column past them, unused, is hidden.
+  s.tokens.copy_(tokens.reshape({s.rows}));
+  s.positions.copy_(positions.reshape({s.rows}));
+  s.slots.copy_(torch::arange(length, columns, torch::kInt64));
+  s.mask.fill_(mutant_on(Mutant::step_graph_sees_unused_slots) ? 0.0f : -std::numeric_limits<float>::infinity());
+  if (mask.defined())
+    s.mask.narrow(1, 0, columns).copy_(mask);
+  else
+    s.mask.narrow(1, 0, columns).zero_();
+#ifdef SPECULA_TORCH_CUDA
+  if (s.capture) {
+    if (!s.graph) s.capture_graph();
+    s.graph->replay();
+    ++s.runs;
+    return s.out;
+  }
+#endif
+  s.compute();
+  ++s.runs;
+  return s.out;
+}
+
+int64_t StepGraph::rows() const { return state_->rows; }
+bool StepGraph::stale() const { return state_->cache->storage() != state_->storage; }
+int64_t StepGraph::runs() const { return state_->runs; }
+bool StepGraph::captured() const {
+#ifdef SPECULA_TORCH_CUDA
+  return state_->graph != nullptr;
+#else
+  return false;
+#endif
+}
+
+}  // namespace specula

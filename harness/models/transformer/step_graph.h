@@ -1,0 +1,57 @@
+// One forward shape of a transformer session made replayable: the static-shape step
+// (TransformerImpl::static_hidden_states, then the LM head) for `rows` rows after a session's KV cache, captured as a
+// CUDA graph (LibTorch's at::cuda::CUDAGraph) on its first run and replayed on every later one, with the new token
+// ids, positions, cache slots and mask copied into the same device tensors first. A small model's step on a GPU is
+// bound by launching its ~15 kernels a layer one by one from the host; a replay launches them all at once.
+//
+// Where nothing can be captured (a LibTorch without CUDA, a model on the CPU: the `libtorch` path the tests run),
+// every run executes the same static-shape step eagerly, so CI checks what a replay computes.
+// Includes LibTorch: only for torch translation units.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "harness/models/transformer/kv_cache.h"
+#include "harness/models/transformer/transformer_model.h"
+
+namespace specula {
+
+// A step's outputs: the final hidden states [rows, d] and the logits [rows, V], float32, where the model computes.
+struct StepOutputs {
+  torch::Tensor hidden, logits;
+};
+
+class StepGraph {
+ public:
+  // For `rows` rows after `cache` (batch 1) of `model`, which must be off the decoding step (LibTorch's operations).
+  // `capture`: record a CUDA graph on the first run (needs step_graphs_capture(model's device)); else run eagerly.
+  StepGraph(Transformer model, KVCache& cache, int64_t rows, bool capture);
+  ~StepGraph();
+  StepGraph(const StepGraph&) = delete;
+  StepGraph& operator=(const StepGraph&) = delete;
+
+  // The rows' outputs for token ids `tokens` [rows] (int64), `positions` [rows] (int64) and `mask` [rows,
+  // cache.length() + rows] (additive, as tree_layout builds it; undefined: every column visible), each row's key and
+  // value written to slot cache.length() + its index. Inputs may be on the host. The cache is not advanced. The
+  // outputs are the step's own tensors, overwritten by its next run: copy what must outlive it.
+  StepOutputs run(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& mask);
+
+  int64_t rows() const;
+  // The cache's storage moved since the step was built (KVCache::reserve reallocated it): build a new one.
+  bool stale() const;
+  bool captured() const;  // a CUDA graph replays the step
+  int64_t runs() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// Whether steps on `device` can be captured as CUDA graphs: LibTorch has CUDA (compiled with SPECULA_TORCH_CUDA)
+// and the device is a GPU.
+bool step_graphs_capture(const torch::Device& device);
+
+}  // namespace specula
