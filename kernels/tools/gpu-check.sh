@@ -2,15 +2,18 @@
 # The one command to run when a machine with an NVIDIA GPU is available: the gpu-labelled tests, the three
 # compute-sanitizer tools over them, the end-to-end `generate --device cuda` check against the CPU driver,
 # the CUDA benchmarks, the bundled target's forward on the GPU (`bench forward --device cuda`, whose cost
-# profile `specula run --cost-profile` reads) and the whole loop on the GPU in batched lockstep (`bench end-to-end
-# --device cuda --batch`), written as one JSON report. On a GPU machine without Debian's packages, build first
+# profile `specula run --cost-profile` reads), a 1.1 B-parameter Llama-shaped model's forward on the GPU, the whole
+# loop on the GPU at batch 1 (`bench end-to-end --device cuda`, with that profile's predictions) and in batched
+# lockstep (`--batch`), written as one JSON report with the kernels' and the loop's targets read off the benchmarks. On a GPU machine without Debian's packages, build first
 # with kernels/tools/gpu-build.sh (collect .gpu-debs here with --collect, carry it) and pass --build build-gpu.
 #
-#   kernels/tools/gpu-check.sh [--build DIR] [--report FILE] [--cost-profile FILE] [--quick]
+#   kernels/tools/gpu-check.sh [--build DIR] [--report FILE] [--cost-profile FILE] [--corpus FILE] [--quick]
 #
 #   --build DIR    the build folder holding specula and specula_gpu_tests (default: build)
 #   --report FILE  the JSON report (default: results/bench/gpu-check-<host>.json)
 #   --cost-profile FILE  the GPU's cost profile for target-27m (default: the report's name, -cost-profile.json)
+#   --corpus FILE  the text the end-to-end runs take their prompts from (default ../shared/data/tinyshakespeare.txt;
+#                  where it is missing those steps are skipped, saying so)
 #   --quick        a first look inside a short lease: benchmarks with 5 iterations instead of 50, batches 1 and
 #                  16 of one repetition, and each step under a shorter time limit (tests 150 s, each sanitizer
 #                  60 s, each benchmark 60 s, the batched end-to-end run 150 s)
@@ -24,8 +27,9 @@ cd "$(dirname "$0")/../.."
 build=build
 report=""
 profile=""
+corpus=../shared/data/tinyshakespeare.txt
 iterations=50
-limit_tests=900 limit_sanitizer=600 limit_bench=600 limit_e2e=600
+limit_tests=900 limit_sanitizer=600 limit_bench=600 limit_e2e=600 limit_make=300
 batches=1,4,16,64
 e2e_quick=()
 while (($#)); do
@@ -33,11 +37,12 @@ while (($#)); do
     --build) build=$2; shift 2 ;;
     --report) report=$2; shift 2 ;;
     --quick)
-      iterations=5 limit_tests=150 limit_sanitizer=60 limit_bench=60 limit_e2e=150 batches=1,16
+      iterations=5 limit_tests=150 limit_sanitizer=60 limit_bench=60 limit_e2e=150 limit_make=180 batches=1,16
       e2e_quick=(--set experiment.repetitions=1 --set experiment.max_new_tokens=48)
       shift ;;
     --cost-profile) profile=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    --corpus) corpus=$2; shift 2 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -128,11 +133,43 @@ else
   skip bench_forward "the bundled checkpoints are not here"
 fi
 
+# 5b. A Llama-shaped model of about 1.1 B parameters (22 layers, d 2048, 16 heads, ff 5632: TinyLlama's shape; byte
+# vocabulary), random weights from one training step on the CPU, stored in bfloat16; its forward on the GPU against
+# the floor. Targets (#36): the 1-token step <= 1.5x its floor, 16 rows and the 15-node tree <= 1.15x one token.
+big=$work/llama-1b
+step make_llama_1b "$limit_make" "$specula" train --corpus README.md --output "$big" --steps 1 --batch-size 1 \
+  --seq-len 64 --warmup-steps 0 --eval-interval 1 --eval-windows 1 --validation-fraction 0.05 --d-model 2048 \
+  --n-layers 22 --n-heads 16 --d-ff 5632 --max-seq-len 2048 --weights-dtype bfloat16 --threads "$(nproc)"
+if [ -f "$big/config.json" ]; then
+  step bench_forward_1b "$limit_bench" "$specula" bench forward --device cuda --model "transformer:$big" \
+    --chunks 1,2,4,8,16,32,64 --trees "1,2,2,2;1,2,2,2,2;1,2,2,2,2,2" --min-time 0.2 \
+    --min-iterations "$iterations" --output "$work/bench-forward-1b.json"
+else
+  skip bench_forward_1b "the 1 B model was not made (see make_llama_1b)"
+fi
+
+# 5c. The whole loop at batch 1 on the GPU: every bundled drafter, chain / block / static tree, T = 0 and 0.8, each
+# generation paired against autoregressive decoding on the device in the same run, with this GPU's cost profile
+# (step 5) predicting each setting's speedup beside the measured one.
+if [ ! -f "$corpus" ]; then
+  skip bench_end_to_end "no corpus at $corpus (give --corpus FILE)"
+elif [ -f "$models/target-27m/config.json" ] && [ -f "$profile" ]; then
+  step bench_end_to_end "$limit_e2e" "$specula" bench end-to-end --experiment experiments/bench-end-to-end.ini \
+    --device cuda --cost-profile "$profile" --set "experiment.prompts_from_corpus=$corpus" \
+    ${e2e_quick[@]+"${e2e_quick[@]}"} --set "experiment.output_dir=$work/runs-1" \
+    --output "$work/bench-end-to-end.json"
+else
+  skip bench_end_to_end "the bundled checkpoints or this GPU's cost profile ($profile) are not here"
+fi
+
 # 6. The whole loop on the GPU in batched lockstep: models, sampler and verifier on the device, one target forward
 # per step for each batch, speculative against autoregressive decoding of the same batch at each batch size.
-if [ -f "$models/target-27m/config.json" ] && [ -f "$models/ngram-order6-distilled-27m.txt" ]; then
+if [ ! -f "$corpus" ]; then
+  skip bench_end_to_end_batch "no corpus at $corpus (give --corpus FILE)"
+elif [ -f "$models/target-27m/config.json" ] && [ -f "$models/ngram-order6-distilled-27m.txt" ]; then
   step bench_end_to_end_batch "$limit_e2e" "$specula" bench end-to-end --experiment experiments/bench-batch.ini \
     --device cuda --batch "$batches" ${e2e_quick[@]+"${e2e_quick[@]}"} --set "experiment.output_dir=$work/runs" \
+    --set "experiment.prompts_from_corpus=$corpus" \
     --output "$work/bench-end-to-end-batch.json"
 else
   skip bench_end_to_end_batch "the bundled checkpoints are not here"
@@ -144,7 +181,8 @@ import json, os, platform, sys, datetime
 steps_file, report, device, work = sys.argv[1:]
 steps = [json.loads(line) for line in open(steps_file)]
 benches = {}
-for name in ("bench-sampler", "bench-verify", "bench-forward", "bench-end-to-end-batch"):
+for name in ("bench-sampler", "bench-verify", "bench-forward", "bench-forward-1b", "bench-end-to-end",
+             "bench-end-to-end-batch"):
     path = os.path.join(work, name + ".json")
     if os.path.exists(path):
         benches[name] = json.load(open(path))
@@ -173,9 +211,43 @@ for name, bench, kernel, batch, field, limit, at_most in (
     value = c.get(field) if c else None
     met = None if value is None else (value <= limit if at_most else value >= limit)
     targets.append({"target": name, "value": value, "limit": limit, "at_most": at_most, "met": met})
+
+# The whole loop's targets (#36), read off the forward and end-to-end reports: measurements, not pass conditions.
+def forward_case(bench, name):
+    models = benches.get(bench, {}).get("models", [])
+    for c in (models[0].get("cases", []) if models else []):
+        if c["name"] == name:
+            return c
+    return None
+loop = []
+one = forward_case("bench-forward-1b", "1-token")
+for name, value, limit in (
+        ("1 B model: 1-token step x floor", one and one.get("ratio_wall_vs_weight_read"), 1.5),
+        ("1 B model: 16 rows x 1-token", (forward_case("bench-forward-1b", "chunk K=16") or {}).get(
+            "ratio_wall_vs_1_token"), 1.15),
+        ("1 B model: 15-node tree x 1-token", (forward_case("bench-forward-1b", "tree 1,2,2,2") or {}).get(
+            "ratio_wall_vs_1_token"), 1.15)):
+    loop.append({"target": name, "value": value, "limit": limit, "at_most": True,
+                 "met": None if value is None else value <= limit})
+e2e = benches.get("bench-end-to-end", {})
+for name, key, limit in (("best speedup at T 0", "best_at_temperature_0", 2.5),
+                         ("best speedup at T 0.8", "best_at_temperature_0.8", 2.0)):
+    best = e2e.get(key) or {}
+    value = best.get("decode_speedup") if isinstance(best, dict) else None
+    loop.append({"target": name, "value": value, "limit": limit, "at_most": False,
+                 "met": None if value is None else value >= limit})
+# Every setting's decoding speedup against the cost model and against this GPU's cost profile's prediction
+# (within 10%): the worst setting's |measured / predicted - 1|.
+for name, field in (("cost model, worst setting: |measured / model - 1|", "decode_over_cost_model"),
+                    ("cost-profile prediction, worst setting: |measured / predicted - 1|", "decode_over_profile")):
+    errors = [abs(s[field] - 1.0) for s in e2e.get("settings", []) if isinstance(s.get(field), (int, float))]
+    worst = max(errors) if errors else None
+    loop.append({"target": name, "value": worst, "limit": 0.10, "at_most": True,
+                 "met": None if worst is None else worst <= 0.10})
+targets += loop
 doc = {"host": platform.node(), "device": device, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
        "passed": all(s["status"] in ("passed",) for s in steps), "steps": steps, "benchmarks": benches,
-       "kernel_targets": targets}
+       "kernel_targets": targets[:len(targets) - len(loop)], "loop_targets": loop}
 tmp = report + ".tmp"
 with open(tmp, "w") as f:
     json.dump(doc, f, indent=1)
