@@ -1,5 +1,6 @@
 // The device side of a batched decoding step, behind one interface with two backends:
-//   cuda       one CUDA stream (non-blocking), device buffers allocated once and grown geometrically,
+//   cuda       one CUDA stream (its own non-blocking one, or the caller's, e.g. LibTorch's), device buffers
+//              allocated once and grown geometrically,
 //              page-locked host staging buffers, the CUDA kernels;
 //   cuda-host  host memory standing in for device memory (copies are memcpy), the kernels' row code under
 //              block emulation (kernels/emulated_kernels.h).

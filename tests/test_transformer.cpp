@@ -747,8 +747,21 @@ TEST_CASE("static-shape steps (what CUDA graphs replay) match a full recompute a
   };
   const TransformerSessionStats on = stats(graphs), off = stats(dynamic);
   CHECK(on.step_graph_calls == 3);
-  CHECK(on.step_graphs_built == 2);  // 6 rows (prompt + tree), then 4 (bonus + tree) twice
+  CHECK(on.step_graphs_built == 2);  // 6 rows (prompt + tree), then 4 (bonus + tree) twice, all in 64 columns
   CHECK(off.step_graph_calls == 0);
+  {  // Trees of 1..12 nodes after one context: 11 shapes (4 rows twice), the least recently used 3 making room.
+    auto session = graphs.new_session();
+    auto& s = dynamic_cast<TransformerSession&>(*session);
+    std::vector<float> out(static_cast<size_t>(graphs.vocab_size()) * 13);
+    for (int n = 1; n <= 12; ++n) {
+      TokenTree tree;
+      for (int j = 0; j < n; ++j) tree.add(100 + n + j, j - 1);
+      s.tree_logits({1, 2, 3}, tree, out.data());
+    }
+    CHECK(s.stats().step_graph_calls == 12);
+    CHECK(s.stats().step_graphs_built == 11);
+    CHECK(s.stats().step_graphs_evicted == 3);
+  }
   // Unused slots left visible: caught.
   {
     const ScopedMutant on_mutant(Mutant::step_graph_sees_unused_slots);
@@ -764,9 +777,14 @@ TEST_CASE("a step graph refuses what it cannot replay", "[transformer]") {
   Transformer model = scaled_model(small_config(), 5);
   model->set_decode_step(false);
   c10::InferenceMode inference;
-  KVCache cache = model->new_cache(1);
-  CHECK_THROWS_WITH(StepGraph(model, cache, 2, /*capture=*/true), Contains("capturing needs a CUDA LibTorch"));
-  StepGraph step(model, cache, 2, false);
+  KVCache cache = model->new_cache(1);  // 64 slots
+  CHECK(step_columns(0, 2, 64) == 64);  // at least 128, at most the capacity
+  CHECK(step_columns(200, 2, 4096) == 256);
+  CHECK(step_columns(126, 2, 4096) == 128);
+  CHECK(step_columns(127, 2, 4096) == 256);
+  CHECK_THROWS_WITH(StepGraph(model, cache, 2, 64, /*capture=*/true), Contains("capturing needs a CUDA LibTorch"));
+  CHECK_THROWS_WITH(StepGraph(model, cache, 2, 65, false), Contains("65 columns for 2 rows in a cache of 64 slots"));
+  StepGraph step(model, cache, 2, 64, false);
   const torch::Tensor tokens = torch::tensor({3, 4}, torch::kInt64), positions = torch::tensor({0, 1}, torch::kInt64);
   const AttentionLayout layout = causal_layout(0, 2);
   const StepOutputs out = step.run(tokens, positions, layout.mask);
@@ -781,7 +799,12 @@ TEST_CASE("a step graph refuses what it cannot replay", "[transformer]") {
   CHECK_THROWS_WITH(step.run(tokens, positions, layout.mask), Contains("the cache was reallocated"));
   Transformer decoding = scaled_model(small_config(), 5);
   KVCache other = decoding->new_cache(1);
-  CHECK_THROWS_WITH(StepGraph(decoding, other, 1, false), Contains("the model is on the decoding step"));
+  CHECK_THROWS_WITH(StepGraph(decoding, other, 1, 64, false), Contains("the model is on the decoding step"));
+  // A step over fewer columns than the rows need is refused.
+  StepGraph narrow_step(model, cache, 2, 2, false);
+  cache.advance(1);
+  CHECK_THROWS_WITH(narrow_step.run(tokens, positions, causal_layout(1, 2).mask),
+                    Contains("1 cached + 2 rows exceed the step's 2 columns"));
 }
 
 TEST_CASE("a fresh session given the model's last prompt copies its run: the same bits as running it",

@@ -110,7 +110,6 @@ class HeadDrafterBase : public Drafter {
  public:
   explicit HeadDrafterBase(std::shared_ptr<HeadDrafterFactory::State> state)
       : state_(std::move(state)),
-        features_(state_->target),
         vocab_size_(state_->target->config().vocab_size),
         hidden_size_(state_->target->config().d_model),
         max_seq_len_(state_->target->config().max_seq_len) {}
@@ -132,10 +131,13 @@ class HeadDrafterBase : public Drafter {
   const float* features(const std::vector<Token>& context, int64_t n) {
     if (verifier_)
       if (const float* f = verifier_->context_features(context, n)) return f;
-    const TargetFeatureStats before = features_.stats();
-    const float* f = features_.features(context, n);
-    state_->feature_forwards += features_.stats().forwards - before.forwards;
-    state_->feature_rows += features_.stats().rows - before.rows;
+    // Made on first use: a drafter that reads the verification forwards never holds a KV cache of its own (on a GPU,
+    // max_seq_len positions of device memory per sequence).
+    if (!features_) features_ = std::make_unique<OwnSessionFeatures>(state_->target);
+    const TargetFeatureStats before = features_->stats();
+    const float* f = features_->features(context, n);
+    state_->feature_forwards += features_->stats().forwards - before.forwards;
+    state_->feature_rows += features_->stats().rows - before.rows;
     return f;
   }
 
@@ -155,7 +157,7 @@ class HeadDrafterBase : public Drafter {
 
   std::shared_ptr<HeadDrafterFactory::State> state_;
   ModelSession* verifier_ = nullptr;  // the generation loop's target session, when it runs the heads' module
-  OwnSessionFeatures features_;
+  std::unique_ptr<OwnSessionFeatures> features_;
   int32_t vocab_size_, hidden_size_, max_seq_len_;
 };
 
@@ -542,8 +544,8 @@ HeadDrafterFactory::HeadDrafterFactory(const HeadDrafterOptions& options, const 
       fail_parameter("draft", " ", where, ": the heads' target ", s.target_dir, " (", c.describe(),
                      ") is not the --target ", target->description());
     target_module = transformer_module(*transformer);
-    s.device = target_module->embedding->weight.device();
     s.libtorch_operations = !target_module->decode_step();
+    if (s.libtorch_operations) s.device = target_module->embedding->weight.device();
     std::error_code ec1, ec2;
     s.shares_target = transformer->kind() == "transformer" &&
                       std::filesystem::weakly_canonical(transformer->checkpoint_dir(), ec1) ==

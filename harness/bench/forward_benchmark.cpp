@@ -147,7 +147,9 @@ void wait_for_device(bool cuda) {
 // captured on the first (warm-up) run, each timed run copies the positions and the mask in and replays it.
 Case graph_case(Transformer& model, KVCache& cache, const Case& eager, const torch::Tensor& tokens,
                 const AttentionLayout& layout) {
-  const auto step = std::make_shared<StepGraph>(model, cache, eager.rows, /*capture=*/true);
+  const auto step =
+      std::make_shared<StepGraph>(model, cache, eager.rows, step_columns(cache.length(), eager.rows, cache.capacity()),
+                                  /*capture=*/true);
   Case graph = eager;
   graph.graph = true;
   graph.run = [step, tokens, layout] {

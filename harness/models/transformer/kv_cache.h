@@ -41,18 +41,20 @@ class KVCache {
   }
   // The static-shape form of write (a step replayed as a CUDA graph, step_graph.h): the N new keys and values go to
   // the slots `slots` [N] (a device tensor, so that its values can change between replays), and the layer's keys and
-  // values of every slot of the capacity come back, [B, H, capacity, D]: the caller's mask hides the slots a row
-  // must not see. Reads no tensor's value on the host.
+  // values of slots [0, columns) come back, [B, H, columns, D], whatever the length: the caller's mask hides the
+  // slots a row must not see. Reads no tensor's value on the host.
   std::pair<torch::Tensor, torch::Tensor> write_at(int64_t layer, const torch::Tensor& k, const torch::Tensor& v,
-                                                   const torch::Tensor& slots) {
+                                                   const torch::Tensor& slots, int64_t columns) {
+    if (columns < 1 || columns > capacity())
+      fail("KV cache: ", columns, " columns of a capacity of ", capacity(), " slots");
     torch::Tensor k_layer = k_.select(0, layer), v_layer = v_.select(0, layer);
     k_layer.index_copy_(2, slots, k.to(k_layer.scalar_type()));
     v_layer.index_copy_(2, slots, v.to(v_layer.scalar_type()));
-    return {k_layer, v_layer};
+    return {k_layer.narrow(2, 0, columns), v_layer.narrow(2, 0, columns)};
   }
-  // Where the keys live: a step captured with this cache reads and writes this storage, so it is stale once reserve()
-  // reallocates it.
-  const void* storage() const { return k_.data_ptr(); }
+  // Counts the reallocations of the keys' and values' storage (reserve): a step captured over this cache reads and
+  // writes that storage, so it is stale once the count moves.
+  uint64_t generation() const { return generation_; }
   void advance(int64_t n) {
     if (n < 0 || length_ + n > capacity()) fail("KV cache: cannot advance ", length_, " by ", n);
     length_ += n;
@@ -135,12 +137,14 @@ class KVCache {
     v.narrow(3, 0, length_).copy_(v_.narrow(3, 0, length_));
     k_ = k;
     v_ = v;
+    ++generation_;
   }
 
  private:
   torch::Tensor k_, v_;  // [layers, B, H, max_len, D]
   int64_t length_ = 0;
   bool libtorch_operations_ = false;
+  uint64_t generation_ = 0;
 };
 
 }  // namespace specula

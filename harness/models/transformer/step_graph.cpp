@@ -1,5 +1,7 @@
 #include "harness/models/transformer/step_graph.h"
 
+#include <algorithm>
+#include <iostream>
 #include <limits>
 
 #ifdef SPECULA_TORCH_CUDA
@@ -7,6 +9,9 @@
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <torch/version.h>
+
+#include <mutex>
 #endif
 
 #include "kernels/shared/error.h"
@@ -17,9 +22,9 @@ namespace specula {
 struct StepGraph::State {
   Transformer model{nullptr};
   KVCache* cache = nullptr;
-  int64_t rows = 0;
+  int64_t rows = 0, columns = 0;
   bool capture = false;
-  const void* storage = nullptr;  // the cache's storage the step reads and writes
+  uint64_t generation = 0;  // the cache's storage the step reads and writes (KVCache::generation)
   // The static inputs, on the model's device: what a replay reads.
   torch::Tensor tokens, positions, slots, mask;
   StepOutputs out;
@@ -37,25 +42,47 @@ struct StepGraph::State {
 #ifdef SPECULA_TORCH_CUDA
   // LibTorch's rules for a capture: on a stream other than the device's default, after a warm-up run on it (lazy
   // initialisations such as cuBLAS's workspace must not happen inside the capture), and joined back to the caller's
-  // stream. The warm-up writes the same keys and values to the same slots as the replay that follows.
+  // stream. The warm-up writes the same keys and values to the same slots as the replay that follows. Sessions run
+  // on several host threads (a batch's drafters): one capture at a time in the process, in thread-local mode so that
+  // another thread's allocations cannot invalidate it. The graph is kept only once its capture has ended.
   void capture_graph() {
+    static std::mutex one_capture_at_a_time;
+    const std::lock_guard<std::mutex> lock(one_capture_at_a_time);
     const c10::DeviceIndex index = model->embedding->weight.device().index();
     const c10::cuda::CUDAStream caller = c10::cuda::getCurrentCUDAStream(index);
     const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, index);
     at::cuda::CUDAEvent inputs_ready;
     inputs_ready.record(caller);
     inputs_ready.block(side);
+    auto captured = std::make_unique<at::cuda::CUDAGraph>();
     {
       const c10::cuda::CUDAStreamGuard on_side(side);
       compute();
-      graph = std::make_unique<at::cuda::CUDAGraph>();
-      graph->capture_begin();
-      compute();  // recorded, not run: `out` now names the graph's own output tensors
-      graph->capture_end();
+      bool began = false;
+      try {
+#if TORCH_VERSION_MAJOR >= 2
+        captured->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+#else
+        captured->capture_begin();
+#endif
+        began = true;
+        compute();  // recorded, not run: `out` now names the graph's own output tensors
+        captured->capture_end();
+      } catch (...) {
+        if (began) try {
+            captured->capture_end();  // leave the stream out of capture mode
+          } catch (...) {
+          }
+        at::cuda::CUDAEvent joined;
+        joined.record(side);
+        joined.block(caller);
+        throw;
+      }
     }
-    at::cuda::CUDAEvent captured;
-    captured.record(side);
-    captured.block(caller);
+    at::cuda::CUDAEvent joined;
+    joined.record(side);
+    joined.block(caller);
+    graph = std::move(captured);
   }
 #endif
 };
@@ -69,25 +96,34 @@ bool step_graphs_capture(const torch::Device& device) {
 #endif
 }
 
-StepGraph::StepGraph(Transformer model, KVCache& cache, int64_t rows, bool capture)
+int64_t step_columns(int64_t length, int64_t rows, int64_t capacity) {
+  int64_t columns = 128;
+  while (columns < length + rows) columns *= 2;
+  return std::min(columns, capacity);
+}
+
+StepGraph::StepGraph(Transformer model, KVCache& cache, int64_t rows, int64_t columns, bool capture)
     : state_(std::make_unique<State>()) {
   const torch::Device device = model->embedding->weight.device();
   if (model->decode_step()) fail("step graph: the model is on the decoding step; graphs run LibTorch's operations");
   if (cache.batch() != 1) fail("step graph: a cache of batch ", cache.batch(), "; a step graph runs one sequence");
   if (rows < 1) fail("step graph: at least one row, got ", rows);
+  if (columns < rows || columns > cache.capacity())
+    fail("step graph: ", columns, " columns for ", rows, " rows in a cache of ", cache.capacity(), " slots");
   if (capture && !step_graphs_capture(device))
     fail("step graph: capturing needs a CUDA LibTorch and a model on a GPU, the model is on ", device.str());
   State& s = *state_;
   s.model = model;
   s.cache = &cache;
   s.rows = rows;
+  s.columns = columns;
   s.capture = capture;
-  s.storage = cache.storage();
+  s.generation = cache.generation();
   const torch::TensorOptions ids = torch::TensorOptions().dtype(torch::kInt64).device(device);
   s.tokens = torch::zeros({rows}, ids);
   s.positions = torch::zeros({rows}, ids);
   s.slots = torch::arange(rows, ids);
-  s.mask = torch::zeros({rows, cache.capacity()}, torch::TensorOptions().dtype(torch::kFloat32).device(device));
+  s.mask = torch::zeros({rows, columns}, torch::TensorOptions().dtype(torch::kFloat32).device(device));
 }
 
 StepGraph::~StepGraph() = default;
@@ -95,39 +131,49 @@ StepGraph::~StepGraph() = default;
 StepOutputs StepGraph::run(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& mask) {
   State& s = *state_;
   if (stale()) fail("step graph: the cache was reallocated since the step was built");
-  const int64_t length = s.cache->length(), columns = length + s.rows;
-  if (columns > s.cache->capacity())
-    fail("step graph: ", length, " cached + ", s.rows, " rows exceed the cache's capacity ", s.cache->capacity());
+  const int64_t length = s.cache->length(), used = length + s.rows;
+  if (used > s.columns)
+    fail("step graph: ", length, " cached + ", s.rows, " rows exceed the step's ", s.columns, " columns");
   if (tokens.numel() != s.rows || positions.numel() != s.rows)
     fail("step graph: ", tokens.numel(), " tokens and ", positions.numel(), " positions for a step of ", s.rows,
          " rows");
-  if (mask.defined() && (mask.dim() != 2 || mask.size(0) != s.rows || mask.size(1) != columns))
+  if (mask.defined() && (mask.dim() != 2 || mask.size(0) != s.rows || mask.size(1) != used))
     fail("step graph: a mask of ", mask.sizes(), " for ", s.rows, " rows after ", length, " cached slots");
-  // The inputs into the static tensors (stream-ordered before the step): the rows go to slots [length, columns);
-  // every column past them, unused, is hidden.
+  // The inputs into the static tensors (stream-ordered before the step): the rows go to slots [length, used); every
+  // column past them, unused, is hidden.
   s.tokens.copy_(tokens.reshape({s.rows}));
   s.positions.copy_(positions.reshape({s.rows}));
-  s.slots.copy_(torch::arange(length, columns, torch::kInt64));
+  s.slots.copy_(torch::arange(length, used, torch::kInt64));
   s.mask.fill_(mutant_on(Mutant::step_graph_sees_unused_slots) ? 0.0f : -std::numeric_limits<float>::infinity());
   if (mask.defined())
-    s.mask.narrow(1, 0, columns).copy_(mask);
+    s.mask.narrow(1, 0, used).copy_(mask);
   else
-    s.mask.narrow(1, 0, columns).zero_();
+    s.mask.narrow(1, 0, used).zero_();
+  ++s.runs;
 #ifdef SPECULA_TORCH_CUDA
-  if (s.capture) {
-    if (!s.graph) s.capture_graph();
+  if (s.capture && s.runs >= 2) {
+    if (!s.graph) {
+      try {
+        s.capture_graph();
+      } catch (const std::exception& e) {
+        std::cerr << "step graph (" << s.rows << " rows, " << s.columns
+                  << " columns): CUDA graph capture failed, the step runs without one: " << e.what() << "\n";
+        s.capture = false;
+        s.compute();
+        return s.out;
+      }
+    }
     s.graph->replay();
-    ++s.runs;
     return s.out;
   }
 #endif
   s.compute();
-  ++s.runs;
   return s.out;
 }
 
 int64_t StepGraph::rows() const { return state_->rows; }
-bool StepGraph::stale() const { return state_->cache->storage() != state_->storage; }
+int64_t StepGraph::columns() const { return state_->columns; }
+bool StepGraph::stale() const { return state_->cache->generation() != state_->generation; }
 int64_t StepGraph::runs() const { return state_->runs; }
 bool StepGraph::captured() const {
 #ifdef SPECULA_TORCH_CUDA

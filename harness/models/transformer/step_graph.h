@@ -1,8 +1,10 @@
 // One forward shape of a transformer session made replayable: the static-shape step
-// (TransformerImpl::static_hidden_states, then the LM head) for `rows` rows after a session's KV cache, captured as a
-// CUDA graph (LibTorch's at::cuda::CUDAGraph) on its first run and replayed on every later one, with the new token
-// ids, positions, cache slots and mask copied into the same device tensors first. A small model's step on a GPU is
-// bound by launching its ~15 kernels a layer one by one from the host; a replay launches them all at once.
+// (TransformerImpl::static_hidden_states, then the LM head) for `rows` rows attending over the first `columns` slots
+// of a session's KV cache, captured as a CUDA graph (LibTorch's at::cuda::CUDAGraph) on its second run (a shape used
+// once, such as a prompt's, is never captured) and replayed on every later one, with the new token ids, positions,
+// cache slots and mask copied into the same device tensors first. A small model's step on a GPU is bound by launching
+// its ~15 kernels a layer one by one from the host; a replay launches them all at once. `columns` is a bucket of the
+// cache's length (step_columns), so a step reads the keys and values it needs and not the whole capacity.
 //
 // Where nothing can be captured (a LibTorch without CUDA, a model on the CPU: the `libtorch` path the tests run),
 // every run executes the same static-shape step eagerly, so CI checks what a replay computes.
@@ -26,20 +28,23 @@ struct StepOutputs {
 
 class StepGraph {
  public:
-  // For `rows` rows after `cache` (batch 1) of `model`, which must be off the decoding step (LibTorch's operations).
-  // `capture`: record a CUDA graph on the first run (needs step_graphs_capture(model's device)); else run eagerly.
-  StepGraph(Transformer model, KVCache& cache, int64_t rows, bool capture);
+  // For `rows` rows attending over slots [0, columns) of `cache` (batch 1) of `model`, which must be off the decoding
+  // step (LibTorch's operations). `capture`: record a CUDA graph at the second run (needs step_graphs_capture(model's
+  // device)); else run eagerly. A capture that fails is reported on standard error and the step runs eagerly.
+  StepGraph(Transformer model, KVCache& cache, int64_t rows, int64_t columns, bool capture);
   ~StepGraph();
   StepGraph(const StepGraph&) = delete;
   StepGraph& operator=(const StepGraph&) = delete;
 
   // The rows' outputs for token ids `tokens` [rows] (int64), `positions` [rows] (int64) and `mask` [rows,
   // cache.length() + rows] (additive, as tree_layout builds it; undefined: every column visible), each row's key and
-  // value written to slot cache.length() + its index. Inputs may be on the host. The cache is not advanced. The
-  // outputs are the step's own tensors, overwritten by its next run: copy what must outlive it.
+  // value written to slot cache.length() + its index; cache.length() + rows must be at most `columns`. Inputs may be
+  // on the host. The cache is not advanced. The outputs are the step's own tensors, overwritten by its next run:
+  // copy what must outlive it.
   StepOutputs run(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& mask);
 
   int64_t rows() const;
+  int64_t columns() const;
   // The cache's storage moved since the step was built (KVCache::reserve reallocated it): build a new one.
   bool stale() const;
   bool captured() const;  // a CUDA graph replays the step
@@ -53,5 +58,9 @@ class StepGraph {
 // Whether steps on `device` can be captured as CUDA graphs: LibTorch has CUDA (compiled with SPECULA_TORCH_CUDA)
 // and the device is a GPU.
 bool step_graphs_capture(const torch::Device& device);
+
+// The columns a step of `rows` rows after `length` cached slots attends over: the smallest power of two of at least
+// 128 that holds length + rows, at most `capacity` (a run's steps share a few such buckets as its context grows).
+int64_t step_columns(int64_t length, int64_t rows, int64_t capacity);
 
 }  // namespace specula

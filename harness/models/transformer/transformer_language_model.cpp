@@ -39,8 +39,8 @@ struct PromptCacheEntry {
 constexpr int64_t kPromptCacheBytes = int64_t{64} << 20;
 
 // Step graphs (step_graph.h): a lone call of at most this many rows (a decode step, a chain, a tree of up to 63 nodes)
-// runs as one; a session keeps at most kMaxStepGraphs shapes (a run uses one or two: the step after a verification,
-// and its prompt's), and further shapes take the dynamic path.
+// runs as one; a session keeps at most kMaxStepGraphs shapes (rows and a bucket of its length: a run's steps take a
+// few), the least recently used dropped first.
 constexpr int64_t kMaxStepGraphRows = 64;
 constexpr size_t kMaxStepGraphs = 8;
 
@@ -117,9 +117,14 @@ TransformerLanguageModel::TransformerLanguageModel(const std::string& kind, cons
   state_->kind = kind;
   state_->dir = dir;
   state_->model = loaded.model;
-  pack_matrices_for_decoding(*state_->model);
   state_->config = loaded.config;
   state_->tokenizer = std::move(tokenizer);
+  if (loaded.model->embedding->weight.is_cpu()) {
+    pack_matrices_for_decoding(*state_->model);
+  } else {  // on a GPU: LibTorch's operations, as transformer: models there
+    state_->model->set_decode_step(false);
+    set_step_graphs(step_graphs_wanted());
+  }
 }
 
 TransformerLanguageModel::~TransformerLanguageModel() = default;
@@ -193,19 +198,27 @@ struct TransformerSession::Cache {
   torch::Tensor tree_logits;  // [n, V]
   TransformerSessionStats stats;
   int64_t last_call_rows = 0;                      // 1 + nodes of the last call (0 before the first)
-  std::vector<std::unique_ptr<StepGraph>> graphs;  // one per row count (step_graph.h), over `kv`
+  std::vector<std::unique_ptr<StepGraph>> graphs;  // over `kv` (step_graph.h), the most recently used last
 
-  // The step graph for `rows` rows after `kv`, built on first use (again when kv's storage moved); null when the
-  // session already holds kMaxStepGraphs other shapes.
+  // The step graph for `rows` rows after `kv`'s length (over its length's bucket, step_columns), built on first use
+  // (again when kv's storage moved), the least recently used one dropped to make room.
   StepGraph* graph_for(int64_t rows) {
     const size_t before = graphs.size();
     graphs.erase(std::remove_if(graphs.begin(), graphs.end(), [](const auto& g) { return g->stale(); }), graphs.end());
     stats.step_graphs_dropped += static_cast<int64_t>(before - graphs.size());
-    for (const auto& g : graphs)
-      if (g->rows() == rows) return g.get();
-    if (graphs.size() >= kMaxStepGraphs) return nullptr;
-    graphs.push_back(std::make_unique<StepGraph>(state->model, kv, rows, state->capture_graphs));
-    ++stats.step_graphs_built;
+    const int64_t columns = step_columns(kv.length(), rows, kv.capacity());
+    auto found = std::find_if(graphs.begin(), graphs.end(),
+                              [&](const auto& g) { return g->rows() == rows && g->columns() == columns; });
+    if (found == graphs.end()) {
+      if (graphs.size() >= kMaxStepGraphs) {
+        graphs.erase(graphs.begin());
+        ++stats.step_graphs_evicted;
+      }
+      graphs.push_back(std::make_unique<StepGraph>(state->model, kv, rows, columns, state->capture_graphs));
+      ++stats.step_graphs_built;
+    } else {
+      std::rotate(found, found + 1, graphs.end());  // now the most recently used
+    }
     return graphs.back().get();
   }
 
@@ -349,8 +362,14 @@ void copy_rows(const TransformerSession::Cache& c, const torch::Tensor& row0, co
   }
   const torch::Tensor to = torch::from_blob(
       out, {c.last_call_rows, width}, torch::dtype(torch::kFloat32).device(out_on_gpu ? row0.device() : torch::kCPU));
-  to[0].copy_(row0);
-  if (node_rows > 0) to.narrow(0, 1, node_rows).copy_(nodes.narrow(0, 0, node_rows));
+  if (node_rows == 0) {
+    to[0].copy_(row0);
+  } else if (out_on_gpu) {
+    to[0].copy_(row0);
+    to.narrow(0, 1, node_rows).copy_(nodes.narrow(0, 0, node_rows));
+  } else {  // to the host: one copy
+    to.copy_(torch::cat({row0.unsqueeze(0), nodes.narrow(0, 0, node_rows)}));
+  }
 }
 
 void copy_logits(const TransformerSession::Cache& c, float* out, bool out_on_gpu) {
@@ -474,7 +493,8 @@ void prepare_call(PendingCall& call) {
 // logits stay there).
 void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
   Transformer& model = state.model;
-  // A lone call of a few rows: its session's step graph, which also gives every row's logits.
+  // A lone call of a few rows: its session's step graph, which also gives every row's logits (reserved slots: the
+  // graph's columns bucket is taken after prepare_call reserved them).
   StepGraph* graph = state.step_graphs && calls.size() == 1 && calls[0]->rows <= kMaxStepGraphRows
                          ? calls[0]->cache->graph_for(calls[0]->rows)
                          : nullptr;
@@ -524,8 +544,15 @@ void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
   } else {
     logits = model->lm_head(rows);
   }
-  // Hidden states on the host (the sessions keep them there), logits where the model computes, as float32.
-  const torch::Tensor read_hidden = torch::cat(read).to(torch::kCPU);
+  // Hidden states on the host (the sessions keep them there; the batch's came over in one copy above), logits where
+  // the model computes, as float32.
+  std::vector<torch::Tensor> read_on_host;
+  int64_t row = 0;
+  for (size_t k = 0; k < calls.size(); ++k) {
+    read_on_host.push_back(hidden_on_host.narrow(0, row + calls[k]->rows - read[k].size(0), read[k].size(0)));
+    row += calls[k]->rows;
+  }
+  const torch::Tensor read_hidden = torch::cat(read_on_host);
   logits = logits.to(torch::kFloat32).contiguous();
   int64_t at = 0;
   for (size_t k = 0; k < calls.size(); ++k) {

@@ -19,8 +19,9 @@
 // "libtorch", the same device-agnostic path on the CPU, so machines without a GPU test it.
 // A fresh session's first call for a context alone (a prompt's prefill) is shared through the model: the last
 // such prompt's keys, values and rows are kept (up to 64 MiB), and a later fresh session given the same prompt
-// copies them instead of running it (bit for bit the same: the same computation). `--num-samples N` over one
-// prompt, and the paired baseline beside a speculative run, prefill once.
+// copies them instead of running it (bit for bit the same on the CPU's decoding step: the same computation; on
+// LibTorch's path a prompt run alone is a static-shape step and one run in a batch is not, which may round apart).
+// `--num-samples N` over one prompt, and the paired baseline beside a speculative run, prefill once.
 #pragma once
 
 #include <cstdint>
@@ -75,10 +76,11 @@ class TransformerLanguageModel : public LanguageModel {
   int64_t resident_weight_bytes() const;
   std::string matrices_dtype() const;  // "float32" | "float16" | "bfloat16"
 
-  // Step graphs (step_graph.h): a session's lone call of at most 64 rows runs as a static-shape step, captured as a
-  // CUDA graph on a GPU (with a CUDA LibTorch) and replayed at every later call of that row count; on the
-  // `libtorch` path the same step runs eagerly. On by default off the CPU's decoding step unless the environment
-  // says SPECULA_STEP_GRAPHS=off; set_step_graphs(true) on a model on the decoding step throws.
+  // Step graphs (step_graph.h): a session's lone call of at most 64 rows runs as a static-shape step over a bucket of
+  // its cache's length, captured as a CUDA graph on a GPU (with a CUDA LibTorch) at the second call of that shape
+  // (rows and bucket) and replayed at later ones; on the `libtorch` path the same step runs eagerly. On by default
+  // off the CPU's decoding step unless the environment says SPECULA_STEP_GRAPHS=off; set_step_graphs(true) on a
+  // model on the decoding step throws.
   void set_step_graphs(bool on);
   bool step_graphs() const;
   bool captures_step_graphs() const;
@@ -105,6 +107,7 @@ struct TransformerSessionStats {
   int64_t step_graph_calls = 0;       // calls run as a step graph (step_graph.h)
   int64_t step_graphs_built = 0;      // step graphs made (one per row count, again after the cache grew)
   int64_t step_graphs_dropped = 0;    // step graphs dropped because the cache grew (its storage moved)
+  int64_t step_graphs_evicted = 0;    // step graphs dropped for room (a session keeps at most 8)
 };
 
 class TransformerSession : public ModelSession {

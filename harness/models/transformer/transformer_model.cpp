@@ -62,7 +62,7 @@ torch::Tensor AttentionImpl::attend(const torch::Tensor& projected, const torch:
   torch::Tensor k = rope->forward(heads.narrow(1, n_heads, n_kv_heads), positions);  // [B, Hkv, N, D]
   torch::Tensor v = heads.narrow(1, n_heads + n_kv_heads, n_kv_heads);
   if (cache && slots.defined())
-    std::tie(k, v) = cache->write_at(layer, k, v, slots);  // now [B, Hkv, capacity, D]
+    std::tie(k, v) = cache->write_at(layer, k, v, slots, mask.size(-1));  // now [B, Hkv, columns, D]
   else if (cache)
     std::tie(k, v) = cache->write(layer, k, v);  // now [B, Hkv, T, D]
   const int64_t T = k.size(2);
@@ -170,8 +170,8 @@ bool decode_layer_applies(const AttentionImpl& attn, const RMSNormImpl* attn_nor
 }
 
 bool decode_cache_applies(const KVCache* cache, int64_t rows) {
-  return !torch::GradMode::is_enabled() && cache && cache->plain_cpu_float() && cache->batch() == 1 && rows >= 1 &&
-         rows <= kSkinnyLinearMaxRows;
+  return !torch::GradMode::is_enabled() && !LibTorchOperationsOnly::active() && cache && cache->plain_cpu_float() &&
+         cache->batch() == 1 && rows >= 1 && rows <= kSkinnyLinearMaxRows;
 }
 
 DecodeLayer decode_layer(AttentionImpl& attn, RMSNormImpl* attn_norm, RMSNormImpl& mlp_norm, SwiGLUImpl& mlp,

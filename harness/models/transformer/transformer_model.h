@@ -45,7 +45,7 @@ struct AttentionImpl : torch::nn::Module {
   explicit AttentionImpl(const TransformerConfig& c);
   // x [B, N, d]; mask [N, T] additive (undefined: every column visible); with a cache, T = cache.length() + N
   // and this layer's keys/values are written to the cache; without one, T = N.
-  // `slots` [N] (defined only with a cache): the static-shape form (KVCache::write_at), mask [N, capacity].
+  // `slots` [N] (defined only with a cache): the static-shape form (KVCache::write_at), mask [N, columns].
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& mask,
                         KVCache* cache, int64_t layer, const torch::Tensor& slots = torch::Tensor());
   // forward between its two projections: heads = qkv(x) [B, N, (H + 2 Hkv) D] in, the attention's output before
@@ -118,10 +118,11 @@ class TransformerImpl : public torch::nn::Module {
   torch::Tensor lm_head(const torch::Tensor& hidden);  // [.., d] -> [.., V]
 
   // hidden_states with static shapes, the form a CUDA graph captures (step_graph.h): tokens, positions and `slots`
-  // [N] (the cache slots the rows' keys and values go to) and mask [N, cache capacity] (additive, every slot a row
-  // must not see at -inf, unused ones included) on the parameters' device; every row attends over the cache's whole
-  // capacity. Returns the final hidden states [N, d]. Reads no tensor's value on the host and does not advance the
-  // cache. LibTorch's operations only (a model off the decoding step: set_decode_step(false)); batch 1.
+  // [N] (the cache slots the rows' keys and values go to) and mask [N, columns] (additive, every slot a row must not
+  // see at -inf, unused ones included) on the parameters' device; every row attends over the cache's slots
+  // [0, columns), whatever its length. Returns the final hidden states [N, d]. Reads no tensor's value on the host
+  // and does not advance the cache. LibTorch's operations only (a model off the decoding step:
+  // set_decode_step(false)); batch 1.
   torch::Tensor static_hidden_states(const torch::Tensor& tokens, const torch::Tensor& positions,
                                      const torch::Tensor& slots, const torch::Tensor& mask, KVCache& cache);
 
