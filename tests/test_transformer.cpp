@@ -728,6 +728,7 @@ TEST_CASE("static-shape steps (what CUDA graphs replay) match a full recompute a
   REQUIRE(graphs.step_graphs());               // on by default on LibTorch's path
   CHECK_FALSE(graphs.captures_step_graphs());  // nothing to capture without a GPU
   dynamic.set_step_graphs(false);
+  CHECK(graphs.session_bytes() > dynamic.session_bytes());  // the graphs' memory is bounded with the session's
   TransformerSessionStats run_stats;
   CHECK(run_mismatches(graphs, ref.model, 43, &run_stats) == 0);
   CHECK(run_stats.step_graph_calls > 0);

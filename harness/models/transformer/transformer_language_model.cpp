@@ -134,7 +134,16 @@ int32_t TransformerLanguageModel::max_seq_len() const { return state_->config.mo
 int64_t TransformerLanguageModel::parameter_count() const { return state_->config.model.parameter_count(); }
 int64_t TransformerLanguageModel::session_bytes() const {
   const TransformerConfig& c = state_->model->config();
-  return plan_model_memory(c).kv_cache_bytes + int64_t{c.max_seq_len} * c.d_model * 4;
+  int64_t bytes = plan_model_memory(c).kv_cache_bytes + int64_t{c.max_seq_len} * c.d_model * 4;
+  if (state_->step_graphs) {
+    // Each step graph keeps its inputs, outputs and (captured) the memory of its intermediates: at most one layer's
+    // live at a time, per row the attention's scores over the columns, the residual stream, q/k/v, the MLP's, and
+    // the logits. Bounded at the widest shape: 64 rows over the whole capacity.
+    const int64_t per_row = int64_t{c.n_heads} * c.max_seq_len + 4 * int64_t{c.d_model} + 3 * int64_t{c.d_ff} +
+                            2 * int64_t{c.vocab_size} + c.max_seq_len;
+    bytes += static_cast<int64_t>(kMaxStepGraphs) * kMaxStepGraphRows * per_row * 4;
+  }
+  return bytes;
 }
 bool TransformerLanguageModel::sessions_in_device_memory() const {
   return state_->model->embedding->weight.is_cuda();  // a session's cache lives where the weights do

@@ -58,7 +58,8 @@ class TransformerLanguageModel : public LanguageModel {
   // own cache (TransformerImpl::batch_hidden_states); each session then holds what its own tree_logits would leave.
   void batch_tree_logits(const std::vector<TreeLogitsCall>& calls) const override;
   bool batches_forwards() const override { return true; }
-  // The KV cache at max_seq_len (float32, wherever the model computes) and the hidden rows kept on the host.
+  // The KV cache at max_seq_len (float32, wherever the model computes), the hidden rows kept on the host, and with
+  // step graphs a bound on what the session's graphs keep.
   int64_t session_bytes() const override;
   bool sessions_in_device_memory() const override;
   // A model on the GPU: rows [row 0 | nodes] go from the session's logits there to a GPU out device to device; the
