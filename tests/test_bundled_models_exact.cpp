@@ -273,6 +273,46 @@ TEST_CASE("bundled target through LibTorch's device path: the exact 2-token law,
       Catch::Matchers::Contains("logits asked in GPU memory, but the model does not compute on a GPU"));
 }
 
+// A batch on LibTorch's device path, as a GPU decodes one: greedy speculation in lockstep (one batched forward per
+// step, lone sequences' steps through step graphs once the others stopped, the rows straight into the kernels'
+// buffer on cuda-host) gives each sequence the greedy decoding of the same device, with stops ending sequences at
+// different steps.
+TEST_CASE("bundled target through LibTorch's device path in a batch: greedy speculation equals greedy decoding",
+          "[transformer][bundled]") {
+  const auto target = load_language_model("transformer:" + kModels + "target", "target", "auto", "libtorch");
+  const auto tokenizer = load_tokenizer_for("transformer:" + kModels + "target");
+  std::vector<std::vector<Token>> prompts;
+  for (const char* text : {"ROMEO:\n", "the king? the k", "First Citizen:\nBefore we proceed any further, hear me"})
+    prompts.push_back(tokenizer->encode(text));
+  std::vector<const std::vector<Token>*> each;
+  for (const auto& p : prompts) each.push_back(&p);
+  const std::vector<uint64_t> ids = {0, 1, 2};
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  greedy.stop_tokens = {static_cast<Token>('\n')};
+  for (const Device device : {Device::cpu, Device::cuda_host}) {
+    GenerationConfig ar;
+    ar.max_new_tokens = 40;
+    ar.device = device;
+    ar.lockstep = true;
+    std::vector<GenerationMetrics> m0(3);
+    const std::vector<SequenceOutput> expected = Generator(target, greedy, nullptr, ar).generate_batch(each, ids, m0);
+    for (const std::string& drafter : {"transformer:" + kModels + "draft", std::string("prompt-lookup")})
+      for (VerifyMethod method : {VerifyMethod::chain, VerifyMethod::tree}) {
+        INFO(drafter << " / " << verify_method_name(method) << " on " << device_name(device));
+        GenerationConfig config = ar;
+        config.method = method;
+        config.num_draft_tokens = 4;
+        if (method == VerifyMethod::tree) config.tree_shape = {2, 2, 1};
+        std::vector<GenerationMetrics> m(3);
+        const std::vector<SequenceOutput> out =
+            Generator(target, greedy, load_drafter(drafter, greedy, target, greedy), config)
+                .generate_batch(each, ids, m);
+        for (size_t i = 0; i < out.size(); ++i) CHECK(out[i].tokens == expected[i].tokens);
+      }
+  }
+}
+
 TEST_CASE("a target on cuda without a CUDA LibTorch is refused before its weights are read", "[transformer]") {
   if (torch::cuda::is_available()) return;  // a GPU machine's CUDA LibTorch places it (gpu-check covers that)
   CHECK_THROWS_WITH(load_language_model("transformer:" + kModels + "target", "target", "auto", "cuda"),
