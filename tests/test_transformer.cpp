@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -768,6 +769,13 @@ TEST_CASE("static-shape steps (what CUDA graphs replay) match a full recompute a
     const ScopedMutant on_mutant(Mutant::step_graph_sees_unused_slots);
     CHECK(run_mismatches(graphs, ref.model, 43) > 0);
   }
+  // SPECULA_STEP_GRAPHS: off keeps the dynamic path; anything but on/off is refused before the weights are read.
+  ::setenv("SPECULA_STEP_GRAPHS", "off", 1);
+  CHECK_FALSE(TransformerLanguageModel(path, "auto", "libtorch").step_graphs());
+  ::setenv("SPECULA_STEP_GRAPHS", "maybe", 1);
+  CHECK_THROWS_WITH(TransformerLanguageModel(path + "-missing", "auto", "libtorch"),
+                    Contains("SPECULA_STEP_GRAPHS must be on or off, got 'maybe'"));
+  ::unsetenv("SPECULA_STEP_GRAPHS");
   // The decoding step has no static form.
   TransformerLanguageModel decoding(path);
   CHECK_FALSE(decoding.step_graphs());
