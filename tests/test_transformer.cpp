@@ -667,7 +667,7 @@ namespace {
 // cache's slots (it grows, and a step graph over it must be rebuilt). Returns the rows beyond kTol; `stats`, the
 // session's counters.
 int64_t run_mismatches(const TransformerLanguageModel& lm, Transformer& ref, uint64_t seed,
-                       TransformerSessionStats* stats = nullptr) {
+                       TransformerSessionStats* stats = nullptr, size_t context_length = 40) {
   const int32_t V = lm.vocab_size();
   auto session = lm.new_session();
   std::mt19937 rng(seed);
@@ -692,7 +692,7 @@ int64_t run_mismatches(const TransformerLanguageModel& lm, Transformer& ref, uin
     return tree;
   };
   std::vector<Token> context = random_tokens(rng, 10, V);
-  for (int step = 0; context.size() < 40; ++step) {
+  for (int step = 0; context.size() < context_length; ++step) {
     TokenTree tree = grow(TokenTree{}, std::uniform_int_distribution<int>(1, 8)(rng));
     call(context, tree);
     if (step % 3 == 1) {  // a drafter growing its tree one depth per call: the old nodes are reused
@@ -754,7 +754,7 @@ TEST_CASE("static-shape steps (what CUDA graphs replay) match a full recompute a
   {  // Trees of 1..12 nodes after one context: 11 shapes (4 rows twice), the least recently used 3 making room.
     auto session = graphs.new_session();
     auto& s = dynamic_cast<TransformerSession&>(*session);
-    std::vector<float> out(static_cast<size_t>(graphs.vocab_size()) * 13);
+    std::vector<float> out(static_cast<size_t>(graphs.vocab_size()) * 14);
     for (int n = 1; n <= 12; ++n) {
       TokenTree tree;
       for (int j = 0; j < n; ++j) tree.add(100 + n + j, j - 1);
@@ -763,6 +763,28 @@ TEST_CASE("static-shape steps (what CUDA graphs replay) match a full recompute a
     CHECK(s.stats().step_graph_calls == 12);
     CHECK(s.stats().step_graphs_built == 11);
     CHECK(s.stats().step_graphs_evicted == 3);
+    // Least recently used, not first made: 5 rows used again, then a new shape evicts 6 rows', and 5 rows' is kept.
+    const auto again = [&](int n) {
+      TokenTree tree;
+      for (int j = 0; j < n; ++j) tree.add(100 + n + j, j - 1);
+      s.tree_logits({1, 2, 3}, tree, out.data());
+    };
+    again(5);
+    again(13);
+    again(5);
+    CHECK(s.stats().step_graphs_built == 12);
+    CHECK(s.stats().step_graphs_evicted == 4);
+  }
+  {  // A longer model: the steps' columns move from the 128 bucket to 256 as the context passes them.
+    TransformerConfig long_config = small_config();
+    long_config.max_seq_len = 512;
+    const std::string long_path = save_scaled_checkpoint(dir, "long", long_config, 47);
+    LoadedCheckpoint long_ref = load_checkpoint(long_path);
+    const TransformerLanguageModel long_graphs(long_path, "auto", "libtorch");
+    TransformerSessionStats long_stats;
+    CHECK(run_mismatches(long_graphs, long_ref.model, 53, &long_stats, 180) == 0);
+    CHECK(long_stats.step_graph_calls > 0);
+    CHECK(step_columns(170, 8, 512) == 256);
   }
   // Unused slots left visible: caught.
   {

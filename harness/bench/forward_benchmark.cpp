@@ -144,7 +144,7 @@ void wait_for_device(bool cuda) {
 }
 
 // The case of `layout`'s rows as a CUDA graph (step_graph.h), as a session on the GPU runs them: the graph is
-// captured on the first (warm-up) run, each timed run copies the positions and the mask in and replays it.
+// captured on its second (warm-up) run, each timed run copies the positions and the mask in and replays it.
 Case graph_case(Transformer& model, KVCache& cache, const Case& eager, const torch::Tensor& tokens,
                 const AttentionLayout& layout) {
   const auto step =

@@ -11,6 +11,8 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/version.h>
 
+#include <atomic>
+#include <map>
 #include <mutex>
 #endif
 
@@ -18,6 +20,13 @@
 #include "kernels/shared/mutation_points.h"
 
 namespace specula {
+
+#ifdef SPECULA_TORCH_CUDA
+namespace {
+// Once a capture has failed, no step captures again in this process: each would fail the same way and print again.
+std::atomic<bool> captures_failed{false};
+}  // namespace
+#endif
 
 struct StepGraph::State {
   Transformer model{nullptr};
@@ -44,44 +53,50 @@ struct StepGraph::State {
   // initialisations such as cuBLAS's workspace must not happen inside the capture), and joined back to the caller's
   // stream. The warm-up writes the same keys and values to the same slots as the replay that follows. Sessions run
   // on several host threads (a batch's drafters): one capture at a time in the process, in thread-local mode so that
-  // another thread's allocations cannot invalidate it. The graph is kept only once its capture has ended.
+  // another thread's allocations cannot invalidate it, always on the device's one capture stream (memory freed on a
+  // stream is reused on that stream only). The graph is kept only once its capture has ended; the side stream is
+  // joined back to the caller's whatever happened.
   void capture_graph() {
     static std::mutex one_capture_at_a_time;
+    static std::map<c10::DeviceIndex, c10::cuda::CUDAStream> capture_streams;
     const std::lock_guard<std::mutex> lock(one_capture_at_a_time);
     const c10::DeviceIndex index = model->embedding->weight.device().index();
     const c10::cuda::CUDAStream caller = c10::cuda::getCurrentCUDAStream(index);
-    const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, index);
+    auto found = capture_streams.find(index);
+    if (found == capture_streams.end())
+      found = capture_streams.emplace(index, c10::cuda::getStreamFromPool(false, index)).first;
+    const c10::cuda::CUDAStream side = found->second;
     at::cuda::CUDAEvent inputs_ready;
     inputs_ready.record(caller);
     inputs_ready.block(side);
-    auto captured = std::make_unique<at::cuda::CUDAGraph>();
-    {
-      const c10::cuda::CUDAStreamGuard on_side(side);
-      compute();
-      bool began = false;
-      try {
-#if TORCH_VERSION_MAJOR >= 2
-        captured->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
-#else
-        captured->capture_begin();
-#endif
-        began = true;
-        compute();  // recorded, not run: `out` now names the graph's own output tensors
-        captured->capture_end();
-      } catch (...) {
-        if (began) try {
-            captured->capture_end();  // leave the stream out of capture mode
-          } catch (...) {
-          }
+    struct JoinBack {  // the caller's stream waits for the side stream's work, on every way out
+      c10::cuda::CUDAStream side, caller;
+      ~JoinBack() {
         at::cuda::CUDAEvent joined;
         joined.record(side);
         joined.block(caller);
-        throw;
       }
+    } join_back{side, caller};
+    auto captured = std::make_unique<at::cuda::CUDAGraph>();
+    const c10::cuda::CUDAStreamGuard on_side(side);
+    compute();
+    bool began = false;
+    try {
+#if TORCH_VERSION_MAJOR >= 2
+      captured->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+#else
+      captured->capture_begin();
+#endif
+      began = true;
+      compute();  // recorded, not run: `out` now names the graph's own output tensors
+      captured->capture_end();
+    } catch (...) {
+      if (began) try {
+          captured->capture_end();  // leave the stream out of capture mode
+        } catch (...) {
+        }
+      throw;
     }
-    at::cuda::CUDAEvent joined;
-    joined.record(side);
-    joined.block(caller);
     graph = std::move(captured);
   }
 #endif
@@ -151,13 +166,14 @@ StepOutputs StepGraph::run(const torch::Tensor& tokens, const torch::Tensor& pos
     s.mask.narrow(1, 0, used).zero_();
   ++s.runs;
 #ifdef SPECULA_TORCH_CUDA
-  if (s.capture && s.runs >= 2) {
+  if (s.capture && s.runs >= 2 && (s.graph || !captures_failed)) {
     if (!s.graph) {
       try {
         s.capture_graph();
       } catch (const std::exception& e) {
-        std::cerr << "step graph (" << s.rows << " rows, " << s.columns
-                  << " columns): CUDA graph capture failed, the step runs without one: " << e.what() << "\n";
+        if (!captures_failed.exchange(true))
+          std::cerr << "step graph (" << s.rows << " rows, " << s.columns << " columns): CUDA graph capture failed; "
+                    << "steps run without CUDA graphs from here on: " << e.what() << "\n";
         s.capture = false;
         s.compute();
         return s.out;

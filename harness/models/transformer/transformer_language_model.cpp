@@ -43,6 +43,9 @@ constexpr int64_t kPromptCacheBytes = int64_t{64} << 20;
 // few), the least recently used dropped first.
 constexpr int64_t kMaxStepGraphRows = 64;
 constexpr size_t kMaxStepGraphs = 8;
+// A session whose shapes keep rotating through more than kMaxStepGraphs (drafts of ever other sizes) would capture
+// every shape again at each return; after this many evictions its new shapes run uncaptured.
+constexpr int64_t kMaxStepGraphEvictions = 32;
 
 struct TransformerModelState {
   std::string kind = "transformer";  // the model spec's kind: "transformer" or "hf"
@@ -75,16 +78,14 @@ void place_for_inference(Transformer& model, const std::string& device) {
   model->to(torch_device_named(device));
 }
 
-// SPECULA_STEP_GRAPHS: unset or "on", step graphs on LibTorch's path (a GPU, `libtorch`); "off", every step on the
-// dynamic path (how `bench forward` and a user see what the graphs gain). Anything else is refused.
+}  // namespace
+
 bool step_graphs_wanted() {
   const char* value = std::getenv("SPECULA_STEP_GRAPHS");
   if (!value || std::string(value) == "on") return true;
   if (std::string(value) == "off") return false;
   fail("SPECULA_STEP_GRAPHS must be on or off, got '", value, "'");
 }
-
-}  // namespace
 
 TransformerLanguageModel::TransformerLanguageModel(const std::string& checkpoint_dir, const std::string& weights_dtype,
                                                    const std::string& device)
@@ -137,11 +138,13 @@ int64_t TransformerLanguageModel::session_bytes() const {
   int64_t bytes = plan_model_memory(c).kv_cache_bytes + int64_t{c.max_seq_len} * c.d_model * 4;
   if (state_->step_graphs) {
     // Each step graph keeps its inputs, outputs and (captured) the memory of its intermediates: at most one layer's
-    // live at a time, per row the attention's scores over the columns, the residual stream, q/k/v, the MLP's, and
-    // the logits. Bounded at the widest shape: 64 rows over the whole capacity.
-    const int64_t per_row = int64_t{c.n_heads} * c.max_seq_len + 4 * int64_t{c.d_model} + 3 * int64_t{c.d_ff} +
-                            2 * int64_t{c.vocab_size} + c.max_seq_len;
-    bytes += static_cast<int64_t>(kMaxStepGraphs) * kMaxStepGraphRows * per_row * 4;
+    // live at a time, per row two copies of the attention's scores over the columns (scaled, masked), the residual
+    // stream, q/k/v, the MLP's, the logits and the mask. Bounded at the widest shape, 64 rows over twice max_seq_len
+    // columns (a tree can double the cache's slots), plus the 20 MiB segment a graph's memory pool may round up to.
+    const int64_t columns = 2 * int64_t{c.max_seq_len};
+    const int64_t per_row = 2 * int64_t{c.n_heads} * columns + 4 * int64_t{c.d_model} + 3 * int64_t{c.d_ff} +
+                            2 * int64_t{c.vocab_size} + columns;
+    bytes += static_cast<int64_t>(kMaxStepGraphs) * (kMaxStepGraphRows * per_row * 4 + (int64_t{20} << 20));
   }
   return bytes;
 }
@@ -223,7 +226,8 @@ struct TransformerSession::Cache {
         graphs.erase(graphs.begin());
         ++stats.step_graphs_evicted;
       }
-      graphs.push_back(std::make_unique<StepGraph>(state->model, kv, rows, columns, state->capture_graphs));
+      const bool capture = state->capture_graphs && stats.step_graphs_evicted < kMaxStepGraphEvictions;
+      graphs.push_back(std::make_unique<StepGraph>(state->model, kv, rows, columns, capture));
       ++stats.step_graphs_built;
     } else {
       std::rotate(found, found + 1, graphs.end());  // now the most recently used

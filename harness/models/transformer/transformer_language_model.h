@@ -91,6 +91,11 @@ class TransformerLanguageModel : public LanguageModel {
   std::shared_ptr<TransformerModelState> state_;
 };
 
+// SPECULA_STEP_GRAPHS: unset or "on", step graphs on LibTorch's path (a GPU, `libtorch`); "off", every step on the
+// dynamic path (to see what the graphs gain). Anything else throws Error naming the variable and value; loaders ask
+// before they read weights.
+bool step_graphs_wanted();
+
 // `transformer:DIR` as the model registry loads it: the model, after a line on standard error with its parameter
 // count, matrix dtype, resident bytes and device.
 std::shared_ptr<const LanguageModel> load_transformer_language_model(const std::string& checkpoint_dir,
