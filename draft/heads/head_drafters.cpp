@@ -557,10 +557,7 @@ HeadDrafterFactory::HeadDrafterFactory(const HeadDrafterOptions& options, const 
   } else {
     const std::string dtype = transformer ? dtype_string(target_module->embedding->weight.scalar_type()) : "auto";
     s.target = load_checkpoint(s.target_dir, dtype).model;
-    if (s.libtorch_operations) {  // placed as the --target is
-      s.target->set_decode_step(false);
-      s.target->to(s.device);
-    }
+    if (s.libtorch_operations) place_for_libtorch_operations(s.target, s.device);  // placed as the --target is
   }
   if (options.kind == "medusa") {
     s.medusa = MedusaHeads(s.heads_config.medusa_heads, c.d_model, c.vocab_size);

@@ -265,11 +265,9 @@ json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ost
   Transformer& model = loaded.model;
   const bool cuda = o.device == "cuda";
   // As an inference model keeps its matrices: packed for the CPU's few-row kernel, or on the GPU as stored.
+  // On the GPU with LibTorch's operations, as a session there runs them (step graphs need them).
   const int64_t moved_bytes = cuda ? 0 : pack_matrices_for_decoding(*model);
-  if (cuda) {  // LibTorch's operations, as a session on the GPU runs them (step graphs need them)
-    model->set_decode_step(false);
-    model->to(torch::kCUDA);
-  }
+  if (cuda) place_for_libtorch_operations(model, torch::kCUDA);
   const long long huge_page_bytes = process_huge_page_bytes(), resident = process_resident_bytes();
   const bool huge_pages = decoding_weights_on_huge_pages();
   const TransformerConfig& c = model->config();

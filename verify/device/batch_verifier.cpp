@@ -126,7 +126,7 @@ const float* BatchVerifier::process_rows(const std::vector<const float*>& logits
   for (size_t r = 0; r < R; ++r) rows[r] = SamplerBatchRow{&target_.params(), histories[r], keys[r]};
   const SamplerBatch batch(vocab_, rows);
 
-  float* d_logits = s.device_array<float>(kLogits, R * V);
+  float* d_logits = device_logits(static_cast<int64_t>(R));
   if (at == LogitsAt::device) {
     // Written in place by the caller: the rows must be device_logits' rows, in order.
     for (size_t r = 0; r < R; ++r)

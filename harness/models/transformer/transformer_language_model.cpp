@@ -73,9 +73,7 @@ void place_for_inference(Transformer& model, const std::string& device) {
     pack_matrices_for_decoding(*model);
     return;
   }
-  model->set_decode_step(false);
-  if (device == "libtorch") return;
-  model->to(torch_device_named(device));
+  place_for_libtorch_operations(model, device == "libtorch" ? torch::Device(torch::kCPU) : torch_device_named(device));
 }
 
 }  // namespace
@@ -123,7 +121,7 @@ TransformerLanguageModel::TransformerLanguageModel(const std::string& kind, cons
   if (loaded.model->embedding->weight.is_cpu()) {
     pack_matrices_for_decoding(*state_->model);
   } else {  // on a GPU: LibTorch's operations, as transformer: models there
-    state_->model->set_decode_step(false);
+    place_for_libtorch_operations(state_->model, state_->model->embedding->weight.device());
     set_step_graphs(step_graphs_wanted());
   }
 }
@@ -526,7 +524,7 @@ void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
   }
   // The sessions keep their context rows' hidden states on the host: one copy for the batch (a model on a GPU).
   const torch::Tensor hidden_on_host = hidden.device().is_cpu() ? hidden : hidden.to(torch::kCPU);
-  std::vector<torch::Tensor> read;
+  std::vector<torch::Tensor> read, read_on_host;  // the rows whose logits anyone reads, and their host copy
   int64_t first_row = 0;
   for (PendingCall* call : calls) {
     TransformerSession::Cache& c = *call->cache;
@@ -536,13 +534,13 @@ void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
       c.linear_hidden.narrow(0, call->linear_before, call->chunk)
           .copy_(hidden_on_host.narrow(0, first_row, call->chunk));
     }
-    first_row += call->rows;
     // Only the last context row and the tree rows have logits anyone reads.
     const int64_t first = call->chunk > 0 ? call->chunk - 1 : 0;
     read.push_back(own.narrow(0, first, call->rows - first));
+    read_on_host.push_back(hidden_on_host.narrow(0, first_row + first, call->rows - first));
+    first_row += call->rows;
     c.stats.rows_run += call->rows;
   }
-  const torch::Tensor rows = read.size() == 1 ? read[0] : torch::cat(read);
   // On the CPU's decoding step each call's rows go through the LM head alone, as tree_logits sends them: a float32
   // row-major head (a vocabulary that is no multiple of 16) takes LibTorch's GEMM above 32 rows, whose sums would
   // make a row's bits depend on the batch. Elsewhere (a GPU) one GEMM serves the batch.
@@ -555,16 +553,10 @@ void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
     for (const torch::Tensor& r : read) parts.push_back(model->lm_head(r));
     logits = torch::cat(parts);
   } else {
-    logits = model->lm_head(rows);
+    logits = model->lm_head(read.size() == 1 ? read[0] : torch::cat(read));
   }
   // Hidden states on the host (the sessions keep them there; the batch's came over in one copy above), logits where
   // the model computes, as float32.
-  std::vector<torch::Tensor> read_on_host;
-  int64_t row = 0;
-  for (size_t k = 0; k < calls.size(); ++k) {
-    read_on_host.push_back(hidden_on_host.narrow(0, row + calls[k]->rows - read[k].size(0), read[k].size(0)));
-    row += calls[k]->rows;
-  }
   const torch::Tensor read_hidden = torch::cat(read_on_host);
   logits = logits.to(torch::kFloat32).contiguous();
   int64_t at = 0;

@@ -207,6 +207,11 @@ torch::ScalarType weights_dtype_for(const std::string& requested, torch::ScalarT
   fail_parameter("weights_dtype", ": '", requested, "' is not float32, bfloat16, float16 or auto");
 }
 
+void place_for_libtorch_operations(Transformer& model, const torch::Device& device) {
+  model->set_decode_step(false);
+  model->to(device);
+}
+
 torch::Device torch_device_named(const std::string& name) {
   std::optional<torch::Device> device;
   try {

@@ -223,6 +223,10 @@ class LibTorchOperationsOnly {
 // cannot use (Debian's is built for the CPU only).
 torch::Device torch_device_named(const std::string& name);
 
+// An inference model on LibTorch's path, as a model on a GPU runs (and the `libtorch` path on the CPU): off the
+// decoding step (set_decode_step(false)) and moved to `device`.
+void place_for_libtorch_operations(Transformer& model, const torch::Device& device);
+
 // x [.., in] times a linear layer's weight [out, in] or its panels (+ bias): at inference with at most
 // kSkinnyLinearMaxRows rows of float32 on the CPU (weights float32, float16 or bfloat16, either layout),
 // skinny_linear (weights read once; see skinny_linear.h), split over LibTorch's threads; also for more rows
