@@ -27,6 +27,7 @@
 #include "harness/models/registry/model_registry.h"
 #include "harness/models/tokenizer.h"
 #include "harness/models/transformer/byte_tokenizer.h"
+#include "harness/models/transformer/cache_pool.h"
 #include "harness/models/transformer/checkpoint.h"
 #include "harness/models/transformer/decode_step.h"
 #include "harness/models/transformer/huge_page_buffer.h"
@@ -541,7 +542,8 @@ namespace {
 // goes back a few tokens. `batched` runs every step's calls in one batch_tree_logits; `alone` runs the same calls one
 // session at a time. Returns how many calls' rows (logits, hidden states, context features) were not bit for bit the
 // same; with `tolerance` > 0, how many differed by more than it.
-int batched_mismatches(const LanguageModel& batched, const LanguageModel& alone, double tolerance = 0.0) {
+int batched_mismatches(const LanguageModel& batched, const LanguageModel& alone, double tolerance = 0.0,
+                       std::vector<TransformerSessionStats>* stats = nullptr) {
   std::mt19937 rng(23);
   const int32_t V = batched.vocab_size();
   // Context lengths 1, 5, 12, 40 (a prompt of more than 32 rows: it runs alone inside the batch) and 20.
@@ -607,6 +609,8 @@ int batched_mismatches(const LanguageModel& batched, const LanguageModel& alone,
       }
     }
   }
+  if (stats)
+    for (const auto& session : a) stats->push_back(dynamic_cast<TransformerSession&>(*session).stats());
   return mismatches;
 }
 
@@ -658,6 +662,95 @@ TEST_CASE("sessions run together through LibTorch's device path: each row its se
   const std::string path = save_scaled_checkpoint(dir, "model", c, 31);
   const TransformerLanguageModel batched(path, "auto", "libtorch"), alone(path);
   CHECK(batched_mismatches(batched, alone, kTol) == 0);
+}
+
+// With step graphs (on by default on LibTorch's path), a batch's calls of a few rows are one static-shape step over the
+// sessions' caches pooled as the batch rows of one tensor (cache_pool.h): padded to the widest call, each row over a
+// bucket of the longest cache with its own sequence's slots visible. Each row is still its session's alone.
+TEST_CASE("a batch's calls in one pooled static-shape step: each row its session's alone", "[transformer]") {
+  TempDir dir("pooled");
+  TransformerConfig c = small_config();
+  c.max_seq_len = 128;
+  c.n_kv_heads = 2;
+  const std::string path = save_scaled_checkpoint(dir, "model", c, 31);
+  TransformerLanguageModel pooled(path, "auto", "libtorch"), alone(path, "auto", "libtorch");
+  REQUIRE(pooled.step_graphs());
+  alone.set_step_graphs(false);
+  std::vector<TransformerSessionStats> stats;
+  CHECK(batched_mismatches(pooled, alone, kTol, &stats) == 0);
+  for (const TransformerSessionStats& s : stats) CHECK(s.pooled_step_calls == 8);  // every step of every session
+  // Wrong slots for all but the shortest cache, or padding that overwrites a cached slot: caught.
+  for (Mutant m : {Mutant::batch_rows_use_shortest_cache_length, Mutant::pool_padding_writes_cached_slot}) {
+    const ScopedMutant on(m);
+    CHECK(batched_mismatches(pooled, alone, kTol) > 0);
+  }
+
+  // A batch whose sequences finish: 4 sessions, then 3 (still more than half the pool: it is kept), then 2 (a new
+  // pool), then 1 (its own step graph); every row against the same calls alone.
+  std::mt19937 rng(5);
+  std::vector<std::vector<Token>> contexts;
+  std::vector<std::unique_ptr<ModelSession>> a, b;
+  for (int n : {3, 9, 1, 14}) {
+    contexts.push_back(random_tokens(rng, n, c.vocab_size));
+    a.push_back(pooled.new_session());
+    b.push_back(alone.new_session());
+  }
+  const int32_t V = c.vocab_size;
+  for (size_t active : {4, 4, 3, 3, 2, 2, 1}) {
+    std::vector<TokenTree> trees(active);
+    std::vector<std::vector<float>> out_a(active), out_b(active);
+    std::vector<TreeLogitsCall> calls;
+    for (size_t i = 0; i < active; ++i) {
+      for (size_t j = 0; j < i + 1; ++j) trees[i].add(random_tokens(rng, 1, V)[0], static_cast<int32_t>(j) - 1);
+      out_a[i].resize(static_cast<size_t>(trees[i].size() + 1) * V);
+      out_b[i].resize(out_a[i].size());
+      calls.push_back(TreeLogitsCall{a[i].get(), &contexts[i], &trees[i], out_a[i].data()});
+    }
+    pooled.batch_tree_logits(calls);
+    for (size_t i = 0; i < active; ++i) {
+      b[i]->tree_logits(contexts[i], trees[i], out_b[i].data());
+      float worst = 0;
+      for (size_t k = 0; k < out_a[i].size(); ++k) worst = std::max(worst, std::abs(out_a[i][k] - out_b[i][k]));
+      CHECK(worst < kTol);
+      contexts[i].push_back(trees[i].tokens[0]);  // the first draft accepted, then a bonus token
+      contexts[i].push_back(random_tokens(rng, 1, V)[0]);
+    }
+  }
+  const auto calls_of = [&](size_t i) { return dynamic_cast<TransformerSession&>(*a[i]).stats(); };
+  CHECK(calls_of(0).pooled_step_calls == 6);
+  CHECK(calls_of(0).step_graph_calls == 1);
+  CHECK(calls_of(2).pooled_step_calls == 4);
+  CHECK(calls_of(3).pooled_step_calls == 2);
+}
+
+TEST_CASE("a cache pool refuses what its step cannot run", "[transformer]") {
+  Transformer model = scaled_model(small_config(), 5);
+  model->set_decode_step(false);
+  c10::InferenceMode inference;
+  KVCache x = model->new_cache(1), y = model->new_cache(1), outside = model->new_cache(1);
+  x.advance(3);
+  CHECK_THROWS_WITH(CachePool(model, {&x, &x}, false), Contains("cache 0 given twice"));
+  CachePool pool(model, {&x, &y}, false);
+  CHECK(pool.holds(x));
+  CHECK(x.length() == 3);
+  CHECK_FALSE(pool.holds(outside));
+  const torch::Tensor one = torch::tensor({7}, torch::kInt64);
+  const RowSegment in_x{one, torch::tensor({3}, torch::kInt64), torch::Tensor(), &x};
+  CHECK_THROWS_WITH(pool.run({RowSegment{one, torch::tensor({0}, torch::kInt64), torch::Tensor(), &outside}}),
+                    Contains("segment 0's cache is not in the pool"));
+  CHECK_THROWS_WITH(pool.run({in_x, in_x}), Contains("segment 1's cache has rows in the step already"));
+  const StepOutputs out = pool.run({in_x});  // y has no rows: padding
+  CHECK(out.logits.size(0) == 1);
+  CHECK(x.length() == 4);
+  CHECK(pool.stats().padding_rows == 1);
+  x.reserve(x.capacity() + 1);  // grown past its row: it moves out of the pool
+  CHECK_FALSE(pool.holds(x));
+  CHECK(x.length() == 4);
+  pool.release(y);
+  CHECK_FALSE(pool.holds(y));
+  Transformer decoding = scaled_model(small_config(), 5);
+  KVCache z = decoding->new_cache(1);
+  CHECK_THROWS_WITH(CachePool(decoding, {&z}, false), Contains("the model is on the decoding step"));
 }
 
 namespace {

@@ -58,6 +58,7 @@ enum class Mutant {
   kv_cache_keeps_rejected_drafts,        // a session keeps the keys/values of a rejected draft tree
   batch_rows_use_shortest_cache_length,  // a batched forward gives every sequence the shortest cache's length
   step_graph_sees_unused_slots,          // a static-shape step leaves the cache's unused slots visible (mask 0)
+  pool_padding_writes_cached_slot,       // a pooled step's padding rows write slot 0 instead of the scratch slot
   // Generation loop.
   stop_checked_per_step,            // a stop token ends the sequence only after its step: later tokens kept
   tree_proposed_counts_nodes,       // a tree step adds its nodes, not its depth, to the proposed positions

@@ -39,19 +39,48 @@ class KVCache {
     v_layer.narrow(2, length_, n).copy_(v);
     return {k_layer.narrow(2, 0, length_ + n), v_layer.narrow(2, 0, length_ + n)};
   }
-  // The static-shape form of write (a step replayed as a CUDA graph, step_graph.h): the N new keys and values go to
-  // the slots `slots` [N] (a device tensor, so that its values can change between replays), and the layer's keys and
-  // values of slots [0, columns) come back, [B, H, columns, D], whatever the length: the caller's mask hides the
-  // slots a row must not see. Reads no tensor's value on the host.
+  // The static-shape form of write (a step replayed as a CUDA graph, step_graph.h): the new keys and values k, v
+  // [B, H, N, D] go to the slots `slots` [B, N] (row r of batch row b to slot slots[b][r]; a device tensor, so that
+  // its values can change between replays), and the layer's keys and values of slots [0, columns) come back,
+  // [B, H, columns, D], whatever the lengths: the caller's mask hides the slots a row must not see. Two rows of one
+  // batch row must not name the same slot unless nothing reads it (padding's scratch slot, CachePool). Reads no
+  // tensor's value on the host.
   std::pair<torch::Tensor, torch::Tensor> write_at(int64_t layer, const torch::Tensor& k, const torch::Tensor& v,
                                                    const torch::Tensor& slots, int64_t columns) {
     if (columns < 1 || columns > capacity())
       fail("KV cache: ", columns, " columns of a capacity of ", capacity(), " slots");
+    if (slots.dim() != 2 || slots.size(0) != batch() || slots.size(1) != k.size(2))
+      fail("KV cache: slots ", slots.sizes(), " for ", k.size(2), " rows of a batch of ", batch());
     torch::Tensor k_layer = k_.select(0, layer), v_layer = v_.select(0, layer);
-    k_layer.index_copy_(2, slots, k.to(k_layer.scalar_type()));
-    v_layer.index_copy_(2, slots, v.to(v_layer.scalar_type()));
+    // [B, slots, H, D] views: index_put_ with (batch row, slot) pairs writes every row's [H, D] in one operation.
+    const torch::Tensor rows = torch::arange(batch(), slots.options()).unsqueeze(1).expand_as(slots);
+    k_layer.permute({0, 2, 1, 3}).index_put_({rows, slots}, k.permute({0, 2, 1, 3}).to(k_layer.scalar_type()));
+    v_layer.permute({0, 2, 1, 3}).index_put_({rows, slots}, v.permute({0, 2, 1, 3}).to(v_layer.scalar_type()));
     return {k_layer.narrow(2, 0, columns), v_layer.narrow(2, 0, columns)};
   }
+  // Batch row b's keys and values, slots [0, slots), as [layers, 1, heads, slots, head_dim] views of this cache's
+  // storage: where another cache can keep its slots (move_to; a CachePool's rows).
+  std::pair<torch::Tensor, torch::Tensor> row_storage(int64_t b, int64_t slots) const {
+    if (b < 0 || b >= batch() || slots < 1 || slots > capacity())
+      fail("KV cache: row ", b, " with ", slots, " slots of a batch of ", batch(), " and ", capacity(), " slots");
+    return {k_.narrow(1, b, 1).narrow(3, 0, slots), v_.narrow(1, b, 1).narrow(3, 0, slots)};
+  }
+  // Moves the cached slots into k, v (views from another cache's row_storage, at least as many slots as the length,
+  // this cache's layers, heads and head size) and keeps every slot there from now on; the generation moves (steps
+  // captured over the old storage are stale). A later reserve beyond their slots moves the cache out again.
+  void move_to(const torch::Tensor& k, const torch::Tensor& v) {
+    if (k.dim() != 5 || k.size(0) != layers() || k.size(1) != 1 || k.size(2) != k_.size(2) || k.size(4) != k_.size(4) ||
+        k.size(3) < length_ || !v.sizes().equals(k.sizes()) || k.scalar_type() != k_.scalar_type() ||
+        k.device() != k_.device() || batch() != 1)
+      fail("KV cache: cannot move ", k_.sizes(), " (", length_, " cached) into ", k.sizes());
+    k.narrow(3, 0, length_).copy_(k_.narrow(3, 0, length_));
+    v.narrow(3, 0, length_).copy_(v_.narrow(3, 0, length_));
+    k_ = k;
+    v_ = v;
+    ++generation_;
+  }
+  // Whether the slots are kept in `k` (a view move_to was given): still there, not moved out by a reserve.
+  bool stores_in(const torch::Tensor& k) const { return k_.data_ptr() == k.data_ptr() && k_.sizes() == k.sizes(); }
   // Counts the reallocations of the keys' and values' storage (reserve): a step captured over this cache reads and
   // writes that storage, so it is stale once the count moves.
   uint64_t generation() const { return generation_; }

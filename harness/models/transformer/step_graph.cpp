@@ -44,7 +44,8 @@ struct StepGraph::State {
 
   // The step itself, from the static inputs into `out`.
   void compute() {
-    const torch::Tensor hidden = model->static_hidden_states(tokens, positions, slots, mask, *cache);
+    const torch::Tensor hidden =
+        model->static_hidden_states(tokens, positions, slots, mask, *cache).reshape({-1, model->config().d_model});
     out = {hidden, model->lm_head(hidden).to(torch::kFloat32)};
   }
 
@@ -121,7 +122,6 @@ StepGraph::StepGraph(Transformer model, KVCache& cache, int64_t rows, int64_t co
     : state_(std::make_unique<State>()) {
   const torch::Device device = model->embedding->weight.device();
   if (model->decode_step()) fail("step graph: the model is on the decoding step; graphs run LibTorch's operations");
-  if (cache.batch() != 1) fail("step graph: a cache of batch ", cache.batch(), "; a step graph runs one sequence");
   if (rows < 1) fail("step graph: at least one row, got ", rows);
   if (columns < rows || columns > cache.capacity())
     fail("step graph: ", columns, " columns for ", rows, " rows in a cache of ", cache.capacity(), " slots");
@@ -134,11 +134,24 @@ StepGraph::StepGraph(Transformer model, KVCache& cache, int64_t rows, int64_t co
   s.columns = columns;
   s.capture = capture;
   s.generation = cache.generation();
+  const int64_t batch = cache.batch();
   const torch::TensorOptions ids = torch::TensorOptions().dtype(torch::kInt64).device(device);
-  s.tokens = torch::zeros({rows}, ids);
-  s.positions = torch::zeros({rows}, ids);
-  s.slots = torch::arange(rows, ids);
-  s.mask = torch::zeros({rows, columns}, torch::TensorOptions().dtype(torch::kFloat32).device(device));
+  s.tokens = torch::zeros({batch, rows}, ids);
+  s.positions = torch::zeros({batch, rows}, ids);
+  s.slots = torch::arange(rows, ids).expand({batch, rows}).contiguous();
+  s.mask = torch::zeros({batch, rows, columns}, torch::TensorOptions().dtype(torch::kFloat32).device(device));
+}
+
+torch::Tensor static_step_mask(const torch::Tensor& visible, int64_t rows, int64_t used, int64_t columns) {
+  // Unused columns hidden; the mutant leaves them visible (what a replay must never read).
+  torch::Tensor mask =
+      torch::full({rows, columns},
+                  mutant_on(Mutant::step_graph_sees_unused_slots) ? 0.0f : -std::numeric_limits<float>::infinity());
+  if (visible.defined())
+    mask.narrow(1, 0, used).copy_(visible);
+  else
+    mask.narrow(1, 0, used).zero_();
+  return mask;
 }
 
 StepGraph::~StepGraph() = default;
@@ -154,16 +167,25 @@ StepOutputs StepGraph::run(const torch::Tensor& tokens, const torch::Tensor& pos
          " rows");
   if (mask.defined() && (mask.dim() != 2 || mask.size(0) != s.rows || mask.size(1) != used))
     fail("step graph: a mask of ", mask.sizes(), " for ", s.rows, " rows after ", length, " cached slots");
-  // The inputs into the static tensors (stream-ordered before the step): the rows go to slots [length, used); every
-  // column past them, unused, is hidden.
-  s.tokens.copy_(tokens.reshape({s.rows}));
-  s.positions.copy_(positions.reshape({s.rows}));
-  s.slots.copy_(torch::arange(length, used, torch::kInt64));
-  s.mask.fill_(mutant_on(Mutant::step_graph_sees_unused_slots) ? 0.0f : -std::numeric_limits<float>::infinity());
-  if (mask.defined())
-    s.mask.narrow(1, 0, used).copy_(mask);
-  else
-    s.mask.narrow(1, 0, used).zero_();
+  if (s.tokens.size(0) != 1) fail("step graph: run takes one sequence, the cache holds ", s.tokens.size(0));
+  // The rows go to slots [length, used); every column past them, unused, is hidden.
+  return run_static({tokens.reshape({1, s.rows}), positions.reshape({1, s.rows}),
+                     torch::arange(length, used, torch::kInt64).unsqueeze(0),
+                     static_step_mask(mask, s.rows, used, s.columns).unsqueeze(0)});
+}
+
+StepOutputs StepGraph::run_static(const StepInputs& in) {
+  State& s = *state_;
+  if (stale()) fail("step graph: the cache was reallocated since the step was built");
+  if (!in.tokens.sizes().equals(s.tokens.sizes()) || !in.positions.sizes().equals(s.tokens.sizes()) ||
+      !in.slots.sizes().equals(s.tokens.sizes()) || !in.mask.sizes().equals(s.mask.sizes()))
+    fail("step graph: inputs ", in.tokens.sizes(), ", ", in.positions.sizes(), ", ", in.slots.sizes(), ", ",
+         in.mask.sizes(), " for a step of ", s.tokens.sizes(), " rows over ", s.columns, " columns");
+  // Into the static tensors, stream-ordered before the step.
+  s.tokens.copy_(in.tokens);
+  s.positions.copy_(in.positions);
+  s.slots.copy_(in.slots);
+  s.mask.copy_(in.mask);
   ++s.runs;
 #ifdef SPECULA_TORCH_CUDA
   if (s.capture && s.runs >= 2 && (s.graph || !captures_failed)) {

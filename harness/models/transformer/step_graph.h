@@ -21,16 +21,29 @@
 
 namespace specula {
 
-// A step's outputs: the final hidden states [rows, d] and the logits [rows, V], float32, where the model computes.
+// A step's outputs: the final hidden states [rows, d] and the logits [rows, V], float32, where the model computes
+// (a step over a cache of batch B: rows = B * rows a sequence, sequence b's first).
 struct StepOutputs {
   torch::Tensor hidden, logits;
 };
 
+// A step's inputs in their static shapes (StepGraph::run_static), for a cache of batch B and N rows a sequence:
+// token ids, positions and cache slots [B, N] (int64) and the additive mask [B, N, columns], on the host or the
+// model's device.
+struct StepInputs {
+  torch::Tensor tokens, positions, slots, mask;
+};
+
+// The mask of a step's rows over `columns` slots when the rows see `visible` [N, used] (additive; undefined: every
+// column visible) and every column from `used` on is hidden (unused slots): [N, columns] on the host.
+torch::Tensor static_step_mask(const torch::Tensor& visible, int64_t rows, int64_t used, int64_t columns);
+
 class StepGraph {
  public:
-  // For `rows` rows attending over slots [0, columns) of `cache` (batch 1) of `model`, which must be off the decoding
-  // step (LibTorch's operations). `capture`: record a CUDA graph at the second run (needs step_graphs_capture(model's
-  // device)); else run eagerly. A capture that fails is reported on standard error and the step runs eagerly.
+  // For `rows` rows a sequence attending over slots [0, columns) of `cache` (batch B: B sequences, each its batch
+  // row) of `model`, which must be off the decoding step (LibTorch's operations). `capture`: record a CUDA graph at
+  // the second run (needs step_graphs_capture(model's device)); else run eagerly. A capture that fails is reported
+  // on standard error and the step runs eagerly.
   StepGraph(Transformer model, KVCache& cache, int64_t rows, int64_t columns, bool capture);
   ~StepGraph();
   StepGraph(const StepGraph&) = delete;
@@ -42,6 +55,9 @@ class StepGraph {
   // on the host. The cache is not advanced. The outputs are the step's own tensors, overwritten by its next run:
   // copy what must outlive it.
   StepOutputs run(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& mask);
+  // The general form (any batch): the inputs in their static shapes, copied into the step's tensors, then the step.
+  // Outputs as run's, [B * rows, ..].
+  StepOutputs run_static(const StepInputs& inputs);
 
   int64_t rows() const;
   int64_t columns() const;

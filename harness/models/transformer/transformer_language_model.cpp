@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "harness/models/transformer/byte_tokenizer.h"
+#include "harness/models/transformer/cache_pool.h"
 #include "harness/models/transformer/checkpoint.h"
 #include "harness/models/transformer/memory_budget.h"
 #include "harness/models/transformer/step_graph.h"
@@ -142,7 +143,10 @@ int64_t TransformerLanguageModel::session_bytes() const {
     const int64_t columns = 2 * int64_t{c.max_seq_len};
     const int64_t per_row = 2 * int64_t{c.n_heads} * columns + 4 * int64_t{c.d_model} + 3 * int64_t{c.d_ff} +
                             2 * int64_t{c.vocab_size} + columns;
-    bytes += static_cast<int64_t>(kMaxStepGraphs) * (kMaxStepGraphRows * per_row * 4 + (int64_t{20} << 20));
+    // A session's own graphs, and its share of its batch's pooled ones (cache_pool.h: as many shapes, as many rows
+    // a sequence); the pool's row is allocated while the session's own cache still exists.
+    bytes += 2 * static_cast<int64_t>(kMaxStepGraphs) * (kMaxStepGraphRows * per_row * 4 + (int64_t{20} << 20));
+    bytes += plan_model_memory(c).kv_cache_bytes;
   }
   return bytes;
 }
@@ -193,9 +197,15 @@ std::unique_ptr<ModelSession> TransformerLanguageModel::new_session() const {
 // Slots [0, linear.size()) of the KV cache hold `linear`; slots linear.size() + j hold node j of `tree`.
 struct TransformerSession::Cache {
   explicit Cache(std::shared_ptr<TransformerModelState> s) : state(std::move(s)), kv(state->model->new_cache(1)) {}
+  ~Cache() {
+    if (pool) pool->release(kv);
+  }
 
   std::shared_ptr<TransformerModelState> state;
   KVCache kv;
+  // The pool whose row keeps kv's slots, once a batched call moved them there (cache_pool.h); shared by the sessions
+  // of the batch.
+  std::shared_ptr<CachePool> pool;
   std::vector<Token> linear;
   // What the model gives after a position: the final hidden state, kept on the host (the linear prefix's features
   // and the draft heads read it there), and the logits, kept where the model computes (on a GPU they go from there
@@ -499,17 +509,40 @@ void prepare_call(PendingCall& call) {
   call.segment.cache = &c.kv;
 }
 
-// Step 4 for every call that has rows to run: one forward over all of them (batch_hidden_states), one LM head over the
-// rows whose logits anyone reads, and one copy of the batch's hidden states to the host (a model on a GPU; its
-// logits stay there).
+// The pool the calls' caches share (cache_pool.h): the one they are in when it holds them all and they are more than
+// half its rows, else a new one made for them (its rows are padding in every step: a batch whose sequences finished
+// moves into a smaller pool, at most once each time the batch halves).
+CachePool& pool_for(const TransformerModelState& state, const std::vector<PendingCall*>& calls) {
+  const std::shared_ptr<CachePool> current = calls[0]->cache->pool;
+  const bool fits = current && 2 * static_cast<int64_t>(calls.size()) > current->rows() &&
+                    std::all_of(calls.begin(), calls.end(), [&](const PendingCall* call) {
+                      return call->cache->pool == current && current->holds(call->cache->kv);
+                    });
+  if (fits) return *current;
+  std::vector<KVCache*> caches;
+  for (PendingCall* call : calls) {
+    if (call->cache->pool) call->cache->pool->release(call->cache->kv);
+    caches.push_back(&call->cache->kv);
+  }
+  auto pool = std::make_shared<CachePool>(state.model, caches, state.capture_graphs);
+  for (PendingCall* call : calls) call->cache->pool = pool;
+  return *pool;
+}
+
+// Step 4 for every call that has rows to run: one forward over all of them, one LM head over the rows whose logits
+// anyone reads, and one copy of the batch's hidden states to the host (a model on a GPU; its logits stay there).
+// With step graphs, a lone call of a few rows is its session's step graph, and the calls of a batch (each of a few
+// rows) one step over their pooled caches; otherwise batch_hidden_states.
 void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
   Transformer& model = state.model;
-  // A lone call of a few rows: its session's step graph, which also gives every row's logits (reserved slots: the
-  // graph's columns bucket is taken after prepare_call reserved them).
-  StepGraph* graph = state.step_graphs && calls.size() == 1 && calls[0]->rows <= kMaxStepGraphRows
-                         ? calls[0]->cache->graph_for(calls[0]->rows)
-                         : nullptr;
-  torch::Tensor hidden, step_logits;
+  const bool few_rows =
+      std::all_of(calls.begin(), calls.end(), [](const PendingCall* call) { return call->rows <= kMaxStepGraphRows; });
+  // The session's step graph (reserved slots: the graph's columns bucket is taken after prepare_call reserved them).
+  StepGraph* graph =
+      state.step_graphs && few_rows && calls.size() == 1 ? calls[0]->cache->graph_for(calls[0]->rows) : nullptr;
+  std::vector<RowSegment> segments;
+  for (PendingCall* call : calls) segments.push_back(call->segment);
+  torch::Tensor hidden, step_logits;  // step_logits: every row's, when the step gave them
   if (graph) {
     const RowSegment& segment = calls[0]->segment;
     const StepOutputs out = graph->run(segment.tokens, segment.positions, segment.mask);
@@ -517,14 +550,18 @@ void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
     hidden = out.hidden;
     step_logits = out.logits;
     ++calls[0]->cache->stats.step_graph_calls;
+  } else if (state.step_graphs && few_rows) {
+    const StepOutputs out = pool_for(state, calls).run(segments);
+    hidden = out.hidden;
+    step_logits = out.logits;
+    for (PendingCall* call : calls) ++call->cache->stats.pooled_step_calls;
   } else {
-    std::vector<RowSegment> segments;
-    for (PendingCall* call : calls) segments.push_back(call->segment);
     hidden = model->batch_hidden_states(segments);
   }
   // The sessions keep their context rows' hidden states on the host: one copy for the batch (a model on a GPU).
   const torch::Tensor hidden_on_host = hidden.device().is_cpu() ? hidden : hidden.to(torch::kCPU);
   std::vector<torch::Tensor> read, read_on_host;  // the rows whose logits anyone reads, and their host copy
+  std::vector<int64_t> read_rows;                 // their rows in `hidden`
   int64_t first_row = 0;
   for (PendingCall* call : calls) {
     TransformerSession::Cache& c = *call->cache;
@@ -538,6 +575,7 @@ void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
     const int64_t first = call->chunk > 0 ? call->chunk - 1 : 0;
     read.push_back(own.narrow(0, first, call->rows - first));
     read_on_host.push_back(hidden_on_host.narrow(0, first_row + first, call->rows - first));
+    for (int64_t r = first; r < call->rows; ++r) read_rows.push_back(first_row + r);
     first_row += call->rows;
     c.stats.rows_run += call->rows;
   }
@@ -545,9 +583,8 @@ void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
   // row-major head (a vocabulary that is no multiple of 16) takes LibTorch's GEMM above 32 rows, whose sums would
   // make a row's bits depend on the batch. Elsewhere (a GPU) one GEMM serves the batch.
   torch::Tensor logits;
-  if (step_logits.defined()) {  // the graph's own tensor, overwritten by its next run: the read rows copied out
-    const int64_t first = calls[0]->rows - read[0].size(0);
-    logits = step_logits.narrow(0, first, read[0].size(0)).clone();
+  if (step_logits.defined()) {  // a graph's own tensor, overwritten by its next run: the read rows copied out
+    logits = step_logits.index_select(0, torch::tensor(read_rows, torch::kInt64).to(step_logits.device()));
   } else if (model->decode_step() && read.size() > 1) {
     std::vector<torch::Tensor> parts;
     for (const torch::Tensor& r : read) parts.push_back(model->lm_head(r));

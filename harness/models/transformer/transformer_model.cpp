@@ -35,7 +35,16 @@ RotaryEmbeddingImpl::RotaryEmbeddingImpl(int64_t head_dim, int64_t max_len, doub
 
 torch::Tensor RotaryEmbeddingImpl::forward(const torch::Tensor& x, const torch::Tensor& positions) {
   const int64_t half = x.size(-1) / 2;
-  const torch::Tensor c = cos.index_select(0, positions), s = sin.index_select(0, positions);  // [N, D/2]
+  torch::Tensor c, s;
+  if (positions.dim() == 2) {  // [B, N]: each sequence its own positions, [B, 1, N, D/2] against x's heads
+    const torch::Tensor flat = positions.reshape({-1});
+    const std::vector<int64_t> shape{positions.size(0), 1, positions.size(1), half};
+    c = cos.index_select(0, flat).view(shape);
+    s = sin.index_select(0, flat).view(shape);
+  } else {  // [N], [N, D/2]
+    c = cos.index_select(0, positions);
+    s = sin.index_select(0, positions);
+  }
   const torch::Tensor x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
   return torch::cat({x1 * c - x2 * s, x2 * c + x1 * s}, -1);
 }
@@ -69,7 +78,10 @@ torch::Tensor AttentionImpl::attend(const torch::Tensor& projected, const torch:
   // The G query heads of a group share one key/value head: stack their rows, [B, Hkv, G * N, D].
   q = q.reshape({B, n_kv_heads, G * N, head_dim});
   torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(head_dim)));
-  if (mask.defined()) scores = (scores.view({B, n_kv_heads, G, N, T}) + mask).view({B, n_kv_heads, G * N, T});
+  if (mask.defined()) {  // [N, T], or [B, N, T]: each sequence its own
+    const torch::Tensor m = mask.dim() == 3 ? mask.view({B, 1, 1, N, T}) : mask;
+    scores = (scores.view({B, n_kv_heads, G, N, T}) + m).view({B, n_kv_heads, G * N, T});
+  }
   const torch::Tensor y = torch::matmul(torch::softmax(scores, -1), v).view({B, n_heads, N, head_dim});
   return y.transpose(1, 2).reshape({B, N, n_heads * head_dim});
 }
@@ -413,11 +425,15 @@ torch::Tensor TransformerImpl::static_hidden_states(const torch::Tensor& tokens,
                                                     const torch::Tensor& slots, const torch::Tensor& mask,
                                                     KVCache& cache) {
   if (decode_step_) fail("static_hidden_states: the model is on the decoding step (set_decode_step(false) first)");
+  if (tokens.dim() != 2 || positions.sizes() != tokens.sizes() || slots.sizes() != tokens.sizes() || mask.dim() != 3 ||
+      mask.size(0) != tokens.size(0) || mask.size(1) != tokens.size(1) || tokens.size(0) != cache.batch())
+    fail("static_hidden_states: tokens ", tokens.sizes(), ", positions ", positions.sizes(), ", slots ", slots.sizes(),
+         " and mask ", mask.sizes(), " for a cache of batch ", cache.batch());
   const LibTorchOperationsOnly scope(true);
-  torch::Tensor x = embed(tokens).unsqueeze(0);  // [1, N, d]
+  torch::Tensor x = embed(tokens);  // [B, N, d]
   for (size_t i = 0; i < blocks->size(); ++i)
     x = blocks->ptr<BlockImpl>(i)->forward(x, positions, mask, &cache, static_cast<int64_t>(i), slots);
-  return final_norm->forward(x)[0];
+  return final_norm->forward(x);
 }
 
 torch::Tensor TransformerImpl::embed(const torch::Tensor& tokens) {

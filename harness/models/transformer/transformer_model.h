@@ -33,7 +33,7 @@ TORCH_MODULE(RMSNorm);
 // Llama. cos/sin tables are buffers [max_len, D/2] rebuilt from the config, not learned.
 struct RotaryEmbeddingImpl : torch::nn::Module {
   RotaryEmbeddingImpl(int64_t head_dim, int64_t max_len, double theta);
-  // x [B, H, N, D]; positions [N] int64: the absolute position of each row.
+  // x [B, H, N, D]; positions [N] int64, the absolute position of each row, or [B, N], each sequence's own.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions);
   torch::Tensor cos, sin;  // [max_len, D/2]
 };
@@ -45,7 +45,8 @@ struct AttentionImpl : torch::nn::Module {
   explicit AttentionImpl(const TransformerConfig& c);
   // x [B, N, d]; mask [N, T] additive (undefined: every column visible); with a cache, T = cache.length() + N
   // and this layer's keys/values are written to the cache; without one, T = N.
-  // `slots` [N] (defined only with a cache): the static-shape form (KVCache::write_at), mask [N, columns].
+  // `slots` [B, N] (defined only with a cache): the static-shape form (KVCache::write_at), positions [B, N] and
+  // mask [B, N, columns], each sequence of the batch its own.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& mask,
                         KVCache* cache, int64_t layer, const torch::Tensor& slots = torch::Tensor());
   // forward between its two projections: heads = qkv(x) [B, N, (H + 2 Hkv) D] in, the attention's output before
@@ -118,11 +119,11 @@ class TransformerImpl : public torch::nn::Module {
   torch::Tensor lm_head(const torch::Tensor& hidden);  // [.., d] -> [.., V]
 
   // hidden_states with static shapes, the form a CUDA graph captures (step_graph.h): tokens, positions and `slots`
-  // [N] (the cache slots the rows' keys and values go to) and mask [N, columns] (additive, every slot a row must not
-  // see at -inf, unused ones included) on the parameters' device; every row attends over the cache's slots
-  // [0, columns), whatever its length. Returns the final hidden states [N, d]. Reads no tensor's value on the host
-  // and does not advance the cache. LibTorch's operations only (a model off the decoding step:
-  // set_decode_step(false)); batch 1.
+  // [B, N] (row r of sequence b goes to slot slots[b][r] of the cache's batch row b) and mask [B, N, columns]
+  // (additive, every slot a row must not see at -inf, unused ones included) on the parameters' device, B the cache's
+  // batch; every row attends over its sequence's slots [0, columns), whatever their lengths. Returns the final hidden
+  // states [B, N, d]. Reads no tensor's value on the host and does not advance the cache. LibTorch's operations only
+  // (a model off the decoding step: set_decode_step(false)).
   torch::Tensor static_hidden_states(const torch::Tensor& tokens, const torch::Tensor& positions,
                                      const torch::Tensor& slots, const torch::Tensor& mask, KVCache& cache);
 

@@ -1,0 +1,129 @@
+#include "harness/models/transformer/cache_pool.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "kernels/shared/error.h"
+#include "kernels/shared/mutation_points.h"
+
+namespace specula {
+
+namespace {
+
+// The slots of a pool's rows for `caches`: the largest of their capacities (each checked to be one sequence's).
+int64_t row_slots(const Transformer& model, const std::vector<KVCache*>& caches) {
+  if (caches.empty()) fail("cache pool: no caches");
+  if (model->decode_step())
+    fail("cache pool: the model is on the decoding step; pooled steps run LibTorch's operations");
+  int64_t slots = 0;
+  for (size_t i = 0; i < caches.size(); ++i) {
+    if (!caches[i] || caches[i]->batch() != 1) fail("cache pool: cache ", i, " is not one sequence's");
+    if (std::count(caches.begin(), caches.end(), caches[i]) > 1) fail("cache pool: cache ", i, " given twice");
+    slots = std::max(slots, caches[i]->capacity());
+  }
+  return slots;
+}
+
+}  // namespace
+
+CachePool::CachePool(Transformer model, const std::vector<KVCache*>& caches, bool capture)
+    : model_(std::move(model)),
+      capture_(capture),
+      slots_(row_slots(model_, caches)),
+      pool_(model_->config().n_layers, static_cast<int64_t>(caches.size()), model_->config().kv_heads(), slots_ + 1,
+            model_->config().head_dim(),
+            model_->embedding->weight.options().dtype(torch::kFloat32)) {  // as new_cache keeps a sequence's
+  pool_.use_libtorch_operations();
+  for (size_t b = 0; b < caches.size(); ++b) {
+    const auto [keys, values] = pool_.row_storage(static_cast<int64_t>(b), slots_);
+    caches[b]->move_to(keys, values);
+    members_.push_back(caches[b]);
+    row_keys_.push_back(keys);
+  }
+}
+
+int64_t CachePool::row_of(const KVCache& cache) const {
+  for (size_t b = 0; b < members_.size(); ++b)
+    if (members_[b] == &cache && cache.stores_in(row_keys_[b])) return static_cast<int64_t>(b);
+  return -1;
+}
+
+bool CachePool::holds(const KVCache& cache) const { return row_of(cache) >= 0; }
+
+void CachePool::release(const KVCache& cache) {
+  for (auto& member : members_)
+    if (member == &cache) member = nullptr;
+}
+
+StepGraph& CachePool::graph_for(int64_t rows, int64_t columns) {
+  auto found = std::find_if(graphs_.begin(), graphs_.end(),
+                            [&](const auto& g) { return g->rows() == rows && g->columns() == columns; });
+  if (found != graphs_.end()) {
+    std::rotate(found, found + 1, graphs_.end());  // now the most recently used
+    return *graphs_.back();
+  }
+  if (graphs_.size() >= kMaxStepGraphs) {
+    graphs_.erase(graphs_.begin());
+    ++stats_.step_graphs_evicted;
+  }
+  const bool capture = capture_ && stats_.step_graphs_evicted < kMaxEvictions;
+  graphs_.push_back(std::make_unique<StepGraph>(model_, pool_, rows, columns, capture));
+  ++stats_.step_graphs_built;
+  return *graphs_.back();
+}
+
+StepOutputs CachePool::run(const std::vector<RowSegment>& segments) {
+  const int64_t P = rows();
+  std::vector<int64_t> row(segments.size());
+  std::vector<bool> taken(static_cast<size_t>(P), false);
+  int64_t widest = 0, longest = 0;
+  for (size_t k = 0; k < segments.size(); ++k) {
+    const RowSegment& s = segments[k];
+    if (!s.cache || (row[k] = row_of(*s.cache)) < 0) fail("cache pool: segment ", k, "'s cache is not in the pool");
+    if (taken[row[k]]) fail("cache pool: segment ", k, "'s cache has rows in the step already");
+    taken[row[k]] = true;
+    const int64_t n = s.tokens.numel(), used = s.cache->length() + n;
+    if (n < 1 || s.positions.numel() != n)
+      fail("cache pool: segment ", k, ": ", n, " tokens, ", s.positions.numel(), " positions");
+    if (s.mask.defined() && (s.mask.dim() != 2 || s.mask.size(0) != n || s.mask.size(1) != used))
+      fail("cache pool: segment ", k, ": a mask of ", s.mask.sizes(), " for ", n, " rows after ", s.cache->length(),
+           " cached slots");
+    if (used > slots_)
+      fail("KV cache overflow: ", s.cache->length(), " cached + ", n, " new tokens exceed the capacity of ", slots_,
+           " (reserve more slots first)");
+    widest = std::max(widest, n);
+    longest = std::max(longest, used);
+  }
+  const int64_t N = widest, columns = step_columns(0, longest, slots_);
+  const int64_t scratch = mutant_on(Mutant::pool_padding_writes_cached_slot) ? 0 : slots_;
+  int64_t shortest = slots_;  // for the mutant that gives every sequence the shortest cache's length
+  for (const RowSegment& s : segments) shortest = std::min(shortest, s.cache->length());
+  // Padding: token 0 at position 0 written to the scratch slot (past every row's slots: no column reads it), seeing
+  // slot 0 only (a row that sees nothing would be NaN; the row is dropped either way).
+  StepInputs in{torch::zeros({P, N}, torch::kInt64), torch::zeros({P, N}, torch::kInt64),
+                torch::full({P, N}, scratch, torch::kInt64),
+                torch::full({P, N, columns}, -std::numeric_limits<float>::infinity())};
+  in.mask.select(2, 0).zero_();
+  std::vector<int64_t> outputs;  // the flat output row of every segment row, in segment order
+  for (size_t k = 0; k < segments.size(); ++k) {
+    const RowSegment& s = segments[k];
+    const int64_t b = row[k], n = s.tokens.numel();
+    const int64_t length = mutant_on(Mutant::batch_rows_use_shortest_cache_length) ? shortest : s.cache->length();
+    in.tokens[b].narrow(0, 0, n).copy_(s.tokens.reshape({n}));
+    in.positions[b].narrow(0, 0, n).copy_(s.positions.reshape({n}));
+    in.slots[b].narrow(0, 0, n).copy_(torch::arange(length, length + n, torch::kInt64));
+    torch::Tensor visible = s.mask;  // the mutant's shorter length sees the mask's last columns
+    if (visible.defined() && visible.size(1) != length + n)
+      visible = visible.narrow(1, visible.size(1) - length - n, length + n);
+    in.mask[b].narrow(0, 0, n).copy_(static_step_mask(visible, n, length + n, columns));
+    for (int64_t r = 0; r < n; ++r) outputs.push_back(b * N + r);
+  }
+  const StepOutputs out = graph_for(N, columns).run_static(in);
+  const torch::Tensor index = torch::tensor(outputs, torch::kInt64).to(out.hidden.device());
+  for (const RowSegment& s : segments) s.cache->advance(s.tokens.numel());
+  ++stats_.steps;
+  stats_.padding_rows += P * N - static_cast<int64_t>(outputs.size());
+  return {out.hidden.index_select(0, index), out.logits.index_select(0, index)};
+}
+
+}  // namespace specula
