@@ -30,11 +30,13 @@ union ClusterSlot {
   fused_sampler::ArgMax arg;
 };
 
-// Extra shared memory of a cluster's block: its own histogram, the cluster's merged one, its partial.
+// Extra shared memory of a cluster's block: its own histogram, the cluster's merged one, its partial, and the
+// candidate list of its slice.
 struct ClusterExtra {
   unsigned long long hist[fused_sampler::kRadixBins + 1];
   unsigned long long merged[fused_sampler::kRadixBins + 1];
   ClusterSlot slot;
+  CandidateList candidates;
 };
 
 // Extra shared memory of a verification kernel's block in a cluster: its partial, and the per-row scratch every
@@ -161,6 +163,13 @@ struct CudaClusterBlock {
   __host__ __device__ fused_sampler::RadixPick hist_find(uint64_t above, uint64_t target) {
     return local.find_bucket(local.sh.extra.merged, above, target);
   }
+
+  // The candidate list of this block's slice: its own shared memory, no cluster collective.
+  static constexpr int kCandidates = Local::kCandidates;
+  __host__ __device__ void candidates_clear() { local.candidates_clear(); }
+  __host__ __device__ void candidate_add(float x) { local.candidate_add(x); }
+  __host__ __device__ int32_t candidates_count() { return local.candidates_count(); }
+  __host__ __device__ float candidate(int32_t i) const { return local.candidate(i); }
 };
 
 // Launches kernel(args...) as `clusters` clusters of `ctas` blocks of `threads` threads each, block

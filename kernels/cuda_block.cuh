@@ -6,6 +6,8 @@
 // kernel calls it.
 #pragma once
 
+#include <cooperative_groups.h>
+
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
@@ -26,10 +28,17 @@ struct MaxOp {
   __device__ int32_t operator()(int32_t a, int32_t b) const { return a > b ? a : b; }
 };
 
-// Extra shared memory of the fused sampler: the radix histogram; hist[kRadixBins] stays 0 (the sum above the
-// top bucket).
+// A block's candidate list (fused_sampler::compact_candidates): the values, and how many adds were made.
+struct CandidateList {
+  float values[fused_sampler::kCandidateCapacity];
+  int32_t count;
+};
+
+// Extra shared memory of the fused sampler: the radix histogram (hist[kRadixBins] stays 0, the sum above the
+// top bucket) and the candidate list.
 struct Histogram {
   unsigned long long hist[fused_sampler::kRadixBins + 1];
+  CandidateList candidates;
 };
 // Extra shared memory of the verification kernels: F64 / I32 scratch elements (the tree kernel's per-node state).
 template <int F64, int I32>
@@ -247,6 +256,46 @@ struct CudaBlock {
     (void)hist;
     (void)target;
     return fused_sampler::RadixPick{0, above, above};
+#endif
+  }
+
+  // ---- The candidate list (Extra = Histogram, or a cluster's extra with `candidates`) ----
+  static constexpr int kCandidates = fused_sampler::kCandidateCapacity;
+  __host__ __device__ void candidates_clear() {
+#if defined(__CUDA_ARCH__)
+    if (threadIdx.x == 0) sh.extra.candidates.count = 0;
+    __syncthreads();
+#endif
+  }
+  // One shared atomic per group of lanes adding together (the coalesced group), not one per value: a cut that keeps
+  // many tokens would otherwise serialise the block on one address before the list is found not to fit.
+  __host__ __device__ void candidate_add(float x) {
+#if defined(__CUDA_ARCH__)
+    const cooperative_groups::coalesced_group lanes = cooperative_groups::coalesced_threads();
+    int32_t first = 0;
+    if (lanes.thread_rank() == 0) first = atomicAdd(&sh.extra.candidates.count, static_cast<int32_t>(lanes.size()));
+    const int32_t slot = lanes.shfl(first, 0) + static_cast<int32_t>(lanes.thread_rank());
+    if (slot < kCandidates) sh.extra.candidates.values[slot] = x;
+#else
+    (void)x;
+#endif
+  }
+  __host__ __device__ int32_t candidates_count() {
+#if defined(__CUDA_ARCH__)
+    __syncthreads();  // every add has landed
+    const int32_t n = sh.extra.candidates.count;
+    __syncthreads();  // every thread has read the count before a later clear
+    return n;
+#else
+    return 0;
+#endif
+  }
+  __host__ __device__ float candidate(int32_t i) const {
+#if defined(__CUDA_ARCH__)
+    return sh.extra.candidates.values[i];
+#else
+    (void)i;
+    return 0.0f;
 #endif
   }
 

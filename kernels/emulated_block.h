@@ -38,6 +38,8 @@ struct EmulatedShared {
     fused_sampler::RadixPick pick;
   } out;
   uint64_t hist[fused_sampler::kRadixBins + 1];
+  float candidates[fused_sampler::kHostCandidateCapacity];
+  int32_t candidate_count;
   double scratch_f64[verify_row::kTreeF64Scratch];
   int32_t scratch_i32[verify_row::kTreeI32Scratch];
 };
@@ -180,6 +182,25 @@ struct EmulatedBlock {
     sync();
     return pick;
   }
+
+  // The candidate list, with the CUDA Block's barriers; an add takes the next slot (fibers never interleave inside
+  // a phase, so the slots' order is the schedule's).
+  static constexpr int kCandidates = fused_sampler::kHostCandidateCapacity;
+  void candidates_clear() {
+    if (thread == 0) sh.candidate_count = 0;
+    sync();
+  }
+  void candidate_add(float x) {
+    const int32_t slot = sh.candidate_count++;
+    if (slot < kCandidates) sh.candidates[slot] = x;
+  }
+  int32_t candidates_count() {
+    if (!mutant_on(Mutant::emulated_candidates_unsynchronised)) sync();  // every add has landed
+    const int32_t n = sh.candidate_count;
+    sync();
+    return n;
+  }
+  float candidate(int32_t i) const { return sh.candidates[i]; }
 
   double* f64() { return sh.scratch_f64; }
   int32_t* i32() { return sh.scratch_i32; }

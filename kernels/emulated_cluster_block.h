@@ -128,6 +128,13 @@ struct EmulatedClusterBlock {
   fused_sampler::RadixPick hist_find(uint64_t above, uint64_t target) {
     return local.find_bucket(blocks[cta]->merged, above, target);
   }
+
+  // The candidate list of this block's slice (its own shared memory, as cluster_block.cuh).
+  static constexpr int kCandidates = EmulatedBlock<T, VEC>::kCandidates;
+  void candidates_clear() { local.candidates_clear(); }
+  void candidate_add(float x) { local.candidate_add(x); }
+  int32_t candidates_count() { return local.candidates_count(); }
+  float candidate(int32_t i) const { return local.candidate(i); }
 };
 
 }  // namespace specula

@@ -10,6 +10,9 @@
 //   sum_f64, sum_i32, min_i32, max_i32, argmax   reductions whose result every thread receives
 //   inclusive_scan(in, out)             prefix sums of a tile of kThreads * kVec values; returns the total
 //   hist_clear, hist_add(bin, w), hist_suffix_sums() -> total, hist_find(above, target) -> RadixPick
+//   kCandidates, candidates_clear, candidate_add(x) (any thread, any order), candidates_count() -> the adds since
+//   the clear (may exceed kCandidates: then the list holds an arbitrary kCandidates of them), candidate(i)
+//                                       the block's candidate list (compact_candidates)
 // A cluster's Block (kSlicedRow) adds slice(), slice_begin(), slice_end(), exclusive_sum_f64 (its block's
 // ranks) and cluster_exclusive_sum_f64 (its cluster's blocks), and needs no inclusive_scan (inverse_cdf takes
 // inverse_cdf_sliced's three levels instead of tiles).
@@ -21,6 +24,8 @@
 //                  top_k  -> 3 radix-select passes over scratch (11 + 11 + 10 bits), weights 1
 //                  top_p  -> 3 radix-select passes, weights = fixed-point exp(x - max) in float32, and 3 more
 //                            with float64 exp only when the guard band cannot certify the float result
+//      a radix filter after a cut first copies the candidates into the block's candidate list (one pass), and
+//      its passes read the list instead of the row when they fit (top-k then top-p: ~k values, not V)
 //   3. normaliser z over the kept tokens
 //   4. write probabilities, reduce their float64 total and the last positive index
 //   5. inverse-CDF draw, tile by tile in index order, stopping at the tile that holds the token (a row sliced
@@ -42,6 +47,12 @@ namespace specula {
 namespace fused_sampler {
 
 constexpr int kRadixBins = 2048;  // 11-bit digits
+// A CUDA block's candidate list (compact_candidates): 4 KiB of shared memory, room for top-k's ~k candidates.
+constexpr int kCandidateCapacity = 1024;
+// The host's Blocks (the CPU run of this file, the emulated blocks) keep fewer, so that the test rows' cuts (top-k of
+// tens, small vocabularies) take both ways: the list, and the row when they do not fit. The thresholds are the
+// same either way.
+constexpr int kHostCandidateCapacity = 40;
 constexpr int32_t kNoIndex = 0x7fffffff;
 
 struct ArgMax {  // no initialisers: it lives in a __shared__ union
@@ -277,12 +288,51 @@ struct RadixResult {
   uint64_t through;  // weight(>= v)
 };
 
+// ---- Candidates compacted after a cut -----------------------------------------------------------------
+// After a filter has narrowed the cut, the next radix select would read the whole row three to six times to
+// count a few candidates (top-k leaves ~k). compact_candidates reads the row once and copies the values that the
+// cut keeps into the block's candidate list in shared memory, in whatever order the adds land; the radix passes
+// then read the list. A histogram is a sum of integer weights, so a pass over the list counts exactly what a
+// pass over the row counts: the thresholds are the same bits, whatever the order. Returns the list's size, or -1
+// when this block's candidates do not fit (the passes read the row, as without it). Each block of a cluster
+// decides for its own slice: its share of the merged histogram is the same either way.
+template <class Block>
+SPECULA_HD int32_t compact_candidates(Block& b, const float* scratch, float cut) {
+  constexpr int VEC = Block::kVec;
+  b.candidates_clear();
+  b.for_each_vec([&](int32_t base) {
+    float x[VEC];
+    row_load(b, scratch, base, x);
+    for (int j = 0; j < VEC; ++j)
+      if (kept_by_cut(x[j], cut)) b.candidate_add(x[j]);
+  });
+  const int32_t n = b.candidates_count();
+  return n <= Block::kCandidates ? n : -1;
+}
+
+// f(x) for this thread's share of the candidates' values: the candidate list's first `compacted` when it holds
+// them (compacted >= 0), else the row's (this block's vectors of it).
+template <class Block, class F>
+SPECULA_HD void for_each_candidate(Block& b, const float* scratch, int32_t compacted, F&& f) {
+  constexpr int VEC = Block::kVec;
+  if (compacted >= 0) {
+    for (int32_t i = b.rank(); i < compacted; i += Block::kThreads) f(b.candidate(i));
+    return;
+  }
+  b.for_each_vec([&](int32_t base) {
+    float x[VEC];
+    row_load(b, scratch, base, x);
+    for (int j = 0; j < VEC; ++j) f(x[j]);
+  });
+}
+
 // Radix select over float_order_key among the candidates (kept_by_cut): three histogram passes of 11, 11
 // and 10 bits. A candidate weighs weight(x) (an integer, so the histograms are exact and deterministic
-// whatever order the atomics land in); the target is target_of(total weight).
+// whatever order the atomics land in); the target is target_of(total weight). `compacted`: the candidate list's
+// size when it holds every candidate (compact_candidates), else -1.
 template <class Block, class Weight, class Target>
-SPECULA_HD RadixResult radix_select(Block& b, const float* scratch, float cut, Weight&& weight, Target&& target_of) {
-  constexpr int VEC = Block::kVec;
+SPECULA_HD RadixResult radix_select(Block& b, const float* scratch, float cut, int32_t compacted, Weight&& weight,
+                                    Target&& target_of) {
   uint32_t prefix = 0, prefix_mask = 0;
   RadixResult r{false, 0.0f, 0, 0, 0};
   uint64_t target = 0;
@@ -290,16 +340,12 @@ SPECULA_HD RadixResult radix_select(Block& b, const float* scratch, float cut, W
     const int shift = round == 0 ? 21 : (round == 1 ? 10 : 0);
     const uint32_t digit_mask = round == 2 ? 0x3ffu : 0x7ffu;
     b.hist_clear();
-    b.for_each_vec([&](int32_t base) {
-      float x[VEC];
-      row_load(b, scratch, base, x);
-      for (int j = 0; j < VEC; ++j) {
-        if (!kept_by_cut(x[j], cut)) continue;
-        const uint32_t key = float_order_key(x[j]);
-        if ((key & prefix_mask) != prefix) continue;
-        const uint64_t w = weight(x[j]);
-        if (w != 0) b.hist_add(static_cast<int>((key >> shift) & digit_mask), w);
-      }
+    for_each_candidate(b, scratch, compacted, [&](float x) {
+      if (!kept_by_cut(x, cut)) return;
+      const uint32_t key = float_order_key(x);
+      if ((key & prefix_mask) != prefix) return;
+      const uint64_t w = weight(x);
+      if (w != 0) b.hist_add(static_cast<int>((key >> shift) & digit_mask), w);
     });
     const uint64_t total = b.hist_suffix_sums();
     if (round == 0) {
@@ -320,9 +366,11 @@ SPECULA_HD RadixResult radix_select(Block& b, const float* scratch, float cut, W
 
 // top-k's threshold (weights 1, target k); false when k >= candidates (nothing to remove).
 template <class Block>
-SPECULA_HD bool top_k_threshold(Block& b, const float* scratch, float cut, int32_t top_k, float* threshold) {
+SPECULA_HD bool top_k_threshold(Block& b, const float* scratch, float cut, int32_t compacted, int32_t top_k,
+                                float* threshold) {
   const RadixResult r = radix_select(
-      b, scratch, cut, [](float) { return uint64_t(1); }, [top_k](uint64_t) { return static_cast<uint64_t>(top_k); });
+      b, scratch, cut, compacted, [](float) { return uint64_t(1); },
+      [top_k](uint64_t) { return static_cast<uint64_t>(top_k); });
   *threshold = r.threshold;
   return r.found;
 }
@@ -331,14 +379,14 @@ SPECULA_HD bool top_k_threshold(Block& b, const float* scratch, float cut, int32
 // float-first pass decides whenever approx_top_p_certain proves that the exact pass would pick the same
 // value; otherwise the exact pass runs. `candidates` bounds the number of candidates (fixed_mass_shift).
 template <class Block>
-SPECULA_HD bool top_p_threshold(Block& b, const float* scratch, float cut, float max_logit, float top_p,
-                                int32_t candidates, bool float_first, float* threshold) {
+SPECULA_HD bool top_p_threshold(Block& b, const float* scratch, float cut, int32_t compacted, float max_logit,
+                                float top_p, int32_t candidates, bool float_first, float* threshold) {
   const int shift = fixed_mass_shift(candidates);
   const auto target_of = [top_p](uint64_t total) { return top_p_fixed_target(total, top_p); };
   if (float_first) {
     const float approx_scale = static_cast<float>(uint64_t(1) << shift);
     const RadixResult approx = radix_select(
-        b, scratch, cut, [=](float x) { return approx_fixed_mass(x, max_logit, approx_scale); }, target_of);
+        b, scratch, cut, compacted, [=](float x) { return approx_fixed_mass(x, max_logit, approx_scale); }, target_of);
 #if defined(__CUDA_ARCH__)
     const bool uncertified = false;
 #else
@@ -352,7 +400,7 @@ SPECULA_HD bool top_p_threshold(Block& b, const float* scratch, float cut, float
   }
   const double scale = static_cast<double>(uint64_t(1) << shift);
   const RadixResult exact = radix_select(
-      b, scratch, cut, [=](float x) { return fixed_mass(x, max_logit, scale); }, target_of);
+      b, scratch, cut, compacted, [=](float x) { return fixed_mass(x, max_logit, scale); }, target_of);
   *threshold = exact.threshold;
   return exact.found;
 }
@@ -389,15 +437,24 @@ SPECULA_HD float filter_threshold(Block& b, const SamplerRowParams& rp, const fl
   float cut = ninf;
   // Packed into a register: indexing rp.filters with a loop variable would put rp in local memory.
   const uint32_t order = rp.filters[0] | (uint32_t(rp.filters[1]) << 8) | (uint32_t(rp.filters[2]) << 16);
+  int32_t compacted = -1;  // the candidate list's size once it holds every candidate
+  float tried = ninf;      // the cut of the last compaction (one that did not fit is tried again at a higher cut)
   for (int f = 0; f < rp.num_filters && f < 3; ++f) {
     const KernelFilter filter = static_cast<KernelFilter>((order >> (8 * f)) & 0xffu);
+    const bool top_k = filter == KernelFilter::top_k && rp.top_k > 0;
+    const bool top_p = filter == KernelFilter::top_p && rp.top_p < 1.0f;
+    if ((top_k || top_p) && compacted < 0 && cut > tried) {
+      tried = cut;
+      compacted = compact_candidates(b, probs, cut);
+    }
     float t = ninf;
     if (filter == KernelFilter::min_p && rp.min_p > 0.0f) {
       t = min_p_threshold(max_logit, rp.min_p);
-    } else if (filter == KernelFilter::top_k && rp.top_k > 0) {
-      if (!top_k_threshold(b, probs, cut, rp.top_k, &t)) t = ninf;
-    } else if (filter == KernelFilter::top_p && rp.top_p < 1.0f) {
-      if (!top_p_threshold(b, probs, cut, max_logit, rp.top_p, finite, top_p_pass == TopPPass::float_first, &t))
+    } else if (top_k) {
+      if (!top_k_threshold(b, probs, cut, compacted, rp.top_k, &t)) t = ninf;
+    } else if (top_p) {
+      if (!top_p_threshold(b, probs, cut, compacted, max_logit, rp.top_p, finite, top_p_pass == TopPPass::float_first,
+                           &t))
         t = ninf;
     }
     cut = t > cut ? t : cut;

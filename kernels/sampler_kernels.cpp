@@ -91,6 +91,19 @@ struct HostBlock {
         return {static_cast<uint32_t>(d), above + hist[d + 1], above + hist[d]};
     fail("fused sampler: radix select found no bucket (target ", target, ")");  // unreachable
   }
+  // The candidate list, as small as an emulated block's (both ways taken by the test rows).
+  static constexpr int kCandidates = fused_sampler::kHostCandidateCapacity;
+  std::vector<float> candidates = {};
+  int32_t candidate_adds = 0;
+  void candidates_clear() {
+    candidates.clear();
+    candidate_adds = 0;
+  }
+  void candidate_add(float x) {
+    if (candidate_adds++ < kCandidates) candidates.push_back(x);
+  }
+  int32_t candidates_count() const { return candidate_adds; }
+  float candidate(int32_t i) const { return candidates[static_cast<size_t>(i)]; }
 };
 
 }  // namespace

@@ -371,6 +371,25 @@ TEST_CASE("comparing schedules finds a missing barrier", "[kernels][emulation][m
   CHECK(schedules_failing(c, EmulationOptions{8}) > 0);
 }
 
+TEST_CASE("radix passes over the compacted candidates: the row's thresholds, and a missing barrier found",
+          "[kernels][emulation][mutant]") {
+  // top-k then top-p: top-p's passes read the candidate list that top-k's cut left (37 fit the host Blocks' 40;
+  // 45 do not, and the passes read the row). The mutant reads the list's count before every add has landed, so a
+  // thread covers part of the list (or, with 45, takes a partial list for a whole one): the thresholds change.
+  for (int32_t top_k : {37, 45}) {
+    SamplerCase c = top_k_case(79);
+    for (SamplingParams& s : c.params) {
+      s.top_k = top_k;
+      s.top_p = 0.8f;
+    }
+    INFO("top_k " << top_k);
+    CHECK(schedules_failing(c, EmulationOptions{8}) == 0);
+    CHECK(schedules_failing(c, EmulationOptions{4, FiberSchedule::forward, 3}) == 0);
+    ScopedMutant mutant(Mutant::emulated_candidates_unsynchronised);
+    CHECK(schedules_failing(c, EmulationOptions{8}) > 0);
+  }
+}
+
 TEST_CASE("comparing schedules finds a cluster histogram merged without its barrier",
           "[kernels][emulation][mutant][cluster]") {
   // The mutant merges the blocks' radix histograms before the cluster barrier that makes them complete, so a

@@ -670,7 +670,7 @@ TEST_CASE("sessions run together through LibTorch's device path: each row its se
 TEST_CASE("a batch's calls in one pooled static-shape step: each row its session's alone", "[transformer]") {
   TempDir dir("pooled");
   TransformerConfig c = small_config();
-  c.max_seq_len = 128;
+  c.max_seq_len = 256;
   c.n_kv_heads = 2;
   const std::string path = save_scaled_checkpoint(dir, "model", c, 31);
   TransformerLanguageModel pooled(path, "auto", "libtorch"), alone(path, "auto", "libtorch");
@@ -685,12 +685,14 @@ TEST_CASE("a batch's calls in one pooled static-shape step: each row its session
     CHECK(batched_mismatches(pooled, alone, kTol) > 0);
   }
 
-  // A batch whose sequences finish: 4 sessions, then 3 (still more than half the pool: it is kept), then 2 (a new
-  // pool), then 1 (its own step graph); every row against the same calls alone.
+  // A batch whose sequences finish: 4 sessions, the first step with a prompt of 130 rows (more than a pooled step
+  // takes: each sequence attends alone), then pooled over 256 columns (the longest cache passes 128; the others see
+  // only their own slots); then 3 (still more than half the pool: it is kept), then 2 (a new pool), then 1 (its own
+  // step graph); every row against the same calls alone.
   std::mt19937 rng(5);
   std::vector<std::vector<Token>> contexts;
   std::vector<std::unique_ptr<ModelSession>> a, b;
-  for (int n : {3, 9, 1, 14}) {
+  for (int n : {3, 9, 1, 130}) {
     contexts.push_back(random_tokens(rng, n, c.vocab_size));
     a.push_back(pooled.new_session());
     b.push_back(alone.new_session());
@@ -716,11 +718,13 @@ TEST_CASE("a batch's calls in one pooled static-shape step: each row its session
       contexts[i].push_back(random_tokens(rng, 1, V)[0]);
     }
   }
-  const auto calls_of = [&](size_t i) { return dynamic_cast<TransformerSession&>(*a[i]).stats(); };
-  CHECK(calls_of(0).pooled_step_calls == 6);
-  CHECK(calls_of(0).step_graph_calls == 1);
-  CHECK(calls_of(2).pooled_step_calls == 4);
-  CHECK(calls_of(3).pooled_step_calls == 2);
+  const auto stats_of = [&](size_t i) { return dynamic_cast<TransformerSession&>(*a[i]).stats(); };
+  CHECK(stats_of(0).pooled_step_calls == 5);
+  CHECK(stats_of(0).pools_joined == 2);
+  CHECK(stats_of(0).step_graph_calls == 1);
+  CHECK(stats_of(2).pooled_step_calls == 3);
+  CHECK(stats_of(2).pools_joined == 1);
+  CHECK(stats_of(3).pooled_step_calls == 1);
 }
 
 TEST_CASE("a cache pool refuses what its step cannot run", "[transformer]") {
@@ -729,8 +733,9 @@ TEST_CASE("a cache pool refuses what its step cannot run", "[transformer]") {
   c10::InferenceMode inference;
   KVCache x = model->new_cache(1), y = model->new_cache(1), outside = model->new_cache(1);
   x.advance(3);
-  CHECK_THROWS_WITH(CachePool(model, {&x, &x}, false), Contains("cache 0 given twice"));
-  CachePool pool(model, {&x, &y}, false);
+  CHECK_THROWS_WITH(CachePool(model, 64, {&x, &x}, false), Contains("cache 0 given twice"));
+  CHECK_THROWS_WITH(CachePool(model, 2, {&y, &x}, false), Contains("cache 1 holds 3 slots, a row 2"));
+  CachePool pool(model, 64, {&x, &y}, false);
   CHECK(pool.holds(x));
   CHECK(x.length() == 3);
   CHECK_FALSE(pool.holds(outside));
@@ -746,11 +751,15 @@ TEST_CASE("a cache pool refuses what its step cannot run", "[transformer]") {
   x.reserve(x.capacity() + 1);  // grown past its row: it moves out of the pool
   CHECK_FALSE(pool.holds(x));
   CHECK(x.length() == 4);
+  const torch::Tensor slot3 = x.copy_prefix(4).first.narrow(3, 3, 1);
+  CachePool bigger(model, 80, {&x}, false);  // and into another, its slots with it
+  CHECK(bigger.holds(x));
+  CHECK(torch::equal(x.copy_prefix(4).first.narrow(3, 3, 1), slot3));
   pool.release(y);
   CHECK_FALSE(pool.holds(y));
   Transformer decoding = scaled_model(small_config(), 5);
   KVCache z = decoding->new_cache(1);
-  CHECK_THROWS_WITH(CachePool(decoding, {&z}, false), Contains("the model is on the decoding step"));
+  CHECK_THROWS_WITH(CachePool(decoding, 64, {&z}, false), Contains("the model is on the decoding step"));
 }
 
 namespace {

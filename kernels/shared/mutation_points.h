@@ -66,9 +66,10 @@ enum class Mutant {
   // Kernels.
   top_p_float_pass_uncertified,  // the float-first top-p threshold used without the guard band's proof
   // Kernel emulation (kernels/emulated_block.h).
-  emulated_pick_unsynchronised,       // the radix select's picked bucket read without the barrier after its write
-  cluster_histogram_unsynchronised,   // a cluster's blocks merge each other's radix histograms before its barrier
-  sliced_draw_ignores_blocks_before,  // a cluster's draw leaves out the weight of the blocks before this one
+  emulated_pick_unsynchronised,        // the radix select's picked bucket read without the barrier after its write
+  emulated_candidates_unsynchronised,  // the candidate list's count read without the barrier after the adds
+  cluster_histogram_unsynchronised,    // a cluster's blocks merge each other's radix histograms before its barrier
+  sliced_draw_ignores_blocks_before,   // a cluster's draw leaves out the weight of the blocks before this one
 };
 
 #ifdef SPECULA_NO_MUTATION_POINTS

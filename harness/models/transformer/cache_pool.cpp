@@ -10,26 +10,26 @@ namespace specula {
 
 namespace {
 
-// The slots of a pool's rows for `caches`: the largest of their capacities (each checked to be one sequence's).
-int64_t row_slots(const Transformer& model, const std::vector<KVCache*>& caches) {
+// `slots`, once `caches` are checked: one sequence's each, distinct, none longer.
+int64_t checked_slots(const Transformer& model, int64_t slots, const std::vector<KVCache*>& caches) {
   if (caches.empty()) fail("cache pool: no caches");
   if (model->decode_step())
     fail("cache pool: the model is on the decoding step; pooled steps run LibTorch's operations");
-  int64_t slots = 0;
   for (size_t i = 0; i < caches.size(); ++i) {
     if (!caches[i] || caches[i]->batch() != 1) fail("cache pool: cache ", i, " is not one sequence's");
     if (std::count(caches.begin(), caches.end(), caches[i]) > 1) fail("cache pool: cache ", i, " given twice");
-    slots = std::max(slots, caches[i]->capacity());
+    if (caches[i]->length() > slots)
+      fail("cache pool: cache ", i, " holds ", caches[i]->length(), " slots, a row ", slots);
   }
   return slots;
 }
 
 }  // namespace
 
-CachePool::CachePool(Transformer model, const std::vector<KVCache*>& caches, bool capture)
+CachePool::CachePool(Transformer model, int64_t slots, const std::vector<KVCache*>& caches, bool capture)
     : model_(std::move(model)),
       capture_(capture),
-      slots_(row_slots(model_, caches)),
+      slots_(checked_slots(model_, slots, caches)),
       pool_(model_->config().n_layers, static_cast<int64_t>(caches.size()), model_->config().kv_heads(), slots_ + 1,
             model_->config().head_dim(),
             model_->embedding->weight.options().dtype(torch::kFloat32)) {  // as new_cache keeps a sequence's

@@ -7,8 +7,9 @@
 // sequence's slots (step_columns). Sequences of the pool that have no rows in a step are padding throughout.
 //
 // The pool is made for the sequences of a batched call: each cache's slots move into its row (KVCache::move_to), and
-// the session keeps using its cache as before (compact, truncate, prompt copies work on the row). A cache that has to
-// grow past the row (KVCache::reserve) moves out again, and the next batched call makes a new pool.
+// the session keeps using its cache as before (compact, truncate, prompt copies work on the row). A row has a fixed
+// number of slots (the caller's: a transformer session's pool gives max_seq_len and room for two steps' rows); a
+// cache that has to grow past it (KVCache::reserve) moves out again, and the next batched call makes a new pool.
 // Includes LibTorch: only for torch translation units.
 #pragma once
 
@@ -33,13 +34,14 @@ struct CachePoolStats {
 
 class CachePool {
  public:
-  // Moves `caches` (batch 1, made by `model`'s new_cache, distinct) into rows 0.. of a new pool, each row as many
-  // slots as the largest of their capacities. `capture`: its steps are captured as CUDA graphs (StepGraph).
-  CachePool(Transformer model, const std::vector<KVCache*>& caches, bool capture);
+  // Moves `caches` (batch 1, made by `model`'s new_cache, distinct, each at most `slots` long) into rows 0.. of a
+  // new pool of `slots` slots a row (and the scratch slot). `capture`: its steps are captured as CUDA graphs.
+  CachePool(Transformer model, int64_t slots, const std::vector<KVCache*>& caches, bool capture);
   CachePool(const CachePool&) = delete;
   CachePool& operator=(const CachePool&) = delete;
 
   int64_t rows() const { return static_cast<int64_t>(members_.size()); }
+  int64_t slots() const { return slots_; }
   // Whether `cache` keeps its slots in one of the rows (it was moved in and has not moved out).
   bool holds(const KVCache& cache) const;
   // `cache`'s session ends (or it moves to another pool): its row is padding from now on. A pool is used from one

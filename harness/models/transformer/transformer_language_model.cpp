@@ -48,6 +48,10 @@ constexpr size_t kMaxStepGraphs = 8;
 // every shape again at each return; after this many evictions its new shapes run uncaptured.
 constexpr int64_t kMaxStepGraphEvictions = 32;
 
+// The slots of a row of a batch's cache pool (cache_pool.h): the positions, and a pooled step's rows on top of the
+// tree nodes a call may keep from the last (both at most kMaxStepGraphRows), so a pooled session never grows out.
+int64_t pool_row_slots(const TransformerConfig& c) { return int64_t{c.max_seq_len} + 2 * kMaxStepGraphRows; }
+
 struct TransformerModelState {
   std::string kind = "transformer";  // the model spec's kind: "transformer" or "hf"
   std::string dir;
@@ -144,9 +148,11 @@ int64_t TransformerLanguageModel::session_bytes() const {
     const int64_t per_row = 2 * int64_t{c.n_heads} * columns + 4 * int64_t{c.d_model} + 3 * int64_t{c.d_ff} +
                             2 * int64_t{c.vocab_size} + columns;
     // A session's own graphs, and its share of its batch's pooled ones (cache_pool.h: as many shapes, as many rows
-    // a sequence); the pool's row is allocated while the session's own cache still exists.
+    // a sequence). Upper bounds: a pool's 8 graphs serve all its sequences, yet each is charged 8 segments.
     bytes += 2 * static_cast<int64_t>(kMaxStepGraphs) * (kMaxStepGraphRows * per_row * 4 + (int64_t{20} << 20));
-    bytes += plan_model_memory(c).kv_cache_bytes;
+    // The session's pool row (its slots and the scratch slot, keys and values, float32), made while its own cache
+    // still exists, and the same again for the old pool it stays beside while a batch moves to a smaller one.
+    bytes += 2 * 2 * 4 * int64_t{c.n_layers} * c.kv_heads() * c.head_dim() * (pool_row_slots(c) + 1);
   }
   return bytes;
 }
@@ -524,19 +530,28 @@ CachePool& pool_for(const TransformerModelState& state, const std::vector<Pendin
     if (call->cache->pool) call->cache->pool->release(call->cache->kv);
     caches.push_back(&call->cache->kv);
   }
-  auto pool = std::make_shared<CachePool>(state.model, caches, state.capture_graphs);
-  for (PendingCall* call : calls) call->cache->pool = pool;
+  auto pool =
+      std::make_shared<CachePool>(state.model, pool_row_slots(state.model->config()), caches, state.capture_graphs);
+  for (PendingCall* call : calls) {
+    call->cache->pool = pool;
+    ++call->cache->stats.pools_joined;
+  }
   return *pool;
 }
 
 // Step 4 for every call that has rows to run: one forward over all of them, one LM head over the rows whose logits
 // anyone reads, and one copy of the batch's hidden states to the host (a model on a GPU; its logits stay there).
 // With step graphs, a lone call of a few rows is its session's step graph, and the calls of a batch (each of a few
-// rows) one step over their pooled caches; otherwise batch_hidden_states.
+// rows, each fitting a pool row) one step over their pooled caches; otherwise (a prompt of more rows, graphs off)
+// batch_hidden_states.
 void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
   Transformer& model = state.model;
   const bool few_rows =
       std::all_of(calls.begin(), calls.end(), [](const PendingCall* call) { return call->rows <= kMaxStepGraphRows; });
+  const int64_t row_slots = pool_row_slots(model->config());
+  const bool fit_pool = std::all_of(calls.begin(), calls.end(), [&](const PendingCall* call) {
+    return call->cache->kv.length() + call->rows <= row_slots;
+  });
   // The session's step graph (reserved slots: the graph's columns bucket is taken after prepare_call reserved them).
   StepGraph* graph =
       state.step_graphs && few_rows && calls.size() == 1 ? calls[0]->cache->graph_for(calls[0]->rows) : nullptr;
@@ -550,7 +565,7 @@ void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
     hidden = out.hidden;
     step_logits = out.logits;
     ++calls[0]->cache->stats.step_graph_calls;
-  } else if (state.step_graphs && few_rows) {
+  } else if (state.step_graphs && few_rows && fit_pool) {
     const StepOutputs out = pool_for(state, calls).run(segments);
     hidden = out.hidden;
     step_logits = out.logits;

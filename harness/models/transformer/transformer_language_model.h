@@ -56,8 +56,9 @@ class TransformerLanguageModel : public LanguageModel {
   int64_t max_positions() const override { return max_seq_len(); }
   // The sessions' rows in one forward; each session then holds what its own tree_logits would leave. With step graphs
   // and at most 64 rows a call, one static-shape step over the sessions' caches pooled as one tensor's batch rows
-  // (cache_pool.h; captured as a CUDA graph on a GPU); otherwise every linear layer once over the batch's rows, each
-  // session attending to its own cache (TransformerImpl::batch_hidden_states).
+  // (cache_pool.h; captured as a CUDA graph on a GPU from a shape's second run); otherwise (a prompt of more rows,
+  // SPECULA_STEP_GRAPHS=off) every linear layer once over the batch's rows, each session attending to its own cache
+  // (TransformerImpl::batch_hidden_states).
   void batch_tree_logits(const std::vector<TreeLogitsCall>& calls) const override;
   bool batches_forwards() const override { return true; }
   // The KV cache at max_seq_len (float32, wherever the model computes), the hidden rows kept on the host, and with
@@ -117,6 +118,7 @@ struct TransformerSessionStats {
   int64_t step_graphs_dropped = 0;    // step graphs dropped because the cache grew (its storage moved)
   int64_t step_graphs_evicted = 0;    // step graphs dropped for room (a session keeps at most 8)
   int64_t pooled_step_calls = 0;      // calls run in one step with a batch's other calls (cache_pool.h)
+  int64_t pools_joined = 0;           // times the KV cache moved into a new pool of a batch's caches
 };
 
 class TransformerSession : public ModelSession {
