@@ -6,7 +6,9 @@
 #if defined(SPECULA_HAS_CUDA)
 
 #include <catch2/catch.hpp>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "draft/model_drafter.h"
@@ -72,6 +74,16 @@ class GpuRowsTable : public TableModel {
   std::unique_ptr<KernelStream> stream_;
 };
 
+// GpuRowsTable whose writes move to another stream after the first call (LibTorch's current stream changed): its rows
+// would be read before they land, so the run is refused at that step. The stream is never used.
+class StreamChangingTable : public GpuRowsTable {
+ public:
+  using GpuRowsTable::GpuRowsTable;
+  std::optional<void*> device_stream() const override {
+    return gpu_calls > 0 ? std::optional<void*>(reinterpret_cast<void*>(std::uintptr_t{0x1000})) : std::nullopt;
+  }
+};
+
 // The CPU path's sequences against the device's with a target that writes its rows into the kernels' buffer.
 void check_in_place(const TablePair& pair, GenerationConfig c, int64_t sequences) {
   auto drafter = c.method ? std::make_shared<ModelDrafterFactory>(pair.draft, penalties()) : nullptr;
@@ -96,6 +108,17 @@ TEST_CASE("generate on cuda reads the rows a model wrote into GPU memory in plac
   for (const GenerationConfig& c : {config(std::nullopt, 0), config(VerifyMethod::chain, 3),
                                     config(VerifyMethod::tree, 0, {2, 2}, SiblingScheme::without_replacement)})
     check_in_place(pair, c, 300);
+}
+
+TEST_CASE("a target whose writes move to another CUDA stream mid-run is refused at that step", "[gpu][generate]") {
+  const TablePair pair = random_pair(2, kV, 37, 1.2, 0.8);
+  GenerationConfig c = config(VerifyMethod::chain, 3);
+  c.device = Device::cuda;
+  GenerationMetrics m;
+  const auto model = std::make_shared<StreamChangingTable>(*pair.target);
+  const auto drafter = std::make_shared<ModelDrafterFactory>(pair.draft, penalties());
+  CHECK_THROWS_WITH(Generator(model, penalties(), drafter, c).generate_many(kPrompt, 0, 4, m),
+                    Catch::Contains("on another CUDA stream than the one the kernels follow"));
 }
 
 TEST_CASE("logits written into GPU memory on a small batch (for compute-sanitizer)", "[gpu][generate][sanitize]") {

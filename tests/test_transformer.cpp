@@ -652,30 +652,24 @@ TEST_CASE("sessions run together in one forward: each row's bits are its session
       Contains("one session twice"));
 }
 
-// The path a model on a GPU runs (LibTorch's operations, each sequence's attention on its own cache), here on the CPU:
-// its GEMMs sum in another order for another number of rows, so it is held to the file's tolerance.
-TEST_CASE("sessions run together through LibTorch's device path: each row its session's alone", "[transformer]") {
-  TempDir dir("batched-libtorch");
-  TransformerConfig c = small_config();
-  c.max_seq_len = 128;
-  c.n_kv_heads = 2;
-  const std::string path = save_scaled_checkpoint(dir, "model", c, 31);
-  const TransformerLanguageModel batched(path, "auto", "libtorch"), alone(path);
-  CHECK(batched_mismatches(batched, alone, kTol) == 0);
-}
-
-// With step graphs (on by default on LibTorch's path), a batch's calls of a few rows are one static-shape step over the
-// sessions' caches pooled as the batch rows of one tensor (cache_pool.h): padded to the widest call, each row over a
-// bucket of the longest cache with its own sequence's slots visible. Each row is still its session's alone.
-TEST_CASE("a batch's calls in one pooled static-shape step: each row its session's alone", "[transformer]") {
+// LibTorch's path (a model on a GPU; here on the CPU) runs a batch's calls in one forward two ways. With step graphs
+// (on by default there), one static-shape step over the sessions' caches pooled as the batch rows of one tensor
+// (cache_pool.h): padded to the widest call, each row over a bucket of the longest cache with its own sequence's slots
+// visible. Without, every linear layer once over the batch's rows and each sequence's attention on its own cache. Its
+// GEMMs sum in another order for another number of rows, so each row is held to the file's tolerance against its
+// session's alone.
+TEST_CASE("sessions run together on LibTorch's path, pooled or not: each row its session's alone", "[transformer]") {
   TempDir dir("pooled");
   TransformerConfig c = small_config();
   c.max_seq_len = 256;
   c.n_kv_heads = 2;
   const std::string path = save_scaled_checkpoint(dir, "model", c, 31);
-  TransformerLanguageModel pooled(path, "auto", "libtorch"), alone(path, "auto", "libtorch");
+  TransformerLanguageModel pooled(path, "auto", "libtorch"), alone(path, "auto", "libtorch"),
+      per_sequence(path, "auto", "libtorch");
   REQUIRE(pooled.step_graphs());
   alone.set_step_graphs(false);
+  per_sequence.set_step_graphs(false);
+  CHECK(batched_mismatches(per_sequence, TransformerLanguageModel(path), kTol) == 0);  // against the CPU's step
   std::vector<TransformerSessionStats> stats;
   CHECK(batched_mismatches(pooled, alone, kTol, &stats) == 0);
   for (const TransformerSessionStats& s : stats) CHECK(s.pooled_step_calls == 8);  // every step of every session

@@ -463,6 +463,12 @@ void Generator::score_lockstep(std::vector<Sequence>& batch, const std::vector<s
   }
   const auto t0 = Clock::now();
   run_target_calls(*target_, calls);
+  // The kernels follow the stream the target's writes were ordered on when the verifier was made; writes ordered on
+  // another (LibTorch's current stream changed since) would be read before they land.
+  if (out_on_gpu && target_->device_stream() != device->followed_stream())
+    fail("lockstep: ", target_->description(),
+         " wrote a step's logits on another CUDA stream than the one the "
+         "kernels follow (LibTorch's current stream changed during the run); they would be read before written");
   const double wall = seconds_since(t0);
   for (size_t i : active) {
     Sequence& s = batch[i];

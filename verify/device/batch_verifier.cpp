@@ -81,6 +81,7 @@ void check_device_support(const std::optional<VerifyMethod>& method, const Sampl
 BatchVerifier::BatchVerifier(Device device, const SamplerPipeline& target, std::optional<VerifyMethod> method,
                              const EmulationOptions& emulation, std::optional<void*> cuda_stream)
     : stream_(make_kernel_stream(device, emulation, cuda_stream)),
+      followed_stream_(cuda_stream),
       target_(target),
       method_(method),
       vocab_(target.vocab_size()) {

@@ -85,6 +85,9 @@ class BatchVerifier {
   uint64_t downloaded_bytes() const { return stream_->downloaded_bytes(); }
 
   Device device() const { return stream_->device(); }
+  // The caller's stream the kernels follow (the constructor's `cuda_stream`): a model whose writes move to another
+  // stream must not hand its rows in place (Generator::score_lockstep checks every step).
+  std::optional<void*> followed_stream() const { return followed_stream_; }
   // Bytes of the per-step buffers of a batch (device side): what check_fits compares with free memory.
   int64_t step_bytes(int64_t sequences, int64_t rows_per_sequence) const;
 
@@ -102,6 +105,7 @@ class BatchVerifier {
                                  int32_t** device_status);
 
   std::unique_ptr<KernelStream> stream_;
+  std::optional<void*> followed_stream_;
   const SamplerPipeline& target_;
   std::optional<VerifyMethod> method_;
   int32_t vocab_;
