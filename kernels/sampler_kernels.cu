@@ -32,8 +32,8 @@ __global__ void __launch_bounds__(BLOCK, 1) fused_sampler_kernel(SamplerKernelPa
 }
 
 // One cluster of gridDim.x / batch blocks per row; `span` tokens of the row per block (cluster_slice_span),
-// kept in dynamic shared memory. Two blocks per SM: a 128K-token row's 8 slices of ~63 KiB plus ~34 KiB of
-// histograms each fit twice in an SM's 227 KiB.
+// kept in dynamic shared memory. Two blocks per SM: a 128K-token row's 8 slices of ~63 KiB plus ~38 KiB of
+// histograms and candidate list each fit twice in an SM's 227 KiB.
 template <int BLOCK, int VEC>
 __global__ void __launch_bounds__(BLOCK, 2) fused_sampler_cluster_kernel(SamplerKernelParams p, int32_t span) {
 #if defined(SPECULA_CLUSTER_DEVICE)

@@ -100,6 +100,31 @@ TEST_CASE("bench forward --device cuda times the model on the GPU, or says why t
   }
 }
 
+TEST_CASE("bench forward --batches times each chunk as one pooled step of B sequences on LibTorch's path", "[cli]") {
+  TempDir dir;
+  const std::string model = std::string(SPECULA_SOURCE_DIR) + "/results/models/draft";
+  const CliResult r = run_specula("bench forward --device libtorch --model transformer:" + model +
+                                  " --context 8 --min-iterations 2 --min-time 0.001 --chunks 1,2 --trees 2,1"
+                                  " --batches 3 --output " +
+                                  dir.file("forward.json"));
+  REQUIRE(r.exit_code == 0);
+  const json report = json::parse(read_text(dir.file("forward.json")));
+  CHECK(report["options"]["batches"] == json::array({3}));
+  const json& cases = report["models"][0]["cases"];
+  REQUIRE(cases.size() == 5);  // 1-token, chunk K=2, tree 2,1, then the two chunks as steps of 3 sequences
+  CHECK(cases[3]["name"] == "batch 3 x 1-token");
+  CHECK(cases[3]["kind"] == "batch-chunk");
+  CHECK(cases[3]["batch"] == 3);
+  CHECK(cases[3]["rows"] == 3);
+  CHECK(cases[4]["name"] == "batch 3 x K=2");
+  CHECK(cases[4]["rows"] == 6);
+  CHECK(cases[4]["positions"] == 2);
+  CHECK_FALSE(cases[0].contains("batch"));
+  // The profile keeps the batch-1 cases alone.
+  CHECK(report["cost_profile"]["rows"].size() == 2);
+  CHECK(report["cost_profile"]["device"] == "libtorch");
+}
+
 TEST_CASE("bench forward's errors name the flag and the value", "[cli]") {
   const std::string model = " --model transformer:" + std::string(SPECULA_SOURCE_DIR) + "/results/models/draft";
   const std::pair<std::string, std::string> cases[] = {
@@ -109,7 +134,9 @@ TEST_CASE("bench forward's errors name the flag and the value", "[cli]") {
       {model + " --min-iterations 0", "--min-iterations must be >= 1, got 0"},
       {model + " --context 100000", "--context 100000 + 64 rows must fit the model's max_seq_len"},
       {" --model bigram:x", "--model: 'bigram:x' is not transformer:DIR"},
-      {model + " --device gpu", "--device must be cpu or cuda, got 'gpu'"},
+      {model + " --device gpu", "--device must be cpu, cuda or libtorch, got 'gpu'"},
+      {model + " --batches 4", "--batches time pooled steps, LibTorch's path: give --device cuda or libtorch"},
+      {model + " --device libtorch --batches 1", "--batches: sizes must be in [2, 1024], got 1"},
       {"", "--model is required"},
       {" --model transformer:", "--model: 'transformer:' is not transformer:DIR"},
   };

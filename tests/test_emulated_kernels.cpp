@@ -388,6 +388,23 @@ TEST_CASE("radix passes over the compacted candidates: the row's thresholds, and
     ScopedMutant mutant(Mutant::emulated_candidates_unsynchronised);
     CHECK(schedules_failing(c, EmulationOptions{8}) > 0);
   }
+  // A cluster whose blocks decide differently (top-k 100 over 3 blocks: ~33 candidates each, some fitting 40 and some
+  // not), and a cut that rises after a compaction that did not fit (min-p low, then top-k 7, then top-p: the list is
+  // tried at min-p's cut, then again at top-k's).
+  SamplerCase mixed = top_k_case(80), rising = top_k_case(81);
+  for (SamplingParams& s : mixed.params) {
+    s.top_k = 100;
+    s.top_p = 0.9f;
+  }
+  for (SamplingParams& s : rising.params) {
+    s.min_p = 0.001f;
+    s.top_k = 7;
+    s.top_p = 0.7f;
+  }
+  for (const SamplerCase* c : {&mixed, &rising}) {
+    CHECK(schedules_failing(*c, EmulationOptions{4, FiberSchedule::forward, 3}) == 0);
+    CHECK(schedules_failing(*c, EmulationOptions{8}) == 0);
+  }
 }
 
 TEST_CASE("comparing schedules finds a cluster histogram merged without its barrier",

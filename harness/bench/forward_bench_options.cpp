@@ -12,7 +12,12 @@ void ForwardBenchOptions::validate(const std::vector<std::string>& models) const
   for (const std::string& spec : models)
     if (spec.rfind("transformer:", 0) != 0 || spec.size() == std::string("transformer:").size())
       fail_parameter("model", ": '", spec, "' is not transformer:DIR");
-  if (device != "cpu" && device != "cuda") fail_parameter("device", " must be cpu or cuda, got '", device, "'");
+  if (device != "cpu" && device != "cuda" && device != "libtorch")
+    fail_parameter("device", " must be cpu, cuda or libtorch, got '", device, "'");
+  for (int64_t b : batches)
+    if (b < 2 || b > 1024) fail_parameter("batches", ": sizes must be in [2, 1024], got ", b);
+  if (!batches.empty() && device == "cpu")
+    fail_parameter("batches", " time pooled steps, LibTorch's path: give --device cuda or libtorch");
   if (threads < 1) fail_parameter("threads", " must be >= 1, got ", threads);
   if (min_iterations < 1) fail_parameter("min_iterations", " must be >= 1, got ", min_iterations);
   if (chunk_sizes.empty()) fail_parameter("chunks", ": empty list");

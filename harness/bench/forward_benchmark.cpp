@@ -22,6 +22,7 @@
 #include "harness/config/command_options.h"
 #include "harness/experiment/environment.h"
 #include "harness/io/output_file.h"
+#include "harness/models/transformer/cache_pool.h"
 #include "harness/models/transformer/checkpoint.h"
 #include "harness/models/transformer/huge_page_buffer.h"
 #include "harness/models/transformer/memory_budget.h"
@@ -105,6 +106,7 @@ struct Case {
   std::string group = "forward";  // "forward" | "floor" (the weight stream alone)
   double floor_scale = 1.0;       // the floor's time per timed run: its median times this
   bool graph = false;             // a CUDA graph's replay (step_graph.h); its eager twin follows it
+  int64_t batch = 1;              // sequences of the step (a pooled step, cache_pool.h, when > 1)
 };
 
 // Runs the cases in rounds (one forward of each per round, in a freshly shuffled order, the cache truncated
@@ -212,6 +214,75 @@ std::vector<Case> forward_cases(Transformer& model, KVCache& cache, const Forwar
   return cases;
 }
 
+// B sequences at the cached context, their caches pooled (cache_pool.h) as a lockstep batch keeps them; kept alive
+// by the cases that step them.
+struct PooledBatch {
+  std::vector<std::unique_ptr<KVCache>> caches;
+  std::unique_ptr<CachePool> pool;
+};
+
+std::shared_ptr<PooledBatch> pooled_batch(Transformer& model, const KVCache& cache, int64_t batch, int64_t slots,
+                                          bool capture) {
+  const TransformerConfig& c = model->config();
+  auto rig = std::make_shared<PooledBatch>();
+  const auto [keys, values] = cache.copy_prefix(cache.length());
+  std::vector<KVCache*> caches;
+  for (int64_t b = 0; b < batch; ++b) {
+    // Sized for the step (a new_cache would take max_seq_len slots a sequence before the pool takes them).
+    rig->caches.push_back(std::make_unique<KVCache>(c.n_layers, 1, c.kv_heads(), slots, c.head_dim(),
+                                                    model->embedding->weight.options().dtype(torch::kFloat32)));
+    rig->caches.back()->use_libtorch_operations();
+    rig->caches.back()->load_prefix(keys, values);
+    caches.push_back(rig->caches.back().get());
+  }
+  rig->pool = std::make_unique<CachePool>(model, slots, caches, capture);
+  return rig;
+}
+
+// Each chunk size as one step of B sequences (o.batches), every sequence K rows after the context: a CUDA graph's
+// replay and its eager twin where graphs are captured, else the step alone (run eagerly, as on `libtorch`).
+std::vector<Case> batch_cases(Transformer& model, const KVCache& cache, const ForwardBenchOptions& o, bool graphs) {
+  const int64_t V = model->config().vocab_size;
+  const bool cuda = o.device == "cuda";
+  const int64_t widest = *std::max_element(o.chunk_sizes.begin(), o.chunk_sizes.end());
+  std::vector<Case> cases;
+  for (int64_t batch : o.batches) {
+    std::vector<std::shared_ptr<PooledBatch>> rigs;
+    if (graphs) rigs.push_back(pooled_batch(model, cache, batch, o.context + widest, true));
+    rigs.push_back(pooled_batch(model, cache, batch, o.context + widest, false));
+    for (int64_t k : o.chunk_sizes) {
+      if (k > 64) continue;  // a pooled step takes at most 64 rows a sequence
+      const AttentionLayout layout = causal_layout(o.context, k);
+      for (size_t r = 0; r < rigs.size(); ++r) {
+        std::vector<RowSegment> segments;
+        for (const auto& c : rigs[r]->caches)
+          segments.push_back({torch::randint(V, {k}, torch::kInt64), layout.positions,
+                              k == 1 ? torch::Tensor() : layout.mask, c.get()});  // on the host, as a run's
+        Case step{
+            "batch " + std::to_string(batch) + " x " + (k == 1 ? std::string("1-token") : "K=" + std::to_string(k)),
+            "batch-chunk",
+            batch * k,
+            k,
+            [rig = rigs[r], segments, context = o.context, cuda] {
+              rig->pool->run(segments);
+              wait_for_device(cuda);
+              for (const auto& c : rig->caches) c->truncate(context);
+            },
+            {},
+            {}};
+        step.batch = batch;
+        step.graph = graphs && r == 0;
+        if (graphs && r == 1) {
+          step.name += " eager";
+          step.kind += "-eager";
+        }
+        cases.push_back(std::move(step));
+      }
+    }
+  }
+  return cases;
+}
+
 // The floor: the bytes a 1-token step must read (every matrix once: the blocks' projections and the LM head /
 // embedding), streamed from the same memory in the same rounds as the forwards. Adds those bytes to
 // `weight_bytes`.
@@ -266,8 +337,8 @@ json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ost
   const bool cuda = o.device == "cuda";
   // As an inference model keeps its matrices: packed for the CPU's few-row kernel, or on the GPU as stored.
   // On the GPU with LibTorch's operations, as a session there runs them (step graphs need them).
-  const int64_t moved_bytes = cuda ? 0 : pack_matrices_for_decoding(*model);
-  if (cuda) place_for_libtorch_operations(model, torch::kCUDA);
+  const int64_t moved_bytes = o.device == "cpu" ? pack_matrices_for_decoding(*model) : 0;
+  if (o.device != "cpu") place_for_libtorch_operations(model, cuda ? torch::kCUDA : torch::kCPU);
   const long long huge_page_bytes = process_huge_page_bytes(), resident = process_resident_bytes();
   const bool huge_pages = decoding_weights_on_huge_pages();
   const TransformerConfig& c = model->config();
@@ -284,6 +355,8 @@ json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ost
   model->forward(torch::randint(c.vocab_size, {1, o.context}, torch::kInt64), cache);
 
   std::vector<Case> cases = forward_cases(model, cache, o);
+  for (Case& cs : batch_cases(model, cache, o, cuda && step_graphs_capture(model->embedding->weight.device())))
+    cases.push_back(std::move(cs));
   int64_t weight_bytes = 0;
   cases.push_back(weight_read_case(model, o, weight_bytes));
   const auto one = std::find_if(cases.begin(), cases.end(), [](const Case& cs) { return cs.name == "1-token"; });
@@ -300,7 +373,7 @@ json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ost
      << " weights (huge pages " << (huge_pages ? "on" : "off") << ": " << format_bytes(moved_bytes) << " moved, "
      << (huge_page_bytes < 0 ? std::string("unknown") : format_bytes(huge_page_bytes)) << " granted), context "
      << o.context << ", " << o.threads << " thread(s)" << (cuda ? ", on " + cuda_device_name() : std::string()) << "\n";
-  os << std::left << std::setw(14) << "forward" << std::right << std::setw(6) << "rows" << std::setw(13) << "wall us"
+  os << std::left << std::setw(20) << "forward" << std::right << std::setw(6) << "rows" << std::setw(13) << "wall us"
      << std::setw(10) << "vs 1-tok" << std::setw(12) << "CPU us" << std::setw(10) << "vs 1-tok" << std::setw(12)
      << "CPU us/row"
      << "   (medians)\n";
@@ -310,7 +383,7 @@ json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ost
     const Case& cs = cases[i];
     if (cs.group == "floor") continue;  // reported below
     const double wall = median(cs.wall_us), cpu = median(cs.cpu_us);
-    os << std::left << std::setw(14) << cs.name << std::right << std::setw(6) << cs.rows << std::fixed
+    os << std::left << std::setw(20) << cs.name << std::right << std::setw(6) << cs.rows << std::fixed
        << std::setprecision(1) << std::setw(13) << wall << std::setprecision(2) << std::setw(9) << wall / base_wall
        << "x" << std::setprecision(1) << std::setw(12) << cpu << std::setprecision(2) << std::setw(9) << cpu / base_cpu
        << "x" << std::setprecision(1) << std::setw(12) << cpu / static_cast<double>(cs.rows) << "\n";
@@ -327,6 +400,7 @@ json bench_model(const std::string& spec, const ForwardBenchOptions& o, std::ost
                       {"ratio_wall_vs_1_token", wall / base_wall},
                       {"ratio_cpu_vs_1_token", cpu / base_cpu},
                       {"ratio_wall_vs_weight_read", wall / floor_wall}});
+    if (cs.batch > 1) jcases.back()["batch"] = cs.batch;
     if (cs.graph) {  // beside its eager twin, the next case
       const double eager = median(cases[i + 1].wall_us);
       jcases.back()["cuda_graph"] = true;
@@ -389,6 +463,7 @@ json run_forward_benchmark(const std::vector<std::string>& specs, const ForwardB
         {"context", o.context},
         {"chunks", o.chunk_sizes},
         {"trees", o.trees},
+        {"batches", o.batches},
         {"min_time_s", o.min_time_s},
         {"min_iterations", o.min_iterations}}},
       {"statistic",

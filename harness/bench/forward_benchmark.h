@@ -23,9 +23,14 @@ struct ForwardBenchOptions {
   int64_t min_iterations = 30;         // timed forwards per case, at least
   std::vector<int64_t> chunk_sizes = {1, 2, 4, 8, 16, 32, 64};  // must include 1: every ratio is against it
   std::vector<std::string> trees = {"2,2,1", "4,2,1"};
+  // Batch sizes B >= 2: each chunk size again as one step of B sequences (a lockstep batch's step: the sessions'
+  // caches pooled as one tensor's batch rows, cache_pool.h), a CUDA graph's replay and its eager twin on a GPU.
+  // LibTorch's path only (cuda, libtorch).
+  std::vector<int64_t> batches;
   // cpu: the decoding step as `generate` runs it (packed matrices, the few-row kernel). cuda: the model moved to
   // the GPU in its stored dtype (16-bit GEMMs), each forward waited for; the floor is then the weights' bytes over
-  // a device-to-device copy's bandwidth measured in the same rounds. Needs a CUDA LibTorch.
+  // a device-to-device copy's bandwidth measured in the same rounds. Needs a CUDA LibTorch. libtorch: the GPU's path
+  // (LibTorch's operations, static-shape steps run eagerly) on the CPU.
   std::string device = "cpu";
   // ParameterError naming model (none, or not transformer:DIR), threads, min_iterations or chunks. Torch-free
   // (forward_bench_options.cpp): the command line checks before loading LibTorch.

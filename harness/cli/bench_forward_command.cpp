@@ -29,12 +29,13 @@ int bench_forward_command(const Args& args) {
   desc.add_options()
     ("help,h", "show this help")
     ("model", po::value<std::vector<std::string>>(), "transformer:DIR (repeatable)")
-    ("device", po::value<std::string>()->default_value(d.device), "cpu | cuda (the model on the GPU in its stored dtype; needs a CUDA LibTorch)")
+    ("device", po::value<std::string>()->default_value(d.device), "cpu | cuda (the model on the GPU in its stored dtype; needs a CUDA LibTorch) | libtorch (the GPU's path on the CPU)")
     ("threads", po::value<int>()->default_value(d.threads), "LibTorch/OpenMP threads (with 2, OMP_WAIT_POLICY=passive)")
     ("weights-dtype", po::value<std::string>()->default_value(d.weights_dtype), "matrices in memory: float32 | bfloat16 | float16 | auto (as stored)")
     ("context", po::value<int64_t>()->default_value(d.context), "cached tokens before each timed forward")
     ("chunks", po::value<std::string>()->default_value("1,2,4,8,16,32,64"), "chunk sizes K (must include 1)")
     ("trees", po::value<std::string>()->default_value("2,2,1;4,2,1"), "tree shapes separated by ';'")
+    ("batches", po::value<std::string>()->default_value(""), "batch sizes B >= 2: each chunk as one pooled step of B sequences (cuda, libtorch)")
     ("min-time", po::value<double>()->default_value(d.min_time_s), "minimum seconds timed per case")
     ("min-iterations", po::value<int64_t>()->default_value(d.min_iterations), "minimum timed forwards per case")
     ("output", po::value<std::string>(), "JSON report (default results/bench/forward-<hostname>.json), with the cost profile")
@@ -54,6 +55,8 @@ int bench_forward_command(const Args& args) {
   o.min_iterations = vm["min-iterations"].as<int64_t>();
   o.chunk_sizes.clear();
   for (Token k : parse_token_list(vm["chunks"].as<std::string>(), "chunks")) o.chunk_sizes.push_back(k);
+  if (!vm["batches"].as<std::string>().empty())
+    for (Token b : parse_token_list(vm["batches"].as<std::string>(), "batches")) o.batches.push_back(b);
   o.trees.clear();
   std::stringstream trees(vm["trees"].as<std::string>());
   for (std::string item; std::getline(trees, item, ';');)

@@ -124,10 +124,14 @@ step bench_verify "$limit_bench" "$specula" bench verify --device cuda --iterati
 
 # 5. The bundled target's forward on the GPU: 1..64 rows and trees of 15, 31 and 63 nodes against the 1-token
 # step and the copy-bandwidth floor, the draft transformer's step beside it; the cost profile for other machines.
+# Each chunk also as one pooled step of B sequences (the batch sizes of step 6 but 1), graph and eager: what a batched
+# lockstep step costs beside the lone one.
 models=results/models
+forward_batches=$(echo "$batches" | tr ',' '\n' | grep -vx 1 | paste -sd, -)
 if [ -f "$models/target-27m/config.json" ] && [ -f "$models/draft/config.json" ]; then
   step bench_forward "$limit_bench" "$specula" bench forward --device cuda --model "transformer:$models/target-27m" \
     --model "transformer:$models/draft" --chunks 1,2,4,8,16,32,64 --trees "1,2,2,2;1,2,2,2,2;1,2,2,2,2,2" \
+    ${forward_batches:+--batches "$forward_batches"} \
     --min-time 0.2 --min-iterations "$iterations" --output "$work/bench-forward.json" --cost-profile "$profile"
 else
   skip bench_forward "the bundled checkpoints are not here"
