@@ -27,7 +27,7 @@ namespace cuda_block {
 union ClusterSlot {
   double f64;
   int32_t i32;
-  fused_sampler::ArgMax arg;
+  fused_sampler::RowSummary summary;
 };
 
 // Extra shared memory of a cluster's block: its own histogram, the cluster's merged one, its partial, and the
@@ -50,9 +50,6 @@ struct ClusterScratch {
 
 struct SumF64Op {
   __device__ double operator()(double a, double b) const { return a + b; }
-};
-struct SumI32Op {
-  __device__ int32_t operator()(int32_t a, int32_t b) const { return a + b; }
 };
 
 // Extra: ClusterExtra (the fused sampler) or ClusterScratch (verification); a member that uses a field of the
@@ -124,13 +121,10 @@ struct CudaClusterBlock {
   }
 
   __host__ __device__ double sum_f64(double v) { return cluster_fold(local.sum_f64(v), &ClusterSlot::f64, SumF64Op{}); }
-  __host__ __device__ int32_t sum_i32(int32_t v) {
-    return cluster_fold(local.sum_i32(v), &ClusterSlot::i32, SumI32Op{});
-  }
   __host__ __device__ int32_t min_i32(int32_t v) { return cluster_fold(local.min_i32(v), &ClusterSlot::i32, MinOp{}); }
   __host__ __device__ int32_t max_i32(int32_t v) { return cluster_fold(local.max_i32(v), &ClusterSlot::i32, MaxOp{}); }
-  __host__ __device__ fused_sampler::ArgMax argmax(fused_sampler::ArgMax v) {
-    return cluster_fold(local.argmax(v), &ClusterSlot::arg, ArgMaxOp{});
+  __host__ __device__ fused_sampler::RowSummary summarise(fused_sampler::RowSummary v) {
+    return cluster_fold(local.summarise(v), &ClusterSlot::summary, SummaryOp{});
   }
 
   __host__ __device__ double exclusive_sum_f64(double v, double* block_total) {

@@ -16,16 +16,17 @@
 namespace specula {
 namespace cuda_block {
 
-struct ArgMaxOp {
-  __device__ fused_sampler::ArgMax operator()(const fused_sampler::ArgMax& a, const fused_sampler::ArgMax& b) const {
-    return fused_sampler::better(a, b);
-  }
-};
 struct MinOp {
   __device__ int32_t operator()(int32_t a, int32_t b) const { return a < b ? a : b; }
 };
 struct MaxOp {
   __device__ int32_t operator()(int32_t a, int32_t b) const { return a > b ? a : b; }
+};
+struct SummaryOp {
+  __device__ fused_sampler::RowSummary operator()(const fused_sampler::RowSummary& a,
+                                                  const fused_sampler::RowSummary& b) const {
+    return fused_sampler::combine(a, b);
+  }
 };
 
 // A block's candidate list (fused_sampler::compact_candidates): the values, and how many adds were made.
@@ -57,7 +58,7 @@ struct CudaBlock {
 
   using ReduceF64 = cub::BlockReduce<double, BLOCK>;
   using ReduceI32 = cub::BlockReduce<int32_t, BLOCK>;
-  using ReduceArg = cub::BlockReduce<fused_sampler::ArgMax, BLOCK>;
+  using ReduceSummary = cub::BlockReduce<fused_sampler::RowSummary, BLOCK>;
   using ScanF64 = cub::BlockScan<double, BLOCK>;
   using ScanU64 = cub::BlockScan<unsigned long long, BLOCK>;
 
@@ -65,7 +66,7 @@ struct CudaBlock {
     union {
       typename ReduceF64::TempStorage f64;
       typename ReduceI32::TempStorage i32;
-      typename ReduceArg::TempStorage arg;
+      typename ReduceSummary::TempStorage summary;
       typename ScanF64::TempStorage scan_f64;
       typename ScanU64::TempStorage scan_u64;
     } temp;
@@ -74,6 +75,7 @@ struct CudaBlock {
       int32_t i32;
       fused_sampler::ArgMax arg;
       fused_sampler::RadixPick pick;
+      fused_sampler::RowSummary summary;
     } out;
     Extra extra;
   };
@@ -126,13 +128,6 @@ struct CudaBlock {
     return v;
 #endif
   }
-  __host__ __device__ int32_t sum_i32(int32_t v) {
-#if defined(__CUDA_ARCH__)
-    return broadcast(sh.out.i32, ReduceI32(sh.temp.i32).Sum(v));
-#else
-    return v;
-#endif
-  }
   __host__ __device__ int32_t min_i32(int32_t v) {
 #if defined(__CUDA_ARCH__)
     return broadcast(sh.out.i32, ReduceI32(sh.temp.i32).Reduce(v, MinOp{}));
@@ -147,9 +142,9 @@ struct CudaBlock {
     return v;
 #endif
   }
-  __host__ __device__ fused_sampler::ArgMax argmax(fused_sampler::ArgMax v) {
+  __host__ __device__ fused_sampler::RowSummary summarise(fused_sampler::RowSummary v) {
 #if defined(__CUDA_ARCH__)
-    return broadcast(sh.out.arg, ReduceArg(sh.temp.arg).Reduce(v, ArgMaxOp{}));
+    return broadcast(sh.out.summary, ReduceSummary(sh.temp.summary).Reduce(v, SummaryOp{}));
 #else
     return v;
 #endif

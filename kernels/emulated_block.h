@@ -29,13 +29,13 @@ struct EmulatedShared {
     double f64[T];
     int32_t i32[T];
     uint64_t u64[T];
-    fused_sampler::ArgMax arg[T];
+    fused_sampler::RowSummary summary[T];
   };
   union {
     double f64;
     int32_t i32;
-    fused_sampler::ArgMax arg;
     fused_sampler::RadixPick pick;
+    fused_sampler::RowSummary summary;
   } out;
   uint64_t hist[fused_sampler::kRadixBins + 1];
   float candidates[fused_sampler::kHostCandidateCapacity];
@@ -96,19 +96,17 @@ struct EmulatedBlock {
   double sum_f64(double v) {
     return reduce(sh.f64, sh.out.f64, v, [](double a, double b) { return a + b; });
   }
-  int32_t sum_i32(int32_t v) {
-    return reduce(sh.i32, sh.out.i32, v, [](int32_t a, int32_t b) { return a + b; });
-  }
   int32_t min_i32(int32_t v) {
     return reduce(sh.i32, sh.out.i32, v, [](int32_t a, int32_t b) { return a < b ? a : b; });
   }
   int32_t max_i32(int32_t v) {
     return reduce(sh.i32, sh.out.i32, v, [](int32_t a, int32_t b) { return a > b ? a : b; });
   }
-  fused_sampler::ArgMax argmax(fused_sampler::ArgMax v) {
-    return reduce(sh.arg, sh.out.arg, v, [](const fused_sampler::ArgMax& a, const fused_sampler::ArgMax& b) {
-      return fused_sampler::better(a, b);
-    });
+  fused_sampler::RowSummary summarise(fused_sampler::RowSummary v) {
+    return reduce(sh.summary, sh.out.summary, v,
+                  [](const fused_sampler::RowSummary& a, const fused_sampler::RowSummary& b) {
+                    return fused_sampler::combine(a, b);
+                  });
   }
 
   // Prefix sums over a tile in blocked order (thread t holds positions t*VEC .. t*VEC+VEC-1), then the

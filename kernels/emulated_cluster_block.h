@@ -24,7 +24,7 @@ namespace specula {
 union EmulatedClusterSlot {
   double f64;
   int32_t i32;
-  fused_sampler::ArgMax arg;
+  fused_sampler::RowSummary summary;
 };
 
 // One block's shared memory in a cluster.
@@ -87,9 +87,6 @@ struct EmulatedClusterBlock {
   double sum_f64(double v) {
     return cluster_fold(local.sum_f64(v), &EmulatedClusterSlot::f64, [](double a, double b) { return a + b; });
   }
-  int32_t sum_i32(int32_t v) {
-    return cluster_fold(local.sum_i32(v), &EmulatedClusterSlot::i32, [](int32_t a, int32_t b) { return a + b; });
-  }
   int32_t min_i32(int32_t v) {
     return cluster_fold(local.min_i32(v), &EmulatedClusterSlot::i32,
                         [](int32_t a, int32_t b) { return a < b ? a : b; });
@@ -98,10 +95,11 @@ struct EmulatedClusterBlock {
     return cluster_fold(local.max_i32(v), &EmulatedClusterSlot::i32,
                         [](int32_t a, int32_t b) { return a > b ? a : b; });
   }
-  fused_sampler::ArgMax argmax(fused_sampler::ArgMax v) {
-    return cluster_fold(
-        local.argmax(v), &EmulatedClusterSlot::arg,
-        [](const fused_sampler::ArgMax& a, const fused_sampler::ArgMax& b) { return fused_sampler::better(a, b); });
+  fused_sampler::RowSummary summarise(fused_sampler::RowSummary v) {
+    return cluster_fold(local.summarise(v), &EmulatedClusterSlot::summary,
+                        [](const fused_sampler::RowSummary& a, const fused_sampler::RowSummary& b) {
+                          return fused_sampler::combine(a, b);
+                        });
   }
 
   double exclusive_sum_f64(double v, double* block_total) { return local.exclusive_sum_f64(v, block_total); }

@@ -7,7 +7,8 @@
 //   kThreads, kVec                      threads per row, elements per vector access
 //   rank(), leader()                    this thread's index; true for exactly one thread
 //   for_each_vec(f)                     f(base) for this thread's vectors [base, base + kVec) of the row
-//   sum_f64, sum_i32, min_i32, max_i32, argmax   reductions whose result every thread receives
+//   sum_f64, min_i32, max_i32           reductions whose result every thread receives
+//   summarise(RowSummary)               pass 1's reductions in one (combine), the result in every thread
 //   inclusive_scan(in, out)             prefix sums of a tile of kThreads * kVec values; returns the total
 //   hist_clear, hist_add(bin, w), hist_suffix_sums() -> total, hist_find(above, target) -> RadixPick
 //   kCandidates, candidates_clear, candidate_add(x) (any thread, any order), candidates_count() -> the adds since
@@ -65,6 +66,24 @@ SPECULA_HD ArgMax better(const ArgMax& a, const ArgMax& b) {
   if (a.value > b.value) return a;
   if (b.value > a.value) return b;
   return a.index <= b.index ? a : b;
+}
+
+// What pass 1 learns about a row, reduced over the row in one collective (one crossing of a cluster instead of
+// five): the first NaN / +inf logit, the tokens finite after masks and bias, the first penalty or temperature
+// overflow, the tokens finite after everything, and the first maximum. Each field's fold is associative and
+// commutative (min, sum, `better`), so any order of partials gives the same bits.
+struct RowSummary {  // no initialisers: it lives in a __shared__ union
+  int32_t first_bad;
+  int32_t masked_finite;
+  int32_t first_overflow;
+  int32_t finite;
+  ArgMax best;
+};
+
+SPECULA_HD RowSummary combine(const RowSummary& a, const RowSummary& b) {
+  return RowSummary{a.first_bad < b.first_bad ? a.first_bad : b.first_bad, a.masked_finite + b.masked_finite,
+                    a.first_overflow < b.first_overflow ? a.first_overflow : b.first_overflow, a.finite + b.finite,
+                    better(a.best, b.best)};
 }
 
 struct RadixPick {
@@ -555,11 +574,12 @@ SPECULA_HD void sample_row(Block& b, const SamplerKernelParams& p, int32_t row) 
     }
     row_store(b, probs, base, x);
   });
-  first_bad = b.min_i32(first_bad);
-  masked_finite = b.sum_i32(masked_finite);
-  first_overflow = b.min_i32(first_overflow);
-  finite = b.sum_i32(finite);
-  best = b.argmax(best);
+  const RowSummary summary = b.summarise(RowSummary{first_bad, masked_finite, first_overflow, finite, best});
+  first_bad = summary.first_bad;
+  masked_finite = summary.masked_finite;
+  first_overflow = summary.first_overflow;
+  finite = summary.finite;
+  best = summary.best;
 
   const SamplerRowStatus status = pass1_status(logits, first_bad, masked_finite, first_overflow, finite, greedy);
   if (status != SamplerRowStatus::ok || greedy) {

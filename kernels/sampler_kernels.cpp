@@ -71,10 +71,9 @@ struct HostBlock {
     for (int32_t base = 0; base < vocab; ++base) f(base);
   }
   double sum_f64(double v) { return v; }
-  int32_t sum_i32(int32_t v) { return v; }
   int32_t min_i32(int32_t v) { return v; }
   int32_t max_i32(int32_t v) { return v; }
-  fused_sampler::ArgMax argmax(fused_sampler::ArgMax v) { return v; }
+  fused_sampler::RowSummary summarise(fused_sampler::RowSummary v) { return v; }
   double inclusive_scan(const double (&in)[1], double (&out)[1]) {
     out[0] = in[0];
     return in[0];
