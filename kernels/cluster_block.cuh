@@ -28,6 +28,7 @@ union ClusterSlot {
   double f64;
   int32_t i32;
   fused_sampler::RowSummary summary;
+  fused_sampler::WeightsTotal weights;
 };
 
 // Extra shared memory of a cluster's block: its own histogram, the cluster's merged one, its partial, and the
@@ -125,6 +126,9 @@ struct CudaClusterBlock {
   __host__ __device__ int32_t max_i32(int32_t v) { return cluster_fold(local.max_i32(v), &ClusterSlot::i32, MaxOp{}); }
   __host__ __device__ fused_sampler::RowSummary summarise(fused_sampler::RowSummary v) {
     return cluster_fold(local.summarise(v), &ClusterSlot::summary, SummaryOp{});
+  }
+  __host__ __device__ fused_sampler::WeightsTotal sum_weights(fused_sampler::WeightsTotal v) {
+    return cluster_fold(local.sum_weights(v), &ClusterSlot::weights, WeightsOp{});
   }
 
   __host__ __device__ double exclusive_sum_f64(double v, double* block_total) {

@@ -22,6 +22,12 @@ struct MinOp {
 struct MaxOp {
   __device__ int32_t operator()(int32_t a, int32_t b) const { return a > b ? a : b; }
 };
+struct WeightsOp {
+  __device__ fused_sampler::WeightsTotal operator()(const fused_sampler::WeightsTotal& a,
+                                                    const fused_sampler::WeightsTotal& b) const {
+    return fused_sampler::combine(a, b);
+  }
+};
 struct SummaryOp {
   __device__ fused_sampler::RowSummary operator()(const fused_sampler::RowSummary& a,
                                                   const fused_sampler::RowSummary& b) const {
@@ -59,6 +65,7 @@ struct CudaBlock {
   using ReduceF64 = cub::BlockReduce<double, BLOCK>;
   using ReduceI32 = cub::BlockReduce<int32_t, BLOCK>;
   using ReduceSummary = cub::BlockReduce<fused_sampler::RowSummary, BLOCK>;
+  using ReduceWeights = cub::BlockReduce<fused_sampler::WeightsTotal, BLOCK>;
   using ScanF64 = cub::BlockScan<double, BLOCK>;
   using ScanU64 = cub::BlockScan<unsigned long long, BLOCK>;
 
@@ -67,6 +74,7 @@ struct CudaBlock {
       typename ReduceF64::TempStorage f64;
       typename ReduceI32::TempStorage i32;
       typename ReduceSummary::TempStorage summary;
+      typename ReduceWeights::TempStorage weights;
       typename ScanF64::TempStorage scan_f64;
       typename ScanU64::TempStorage scan_u64;
     } temp;
@@ -76,6 +84,7 @@ struct CudaBlock {
       fused_sampler::ArgMax arg;
       fused_sampler::RadixPick pick;
       fused_sampler::RowSummary summary;
+      fused_sampler::WeightsTotal weights;
     } out;
     Extra extra;
   };
@@ -145,6 +154,14 @@ struct CudaBlock {
   __host__ __device__ fused_sampler::RowSummary summarise(fused_sampler::RowSummary v) {
 #if defined(__CUDA_ARCH__)
     return broadcast(sh.out.summary, ReduceSummary(sh.temp.summary).Reduce(v, SummaryOp{}));
+#else
+    return v;
+#endif
+  }
+
+  __host__ __device__ fused_sampler::WeightsTotal sum_weights(fused_sampler::WeightsTotal v) {
+#if defined(__CUDA_ARCH__)
+    return broadcast(sh.out.weights, ReduceWeights(sh.temp.weights).Reduce(v, WeightsOp{}));
 #else
     return v;
 #endif

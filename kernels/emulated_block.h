@@ -30,12 +30,14 @@ struct EmulatedShared {
     int32_t i32[T];
     uint64_t u64[T];
     fused_sampler::RowSummary summary[T];
+    fused_sampler::WeightsTotal weights[T];
   };
   union {
     double f64;
     int32_t i32;
     fused_sampler::RadixPick pick;
     fused_sampler::RowSummary summary;
+    fused_sampler::WeightsTotal weights;
   } out;
   uint64_t hist[fused_sampler::kRadixBins + 1];
   float candidates[fused_sampler::kHostCandidateCapacity];
@@ -105,6 +107,13 @@ struct EmulatedBlock {
   fused_sampler::RowSummary summarise(fused_sampler::RowSummary v) {
     return reduce(sh.summary, sh.out.summary, v,
                   [](const fused_sampler::RowSummary& a, const fused_sampler::RowSummary& b) {
+                    return fused_sampler::combine(a, b);
+                  });
+  }
+
+  fused_sampler::WeightsTotal sum_weights(fused_sampler::WeightsTotal v) {
+    return reduce(sh.weights, sh.out.weights, v,
+                  [](const fused_sampler::WeightsTotal& a, const fused_sampler::WeightsTotal& b) {
                     return fused_sampler::combine(a, b);
                   });
   }

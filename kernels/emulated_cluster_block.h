@@ -25,6 +25,7 @@ union EmulatedClusterSlot {
   double f64;
   int32_t i32;
   fused_sampler::RowSummary summary;
+  fused_sampler::WeightsTotal weights;
 };
 
 // One block's shared memory in a cluster.
@@ -98,6 +99,13 @@ struct EmulatedClusterBlock {
   fused_sampler::RowSummary summarise(fused_sampler::RowSummary v) {
     return cluster_fold(local.summarise(v), &EmulatedClusterSlot::summary,
                         [](const fused_sampler::RowSummary& a, const fused_sampler::RowSummary& b) {
+                          return fused_sampler::combine(a, b);
+                        });
+  }
+
+  fused_sampler::WeightsTotal sum_weights(fused_sampler::WeightsTotal v) {
+    return cluster_fold(local.sum_weights(v), &EmulatedClusterSlot::weights,
+                        [](const fused_sampler::WeightsTotal& a, const fused_sampler::WeightsTotal& b) {
                           return fused_sampler::combine(a, b);
                         });
   }

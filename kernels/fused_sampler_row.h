@@ -9,6 +9,7 @@
 //   for_each_vec(f)                     f(base) for this thread's vectors [base, base + kVec) of the row
 //   sum_f64, min_i32, max_i32           reductions whose result every thread receives
 //   summarise(RowSummary)               pass 1's reductions in one (combine), the result in every thread
+//   sum_weights(WeightsTotal)           a draw's float64 total and last positive index in one (combine)
 //   inclusive_scan(in, out)             prefix sums of a tile of kThreads * kVec values; returns the total
 //   hist_clear, hist_add(bin, w), hist_suffix_sums() -> total, hist_find(above, target) -> RadixPick
 //   kCandidates, candidates_clear, candidate_add(x) (any thread, any order), candidates_count() -> the adds since
@@ -176,10 +177,15 @@ SPECULA_HD void result_store(Block& b, float* probs, int32_t base, const float (
 // A Weight is a callable weight(base, w) that fills w[0 .. kVec) with the float64 weights of tokens
 // [base, base + kVec) (the dispatch guarantees base + kVec <= V).
 
-struct WeightsTotal {
+struct WeightsTotal {  // no initialisers: it lives in a __shared__ union
   double total;
   int32_t last_positive;  // the last token with a positive weight (sample_from_weights' fallback), -1 if none
 };
+
+// Partial totals folded: the float64 sum (the Block's order, as sum_f64's) and the last positive index.
+SPECULA_HD WeightsTotal combine(const WeightsTotal& a, const WeightsTotal& b) {
+  return WeightsTotal{a.total + b.total, a.last_positive > b.last_positive ? a.last_positive : b.last_positive};
+}
 
 template <class Block, class Weight>
 SPECULA_HD WeightsTotal weights_total(Block& b, Weight&& weight) {
@@ -194,9 +200,7 @@ SPECULA_HD WeightsTotal weights_total(Block& b, Weight&& weight) {
       if (w[j] > 0.0) last = base + j;
     }
   });
-  total = b.sum_f64(total);
-  last = b.max_i32(last);
-  return {total, last};
+  return b.sum_weights(WeightsTotal{total, last});
 }
 
 // inverse_cdf for a row split over a cluster (SlicedRow), in three levels instead of serial tiles: the blocks'
@@ -511,9 +515,7 @@ SPECULA_HD WeightsTotal softmax_kept(Block& b, float* probs, float cut, float ma
     }
     result_store(b, probs, base, x);
   });
-  total = b.sum_f64(total);
-  last_positive = b.max_i32(last_positive);
-  return WeightsTotal{total, last_positive};
+  return b.sum_weights(WeightsTotal{total, last_positive});
 }
 
 // One row of the fused sampler. `p` as in SamplerKernelParams; pointers of the Block's memory space.

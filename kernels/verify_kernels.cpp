@@ -99,6 +99,7 @@ struct VerifyHostBlock {
   double sum_f64(double v) { return v; }
   int32_t min_i32(int32_t v) { return v; }
   int32_t max_i32(int32_t v) { return v; }
+  fused_sampler::WeightsTotal sum_weights(fused_sampler::WeightsTotal v) { return v; }
   double inclusive_scan(const double (&in)[1], double (&out)[1]) {
     out[0] = in[0];
     return in[0];

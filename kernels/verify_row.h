@@ -20,6 +20,7 @@
 //   for_each_vec(f)                f(base) for this thread's vectors [base, base + kVec) of the vocabulary
 //   for_each_index(n, f)           f(i) for this thread's share of [0, n) (in a cluster, every block covers n)
 //   sum_f64, min_i32, max_i32      reductions whose result every thread receives
+//   sum_weights(WeightsTotal)      a draw's float64 total and last positive index in one (fused_sampler_row.h)
 //   inclusive_scan(in, out)        prefix sums of a tile of kThreads * kVec values; returns the tile's total
 //   sync()                         barrier: shared scratch written before it is visible after it
 //   f64(), i32()                   shared scratch (kTreeF64Scratch, kTreeI32Scratch elements; tree only)
