@@ -115,7 +115,7 @@ StepOutputs CachePool::run(const std::vector<RowSegment>& segments) {
     torch::Tensor visible = s.mask;  // the mutant's shorter length sees the mask's last columns
     if (visible.defined() && visible.size(1) != length + n)
       visible = visible.narrow(1, visible.size(1) - length - n, length + n);
-    in.mask[b].narrow(0, 0, n).copy_(static_step_mask(visible, n, length + n, columns));
+    write_static_step_mask(in.mask[b].narrow(0, 0, n), visible, length + n);
     for (int64_t r = 0; r < n; ++r) outputs.push_back(b * N + r);
   }
   const StepOutputs out = graph_for(N, columns).run_static(in);

@@ -142,16 +142,15 @@ StepGraph::StepGraph(Transformer model, KVCache& cache, int64_t rows, int64_t co
   s.mask = torch::zeros({batch, rows, columns}, torch::TensorOptions().dtype(torch::kFloat32).device(device));
 }
 
-torch::Tensor static_step_mask(const torch::Tensor& visible, int64_t rows, int64_t used, int64_t columns) {
+void write_static_step_mask(torch::Tensor mask, const torch::Tensor& visible, int64_t used) {
   // Unused columns hidden; the mutant leaves them visible (what a replay must never read).
-  torch::Tensor mask =
-      torch::full({rows, columns},
-                  mutant_on(Mutant::step_graph_sees_unused_slots) ? 0.0f : -std::numeric_limits<float>::infinity());
+  const int64_t columns = mask.size(1);
+  mask.narrow(1, used, columns - used)
+      .fill_(mutant_on(Mutant::step_graph_sees_unused_slots) ? 0.0f : -std::numeric_limits<float>::infinity());
   if (visible.defined())
     mask.narrow(1, 0, used).copy_(visible);
   else
     mask.narrow(1, 0, used).zero_();
-  return mask;
 }
 
 StepGraph::~StepGraph() = default;
@@ -169,9 +168,10 @@ StepOutputs StepGraph::run(const torch::Tensor& tokens, const torch::Tensor& pos
     fail("step graph: a mask of ", mask.sizes(), " for ", s.rows, " rows after ", length, " cached slots");
   if (s.tokens.size(0) != 1) fail("step graph: run takes one sequence, the cache holds ", s.tokens.size(0));
   // The rows go to slots [length, used); every column past them, unused, is hidden.
+  const torch::Tensor step_mask = torch::empty({1, s.rows, s.columns});
+  write_static_step_mask(step_mask[0], mask, used);
   return run_static({tokens.reshape({1, s.rows}), positions.reshape({1, s.rows}),
-                     torch::arange(length, used, torch::kInt64).unsqueeze(0),
-                     static_step_mask(mask, s.rows, used, s.columns).unsqueeze(0)});
+                     torch::arange(length, used, torch::kInt64).unsqueeze(0), step_mask});
 }
 
 StepOutputs StepGraph::run_static(const StepInputs& in) {

@@ -34,9 +34,9 @@ struct StepInputs {
   torch::Tensor tokens, positions, slots, mask;
 };
 
-// The mask of a step's rows over `columns` slots when the rows see `visible` [N, used] (additive; undefined: every
-// column visible) and every column from `used` on is hidden (unused slots): [N, columns] on the host.
-torch::Tensor static_step_mask(const torch::Tensor& visible, int64_t rows, int64_t used, int64_t columns);
+// Writes into `mask` [N, columns] (on the host) the mask of a step's rows that see `visible` [N, used] (additive;
+// undefined: every column visible), every column from `used` on hidden (unused slots).
+void write_static_step_mask(torch::Tensor mask, const torch::Tensor& visible, int64_t used);
 
 class StepGraph {
  public:
