@@ -208,6 +208,11 @@ SPECULA_HD WeightsTotal weights_total(Block& b, Weight&& weight) {
 // rank order; the chunk scanned serially. A token's cumulative weight is (blocks before + chunks before) + the
 // chunk's running sum; the first token whose cumulative weight exceeds u * total and whose weight is positive is
 // the draw (inverse_cdf's rule, summed in another order); t.last_positive when rounding leaves none.
+// Shared-memory banks: neighbouring threads' chunks start a multiple of 128 bytes apart (256 B at 128K tokens), so
+// reading them in step would put a warp's loads on the same banks. The chunk's total is read in a rotated order
+// (thread r starts at its vector r mod the chunk's), which spreads the lanes over the banks; the index-order scan
+// runs only in threads whose chunk reaches past the target: the one that holds the draw, and those after it, which
+// stop at their first positive weight.
 template <class Block, class Weight>
 SPECULA_HD int32_t inverse_cdf_sliced(Block& b, Weight&& weight, const WeightsTotal& t, double u) {
   constexpr int VEC = Block::kVec;
@@ -217,10 +222,13 @@ SPECULA_HD int32_t inverse_cdf_sliced(Block& b, Weight&& weight, const WeightsTo
   const int32_t offset = b.rank() * chunk;
   const int32_t first = b.slice_begin() + offset < b.slice_end() ? b.slice_begin() + offset : b.slice_end();
   const int32_t last = first + chunk < b.slice_end() ? first + chunk : b.slice_end();
+  const int32_t count = (last - first) / VEC;  // whole vectors (the dispatch's alignment)
+  const int32_t start = count > 0 ? b.rank() % count : 0;
   double own = 0.0;
-  for (int32_t base = first; base < last; base += VEC) {
+  for (int32_t i = 0; i < count; ++i) {
+    const int32_t v = i + start < count ? i + start : i + start - count;
     double w[VEC];
-    weight(base, w);
+    weight(first + v * VEC, w);
     for (int j = 0; j < VEC; ++j) own += w[j];
   }
   double block_total = 0.0;
@@ -230,14 +238,15 @@ SPECULA_HD int32_t inverse_cdf_sliced(Block& b, Weight&& weight, const WeightsTo
   if (mutant_on(Mutant::sliced_draw_ignores_blocks_before)) running = before_thread;
 #endif
   int32_t pick = kNoIndex;
-  for (int32_t base = first; base < last && pick == kNoIndex; base += VEC) {
-    double w[VEC];
-    weight(base, w);
-    for (int j = 0; j < VEC; ++j) {
-      running += w[j];
-      if (pick == kNoIndex && inverse_cdf_picks(w[j], running, target)) pick = base + j;
+  if (running + own > target)
+    for (int32_t base = first; base < last && pick == kNoIndex; base += VEC) {
+      double w[VEC];
+      weight(base, w);
+      for (int j = 0; j < VEC; ++j) {
+        running += w[j];
+        if (pick == kNoIndex && inverse_cdf_picks(w[j], running, target)) pick = base + j;
+      }
     }
-  }
   pick = b.min_i32(pick);
   return pick != kNoIndex ? pick : t.last_positive;
 }
