@@ -55,23 +55,6 @@ void CachePool::release(const KVCache& cache) {
     if (member == &cache) member = nullptr;
 }
 
-StepGraph& CachePool::graph_for(int64_t rows, int64_t columns) {
-  auto found = std::find_if(graphs_.begin(), graphs_.end(),
-                            [&](const auto& g) { return g->rows() == rows && g->columns() == columns; });
-  if (found != graphs_.end()) {
-    std::rotate(found, found + 1, graphs_.end());  // now the most recently used
-    return *graphs_.back();
-  }
-  if (graphs_.size() >= kMaxStepGraphs) {
-    graphs_.erase(graphs_.begin());
-    ++stats_.step_graphs_evicted;
-  }
-  const bool capture = capture_ && stats_.step_graphs_evicted < kMaxEvictions;
-  graphs_.push_back(std::make_unique<StepGraph>(model_, pool_, rows, columns, capture));
-  ++stats_.step_graphs_built;
-  return *graphs_.back();
-}
-
 StepOutputs CachePool::run(const std::vector<RowSegment>& segments) {
   const int64_t P = rows();
   std::vector<int64_t> row(segments.size());
@@ -118,7 +101,7 @@ StepOutputs CachePool::run(const std::vector<RowSegment>& segments) {
     write_static_step_mask(in.mask[b].narrow(0, 0, n), visible, length + n);
     for (int64_t r = 0; r < n; ++r) outputs.push_back(b * N + r);
   }
-  const StepOutputs out = graph_for(N, columns).run_static(in);
+  const StepOutputs out = graphs_.get(model_, pool_, N, columns, capture_).run_static(in);
   const torch::Tensor index = torch::tensor(outputs, torch::kInt64).to(out.hidden.device());
   for (const RowSegment& s : segments) s.cache->advance(s.tokens.numel());
   ++stats_.steps;

@@ -26,9 +26,7 @@
 namespace specula {
 
 struct CachePoolStats {
-  int64_t steps = 0;  // batched steps run
-  int64_t step_graphs_built = 0;
-  int64_t step_graphs_evicted = 0;
+  int64_t steps = 0;         // batched steps run
   int64_t padding_rows = 0;  // rows computed and dropped (shorter sequences, sequences without rows)
 };
 
@@ -48,21 +46,17 @@ class CachePool {
   // thread at a time.
   void release(const KVCache& cache);
 
-  // One step for `segments` (each on a cache this pool holds, distinct, tokens [N] with N at most `max_rows`,
+  // One step for `segments` (each on a cache this pool holds, distinct, tokens [N] with length + N at most `slots`,
   // positions [N], mask [N, length + N] or undefined as hidden_states takes them): the final hidden states and logits
   // of every segment's rows, [sum of N, ..] in segment order, copies the next step does not overwrite. Each cache
   // advances by its N.
   StepOutputs run(const std::vector<RowSegment>& segments);
 
   const CachePoolStats& stats() const { return stats_; }
-
-  // The step graphs a pool keeps (shapes: rows a sequence and a bucket of the longest length), the least recently used
-  // dropped first; after kMaxEvictions evictions, new shapes run uncaptured.
-  static constexpr size_t kMaxStepGraphs = 8;
-  static constexpr int64_t kMaxEvictions = 32;
+  // Its steps' graphs (shapes: rows a sequence and a bucket of the longest length).
+  const StepGraphSet& graphs() const { return graphs_; }
 
  private:
-  StepGraph& graph_for(int64_t rows, int64_t columns);
   int64_t row_of(const KVCache& cache) const;  // -1: not held
 
   Transformer model_;
@@ -71,7 +65,7 @@ class CachePool {
   KVCache pool_;                         // [layers, rows, heads, slots + 1, head_dim]: slot `slots` is scratch
   std::vector<const KVCache*> members_;  // row b's cache (null once released)
   std::vector<torch::Tensor> row_keys_;  // row b's keys as its cache keeps them (KVCache::stores_in)
-  std::vector<std::unique_ptr<StepGraph>> graphs_;  // the most recently used last
+  StepGraphSet graphs_;
   CachePoolStats stats_;
 };
 

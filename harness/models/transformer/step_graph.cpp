@@ -209,6 +209,26 @@ StepOutputs StepGraph::run_static(const StepInputs& in) {
   return s.out;
 }
 
+StepGraph& StepGraphSet::get(const Transformer& model, KVCache& cache, int64_t rows, int64_t columns, bool capture) {
+  const size_t before = graphs_.size();
+  graphs_.erase(std::remove_if(graphs_.begin(), graphs_.end(), [](const auto& g) { return g->stale(); }),
+                graphs_.end());
+  dropped_ += static_cast<int64_t>(before - graphs_.size());
+  auto found = std::find_if(graphs_.begin(), graphs_.end(),
+                            [&](const auto& g) { return g->rows() == rows && g->columns() == columns; });
+  if (found != graphs_.end()) {
+    std::rotate(found, found + 1, graphs_.end());  // now the most recently used
+    return *graphs_.back();
+  }
+  if (graphs_.size() >= kMaxGraphs) {
+    graphs_.erase(graphs_.begin());
+    ++evicted_;
+  }
+  graphs_.push_back(std::make_unique<StepGraph>(model, cache, rows, columns, capture && evicted_ < kMaxEvictions));
+  ++built_;
+  return *graphs_.back();
+}
+
 int64_t StepGraph::rows() const { return state_->rows; }
 int64_t StepGraph::columns() const { return state_->columns; }
 bool StepGraph::stale() const { return state_->cache->generation() != state_->generation; }

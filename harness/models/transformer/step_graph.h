@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "harness/models/transformer/kv_cache.h"
 #include "harness/models/transformer/transformer_model.h"
@@ -69,6 +70,27 @@ class StepGraph {
  private:
   struct State;
   std::unique_ptr<State> state_;
+};
+
+// The step graphs kept over one cache, by shape (rows and columns): at most kMaxGraphs, the least recently used dropped
+// to make room, those whose cache's storage moved (StepGraph::stale) dropped and built again. Shapes that keep
+// rotating through more than kMaxGraphs would be captured again at each return: after kMaxEvictions evictions new
+// shapes run uncaptured. A session's own steps and a batch's pooled ones (cache_pool.h) each keep one.
+class StepGraphSet {
+ public:
+  static constexpr size_t kMaxGraphs = 8;
+  static constexpr int64_t kMaxEvictions = 32;
+
+  // The step of `rows` rows a sequence over `columns` columns of `cache`, built on first use; `capture` as
+  // StepGraph's (while fewer than kMaxEvictions evictions).
+  StepGraph& get(const Transformer& model, KVCache& cache, int64_t rows, int64_t columns, bool capture);
+  int64_t built() const { return built_; }
+  int64_t evicted() const { return evicted_; }
+  int64_t dropped() const { return dropped_; }  // stale
+
+ private:
+  std::vector<std::unique_ptr<StepGraph>> graphs_;  // the most recently used last
+  int64_t built_ = 0, evicted_ = 0, dropped_ = 0;
 };
 
 // Whether steps on `device` can be captured as CUDA graphs: LibTorch has CUDA (compiled with SPECULA_TORCH_CUDA)

@@ -40,13 +40,9 @@ struct PromptCacheEntry {
 constexpr int64_t kPromptCacheBytes = int64_t{64} << 20;
 
 // Step graphs (step_graph.h): a lone call of at most this many rows (a decode step, a chain, a tree of up to 63 nodes)
-// runs as one; a session keeps at most kMaxStepGraphs shapes (rows and a bucket of its length: a run's steps take a
-// few), the least recently used dropped first.
+// runs as one, and so do a batch's calls of at most this many rows each (cache_pool.h); a session keeps at most
+// StepGraphSet::kMaxGraphs shapes (rows and a bucket of its length: a run's steps take a few).
 constexpr int64_t kMaxStepGraphRows = 64;
-constexpr size_t kMaxStepGraphs = 8;
-// A session whose shapes keep rotating through more than kMaxStepGraphs (drafts of ever other sizes) would capture
-// every shape again at each return; after this many evictions its new shapes run uncaptured.
-constexpr int64_t kMaxStepGraphEvictions = 32;
 
 // The slots of a row of a batch's cache pool (cache_pool.h): the positions, and a pooled step's rows on top of the
 // tree nodes a call may keep from the last (both at most kMaxStepGraphRows), so a pooled session never grows out.
@@ -149,7 +145,8 @@ int64_t TransformerLanguageModel::session_bytes() const {
                             2 * int64_t{c.vocab_size} + columns;
     // A session's own graphs, and its share of its batch's pooled ones (cache_pool.h: as many shapes, as many rows
     // a sequence). Upper bounds: a pool's 8 graphs serve all its sequences, yet each is charged 8 segments.
-    bytes += 2 * static_cast<int64_t>(kMaxStepGraphs) * (kMaxStepGraphRows * per_row * 4 + (int64_t{20} << 20));
+    bytes +=
+        2 * static_cast<int64_t>(StepGraphSet::kMaxGraphs) * (kMaxStepGraphRows * per_row * 4 + (int64_t{20} << 20));
     // The session's pool row (its slots and the scratch slot, keys and values, float32), made while its own cache
     // still exists, and the same again for the old pool it stays beside while a batch moves to a smaller one.
     bytes += 2 * 2 * 4 * int64_t{c.n_layers} * c.kv_heads() * c.head_dim() * (pool_row_slots(c) + 1);
@@ -223,30 +220,18 @@ struct TransformerSession::Cache {
   torch::Tensor tree_hidden;  // [n, d] after each node of the remembered tree
   torch::Tensor tree_logits;  // [n, V]
   TransformerSessionStats stats;
-  int64_t last_call_rows = 0;                      // 1 + nodes of the last call (0 before the first)
-  std::vector<std::unique_ptr<StepGraph>> graphs;  // over `kv` (step_graph.h), the most recently used last
+  int64_t last_call_rows = 0;  // 1 + nodes of the last call (0 before the first)
+  StepGraphSet graphs;         // over `kv` (step_graph.h)
 
   // The step graph for `rows` rows after `kv`'s length (over its length's bucket, step_columns), built on first use
   // (again when kv's storage moved), the least recently used one dropped to make room.
   StepGraph* graph_for(int64_t rows) {
-    const size_t before = graphs.size();
-    graphs.erase(std::remove_if(graphs.begin(), graphs.end(), [](const auto& g) { return g->stale(); }), graphs.end());
-    stats.step_graphs_dropped += static_cast<int64_t>(before - graphs.size());
-    const int64_t columns = step_columns(kv.length(), rows, kv.capacity());
-    auto found = std::find_if(graphs.begin(), graphs.end(),
-                              [&](const auto& g) { return g->rows() == rows && g->columns() == columns; });
-    if (found == graphs.end()) {
-      if (graphs.size() >= kMaxStepGraphs) {
-        graphs.erase(graphs.begin());
-        ++stats.step_graphs_evicted;
-      }
-      const bool capture = state->capture_graphs && stats.step_graphs_evicted < kMaxStepGraphEvictions;
-      graphs.push_back(std::make_unique<StepGraph>(state->model, kv, rows, columns, capture));
-      ++stats.step_graphs_built;
-    } else {
-      std::rotate(found, found + 1, graphs.end());  // now the most recently used
-    }
-    return graphs.back().get();
+    StepGraph& graph =
+        graphs.get(state->model, kv, rows, step_columns(kv.length(), rows, kv.capacity()), state->capture_graphs);
+    stats.step_graphs_built = graphs.built();
+    stats.step_graphs_evicted = graphs.evicted();
+    stats.step_graphs_dropped = graphs.dropped();
+    return &graph;
   }
 
   void forget_tree() {
