@@ -125,10 +125,10 @@ struct CudaClusterBlock {
   __host__ __device__ int32_t min_i32(int32_t v) { return cluster_fold(local.min_i32(v), &ClusterSlot::i32, MinOp{}); }
   __host__ __device__ int32_t max_i32(int32_t v) { return cluster_fold(local.max_i32(v), &ClusterSlot::i32, MaxOp{}); }
   __host__ __device__ fused_sampler::RowSummary summarise(fused_sampler::RowSummary v) {
-    return cluster_fold(local.summarise(v), &ClusterSlot::summary, SummaryOp{});
+    return cluster_fold(local.summarise(v), &ClusterSlot::summary, fused_sampler::Combine{});
   }
   __host__ __device__ fused_sampler::WeightsTotal sum_weights(fused_sampler::WeightsTotal v) {
-    return cluster_fold(local.sum_weights(v), &ClusterSlot::weights, WeightsOp{});
+    return cluster_fold(local.sum_weights(v), &ClusterSlot::weights, fused_sampler::Combine{});
   }
 
   __host__ __device__ double exclusive_sum_f64(double v, double* block_total) {

@@ -22,18 +22,6 @@ struct MinOp {
 struct MaxOp {
   __device__ int32_t operator()(int32_t a, int32_t b) const { return a > b ? a : b; }
 };
-struct WeightsOp {
-  __device__ fused_sampler::WeightsTotal operator()(const fused_sampler::WeightsTotal& a,
-                                                    const fused_sampler::WeightsTotal& b) const {
-    return fused_sampler::combine(a, b);
-  }
-};
-struct SummaryOp {
-  __device__ fused_sampler::RowSummary operator()(const fused_sampler::RowSummary& a,
-                                                  const fused_sampler::RowSummary& b) const {
-    return fused_sampler::combine(a, b);
-  }
-};
 
 // A block's candidate list (fused_sampler::compact_candidates): the values, and how many adds were made.
 struct CandidateList {
@@ -81,7 +69,6 @@ struct CudaBlock {
     union {
       double f64;
       int32_t i32;
-      fused_sampler::ArgMax arg;
       fused_sampler::RadixPick pick;
       fused_sampler::RowSummary summary;
       fused_sampler::WeightsTotal weights;
@@ -153,7 +140,7 @@ struct CudaBlock {
   }
   __host__ __device__ fused_sampler::RowSummary summarise(fused_sampler::RowSummary v) {
 #if defined(__CUDA_ARCH__)
-    return broadcast(sh.out.summary, ReduceSummary(sh.temp.summary).Reduce(v, SummaryOp{}));
+    return broadcast(sh.out.summary, ReduceSummary(sh.temp.summary).Reduce(v, fused_sampler::Combine{}));
 #else
     return v;
 #endif
@@ -161,7 +148,7 @@ struct CudaBlock {
 
   __host__ __device__ fused_sampler::WeightsTotal sum_weights(fused_sampler::WeightsTotal v) {
 #if defined(__CUDA_ARCH__)
-    return broadcast(sh.out.weights, ReduceWeights(sh.temp.weights).Reduce(v, WeightsOp{}));
+    return broadcast(sh.out.weights, ReduceWeights(sh.temp.weights).Reduce(v, fused_sampler::Combine{}));
 #else
     return v;
 #endif

@@ -105,17 +105,11 @@ struct EmulatedBlock {
     return reduce(sh.i32, sh.out.i32, v, [](int32_t a, int32_t b) { return a > b ? a : b; });
   }
   fused_sampler::RowSummary summarise(fused_sampler::RowSummary v) {
-    return reduce(sh.summary, sh.out.summary, v,
-                  [](const fused_sampler::RowSummary& a, const fused_sampler::RowSummary& b) {
-                    return fused_sampler::combine(a, b);
-                  });
+    return reduce(sh.summary, sh.out.summary, v, fused_sampler::Combine{});
   }
 
   fused_sampler::WeightsTotal sum_weights(fused_sampler::WeightsTotal v) {
-    return reduce(sh.weights, sh.out.weights, v,
-                  [](const fused_sampler::WeightsTotal& a, const fused_sampler::WeightsTotal& b) {
-                    return fused_sampler::combine(a, b);
-                  });
+    return reduce(sh.weights, sh.out.weights, v, fused_sampler::Combine{});
   }
 
   // Prefix sums over a tile in blocked order (thread t holds positions t*VEC .. t*VEC+VEC-1), then the

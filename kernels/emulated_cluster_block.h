@@ -97,17 +97,11 @@ struct EmulatedClusterBlock {
                         [](int32_t a, int32_t b) { return a > b ? a : b; });
   }
   fused_sampler::RowSummary summarise(fused_sampler::RowSummary v) {
-    return cluster_fold(local.summarise(v), &EmulatedClusterSlot::summary,
-                        [](const fused_sampler::RowSummary& a, const fused_sampler::RowSummary& b) {
-                          return fused_sampler::combine(a, b);
-                        });
+    return cluster_fold(local.summarise(v), &EmulatedClusterSlot::summary, fused_sampler::Combine{});
   }
 
   fused_sampler::WeightsTotal sum_weights(fused_sampler::WeightsTotal v) {
-    return cluster_fold(local.sum_weights(v), &EmulatedClusterSlot::weights,
-                        [](const fused_sampler::WeightsTotal& a, const fused_sampler::WeightsTotal& b) {
-                          return fused_sampler::combine(a, b);
-                        });
+    return cluster_fold(local.sum_weights(v), &EmulatedClusterSlot::weights, fused_sampler::Combine{});
   }
 
   double exclusive_sum_f64(double v, double* block_total) { return local.exclusive_sum_f64(v, block_total); }

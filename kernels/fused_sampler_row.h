@@ -187,6 +187,14 @@ SPECULA_HD WeightsTotal combine(const WeightsTotal& a, const WeightsTotal& b) {
   return WeightsTotal{a.total + b.total, a.last_positive > b.last_positive ? a.last_positive : b.last_positive};
 }
 
+// `combine` as the fold operator every Block's fused reductions take (CUB's, the emulation's, a cluster's).
+struct Combine {
+  template <class T>
+  SPECULA_HD T operator()(const T& a, const T& b) const {
+    return combine(a, b);
+  }
+};
+
 template <class Block, class Weight>
 SPECULA_HD WeightsTotal weights_total(Block& b, Weight&& weight) {
   constexpr int VEC = Block::kVec;
