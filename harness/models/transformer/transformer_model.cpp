@@ -35,16 +35,12 @@ RotaryEmbeddingImpl::RotaryEmbeddingImpl(int64_t head_dim, int64_t max_len, doub
 
 torch::Tensor RotaryEmbeddingImpl::forward(const torch::Tensor& x, const torch::Tensor& positions) {
   const int64_t half = x.size(-1) / 2;
-  torch::Tensor c, s;
-  if (positions.dim() == 2) {  // [B, N]: each sequence its own positions, [B, 1, N, D/2] against x's heads
-    const torch::Tensor flat = positions.reshape({-1});
-    const std::vector<int64_t> shape{positions.size(0), 1, positions.size(1), half};
-    c = cos.index_select(0, flat).view(shape);
-    s = sin.index_select(0, flat).view(shape);
-  } else {  // [N], [N, D/2]
-    c = cos.index_select(0, positions);
-    s = sin.index_select(0, positions);
-  }
+  // Positions [N] take rows [N, D/2]; [B, N] (each sequence its own) take [B, 1, N, D/2], against x's heads.
+  std::vector<int64_t> shape = positions.sizes().vec();
+  if (positions.dim() == 2) shape.insert(shape.begin() + 1, 1);
+  shape.push_back(half);
+  const torch::Tensor flat = positions.reshape({-1});
+  const torch::Tensor c = cos.index_select(0, flat).view(shape), s = sin.index_select(0, flat).view(shape);
   const torch::Tensor x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
   return torch::cat({x1 * c - x2 * s, x2 * c + x1 * s}, -1);
 }
