@@ -933,6 +933,33 @@ TEST_CASE("a step graph refuses what it cannot replay", "[transformer]") {
                     Contains("1 cached + 2 rows exceed the step's 2 columns"));
 }
 
+TEST_CASE("a staged step of two sequences gives the rows picked, in the order picked", "[transformer]") {
+  Transformer model = scaled_model(small_config(), 5);
+  model->set_decode_step(false);
+  c10::InferenceMode inference;
+  KVCache cache = model->new_cache(2);
+  StepGraph step(model, cache, 2, 64, false);
+  const int64_t tokens[2][2] = {{3, 4}, {7, 9}};
+  const torch::Tensor causal = causal_layout(0, 2).mask.contiguous();
+  const StagedInputs in = step.stage();
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t r = 0; r < 2; ++r) {
+      const int64_t i = b * 2 + r;
+      in.tokens[i] = tokens[b][r];
+      in.positions[i] = r;
+      in.slots[i] = r;
+      write_step_mask_row(in.mask + i * 64, causal.data_ptr<float>() + r * 2, 2, 64);
+    }
+  in.picked[0] = 3;  // sequence 1's second row, then sequence 0's first
+  in.picked[1] = 0;
+  const StepOutputs out = step.run_staged(2);
+  REQUIRE(out.logits.size(0) == 2);
+  CHECK(max_abs_diff(out.logits[0], model->forward(ids({7, 9}))[0][1]) < kTol);
+  CHECK(max_abs_diff(out.logits[1], model->forward(ids({3, 4}))[0][0]) < kTol);
+  CHECK(step.run_staged().logits.size(0) == 4);  // nothing picked: every row
+  CHECK_THROWS_WITH(step.run_staged(5), Contains("5 rows picked of a step of 4"));
+}
+
 TEST_CASE("a fresh session given the model's last prompt copies its run: the same bits as running it",
           "[transformer]") {
   TempDir dir("prompt-cache");

@@ -81,32 +81,56 @@ StepOutputs CachePool::run(const std::vector<RowSegment>& segments) {
   const int64_t scratch = mutant_on(Mutant::pool_padding_writes_cached_slot) ? 0 : slots_;
   int64_t shortest = slots_;  // for the mutant that gives every sequence the shortest cache's length
   for (const RowSegment& s : segments) shortest = std::min(shortest, s.cache->length());
-  // Padding: token 0 at position 0 written to the scratch slot (past every row's slots: no column reads it), seeing
-  // slot 0 only (a row that sees nothing would be NaN; the row is dropped either way).
-  StepInputs in{torch::zeros({P, N}, torch::kInt64), torch::zeros({P, N}, torch::kInt64),
-                torch::full({P, N}, scratch, torch::kInt64),
-                torch::full({P, N, columns}, -std::numeric_limits<float>::infinity())};
-  in.mask.select(2, 0).zero_();
-  std::vector<int64_t> outputs;  // the flat output row of every segment row, in segment order
-  for (size_t k = 0; k < segments.size(); ++k) {
-    const RowSegment& s = segments[k];
-    const int64_t b = row[k], n = s.tokens.numel();
-    const int64_t length = mutant_on(Mutant::batch_rows_use_shortest_cache_length) ? shortest : s.cache->length();
-    in.tokens[b].narrow(0, 0, n).copy_(s.tokens.reshape({n}));
-    in.positions[b].narrow(0, 0, n).copy_(s.positions.reshape({n}));
-    in.slots[b].narrow(0, 0, n).copy_(torch::arange(length, length + n, torch::kInt64));
-    torch::Tensor visible = s.mask;  // the mutant's shorter length sees the mask's last columns
-    if (visible.defined() && visible.size(1) != length + n)
-      visible = visible.narrow(1, visible.size(1) - length - n, length + n);
-    write_static_step_mask(in.mask[b].narrow(0, 0, n), visible, length + n);
-    for (int64_t r = 0; r < n; ++r) outputs.push_back(b * N + r);
+  StepGraph& step = graphs_.get(model_, pool_, N, columns, capture_);
+  const StagedInputs in = step.stage();
+  // Written in place, row by row: a batch's few hundred small tensor operations would take a GPU's host longer than
+  // the step. Rows without a segment's row are padding: token 0 at position 0 written to the scratch slot (past every
+  // row's slots: no column reads it), seeing slot 0 only (a row that sees nothing would be NaN; it is dropped anyway).
+  std::vector<int64_t> segment_of(static_cast<size_t>(P), -1);
+  for (size_t k = 0; k < segments.size(); ++k) segment_of[row[k]] = static_cast<int64_t>(k);
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  for (int64_t b = 0; b < P; ++b) {
+    const int64_t k = segment_of[b];
+    const RowSegment* s = k >= 0 ? &segments[k] : nullptr;
+    const int64_t n = s ? s->tokens.numel() : 0;
+    const int64_t length = !s                                                        ? 0
+                           : mutant_on(Mutant::batch_rows_use_shortest_cache_length) ? shortest
+                                                                                     : s->cache->length();
+    torch::Tensor ids, at, visible;
+    if (s) {
+      ids = s->tokens.to(torch::kCPU, torch::kInt64).contiguous();
+      at = s->positions.to(torch::kCPU, torch::kInt64).contiguous();
+      if (s->mask.defined()) visible = s->mask.to(torch::kCPU, torch::kFloat32).contiguous();
+    }
+    for (int64_t r = 0; r < N; ++r) {
+      const int64_t i = b * N + r;
+      float* mask_row = in.mask + i * columns;
+      if (r < n) {
+        in.tokens[i] = ids.data_ptr<int64_t>()[r];
+        in.positions[i] = at.data_ptr<int64_t>()[r];
+        in.slots[i] = length + r;
+        // The mutant's shorter length sees the mask's last columns.
+        const float* seen = visible.defined()
+                                ? visible.data_ptr<float>() + r * visible.size(1) + visible.size(1) - length - n
+                                : nullptr;
+        write_step_mask_row(mask_row, seen, length + n, columns);
+      } else {
+        in.tokens[i] = 0;
+        in.positions[i] = 0;
+        in.slots[i] = scratch;
+        mask_row[0] = 0.0f;
+        std::fill(mask_row + 1, mask_row + columns, neg_inf);
+      }
+    }
   }
-  const StepOutputs out = graphs_.get(model_, pool_, N, columns, capture_).run_static(in);
-  const torch::Tensor index = torch::tensor(outputs, torch::kInt64).to(out.hidden.device());
+  int64_t picked = 0;  // the flat output row of every segment row, in segment order
+  for (size_t k = 0; k < segments.size(); ++k)
+    for (int64_t r = 0; r < segments[k].tokens.numel(); ++r) in.picked[picked++] = row[k] * N + r;
+  const StepOutputs out = step.run_staged(picked);
   for (const RowSegment& s : segments) s.cache->advance(s.tokens.numel());
   ++stats_.steps;
-  stats_.padding_rows += P * N - static_cast<int64_t>(outputs.size());
-  return {out.hidden.index_select(0, index), out.logits.index_select(0, index)};
+  stats_.padding_rows += P * N - picked;
+  return out;
 }
 
 }  // namespace specula

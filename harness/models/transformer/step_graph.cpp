@@ -34,12 +34,17 @@ struct StepGraph::State {
   int64_t rows = 0, columns = 0;
   bool capture = false;
   uint64_t generation = 0;  // the cache's storage the step reads and writes (KVCache::generation)
-  // The static inputs, on the model's device: what a replay reads.
-  torch::Tensor tokens, positions, slots, mask;
+  // The static inputs, on the model's device: what a replay reads. Views of `inputs` (int64: tokens, positions,
+  // slots, picked, then the mask's floats), which the host writes through `staging`: the same buffer for a model on
+  // the CPU, else pinned host memory that one asynchronous copy uploads.
+  torch::Tensor inputs, staging;
+  torch::Tensor tokens, positions, slots, picked, mask;
+  StagedInputs staged;
   StepOutputs out;
   int64_t runs = 0;
 #ifdef SPECULA_TORCH_CUDA
   std::unique_ptr<at::cuda::CUDAGraph> graph;
+  at::cuda::CUDAEvent uploaded;  // after the last copy from `staging`: the host waits for it before writing again
 #endif
 
   // The step itself, from the static inputs into `out`.
@@ -101,6 +106,30 @@ struct StepGraph::State {
     graph = std::move(captured);
   }
 #endif
+
+  // The step from the static inputs: replayed once captured (at the second run), else computed eagerly.
+  const StepOutputs& run_step() {
+#ifdef SPECULA_TORCH_CUDA
+    if (capture && runs >= 2 && (graph || !captures_failed)) {
+      if (!graph) {
+        try {
+          capture_graph();
+        } catch (const std::exception& e) {
+          if (!captures_failed.exchange(true))
+            std::cerr << "step graph (" << rows << " rows, " << columns << " columns): CUDA graph capture failed; "
+                      << "steps run without CUDA graphs from here on: " << e.what() << "\n";
+          capture = false;
+          compute();
+          return out;
+        }
+      }
+      graph->replay();
+      return out;
+    }
+#endif
+    compute();
+    return out;
+  }
 };
 
 bool step_graphs_capture(const torch::Device& device) {
@@ -134,23 +163,31 @@ StepGraph::StepGraph(Transformer model, KVCache& cache, int64_t rows, int64_t co
   s.columns = columns;
   s.capture = capture;
   s.generation = cache.generation();
-  const int64_t batch = cache.batch();
-  const torch::TensorOptions ids = torch::TensorOptions().dtype(torch::kInt64).device(device);
-  s.tokens = torch::zeros({batch, rows}, ids);
-  s.positions = torch::zeros({batch, rows}, ids);
-  s.slots = torch::arange(rows, ids).expand({batch, rows}).contiguous();
-  s.mask = torch::zeros({batch, rows, columns}, torch::TensorOptions().dtype(torch::kFloat32).device(device));
+  const int64_t batch = cache.batch(), n = batch * rows;
+  const int64_t mask_words = (n * columns + 1) / 2;  // two floats an int64
+  const torch::TensorOptions ids = torch::TensorOptions().dtype(torch::kInt64);
+  s.inputs = torch::zeros({4 * n + mask_words}, ids.device(device));
+  s.staging = device.is_cpu() ? s.inputs : torch::zeros({4 * n + mask_words}, ids.pinned_memory(true));
+  s.tokens = s.inputs.narrow(0, 0, n).view({batch, rows});
+  s.positions = s.inputs.narrow(0, n, n).view({batch, rows});
+  s.slots = s.inputs.narrow(0, 2 * n, n).view({batch, rows});
+  s.picked = s.inputs.narrow(0, 3 * n, n);
+  s.mask = s.inputs.narrow(0, 4 * n, mask_words)
+               .view(torch::kFloat32)
+               .narrow(0, 0, n * columns)
+               .view({batch, rows, columns});
+  int64_t* host = s.staging.data_ptr<int64_t>();
+  s.staged = {host, host + n, host + 2 * n, reinterpret_cast<float*>(host + 4 * n), host + 3 * n};
 }
 
-void write_static_step_mask(torch::Tensor mask, const torch::Tensor& visible, int64_t used) {
-  // Unused columns hidden; the mutant leaves them visible (what a replay must never read).
-  const int64_t columns = mask.size(1);
-  mask.narrow(1, used, columns - used)
-      .fill_(mutant_on(Mutant::step_graph_sees_unused_slots) ? 0.0f : -std::numeric_limits<float>::infinity());
-  if (visible.defined())
-    mask.narrow(1, 0, used).copy_(visible);
+void write_step_mask_row(float* row, const float* visible, int64_t used, int64_t columns) {
+  if (visible)
+    std::copy(visible, visible + used, row);
   else
-    mask.narrow(1, 0, used).zero_();
+    std::fill(row, row + used, 0.0f);
+  // Unused columns hidden; the mutant leaves them visible (what a replay must never read).
+  std::fill(row + used, row + columns,
+            mutant_on(Mutant::step_graph_sees_unused_slots) ? 0.0f : -std::numeric_limits<float>::infinity());
 }
 
 StepGraph::~StepGraph() = default;
@@ -168,45 +205,45 @@ StepOutputs StepGraph::run(const torch::Tensor& tokens, const torch::Tensor& pos
     fail("step graph: a mask of ", mask.sizes(), " for ", s.rows, " rows after ", length, " cached slots");
   if (s.tokens.size(0) != 1) fail("step graph: run takes one sequence, the cache holds ", s.tokens.size(0));
   // The rows go to slots [length, used); every column past them, unused, is hidden.
-  const torch::Tensor step_mask = torch::empty({1, s.rows, s.columns});
-  write_static_step_mask(step_mask[0], mask, used);
-  return run_static({tokens.reshape({1, s.rows}), positions.reshape({1, s.rows}),
-                     torch::arange(length, used, torch::kInt64).unsqueeze(0), step_mask});
+  const torch::Tensor ids = tokens.to(torch::kCPU, torch::kInt64).contiguous();
+  const torch::Tensor at = positions.to(torch::kCPU, torch::kInt64).contiguous();
+  const torch::Tensor visible = mask.defined() ? mask.to(torch::kCPU, torch::kFloat32).contiguous() : mask;
+  const StagedInputs in = stage();
+  std::copy_n(ids.data_ptr<int64_t>(), s.rows, in.tokens);
+  std::copy_n(at.data_ptr<int64_t>(), s.rows, in.positions);
+  for (int64_t r = 0; r < s.rows; ++r) {
+    in.slots[r] = length + r;
+    write_step_mask_row(in.mask + r * s.columns, visible.defined() ? visible.data_ptr<float>() + r * used : nullptr,
+                        used, s.columns);
+  }
+  return run_staged();
 }
 
-StepOutputs StepGraph::run_static(const StepInputs& in) {
+StagedInputs StepGraph::stage() {
   State& s = *state_;
   if (stale()) fail("step graph: the cache was reallocated since the step was built");
-  if (!in.tokens.sizes().equals(s.tokens.sizes()) || !in.positions.sizes().equals(s.tokens.sizes()) ||
-      !in.slots.sizes().equals(s.tokens.sizes()) || !in.mask.sizes().equals(s.mask.sizes()))
-    fail("step graph: inputs ", in.tokens.sizes(), ", ", in.positions.sizes(), ", ", in.slots.sizes(), ", ",
-         in.mask.sizes(), " for a step of ", s.tokens.sizes(), " rows over ", s.columns, " columns");
-  // Into the static tensors, stream-ordered before the step.
-  s.tokens.copy_(in.tokens);
-  s.positions.copy_(in.positions);
-  s.slots.copy_(in.slots);
-  s.mask.copy_(in.mask);
-  ++s.runs;
 #ifdef SPECULA_TORCH_CUDA
-  if (s.capture && s.runs >= 2 && (s.graph || !captures_failed)) {
-    if (!s.graph) {
-      try {
-        s.capture_graph();
-      } catch (const std::exception& e) {
-        if (!captures_failed.exchange(true))
-          std::cerr << "step graph (" << s.rows << " rows, " << s.columns << " columns): CUDA graph capture failed; "
-                    << "steps run without CUDA graphs from here on: " << e.what() << "\n";
-        s.capture = false;
-        s.compute();
-        return s.out;
-      }
-    }
-    s.graph->replay();
-    return s.out;
-  }
+  s.uploaded.synchronize();  // no-op before the first upload
 #endif
-  s.compute();
-  return s.out;
+  return s.staged;
+}
+
+StepOutputs StepGraph::run_staged(int64_t picked) {
+  State& s = *state_;
+  if (stale()) fail("step graph: the cache was reallocated since the step was built");
+  if (picked > s.picked.numel()) fail("step graph: ", picked, " rows picked of a step of ", s.picked.numel());
+  // Into the static tensors, stream-ordered before the step.
+  if (!s.staging.is_same(s.inputs)) {
+    s.inputs.copy_(s.staging, /*non_blocking=*/true);
+#ifdef SPECULA_TORCH_CUDA
+    s.uploaded.record(c10::cuda::getCurrentCUDAStream(s.inputs.device().index()));
+#endif
+  }
+  ++s.runs;
+  const StepOutputs& out = s.run_step();
+  if (picked < 0) return out;
+  const torch::Tensor index = s.picked.narrow(0, 0, picked);
+  return {out.hidden.index_select(0, index), out.logits.index_select(0, index)};
 }
 
 StepGraph& StepGraphSet::get(const Transformer& model, KVCache& cache, int64_t rows, int64_t columns, bool capture) {

@@ -2,9 +2,10 @@
 // (TransformerImpl::static_hidden_states, then the LM head) for `rows` rows attending over the first `columns` slots
 // of a session's KV cache, captured as a CUDA graph (LibTorch's at::cuda::CUDAGraph) on its second run (a shape used
 // once, such as a prompt's, is never captured) and replayed on every later one, with the new token ids, positions,
-// cache slots and mask copied into the same device tensors first. A small model's step on a GPU is bound by launching
-// its ~15 kernels a layer one by one from the host; a replay launches them all at once. `columns` is a bucket of the
-// cache's length (step_columns), so a step reads the keys and values it needs and not the whole capacity.
+// cache slots and mask written by the host into one buffer and uploaded into the same device tensors first. A small
+// model's step on a GPU is bound by launching its ~15 kernels a layer one by one from the host; a replay launches them
+// all at once. `columns` is a bucket of the cache's length (step_columns), so a step reads the keys and values it needs
+// and not the whole capacity.
 //
 // Where nothing can be captured (a LibTorch without CUDA, a model on the CPU: the `libtorch` path the tests run),
 // every run executes the same static-shape step eagerly, so CI checks what a replay computes.
@@ -28,16 +29,21 @@ struct StepOutputs {
   torch::Tensor hidden, logits;
 };
 
-// A step's inputs in their static shapes (StepGraph::run_static), for a cache of batch B and N rows a sequence:
-// token ids, positions and cache slots [B, N] (int64) and the additive mask [B, N, columns], on the host or the
-// model's device.
-struct StepInputs {
-  torch::Tensor tokens, positions, slots, mask;
+// Where the host writes a step's inputs (StepGraph::stage): token ids, positions and cache slots [B, N] (int64,
+// row-major), the additive mask [B, N, columns] and room for `picked`, the flat rows [B * N] whose outputs
+// run_staged gathers. One buffer, uploaded to the model's device in one copy: a step's few small inputs, each its own
+// synchronous copy from pageable memory, would cost a GPU more than its graph's replay.
+struct StagedInputs {
+  int64_t* tokens = nullptr;
+  int64_t* positions = nullptr;
+  int64_t* slots = nullptr;
+  float* mask = nullptr;
+  int64_t* picked = nullptr;
 };
 
-// Writes into `mask` [N, columns] (on the host) the mask of a step's rows that see `visible` [N, used] (additive;
-// undefined: every column visible), every column from `used` on hidden (unused slots).
-void write_static_step_mask(torch::Tensor mask, const torch::Tensor& visible, int64_t used);
+// Writes a step's mask row over `columns` columns: `visible` [used] (additive; null: every column visible), every
+// column from `used` on hidden (unused slots).
+void write_step_mask_row(float* row, const float* visible, int64_t used, int64_t columns);
 
 class StepGraph {
  public:
@@ -56,9 +62,12 @@ class StepGraph {
   // on the host. The cache is not advanced. The outputs are the step's own tensors, overwritten by its next run:
   // copy what must outlive it.
   StepOutputs run(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& mask);
-  // The general form (any batch): the inputs in their static shapes, copied into the step's tensors, then the step.
-  // Outputs as run's, [B * rows, ..].
-  StepOutputs run_static(const StepInputs& inputs);
+  // The general form (any batch): stage() gives the host side of the step's input buffer (after the upload of the
+  // last step's inputs from it has finished), the caller writes every element of tokens, positions, slots and mask,
+  // and run_staged uploads them and runs the step. `picked` < 0: the step's own outputs [B * rows, ..], as run's;
+  // else copies of the rows staged in picked[0, picked), in that order.
+  StagedInputs stage();
+  StepOutputs run_staged(int64_t picked = -1);
 
   int64_t rows() const;
   int64_t columns() const;
