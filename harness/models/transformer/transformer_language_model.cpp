@@ -561,7 +561,7 @@ void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
   // The sessions keep their context rows' hidden states on the host: one copy for the batch (a model on a GPU).
   const torch::Tensor hidden_on_host = hidden.device().is_cpu() ? hidden : hidden.to(torch::kCPU);
   std::vector<torch::Tensor> read, read_on_host;  // the rows whose logits anyone reads, and their host copy
-  std::vector<int64_t> read_rows;                 // their rows in `hidden`
+  std::vector<torch::Tensor> read_logits;         // their logits, when the step gave every row's
   int64_t first_row = 0;
   for (PendingCall* call : calls) {
     TransformerSession::Cache& c = *call->cache;
@@ -575,7 +575,7 @@ void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
     const int64_t first = call->chunk > 0 ? call->chunk - 1 : 0;
     read.push_back(own.narrow(0, first, call->rows - first));
     read_on_host.push_back(hidden_on_host.narrow(0, first_row + first, call->rows - first));
-    for (int64_t r = first; r < call->rows; ++r) read_rows.push_back(first_row + r);
+    if (step_logits.defined()) read_logits.push_back(step_logits.narrow(0, first_row + first, call->rows - first));
     first_row += call->rows;
     c.stats.rows_run += call->rows;
   }
@@ -583,8 +583,10 @@ void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
   // row-major head (a vocabulary that is no multiple of 16) takes LibTorch's GEMM above 32 rows, whose sums would
   // make a row's bits depend on the batch. Elsewhere (a GPU) one GEMM serves the batch.
   torch::Tensor logits;
-  if (step_logits.defined()) {  // a graph's own tensor, overwritten by its next run: the read rows copied out
-    logits = step_logits.index_select(0, torch::tensor(read_rows, torch::kInt64).to(step_logits.device()));
+  if (step_logits.defined()) {
+    // A graph's own tensor, overwritten by its next run: the read rows copied out, on the device (an index list
+    // would have to be uploaded first, which waits for the step).
+    logits = torch::cat(read_logits);
   } else if (model->decode_step() && read.size() > 1) {
     std::vector<torch::Tensor> parts;
     for (const torch::Tensor& r : read) parts.push_back(model->lm_head(r));
