@@ -8,6 +8,7 @@
 # with kernels/tools/gpu-build.sh (collect .gpu-debs here with --collect, carry it) and pass --build build-gpu.
 #
 #   kernels/tools/gpu-check.sh [--build DIR] [--report FILE] [--cost-profile FILE] [--corpus FILE] [--quick]
+#                              [--steps NAME,..]
 #
 #   --build DIR    the build folder holding specula and specula_gpu_tests (default: build)
 #   --report FILE  the JSON report (default: results/bench/gpu-check-<host>.json)
@@ -17,6 +18,11 @@
 #   --quick        a first look inside a short lease: benchmarks with 5 iterations instead of 50, batches 1 and
 #                  16 of one repetition, and each step under a shorter time limit (tests 150 s, each sanitizer
 #                  60 s, each benchmark 60 s, the batched end-to-end run 150 s)
+#   --steps NAME,..  run only these steps, the others recorded as skipped (a lease too short for every step spreads
+#                  them over calls): gpu_tests, sanitizer_memcheck, sanitizer_racecheck, sanitizer_synccheck,
+#                  generate_e2e, bench_sampler, bench_verify, bench_forward, make_llama_1b, bench_forward_1b,
+#                  bench_end_to_end, bench_end_to_end_batch (bench_end_to_end reads the cost profile bench_forward
+#                  writes, bench_forward_1b the model make_llama_1b makes)
 #
 # Every step runs under its own time limit and is recorded with its exit status, wall time and the last
 # lines of its output, so one failing step never hides the others. The script exits 0 only when every step
@@ -32,6 +38,9 @@ iterations=50
 limit_tests=900 limit_sanitizer=600 limit_bench=600 limit_e2e=600 limit_make=300
 batches=1,4,16,64
 e2e_quick=()
+all_steps=gpu_tests,sanitizer_memcheck,sanitizer_racecheck,sanitizer_synccheck,generate_e2e,bench_sampler,bench_verify
+all_steps=$all_steps,bench_forward,make_llama_1b,bench_forward_1b,bench_end_to_end,bench_end_to_end_batch
+selected=$all_steps
 while (($#)); do
   case "$1" in
     --build) build=$2; shift 2 ;;
@@ -42,9 +51,13 @@ while (($#)); do
       shift ;;
     --cost-profile) profile=$2; shift 2 ;;
     --corpus) corpus=$2; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    --steps) selected=$2; shift 2 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
+done
+for name in ${selected//,/ }; do
+  [[ ",$all_steps," == *",$name,"* ]] || { echo "gpu-check: unknown step '$name' in --steps (one of $all_steps)" >&2; exit 2; }
 done
 [ -n "$report" ] || report="results/bench/gpu-check-$(hostname -s).json"
 [ -n "$profile" ] || profile="${report%.json}-cost-profile.json"
@@ -65,10 +78,14 @@ for d in /usr/local/cuda/bin /usr/local/cuda/compute-sanitizer /opt/nvidia/compu
   [ -n "$sanitizer" ] || { [ -x "$d/compute-sanitizer" ] && sanitizer=$d/compute-sanitizer; }
 done
 
-# step NAME LIMIT_S COMMAND...: runs the command, records its outcome.
+# step NAME LIMIT_S COMMAND...: runs the command, records its outcome (a step --steps left out: skipped).
 step() {
   local name=$1 limit=$2
   shift 2
+  if [[ ",$selected," != *",$name,"* ]]; then
+    skip "$name" "not selected (--steps)"
+    return
+  fi
   local log=$work/$name.log start end rc
   echo "== $name: $*" >&2
   start=$(date +%s.%N)
@@ -249,8 +266,12 @@ for name, field in (("cost model, worst setting: |measured / model - 1|", "decod
     loop.append({"target": name, "value": worst, "limit": 0.10, "at_most": True,
                  "met": None if worst is None else worst <= 0.10})
 targets += loop
+# A run of some steps (--steps) passes when they all pass; "complete" says whether every step ran.
+left_out = [s["step"] for s in steps if s.get("reason") == "not selected (--steps)"]
+ran = [s for s in steps if s["step"] not in left_out]
 doc = {"host": platform.node(), "device": device, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-       "passed": all(s["status"] in ("passed",) for s in steps), "steps": steps, "benchmarks": benches,
+       "passed": all(s["status"] == "passed" for s in ran), "complete": not left_out, "left_out": left_out,
+       "steps": steps, "benchmarks": benches,
        "kernel_targets": targets[:len(targets) - len(loop)], "loop_targets": loop}
 tmp = report + ".tmp"
 with open(tmp, "w") as f:
