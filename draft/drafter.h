@@ -18,6 +18,7 @@ namespace specula {
 
 class LanguageModel;  // harness/models/language_model.h
 class ModelSession;   // harness/models/language_model.h
+class BatchVerifier;  // verify/device/batch_verifier.h
 
 struct DraftRequest {
   const std::vector<Token>* context = nullptr;  // prompt + committed output
@@ -26,6 +27,10 @@ struct DraftRequest {
   std::vector<int32_t> tree_shape;              // branching per depth, e.g. {2, 2, 1}; empty = chain
   SiblingScheme scheme = SiblingScheme::iid;
   StepRandom rng;  // draws use RandomRole::draft
+  // The verifier on the device (--device cuda | cuda-host) of a lockstep batch, null on the CPU: a drafter kind that
+  // can draw there (a draft model's chains, propose_batch) leaves its laws in the verifier's memory
+  // (TokenTree::device_q) instead of bringing them to the host.
+  BatchVerifier* device = nullptr;
 };
 
 struct DrafterCounters {
@@ -81,6 +86,9 @@ class DrafterFactory {
     return out;
   }
   virtual bool batches_proposals() const { return false; }
+  // Whether propose_batch draws on the device when the requests carry one (DraftRequest::device): the generator then
+  // proposes for the whole batch in one call even when the model does not batch its forwards.
+  virtual bool draws_on_device() const { return false; }
 };
 
 // What a drafter kind is built from (draft/registry/drafter_registry.cpp): the --draft spec split at its first

@@ -5,11 +5,12 @@
 #include "draft/candidate_sampling.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/mutation_points.h"
+#include "verify/device/batch_verifier.h"
+#include "verify/device/sampler_batch.h"
 #include "verify/sampling/logprobs.h"
 #include "verify/verifiers/target_rows.h"
 
 namespace specula {
-namespace {
 
 class ModelDrafter : public Drafter {
  public:
@@ -94,6 +95,22 @@ class ModelDrafter : public Drafter {
     p.frontier = std::move(next_frontier);
   }
 
+  // On the device (propose_on_device): the next depth's forward written to `out` (every row of the tree so far),
+  // then the frontier's token drawn there added.
+  TreeLogitsCall device_call(Proposal& p, float* out, bool out_on_gpu) {
+    return TreeLogitsCall{session_.get(), p.request->context, &p.tree, out, out_on_gpu};
+  }
+  void add_drawn(Proposal& p, Token token) {
+    ++counters_.n_forward;
+    p.tree.add(token, p.tree.size() - 1);
+    ++p.depth;
+  }
+  TokenTree finish_on_device(Proposal& p, const float* laws) {
+    p.tree.draft_q.clear();
+    p.tree.device_q = laws;
+    return counted(std::move(p.tree), p.start);
+  }
+
   TokenTree finish(Proposal& p) {
     // Deterministic candidates are verified as point masses: their recorded q is not a sampling law.
     if (p.tree.scheme == SiblingScheme::deterministic) p.tree.draft_q.clear();
@@ -118,8 +135,6 @@ class ModelDrafter : public Drafter {
   int32_t vocab_size_;
 };
 
-}  // namespace
-
 ModelDrafterFactory::ModelDrafterFactory(std::shared_ptr<const LanguageModel> model, SamplingParams draft_params)
     : model_(std::move(model)),
       pipeline_(draft_params, model_->vocab_size()),
@@ -127,6 +142,61 @@ ModelDrafterFactory::ModelDrafterFactory(std::shared_ptr<const LanguageModel> mo
 
 std::unique_ptr<Drafter> ModelDrafterFactory::create() const {
   return std::make_unique<ModelDrafter>(*model_, pipeline_, ranking_pipeline_);
+}
+
+bool ModelDrafterFactory::draws_on(const std::vector<DraftRequest>& requests) const {
+  if (requests.empty() || !requests[0].device) return false;
+  const int32_t K = requests[0].num_draft_tokens;
+  return K >= 1 && !unsupported_on_cuda(pipeline_.params()) &&
+         std::all_of(requests.begin(), requests.end(), [&](const DraftRequest& r) {
+           return r.device == requests[0].device && r.tree_shape.empty() && r.num_draft_tokens == K;
+         });
+}
+
+// Chains drawn on the device: depth by depth, one forward of the draft model for the batch, written into the
+// verifier's logits buffer where it can (cuda-host: any model; cuda: a model on the GPU, on the stream the verifier
+// follows), then one launch of the fused sampler with the draft's pipeline over every sequence's last row, keeping
+// each processed row where verification reads it (BatchVerifier::draft_laws). Only the drawn tokens come back. The
+// draws are the CPU path's (the same keys, RandomRole::draft slot d for depth d; sample_categorical's rule).
+std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<ModelDrafter*>& own,
+                                                              const std::vector<DraftRequest>& requests) const {
+  BatchVerifier& device = *requests[0].device;
+  const int32_t K = requests[0].num_draft_tokens;
+  const int64_t B = static_cast<int64_t>(own.size()), V = model_->vocab_size();
+  const bool out_on_gpu = device.device() == Device::cuda && model_->writes_gpu_logits() &&
+                          model_->device_stream() == device.followed_stream();
+  const bool in_place = device.device() == Device::cuda_host || out_on_gpu;
+  float* const laws = device.draft_laws(B, K);
+  std::vector<ModelDrafter::Proposal> proposals;
+  for (int64_t i = 0; i < B; ++i) proposals.push_back(own[i]->start(requests[i]));
+  std::vector<float> host_rows;  // when the model writes to the host: every sequence's rows, uploaded by draw_drafts
+  for (int32_t d = 0; d < K; ++d) {
+    const int64_t rows = d + 1;  // the tree so far: d drafts, d + 1 rows
+    float* out = in_place ? device.device_logits(B * rows) : nullptr;
+    if (!in_place) {
+      host_rows.resize(static_cast<size_t>(B * rows * V));
+      out = host_rows.data();
+    }
+    std::vector<TreeLogitsCall> calls;
+    for (int64_t i = 0; i < B; ++i) calls.push_back(own[i]->device_call(proposals[i], out + i * rows * V, out_on_gpu));
+    model_->batch_tree_logits(calls);
+    // Mirostat, the one stage whose history reads its ancestors' laws, is refused on the device: no law is read.
+    std::vector<TokenHistory> histories;
+    histories.reserve(static_cast<size_t>(B));
+    std::vector<DeviceDraw> draws;
+    for (int64_t i = 0; i < B; ++i) {
+      const DraftRequest& r = requests[i];
+      histories.push_back(
+          path_history(pipeline_, *r.history, proposals[i].tree, d, [](int32_t) -> const float* { return nullptr; }));
+      draws.push_back(DeviceDraw{out + (i * rows + d) * V, &histories.back(), r.rng.key(RandomRole::draft, d)});
+    }
+    const std::vector<Token> tokens =
+        device.draw_drafts(pipeline_, draws, in_place ? LogitsAt::device : LogitsAt::host, d);
+    for (int64_t i = 0; i < B; ++i) own[i]->add_drawn(proposals[i], tokens[i]);
+  }
+  std::vector<TokenTree> out;
+  for (int64_t i = 0; i < B; ++i) out.push_back(own[i]->finish_on_device(proposals[i], laws + i * (K + 1) * V));
+  return out;
 }
 
 std::vector<TokenTree> ModelDrafterFactory::propose_batch(const std::vector<Drafter*>& drafters,
@@ -139,6 +209,7 @@ std::vector<TokenTree> ModelDrafterFactory::propose_batch(const std::vector<Draf
     if (!m) fail(description(), ": propose_batch was given a drafter of another kind");
     own.push_back(m);
   }
+  if (draws_on(requests)) return propose_on_device(own, requests);
   std::vector<ModelDrafter::Proposal> proposals;
   for (size_t i = 0; i < own.size(); ++i) proposals.push_back(own[i]->start(requests[i]));
   // Depth by depth: one forward of the draft model for every proposal still growing.

@@ -12,6 +12,8 @@
 
 namespace specula {
 
+class ModelDrafter;  // model_drafter.cpp
+
 class ModelDrafterFactory : public DrafterFactory {
  public:
   ModelDrafterFactory(std::shared_ptr<const LanguageModel> model, SamplingParams draft_params);
@@ -22,8 +24,15 @@ class ModelDrafterFactory : public DrafterFactory {
   std::vector<TokenTree> propose_batch(const std::vector<Drafter*>& drafters,
                                        const std::vector<DraftRequest>& requests) const override;
   bool batches_proposals() const override { return model_->batches_forwards(); }
+  // Chains are drawn on the device when the requests carry its verifier (propose_batch; the draft's settings within
+  // what the fused sampler applies), their laws left there.
+  bool draws_on_device() const override { return true; }
 
  private:
+  bool draws_on(const std::vector<DraftRequest>& requests) const;
+  std::vector<TokenTree> propose_on_device(const std::vector<ModelDrafter*>& own,
+                                           const std::vector<DraftRequest>& requests) const;
+
   std::shared_ptr<const LanguageModel> model_;
   SamplerPipeline pipeline_;
   SamplerPipeline ranking_pipeline_;  // the draft's settings at temperature 1 when they are greedy

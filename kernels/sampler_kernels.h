@@ -86,6 +86,11 @@ struct SamplerKernelParams {
   int32_t* status = nullptr;                 // [B] out: SamplerRowStatus
   int32_t batch = 0;                         // B >= 1
   int32_t vocab = 0;                         // V in [1, 2^30]
+  // Elements from one row of logits / probs to the next (0: V, the dense [B, V]): a caller whose rows sit in a
+  // larger array at a fixed stride (a draft's frontier rows among its trees' rows; its laws kept where verification
+  // reads them, verify/device/batch_verifier.h) hands them in place. At least V when set.
+  int64_t logits_stride = 0;
+  int64_t probs_stride = 0;
   // Every row reads row 0 of logits, the bitmaps, output_counts and logit_bias (one row's inputs drawn from
   // B times, with each row's own key): the inputs are [1, V] / [1, W] and uploaded once.
   bool shared_inputs = false;

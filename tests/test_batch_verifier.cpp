@@ -8,6 +8,7 @@
 
 #include "kernels/shared/philox.h"
 #include "verify/device/batch_verifier.h"
+#include "verify/sampling/categorical.h"
 #include "verify/sampling/sampler_pipeline.h"
 #include "verify/verifiers/verify_methods.h"
 
@@ -122,4 +123,100 @@ TEST_CASE("logits said to be in place but not the verifier's buffer rows in orde
   CHECK_THROWS_WITH(verifier.device_logits(0), Catch::Contains("at least one row"));
   // The buffer's rows in order are taken.
   CHECK(verifier.verify(batch.steps(buffer), LogitsAt::device).size() == 3);
+}
+
+TEST_CASE("draft chains drawn on the device: the CPU's draws, their laws verified where they were left",
+          "[verify][device]") {
+  constexpr int64_t B = 3;
+  constexpr int32_t K = 2;
+  const SamplerPipeline target(sampled(), kVocab);
+  SamplingParams draft_params = sampled();
+  draft_params.temperature = 1.1f;
+  const SamplerPipeline draft(draft_params, kVocab);
+  BatchVerifier on_device(Device::cuda_host, target, VerifyMethod::chain),
+      uploaded(Device::cuda_host, target, VerifyMethod::chain);
+  float* laws = on_device.draft_laws(B, K);
+  BatchVerifier from_host(Device::cuda_host, target, VerifyMethod::chain);  // the rows uploaded instead
+  const float* host_laws = from_host.draft_laws(B, K);
+  std::vector<TokenHistory> committed;
+  std::vector<StepRandom> rng;
+  for (int64_t b = 0; b < B; ++b) {
+    committed.push_back(TokenHistory{{1, 2, 3}, {static_cast<Token>(b)}, std::nan("")});
+    rng.push_back(StepRandom{9, static_cast<uint64_t>(b), 4});
+  }
+  std::vector<std::vector<Token>> chains(B);
+  std::vector<std::vector<std::vector<float>>> cpu_laws(B);
+  for (int32_t d = 0; d < K; ++d) {
+    // The model writes every sequence's d + 1 rows; the last of each is drawn from.
+    const int64_t rows = d + 1;
+    float* buffer = on_device.device_logits(B * rows);
+    std::vector<TokenHistory> histories;
+    histories.reserve(B);
+    std::vector<DeviceDraw> draws;
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t i = 0; i < rows * kVocab; ++i)
+        buffer[b * rows * kVocab + i] = static_cast<float>(4.0 * philox_uniform(31, 10 * b + d, i) - 2.0);
+      TokenHistory h = committed[b];
+      for (Token t : chains[b]) h = draft.advance(h, t, nullptr);
+      histories.push_back(h);
+      draws.push_back(
+          DeviceDraw{buffer + (b * rows + d) * kVocab, &histories.back(), rng[b].key(RandomRole::draft, d)});
+    }
+    const std::vector<Token> tokens = on_device.draw_drafts(draft, draws, LogitsAt::device, d);
+    std::vector<std::vector<float>> host_rows;
+    std::vector<DeviceDraw> host_draws = draws;
+    for (int64_t b = 0; b < B; ++b) {
+      host_rows.emplace_back(draws[b].logits, draws[b].logits + kVocab);
+      host_draws[b].logits = host_rows.back().data();
+    }
+    CHECK(from_host.draw_drafts(draft, host_draws, LogitsAt::host, d) == tokens);
+    for (int64_t b = 0; b < B; ++b) {
+      // The CPU path: the draft's pipeline on the row, sample_categorical with the same key.
+      std::vector<float> q(kVocab);
+      draft.process(draws[b].logits, histories[b], q.data());
+      INFO("sequence " << b << ", draft " << d);
+      CHECK(tokens[b] == sample_categorical(q.data(), kVocab, draws[b].key));
+      const float* kept = laws + (b * (K + 1) + d) * kVocab;
+      for (int32_t x = 0; x < kVocab; ++x) CHECK(kept[x] == Approx(q[x]).margin(1e-6));
+      CHECK(std::equal(kept, kept + kVocab, host_laws + (b * (K + 1) + d) * kVocab));
+      chains[b].push_back(tokens[b]);
+      cpu_laws[b].emplace_back(kept, kept + kVocab);
+    }
+  }
+  // Verification reading the laws where they are, and the same laws uploaded from the host: the same decisions,
+  // and the in-place step moved no law.
+  std::vector<TokenTree> trees, host_trees;
+  for (int64_t b = 0; b < B; ++b) {
+    trees.push_back(TokenTree::chain(chains[b]));
+    trees.back().device_q = laws + b * (K + 1) * kVocab;
+    host_trees.push_back(TokenTree::chain(chains[b]));
+    host_trees.back().draft_q = cpu_laws[b];
+  }
+  std::vector<float> logits(static_cast<size_t>(B * (K + 1) * kVocab));
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(4.0 * philox_uniform(77, 6, i) - 2.0);
+  const auto steps = [&](const std::vector<TokenTree>& t) {
+    std::vector<DeviceStep> out;
+    for (int64_t b = 0; b < B; ++b)
+      out.push_back(DeviceStep{logits.data() + b * (K + 1) * kVocab, &t[b], &committed[b], rng[b]});
+    return out;
+  };
+  const uint64_t before = on_device.uploaded_bytes();
+  const std::vector<DeviceStepResult> a = on_device.verify(steps(trees)), c = uploaded.verify(steps(host_trees));
+  REQUIRE(a.size() == c.size());
+  for (size_t b = 0; b < a.size(); ++b) {
+    CHECK(a[b].outcome.emitted == c[b].outcome.emitted);
+    CHECK(a[b].outcome.accepted == c[b].outcome.accepted);
+    CHECK(a[b].expected_acceptance_sum == c[b].expected_acceptance_sum);
+  }
+  CHECK(uploaded.uploaded_bytes() == on_device.uploaded_bytes() - before + B * (K + 1) * kVocab * sizeof(float));
+  // Host code cannot read laws left on the device; laws not at a step's rows, and draws past the room made, are
+  // refused.
+  CHECK_THROWS_WITH(trees[0].q_at_row(0), Catch::Contains("draft laws are in device memory"));
+  std::swap(trees[0].device_q, trees[1].device_q);
+  CHECK_THROWS_WITH(on_device.verify(steps(trees)), Catch::Contains("not at its rows of draft_laws"));
+  std::vector<DeviceDraw> draws(B, DeviceDraw{logits.data(), &committed[0], RandomKey{}});
+  CHECK_THROWS_WITH(on_device.draw_drafts(draft, draws, LogitsAt::host, K),
+                    Catch::Contains("made room for 3 chains of 2"));
+  CHECK_THROWS_WITH(on_device.draw_drafts(draft, draws, LogitsAt::device, 0),
+                    Catch::Contains("not rows of device_logits at one stride"));
 }

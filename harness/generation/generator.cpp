@@ -527,12 +527,14 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     // so a sequence's times add up to its wall time, and the cost model sees a batched step beside the baseline's.
     if (config_.method) {
       const auto t0 = Clock::now();
-      if (drafter_->batches_proposals()) {  // a draft model: one forward per depth for the batch
+      // A draft model: one forward per depth for the batch, its chains drawn on the device when there is one.
+      if (drafter_->batches_proposals() || (device && drafter_->draws_on_device())) {
         std::vector<Drafter*> drafters;
         std::vector<DraftRequest> requests;
         for (size_t i : active) {
           drafters.push_back(batch[i].drafter.get());
           requests.push_back(draft_request(batch[i]));
+          requests.back().device = device ? &*device : nullptr;
         }
         std::vector<TokenTree> trees = drafter_->propose_batch(drafters, requests);
         for (size_t k = 0; k < active.size(); ++k) batch[active[k]].tree = std::move(trees[k]);

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "kernels/shared/error.h"
+#include "kernels/shared/mutation_points.h"
 #include "verify/device/sampler_batch.h"
 #include "verify/device/tree_scheme.h"
 #include "verify/sampling/filter_stages.h"
@@ -42,6 +43,7 @@ enum Slot : int {
   kPath,
   kOverlapSum,
   kOverlapCount,
+  kDraftLaws,
 };
 
 std::string device_label(Device d) { return std::string("device ") + device_name(d); }
@@ -90,14 +92,69 @@ BatchVerifier::BatchVerifier(Device device, const SamplerPipeline& target, std::
 
 float* BatchVerifier::device_logits(int64_t rows) {
   if (rows <= 0) fail("batch verifier: device_logits needs at least one row, got ", rows);
+  logits_rows_ = rows;
   return stream_->device_array<float>(kLogits, static_cast<size_t>(rows) * static_cast<size_t>(vocab_));
+}
+
+float* BatchVerifier::draft_laws(int64_t sequences, int32_t drafts) {
+  if (sequences < 1 || drafts < 1)
+    fail("batch verifier: draft laws for ", sequences, " sequences of ", drafts, " drafts");
+  draft_sequences_ = sequences;
+  draft_depth_ = drafts;
+  draft_laws_ = stream_->device_array<float>(
+      kDraftLaws, static_cast<size_t>(sequences) * static_cast<size_t>(drafts + 1) * static_cast<size_t>(vocab_));
+  return draft_laws_;
+}
+
+std::vector<Token> BatchVerifier::draw_drafts(const SamplerPipeline& draft, const std::vector<DeviceDraw>& draws,
+                                              LogitsAt at, int32_t depth) {
+  const int64_t B = static_cast<int64_t>(draws.size()), V = vocab_;
+  if (!draft_laws_ || B != draft_sequences_ || depth < 0 || depth >= draft_depth_)
+    fail("batch verifier: draw ", depth, " of ", B, " draft chains, but draft_laws made room for ", draft_sequences_,
+         " chains of ", draft_depth_);
+  if (draft.vocab_size() != vocab_)
+    fail("batch verifier: a draft pipeline over ", draft.vocab_size(), " tokens, the target's over ", vocab_);
+  std::vector<const float*> logits(static_cast<size_t>(B));
+  std::vector<const TokenHistory*> histories(static_cast<size_t>(B));
+  std::vector<RandomKey> keys(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    logits[b] = draws[b].logits;
+    histories[b] = draws[b].history;
+    keys[b] = draws[b].key;
+  }
+  int64_t stride = 0;  // uploaded rows: dense
+  if (at == LogitsAt::device) {
+    // Rows at one stride inside the rows device_logits' last caller asked for.
+    const float* base = stream_->device_array<float>(kLogits, static_cast<size_t>(logits_rows_ * V));
+    stride = B > 1 ? logits[1] - logits[0] : V;
+    const int64_t first = logits[0] - base;
+    bool ok = logits_rows_ > 0 && stride >= V && first >= 0 && first + (B - 1) * stride + V <= logits_rows_ * V;
+    for (int64_t b = 0; ok && b < B; ++b) ok = logits[b] == logits[0] + b * stride;
+    if (!ok) fail("batch verifier: draft rows said to be in place are not rows of device_logits at one stride");
+  }
+  // The law of draw d of sequence b goes to row b * (K + 1) + d; the mutant writes it one row further, where
+  // verification reads another draft's law (or none).
+  const int64_t row = mutant_on(Mutant::device_draft_laws_misplaced) ? depth + 1 : depth;
+  int32_t *d_tokens = nullptr, *d_status = nullptr;
+  process_rows(logits, at, histories, keys, &d_tokens, &d_status, &draft, draft_laws_ + row * V,
+               (int64_t{draft_depth_} + 1) * V, stride);
+  KernelStream& s = *stream_;
+  int32_t* tokens = s.host_array<int32_t>(kSamplerTokens, static_cast<size_t>(B));
+  int32_t* status = s.host_array<int32_t>(kSamplerStatus, static_cast<size_t>(B));
+  s.to_host(tokens, d_tokens, static_cast<size_t>(B) * sizeof(int32_t));
+  s.to_host(status, d_status, static_cast<size_t>(B) * sizeof(int32_t));
+  s.synchronize();
+  for (int64_t b = 0; b < B; ++b)
+    if (status[b] != 0) fail("draft ", depth, " of chain ", b, ": ", sampler_status_message(status[b]));
+  return std::vector<Token>(tokens, tokens + B);
 }
 
 int64_t BatchVerifier::step_bytes(int64_t sequences, int64_t rows_per_sequence) const {
   const int64_t rows = sequences * rows_per_sequence, V = vocab_, words = (V + 31) / 32;
   const SamplingParams& s = target_.params();
-  int64_t per_row = 2 * 4 * V + 64;                                   // logits, probs, row params, token, status
-  if (method_ && !verifies_greedily(*method_)) per_row += 4 * V + 1;  // q, q_present
+  int64_t per_row = 2 * 4 * V + 64;  // logits, probs, row params, token, status
+  if (method_ && !verifies_greedily(*method_))
+    per_row += 8 * V + 1;  // q (uploaded, or a draft model's laws), q_present
   if (!s.allowed_tokens.empty()) per_row += 4 * words;
   if (!s.banned_tokens.empty() || s.min_tokens > 0) per_row += 4 * words;
   if (s.repetition_penalty != 1.0f) per_row += 4 * words;
@@ -120,15 +177,20 @@ void BatchVerifier::check_fits(int64_t sequences, int64_t rows_per_sequence, int
 const float* BatchVerifier::process_rows(const std::vector<const float*>& logits, LogitsAt at,
                                          const std::vector<const TokenHistory*>& histories,
                                          const std::vector<RandomKey>& keys, int32_t** device_tokens,
-                                         int32_t** device_status) {
+                                         int32_t** device_status, const SamplerPipeline* pipeline, float* probs,
+                                         int64_t probs_stride, int64_t logits_stride) {
   KernelStream& s = *stream_;
   const size_t R = logits.size(), V = static_cast<size_t>(vocab_);
+  const SamplingParams& params = (pipeline ? *pipeline : target_).params();
   std::vector<SamplerBatchRow> rows(R);
-  for (size_t r = 0; r < R; ++r) rows[r] = SamplerBatchRow{&target_.params(), histories[r], keys[r]};
+  for (size_t r = 0; r < R; ++r) rows[r] = SamplerBatchRow{&params, histories[r], keys[r]};
   const SamplerBatch batch(vocab_, rows);
 
-  float* d_logits = device_logits(static_cast<int64_t>(R));
-  if (at == LogitsAt::device) {
+  // Rows at a stride (draw_drafts checked them) are read where they are.
+  const bool strided = at == LogitsAt::device && logits_stride > 0;
+  float* d_logits = strided ? const_cast<float*>(logits[0]) : device_logits(static_cast<int64_t>(R));
+  if (strided) {
+  } else if (at == LogitsAt::device) {
     // Written in place by the caller: the rows must be device_logits' rows, in order.
     for (size_t r = 0; r < R; ++r)
       if (logits[r] != d_logits + r * V)
@@ -146,8 +208,10 @@ const float* BatchVerifier::process_rows(const std::vector<const float*>& logits
   p.prompt_bitmap = s.upload(kPrompt, batch.prompt);
   p.output_counts = s.upload(kCounts, batch.output_counts);
   p.logit_bias = s.upload(kBias, batch.logit_bias);
-  float* d_probs = s.device_array<float>(kProbs, R * V);
+  float* d_probs = probs ? probs : s.device_array<float>(kProbs, R * V);
   p.probs = d_probs;
+  p.probs_stride = probs ? probs_stride : 0;
+  p.logits_stride = strided ? logits_stride : 0;
   p.tokens = *device_tokens = s.device_array<int32_t>(kSamplerTokens, R);
   p.status = *device_status = s.device_array<int32_t>(kSamplerStatus, R);
   p.batch = static_cast<int32_t>(R);
@@ -213,11 +277,26 @@ struct DraftLaws {
   const uint8_t* q_present = nullptr;
 };
 
+// Trees whose laws a draft model drew on the device (TokenTree::device_q) are read where they are: `draft_laws`
+// (BatchVerifier::draft_laws), whose layout is the step's when every tree has its laws there.
 DraftLaws upload_draft_laws(KernelStream& s, const std::vector<DeviceStep>& steps, const BatchShape& shape,
-                            int32_t vocab, bool use_q) {
+                            int32_t vocab, bool use_q, const float* draft_laws) {
   const size_t R = static_cast<size_t>(shape.rows), V = static_cast<size_t>(vocab);
   uint8_t* q_present = s.host_array<uint8_t>(kQPresent, R);
   std::fill(q_present, q_present + R, uint8_t{0});
+  const size_t on_device = static_cast<size_t>(
+      std::count_if(steps.begin(), steps.end(), [](const DeviceStep& step) { return step.tree->device_q != nullptr; }));
+  if (on_device > 0 && use_q) {
+    for (size_t b = 0; b < steps.size(); ++b)
+      if (on_device != steps.size() || !draft_laws ||
+          steps[b].tree->device_q != draft_laws + static_cast<size_t>(shape.first_row[b]) * V)
+        fail("batch verifier: step ", b, "'s draft laws are in device memory but not at its rows of draft_laws");
+    for (size_t b = 0; b < steps.size(); ++b)
+      std::fill_n(q_present + shape.first_row[b], steps[b].tree->size(), uint8_t{1});
+    uint8_t* d_q_present = s.device_array<uint8_t>(kQPresent, R);
+    s.to_device(d_q_present, q_present, R);
+    return {draft_laws, d_q_present};
+  }
   float* host_q = nullptr;
   for (size_t b = 0; b < steps.size() && use_q; ++b)
     for (int32_t r = 0; r < steps[b].tree->size(); ++r) {  // rows with children: 0..n-1 in a chain
@@ -415,7 +494,7 @@ std::vector<DeviceStepResult> BatchVerifier::verify(const std::vector<DeviceStep
   // 1. The sampler pipeline on every target row. 2. The recorded draft laws. 3. Drafts, keys and layout.
   int32_t* d_sampler_status = nullptr;
   const float* d_p = process_step_rows(steps, at, shape.rows, &d_sampler_status);
-  const DraftLaws laws = upload_draft_laws(s, steps, shape, vocab_, !verifies_greedily(method));
+  const DraftLaws laws = upload_draft_laws(s, steps, shape, vocab_, !verifies_greedily(method), draft_laws_);
   const StagedBatch staged = stage_batch(s, steps, shape, laws, device_kernel(method) == VerifyKernel::tree);
   // 4. One verification launch for the batch. 5. Only the emitted tokens and counters come back.
   const int32_t* d_path = launch_verification(s, method, d_p, laws, staged, shape, vocab_, steps.size());

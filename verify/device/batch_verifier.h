@@ -7,10 +7,10 @@
 // across steps (KernelStream).
 //
 // Semantics are the CPU generator's: p rows are SamplerPipeline::process of each tree row with that row's
-// history (verify/verifiers/target_rows.h), q rows are the drafter's recorded laws (already processed by
-// the draft's own pipeline on the CPU, where the draft was sampled), and greedy/chain/block/tree follow
-// verify_greedy/verify_chain/verify_block/verify_tree draw for draw (the same Philox keys). Greedy
-// verification is the chain kernel on greedy (one-hot) rows with point-mass drafts, which decides exactly
+// history (verify/verifiers/target_rows.h), q rows are the drafter's recorded laws (processed by the draft's own
+// pipeline where the draft was sampled: on the CPU, or here for a draft model's chains, draw_drafts), and
+// greedy/chain/block/tree follow verify_greedy/verify_chain/verify_block/verify_tree draw for draw (the same Philox
+// keys). Greedy verification is the chain kernel on greedy (one-hot) rows with point-mass drafts, which decides exactly
 // as verify_greedy. What the kernels cannot do is refused by name before any work (check_device_support).
 #pragma once
 
@@ -80,6 +80,20 @@ class BatchVerifier {
   // The device array [rows, V] a model writes a call's raw logits into for LogitsAt::device. Kept across calls
   // and grown geometrically (KernelStream::device_buffer); valid until a call asks for more rows.
   float* device_logits(int64_t rows);
+
+  // A draft model's chains drawn on the device (draft/model_drafter.cpp), so that no draft law q crosses to the host:
+  // draft_laws(B, K) before a batch's proposal makes room for the laws of B chains of K drafts, laid out as verify()
+  // reads q rows (sequence b's draft d at row b * (K + 1) + d: the layout of B steps of K drafts each); each depth d
+  // then draws every sequence's draft d with draw_drafts, keeping each processed row (the law its token was drawn
+  // from) there. A step whose tree has TokenTree::device_q at its row of those laws is verified reading them in
+  // place. The laws are valid until the next draft_laws call.
+  float* draft_laws(int64_t sequences, int32_t drafts);
+  // Draw d of sequence b from draws[b] (its raw logits processed by `draft`'s pipeline with draws[b].history, drawn
+  // with draws[b].key). LogitsAt::device: the rows are in device_logits at one stride of at least V (row b at
+  // draws[0].logits + b * stride: the last row of each sequence's rows, when a model wrote every sequence's tree rows
+  // there). Throws Error naming the sequence on a failed row, as the CPU's pipeline would.
+  std::vector<Token> draw_drafts(const SamplerPipeline& draft, const std::vector<DeviceDraw>& draws, LogitsAt at,
+                                 int32_t depth);
   // The stream's byte counters (KernelStream::uploaded_bytes): what the steps so far moved each way.
   uint64_t uploaded_bytes() const { return stream_->uploaded_bytes(); }
   uint64_t downloaded_bytes() const { return stream_->downloaded_bytes(); }
@@ -95,9 +109,12 @@ class BatchVerifier {
   // Uploads the rows' logits (LogitsAt::host; in place for device, after checking that row r is row r of
   // device_logits) and sampler arrays and launches the fused sampler over them; returns the device array of
   // processed distributions [R, V].
+  // `pipeline`: the target's unless a draft's; `probs` (with `probs_stride` elements a row): where the processed rows
+  // go instead of the step's scratch array. `logits_stride`: LogitsAt::device rows at that stride (0: V).
   const float* process_rows(const std::vector<const float*>& logits, LogitsAt at,
                             const std::vector<const TokenHistory*>& histories, const std::vector<RandomKey>& keys,
-                            int32_t** device_tokens, int32_t** device_status);
+                            int32_t** device_tokens, int32_t** device_status, const SamplerPipeline* pipeline = nullptr,
+                            float* probs = nullptr, int64_t probs_stride = 0, int64_t logits_stride = 0);
 
   // process_rows over every target row of a verification batch, each with its history along its draft path.
   // `rows` is the batch's total row count (the sum of tree sizes + 1).
@@ -109,6 +126,10 @@ class BatchVerifier {
   const SamplerPipeline& target_;
   std::optional<VerifyMethod> method_;
   int32_t vocab_;
+  int64_t logits_rows_ = 0;  // rows of the last device_logits call
+  float* draft_laws_ = nullptr;
+  int64_t draft_sequences_ = 0;
+  int32_t draft_depth_ = 0;  // K of the laws' chains
 };
 
 }  // namespace specula

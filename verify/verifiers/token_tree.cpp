@@ -52,6 +52,10 @@ std::vector<Token> TokenTree::path(int32_t node) const {
   return out;
 }
 
+void TokenTree::fail_device_q() {
+  fail("token tree: its draft laws are in device memory (device_q), where only the device's verifier reads them");
+}
+
 TokenTree TokenTree::chain(const std::vector<Token>& drafts) {
   TokenTree t;
   for (size_t i = 0; i < drafts.size(); ++i) t.add(drafts[i], static_cast<int32_t>(i) - 1);

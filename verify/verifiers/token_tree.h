@@ -29,10 +29,16 @@ struct TokenTree {
   // [n + 1] rows of the law the drafter drew each row's children from ([V] each); empty when the children
   // are point masses (deterministic candidates or a drafter that records no q).
   std::vector<std::vector<float>> draft_q;
+  // Where a drafter that drew on a device left the laws instead (draft_q empty): rows [0, size()) of [size(), V]
+  // in that device's memory, read there by its verifier (verify/device/batch_verifier.h, draft_laws); null when the
+  // laws are in draft_q.
+  const float* device_q = nullptr;
 
-  // The draft law of row `row`'s children; empty (point masses) when none was recorded.
+  // The draft law of row `row`'s children; empty (point masses) when none was recorded. Refused for laws left in
+  // device memory, which host code cannot read (and must not take for point masses).
   const std::vector<float>& q_at_row(int32_t row) const {
     static const std::vector<float> kPointMass;
+    if (device_q) fail_device_q();
     return row < static_cast<int32_t>(draft_q.size()) ? draft_q[row] : kPointMass;
   }
   int32_t size() const { return static_cast<int32_t>(tokens.size()); }
@@ -46,6 +52,9 @@ struct TokenTree {
     parent.push_back(parent_node);
   }
   static TokenTree chain(const std::vector<Token>& drafts);
+
+ private:
+  [[noreturn]] static void fail_device_q();
 };
 
 // "2,2,1": 2 children at depth 1, 2 under each of those, 1 under each of those. Throws on bad input.
