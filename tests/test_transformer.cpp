@@ -933,6 +933,29 @@ TEST_CASE("a step graph refuses what it cannot replay", "[transformer]") {
                     Contains("1 cached + 2 rows exceed the step's 2 columns"));
 }
 
+TEST_CASE("context features after a rewind are the new context's, not a stale copy of the old one's", "[transformer]") {
+  TempDir dir("features-rewind");
+  const std::string path = save_scaled_checkpoint(dir, "model", small_config(), 37);
+  const TransformerLanguageModel lm(path);
+  const int32_t V = lm.vocab_size();
+  std::mt19937 rng(9);
+  const std::vector<Token> a = random_tokens(rng, 14);
+  std::vector<Token> b(a.begin(), a.begin() + 6);  // the same first 6 tokens, then others
+  for (int i = 0; i < 8; ++i) b.push_back(static_cast<Token>((a[6 + i] + 1 + i) % V));
+  const auto features = [&](ModelSession& s, const std::vector<Token>& context) {
+    std::vector<float> row(static_cast<size_t>(V));
+    s.next_logits(context, row.data());
+    const int64_t n = static_cast<int64_t>(context.size());
+    const float* f = s.context_features(context, n);
+    REQUIRE(f != nullptr);
+    return std::vector<float>(f, f + n * s.feature_size());
+  };
+  auto reused = lm.new_session();
+  features(*reused, a);  // read once: its host copy holds a's rows
+  auto fresh = lm.new_session();
+  CHECK(max_abs_diff(torch::tensor(features(*reused, b)), torch::tensor(features(*fresh, b))) < kTol);
+}
+
 TEST_CASE("a staged step of two sequences gives the rows picked, in the order picked", "[transformer]") {
   Transformer model = scaled_model(small_config(), 5);
   model->set_decode_step(false);

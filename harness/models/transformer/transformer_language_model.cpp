@@ -210,9 +210,9 @@ struct TransformerSession::Cache {
   // of the batch.
   std::shared_ptr<CachePool> pool;
   std::vector<Token> linear;
-  // What the model gives after a position: the final hidden state, kept on the host (the linear prefix's features
-  // and the draft heads read it there), and the logits, kept where the model computes (on a GPU they go from there
-  // to the kernels' buffer, device to device, or to the host).
+  // What the model gives after a position: the final hidden state and the logits, both kept where the model
+  // computes (on a GPU the logits go from there to the kernels' buffer, device to device, or to the host; hidden
+  // states come to the host only when read: last_hidden, context_features).
   torch::Tensor last_hidden;  // [d] after `linear`; undefined when unknown
   torch::Tensor last_logits;  // [V] after `linear`; undefined when unknown
   std::vector<Token> tree_tokens;
@@ -250,21 +250,42 @@ struct TransformerSession::Cache {
   // The remembered tree's rows when it has none: [0, d] on the host and [0, V] where the model computes.
   void empty_tree_rows() {
     const TransformerConfig& cfg = state->model->config();
-    tree_hidden = torch::empty({0, int64_t{cfg.d_model}});
+    tree_hidden = torch::empty({0, int64_t{cfg.d_model}}, state->model->embedding->weight.device());
     tree_logits = torch::empty({0, int64_t{cfg.vocab_size}}, state->model->embedding->weight.device());
   }
 
-  // Final hidden states of the linear slots, [max_seq_len, d]: rows [0, linear.size()) are valid (for draft
-  // heads that read the target's features, see context_features).
+  // Final hidden states of the linear slots, [max_seq_len, d], where the model computes: rows [0, linear.size()) are
+  // valid (for draft heads that read the target's features, see context_features). Their readers get a host copy of
+  // rows [0, mirrored), brought up to date when read: on a GPU, a step nobody reads them after (a draft model's, an
+  // n-gram's) waits for no download between its forward and the kernels that follow it. The CPU keeps the same copy,
+  // so that CI runs what a GPU runs.
   torch::Tensor linear_hidden;
+  torch::Tensor linear_hidden_host;
+  int64_t mirrored = 0;
   // Room for `rows` linear slots (grown like the KV cache when a tree needs more slots than positions).
   void reserve_linear_hidden(int64_t rows) {
     const int64_t have = linear_hidden.defined() ? linear_hidden.size(0) : 0;
     if (rows <= have) return;
     const auto& cfg = state->model->config();
-    torch::Tensor grown = torch::empty({std::max({rows, 2 * have, int64_t{cfg.max_seq_len}}), int64_t{cfg.d_model}});
+    torch::Tensor grown = torch::empty({std::max({rows, 2 * have, int64_t{cfg.max_seq_len}}), int64_t{cfg.d_model}},
+                                       state->model->embedding->weight.device());
     if (have > 0) grown.narrow(0, 0, have).copy_(linear_hidden);
     linear_hidden = grown;
+  }
+  // Rows [from, ..) of linear_hidden were written: the host copy is current below `from` only.
+  void wrote_linear_hidden(int64_t from) { mirrored = std::min(mirrored, from); }
+  // Rows [0, n) of linear_hidden on the host (n <= linear.size()).
+  const float* host_linear_hidden(int64_t n) {
+    if (!linear_hidden_host.defined() || linear_hidden_host.size(0) < linear_hidden.size(0)) {
+      torch::Tensor grown = torch::empty(linear_hidden.sizes());
+      if (mirrored > 0) grown.narrow(0, 0, mirrored).copy_(linear_hidden_host.narrow(0, 0, mirrored));
+      linear_hidden_host = grown;
+    }
+    if (mirrored < n) {
+      linear_hidden_host.narrow(0, mirrored, n - mirrored).copy_(linear_hidden.narrow(0, mirrored, n - mirrored));
+      mirrored = n;
+    }
+    return linear_hidden_host.data_ptr<float>();
   }
 
   // When the cached tokens are all in `context` and context[linear.size(), upto) continues along a root-to-node
@@ -298,10 +319,15 @@ struct TransformerSession::Cache {
     }
     kv.compact(keep);
     reserve_linear_hidden(L + static_cast<int64_t>(path.size()));
-    const float* from = tree_hidden.data_ptr<float>();
-    float* to = linear_hidden.data_ptr<float>();
-    for (size_t i = 0; i < path.size(); ++i)
-      std::memcpy(to + (L + static_cast<int64_t>(i)) * D, from + path[i] * D, sizeof(float) * D);
+    if (linear_hidden.is_cpu()) {
+      const float* from = tree_hidden.data_ptr<float>();
+      float* to = linear_hidden.data_ptr<float>();
+      for (size_t i = 0; i < path.size(); ++i)
+        std::memcpy(to + (L + static_cast<int64_t>(i)) * D, from + path[i] * D, sizeof(float) * D);
+    } else {  // device to device, stream-ordered: no wait
+      for (size_t i = 0; i < path.size(); ++i) linear_hidden[L + static_cast<int64_t>(i)].copy_(tree_hidden[path[i]]);
+    }
+    wrote_linear_hidden(L);
     last_hidden = tree_hidden[path.back()];
     last_logits = tree_logits[path.back()];
     stats.path_nodes_compacted += static_cast<int64_t>(path.size());
@@ -324,6 +350,7 @@ struct TransformerSession::Cache {
     kv.load_prefix(entry->keys, entry->values);
     reserve_linear_hidden(n);
     linear_hidden.narrow(0, 0, n).copy_(entry->hidden);
+    wrote_linear_hidden(0);
     linear = context;
     last_hidden = entry->last_hidden;
     last_logits = entry->last_logits;
@@ -558,23 +585,21 @@ void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
   } else {
     hidden = model->batch_hidden_states(segments);
   }
-  // The sessions keep their context rows' hidden states on the host: one copy for the batch (a model on a GPU).
-  const torch::Tensor hidden_on_host = hidden.device().is_cpu() ? hidden : hidden.to(torch::kCPU);
-  std::vector<torch::Tensor> read, read_on_host;  // the rows whose logits anyone reads, and their host copy
-  std::vector<torch::Tensor> read_logits;         // their logits, when the step gave every row's
+  // The sessions keep their hidden states where the model computes (copied out of the step's tensors there).
+  std::vector<torch::Tensor> read;         // the rows whose logits anyone reads
+  std::vector<torch::Tensor> read_logits;  // their logits, when the step gave every row's
   int64_t first_row = 0;
   for (PendingCall* call : calls) {
     TransformerSession::Cache& c = *call->cache;
     const torch::Tensor own = hidden.narrow(0, first_row, call->rows);
     if (call->chunk > 0) {
       c.reserve_linear_hidden(call->linear_before + call->chunk);
-      c.linear_hidden.narrow(0, call->linear_before, call->chunk)
-          .copy_(hidden_on_host.narrow(0, first_row, call->chunk));
+      c.linear_hidden.narrow(0, call->linear_before, call->chunk).copy_(hidden.narrow(0, first_row, call->chunk));
+      c.wrote_linear_hidden(call->linear_before);
     }
     // Only the last context row and the tree rows have logits anyone reads.
     const int64_t first = call->chunk > 0 ? call->chunk - 1 : 0;
     read.push_back(own.narrow(0, first, call->rows - first));
-    read_on_host.push_back(hidden_on_host.narrow(0, first_row + first, call->rows - first));
     if (step_logits.defined()) read_logits.push_back(step_logits.narrow(0, first_row + first, call->rows - first));
     first_row += call->rows;
     c.stats.rows_run += call->rows;
@@ -594,9 +619,9 @@ void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
   } else {
     logits = model->lm_head(read.size() == 1 ? read[0] : torch::cat(read));
   }
-  // Hidden states on the host (the sessions keep them there; the batch's came over in one copy above), logits where
-  // the model computes, as float32.
-  const torch::Tensor read_hidden = torch::cat(read_on_host);
+  // Hidden states and logits where the model computes, as float32 (copies: the step's own tensors are overwritten by
+  // its next run).
+  const torch::Tensor read_hidden = torch::cat(read);
   logits = logits.to(torch::kFloat32).contiguous();
   int64_t at = 0;
   for (size_t k = 0; k < calls.size(); ++k) {
@@ -713,7 +738,7 @@ const float* TransformerSession::context_features(const std::vector<Token>& toke
   if (!std::equal(c.linear.begin(), c.linear.begin() + known, tokens.begin())) return nullptr;
   if (known == c.linear.size()) c.follow_tree_path(tokens, static_cast<size_t>(n));
   if (c.linear.size() < static_cast<size_t>(n) || !c.linear_hidden.defined()) return nullptr;
-  return c.linear_hidden.data_ptr<float>();
+  return c.host_linear_hidden(n);
 }
 
 int32_t TransformerSession::feature_size() const { return cache_->state->model->config().d_model; }
