@@ -86,9 +86,9 @@ class DrafterFactory {
     return out;
   }
   virtual bool batches_proposals() const { return false; }
-  // Whether propose_batch draws on the device when the requests carry one (DraftRequest::device): the generator then
+  // Whether propose_batch draws these requests on the device they carry (DraftRequest::device): the generator then
   // proposes for the whole batch in one call even when the model does not batch its forwards.
-  virtual bool draws_on_device() const { return false; }
+  virtual bool draws_on_device(const std::vector<DraftRequest>& /*requests*/) const { return false; }
 };
 
 // What a drafter kind is built from (draft/registry/drafter_registry.cpp): the --draft spec split at its first

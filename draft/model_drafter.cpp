@@ -144,7 +144,7 @@ std::unique_ptr<Drafter> ModelDrafterFactory::create() const {
   return std::make_unique<ModelDrafter>(*model_, pipeline_, ranking_pipeline_);
 }
 
-bool ModelDrafterFactory::draws_on(const std::vector<DraftRequest>& requests) const {
+bool ModelDrafterFactory::draws_on_device(const std::vector<DraftRequest>& requests) const {
   if (requests.empty() || !requests[0].device) return false;
   const int32_t K = requests[0].num_draft_tokens;
   return K >= 1 && !unsupported_on_cuda(pipeline_.params()) &&
@@ -209,7 +209,7 @@ std::vector<TokenTree> ModelDrafterFactory::propose_batch(const std::vector<Draf
     if (!m) fail(description(), ": propose_batch was given a drafter of another kind");
     own.push_back(m);
   }
-  if (draws_on(requests)) return propose_on_device(own, requests);
+  if (draws_on_device(requests)) return propose_on_device(own, requests);
   std::vector<ModelDrafter::Proposal> proposals;
   for (size_t i = 0; i < own.size(); ++i) proposals.push_back(own[i]->start(requests[i]));
   // Depth by depth: one forward of the draft model for every proposal still growing.

@@ -24,12 +24,11 @@ class ModelDrafterFactory : public DrafterFactory {
   std::vector<TokenTree> propose_batch(const std::vector<Drafter*>& drafters,
                                        const std::vector<DraftRequest>& requests) const override;
   bool batches_proposals() const override { return model_->batches_forwards(); }
-  // Chains are drawn on the device when the requests carry its verifier (propose_batch; the draft's settings within
-  // what the fused sampler applies), their laws left there.
-  bool draws_on_device() const override { return true; }
+  // Chains of one length are drawn on the device when the requests carry its verifier and the draft's settings are
+  // within what the fused sampler applies (propose_batch), their laws left there.
+  bool draws_on_device(const std::vector<DraftRequest>& requests) const override;
 
  private:
-  bool draws_on(const std::vector<DraftRequest>& requests) const;
   std::vector<TokenTree> propose_on_device(const std::vector<ModelDrafter*>& own,
                                            const std::vector<DraftRequest>& requests) const;
 

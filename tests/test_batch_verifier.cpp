@@ -125,18 +125,21 @@ TEST_CASE("logits said to be in place but not the verifier's buffer rows in orde
   CHECK(verifier.verify(batch.steps(buffer), LogitsAt::device).size() == 3);
 }
 
-TEST_CASE("draft chains drawn on the device: the CPU's draws, their laws verified where they were left",
-          "[verify][device]") {
+namespace {
+
+// Draft chains drawn on the device over a vocabulary of V (a multiple of 4: 4-wide vector accesses at the rows'
+// strides) with `emulation`'s blocks a row.
+void check_device_drafts(int32_t V, const EmulationOptions& emulation) {
   constexpr int64_t B = 3;
   constexpr int32_t K = 2;
-  const SamplerPipeline target(sampled(), kVocab);
+  const SamplerPipeline target(sampled(), V);
   SamplingParams draft_params = sampled();
   draft_params.temperature = 1.1f;
-  const SamplerPipeline draft(draft_params, kVocab);
-  BatchVerifier on_device(Device::cuda_host, target, VerifyMethod::chain),
-      uploaded(Device::cuda_host, target, VerifyMethod::chain);
+  const SamplerPipeline draft(draft_params, V);
+  BatchVerifier on_device(Device::cuda_host, target, VerifyMethod::chain, emulation),
+      uploaded(Device::cuda_host, target, VerifyMethod::chain, emulation);
   float* laws = on_device.draft_laws(B, K);
-  BatchVerifier from_host(Device::cuda_host, target, VerifyMethod::chain);  // the rows uploaded instead
+  BatchVerifier from_host(Device::cuda_host, target, VerifyMethod::chain, emulation);  // the rows uploaded instead
   const float* host_laws = from_host.draft_laws(B, K);
   std::vector<TokenHistory> committed;
   std::vector<StepRandom> rng;
@@ -154,33 +157,32 @@ TEST_CASE("draft chains drawn on the device: the CPU's draws, their laws verifie
     histories.reserve(B);
     std::vector<DeviceDraw> draws;
     for (int64_t b = 0; b < B; ++b) {
-      for (int64_t i = 0; i < rows * kVocab; ++i)
-        buffer[b * rows * kVocab + i] = static_cast<float>(4.0 * philox_uniform(31, 10 * b + d, i) - 2.0);
+      for (int64_t i = 0; i < rows * V; ++i)
+        buffer[b * rows * V + i] = static_cast<float>(4.0 * philox_uniform(31, 10 * b + d, i) - 2.0);
       TokenHistory h = committed[b];
       for (Token t : chains[b]) h = draft.advance(h, t, nullptr);
       histories.push_back(h);
-      draws.push_back(
-          DeviceDraw{buffer + (b * rows + d) * kVocab, &histories.back(), rng[b].key(RandomRole::draft, d)});
+      draws.push_back(DeviceDraw{buffer + (b * rows + d) * V, &histories.back(), rng[b].key(RandomRole::draft, d)});
     }
     const std::vector<Token> tokens = on_device.draw_drafts(draft, draws, LogitsAt::device, d);
     std::vector<std::vector<float>> host_rows;
     std::vector<DeviceDraw> host_draws = draws;
     for (int64_t b = 0; b < B; ++b) {
-      host_rows.emplace_back(draws[b].logits, draws[b].logits + kVocab);
+      host_rows.emplace_back(draws[b].logits, draws[b].logits + V);
       host_draws[b].logits = host_rows.back().data();
     }
     CHECK(from_host.draw_drafts(draft, host_draws, LogitsAt::host, d) == tokens);
     for (int64_t b = 0; b < B; ++b) {
       // The CPU path: the draft's pipeline on the row, sample_categorical with the same key.
-      std::vector<float> q(kVocab);
+      std::vector<float> q(V);
       draft.process(draws[b].logits, histories[b], q.data());
       INFO("sequence " << b << ", draft " << d);
-      CHECK(tokens[b] == sample_categorical(q.data(), kVocab, draws[b].key));
-      const float* kept = laws + (b * (K + 1) + d) * kVocab;
-      for (int32_t x = 0; x < kVocab; ++x) CHECK(kept[x] == Approx(q[x]).margin(1e-6));
-      CHECK(std::equal(kept, kept + kVocab, host_laws + (b * (K + 1) + d) * kVocab));
+      CHECK(tokens[b] == sample_categorical(q.data(), V, draws[b].key));
+      const float* kept = laws + (b * (K + 1) + d) * V;
+      for (int32_t x = 0; x < V; ++x) CHECK(kept[x] == Approx(q[x]).margin(1e-6));
+      CHECK(std::equal(kept, kept + V, host_laws + (b * (K + 1) + d) * V));
       chains[b].push_back(tokens[b]);
-      cpu_laws[b].emplace_back(kept, kept + kVocab);
+      cpu_laws[b].emplace_back(kept, kept + V);
     }
   }
   // Verification reading the laws where they are, and the same laws uploaded from the host: the same decisions,
@@ -188,16 +190,16 @@ TEST_CASE("draft chains drawn on the device: the CPU's draws, their laws verifie
   std::vector<TokenTree> trees, host_trees;
   for (int64_t b = 0; b < B; ++b) {
     trees.push_back(TokenTree::chain(chains[b]));
-    trees.back().device_q = laws + b * (K + 1) * kVocab;
+    trees.back().device_q = laws + b * (K + 1) * V;
     host_trees.push_back(TokenTree::chain(chains[b]));
     host_trees.back().draft_q = cpu_laws[b];
   }
-  std::vector<float> logits(static_cast<size_t>(B * (K + 1) * kVocab));
+  std::vector<float> logits(static_cast<size_t>(B * (K + 1) * V));
   for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(4.0 * philox_uniform(77, 6, i) - 2.0);
   const auto steps = [&](const std::vector<TokenTree>& t) {
     std::vector<DeviceStep> out;
     for (int64_t b = 0; b < B; ++b)
-      out.push_back(DeviceStep{logits.data() + b * (K + 1) * kVocab, &t[b], &committed[b], rng[b]});
+      out.push_back(DeviceStep{logits.data() + b * (K + 1) * V, &t[b], &committed[b], rng[b]});
     return out;
   };
   const uint64_t before = on_device.uploaded_bytes();
@@ -208,7 +210,7 @@ TEST_CASE("draft chains drawn on the device: the CPU's draws, their laws verifie
     CHECK(a[b].outcome.accepted == c[b].outcome.accepted);
     CHECK(a[b].expected_acceptance_sum == c[b].expected_acceptance_sum);
   }
-  CHECK(uploaded.uploaded_bytes() == on_device.uploaded_bytes() - before + B * (K + 1) * kVocab * sizeof(float));
+  CHECK(uploaded.uploaded_bytes() == on_device.uploaded_bytes() - before + B * (K + 1) * V * sizeof(float));
   // Host code cannot read laws left on the device; laws not at a step's rows, and draws past the room made, are
   // refused.
   CHECK_THROWS_WITH(trees[0].q_at_row(0), Catch::Contains("draft laws are in device memory"));
@@ -219,4 +221,13 @@ TEST_CASE("draft chains drawn on the device: the CPU's draws, their laws verifie
                     Catch::Contains("made room for 3 chains of 2"));
   CHECK_THROWS_WITH(on_device.draw_drafts(draft, draws, LogitsAt::device, 0),
                     Catch::Contains("not rows of device_logits at one stride"));
+}
+
+}  // namespace
+
+TEST_CASE("draft chains drawn on the device: the CPU's draws, their laws verified where they were left",
+          "[verify][device]") {
+  check_device_drafts(kVocab, EmulationOptions{});
+  // 4-wide vector accesses at the strides, and each row over 3 blocks.
+  check_device_drafts(40, EmulationOptions{8, FiberSchedule::rotating, 3});
 }

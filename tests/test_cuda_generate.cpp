@@ -14,6 +14,7 @@
 #include "draft/model_drafter.h"
 #include "kernels/kernel_stream.h"
 #include "speculative_fixtures.h"
+#include "tests/support/mutant_switch.h"
 
 using namespace specula;
 using namespace specula::testing;
@@ -84,20 +85,24 @@ class StreamChangingTable : public GpuRowsTable {
   }
 };
 
-// The CPU path's sequences against the device's with a target that writes its rows into the kernels' buffer.
+// The CPU path's sequences against the device's with a target, and a draft model, that write their rows into the
+// kernels' buffer (a draft model's chains are then drawn there from its rows in place, their laws left on the GPU).
 void check_in_place(const TablePair& pair, GenerationConfig c, int64_t sequences) {
   auto drafter = c.method ? std::make_shared<ModelDrafterFactory>(pair.draft, penalties()) : nullptr;
   GenerationMetrics cpu_m, gpu_m;
   const auto cpu = Generator(pair.target, penalties(), drafter, c).generate_many(kPrompt, 0, sequences, cpu_m);
   c.device = Device::cuda;
   const auto model = std::make_shared<GpuRowsTable>(*pair.target);
-  const auto gpu = Generator(model, penalties(), drafter, c).generate_many(kPrompt, 0, sequences, gpu_m);
+  const auto draft = std::make_shared<GpuRowsTable>(*pair.draft);
+  auto gpu_drafter = c.method ? std::make_shared<ModelDrafterFactory>(draft, penalties()) : nullptr;
+  const auto gpu = Generator(model, penalties(), gpu_drafter, c).generate_many(kPrompt, 0, sequences, gpu_m);
   INFO((c.method ? verify_method_name(*c.method) : "ar") << " tree size " << c.tree_shape.size());
   int64_t differing = 0;
   for (size_t n = 0; n < cpu.size(); ++n) differing += cpu[n].tokens != gpu[n].tokens;
   CHECK(differing == 0);
   CHECK(gpu_m.accepted == cpu_m.accepted);
-  CHECK(model->gpu_calls >= sequences);  // every step's rows went to the GPU
+  CHECK(model->gpu_calls >= sequences);                                        // every step's rows went to the GPU
+  if (c.method && c.tree_shape.empty()) CHECK(draft->gpu_calls >= sequences);  // and every chain's draft rows
 }
 
 }  // namespace
@@ -163,6 +168,32 @@ TEST_CASE("the driver's device path on a small batch (for compute-sanitizer)", "
     const auto gpu = Generator(pair.target, penalties(), drafter, c).generate_many(kPrompt, 0, 6, gpu_m);
     for (size_t n = 0; n < cpu.size(); ++n) CHECK(cpu[n].tokens == gpu[n].tokens);
   }
+}
+
+// The law of whole continuations with a draft model whose rows are written into GPU memory, so that its chains are
+// drawn from them in place and verified against the laws left there.
+stats::GofResult law_with_gpu_draft(const TablePair& pair, GenerationConfig c, int64_t n) {
+  c.max_new_tokens = kL;
+  c.device = Device::cuda;
+  const auto draft = std::make_shared<GpuRowsTable>(*pair.draft);
+  const Generator generator(pair.target, penalties(), std::make_shared<ModelDrafterFactory>(draft, penalties()), c);
+  const RunResult r = run_generator(generator, kPrompt, n, kV);
+  CHECK(draft->gpu_calls > 0);
+  return stats::g_test(r.counts, exact_sequence_law(*pair.target, generator.target_pipeline(), kPrompt, kL));
+}
+
+TEST_CASE("a draft model's chains drawn on the GPU from its rows in place keep the target's law (G-test)",
+          "[gpu][generate][law]") {
+  const TablePair pair = random_pair(2, kV, 11, 1.2, 0.8);
+  for (const GenerationConfig& c : {config(VerifyMethod::chain, 2), config(VerifyMethod::block, 3)}) {
+    const stats::GofResult gof = law_with_gpu_draft(pair, c, 40000);
+    INFO(verify_method_name(*c.method) << ": " << gof.detail);
+    CHECK(gof.passed(stats::kAlpha));
+  }
+  const ScopedMutant on(Mutant::device_draft_laws_misplaced);
+  const stats::GofResult mutant = law_with_gpu_draft(pair, config(VerifyMethod::chain, 2), 40000);
+  INFO("device_draft_laws_misplaced: " << mutant.detail);
+  CHECK_FALSE(mutant.passed(stats::kAlpha));
 }
 
 TEST_CASE("generate on cuda samples the target's law of whole continuations (G-test)", "[gpu][generate][law]") {

@@ -528,14 +528,14 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     if (config_.method) {
       const auto t0 = Clock::now();
       // A draft model: one forward per depth for the batch, its chains drawn on the device when there is one.
-      if (drafter_->batches_proposals() || (device && drafter_->draws_on_device())) {
-        std::vector<Drafter*> drafters;
-        std::vector<DraftRequest> requests;
-        for (size_t i : active) {
-          drafters.push_back(batch[i].drafter.get());
-          requests.push_back(draft_request(batch[i]));
-          requests.back().device = device ? &*device : nullptr;
-        }
+      std::vector<Drafter*> drafters;
+      std::vector<DraftRequest> requests;
+      for (size_t i : active) {
+        drafters.push_back(batch[i].drafter.get());
+        requests.push_back(draft_request(batch[i]));
+        requests.back().device = device ? &*device : nullptr;
+      }
+      if (drafter_->batches_proposals() || drafter_->draws_on_device(requests)) {
         std::vector<TokenTree> trees = drafter_->propose_batch(drafters, requests);
         for (size_t k = 0; k < active.size(); ++k) batch[active[k]].tree = std::move(trees[k]);
       } else {

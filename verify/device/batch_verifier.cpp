@@ -152,9 +152,9 @@ std::vector<Token> BatchVerifier::draw_drafts(const SamplerPipeline& draft, cons
 int64_t BatchVerifier::step_bytes(int64_t sequences, int64_t rows_per_sequence) const {
   const int64_t rows = sequences * rows_per_sequence, V = vocab_, words = (V + 31) / 32;
   const SamplingParams& s = target_.params();
-  int64_t per_row = 2 * 4 * V + 64;  // logits, probs, row params, token, status
-  if (method_ && !verifies_greedily(*method_))
-    per_row += 8 * V + 1;  // q (uploaded, or a draft model's laws), q_present
+  int64_t per_row = 2 * 4 * V + 64;                                   // logits, probs, row params, token, status
+  if (method_) per_row += 4 * V;                                      // a draft model's laws (draft_laws)
+  if (method_ && !verifies_greedily(*method_)) per_row += 4 * V + 1;  // q uploaded, q_present
   if (!s.allowed_tokens.empty()) per_row += 4 * words;
   if (!s.banned_tokens.empty() || s.min_tokens > 0) per_row += 4 * words;
   if (s.repetition_penalty != 1.0f) per_row += 4 * words;
