@@ -412,6 +412,32 @@ TEST_CASE("a tree forward's logits at every node equal a sequential forward alon
   }
 }
 
+TEST_CASE("a mask's compact form gives the mask: on the host and as a step builds it", "[transformer]") {
+  // Random trees after a chunk or after cached nodes, up to the window's 128 nodes: mask_from_window and step_mask
+  // (what a step graph computes from the uploaded windows) against tree_layout's mask, over more columns than used.
+  std::mt19937 rng(17);
+  for (int trial = 0; trial < 60; ++trial) {
+    const int64_t nodes = trial < 3 ? std::vector<int64_t>{1, 64, 128}[trial] : rng() % 40;
+    std::vector<int32_t> parents;
+    for (int64_t j = 0; j < nodes; ++j) parents.push_back(static_cast<int32_t>(rng() % (j + 1)) - 1);
+    const int64_t cached = trial % 3 == 1 ? std::min<int64_t>(nodes, rng() % 5) : 0;
+    const int64_t chunk = cached > 0 ? 0 : rng() % 4;
+    const int64_t cache_len = 7 + cached;
+    const AttentionLayout layout = tree_layout(cache_len, chunk, parents, cached);
+    const int64_t rows = layout.mask.size(0), used = layout.mask.size(1), columns = used + 5;
+    if (rows == 0) continue;
+    CAPTURE(trial, nodes, cached, chunk);
+    REQUIRE(layout.window.defined());
+    const torch::Tensor full =
+        torch::cat({layout.mask, torch::full({rows, 5}, -std::numeric_limits<float>::infinity())}, 1);
+    CHECK(torch::equal(mask_from_window(layout.window, columns), full));
+    CHECK(torch::equal(step_mask(layout.window.unsqueeze(0), torch::arange(columns, torch::kInt64))[0], full));
+    CHECK_FALSE(tree_layout(cache_len, chunk, parents, cached, /*full_mask=*/false).mask.defined());
+  }
+  // A tree of more nodes than the window has no compact form.
+  CHECK_FALSE(tree_layout(3, 0, std::vector<int32_t>(129, -1)).window.defined());
+}
+
 TEST_CASE("KVCache truncate and compact move slots", "[transformer]") {
   KVCache cache(2, 1, 1, 8, 2);
   const torch::Tensor k = torch::arange(12, torch::kFloat32).view({1, 1, 6, 2});
@@ -913,23 +939,25 @@ TEST_CASE("a step graph refuses what it cannot replay", "[transformer]") {
   StepGraph step(model, cache, 2, 64, false);
   const torch::Tensor tokens = torch::tensor({3, 4}, torch::kInt64), positions = torch::tensor({0, 1}, torch::kInt64);
   const AttentionLayout layout = causal_layout(0, 2);
-  const StepOutputs out = step.run(tokens, positions, layout.mask);
+  const StepOutputs out = step.run(tokens, positions, layout.window);
   CHECK(out.logits.size(0) == 2);
   CHECK(out.logits.size(1) == 256);
   CHECK(max_abs_diff(out.logits[1], model->forward(ids({3, 4}))[0][1]) < kTol);
-  CHECK_THROWS_WITH(step.run(torch::tensor({3}, torch::kInt64), positions, layout.mask),
+  CHECK_THROWS_WITH(step.run(torch::tensor({3}, torch::kInt64), positions, layout.window),
                     Contains("1 tokens and 2 positions for a step of 2 rows"));
-  CHECK_THROWS_WITH(step.run(tokens, positions, causal_layout(0, 3).mask), Contains("a mask of [3, 3] for 2 rows"));
+  CHECK_THROWS_WITH(step.run(tokens, positions, causal_layout(0, 3).window), Contains("a window of [3, 4] for 2 rows"));
+  CHECK_THROWS_WITH(step.run(tokens, positions, causal_layout(1, 2).window),
+                    Contains("window row 0 is over 3 columns, the step's rows over 2"));
   cache.reserve(cache.capacity() + 1);  // the storage moves
   CHECK(step.stale());
-  CHECK_THROWS_WITH(step.run(tokens, positions, layout.mask), Contains("the cache was reallocated"));
+  CHECK_THROWS_WITH(step.run(tokens, positions, layout.window), Contains("the cache was reallocated"));
   Transformer decoding = scaled_model(small_config(), 5);
   KVCache other = decoding->new_cache(1);
   CHECK_THROWS_WITH(StepGraph(decoding, other, 1, 64, false), Contains("the model is on the decoding step"));
   // A step over fewer columns than the rows need is refused.
   StepGraph narrow_step(model, cache, 2, 2, false);
   cache.advance(1);
-  CHECK_THROWS_WITH(narrow_step.run(tokens, positions, causal_layout(1, 2).mask),
+  CHECK_THROWS_WITH(narrow_step.run(tokens, positions, causal_layout(1, 2).window),
                     Contains("1 cached + 2 rows exceed the step's 2 columns"));
 }
 
@@ -963,7 +991,7 @@ TEST_CASE("a staged step of two sequences gives the rows picked, in the order pi
   KVCache cache = model->new_cache(2);
   StepGraph step(model, cache, 2, 64, false);
   const int64_t tokens[2][2] = {{3, 4}, {7, 9}};
-  const torch::Tensor causal = causal_layout(0, 2).mask.contiguous();
+  const torch::Tensor causal = causal_layout(0, 2).window.contiguous();
   const StagedInputs in = step.stage();
   for (int64_t b = 0; b < 2; ++b)
     for (int64_t r = 0; r < 2; ++r) {
@@ -971,7 +999,7 @@ TEST_CASE("a staged step of two sequences gives the rows picked, in the order pi
       in.tokens[i] = tokens[b][r];
       in.positions[i] = r;
       in.slots[i] = r;
-      write_step_mask_row(in.mask + i * 64, causal.data_ptr<float>() + r * 2, 2, 64);
+      std::copy_n(causal.data_ptr<int64_t>() + 4 * r, 4, in.window + 4 * i);
     }
   in.picked[0] = 3;  // sequence 1's second row, then sequence 0's first
   in.picked[1] = 0;

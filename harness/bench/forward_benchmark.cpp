@@ -146,7 +146,8 @@ void wait_for_device(bool cuda) {
 }
 
 // The case of `layout`'s rows as a CUDA graph (step_graph.h), as a session on the GPU runs them: the graph is
-// captured on its second (warm-up) run, each timed run copies the positions and the mask in and replays it.
+// captured on its second (warm-up) run, each timed run copies the positions and the mask's compact form in and replays
+// it.
 Case graph_case(Transformer& model, KVCache& cache, const Case& eager, const torch::Tensor& tokens,
                 const AttentionLayout& layout) {
   const auto step =
@@ -155,7 +156,7 @@ Case graph_case(Transformer& model, KVCache& cache, const Case& eager, const tor
   Case graph = eager;
   graph.graph = true;
   graph.run = [step, tokens, layout] {
-    step->run(tokens, layout.positions, layout.mask);
+    step->run(tokens, layout.positions, layout.window);
     wait_for_device(true);
   };
   return graph;
@@ -259,8 +260,8 @@ std::vector<Case> batch_cases(Transformer& model, const KVCache& cache, const Fo
       for (size_t r = 0; r < rigs.size(); ++r) {
         std::vector<RowSegment> segments;
         for (const auto& c : rigs[r]->caches)
-          segments.push_back({torch::randint(V, {k}, torch::kInt64), layout.positions,
-                              k == 1 ? torch::Tensor() : layout.mask, c.get()});  // on the host, as a run's
+          segments.push_back({torch::randint(V, {k}, torch::kInt64), layout.positions, torch::Tensor(), c.get(),
+                              k == 1 ? torch::Tensor() : layout.window});  // on the host, as a run's
         Case step{
             "batch " + std::to_string(batch) + " x " + (k == 1 ? std::string("1-token") : "K=" + std::to_string(k)),
             "batch-chunk",

@@ -68,8 +68,8 @@ StepOutputs CachePool::run(const std::vector<RowSegment>& segments) {
     const int64_t n = s.tokens.numel(), used = s.cache->length() + n;
     if (n < 1 || s.positions.numel() != n)
       fail("cache pool: segment ", k, ": ", n, " tokens, ", s.positions.numel(), " positions");
-    if (s.mask.defined() && (s.mask.dim() != 2 || s.mask.size(0) != n || s.mask.size(1) != used))
-      fail("cache pool: segment ", k, ": a mask of ", s.mask.sizes(), " for ", n, " rows after ", s.cache->length(),
+    if (s.window.defined() && (s.window.dim() != 2 || s.window.size(0) != n || s.window.size(1) != 4))
+      fail("cache pool: segment ", k, ": a window of ", s.window.sizes(), " for ", n, " rows after ", s.cache->length(),
            " cached slots");
     if (used > slots_)
       fail("KV cache overflow: ", s.cache->length(), " cached + ", n, " new tokens exceed the capacity of ", slots_,
@@ -88,7 +88,6 @@ StepOutputs CachePool::run(const std::vector<RowSegment>& segments) {
   // row's slots: no column reads it), seeing slot 0 only (a row that sees nothing would be NaN; it is dropped anyway).
   std::vector<int64_t> segment_of(static_cast<size_t>(P), -1);
   for (size_t k = 0; k < segments.size(); ++k) segment_of[row[k]] = static_cast<int64_t>(k);
-  const float neg_inf = -std::numeric_limits<float>::infinity();
   for (int64_t b = 0; b < P; ++b) {
     const int64_t k = segment_of[b];
     const RowSegment* s = k >= 0 ? &segments[k] : nullptr;
@@ -96,30 +95,37 @@ StepOutputs CachePool::run(const std::vector<RowSegment>& segments) {
     const int64_t length = !s                                                        ? 0
                            : mutant_on(Mutant::batch_rows_use_shortest_cache_length) ? shortest
                                                                                      : s->cache->length();
-    torch::Tensor ids, at, visible;
+    torch::Tensor ids, at, seen;
     if (s) {
       ids = s->tokens.to(torch::kCPU, torch::kInt64).contiguous();
       at = s->positions.to(torch::kCPU, torch::kInt64).contiguous();
-      if (s->mask.defined()) visible = s->mask.to(torch::kCPU, torch::kFloat32).contiguous();
+      if (s->window.defined()) seen = s->window.to(torch::kCPU, torch::kInt64).contiguous();
     }
+    // The mutant's shorter length moves the rows' visible columns back by as much.
+    const int64_t shift = s ? s->cache->length() - length : 0;
     for (int64_t r = 0; r < N; ++r) {
       const int64_t i = b * N + r;
-      float* mask_row = in.mask + i * columns;
+      int64_t* w = in.window + 4 * i;
       if (r < n) {
         in.tokens[i] = ids.data_ptr<int64_t>()[r];
         in.positions[i] = at.data_ptr<int64_t>()[r];
         in.slots[i] = length + r;
-        // The mutant's shorter length sees the mask's last columns.
-        const float* seen = visible.defined()
-                                ? visible.data_ptr<float>() + r * visible.size(1) + visible.size(1) - length - n
-                                : nullptr;
-        write_step_mask_row(mask_row, seen, length + n, columns);
+        if (seen.defined()) {
+          const int64_t* from = seen.data_ptr<int64_t>() + 4 * r;
+          w[0] = from[0] - shift;
+          w[1] = from[1] - shift;
+          w[2] = from[2];
+          w[3] = from[3];
+        } else {  // every column visible
+          w[0] = w[1] = length + n;
+          w[2] = w[3] = 0;
+        }
       } else {
         in.tokens[i] = 0;
         in.positions[i] = 0;
         in.slots[i] = scratch;
-        mask_row[0] = 0.0f;
-        std::fill(mask_row + 1, mask_row + columns, neg_inf);
+        w[0] = w[1] = 1;  // slot 0 only
+        w[2] = w[3] = 0;
       }
     }
   }

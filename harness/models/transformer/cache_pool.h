@@ -47,9 +47,9 @@ class CachePool {
   void release(const KVCache& cache);
 
   // One step for `segments` (each on a cache this pool holds, distinct, tokens [N] with length + N at most `slots`,
-  // positions [N], mask [N, length + N] or undefined as hidden_states takes them): the final hidden states and logits
-  // of every segment's rows, [sum of N, ..] in segment order, copies the next step does not overwrite. Each cache
-  // advances by its N.
+  // positions [N], window [N, 4] over length + N columns (AttentionLayout::window) or undefined: every column visible):
+  // the final hidden states and logits of every segment's rows, [sum of N, ..] in segment order, copies the next step
+  // does not overwrite. Each cache advances by its N.
   StepOutputs run(const std::vector<RowSegment>& segments);
 
   const CachePoolStats& stats() const { return stats_; }

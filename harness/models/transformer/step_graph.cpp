@@ -35,10 +35,11 @@ struct StepGraph::State {
   bool capture = false;
   uint64_t generation = 0;  // the cache's storage the step reads and writes (KVCache::generation)
   // The static inputs, on the model's device: what a replay reads. Views of `inputs` (int64: tokens, positions,
-  // slots, picked, then the mask's floats), which the host writes through `staging`: the same buffer for a model on
-  // the CPU, else pinned host memory that one asynchronous copy uploads.
+  // slots, picked, windows), which the host writes through `staging`: the same buffer for a model on the CPU, else
+  // pinned host memory that one asynchronous copy uploads.
   torch::Tensor inputs, staging;
-  torch::Tensor tokens, positions, slots, picked, mask;
+  torch::Tensor tokens, positions, slots, picked, window;
+  torch::Tensor column;  // arange(columns), for the mask
   StagedInputs staged;
   StepOutputs out;
   int64_t runs = 0;
@@ -47,8 +48,9 @@ struct StepGraph::State {
   at::cuda::CUDAEvent uploaded;  // after the last copy from `staging`: the host waits for it before writing again
 #endif
 
-  // The step itself, from the static inputs into `out`.
+  // The step itself, from the static inputs into `out`: the mask built from the windows, then the forward.
   void compute() {
+    const torch::Tensor mask = step_mask(window, column);
     const torch::Tensor hidden =
         model->static_hidden_states(tokens, positions, slots, mask, *cache).reshape({-1, model->config().d_model});
     out = {hidden, model->lm_head(hidden).to(torch::kFloat32)};
@@ -164,35 +166,36 @@ StepGraph::StepGraph(Transformer model, KVCache& cache, int64_t rows, int64_t co
   s.capture = capture;
   s.generation = cache.generation();
   const int64_t batch = cache.batch(), n = batch * rows;
-  const int64_t mask_words = (n * columns + 1) / 2;  // two floats an int64
   const torch::TensorOptions ids = torch::TensorOptions().dtype(torch::kInt64);
-  s.inputs = torch::zeros({4 * n + mask_words}, ids.device(device));
-  s.staging = device.is_cpu() ? s.inputs : torch::zeros({4 * n + mask_words}, ids.pinned_memory(true));
+  s.inputs = torch::zeros({8 * n}, ids.device(device));
+  s.staging = device.is_cpu() ? s.inputs : torch::zeros({8 * n}, ids.pinned_memory(true));
   s.tokens = s.inputs.narrow(0, 0, n).view({batch, rows});
   s.positions = s.inputs.narrow(0, n, n).view({batch, rows});
   s.slots = s.inputs.narrow(0, 2 * n, n).view({batch, rows});
   s.picked = s.inputs.narrow(0, 3 * n, n);
-  s.mask = s.inputs.narrow(0, 4 * n, mask_words)
-               .view(torch::kFloat32)
-               .narrow(0, 0, n * columns)
-               .view({batch, rows, columns});
+  s.window = s.inputs.narrow(0, 4 * n, 4 * n).view({batch, rows, 4});
+  s.column = torch::arange(columns, ids.device(device));
   int64_t* host = s.staging.data_ptr<int64_t>();
-  s.staged = {host, host + n, host + 2 * n, reinterpret_cast<float*>(host + 4 * n), host + 3 * n};
+  s.staged = {host, host + n, host + 2 * n, host + 4 * n, host + 3 * n};
 }
 
-void write_step_mask_row(float* row, const float* visible, int64_t used, int64_t columns) {
-  if (visible)
-    std::copy(visible, visible + used, row);
-  else
-    std::fill(row, row + used, 0.0f);
+torch::Tensor step_mask(const torch::Tensor& window, const torch::Tensor& column) {
+  // Every comparison on the window's device: a graph computes the mask from the uploaded windows itself.
+  const torch::Tensor col = column.view({1, 1, -1});
+  const torch::Tensor prefix = window.select(2, 0).unsqueeze(2), used = window.select(2, 1).unsqueeze(2);
+  const torch::Tensor offset = (col - prefix).clamp(0, kMaskWindow - 1);  // a column's bit in the window
+  const torch::Tensor word = window.narrow(2, 2, 2).gather(2, torch::bitwise_right_shift(offset, 6));
+  const torch::Tensor bit = torch::bitwise_and(torch::bitwise_right_shift(word, torch::bitwise_and(offset, 63)), 1);
+  torch::Tensor visible = col.lt(prefix) | (col.lt(used) & col.lt(prefix + kMaskWindow) & bit.eq(1));
   // Unused columns hidden; the mutant leaves them visible (what a replay must never read).
-  std::fill(row + used, row + columns,
-            mutant_on(Mutant::step_graph_sees_unused_slots) ? 0.0f : -std::numeric_limits<float>::infinity());
+  if (mutant_on(Mutant::step_graph_sees_unused_slots)) visible = visible | col.ge(used);
+  return torch::zeros(visible.sizes(), column.options().dtype(torch::kFloat32))
+      .masked_fill_(visible.logical_not(), -std::numeric_limits<float>::infinity());
 }
 
 StepGraph::~StepGraph() = default;
 
-StepOutputs StepGraph::run(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& mask) {
+StepOutputs StepGraph::run(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& window) {
   State& s = *state_;
   if (stale()) fail("step graph: the cache was reallocated since the step was built");
   const int64_t length = s.cache->length(), used = length + s.rows;
@@ -201,20 +204,30 @@ StepOutputs StepGraph::run(const torch::Tensor& tokens, const torch::Tensor& pos
   if (tokens.numel() != s.rows || positions.numel() != s.rows)
     fail("step graph: ", tokens.numel(), " tokens and ", positions.numel(), " positions for a step of ", s.rows,
          " rows");
-  if (mask.defined() && (mask.dim() != 2 || mask.size(0) != s.rows || mask.size(1) != used))
-    fail("step graph: a mask of ", mask.sizes(), " for ", s.rows, " rows after ", length, " cached slots");
+  if (window.defined() && (window.dim() != 2 || window.size(0) != s.rows || window.size(1) != 4))
+    fail("step graph: a window of ", window.sizes(), " for ", s.rows, " rows");
   if (s.tokens.size(0) != 1) fail("step graph: run takes one sequence, the cache holds ", s.tokens.size(0));
   // The rows go to slots [length, used); every column past them, unused, is hidden.
   const torch::Tensor ids = tokens.to(torch::kCPU, torch::kInt64).contiguous();
   const torch::Tensor at = positions.to(torch::kCPU, torch::kInt64).contiguous();
-  const torch::Tensor visible = mask.defined() ? mask.to(torch::kCPU, torch::kFloat32).contiguous() : mask;
+  const torch::Tensor seen = window.defined() ? window.to(torch::kCPU, torch::kInt64).contiguous() : window;
+  if (seen.defined())
+    for (int64_t r = 0; r < s.rows; ++r)
+      if (seen.data_ptr<int64_t>()[4 * r + 1] != used)
+        fail("step graph: window row ", r, " is over ", seen.data_ptr<int64_t>()[4 * r + 1],
+             " columns, the step's rows over ", used);
   const StagedInputs in = stage();
   std::copy_n(ids.data_ptr<int64_t>(), s.rows, in.tokens);
   std::copy_n(at.data_ptr<int64_t>(), s.rows, in.positions);
   for (int64_t r = 0; r < s.rows; ++r) {
     in.slots[r] = length + r;
-    write_step_mask_row(in.mask + r * s.columns, visible.defined() ? visible.data_ptr<float>() + r * used : nullptr,
-                        used, s.columns);
+    int64_t* w = in.window + 4 * r;
+    if (seen.defined()) {
+      std::copy_n(seen.data_ptr<int64_t>() + 4 * r, 4, w);
+    } else {
+      w[0] = w[1] = used;
+      w[2] = w[3] = 0;
+    }
   }
   return run_staged();
 }

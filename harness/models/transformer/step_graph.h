@@ -30,20 +30,22 @@ struct StepOutputs {
 };
 
 // Where the host writes a step's inputs (StepGraph::stage): token ids, positions and cache slots [B, N] (int64,
-// row-major), the additive mask [B, N, columns] and room for `picked`, the flat rows [B * N] whose outputs
+// row-major), each row's visible columns in compact form [B, N, 4] (AttentionLayout::window; the step builds the
+// additive mask [B, N, columns] from it on the device), and room for `picked`, the flat rows [B * N] whose outputs
 // run_staged gathers. One buffer, uploaded to the model's device in one copy: a step's few small inputs, each its own
-// synchronous copy from pageable memory, would cost a GPU more than its graph's replay.
+// synchronous copy from pageable memory, would cost a GPU more than its graph's replay, and a mask of a float a column
+// (a megabyte for 64 sequences of 16 rows) more than these 56 bytes a row.
 struct StagedInputs {
   int64_t* tokens = nullptr;
   int64_t* positions = nullptr;
   int64_t* slots = nullptr;
-  float* mask = nullptr;
+  int64_t* window = nullptr;
   int64_t* picked = nullptr;
 };
 
-// Writes a step's mask row over `columns` columns: `visible` [used] (additive; null: every column visible), every
-// column from `used` on hidden (unused slots).
-void write_step_mask_row(float* row, const float* visible, int64_t used, int64_t columns);
+// The additive mask [B, N, columns] of rows whose visible columns `window` [B, N, 4] gives (kMaskWindow), computed
+// where the window is (a step graph: on the device, inside the graph); `column` is arange(columns) there.
+torch::Tensor step_mask(const torch::Tensor& window, const torch::Tensor& column);
 
 class StepGraph {
  public:
@@ -56,14 +58,14 @@ class StepGraph {
   StepGraph(const StepGraph&) = delete;
   StepGraph& operator=(const StepGraph&) = delete;
 
-  // The rows' outputs for token ids `tokens` [rows] (int64), `positions` [rows] (int64) and `mask` [rows,
-  // cache.length() + rows] (additive, as tree_layout builds it; undefined: every column visible), each row's key and
-  // value written to slot cache.length() + its index; cache.length() + rows must be at most `columns`. Inputs may be
-  // on the host. The cache is not advanced. The outputs are the step's own tensors, overwritten by its next run:
-  // copy what must outlive it.
-  StepOutputs run(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& mask);
+  // The rows' outputs for token ids `tokens` [rows] (int64), `positions` [rows] (int64) and `window` [rows, 4] (the
+  // mask's compact form, as tree_layout builds it, over cache.length() + rows columns; undefined: every column
+  // visible), each row's key and value written to slot cache.length() + its index; cache.length() + rows must be at
+  // most `columns`. Inputs may be on the host. The cache is not advanced. The outputs are the step's own tensors,
+  // overwritten by its next run: copy what must outlive it.
+  StepOutputs run(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& window);
   // The general form (any batch): stage() gives the host side of the step's input buffer (after the upload of the
-  // last step's inputs from it has finished), the caller writes every element of tokens, positions, slots and mask,
+  // last step's inputs from it has finished), the caller writes every element of tokens, positions, slots and window,
   // and run_staged uploads them and runs the step. `picked` < 0: the step's own outputs [B * rows, ..], as run's;
   // else copies of the rows staged in picked[0, picked), in that order.
   StagedInputs stage();

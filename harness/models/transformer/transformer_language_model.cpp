@@ -457,6 +457,7 @@ struct PendingCall {
   bool out_on_gpu = false;
   bool served = false;        // answered from the prompt cache: nothing to run
   bool prompt_alone = false;  // a fresh session's first call for the context alone
+  bool all_visible = false;   // its rows see every column (segment: no mask, no window)
   int64_t linear_before = 0, chunk = 0, reused_nodes = 0, rows = 0;
   RowSegment segment;  // the rows to run (rows > 0)
   // After the forward, the rows anyone reads (chunk ? 1 + new nodes : new nodes): hidden states on the host,
@@ -519,11 +520,16 @@ void prepare_call(PendingCall& call) {
   ids.reserve(call.rows);
   ids.insert(ids.end(), context.begin() + L, context.end());
   ids.insert(ids.end(), tree.tokens.begin() + reused_nodes, tree.tokens.end());
-  const AttentionLayout layout = tree_layout(c.kv.length(), call.chunk, tree.parent, reused_nodes);
+  // A call that a static-shape step may take gets the mask's compact form alone (the step builds the mask on the
+  // device); run_calls builds the full mask if another path takes it after all.
+  const bool for_steps = c.state->step_graphs && call.rows <= kMaxStepGraphRows && n_nodes <= kMaskWindow;
+  const AttentionLayout layout = tree_layout(c.kv.length(), call.chunk, tree.parent, reused_nodes, !for_steps);
   call.segment.tokens = torch::tensor(ids, torch::kInt64);
   call.segment.positions = layout.positions;
-  // One row after the cache sees every column: the mask is all zeros.
-  call.segment.mask = call.rows == 1 && reused_nodes == 0 ? torch::Tensor() : layout.mask;
+  // One row after the cache sees every column: no mask.
+  call.all_visible = call.rows == 1 && reused_nodes == 0;
+  call.segment.mask = call.all_visible ? torch::Tensor() : layout.mask;
+  call.segment.window = call.all_visible ? torch::Tensor() : layout.window;
   call.segment.cache = &c.kv;
 }
 
@@ -558,8 +564,10 @@ CachePool& pool_for(const TransformerModelState& state, const std::vector<Pendin
 // batch_hidden_states.
 void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
   Transformer& model = state.model;
-  const bool few_rows =
-      std::all_of(calls.begin(), calls.end(), [](const PendingCall* call) { return call->rows <= kMaxStepGraphRows; });
+  // A static-shape step takes calls of a few rows whose masks have their compact form.
+  const bool few_rows = std::all_of(calls.begin(), calls.end(), [](const PendingCall* call) {
+    return call->rows <= kMaxStepGraphRows && (call->all_visible || call->segment.window.defined());
+  });
   const int64_t row_slots = pool_row_slots(model->config());
   const bool fit_pool = std::all_of(calls.begin(), calls.end(), [&](const PendingCall* call) {
     return call->cache->kv.length() + call->rows <= row_slots;
@@ -572,7 +580,7 @@ void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
   torch::Tensor hidden, step_logits;  // step_logits: every row's, when the step gave them
   if (graph) {
     const RowSegment& segment = calls[0]->segment;
-    const StepOutputs out = graph->run(segment.tokens, segment.positions, segment.mask);
+    const StepOutputs out = graph->run(segment.tokens, segment.positions, segment.window);
     segment.cache->advance(calls[0]->rows);
     hidden = out.hidden;
     step_logits = out.logits;
@@ -583,6 +591,10 @@ void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
     step_logits = out.logits;
     for (PendingCall* call : calls) ++call->cache->stats.pooled_step_calls;
   } else {
+    // The full masks of the calls prepared for a static-shape step (their window alone).
+    for (size_t k = 0; k < calls.size(); ++k)
+      if (!calls[k]->all_visible && !segments[k].mask.defined())
+        segments[k].mask = mask_from_window(segments[k].window, calls[k]->cache->kv.length() + calls[k]->rows);
     hidden = model->batch_hidden_states(segments);
   }
   // The sessions keep their hidden states where the model computes (copied out of the step's tensors there).

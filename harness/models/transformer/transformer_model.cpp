@@ -484,11 +484,34 @@ AttentionLayout causal_layout(int64_t cache_len, int64_t n) {
   // Row r sees columns [0, cache_len + r].
   layout.mask = torch::full({n, cache_len + n}, -std::numeric_limits<float>::infinity())
                     .triu(cache_len + 1);  // keeps -inf strictly above the shifted diagonal, zeros the rest
+  layout.window = torch::zeros({n, 4}, torch::kInt64);
+  int64_t* win = layout.window.data_ptr<int64_t>();
+  for (int64_t r = 0; r < n; ++r) {
+    win[4 * r] = cache_len + r + 1;
+    win[4 * r + 1] = cache_len + n;
+  }
   return layout;
 }
 
-AttentionLayout tree_layout(int64_t cache_len, int64_t chunk, const std::vector<int32_t>& parents,
-                            int64_t cached_nodes) {
+torch::Tensor mask_from_window(const torch::Tensor& window, int64_t columns) {
+  const torch::Tensor w = window.to(torch::kCPU, torch::kInt64).contiguous();
+  const int64_t n = w.size(0);
+  torch::Tensor mask = torch::full({n, columns}, -std::numeric_limits<float>::infinity());
+  const int64_t* row = w.data_ptr<int64_t>();
+  float* m = mask.data_ptr<float>();
+  for (int64_t r = 0; r < n; ++r, row += 4, m += columns) {
+    const int64_t prefix = std::min(row[0], columns), used = std::min(row[1], columns);
+    std::fill(m, m + prefix, 0.0f);
+    for (int64_t c = prefix; c < used && c - prefix < kMaskWindow; ++c) {
+      const int64_t j = c - prefix;
+      if ((static_cast<uint64_t>(row[2 + j / 64]) >> (j % 64)) & 1u) m[c] = 0.0f;
+    }
+  }
+  return mask;
+}
+
+AttentionLayout tree_layout(int64_t cache_len, int64_t chunk, const std::vector<int32_t>& parents, int64_t cached_nodes,
+                            bool full_mask) {
   const int64_t n_nodes = static_cast<int64_t>(parents.size());
   if (cached_nodes < 0 || cached_nodes > n_nodes || cached_nodes > cache_len || (cached_nodes > 0 && chunk > 0))
     fail("tree_layout: ", cached_nodes, " cached nodes with a chunk of ", chunk, " and ", cache_len, " cached slots");
@@ -502,23 +525,39 @@ AttentionLayout tree_layout(int64_t cache_len, int64_t chunk, const std::vector<
   const int64_t rows = chunk + n_nodes - cached_nodes;
   const int64_t cols = cache_len + rows;
   const float neg_inf = -std::numeric_limits<float>::infinity();
-  torch::Tensor mask = torch::full({rows, cols}, neg_inf);
+  torch::Tensor mask = full_mask ? torch::full({rows, cols}, neg_inf) : torch::Tensor();
   torch::Tensor positions = torch::empty({rows}, torch::kInt64);
-  float* m = mask.data_ptr<float>();
+  // The compact form: the nodes' bits are their offsets from node 0's slot, so the tree must fit the window.
+  torch::Tensor window = n_nodes <= kMaskWindow ? torch::zeros({rows, 4}, torch::kInt64) : torch::Tensor();
+  float* m = full_mask ? mask.data_ptr<float>() : nullptr;
   int64_t* pos = positions.data_ptr<int64_t>();
+  int64_t* win = window.defined() ? window.data_ptr<int64_t>() : nullptr;
   for (int64_t r = 0; r < chunk; ++r) {
     pos[r] = base + r;
-    std::fill(m + r * cols, m + r * cols + base + r + 1, 0.0f);
+    if (m) std::fill(m + r * cols, m + r * cols + base + r + 1, 0.0f);
+    if (win) {
+      win[4 * r] = base + r + 1;
+      win[4 * r + 1] = cols;
+    }
   }
   const int64_t tree_slot0 = base + chunk;  // slot of node 0
   for (int64_t j = cached_nodes; j < n_nodes; ++j) {
     const int64_t r = chunk + j - cached_nodes;
     pos[r] = tree_slot0 + depth[j] - 1;
-    float* row = m + r * cols;
-    std::fill(row, row + tree_slot0, 0.0f);
-    for (int64_t a = j; a >= 0; a = parents[a]) row[tree_slot0 + a] = 0.0f;
+    if (m) {
+      float* row = m + r * cols;
+      std::fill(row, row + tree_slot0, 0.0f);
+      for (int64_t a = j; a >= 0; a = parents[a]) row[tree_slot0 + a] = 0.0f;
+    }
+    if (win) {
+      win[4 * r] = tree_slot0;
+      win[4 * r + 1] = cols;
+      for (int64_t a = j; a >= 0; a = parents[a])
+        win[4 * r + 2 + a / 64] =
+            static_cast<int64_t>(static_cast<uint64_t>(win[4 * r + 2 + a / 64]) | (uint64_t{1} << (a % 64)));
+    }
   }
-  return {positions, mask};
+  return {positions, mask, window};
 }
 
 }  // namespace specula

@@ -85,6 +85,10 @@ struct RowSegment {
   torch::Tensor positions;  // [N] int64
   torch::Tensor mask;       // [N, cache->length() + N] additive, or undefined: every column visible
   KVCache* cache = nullptr;
+  // The same mask in compact form (AttentionLayout::window), [N, 4] int64, for the static-shape steps (step_graph.h,
+  // cache_pool.h), which build the additive mask from it on the device; undefined: every column visible. A segment
+  // for those steps may leave `mask` undefined when it has a window; the other paths read `mask`.
+  torch::Tensor window;
 };
 
 struct TransformerOutput {
@@ -251,11 +255,23 @@ DecodeLayer decode_layer(AttentionImpl& attn, RMSNormImpl* attn_norm, RMSNormImp
 void run_decode_layers(const TransformerConfig& c, const std::vector<DecodeLayer>& layers, const float* final_norm,
                        torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& mask, KVCache& cache);
 
+// A row's visible columns in compact form, what a static-shape step uploads instead of its mask (a row of floats a
+// column): [prefix, used, word 0, word 1] (int64): columns [0, prefix) visible; among [prefix, used) those whose bit
+// (column - prefix) is set, bits 0..63 in word 0 and 64..127 in word 1 (a window of kMaskWindow columns); every column
+// from `used` on hidden. A tree's row: the context as its prefix, its ancestors as bits.
+constexpr int64_t kMaskWindow = 128;
+
 // Positions and attention mask of one step (see the file comment).
 struct AttentionLayout {
   torch::Tensor positions;  // [N] int64
-  torch::Tensor mask;       // [N, cache_len + N] float, 0 or -inf
+  torch::Tensor mask;       // [N, cache_len + N] float, 0 or -inf; undefined when not asked for (tree_layout)
+  // [N, 4] int64: the mask's compact form (kMaskWindow); undefined when some row sees columns past its prefix's
+  // window (a tree of more than kMaskWindow nodes).
+  torch::Tensor window;
 };
+
+// The additive mask [N, columns] of `window`'s rows ([N, 4], kMaskWindow), on the host.
+torch::Tensor mask_from_window(const torch::Tensor& window, int64_t columns);
 
 // N causal rows after `cache_len` cached slots.
 AttentionLayout causal_layout(int64_t cache_len, int64_t n);
@@ -265,7 +281,8 @@ AttentionLayout causal_layout(int64_t cache_len, int64_t n);
 // with chunk == 0); the slots before them are the linear prefix, visible to every row. Chunk row r sits at
 // position base + r (base = cache_len - cached_nodes); tree node j at base + chunk + depth(j) - 1, seeing the
 // prefix, the chunk, itself and its ancestors (verify/ALGORITHMS.md §6: mask[i][j] = 1 iff j is i or an ancestor).
+// `full_mask` false: the window alone (a caller that builds the mask only when a step needs it, mask_from_window).
 AttentionLayout tree_layout(int64_t cache_len, int64_t chunk, const std::vector<int32_t>& parents,
-                            int64_t cached_nodes = 0);
+                            int64_t cached_nodes = 0, bool full_mask = true);
 
 }  // namespace specula
