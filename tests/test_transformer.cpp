@@ -982,6 +982,15 @@ TEST_CASE("context features after a rewind are the new context's, not a stale co
   features(*reused, a);  // read once: its host copy holds a's rows
   auto fresh = lm.new_session();
   CHECK(max_abs_diff(torch::tensor(features(*reused, b)), torch::tensor(features(*fresh, b))) < kTol);
+
+  // A rewind the prompt cache serves: another session stores prompt p; `reused`, whose first token differs, starts
+  // over and loads p's rows from the cache instead of running them.
+  std::vector<Token> p = random_tokens(rng, 9);
+  p[0] = static_cast<Token>((b[0] + 1) % V);
+  auto storing = lm.new_session();
+  const std::vector<float> expected = features(*storing, p);
+  CHECK(features(*reused, p) == expected);
+  CHECK(dynamic_cast<TransformerSession&>(*reused).stats().prompt_cache_hits == 1);
 }
 
 TEST_CASE("a staged step of two sequences gives the rows picked, in the order picked", "[transformer]") {

@@ -173,8 +173,9 @@ std::vector<Case> forward_cases(Transformer& model, KVCache& cache, const Forwar
   const torch::TensorOptions ids =
       torch::TensorOptions().dtype(torch::kInt64).device(model->embedding->weight.device());
   std::vector<Case> cases;
+  // A tree of more nodes than a step's mask window (kMaskWindow) has no graph case: steps never take it.
   const auto add = [&](Case eager, const torch::Tensor& tokens, const AttentionLayout& layout) {
-    if (graphs) {
+    if (graphs && layout.window.defined()) {
       cases.push_back(graph_case(model, cache, eager, tokens.reshape({-1}), layout));
       eager.name += " eager";
       eager.kind += "-eager";

@@ -68,6 +68,8 @@ StepOutputs CachePool::run(const std::vector<RowSegment>& segments) {
     const int64_t n = s.tokens.numel(), used = s.cache->length() + n;
     if (n < 1 || s.positions.numel() != n)
       fail("cache pool: segment ", k, ": ", n, " tokens, ", s.positions.numel(), " positions");
+    if (s.mask.defined() && !s.window.defined())
+      fail("cache pool: segment ", k, " has a mask but no window (its compact form, which a pooled step reads)");
     if (s.window.defined() && (s.window.dim() != 2 || s.window.size(0) != n || s.window.size(1) != 4))
       fail("cache pool: segment ", k, ": a window of ", s.window.sizes(), " for ", n, " rows after ", s.cache->length(),
            " cached slots");
@@ -112,6 +114,9 @@ StepOutputs CachePool::run(const std::vector<RowSegment>& segments) {
         in.slots[i] = length + r;
         if (seen.defined()) {
           const int64_t* from = seen.data_ptr<int64_t>() + 4 * r;
+          if (from[1] != s->cache->length() + n)
+            fail("cache pool: segment ", k, "'s window row ", r, " is over ", from[1], " columns, its rows over ",
+                 s->cache->length() + n);
           w[0] = from[0] - shift;
           w[1] = from[1] - shift;
           w[2] = from[2];

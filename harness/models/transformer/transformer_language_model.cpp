@@ -134,7 +134,8 @@ int32_t TransformerLanguageModel::max_seq_len() const { return state_->config.mo
 int64_t TransformerLanguageModel::parameter_count() const { return state_->config.model.parameter_count(); }
 int64_t TransformerLanguageModel::session_bytes() const {
   const TransformerConfig& c = state_->model->config();
-  int64_t bytes = plan_model_memory(c).kv_cache_bytes + int64_t{c.max_seq_len} * c.d_model * 4;
+  // The KV cache, the linear prefix's hidden states, and their host copy (context_features).
+  int64_t bytes = plan_model_memory(c).kv_cache_bytes + 2 * int64_t{c.max_seq_len} * c.d_model * 4;
   if (state_->step_graphs) {
     // Each step graph keeps its inputs, outputs and (captured) the memory of its intermediates: at most one layer's
     // live at a time, per row two copies of the attention's scores over the columns (scaled, masked), the residual
@@ -142,7 +143,7 @@ int64_t TransformerLanguageModel::session_bytes() const {
     // columns (a tree can double the cache's slots), plus the 20 MiB segment a graph's memory pool may round up to.
     const int64_t columns = 2 * int64_t{c.max_seq_len};
     const int64_t per_row = 2 * int64_t{c.n_heads} * columns + 4 * int64_t{c.d_model} + 3 * int64_t{c.d_ff} +
-                            2 * int64_t{c.vocab_size} + columns;
+                            2 * int64_t{c.vocab_size} + 10 * columns;  // the mask, and step_mask's intermediates
     // A session's own graphs, and its share of its batch's pooled ones (cache_pool.h: as many shapes, as many rows
     // a sequence). Upper bounds: a pool's 8 graphs serve all its sequences, yet each is charged 8 segments.
     bytes +=
@@ -247,7 +248,7 @@ struct TransformerSession::Cache {
     last_logits = torch::Tensor();
     forget_tree();
   }
-  // The remembered tree's rows when it has none: [0, d] on the host and [0, V] where the model computes.
+  // The remembered tree's rows when it has none: [0, d] and [0, V] where the model computes.
   void empty_tree_rows() {
     const TransformerConfig& cfg = state->model->config();
     tree_hidden = torch::empty({0, int64_t{cfg.d_model}}, state->model->embedding->weight.device());

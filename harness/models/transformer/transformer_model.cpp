@@ -521,6 +521,9 @@ AttentionLayout tree_layout(int64_t cache_len, int64_t chunk, const std::vector<
     if (p < -1 || p >= j) fail("tree_layout: node ", j, " has parent ", p, " (parents must precede children)");
     depth[j] = p < 0 ? 1 : depth[p] + 1;
   }
+  if (!full_mask && n_nodes > kMaskWindow)
+    fail("tree_layout: a tree of ", n_nodes, " nodes has no compact mask (at most ", kMaskWindow,
+         "): ask for the mask");
   const int64_t base = cache_len - cached_nodes;  // linear prefix length
   const int64_t rows = chunk + n_nodes - cached_nodes;
   const int64_t cols = cache_len + rows;
