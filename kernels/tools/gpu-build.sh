@@ -8,10 +8,11 @@
 #     kernels/tools/gpu-build.sh [--debs .gpu-debs] [--build build-gpu] [--python PY] [--jobs N] [--configure-only]
 #     kernels/tools/gpu-check.sh --build build-gpu
 #
-# The build mode unpacks the .deb files into DEBS/prefix (dpkg -x, once), finds LibTorch's CMake package with
+# The build mode unpacks the .deb files into BUILD-deps (dpkg -x, once), finds LibTorch's CMake package with
 # `PY -c 'import torch; print(torch.utils.cmake_prefix_path)'`, checks that torch was built with CUDA and uses its
 # C++ ABI, configures with CMake (Ninja, Release) and builds specula, its LibTorch module, specula_gpu_tests and
-# specula_kernel_host_tests. It prints `export LD_LIBRARY_PATH=...` for running them. --configure-only stops after
+# specula_kernel_host_tests, its kernels for the machine's own GPU only (nvidia-smi's compute capability; sm_80 and
+# sm_90 where it cannot tell). It prints `export LD_LIBRARY_PATH=...` for running them. --configure-only stops after
 # CMake (and accepts a torch without CUDA), which is how the script is checked on a machine without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -25,7 +26,7 @@ while (($#)); do
     --python) python=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --configure-only) configure_only=1; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "gpu-build: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -60,7 +61,9 @@ echo "gpu-build: torch $("$python" -c 'import torch; print(torch.__version__)') 
 
 # The carried packages, unpacked once into a private prefix.
 [ -d "$debs" ] || fail "no folder $debs (collect it here with --collect $debs, and carry it)"
-prefix=$(cd "$debs" && pwd)/prefix
+# Beside the build folder, not inside the carried one: what travels to the machine stays the .deb files alone.
+mkdir -p "${build%/}-deps"
+prefix=$(cd "${build%/}-deps" && pwd)
 if [ ! -f "$prefix/.unpacked" ]; then
   for p in $packages; do
     deb=$(ls "$debs/${p}"_*.deb 2>/dev/null | head -n1)
@@ -80,7 +83,11 @@ for pc in "$lib"/pkgconfig/*.pc "$prefix"/usr/share/pkgconfig/*.pc; do
 done
 pkgconfig=$(command -v pkg-config || echo "$prefix/usr/bin/pkgconf")
 
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+# The GPU's compute capability (9.0 -> 90), so that nvcc compiles the kernels once.
+arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .' || true)
+[[ "$arch" =~ ^[0-9]+$ ]] || arch="80;90"
+echo "gpu-build: CUDA architectures $arch"
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPECULA_CUDA_ARCHITECTURES="$arch" \
   -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr;$lib/cmake" \
   -DCMAKE_INCLUDE_PATH="$prefix/usr/include" -DCMAKE_LIBRARY_PATH="$lib" \
   -DBoost_NO_SYSTEM_PATHS=ON -DBoost_ROOT="$prefix/usr" \
