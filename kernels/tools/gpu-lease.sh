@@ -37,6 +37,10 @@ plan() {
   tree=$(tree_bytes)
   debs_bytes=$(bytes "$debs")
   [ "$debs_bytes" -gt 0 ] || echo "gpu-lease: no $debs here yet (kernels/tools/gpu-build.sh --collect $debs)" >&2
+  if [ -d "$debs" ] && [ -n "$(find "$debs" -mindepth 1 -maxdepth 1 ! -name '*.deb' | head -n1)" ]; then
+    echo "gpu-lease: $debs holds more than .deb files (an older gpu-build unpacked them there): remove the rest" >&2
+    exit 1
+  fi
   local source=results/models
   [ -d "$source" ] && [ -n "$(ls -A "$source" 2>/dev/null)" ] || source=$lease/all/results/models
   ls -1 "$source" | while read -r item; do echo "$(bytes "$source/$item") $item"; done | sort -rn |
