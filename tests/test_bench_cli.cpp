@@ -100,7 +100,8 @@ TEST_CASE("bench forward --device cuda times the model on the GPU, or says why t
   }
 }
 
-TEST_CASE("bench forward --batches times each chunk as one pooled step of B sequences on LibTorch's path", "[cli]") {
+TEST_CASE("bench forward --batches times each chunk and tree as one pooled step of B sequences on LibTorch's path",
+          "[cli]") {
   TempDir dir;
   const std::string model = std::string(SPECULA_SOURCE_DIR) + "/results/models/draft";
   const CliResult r = run_specula("bench forward --device libtorch --model transformer:" + model +
@@ -111,7 +112,8 @@ TEST_CASE("bench forward --batches times each chunk as one pooled step of B sequ
   const json report = json::parse(read_text(dir.file("forward.json")));
   CHECK(report["options"]["batches"] == json::array({3}));
   const json& cases = report["models"][0]["cases"];
-  REQUIRE(cases.size() == 5);  // 1-token, chunk K=2, tree 2,1, then the two chunks as steps of 3 sequences
+  // 1-token, chunk K=2, tree 2,1, then the two chunks and the tree as steps of 3 sequences.
+  REQUIRE(cases.size() == 6);
   CHECK(cases[3]["name"] == "batch 3 x 1-token");
   CHECK(cases[3]["kind"] == "batch-chunk");
   CHECK(cases[3]["batch"] == 3);
@@ -119,6 +121,10 @@ TEST_CASE("bench forward --batches times each chunk as one pooled step of B sequ
   CHECK(cases[4]["name"] == "batch 3 x K=2");
   CHECK(cases[4]["rows"] == 6);
   CHECK(cases[4]["positions"] == 2);
+  CHECK(cases[5]["name"] == "batch 3 x tree 2,1");
+  CHECK(cases[5]["kind"] == "batch-tree");
+  CHECK(cases[5]["rows"] == 12);  // 4 nodes a sequence
+  CHECK(cases[5]["positions"] == 2);
   CHECK_FALSE(cases[0].contains("batch"));
   // The profile keeps the batch-1 cases alone.
   CHECK(report["cost_profile"]["rows"].size() == 2);

@@ -241,40 +241,59 @@ std::shared_ptr<PooledBatch> pooled_batch(Transformer& model, const KVCache& cac
   return rig;
 }
 
-// Each chunk size as one step of B sequences (o.batches), every sequence K rows after the context: a CUDA graph's
-// replay and its eager twin where graphs are captured, else the step alone (run eagerly, as on `libtorch`).
+// Each chunk size and each tree shape as one step of B sequences (o.batches), every sequence K rows (or the tree's
+// nodes) after the context: a CUDA graph's replay and its eager twin where graphs are captured, else the step alone
+// (run eagerly, as on `libtorch`). Kinds "batch-chunk" and "batch-tree": what a lockstep batch's step costs beside the
+// lone sequence's.
 std::vector<Case> batch_cases(Transformer& model, const KVCache& cache, const ForwardBenchOptions& o, bool graphs) {
   const int64_t V = model->config().vocab_size;
   const bool cuda = o.device == "cuda";
-  const int64_t widest = *std::max_element(o.chunk_sizes.begin(), o.chunk_sizes.end());
+  // The shapes a pooled step takes: at most 64 rows a sequence, and a tree within a mask window.
+  struct Shape {
+    std::string name, kind;
+    int64_t rows, depth;
+    AttentionLayout layout;
+  };
+  std::vector<Shape> shapes;
+  for (int64_t k : o.chunk_sizes)
+    if (k <= 64)
+      shapes.push_back({k == 1 ? std::string("1-token") : "K=" + std::to_string(k), "batch-chunk", k, k,
+                        causal_layout(o.context, k)});
+  for (const std::string& shape_text : o.trees) {
+    const std::vector<int32_t> shape = parse_tree_shape(shape_text, "trees");
+    const std::vector<int32_t> parents = tree_parents(shape);
+    const int64_t n = static_cast<int64_t>(parents.size());
+    if (n <= 64 && n <= kMaskWindow)
+      shapes.push_back({"tree " + shape_text, "batch-tree", n, static_cast<int64_t>(shape.size()),
+                        tree_layout(o.context, 0, parents)});
+  }
+  int64_t widest = 1;
+  for (const Shape& shape : shapes) widest = std::max(widest, shape.rows);
   std::vector<Case> cases;
   for (int64_t batch : o.batches) {
-    // The eager steps share one pool; each chunk's graph has a pool of its own (a pool keeps 8 shapes, and a graph
+    // The eager steps share one pool; each shape's graph has a pool of its own (a pool keeps 8 shapes, and a graph
     // evicted between timed runs would be rebuilt and run eagerly under the graph's name).
     const auto eager = pooled_batch(model, cache, batch, o.context + widest, false);
-    for (int64_t k : o.chunk_sizes) {
-      if (k > 64) continue;  // a pooled step takes at most 64 rows a sequence
+    for (const Shape& shape : shapes) {
       std::vector<std::shared_ptr<PooledBatch>> rigs;
       if (graphs) rigs.push_back(pooled_batch(model, cache, batch, o.context + widest, true));
       rigs.push_back(eager);
-      const AttentionLayout layout = causal_layout(o.context, k);
       for (size_t r = 0; r < rigs.size(); ++r) {
         std::vector<RowSegment> segments;
         for (const auto& c : rigs[r]->caches)
-          segments.push_back({torch::randint(V, {k}, torch::kInt64), layout.positions, torch::Tensor(), c.get(),
-                              k == 1 ? torch::Tensor() : layout.window});  // on the host, as a run's
-        Case step{
-            "batch " + std::to_string(batch) + " x " + (k == 1 ? std::string("1-token") : "K=" + std::to_string(k)),
-            "batch-chunk",
-            batch * k,
-            k,
-            [rig = rigs[r], segments, context = o.context, cuda] {
-              rig->pool->run(segments);
-              wait_for_device(cuda);
-              for (const auto& c : rig->caches) c->truncate(context);
-            },
-            {},
-            {}};
+          segments.push_back({torch::randint(V, {shape.rows}, torch::kInt64), shape.layout.positions, torch::Tensor(),
+                              c.get(), shape.rows == 1 ? torch::Tensor() : shape.layout.window});  // on the host
+        Case step{"batch " + std::to_string(batch) + " x " + shape.name,
+                  shape.kind,
+                  batch * shape.rows,
+                  shape.depth,
+                  [rig = rigs[r], segments, context = o.context, cuda] {
+                    rig->pool->run(segments);
+                    wait_for_device(cuda);
+                    for (const auto& c : rig->caches) c->truncate(context);
+                  },
+                  {},
+                  {}};
         step.batch = batch;
         step.graph = graphs && r == 0;
         if (graphs && r == 1) {
