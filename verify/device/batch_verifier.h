@@ -2,9 +2,9 @@
 // sequence go through the fused sampler (the sampler pipeline on the device) and then through one
 // verification launch for the whole batch. Per step: the raw logits, either uploaded from the host or
 // already in device memory (LogitsAt::device: a model on the device wrote them into device_logits(), and they
-// are read in place), the recorded draft laws q and the rows' histories (bitmaps and counts where penalties
-// need them) uploaded, two launches, and one download of the emitted tokens and counters. Buffers persist
-// across steps (KernelStream).
+// are read in place), the recorded draft laws q (uploaded, or read in place where draw_drafts left them) and the
+// rows' histories (bitmaps and counts where penalties need them) uploaded, two launches, and one download of the
+// emitted tokens and counters. Buffers persist across steps (KernelStream).
 //
 // Semantics are the CPU generator's: p rows are SamplerPipeline::process of each tree row with that row's
 // history (verify/verifiers/target_rows.h), q rows are the drafter's recorded laws (processed by the draft's own
