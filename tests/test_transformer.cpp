@@ -759,9 +759,10 @@ TEST_CASE("a cache pool refuses what its step cannot run", "[transformer]") {
   CHECK(x.length() == 3);
   CHECK_FALSE(pool.holds(outside));
   const torch::Tensor one = torch::tensor({7}, torch::kInt64);
-  const RowSegment in_x{one, torch::tensor({3}, torch::kInt64), torch::Tensor(), &x};
-  CHECK_THROWS_WITH(pool.run({RowSegment{one, torch::tensor({0}, torch::kInt64), torch::Tensor(), &outside}}),
-                    Contains("segment 0's cache is not in the pool"));
+  const RowSegment in_x{one, torch::tensor({3}, torch::kInt64), torch::Tensor(), &x, torch::Tensor()};
+  CHECK_THROWS_WITH(
+      pool.run({RowSegment{one, torch::tensor({0}, torch::kInt64), torch::Tensor(), &outside, torch::Tensor()}}),
+      Contains("segment 0's cache is not in the pool"));
   CHECK_THROWS_WITH(pool.run({in_x, in_x}), Contains("segment 1's cache has rows in the step already"));
   const StepOutputs out = pool.run({in_x});  // y has no rows: padding
   CHECK(out.logits.size(0) == 1);

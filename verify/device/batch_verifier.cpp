@@ -114,39 +114,26 @@ std::vector<Token> BatchVerifier::draw_drafts(const SamplerPipeline& draft, cons
          " chains of ", draft_depth_);
   if (draft.vocab_size() != vocab_)
     fail("batch verifier: a draft pipeline over ", draft.vocab_size(), " tokens, the target's over ", vocab_);
-  std::vector<const float*> logits(static_cast<size_t>(B));
-  std::vector<const TokenHistory*> histories(static_cast<size_t>(B));
-  std::vector<RandomKey> keys(static_cast<size_t>(B));
-  for (int64_t b = 0; b < B; ++b) {
-    logits[b] = draws[b].logits;
-    histories[b] = draws[b].history;
-    keys[b] = draws[b].key;
-  }
   int64_t stride = 0;  // uploaded rows: dense
   if (at == LogitsAt::device) {
     // Rows at one stride inside the rows device_logits' last caller asked for.
     const float* base = stream_->device_array<float>(kLogits, static_cast<size_t>(logits_rows_ * V));
-    stride = B > 1 ? logits[1] - logits[0] : V;
-    const int64_t first = logits[0] - base;
+    const float* row0 = draws[0].logits;
+    stride = B > 1 ? draws[1].logits - row0 : V;
+    const int64_t first = row0 - base;
     bool ok = logits_rows_ > 0 && stride >= V && first >= 0 && first + (B - 1) * stride + V <= logits_rows_ * V;
-    for (int64_t b = 0; ok && b < B; ++b) ok = logits[b] == logits[0] + b * stride;
+    for (int64_t b = 0; ok && b < B; ++b) ok = draws[b].logits == row0 + b * stride;
     if (!ok) fail("batch verifier: draft rows said to be in place are not rows of device_logits at one stride");
   }
   // The law of draw d of sequence b goes to row b * (K + 1) + d; the mutant writes it one row further, where
   // verification reads another draft's law (or none).
   const int64_t row = mutant_on(Mutant::device_draft_laws_misplaced) ? depth + 1 : depth;
-  int32_t *d_tokens = nullptr, *d_status = nullptr;
-  process_rows(logits, at, histories, keys, &d_tokens, &d_status, &draft, draft_laws_ + row * V,
-               (int64_t{draft_depth_} + 1) * V, stride);
-  KernelStream& s = *stream_;
-  int32_t* tokens = s.host_array<int32_t>(kSamplerTokens, static_cast<size_t>(B));
-  int32_t* status = s.host_array<int32_t>(kSamplerStatus, static_cast<size_t>(B));
-  s.to_host(tokens, d_tokens, static_cast<size_t>(B) * sizeof(int32_t));
-  s.to_host(status, d_status, static_cast<size_t>(B) * sizeof(int32_t));
-  s.synchronize();
+  std::vector<int32_t> status;
+  std::vector<Token> tokens =
+      draw_rows(draws, at, status, &draft, draft_laws_ + row * V, (int64_t{draft_depth_} + 1) * V, stride);
   for (int64_t b = 0; b < B; ++b)
     if (status[b] != 0) fail("draft ", depth, " of chain ", b, ": ", sampler_status_message(status[b]));
-  return std::vector<Token>(tokens, tokens + B);
+  return tokens;
 }
 
 int64_t BatchVerifier::step_bytes(int64_t sequences, int64_t rows_per_sequence) const {
@@ -220,8 +207,9 @@ const float* BatchVerifier::process_rows(const std::vector<const float*>& logits
   return d_probs;
 }
 
-std::vector<Token> BatchVerifier::sample(const std::vector<DeviceDraw>& draws, LogitsAt at) {
-  if (draws.empty()) return {};
+std::vector<Token> BatchVerifier::draw_rows(const std::vector<DeviceDraw>& draws, LogitsAt at,
+                                            std::vector<int32_t>& status, const SamplerPipeline* pipeline, float* probs,
+                                            int64_t probs_stride, int64_t logits_stride) {
   KernelStream& s = *stream_;
   const size_t B = draws.size();
   std::vector<const float*> logits(B);
@@ -233,14 +221,22 @@ std::vector<Token> BatchVerifier::sample(const std::vector<DeviceDraw>& draws, L
     keys[b] = draws[b].key;
   }
   int32_t *d_tokens = nullptr, *d_status = nullptr;
-  process_rows(logits, at, histories, keys, &d_tokens, &d_status);
+  process_rows(logits, at, histories, keys, &d_tokens, &d_status, pipeline, probs, probs_stride, logits_stride);
   int32_t* tokens = s.host_array<int32_t>(kSamplerTokens, B);
-  int32_t* status = s.host_array<int32_t>(kSamplerStatus, B);
+  int32_t* row_status = s.host_array<int32_t>(kSamplerStatus, B);
   s.to_host(tokens, d_tokens, B * sizeof(int32_t));
-  s.to_host(status, d_status, B * sizeof(int32_t));
+  s.to_host(row_status, d_status, B * sizeof(int32_t));
   s.synchronize();
-  check_sampler_status(status, static_cast<int32_t>(B));
+  status.assign(row_status, row_status + B);
   return std::vector<Token>(tokens, tokens + B);
+}
+
+std::vector<Token> BatchVerifier::sample(const std::vector<DeviceDraw>& draws, LogitsAt at) {
+  if (draws.empty()) return {};
+  std::vector<int32_t> status;
+  std::vector<Token> tokens = draw_rows(draws, at, status);
+  check_sampler_status(status.data(), static_cast<int32_t>(status.size()));
+  return tokens;
 }
 
 namespace {

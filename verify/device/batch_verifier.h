@@ -116,6 +116,12 @@ class BatchVerifier {
                             int32_t** device_tokens, int32_t** device_status, const SamplerPipeline* pipeline = nullptr,
                             float* probs = nullptr, int64_t probs_stride = 0, int64_t logits_stride = 0);
 
+  // process_rows over one row a draw (its logits, history and key; the other arguments as process_rows'), then the
+  // drawn tokens and the rows' statuses brought back, with one wait.
+  std::vector<Token> draw_rows(const std::vector<DeviceDraw>& draws, LogitsAt at, std::vector<int32_t>& status,
+                               const SamplerPipeline* pipeline = nullptr, float* probs = nullptr,
+                               int64_t probs_stride = 0, int64_t logits_stride = 0);
+
   // process_rows over every target row of a verification batch, each with its history along its draft path.
   // `rows` is the batch's total row count (the sum of tree sizes + 1).
   const float* process_step_rows(const std::vector<DeviceStep>& steps, LogitsAt at, int64_t rows,

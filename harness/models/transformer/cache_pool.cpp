@@ -97,41 +97,17 @@ StepOutputs CachePool::run(const std::vector<RowSegment>& segments) {
     const int64_t length = !s                                                        ? 0
                            : mutant_on(Mutant::batch_rows_use_shortest_cache_length) ? shortest
                                                                                      : s->cache->length();
-    torch::Tensor ids, at, seen;
-    if (s) {
-      ids = s->tokens.to(torch::kCPU, torch::kInt64).contiguous();
-      at = s->positions.to(torch::kCPU, torch::kInt64).contiguous();
-      if (s->window.defined()) seen = s->window.to(torch::kCPU, torch::kInt64).contiguous();
-    }
-    // The mutant's shorter length moves the rows' visible columns back by as much.
-    const int64_t shift = s ? s->cache->length() - length : 0;
-    for (int64_t r = 0; r < N; ++r) {
+    if (s)
+      stage_rows(in, b * N, s->tokens, s->positions, s->window, s->cache->length(), length,
+                 "cache pool: segment " + std::to_string(k) + ": ");
+    for (int64_t r = n; r < N; ++r) {
       const int64_t i = b * N + r;
       int64_t* w = in.window + 4 * i;
-      if (r < n) {
-        in.tokens[i] = ids.data_ptr<int64_t>()[r];
-        in.positions[i] = at.data_ptr<int64_t>()[r];
-        in.slots[i] = length + r;
-        if (seen.defined()) {
-          const int64_t* from = seen.data_ptr<int64_t>() + 4 * r;
-          if (from[1] != s->cache->length() + n)
-            fail("cache pool: segment ", k, "'s window row ", r, " is over ", from[1], " columns, its rows over ",
-                 s->cache->length() + n);
-          w[0] = from[0] - shift;
-          w[1] = from[1] - shift;
-          w[2] = from[2];
-          w[3] = from[3];
-        } else {  // every column visible
-          w[0] = w[1] = length + n;
-          w[2] = w[3] = 0;
-        }
-      } else {
-        in.tokens[i] = 0;
-        in.positions[i] = 0;
-        in.slots[i] = scratch;
-        w[0] = w[1] = 1;  // slot 0 only
-        w[2] = w[3] = 0;
-      }
+      in.tokens[i] = 0;
+      in.positions[i] = 0;
+      in.slots[i] = scratch;
+      w[0] = w[1] = 1;  // slot 0 only
+      w[2] = w[3] = 0;
     }
   }
   int64_t picked = 0;  // the flat output row of every segment row, in segment order

@@ -208,28 +208,34 @@ StepOutputs StepGraph::run(const torch::Tensor& tokens, const torch::Tensor& pos
     fail("step graph: a window of ", window.sizes(), " for ", s.rows, " rows");
   if (s.tokens.size(0) != 1) fail("step graph: run takes one sequence, the cache holds ", s.tokens.size(0));
   // The rows go to slots [length, used); every column past them, unused, is hidden.
+  stage_rows(stage(), 0, tokens, positions, window, length, length, "step graph: ");
+  return run_staged();
+}
+
+void stage_rows(const StagedInputs& in, int64_t first, const torch::Tensor& tokens, const torch::Tensor& positions,
+                const torch::Tensor& window, int64_t cached, int64_t slot, const std::string& what) {
+  const int64_t n = tokens.numel(), used = cached + n, shift = cached - slot;
   const torch::Tensor ids = tokens.to(torch::kCPU, torch::kInt64).contiguous();
   const torch::Tensor at = positions.to(torch::kCPU, torch::kInt64).contiguous();
   const torch::Tensor seen = window.defined() ? window.to(torch::kCPU, torch::kInt64).contiguous() : window;
-  if (seen.defined())
-    for (int64_t r = 0; r < s.rows; ++r)
-      if (seen.data_ptr<int64_t>()[4 * r + 1] != used)
-        fail("step graph: window row ", r, " is over ", seen.data_ptr<int64_t>()[4 * r + 1],
-             " columns, the step's rows over ", used);
-  const StagedInputs in = stage();
-  std::copy_n(ids.data_ptr<int64_t>(), s.rows, in.tokens);
-  std::copy_n(at.data_ptr<int64_t>(), s.rows, in.positions);
-  for (int64_t r = 0; r < s.rows; ++r) {
-    in.slots[r] = length + r;
-    int64_t* w = in.window + 4 * r;
-    if (seen.defined()) {
-      std::copy_n(seen.data_ptr<int64_t>() + 4 * r, 4, w);
-    } else {
-      w[0] = w[1] = used;
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t i = first + r;
+    in.tokens[i] = ids.data_ptr<int64_t>()[r];
+    in.positions[i] = at.data_ptr<int64_t>()[r];
+    in.slots[i] = slot + r;
+    int64_t* w = in.window + 4 * i;
+    if (!seen.defined()) {
+      w[0] = w[1] = used - shift;
       w[2] = w[3] = 0;
+      continue;
     }
+    const int64_t* from = seen.data_ptr<int64_t>() + 4 * r;
+    if (from[1] != used) fail(what, "window row ", r, " is over ", from[1], " columns, the step's rows over ", used);
+    w[0] = from[0] - shift;
+    w[1] = from[1] - shift;
+    w[2] = from[2];
+    w[3] = from[3];
   }
-  return run_staged();
 }
 
 StagedInputs StepGraph::stage() {

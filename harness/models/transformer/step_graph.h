@@ -43,6 +43,13 @@ struct StagedInputs {
   int64_t* picked = nullptr;
 };
 
+// Writes one sequence's n rows into flat rows [first, first + n) of a staged step: token ids `tokens` and `positions`
+// ([n] int64), cache slots [slot, slot + n), and `window` ([n, 4] over cached + n columns; undefined: every column
+// visible), moved back by cached - slot columns when the rows go to earlier slots than the cache's length (a
+// mutant's). Throws, prefixed by `what`, for a window over other columns.
+void stage_rows(const StagedInputs& in, int64_t first, const torch::Tensor& tokens, const torch::Tensor& positions,
+                const torch::Tensor& window, int64_t cached, int64_t slot, const std::string& what);
+
 // The additive mask [B, N, columns] of rows whose visible columns `window` [B, N, 4] gives (kMaskWindow), computed
 // where the window is (a step graph: on the device, inside the graph); `column` is arange(columns) there.
 torch::Tensor step_mask(const torch::Tensor& window, const torch::Tensor& column);

@@ -296,7 +296,6 @@ struct TransformerSession::Cache {
   void follow_tree_path(const std::vector<Token>& context, size_t upto) {
     if (tree_tokens.empty() || upto <= linear.size()) return;
     const int64_t L = static_cast<int64_t>(linear.size());
-    const int64_t D = state->model->config().d_model;
     std::vector<int32_t> path;
     int32_t parent = -1;
     while (L + static_cast<int64_t>(path.size()) < static_cast<int64_t>(upto)) {
@@ -320,14 +319,8 @@ struct TransformerSession::Cache {
     }
     kv.compact(keep);
     reserve_linear_hidden(L + static_cast<int64_t>(path.size()));
-    if (linear_hidden.is_cpu()) {
-      const float* from = tree_hidden.data_ptr<float>();
-      float* to = linear_hidden.data_ptr<float>();
-      for (size_t i = 0; i < path.size(); ++i)
-        std::memcpy(to + (L + static_cast<int64_t>(i)) * D, from + path[i] * D, sizeof(float) * D);
-    } else {  // device to device, stream-ordered: no wait
-      for (size_t i = 0; i < path.size(); ++i) linear_hidden[L + static_cast<int64_t>(i)].copy_(tree_hidden[path[i]]);
-    }
+    // Where the model computes (on a GPU device to device, stream-ordered: no wait).
+    for (size_t i = 0; i < path.size(); ++i) linear_hidden[L + static_cast<int64_t>(i)].copy_(tree_hidden[path[i]]);
     wrote_linear_hidden(L);
     last_hidden = tree_hidden[path.back()];
     last_logits = tree_logits[path.back()];
