@@ -66,6 +66,10 @@ struct CudaClusterBlock {
   float* slice_;       // dynamic shared memory: tokens [begin, end) of the processed row (the sampler)
   int32_t begin, end;  // this block's slice
   unsigned cta, ctas;  // this block's rank in the cluster, the cluster's size
+  // Verification: dynamic shared memory for the block's slices of a p row and a q row (verify_row.h, "Rows read
+  // once"), staged_span floats each; null without it.
+  float* staged_ = nullptr;
+  int32_t staged_span = 0;
 
   __host__ __device__ int rank() const { return local.rank(); }
   __host__ __device__ bool leader() const { return cta == 0 && local.rank() == 0; }
@@ -80,6 +84,7 @@ struct CudaClusterBlock {
   __host__ __device__ float* slice() { return slice_; }
   __host__ __device__ int32_t slice_begin() const { return begin; }
   __host__ __device__ int32_t slice_end() const { return end; }
+  __host__ __device__ float* staged(int which) { return staged_ ? staged_ + which * staged_span : nullptr; }
 
   template <class F>
   __host__ __device__ void for_each_vec(F&& f) {

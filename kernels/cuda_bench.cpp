@@ -262,6 +262,24 @@ std::string variant_name(const std::string& kernel, int blocks, const std::vecto
   return kernel + (blocks == 1 && variants.front() > 1 ? "/one-block" : "");
 }
 
+// A verification launch: blocks per row, and whether a cluster stages its rows in shared memory.
+struct VerifyVariant {
+  int blocks;
+  int32_t stage_rows;
+  std::string name;
+};
+// The dispatch's cluster with its rows staged, then (where that is a cluster) the same cluster reading global
+// memory ("/unstaged") and one block per row ("/one-block").
+std::vector<VerifyVariant> verify_variants(const std::string& kernel, int dispatched) {
+  const std::vector<int> blocks = launch_variants(dispatched);
+  std::vector<VerifyVariant> variants = {{blocks.front(), 1, kernel}};
+  if (blocks.front() > 1) {
+    variants.push_back({blocks.front(), 0, kernel + "/unstaged"});
+    variants.push_back({1, 1, variant_name(kernel, 1, blocks)});
+  }
+  return variants;
+}
+
 void bench_sampler(const CudaBenchOptions& o, const Buffer<uint8_t>& flush, CudaBenchReport& report) {
   std::mt19937_64 rng(20260101);
   for (int32_t V : kVocabs) {
@@ -370,9 +388,9 @@ void bench_chain_and_block(const VerifyBenchInputs& in, const CudaBenchOptions& 
   }
   Buffer<int32_t> d_drafts(drafts);
   Buffer<VerifyRowParams> rows(in.row_params(K));
-  const std::vector<int> variants = launch_variants(choose_verify_config(p.get(), q.get(), V).ctas);
+  const int dispatched = choose_verify_config(p.get(), q.get(), V).ctas;
   for (const bool block : {false, true})
-    for (const int blocks : variants) {
+    for (const VerifyVariant& variant : verify_variants(block ? "verify/block" : "verify/chain", dispatched)) {
       VerifyBuffers out(B, K, false);
       BlockVerifyParams params;
       params.p = p.get();
@@ -383,9 +401,10 @@ void bench_chain_and_block(const VerifyBenchInputs& in, const CudaBenchOptions& 
       params.batch = B;
       params.max_draft = K;
       params.vocab = V;
-      params.cluster_blocks = blocks;
-      CudaBenchCase c = bench_case(variant_name(block ? "verify/block" : "verify/chain", blocks, variants), V, B, K);
-      c.blocks_per_row = blocks;
+      params.cluster_blocks = variant.blocks;
+      params.stage_rows = variant.stage_rows;
+      CudaBenchCase c = bench_case(variant.name, V, B, K);
+      c.blocks_per_row = variant.blocks;
       if (block)
         time_launches([&] { launch_block_verify(params); }, o, flush, c);
       else
@@ -430,8 +449,7 @@ void bench_tree_verify(const VerifyBenchInputs& in, const CudaBenchOptions& o, c
   }
   Buffer<int32_t> d_tokens(tokens), d_parents(parents);
   Buffer<VerifyRowParams> rows(in.row_params(N));
-  const std::vector<int> variants = launch_variants(choose_verify_config(p.get(), q.get(), V).ctas);
-  for (const int blocks : variants) {
+  for (const VerifyVariant& variant : verify_variants("verify/tree", choose_verify_config(p.get(), q.get(), V).ctas)) {
     VerifyBuffers out(B, N, true);
     TreeVerifyParams params;
     params.p = p.get();
@@ -444,9 +462,10 @@ void bench_tree_verify(const VerifyBenchInputs& in, const CudaBenchOptions& o, c
     params.batch = B;
     params.max_nodes = N;
     params.vocab = V;
-    params.cluster_blocks = blocks;
-    CudaBenchCase c = bench_case(variant_name("verify/tree", blocks, variants), V, B, N);
-    c.blocks_per_row = blocks;
+    params.cluster_blocks = variant.blocks;
+    params.stage_rows = variant.stage_rows;
+    CudaBenchCase c = bench_case(variant.name, V, B, N);
+    c.blocks_per_row = variant.blocks;
     time_launches([&] { launch_tree_verify(params); }, o, flush, c);
     const std::vector<int32_t> st = out.status.to_host(), path = out.path.to_host(),
                                accepted = out.num_accepted.to_host(), bonus = out.bonus.to_host();

@@ -35,6 +35,7 @@ struct EmulatedClusterShared {
   EmulatedClusterSlot slot;                        // this block's partial of a cluster collective, read by every block
   uint64_t merged[fused_sampler::kRadixBins + 1];  // the cluster's histogram, merged by this block
   std::vector<float> slice;                        // this block's slice of the processed row
+  std::vector<float> staged;  // verification: its slices of a p row, then a q row (verify_row.h); empty without
 };
 
 template <int T, int VEC>
@@ -58,6 +59,11 @@ struct EmulatedClusterBlock {
   float* slice() { return blocks[cta]->slice.data(); }
   int32_t slice_begin() const { return begin; }
   int32_t slice_end() const { return end; }
+  // Verification's staged rows (verify_row.h, "Rows read once"): the first half holds p's slice, the second q's.
+  float* staged(int which) {
+    std::vector<float>& memory = blocks[cta]->staged;
+    return memory.empty() ? nullptr : memory.data() + static_cast<size_t>(which) * (memory.size() / 2);
+  }
 
   template <class F>
   void for_each_vec(F&& f) {

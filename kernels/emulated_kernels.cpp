@@ -1,6 +1,7 @@
 #include "kernels/emulated_kernels.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -37,17 +38,22 @@ void run_rows(const EmulationOptions& o, int32_t batch, int32_t vocab, RowFn&& r
   });
 }
 
-// The same with each row split over a cluster of o.ctas emulated blocks (EmulatedClusterBlock).
+// The same with each row split over a cluster of o.ctas emulated blocks (EmulatedClusterBlock); `stage_rows`: a
+// verification kernel's ChainVerifyParams::stage_rows (0 for the sampler), which gives each block the shared memory
+// of its staged rows as the CUDA launch does (verify_staged_floats).
 template <int T, int VEC, class RowFn>
-void run_cluster_rows(const EmulationOptions& o, int32_t batch, int32_t vocab, RowFn&& row_fn) {
+void run_cluster_rows(const EmulationOptions& o, int32_t batch, int32_t vocab, int32_t stage_rows, RowFn&& row_fn) {
   const int ctas = o.ctas;
   FiberTeam& team = team_for(o, ctas);
   const int32_t span = cluster_slice_span(vocab, ctas, VEC);
+  const int32_t staged = verify_staged_floats(vocab, ctas, VEC, stage_rows);
   std::vector<std::unique_ptr<EmulatedClusterShared<T>>> owned;
   std::vector<EmulatedClusterShared<T>*> blocks;
   for (int c = 0; c < ctas; ++c) {
     owned.push_back(std::make_unique<EmulatedClusterShared<T>>());
     owned.back()->slice.assign(static_cast<size_t>(span), 0.0f);
+    // Poisoned: a pass that read a staged slice before its copy would see NaN.
+    owned.back()->staged.assign(static_cast<size_t>(staged), std::numeric_limits<float>::quiet_NaN());
     blocks.push_back(owned.back().get());
   }
   team.run([&](int fiber) {
@@ -65,13 +71,14 @@ void run_cluster_rows(const EmulationOptions& o, int32_t batch, int32_t vocab, R
 
 // kSplitRows: the row function takes a cluster's Block too (the fused sampler), so o.ctas > 1 splits each row.
 template <bool kSplitRows, int T, class RowFn>
-void dispatch_vec(const EmulationOptions& o, int vec, int32_t batch, int32_t vocab, RowFn&& row_fn) {
+void dispatch_vec(const EmulationOptions& o, int vec, int32_t batch, int32_t vocab, int32_t stage_rows,
+                  RowFn&& row_fn) {
   if constexpr (kSplitRows) {
     if (o.ctas > 1) {
       if (vec == 4)
-        run_cluster_rows<T, 4>(o, batch, vocab, row_fn);
+        run_cluster_rows<T, 4>(o, batch, vocab, stage_rows, row_fn);
       else
-        run_cluster_rows<T, 1>(o, batch, vocab, row_fn);
+        run_cluster_rows<T, 1>(o, batch, vocab, stage_rows, row_fn);
       return;
     }
   }
@@ -82,14 +89,14 @@ void dispatch_vec(const EmulationOptions& o, int vec, int32_t batch, int32_t voc
 }
 
 template <bool kSplitRows = false, class RowFn>
-void dispatch(const EmulationOptions& o, int vec, int32_t batch, int32_t vocab, RowFn&& row_fn) {
+void dispatch(const EmulationOptions& o, int vec, int32_t batch, int32_t vocab, int32_t stage_rows, RowFn&& row_fn) {
   check_emulation_options(o);
   if (o.threads == 4)
-    dispatch_vec<kSplitRows, 4>(o, vec, batch, vocab, row_fn);
+    dispatch_vec<kSplitRows, 4>(o, vec, batch, vocab, stage_rows, row_fn);
   else if (o.threads == 8)
-    dispatch_vec<kSplitRows, 8>(o, vec, batch, vocab, row_fn);
+    dispatch_vec<kSplitRows, 8>(o, vec, batch, vocab, stage_rows, row_fn);
   else
-    dispatch_vec<kSplitRows, 32>(o, vec, batch, vocab, row_fn);
+    dispatch_vec<kSplitRows, 32>(o, vec, batch, vocab, stage_rows, row_fn);
 }
 
 // The kernel's own cluster size (its params' cluster_blocks), when set, over the emulation's.
@@ -110,25 +117,28 @@ void check_emulation_options(const EmulationOptions& o) {
 
 void emulate_fused_sampler(const SamplerKernelParams& p, const EmulationOptions& o) {
   p.check();
-  dispatch<true>(cluster_options(o, p.cluster_blocks), choose_fused_sampler_config(p).vec, p.batch, p.vocab,
+  dispatch<true>(cluster_options(o, p.cluster_blocks), choose_fused_sampler_config(p).vec, p.batch, p.vocab, 0,
                  [&](auto& block, int32_t row) { fused_sampler::sample_row(block, p, row); });
 }
 
 void emulate_chain_verify(const ChainVerifyParams& p, const EmulationOptions& o) {
   p.check();
   dispatch<true>(cluster_options(o, p.cluster_blocks), choose_verify_config(p.p, p.q, p.vocab).vec, p.batch, p.vocab,
+                 p.stage_rows,
                  [&](auto& block, int32_t row) { verify_row::chain_row<verify_row::ExactRules>(block, p, row); });
 }
 
 void emulate_block_verify(const BlockVerifyParams& p, const EmulationOptions& o) {
   p.check();
   dispatch<true>(cluster_options(o, p.cluster_blocks), choose_verify_config(p.p, p.q, p.vocab).vec, p.batch, p.vocab,
+                 p.stage_rows,
                  [&](auto& block, int32_t row) { verify_row::block_row<verify_row::ExactRules>(block, p, row); });
 }
 
 void emulate_tree_verify(const TreeVerifyParams& p, const EmulationOptions& o) {
   p.check();
   dispatch<true>(cluster_options(o, p.cluster_blocks), choose_verify_config(p.p, p.q, p.vocab).vec, p.batch, p.vocab,
+                 p.stage_rows,
                  [&](auto& block, int32_t row) { verify_row::tree_row<verify_row::ExactRules>(block, p, row); });
 }
 

@@ -305,17 +305,6 @@ SPECULA_HD int32_t sample_weights(Block& b, int32_t vocab, Weight&& weight, doub
   return inverse_cdf(b, vocab, weight, t, u);
 }
 
-// A row of probabilities (float) as weights: the bonus draw and the residual's fallback.
-template <int VEC>
-struct RowWeights {
-  const float* row;
-  SPECULA_HD void operator()(int32_t base, double (&w)[VEC]) const {
-    float x[VEC];
-    load_vec<VEC>(row + base, x);
-    for (int j = 0; j < VEC; ++j) w[j] = static_cast<double>(x[j]);
-  }
-};
-
 SPECULA_HD float positive_infinity() { return float_from_bits(0x7f800000u); }
 SPECULA_HD float quiet_nan() { return float_from_bits(0x7fc00000u); }
 

@@ -57,15 +57,16 @@ void check_layout(const char* what, const VerifyRowLayout& layout) {
     fail(what, ": layout.total_rows is set but layout.first_row is null");
 }
 
-void check_shape(const char* what, int32_t batch, int32_t vocab, int32_t cluster_blocks) {
+void check_shape(const char* what, int32_t batch, int32_t vocab, int32_t cluster_blocks, int32_t stage_rows) {
   if (batch < 1) fail(what, ": batch must be >= 1, got ", batch);
   if (vocab < 1 || vocab > (1 << 30)) fail(what, ": vocab must be in [1, 2^30], got ", vocab);
   if (cluster_blocks < 0 || cluster_blocks > kMaxVerifyClusterBlocks)
     fail(what, ": cluster_blocks must be in [0, ", kMaxVerifyClusterBlocks, "], got ", cluster_blocks);
+  if (stage_rows != 0 && stage_rows != 1) fail(what, ": stage_rows must be 0 or 1, got ", stage_rows);
 }
 
 void check_chain(const char* what, const ChainVerifyParams& p) {
-  check_shape(what, p.batch, p.vocab, p.cluster_blocks);
+  check_shape(what, p.batch, p.vocab, p.cluster_blocks, p.stage_rows);
   if (p.max_draft < 0 || p.max_draft > kMaxVerifyDraft)
     fail(what, ": max_draft (K) must be in [0, ", kMaxVerifyDraft, "], got ", p.max_draft);
   if (!p.p) fail(what, ": p [B, K + 1, V] is null");
@@ -133,7 +134,7 @@ void BlockVerifyParams::check() const { check_chain("block verify", *this); }
 
 void TreeVerifyParams::check() const {
   const char* what = "tree verify";
-  check_shape(what, batch, vocab, cluster_blocks);
+  check_shape(what, batch, vocab, cluster_blocks, stage_rows);
   if (max_nodes < 0 || max_nodes > kMaxVerifyTreeNodes)
     fail(what, ": max_nodes (N) must be in [0, ", kMaxVerifyTreeNodes, "], got ", max_nodes);
   if (!p) fail(what, ": p [B, N + 1, V] is null");
@@ -153,6 +154,12 @@ VerifyLaunchConfig choose_verify_config(const float* p, const float* q, int32_t 
                               : std::min((vocab + kTokensPerBlock - 1) / kTokensPerBlock, kMaxVerifyClusterBlocks);
   c.block = c.ctas > 1 ? 256 : (vocab >= 16384 ? 512 : 256);
   return c;
+}
+
+int32_t verify_staged_floats(int32_t vocab, int ctas, int vec, int32_t stage_rows) {
+  if (!stage_rows || ctas <= 1) return 0;
+  const int64_t floats = 2 * static_cast<int64_t>(cluster_slice_span(vocab, ctas, vec));
+  return floats <= kMaxVerifyStagedFloats ? static_cast<int32_t>(floats) : 0;
 }
 
 void run_chain_verify_host(const ChainVerifyParams& p, VerifyRules rules) {

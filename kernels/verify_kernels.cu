@@ -5,6 +5,8 @@
 // one of six instantiations per kernel.
 #include <cuda_runtime.h>
 
+#include <mutex>
+
 #include "kernels/cluster_block.cuh"
 #include "kernels/cuda_block.cuh"
 #include "kernels/cuda_check.h"
@@ -54,70 +56,101 @@ __global__ void __launch_bounds__(BLOCK, 1) tree_verify_kernel(TreeVerifyParams 
 template <int BLOCK, int VEC, int F64, int I32>
 using VerifyClusterBlock = cuda_block::CudaClusterBlock<BLOCK, VEC, cuda_block::ClusterScratch<F64, I32>>;
 
-// One cluster of gridDim.x / batch blocks per row, each reading tokens [cta * span, (cta + 1) * span) of V.
-// Two blocks per SM, as the sampler's cluster kernel.
+// One cluster of gridDim.x / batch blocks per row, each reading tokens [cta * span, (cta + 1) * span) of V. With
+// `staged` > 0, the dynamic shared memory holds the block's slices of a p row and a q row (staged / 2 floats each;
+// verify_row.h, "Rows read once"). One block per SM: two slices of 16032 floats (V = 128256 over 8 blocks, 125 KiB)
+// leave no room for a second, so ptxas may use up to 255 registers (under 128 the block kernel spills).
 template <int BLOCK, int VEC, int F64, int I32, class RowFn>
-__device__ void run_cluster_row(int32_t vocab, int32_t span, RowFn&& row_fn) {
+__device__ void run_cluster_row(int32_t vocab, int32_t span, int32_t staged, RowFn&& row_fn) {
 #if defined(SPECULA_CLUSTER_DEVICE)
   using Block = VerifyClusterBlock<BLOCK, VEC, F64, I32>;
   __shared__ typename Block::Local::Shared shared;
+  extern __shared__ float4 staged_rows[];  // float4: 16-byte aligned for the 4-wide accesses
   const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
   const unsigned cta = cluster.block_rank(), ctas = cluster.num_blocks();
   const int64_t first = static_cast<int64_t>(cta) * span;
   const int32_t begin = static_cast<int32_t>(first < vocab ? first : vocab);
   const int32_t end = begin + span < vocab ? begin + span : vocab;
-  Block block{{shared, vocab}, nullptr, begin, end, cta, ctas};
+  Block block{
+      {shared, vocab}, nullptr, begin, end, cta, ctas, staged > 0 ? reinterpret_cast<float*>(staged_rows) : nullptr,
+      staged / 2};
   row_fn(block, static_cast<int32_t>(blockIdx.x / ctas));
   cluster.sync();  // no block exits while another may still read its shared memory
 #else
   (void)vocab;
   (void)span;
+  (void)staged;
   (void)row_fn;
   __trap();  // the launchers start it only on sm_90+
 #endif
 }
 
 template <int BLOCK, int VEC>
-__global__ void __launch_bounds__(BLOCK, 2) chain_verify_cluster_kernel(ChainVerifyParams p, int32_t span) {
+__global__ void __launch_bounds__(BLOCK, 1)
+    chain_verify_cluster_kernel(ChainVerifyParams p, int32_t span, int32_t staged) {
   run_cluster_row<BLOCK, VEC, 1, 1>(
-      p.vocab, span, [&](auto& block, int32_t row) { verify_row::chain_row<ExactRules>(block, p, row); });
+      p.vocab, span, staged, [&](auto& block, int32_t row) { verify_row::chain_row<ExactRules>(block, p, row); });
 }
 
 template <int BLOCK, int VEC>
-__global__ void __launch_bounds__(BLOCK, 2) block_verify_cluster_kernel(BlockVerifyParams p, int32_t span) {
+__global__ void __launch_bounds__(BLOCK, 1)
+    block_verify_cluster_kernel(BlockVerifyParams p, int32_t span, int32_t staged) {
   run_cluster_row<BLOCK, VEC, 1, 1>(
-      p.vocab, span, [&](auto& block, int32_t row) { verify_row::block_row<ExactRules>(block, p, row); });
+      p.vocab, span, staged, [&](auto& block, int32_t row) { verify_row::block_row<ExactRules>(block, p, row); });
 }
 
 template <int BLOCK, int VEC>
-__global__ void __launch_bounds__(BLOCK, 2) tree_verify_cluster_kernel(TreeVerifyParams p, int32_t span) {
+__global__ void __launch_bounds__(BLOCK, 1)
+    tree_verify_cluster_kernel(TreeVerifyParams p, int32_t span, int32_t staged) {
   run_cluster_row<BLOCK, VEC, kTreeF64, kTreeI32>(
-      p.vocab, span, [&](auto& block, int32_t row) { verify_row::tree_row<ExactRules>(block, p, row); });
+      p.vocab, span, staged, [&](auto& block, int32_t row) { verify_row::tree_row<ExactRules>(block, p, row); });
 }
 
-// A cluster launch: p.batch clusters of `ctas` blocks of BLOCK threads, no dynamic shared memory.
+// The kernel may take the largest staged rows' dynamic shared memory: set once per device and kernel (not per
+// launch, where one host thread's smaller setting could fail another's launch in between).
+template <class Kernel>
+void allow_staged_rows(Kernel kernel) {
+  static std::mutex mutex;
+  static bool allowed[64] = {};
+  int device = 0;
+  cuda_check(cudaGetDevice(&device), "verify: current device");
+  std::lock_guard<std::mutex> lock(mutex);
+  if (device >= 0 && device < 64 && allowed[device]) return;
+  cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(kMaxVerifyStagedFloats * sizeof(float))),
+             "verify: cluster shared memory");
+  if (device >= 0 && device < 64) allowed[device] = true;
+}
+
+// A cluster launch: p.batch clusters of `ctas` blocks of BLOCK threads, with the staged rows' shared memory.
 template <int BLOCK, class Params>
-void launch_clusters(void (*kernel)(Params, int32_t), const Params& p, int ctas, int32_t span, cudaStream_t stream,
-                     const char* what) {
-  cuda_block::launch_in_clusters(kernel, static_cast<unsigned>(p.batch), ctas, BLOCK, 0, stream, what, p, span);
+void launch_clusters(void (*kernel)(Params, int32_t, int32_t), const Params& p, int ctas, int32_t span, int vec,
+                     cudaStream_t stream, const char* what) {
+  const int32_t staged = verify_staged_floats(p.vocab, ctas, vec, p.stage_rows);
+  if (staged > 0) allow_staged_rows(kernel);
+  cuda_block::launch_in_clusters(kernel, static_cast<unsigned>(p.batch), ctas, BLOCK, staged * sizeof(float), stream,
+                                 what, p, span, staged);
 }
 
 template <int VEC>
 struct ChainClusterLaunch {
   static void run(const ChainVerifyParams& p, int ctas, int32_t span, cudaStream_t stream) {
-    launch_clusters<256>(chain_verify_cluster_kernel<256, VEC>, p, ctas, span, stream, "chain verify (cluster) launch");
+    launch_clusters<256>(chain_verify_cluster_kernel<256, VEC>, p, ctas, span, VEC, stream,
+                         "chain verify (cluster) launch");
   }
 };
 template <int VEC>
 struct BlockClusterLaunch {
   static void run(const BlockVerifyParams& p, int ctas, int32_t span, cudaStream_t stream) {
-    launch_clusters<256>(block_verify_cluster_kernel<256, VEC>, p, ctas, span, stream, "block verify (cluster) launch");
+    launch_clusters<256>(block_verify_cluster_kernel<256, VEC>, p, ctas, span, VEC, stream,
+                         "block verify (cluster) launch");
   }
 };
 template <int VEC>
 struct TreeClusterLaunch {
   static void run(const TreeVerifyParams& p, int ctas, int32_t span, cudaStream_t stream) {
-    launch_clusters<256>(tree_verify_cluster_kernel<256, VEC>, p, ctas, span, stream, "tree verify (cluster) launch");
+    launch_clusters<256>(tree_verify_cluster_kernel<256, VEC>, p, ctas, span, VEC, stream,
+                         "tree verify (cluster) launch");
   }
 };
 

@@ -104,6 +104,10 @@ struct ChainVerifyParams {
   // Blocks per row on a GPU with thread-block clusters (sm_90+): 0 = the dispatch's choice (choose_verify_config),
   // 1 = one block per row, 2 .. kMaxVerifyClusterBlocks = a cluster of that many, each reading its slice of V.
   int32_t cluster_blocks = 0;
+  // In a cluster, whether each block copies its slice of the p and q rows a draw reads into shared memory first,
+  // so every later pass over them (totals, the draw, the overlap) reads shared memory: 1 (the default) where the
+  // two slices fit (verify_staged_floats), 0 = every pass reads global memory (the benchmark times both).
+  int32_t stage_rows = 1;
 
   // Throws Error naming the first invalid field (null required pointer, bad shape, aliased outputs).
   void check() const;
@@ -131,6 +135,7 @@ struct TreeVerifyParams {
   int32_t max_nodes = 0;                  // N in [0, kMaxVerifyTreeNodes]
   int32_t vocab = 0;                      // V in [1, 2^30]
   int32_t cluster_blocks = 0;             // as ChainVerifyParams::cluster_blocks
+  int32_t stage_rows = 1;                 // as ChainVerifyParams::stage_rows
 
   void check() const;
 };
@@ -165,5 +170,11 @@ struct VerifyLaunchConfig {
   int vec = 1;
 };
 VerifyLaunchConfig choose_verify_config(const float* p, const float* q, int32_t vocab, int32_t cluster_blocks = 0);
+
+// The floats of shared memory each block of a cluster of `ctas` blocks keeps for its staged rows (a slice of p,
+// then a slice of q): 2 * cluster_slice_span, or 0 where staging is off, for one block per row, and where the two
+// slices would exceed kMaxVerifyStagedFloats (V > 163840 over 8 blocks: those passes read global memory).
+constexpr int32_t kMaxVerifyStagedFloats = 40960;  // 160 KiB of an H100/H200 SM's 227 KiB, as the sampler's slice
+int32_t verify_staged_floats(int32_t vocab, int ctas, int vec, int32_t stage_rows);
 
 }  // namespace specula

@@ -24,6 +24,8 @@
 //   inclusive_scan(in, out)        prefix sums of a tile of kThreads * kVec values; returns the tile's total
 //   sync()                         barrier: shared scratch written before it is visible after it
 //   f64(), i32()                   shared scratch (kTreeF64Scratch, kTreeI32Scratch elements; tree only)
+// A cluster's Block (SlicedRow) adds slice_begin() and staged(which): its shared memory for this block's slices of a p
+// row (which = 0) and a q row (1), or null where the launch gave it none (see "Rows read once" below).
 #pragma once
 
 #include <cstddef>
@@ -49,6 +51,9 @@ namespace verify_row {
 
 using fused_sampler::kNoIndex;
 using fused_sampler::load_vec;
+using fused_sampler::load_vec_once;
+using fused_sampler::SlicedRow;
+using fused_sampler::store_vec;
 
 // Tree scratch: q_total[N + 1] and r_total[N] (float64); first_child[N + 1], next_sibling[N],
 // sibling_token[N] and path[N] (int32).
@@ -107,25 +112,122 @@ SPECULA_HD bool q_recorded(const VerifyRowLayout& layout, size_t q_row) {
   return !layout.q_present || layout.q_present[q_row] != 0;
 }
 
+// ---- Rows read once: staging in shared memory -----------------------------------------------------------
+// A row's draw reads the same p and q rows in several passes: the residual's total, the inverse-CDF scan, the
+// tree's per-sibling totals, the overlap. In a cluster, each block can keep its slices of those two rows in shared
+// memory (Block::staged): stage_rows reads them from global memory once, and every later pass reads the copy. A
+// block's passes read only its own slice, so block barriers order the copy. Scalar reads at one token (p(d),
+// q(d)) stay in global memory. One block per row (and a launch without the memory) reads global memory throughout.
+
+// A p or q row as a pass reads it: this block's staged slice where the row is staged, else global memory.
+struct RowView {
+  const float* row;     // the whole row in global memory; null where there is none (no q recorded)
+  const float* staged;  // this block's slice of it in shared memory, or null
+  int32_t begin;        // the slice's first token
+  SPECULA_HD explicit operator bool() const { return row != nullptr; }
+  template <int VEC>
+  SPECULA_HD void load(int32_t base, float (&x)[VEC]) const {
+    if (staged)
+      load_vec<VEC>(staged + (base - begin), x);
+    else
+      load_vec<VEC>(row + base, x);
+  }
+};
+
+// The rows whose slices a block's shared memory holds (every thread keeps the same copy).
+struct StagedRows {
+  const float* p = nullptr;
+  const float* q = nullptr;
+};
+
+// The block's shared memory for slices of p (which = 0) or q (1), or null.
+template <class Block>
+SPECULA_HD float* staged_memory(Block& b, int which) {
+  if constexpr (SlicedRow<Block>::value)
+    return b.staged(which);
+  else
+    return nullptr;
+}
+
+// Copies this block's slices of p_row and q_row (either may be null) into its shared memory, each unless it is
+// already there (collective).
+template <class Block>
+SPECULA_HD void stage_rows(Block& b, StagedRows& s, const float* p_row, const float* q_row) {
+  constexpr int VEC = Block::kVec;
+  float* const p_memory = staged_memory(b, 0);
+  float* const q_memory = staged_memory(b, 1);
+  if (!p_memory) return;
+  const bool copy_p = p_row && p_row != s.p;
+  const bool copy_q = q_row && q_row != s.q;
+  if (!copy_p && !copy_q) return;
+#if !defined(__CUDA_ARCH__)
+  if (mutant_on(Mutant::staged_rows_stale) && (s.p || s.q)) {  // the memory keeps the rows staged first
+    if (copy_p) s.p = p_row;
+    if (copy_q) s.q = q_row;
+    return;
+  }
+#endif
+  if constexpr (SlicedRow<Block>::value) {
+    b.sync();  // every pass over the rows staged before has finished
+    const int32_t begin = b.slice_begin();
+    b.for_each_vec([&](int32_t base) {
+      float x[VEC];
+      if (copy_p) {
+        load_vec_once<VEC>(p_row + base, x);
+        store_vec<VEC>(p_memory + (base - begin), x);
+      }
+      if (copy_q) {
+        load_vec_once<VEC>(q_row + base, x);
+        store_vec<VEC>(q_memory + (base - begin), x);
+      }
+    });
+    b.sync();  // the slices are complete before any thread reads another's tokens
+  }
+  if (copy_p) s.p = p_row;
+  if (copy_q) s.q = q_row;
+}
+
+// How the passes read `row`: from this block's staged slice when it is one of the staged rows.
+template <class Block>
+SPECULA_HD RowView view_row(Block& b, const StagedRows& s, const float* row) {
+  if constexpr (SlicedRow<Block>::value) {
+    if (row && row == s.p) return {row, staged_memory(b, 0), b.slice_begin()};
+    if (row && row == s.q) return {row, staged_memory(b, 1), b.slice_begin()};
+  }
+  (void)b;
+  (void)s;
+  return {row, nullptr, 0};
+}
+
 // ---- Inverse-CDF draws (fused_sampler_row.h, shared with the fused sampler's draw) ----------------------
 
 using fused_sampler::inverse_cdf;
-using fused_sampler::RowWeights;
 using fused_sampler::sample_weights;
 using fused_sampler::weights_total;
 using fused_sampler::WeightsTotal;
 
+// A row of probabilities (float) as weights: the bonus draw and the residual's fallback.
+template <int VEC>
+struct ViewWeights {
+  RowView row;
+  SPECULA_HD void operator()(int32_t base, double (&w)[VEC]) const {
+    float x[VEC];
+    row.load<VEC>(base, x);
+    for (int j = 0; j < VEC; ++j) w[j] = static_cast<double>(x[j]);
+  }
+};
+
 // sum_x min(p(x), q(x)) of one row (the probability that a draw from q is accepted against p), or p at the
 // candidate where the row has no q: the CPU generator's acceptance_probability.
 template <class Block>
-SPECULA_HD double row_overlap(Block& b, const float* p_row, const float* q_row, int32_t candidate) {
+SPECULA_HD double row_overlap(Block& b, RowView p_row, RowView q_row, int32_t candidate) {
   constexpr int VEC = Block::kVec;
-  if (!q_row) return static_cast<double>(p_row[candidate]);
+  if (!q_row) return static_cast<double>(p_row.row[candidate]);
   double sum = 0.0;
   b.for_each_vec([&](int32_t base) {
     float px[VEC], qx[VEC];
-    load_vec<VEC>(p_row + base, px);
-    load_vec<VEC>(q_row + base, qx);
+    p_row.load<VEC>(base, px);
+    q_row.load<VEC>(base, qx);
     for (int j = 0; j < VEC; ++j) sum += static_cast<double>(px[j] < qx[j] ? px[j] : qx[j]);
   });
   return b.sum_f64(sum);
@@ -204,12 +306,15 @@ SPECULA_HD void chain_row(Block& b, const ChainVerifyParams& p, int32_t row) {
     return has_q && q_recorded(p.layout, base_row.q + i) ? p.q + (base_row.q + i) * V : nullptr;
   };
   const auto drafted = [&](int32_t j) { return draft[j]; };
-  // The expected acceptance along the reached positions (VerifyOutputs::overlap_sum).
+  StagedRows staged;
+  const auto view = [&](const float* r) { return view_row(b, staged, r); };
+  // The expected acceptance along the reached positions (VerifyOutputs::overlap_sum); the last one's rows are
+  // the staged ones.
   const auto overlap = [&](int32_t accepted, bool all_accepted) {
     if (!p.out.overlap_sum) return;
     const int32_t tested = tested_positions(k, accepted, all_accepted);
     double sum = 0.0;
-    for (int32_t i = 0; i < tested; ++i) sum += row_overlap(b, p_rows + i * V, q_of(i), draft[i]);
+    for (int32_t i = 0; i < tested; ++i) sum += row_overlap(b, view(p_rows + i * V), view(q_of(i)), draft[i]);
     write_overlap(b, p.out, row, sum, tested);
   };
 
@@ -224,22 +329,26 @@ SPECULA_HD void chain_row(Block& b, const ChainVerifyParams& p, int32_t row) {
 
     // Rejected: draw from norm((p - q)+), unnormalised, with its own uniform (verify/ALGORITHMS.md §1).
     const double v = step_uniform(rp, RandomRole::residual, i);
+    stage_rows(b, staged, p_i, q_i);
+    const RowView p_view = view(p_i), q_view = view(q_i);
     const auto residual = [&](int32_t base, double(&w)[VEC]) {
       float px[VEC], qx[VEC] = {};
-      load_vec<VEC>(p_i + base, px);
-      if (q_i) load_vec<VEC>(q_i + base, qx);
+      p_view.load<VEC>(base, px);
+      if (q_view) q_view.load<VEC>(base, qx);
       for (int j = 0; j < VEC; ++j)
-        w[j] = Rules::residual(px[j], q_i ? static_cast<double>(qx[j]) : (base + j == d ? 1.0 : 0.0));
+        w[j] = Rules::residual(px[j], q_view ? static_cast<double>(qx[j]) : (base + j == d ? 1.0 : 0.0));
     };
     int32_t y = sample_weights(b, p.vocab, residual, v);
-    if (y < 0) y = sample_weights(b, p.vocab, RowWeights<VEC>{p_i}, v);  // every weight 0: O(eps) event
+    if (y < 0) y = sample_weights(b, p.vocab, ViewWeights<VEC>{p_view}, v);  // every weight 0: O(eps) event
     const VerifyRowStatus status = y >= 0 ? VerifyRowStatus::ok : VerifyRowStatus::empty_distribution;
     if (status != VerifyRowStatus::ok) return fail_row(b, p.out, row, width, status);
     overlap(i, false);
     return write_row(b, p.out, row, width, status, i, y, false, q_zero, drafted);
   }
   // Every draft accepted: the bonus token from p_{k+1}.
-  const int32_t y = sample_weights(b, p.vocab, RowWeights<VEC>{p_rows + k * V}, step_uniform(rp, RandomRole::bonus, k));
+  stage_rows(b, staged, p_rows + k * V, nullptr);
+  const int32_t y =
+      sample_weights(b, p.vocab, ViewWeights<VEC>{view(p_rows + k * V)}, step_uniform(rp, RandomRole::bonus, k));
   const VerifyRowStatus status = y >= 0 ? VerifyRowStatus::ok : VerifyRowStatus::empty_distribution;
   if (status != VerifyRowStatus::ok) return fail_row(b, p.out, row, width, status);
   overlap(k, true);
@@ -251,13 +360,13 @@ SPECULA_HD void chain_row(Block& b, const ChainVerifyParams& p, int32_t row) {
 // The weights of norm((w p_{i+1} - q_{i+1})+) on row i.
 template <class Rules, int VEC>
 struct BlockResidual {
-  const float* p_i;
-  const float* q_i;
+  RowView p_i;
+  RowView q_i;
   double w;
   SPECULA_HD void operator()(int32_t base, double (&out)[VEC]) const {
     float px[VEC], qx[VEC];
-    load_vec<VEC>(p_i + base, px);
-    load_vec<VEC>(q_i + base, qx);
+    p_i.load<VEC>(base, px);
+    q_i.load<VEC>(base, qx);
     for (int j = 0; j < VEC; ++j) out[j] = Rules::block_residual(w, px[j], qx[j]);
   }
 };
@@ -281,11 +390,14 @@ SPECULA_HD void block_row(Block& b, const BlockVerifyParams& p, int32_t row) {
     return fail_row(b, p.out, row, width, VerifyRowStatus::bad_draft_token);
   const float* p_rows = p.p + base_row.p * V;
   const float* q_rows = p.q + base_row.q * V;
+  StagedRows staged;
+  const auto view = [&](const float* r) { return view_row(b, staged, r); };
+  // The expected acceptance along the reached positions; the last one's rows are the staged ones.
   const auto overlap = [&](int32_t accepted, bool all_accepted) {
     if (!p.out.overlap_sum) return;
     const int32_t tested = tested_positions(gamma, accepted, all_accepted);
     double sum = 0.0;
-    for (int32_t i = 0; i < tested; ++i) sum += row_overlap(b, p_rows + i * V, q_rows + i * V, draft[i]);
+    for (int32_t i = 0; i < tested; ++i) sum += row_overlap(b, view(p_rows + i * V), view(q_rows + i * V), draft[i]);
     write_overlap(b, p.out, row, sum, tested);
   };
 
@@ -311,7 +423,8 @@ SPECULA_HD void block_row(Block& b, const BlockVerifyParams& p, int32_t row) {
     WeightsTotal r{0.0, -1};
     double h = w_i;
     if (i < gamma) {
-      r = weights_total(b, BlockResidual<Rules, VEC>{p_rows + i * V, q_rows + i * V, w_i});
+      stage_rows(b, staged, p_rows + i * V, q_rows + i * V);  // the draw at tau = i reads them again
+      r = weights_total(b, BlockResidual<Rules, VEC>{view(p_rows + i * V), view(q_rows + i * V), w_i});
       h = block_stop_probability(r.total, w_i);
     }
     if (step_uniform(rp, RandomRole::accept, i) <= h) {
@@ -322,8 +435,9 @@ SPECULA_HD void block_row(Block& b, const BlockVerifyParams& p, int32_t row) {
   }
   const auto drafted = [&](int32_t j) { return draft[j]; };
   if (tau == gamma) {
-    const int32_t y =
-        sample_weights(b, p.vocab, RowWeights<VEC>{p_rows + gamma * V}, step_uniform(rp, RandomRole::bonus, gamma));
+    stage_rows(b, staged, p_rows + gamma * V, nullptr);
+    const int32_t y = sample_weights(b, p.vocab, ViewWeights<VEC>{view(p_rows + gamma * V)},
+                                     step_uniform(rp, RandomRole::bonus, gamma));
     const VerifyRowStatus status = y >= 0 ? VerifyRowStatus::ok : VerifyRowStatus::empty_distribution;
     if (status != VerifyRowStatus::ok) return fail_row(b, p.out, row, width, status);
     overlap(gamma, true);
@@ -331,11 +445,12 @@ SPECULA_HD void block_row(Block& b, const BlockVerifyParams& p, int32_t row) {
   }
   // Resample from norm((w_tau p_{tau+1} - q_{tau+1})+). For tau >= 1 its total is r_tau, already reduced in
   // the same order (sample_from_weights would sum the same weights again).
-  const BlockResidual<Rules, VEC> residual{p_rows + tau * V, q_rows + tau * V, capped_ratio(tau)};
+  stage_rows(b, staged, p_rows + tau * V, q_rows + tau * V);  // staged already by the scan when tau >= 1
+  const BlockResidual<Rules, VEC> residual{view(p_rows + tau * V), view(q_rows + tau * V), capped_ratio(tau)};
   const WeightsTotal t = tau > 0 ? r_tau : weights_total(b, residual);
   const double v = step_uniform(rp, RandomRole::residual, tau);
   int32_t y = inverse_cdf(b, p.vocab, residual, t, v);
-  if (y < 0) y = sample_weights(b, p.vocab, RowWeights<VEC>{p_rows + tau * V}, v);
+  if (y < 0) y = sample_weights(b, p.vocab, ViewWeights<VEC>{view(p_rows + tau * V)}, v);
   const VerifyRowStatus status = y >= 0 ? VerifyRowStatus::ok : VerifyRowStatus::empty_distribution;
   if (status != VerifyRowStatus::ok) return fail_row(b, p.out, row, width, status);
   overlap(tau, false);
@@ -422,29 +537,17 @@ SPECULA_HD void tree_child_lists(Block& b, const int32_t* parents, int32_t n, in
   });
 }
 
-// The depth of the tree's deepest node (0 for an empty tree).
-template <class Block>
-SPECULA_HD int32_t tree_depth(Block& b, const int32_t* parents, int32_t n) {
-  int32_t depth = 0;
-  b.for_each_index(n, [&](int32_t i) {
-    int32_t d = 1;
-    for (int32_t a = parents[i]; a >= 0; a = parents[a]) ++d;
-    depth = d > depth ? d : depth;
-  });
-  return b.max_i32(depth);
-}
-
 // After sibling l was rejected: r_l = sum_x (p_cur - q_l)+ for the residual update, and (without replacement)
 // the next sibling's normaliser, in one pass; each block's leader stores them in its scratch.
 template <class Rules, class Block>
-SPECULA_HD void record_rejection(Block& b, const TreeSiblings& s, const float* p_row, const float* q_row, int32_t l,
+SPECULA_HD void record_rejection(Block& b, const TreeSiblings& s, RowView p_row, RowView q_row, int32_t l,
                                  double* q_total, double* r_total) {
   constexpr int VEC = Block::kVec;
   double r = 0.0, q_next = 0.0;
   b.for_each_vec([&](int32_t base) {
     float px[VEC], qx[VEC] = {};
-    load_vec<VEC>(p_row + base, px);
-    if (q_row) load_vec<VEC>(q_row + base, qx);
+    p_row.load<VEC>(base, px);
+    if (q_row) q_row.load<VEC>(base, qx);
     SPECULA_UNROLL
     for (int j = 0; j < VEC; ++j) {
       const TreeTokenState at = tree_state_at<Rules>(s, base + j, px[j], qx[j], l, true);
@@ -465,7 +568,7 @@ SPECULA_HD void record_rejection(Block& b, const TreeSiblings& s, const float* p
 // point masses, the proposals' normaliser sum_x q(x) in index order (sibling_proposal) into q_total[0].
 template <class Block>
 SPECULA_HD int32_t load_siblings(Block& b, int32_t first, const int32_t* next_sibling, const int32_t* tokens,
-                                 const float* q_row, bool point_mass, int32_t* sibling_token, double* q_total) {
+                                 RowView q_row, bool point_mass, int32_t* sibling_token, double* q_total) {
   constexpr int VEC = Block::kVec;
   b.sync();  // every thread is done with the previous row's scratch
   int32_t m = 0;
@@ -475,7 +578,7 @@ SPECULA_HD int32_t load_siblings(Block& b, int32_t first, const int32_t* next_si
     double total = 0.0;
     b.for_each_vec([&](int32_t base) {
       float qx[VEC];
-      load_vec<VEC>(q_row + base, qx);
+      q_row.load<VEC>(base, qx);
       for (int j = 0; j < VEC; ++j) total += static_cast<double>(qx[j]);
     });
     total = b.sum_f64(total);
@@ -488,18 +591,18 @@ SPECULA_HD int32_t load_siblings(Block& b, int32_t first, const int32_t* next_si
 // Every one of the m children rejected: the correction token from the final residual, else (an empty residual)
 // from p, with the step's residual uniform v.
 template <class Rules, class Block>
-SPECULA_HD int32_t correction_token(Block& b, const TreeSiblings& s, const float* p_row, const float* q_row, int32_t m,
+SPECULA_HD int32_t correction_token(Block& b, const TreeSiblings& s, RowView p_row, RowView q_row, int32_t m,
                                     int32_t vocab, double v) {
   constexpr int VEC = Block::kVec;
   const auto residual = [&](int32_t base, double(&w)[VEC]) {
     float px[VEC], qx[VEC] = {};
-    load_vec<VEC>(p_row + base, px);
-    if (q_row) load_vec<VEC>(q_row + base, qx);
+    p_row.load<VEC>(base, px);
+    if (q_row) q_row.load<VEC>(base, qx);
     SPECULA_UNROLL
     for (int j = 0; j < VEC; ++j) w[j] = tree_state_at<Rules>(s, base + j, px[j], qx[j], m, false).p_cur;
   };
   const int32_t y = sample_weights(b, vocab, residual, v);
-  return y >= 0 ? y : sample_weights(b, vocab, RowWeights<VEC>{p_row}, v);
+  return y >= 0 ? y : sample_weights(b, vocab, ViewWeights<VEC>{p_row}, v);
 }
 
 template <class Rules, class Block>
@@ -545,6 +648,12 @@ SPECULA_HD void tree_row(Block& b, const TreeVerifyParams& p, int32_t row) {
 
   int32_t cur = 0, accepted = 0, q_zero = 0, y = -1;
   bool bonus = false;
+  // The expected acceptance (VerifyOutputs::overlap_sum) over the rows visited that have children, taken on
+  // arrival, while the rows are staged: row 0, then the row after each accepted node.
+  const bool overlap = p.out.overlap_sum != nullptr;
+  double overlap_sum = 0.0;
+  int32_t overlap_count = 0;
+  StagedRows staged;
   for (;;) {
     const float* p_row = p_rows + cur * V;
     const float* q_row = q_of(cur);
@@ -554,11 +663,20 @@ SPECULA_HD void tree_row(Block& b, const TreeVerifyParams& p, int32_t row) {
     const TreeSiblings s{sibling_token, q_total, r_total, point_mass, without_replacement};
     const int32_t first = first_child[cur];
     if (first < 0) {  // a leaf (or an empty tree): the bonus token from this row's p
-      y = sample_weights(b, p.vocab, RowWeights<VEC>{p_row}, step_uniform(rp, RandomRole::bonus, cur));
+      stage_rows(b, staged, p_row, nullptr);
+      y = sample_weights(b, p.vocab, ViewWeights<VEC>{view_row(b, staged, p_row)},
+                         step_uniform(rp, RandomRole::bonus, cur));
       bonus = cur > 0;
       break;
     }
-    const int32_t m = load_siblings(b, first, next_sibling, tokens, q_row, point_mass, sibling_token, q_total);
+    // On arrival: q for the proposals' normaliser, p and q for the overlap; p joins them at the first rejection.
+    stage_rows(b, staged, overlap ? p_row : nullptr, overlap || !point_mass ? q_row : nullptr);
+    if (overlap) {
+      overlap_sum += row_overlap(b, view_row(b, staged, p_row), view_row(b, staged, q_row), tokens[first]);
+      ++overlap_count;
+    }
+    const int32_t m =
+        load_siblings(b, first, next_sibling, tokens, view_row(b, staged, q_row), point_mass, sibling_token, q_total);
 
     bool descended = false;
     int32_t node = first;
@@ -574,12 +692,13 @@ SPECULA_HD void tree_row(Block& b, const TreeVerifyParams& p, int32_t row) {
         descended = true;
         break;
       }
-      record_rejection<Rules>(b, s, p_row, q_row, l, q_total, r_total);
+      stage_rows(b, staged, p_row, q_row);
+      record_rejection<Rules>(b, s, view_row(b, staged, p_row), view_row(b, staged, q_row), l, q_total, r_total);
     }
     if (descended) continue;
     // Every child rejected: the correction token from the final residual, else (empty) from p.
     const double v = step_uniform(rp, RandomRole::residual, static_cast<uint32_t>(cur));
-    y = correction_token<Rules>(b, s, p_row, q_row, m, p.vocab, v);
+    y = correction_token<Rules>(b, s, view_row(b, staged, p_row), view_row(b, staged, q_row), m, p.vocab, v);
     break;
   }
   b.sync();  // path[] written by the block's leader is visible to every thread
@@ -587,20 +706,7 @@ SPECULA_HD void tree_row(Block& b, const TreeVerifyParams& p, int32_t row) {
   const int32_t kept = status == VerifyRowStatus::ok ? accepted : 0;
   b.for_each_index(N, [&](int32_t j) { path_out[j] = j < kept ? path[j] : -1; });
   if (status != VerifyRowStatus::ok) return fail_row(b, p.out, row, width, status);
-  if (p.out.overlap_sum) {  // along the path: row 0, then the row after each accepted node
-    const int32_t tested = tested_positions(tree_depth(b, parents, n), accepted, bonus);
-    double sum = 0.0;
-    int32_t count = 0, r = 0;
-    for (int32_t i = 0; i < tested; ++i) {
-      const int32_t kid = first_child[r];
-      if (kid >= 0) {
-        sum += row_overlap(b, p_rows + r * V, q_of(r), tokens[kid]);
-        ++count;
-      }
-      if (i < accepted) r = path[i] + 1;
-    }
-    write_overlap(b, p.out, row, sum, count);
-  }
+  write_overlap(b, p.out, row, overlap_sum, overlap_count);
   write_row(b, p.out, row, width, status, accepted, y, bonus, q_zero, [&](int32_t j) { return tokens[path[j]]; });
 }
 

@@ -74,6 +74,10 @@ struct VerifyCase {
 struct VerifyResult {
   int32_t width = 0;  // E = K + 1 or N + 1
   std::vector<int32_t> emitted, num_emitted, num_accepted, bonus, q_zero_errors, status, path;
+  // The expected acceptance (VerifyOutputs::overlap_sum / overlap_count): asked for by outputs(), compared with the
+  // reference's when it was (not empty).
+  std::vector<double> overlap_sum;
+  std::vector<int32_t> overlap_count;
 
   VerifyResult() = default;
   VerifyResult(int32_t batch, int32_t e, int32_t poison = -7)
@@ -84,11 +88,58 @@ struct VerifyResult {
         bonus(batch, poison),
         q_zero_errors(batch, poison),
         status(batch, poison),
-        path(static_cast<size_t>(batch) * std::max(e - 1, 0), poison) {}
+        path(static_cast<size_t>(batch) * std::max(e - 1, 0), poison),
+        overlap_sum(batch, std::nan("")),
+        overlap_count(batch, poison) {}
   VerifyOutputs outputs() {
-    return {emitted.data(), num_emitted.data(), num_accepted.data(), bonus.data(), q_zero_errors.data(), status.data()};
+    return {emitted.data(),       num_emitted.data(), num_accepted.data(), bonus.data(),
+            q_zero_errors.data(), status.data(),      overlap_sum.data(),  overlap_count.data()};
   }
 };
+
+// The expected acceptance of batch row b given the reference's outcome, as VerifyOutputs::overlap_sum defines it: over
+// the positions the verifier reached whose row has children (chain, block: rows 0 .. reached - 1 up to the depth;
+// tree: row 0, then the row after each accepted node, up to the rejecting row), sum_x min(p(x), q(x)) in index order,
+// or p at the first child's token where the row has no q.
+struct ReferenceOverlap {
+  double sum = 0.0;
+  int32_t count = 0;
+};
+inline ReferenceOverlap reference_overlap(const VerifyCase& c, int32_t b, const VerifyOutcome& ref) {
+  const VerifyRowParams& r = c.rows[b];
+  const bool has_q = (r.flags & kVerifyRowHasQ) != 0;
+  ReferenceOverlap o;
+  const auto add = [&](int32_t row, int32_t candidate) {
+    const float* p = c.p_of(b) + static_cast<size_t>(row) * c.vocab;
+    double sum = 0.0;
+    if (!has_q) {
+      sum = p[candidate];
+    } else {
+      const float* q = c.q_row(b, row);
+      for (int32_t x = 0; x < c.vocab; ++x) sum += std::min(p[x], q[x]);
+    }
+    o.sum += sum;
+    ++o.count;
+  };
+  if (c.kind != VerifyKind::tree) {
+    const int32_t reached = std::min(r.num_draft, ref.accepted + (ref.all_accepted ? 0 : 1));
+    for (int32_t i = 0; i < reached; ++i) add(i, c.tokens[static_cast<size_t>(b) * c.width + i]);
+    return o;
+  }
+  const auto first_child = [&](int32_t row) {
+    for (int32_t n = 0; n < r.num_draft; ++n)
+      if (c.parents[static_cast<size_t>(b) * c.width + n] == row - 1) return n;
+    return -1;
+  };
+  int32_t row = 0;
+  for (int32_t j = 0; j <= ref.accepted; ++j) {
+    const int32_t kid = first_child(row);
+    if (kid < 0) break;  // a leaf: the bonus row
+    add(row, c.tokens[static_cast<size_t>(b) * c.width + kid]);
+    if (j < ref.accepted) row = ref.path[static_cast<size_t>(j)] + 1;
+  }
+  return o;
+}
 
 // "" when row b of `r` is the reference verifier's outcome, else what differs.
 inline std::string compare_with_reference(const VerifyCase& c, int32_t b, const VerifyResult& r) {
@@ -127,6 +178,13 @@ inline std::string compare_with_reference(const VerifyCase& c, int32_t b, const 
     std::vector<int32_t> want = ref.path;
     want.resize(c.width, -1);
     if (path != want) os << "path [" << list(path) << "] vs [" << list(want) << "]; ";
+  }
+  if (!r.overlap_sum.empty()) {
+    // Float64 sums of at most V terms in [0, 1], in another order on a device: ~V * 2^-53 relative apart.
+    const ReferenceOverlap want = reference_overlap(c, b, ref);
+    if (r.overlap_count[b] != want.count) os << "overlap_count " << r.overlap_count[b] << " vs " << want.count << "; ";
+    if (!(std::fabs(r.overlap_sum[b] - want.sum) <= 1e-10 * (1.0 + want.sum)))
+      os << "overlap_sum " << r.overlap_sum[b] << " vs " << want.sum << "; ";
   }
   return os.str();
 }

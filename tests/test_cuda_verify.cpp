@@ -59,19 +59,22 @@ class Device {
 };
 
 // Runs a case on the GPU. Outputs are poisoned with 0x7f7f7f7f first (a value no output takes), so an
-// element the kernel does not write shows up in the comparison.
-VerifyResult run_on_gpu(const VerifyCase& c, int32_t cluster_blocks = 0) {
+// element the kernel does not write shows up in the comparison; the overlap sums start as NaN (0xff bytes).
+// stage_rows: ChainVerifyParams::stage_rows.
+VerifyResult run_on_gpu(const VerifyCase& c, int32_t cluster_blocks = 0, int32_t stage_rows = 1) {
   const int32_t B = c.batch(), E = c.width + 1;
   Device<float> p(c.p), q(c.q);
   Device<int32_t> tokens(c.tokens), parents(c.parents);
   Device<VerifyRowParams> rows(c.rows);
   Device<int32_t> emitted(static_cast<size_t>(B) * E), num_emitted(B), num_accepted(B), bonus(B), q_zero(B), status(B),
-      path(static_cast<size_t>(B) * c.width);
+      path(static_cast<size_t>(B) * c.width), overlap_count(B);
+  Device<double> overlap_sum(B);
   for (int32_t* ptr : {emitted.get(), num_emitted.get(), num_accepted.get(), bonus.get(), q_zero.get(), status.get()})
     check_cuda_call(cudaMemset(ptr, 0x7f, (ptr == emitted.get() ? static_cast<size_t>(B) * E : B) * sizeof(int32_t)),
                     "poison");
   if (path.get()) check_cuda_call(cudaMemset(path.get(), 0x7f, static_cast<size_t>(B) * c.width * 4), "poison");
-  VerifyOutputs out{emitted.get(), num_emitted.get(), num_accepted.get(), bonus.get(), q_zero.get(), status.get()};
+  VerifyOutputs out{emitted.get(), num_emitted.get(), num_accepted.get(), bonus.get(),
+                    q_zero.get(),  status.get(),      overlap_sum.get(),  overlap_count.get()};
   if (c.kind == VerifyKind::tree) {
     TreeVerifyParams tp;
     tp.p = p.get();
@@ -85,6 +88,7 @@ VerifyResult run_on_gpu(const VerifyCase& c, int32_t cluster_blocks = 0) {
     tp.max_nodes = c.width;
     tp.vocab = c.vocab;
     tp.cluster_blocks = cluster_blocks;
+    tp.stage_rows = stage_rows;
     launch_tree_verify(tp);
   } else {
     BlockVerifyParams bp;
@@ -97,6 +101,7 @@ VerifyResult run_on_gpu(const VerifyCase& c, int32_t cluster_blocks = 0) {
     bp.max_draft = c.width;
     bp.vocab = c.vocab;
     bp.cluster_blocks = cluster_blocks;
+    bp.stage_rows = stage_rows;
     if (c.kind == VerifyKind::chain)
       launch_chain_verify(bp);
     else
@@ -112,6 +117,8 @@ VerifyResult run_on_gpu(const VerifyCase& c, int32_t cluster_blocks = 0) {
   q_zero.to_host(r.q_zero_errors);
   status.to_host(r.status);
   path.to_host(r.path);
+  overlap_sum.to_host(r.overlap_sum);
+  overlap_count.to_host(r.overlap_count);
   return r;
 }
 
@@ -159,8 +166,9 @@ TEST_CASE("the CUDA verification kernels match the reference at every dispatch (
 
 TEST_CASE("the verification kernels split over a thread-block cluster match the reference",
           "[gpu][verify][cluster][sanitize]") {
-  // Clusters of 2, 3 and 8 blocks on small vocabularies (slices of a few tokens, empty ones), and one block per row
-  // at V 128256, where the dispatch would pick a cluster.
+  // Clusters of 2, 3 and 8 blocks on small vocabularies (slices of a few tokens, empty ones), rows staged in shared
+  // memory and not; at V 128256, where the dispatch picks a cluster of 8 with staged rows, one block per row and the
+  // cluster unstaged.
   for (int32_t blocks : {2, 3, 8})
     for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree})
       for (int32_t i = 0; i < 8; ++i) {
@@ -169,15 +177,18 @@ TEST_CASE("the verification kernels split over a thread-block cluster match the 
         const int32_t vocab = i % 2 ? 64 : g.between(1, 64);
         const VerifyCase c = kind == VerifyKind::tree ? random_tree_case(seed, 16, vocab, g.between(0, 12))
                                                       : random_chain_case(seed, kind, 16, vocab, g.between(0, 8));
-        check_against_reference(c, run_on_gpu(c, blocks),
-                                std::string(verify_kind_name(kind)) + " " + std::to_string(blocks) + " blocks, case " +
-                                    std::to_string(i) + " V " + std::to_string(vocab));
+        for (int32_t stage_rows : {1, 0})
+          check_against_reference(c, run_on_gpu(c, blocks, stage_rows),
+                                  std::string(verify_kind_name(kind)) + " " + std::to_string(blocks) +
+                                      (stage_rows ? " blocks (rows staged), case " : " blocks, case ") +
+                                      std::to_string(i) + " V " + std::to_string(vocab));
       }
   for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree}) {
     const uint64_t seed = 91 + static_cast<uint64_t>(kind);
     const VerifyCase c =
         kind == VerifyKind::tree ? random_tree_case(seed, 6, 128256, 8) : random_chain_case(seed, kind, 6, 128256, 5);
     check_against_reference(c, run_on_gpu(c, 1), std::string(verify_kind_name(kind)) + " one block, V 128256");
+    check_against_reference(c, run_on_gpu(c, 0, 0), std::string(verify_kind_name(kind)) + " unstaged, V 128256");
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -39,18 +40,47 @@ SamplerRun emulate_sampler(const SamplerCase& c, const EmulationOptions& o) {
   return r;
 }
 
-VerifyResult emulate_verify(const VerifyCase& c, const EmulationOptions& o) {
+// stage_rows: the params' ChainVerifyParams::stage_rows (a cluster's blocks copy the rows a draw reads into their
+// shared memory first, or read them where they are).
+VerifyResult emulate_verify(const VerifyCase& c, const EmulationOptions& o, int32_t stage_rows = 1) {
   VerifyResult r(c.batch(), c.width + 1);
   if (c.kind == VerifyKind::tree) {
-    emulate_tree_verify(tree_params(c, r), o);
+    TreeVerifyParams p = tree_params(c, r);
+    p.stage_rows = stage_rows;
+    emulate_tree_verify(p, o);
   } else if (c.kind == VerifyKind::chain) {
-    emulate_chain_verify(chain_params(c, r), o);
+    ChainVerifyParams p = chain_params(c, r);
+    p.stage_rows = stage_rows;
+    emulate_chain_verify(p, o);
   } else {
     BlockVerifyParams p;
     static_cast<ChainVerifyParams&>(p) = chain_params(c, r);
+    p.stage_rows = stage_rows;
     emulate_block_verify(p, o);
   }
   return r;
+}
+
+// The rows of `cases` random cases of `kind` on which the emulated kernels (clusters of `ctas` blocks of 4 threads)
+// disagree with the reference verifiers; `stage_rows` as emulate_verify's.
+int32_t rows_differing_in_clusters(VerifyKind kind, int ctas, FiberSchedule schedule, int32_t stage_rows, int cases,
+                                   const std::string& label) {
+  int32_t differing = 0;
+  for (int32_t i = 0; i < cases; ++i) {
+    const uint64_t seed = 0xc1e + 977 * static_cast<uint64_t>(i) + static_cast<uint64_t>(kind) + 31 * ctas;
+    CaseRandom g(seed);
+    const int32_t vocab = i % 3 == 0 ? 64 : g.between(1, 64);
+    const VerifyCase c = kind == VerifyKind::tree ? random_tree_case(seed, 12, vocab, g.between(0, 12))
+                                                  : random_chain_case(seed, kind, 12, vocab, g.between(0, 8));
+    const VerifyResult r = emulate_verify(c, EmulationOptions{4, schedule, ctas}, stage_rows);
+    for (int32_t b = 0; b < c.batch(); ++b) {
+      const std::string diff = compare_with_reference(c, b, r);
+      UNSCOPED_INFO(label << ", " << verify_kind_name(kind) << " case " << i << " row " << b << " V " << vocab << ": "
+                          << diff);
+      differing += !diff.empty();
+    }
+  }
+  return differing;
 }
 
 // Kept sets, tokens and statuses of the emulated sampler (8 threads per block, `ctas` blocks per row, every
@@ -301,25 +331,27 @@ TEST_CASE("the emulated verification kernels reproduce the reference verifiers",
 
 TEST_CASE("the verification kernels split over an emulated cluster reproduce the reference verifiers",
           "[kernels][emulation][verify][cluster]") {
-  // Slices of 1 to 32 tokens and empty ones (V < blocks), every schedule, every kernel.
-  for (int ctas : {2, 3, 8})
-    for (FiberSchedule schedule : kSchedules)
-      for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree})
-        for (int32_t i = 0; i < 6; ++i) {
-          const uint64_t seed = 0xc1e + 977 * static_cast<uint64_t>(i) + static_cast<uint64_t>(kind) + 31 * ctas;
-          CaseRandom g(seed);
-          const int32_t vocab = i % 3 == 0 ? 64 : g.between(1, 64);
-          const VerifyCase c = kind == VerifyKind::tree ? random_tree_case(seed, 12, vocab, g.between(0, 12))
-                                                        : random_chain_case(seed, kind, 12, vocab, g.between(0, 8));
-          EmulationOptions o{4, schedule, ctas};
-          const VerifyResult r = emulate_verify(c, o);
-          for (int32_t b = 0; b < c.batch(); ++b) {
-            const std::string diff = compare_with_reference(c, b, r);
-            INFO(ctas << " blocks, " << fiber_schedule_name(schedule) << ", " << verify_kind_name(kind) << " case " << i
-                      << " row " << b << " V " << vocab << ": " << diff);
-            CHECK(diff.empty());
-          }
+  // Slices of 1 to 32 tokens and empty ones (V < blocks), every schedule, every kernel; each block's rows staged in
+  // its shared memory (poisoned with NaN before the first copy), and read where they are.
+  for (int32_t stage_rows : {1, 0})
+    for (int ctas : {2, 3, 8})
+      for (FiberSchedule schedule : kSchedules)
+        for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree}) {
+          std::ostringstream label;
+          label << ctas << " blocks, " << fiber_schedule_name(schedule) << (stage_rows ? ", staged" : ", unstaged");
+          CHECK(rows_differing_in_clusters(kind, ctas, schedule, stage_rows, 6, label.str()) == 0);
         }
+}
+
+TEST_CASE("the cluster batteries catch staged rows that are not replaced", "[kernels][emulation][verify][mutant]") {
+  // The mutant keeps the first rows a block staged: block verification's backward scan and a tree's later nodes
+  // then read the wrong rows. (A chain stages once per row, so it cannot tell.)
+  ScopedMutant mutant(Mutant::staged_rows_stale);
+  for (VerifyKind kind : {VerifyKind::block, VerifyKind::tree}) {
+    INFO(verify_kind_name(kind));
+    CHECK(rows_differing_in_clusters(kind, 3, FiberSchedule::forward, 1, 6, "stale staged rows") > 0);
+    CHECK(rows_differing_in_clusters(kind, 3, FiberSchedule::forward, 0, 6, "unstaged") == 0);
+  }
 }
 
 TEST_CASE("the emulated tree kernel handles trees of 256 nodes", "[kernels][emulation][verify]") {

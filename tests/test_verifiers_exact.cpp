@@ -1028,14 +1028,15 @@ TEST_CASE("on cuda-host the same seeds give the CPU path's sequences and counter
     for (GenerationConfig config : configs) {
       config.max_new_tokens = 8;
       const int threads = ++case_number % 2 ? 4 : 32;  // both block sizes, alternating over the cases
+      const int ctas = case_number % 3 == 0 ? 3 : 1;   // and every third case's rows over a cluster of 3 blocks
       auto drafter = config.method ? std::make_shared<ModelDrafterFactory>(pair.draft, pipeline.params) : nullptr;
       GenerationMetrics cpu_metrics, device_metrics;
       const std::vector<SequenceOutput> cpu =
           Generator(pair.target, pipeline.params, drafter, config).generate_many(kPrompt, 0, 200, cpu_metrics);
       const Generator device(pair.target, pipeline.params, drafter,
-                             on_device(config, threads, FiberSchedule::rotating));
+                             on_device(config, threads, FiberSchedule::rotating, ctas));
       const std::vector<SequenceOutput> out = device.generate_many(kPrompt, 0, 200, device_metrics);
-      INFO(pipeline.name << " / " << describe(config) << " / " << threads << " threads");
+      INFO(pipeline.name << " / " << describe(config) << " / " << threads << " threads, " << ctas << " blocks");
       int64_t differing = 0;
       for (size_t n = 0; n < out.size(); ++n)
         differing += out[n].tokens != cpu[n].tokens || out[n].stop_reason != cpu[n].stop_reason ||

@@ -182,6 +182,9 @@ TEST_CASE("verification params check() names the bad field", "[kernels][verify]"
   bad = p;
   bad.out.bonus = bad.out.num_emitted;
   CHECK_THROWS_WITH(bad.check(), Catch::Contains("share"));
+  bad = p;
+  bad.stage_rows = 2;
+  CHECK_THROWS_WITH(bad.check(), Catch::Contains("stage_rows must be 0 or 1, got 2"));
 
   VerifyCase t = random_tree_case(6, 2, 8, 5);
   VerifyResult rt(2, 6);

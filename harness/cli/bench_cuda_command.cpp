@@ -46,8 +46,9 @@ Args without_device_option(const Args& args) {
 namespace {
 
 // Times each sampler case's and chain verification case's work in LibTorch's CUDA operations
-// (harness/bench/torch_sampler_baseline.h, torch_verify_baseline.h), once per setting and shape (a one-block
-// variant shares its case's). Without a CUDA LibTorch the kernels' figures stand alone and the report says why.
+// (harness/bench/torch_sampler_baseline.h, torch_verify_baseline.h), once per setting and shape (the unstaged and
+// one-block variants share their case's). Without a CUDA LibTorch the kernels' figures stand alone and the report says
+// why.
 void add_libtorch_baseline(CudaBenchReport& report, int iterations) {
   try {
     const auto sampler = torch_function<decltype(&bench::time_torch_sampler)>("time_torch_sampler");
