@@ -6,6 +6,8 @@
 #include <cuda_runtime.h>
 
 #include <mutex>
+#include <set>
+#include <utility>
 
 #include "kernels/cluster_block.cuh"
 #include "kernels/cuda_block.cuh"
@@ -107,19 +109,19 @@ __global__ void __launch_bounds__(BLOCK, 1)
 }
 
 // The kernel may take the largest staged rows' dynamic shared memory: set once per device and kernel (not per
-// launch, where one host thread's smaller setting could fail another's launch in between).
-template <class Kernel>
-void allow_staged_rows(Kernel kernel) {
+// launch, where one host thread's smaller setting could fail another's launch in between). Keyed by the kernel's
+// address: the VEC = 1 and 4 instantiations share a type.
+void allow_staged_rows(const void* kernel) {
   static std::mutex mutex;
-  static bool allowed[64] = {};
+  static std::set<std::pair<int, const void*>> allowed;
   int device = 0;
   cuda_check(cudaGetDevice(&device), "verify: current device");
   std::lock_guard<std::mutex> lock(mutex);
-  if (device >= 0 && device < 64 && allowed[device]) return;
+  if (allowed.count({device, kernel})) return;
   cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(kMaxVerifyStagedFloats * sizeof(float))),
              "verify: cluster shared memory");
-  if (device >= 0 && device < 64) allowed[device] = true;
+  allowed.insert({device, kernel});
 }
 
 // A cluster launch: p.batch clusters of `ctas` blocks of BLOCK threads, with the staged rows' shared memory.
@@ -127,7 +129,7 @@ template <int BLOCK, class Params>
 void launch_clusters(void (*kernel)(Params, int32_t, int32_t), const Params& p, int ctas, int32_t span, int vec,
                      cudaStream_t stream, const char* what) {
   const int32_t staged = verify_staged_floats(p.vocab, ctas, vec, p.stage_rows);
-  if (staged > 0) allow_staged_rows(kernel);
+  if (staged > 0) allow_staged_rows(reinterpret_cast<const void*>(kernel));
   cuda_block::launch_in_clusters(kernel, static_cast<unsigned>(p.batch), ctas, BLOCK, staged * sizeof(float), stream,
                                  what, p, span, staged);
 }
