@@ -10,6 +10,7 @@
 // acceptance.
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
@@ -511,6 +512,71 @@ TEST_CASE(
   CHECK_THAT(load_drafter("eagle:" + f.eagle_dir, SamplingParams{}, f.target, SamplingParams{})->description(),
              !Contains("LibTorch's operations"));
   fs::remove_all(copy_dir);
+}
+
+// The batched path a GPU decodes with (lockstep, one target forward per step for every sequence, the kernels
+// verifying), on the CPU: the target on LibTorch's device path keeps its hidden states where it computes, and the heads
+// read each sequence's features from it between steps while the other sequences stop at different steps.
+TEST_CASE("head drafters in a lockstep batch on cuda-host: greedy speculation equals greedy decoding, with stops",
+          "[medusa][eagle]") {
+  const Fixture& f = fixture();
+  const auto target = std::make_shared<TransformerLanguageModel>(f.target_dir, "auto", "libtorch");
+  const std::vector<std::vector<Token>> prompts = {{0, 1}, {3, 3, 3}, {9, 2, 6, 5, 3, 5}, {4}};
+  std::vector<const std::vector<Token>*> each;
+  for (const auto& p : prompts) each.push_back(&p);
+  const std::vector<uint64_t> ids = {0, 1, 2, 3};
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  GenerationConfig ar;
+  ar.max_new_tokens = 20;
+  ar.device = Device::cuda_host;
+  ar.lockstep = true;
+  std::vector<GenerationMetrics> m0(prompts.size());
+  std::vector<SequenceOutput> plain = Generator(target, greedy, nullptr, ar).generate_batch(each, ids, m0);
+  // Stop at a token greedy decoding emits mid-way through some sequence, so that sequences end at different steps.
+  Token stop = -1;
+  for (const SequenceOutput& o : plain)
+    if (stop < 0 && o.tokens.size() > 4) stop = o.tokens[o.tokens.size() / 2];
+  REQUIRE(stop >= 0);
+  greedy.stop_tokens = {stop};
+  const std::vector<SequenceOutput> expected = Generator(target, greedy, nullptr, ar).generate_batch(each, ids, m0);
+  size_t shortest = expected[0].tokens.size(), longest = shortest;
+  for (const SequenceOutput& o : expected) {
+    shortest = std::min(shortest, o.tokens.size());
+    longest = std::max(longest, o.tokens.size());
+  }
+  CHECK(shortest < longest);
+  struct Case {
+    std::string spec;
+    VerifyMethod method;
+    std::vector<int32_t> shape;
+  };
+  const std::vector<Case> cases = {
+      {"medusa:" + f.medusa_dir, VerifyMethod::greedy, {}},
+      {"medusa:" + f.medusa_dir, VerifyMethod::tree, {3, 2, 1}},
+      {"eagle:" + f.eagle_dir, VerifyMethod::chain, {}},
+      {"eagle:" + f.eagle_dir, VerifyMethod::tree, {3, 2, 1}},
+      {"eagle:" + f.eagle_dir + ",dynamic,top_k=3,weights_dtype=bfloat16", VerifyMethod::tree, {3, 2, 2, 1}},
+  };
+  int64_t accepted = 0;
+  for (const Case& c : cases) {
+    INFO(c.spec << " " << verify_method_name(c.method));
+    GenerationConfig config = ar;
+    config.method = c.method;
+    config.tree_shape = c.shape;
+    config.tree_sampling = SiblingScheme::deterministic;
+    config.num_draft_tokens = 3;
+    std::vector<GenerationMetrics> m(prompts.size());
+    const std::vector<SequenceOutput> out =
+        Generator(target, greedy, load_drafter(c.spec, greedy, target, greedy), config).generate_batch(each, ids, m);
+    REQUIRE(out.size() == expected.size());
+    for (size_t i = 0; i < out.size(); ++i) {
+      CHECK(out[i].tokens == expected[i].tokens);
+      CHECK(out[i].stop_reason == expected[i].stop_reason);
+      accepted += m[i].accepted;
+    }
+  }
+  CHECK(accepted > 0);
 }
 
 TEST_CASE("head drafters read the features of the verification forwards; a copy of the target runs its own",
