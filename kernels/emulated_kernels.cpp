@@ -47,13 +47,14 @@ void run_cluster_rows(const EmulationOptions& o, int32_t batch, int32_t vocab, i
   FiberTeam& team = team_for(o, ctas);
   const int32_t span = cluster_slice_span(vocab, ctas, VEC);
   const int32_t staged = verify_staged_floats(vocab, ctas, VEC, stage_rows);
+  const float kPoison = std::numeric_limits<float>::quiet_NaN();
   std::vector<std::unique_ptr<EmulatedClusterShared<T>>> owned;
   std::vector<EmulatedClusterShared<T>*> blocks;
   for (int c = 0; c < ctas; ++c) {
     owned.push_back(std::make_unique<EmulatedClusterShared<T>>());
     owned.back()->slice.assign(static_cast<size_t>(span), 0.0f);
     // Poisoned: a pass that read a staged slice before its copy would see NaN.
-    owned.back()->staged.assign(static_cast<size_t>(staged), std::numeric_limits<float>::quiet_NaN());
+    owned.back()->staged.assign(static_cast<size_t>(staged), kPoison);
     blocks.push_back(owned.back().get());
   }
   team.run([&](int fiber) {
@@ -65,6 +66,10 @@ void run_cluster_rows(const EmulationOptions& o, int32_t batch, int32_t vocab, i
     for (int32_t row = 0; row < batch; ++row) {
       row_fn(block, row);
       block.cluster_sync();  // the next row reuses every block's shared memory
+      if (staged > 0) {      // poisoned again: a row that read its staged slices before copying them would see NaN
+        if (thread == 0) std::fill(blocks[cta]->staged.begin(), blocks[cta]->staged.end(), kPoison);
+        block.cluster_sync();
+      }
     }
   });
 }

@@ -669,8 +669,9 @@ SPECULA_HD void tree_row(Block& b, const TreeVerifyParams& p, int32_t row) {
       bonus = cur > 0;
       break;
     }
-    // On arrival: q for the proposals' normaliser, p and q for the overlap; p joins them at the first rejection.
-    stage_rows(b, staged, overlap ? p_row : nullptr, overlap || !point_mass ? q_row : nullptr);
+    // On arrival: q for the proposals' normaliser, p and q for the overlap (which reads p at one token where the
+    // row has no q); p joins them at the first rejection.
+    stage_rows(b, staged, overlap && q_row ? p_row : nullptr, overlap || !point_mass ? q_row : nullptr);
     if (overlap) {
       overlap_sum += row_overlap(b, view_row(b, staged, p_row), view_row(b, staged, q_row), tokens[first]);
       ++overlap_count;
