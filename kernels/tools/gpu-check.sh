@@ -99,8 +99,15 @@ name, rc, start, end, log, cmd = sys.argv[1:]
 text = open(log, errors="replace").read()
 rc = int(rc)
 status = "passed" if rc == 0 else ("skipped" if rc == 77 else ("timeout" if rc in (124, 137) else "failed"))
-print(json.dumps({"step": name, "status": status, "exit_code": rc, "seconds": round(float(end) - float(start), 2),
-                  "command": cmd, "output_tail": text[-6000:]}))
+record = {"step": name, "status": status, "exit_code": rc, "seconds": round(float(end) - float(start), 2),
+          "command": cmd, "output_tail": text[-6000:]}
+# A step graph whose capture failed falls back to eager steps (and may leave LibTorch's allocator degraded): the
+# step's figures would not be what they say, so the step fails, naming the line.
+capture = [line for line in text.splitlines() if "CUDA graph capture failed" in line]
+if capture and status == "passed":
+    record["status"] = "failed"
+    record["reason"] = capture[0][:500]
+print(json.dumps(record))
 EOF
 }
 
@@ -196,10 +203,20 @@ else
   skip bench_end_to_end_batch "the bundled checkpoints are not here"
 fi
 
+# The LibTorch the build links: whether its CUDAGraph::reset() frees the capture stream's cuBLAS workspace
+# (clearCublasWorkspacesForStream), which every step graph captured on that stream has baked in (kernels/README.md,
+# "Step graphs and cuBLAS workspaces").
+torch_lib=$(sed -n 's/^Torch_DIR:PATH=//p' "$build/CMakeCache.txt" 2>/dev/null | head -n1)
+torch_lib=${torch_lib:+$torch_lib/../../../lib/libtorch_cuda.so}
+
 mkdir -p "$(dirname "$report")"
-python3 - "$steps" "$report" "$device" "$work" <<'EOF'
+python3 - "$steps" "$report" "$device" "$work" "$torch_lib" <<'EOF'
 import json, os, platform, sys, datetime
-steps_file, report, device, work = sys.argv[1:]
+steps_file, report, device, work, torch_lib = sys.argv[1:]
+libtorch = {"libtorch_cuda": torch_lib or None}
+if torch_lib and os.path.exists(torch_lib):
+    with open(torch_lib, "rb") as f:
+        libtorch["graph_reset_clears_cublas_workspaces"] = b"clearCublasWorkspacesForStream" in f.read()
 steps = [json.loads(line) for line in open(steps_file)]
 benches = {}
 for name in ("bench-sampler", "bench-verify", "bench-forward", "bench-forward-1b", "bench-end-to-end",
@@ -270,6 +287,7 @@ targets += loop
 left_out = [s["step"] for s in steps if s.get("reason") == "not selected (--steps)"]
 ran = [s for s in steps if s["step"] not in left_out]
 doc = {"host": platform.node(), "device": device, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+       "libtorch": libtorch,
        "passed": all(s["status"] == "passed" for s in ran), "complete": not left_out, "left_out": left_out,
        "steps": steps, "benchmarks": benches,
        "kernel_targets": targets[:len(targets) - len(loop)], "loop_targets": loop}

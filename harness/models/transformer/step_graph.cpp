@@ -77,12 +77,18 @@ struct StepGraph::State {
     at::cuda::CUDAEvent inputs_ready;
     inputs_ready.record(caller);
     inputs_ready.block(side);
-    struct JoinBack {  // the caller's stream waits for the side stream's work, on every way out
+    // The caller's stream waits for the side stream's work, on every way out. A destructor must not throw: after a
+    // sticky CUDA error (or while another exception unwinds) the join's own failure is dropped, and the error that
+    // caused it reaches the caller through the capture's exception or the next CUDA call.
+    struct JoinBack {
       c10::cuda::CUDAStream side, caller;
       ~JoinBack() {
-        at::cuda::CUDAEvent joined;
-        joined.record(side);
-        joined.block(caller);
+        try {
+          at::cuda::CUDAEvent joined;
+          joined.record(side);
+          joined.block(caller);
+        } catch (...) {
+        }
       }
     } join_back{side, caller};
     auto captured = std::make_unique<at::cuda::CUDAGraph>();
