@@ -425,6 +425,20 @@ TEST_CASE("mutant: the dynamic tree verified with p/q against its recorded q is 
   CHECK_FALSE(r.g.passed(stats::kAlpha));
 }
 
+// A head drafter's greedy-equality case: its spec, method and tree shape, candidates chosen by value.
+struct HeadCase {
+  std::string spec;
+  VerifyMethod method;
+  std::vector<int32_t> shape;
+  GenerationConfig config(GenerationConfig base) const {
+    base.method = method;
+    base.tree_shape = shape;
+    base.tree_sampling = SiblingScheme::deterministic;
+    base.num_draft_tokens = 3;
+    return base;
+  }
+};
+
 TEST_CASE("medusa and eagle: greedy speculation equals greedy decoding token for token", "[medusa][eagle]") {
   const Fixture& f = fixture();
   SamplingParams greedy;
@@ -432,12 +446,7 @@ TEST_CASE("medusa and eagle: greedy speculation equals greedy decoding token for
   GenerationConfig ar;
   ar.max_new_tokens = 24;
   const Generator baseline(f.target, greedy, nullptr, ar);
-  struct Case {
-    std::string spec;
-    VerifyMethod method;
-    std::vector<int32_t> shape;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<HeadCase> cases = {
       {"medusa:" + f.medusa_dir, VerifyMethod::greedy, {}},
       {"medusa:" + f.medusa_dir, VerifyMethod::tree, {3, 2, 1}},
       {"eagle:" + f.eagle_dir, VerifyMethod::greedy, {}},
@@ -449,13 +458,9 @@ TEST_CASE("medusa and eagle: greedy speculation equals greedy decoding token for
       {"eagle:" + f.eagle_dir + ",dynamic,top_k=3,weights_dtype=float16", VerifyMethod::tree, {3, 2, 2, 1}},
   };
   int64_t accepted = 0;
-  for (const Case& c : cases) {
+  for (const HeadCase& c : cases) {
     INFO(c.spec << " " << verify_method_name(c.method));
-    GenerationConfig config = ar;
-    config.method = c.method;
-    config.tree_shape = c.shape;
-    config.tree_sampling = SiblingScheme::deterministic;
-    config.num_draft_tokens = 3;
+    const GenerationConfig config = c.config(ar);
     const Generator spec(f.target, greedy, f.drafter(c.spec), config);
     int64_t accepted_here = 0;
     for (const std::vector<Token>& prompt : std::vector<std::vector<Token>>{{0, 1}, {3, 3, 3}, {9, 2, 6, 5, 3, 5}}) {
@@ -546,12 +551,7 @@ TEST_CASE("head drafters in a lockstep batch on cuda-host: greedy speculation eq
     longest = std::max(longest, o.tokens.size());
   }
   CHECK(shortest < longest);
-  struct Case {
-    std::string spec;
-    VerifyMethod method;
-    std::vector<int32_t> shape;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<HeadCase> cases = {
       {"medusa:" + f.medusa_dir, VerifyMethod::greedy, {}},
       {"medusa:" + f.medusa_dir, VerifyMethod::tree, {3, 2, 1}},
       {"eagle:" + f.eagle_dir, VerifyMethod::chain, {}},
@@ -559,13 +559,9 @@ TEST_CASE("head drafters in a lockstep batch on cuda-host: greedy speculation eq
       {"eagle:" + f.eagle_dir + ",dynamic,top_k=3,weights_dtype=bfloat16", VerifyMethod::tree, {3, 2, 2, 1}},
   };
   int64_t accepted = 0;
-  for (const Case& c : cases) {
+  for (const HeadCase& c : cases) {
     INFO(c.spec << " " << verify_method_name(c.method));
-    GenerationConfig config = ar;
-    config.method = c.method;
-    config.tree_shape = c.shape;
-    config.tree_sampling = SiblingScheme::deterministic;
-    config.num_draft_tokens = 3;
+    const GenerationConfig config = c.config(ar);
     std::vector<GenerationMetrics> m(prompts.size());
     const std::vector<SequenceOutput> out =
         Generator(target, greedy, load_drafter(c.spec, greedy, target, greedy), config).generate_batch(each, ids, m);
