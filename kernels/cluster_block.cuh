@@ -13,6 +13,12 @@
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
+
 #include "kernels/cuda_block.cuh"
 #include "kernels/cuda_check.h"
 #include "kernels/fused_sampler_row.h"
@@ -174,6 +180,34 @@ struct CudaClusterBlock {
   __host__ __device__ int32_t candidates_count() { return local.candidates_count(); }
   __host__ __device__ float candidate(int32_t i) const { return local.candidate(i); }
 };
+
+// The floats of dynamic shared memory a block of `kernel` may take on the current device, at most `most`: the device's
+// opt-in limit per block less the kernel's static shared memory (227 KiB on sm_90, 99 KiB on sm_120). The kernel's
+// limit is raised to that once per device and kernel, not per launch (where one host thread's smaller setting could
+// fail another's launch in between); keyed by the kernel's address, since instantiations may share a type.
+inline int32_t dynamic_shared_floats(const void* kernel, int32_t most) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, const void*>, int32_t> granted;  // (device, kernel) -> floats, before `most`
+  int device = 0;
+  cuda_check(cudaGetDevice(&device), "cluster kernel: current device");
+  std::lock_guard<std::mutex> lock(mutex);
+  auto found = granted.find({device, kernel});
+  if (found == granted.end()) {
+    int optin = 0;
+    cuda_check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+               "cluster kernel: shared memory per block");
+    cudaFuncAttributes attributes{};
+    cuda_check(cudaFuncGetAttributes(&attributes, kernel), "cluster kernel: attributes");
+    const int64_t room = (static_cast<int64_t>(optin) - static_cast<int64_t>(attributes.sharedSizeBytes)) / 4;
+    const int32_t floats = static_cast<int32_t>(std::max<int64_t>(0, room));
+    if (floats > 0)
+      cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(floats * sizeof(float))),
+                 "cluster kernel: dynamic shared memory");
+    found = granted.emplace(std::make_pair(device, kernel), floats).first;
+  }
+  return std::min(found->second, most);
+}
 
 // Launches kernel(args...) as `clusters` clusters of `ctas` blocks of `threads` threads each, block
 // c * ctas + r being block r of cluster c; throws Error naming `what` when the launch fails.

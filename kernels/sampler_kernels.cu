@@ -4,8 +4,6 @@
 // choice (choose_fused_sampler_config) into one of six instantiations.
 #include <cuda_runtime.h>
 
-#include <mutex>
-
 #include "kernels/cluster_block.cuh"
 #include "kernels/cuda_block.cuh"
 #include "kernels/cuda_check.h"
@@ -61,29 +59,18 @@ void launch(const SamplerKernelParams& p, cudaStream_t stream) {
   cuda_check(cudaGetLastError(), "fused sampler launch");
 }
 
-// The cluster kernel may take the largest slice's dynamic shared memory: set once per device and instantiation
-// (not per launch, where one host thread's smaller setting could fail another's launch in between).
+// Launches the cluster kernel; false (nothing launched) where a block of this device cannot hold the slice
+// (sm_120's 99 KiB), and the row goes to the one-block kernel.
 template <int BLOCK, int VEC>
-void allow_largest_slice() {
-  static std::mutex mutex;
-  static bool allowed[64] = {};
-  int device = 0;
-  cuda_check(cudaGetDevice(&device), "fused sampler: current device");
-  std::lock_guard<std::mutex> lock(mutex);
-  if (device >= 0 && device < 64 && allowed[device]) return;
-  cuda_check(cudaFuncSetAttribute(fused_sampler_cluster_kernel<BLOCK, VEC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(kMaxSamplerSliceTokens * sizeof(float))),
-             "fused sampler: cluster shared memory");
-  if (device >= 0 && device < 64) allowed[device] = true;
-}
-
-template <int BLOCK, int VEC>
-void launch_cluster(const SamplerKernelParams& p, int ctas, cudaStream_t stream) {
+bool launch_cluster(const SamplerKernelParams& p, int ctas, cudaStream_t stream) {
   const int32_t span = cluster_slice_span(p.vocab, ctas, VEC);
-  const size_t slice_bytes = static_cast<size_t>(span) * sizeof(float);
-  allow_largest_slice<BLOCK, VEC>();
-  cuda_block::launch_in_clusters(fused_sampler_cluster_kernel<BLOCK, VEC>, static_cast<unsigned>(p.batch), ctas, BLOCK,
-                                 slice_bytes, stream, "fused sampler (cluster) launch", p, span);
+  const auto kernel = fused_sampler_cluster_kernel<BLOCK, VEC>;
+  if (span > cuda_block::dynamic_shared_floats(reinterpret_cast<const void*>(kernel), kMaxSamplerSliceTokens))
+    return false;
+  cuda_block::launch_in_clusters(kernel, static_cast<unsigned>(p.batch), ctas, BLOCK,
+                                 static_cast<size_t>(span) * sizeof(float), stream, "fused sampler (cluster) launch", p,
+                                 span);
+  return true;
 }
 
 }  // namespace
@@ -93,13 +80,9 @@ void launch_fused_sampler(const SamplerKernelParams& p, CUstream_st* stream) {
   require_cuda_device();
   const SamplerLaunchConfig c = choose_fused_sampler_config(p);
   // The dispatch: runtime (blocks per row, block, vec) -> compile-time template arguments.
-  if (c.ctas > 1 && cuda_device_has_clusters()) {
-    if (c.vec == 4)
-      launch_cluster<256, 4>(p, c.ctas, stream);
-    else
-      launch_cluster<256, 1>(p, c.ctas, stream);
+  if (c.ctas > 1 && cuda_device_has_clusters() &&
+      (c.vec == 4 ? launch_cluster<256, 4>(p, c.ctas, stream) : launch_cluster<256, 1>(p, c.ctas, stream)))
     return;
-  }
   const int block = p.vocab >= 16384 ? 512 : 256;
   if (block == 512 && c.vec == 4)
     launch<512, 4>(p, stream);

@@ -5,11 +5,6 @@
 // one of six instantiations per kernel.
 #include <cuda_runtime.h>
 
-#include <algorithm>
-#include <map>
-#include <mutex>
-#include <utility>
-
 #include "kernels/cluster_block.cuh"
 #include "kernels/cuda_block.cuh"
 #include "kernels/cuda_check.h"
@@ -109,42 +104,15 @@ __global__ void __launch_bounds__(BLOCK, 1)
       p.vocab, span, staged, [&](auto& block, int32_t row) { verify_row::tree_row<ExactRules>(block, p, row); });
 }
 
-// The staged rows' floats the kernel can take on this device: `staged`, or 0 where they and the kernel's static
-// shared memory would exceed a block's opt-in limit (227 KiB on sm_90; 99 KiB on sm_120, whose clusters then read
-// global memory). The limit is raised once per device and kernel (not per launch, where one host thread's smaller
-// setting could fail another's launch in between); keyed by the kernel's address, as the VEC = 1 and 4
-// instantiations share a type.
-int32_t staged_floats_that_fit(const void* kernel, int32_t staged) {
-  if (staged == 0) return 0;
-  static std::mutex mutex;
-  static std::map<std::pair<int, const void*>, int32_t> fits;  // (device, kernel) -> the most floats it may take
-  int device = 0;
-  cuda_check(cudaGetDevice(&device), "verify: current device");
-  std::lock_guard<std::mutex> lock(mutex);
-  auto found = fits.find({device, kernel});
-  if (found == fits.end()) {
-    int optin = 0;
-    cuda_check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
-               "verify: shared memory per block");
-    cudaFuncAttributes attributes{};
-    cuda_check(cudaFuncGetAttributes(&attributes, kernel), "verify: kernel attributes");
-    const int64_t room = (static_cast<int64_t>(optin) - static_cast<int64_t>(attributes.sharedSizeBytes)) / 4;
-    const int32_t most = static_cast<int32_t>(std::max<int64_t>(0, std::min<int64_t>(room, kMaxVerifyStagedFloats)));
-    if (most > 0)
-      cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(most * sizeof(float))),
-                 "verify: cluster shared memory");
-    found = fits.emplace(std::make_pair(device, kernel), most).first;
-  }
-  return staged <= found->second ? staged : 0;
-}
-
 // A cluster launch: p.batch clusters of `ctas` blocks of BLOCK threads, with the staged rows' shared memory.
 template <int BLOCK, class Params>
 void launch_clusters(void (*kernel)(Params, int32_t, int32_t), const Params& p, int ctas, int32_t span, int vec,
                      cudaStream_t stream, const char* what) {
-  const int32_t staged = staged_floats_that_fit(reinterpret_cast<const void*>(kernel),
-                                                verify_staged_floats(p.vocab, ctas, vec, p.stage_rows));
+  // Where the device's blocks cannot hold the two slices (sm_120), the passes read global memory instead.
+  const int32_t wanted = verify_staged_floats(p.vocab, ctas, vec, p.stage_rows);
+  const int32_t staged =
+      wanted > 0 && wanted <= cuda_block::dynamic_shared_floats(reinterpret_cast<const void*>(kernel), wanted) ? wanted
+                                                                                                               : 0;
   cuda_block::launch_in_clusters(kernel, static_cast<unsigned>(p.batch), ctas, BLOCK, staged * sizeof(float), stream,
                                  what, p, span, staged);
 }
