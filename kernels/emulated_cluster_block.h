@@ -9,6 +9,11 @@
 //
 // FiberTeam runs each block alone up to the next cluster barrier, in the schedule's block order: a block that
 // read another's slot or histogram without the cluster barrier would read the previous collective's value.
+//
+// With a global-memory exchange (RowExchange::global_memory, the GPUs without clusters), the collectives cross the
+// blocks through group_exchange.h instead, the code the CUDA Block runs: its rotating slots and histograms in a
+// workspace, one barrier per collective. The group's barrier is the team barrier, plus the GPU barrier's counter,
+// checked against its target.
 #pragma once
 
 #include <cstdint>
@@ -17,9 +22,39 @@
 #include "kernels/emulated_block.h"
 #include "kernels/fiber_team.h"
 #include "kernels/fused_sampler_row.h"
+#include "kernels/group_exchange.h"
+#include "kernels/shared/error.h"
 #include "kernels/shared/mutation_points.h"
 
 namespace specula {
+
+// group_exchange.h's operations for emulated blocks: the workspace is host memory, and fibers never interleave
+// inside a phase, so a plain add is the atomic one.
+template <int T>
+struct EmulatedGroupOps {
+  static constexpr int kThreads = T;
+  FiberTeam* team = nullptr;
+  int rank = 0;  // the thread's rank in its block
+  int ctas = 1;
+
+  int thread() const { return rank; }
+  void block_sync() { team->barrier(); }
+  // The CUDA barrier's counting: thread 0 arrives once the block's writes are done, and may pass once `target`
+  // blocks' arrivals are counted. The team barrier waits for every block; then the counter must hold exactly this
+  // barrier's arrivals, give or take the next barrier's of the blocks that ran on (each at most one): a target
+  // below that would release a GPU block early, one above would never release it.
+  void group_barrier(uint64_t* arrivals, uint64_t target) {
+    block_sync();
+    if (rank == 0) *arrivals += 1;
+    team->team_barrier();
+    if (*arrivals < target || *arrivals >= target + static_cast<uint64_t>(ctas))
+      fail("emulated group barrier: ", *arrivals, " arrivals counted where barrier ", target / ctas, " of ", ctas,
+           " blocks waits for ", target);
+  }
+  uint64_t load(const uint64_t* p) const { return *p; }
+  void store(uint64_t* p, uint64_t v) { *p = v; }
+  void add(uint64_t* p, uint64_t v) { *p += v; }
+};
 
 union EmulatedClusterSlot {
   double f64;
@@ -49,12 +84,21 @@ struct EmulatedClusterBlock {
   int cta;                      // this block's rank in the cluster
   EmulatedBlock<T, VEC> local;  // this block's collectives (its vocab is unused)
   int32_t begin, end;           // this block's slice of the row
+  // The global-memory exchange, where `exchange.workspace` is set (RowExchange::global_memory).
+  group_exchange::Exchange<EmulatedGroupOps<T>> exchange = {};
+
+  bool global() const { return exchange.workspace != nullptr; }
 
   int rank() const { return local.thread; }
   bool leader() const { return cta == 0 && local.thread == 0; }
   bool block_leader() const { return local.thread == 0; }
   void sync() { local.sync(); }
-  void cluster_sync() { local.team.team_barrier(); }
+  void cluster_sync() {
+    if (global())
+      exchange.barrier();
+    else
+      local.team.team_barrier();
+  }
 
   float* slice() { return blocks[cta]->slice.data(); }
   int32_t slice_begin() const { return begin; }
@@ -82,6 +126,7 @@ struct EmulatedClusterBlock {
   // order (every block's by default; `none` when count is 0).
   template <typename V, class Op>
   V cluster_fold(V block_value, V EmulatedClusterSlot::*member, Op op, int count = -1, V none = V{}) {
+    if (global()) return exchange.fold(block_value, op, count, none);
     if (count < 0) count = ctas;
     if (local.thread == 0) blocks[cta]->slot.*member = block_value;
     cluster_sync();  // every block's partial has landed
@@ -121,6 +166,10 @@ struct EmulatedClusterBlock {
   void hist_clear() { local.hist_clear(); }
   void hist_add(int bin, uint64_t w) { local.hist_add(bin, w); }
   uint64_t hist_suffix_sums() {
+    if (global()) {
+      exchange.merge_histograms(blocks[cta]->block.hist, blocks[cta]->merged);
+      return local.suffix_sums(blocks[cta]->merged);
+    }
     if (!mutant_on(Mutant::cluster_histogram_unsynchronised)) cluster_sync();  // every block's hist_add has landed
     uint64_t* merged = blocks[cta]->merged;
     for (int bin = local.thread; bin <= fused_sampler::kRadixBins; bin += T) {

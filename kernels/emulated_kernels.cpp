@@ -48,6 +48,10 @@ void run_cluster_rows(const EmulationOptions& o, int32_t batch, int32_t vocab, i
   const int32_t span = cluster_slice_span(vocab, ctas, VEC);
   const int32_t staged = verify_staged_floats(vocab, ctas, VEC, stage_rows);
   const float kPoison = std::numeric_limits<float>::quiet_NaN();
+  const bool global = o.exchange == RowExchange::global_memory;
+  // The global-memory exchange's workspace: one group (the emulation runs the rows one after the other, as one
+  // group of a cooperative launch takes its rows in turn), zero at launch as the CUDA launcher leaves it.
+  std::vector<uint64_t> workspace(global ? static_cast<size_t>(group_exchange::group_words(ctas)) : 0, 0);
   std::vector<std::unique_ptr<EmulatedClusterShared<T>>> owned;
   std::vector<EmulatedClusterShared<T>*> blocks;
   for (int c = 0; c < ctas; ++c) {
@@ -63,10 +67,16 @@ void run_cluster_rows(const EmulationOptions& o, int32_t batch, int32_t vocab, i
     const int32_t end = std::min<int64_t>(static_cast<int64_t>(begin) + span, vocab);
     EmulatedClusterBlock<T, VEC> block{
         blocks.data(), ctas, cta, EmulatedBlock<T, VEC>{blocks[cta]->block, team, thread, vocab}, begin, end};
+    if (global) block.exchange = {EmulatedGroupOps<T>{&team, thread, ctas}, workspace.data(), cta, ctas};
     for (int32_t row = 0; row < batch; ++row) {
       row_fn(block, row);
-      block.cluster_sync();  // the next row reuses every block's shared memory
-      if (staged > 0) {      // poisoned again: a row that read its staged slices before copying them would see NaN
+      // The next row reuses every block's shared memory; a global-memory exchange's blocks share none, and each
+      // goes on to its next row as the CUDA kernel's do, after its own block's barrier.
+      if (global)
+        block.sync();
+      else
+        block.cluster_sync();
+      if (staged > 0) {  // poisoned again: a row that read its staged slices before copying them would see NaN
         if (thread == 0) std::fill(blocks[cta]->staged.begin(), blocks[cta]->staged.end(), kPoison);
         block.cluster_sync();
       }
@@ -105,9 +115,10 @@ void dispatch(const EmulationOptions& o, int vec, int32_t batch, int32_t vocab, 
 }
 
 // The kernel's own cluster size (its params' cluster_blocks), when set, over the emulation's.
-EmulationOptions cluster_options(const EmulationOptions& o, int32_t cluster_blocks) {
+EmulationOptions cluster_options(const EmulationOptions& o, int32_t cluster_blocks, RowExchange row_exchange) {
   EmulationOptions c = o;
   if (cluster_blocks > 0) c.ctas = cluster_blocks;
+  if (row_exchange != RowExchange::automatic) c.exchange = row_exchange;
   return c;
 }
 
@@ -122,28 +133,28 @@ void check_emulation_options(const EmulationOptions& o) {
 
 void emulate_fused_sampler(const SamplerKernelParams& p, const EmulationOptions& o) {
   p.check();
-  dispatch<true>(cluster_options(o, p.cluster_blocks), choose_fused_sampler_config(p).vec, p.batch, p.vocab, 0,
-                 [&](auto& block, int32_t row) { fused_sampler::sample_row(block, p, row); });
+  dispatch<true>(cluster_options(o, p.cluster_blocks, p.row_exchange), choose_fused_sampler_config(p).vec, p.batch,
+                 p.vocab, 0, [&](auto& block, int32_t row) { fused_sampler::sample_row(block, p, row); });
 }
 
 void emulate_chain_verify(const ChainVerifyParams& p, const EmulationOptions& o) {
   p.check();
-  dispatch<true>(cluster_options(o, p.cluster_blocks), choose_verify_config(p.p, p.q, p.vocab).vec, p.batch, p.vocab,
-                 p.stage_rows,
+  dispatch<true>(cluster_options(o, p.cluster_blocks, p.row_exchange), choose_verify_config(p.p, p.q, p.vocab).vec,
+                 p.batch, p.vocab, p.stage_rows,
                  [&](auto& block, int32_t row) { verify_row::chain_row<verify_row::ExactRules>(block, p, row); });
 }
 
 void emulate_block_verify(const BlockVerifyParams& p, const EmulationOptions& o) {
   p.check();
-  dispatch<true>(cluster_options(o, p.cluster_blocks), choose_verify_config(p.p, p.q, p.vocab).vec, p.batch, p.vocab,
-                 p.stage_rows,
+  dispatch<true>(cluster_options(o, p.cluster_blocks, p.row_exchange), choose_verify_config(p.p, p.q, p.vocab).vec,
+                 p.batch, p.vocab, p.stage_rows,
                  [&](auto& block, int32_t row) { verify_row::block_row<verify_row::ExactRules>(block, p, row); });
 }
 
 void emulate_tree_verify(const TreeVerifyParams& p, const EmulationOptions& o) {
   p.check();
-  dispatch<true>(cluster_options(o, p.cluster_blocks), choose_verify_config(p.p, p.q, p.vocab).vec, p.batch, p.vocab,
-                 p.stage_rows,
+  dispatch<true>(cluster_options(o, p.cluster_blocks, p.row_exchange), choose_verify_config(p.p, p.q, p.vocab).vec,
+                 p.batch, p.vocab, p.stage_rows,
                  [&](auto& block, int32_t row) { verify_row::tree_row<verify_row::ExactRules>(block, p, row); });
 }
 

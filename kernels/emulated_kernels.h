@@ -17,10 +17,12 @@ struct EmulationOptions {
   int threads = 8;  // simulated threads per block: 4, 8 or 32
   FiberSchedule schedule = FiberSchedule::forward;
   // Blocks per row: 1, or a thread-block cluster of 2 .. kMaxEmulatedClusterBlocks blocks that splits the row
-  // (kernels/emulated_cluster_block.h); the fused sampler's SamplerKernelParams::cluster_blocks, when set,
-  // SamplerKernelParams::cluster_blocks, when set, takes precedence (and the verification params' cluster_blocks for
-  // theirs).
+  // (kernels/emulated_cluster_block.h); the fused sampler's SamplerKernelParams::cluster_blocks, when set, takes
+  // precedence (and the verification params' cluster_blocks for theirs).
   int ctas = 1;
+  // How the blocks of a split row exchange their partials: a cluster's shared memory (automatic), or the
+  // global-memory exchange of GPUs without clusters; the params' row_exchange, when not automatic, takes precedence.
+  RowExchange exchange = RowExchange::automatic;
 };
 constexpr int kMaxEmulatedClusterBlocks = 16;
 

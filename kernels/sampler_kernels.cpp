@@ -50,6 +50,9 @@ void SamplerKernelParams::check() const {
          probs_stride);
   if (cluster_blocks < 0 || cluster_blocks > kMaxSamplerClusterBlocks)
     fail("fused sampler: cluster_blocks must be in [0, ", kMaxSamplerClusterBlocks, "], got ", cluster_blocks);
+  if (row_exchange != RowExchange::automatic && row_exchange != RowExchange::global_memory)
+    fail("fused sampler: row_exchange must be automatic (0) or global_memory (1), got ",
+         static_cast<int>(row_exchange));
   if (cluster_blocks > 1 && cluster_slice_span(vocab, cluster_blocks, 1) > kMaxSamplerSliceTokens)
     fail("fused sampler: cluster_blocks ", cluster_blocks, " leaves slices of more than ", kMaxSamplerSliceTokens,
          " tokens (V = ", vocab, ")");
@@ -110,6 +113,16 @@ struct HostBlock {
 };
 
 }  // namespace
+
+const char* row_exchange_name(RowExchange exchange) {
+  switch (exchange) {
+    case RowExchange::automatic:
+      return "automatic";
+    case RowExchange::global_memory:
+      return "global_memory";
+  }
+  return "unknown";
+}
 
 int32_t cluster_slice_span(int32_t vocab, int32_t blocks, int32_t vec) {
   const int32_t vectors = (vocab + vec - 1) / vec;

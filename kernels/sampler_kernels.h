@@ -23,6 +23,18 @@ namespace specula {
 // Filters the kernel implements, in the row's order.
 enum class KernelFilter : uint8_t { min_p = 0, top_k = 1, top_p = 2 };
 
+// How the blocks of a row split over several (SamplerKernelParams::cluster_blocks, the verification params' too)
+// exchange their partials: the reductions' values and the radix histograms.
+enum class RowExchange : uint8_t {
+  // A thread-block cluster's distributed shared memory on sm_90+ (cluster_block.cuh); one block per row on a GPU
+  // without clusters.
+  automatic = 0,
+  // Global memory, on any GPU with cooperative launches (sm_80 among them): groups of blocks resident together,
+  // each group taking rows in turn, its blocks meeting at a barrier in global memory (kernels/group_exchange.h).
+  global_memory = 1,
+};
+const char* row_exchange_name(RowExchange exchange);
+
 // Which optional per-row arrays a row reads (a row without a flag skips the array's bytes).
 enum SamplerRowFlags : uint32_t {
   kRowAllowed = 1u << 0,  // allowed_bitmap row: only set bits survive
@@ -99,6 +111,8 @@ struct SamplerKernelParams {
   // (choose_fused_sampler_config), 1 = one block per row, 2 .. kMaxSamplerClusterBlocks = a cluster of that
   // many blocks, each keeping its slice of the row in shared memory. A GPU without clusters runs one block.
   int32_t cluster_blocks = 0;
+  // How those blocks exchange their partials.
+  RowExchange row_exchange = RowExchange::automatic;
 
   // Throws Error naming the first invalid field (null required pointer, bad shape).
   void check() const;

@@ -57,16 +57,19 @@ void check_layout(const char* what, const VerifyRowLayout& layout) {
     fail(what, ": layout.total_rows is set but layout.first_row is null");
 }
 
-void check_shape(const char* what, int32_t batch, int32_t vocab, int32_t cluster_blocks, int32_t stage_rows) {
+void check_shape(const char* what, int32_t batch, int32_t vocab, int32_t cluster_blocks, RowExchange row_exchange,
+                 int32_t stage_rows) {
   if (batch < 1) fail(what, ": batch must be >= 1, got ", batch);
   if (vocab < 1 || vocab > (1 << 30)) fail(what, ": vocab must be in [1, 2^30], got ", vocab);
   if (cluster_blocks < 0 || cluster_blocks > kMaxVerifyClusterBlocks)
     fail(what, ": cluster_blocks must be in [0, ", kMaxVerifyClusterBlocks, "], got ", cluster_blocks);
+  if (row_exchange != RowExchange::automatic && row_exchange != RowExchange::global_memory)
+    fail(what, ": row_exchange must be automatic (0) or global_memory (1), got ", static_cast<int>(row_exchange));
   if (stage_rows != 0 && stage_rows != 1) fail(what, ": stage_rows must be 0 or 1, got ", stage_rows);
 }
 
 void check_chain(const char* what, const ChainVerifyParams& p) {
-  check_shape(what, p.batch, p.vocab, p.cluster_blocks, p.stage_rows);
+  check_shape(what, p.batch, p.vocab, p.cluster_blocks, p.row_exchange, p.stage_rows);
   if (p.max_draft < 0 || p.max_draft > kMaxVerifyDraft)
     fail(what, ": max_draft (K) must be in [0, ", kMaxVerifyDraft, "], got ", p.max_draft);
   if (!p.p) fail(what, ": p [B, K + 1, V] is null");
@@ -134,7 +137,7 @@ void BlockVerifyParams::check() const { check_chain("block verify", *this); }
 
 void TreeVerifyParams::check() const {
   const char* what = "tree verify";
-  check_shape(what, batch, vocab, cluster_blocks, stage_rows);
+  check_shape(what, batch, vocab, cluster_blocks, row_exchange, stage_rows);
   if (max_nodes < 0 || max_nodes > kMaxVerifyTreeNodes)
     fail(what, ": max_nodes (N) must be in [0, ", kMaxVerifyTreeNodes, "], got ", max_nodes);
   if (!p) fail(what, ": p [B, N + 1, V] is null");

@@ -16,6 +16,8 @@
 
 #include <cstdint>
 
+#include "kernels/sampler_kernels.h"  // RowExchange
+
 struct CUstream_st;  // cudaStream_t is CUstream_st*
 
 namespace specula {
@@ -104,6 +106,8 @@ struct ChainVerifyParams {
   // Blocks per row on a GPU with thread-block clusters (sm_90+): 0 = the dispatch's choice (choose_verify_config),
   // 1 = one block per row, 2 .. kMaxVerifyClusterBlocks = a cluster of that many, each reading its slice of V.
   int32_t cluster_blocks = 0;
+  // How those blocks exchange their partials (as SamplerKernelParams::row_exchange).
+  RowExchange row_exchange = RowExchange::automatic;
   // In a cluster, whether each block copies its slice of the p and q rows a draw reads into shared memory first,
   // so every later pass over them (totals, the draw, the overlap) reads shared memory: 1 (the default) where the
   // two slices fit (verify_staged_floats), 0 = every pass reads global memory (the benchmark times both).
@@ -135,7 +139,8 @@ struct TreeVerifyParams {
   int32_t max_nodes = 0;                  // N in [0, kMaxVerifyTreeNodes]
   int32_t vocab = 0;                      // V in [1, 2^30]
   int32_t cluster_blocks = 0;             // as ChainVerifyParams::cluster_blocks
-  int32_t stage_rows = 1;                 // as ChainVerifyParams::stage_rows
+  RowExchange row_exchange = RowExchange::automatic;  // as ChainVerifyParams::row_exchange
+  int32_t stage_rows = 1;                             // as ChainVerifyParams::stage_rows
 
   void check() const;
 };

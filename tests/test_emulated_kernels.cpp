@@ -9,10 +9,12 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernel_sampler_cases.h"
 #include "kernel_verify_cases.h"
+#include "kernels/emulated_cluster_block.h"
 #include "kernels/emulated_kernels.h"
 #include "kernels/fiber_team.h"
 #include "kernels/shared/error.h"
@@ -77,7 +79,8 @@ VerifyResult emulate_verify(const VerifyCase& c, const EmulationOptions& o, int3
 // The rows of `cases` random cases of `kind` on which the emulated kernels (clusters of `ctas` blocks of 4 threads)
 // disagree with the reference verifiers; `stage_rows` as emulate_verify's.
 int32_t rows_differing_in_clusters(VerifyKind kind, int ctas, FiberSchedule schedule, int32_t stage_rows, int cases,
-                                   const std::string& label, bool overlap = true) {
+                                   const std::string& label, bool overlap = true,
+                                   RowExchange exchange = RowExchange::automatic) {
   int32_t differing = 0;
   for (int32_t i = 0; i < cases; ++i) {
     const uint64_t seed = 0xc1e + 977 * static_cast<uint64_t>(i) + static_cast<uint64_t>(kind) + 31 * ctas;
@@ -85,7 +88,7 @@ int32_t rows_differing_in_clusters(VerifyKind kind, int ctas, FiberSchedule sche
     const int32_t vocab = i % 3 == 0 ? 64 : g.between(1, 64);
     const VerifyCase c = kind == VerifyKind::tree ? random_tree_case(seed, 12, vocab, g.between(0, 12))
                                                   : random_chain_case(seed, kind, 12, vocab, g.between(0, 8));
-    const VerifyResult r = emulate_verify(c, EmulationOptions{4, schedule, ctas}, stage_rows, overlap);
+    const VerifyResult r = emulate_verify(c, EmulationOptions{4, schedule, ctas, exchange}, stage_rows, overlap);
     for (int32_t b = 0; b < c.batch(); ++b) {
       const std::string diff = compare_with_reference(c, b, r);
       if (diff.empty()) continue;
@@ -99,7 +102,8 @@ int32_t rows_differing_in_clusters(VerifyKind kind, int ctas, FiberSchedule sche
 
 // Kept sets, tokens and statuses of the emulated sampler (8 threads per block, `ctas` blocks per row, every
 // schedule) against the one-thread CPU backend of the same row algorithm.
-void check_decisions_against_host(uint64_t seed, std::initializer_list<int> ctas) {
+void check_decisions_against_host(uint64_t seed, std::initializer_list<int> ctas,
+                                  RowExchange exchange = RowExchange::automatic) {
   const SamplerCase c = random_sampler_case(seed, 2048, 40);
   const SamplerBatch batch(c.vocab, c.rows());
   std::vector<float> probs(c.logits.size());
@@ -107,10 +111,10 @@ void check_decisions_against_host(uint64_t seed, std::initializer_list<int> ctas
   run_fused_sampler_host(batch.host_params(c.logits.data(), probs.data(), tokens.data(), status.data()));
   for (int blocks : ctas)
     for (FiberSchedule schedule : kSchedules) {
-      const SamplerRun r = emulate_sampler(c, EmulationOptions{8, schedule, blocks});
+      const SamplerRun r = emulate_sampler(c, EmulationOptions{8, schedule, blocks, exchange});
       size_t support_mismatches = 0;
       for (size_t i = 0; i < probs.size(); ++i) support_mismatches += (probs[i] > 0.0f) != (r.probs[i] > 0.0f);
-      INFO(blocks << " blocks, " << fiber_schedule_name(schedule));
+      INFO(blocks << " blocks, " << fiber_schedule_name(schedule) << ", " << row_exchange_name(exchange));
       CHECK(support_mismatches == 0);
       CHECK(r.tokens == tokens);
       CHECK(r.status == status);
@@ -281,28 +285,100 @@ TEST_CASE("the emulated fused sampler matches the reference pipeline at every th
       }
 }
 
+// The rows of random sampler cases on which the emulated sampler, its rows split over `ctas` blocks of `threads`
+// threads exchanging through `exchange`, disagrees with the reference pipeline.
+int32_t sampler_rows_differing(int ctas, int threads, FiberSchedule schedule, RowExchange exchange) {
+  int32_t differing = 0;
+  // Slices of 1 to 250 tokens, empty slices (V 7 over 8 blocks), 4-wide vectors (V 300, 1000).
+  for (const auto& [vocab, batch] : {std::pair<int32_t, int32_t>{7, 24}, {300, 24}, {1000, 12}, {1003, 12}}) {
+    const SamplerCase c = random_sampler_case(0xc1u + vocab + threads + ctas, vocab, batch);
+    const SamplerRun r = emulate_sampler(c, EmulationOptions{threads, schedule, ctas, exchange});
+    for (int32_t row = 0; row < c.batch(); ++row) {
+      RowComparison cmp;
+      try {
+        cmp =
+            compare_row(c, row, r.probs.data() + static_cast<size_t>(row) * vocab, r.tokens[row], r.status[row], 1e-6);
+      } catch (const Error& e) {  // a row that is no distribution at all
+        cmp = RowComparison{false, e.what()};
+      }
+      if (cmp.ok) continue;
+      UNSCOPED_INFO(ctas << " blocks of " << threads << " threads, " << fiber_schedule_name(schedule) << ", "
+                         << row_exchange_name(exchange) << ", V " << vocab << " row " << row << ": " << cmp.message);
+      ++differing;
+    }
+  }
+  return differing;
+}
+
+const RowExchange kExchanges[] = {RowExchange::automatic, RowExchange::global_memory};
+
 TEST_CASE("the fused sampler split over an emulated cluster matches the reference pipeline",
           "[kernels][emulation][sampler][cluster]") {
-  // Slices of 1 to 250 tokens, empty slices (V 7 over 8 blocks), 4-wide vectors (V 300, 1000), every schedule.
-  for (int ctas : {2, 3, 8})
-    for (int threads : {4, 32})
-      for (FiberSchedule schedule : kSchedules)
-        for (const auto& [vocab, batch] : {std::pair<int32_t, int32_t>{7, 24}, {300, 24}, {1000, 12}, {1003, 12}}) {
-          const SamplerCase c = random_sampler_case(0xc1u + vocab + threads + ctas, vocab, batch);
-          const SamplerRun r = emulate_sampler(c, EmulationOptions{threads, schedule, ctas});
-          for (int32_t row = 0; row < c.batch(); ++row) {
-            const RowComparison cmp = compare_row(c, row, r.probs.data() + static_cast<size_t>(row) * vocab,
-                                                  r.tokens[row], r.status[row], 1e-6);
-            INFO(ctas << " blocks of " << threads << " threads, " << fiber_schedule_name(schedule) << ", V " << vocab
-                      << ": " << cmp.message);
-            CHECK(cmp.ok);
-          }
-        }
+  // Every schedule, through a cluster's shared memory and through the global-memory exchange.
+  for (RowExchange exchange : kExchanges)
+    for (int ctas : {2, 3, 8})
+      for (int threads : {4, 32})
+        for (FiberSchedule schedule : kSchedules) CHECK(sampler_rows_differing(ctas, threads, schedule, exchange) == 0);
 }
 
 TEST_CASE("the cluster's sampler takes the decisions of the one-thread backend under every schedule",
           "[kernels][emulation][sampler][cluster]") {
   check_decisions_against_host(4243, {2, 5});
+  check_decisions_against_host(4243, {2, 5}, RowExchange::global_memory);
+}
+
+TEST_CASE("the global-memory exchange's batteries catch slots and histograms that are not rotated",
+          "[kernels][emulation][mutant][cluster]") {
+  // Two histogram buffers: a block clears its share of the buffer a faster block already adds the next radix round
+  // into. One set of slots: a block that runs ahead writes the next fold's partial over the one a slower block has
+  // still to read. (A chain's row has too few collectives in a row to expose the slots.)
+  CHECK(sampler_rows_differing(3, 4, FiberSchedule::forward, RowExchange::global_memory) == 0);
+  {
+    ScopedMutant mutant(Mutant::group_histograms_two_buffers);
+    CHECK(sampler_rows_differing(3, 4, FiberSchedule::forward, RowExchange::global_memory) > 0);
+  }
+  {
+    // Not the sampler: there a partial read as another fold's type is an index out of the row (pass 1's first bad
+    // logit), which a GPU reports as an illegal address, and the emulation as a crash.
+    ScopedMutant mutant(Mutant::group_slots_not_alternated);
+    // Caught as rows that differ, or as blocks that disagree on the path and so on the barriers (an Error).
+    for (VerifyKind kind : {VerifyKind::block, VerifyKind::tree}) {
+      INFO(verify_kind_name(kind));
+      bool caught = false;
+      try {
+        caught = rows_differing_in_clusters(kind, 3, FiberSchedule::forward, 1, 6, "one set of slots", true,
+                                            RowExchange::global_memory) > 0;
+      } catch (const Error& e) {
+        UNSCOPED_INFO(e.what());
+        caught = true;
+      }
+      CHECK(caught);
+    }
+  }
+}
+
+TEST_CASE("the emulated group barrier counts the GPU barrier's arrivals and refuses a wrong target",
+          "[kernels][emulation][cluster]") {
+  // Three blocks of four threads, three barriers: barrier n releases at 3n arrivals. A target of n (arrivals not
+  // multiplied by the blocks) would release a GPU block before the others arrive; one of 3n + 3 never.
+  for (const auto& [scale, offset, fails] :
+       {std::tuple<uint64_t, uint64_t, bool>{3, 0, false}, {1, 0, true}, {3, 3, true}}) {
+    FiberTeam team(12, FiberSchedule::forward, 64 * 1024, 3);
+    uint64_t arrivals = 0;
+    const auto run = [&] {
+      team.run([&](int fiber) {
+        EmulatedGroupOps<4> ops{&team, fiber % 4, 3};
+        for (uint64_t n = 1; n <= 3; ++n) ops.group_barrier(&arrivals, n * scale + offset);
+      });
+    };
+    INFO("target " << scale << " n + " << offset);
+    if (fails) {
+      CHECK_THROWS_AS(run(), Error);
+    } else {
+      CHECK_NOTHROW(run());
+      CHECK(arrivals == 9);
+    }
+  }
 }
 
 TEST_CASE("the emulated sampler keeps exactly the fixed-point nucleus at a step of the cumulative mass",
@@ -348,16 +424,19 @@ TEST_CASE("the verification kernels split over an emulated cluster reproduce the
   // Slices of 1 to 32 tokens and empty ones (V < blocks), every schedule, every kernel; each block's rows staged in
   // its shared memory (poisoned with NaN before each row), and read where they are; with the expected acceptance
   // asked for (the driver's way) and not (the benchmark's: a tree then stages q alone on arrival).
-  for (int32_t stage_rows : {1, 0})
-    for (bool overlap : {true, false})
-      for (int ctas : {2, 3, 8})
-        for (FiberSchedule schedule : kSchedules)
-          for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree}) {
-            std::ostringstream label;
-            label << ctas << " blocks, " << fiber_schedule_name(schedule) << (stage_rows ? ", staged" : ", unstaged")
-                  << (overlap ? ", overlap" : "");
-            CHECK(rows_differing_in_clusters(kind, ctas, schedule, stage_rows, 6, label.str(), overlap) == 0);
-          }
+  // The same through the global-memory exchange.
+  for (RowExchange exchange : kExchanges)
+    for (int32_t stage_rows : {1, 0})
+      for (bool overlap : {true, false})
+        for (int ctas : {2, 3, 8})
+          for (FiberSchedule schedule : kSchedules)
+            for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree}) {
+              std::ostringstream label;
+              label << ctas << " blocks, " << fiber_schedule_name(schedule) << ", " << row_exchange_name(exchange)
+                    << (stage_rows ? ", staged" : ", unstaged") << (overlap ? ", overlap" : "");
+              CHECK(rows_differing_in_clusters(kind, ctas, schedule, stage_rows, 6, label.str(), overlap, exchange) ==
+                    0);
+            }
 }
 
 TEST_CASE("the cluster batteries catch staged rows that are not replaced", "[kernels][emulation][verify][mutant]") {
@@ -389,10 +468,13 @@ TEST_CASE("the first token emitted by the emulated kernels has the target law (G
   constexpr int32_t kRows = 20000;
   for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree}) {
     const LawCase lc = law_case(kind, kRows, 505 + static_cast<uint64_t>(kind));
-    for (int ctas : {1, 3}) {  // one block per row, and a cluster
-      const VerifyResult r = emulate_verify(lc.c, EmulationOptions{4, FiberSchedule::forward, ctas});
+    // One block per row, a cluster, and blocks exchanging through global memory.
+    for (const auto& [ctas, exchange] : {std::pair<int, RowExchange>{1, RowExchange::automatic},
+                                         {3, RowExchange::automatic},
+                                         {3, RowExchange::global_memory}}) {
+      const VerifyResult r = emulate_verify(lc.c, EmulationOptions{4, FiberSchedule::forward, ctas, exchange});
       const stats::GofResult gof = stats::g_test(first_token_counts(r, kRows, lc.c.vocab), lc.law);
-      INFO(verify_kind_name(kind) << ", " << ctas << " blocks: " << gof.detail);
+      INFO(verify_kind_name(kind) << ", " << ctas << " blocks, " << row_exchange_name(exchange) << ": " << gof.detail);
       CHECK(gof.passed(stats::kAlpha));
     }
   }

@@ -105,6 +105,9 @@ TEST_CASE("the fused sampler's dispatch splits large rows over a cluster whose s
   p.vocab = 400000;
   p.cluster_blocks = 8;
   CHECK_THROWS_WITH(p.check(), Catch::Contains("slices of more than 40960 tokens"));
+  p.vocab = 1000;
+  p.row_exchange = static_cast<RowExchange>(2);
+  CHECK_THROWS_WITH(p.check(), Catch::Contains("row_exchange must be automatic (0) or global_memory (1), got 2"));
 }
 
 TEST_CASE("the batch builder refuses what the kernel cannot do, by name", "[kernels]") {

@@ -185,6 +185,9 @@ TEST_CASE("verification params check() names the bad field", "[kernels][verify]"
   bad = p;
   bad.stage_rows = 2;
   CHECK_THROWS_WITH(bad.check(), Catch::Contains("stage_rows must be 0 or 1, got 2"));
+  bad = p;
+  bad.row_exchange = static_cast<RowExchange>(7);
+  CHECK_THROWS_WITH(bad.check(), Catch::Contains("row_exchange must be automatic (0) or global_memory (1), got 7"));
 
   VerifyCase t = random_tree_case(6, 2, 8, 5);
   VerifyResult rt(2, 6);
