@@ -8,6 +8,10 @@
 // the slots are written again. Each block counts its slice into its own radix histogram; the cluster's
 // histogram is their sum (integer counts and fixed-point masses: any order gives the same buckets), which every
 // block builds for itself. emulated_cluster_block.h is the same structure on the CPU (`--device cuda-host`).
+//
+// kGlobal: the same Block for a GPU without clusters (sm_80). The blocks of a row are a group of a cooperative
+// launch (every block resident at once), and the collectives cross the group through global memory with
+// group_exchange.h's protocol instead of distributed shared memory, one group barrier per collective.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -15,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cuda/atomic>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -22,6 +27,7 @@
 #include "kernels/cuda_block.cuh"
 #include "kernels/cuda_check.h"
 #include "kernels/fused_sampler_row.h"
+#include "kernels/group_exchange.h"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define SPECULA_CLUSTER_DEVICE 1
@@ -59,9 +65,70 @@ struct SumF64Op {
   __device__ double operator()(double a, double b) const { return a + b; }
 };
 
+// group_exchange.h's operations on a GPU. The workspace is read and written past L1 (ld.cg / st.cg): another
+// block's writes land in L2, and a line this SM's L1 kept from an earlier collective would be stale. The barrier is
+// cooperative_groups' grid barrier for one group: the block's barrier, then its thread 0 makes the block's writes
+// visible device-wide (the fence is cumulative over the threads the block barrier ordered before it), counts
+// itself in, waits for the group's count, and fences again before the block barrier lets the others read.
+template <int BLOCK>
+struct CudaGroupOps {
+  static constexpr int kThreads = BLOCK;
+
+  __host__ __device__ int thread() const {
+#if defined(__CUDA_ARCH__)
+    return static_cast<int>(threadIdx.x);
+#else
+    return 0;
+#endif
+  }
+  __host__ __device__ void block_sync() {
+#if defined(__CUDA_ARCH__)
+    __syncthreads();
+#endif
+  }
+  __host__ __device__ void group_barrier(uint64_t* arrivals, uint64_t target) {
+#if defined(__CUDA_ARCH__)
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> count(
+          *reinterpret_cast<unsigned long long*>(arrivals));
+      __threadfence();
+      count.fetch_add(1ull, cuda::memory_order_relaxed);
+      while (count.load(cuda::memory_order_relaxed) < target) __nanosleep(32);
+      __threadfence();
+    }
+    __syncthreads();
+#else
+    (void)arrivals;
+    (void)target;
+#endif
+  }
+  __host__ __device__ uint64_t load(const uint64_t* p) const {
+#if defined(__CUDA_ARCH__)
+    return __ldcg(reinterpret_cast<const unsigned long long*>(p));
+#else
+    return *p;
+#endif
+  }
+  __host__ __device__ void store(uint64_t* p, uint64_t v) {
+#if defined(__CUDA_ARCH__)
+    __stcg(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+#else
+    *p = v;
+#endif
+  }
+  __host__ __device__ void add(uint64_t* p, uint64_t v) {
+#if defined(__CUDA_ARCH__)
+    atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+#else
+    *p += v;
+#endif
+  }
+};
+
 // Extra: ClusterExtra (the fused sampler) or ClusterScratch (verification); a member that uses a field of the
-// other is instantiated only where a kernel calls it.
-template <int BLOCK, int VEC, class Extra = ClusterExtra>
+// other is instantiated only where a kernel calls it. kGlobal: the blocks exchange through global memory.
+template <int BLOCK, int VEC, class Extra = ClusterExtra, bool kGlobal = false>
 struct CudaClusterBlock {
   static constexpr int kThreads = BLOCK;
   static constexpr int kVec = VEC;
@@ -76,15 +143,21 @@ struct CudaClusterBlock {
   // once"), staged_span floats each; null without it.
   float* staged_ = nullptr;
   int32_t staged_span = 0;
+  // kGlobal: this block's side of the group's exchange (its workspace in global memory).
+  group_exchange::Exchange<CudaGroupOps<BLOCK>> exchange = {};
 
   __host__ __device__ int rank() const { return local.rank(); }
   __host__ __device__ bool leader() const { return cta == 0 && local.rank() == 0; }
   __host__ __device__ bool block_leader() const { return local.rank() == 0; }
   __host__ __device__ void sync() { local.sync(); }
   __host__ __device__ void cluster_sync() {
+    if constexpr (kGlobal) {
+      exchange.barrier();
+    } else {
 #if defined(SPECULA_CLUSTER_DEVICE)
-    cooperative_groups::this_cluster().sync();
+      cooperative_groups::this_cluster().sync();
 #endif
+    }
   }
 
   __host__ __device__ float* slice() { return slice_; }
@@ -113,6 +186,16 @@ struct CudaClusterBlock {
   // order (the whole cluster's by default; `none` when count is 0).
   template <typename V, class Op>
   __host__ __device__ V cluster_fold(V block_value, V ClusterSlot::*member, Op op, int count = -1, V none = V{}) {
+    if constexpr (kGlobal) {
+      (void)member;
+      return exchange.fold(block_value, op, count, none);
+    } else {
+      return dsmem_fold(block_value, member, op, count, none);
+    }
+  }
+  // cluster_fold through distributed shared memory.
+  template <typename V, class Op>
+  __host__ __device__ V dsmem_fold(V block_value, V ClusterSlot::*member, Op op, int count, V none) {
 #if defined(SPECULA_CLUSTER_DEVICE)
     const unsigned n = count < 0 ? ctas : static_cast<unsigned>(count);
     cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
@@ -154,6 +237,14 @@ struct CudaClusterBlock {
   __host__ __device__ void hist_add(int bin, uint64_t w) { local.hist_add(bin, w); }
   // Every block sums the cluster's histograms into its `merged`, then runs the suffix sums and search on it.
   __host__ __device__ uint64_t hist_suffix_sums() {
+    if constexpr (kGlobal) {
+      exchange.merge_histograms(local.sh.extra.hist, local.sh.extra.merged);
+      return local.suffix_sums(local.sh.extra.merged);
+    } else {
+      return dsmem_hist_suffix_sums();
+    }
+  }
+  __host__ __device__ uint64_t dsmem_hist_suffix_sums() {
 #if defined(SPECULA_CLUSTER_DEVICE)
     cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
     cluster.sync();  // every block's hist_add has landed
@@ -227,6 +318,57 @@ void launch_in_clusters(void (*kernel)(Params...), unsigned clusters, int ctas, 
   config.attrs = attribute;
   config.numAttrs = 1;
   cuda_check(cudaLaunchKernelEx(&config, kernel, static_cast<Args&&>(args)...), what);
+}
+
+// What a kernel of blocks exchanging through global memory (CudaClusterBlock with kGlobal) learns of its launch:
+// block b is block b % ctas of group b / ctas, and the group's workspace is group_words(ctas) words from
+// workspace + group * group_words(ctas).
+struct GroupLaunch {
+  uint64_t* workspace;
+  int32_t ctas;
+
+  __host__ __device__ uint64_t* group_workspace(int32_t group) const {
+    return workspace + static_cast<int64_t>(group) * group_exchange::group_words(ctas);
+  }
+};
+
+// Launches kernel(GroupLaunch, args...) cooperatively, so that every block is resident at once (a block waits at
+// its group's barrier for the others): as many groups of `ctas` blocks of `threads` threads as the device holds,
+// at most `rows`; group g takes rows g, g + groups, .... The workspace is stream-ordered: allocated from the
+// device's memory pool, zeroed and freed on `stream` around the kernel. Returns false, launching nothing, where
+// the device has no cooperative launch or cannot hold one whole group; throws Error naming `what` when a call fails.
+template <class... Params, class... Args>
+bool launch_in_groups(void (*kernel)(GroupLaunch, Params...), int32_t rows, int ctas, int threads, size_t dynamic_smem,
+                      cudaStream_t stream, const char* what, Args&&... args) {
+  int device = 0, cooperative = 0, sms = 0, per_sm = 0;
+  cuda_check(cudaGetDevice(&device), what);
+  cuda_check(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device), what);
+  cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), what);
+  cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, dynamic_smem), what);
+  const int64_t resident_groups = static_cast<int64_t>(per_sm) * sms / ctas;
+  if (!cooperative || resident_groups < 1) return false;
+  const int32_t groups = static_cast<int32_t>(std::min<int64_t>(rows, resident_groups));
+  const size_t bytes =
+      static_cast<size_t>(groups) * static_cast<size_t>(group_exchange::group_words(ctas)) * sizeof(uint64_t);
+  void* workspace = nullptr;
+  cuda_check(cudaMallocAsync(&workspace, bytes, stream), what);
+  cuda_check(cudaMemsetAsync(workspace, 0, bytes, stream), what);
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeCooperative;
+  attribute[0].val.cooperative = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(groups) * static_cast<unsigned>(ctas));
+  config.blockDim = dim3(static_cast<unsigned>(threads));
+  config.dynamicSmemBytes = dynamic_smem;
+  config.stream = stream;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, GroupLaunch{static_cast<uint64_t*>(workspace), ctas},
+                                                  static_cast<Args&&>(args)...);
+  const cudaError_t freed = cudaFreeAsync(workspace, stream);  // after the kernel, or at once if it never started
+  cuda_check(launched, what);
+  cuda_check(freed, what);
+  return true;
 }
 
 }  // namespace cuda_block

@@ -1,7 +1,8 @@
 // CUDA backend of the fused sampler: fused_sampler::sample_row over one block per row (the CUB block
-// primitives of cuda_block.cuh), or over a thread-block cluster per row on sm_90+ (cluster_block.cuh). Block
-// size, vector width and the cluster variant are template parameters; launch_fused_sampler turns the runtime
-// choice (choose_fused_sampler_config) into one of six instantiations.
+// primitives of cuda_block.cuh), over a thread-block cluster per row on sm_90+ (cluster_block.cuh), or over a group
+// of blocks exchanging through global memory (RowExchange::global_memory, any GPU with cooperative launches). Block
+// size, vector width and the variant are template parameters; launch_fused_sampler turns the runtime choice
+// (choose_fused_sampler_config, the params' row_exchange) into one of eight instantiations.
 #include <cuda_runtime.h>
 
 #include "kernels/cluster_block.cuh"
@@ -19,6 +20,8 @@ template <int BLOCK, int VEC>
 using CudaBlock = cuda_block::CudaBlock<BLOCK, VEC, cuda_block::Histogram>;
 template <int BLOCK, int VEC>
 using ClusterBlock = cuda_block::CudaClusterBlock<BLOCK, VEC>;
+template <int BLOCK, int VEC>
+using GroupBlock = cuda_block::CudaClusterBlock<BLOCK, VEC, cuda_block::ClusterExtra, true>;
 
 // minBlocksPerSM = 1: one block per row is the design, so ptxas may use up to 65536 / BLOCK registers.
 // Without it, ptxas trades a few bytes of spills for 64 registers, which the spill gate rejects.
@@ -53,6 +56,35 @@ __global__ void __launch_bounds__(BLOCK, 2) fused_sampler_cluster_kernel(Sampler
 #endif
 }
 
+// The same over groups of g.ctas blocks exchanging through global memory (a GPU without clusters): group
+// blockIdx.x / g.ctas takes rows in turn, each block keeping its slice of the row in shared memory as a cluster's
+// does. One block per SM: the exchange's counters and workspace take the few registers that two blocks per SM
+// (128 each) do not have, and on an sm_80 SM (164 KiB) a 128K-token row's slice and the histograms fit only once.
+template <int BLOCK, int VEC>
+__global__ void __launch_bounds__(BLOCK, 1)
+    fused_sampler_group_kernel(cuda_block::GroupLaunch g, SamplerKernelParams p, int32_t span) {
+  __shared__ typename GroupBlock<BLOCK, VEC>::Local::Shared shared;
+  extern __shared__ float4 slice[];  // float4: 16-byte aligned for the 4-wide accesses
+  const int32_t cta = static_cast<int32_t>(blockIdx.x) % g.ctas, group = static_cast<int32_t>(blockIdx.x) / g.ctas;
+  const int32_t groups = static_cast<int32_t>(gridDim.x) / g.ctas;
+  const int64_t first = static_cast<int64_t>(cta) * span;
+  const int32_t begin = static_cast<int32_t>(first < p.vocab ? first : p.vocab);
+  const int32_t end = begin + span < p.vocab ? begin + span : p.vocab;
+  GroupBlock<BLOCK, VEC> block{{shared, p.vocab},
+                               reinterpret_cast<float*>(slice),
+                               begin,
+                               end,
+                               static_cast<unsigned>(cta),
+                               static_cast<unsigned>(g.ctas),
+                               nullptr,
+                               0,
+                               {{}, g.group_workspace(group), cta, g.ctas}};
+  for (int32_t row = group; row < p.batch; row += groups) {
+    fused_sampler::sample_row(block, p, row);
+    block.sync();  // the next row rewrites the block's slice
+  }
+}
+
 template <int BLOCK, int VEC>
 void launch(const SamplerKernelParams& p, cudaStream_t stream) {
   fused_sampler_kernel<BLOCK, VEC><<<p.batch, BLOCK, 0, stream>>>(p);
@@ -73,6 +105,18 @@ bool launch_cluster(const SamplerKernelParams& p, int ctas, cudaStream_t stream)
   return true;
 }
 
+// Launches the global-memory exchange's kernel; false (nothing launched) where a block cannot hold the slice or the
+// device cannot hold a whole group at once.
+template <int BLOCK, int VEC>
+bool launch_groups(const SamplerKernelParams& p, int ctas, cudaStream_t stream) {
+  const int32_t span = cluster_slice_span(p.vocab, ctas, VEC);
+  const auto kernel = fused_sampler_group_kernel<BLOCK, VEC>;
+  if (span > cuda_block::dynamic_shared_floats(reinterpret_cast<const void*>(kernel), kMaxSamplerSliceTokens))
+    return false;
+  return cuda_block::launch_in_groups(kernel, p.batch, ctas, BLOCK, static_cast<size_t>(span) * sizeof(float), stream,
+                                      "fused sampler (global-memory exchange) launch", p, span);
+}
+
 }  // namespace
 
 void launch_fused_sampler(const SamplerKernelParams& p, CUstream_st* stream) {
@@ -80,7 +124,10 @@ void launch_fused_sampler(const SamplerKernelParams& p, CUstream_st* stream) {
   require_cuda_device();
   const SamplerLaunchConfig c = choose_fused_sampler_config(p);
   // The dispatch: runtime (blocks per row, block, vec) -> compile-time template arguments.
-  if (c.ctas > 1 && cuda_device_has_clusters() &&
+  if (c.ctas > 1 && p.row_exchange == RowExchange::global_memory &&
+      (c.vec == 4 ? launch_groups<256, 4>(p, c.ctas, stream) : launch_groups<256, 1>(p, c.ctas, stream)))
+    return;
+  if (c.ctas > 1 && p.row_exchange == RowExchange::automatic && cuda_device_has_clusters() &&
       (c.vec == 4 ? launch_cluster<256, 4>(p, c.ctas, stream) : launch_cluster<256, 1>(p, c.ctas, stream)))
     return;
   const int block = p.vocab >= 16384 ? 512 : 256;

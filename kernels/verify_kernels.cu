@@ -1,8 +1,9 @@
 // CUDA backend of the verification kernels: verify_row::{chain,tree,block}_row over one block per batch row (the
-// CUB block primitives of cuda_block.cuh), or over a thread-block cluster per row on sm_90+ (cluster_block.cuh:
-// each block reads its slice of V, collectives cross the cluster in block order). Block size, vector width and
-// the cluster variant are template parameters; the launchers turn the runtime choice (choose_verify_config) into
-// one of six instantiations per kernel.
+// CUB block primitives of cuda_block.cuh), over a thread-block cluster per row on sm_90+ (cluster_block.cuh:
+// each block reads its slice of V, collectives cross the cluster in block order), or over a group of blocks
+// exchanging through global memory (RowExchange::global_memory). Block size, vector width and the variant are
+// template parameters; the launchers turn the runtime choice (choose_verify_config, the params' row_exchange) into
+// one of eight instantiations per kernel.
 #include <cuda_runtime.h>
 
 #include "kernels/cluster_block.cuh"
@@ -83,6 +84,57 @@ __device__ void run_cluster_row(int32_t vocab, int32_t span, int32_t staged, Row
 #endif
 }
 
+// The same over groups of g.ctas blocks exchanging through global memory (a GPU without clusters): group
+// blockIdx.x / g.ctas takes rows in turn; its blocks share no shared memory, so each goes on to its next row after
+// its own block's barrier.
+template <int BLOCK, int VEC, int F64, int I32, class RowFn>
+__device__ void run_group_rows(const cuda_block::GroupLaunch& g, int32_t batch, int32_t vocab, int32_t span,
+                               int32_t staged, RowFn&& row_fn) {
+  using Block = cuda_block::CudaClusterBlock<BLOCK, VEC, cuda_block::ClusterScratch<F64, I32>, true>;
+  __shared__ typename Block::Local::Shared shared;
+  extern __shared__ float4 staged_rows[];  // float4: 16-byte aligned for the 4-wide accesses
+  const int32_t cta = static_cast<int32_t>(blockIdx.x) % g.ctas, group = static_cast<int32_t>(blockIdx.x) / g.ctas;
+  const int32_t groups = static_cast<int32_t>(gridDim.x) / g.ctas;
+  const int64_t first = static_cast<int64_t>(cta) * span;
+  const int32_t begin = static_cast<int32_t>(first < vocab ? first : vocab);
+  const int32_t end = begin + span < vocab ? begin + span : vocab;
+  Block block{{shared, vocab},
+              nullptr,
+              begin,
+              end,
+              static_cast<unsigned>(cta),
+              static_cast<unsigned>(g.ctas),
+              staged > 0 ? reinterpret_cast<float*>(staged_rows) : nullptr,
+              staged / 2,
+              {{}, g.group_workspace(group), cta, g.ctas}};
+  for (int32_t row = group; row < batch; row += groups) {
+    row_fn(block, row);
+    block.sync();  // the next row rewrites the block's shared memory
+  }
+}
+
+template <int BLOCK, int VEC>
+__global__ void __launch_bounds__(BLOCK, 1)
+    chain_verify_group_kernel(cuda_block::GroupLaunch g, ChainVerifyParams p, int32_t span, int32_t staged) {
+  run_group_rows<BLOCK, VEC, 1, 1>(g, p.batch, p.vocab, span, staged,
+                                   [&](auto& block, int32_t row) { verify_row::chain_row<ExactRules>(block, p, row); });
+}
+
+template <int BLOCK, int VEC>
+__global__ void __launch_bounds__(BLOCK, 1)
+    block_verify_group_kernel(cuda_block::GroupLaunch g, BlockVerifyParams p, int32_t span, int32_t staged) {
+  run_group_rows<BLOCK, VEC, 1, 1>(g, p.batch, p.vocab, span, staged,
+                                   [&](auto& block, int32_t row) { verify_row::block_row<ExactRules>(block, p, row); });
+}
+
+template <int BLOCK, int VEC>
+__global__ void __launch_bounds__(BLOCK, 1)
+    tree_verify_group_kernel(cuda_block::GroupLaunch g, TreeVerifyParams p, int32_t span, int32_t staged) {
+  run_group_rows<BLOCK, VEC, kTreeF64, kTreeI32>(g, p.batch, p.vocab, span, staged, [&](auto& block, int32_t row) {
+    verify_row::tree_row<ExactRules>(block, p, row);
+  });
+}
+
 template <int BLOCK, int VEC>
 __global__ void __launch_bounds__(BLOCK, 1)
     chain_verify_cluster_kernel(ChainVerifyParams p, int32_t span, int32_t staged) {
@@ -104,51 +156,87 @@ __global__ void __launch_bounds__(BLOCK, 1)
       p.vocab, span, staged, [&](auto& block, int32_t row) { verify_row::tree_row<ExactRules>(block, p, row); });
 }
 
-// A cluster launch: p.batch clusters of `ctas` blocks of BLOCK threads, with the staged rows' shared memory.
-template <int BLOCK, class Params>
-void launch_clusters(void (*kernel)(Params, int32_t, int32_t), const Params& p, int ctas, int32_t span, int vec,
-                     cudaStream_t stream, const char* what) {
-  // Where the device's blocks cannot hold the two slices (sm_120), the passes read global memory instead.
+// The floats of the staged rows a block of `kernel` keeps (verify_staged_floats), or 0 where the device's blocks
+// cannot hold the two slices (sm_120): the passes then read global memory.
+template <class Kernel, class Params>
+int32_t staged_floats(Kernel kernel, const Params& p, int ctas, int vec) {
   const int32_t wanted = verify_staged_floats(p.vocab, ctas, vec, p.stage_rows);
-  const int32_t staged =
-      wanted > 0 && wanted <= cuda_block::dynamic_shared_floats(reinterpret_cast<const void*>(kernel), wanted) ? wanted
-                                                                                                               : 0;
-  cuda_block::launch_in_clusters(kernel, static_cast<unsigned>(p.batch), ctas, BLOCK, staged * sizeof(float), stream,
-                                 what, p, span, staged);
+  return wanted > 0 && wanted <= cuda_block::dynamic_shared_floats(reinterpret_cast<const void*>(kernel), wanted)
+             ? wanted
+             : 0;
 }
 
-template <int VEC>
-struct ChainClusterLaunch {
-  static void run(const ChainVerifyParams& p, int ctas, int32_t span, cudaStream_t stream) {
-    launch_clusters<256>(chain_verify_cluster_kernel<256, VEC>, p, ctas, span, VEC, stream,
-                         "chain verify (cluster) launch");
+// A cluster launch: p.batch clusters of `ctas` blocks of BLOCK threads, with the staged rows' shared memory.
+template <int BLOCK, class Params>
+bool launch_clusters(void (*kernel)(Params, int32_t, int32_t), const Params& p, int ctas, int32_t span, int vec,
+                     cudaStream_t stream, const char* what) {
+  const int32_t staged = staged_floats(kernel, p, ctas, vec);
+  cuda_block::launch_in_clusters(kernel, static_cast<unsigned>(p.batch), ctas, BLOCK, staged * sizeof(float), stream,
+                                 what, p, span, staged);
+  return true;
+}
+
+// A global-memory exchange's launch: as many groups of `ctas` blocks as the device holds at once; false (nothing
+// launched) where it cannot hold one.
+template <int BLOCK, class Params>
+bool launch_groups(void (*kernel)(cuda_block::GroupLaunch, Params, int32_t, int32_t), const Params& p, int ctas,
+                   int32_t span, int vec, cudaStream_t stream, const char* what) {
+  const int32_t staged = staged_floats(kernel, p, ctas, vec);
+  return cuda_block::launch_in_groups(kernel, p.batch, ctas, BLOCK, staged * sizeof(float), stream, what, p, span,
+                                      staged);
+}
+
+// kGlobal: the global-memory exchange's kernel, else the cluster's.
+template <int VEC, bool kGlobal>
+struct ChainSplitLaunch {
+  static bool run(const ChainVerifyParams& p, int ctas, int32_t span, cudaStream_t stream) {
+    if constexpr (kGlobal)
+      return launch_groups<256>(chain_verify_group_kernel<256, VEC>, p, ctas, span, VEC, stream,
+                                "chain verify (global-memory exchange) launch");
+    else
+      return launch_clusters<256>(chain_verify_cluster_kernel<256, VEC>, p, ctas, span, VEC, stream,
+                                  "chain verify (cluster) launch");
   }
 };
-template <int VEC>
-struct BlockClusterLaunch {
-  static void run(const BlockVerifyParams& p, int ctas, int32_t span, cudaStream_t stream) {
-    launch_clusters<256>(block_verify_cluster_kernel<256, VEC>, p, ctas, span, VEC, stream,
-                         "block verify (cluster) launch");
+template <int VEC, bool kGlobal>
+struct BlockSplitLaunch {
+  static bool run(const BlockVerifyParams& p, int ctas, int32_t span, cudaStream_t stream) {
+    if constexpr (kGlobal)
+      return launch_groups<256>(block_verify_group_kernel<256, VEC>, p, ctas, span, VEC, stream,
+                                "block verify (global-memory exchange) launch");
+    else
+      return launch_clusters<256>(block_verify_cluster_kernel<256, VEC>, p, ctas, span, VEC, stream,
+                                  "block verify (cluster) launch");
   }
 };
-template <int VEC>
-struct TreeClusterLaunch {
-  static void run(const TreeVerifyParams& p, int ctas, int32_t span, cudaStream_t stream) {
-    launch_clusters<256>(tree_verify_cluster_kernel<256, VEC>, p, ctas, span, VEC, stream,
-                         "tree verify (cluster) launch");
+template <int VEC, bool kGlobal>
+struct TreeSplitLaunch {
+  static bool run(const TreeVerifyParams& p, int ctas, int32_t span, cudaStream_t stream) {
+    if constexpr (kGlobal)
+      return launch_groups<256>(tree_verify_group_kernel<256, VEC>, p, ctas, span, VEC, stream,
+                                "tree verify (global-memory exchange) launch");
+    else
+      return launch_clusters<256>(tree_verify_cluster_kernel<256, VEC>, p, ctas, span, VEC, stream,
+                                  "tree verify (cluster) launch");
   }
 };
 
-// The dispatch: runtime (blocks per row, block, vec) -> compile-time template arguments.
-template <template <int, int> class Launch, template <int> class ClusterLaunch, class Params>
+// The dispatch: runtime (blocks per row, exchange, block, vec) -> compile-time template arguments. A split row goes
+// through global memory when asked, else through a cluster where the GPU has them; one block per row otherwise, and
+// where the device cannot hold a group.
+template <template <int, int> class Launch, template <int, bool> class SplitLaunch, class Params>
 void dispatch(const VerifyLaunchConfig& c, const Params& p, cudaStream_t stream) {
-  if (c.ctas > 1 && cuda_device_has_clusters()) {
+  if (c.ctas > 1) {
     const int32_t span = cluster_slice_span(p.vocab, c.ctas, c.vec);
-    if (c.vec == 4)
-      ClusterLaunch<4>::run(p, c.ctas, span, stream);
-    else
-      ClusterLaunch<1>::run(p, c.ctas, span, stream);
-    return;
+    if (p.row_exchange == RowExchange::global_memory) {
+      if (c.vec == 4 ? SplitLaunch<4, true>::run(p, c.ctas, span, stream)
+                     : SplitLaunch<1, true>::run(p, c.ctas, span, stream))
+        return;
+    } else if (cuda_device_has_clusters()) {
+      if (c.vec == 4 ? SplitLaunch<4, false>::run(p, c.ctas, span, stream)
+                     : SplitLaunch<1, false>::run(p, c.ctas, span, stream))
+        return;
+    }
   }
   const int block = p.vocab >= 16384 ? 512 : 256;
   if (block == 512 && c.vec == 4)
@@ -188,19 +276,19 @@ struct TreeLaunch {
 void launch_chain_verify(const ChainVerifyParams& p, CUstream_st* stream) {
   p.check();
   require_cuda_device();
-  dispatch<ChainLaunch, ChainClusterLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream);
+  dispatch<ChainLaunch, ChainSplitLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream);
 }
 
 void launch_block_verify(const BlockVerifyParams& p, CUstream_st* stream) {
   p.check();
   require_cuda_device();
-  dispatch<BlockLaunch, BlockClusterLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream);
+  dispatch<BlockLaunch, BlockSplitLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream);
 }
 
 void launch_tree_verify(const TreeVerifyParams& p, CUstream_st* stream) {
   p.check();
   require_cuda_device();
-  dispatch<TreeLaunch, TreeClusterLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream);
+  dispatch<TreeLaunch, TreeSplitLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream);
 }
 
 }  // namespace specula

@@ -85,7 +85,7 @@ struct GpuRun {
 
 // Runs the fused kernel on a case with poisoned outputs.
 GpuRun run_on_gpu(const testing::SamplerCase& c, TopPPass top_p_pass = TopPPass::float_first,
-                  int32_t cluster_blocks = 0) {
+                  int32_t cluster_blocks = 0, RowExchange exchange = RowExchange::automatic) {
   const SamplerBatch batch(c.vocab, c.rows());
   DeviceArray<float> logits(c.logits), bias(batch.logit_bias), probs(c.logits.size());
   DeviceArray<SamplerRowParams> rows(batch.rows);
@@ -109,18 +109,21 @@ GpuRun run_on_gpu(const testing::SamplerCase& c, TopPPass top_p_pass = TopPPass:
   p.vocab = c.vocab;
   p.top_p_pass = top_p_pass;
   p.cluster_blocks = cluster_blocks;
+  p.row_exchange = exchange;
   launch_fused_sampler(p);
   check_cuda(cudaDeviceSynchronize(), "fused sampler");
   return {probs.to_host(), tokens.to_host(), status.to_host()};
 }
 
 // Every row of a GPU run against the CPU pipeline (testing::compare_row, tolerance 1e-6 derived above).
-void check_against_pipeline(const testing::SamplerCase& c, int32_t cluster_blocks = 0) {
-  const GpuRun gpu = run_on_gpu(c, TopPPass::float_first, cluster_blocks);
+void check_against_pipeline(const testing::SamplerCase& c, int32_t cluster_blocks = 0,
+                            RowExchange exchange = RowExchange::automatic) {
+  const GpuRun gpu = run_on_gpu(c, TopPPass::float_first, cluster_blocks, exchange);
   for (int32_t r = 0; r < c.batch(); ++r) {
     const testing::RowComparison cmp = testing::compare_row(c, r, gpu.probs.data() + static_cast<size_t>(r) * c.vocab,
                                                             gpu.tokens[r], gpu.status[r], 1e-6);
-    INFO("vocab " << c.vocab << ", cluster_blocks " << cluster_blocks << ": " << cmp.message);
+    INFO("vocab " << c.vocab << ", cluster_blocks " << cluster_blocks << ", " << row_exchange_name(exchange) << ": "
+                  << cmp.message);
     CHECK(cmp.ok);
   }
 }
@@ -157,9 +160,10 @@ TEST_CASE("the fused sampler kernel matches the CPU pipeline on random rows", "[
 namespace {
 
 // The GPU's kept sets, tokens and statuses against the CPU backend of the same row algorithm.
-void check_decisions_against_host(uint64_t seed, int32_t cluster_blocks) {
+void check_decisions_against_host(uint64_t seed, int32_t cluster_blocks,
+                                  RowExchange exchange = RowExchange::automatic) {
   const testing::SamplerCase c = testing::random_sampler_case(seed, 4096, 32);
-  const GpuRun gpu = run_on_gpu(c, TopPPass::float_first, cluster_blocks);
+  const GpuRun gpu = run_on_gpu(c, TopPPass::float_first, cluster_blocks, exchange);
   const SamplerBatch batch(c.vocab, c.rows());
   std::vector<float> probs(c.logits.size());
   std::vector<int32_t> tokens(c.batch()), status(c.batch());
@@ -192,6 +196,28 @@ TEST_CASE("the fused sampler split over a thread-block cluster matches the CPU p
   // A cluster whose slices would not fit a block's shared memory is refused before the launch.
   const testing::SamplerCase big = testing::random_sampler_case(0xc106, 128256, 1);
   CHECK_THROWS_WITH(run_on_gpu(big, TopPPass::float_first, 3), Catch::Contains("slices of more than"));
+}
+
+TEST_CASE("the fused sampler split over blocks exchanging through global memory matches the CPU pipeline",
+          "[gpu][sampler][cluster][sanitize]") {
+  // Groups of 2, 3 and 8 blocks: slices of one token to 126, empty ones (V 7 over 8 blocks).
+  for (int32_t blocks : {2, 3, 8})
+    for (const auto& [vocab, batch] : {std::pair<int32_t, int32_t>{7, 16}, {1003, 24}}) {
+      const testing::SamplerCase c = testing::random_sampler_case(0x910b + vocab + blocks, vocab, batch);
+      check_against_pipeline(c, blocks, RowExchange::global_memory);
+    }
+  check_decisions_against_host(97, 4, RowExchange::global_memory);
+}
+
+TEST_CASE("blocks exchanging through global memory at large vocabularies, more rows than resident groups",
+          "[gpu][sampler][cluster]") {
+  // V 32000 and 128256 over 2 to 8 blocks, and 300 rows of 128256 over 8 blocks: more rows than the device holds
+  // groups at once, so each group takes rows in turn.
+  for (int32_t blocks : {2, 8})
+    for (const auto& [vocab, batch] : {std::pair<int32_t, int32_t>{32000, 24}, {128256, 6}})
+      check_against_pipeline(testing::random_sampler_case(0x910c + vocab + blocks, vocab, batch), blocks,
+                             RowExchange::global_memory);
+  check_against_pipeline(testing::random_sampler_case(0x910d, 128256, 300), 8, RowExchange::global_memory);
 }
 
 TEST_CASE("a cluster's kernel takes the same decisions as the CPU backend", "[gpu][sampler][cluster][sanitize]") {
@@ -285,10 +311,13 @@ TEST_CASE("the fused sampler's tokens have the processed distribution's law (G-t
     c.keys.push_back(RandomKey{0x5a3e11, philox_stream(static_cast<uint64_t>(r), RandomRole::sample), 9});
     c.logits.insert(c.logits.end(), logits.begin(), logits.end());
   }
-  // One block per row, and a cluster of 3 blocks whose slices hold 4 tokens each.
-  const int32_t blocks = GENERATE(1, 3);
-  const GpuRun gpu = run_on_gpu(c, TopPPass::float_first, blocks);
-  INFO("cluster_blocks " << blocks);
+  // One block per row, a cluster of 3 blocks whose slices hold 4 tokens each, and 3 blocks exchanging through
+  // global memory.
+  const auto [blocks, exchange] =
+      GENERATE(std::make_pair(1, RowExchange::automatic), std::make_pair(3, RowExchange::automatic),
+               std::make_pair(3, RowExchange::global_memory));
+  const GpuRun gpu = run_on_gpu(c, TopPPass::float_first, blocks, exchange);
+  INFO("cluster_blocks " << blocks << ", " << row_exchange_name(exchange));
   std::vector<int64_t> counts(V, 0);
   for (int32_t r = 0; r < kRows; ++r) {
     REQUIRE(gpu.status[r] == 0);

@@ -61,7 +61,8 @@ class Device {
 // Runs a case on the GPU. Outputs are poisoned with 0x7f7f7f7f first (a value no output takes), so an
 // element the kernel does not write shows up in the comparison; the overlap sums start as NaN (0xff bytes).
 // stage_rows: ChainVerifyParams::stage_rows.
-VerifyResult run_on_gpu(const VerifyCase& c, int32_t cluster_blocks = 0, int32_t stage_rows = 1) {
+VerifyResult run_on_gpu(const VerifyCase& c, int32_t cluster_blocks = 0, int32_t stage_rows = 1,
+                        RowExchange exchange = RowExchange::automatic) {
   const int32_t B = c.batch(), E = c.width + 1;
   Device<float> p(c.p), q(c.q);
   Device<int32_t> tokens(c.tokens), parents(c.parents);
@@ -88,6 +89,7 @@ VerifyResult run_on_gpu(const VerifyCase& c, int32_t cluster_blocks = 0, int32_t
     tp.max_nodes = c.width;
     tp.vocab = c.vocab;
     tp.cluster_blocks = cluster_blocks;
+    tp.row_exchange = exchange;
     tp.stage_rows = stage_rows;
     launch_tree_verify(tp);
   } else {
@@ -101,6 +103,7 @@ VerifyResult run_on_gpu(const VerifyCase& c, int32_t cluster_blocks = 0, int32_t
     bp.max_draft = c.width;
     bp.vocab = c.vocab;
     bp.cluster_blocks = cluster_blocks;
+    bp.row_exchange = exchange;
     bp.stage_rows = stage_rows;
     if (c.kind == VerifyKind::chain)
       launch_chain_verify(bp);
@@ -192,6 +195,36 @@ TEST_CASE("the verification kernels split over a thread-block cluster match the 
   }
 }
 
+TEST_CASE("the verification kernels split over blocks exchanging through global memory match the reference",
+          "[gpu][verify][cluster][sanitize]") {
+  // Groups of 2, 3 and 8 blocks on small vocabularies, rows staged and not.
+  for (int32_t blocks : {2, 3, 8})
+    for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree})
+      for (int32_t i = 0; i < 4; ++i) {
+        const uint64_t seed = 0x910b + 131 * static_cast<uint64_t>(i) + static_cast<uint64_t>(kind) + 7 * blocks;
+        CaseRandom g(seed);
+        const int32_t vocab = i % 2 ? 64 : g.between(1, 64);
+        const VerifyCase c = kind == VerifyKind::tree ? random_tree_case(seed, 16, vocab, g.between(0, 12))
+                                                      : random_chain_case(seed, kind, 16, vocab, g.between(0, 8));
+        for (int32_t stage_rows : {1, 0})
+          check_against_reference(c, run_on_gpu(c, blocks, stage_rows, RowExchange::global_memory),
+                                  std::string(verify_kind_name(kind)) + " " + std::to_string(blocks) +
+                                      (stage_rows ? " blocks (rows staged), case " : " blocks, case ") +
+                                      std::to_string(i) + " V " + std::to_string(vocab));
+      }
+}
+
+TEST_CASE("verification through global memory at V 128256, more rows than resident groups", "[gpu][verify][cluster]") {
+  // 8 blocks per row, 40 rows: more than an H100/H200 holds groups of 8 at once, so each group takes rows in turn.
+  for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree}) {
+    const uint64_t seed = 93 + static_cast<uint64_t>(kind);
+    const VerifyCase c =
+        kind == VerifyKind::tree ? random_tree_case(seed, 40, 128256, 4) : random_chain_case(seed, kind, 40, 128256, 4);
+    check_against_reference(c, run_on_gpu(c, 8, 1, RowExchange::global_memory),
+                            std::string(verify_kind_name(kind)) + " 8 blocks, 40 rows, V 128256");
+  }
+}
+
 TEST_CASE("the CUDA verification kernels write every output element (poisoned first)", "[gpu][verify][sanitize]") {
   for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree}) {
     const VerifyCase c =
@@ -237,10 +270,14 @@ TEST_CASE("the first token emitted by the CUDA kernels has the target law (G-tes
   for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree}) {
     const LawCase lc = law_case(kind, kRows, 177 + static_cast<uint64_t>(kind));
     const VerifyResult host = run_host(lc.c);
-    for (int32_t blocks : {0, 3}) {  // the dispatch's choice (one block at this V), a cluster
-      const VerifyResult r = run_on_gpu(lc.c, blocks);
+    // The dispatch's choice (one block at this V), a cluster, and 3 blocks exchanging through global memory.
+    for (const auto& [blocks, exchange] : {std::pair<int32_t, RowExchange>{0, RowExchange::automatic},
+                                           {3, RowExchange::automatic},
+                                           {3, RowExchange::global_memory}}) {
+      const VerifyResult r = run_on_gpu(lc.c, blocks, 1, exchange);
       const stats::GofResult gof = stats::g_test(first_token_counts(r, kRows, lc.c.vocab), lc.law);
-      INFO(verify_kind_name(kind) << ", cluster_blocks " << blocks << ": " << gof.detail);
+      INFO(verify_kind_name(kind) << ", cluster_blocks " << blocks << ", " << row_exchange_name(exchange) << ": "
+                                  << gof.detail);
       CHECK(gof.passed(stats::kAlpha));
       // And row by row the same draws as the CPU backend of the same algorithm.
       CHECK(host.emitted == r.emitted);
