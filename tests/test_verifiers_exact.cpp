@@ -853,9 +853,9 @@ TEST_CASE("outputs depend only on (seed, sequence): not on threads or batch comp
 namespace {
 
 GenerationConfig on_device(GenerationConfig c, int threads = 8, FiberSchedule schedule = FiberSchedule::forward,
-                           int ctas = 1) {
+                           int ctas = 1, RowExchange exchange = RowExchange::automatic) {
   c.device = Device::cuda_host;
-  c.emulation = EmulationOptions{threads, schedule, ctas};
+  c.emulation = EmulationOptions{threads, schedule, ctas, exchange};
   return c;
 }
 
@@ -894,15 +894,18 @@ TEST_CASE("on cuda-host every exact verifier reproduces the target's law of whol
 
 TEST_CASE("on cuda-host with every row split over a cluster, the verifiers keep the target's law",
           "[verify][exact][device][cluster]") {
-  // The fused sampler and the verification kernels with each row over 3 emulated blocks (slices of 2 tokens).
+  // The fused sampler and the verification kernels with each row over 3 emulated blocks (slices of 2 tokens), through
+  // a cluster's shared memory and through global memory.
   const TablePair pair = random_pair(2, kV, 17, 1.2, 0.8);
   // A tree: the fused sampler and the tree kernel (the emulated kernel batteries cover chain and block).
-  for (const GenerationConfig& config : {tree_config({2, 2}, SiblingScheme::iid)}) {
-    INFO("cuda-host, 3 blocks per row, " << describe(config));
-    const LawCheck c = check_law(pair, stopping(), stopping(), on_device(config, 4, FiberSchedule::rotating, 3), 20000);
-    INFO(c.gof.detail);
-    CHECK(c.gof.passed(stats::kAlpha));
-  }
+  for (const GenerationConfig& config : {tree_config({2, 2}, SiblingScheme::iid)})
+    for (RowExchange exchange : {RowExchange::automatic, RowExchange::global_memory}) {
+      INFO("cuda-host, 3 blocks per row, " << row_exchange_name(exchange) << ", " << describe(config));
+      const LawCheck c =
+          check_law(pair, stopping(), stopping(), on_device(config, 4, FiberSchedule::rotating, 3, exchange), 20000);
+      INFO(c.gof.detail);
+      CHECK(c.gof.passed(stats::kAlpha));
+    }
 }
 
 namespace {
@@ -1028,15 +1031,18 @@ TEST_CASE("on cuda-host the same seeds give the CPU path's sequences and counter
     for (GenerationConfig config : configs) {
       config.max_new_tokens = 8;
       const int threads = ++case_number % 2 ? 4 : 32;  // both block sizes, alternating over the cases
-      const int ctas = case_number % 3 == 0 ? 3 : 1;   // and every third case's rows over a cluster of 3 blocks
+      const int ctas = case_number % 3 == 0 ? 3 : 1;   // and every third case's rows over a cluster of 3 blocks,
+      // every other one of those exchanging through global memory
+      const RowExchange exchange = case_number % 6 == 0 ? RowExchange::global_memory : RowExchange::automatic;
       auto drafter = config.method ? std::make_shared<ModelDrafterFactory>(pair.draft, pipeline.params) : nullptr;
       GenerationMetrics cpu_metrics, device_metrics;
       const std::vector<SequenceOutput> cpu =
           Generator(pair.target, pipeline.params, drafter, config).generate_many(kPrompt, 0, 200, cpu_metrics);
       const Generator device(pair.target, pipeline.params, drafter,
-                             on_device(config, threads, FiberSchedule::rotating, ctas));
+                             on_device(config, threads, FiberSchedule::rotating, ctas, exchange));
       const std::vector<SequenceOutput> out = device.generate_many(kPrompt, 0, 200, device_metrics);
-      INFO(pipeline.name << " / " << describe(config) << " / " << threads << " threads, " << ctas << " blocks");
+      INFO(pipeline.name << " / " << describe(config) << " / " << threads << " threads, " << ctas << " blocks, "
+                         << row_exchange_name(exchange));
       int64_t differing = 0;
       for (size_t n = 0; n < out.size(); ++n)
         differing += out[n].tokens != cpu[n].tokens || out[n].stop_reason != cpu[n].stop_reason ||
