@@ -250,33 +250,24 @@ void fill_history(int32_t V, int32_t B, std::mt19937_64& rng, std::vector<int32_
   }
 }
 
-// The launches a kernel's cases time: the dispatch's cluster size (`dispatched`, where the GPU has clusters), and one
-// block per row beside it where that is a cluster.
-std::vector<int> launch_variants(int dispatched) {
-  std::vector<int> variants = {cuda_device_has_clusters() ? dispatched : 1};
-  if (variants.front() > 1) variants.push_back(1);
-  return variants;
-}
-// A case's name: the kernel's, with "/one-block" for the one-block twin of a cluster case.
-std::string variant_name(const std::string& kernel, int blocks, const std::vector<int>& variants) {
-  return kernel + (blocks == 1 && variants.front() > 1 ? "/one-block" : "");
-}
-
-// A verification launch: blocks per row, and whether a cluster stages its rows in shared memory.
-struct VerifyVariant {
+// One launch a kernel's cases time: blocks per row, how they exchange, whether a verification cluster stages its rows
+// in shared memory, and the case's name.
+struct LaunchVariant {
   int blocks;
+  RowExchange exchange;
   int32_t stage_rows;
   std::string name;
 };
-// The dispatch's cluster with its rows staged, then (where that is a cluster) the same cluster reading global
-// memory ("/unstaged") and one block per row ("/one-block").
-std::vector<VerifyVariant> verify_variants(const std::string& kernel, int dispatched) {
-  const std::vector<int> blocks = launch_variants(dispatched);
-  std::vector<VerifyVariant> variants = {{blocks.front(), 1, kernel}};
-  if (blocks.front() > 1) {
-    variants.push_back({blocks.front(), 0, kernel + "/unstaged"});
-    variants.push_back({1, 1, variant_name(kernel, 1, blocks)});
-  }
+// The dispatch's launch (the cluster of `dispatched` blocks where the GPU has clusters, else one block per row)
+// under the kernel's name; where `dispatched` > 1, the same blocks exchanging through global memory ("/global", the
+// path of GPUs without clusters) and, beside a cluster, one block per row ("/one-block"); with `unstaged`, the
+// cluster again reading its rows from global memory ("/unstaged").
+std::vector<LaunchVariant> launch_variants(const std::string& kernel, int dispatched, bool unstaged) {
+  const bool cluster = dispatched > 1 && cuda_device_has_clusters();
+  std::vector<LaunchVariant> variants = {{cluster ? dispatched : 1, RowExchange::automatic, 1, kernel}};
+  if (cluster && unstaged) variants.push_back({dispatched, RowExchange::automatic, 0, kernel + "/unstaged"});
+  if (dispatched > 1) variants.push_back({dispatched, RowExchange::global_memory, 1, kernel + "/global"});
+  if (cluster) variants.push_back({1, RowExchange::automatic, 1, kernel + "/one-block"});
   return variants;
 }
 
@@ -309,12 +300,13 @@ void bench_sampler(const CudaBenchOptions& o, const Buffer<uint8_t>& flush, Cuda
         p.batch = B;
         p.vocab = V;
         p.top_p_pass = setting.exact_top_p ? TopPPass::exact : TopPPass::float_first;
-        // The dispatch's choice, and one block per row beside it where the dispatch picked a cluster.
-        const std::vector<int> variants = launch_variants(choose_fused_sampler_config(p).ctas);
-        for (int blocks : variants) {
-          p.cluster_blocks = blocks;
-          CudaBenchCase c = bench_case(variant_name(setting.name, blocks, variants), V, B);
-          c.blocks_per_row = blocks;
+        for (const LaunchVariant& variant :
+             launch_variants(setting.name, choose_fused_sampler_config(p).ctas, /*unstaged=*/false)) {
+          p.cluster_blocks = variant.blocks;
+          p.row_exchange = variant.exchange;
+          CudaBenchCase c = bench_case(variant.name, V, B);
+          c.blocks_per_row = variant.blocks;
+          c.row_exchange = row_exchange_name(variant.exchange);
           c.setting = static_cast<int>(index);
           time_launches([&] { launch_fused_sampler(p); }, o, flush, c);
           const std::vector<int32_t> st = status.to_host();
@@ -390,7 +382,7 @@ void bench_chain_and_block(const VerifyBenchInputs& in, const CudaBenchOptions& 
   Buffer<VerifyRowParams> rows(in.row_params(K));
   const int dispatched = choose_verify_config(p.get(), q.get(), V).ctas;
   for (const bool block : {false, true})
-    for (const VerifyVariant& variant : verify_variants(block ? "verify/block" : "verify/chain", dispatched)) {
+    for (const LaunchVariant& variant : launch_variants(block ? "verify/block" : "verify/chain", dispatched, true)) {
       VerifyBuffers out(B, K, false);
       BlockVerifyParams params;
       params.p = p.get();
@@ -402,9 +394,11 @@ void bench_chain_and_block(const VerifyBenchInputs& in, const CudaBenchOptions& 
       params.max_draft = K;
       params.vocab = V;
       params.cluster_blocks = variant.blocks;
+      params.row_exchange = variant.exchange;
       params.stage_rows = variant.stage_rows;
       CudaBenchCase c = bench_case(variant.name, V, B, K);
       c.blocks_per_row = variant.blocks;
+      c.row_exchange = row_exchange_name(variant.exchange);
       if (block)
         time_launches([&] { launch_block_verify(params); }, o, flush, c);
       else
@@ -449,7 +443,8 @@ void bench_tree_verify(const VerifyBenchInputs& in, const CudaBenchOptions& o, c
   }
   Buffer<int32_t> d_tokens(tokens), d_parents(parents);
   Buffer<VerifyRowParams> rows(in.row_params(N));
-  for (const VerifyVariant& variant : verify_variants("verify/tree", choose_verify_config(p.get(), q.get(), V).ctas)) {
+  for (const LaunchVariant& variant :
+       launch_variants("verify/tree", choose_verify_config(p.get(), q.get(), V).ctas, true)) {
     VerifyBuffers out(B, N, true);
     TreeVerifyParams params;
     params.p = p.get();
@@ -463,9 +458,11 @@ void bench_tree_verify(const VerifyBenchInputs& in, const CudaBenchOptions& o, c
     params.max_nodes = N;
     params.vocab = V;
     params.cluster_blocks = variant.blocks;
+    params.row_exchange = variant.exchange;
     params.stage_rows = variant.stage_rows;
     CudaBenchCase c = bench_case(variant.name, V, B, N);
     c.blocks_per_row = variant.blocks;
+    c.row_exchange = row_exchange_name(variant.exchange);
     time_launches([&] { launch_tree_verify(params); }, o, flush, c);
     const std::vector<int32_t> st = out.status.to_host(), path = out.path.to_host(),
                                accepted = out.num_accepted.to_host(), bonus = out.bonus.to_host();
@@ -600,7 +597,8 @@ std::string cuda_bench_json(const CudaBenchReport& r) {
        << ", \"mean_us\": " << c.mean_us << ", \"min_us\": " << c.min_us << ", \"bytes\": " << c.bytes
        << ", \"gb_per_s\": " << c.gb_per_s << ", \"fraction_of_peak\": " << c.fraction_of_peak
        << ", \"bandwidth_bound_us\": " << c.bound_us << ", \"floor_us\": " << c.floor_us
-       << ", \"times_floor\": " << c.mean_us / c.floor_us << ", \"blocks_per_row\": " << c.blocks_per_row;
+       << ", \"times_floor\": " << c.mean_us / c.floor_us << ", \"blocks_per_row\": " << c.blocks_per_row
+       << ", \"row_exchange\": " << json_string(c.row_exchange);
     if (c.libtorch_us > 0)
       os << ", \"libtorch_us\": " << c.libtorch_us << ", \"speedup_vs_libtorch\": " << c.libtorch_us / c.mean_us;
     os << "}";

@@ -44,10 +44,11 @@ struct CudaBenchCase {
   double bytes = 0;     // compulsory HBM bytes per launch (cost model)
   double gb_per_s = 0;  // bytes / mean time
   double fraction_of_peak = 0;
-  double bound_us = 0;     // bytes / peak: the bandwidth-bound time
-  double floor_us = 0;     // bytes / the device-to-device copy bandwidth measured in the same run
-  int blocks_per_row = 1;  // the sampler's launch: one block, or a thread-block cluster of this many
-  int setting = -1;        // the sampler's: index into sampler_bench_settings()
+  double bound_us = 0;                     // bytes / peak: the bandwidth-bound time
+  double floor_us = 0;                     // bytes / the device-to-device copy bandwidth measured in the same run
+  int blocks_per_row = 1;                  // the launch: one block per row, or a row split over this many
+  std::string row_exchange = "automatic";  // how a split row's blocks exchange (row_exchange_name)
+  int setting = -1;                        // the sampler's: index into sampler_bench_settings()
   // The same work done by LibTorch's CUDA operations, timed in the same run (0: not measured). Filled by the
   // harness (harness/bench/torch_sampler_baseline.h); the kernels layer does not link LibTorch.
   double libtorch_us = 0;
