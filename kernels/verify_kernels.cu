@@ -6,6 +6,8 @@
 // one of eight instantiations per kernel.
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "kernels/cluster_block.cuh"
 #include "kernels/cuda_block.cuh"
 #include "kernels/cuda_check.h"
@@ -186,45 +188,38 @@ bool launch_groups(void (*kernel)(cuda_block::GroupLaunch, Params, int32_t, int3
                                       staged);
 }
 
-// kGlobal: the global-memory exchange's kernel, else the cluster's.
+// A split row's launch: the global-memory exchange's kernel (kGlobal), else the cluster's.
+template <bool kGlobal, class Params>
+bool launch_split(void (*group_kernel)(cuda_block::GroupLaunch, Params, int32_t, int32_t),
+                  void (*cluster_kernel)(Params, int32_t, int32_t), const Params& p, int ctas, int32_t span, int vec,
+                  cudaStream_t stream, const char* kernel) {
+  if constexpr (kGlobal)
+    return launch_groups<256>(group_kernel, p, ctas, span, vec, stream,
+                              (std::string(kernel) + " (global-memory exchange) launch").c_str());
+  else
+    return launch_clusters<256>(cluster_kernel, p, ctas, span, vec, stream,
+                                (std::string(kernel) + " (cluster) launch").c_str());
+}
 template <int VEC, bool kGlobal>
-struct ChainSplitLaunch {
+struct SplitLaunch {
   static bool run(const ChainVerifyParams& p, int ctas, int32_t span, cudaStream_t stream) {
-    if constexpr (kGlobal)
-      return launch_groups<256>(chain_verify_group_kernel<256, VEC>, p, ctas, span, VEC, stream,
-                                "chain verify (global-memory exchange) launch");
-    else
-      return launch_clusters<256>(chain_verify_cluster_kernel<256, VEC>, p, ctas, span, VEC, stream,
-                                  "chain verify (cluster) launch");
+    return launch_split<kGlobal>(chain_verify_group_kernel<256, VEC>, chain_verify_cluster_kernel<256, VEC>, p, ctas,
+                                 span, VEC, stream, "chain verify");
   }
-};
-template <int VEC, bool kGlobal>
-struct BlockSplitLaunch {
   static bool run(const BlockVerifyParams& p, int ctas, int32_t span, cudaStream_t stream) {
-    if constexpr (kGlobal)
-      return launch_groups<256>(block_verify_group_kernel<256, VEC>, p, ctas, span, VEC, stream,
-                                "block verify (global-memory exchange) launch");
-    else
-      return launch_clusters<256>(block_verify_cluster_kernel<256, VEC>, p, ctas, span, VEC, stream,
-                                  "block verify (cluster) launch");
+    return launch_split<kGlobal>(block_verify_group_kernel<256, VEC>, block_verify_cluster_kernel<256, VEC>, p, ctas,
+                                 span, VEC, stream, "block verify");
   }
-};
-template <int VEC, bool kGlobal>
-struct TreeSplitLaunch {
   static bool run(const TreeVerifyParams& p, int ctas, int32_t span, cudaStream_t stream) {
-    if constexpr (kGlobal)
-      return launch_groups<256>(tree_verify_group_kernel<256, VEC>, p, ctas, span, VEC, stream,
-                                "tree verify (global-memory exchange) launch");
-    else
-      return launch_clusters<256>(tree_verify_cluster_kernel<256, VEC>, p, ctas, span, VEC, stream,
-                                  "tree verify (cluster) launch");
+    return launch_split<kGlobal>(tree_verify_group_kernel<256, VEC>, tree_verify_cluster_kernel<256, VEC>, p, ctas,
+                                 span, VEC, stream, "tree verify");
   }
 };
 
 // The dispatch: runtime (blocks per row, exchange, block, vec) -> compile-time template arguments. A split row goes
 // through global memory when asked, else through a cluster where the GPU has them; one block per row otherwise, and
 // where the device cannot hold a group.
-template <template <int, int> class Launch, template <int, bool> class SplitLaunch, class Params>
+template <template <int, int> class Launch, class Params>
 void dispatch(const VerifyLaunchConfig& c, const Params& p, cudaStream_t stream) {
   if (c.ctas > 1) {
     const int32_t span = cluster_slice_span(p.vocab, c.ctas, c.vec);
@@ -276,19 +271,19 @@ struct TreeLaunch {
 void launch_chain_verify(const ChainVerifyParams& p, CUstream_st* stream) {
   p.check();
   require_cuda_device();
-  dispatch<ChainLaunch, ChainSplitLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream);
+  dispatch<ChainLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream);
 }
 
 void launch_block_verify(const BlockVerifyParams& p, CUstream_st* stream) {
   p.check();
   require_cuda_device();
-  dispatch<BlockLaunch, BlockSplitLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream);
+  dispatch<BlockLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream);
 }
 
 void launch_tree_verify(const TreeVerifyParams& p, CUstream_st* stream) {
   p.check();
   require_cuda_device();
-  dispatch<TreeLaunch, TreeSplitLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream);
+  dispatch<TreeLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream);
 }
 
 }  // namespace specula

@@ -170,8 +170,8 @@ TEST_CASE("the CUDA verification kernels match the reference at every dispatch (
 TEST_CASE("the verification kernels split over a thread-block cluster match the reference",
           "[gpu][verify][cluster][sanitize]") {
   // Clusters of 2, 3 and 8 blocks on small vocabularies (slices of a few tokens, empty ones), rows staged in shared
-  // memory and not; at V 128256, where the dispatch picks a cluster of 8 with staged rows, one block per row and the
-  // cluster unstaged.
+  // memory and not, the blocks exchanging through distributed shared memory and through global memory; at V 128256,
+  // where the dispatch picks a cluster of 8 with staged rows, one block per row and the cluster unstaged.
   for (int32_t blocks : {2, 3, 8})
     for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree})
       for (int32_t i = 0; i < 8; ++i) {
@@ -180,11 +180,13 @@ TEST_CASE("the verification kernels split over a thread-block cluster match the 
         const int32_t vocab = i % 2 ? 64 : g.between(1, 64);
         const VerifyCase c = kind == VerifyKind::tree ? random_tree_case(seed, 16, vocab, g.between(0, 12))
                                                       : random_chain_case(seed, kind, 16, vocab, g.between(0, 8));
-        for (int32_t stage_rows : {1, 0})
-          check_against_reference(c, run_on_gpu(c, blocks, stage_rows),
-                                  std::string(verify_kind_name(kind)) + " " + std::to_string(blocks) +
-                                      (stage_rows ? " blocks (rows staged), case " : " blocks, case ") +
-                                      std::to_string(i) + " V " + std::to_string(vocab));
+        for (RowExchange exchange : {RowExchange::automatic, RowExchange::global_memory})
+          for (int32_t stage_rows : {1, 0})
+            check_against_reference(c, run_on_gpu(c, blocks, stage_rows, exchange),
+                                    std::string(verify_kind_name(kind)) + " " + std::to_string(blocks) +
+                                        (stage_rows ? " blocks (rows staged), " : " blocks, ") +
+                                        row_exchange_name(exchange) + ", case " + std::to_string(i) + " V " +
+                                        std::to_string(vocab));
       }
   for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree}) {
     const uint64_t seed = 91 + static_cast<uint64_t>(kind);
@@ -193,25 +195,6 @@ TEST_CASE("the verification kernels split over a thread-block cluster match the 
     check_against_reference(c, run_on_gpu(c, 1), std::string(verify_kind_name(kind)) + " one block, V 128256");
     check_against_reference(c, run_on_gpu(c, 0, 0), std::string(verify_kind_name(kind)) + " unstaged, V 128256");
   }
-}
-
-TEST_CASE("the verification kernels split over blocks exchanging through global memory match the reference",
-          "[gpu][verify][cluster][sanitize]") {
-  // Groups of 2, 3 and 8 blocks on small vocabularies, rows staged and not.
-  for (int32_t blocks : {2, 3, 8})
-    for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree})
-      for (int32_t i = 0; i < 4; ++i) {
-        const uint64_t seed = 0x910b + 131 * static_cast<uint64_t>(i) + static_cast<uint64_t>(kind) + 7 * blocks;
-        CaseRandom g(seed);
-        const int32_t vocab = i % 2 ? 64 : g.between(1, 64);
-        const VerifyCase c = kind == VerifyKind::tree ? random_tree_case(seed, 16, vocab, g.between(0, 12))
-                                                      : random_chain_case(seed, kind, 16, vocab, g.between(0, 8));
-        for (int32_t stage_rows : {1, 0})
-          check_against_reference(c, run_on_gpu(c, blocks, stage_rows, RowExchange::global_memory),
-                                  std::string(verify_kind_name(kind)) + " " + std::to_string(blocks) +
-                                      (stage_rows ? " blocks (rows staged), case " : " blocks, case ") +
-                                      std::to_string(i) + " V " + std::to_string(vocab));
-      }
 }
 
 TEST_CASE("verification through global memory at V 128256, more rows than resident groups", "[gpu][verify][cluster]") {
