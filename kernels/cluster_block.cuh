@@ -94,7 +94,12 @@ struct CudaGroupOps {
           *reinterpret_cast<unsigned long long*>(arrivals));
       __threadfence();
       count.fetch_add(1ull, cuda::memory_order_relaxed);
-      while (count.load(cuda::memory_order_relaxed) < target) __nanosleep(32);
+      // Bounded: a group whose blocks were not all resident, or disagreed on the collectives, would otherwise hang
+      // the device; after at least 2^28 naps of 32 ns (~9 s) the launch fails instead.
+      for (unsigned naps = 0; count.load(cuda::memory_order_relaxed) < target; ++naps) {
+        if (naps == (1u << 28)) __trap();
+        __nanosleep(32);
+      }
       __threadfence();
     }
     __syncthreads();
@@ -336,23 +341,29 @@ struct GroupLaunch {
 // its group's barrier for the others): as many groups of `ctas` blocks of `threads` threads as the device holds,
 // at most `rows`; group g takes rows g, g + groups, .... The workspace is stream-ordered: allocated from the
 // device's memory pool, zeroed and freed on `stream` around the kernel. Returns false, launching nothing, where
-// the device has no cooperative launch or cannot hold one whole group; throws Error naming `what` when a call fails.
+// the device has no cooperative launch or memory pools, or cannot hold one whole group; throws Error naming `what` when
+// a call fails.
 template <class... Params, class... Args>
 bool launch_in_groups(void (*kernel)(GroupLaunch, Params...), int32_t rows, int ctas, int threads, size_t dynamic_smem,
                       cudaStream_t stream, const char* what, Args&&... args) {
-  int device = 0, cooperative = 0, sms = 0, per_sm = 0;
+  int device = 0, cooperative = 0, pools = 0, sms = 0, per_sm = 0;
   cuda_check(cudaGetDevice(&device), what);
   cuda_check(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device), what);
+  cuda_check(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device), what);
   cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), what);
   cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, dynamic_smem), what);
   const int64_t resident_groups = static_cast<int64_t>(per_sm) * sms / ctas;
-  if (!cooperative || resident_groups < 1) return false;
+  if (!cooperative || !pools || resident_groups < 1) return false;
   const int32_t groups = static_cast<int32_t>(std::min<int64_t>(rows, resident_groups));
   const size_t bytes =
       static_cast<size_t>(groups) * static_cast<size_t>(group_exchange::group_words(ctas)) * sizeof(uint64_t);
   void* workspace = nullptr;
   cuda_check(cudaMallocAsync(&workspace, bytes, stream), what);
-  cuda_check(cudaMemsetAsync(workspace, 0, bytes, stream), what);
+  const cudaError_t zeroed = cudaMemsetAsync(workspace, 0, bytes, stream);
+  if (zeroed != cudaSuccess) {
+    cudaFreeAsync(workspace, stream);
+    cuda_check(zeroed, what);
+  }
   cudaLaunchAttribute attribute[1];
   attribute[0].id = cudaLaunchAttributeCooperative;
   attribute[0].val.cooperative = 1;
@@ -366,6 +377,12 @@ bool launch_in_groups(void (*kernel)(GroupLaunch, Params...), int32_t rows, int 
   const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, GroupLaunch{static_cast<uint64_t*>(workspace), ctas},
                                                   static_cast<Args&&>(args)...);
   const cudaError_t freed = cudaFreeAsync(workspace, stream);  // after the kernel, or at once if it never started
+  if (launched == cudaErrorCooperativeLaunchTooLarge) {
+    // Fewer SMs than the occupancy query saw (MPS, a green context): the caller runs one block per row instead.
+    (void)cudaGetLastError();  // not sticky: cleared, so that the next launch's check does not report it
+    cuda_check(freed, what);
+    return false;
+  }
   cuda_check(launched, what);
   cuda_check(freed, what);
   return true;

@@ -271,6 +271,13 @@ std::vector<LaunchVariant> launch_variants(const std::string& kernel, int dispat
   return variants;
 }
 
+// What the launcher ran, which a case reports: a split it could not run on this device fell back to one block per
+// row, and the case says so instead of the variant it asked for.
+void record_split(const RowSplit& ran, CudaBenchCase& c) {
+  c.blocks_per_row = ran.blocks;
+  c.row_exchange = row_exchange_name(ran.exchange);
+}
+
 void bench_sampler(const CudaBenchOptions& o, const Buffer<uint8_t>& flush, CudaBenchReport& report) {
   std::mt19937_64 rng(20260101);
   for (int32_t V : kVocabs) {
@@ -305,10 +312,10 @@ void bench_sampler(const CudaBenchOptions& o, const Buffer<uint8_t>& flush, Cuda
           p.cluster_blocks = variant.blocks;
           p.row_exchange = variant.exchange;
           CudaBenchCase c = bench_case(variant.name, V, B);
-          c.blocks_per_row = variant.blocks;
-          c.row_exchange = row_exchange_name(variant.exchange);
           c.setting = static_cast<int>(index);
-          time_launches([&] { launch_fused_sampler(p); }, o, flush, c);
+          RowSplit ran;
+          time_launches([&] { ran = launch_fused_sampler(p); }, o, flush, c);
+          record_split(ran, c);
           const std::vector<int32_t> st = status.to_host();
           check_sampler_status(st.data(), B);
           // Read logits, write probabilities, row params; the penalties read counts and the prompt bitmap.
@@ -397,12 +404,12 @@ void bench_chain_and_block(const VerifyBenchInputs& in, const CudaBenchOptions& 
       params.row_exchange = variant.exchange;
       params.stage_rows = variant.stage_rows;
       CudaBenchCase c = bench_case(variant.name, V, B, K);
-      c.blocks_per_row = variant.blocks;
-      c.row_exchange = row_exchange_name(variant.exchange);
+      RowSplit ran;
       if (block)
-        time_launches([&] { launch_block_verify(params); }, o, flush, c);
+        time_launches([&] { ran = launch_block_verify(params); }, o, flush, c);
       else
-        time_launches([&] { launch_chain_verify(params); }, o, flush, c);
+        time_launches([&] { ran = launch_chain_verify(params); }, o, flush, c);
+      record_split(ran, c);
       const std::vector<int32_t> st = out.status.to_host(), accepted = out.num_accepted.to_host(),
                                  bonus = out.bonus.to_host();
       check_verify_status(st.data(), B);
@@ -461,9 +468,9 @@ void bench_tree_verify(const VerifyBenchInputs& in, const CudaBenchOptions& o, c
     params.row_exchange = variant.exchange;
     params.stage_rows = variant.stage_rows;
     CudaBenchCase c = bench_case(variant.name, V, B, N);
-    c.blocks_per_row = variant.blocks;
-    c.row_exchange = row_exchange_name(variant.exchange);
-    time_launches([&] { launch_tree_verify(params); }, o, flush, c);
+    RowSplit ran;
+    time_launches([&] { ran = launch_tree_verify(params); }, o, flush, c);
+    record_split(ran, c);
     const std::vector<int32_t> st = out.status.to_host(), path = out.path.to_host(),
                                accepted = out.num_accepted.to_host(), bonus = out.bonus.to_host();
     check_verify_status(st.data(), B);

@@ -8,9 +8,10 @@
 
 namespace specula {
 
-void launch_fused_sampler(const SamplerKernelParams& p, CUstream_st*) {
+RowSplit launch_fused_sampler(const SamplerKernelParams& p, CUstream_st*) {
   p.check();
   require_cuda_device();
+  return {};  // not reached
 }
 
 void launch_philox_fill(const PhiloxFillParams& p, CUstream_st*) {
@@ -18,19 +19,22 @@ void launch_philox_fill(const PhiloxFillParams& p, CUstream_st*) {
   require_cuda_device();
 }
 
-void launch_chain_verify(const ChainVerifyParams& p, CUstream_st*) {
+RowSplit launch_chain_verify(const ChainVerifyParams& p, CUstream_st*) {
   p.check();
   require_cuda_device();
+  return {};  // not reached
 }
 
-void launch_tree_verify(const TreeVerifyParams& p, CUstream_st*) {
+RowSplit launch_tree_verify(const TreeVerifyParams& p, CUstream_st*) {
   p.check();
   require_cuda_device();
+  return {};  // not reached
 }
 
-void launch_block_verify(const BlockVerifyParams& p, CUstream_st*) {
+RowSplit launch_block_verify(const BlockVerifyParams& p, CUstream_st*) {
   p.check();
   require_cuda_device();
+  return {};  // not reached
 }
 
 std::unique_ptr<KernelStream> make_cuda_kernel_stream(std::optional<void*>) {

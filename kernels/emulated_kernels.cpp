@@ -1,6 +1,7 @@
 #include "kernels/emulated_kernels.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <memory>
@@ -48,6 +49,7 @@ void run_cluster_rows(const EmulationOptions& o, int32_t batch, int32_t vocab, i
   const int32_t span = cluster_slice_span(vocab, ctas, VEC);
   const int32_t staged = verify_staged_floats(vocab, ctas, VEC, stage_rows);
   const float kPoison = std::numeric_limits<float>::quiet_NaN();
+  const uint64_t kMergedPoison = 0x5eed5eed5eed5eedull;
   const bool global = o.exchange == RowExchange::global_memory;
   // The global-memory exchange's workspace: one group (the emulation runs the rows one after the other, as one
   // group of a cooperative launch takes its rows in turn), zero at launch as the CUDA launcher leaves it.
@@ -57,6 +59,8 @@ void run_cluster_rows(const EmulationOptions& o, int32_t batch, int32_t vocab, i
   for (int c = 0; c < ctas; ++c) {
     owned.push_back(std::make_unique<EmulatedClusterShared<T>>());
     owned.back()->slice.assign(static_cast<size_t>(span), 0.0f);
+    // Poisoned, as a GPU's uninitialised shared memory: a merge that left a bin of `merged` unwritten would show.
+    std::fill(std::begin(owned.back()->merged), std::end(owned.back()->merged), kMergedPoison);
     // Poisoned: a pass that read a staged slice before its copy would see NaN.
     owned.back()->staged.assign(static_cast<size_t>(staged), kPoison);
     blocks.push_back(owned.back().get());
@@ -78,7 +82,10 @@ void run_cluster_rows(const EmulationOptions& o, int32_t batch, int32_t vocab, i
         block.cluster_sync();
       if (staged > 0) {  // poisoned again: a row that read its staged slices before copying them would see NaN
         if (thread == 0) std::fill(blocks[cta]->staged.begin(), blocks[cta]->staged.end(), kPoison);
-        block.cluster_sync();
+        if (global)
+          block.sync();
+        else
+          block.cluster_sync();
       }
     }
   });

@@ -45,8 +45,10 @@ constexpr int kHistogramWords = fused_sampler::kRadixBins + 1;
 // [kSlotSets][ctas][kSlotWords], the histograms [kHistogramBuffers][kHistogramWords].
 constexpr int64_t kHeaderWords = 16;
 SPECULA_HD int64_t slot_words(int ctas) { return static_cast<int64_t>(kSlotSets) * ctas * kSlotWords; }
+// Rounded up to whole 128-byte lines, so that every group's arrivals counter has a line of its own.
 SPECULA_HD int64_t group_words(int ctas) {
-  return kHeaderWords + slot_words(ctas) + static_cast<int64_t>(kHistogramBuffers) * kHistogramWords;
+  const int64_t words = kHeaderWords + slot_words(ctas) + static_cast<int64_t>(kHistogramBuffers) * kHistogramWords;
+  return (words + kHeaderWords - 1) / kHeaderWords * kHeaderWords;
 }
 
 template <class Ops>

@@ -119,17 +119,17 @@ bool launch_groups(const SamplerKernelParams& p, int ctas, cudaStream_t stream) 
 
 }  // namespace
 
-void launch_fused_sampler(const SamplerKernelParams& p, CUstream_st* stream) {
+RowSplit launch_fused_sampler(const SamplerKernelParams& p, CUstream_st* stream) {
   p.check();
   require_cuda_device();
   const SamplerLaunchConfig c = choose_fused_sampler_config(p);
-  // The dispatch: runtime (blocks per row, block, vec) -> compile-time template arguments.
+  // The dispatch: runtime (blocks per row, exchange, block, vec) -> compile-time template arguments.
   if (c.ctas > 1 && p.row_exchange == RowExchange::global_memory &&
       (c.vec == 4 ? launch_groups<256, 4>(p, c.ctas, stream) : launch_groups<256, 1>(p, c.ctas, stream)))
-    return;
+    return RowSplit{c.ctas, RowExchange::global_memory};
   if (c.ctas > 1 && p.row_exchange == RowExchange::automatic && cuda_device_has_clusters() &&
       (c.vec == 4 ? launch_cluster<256, 4>(p, c.ctas, stream) : launch_cluster<256, 1>(p, c.ctas, stream)))
-    return;
+    return RowSplit{c.ctas, RowExchange::automatic};
   const int block = p.vocab >= 16384 ? 512 : 256;
   if (block == 512 && c.vec == 4)
     launch<512, 4>(p, stream);
@@ -139,6 +139,7 @@ void launch_fused_sampler(const SamplerKernelParams& p, CUstream_st* stream) {
     launch<256, 4>(p, stream);
   else
     launch<256, 1>(p, stream);
+  return RowSplit{};
 }
 
 }  // namespace specula

@@ -35,6 +35,13 @@ enum class RowExchange : uint8_t {
 };
 const char* row_exchange_name(RowExchange exchange);
 
+// What a launch ran: blocks per row and, for a split row, how they exchanged (one block per row: 1, automatic).
+// A split asked for falls back to one block per row where the device cannot run it.
+struct RowSplit {
+  int32_t blocks = 1;
+  RowExchange exchange = RowExchange::automatic;
+};
+
 // Which optional per-row arrays a row reads (a row without a flag skips the array's bytes).
 enum SamplerRowFlags : uint32_t {
   kRowAllowed = 1u << 0,  // allowed_bitmap row: only set bits survive
@@ -129,7 +136,7 @@ int32_t cluster_slice_span(int32_t vocab, int32_t blocks, int32_t vec);
 // Enqueues the kernel on `stream` (one CUDA block, or one thread-block cluster, per row). Validates `p`, checks the
 // launch, and throws Error on failure ("fused sampler: <CUDA error>"; "no CUDA device: ..." without one). Asynchronous:
 // read `status` after synchronising. Throws "no CUDA device: ..." in a build without CUDA.
-void launch_fused_sampler(const SamplerKernelParams& p, CUstream_st* stream = nullptr);
+RowSplit launch_fused_sampler(const SamplerKernelParams& p, CUstream_st* stream = nullptr);
 
 // The kernel's per-row algorithm run sequentially on host arrays (same decisions, same Philox draws).
 void run_fused_sampler_host(const SamplerKernelParams& p);

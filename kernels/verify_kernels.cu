@@ -220,17 +220,17 @@ struct SplitLaunch {
 // through global memory when asked, else through a cluster where the GPU has them; one block per row otherwise, and
 // where the device cannot hold a group.
 template <template <int, int> class Launch, class Params>
-void dispatch(const VerifyLaunchConfig& c, const Params& p, cudaStream_t stream) {
+RowSplit dispatch(const VerifyLaunchConfig& c, const Params& p, cudaStream_t stream) {
   if (c.ctas > 1) {
     const int32_t span = cluster_slice_span(p.vocab, c.ctas, c.vec);
     if (p.row_exchange == RowExchange::global_memory) {
       if (c.vec == 4 ? SplitLaunch<4, true>::run(p, c.ctas, span, stream)
                      : SplitLaunch<1, true>::run(p, c.ctas, span, stream))
-        return;
+        return RowSplit{c.ctas, RowExchange::global_memory};
     } else if (cuda_device_has_clusters()) {
       if (c.vec == 4 ? SplitLaunch<4, false>::run(p, c.ctas, span, stream)
                      : SplitLaunch<1, false>::run(p, c.ctas, span, stream))
-        return;
+        return RowSplit{c.ctas, RowExchange::automatic};
     }
   }
   const int block = p.vocab >= 16384 ? 512 : 256;
@@ -242,6 +242,7 @@ void dispatch(const VerifyLaunchConfig& c, const Params& p, cudaStream_t stream)
     Launch<256, 4>::run(p, stream);
   else
     Launch<256, 1>::run(p, stream);
+  return RowSplit{};
 }
 
 template <int BLOCK, int VEC>
@@ -268,22 +269,22 @@ struct TreeLaunch {
 
 }  // namespace
 
-void launch_chain_verify(const ChainVerifyParams& p, CUstream_st* stream) {
+RowSplit launch_chain_verify(const ChainVerifyParams& p, CUstream_st* stream) {
   p.check();
   require_cuda_device();
-  dispatch<ChainLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream);
+  return dispatch<ChainLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream);
 }
 
-void launch_block_verify(const BlockVerifyParams& p, CUstream_st* stream) {
+RowSplit launch_block_verify(const BlockVerifyParams& p, CUstream_st* stream) {
   p.check();
   require_cuda_device();
-  dispatch<BlockLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream);
+  return dispatch<BlockLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream);
 }
 
-void launch_tree_verify(const TreeVerifyParams& p, CUstream_st* stream) {
+RowSplit launch_tree_verify(const TreeVerifyParams& p, CUstream_st* stream) {
   p.check();
   require_cuda_device();
-  dispatch<TreeLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream);
+  return dispatch<TreeLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream);
 }
 
 }  // namespace specula

@@ -110,7 +110,13 @@ GpuRun run_on_gpu(const testing::SamplerCase& c, TopPPass top_p_pass = TopPPass:
   p.top_p_pass = top_p_pass;
   p.cluster_blocks = cluster_blocks;
   p.row_exchange = exchange;
-  launch_fused_sampler(p);
+  const RowSplit ran = launch_fused_sampler(p);
+  // A split through global memory asked for runs as asked on any GPU the tests run on (cooperative launches, memory
+  // pools), not silently as one block per row.
+  if (exchange == RowExchange::global_memory && cluster_blocks > 1) {
+    CHECK(ran.exchange == RowExchange::global_memory);
+    CHECK(ran.blocks == cluster_blocks);
+  }
   check_cuda(cudaDeviceSynchronize(), "fused sampler");
   return {probs.to_host(), tokens.to_host(), status.to_host()};
 }
@@ -211,9 +217,9 @@ TEST_CASE("the fused sampler split over blocks exchanging through global memory 
 
 TEST_CASE("blocks exchanging through global memory at large vocabularies, more rows than resident groups",
           "[gpu][sampler][cluster]") {
-  // V 32000 and 128256 over 2 to 8 blocks, and 300 rows of 128256 over 8 blocks: more rows than the device holds
-  // groups at once, so each group takes rows in turn.
-  for (int32_t blocks : {2, 8})
+  // V 32000 and 128256 over 4 and 8 blocks (fewer would leave slices of more than 40960 tokens), and 300 rows of
+  // 128256 over 8 blocks: more rows than the device holds groups at once, so each group takes rows in turn.
+  for (int32_t blocks : {4, 8})
     for (const auto& [vocab, batch] : {std::pair<int32_t, int32_t>{32000, 24}, {128256, 6}})
       check_against_pipeline(testing::random_sampler_case(0x910c + vocab + blocks, vocab, batch), blocks,
                              RowExchange::global_memory);

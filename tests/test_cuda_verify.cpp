@@ -76,6 +76,7 @@ VerifyResult run_on_gpu(const VerifyCase& c, int32_t cluster_blocks = 0, int32_t
   if (path.get()) check_cuda_call(cudaMemset(path.get(), 0x7f, static_cast<size_t>(B) * c.width * 4), "poison");
   VerifyOutputs out{emitted.get(), num_emitted.get(), num_accepted.get(), bonus.get(),
                     q_zero.get(),  status.get(),      overlap_sum.get(),  overlap_count.get()};
+  RowSplit ran;
   if (c.kind == VerifyKind::tree) {
     TreeVerifyParams tp;
     tp.p = p.get();
@@ -91,7 +92,7 @@ VerifyResult run_on_gpu(const VerifyCase& c, int32_t cluster_blocks = 0, int32_t
     tp.cluster_blocks = cluster_blocks;
     tp.row_exchange = exchange;
     tp.stage_rows = stage_rows;
-    launch_tree_verify(tp);
+    ran = launch_tree_verify(tp);
   } else {
     BlockVerifyParams bp;
     bp.p = p.get();
@@ -105,10 +106,12 @@ VerifyResult run_on_gpu(const VerifyCase& c, int32_t cluster_blocks = 0, int32_t
     bp.cluster_blocks = cluster_blocks;
     bp.row_exchange = exchange;
     bp.stage_rows = stage_rows;
-    if (c.kind == VerifyKind::chain)
-      launch_chain_verify(bp);
-    else
-      launch_block_verify(bp);
+    ran = c.kind == VerifyKind::chain ? launch_chain_verify(bp) : launch_block_verify(bp);
+  }
+  // A split through global memory asked for runs as asked on any GPU the tests run on, not as one block per row.
+  if (exchange == RowExchange::global_memory && cluster_blocks > 1) {
+    CHECK(ran.exchange == RowExchange::global_memory);
+    CHECK(ran.blocks == cluster_blocks);
   }
   check_cuda_call(cudaDeviceSynchronize(), "verification kernel");
   VerifyResult r;
