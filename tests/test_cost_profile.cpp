@@ -37,6 +37,16 @@ json profile_json(const std::string& target = "transformer:models/target") {
           {"drafts", {{{"model", "transformer:models/draft"}, {"cost", 0.05}}}}};
 }
 
+// The same with a batch of 4: its 1-token step 1.5 lone ones; k rows a sequence at 1, 1.5, 3 of its own 1-token step.
+json batched_profile_json() {
+  json j = profile_json();
+  j["batches"] = {
+      {{"batch", 4},
+       {"one_token_cost", 1.5},
+       {"rows", {{{"rows", 1}, {"cost", 1.0}}, {{"rows", 4}, {"cost", 1.5}}, {{"rows", 8}, {"cost", 3.0}}}}}};
+  return j;
+}
+
 CostProfile profile_from(const TempDir& dir, const json& j) {
   return read_cost_profile(dir.write("profile.json", j.dump()));
 }
@@ -62,6 +72,16 @@ TEST_CASE("a cost profile's step cost is piecewise linear between the rows it me
   CHECK(same_model_spec("transformer:models/target", "transformer:" + fs::current_path().string() + "/models/target"));
   CHECK_FALSE(p.draft_cost("ngram:models/draft").has_value());
   CHECK_FALSE(p.draft_cost("transformer:models/other").has_value());
+  // A batch's own curve; none for a batch the profile did not measure (not borrowed from another's).
+  const CostProfile b = profile_from(dir, batched_profile_json());
+  REQUIRE(b.batches.size() == 1);
+  CHECK(b.batches[0].one_token_cost == 1.5);
+  CHECK(b.verify_cost(4, 1) == Approx(1.2));
+  CHECK(b.verify_cost(4, 4) == Approx(1.5));
+  CHECK(b.verify_cost(6, 4) == Approx(2.25));
+  CHECK(std::isnan(b.verify_cost(9, 4)));
+  CHECK(std::isnan(b.verify_cost(4, 16)));
+  CHECK(std::isnan(p.verify_cost(4, 4)));
 }
 
 TEST_CASE("a cost profile that is not one is refused, naming the file and the field", "[runner][summary][errors]") {
@@ -94,6 +114,21 @@ TEST_CASE("a cost profile that is not one is refused, naming the file and the fi
   j = profile_json();
   j["drafts"][0]["cost"] = "cheap";
   refused(j.dump(), "field drafts[0].cost has the wrong type (\"cheap\")");
+  j = batched_profile_json();
+  j["batches"][0]["batch"] = 1;
+  refused(j.dump(), "batches[0].batch must ascend from 2, got 1 after 1");
+  j = batched_profile_json();
+  j["batches"].push_back(j["batches"][0]);
+  refused(j.dump(), "batches[1].batch must ascend from 2, got 4 after 4");
+  j = batched_profile_json();
+  j["batches"][0]["one_token_cost"] = 0;
+  refused(j.dump(), "batches[0].one_token_cost must be > 0, got 0");
+  j = batched_profile_json();
+  j["batches"][0]["rows"][0]["cost"] = 2;
+  refused(j.dump(), "batches[0].rows[0] must be the 1-token step {rows: 1, cost: 1}, got rows 1, cost 2");
+  j = batched_profile_json();
+  j["batches"][0].erase("rows");
+  refused(j.dump(), "missing field batches[0].rows");
   CHECK_THROWS_WITH(read_cost_profile(dir.file("missing.json")), Contains("cannot read the file"));
   // A forward report holding a profile reads as that profile.
   const CostProfile inside = read_cost_profile(dir.write("report.json", json{{"cost_profile", profile_json()}}.dump()));
@@ -112,7 +147,29 @@ TEST_CASE("bench forward's report makes a profile: its chunks in ascending rows,
                         {model("transformer:t", 200.0,
                                {{{"name", "chunk K=8"}, {"kind", "chunk"}, {"rows", 8}, {"median_wall_us", 400.0}},
                                 {{"name", "chunk K=2"}, {"kind", "chunk"}, {"rows", 2}, {"median_wall_us", 220.0}},
-                                {{"name", "tree 2,1"}, {"kind", "tree"}, {"rows", 4}, {"median_wall_us", 300.0}}}),
+                                {{"name", "tree 2,1"}, {"kind", "tree"}, {"rows", 4}, {"median_wall_us", 300.0}},
+                                // Steps of 4 sequences: 1 and 8 rows each (the graph cases; their eager twins and a
+                                // tree are not the curve's).
+                                {{"name", "batch 4 x K=8"},
+                                 {"kind", "batch-chunk"},
+                                 {"rows", 32},
+                                 {"batch", 4},
+                                 {"median_wall_us", 1000.0}},
+                                {{"name", "batch 4 x 1-token"},
+                                 {"kind", "batch-chunk"},
+                                 {"rows", 4},
+                                 {"batch", 4},
+                                 {"median_wall_us", 250.0}},
+                                {{"name", "batch 4 x 1-token eager"},
+                                 {"kind", "batch-chunk-eager"},
+                                 {"rows", 4},
+                                 {"batch", 4},
+                                 {"median_wall_us", 900.0}},
+                                {{"name", "batch 4 x tree 2,1"},
+                                 {"kind", "batch-tree"},
+                                 {"rows", 16},
+                                 {"batch", 4},
+                                 {"median_wall_us", 600.0}}}),
                          model("transformer:d", 20.0, json::array())}}};
   const json profile = cost_profile_from_forward_report(report, "cpu");
   TempDir dir;
@@ -128,6 +185,12 @@ TEST_CASE("bench forward's report makes a profile: its chunks in ascending rows,
   CHECK(p.draft_cost("transformer:d") == Approx(0.1));
   CHECK(profile["trees"][0]["shape"] == "2,1");
   CHECK(profile["trees"][0]["cost"].get<double>() == Approx(1.5));
+  REQUIRE(p.batches.size() == 1);
+  CHECK(p.batches[0].batch == 4);
+  CHECK(p.batches[0].one_token_cost == Approx(1.25));  // 250 / 200
+  REQUIRE(p.batches[0].rows.size() == 2);
+  CHECK(p.batches[0].rows[1].rows == 8);  // rows per sequence
+  CHECK(p.batches[0].rows[1].cost == Approx(4.0));
 }
 
 TEST_CASE("the summary predicts each setting's speedup from a profile and the run's acceptance", "[runner][summary]") {
@@ -162,6 +225,32 @@ TEST_CASE("the summary predicts each setting's speedup from a profile and the ru
   CHECK(std::isnan(summarize(chain_cost_records("transformer:models/draft", {}, 100), p)[1].profile_speedup));
   // Without a profile the columns stay empty.
   CHECK(std::isnan(summarize(chain_cost_records("transformer:models/draft", five, 100))[1].profile_speedup));
+}
+
+TEST_CASE("a lockstep setting is costed on its batch's curve, or not at all", "[runner][summary]") {
+  // Four prompts decoded in lockstep, each as chain_cost_records' setting: 25 steps of 5 rows a sequence.
+  std::vector<int64_t> five(6, 0);
+  five[5] = 25;
+  std::vector<RunRecord> records;
+  for (int prompt = 0; prompt < 4; ++prompt)
+    for (RunRecord r : chain_cost_records("transformer:models/draft", five, 100)) {
+      r.prompt_index = prompt;
+      r.lockstep = true;
+      records.push_back(r);
+    }
+  TempDir dir;
+  // On the batch of 4's curve, cost(5) = 1.5 + 1.5 / 4 = 1.875; the draft model's cost alone does not carry over to a
+  // batch, so this run's drafting share (0.2) is used.
+  const SummaryRow s = summarize(records, profile_from(dir, batched_profile_json()))[1];
+  CHECK(s.profile_verify_cost == Approx(1.875));
+  CHECK(s.profile_draft_source == "this run");
+  CHECK(s.profile_draft_cost == Approx(0.2));
+  CHECK(s.profile_speedup == Approx(4.0 / (0.2 + 1.875)));
+  // A profile without that batch predicts nothing for it (the lone curve would answer another question).
+  CHECK(std::isnan(summarize(records, profile_from(dir, profile_json()))[1].profile_speedup));
+  // The same records decoded one by one are costed on the lone curve.
+  for (RunRecord& r : records) r.lockstep = false;
+  CHECK(summarize(records, profile_from(dir, batched_profile_json()))[1].profile_verify_cost == Approx(1.3));
 }
 
 TEST_CASE(

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "kernels/shared/error.h"
@@ -40,18 +41,48 @@ const json& model_case(const json& model, const std::string& name) {
   fail("forward report: model ", model.at("model").get<std::string>(), " has no '", name, "' case");
 }
 
-}  // namespace
-
-double CostProfile::verify_cost(double r) const {
-  if (!(r >= 1) || rows.empty() || r > static_cast<double>(rows.back().rows)) return NAN;
-  for (size_t i = 1; i < rows.size(); ++i)
-    if (r <= static_cast<double>(rows[i].rows)) {
-      const Point& a = rows[i - 1];
-      const Point& b = rows[i];
+// cost(r) on a curve of points (ascending rows, first {1, 1}): piecewise linear, NaN below 1 row or beyond the last.
+double curve_cost(const std::vector<CostProfile::Point>& curve, double r) {
+  if (!(r >= 1) || curve.empty() || r > static_cast<double>(curve.back().rows)) return NAN;
+  for (size_t i = 1; i < curve.size(); ++i)
+    if (r <= static_cast<double>(curve[i].rows)) {
+      const CostProfile::Point& a = curve[i - 1];
+      const CostProfile::Point& b = curve[i];
       const double t = (r - static_cast<double>(a.rows)) / static_cast<double>(b.rows - a.rows);
       return a.cost + t * (b.cost - a.cost);
     }
-  return rows.front().cost;  // r == 1 with a one-point profile
+  return curve.front().cost;  // r == 1 with a one-point curve
+}
+
+// A curve of (rows, cost) points at `where` in the file: a non-empty array, rows ascending from the 1-token step
+// {rows: 1, cost: 1}, costs positive.
+std::vector<CostProfile::Point> read_curve(const json& rows, const std::string& where, const std::string& path) {
+  if (!rows.is_array() || rows.empty()) fail("cost profile ", path, ": ", where, " must be a non-empty array");
+  std::vector<CostProfile::Point> curve;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    if (!rows[i].is_object() || !rows[i].contains("rows") || !rows[i]["rows"].is_number_integer())
+      fail("cost profile ", path, ": ", at, ".rows must be a whole number of rows");
+    CostProfile::Point point{rows[i]["rows"].get<int64_t>(), positive_cost(rows[i], at, path)};
+    if (i == 0 && (point.rows != 1 || point.cost != 1.0))
+      fail("cost profile ", path, ": ", at, " must be the 1-token step {rows: 1, cost: 1}, got rows ", point.rows,
+           ", cost ", point.cost);
+    if (i > 0 && point.rows <= curve.back().rows)
+      fail("cost profile ", path, ": ", at, ".rows must ascend, got ", point.rows, " after ", curve.back().rows);
+    curve.push_back(point);
+  }
+  return curve;
+}
+
+}  // namespace
+
+double CostProfile::verify_cost(double r) const { return curve_cost(rows, r); }
+
+double CostProfile::verify_cost(double r, int64_t batch) const {
+  if (batch == 1) return verify_cost(r);
+  for (const Batch& b : batches)
+    if (b.batch == batch) return curve_cost(b.rows, r);
+  return NAN;
 }
 
 std::optional<double> CostProfile::draft_cost(const std::string& drafter) const {
@@ -107,26 +138,33 @@ CostProfile read_cost_profile(const std::string& path) {
   const json& target = field<json>(j, "target", "", path);
   p.target = field<std::string>(target, "model", "target", path);
   p.one_token_us = field<double>(target, "one_token_us", "target", path);
-  const json rows = field<json>(j, "rows", "", path);
-  if (!rows.is_array() || rows.empty()) fail("cost profile ", path, ": rows must be a non-empty array");
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const std::string where = "rows[" + std::to_string(i) + "]";
-    if (!rows[i].is_object() || !rows[i].contains("rows") || !rows[i]["rows"].is_number_integer())
-      fail("cost profile ", path, ": ", where, ".rows must be a whole number of rows");
-    CostProfile::Point point{rows[i]["rows"].get<int64_t>(), positive_cost(rows[i], where, path)};
-    if (i == 0 && (point.rows != 1 || point.cost != 1.0))
-      fail("cost profile ", path, ": rows[0] must be the 1-token step {rows: 1, cost: 1}, got rows ", point.rows,
-           ", cost ", point.cost);
-    if (i > 0 && point.rows <= p.rows.back().rows)
-      fail("cost profile ", path, ": ", where, ".rows must ascend, got ", point.rows, " after ", p.rows.back().rows);
-    p.rows.push_back(point);
-  }
+  p.rows = read_curve(field<json>(j, "rows", "", path), "rows", path);
   if (j.contains("drafts")) {
     const json& drafts = j["drafts"];
     if (!drafts.is_array()) fail("cost profile ", path, ": drafts must be an array");
     for (size_t i = 0; i < drafts.size(); ++i) {
       const std::string where = "drafts[" + std::to_string(i) + "]";
       p.drafts.push_back({field<std::string>(drafts[i], "model", where, path), positive_cost(drafts[i], where, path)});
+    }
+  }
+  if (j.contains("batches")) {
+    const json& batches = j["batches"];
+    if (!batches.is_array()) fail("cost profile ", path, ": batches must be an array");
+    for (size_t i = 0; i < batches.size(); ++i) {
+      const std::string where = "batches[" + std::to_string(i) + "]";
+      CostProfile::Batch b;
+      if (!batches[i].is_object() || !batches[i].contains("batch") || !batches[i]["batch"].is_number_integer())
+        fail("cost profile ", path, ": ", where, ".batch must be a whole number of sequences");
+      b.batch = batches[i]["batch"].get<int64_t>();
+      const int64_t after = p.batches.empty() ? 1 : p.batches.back().batch;
+      if (b.batch <= after)
+        fail("cost profile ", path, ": ", where, ".batch must ascend from 2, got ", b.batch, " after ", after);
+      const double one_token = field<double>(batches[i], "one_token_cost", where, path);
+      if (!std::isfinite(one_token) || one_token <= 0)
+        fail("cost profile ", path, ": ", where, ".one_token_cost must be > 0, got ", one_token);
+      b.one_token_cost = one_token;
+      b.rows = read_curve(field<json>(batches[i], "rows", where, path), where + ".rows", path);
+      p.batches.push_back(std::move(b));
     }
   }
   return p;
@@ -151,6 +189,26 @@ json cost_profile_from_forward_report(const json& report, const std::string& dev
   rows = json::array();
   for (const json& r : sorted)
     if (rows.empty() || rows.back()["rows"] != r["rows"]) rows.push_back(r);
+  // Steps of B sequences (kind batch-chunk: the graph replays where there are graphs, as for the chunks), each batch
+  // in units of its own 1-token step; a batch without a 1-token case is left out.
+  std::map<int64_t, std::vector<json>> batch_cases;
+  for (const json& c : target.at("cases"))
+    if (c.at("kind") == "batch-chunk") batch_cases[c.value("batch", int64_t{1})].push_back(c);
+  json batches = json::array();
+  for (auto& [batch, cases] : batch_cases) {
+    const auto one = std::find_if(cases.begin(), cases.end(),
+                                  [](const json& c) { return c.at("rows") == c.at("batch"); });  // 1 row a sequence
+    if (batch < 2 || one == cases.end()) continue;
+    const double batch_one_token = one->at("median_wall_us").get<double>();
+    std::stable_sort(cases.begin(), cases.end(), [](const json& a, const json& b) { return a["rows"] < b["rows"]; });
+    json curve = json::array();
+    for (const json& c : cases) {
+      const int64_t per_sequence = c.at("rows").get<int64_t>() / batch;
+      if (curve.empty() || curve.back()["rows"] != per_sequence)
+        curve.push_back({{"rows", per_sequence}, {"cost", c.at("median_wall_us").get<double>() / batch_one_token}});
+    }
+    batches.push_back({{"batch", batch}, {"one_token_cost", batch_one_token / one_token}, {"rows", curve}});
+  }
   for (size_t i = 1; i < models.size(); ++i)
     drafts.push_back({{"model", models[i].at("model")},
                       {"parameters", models[i].at("parameters")},
@@ -170,7 +228,8 @@ json cost_profile_from_forward_report(const json& report, const std::string& dev
             {"one_token_us", one_token}}},
           {"rows", rows},
           {"trees", trees},
-          {"drafts", drafts}};
+          {"drafts", drafts},
+          {"batches", batches}};
 }
 
 }  // namespace specula

@@ -19,12 +19,21 @@
 // A tree of n nodes is costed as n + 1 rows of the chunk curve: the ancestor mask's own cost, which `bench
 // forward` reports for its tree shapes, is left out.
 //
+// Batches. A lockstep run decodes B sequences per step (one target forward for all of them), and its speedup is
+// against autoregressive decoding of the same batch. A profile measured with `bench forward --batches` holds, per
+// batch size B, the curve of one step of B sequences of k rows each in units of that batch's own 1-token step; a
+// lockstep setting of B prompts is costed on that curve (each step by its sequences' rows), and gets no prediction
+// where the profile has no batch of its size (not one guessed from another's). Its drafting is costed as this run
+// measured it: the profile times draft models alone, not in batches.
+//
 // File format (JSON; a `bench forward` report holding one under "cost_profile" is read the same way):
 //   {"format": "specula cost profile", "version": 1, "machine": {...}, "device": "cpu" | "cuda",
 //    "target": {"model": "transformer:DIR", "parameters": N, "weights_dtype": "...", "one_token_us": t},
 //    "rows": [{"rows": 1, "cost": 1}, {"rows": 2, "cost": c2}, ...],   rows ascending, the first 1 with cost 1
 //    "trees": [{"shape": "2,2,1", "nodes": 10, "cost": c}, ...],       informational
-//    "drafts": [{"model": "transformer:DIR", "parameters": N, "cost": c}, ...]}
+//    "drafts": [{"model": "transformer:DIR", "parameters": N, "cost": c}, ...],
+//    "batches": [{"batch": B, "one_token_cost": c, "rows": [{"rows": 1, "cost": 1}, ...]}, ...]}   optional;
+//        batch ascending from 2, one_token_cost = B sequences' 1-token step / the lone one's, rows as above
 #pragma once
 
 #include <cstdint>
@@ -51,10 +60,19 @@ struct CostProfile {
     double cost = 0;  // its 1-token forward / the target's
   };
   std::vector<Draft> drafts;
-  nlohmann::json json;  // the profile as read (what a results folder keeps as cost-profile.json)
+  struct Batch {
+    int64_t batch = 0;
+    double one_token_cost = 0;  // its 1-token step / the lone sequence's
+    std::vector<Point> rows;    // ascending rows per sequence, first {1, 1}: in units of its own 1-token step
+  };
+  std::vector<Batch> batches;  // ascending batch sizes from 2
+  nlohmann::json json;         // the profile as read (what a results folder keeps as cost-profile.json)
 
   // cost(rows) as described above; NaN when `rows` < 1 or beyond the largest measured.
   double verify_cost(double rows) const;
+  // The same for a step of `batch` sequences of `rows` rows each, on that batch's curve (batch 1: verify_cost(rows));
+  // NaN where the profile measured no batch of that size.
+  double verify_cost(double rows, int64_t batch) const;
   // The profile's cost of the draft model `drafter` (a drafter spec as an experiment names it), if measured.
   std::optional<double> draft_cost(const std::string& drafter) const;
   int64_t max_rows() const { return rows.empty() ? 0 : rows.back().rows; }

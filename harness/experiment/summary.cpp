@@ -255,20 +255,22 @@ void add_speculation(const std::vector<const RunRecord*>& records, const Generat
 }
 
 // The cost model with another machine's step costs (cost_profile.h): each step's target call costed by its
-// rows, the drafting by the profile's draft model when it measured it, else as this run measured it.
+// rows (on the curve of `batch` sequences a step, for a lockstep batch), the drafting by the profile's draft model
+// when it measured it alone, else as this run measured it.
 void add_profile_prediction(const GenerationMetrics& total, const std::string& drafter, const CostProfile& profile,
-                            SummaryRow& row) {
+                            int64_t batch, SummaryRow& row) {
   int64_t steps = 0;
   double verify = 0;
   for (size_t r = 0; r < total.verify_rows_histogram.size(); ++r) {
     if (total.verify_rows_histogram[r] == 0) continue;
     steps += total.verify_rows_histogram[r];
-    verify += static_cast<double>(total.verify_rows_histogram[r]) * profile.verify_cost(static_cast<double>(r));
+    verify += static_cast<double>(total.verify_rows_histogram[r]) * profile.verify_cost(static_cast<double>(r), batch);
   }
-  // Records without rows, or steps beyond the profile's rows: nothing to cost.
+  // Records without rows, steps beyond the profile's rows, or a batch it did not measure: nothing to cost.
   if (steps == 0 || steps != total.steps || !std::isfinite(verify)) return;
   row.profile_verify_cost = verify / static_cast<double>(steps);
-  if (const std::optional<double> draft = profile.draft_cost(drafter)) {
+  const std::optional<double> draft = batch == 1 ? profile.draft_cost(drafter) : std::nullopt;
+  if (draft) {
     row.profile_draft_cost = static_cast<double>(total.draft_calls) / static_cast<double>(steps) * *draft;
     row.profile_draft_source = "profile";
   } else {
@@ -276,6 +278,17 @@ void add_profile_prediction(const GenerationMetrics& total, const std::string& d
     row.profile_draft_source = "this run";
   }
   row.profile_speedup = row.tau / (row.profile_draft_cost + row.profile_verify_cost);
+}
+
+// The sequences a setting decoded per step: those of its largest repetition when its records ran in lockstep (a
+// repetition's prompts are one batch), else 1.
+int64_t lockstep_batch(const std::vector<const RunRecord*>& records) {
+  std::map<int, int64_t> per_repetition;
+  for (const RunRecord* r : records)
+    if (r->lockstep) ++per_repetition[r->repetition];
+  int64_t batch = 1;
+  for (const auto& [repetition, n] : per_repetition) batch = std::max(batch, n);
+  return batch;
 }
 
 // At T = 0: "yes" when every sequence equals its baseline's, "no" otherwise, "" without a baseline.
@@ -334,7 +347,8 @@ std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records, const s
     add_speculation(g.records, total, first, baselines, row);
     if (profile) {
       const auto drafter = first.setting.find("draft.drafter");
-      add_profile_prediction(total, drafter == first.setting.end() ? "" : drafter->second, *profile, row);
+      add_profile_prediction(total, drafter == first.setting.end() ? "" : drafter->second, *profile,
+                             lockstep_batch(g.records), row);
     }
     if (temperature_of(first.setting) == 0.0)
       row.greedy_lossless = greedy_lossless(g.records, first.baseline_id, baselines);
