@@ -1,12 +1,11 @@
 // CUDA backend of the verification kernels: verify_row::{chain,tree,block}_row over one block per batch row (the
 // CUB block primitives of cuda_block.cuh), over a thread-block cluster per row on sm_90+ (cluster_block.cuh:
 // each block reads its slice of V, collectives cross the cluster in block order), or over a group of blocks
-// exchanging through global memory (RowExchange::global_memory). Block size, vector width and the variant are
+// exchanging through global memory (RowExchange::global_memory; those kernels are in verify_group_kernels.cu, a
+// translation unit of their own so that the two compile in parallel). Block size, vector width and the variant are
 // template parameters; the launchers turn the runtime choice (choose_verify_config, the params' row_exchange) into
 // one of eight instantiations per kernel.
 #include <cuda_runtime.h>
-
-#include <string>
 
 #include "kernels/cluster_block.cuh"
 #include "kernels/cuda_block.cuh"
@@ -15,6 +14,7 @@
 #include "kernels/sampler_kernels.h"
 #include "kernels/shared/error.h"
 #include "kernels/verify_kernels.h"
+#include "kernels/verify_launch.cuh"
 #include "kernels/verify_row.h"
 
 namespace specula {
@@ -86,57 +86,6 @@ __device__ void run_cluster_row(int32_t vocab, int32_t span, int32_t staged, Row
 #endif
 }
 
-// The same over groups of g.ctas blocks exchanging through global memory (a GPU without clusters): group
-// blockIdx.x / g.ctas takes rows in turn; its blocks share no shared memory, so each goes on to its next row after
-// its own block's barrier.
-template <int BLOCK, int VEC, int F64, int I32, class RowFn>
-__device__ void run_group_rows(const cuda_block::GroupLaunch& g, int32_t batch, int32_t vocab, int32_t span,
-                               int32_t staged, RowFn&& row_fn) {
-  using Block = cuda_block::CudaClusterBlock<BLOCK, VEC, cuda_block::ClusterScratch<F64, I32>, true>;
-  __shared__ typename Block::Local::Shared shared;
-  extern __shared__ float4 staged_rows[];  // float4: 16-byte aligned for the 4-wide accesses
-  const int32_t cta = static_cast<int32_t>(blockIdx.x) % g.ctas, group = static_cast<int32_t>(blockIdx.x) / g.ctas;
-  const int32_t groups = static_cast<int32_t>(gridDim.x) / g.ctas;
-  const int64_t first = static_cast<int64_t>(cta) * span;
-  const int32_t begin = static_cast<int32_t>(first < vocab ? first : vocab);
-  const int32_t end = begin + span < vocab ? begin + span : vocab;
-  Block block{{shared, vocab},
-              nullptr,
-              begin,
-              end,
-              static_cast<unsigned>(cta),
-              static_cast<unsigned>(g.ctas),
-              staged > 0 ? reinterpret_cast<float*>(staged_rows) : nullptr,
-              staged / 2,
-              {{}, g.group_workspace(group), cta, g.ctas}};
-  for (int32_t row = group; row < batch; row += groups) {
-    row_fn(block, row);
-    block.sync();  // the next row rewrites the block's shared memory
-  }
-}
-
-template <int BLOCK, int VEC>
-__global__ void __launch_bounds__(BLOCK, 1)
-    chain_verify_group_kernel(cuda_block::GroupLaunch g, ChainVerifyParams p, int32_t span, int32_t staged) {
-  run_group_rows<BLOCK, VEC, 1, 1>(g, p.batch, p.vocab, span, staged,
-                                   [&](auto& block, int32_t row) { verify_row::chain_row<ExactRules>(block, p, row); });
-}
-
-template <int BLOCK, int VEC>
-__global__ void __launch_bounds__(BLOCK, 1)
-    block_verify_group_kernel(cuda_block::GroupLaunch g, BlockVerifyParams p, int32_t span, int32_t staged) {
-  run_group_rows<BLOCK, VEC, 1, 1>(g, p.batch, p.vocab, span, staged,
-                                   [&](auto& block, int32_t row) { verify_row::block_row<ExactRules>(block, p, row); });
-}
-
-template <int BLOCK, int VEC>
-__global__ void __launch_bounds__(BLOCK, 1)
-    tree_verify_group_kernel(cuda_block::GroupLaunch g, TreeVerifyParams p, int32_t span, int32_t staged) {
-  run_group_rows<BLOCK, VEC, kTreeF64, kTreeI32>(g, p.batch, p.vocab, span, staged, [&](auto& block, int32_t row) {
-    verify_row::tree_row<ExactRules>(block, p, row);
-  });
-}
-
 template <int BLOCK, int VEC>
 __global__ void __launch_bounds__(BLOCK, 1)
     chain_verify_cluster_kernel(ChainVerifyParams p, int32_t span, int32_t staged) {
@@ -158,16 +107,6 @@ __global__ void __launch_bounds__(BLOCK, 1)
       p.vocab, span, staged, [&](auto& block, int32_t row) { verify_row::tree_row<ExactRules>(block, p, row); });
 }
 
-// The floats of the staged rows a block of `kernel` keeps (verify_staged_floats), or 0 where the device's blocks
-// cannot hold the two slices (sm_120): the passes then read global memory.
-template <class Kernel, class Params>
-int32_t staged_floats(Kernel kernel, const Params& p, int ctas, int vec) {
-  const int32_t wanted = verify_staged_floats(p.vocab, ctas, vec, p.stage_rows);
-  return wanted > 0 && wanted <= cuda_block::dynamic_shared_floats(reinterpret_cast<const void*>(kernel), wanted)
-             ? wanted
-             : 0;
-}
-
 // A cluster launch: p.batch clusters of `ctas` blocks of BLOCK threads, with the staged rows' shared memory.
 template <int BLOCK, class Params>
 bool launch_clusters(void (*kernel)(Params, int32_t, int32_t), const Params& p, int ctas, int32_t span, int vec,
@@ -178,41 +117,25 @@ bool launch_clusters(void (*kernel)(Params, int32_t, int32_t), const Params& p, 
   return true;
 }
 
-// A global-memory exchange's launch: as many groups of `ctas` blocks as the device holds at once; false (nothing
-// launched) where it cannot hold one.
-template <int BLOCK, class Params>
-bool launch_groups(void (*kernel)(cuda_block::GroupLaunch, Params, int32_t, int32_t), const Params& p, int ctas,
-                   int32_t span, int vec, cudaStream_t stream, const char* what) {
-  const int32_t staged = staged_floats(kernel, p, ctas, vec);
-  return cuda_block::launch_in_groups(kernel, p.batch, ctas, BLOCK, staged * sizeof(float), stream, what, p, span,
-                                      staged);
-}
-
-// A split row's launch: the global-memory exchange's kernel (kGlobal), else the cluster's.
-template <bool kGlobal, class Params>
-bool launch_split(void (*group_kernel)(cuda_block::GroupLaunch, Params, int32_t, int32_t),
-                  void (*cluster_kernel)(Params, int32_t, int32_t), const Params& p, int ctas, int32_t span, int vec,
-                  cudaStream_t stream, const char* kernel) {
-  if constexpr (kGlobal)
-    return launch_groups<256>(group_kernel, p, ctas, span, vec, stream,
-                              (std::string(kernel) + " (global-memory exchange) launch").c_str());
-  else
-    return launch_clusters<256>(cluster_kernel, p, ctas, span, vec, stream,
-                                (std::string(kernel) + " (cluster) launch").c_str());
-}
+// A split row's launch: the global-memory exchange's kernels (verify_group_kernels.cu), else the cluster's.
 template <int VEC, bool kGlobal>
 struct SplitLaunch {
+  template <class Params, class ClusterKernel>
+  static bool run_one(const Params& p, ClusterKernel kernel, int ctas, int32_t span, cudaStream_t stream,
+                      const char* what) {
+    if constexpr (kGlobal)
+      return launch_group_verify(p, ctas, span, VEC, stream);
+    else
+      return launch_clusters<256>(kernel, p, ctas, span, VEC, stream, what);
+  }
   static bool run(const ChainVerifyParams& p, int ctas, int32_t span, cudaStream_t stream) {
-    return launch_split<kGlobal>(chain_verify_group_kernel<256, VEC>, chain_verify_cluster_kernel<256, VEC>, p, ctas,
-                                 span, VEC, stream, "chain verify");
+    return run_one(p, chain_verify_cluster_kernel<256, VEC>, ctas, span, stream, "chain verify (cluster) launch");
   }
   static bool run(const BlockVerifyParams& p, int ctas, int32_t span, cudaStream_t stream) {
-    return launch_split<kGlobal>(block_verify_group_kernel<256, VEC>, block_verify_cluster_kernel<256, VEC>, p, ctas,
-                                 span, VEC, stream, "block verify");
+    return run_one(p, block_verify_cluster_kernel<256, VEC>, ctas, span, stream, "block verify (cluster) launch");
   }
   static bool run(const TreeVerifyParams& p, int ctas, int32_t span, cudaStream_t stream) {
-    return launch_split<kGlobal>(tree_verify_group_kernel<256, VEC>, tree_verify_cluster_kernel<256, VEC>, p, ctas,
-                                 span, VEC, stream, "tree verify");
+    return run_one(p, tree_verify_cluster_kernel<256, VEC>, ctas, span, stream, "tree verify (cluster) launch");
   }
 };
 
