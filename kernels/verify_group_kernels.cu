@@ -15,9 +15,9 @@ using verify_row::ExactRules;
 constexpr int kTreeF64 = verify_row::kTreeF64Scratch;
 constexpr int kTreeI32 = verify_row::kTreeI32Scratch;
 
-// The same over groups of g.ctas blocks exchanging through global memory (a GPU without clusters): group
-// blockIdx.x / g.ctas takes rows in turn; its blocks share no shared memory, so each goes on to its next row after
-// its own block's barrier.
+// Groups of g.ctas blocks, each block reading tokens [cta * span, (cta + 1) * span) of V as a cluster's blocks do
+// (verify_kernels.cu), with its staged rows in dynamic shared memory: group blockIdx.x / g.ctas takes rows in turn;
+// its blocks share no shared memory, so each goes on to its next row after its own block's barrier.
 template <int BLOCK, int VEC, int F64, int I32, class RowFn>
 __device__ void run_group_rows(const cuda_block::GroupLaunch& g, int32_t batch, int32_t vocab, int32_t span,
                                int32_t staged, RowFn&& row_fn) {
