@@ -183,13 +183,16 @@ TEST_CASE("the verification kernels split over a thread-block cluster match the 
         const int32_t vocab = i % 2 ? 64 : g.between(1, 64);
         const VerifyCase c = kind == VerifyKind::tree ? random_tree_case(seed, 16, vocab, g.between(0, 12))
                                                       : random_chain_case(seed, kind, 16, vocab, g.between(0, 8));
+        // Through global memory in every other case (the sanitizers slow each launch; the emulated batteries run
+        // every case both ways).
         for (RowExchange exchange : {RowExchange::automatic, RowExchange::global_memory})
           for (int32_t stage_rows : {1, 0})
-            check_against_reference(c, run_on_gpu(c, blocks, stage_rows, exchange),
-                                    std::string(verify_kind_name(kind)) + " " + std::to_string(blocks) +
-                                        (stage_rows ? " blocks (rows staged), " : " blocks, ") +
-                                        row_exchange_name(exchange) + ", case " + std::to_string(i) + " V " +
-                                        std::to_string(vocab));
+            if (exchange == RowExchange::automatic || i % 2 == 0)
+              check_against_reference(c, run_on_gpu(c, blocks, stage_rows, exchange),
+                                      std::string(verify_kind_name(kind)) + " " + std::to_string(blocks) +
+                                          (stage_rows ? " blocks (rows staged), " : " blocks, ") +
+                                          row_exchange_name(exchange) + ", case " + std::to_string(i) + " V " +
+                                          std::to_string(vocab));
       }
   for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree}) {
     const uint64_t seed = 91 + static_cast<uint64_t>(kind);
