@@ -181,7 +181,8 @@ TEST_CASE("--device cuda-host runs the kernels' code on the CPU: the CPU's outpu
     INFO(method);
     const CliResult cpu = run_specula(base + method + " --output " + dir.file("cpu"));
     REQUIRE(cpu.exit_code == 0);
-    for (const std::string blocks : {"1", "3"}) {  // one block per row, and each row over a cluster of 3
+    // One block per row, each row over a cluster of 3, and over 3 blocks exchanging through global memory.
+    for (const std::string blocks : {"1", "3", "3 --cuda-host-exchange global_memory"}) {
       const CliResult host =
           run_specula(base + method + " --device cuda-host --cuda-host-threads 4 --cuda-host-blocks " + blocks +
                       " --output " + dir.file("host") + " --metrics-json " + dir.file("m.json"));
@@ -200,6 +201,8 @@ TEST_CASE("--device cuda-host runs the kernels' code on the CPU: the CPU's outpu
       {"--method chain --cuda-host-threads 5", "--cuda-host-threads: emulated kernels: threads per block must be"},
       {"--method chain --cuda-host-blocks 17",
        "--cuda-host-blocks: emulated kernels: blocks per cluster must be in [1, 16], got 17"},
+      {"--method chain --cuda-host-exchange dsmem",
+       "--cuda-host-exchange: unknown row exchange 'dsmem' (expected automatic or global_memory)"},
   };
   for (const auto& [options, message] : refused) {
     INFO(options);
@@ -340,10 +343,14 @@ TEST_CASE("specula --version and specula version print the version, git revision
   CHECK_THAT(run_specula("--help").out, Contains("version"));
 }
 
-TEST_CASE("--device and --cuda-host-schedule parse their names and name a bad value", "[cli][device]") {
+TEST_CASE("--device, --cuda-host-schedule and --cuda-host-exchange parse their names and name a bad value",
+          "[cli][device]") {
   for (Device d : {Device::cpu, Device::cuda, Device::cuda_host}) CHECK(parse_device(device_name(d)) == d);
   CHECK_THROWS_WITH(parse_device("gpu"), Contains("unknown device 'gpu'") && Contains("cpu, cuda or cuda-host"));
   for (FiberSchedule f : {FiberSchedule::forward, FiberSchedule::reverse, FiberSchedule::rotating})
     CHECK(parse_fiber_schedule(fiber_schedule_name(f)) == f);
   CHECK_THROWS_WITH(parse_fiber_schedule("sideways"), Contains("unknown fiber schedule 'sideways'"));
+  for (RowExchange e : {RowExchange::automatic, RowExchange::global_memory})
+    CHECK(parse_row_exchange(row_exchange_name(e)) == e);
+  CHECK_THROWS_WITH(parse_row_exchange("cluster"), Contains("unknown row exchange 'cluster'"));
 }

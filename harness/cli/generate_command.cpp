@@ -226,6 +226,7 @@ po::options_description generate_options() {
     ("cuda-host-threads", po::value<int>()->default_value(EmulationOptions{}.threads), "cuda-host: simulated threads per block (4, 8 or 32)")
     ("cuda-host-schedule", po::value<std::string>()->default_value("forward"), "cuda-host: order of a block's threads between barriers: forward | reverse | rotating")
     ("cuda-host-blocks", po::value<int>()->default_value(EmulationOptions{}.ctas), "cuda-host: blocks per row (1, or a thread-block cluster of 2..16 that splits each row)")
+    ("cuda-host-exchange", po::value<std::string>()->default_value("automatic"), "cuda-host: how the blocks of a split row exchange: automatic (a cluster's shared memory) | global_memory (as GPUs without clusters)")
     ("weights-dtype", po::value<std::string>()->default_value("auto"), "transformer:/hf: matrices in memory: float32 | bfloat16 | float16 | auto (as stored)")
     ("config", po::value<std::string>(), "INI file with any of these options (the command line wins)")
     ("regex", po::value<std::string>(), "constrain the output to a regular expression (whole output; stop tokens end it)")
@@ -278,6 +279,8 @@ RunDescription read_run(const po::variables_map& vm, Device device) {
   run.emulation.schedule = with_source(
       "--cuda-host-schedule", [&] { return parse_fiber_schedule(vm["cuda-host-schedule"].as<std::string>()); });
   run.emulation.ctas = vm["cuda-host-blocks"].as<int>();
+  run.emulation.exchange = with_source(
+      "--cuda-host-exchange", [&] { return parse_row_exchange(vm["cuda-host-exchange"].as<std::string>()); });
   with_source("--cuda-host-threads", [&] { check_emulation_options(EmulationOptions{run.emulation.threads}); });
   with_source("--cuda-host-blocks", [&] { check_emulation_options(run.emulation); });
   if (run.method.beam && device != Device::cpu)

@@ -16,6 +16,12 @@ FiberSchedule parse_fiber_schedule(const std::string& text) {
   fail("unknown fiber schedule '", text, "' (expected forward, reverse or rotating)");
 }
 
+RowExchange parse_row_exchange(const std::string& text) {
+  for (RowExchange e : {RowExchange::automatic, RowExchange::global_memory})
+    if (text == row_exchange_name(e)) return e;
+  fail("unknown row exchange '", text, "' (expected automatic or global_memory)");
+}
+
 const char* model_device_for(Device device) { return device == Device::cuda ? "cuda" : "cpu"; }
 
 }  // namespace specula
