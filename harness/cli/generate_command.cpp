@@ -279,8 +279,8 @@ RunDescription read_run(const po::variables_map& vm, Device device) {
   run.emulation.schedule = with_source(
       "--cuda-host-schedule", [&] { return parse_fiber_schedule(vm["cuda-host-schedule"].as<std::string>()); });
   run.emulation.ctas = vm["cuda-host-blocks"].as<int>();
-  run.emulation.exchange = with_source(
-      "--cuda-host-exchange", [&] { return parse_row_exchange(vm["cuda-host-exchange"].as<std::string>()); });
+  run.emulation.exchange = with_source("--cuda-host-exchange",
+                                       [&] { return parse_row_exchange(vm["cuda-host-exchange"].as<std::string>()); });
   with_source("--cuda-host-threads", [&] { check_emulation_options(EmulationOptions{run.emulation.threads}); });
   with_source("--cuda-host-blocks", [&] { check_emulation_options(run.emulation); });
   if (run.method.beam && device != Device::cpu)
