@@ -100,9 +100,18 @@ class ModelDrafter : public Drafter {
   TreeLogitsCall device_call(Proposal& p, float* out, bool out_on_gpu) {
     return TreeLogitsCall{session_.get(), p.request->context, &p.tree, out, out_on_gpu};
   }
-  void add_drawn(Proposal& p, Token token) {
+  // children[k]: the tokens drawn from frontier row k, in the order draw_children draws them (its slots), added as
+  // grow() adds them; then the next frontier and slot.
+  void add_drawn(Proposal& p, const std::vector<std::vector<Token>>& children) {
     ++counters_.n_forward;
-    p.tree.add(token, p.tree.size() - 1);
+    std::vector<int32_t> next_frontier;
+    for (size_t k = 0; k < p.frontier.size(); ++k)
+      for (Token c : children[k]) {
+        p.tree.add(c, p.frontier[k] - 1);
+        next_frontier.push_back(p.tree.size());
+        ++p.slot;
+      }
+    p.frontier = std::move(next_frontier);
     ++p.depth;
   }
   TokenTree finish_on_device(Proposal& p, const float* laws) {
@@ -146,32 +155,44 @@ std::unique_ptr<Drafter> ModelDrafterFactory::create() const {
 
 bool ModelDrafterFactory::draws_on_device(const std::vector<DraftRequest>& requests) const {
   if (requests.empty() || !requests[0].device) return false;
-  const int32_t K = requests[0].num_draft_tokens;
-  return K >= 1 && !unsupported_on_cuda(pipeline_.params()) &&
+  const DraftRequest& first = requests[0];
+  // Chains of one length, or trees of one shape whose siblings are i.i.d. draws (a sampler's draws, each from its
+  // own key; without replacement and ranked siblings are not).
+  const bool chain = first.tree_shape.empty() && first.num_draft_tokens >= 1;
+  const bool iid_tree = !first.tree_shape.empty() && first.scheme == SiblingScheme::iid;
+  return (chain || iid_tree) && !unsupported_on_cuda(pipeline_.params()) &&
          std::all_of(requests.begin(), requests.end(), [&](const DraftRequest& r) {
-           return r.device == requests[0].device && r.tree_shape.empty() && r.num_draft_tokens == K;
+           return r.device == first.device && r.tree_shape == first.tree_shape && r.scheme == first.scheme &&
+                  (!chain || r.num_draft_tokens == first.num_draft_tokens);
          });
 }
 
-// Chains drawn on the device: depth by depth, one forward of the draft model for the batch, written into the
-// verifier's logits buffer where it can (cuda-host: any model; cuda: a model on the GPU, on the stream the verifier
-// follows), then one launch of the fused sampler with the draft's pipeline over every sequence's last row, keeping
-// each processed row where verification reads it (BatchVerifier::draft_laws). Only the drawn tokens come back. The
-// draws are the CPU path's (the same keys, RandomRole::draft slot d for depth d; sample_categorical's rule).
+// Chains and i.i.d. trees drawn on the device: depth by depth, one forward of the draft model for the batch, written
+// into the verifier's logits buffer where it can (cuda-host: any model; cuda: a model on the GPU, on the stream the
+// verifier follows), then, for each frontier row and each child drawn from it, one launch of the fused sampler with
+// the draft's pipeline over that row of every sequence (one launch a depth for a chain), keeping the processed row
+// where verification reads it (BatchVerifier::draft_laws). Only the drawn tokens come back. The draws are the CPU
+// path's: the same keys (RandomRole::draft, the slots draw_children takes: frontier rows in order, a row's children
+// in turn) and sample_categorical's rule.
 std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<ModelDrafter*>& own,
                                                               const std::vector<DraftRequest>& requests) const {
   BatchVerifier& device = *requests[0].device;
-  const int32_t K = requests[0].num_draft_tokens;
+  const std::vector<int32_t> shape = draft_shape(requests[0]);
+  int32_t nodes = 0;  // N: every sequence's tree is full (i.i.d. siblings always draw their count)
+  for (int64_t width = 1, d = 0; d < static_cast<int64_t>(shape.size()); ++d)
+    nodes += static_cast<int32_t>(width *= shape[static_cast<size_t>(d)]);
   const int64_t B = static_cast<int64_t>(own.size()), V = model_->vocab_size();
   const bool out_on_gpu = device.device() == Device::cuda && model_->writes_gpu_logits() &&
                           model_->device_stream() == device.followed_stream();
   const bool in_place = device.device() == Device::cuda_host || out_on_gpu;
-  float* const laws = device.draft_laws(B, K);
+  float* const laws = device.draft_laws(B, nodes);
   std::vector<ModelDrafter::Proposal> proposals;
   for (int64_t i = 0; i < B; ++i) proposals.push_back(own[i]->start(requests[i]));
   std::vector<float> host_rows;  // when the model writes to the host: every sequence's rows, uploaded by draw_drafts
-  for (int32_t d = 0; d < K; ++d) {
-    const int64_t rows = d + 1;  // the tree so far: d drafts, d + 1 rows
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const int64_t rows = proposals[0].tree.size() + 1;  // the tree so far, the same shape in every sequence
+    const std::vector<int32_t> frontier = proposals[0].frontier;
+    const int32_t branching = shape[d];
     float* out = in_place ? device.device_logits(B * rows) : nullptr;
     if (!in_place) {
       host_rows.resize(static_cast<size_t>(B * rows * V));
@@ -180,22 +201,33 @@ std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<
     std::vector<TreeLogitsCall> calls;
     for (int64_t i = 0; i < B; ++i) calls.push_back(own[i]->device_call(proposals[i], out + i * rows * V, out_on_gpu));
     model_->batch_tree_logits(calls);
-    // Mirostat, the one stage whose history reads its ancestors' laws, is refused on the device: no law is read.
-    std::vector<TokenHistory> histories;
-    histories.reserve(static_cast<size_t>(B));
-    std::vector<DeviceDraw> draws;
-    for (int64_t i = 0; i < B; ++i) {
-      const DraftRequest& r = requests[i];
-      histories.push_back(
-          path_history(pipeline_, *r.history, proposals[i].tree, d, [](int32_t) -> const float* { return nullptr; }));
-      draws.push_back(DeviceDraw{out + (i * rows + d) * V, &histories.back(), r.rng.key(RandomRole::draft, d)});
+    // children[i][k]: sequence i's tokens drawn from frontier row k.
+    std::vector<std::vector<std::vector<Token>>> children(static_cast<size_t>(B),
+                                                          std::vector<std::vector<Token>>(frontier.size()));
+    for (size_t k = 0; k < frontier.size(); ++k) {
+      const int32_t row = frontier[k];
+      // Mirostat, the one stage whose history reads its ancestors' laws, is refused on the device: no law is read.
+      std::vector<TokenHistory> histories;
+      histories.reserve(static_cast<size_t>(B));
+      for (int64_t i = 0; i < B; ++i)
+        histories.push_back(path_history(pipeline_, *requests[i].history, proposals[i].tree, row,
+                                         [](int32_t) -> const float* { return nullptr; }));
+      for (int32_t j = 0; j < branching; ++j) {
+        std::vector<DeviceDraw> draws;
+        for (int64_t i = 0; i < B; ++i) {
+          const uint32_t slot = proposals[i].slot + static_cast<uint32_t>(k) * branching + j;
+          draws.push_back(DeviceDraw{out + (i * rows + row) * V, &histories[static_cast<size_t>(i)],
+                                     requests[i].rng.key(RandomRole::draft, slot)});
+        }
+        const std::vector<Token> tokens =
+            device.draw_drafts(pipeline_, draws, in_place ? LogitsAt::device : LogitsAt::host, row);
+        for (int64_t i = 0; i < B; ++i) children[static_cast<size_t>(i)][k].push_back(tokens[i]);
+      }
     }
-    const std::vector<Token> tokens =
-        device.draw_drafts(pipeline_, draws, in_place ? LogitsAt::device : LogitsAt::host, d);
-    for (int64_t i = 0; i < B; ++i) own[i]->add_drawn(proposals[i], tokens[i]);
+    for (int64_t i = 0; i < B; ++i) own[i]->add_drawn(proposals[i], children[static_cast<size_t>(i)]);
   }
   std::vector<TokenTree> out;
-  for (int64_t i = 0; i < B; ++i) out.push_back(own[i]->finish_on_device(proposals[i], laws + i * (K + 1) * V));
+  for (int64_t i = 0; i < B; ++i) out.push_back(own[i]->finish_on_device(proposals[i], laws + i * (nodes + 1) * V));
   return out;
 }
 

@@ -218,7 +218,7 @@ void check_device_drafts(int32_t V, const EmulationOptions& emulation) {
   CHECK_THROWS_WITH(on_device.verify(steps(trees)), Catch::Contains("not at its rows of draft_laws"));
   std::vector<DeviceDraw> draws(B, DeviceDraw{logits.data(), &committed[0], RandomKey{}});
   CHECK_THROWS_WITH(on_device.draw_drafts(draft, draws, LogitsAt::host, K),
-                    Catch::Contains("made room for 3 chains of 2"));
+                    Catch::Contains("made room for 3 drafts of 2 nodes"));
   CHECK_THROWS_WITH(on_device.draw_drafts(draft, draws, LogitsAt::device, 0),
                     Catch::Contains("not rows of device_logits at one stride"));
 }

@@ -182,18 +182,22 @@ stats::GofResult law_with_gpu_draft(const TablePair& pair, GenerationConfig c, i
   return stats::g_test(r.counts, exact_sequence_law(*pair.target, generator.target_pipeline(), kPrompt, kL));
 }
 
-TEST_CASE("a draft model's chains drawn on the GPU from its rows in place keep the target's law (G-test)",
-          "[gpu][generate][law]") {
+TEST_CASE(
+    "a draft model's chains and i.i.d. trees drawn on the GPU from its rows in place keep the target's law (G-test)",
+    "[gpu][generate][law]") {
   const TablePair pair = random_pair(2, kV, 11, 1.2, 0.8);
-  for (const GenerationConfig& c : {config(VerifyMethod::chain, 2), config(VerifyMethod::block, 3)}) {
+  for (const GenerationConfig& c : {config(VerifyMethod::chain, 2), config(VerifyMethod::block, 3),
+                                    config(VerifyMethod::tree, 0, {2, 2}, SiblingScheme::iid)}) {
     const stats::GofResult gof = law_with_gpu_draft(pair, c, 40000);
     INFO(verify_method_name(*c.method) << ": " << gof.detail);
     CHECK(gof.passed(stats::kAlpha));
   }
   const ScopedMutant on(Mutant::device_draft_laws_misplaced);
-  const stats::GofResult mutant = law_with_gpu_draft(pair, config(VerifyMethod::chain, 2), 40000);
-  INFO("device_draft_laws_misplaced: " << mutant.detail);
-  CHECK_FALSE(mutant.passed(stats::kAlpha));
+  for (const GenerationConfig& c : {config(VerifyMethod::chain, 2), config(VerifyMethod::tree, 0, {2, 2})}) {
+    const stats::GofResult mutant = law_with_gpu_draft(pair, c, 40000);
+    INFO("device_draft_laws_misplaced, " << verify_method_name(*c.method) << ": " << mutant.detail);
+    CHECK_FALSE(mutant.passed(stats::kAlpha));
+  }
 }
 
 TEST_CASE("generate on cuda samples the target's law of whole continuations (G-test)", "[gpu][generate][law]") {

@@ -107,11 +107,11 @@ float* BatchVerifier::draft_laws(int64_t sequences, int32_t drafts) {
 }
 
 std::vector<Token> BatchVerifier::draw_drafts(const SamplerPipeline& draft, const std::vector<DeviceDraw>& draws,
-                                              LogitsAt at, int32_t depth) {
+                                              LogitsAt at, int32_t law_row) {
   const int64_t B = static_cast<int64_t>(draws.size()), V = vocab_;
-  if (!draft_laws_ || B != draft_sequences_ || depth < 0 || depth >= draft_depth_)
-    fail("batch verifier: draw ", depth, " of ", B, " draft chains, but draft_laws made room for ", draft_sequences_,
-         " chains of ", draft_depth_);
+  if (!draft_laws_ || B != draft_sequences_ || law_row < 0 || law_row >= draft_depth_)
+    fail("batch verifier: draws from row ", law_row, " of ", B, " drafts, but draft_laws made room for ",
+         draft_sequences_, " drafts of ", draft_depth_, " nodes");
   if (draft.vocab_size() != vocab_)
     fail("batch verifier: a draft pipeline over ", draft.vocab_size(), " tokens, the target's over ", vocab_);
   int64_t stride = 0;  // uploaded rows: dense
@@ -125,14 +125,14 @@ std::vector<Token> BatchVerifier::draw_drafts(const SamplerPipeline& draft, cons
     for (int64_t b = 0; ok && b < B; ++b) ok = draws[b].logits == row0 + b * stride;
     if (!ok) fail("batch verifier: draft rows said to be in place are not rows of device_logits at one stride");
   }
-  // The law of draw d of sequence b goes to row b * (K + 1) + d; the mutant writes it one row further, where
-  // verification reads another draft's law (or none).
-  const int64_t row = mutant_on(Mutant::device_draft_laws_misplaced) ? depth + 1 : depth;
+  // The law of the draws from row r of sequence b goes to row b * (N + 1) + r; the mutant writes it one row further,
+  // where verification reads another row's law (or none).
+  const int64_t row = mutant_on(Mutant::device_draft_laws_misplaced) ? law_row + 1 : law_row;
   std::vector<int32_t> status;
   std::vector<Token> tokens =
       draw_rows(draws, at, status, &draft, draft_laws_ + row * V, (int64_t{draft_depth_} + 1) * V, stride);
   for (int64_t b = 0; b < B; ++b)
-    if (status[b] != 0) fail("draft ", depth, " of chain ", b, ": ", sampler_status_message(status[b]));
+    if (status[b] != 0) fail("draft from row ", law_row, " of sequence ", b, ": ", sampler_status_message(status[b]));
   return tokens;
 }
 
@@ -287,8 +287,10 @@ DraftLaws upload_draft_laws(KernelStream& s, const std::vector<DeviceStep>& step
       if (on_device != steps.size() || !draft_laws ||
           steps[b].tree->device_q != draft_laws + static_cast<size_t>(shape.first_row[b]) * V)
         fail("batch verifier: step ", b, "'s draft laws are in device memory but not at its rows of draft_laws");
+    // The rows with children hold a law (a chain's rows 0 .. n-1; a tree's inner rows); a leaf's row was never drawn
+    // from, and its row of draft_laws holds whatever was there.
     for (size_t b = 0; b < steps.size(); ++b)
-      std::fill_n(q_present + shape.first_row[b], steps[b].tree->size(), uint8_t{1});
+      for (int32_t parent : steps[b].tree->parent) q_present[shape.first_row[b] + parent + 1] = 1;
     uint8_t* d_q_present = s.device_array<uint8_t>(kQPresent, R);
     s.to_device(d_q_present, q_present, R);
     return {draft_laws, d_q_present};

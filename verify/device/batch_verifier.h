@@ -8,7 +8,7 @@
 //
 // Semantics are the CPU generator's: p rows are SamplerPipeline::process of each tree row with that row's
 // history (verify/verifiers/target_rows.h), q rows are the drafter's recorded laws (processed by the draft's own
-// pipeline where the draft was sampled: on the CPU, or here for a draft model's chains, draw_drafts), and
+// pipeline where the draft was sampled: on the CPU, or here for a draft model's chains and trees, draw_drafts), and
 // greedy/chain/block/tree follow verify_greedy/verify_chain/verify_block/verify_tree draw for draw (the same Philox
 // keys). Greedy verification is the chain kernel on greedy (one-hot) rows with point-mass drafts, which decides exactly
 // as verify_greedy. What the kernels cannot do is refused by name before any work (check_device_support).
@@ -81,19 +81,22 @@ class BatchVerifier {
   // and grown geometrically (KernelStream::device_buffer); valid until a call asks for more rows.
   float* device_logits(int64_t rows);
 
-  // A draft model's chains drawn on the device (draft/model_drafter.cpp), so that no draft law q crosses to the host:
-  // draft_laws(B, K) before a batch's proposal makes room for the laws of B chains of K drafts, laid out as verify()
-  // reads q rows (sequence b's draft d at row b * (K + 1) + d: the layout of B steps of K drafts each); each depth d
-  // then draws every sequence's draft d with draw_drafts, keeping each processed row (the law its token was drawn
-  // from) there. A step whose tree has TokenTree::device_q at its row of those laws is verified reading them in
-  // place. The laws are valid until the next draft_laws call.
+  // A draft model's chains and i.i.d. trees drawn on the device (draft/model_drafter.cpp), so that no draft law q
+  // crosses to the host: draft_laws(B, N) before a batch's proposal makes room for the laws of B drafts of N nodes
+  // (chains of N drafts, or trees of N nodes), laid out as verify() reads q rows (sequence b's row r at b * (N + 1) +
+  // r: the layout of B steps of N nodes each); each draw_drafts then draws from one row r of every sequence, keeping
+  // each processed row (the law its tokens were drawn from) at row r of that sequence's laws. A step whose tree has
+  // TokenTree::device_q at its row of those laws is verified reading them in place. The laws are valid until the next
+  // draft_laws call.
   float* draft_laws(int64_t sequences, int32_t drafts);
-  // Draw d of sequence b from draws[b] (its raw logits processed by `draft`'s pipeline with draws[b].history, drawn
-  // with draws[b].key). LogitsAt::device: the rows are in device_logits at one stride of at least V (row b at
-  // draws[0].logits + b * stride: the last row of each sequence's rows, when a model wrote every sequence's tree rows
-  // there). Throws Error naming the sequence on a failed row, as the CPU's pipeline would.
+  // One draw for sequence b from draws[b] (its raw logits processed by `draft`'s pipeline with draws[b].history, drawn
+  // with draws[b].key), from row `law_row` of each sequence's draft (a chain's depth; a tree's row of the node whose
+  // children are drawn; drawing several children calls it once per child, the same law rewritten).
+  // LogitsAt::device: the rows are in device_logits at one stride of at least V (row b at draws[0].logits + b *
+  // stride: row law_row of each sequence's rows, when a model wrote every sequence's tree rows there). Throws Error
+  // naming the sequence on a failed row, as the CPU's pipeline would.
   std::vector<Token> draw_drafts(const SamplerPipeline& draft, const std::vector<DeviceDraw>& draws, LogitsAt at,
-                                 int32_t depth);
+                                 int32_t law_row);
   // The stream's byte counters (KernelStream::uploaded_bytes): what the steps so far moved each way.
   uint64_t uploaded_bytes() const { return stream_->uploaded_bytes(); }
   uint64_t downloaded_bytes() const { return stream_->downloaded_bytes(); }
