@@ -160,10 +160,12 @@ bool ModelDrafterFactory::draws_on_device(const std::vector<DraftRequest>& reque
   // own key; without replacement and ranked siblings are not).
   const bool chain = first.tree_shape.empty() && first.num_draft_tokens >= 1;
   const bool iid_tree = !first.tree_shape.empty() && first.scheme == SiblingScheme::iid;
-  return (chain || iid_tree) && !unsupported_on_cuda(pipeline_.params()) &&
+  // Every depth has children (a shape of 0 children would end the CPU's proposal early).
+  const bool branches = std::all_of(first.tree_shape.begin(), first.tree_shape.end(), [](int32_t b) { return b >= 1; });
+  return (chain || (iid_tree && branches)) && !unsupported_on_cuda(pipeline_.params()) &&
          std::all_of(requests.begin(), requests.end(), [&](const DraftRequest& r) {
-           return r.device == first.device && r.tree_shape == first.tree_shape && r.scheme == first.scheme &&
-                  (!chain || r.num_draft_tokens == first.num_draft_tokens);
+           return r.device == first.device && r.tree_shape == first.tree_shape &&
+                  (chain ? r.num_draft_tokens == first.num_draft_tokens : r.scheme == first.scheme);
          });
 }
 

@@ -80,7 +80,8 @@ struct VerifyOutputs {
 
 // Where each batch row's rows live (optional, for batches of sequences with different draft sizes): with
 // first_row set, p, q and q_present are dense [R, V] / [R] arrays and batch row b's rows are
-// first_row[b] .. first_row[b] + num_draft (chain, block: rows 0..k of p, 0..k-1 of q; tree: 0..n of both).
+// first_row[b] .. first_row[b] + num_draft (chain, block: rows 0..k of p, 0..k-1 of q; tree: 0..n of both, a q row
+// read only where q_present marks it).
 // A batch row whose rows would leave [0, R) gets bad_row_params. Without it, the padded layouts below.
 struct VerifyRowLayout {
   const int64_t* first_row = nullptr;  // [B] first row of each batch row, or null

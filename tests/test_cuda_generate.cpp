@@ -101,8 +101,9 @@ void check_in_place(const TablePair& pair, GenerationConfig c, int64_t sequences
   for (size_t n = 0; n < cpu.size(); ++n) differing += cpu[n].tokens != gpu[n].tokens;
   CHECK(differing == 0);
   CHECK(gpu_m.accepted == cpu_m.accepted);
-  CHECK(model->gpu_calls >= sequences);                                        // every step's rows went to the GPU
-  if (c.method && c.tree_shape.empty()) CHECK(draft->gpu_calls >= sequences);  // and every chain's draft rows
+  CHECK(model->gpu_calls >= sequences);  // every step's rows went to the GPU
+  // And the draft rows of every chain and i.i.d. tree.
+  if (c.method && (c.tree_shape.empty() || c.tree_sampling == SiblingScheme::iid)) CHECK(draft->gpu_calls >= sequences);
 }
 
 }  // namespace
@@ -111,7 +112,8 @@ TEST_CASE("generate on cuda reads the rows a model wrote into GPU memory in plac
           "[gpu][generate]") {
   const TablePair pair = random_pair(2, kV, 37, 1.2, 0.8);
   for (const GenerationConfig& c : {config(std::nullopt, 0), config(VerifyMethod::chain, 3),
-                                    config(VerifyMethod::tree, 0, {2, 2}, SiblingScheme::without_replacement)})
+                                    config(VerifyMethod::tree, 0, {2, 2}, SiblingScheme::without_replacement),
+                                    config(VerifyMethod::tree, 0, {2, 2}, SiblingScheme::iid)})
     check_in_place(pair, c, 300);
 }
 

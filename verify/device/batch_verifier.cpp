@@ -110,7 +110,7 @@ std::vector<Token> BatchVerifier::draw_drafts(const SamplerPipeline& draft, cons
                                               LogitsAt at, int32_t law_row) {
   const int64_t B = static_cast<int64_t>(draws.size()), V = vocab_;
   if (!draft_laws_ || B != draft_sequences_ || law_row < 0 || law_row >= draft_depth_)
-    fail("batch verifier: draws from row ", law_row, " of ", B, " drafts, but draft_laws made room for ",
+    fail("batch verifier: draws from row ", law_row, " of ", B, " sequences' drafts, but draft_laws made room for ",
          draft_sequences_, " drafts of ", draft_depth_, " nodes");
   if (draft.vocab_size() != vocab_)
     fail("batch verifier: a draft pipeline over ", draft.vocab_size(), " tokens, the target's over ", vocab_);

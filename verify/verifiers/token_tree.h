@@ -29,9 +29,9 @@ struct TokenTree {
   // [n + 1] rows of the law the drafter drew each row's children from ([V] each); empty when the children
   // are point masses (deterministic candidates or a drafter that records no q).
   std::vector<std::vector<float>> draft_q;
-  // Where a drafter that drew on a device left the laws instead (draft_q empty): rows [0, size()) of [size(), V]
-  // in that device's memory, read there by its verifier (verify/device/batch_verifier.h, draft_laws); null when the
-  // laws are in draft_q.
+  // Where a drafter that drew on a device left the laws instead (draft_q empty): [size() + 1, V] in that device's
+  // memory, of which the rows with children hold their laws (a leaf's row holds whatever was there), read there by
+  // its verifier (verify/device/batch_verifier.h, draft_laws); null when the laws are in draft_q.
   const float* device_q = nullptr;
 
   // The draft law of row `row`'s children; empty (point masses) when none was recorded. Refused for laws left in
