@@ -332,8 +332,14 @@ struct GroupLaunch {
   uint64_t* workspace;
   int32_t ctas;
 
-  __host__ __device__ uint64_t* group_workspace(int32_t group) const {
-    return workspace + static_cast<int64_t>(group) * group_exchange::group_words(ctas);
+  // The calling block's rank in its group, its group, and the launch's groups (group g takes rows g, g + groups, ...).
+  __device__ int32_t cta() const { return static_cast<int32_t>(blockIdx.x) % ctas; }
+  __device__ int32_t group() const { return static_cast<int32_t>(blockIdx.x) / ctas; }
+  __device__ int32_t groups() const { return static_cast<int32_t>(gridDim.x) / ctas; }
+  // The calling block's side of its group's exchange: its group's workspace.
+  template <class Ops>
+  __device__ group_exchange::Exchange<Ops> exchange() const {
+    return {Ops{}, workspace + static_cast<int64_t>(group()) * group_exchange::group_words(ctas), cta(), ctas};
   }
 };
 

@@ -67,25 +67,25 @@ void run_cluster_rows(const EmulationOptions& o, int32_t batch, int32_t vocab, i
   }
   team.run([&](int fiber) {
     const int cta = fiber / T, thread = fiber % T;
-    const int32_t begin = std::min<int64_t>(static_cast<int64_t>(cta) * span, vocab);
-    const int32_t end = std::min<int64_t>(static_cast<int64_t>(begin) + span, vocab);
+    const fused_sampler::SliceBounds s = fused_sampler::slice_bounds(cta, span, vocab);
     EmulatedClusterBlock<T, VEC> block{
-        blocks.data(), ctas, cta, EmulatedBlock<T, VEC>{blocks[cta]->block, team, thread, vocab}, begin, end};
+        blocks.data(), ctas, cta, EmulatedBlock<T, VEC>{blocks[cta]->block, team, thread, vocab}, s.begin, s.end};
     if (global) block.exchange = {EmulatedGroupOps<T>{&team, thread, ctas}, workspace.data(), cta, ctas};
-    for (int32_t row = 0; row < batch; ++row) {
-      row_fn(block, row);
-      // The next row reuses every block's shared memory; a global-memory exchange's blocks share none, and each
-      // goes on to its next row as the CUDA kernel's do, after its own block's barrier.
+    // Before a block rewrites its shared memory: a cluster's blocks read each other's, so they wait for the whole
+    // cluster; a global-memory exchange's blocks share none, and each goes on as the CUDA kernel's do, after its own
+    // block's barrier.
+    const auto shared_memory_free = [&] {
       if (global)
         block.sync();
       else
         block.cluster_sync();
-      if (staged > 0) {  // poisoned again: a row that read its staged slices before copying them would see NaN
+    };
+    for (int32_t row = 0; row < batch; ++row) {
+      row_fn(block, row);
+      shared_memory_free();  // the next row reuses it
+      if (staged > 0) {      // poisoned again: a row that read its staged slices before copying them would see NaN
         if (thread == 0) std::fill(blocks[cta]->staged.begin(), blocks[cta]->staged.end(), kPoison);
-        if (global)
-          block.sync();
-        else
-          block.cluster_sync();
+        shared_memory_free();
       }
     }
   });

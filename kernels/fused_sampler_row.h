@@ -152,6 +152,17 @@ struct SlicedRow<B, decltype(void(B::kSlicedRow))> {
   static constexpr bool value = B::kSlicedRow;
 };
 
+// Block `cta`'s slice [begin, end) of a row of `vocab` tokens split into slices of `span` (cluster_slice_span):
+// empty for a block past the row's end.
+struct SliceBounds {
+  int32_t begin, end;
+};
+SPECULA_HD SliceBounds slice_bounds(int64_t cta, int32_t span, int32_t vocab) {
+  const int64_t first = cta * span;
+  const int32_t begin = static_cast<int32_t>(first < vocab ? first : vocab);
+  return SliceBounds{begin, begin + span < vocab ? begin + span : vocab};
+}
+
 template <class Block>
 SPECULA_HD void row_load(Block& b, const float* probs, int32_t base, float (&x)[Block::kVec]) {
   if constexpr (SlicedRow<Block>::value)

@@ -43,10 +43,8 @@ __global__ void __launch_bounds__(BLOCK, 2) fused_sampler_cluster_kernel(Sampler
   const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
   const unsigned cta = cluster.block_rank(), ctas = cluster.num_blocks();
   const int32_t row = static_cast<int32_t>(blockIdx.x / ctas);
-  const int64_t first = static_cast<int64_t>(cta) * span;
-  const int32_t begin = static_cast<int32_t>(first < p.vocab ? first : p.vocab);
-  const int32_t end = begin + span < p.vocab ? begin + span : p.vocab;
-  ClusterBlock<BLOCK, VEC> block{{shared, p.vocab}, reinterpret_cast<float*>(slice), begin, end, cta, ctas};
+  const fused_sampler::SliceBounds s = fused_sampler::slice_bounds(cta, span, p.vocab);
+  ClusterBlock<BLOCK, VEC> block{{shared, p.vocab}, reinterpret_cast<float*>(slice), s.begin, s.end, cta, ctas};
   fused_sampler::sample_row(block, p, row);
   cluster.sync();  // no block exits while another may still read its shared memory
 #else
@@ -65,21 +63,17 @@ __global__ void __launch_bounds__(BLOCK, 1)
     fused_sampler_group_kernel(cuda_block::GroupLaunch g, SamplerKernelParams p, int32_t span) {
   __shared__ typename GroupBlock<BLOCK, VEC>::Local::Shared shared;
   extern __shared__ float4 slice[];  // float4: 16-byte aligned for the 4-wide accesses
-  const int32_t cta = static_cast<int32_t>(blockIdx.x) % g.ctas, group = static_cast<int32_t>(blockIdx.x) / g.ctas;
-  const int32_t groups = static_cast<int32_t>(gridDim.x) / g.ctas;
-  const int64_t first = static_cast<int64_t>(cta) * span;
-  const int32_t begin = static_cast<int32_t>(first < p.vocab ? first : p.vocab);
-  const int32_t end = begin + span < p.vocab ? begin + span : p.vocab;
+  const fused_sampler::SliceBounds s = fused_sampler::slice_bounds(g.cta(), span, p.vocab);
   GroupBlock<BLOCK, VEC> block{{shared, p.vocab},
                                reinterpret_cast<float*>(slice),
-                               begin,
-                               end,
-                               static_cast<unsigned>(cta),
+                               s.begin,
+                               s.end,
+                               static_cast<unsigned>(g.cta()),
                                static_cast<unsigned>(g.ctas),
                                nullptr,
                                0,
-                               {{}, g.group_workspace(group), cta, g.ctas}};
-  for (int32_t row = group; row < p.batch; row += groups) {
+                               g.exchange<cuda_block::CudaGroupOps<BLOCK>>()};
+  for (int32_t row = g.group(); row < p.batch; row += g.groups()) {
     fused_sampler::sample_row(block, p, row);
     block.sync();  // the next row rewrites the block's slice
   }

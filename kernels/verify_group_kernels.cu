@@ -24,21 +24,17 @@ __device__ void run_group_rows(const cuda_block::GroupLaunch& g, int32_t batch, 
   using Block = cuda_block::CudaClusterBlock<BLOCK, VEC, cuda_block::ClusterScratch<F64, I32>, true>;
   __shared__ typename Block::Local::Shared shared;
   extern __shared__ float4 staged_rows[];  // float4: 16-byte aligned for the 4-wide accesses
-  const int32_t cta = static_cast<int32_t>(blockIdx.x) % g.ctas, group = static_cast<int32_t>(blockIdx.x) / g.ctas;
-  const int32_t groups = static_cast<int32_t>(gridDim.x) / g.ctas;
-  const int64_t first = static_cast<int64_t>(cta) * span;
-  const int32_t begin = static_cast<int32_t>(first < vocab ? first : vocab);
-  const int32_t end = begin + span < vocab ? begin + span : vocab;
+  const fused_sampler::SliceBounds s = fused_sampler::slice_bounds(g.cta(), span, vocab);
   Block block{{shared, vocab},
               nullptr,
-              begin,
-              end,
-              static_cast<unsigned>(cta),
+              s.begin,
+              s.end,
+              static_cast<unsigned>(g.cta()),
               static_cast<unsigned>(g.ctas),
               staged > 0 ? reinterpret_cast<float*>(staged_rows) : nullptr,
               staged / 2,
-              {{}, g.group_workspace(group), cta, g.ctas}};
-  for (int32_t row = group; row < batch; row += groups) {
+              g.exchange<cuda_block::CudaGroupOps<BLOCK>>()};
+  for (int32_t row = g.group(); row < batch; row += g.groups()) {
     row_fn(block, row);
     block.sync();  // the next row rewrites the block's shared memory
   }

@@ -69,11 +69,9 @@ __device__ void run_cluster_row(int32_t vocab, int32_t span, int32_t staged, Row
   extern __shared__ float4 staged_rows[];  // float4: 16-byte aligned for the 4-wide accesses
   const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
   const unsigned cta = cluster.block_rank(), ctas = cluster.num_blocks();
-  const int64_t first = static_cast<int64_t>(cta) * span;
-  const int32_t begin = static_cast<int32_t>(first < vocab ? first : vocab);
-  const int32_t end = begin + span < vocab ? begin + span : vocab;
+  const fused_sampler::SliceBounds s = fused_sampler::slice_bounds(cta, span, vocab);
   Block block{
-      {shared, vocab}, nullptr, begin, end, cta, ctas, staged > 0 ? reinterpret_cast<float*>(staged_rows) : nullptr,
+      {shared, vocab}, nullptr, s.begin, s.end, cta, ctas, staged > 0 ? reinterpret_cast<float*>(staged_rows) : nullptr,
       staged / 2};
   row_fn(block, static_cast<int32_t>(blockIdx.x / ctas));
   cluster.sync();  // no block exits while another may still read its shared memory
