@@ -9,6 +9,7 @@
 #include "verify/device/sampler_batch.h"
 #include "verify/sampling/logprobs.h"
 #include "verify/verifiers/target_rows.h"
+#include "verify/verifiers/token_tree.h"
 
 namespace specula {
 
@@ -180,9 +181,8 @@ std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<
                                                               const std::vector<DraftRequest>& requests) const {
   BatchVerifier& device = *requests[0].device;
   const std::vector<int32_t> shape = draft_shape(requests[0]);
-  int32_t nodes = 0;  // N: every sequence's tree is full (i.i.d. siblings always draw their count)
-  for (int64_t width = 1, d = 0; d < static_cast<int64_t>(shape.size()); ++d)
-    nodes += static_cast<int32_t>(width *= shape[static_cast<size_t>(d)]);
+  // N: every sequence's tree is full (i.i.d. siblings always draw their count).
+  const int32_t nodes = static_cast<int32_t>(tree_shape_nodes(shape));
   const int64_t B = static_cast<int64_t>(own.size()), V = model_->vocab_size();
   const bool out_on_gpu = device.device() == Device::cuda && model_->writes_gpu_logits() &&
                           model_->device_stream() == device.followed_stream();

@@ -66,12 +66,6 @@ std::vector<int32_t> shape_widths(const std::string& shape) {
   return parse_tree_shape(shape.substr(shape.find('=') + 1));
 }
 
-int32_t shape_nodes(const std::vector<int32_t>& widths) {
-  int32_t nodes = 0, level = 1;
-  for (int32_t w : widths) nodes += level *= w;
-  return nodes;
-}
-
 // Everything one (shape, V) pair's cases read, built once outside the timed loops.
 struct ShapeInputs {
   int32_t vocab_size = 0;
@@ -124,7 +118,7 @@ std::shared_ptr<ShapeInputs> make_inputs(const std::string& shape, int32_t vocab
   in->vocab_size = vocab_size;
   in->pipeline = std::make_unique<SamplerPipeline>(all_stages_params(), vocab_size);
   const std::vector<int32_t> widths = shape_widths(shape);
-  const int32_t rows = shape_nodes(widths) + 1;
+  const int32_t rows = static_cast<int32_t>(tree_shape_nodes(widths)) + 1;
   const size_t V = static_cast<size_t>(vocab_size);
   in->logits.resize(rows * V);
   in->probs.resize(rows * V);

@@ -74,6 +74,19 @@ std::vector<CostProfile::Point> read_curve(const json& rows, const std::string& 
   return curve;
 }
 
+// A profile's curve from forward cases of `sequences` sequences a step: (rows per sequence, median wall time / `unit`)
+// in ascending rows, once each, whatever order --chunks gave.
+json cost_curve(std::vector<json> cases, int64_t sequences, double unit) {
+  std::stable_sort(cases.begin(), cases.end(), [](const json& a, const json& b) { return a["rows"] < b["rows"]; });
+  json curve = json::array();
+  for (const json& c : cases) {
+    const int64_t rows = c.at("rows").get<int64_t>() / sequences;
+    if (curve.empty() || curve.back()["rows"] != rows)
+      curve.push_back({{"rows", rows}, {"cost", c.at("median_wall_us").get<double>() / unit}});
+  }
+  return curve;
+}
+
 }  // namespace
 
 double CostProfile::verify_cost(double r) const { return curve_cost(rows, r); }
@@ -175,20 +188,17 @@ json cost_profile_from_forward_report(const json& report, const std::string& dev
   if (models.empty()) fail("forward report: no model");
   const json& target = models[0];
   const double one_token = model_case(target, "1-token").at("median_wall_us").get<double>();
-  json rows = json::array(), trees = json::array(), drafts = json::array();
+  json trees = json::array(), drafts = json::array();
+  std::vector<json> chunks;
   for (const json& c : target.at("cases")) {
-    const double cost = c.at("median_wall_us").get<double>() / one_token;
     if (c.at("kind") == "chunk")
-      rows.push_back({{"rows", c.at("rows")}, {"cost", cost}});
+      chunks.push_back(c);
     else if (c.at("kind") == "tree")
-      trees.push_back({{"shape", c.at("name").get<std::string>().substr(5)}, {"nodes", c.at("rows")}, {"cost", cost}});
+      trees.push_back({{"shape", c.at("name").get<std::string>().substr(5)},
+                       {"nodes", c.at("rows")},
+                       {"cost", c.at("median_wall_us").get<double>() / one_token}});
   }
-  // In ascending rows, once each, whatever order --chunks gave.
-  std::vector<json> sorted(rows.begin(), rows.end());
-  std::stable_sort(sorted.begin(), sorted.end(), [](const json& a, const json& b) { return a["rows"] < b["rows"]; });
-  rows = json::array();
-  for (const json& r : sorted)
-    if (rows.empty() || rows.back()["rows"] != r["rows"]) rows.push_back(r);
+  const json rows = cost_curve(chunks, 1, one_token);
   // Steps of B sequences (kind batch-chunk: the graph replays where there are graphs, as for the chunks), each batch
   // in units of its own 1-token step; a batch without a 1-token case is left out.
   std::map<int64_t, std::vector<json>> batch_cases;
@@ -200,14 +210,9 @@ json cost_profile_from_forward_report(const json& report, const std::string& dev
                                   [](const json& c) { return c.at("rows") == c.at("batch"); });  // 1 row a sequence
     if (batch < 2 || one == cases.end()) continue;
     const double batch_one_token = one->at("median_wall_us").get<double>();
-    std::stable_sort(cases.begin(), cases.end(), [](const json& a, const json& b) { return a["rows"] < b["rows"]; });
-    json curve = json::array();
-    for (const json& c : cases) {
-      const int64_t per_sequence = c.at("rows").get<int64_t>() / batch;
-      if (curve.empty() || curve.back()["rows"] != per_sequence)
-        curve.push_back({{"rows", per_sequence}, {"cost", c.at("median_wall_us").get<double>() / batch_one_token}});
-    }
-    batches.push_back({{"batch", batch}, {"one_token_cost", batch_one_token / one_token}, {"rows", curve}});
+    batches.push_back({{"batch", batch},
+                       {"one_token_cost", batch_one_token / one_token},
+                       {"rows", cost_curve(cases, batch, batch_one_token)}});
   }
   for (size_t i = 1; i < models.size(); ++i)
     drafts.push_back({{"model", models[i].at("model")},

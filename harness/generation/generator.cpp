@@ -13,6 +13,7 @@
 #include "verify/device/batch_verifier.h"
 #include "verify/sampling/categorical.h"
 #include "verify/verifiers/target_rows.h"
+#include "verify/verifiers/token_tree.h"
 
 namespace specula {
 namespace {
@@ -101,9 +102,7 @@ int64_t draft_depth(const GenerationConfig& config) {
 int64_t draft_nodes(const GenerationConfig& config) {
   if (!config.method) return 0;
   if (config.tree_shape.empty()) return config.num_draft_tokens;
-  int64_t nodes = 0, level = 1;
-  for (int32_t branching : config.tree_shape) nodes += level *= branching;
-  return nodes;
+  return tree_shape_nodes(config.tree_shape);
 }
 
 void Generator::check_fits(const std::vector<Token>& prompt) const {

@@ -62,6 +62,12 @@ TokenTree TokenTree::chain(const std::vector<Token>& drafts) {
   return t;
 }
 
+int64_t tree_shape_nodes(const std::vector<int32_t>& shape) {
+  int64_t nodes = 0, level = 1;
+  for (int32_t branching : shape) nodes += level *= branching;
+  return nodes;
+}
+
 std::vector<int32_t> parse_tree_shape(const std::string& text, const std::string& option) {
   std::vector<int32_t> shape;
   if (!text.empty() && text.back() == ',') fail_parameter(option, " '", text, "' ends with a comma");

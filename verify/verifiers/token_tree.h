@@ -59,5 +59,7 @@ struct TokenTree {
 
 // "2,2,1": 2 children at depth 1, 2 under each of those, 1 under each of those. Throws on bad input.
 std::vector<int32_t> parse_tree_shape(const std::string& text, const std::string& option = "tree");
+// The nodes of a full tree of `shape` (children per node at each depth): b0 + b0 b1 + ...; K for K ones (a chain).
+int64_t tree_shape_nodes(const std::vector<int32_t>& shape);
 
 }  // namespace specula
