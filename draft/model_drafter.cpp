@@ -172,9 +172,9 @@ bool ModelDrafterFactory::draws_on_device(const std::vector<DraftRequest>& reque
 
 // Chains and i.i.d. trees drawn on the device: depth by depth, one forward of the draft model for the batch, written
 // into the verifier's logits buffer where it can (cuda-host: any model; cuda: a model on the GPU, on the stream the
-// verifier follows), then, for each frontier row and each child drawn from it, one launch of the fused sampler with
-// the draft's pipeline over that row of every sequence (one launch a depth for a chain), keeping the processed row
-// where verification reads it (BatchVerifier::draft_laws). Only the drawn tokens come back. The draws are the CPU
+// verifier follows), then one launch of the fused sampler with the draft's pipeline drawing every child of every
+// frontier row of every sequence, keeping each processed row where verification reads it
+// (BatchVerifier::draft_laws). Only the drawn tokens come back. The draws are the CPU
 // path's: the same keys (RandomRole::draft, the slots draw_children takes: frontier rows in order, a row's children
 // in turn) and sample_categorical's rule.
 std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<ModelDrafter*>& own,
@@ -203,29 +203,42 @@ std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<
     std::vector<TreeLogitsCall> calls;
     for (int64_t i = 0; i < B; ++i) calls.push_back(own[i]->device_call(proposals[i], out + i * rows * V, out_on_gpu));
     model_->batch_tree_logits(calls);
-    // children[i][k]: sequence i's tokens drawn from frontier row k.
-    std::vector<std::vector<std::vector<Token>>> children(static_cast<size_t>(B),
-                                                          std::vector<std::vector<Token>>(frontier.size()));
+    // Every child of the depth in one launch: for sequence i, frontier row k and child j, its slot among
+    // draw_children's (a row's children in turn), and where its processed row goes. The first child's is row k's law,
+    // which verification reads; a later child's, the same law again, goes to the row of the node that child becomes
+    // (it is scratch: no two draws of a launch may share a row), a row whose own law, if it has children, the next
+    // depth writes and which, if it is a leaf, verification does not read.
+    std::vector<std::vector<TokenHistory>> histories(frontier.size());  // [k][i]
+    std::vector<DraftDraw> draws;
     for (size_t k = 0; k < frontier.size(); ++k) {
       const int32_t row = frontier[k];
       // Mirostat, the one stage whose history reads its ancestors' laws, is refused on the device: no law is read.
-      std::vector<TokenHistory> histories;
-      histories.reserve(static_cast<size_t>(B));
+      histories[k].reserve(static_cast<size_t>(B));
       for (int64_t i = 0; i < B; ++i)
-        histories.push_back(path_history(pipeline_, *requests[i].history, proposals[i].tree, row,
-                                         [](int32_t) -> const float* { return nullptr; }));
-      for (int32_t j = 0; j < branching; ++j) {
-        std::vector<DeviceDraw> draws;
-        for (int64_t i = 0; i < B; ++i) {
-          const uint32_t slot = proposals[i].slot + static_cast<uint32_t>(k) * branching + j;
-          draws.push_back(DeviceDraw{out + (i * rows + row) * V, &histories[static_cast<size_t>(i)],
-                                     requests[i].rng.key(RandomRole::draft, slot)});
-        }
-        const std::vector<Token> tokens =
-            device.draw_drafts(pipeline_, draws, in_place ? LogitsAt::device : LogitsAt::host, row);
-        for (int64_t i = 0; i < B; ++i) children[static_cast<size_t>(i)][k].push_back(tokens[i]);
-      }
+        histories[k].push_back(path_history(pipeline_, *requests[i].history, proposals[i].tree, row,
+                                            [](int32_t) -> const float* { return nullptr; }));
     }
+    const int32_t next_node = proposals[0].tree.size() + 1;  // the row of the depth's first new node
+    for (int64_t i = 0; i < B; ++i)
+      for (size_t k = 0; k < frontier.size(); ++k)
+        for (int32_t j = 0; j < branching; ++j) {
+          const uint32_t child = static_cast<uint32_t>(k) * branching + j;
+          const uint32_t slot = proposals[i].slot + (mutant_on(Mutant::device_siblings_share_key) ? child - j : child);
+          const int32_t law_row = j == 0 ? frontier[k] : next_node + static_cast<int32_t>(child);
+          draws.push_back(
+              DraftDraw{DeviceDraw{out + (i * rows + frontier[k]) * V, &histories[k][static_cast<size_t>(i)],
+                                   requests[i].rng.key(RandomRole::draft, slot)},
+                        i, law_row});
+        }
+    const std::vector<Token> tokens =
+        device.draw_drafts(pipeline_, draws, in_place ? LogitsAt::device : LogitsAt::host);
+    // children[i][k]: sequence i's tokens drawn from frontier row k, in the order of the draws.
+    std::vector<std::vector<std::vector<Token>>> children(static_cast<size_t>(B),
+                                                          std::vector<std::vector<Token>>(frontier.size()));
+    size_t next = 0;
+    for (int64_t i = 0; i < B; ++i)
+      for (size_t k = 0; k < frontier.size(); ++k)
+        for (int32_t j = 0; j < branching; ++j) children[static_cast<size_t>(i)][k].push_back(tokens[next++]);
     for (int64_t i = 0; i < B; ++i) own[i]->add_drawn(proposals[i], children[static_cast<size_t>(i)]);
   }
   std::vector<TokenTree> out;

@@ -67,12 +67,15 @@ class KernelStream {
   }
   void to_host(void* host_dst, const void* device_src, size_t bytes) {
     downloaded_bytes_ += bytes;
+    ++downloads_;
     copy_to_host(host_dst, device_src, bytes);
   }
   // Bytes copied each way since the stream was made: what a step moves between host and device (a step whose
   // logits a model wrote into device memory uploads no logits).
   uint64_t uploaded_bytes() const { return uploaded_bytes_; }
   uint64_t downloaded_bytes() const { return downloaded_bytes_; }
+  // Copies to the host since the stream was made: on a GPU each is a wait a step pays once its results are needed.
+  uint64_t downloads() const { return downloads_; }
 
   virtual void fused_sampler(const SamplerKernelParams& p) = 0;
   virtual void chain_verify(const ChainVerifyParams& p) = 0;
@@ -105,7 +108,7 @@ class KernelStream {
   void* grow(std::vector<Buffer>& pool, int slot, size_t bytes, bool device);
   std::vector<Buffer> device_;
   std::vector<Buffer> host_;
-  uint64_t uploaded_bytes_ = 0, downloaded_bytes_ = 0;
+  uint64_t uploaded_bytes_ = 0, downloaded_bytes_ = 0, downloads_ = 0;
 };
 
 // The stream of `device` (cuda or cuda_host; throws for cpu). cuda throws "no CUDA device: ..." where there

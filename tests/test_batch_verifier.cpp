@@ -155,29 +155,31 @@ void check_device_drafts(int32_t V, const EmulationOptions& emulation) {
     float* buffer = on_device.device_logits(B * rows);
     std::vector<TokenHistory> histories;
     histories.reserve(B);
-    std::vector<DeviceDraw> draws;
+    std::vector<DraftDraw> draws;
     for (int64_t b = 0; b < B; ++b) {
       for (int64_t i = 0; i < rows * V; ++i)
         buffer[b * rows * V + i] = static_cast<float>(4.0 * philox_uniform(31, 10 * b + d, i) - 2.0);
       TokenHistory h = committed[b];
       for (Token t : chains[b]) h = draft.advance(h, t, nullptr);
       histories.push_back(h);
-      draws.push_back(DeviceDraw{buffer + (b * rows + d) * V, &histories.back(), rng[b].key(RandomRole::draft, d)});
+      draws.push_back(DraftDraw{
+          DeviceDraw{buffer + (b * rows + d) * V, &histories.back(), rng[b].key(RandomRole::draft, d)}, b, d});
     }
-    const std::vector<Token> tokens = on_device.draw_drafts(draft, draws, LogitsAt::device, d);
+    const std::vector<Token> tokens = on_device.draw_drafts(draft, draws, LogitsAt::device);
     std::vector<std::vector<float>> host_rows;
-    std::vector<DeviceDraw> host_draws = draws;
+    std::vector<DraftDraw> host_draws = draws;
+    host_rows.reserve(B);
     for (int64_t b = 0; b < B; ++b) {
-      host_rows.emplace_back(draws[b].logits, draws[b].logits + V);
-      host_draws[b].logits = host_rows.back().data();
+      host_rows.emplace_back(draws[b].draw.logits, draws[b].draw.logits + V);
+      host_draws[b].draw.logits = host_rows.back().data();
     }
-    CHECK(from_host.draw_drafts(draft, host_draws, LogitsAt::host, d) == tokens);
+    CHECK(from_host.draw_drafts(draft, host_draws, LogitsAt::host) == tokens);
     for (int64_t b = 0; b < B; ++b) {
       // The CPU path: the draft's pipeline on the row, sample_categorical with the same key.
       std::vector<float> q(V);
-      draft.process(draws[b].logits, histories[b], q.data());
+      draft.process(draws[b].draw.logits, histories[b], q.data());
       INFO("sequence " << b << ", draft " << d);
-      CHECK(tokens[b] == sample_categorical(q.data(), V, draws[b].key));
+      CHECK(tokens[b] == sample_categorical(q.data(), V, draws[b].draw.key));
       const float* kept = laws + (b * (K + 1) + d) * V;
       for (int32_t x = 0; x < V; ++x) CHECK(kept[x] == Approx(q[x]).margin(1e-6));
       CHECK(std::equal(kept, kept + V, host_laws + (b * (K + 1) + d) * V));
@@ -216,11 +218,72 @@ void check_device_drafts(int32_t V, const EmulationOptions& emulation) {
   CHECK_THROWS_WITH(trees[0].q_at_row(0), Catch::Contains("draft laws are in device memory"));
   std::swap(trees[0].device_q, trees[1].device_q);
   CHECK_THROWS_WITH(on_device.verify(steps(trees)), Catch::Contains("not at its rows of draft_laws"));
-  std::vector<DeviceDraw> draws(B, DeviceDraw{logits.data(), &committed[0], RandomKey{}});
-  CHECK_THROWS_WITH(on_device.draw_drafts(draft, draws, LogitsAt::host, K),
-                    Catch::Contains("made room for 3 drafts of 2 nodes"));
-  CHECK_THROWS_WITH(on_device.draw_drafts(draft, draws, LogitsAt::device, 0),
-                    Catch::Contains("not rows of device_logits at one stride"));
+  const DeviceDraw draw{logits.data(), &committed[0], RandomKey{}};
+  CHECK_THROWS_WITH(on_device.draw_drafts(draft, {DraftDraw{draw, 0, K + 1}}, LogitsAt::host),
+                    Catch::Contains("at row 3 of sequence 0, but draft_laws made room for 3 drafts of 2 nodes"));
+  CHECK_THROWS_WITH(on_device.draw_drafts(draft, {DraftDraw{draw, B, 0}}, LogitsAt::host),
+                    Catch::Contains("made room for 3 drafts"));
+  CHECK_THROWS_WITH(on_device.draw_drafts(draft, {DraftDraw{draw, 1, 2}, DraftDraw{draw, 1, 2}}, LogitsAt::host),
+                    Catch::Contains("two draws keep their laws at row 2 of sequence 1"));
+  CHECK_THROWS_WITH(on_device.draw_drafts(draft, {DraftDraw{draw, 0, 0}}, LogitsAt::device),
+                    Catch::Contains("draft row 0 said to be in place is not a row of device_logits"));
+  CHECK_THROWS_WITH(on_device.draw_drafts(draft, {}, LogitsAt::host), Catch::Contains("needs draws"));
+}
+
+// One depth of draft trees drawn in one launch: B sequences whose trees so far have two frontier nodes (rows 1 and
+// 2 of each sequence's 3 rows), two children drawn from each, as the device drafter lays them out (the first child
+// keeps the row's law, the second's processed row goes to the row of the node it becomes).
+void check_tree_depth_in_one_launch(int32_t V, const EmulationOptions& emulation) {
+  constexpr int64_t B = 2, rows = 3;
+  constexpr int32_t N = 6;  // a 2,2 tree
+  const SamplerPipeline target(sampled(), V);
+  SamplingParams draft_params = sampled();
+  draft_params.temperature = 0.9f;
+  draft_params.repetition_penalty = 1.3f;  // every draw's own history (the path to its row)
+  const SamplerPipeline draft(draft_params, V);
+  BatchVerifier on_device(Device::cuda_host, target, VerifyMethod::tree, emulation),
+      from_host(Device::cuda_host, target, VerifyMethod::tree, emulation);
+  float* laws = on_device.draft_laws(B, N);
+  const float* host_laws = from_host.draft_laws(B, N);
+  float* buffer = on_device.device_logits(B * rows);
+  for (int64_t i = 0; i < B * rows * V; ++i) buffer[i] = static_cast<float>(4.0 * philox_uniform(41, 3, i) - 2.0);
+  std::vector<TokenHistory> histories;  // [b * 2 + k]: the path to frontier row k of sequence b
+  for (int64_t b = 0; b < B; ++b)
+    for (int32_t k = 0; k < 2; ++k)
+      histories.push_back(TokenHistory{{1, 2}, {static_cast<Token>(b), static_cast<Token>(3 + k)}, std::nan("")});
+  std::vector<DraftDraw> draws, host_draws;
+  std::vector<std::vector<float>> host_rows;
+  host_rows.reserve(B * 2);
+  for (int64_t b = 0; b < B; ++b)
+    for (int32_t k = 0; k < 2; ++k) {
+      const float* row = buffer + (b * rows + 1 + k) * V;
+      host_rows.emplace_back(row, row + V);
+      for (int32_t j = 0; j < 2; ++j) {
+        const StepRandom rng{5, static_cast<uint64_t>(b), 7};
+        const DeviceDraw d{row, &histories[b * 2 + k], rng.key(RandomRole::draft, 2 + 2 * k + j)};
+        const int32_t law_row = j == 0 ? 1 + k : 3 + 2 * k + j;
+        draws.push_back(DraftDraw{d, b, law_row});
+        host_draws.push_back(DraftDraw{DeviceDraw{host_rows.back().data(), d.history, d.key}, b, law_row});
+      }
+    }
+  const uint64_t downloads = on_device.downloads(), uploaded = on_device.uploaded_bytes();
+  const uint64_t host_uploaded = from_host.uploaded_bytes();
+  const std::vector<Token> tokens = on_device.draw_drafts(draft, draws, LogitsAt::device);
+  CHECK(on_device.downloads() == downloads + 2);  // one launch: its tokens and statuses
+  CHECK(from_host.draw_drafts(draft, host_draws, LogitsAt::host) == tokens);
+  // The host path uploads each frontier row once, not once per child.
+  CHECK(from_host.uploaded_bytes() - host_uploaded ==
+        on_device.uploaded_bytes() - uploaded + B * 2 * V * sizeof(float));
+  for (size_t r = 0; r < draws.size(); ++r) {
+    const DraftDraw& d = draws[r];
+    std::vector<float> q(V);
+    draft.process(d.draw.logits, *d.draw.history, q.data());
+    INFO("sequence " << d.sequence << ", draw " << r);
+    CHECK(tokens[r] == sample_categorical(q.data(), V, d.draw.key));
+    const float* kept = laws + (d.sequence * (N + 1) + d.law_row) * V;
+    for (int32_t x = 0; x < V; ++x) CHECK(kept[x] == Approx(q[x]).margin(1e-6));
+    CHECK(std::equal(kept, kept + V, host_laws + (d.sequence * (N + 1) + d.law_row) * V));
+  }
 }
 
 }  // namespace
@@ -230,4 +293,10 @@ TEST_CASE("draft chains drawn on the device: the CPU's draws, their laws verifie
   check_device_drafts(kVocab, EmulationOptions{});
   // 4-wide vector accesses at the strides, and each row over 3 blocks.
   check_device_drafts(40, EmulationOptions{8, FiberSchedule::rotating, 3});
+}
+
+TEST_CASE("a depth of draft trees is drawn on the device in one launch: every child the CPU's draw, each law kept",
+          "[verify][device]") {
+  check_tree_depth_in_one_launch(kVocab, EmulationOptions{});
+  check_tree_depth_in_one_launch(40, EmulationOptions{8, FiberSchedule::reverse, 3, RowExchange::global_memory});
 }

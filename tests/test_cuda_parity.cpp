@@ -226,6 +226,68 @@ TEST_CASE("blocks exchanging through global memory at large vocabularies, more r
   check_against_pipeline(testing::random_sampler_case(0x910d, 128256, 300), 8, RowExchange::global_memory);
 }
 
+// Rows through maps (SamplerKernelParams::logits_rows / probs_rows, how a draft's tree depth is drawn in one launch):
+// row r reads logits row pick[r] and writes probs row place[r] of a larger array, and gives, bit for bit, the dense
+// launch's row pick[r] with the same parameters, history and key; the rows no map names stay poisoned.
+TEST_CASE("the fused sampler reads and writes rows through maps as the dense launch does on the GPU",
+          "[gpu][sampler][cluster][sanitize]") {
+  const std::vector<int32_t> pick = {4, 0, 0, 5, 2, 2, 2, 1, 3};
+  const std::vector<int32_t> place = {7, 2, 9, 0, 4, 11, 1, 5, 8};  // distinct rows of 12
+  for (int32_t vocab : {1003, 32000}) {
+    const testing::SamplerCase c = testing::random_sampler_case(0x3aa + vocab, vocab, 6);
+    testing::SamplerCase mapped = c;  // row r: case row pick[r]'s parameters, history and key
+    mapped.params.clear();
+    mapped.histories.clear();
+    mapped.keys.clear();
+    for (int32_t r : pick) {
+      mapped.params.push_back(c.params[r]);
+      mapped.histories.push_back(c.histories[r]);
+      mapped.keys.push_back(c.keys[r]);
+    }
+    const SamplerBatch batch(vocab, mapped.rows());
+    const size_t R = pick.size(), V = static_cast<size_t>(vocab);
+    for (const auto& [blocks, exchange] : {std::pair<int32_t, RowExchange>{1, RowExchange::automatic},
+                                           {3, RowExchange::automatic},
+                                           {3, RowExchange::global_memory}}) {
+      const GpuRun dense = run_on_gpu(c, TopPPass::float_first, blocks, exchange);
+      DeviceArray<float> logits(c.logits), bias(batch.logit_bias), probs(12 * V);
+      DeviceArray<SamplerRowParams> rows(batch.rows);
+      DeviceArray<uint32_t> allowed(batch.allowed), banned(batch.banned), prompt(batch.prompt);
+      DeviceArray<int32_t> counts(batch.output_counts), tokens(R), status(R), logits_rows(pick), probs_rows(place);
+      probs.poison();
+      SamplerKernelParams p;
+      p.logits = logits.get();
+      p.rows = rows.get();
+      p.allowed_bitmap = allowed.get();
+      p.banned_bitmap = banned.get();
+      p.prompt_bitmap = prompt.get();
+      p.output_counts = counts.get();
+      p.logit_bias = bias.get();
+      p.probs = probs.get();
+      p.tokens = tokens.get();
+      p.status = status.get();
+      p.batch = static_cast<int32_t>(R);
+      p.vocab = vocab;
+      p.cluster_blocks = blocks;
+      p.row_exchange = exchange;
+      p.logits_rows = logits_rows.get();
+      p.probs_rows = probs_rows.get();
+      launch_fused_sampler(p);
+      check_cuda(cudaDeviceSynchronize(), "fused sampler through row maps");
+      const std::vector<float> out = probs.to_host();
+      const std::vector<int32_t> out_tokens = tokens.to_host(), out_status = status.to_host();
+      for (size_t r = 0; r < R; ++r) {
+        const size_t from = static_cast<size_t>(pick[r]);
+        INFO("V " << vocab << ", " << blocks << " blocks, " << row_exchange_name(exchange) << ": row " << r);
+        CHECK(out_tokens[r] == dense.tokens[from]);
+        CHECK(out_status[r] == dense.status[from]);
+        CHECK(std::memcmp(out.data() + place[r] * V, dense.probs.data() + from * V, V * sizeof(float)) == 0);
+      }
+      for (size_t row : {3u, 6u, 10u}) CHECK(std::isnan(out[row * V]));
+    }
+  }
+}
+
 TEST_CASE("a cluster's kernel takes the same decisions as the CPU backend", "[gpu][sampler][cluster][sanitize]") {
   check_decisions_against_host(98, 4);
 }

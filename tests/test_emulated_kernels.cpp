@@ -556,6 +556,55 @@ TEST_CASE("RowSampler on cuda-host draws, from one uploaded row, what the CPU dr
   CHECK(c.worst_probability_difference < 1e-6);
 }
 
+// A launch through row maps (SamplerKernelParams::logits_rows / probs_rows): row r reads logits row pick[r] (a row read
+// by several rows, as a draft's frontier row is by each of its children) and writes probs row place[r] of a larger
+// array. Each row must give, bit for bit, what the dense launch gives for row pick[r] with the same parameters,
+// history and key.
+TEST_CASE("the fused sampler reads and writes rows through maps as the dense launch does",
+          "[kernels][emulation][sampler]") {
+  const int32_t vocab = 300;
+  const SamplerCase c = random_sampler_case(0x3a9, vocab, 6);
+  const SamplerBatch dense_batch(c.vocab, c.rows());
+  std::vector<float> dense_probs(c.logits.size());
+  std::vector<int32_t> dense_tokens(c.batch()), dense_status(c.batch());
+  run_fused_sampler_host(
+      dense_batch.host_params(c.logits.data(), dense_probs.data(), dense_tokens.data(), dense_status.data()));
+
+  const std::vector<int32_t> pick = {4, 0, 0, 5, 2, 2, 2, 1, 3};
+  const std::vector<int32_t> place = {7, 2, 9, 0, 4, 11, 1, 5, 8};  // distinct rows of 12
+  std::vector<SamplerBatchRow> rows;
+  for (int32_t r : pick) rows.push_back(c.rows()[static_cast<size_t>(r)]);
+  const SamplerBatch batch(c.vocab, rows);
+  const size_t R = pick.size(), V = static_cast<size_t>(vocab);
+  const auto check_run = [&](const std::string& label, const auto& run) {
+    std::vector<float> probs(12 * V, -1.0f);
+    std::vector<int32_t> tokens(R), status(R);
+    SamplerKernelParams p = batch.host_params(c.logits.data(), probs.data(), tokens.data(), status.data());
+    p.logits_rows = pick.data();
+    p.probs_rows = place.data();
+    run(p);
+    for (size_t r = 0; r < R; ++r) {
+      const size_t from = static_cast<size_t>(pick[r]);
+      INFO(label << ": row " << r << " reads row " << from << ", writes row " << place[r]);
+      CHECK(tokens[r] == dense_tokens[from]);
+      CHECK(status[r] == dense_status[from]);
+      CHECK(std::equal(dense_probs.begin() + from * V, dense_probs.begin() + (from + 1) * V,
+                       probs.begin() + place[r] * V));
+    }
+    // The rows no map names are left as they were.
+    for (size_t row : {3u, 6u, 10u}) CHECK(probs[row * V] == -1.0f);
+  };
+  check_run("one-thread backend", [](const SamplerKernelParams& p) { run_fused_sampler_host(p); });
+  for (RowExchange exchange : kExchanges)
+    for (int ctas : {1, 3})
+      for (FiberSchedule schedule : kSchedules)
+        check_run(
+            std::to_string(ctas) + " blocks, " + fiber_schedule_name(schedule) + ", " + row_exchange_name(exchange),
+            [&](const SamplerKernelParams& p) {
+              emulate_fused_sampler(p, EmulationOptions{8, schedule, ctas, exchange});
+            });
+}
+
 TEST_CASE("emulation refuses a thread count it has no instantiation for", "[kernels][emulation]") {
   CHECK_THROWS_WITH(check_emulation_options(EmulationOptions{6, FiberSchedule::forward}),
                     Catch::Contains("must be 4, 8 or 32, got 6"));

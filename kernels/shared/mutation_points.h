@@ -73,8 +73,9 @@ enum class Mutant {
   sliced_draw_ignores_blocks_before,   // a cluster's draw leaves out the weight of the blocks before this one
   group_slots_not_alternated,          // a global-memory exchange writes every fold's partials into one set of slots
   group_histograms_two_buffers,        // a global-memory exchange rotates its radix histograms over two buffers
-  // Device drafting (verify/device/batch_verifier.cpp).
+  // Device drafting (verify/device/batch_verifier.cpp, draft/model_drafter.cpp).
   device_draft_laws_misplaced,  // a draft drawn on the device keeps its law one row past the one verification reads
+  device_siblings_share_key,    // a tree's children of one node, drawn in one launch, all take the first child's key
 };
 
 #ifdef SPECULA_NO_MUTATION_POINTS

@@ -44,6 +44,8 @@ enum Slot : int {
   kOverlapSum,
   kOverlapCount,
   kDraftLaws,
+  kLogitsRows,
+  kProbsRows,
 };
 
 std::string device_label(Device d) { return std::string("device ") + device_name(d); }
@@ -106,33 +108,61 @@ float* BatchVerifier::draft_laws(int64_t sequences, int32_t drafts) {
   return draft_laws_;
 }
 
-std::vector<Token> BatchVerifier::draw_drafts(const SamplerPipeline& draft, const std::vector<DeviceDraw>& draws,
-                                              LogitsAt at, int32_t law_row) {
-  const int64_t B = static_cast<int64_t>(draws.size()), V = vocab_;
-  if (!draft_laws_ || B != draft_sequences_ || law_row < 0 || law_row >= draft_depth_)
-    fail("batch verifier: draws from row ", law_row, " of ", B, " sequences' drafts, but draft_laws made room for ",
-         draft_sequences_, " drafts of ", draft_depth_, " nodes");
+std::vector<Token> BatchVerifier::draw_drafts(const SamplerPipeline& draft, const std::vector<DraftDraw>& draws,
+                                              LogitsAt at) {
+  const int64_t R = static_cast<int64_t>(draws.size()), V = vocab_, N = draft_depth_;
+  if (!draft_laws_ || R < 1) fail("batch verifier: draw_drafts needs draws, after draft_laws made room for their laws");
   if (draft.vocab_size() != vocab_)
     fail("batch verifier: a draft pipeline over ", draft.vocab_size(), " tokens, the target's over ", vocab_);
-  int64_t stride = 0;  // uploaded rows: dense
-  if (at == LogitsAt::device) {
-    // Rows at one stride inside the rows device_logits' last caller asked for.
-    const float* base = stream_->device_array<float>(kLogits, static_cast<size_t>(logits_rows_ * V));
-    const float* row0 = draws[0].logits;
-    stride = B > 1 ? draws[1].logits - row0 : V;
-    const int64_t first = row0 - base;
-    bool ok = logits_rows_ > 0 && stride >= V && first >= 0 && first + (B - 1) * stride + V <= logits_rows_ * V;
-    for (int64_t b = 0; ok && b < B; ++b) ok = draws[b].logits == row0 + b * stride;
-    if (!ok) fail("batch verifier: draft rows said to be in place are not rows of device_logits at one stride");
+  // The distinct rows the draws read (a frontier row once for all its children), each draw's index among them.
+  std::vector<const float*> sources;
+  std::vector<int32_t> source_of(static_cast<size_t>(R));
+  std::vector<int32_t> law_rows(static_cast<size_t>(R));
+  std::vector<uint8_t> law_taken(static_cast<size_t>(draft_sequences_ * (N + 1)), 0);
+  for (int64_t r = 0; r < R; ++r) {
+    const DraftDraw& d = draws[static_cast<size_t>(r)];
+    if (d.sequence < 0 || d.sequence >= draft_sequences_ || d.law_row < 0 || d.law_row > N)
+      fail("batch verifier: a draw keeps its law at row ", d.law_row, " of sequence ", d.sequence,
+           ", but draft_laws made room for ", draft_sequences_, " drafts of ", N, " nodes");
+    // The mutant keeps every law one row further (wrapping within the sequence's rows), where verification reads
+    // another row's law or none.
+    const int64_t row = mutant_on(Mutant::device_draft_laws_misplaced) ? (d.law_row + 1) % (N + 1) : d.law_row;
+    const int64_t law = d.sequence * (N + 1) + row;
+    if (law_taken[static_cast<size_t>(law)]++)
+      fail("batch verifier: two draws keep their laws at row ", d.law_row, " of sequence ", d.sequence);
+    law_rows[static_cast<size_t>(r)] = static_cast<int32_t>(law);
+    const auto found = std::find(sources.begin(), sources.end(), d.draw.logits);
+    source_of[static_cast<size_t>(r)] = static_cast<int32_t>(found - sources.begin());
+    if (found == sources.end()) sources.push_back(d.draw.logits);
   }
-  // The law of the draws from row r of sequence b goes to row b * (N + 1) + r; the mutant writes it one row further,
-  // where verification reads another row's law (or none).
-  const int64_t row = mutant_on(Mutant::device_draft_laws_misplaced) ? law_row + 1 : law_row;
+  std::vector<int32_t> logits_rows(static_cast<size_t>(R));
+  if (at == LogitsAt::device) {
+    // Rows of the rows device_logits' last caller asked for, wherever they are among them.
+    const float* base = stream_->device_array<float>(kLogits, static_cast<size_t>(logits_rows_ * V));
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t offset = draws[static_cast<size_t>(r)].draw.logits - base;
+      if (logits_rows_ <= 0 || offset < 0 || offset % V != 0 || offset / V >= logits_rows_)
+        fail("batch verifier: draft row ", r, " said to be in place is not a row of device_logits");
+      logits_rows[static_cast<size_t>(r)] = static_cast<int32_t>(offset / V);
+    }
+  } else {
+    logits_rows = source_of;  // the distinct rows, uploaded in order
+  }
+  std::vector<const TokenHistory*> histories;
+  std::vector<RandomKey> keys;
+  for (const DraftDraw& d : draws) {
+    histories.push_back(d.draw.history);
+    keys.push_back(d.draw.key);
+  }
+  int32_t *d_tokens = nullptr, *d_status = nullptr;
+  process_rows(at == LogitsAt::device ? std::vector<const float*>{} : sources, at, histories, keys, &d_tokens,
+               &d_status, &draft, SamplerRowMaps{&logits_rows, draft_laws_, &law_rows});
   std::vector<int32_t> status;
-  std::vector<Token> tokens =
-      draw_rows(draws, at, status, &draft, draft_laws_ + row * V, (int64_t{draft_depth_} + 1) * V, stride);
-  for (int64_t b = 0; b < B; ++b)
-    if (status[b] != 0) fail("draft from row ", law_row, " of sequence ", b, ": ", sampler_status_message(status[b]));
+  std::vector<Token> tokens = download_draws(d_tokens, d_status, R, status);
+  for (int64_t r = 0; r < R; ++r)
+    if (status[static_cast<size_t>(r)] != 0)
+      fail("draft from row ", draws[static_cast<size_t>(r)].law_row, " of sequence ",
+           draws[static_cast<size_t>(r)].sequence, ": ", sampler_status_message(status[static_cast<size_t>(r)]));
   return tokens;
 }
 
@@ -164,28 +194,31 @@ void BatchVerifier::check_fits(int64_t sequences, int64_t rows_per_sequence, int
 const float* BatchVerifier::process_rows(const std::vector<const float*>& logits, LogitsAt at,
                                          const std::vector<const TokenHistory*>& histories,
                                          const std::vector<RandomKey>& keys, int32_t** device_tokens,
-                                         int32_t** device_status, const SamplerPipeline* pipeline, float* probs,
-                                         int64_t probs_stride, int64_t logits_stride) {
+                                         int32_t** device_status, const SamplerPipeline* pipeline,
+                                         const SamplerRowMaps& maps) {
   KernelStream& s = *stream_;
-  const size_t R = logits.size(), V = static_cast<size_t>(vocab_);
+  const size_t R = histories.size(), V = static_cast<size_t>(vocab_);
   const SamplingParams& params = (pipeline ? *pipeline : target_).params();
   std::vector<SamplerBatchRow> rows(R);
   for (size_t r = 0; r < R; ++r) rows[r] = SamplerBatchRow{&params, histories[r], keys[r]};
   const SamplerBatch batch(vocab_, rows);
 
-  // Rows at a stride (draw_drafts checked them) are read where they are.
-  const bool strided = at == LogitsAt::device && logits_stride > 0;
-  float* d_logits = strided ? const_cast<float*>(logits[0]) : device_logits(static_cast<int64_t>(R));
-  if (strided) {
+  const bool mapped_in_place = at == LogitsAt::device && maps.logits_rows;
+  const size_t uploaded = logits.size();
+  if (!maps.logits_rows && uploaded != R)
+    fail("batch verifier: ", uploaded, " rows of logits for ", R, " rows to process");
+  float* d_logits = mapped_in_place ? s.device_array<float>(kLogits, static_cast<size_t>(logits_rows_) * V)
+                                    : device_logits(static_cast<int64_t>(uploaded));
+  if (mapped_in_place) {
   } else if (at == LogitsAt::device) {
     // Written in place by the caller: the rows must be device_logits' rows, in order.
     for (size_t r = 0; r < R; ++r)
       if (logits[r] != d_logits + r * V)
         fail("batch verifier: row ", r, " of ", R, " is not row ", r, " of device_logits (LogitsAt::device)");
   } else {
-    float* host_logits = s.host_array<float>(kLogits, R * V);
-    for (size_t r = 0; r < R; ++r) std::memcpy(host_logits + r * V, logits[r], V * sizeof(float));
-    s.to_device(d_logits, host_logits, R * V * sizeof(float));
+    float* host_logits = s.host_array<float>(kLogits, uploaded * V);
+    for (size_t r = 0; r < uploaded; ++r) std::memcpy(host_logits + r * V, logits[r], V * sizeof(float));
+    s.to_device(d_logits, host_logits, uploaded * V * sizeof(float));
   }
   SamplerKernelParams p;
   p.logits = d_logits;
@@ -195,10 +228,10 @@ const float* BatchVerifier::process_rows(const std::vector<const float*>& logits
   p.prompt_bitmap = s.upload(kPrompt, batch.prompt);
   p.output_counts = s.upload(kCounts, batch.output_counts);
   p.logit_bias = s.upload(kBias, batch.logit_bias);
-  float* d_probs = probs ? probs : s.device_array<float>(kProbs, R * V);
+  if (maps.logits_rows) p.logits_rows = s.upload(kLogitsRows, *maps.logits_rows);
+  if (maps.probs_rows) p.probs_rows = s.upload(kProbsRows, *maps.probs_rows);
+  float* d_probs = maps.probs ? maps.probs : s.device_array<float>(kProbs, R * V);
   p.probs = d_probs;
-  p.probs_stride = probs ? probs_stride : 0;
-  p.logits_stride = strided ? logits_stride : 0;
   p.tokens = *device_tokens = s.device_array<int32_t>(kSamplerTokens, R);
   p.status = *device_status = s.device_array<int32_t>(kSamplerStatus, R);
   p.batch = static_cast<int32_t>(R);
@@ -207,34 +240,33 @@ const float* BatchVerifier::process_rows(const std::vector<const float*>& logits
   return d_probs;
 }
 
-std::vector<Token> BatchVerifier::draw_rows(const std::vector<DeviceDraw>& draws, LogitsAt at,
-                                            std::vector<int32_t>& status, const SamplerPipeline* pipeline, float* probs,
-                                            int64_t probs_stride, int64_t logits_stride) {
+std::vector<Token> BatchVerifier::download_draws(int32_t* d_tokens, int32_t* d_status, int64_t rows,
+                                                 std::vector<int32_t>& status) {
   KernelStream& s = *stream_;
-  const size_t B = draws.size();
-  std::vector<const float*> logits(B);
-  std::vector<const TokenHistory*> histories(B);
-  std::vector<RandomKey> keys(B);
-  for (size_t b = 0; b < B; ++b) {
-    logits[b] = draws[b].logits;
-    histories[b] = draws[b].history;
-    keys[b] = draws[b].key;
-  }
-  int32_t *d_tokens = nullptr, *d_status = nullptr;
-  process_rows(logits, at, histories, keys, &d_tokens, &d_status, pipeline, probs, probs_stride, logits_stride);
-  int32_t* tokens = s.host_array<int32_t>(kSamplerTokens, B);
-  int32_t* row_status = s.host_array<int32_t>(kSamplerStatus, B);
-  s.to_host(tokens, d_tokens, B * sizeof(int32_t));
-  s.to_host(row_status, d_status, B * sizeof(int32_t));
+  const size_t R = static_cast<size_t>(rows);
+  int32_t* tokens = s.host_array<int32_t>(kSamplerTokens, R);
+  int32_t* row_status = s.host_array<int32_t>(kSamplerStatus, R);
+  s.to_host(tokens, d_tokens, R * sizeof(int32_t));
+  s.to_host(row_status, d_status, R * sizeof(int32_t));
   s.synchronize();
-  status.assign(row_status, row_status + B);
-  return std::vector<Token>(tokens, tokens + B);
+  status.assign(row_status, row_status + R);
+  return std::vector<Token>(tokens, tokens + R);
 }
 
 std::vector<Token> BatchVerifier::sample(const std::vector<DeviceDraw>& draws, LogitsAt at) {
   if (draws.empty()) return {};
+  std::vector<const float*> logits;
+  std::vector<const TokenHistory*> histories;
+  std::vector<RandomKey> keys;
+  for (const DeviceDraw& d : draws) {
+    logits.push_back(d.logits);
+    histories.push_back(d.history);
+    keys.push_back(d.key);
+  }
+  int32_t *d_tokens = nullptr, *d_status = nullptr;
+  process_rows(logits, at, histories, keys, &d_tokens, &d_status);
   std::vector<int32_t> status;
-  std::vector<Token> tokens = draw_rows(draws, at, status);
+  std::vector<Token> tokens = download_draws(d_tokens, d_status, static_cast<int64_t>(draws.size()), status);
   check_sampler_status(status.data(), static_cast<int32_t>(status.size()));
   return tokens;
 }

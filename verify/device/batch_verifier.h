@@ -61,6 +61,23 @@ struct DeviceDraw {
   RandomKey key;                          // sample_categorical's key on the CPU path
 };
 
+// One draw of a draft model's draft on the device (BatchVerifier::draw_drafts): which sequence's laws it belongs to,
+// and the row of them where its processed row is kept.
+struct DraftDraw {
+  DeviceDraw draw;
+  int64_t sequence = 0;
+  int32_t law_row = 0;
+};
+
+// Where a fused-sampler launch of BatchVerifier reads and writes rows, other than one logits row and one scratch row
+// each in order: a draft model's draws (draw_drafts). SamplerKernelParams::logits_rows / probs_rows.
+struct SamplerRowMaps {
+  const std::vector<int32_t>* logits_rows = nullptr;  // row r reads row logits_rows[r]: of device_logits
+                                                      // (LogitsAt::device), or of the uploaded `logits`
+  float* probs = nullptr;                             // where the processed rows go (null: the step's scratch)
+  const std::vector<int32_t>* probs_rows = nullptr;   // row r's processed row: row probs_rows[r] of `probs`
+};
+
 class BatchVerifier {
  public:
   // Throws "no CUDA device: ..." for cuda without a GPU. `method` nullopt: only sample() is used.
@@ -84,22 +101,21 @@ class BatchVerifier {
   // A draft model's chains and i.i.d. trees drawn on the device (draft/model_drafter.cpp), so that no draft law q
   // crosses to the host: draft_laws(B, N) before a batch's proposal makes room for the laws of B drafts of N nodes
   // (chains of N drafts, or trees of N nodes), laid out as verify() reads q rows (sequence b's row r at b * (N + 1) +
-  // r: the layout of B steps of N nodes each); each draw_drafts then draws from one row r of every sequence, keeping
-  // each processed row (the law its tokens were drawn from) at row r of that sequence's laws. A step whose tree has
-  // TokenTree::device_q at its row of those laws is verified reading them in place. The laws are valid until the next
-  // draft_laws call.
+  // r: the layout of B steps of N nodes each); each draw_drafts then draws one depth of every sequence in one launch,
+  // keeping each processed row (the law its tokens were drawn from) at its row of that sequence's laws. A step whose
+  // tree has TokenTree::device_q at its row of those laws is verified reading them in place. The laws are valid until
+  // the next draft_laws call.
   float* draft_laws(int64_t sequences, int32_t drafts);
-  // One draw for sequence b from draws[b] (its raw logits processed by `draft`'s pipeline with draws[b].history, drawn
-  // with draws[b].key), from row `law_row` of each sequence's draft (a chain's depth; a tree's row of the node whose
-  // children are drawn; drawing several children calls it once per child, the same law rewritten).
-  // LogitsAt::device: the rows are in device_logits at one stride of at least V (row b at draws[0].logits + b *
-  // stride: row law_row of each sequence's rows, when a model wrote every sequence's tree rows there). Throws Error
-  // naming the sequence on a failed row, as the CPU's pipeline would.
-  std::vector<Token> draw_drafts(const SamplerPipeline& draft, const std::vector<DeviceDraw>& draws, LogitsAt at,
-                                 int32_t law_row);
+  // One draw each (its raw logits processed by `draft`'s pipeline with its history, drawn with its key), all in one
+  // launch; a row drawn from several times (a tree's children of one node) is read once per draw. Each draw keeps its
+  // processed row at row `law_row` of sequence `sequence`'s laws, no two at one row. LogitsAt::device: every draw's
+  // logits are a row of device_logits (anywhere among them); host: uploaded, each distinct row once. Throws Error
+  // naming the row and sequence on a failed row, as the CPU's pipeline would.
+  std::vector<Token> draw_drafts(const SamplerPipeline& draft, const std::vector<DraftDraw>& draws, LogitsAt at);
   // The stream's byte counters (KernelStream::uploaded_bytes): what the steps so far moved each way.
   uint64_t uploaded_bytes() const { return stream_->uploaded_bytes(); }
   uint64_t downloaded_bytes() const { return stream_->downloaded_bytes(); }
+  uint64_t downloads() const { return stream_->downloads(); }
 
   Device device() const { return stream_->device(); }
   // The caller's stream the kernels follow (the constructor's `cuda_stream`): a model whose writes move to another
@@ -109,21 +125,17 @@ class BatchVerifier {
   int64_t step_bytes(int64_t sequences, int64_t rows_per_sequence) const;
 
  private:
-  // Uploads the rows' logits (LogitsAt::host; in place for device, after checking that row r is row r of
-  // device_logits) and sampler arrays and launches the fused sampler over them; returns the device array of
-  // processed distributions [R, V].
-  // `pipeline`: the target's unless a draft's; `probs` (with `probs_stride` elements a row): where the processed rows
-  // go instead of the step's scratch array. `logits_stride`: LogitsAt::device rows at that stride (0: V).
+  // Processes one row per history (with its key) through the fused sampler: uploads the rows' logits
+  // (LogitsAt::host; in place for device, after checking that row r is row r of device_logits unless `maps` places
+  // them) and the sampler arrays, and launches it; returns the device array of processed distributions [R, V].
+  // `pipeline`: the target's unless a draft's.
   const float* process_rows(const std::vector<const float*>& logits, LogitsAt at,
                             const std::vector<const TokenHistory*>& histories, const std::vector<RandomKey>& keys,
                             int32_t** device_tokens, int32_t** device_status, const SamplerPipeline* pipeline = nullptr,
-                            float* probs = nullptr, int64_t probs_stride = 0, int64_t logits_stride = 0);
-
-  // process_rows over one row a draw (its logits, history and key; the other arguments as process_rows'), then the
-  // drawn tokens and the rows' statuses brought back, with one wait.
-  std::vector<Token> draw_rows(const std::vector<DeviceDraw>& draws, LogitsAt at, std::vector<int32_t>& status,
-                               const SamplerPipeline* pipeline = nullptr, float* probs = nullptr,
-                               int64_t probs_stride = 0, int64_t logits_stride = 0);
+                            const SamplerRowMaps& maps = {});
+  // The tokens and statuses of `rows` draws process_rows launched, brought back with one wait.
+  std::vector<Token> download_draws(int32_t* device_tokens, int32_t* device_status, int64_t rows,
+                                    std::vector<int32_t>& status);
 
   // process_rows over every target row of a verification batch, each with its history along its draft path.
   // `rows` is the batch's total row count (the sum of tree sizes + 1).
@@ -138,7 +150,7 @@ class BatchVerifier {
   int64_t logits_rows_ = 0;  // rows of the last device_logits call
   float* draft_laws_ = nullptr;
   int64_t draft_sequences_ = 0;
-  int32_t draft_depth_ = 0;  // K of the laws' chains
+  int32_t draft_depth_ = 0;  // N, the nodes of each draft whose laws draft_laws holds
 };
 
 }  // namespace specula
