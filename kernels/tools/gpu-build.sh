@@ -83,6 +83,16 @@ for pc in "$lib"/pkgconfig/*.pc "$prefix"/usr/share/pkgconfig/*.pc; do
 done
 pkgconfig=$(command -v pkg-config || echo "$prefix/usr/bin/pkgconf")
 
+# The C++ standard torch's headers accept: C++17, unless they refuse anything older than C++20 (newer LibTorch
+# releases do, with an #error naming it).
+torch_include=$("$python" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "include"))')
+cxx_standard=17
+if grep -rqsE --include='*.h' 'C\+\+20 or later compatible compiler is required' "$torch_include/c10" "$torch_include/ATen" \
+    "$torch_include/torch/csrc/api/include/torch" 2>/dev/null; then
+  cxx_standard=20
+fi
+echo "gpu-build: C++$cxx_standard (torch's headers under $torch_include)"
+
 # The GPU's compute capability (9.0 -> 90), so that nvcc compiles the kernels once.
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .' || true)
 [[ "$arch" =~ ^[0-9]+$ ]] || arch="80;90"
@@ -92,7 +102,7 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPECULA_CUDA_ARCHIT
   -DCMAKE_INCLUDE_PATH="$prefix/usr/include" -DCMAKE_LIBRARY_PATH="$lib" \
   -DBoost_NO_SYSTEM_PATHS=ON -DBoost_ROOT="$prefix/usr" \
   -DPKG_CONFIG_EXECUTABLE="$pkgconfig" \
-  -DCMAKE_CXX_FLAGS="-D_GLIBCXX_USE_CXX11_ABI=$torch_abi" \
+  -DCMAKE_CXX_FLAGS="-D_GLIBCXX_USE_CXX11_ABI=$torch_abi" -DCMAKE_CXX_STANDARD="$cxx_standard" \
   -DCMAKE_BUILD_RPATH="$lib"
 [ "$configure_only" = 1 ] && { echo "gpu-build: configured $build"; exit 0; }
 cmake --build "$build" -j "$jobs" --target specula specula_torch specula_gpu_tests specula_kernel_host_tests
