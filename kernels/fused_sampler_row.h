@@ -541,7 +541,8 @@ SPECULA_HD void sample_row(Block& b, const SamplerKernelParams& p, int32_t row) 
   constexpr int VEC = Block::kVec;
   const SamplerRowParams rp = p.rows[row];
   const int32_t vocab = p.vocab;
-  const size_t in_row = p.shared_inputs ? 0 : static_cast<size_t>(row);
+  const size_t in_row =
+      p.input_rows ? static_cast<size_t>(p.input_rows[row]) : (p.shared_inputs ? 0 : static_cast<size_t>(row));
   const size_t offset = in_row * static_cast<size_t>(vocab);
   const size_t word_offset = in_row * static_cast<size_t>((vocab + 31) / 32);
   const size_t logits_row = p.logits_rows ? static_cast<size_t>(p.logits_rows[row]) : in_row;

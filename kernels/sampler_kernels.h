@@ -110,10 +110,13 @@ struct SamplerKernelParams {
   // reads them, verify/device/batch_verifier.h) hands them in place. At least V when set.
   int64_t logits_stride = 0;
   int64_t probs_stride = 0;
-  // Rows through a map ([B] each, in the pointers' memory space; null: row b reads logits row b, or row 0 with
-  // shared_inputs, and writes probs row b), at the strides above: a draft model's tree draws every child of a depth
-  // in one launch, reading a frontier row once per child and keeping each law where verification reads it. The
-  // probs rows must be distinct (probs is the kernel's scratch); the caller checks both maps' bounds.
+  // Rows through maps ([B] each, in the pointers' memory space), at the strides above: a draft model's tree draws
+  // every child of a depth in one launch, reading a frontier row's logits and inputs once per child (each child its
+  // own key in `rows`) and keeping each law where verification reads it. input_rows: the row of the bitmaps,
+  // output_counts and logit_bias row b reads (null: row b, or row 0 with shared_inputs); logits_rows: its row of
+  // logits (null: its input row); probs_rows: its row of probs (null: row b). The probs rows must be distinct (probs
+  // is the kernel's scratch); the caller checks the maps' bounds.
+  const int32_t* input_rows = nullptr;
   const int32_t* logits_rows = nullptr;
   const int32_t* probs_rows = nullptr;
   // Every row reads row 0 of logits, the bitmaps, output_counts and logit_bias (one row's inputs drawn from

@@ -274,6 +274,20 @@ void check_tree_depth_in_one_launch(int32_t V, const EmulationOptions& emulation
   // The host path uploads each frontier row once, not once per child.
   CHECK(from_host.uploaded_bytes() - host_uploaded ==
         on_device.uploaded_bytes() - uploaded + B * 2 * V * sizeof(float));
+  // A row's children share its sampler inputs (its history's bitmap and counts: repetition penalty), built and
+  // uploaded once: the same draws with a copy of the history each upload every child's, and draw the same tokens.
+  std::vector<TokenHistory> copies;
+  copies.reserve(draws.size());
+  std::vector<DraftDraw> separate = draws;
+  for (DraftDraw& d : separate) {
+    copies.push_back(*d.draw.history);
+    d.draw.history = &copies.back();
+  }
+  const uint64_t shared_bytes = on_device.uploaded_bytes() - uploaded;
+  const uint64_t before_separate = on_device.uploaded_bytes();
+  CHECK(on_device.draw_drafts(draft, separate, LogitsAt::device) == tokens);
+  const int64_t words = (V + 31) / 32;
+  CHECK(on_device.uploaded_bytes() - before_separate == shared_bytes + B * 2 * (words + V) * sizeof(int32_t));
   for (size_t r = 0; r < draws.size(); ++r) {
     const DraftDraw& d = draws[r];
     std::vector<float> q(V);

@@ -250,40 +250,48 @@ TEST_CASE("the fused sampler reads and writes rows through maps as the dense lau
                                            {3, RowExchange::automatic},
                                            {3, RowExchange::global_memory}}) {
       const GpuRun dense = run_on_gpu(c, TopPPass::float_first, blocks, exchange);
-      DeviceArray<float> logits(c.logits), bias(batch.logit_bias), probs(12 * V);
-      DeviceArray<SamplerRowParams> rows(batch.rows);
-      DeviceArray<uint32_t> allowed(batch.allowed), banned(batch.banned), prompt(batch.prompt);
-      DeviceArray<int32_t> counts(batch.output_counts), tokens(R), status(R), logits_rows(pick), probs_rows(place);
-      probs.poison();
-      SamplerKernelParams p;
-      p.logits = logits.get();
-      p.rows = rows.get();
-      p.allowed_bitmap = allowed.get();
-      p.banned_bitmap = banned.get();
-      p.prompt_bitmap = prompt.get();
-      p.output_counts = counts.get();
-      p.logit_bias = bias.get();
-      p.probs = probs.get();
-      p.tokens = tokens.get();
-      p.status = status.get();
-      p.batch = static_cast<int32_t>(R);
-      p.vocab = vocab;
-      p.cluster_blocks = blocks;
-      p.row_exchange = exchange;
-      p.logits_rows = logits_rows.get();
-      p.probs_rows = probs_rows.get();
-      launch_fused_sampler(p);
-      check_cuda(cudaDeviceSynchronize(), "fused sampler through row maps");
-      const std::vector<float> out = probs.to_host();
-      const std::vector<int32_t> out_tokens = tokens.to_host(), out_status = status.to_host();
-      for (size_t r = 0; r < R; ++r) {
-        const size_t from = static_cast<size_t>(pick[r]);
-        INFO("V " << vocab << ", " << blocks << " blocks, " << row_exchange_name(exchange) << ": row " << r);
-        CHECK(out_tokens[r] == dense.tokens[from]);
-        CHECK(out_status[r] == dense.status[from]);
-        CHECK(std::memcmp(out.data() + place[r] * V, dense.probs.data() + from * V, V * sizeof(float)) == 0);
+      for (bool through_inputs : {false, true}) {
+        // Every row its own copy of its inputs, its logits through logits_rows; or the dense inputs through input_rows.
+        const SamplerBatch dense_batch(vocab, c.rows());
+        std::vector<SamplerRowParams> picked_params;
+        for (int32_t r : pick) picked_params.push_back(dense_batch.rows[static_cast<size_t>(r)]);
+        const SamplerBatch& inputs = through_inputs ? dense_batch : batch;
+        DeviceArray<float> logits(c.logits), bias(inputs.logit_bias), probs(12 * V);
+        DeviceArray<SamplerRowParams> rows(through_inputs ? picked_params : batch.rows);
+        DeviceArray<uint32_t> allowed(inputs.allowed), banned(inputs.banned), prompt(inputs.prompt);
+        DeviceArray<int32_t> counts(inputs.output_counts), tokens(R), status(R), row_map(pick), probs_rows(place);
+        probs.poison();
+        SamplerKernelParams p;
+        p.logits = logits.get();
+        p.rows = rows.get();
+        p.allowed_bitmap = allowed.get();
+        p.banned_bitmap = banned.get();
+        p.prompt_bitmap = prompt.get();
+        p.output_counts = counts.get();
+        p.logit_bias = bias.get();
+        p.probs = probs.get();
+        p.tokens = tokens.get();
+        p.status = status.get();
+        p.batch = static_cast<int32_t>(R);
+        p.vocab = vocab;
+        p.cluster_blocks = blocks;
+        p.row_exchange = exchange;
+        (through_inputs ? p.input_rows : p.logits_rows) = row_map.get();
+        p.probs_rows = probs_rows.get();
+        launch_fused_sampler(p);
+        check_cuda(cudaDeviceSynchronize(), "fused sampler through row maps");
+        const std::vector<float> out = probs.to_host();
+        const std::vector<int32_t> out_tokens = tokens.to_host(), out_status = status.to_host();
+        for (size_t r = 0; r < R; ++r) {
+          const size_t from = static_cast<size_t>(pick[r]);
+          INFO("V " << vocab << ", " << blocks << " blocks, " << row_exchange_name(exchange)
+                    << (through_inputs ? ", through input_rows" : ", through logits_rows") << ": row " << r);
+          CHECK(out_tokens[r] == dense.tokens[from]);
+          CHECK(out_status[r] == dense.status[from]);
+          CHECK(std::memcmp(out.data() + place[r] * V, dense.probs.data() + from * V, V * sizeof(float)) == 0);
+        }
+        for (size_t row : {3u, 6u, 10u}) CHECK(std::isnan(out[row * V]));
       }
-      for (size_t row : {3u, 6u, 10u}) CHECK(std::isnan(out[row * V]));
     }
   }
 }

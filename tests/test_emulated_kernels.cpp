@@ -572,27 +572,41 @@ TEST_CASE("the fused sampler reads and writes rows through maps as the dense lau
 
   const std::vector<int32_t> pick = {4, 0, 0, 5, 2, 2, 2, 1, 3};
   const std::vector<int32_t> place = {7, 2, 9, 0, 4, 11, 1, 5, 8};  // distinct rows of 12
+  // Two ways to the same rows: every row its own copy of its inputs and logits read through logits_rows, or the
+  // dense inputs read through input_rows (the logits following them).
   std::vector<SamplerBatchRow> rows;
   for (int32_t r : pick) rows.push_back(c.rows()[static_cast<size_t>(r)]);
-  const SamplerBatch batch(c.vocab, rows);
+  const SamplerBatch copied(c.vocab, rows);
+  std::vector<SamplerRowParams> picked_params;
+  for (int32_t r : pick) picked_params.push_back(dense_batch.rows[static_cast<size_t>(r)]);
   const size_t R = pick.size(), V = static_cast<size_t>(vocab);
   const auto check_run = [&](const std::string& label, const auto& run) {
-    std::vector<float> probs(12 * V, -1.0f);
-    std::vector<int32_t> tokens(R), status(R);
-    SamplerKernelParams p = batch.host_params(c.logits.data(), probs.data(), tokens.data(), status.data());
-    p.logits_rows = pick.data();
-    p.probs_rows = place.data();
-    run(p);
-    for (size_t r = 0; r < R; ++r) {
-      const size_t from = static_cast<size_t>(pick[r]);
-      INFO(label << ": row " << r << " reads row " << from << ", writes row " << place[r]);
-      CHECK(tokens[r] == dense_tokens[from]);
-      CHECK(status[r] == dense_status[from]);
-      CHECK(std::equal(dense_probs.begin() + from * V, dense_probs.begin() + (from + 1) * V,
-                       probs.begin() + place[r] * V));
+    for (bool through_inputs : {false, true}) {
+      std::vector<float> probs(12 * V, -1.0f);
+      std::vector<int32_t> tokens(R), status(R);
+      SamplerKernelParams p = (through_inputs ? dense_batch : copied)
+                                  .host_params(c.logits.data(), probs.data(), tokens.data(), status.data());
+      p.batch = static_cast<int32_t>(R);
+      if (through_inputs) {
+        p.rows = picked_params.data();
+        p.input_rows = pick.data();
+      } else {
+        p.logits_rows = pick.data();
+      }
+      p.probs_rows = place.data();
+      run(p);
+      for (size_t r = 0; r < R; ++r) {
+        const size_t from = static_cast<size_t>(pick[r]);
+        INFO(label << (through_inputs ? ", through input_rows" : ", through logits_rows") << ": row " << r
+                   << " reads row " << from << ", writes row " << place[r]);
+        CHECK(tokens[r] == dense_tokens[from]);
+        CHECK(status[r] == dense_status[from]);
+        CHECK(std::equal(dense_probs.begin() + from * V, dense_probs.begin() + (from + 1) * V,
+                         probs.begin() + place[r] * V));
+      }
+      // The rows no map names are left as they were.
+      for (size_t row : {3u, 6u, 10u}) CHECK(probs[row * V] == -1.0f);
     }
-    // The rows no map names are left as they were.
-    for (size_t row : {3u, 6u, 10u}) CHECK(probs[row * V] == -1.0f);
   };
   check_run("one-thread backend", [](const SamplerKernelParams& p) { run_fused_sampler_host(p); });
   for (RowExchange exchange : kExchanges)

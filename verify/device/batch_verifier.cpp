@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <string>
 #include <type_traits>
 
@@ -44,6 +45,7 @@ enum Slot : int {
   kOverlapSum,
   kOverlapCount,
   kDraftLaws,
+  kInputRows,
   kLogitsRows,
   kProbsRows,
 };
@@ -116,6 +118,7 @@ std::vector<Token> BatchVerifier::draw_drafts(const SamplerPipeline& draft, cons
     fail("batch verifier: a draft pipeline over ", draft.vocab_size(), " tokens, the target's over ", vocab_);
   // The distinct rows the draws read (a frontier row once for all its children), each draw's index among them.
   std::vector<const float*> sources;
+  std::map<const float*, int32_t> source_index;
   std::vector<int32_t> source_of(static_cast<size_t>(R));
   std::vector<int32_t> law_rows(static_cast<size_t>(R));
   std::vector<uint8_t> law_taken(static_cast<size_t>(draft_sequences_ * (N + 1)), 0);
@@ -131,9 +134,9 @@ std::vector<Token> BatchVerifier::draw_drafts(const SamplerPipeline& draft, cons
     if (law_taken[static_cast<size_t>(law)]++)
       fail("batch verifier: two draws keep their laws at row ", d.law_row, " of sequence ", d.sequence);
     law_rows[static_cast<size_t>(r)] = static_cast<int32_t>(law);
-    const auto found = std::find(sources.begin(), sources.end(), d.draw.logits);
-    source_of[static_cast<size_t>(r)] = static_cast<int32_t>(found - sources.begin());
-    if (found == sources.end()) sources.push_back(d.draw.logits);
+    const auto [found, fresh] = source_index.emplace(d.draw.logits, static_cast<int32_t>(sources.size()));
+    if (fresh) sources.push_back(d.draw.logits);
+    source_of[static_cast<size_t>(r)] = found->second;
   }
   std::vector<int32_t> logits_rows(static_cast<size_t>(R));
   if (at == LogitsAt::device) {
@@ -148,15 +151,23 @@ std::vector<Token> BatchVerifier::draw_drafts(const SamplerPipeline& draft, cons
   } else {
     logits_rows = source_of;  // the distinct rows, uploaded in order
   }
+  // The distinct inputs (a row's logits with the history it is processed with: a frontier row's children share both),
+  // each draw's index among them.
+  std::map<std::pair<const float*, const TokenHistory*>, int32_t> input_index;
   std::vector<const TokenHistory*> histories;
+  std::vector<int32_t> input_rows(static_cast<size_t>(R));
   std::vector<RandomKey> keys;
-  for (const DraftDraw& d : draws) {
-    histories.push_back(d.draw.history);
-    keys.push_back(d.draw.key);
+  for (int64_t r = 0; r < R; ++r) {
+    const DeviceDraw& d = draws[static_cast<size_t>(r)].draw;
+    const auto [found, fresh] =
+        input_index.emplace(std::make_pair(d.logits, d.history), static_cast<int32_t>(histories.size()));
+    if (fresh) histories.push_back(d.history);
+    input_rows[static_cast<size_t>(r)] = found->second;
+    keys.push_back(d.key);
   }
   int32_t *d_tokens = nullptr, *d_status = nullptr;
   process_rows(at == LogitsAt::device ? std::vector<const float*>{} : sources, at, histories, keys, &d_tokens,
-               &d_status, &draft, SamplerRowMaps{&logits_rows, draft_laws_, &law_rows});
+               &d_status, &draft, SamplerRowMaps{&input_rows, &logits_rows, draft_laws_, &law_rows});
   std::vector<int32_t> status;
   std::vector<Token> tokens = download_draws(d_tokens, d_status, R, status);
   for (int64_t r = 0; r < R; ++r)
@@ -197,11 +208,22 @@ const float* BatchVerifier::process_rows(const std::vector<const float*>& logits
                                          int32_t** device_status, const SamplerPipeline* pipeline,
                                          const SamplerRowMaps& maps) {
   KernelStream& s = *stream_;
-  const size_t R = histories.size(), V = static_cast<size_t>(vocab_);
+  const size_t R = keys.size(), V = static_cast<size_t>(vocab_);
   const SamplingParams& params = (pipeline ? *pipeline : target_).params();
-  std::vector<SamplerBatchRow> rows(R);
-  for (size_t r = 0; r < R; ++r) rows[r] = SamplerBatchRow{&params, histories[r], keys[r]};
-  const SamplerBatch batch(vocab_, rows);
+  if (!maps.input_rows && histories.size() != R)
+    fail("batch verifier: ", histories.size(), " histories for ", R, " rows to process");
+  // The sampler's inputs once per history (a row read by several draws is built and uploaded once), then each row's
+  // parameters with its own key.
+  std::vector<SamplerBatchRow> inputs(histories.size());
+  for (size_t h = 0; h < histories.size(); ++h) inputs[h] = SamplerBatchRow{&params, histories[h], RandomKey{}};
+  SamplerBatch batch(vocab_, inputs);
+  std::vector<SamplerRowParams> row_params(R);
+  for (size_t r = 0; r < R; ++r) {
+    row_params[r] = batch.rows[maps.input_rows ? static_cast<size_t>((*maps.input_rows)[r]) : r];
+    row_params[r].seed = keys[r].seed;
+    row_params[r].stream = keys[r].stream;
+    row_params[r].offset = keys[r].offset;
+  }
 
   const bool mapped_in_place = at == LogitsAt::device && maps.logits_rows;
   const size_t uploaded = logits.size();
@@ -222,12 +244,13 @@ const float* BatchVerifier::process_rows(const std::vector<const float*>& logits
   }
   SamplerKernelParams p;
   p.logits = d_logits;
-  p.rows = s.upload(kRowParams, batch.rows);
+  p.rows = s.upload(kRowParams, row_params);
   p.allowed_bitmap = s.upload(kAllowed, batch.allowed);
   p.banned_bitmap = s.upload(kBanned, batch.banned);
   p.prompt_bitmap = s.upload(kPrompt, batch.prompt);
   p.output_counts = s.upload(kCounts, batch.output_counts);
   p.logit_bias = s.upload(kBias, batch.logit_bias);
+  if (maps.input_rows) p.input_rows = s.upload(kInputRows, *maps.input_rows);
   if (maps.logits_rows) p.logits_rows = s.upload(kLogitsRows, *maps.logits_rows);
   if (maps.probs_rows) p.probs_rows = s.upload(kProbsRows, *maps.probs_rows);
   float* d_probs = maps.probs ? maps.probs : s.device_array<float>(kProbs, R * V);

@@ -72,6 +72,8 @@ struct DraftDraw {
 // Where a fused-sampler launch of BatchVerifier reads and writes rows, other than one logits row and one scratch row
 // each in order: a draft model's draws (draw_drafts). SamplerKernelParams::logits_rows / probs_rows.
 struct SamplerRowMaps {
+  const std::vector<int32_t>* input_rows = nullptr;   // row r is processed with history input_rows[r] (its bitmaps
+                                                      // and counts built and uploaded once for all its rows)
   const std::vector<int32_t>* logits_rows = nullptr;  // row r reads row logits_rows[r]: of device_logits
                                                       // (LogitsAt::device), or of the uploaded `logits`
   float* probs = nullptr;                             // where the processed rows go (null: the step's scratch)
@@ -125,10 +127,10 @@ class BatchVerifier {
   int64_t step_bytes(int64_t sequences, int64_t rows_per_sequence) const;
 
  private:
-  // Processes one row per history (with its key) through the fused sampler: uploads the rows' logits
-  // (LogitsAt::host; in place for device, after checking that row r is row r of device_logits unless `maps` places
-  // them) and the sampler arrays, and launches it; returns the device array of processed distributions [R, V].
-  // `pipeline`: the target's unless a draft's.
+  // Processes one row per key (with the history `maps.input_rows` gives it, else its own) through the fused sampler:
+  // uploads the rows' logits (LogitsAt::host; in place for device, after checking that row r is row r of device_logits
+  // unless `maps` places them) and the sampler arrays, and launches it; returns the device array of processed
+  // distributions [R, V]. `pipeline`: the target's unless a draft's.
   const float* process_rows(const std::vector<const float*>& logits, LogitsAt at,
                             const std::vector<const TokenHistory*>& histories, const std::vector<RandomKey>& keys,
                             int32_t** device_tokens, int32_t** device_status, const SamplerPipeline* pipeline = nullptr,
