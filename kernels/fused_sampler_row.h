@@ -547,8 +547,8 @@ SPECULA_HD void sample_row(Block& b, const SamplerKernelParams& p, int32_t row) 
   const size_t word_offset = in_row * static_cast<size_t>((vocab + 31) / 32);
   const size_t logits_row = p.logits_rows ? static_cast<size_t>(p.logits_rows[row]) : in_row;
   const size_t probs_row = p.probs_rows ? static_cast<size_t>(p.probs_rows[row]) : static_cast<size_t>(row);
-  const float* logits = p.logits + logits_row * static_cast<size_t>(p.logits_stride > 0 ? p.logits_stride : vocab);
-  float* probs = p.probs + probs_row * static_cast<size_t>(p.probs_stride > 0 ? p.probs_stride : vocab);
+  const float* logits = p.logits + logits_row * static_cast<size_t>(vocab);
+  float* probs = p.probs + probs_row * static_cast<size_t>(vocab);
   const uint32_t* allowed = (rp.flags & kRowAllowed) && p.allowed_bitmap ? p.allowed_bitmap + word_offset : nullptr;
   const uint32_t* banned = (rp.flags & kRowBanned) && p.banned_bitmap ? p.banned_bitmap + word_offset : nullptr;
   const uint32_t* prompt = (rp.flags & kRowPrompt) && p.prompt_bitmap ? p.prompt_bitmap + word_offset : nullptr;

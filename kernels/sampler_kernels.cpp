@@ -45,9 +45,6 @@ void SamplerKernelParams::check() const {
   if (!status) fail("fused sampler: status [B] is null");
   if (static_cast<const void*>(probs) == static_cast<const void*>(logits))
     fail("fused sampler: probs must not alias logits (probs is the kernel's scratch)");
-  if ((logits_stride != 0 && logits_stride < vocab) || (probs_stride != 0 && probs_stride < vocab))
-    fail("fused sampler: row strides must be 0 or at least V = ", vocab, ", got ", logits_stride, " and ",
-         probs_stride);
   if (cluster_blocks < 0 || cluster_blocks > kMaxSamplerClusterBlocks)
     fail("fused sampler: cluster_blocks must be in [0, ", kMaxSamplerClusterBlocks, "], got ", cluster_blocks);
   if (row_exchange != RowExchange::automatic && row_exchange != RowExchange::global_memory)
@@ -131,8 +128,8 @@ int32_t cluster_slice_span(int32_t vocab, int32_t blocks, int32_t vec) {
 
 SamplerLaunchConfig choose_fused_sampler_config(const SamplerKernelParams& p) {
   SamplerLaunchConfig c;
-  const bool vec4 = p.vocab % 4 == 0 && p.logits_stride % 4 == 0 && p.probs_stride % 4 == 0 && aligned16(p.logits) &&
-                    aligned16(p.probs) && aligned16(p.logit_bias) && aligned16(p.output_counts);
+  const bool vec4 = p.vocab % 4 == 0 && aligned16(p.logits) && aligned16(p.probs) && aligned16(p.logit_bias) &&
+                    aligned16(p.output_counts);
   c.vec = vec4 ? 4 : 1;
   if (p.cluster_blocks > 0) {
     c.ctas = p.cluster_blocks;

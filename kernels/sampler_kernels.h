@@ -105,17 +105,13 @@ struct SamplerKernelParams {
   int32_t* status = nullptr;                 // [B] out: SamplerRowStatus
   int32_t batch = 0;                         // B >= 1
   int32_t vocab = 0;                         // V in [1, 2^30]
-  // Elements from one row of logits / probs to the next (0: V, the dense [B, V]): a caller whose rows sit in a
-  // larger array at a fixed stride (a draft's frontier rows among its trees' rows; its laws kept where verification
-  // reads them, verify/device/batch_verifier.h) hands them in place. At least V when set.
-  int64_t logits_stride = 0;
-  int64_t probs_stride = 0;
-  // Rows through maps ([B] each, in the pointers' memory space), at the strides above: a draft model's tree draws
-  // every child of a depth in one launch, reading a frontier row's logits and inputs once per child (each child its
-  // own key in `rows`) and keeping each law where verification reads it. input_rows: the row of the bitmaps,
-  // output_counts and logit_bias row b reads (null: row b, or row 0 with shared_inputs); logits_rows: its row of
-  // logits (null: its input row); probs_rows: its row of probs (null: row b). The probs rows must be distinct (probs
-  // is the kernel's scratch); the caller checks the maps' bounds.
+  // Rows through maps ([B] each, in the pointers' memory space; rows of V elements): a draft model's tree draws every
+  // child of a depth in one launch, reading a frontier row's logits and inputs once per child (each child its own key
+  // in `rows`) from wherever the model wrote them, and keeping each law where verification reads it
+  // (verify/device/batch_verifier.h). input_rows: the row of the bitmaps, output_counts and logit_bias row b reads
+  // (null: row b, or row 0 with shared_inputs); logits_rows: its row of logits (null: its input row); probs_rows: its
+  // row of probs (null: row b). The probs rows must be distinct (probs is the kernel's scratch); the caller checks the
+  // maps' bounds.
   const int32_t* input_rows = nullptr;
   const int32_t* logits_rows = nullptr;
   const int32_t* probs_rows = nullptr;

@@ -127,8 +127,8 @@ TEST_CASE("logits said to be in place but not the verifier's buffer rows in orde
 
 namespace {
 
-// Draft chains drawn on the device over a vocabulary of V (a multiple of 4: 4-wide vector accesses at the rows'
-// strides) with `emulation`'s blocks a row.
+// Draft chains drawn on the device over a vocabulary of V (a multiple of 4: 4-wide vector accesses at the mapped
+// rows) with `emulation`'s blocks a row.
 void check_device_drafts(int32_t V, const EmulationOptions& emulation) {
   constexpr int64_t B = 3;
   constexpr int32_t K = 2;
@@ -305,7 +305,7 @@ void check_tree_depth_in_one_launch(int32_t V, const EmulationOptions& emulation
 TEST_CASE("draft chains drawn on the device: the CPU's draws, their laws verified where they were left",
           "[verify][device]") {
   check_device_drafts(kVocab, EmulationOptions{});
-  // 4-wide vector accesses at the strides, and each row over 3 blocks.
+  // 4-wide vector accesses at the mapped rows, and each row over 3 blocks.
   check_device_drafts(40, EmulationOptions{8, FiberSchedule::rotating, 3});
 }
 

@@ -1024,6 +1024,10 @@ TEST_CASE("on cuda-host the same seeds give the CPU path's sequences and counter
   configs.push_back(chain_config(VerifyMethod::chain, 4));
   configs.push_back(tree_config({2, 2}, SiblingScheme::without_replacement));
   configs.push_back(tree_config({2, 2}, SiblingScheme::deterministic));
+  // i.i.d. trees drawn on the device whose later children's scratch rows are rewritten by a depth of one child, or
+  // left as leaves' rows.
+  configs.push_back(tree_config({3, 1}, SiblingScheme::iid));
+  configs.push_back(tree_config({1, 2, 2}, SiblingScheme::iid));
   configs.push_back(GenerationConfig{});  // ar
   configs.back().max_new_tokens = kL;
   int32_t case_number = 0;
