@@ -83,30 +83,56 @@ struct GpuRun {
   std::vector<int32_t> tokens, status;
 };
 
+// A batch's arrays on the device: its logits, its rows' parameters (`row_params`, a row each), the sampler inputs of
+// `inputs`, and `probs_rows` rows of probabilities; outputs poisoned (NaN floats, -1 ints).
+struct DeviceBatch {
+  DeviceArray<float> logits, bias, probs;
+  DeviceArray<SamplerRowParams> rows;
+  DeviceArray<uint32_t> allowed, banned, prompt;
+  DeviceArray<int32_t> counts, tokens, status;
+  int32_t batch, vocab;
+  DeviceBatch(const std::vector<float>& host_logits, const SamplerBatch& inputs,
+              const std::vector<SamplerRowParams>& row_params, size_t probs_rows)
+      : logits(host_logits),
+        bias(inputs.logit_bias),
+        probs(probs_rows * static_cast<size_t>(inputs.vocab)),
+        rows(row_params),
+        allowed(inputs.allowed),
+        banned(inputs.banned),
+        prompt(inputs.prompt),
+        counts(inputs.output_counts),
+        tokens(row_params.size()),
+        status(row_params.size()),
+        batch(static_cast<int32_t>(row_params.size())),
+        vocab(inputs.vocab) {
+    probs.poison();
+    tokens.poison();
+    status.poison();
+  }
+  SamplerKernelParams params() const {
+    SamplerKernelParams p;
+    p.logits = logits.get();
+    p.rows = rows.get();
+    p.allowed_bitmap = allowed.get();
+    p.banned_bitmap = banned.get();
+    p.prompt_bitmap = prompt.get();
+    p.output_counts = counts.get();
+    p.logit_bias = bias.get();
+    p.probs = probs.get();
+    p.tokens = tokens.get();
+    p.status = status.get();
+    p.batch = batch;
+    p.vocab = vocab;
+    return p;
+  }
+};
+
 // Runs the fused kernel on a case with poisoned outputs.
 GpuRun run_on_gpu(const testing::SamplerCase& c, TopPPass top_p_pass = TopPPass::float_first,
                   int32_t cluster_blocks = 0, RowExchange exchange = RowExchange::automatic) {
   const SamplerBatch batch(c.vocab, c.rows());
-  DeviceArray<float> logits(c.logits), bias(batch.logit_bias), probs(c.logits.size());
-  DeviceArray<SamplerRowParams> rows(batch.rows);
-  DeviceArray<uint32_t> allowed(batch.allowed), banned(batch.banned), prompt(batch.prompt);
-  DeviceArray<int32_t> counts(batch.output_counts), tokens(c.batch()), status(c.batch());
-  probs.poison();
-  tokens.poison();
-  status.poison();
-  SamplerKernelParams p;
-  p.logits = logits.get();
-  p.rows = rows.get();
-  p.allowed_bitmap = allowed.get();
-  p.banned_bitmap = banned.get();
-  p.prompt_bitmap = prompt.get();
-  p.output_counts = counts.get();
-  p.logit_bias = bias.get();
-  p.probs = probs.get();
-  p.tokens = tokens.get();
-  p.status = status.get();
-  p.batch = c.batch();
-  p.vocab = c.vocab;
+  const DeviceBatch d(c.logits, batch, batch.rows, static_cast<size_t>(c.batch()));
+  SamplerKernelParams p = d.params();
   p.top_p_pass = top_p_pass;
   p.cluster_blocks = cluster_blocks;
   p.row_exchange = exchange;
@@ -118,7 +144,7 @@ GpuRun run_on_gpu(const testing::SamplerCase& c, TopPPass top_p_pass = TopPPass:
     CHECK(ran.blocks == cluster_blocks);
   }
   check_cuda(cudaDeviceSynchronize(), "fused sampler");
-  return {probs.to_host(), tokens.to_host(), status.to_host()};
+  return {d.probs.to_host(), d.tokens.to_host(), d.status.to_host()};
 }
 
 // Every row of a GPU run against the CPU pipeline (testing::compare_row, tolerance 1e-6 derived above).
@@ -255,33 +281,18 @@ TEST_CASE("the fused sampler reads and writes rows through maps as the dense lau
         const SamplerBatch dense_batch(vocab, c.rows());
         std::vector<SamplerRowParams> picked_params;
         for (int32_t r : pick) picked_params.push_back(dense_batch.rows[static_cast<size_t>(r)]);
-        const SamplerBatch& inputs = through_inputs ? dense_batch : batch;
-        DeviceArray<float> logits(c.logits), bias(inputs.logit_bias), probs(12 * V);
-        DeviceArray<SamplerRowParams> rows(through_inputs ? picked_params : batch.rows);
-        DeviceArray<uint32_t> allowed(inputs.allowed), banned(inputs.banned), prompt(inputs.prompt);
-        DeviceArray<int32_t> counts(inputs.output_counts), tokens(R), status(R), row_map(pick), probs_rows(place);
-        probs.poison();
-        SamplerKernelParams p;
-        p.logits = logits.get();
-        p.rows = rows.get();
-        p.allowed_bitmap = allowed.get();
-        p.banned_bitmap = banned.get();
-        p.prompt_bitmap = prompt.get();
-        p.output_counts = counts.get();
-        p.logit_bias = bias.get();
-        p.probs = probs.get();
-        p.tokens = tokens.get();
-        p.status = status.get();
-        p.batch = static_cast<int32_t>(R);
-        p.vocab = vocab;
+        const DeviceBatch d(c.logits, through_inputs ? dense_batch : batch, through_inputs ? picked_params : batch.rows,
+                            12);
+        const DeviceArray<int32_t> row_map(pick), probs_rows(place);
+        SamplerKernelParams p = d.params();
         p.cluster_blocks = blocks;
         p.row_exchange = exchange;
         (through_inputs ? p.input_rows : p.logits_rows) = row_map.get();
         p.probs_rows = probs_rows.get();
         launch_fused_sampler(p);
         check_cuda(cudaDeviceSynchronize(), "fused sampler through row maps");
-        const std::vector<float> out = probs.to_host();
-        const std::vector<int32_t> out_tokens = tokens.to_host(), out_status = status.to_host();
+        const std::vector<float> out = d.probs.to_host();
+        const std::vector<int32_t> out_tokens = d.tokens.to_host(), out_status = d.status.to_host();
         for (size_t r = 0; r < R; ++r) {
           const size_t from = static_cast<size_t>(pick[r]);
           INFO("V " << vocab << ", " << blocks << " blocks, " << row_exchange_name(exchange)
