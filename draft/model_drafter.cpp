@@ -101,14 +101,14 @@ class ModelDrafter : public Drafter {
   TreeLogitsCall device_call(Proposal& p, float* out, bool out_on_gpu) {
     return TreeLogitsCall{session_.get(), p.request->context, &p.tree, out, out_on_gpu};
   }
-  // children[k]: the tokens drawn from frontier row k, in the order draw_children draws them (its slots), added as
+  // drawn[k * branching + j]: child j of frontier row k, in the order draw_children draws them (its slots), added as
   // grow() adds them; then the next frontier and slot.
-  void add_drawn(Proposal& p, const std::vector<std::vector<Token>>& children) {
+  void add_drawn(Proposal& p, const Token* drawn, int32_t branching) {
     ++counters_.n_forward;
     std::vector<int32_t> next_frontier;
     for (size_t k = 0; k < p.frontier.size(); ++k)
-      for (Token c : children[k]) {
-        p.tree.add(c, p.frontier[k] - 1);
+      for (int32_t j = 0; j < branching; ++j) {
+        p.tree.add(drawn[k * branching + j], p.frontier[k] - 1);
         next_frontier.push_back(p.tree.size());
         ++p.slot;
       }
@@ -232,14 +232,10 @@ std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<
         }
     const std::vector<Token> tokens =
         device.draw_drafts(pipeline_, draws, in_place ? LogitsAt::device : LogitsAt::host);
-    // children[i][k]: sequence i's tokens drawn from frontier row k, in the order of the draws.
-    std::vector<std::vector<std::vector<Token>>> children(static_cast<size_t>(B),
-                                                          std::vector<std::vector<Token>>(frontier.size()));
-    size_t next = 0;
+    // Sequence i's draws are the i-th run of frontier.size() * branching tokens, in the order add_drawn takes them.
+    const size_t per_sequence = frontier.size() * static_cast<size_t>(branching);
     for (int64_t i = 0; i < B; ++i)
-      for (size_t k = 0; k < frontier.size(); ++k)
-        for (int32_t j = 0; j < branching; ++j) children[static_cast<size_t>(i)][k].push_back(tokens[next++]);
-    for (int64_t i = 0; i < B; ++i) own[i]->add_drawn(proposals[i], children[static_cast<size_t>(i)]);
+      own[i]->add_drawn(proposals[i], tokens.data() + static_cast<size_t>(i) * per_sequence, branching);
   }
   std::vector<TokenTree> out;
   for (int64_t i = 0; i < B; ++i) out.push_back(own[i]->finish_on_device(proposals[i], laws + i * (nodes + 1) * V));

@@ -116,10 +116,16 @@ std::vector<Token> BatchVerifier::draw_drafts(const SamplerPipeline& draft, cons
   if (!draft_laws_ || R < 1) fail("batch verifier: draw_drafts needs draws, after draft_laws made room for their laws");
   if (draft.vocab_size() != vocab_)
     fail("batch verifier: a draft pipeline over ", draft.vocab_size(), " tokens, the target's over ", vocab_);
-  // The distinct rows the draws read (a frontier row once for all its children), each draw's index among them.
+  // The distinct rows the draws read (a frontier row once for all its children) and the distinct inputs (a row's
+  // logits with the history it is processed with: a frontier row's children share both), each draw's index among
+  // them.
   std::vector<const float*> sources;
   std::map<const float*, int32_t> source_index;
   std::vector<int32_t> source_of(static_cast<size_t>(R));
+  std::map<std::pair<const float*, const TokenHistory*>, int32_t> input_index;
+  std::vector<const TokenHistory*> histories;
+  std::vector<int32_t> input_rows(static_cast<size_t>(R));
+  std::vector<RandomKey> keys;
   std::vector<int32_t> law_rows(static_cast<size_t>(R));
   std::vector<uint8_t> law_taken(static_cast<size_t>(draft_sequences_ * (N + 1)), 0);
   for (int64_t r = 0; r < R; ++r) {
@@ -134,9 +140,14 @@ std::vector<Token> BatchVerifier::draw_drafts(const SamplerPipeline& draft, cons
     if (law_taken[static_cast<size_t>(law)]++)
       fail("batch verifier: two draws keep their laws at row ", d.law_row, " of sequence ", d.sequence);
     law_rows[static_cast<size_t>(r)] = static_cast<int32_t>(law);
-    const auto [found, fresh] = source_index.emplace(d.draw.logits, static_cast<int32_t>(sources.size()));
-    if (fresh) sources.push_back(d.draw.logits);
-    source_of[static_cast<size_t>(r)] = found->second;
+    const auto [source, new_source] = source_index.emplace(d.draw.logits, static_cast<int32_t>(sources.size()));
+    if (new_source) sources.push_back(d.draw.logits);
+    source_of[static_cast<size_t>(r)] = source->second;
+    const auto [input, new_input] =
+        input_index.emplace(std::make_pair(d.draw.logits, d.draw.history), static_cast<int32_t>(histories.size()));
+    if (new_input) histories.push_back(d.draw.history);
+    input_rows[static_cast<size_t>(r)] = input->second;
+    keys.push_back(d.draw.key);
   }
   std::vector<int32_t> logits_rows(static_cast<size_t>(R));
   if (at == LogitsAt::device) {
@@ -150,20 +161,6 @@ std::vector<Token> BatchVerifier::draw_drafts(const SamplerPipeline& draft, cons
     }
   } else {
     logits_rows = source_of;  // the distinct rows, uploaded in order
-  }
-  // The distinct inputs (a row's logits with the history it is processed with: a frontier row's children share both),
-  // each draw's index among them.
-  std::map<std::pair<const float*, const TokenHistory*>, int32_t> input_index;
-  std::vector<const TokenHistory*> histories;
-  std::vector<int32_t> input_rows(static_cast<size_t>(R));
-  std::vector<RandomKey> keys;
-  for (int64_t r = 0; r < R; ++r) {
-    const DeviceDraw& d = draws[static_cast<size_t>(r)].draw;
-    const auto [found, fresh] =
-        input_index.emplace(std::make_pair(d.logits, d.history), static_cast<int32_t>(histories.size()));
-    if (fresh) histories.push_back(d.history);
-    input_rows[static_cast<size_t>(r)] = found->second;
-    keys.push_back(d.key);
   }
   int32_t *d_tokens = nullptr, *d_status = nullptr;
   process_rows(at == LogitsAt::device ? std::vector<const float*>{} : sources, at, histories, keys, &d_tokens,
