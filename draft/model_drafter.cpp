@@ -1,6 +1,8 @@
 #include "draft/model_drafter.h"
 
+#include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "draft/candidate_sampling.h"
 #include "kernels/shared/error.h"
@@ -158,12 +160,16 @@ bool ModelDrafterFactory::draws_on_device(const std::vector<DraftRequest>& reque
   if (requests.empty() || !requests[0].device) return false;
   const DraftRequest& first = requests[0];
   // Chains of one length, or trees of one shape whose siblings are i.i.d. draws (a sampler's draws, each from its
-  // own key; without replacement and ranked siblings are not).
+  // own key) or ranked (a processed row's most probable tokens); siblings drawn without replacement are not.
   const bool chain = first.tree_shape.empty() && first.num_draft_tokens >= 1;
   const bool iid_tree = !first.tree_shape.empty() && first.scheme == SiblingScheme::iid;
-  // Every depth has children (a shape of 0 children would end the CPU's proposal early).
-  const bool branches = std::all_of(first.tree_shape.begin(), first.tree_shape.end(), [](int32_t b) { return b >= 1; });
-  return (chain || (iid_tree && branches)) && !unsupported_on_cuda(pipeline_.params()) &&
+  const bool ranked = ranked_tree(first);
+  // Every depth has children (a shape of 0 children would end the CPU's proposal early), and a ranked node all it
+  // asks for (the CPU's ranking stops at V).
+  const int32_t most = ranked ? first.device->most_ranked_children() : std::numeric_limits<int32_t>::max();
+  const bool branches =
+      std::all_of(first.tree_shape.begin(), first.tree_shape.end(), [&](int32_t b) { return b >= 1 && b <= most; });
+  return (chain || ((iid_tree || ranked) && branches)) && !unsupported_on_cuda(pipeline_.params()) &&
          std::all_of(requests.begin(), requests.end(), [&](const DraftRequest& r) {
            return r.device == first.device && r.tree_shape == first.tree_shape &&
                   (chain ? r.num_draft_tokens == first.num_draft_tokens : r.scheme == first.scheme);
@@ -176,7 +182,8 @@ bool ModelDrafterFactory::draws_on_device(const std::vector<DraftRequest>& reque
 // frontier row of every sequence, keeping each processed row where verification reads it
 // (BatchVerifier::draft_laws). Only the drawn tokens come back. The draws are the CPU
 // path's: the same keys (RandomRole::draft, the slots draw_children takes: frontier rows in order, a row's children
-// in turn) and sample_categorical's rule.
+// in turn) and sample_categorical's rule. Ranked trees the same way, each frontier row processed once by the ranking
+// pipeline and its children chosen by rank (BatchVerifier::rank_drafts); they keep no law.
 std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<ModelDrafter*>& own,
                                                               const std::vector<DraftRequest>& requests) const {
   BatchVerifier& device = *requests[0].device;
@@ -187,7 +194,9 @@ std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<
   const bool out_on_gpu = device.device() == Device::cuda && model_->writes_gpu_logits() &&
                           model_->device_stream() == device.followed_stream();
   const bool in_place = device.device() == Device::cuda_host || out_on_gpu;
-  float* const laws = device.draft_laws(B, nodes);
+  const bool ranked = ranked_tree(requests[0]);
+  const SamplerPipeline& pipeline = ranked ? ranking_pipeline_ : pipeline_;
+  float* const laws = ranked ? nullptr : device.draft_laws(B, nodes);
   std::vector<ModelDrafter::Proposal> proposals;
   for (int64_t i = 0; i < B; ++i) proposals.push_back(own[i]->start(requests[i]));
   std::vector<float> host_rows;  // when the model writes to the host: every sequence's rows, uploaded by draw_drafts
@@ -215,8 +224,22 @@ std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<
       // Mirostat, the one stage whose history reads its ancestors' laws, is refused on the device: no law is read.
       histories[k].reserve(static_cast<size_t>(B));
       for (int64_t i = 0; i < B; ++i)
-        histories[k].push_back(path_history(pipeline_, *requests[i].history, proposals[i].tree, row,
+        histories[k].push_back(path_history(pipeline, *requests[i].history, proposals[i].tree, row,
                                             [](int32_t) -> const float* { return nullptr; }));
+    }
+    const LogitsAt at = in_place ? LogitsAt::device : LogitsAt::host;
+    // Sequence i's children are the i-th run of frontier.size() * branching tokens, in the order add_drawn takes them.
+    const size_t per_sequence = frontier.size() * static_cast<size_t>(branching);
+    if (ranked) {
+      std::vector<DeviceDraw> ranked_rows;
+      for (int64_t i = 0; i < B; ++i)
+        for (size_t k = 0; k < frontier.size(); ++k)
+          ranked_rows.push_back(
+              DeviceDraw{out + (i * rows + frontier[k]) * V, &histories[k][static_cast<size_t>(i)], RandomKey{}});
+      const std::vector<Token> tokens = device.rank_drafts(pipeline, ranked_rows, branching, at);
+      for (int64_t i = 0; i < B; ++i)
+        own[i]->add_drawn(proposals[i], tokens.data() + static_cast<size_t>(i) * per_sequence, branching);
+      continue;
     }
     const int32_t next_node = proposals[0].tree.size() + 1;  // the row of the depth's first new node
     for (int64_t i = 0; i < B; ++i)
@@ -230,15 +253,14 @@ std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<
                                    requests[i].rng.key(RandomRole::draft, slot)},
                         i, law_row});
         }
-    const std::vector<Token> tokens =
-        device.draw_drafts(pipeline_, draws, in_place ? LogitsAt::device : LogitsAt::host);
-    // Sequence i's draws are the i-th run of frontier.size() * branching tokens, in the order add_drawn takes them.
-    const size_t per_sequence = frontier.size() * static_cast<size_t>(branching);
+    const std::vector<Token> tokens = device.draw_drafts(pipeline, draws, at);
     for (int64_t i = 0; i < B; ++i)
       own[i]->add_drawn(proposals[i], tokens.data() + static_cast<size_t>(i) * per_sequence, branching);
   }
   std::vector<TokenTree> out;
-  for (int64_t i = 0; i < B; ++i) out.push_back(own[i]->finish_on_device(proposals[i], laws + i * (nodes + 1) * V));
+  for (int64_t i = 0; i < B; ++i)
+    out.push_back(ranked ? own[i]->finish(proposals[i])
+                         : own[i]->finish_on_device(proposals[i], laws + i * (nodes + 1) * V));
   return out;
 }
 

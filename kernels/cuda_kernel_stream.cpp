@@ -32,6 +32,7 @@ class CudaStream final : public KernelStream {
   void chain_verify(const ChainVerifyParams& p) override { launch_chain_verify(p, stream_); }
   void block_verify(const BlockVerifyParams& p) override { launch_block_verify(p, stream_); }
   void tree_verify(const TreeVerifyParams& p) override { launch_tree_verify(p, stream_); }
+  void ranked_children(const RankedChildrenParams& p) override { launch_ranked_children(p, stream_); }
   void synchronize() override { cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
   int64_t free_device_memory() const override {
     size_t free = 0, total = 0;

@@ -3,6 +3,7 @@
 #include "kernels/cuda_device.h"
 #include "kernels/kernel_stream.h"
 #include "kernels/philox_fill.h"
+#include "kernels/ranked_children.h"
 #include "kernels/sampler_kernels.h"
 #include "kernels/verify_kernels.h"
 
@@ -35,6 +36,11 @@ RowSplit launch_block_verify(const BlockVerifyParams& p, CUstream_st*) {
   p.check();
   require_cuda_device();
   return {};  // not reached
+}
+
+void launch_ranked_children(const RankedChildrenParams& p, CUstream_st*) {
+  p.check();
+  require_cuda_device();
 }
 
 std::unique_ptr<KernelStream> make_cuda_kernel_stream(std::optional<void*>) {

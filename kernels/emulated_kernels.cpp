@@ -11,6 +11,7 @@
 
 #include "kernels/emulated_block.h"
 #include "kernels/emulated_cluster_block.h"
+#include "kernels/ranked_children_row.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -163,6 +164,12 @@ void emulate_tree_verify(const TreeVerifyParams& p, const EmulationOptions& o) {
   dispatch<true>(cluster_options(o, p.cluster_blocks, p.row_exchange), choose_verify_config(p.p, p.q, p.vocab).vec,
                  p.batch, p.vocab, p.stage_rows,
                  [&](auto& block, int32_t row) { verify_row::tree_row<verify_row::ExactRules>(block, p, row); });
+}
+
+void emulate_ranked_children(const RankedChildrenParams& p, const EmulationOptions& o) {
+  p.check();
+  dispatch(o, ranked_children_vec(p), p.batch, p.vocab, 0,
+           [&](auto& block, int32_t row) { ranked_children::rank_row(block, p, row); });
 }
 
 }  // namespace specula

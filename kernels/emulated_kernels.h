@@ -8,6 +8,7 @@
 #pragma once
 
 #include "kernels/fiber_team.h"
+#include "kernels/ranked_children.h"
 #include "kernels/sampler_kernels.h"
 #include "kernels/verify_kernels.h"
 
@@ -33,5 +34,7 @@ void emulate_fused_sampler(const SamplerKernelParams& p, const EmulationOptions&
 void emulate_chain_verify(const ChainVerifyParams& p, const EmulationOptions& options = {});
 void emulate_block_verify(const BlockVerifyParams& p, const EmulationOptions& options = {});
 void emulate_tree_verify(const TreeVerifyParams& p, const EmulationOptions& options = {});
+// One block per row, whatever options.ctas says (the kernel splits no row).
+void emulate_ranked_children(const RankedChildrenParams& p, const EmulationOptions& options = {});
 
 }  // namespace specula

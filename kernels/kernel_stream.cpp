@@ -64,6 +64,7 @@ class EmulatedStream final : public KernelStream {
   void chain_verify(const ChainVerifyParams& p) override { emulate_chain_verify(p, options_); }
   void block_verify(const BlockVerifyParams& p) override { emulate_block_verify(p, options_); }
   void tree_verify(const TreeVerifyParams& p) override { emulate_tree_verify(p, options_); }
+  void ranked_children(const RankedChildrenParams& p) override { emulate_ranked_children(p, options_); }
   void synchronize() override {}
   int64_t free_device_memory() const override { return mem_available_bytes(); }
 

@@ -18,6 +18,7 @@
 
 #include "kernels/cuda_device.h"
 #include "kernels/emulated_kernels.h"
+#include "kernels/ranked_children.h"
 #include "kernels/sampler_kernels.h"
 #include "kernels/verify_kernels.h"
 
@@ -81,6 +82,7 @@ class KernelStream {
   virtual void chain_verify(const ChainVerifyParams& p) = 0;
   virtual void block_verify(const BlockVerifyParams& p) = 0;
   virtual void tree_verify(const TreeVerifyParams& p) = 0;
+  virtual void ranked_children(const RankedChildrenParams& p) = 0;
 
   // Waits for everything enqueued; throws Error on an asynchronous failure.
   virtual void synchronize() = 0;

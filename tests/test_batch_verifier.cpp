@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "draft/candidate_sampling.h"
 #include "kernels/shared/philox.h"
 #include "verify/device/batch_verifier.h"
 #include "verify/sampling/categorical.h"
@@ -300,6 +301,55 @@ void check_tree_depth_in_one_launch(int32_t V, const EmulationOptions& emulation
   }
 }
 
+// One depth of ranked draft trees (SiblingScheme::deterministic) chosen on the device: B sequences whose frontier is
+// rows 1 and 2 of each sequence's 3 rows, three children each. The logits take few values, so that processed
+// probabilities tie and the order among them is the ids'.
+void check_ranked_depth(int32_t V, const EmulationOptions& emulation) {
+  constexpr int64_t B = 2, rows = 3;
+  constexpr int32_t children = 3;
+  const SamplerPipeline target(sampled(), V);
+  SamplingParams ranking_params = sampled();
+  ranking_params.temperature = 1.0f;
+  ranking_params.repetition_penalty = 1.3f;  // each row its own history
+  ranking_params.top_k = 5;                  // zeros beyond the top five, ranked by id
+  const SamplerPipeline ranking(ranking_params, V);
+  BatchVerifier on_device(Device::cuda_host, target, VerifyMethod::tree, emulation),
+      from_host(Device::cuda_host, target, VerifyMethod::tree, emulation);
+  float* buffer = on_device.device_logits(B * rows);
+  for (int64_t i = 0; i < B * rows * V; ++i) buffer[i] = static_cast<float>(std::floor(4.0 * philox_uniform(43, 3, i)));
+  std::vector<TokenHistory> histories;
+  for (int64_t b = 0; b < B; ++b)
+    for (int32_t k = 0; k < 2; ++k)
+      histories.push_back(TokenHistory{{1, 2}, {static_cast<Token>(b), static_cast<Token>(3 + k)}, std::nan("")});
+  std::vector<DeviceDraw> device_rows, host_rows;
+  std::vector<std::vector<float>> copies;
+  copies.reserve(B * 2);
+  for (int64_t b = 0; b < B; ++b)
+    for (int32_t k = 0; k < 2; ++k) {
+      const float* row = buffer + (b * rows + 1 + k) * V;
+      copies.emplace_back(row, row + V);
+      device_rows.push_back(DeviceDraw{row, &histories[b * 2 + k], RandomKey{}});
+      host_rows.push_back(DeviceDraw{copies.back().data(), &histories[b * 2 + k], RandomKey{}});
+    }
+  const uint64_t downloads = on_device.downloads();
+  const std::vector<Token> tokens = on_device.rank_drafts(ranking, device_rows, children, LogitsAt::device);
+  CHECK(on_device.downloads() == downloads + 2);  // the children and the rows' statuses, after one wait
+  CHECK(from_host.rank_drafts(ranking, host_rows, children, LogitsAt::host) == tokens);
+  REQUIRE(tokens.size() == device_rows.size() * children);
+  int64_t tied = 0;
+  for (size_t r = 0; r < device_rows.size(); ++r) {
+    std::vector<float> q(V);
+    ranking.process(device_rows[r].logits, *device_rows[r].history, q.data());
+    uint32_t slot = 0;
+    const std::vector<Token> expected =
+        draw_children(q.data(), V, children, SiblingScheme::deterministic, StepRandom{}, slot);
+    INFO("row " << r);
+    CHECK(std::vector<Token>(tokens.begin() + r * children, tokens.begin() + (r + 1) * children) == expected);
+    for (int32_t j = 1; j < children; ++j) tied += q[expected[j]] == q[expected[j - 1]];
+  }
+  CHECK(tied > 0);  // the rows test the order among equals
+}
+
 }  // namespace
 
 TEST_CASE("draft chains drawn on the device: the CPU's draws, their laws verified where they were left",
@@ -313,4 +363,21 @@ TEST_CASE("a depth of draft trees is drawn on the device in one launch: every ch
           "[verify][device]") {
   check_tree_depth_in_one_launch(kVocab, EmulationOptions{});
   check_tree_depth_in_one_launch(40, EmulationOptions{8, FiberSchedule::reverse, 3, RowExchange::global_memory});
+}
+
+TEST_CASE("a depth of ranked draft trees is chosen on the device: draw_children's ranked siblings, one wait",
+          "[verify][device]") {
+  check_ranked_depth(kVocab, EmulationOptions{});
+  check_ranked_depth(40, EmulationOptions{32, FiberSchedule::rotating});
+  const SamplerPipeline target(sampled(), kVocab);
+  BatchVerifier device(Device::cuda_host, target, VerifyMethod::tree);
+  const std::vector<float> logits(kVocab, 0.0f);
+  const TokenHistory history;
+  const DeviceDraw row{logits.data(), &history, RandomKey{}};
+  CHECK_THROWS_WITH(device.rank_drafts(target, {row}, 0, LogitsAt::host), Catch::Contains("0 ranked children a row"));
+  CHECK_THROWS_WITH(device.rank_drafts(target, {row}, kVocab + 1, LogitsAt::host),
+                    Catch::Contains("the device takes 1 to"));
+  CHECK_THROWS_WITH(device.rank_drafts(target, {}, 2, LogitsAt::host), Catch::Contains("needs rows"));
+  CHECK_THROWS_WITH(device.rank_drafts(target, {row}, 2, LogitsAt::device),
+                    Catch::Contains("draft row 0 said to be in place is not a row of device_logits"));
 }

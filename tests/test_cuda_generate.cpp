@@ -161,7 +161,8 @@ TEST_CASE("generate on cuda gives the CPU path's sequences for every method", "[
 TEST_CASE("the driver's device path on a small batch (for compute-sanitizer)", "[gpu][generate][sanitize]") {
   const TablePair pair = random_pair(1, kV, 5, 1.0, 1.0);
   for (GenerationConfig c : {config(std::nullopt, 0), config(VerifyMethod::block, 2),
-                             config(VerifyMethod::tree, 0, {3, 2}, SiblingScheme::without_replacement)}) {
+                             config(VerifyMethod::tree, 0, {3, 2}, SiblingScheme::without_replacement),
+                             config(VerifyMethod::tree, 0, {2, 2}, SiblingScheme::deterministic)}) {
     c.max_new_tokens = 4;
     auto drafter = c.method ? std::make_shared<ModelDrafterFactory>(pair.draft, penalties()) : nullptr;
     GenerationMetrics cpu_m, gpu_m;

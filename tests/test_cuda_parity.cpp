@@ -34,7 +34,9 @@ int main() {
 #include <vector>
 
 #include "kernel_sampler_cases.h"
+#include "kernels/emulated_kernels.h"
 #include "kernels/philox_fill.h"
+#include "kernels/ranked_children.h"
 #include "kernels/sampler_kernels.h"
 #include "kernels/shared/philox.h"
 #include "tests/statistics/goodness_of_fit.h"
@@ -432,6 +434,39 @@ TEST_CASE("RowSampler on cuda draws, from one uploaded row, what the CPU draws",
   const testing::RowSamplerCheck c = testing::check_row_sampler(Device::cuda);
   CHECK(c.drawn == c.expected);
   CHECK(c.worst_probability_difference < 1e-6);
+}
+
+// The ranked-children kernel against its emulation (tested against draw_children's order on the host,
+// test_ranked_children.cpp): rows of few values, so that most children are ties broken by id; V at the 4-wide and
+// scalar dispatch and at a 128K vocabulary.
+TEST_CASE("ranked children on the GPU are the emulation's, ties by id", "[gpu][ranked][sanitize]") {
+  const std::vector<float> values = {0.0f, -0.0f, 0.25f, 0.125f, 0.125f, 1e-30f, 0.5f, 3e-8f};
+  for (int32_t vocab : {37, 64, 128256})
+    for (int32_t count : {1, 4, 16}) {
+      const int32_t batch = 6;
+      std::mt19937_64 rng(static_cast<uint64_t>(vocab) * 31 + static_cast<uint64_t>(count));
+      std::vector<float> rows(static_cast<size_t>(batch) * static_cast<size_t>(vocab));
+      for (float& x : rows) x = values[rng() % values.size()];
+      std::fill(rows.begin(), rows.begin() + vocab, 0.0625f);  // one value alone: every child a tie
+      const DeviceArray<float> d_rows(rows);
+      DeviceArray<int32_t> d_tokens(static_cast<size_t>(batch) * static_cast<size_t>(count));
+      d_tokens.poison();
+      RankedChildrenParams p;
+      p.probs = d_rows.get();
+      p.tokens = d_tokens.get();
+      p.batch = batch;
+      p.vocab = vocab;
+      p.count = count;
+      launch_ranked_children(p);
+      check_cuda(cudaDeviceSynchronize(), "ranked children");
+      std::vector<int32_t> expected(static_cast<size_t>(batch) * static_cast<size_t>(count), -1);
+      RankedChildrenParams host = p;
+      host.probs = rows.data();
+      host.tokens = expected.data();
+      emulate_ranked_children(host, EmulationOptions{32});
+      INFO("V = " << vocab << ", count " << count << ", vec " << ranked_children_vec(p));
+      CHECK(d_tokens.to_host() == expected);
+    }
 }
 
 int main(int argc, char** argv) {

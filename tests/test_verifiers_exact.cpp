@@ -1062,6 +1062,41 @@ TEST_CASE("on cuda-host the same seeds give the CPU path's sequences and counter
     }
 }
 
+// A draft model's ranked trees are chosen on the device (BatchVerifier::rank_drafts), not on the host: the kernel's
+// mutant, which skips the tokens tied with the child before, changes what cuda-host generates. Ranked candidates are
+// verified as point masses, so no law test can see the ranking; the CPU's sequences can. Truncation leaves a row fewer
+// positive tokens than children, so its later children are zeros, tied.
+TEST_CASE("on cuda-host a draft model's ranked trees are chosen by the device's kernel", "[verify][device][mutant]") {
+  const TablePair pair = random_pair(2, kV, 21, 1.2, 0.8);
+  GenerationConfig config = tree_config({3, 1}, SiblingScheme::deterministic);
+  config.max_new_tokens = 8;
+  auto drafter = std::make_shared<ModelDrafterFactory>(pair.draft, truncating());
+  GenerationMetrics cpu_metrics;
+  const std::vector<SequenceOutput> cpu =
+      Generator(pair.target, truncating(), drafter, config).generate_many(kPrompt, 0, 50, cpu_metrics);
+  // A node asking for more children than V has (the CPU ranks all V) is ranked on the host, as before.
+  GenerationConfig wide = tree_config({kV + 2, 1}, SiblingScheme::deterministic);
+  wide.max_new_tokens = 6;
+  GenerationMetrics m1, m2;
+  const auto wide_cpu = Generator(pair.target, truncating(), drafter, wide).generate_many(kPrompt, 0, 20, m1);
+  const auto wide_device =
+      Generator(pair.target, truncating(), drafter, on_device(wide)).generate_many(kPrompt, 0, 20, m2);
+  for (size_t n = 0; n < wide_cpu.size(); ++n) CHECK(wide_device[n].tokens == wide_cpu[n].tokens);
+  const ScopedMutant on(Mutant::ranked_children_skip_ties);
+  bool caught = false;
+  try {
+    GenerationMetrics metrics;
+    const std::vector<SequenceOutput> out =
+        Generator(pair.target, truncating(), drafter, on_device(config)).generate_many(kPrompt, 0, 50, metrics);
+    for (size_t n = 0; n < out.size(); ++n) caught = caught || out[n].tokens != cpu[n].tokens;
+  } catch (const Error& e) {
+    INFO(e.what());
+    CHECK_THAT(e.what(), Catch::Contains("not a token"));
+    caught = true;
+  }
+  CHECK(caught);
+}
+
 TEST_CASE("on cuda-host a 256-node tree gives the CPU path's sequences", "[verify][device]") {
   // 16 i.i.d. children of the root and 15 under each: 256 nodes, the kernels' limit, per step.
   const TablePair pair = random_pair(1, kV, 23, 1.0, 1.0);

@@ -76,6 +76,7 @@ enum class Mutant {
   // Device drafting (verify/device/batch_verifier.cpp, draft/model_drafter.cpp).
   device_draft_laws_misplaced,  // a draft drawn on the device keeps its law one row past the one verification reads
   device_siblings_share_key,    // a tree's children of one node, drawn in one launch, all take the first child's key
+  ranked_children_skip_ties,    // a ranked tree's next child is the best token strictly less probable than the last
 };
 
 #ifdef SPECULA_NO_MUTATION_POINTS

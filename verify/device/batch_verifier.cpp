@@ -48,6 +48,7 @@ enum Slot : int {
   kInputRows,
   kLogitsRows,
   kProbsRows,
+  kRankedChildren,
 };
 
 std::string device_label(Device d) { return std::string("device ") + device_name(d); }
@@ -110,21 +111,47 @@ float* BatchVerifier::draft_laws(int64_t sequences, int32_t drafts) {
   return draft_laws_;
 }
 
-std::vector<Token> BatchVerifier::draw_drafts(const SamplerPipeline& draft, const std::vector<DraftDraw>& draws,
-                                              LogitsAt at) {
-  const int64_t R = static_cast<int64_t>(draws.size()), V = vocab_, N = draft_depth_;
-  if (!draft_laws_ || R < 1) fail("batch verifier: draw_drafts needs draws, after draft_laws made room for their laws");
-  if (draft.vocab_size() != vocab_)
-    fail("batch verifier: a draft pipeline over ", draft.vocab_size(), " tokens, the target's over ", vocab_);
-  // The distinct rows the draws read (a frontier row once for all its children) and the distinct inputs (a row's
-  // logits with the history it is processed with: a frontier row's children share both), each draw's index among
-  // them.
-  std::vector<const float*> sources;
+BatchVerifier::MappedInputs BatchVerifier::map_inputs(const std::vector<DeviceDraw>& draws, LogitsAt at) {
+  const int64_t R = static_cast<int64_t>(draws.size()), V = vocab_;
+  MappedInputs m;
   std::map<const float*, int32_t> source_index;
   std::vector<int32_t> source_of(static_cast<size_t>(R));
   std::map<std::pair<const float*, const TokenHistory*>, int32_t> input_index;
-  std::vector<const TokenHistory*> histories;
-  std::vector<int32_t> input_rows(static_cast<size_t>(R));
+  m.input_rows.resize(static_cast<size_t>(R));
+  for (int64_t r = 0; r < R; ++r) {
+    const DeviceDraw& d = draws[static_cast<size_t>(r)];
+    const auto [source, new_source] = source_index.emplace(d.logits, static_cast<int32_t>(m.sources.size()));
+    if (new_source) m.sources.push_back(d.logits);
+    source_of[static_cast<size_t>(r)] = source->second;
+    const auto [input, new_input] =
+        input_index.emplace(std::make_pair(d.logits, d.history), static_cast<int32_t>(m.histories.size()));
+    if (new_input) m.histories.push_back(d.history);
+    m.input_rows[static_cast<size_t>(r)] = input->second;
+  }
+  if (at == LogitsAt::host) {
+    m.logits_rows = std::move(source_of);  // the distinct rows, uploaded in order
+    return m;
+  }
+  // Rows of the rows device_logits' last caller asked for, wherever they are among them.
+  m.logits_rows.resize(static_cast<size_t>(R));
+  const float* base = stream_->device_array<float>(kLogits, static_cast<size_t>(logits_rows_ * V));
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t offset = draws[static_cast<size_t>(r)].logits - base;
+    if (logits_rows_ <= 0 || offset < 0 || offset % V != 0 || offset / V >= logits_rows_)
+      fail("batch verifier: draft row ", r, " said to be in place is not a row of device_logits");
+    m.logits_rows[static_cast<size_t>(r)] = static_cast<int32_t>(offset / V);
+  }
+  m.sources.clear();  // nothing is uploaded
+  return m;
+}
+
+std::vector<Token> BatchVerifier::draw_drafts(const SamplerPipeline& draft, const std::vector<DraftDraw>& draws,
+                                              LogitsAt at) {
+  const int64_t R = static_cast<int64_t>(draws.size()), N = draft_depth_;
+  if (!draft_laws_ || R < 1) fail("batch verifier: draw_drafts needs draws, after draft_laws made room for their laws");
+  if (draft.vocab_size() != vocab_)
+    fail("batch verifier: a draft pipeline over ", draft.vocab_size(), " tokens, the target's over ", vocab_);
+  std::vector<DeviceDraw> rows;
   std::vector<RandomKey> keys;
   std::vector<int32_t> law_rows(static_cast<size_t>(R));
   std::vector<uint8_t> law_taken(static_cast<size_t>(draft_sequences_ * (N + 1)), 0);
@@ -140,31 +167,15 @@ std::vector<Token> BatchVerifier::draw_drafts(const SamplerPipeline& draft, cons
     if (law_taken[static_cast<size_t>(law)]++)
       fail("batch verifier: two draws keep their laws at row ", d.law_row, " of sequence ", d.sequence);
     law_rows[static_cast<size_t>(r)] = static_cast<int32_t>(law);
-    const auto [source, new_source] = source_index.emplace(d.draw.logits, static_cast<int32_t>(sources.size()));
-    if (new_source) sources.push_back(d.draw.logits);
-    source_of[static_cast<size_t>(r)] = source->second;
-    const auto [input, new_input] =
-        input_index.emplace(std::make_pair(d.draw.logits, d.draw.history), static_cast<int32_t>(histories.size()));
-    if (new_input) histories.push_back(d.draw.history);
-    input_rows[static_cast<size_t>(r)] = input->second;
+    rows.push_back(d.draw);
     keys.push_back(d.draw.key);
   }
-  std::vector<int32_t> logits_rows(static_cast<size_t>(R));
-  if (at == LogitsAt::device) {
-    // Rows of the rows device_logits' last caller asked for, wherever they are among them.
-    const float* base = stream_->device_array<float>(kLogits, static_cast<size_t>(logits_rows_ * V));
-    for (int64_t r = 0; r < R; ++r) {
-      const int64_t offset = draws[static_cast<size_t>(r)].draw.logits - base;
-      if (logits_rows_ <= 0 || offset < 0 || offset % V != 0 || offset / V >= logits_rows_)
-        fail("batch verifier: draft row ", r, " said to be in place is not a row of device_logits");
-      logits_rows[static_cast<size_t>(r)] = static_cast<int32_t>(offset / V);
-    }
-  } else {
-    logits_rows = source_of;  // the distinct rows, uploaded in order
-  }
+  // The distinct rows the draws read (a frontier row once for all its children) and the distinct inputs (a row's
+  // logits with the history it is processed with: a frontier row's children share both).
+  const MappedInputs m = map_inputs(rows, at);
   int32_t *d_tokens = nullptr, *d_status = nullptr;
-  process_rows(at == LogitsAt::device ? std::vector<const float*>{} : sources, at, histories, keys, &d_tokens,
-               &d_status, &draft, SamplerRowMaps{&input_rows, &logits_rows, draft_laws_, &law_rows});
+  process_rows(m.sources, at, m.histories, keys, &d_tokens, &d_status, &draft,
+               SamplerRowMaps{&m.input_rows, &m.logits_rows, draft_laws_, &law_rows});
   std::vector<int32_t> status;
   std::vector<Token> tokens = download_draws(d_tokens, d_status, R, status);
   for (int64_t r = 0; r < R; ++r)
@@ -172,6 +183,46 @@ std::vector<Token> BatchVerifier::draw_drafts(const SamplerPipeline& draft, cons
       fail("draft from row ", draws[static_cast<size_t>(r)].law_row, " of sequence ",
            draws[static_cast<size_t>(r)].sequence, ": ", sampler_status_message(status[static_cast<size_t>(r)]));
   return tokens;
+}
+
+int32_t BatchVerifier::most_ranked_children() const { return std::min(vocab_, kMaxRankedChildren); }
+
+std::vector<Token> BatchVerifier::rank_drafts(const SamplerPipeline& ranking, const std::vector<DeviceDraw>& rows,
+                                              int32_t children, LogitsAt at) {
+  KernelStream& s = *stream_;
+  const int64_t R = static_cast<int64_t>(rows.size());
+  if (R < 1) fail("batch verifier: rank_drafts needs rows");
+  if (ranking.vocab_size() != vocab_)
+    fail("batch verifier: a ranking pipeline over ", ranking.vocab_size(), " tokens, the target's over ", vocab_);
+  if (children < 1 || children > most_ranked_children())
+    fail("batch verifier: ", children, " ranked children a row; the device takes 1 to ", most_ranked_children(),
+         " (V = ", vocab_, ")");
+  const MappedInputs m = map_inputs(rows, at);
+  // The sampler's own draw goes unread (ranked children are chosen, not drawn): any key does.
+  const std::vector<RandomKey> keys(static_cast<size_t>(R));
+  int32_t *d_draws = nullptr, *d_status = nullptr;
+  RankedChildrenParams p;
+  p.probs = process_rows(m.sources, at, m.histories, keys, &d_draws, &d_status, &ranking,
+                         SamplerRowMaps{&m.input_rows, &m.logits_rows, nullptr, nullptr});
+  const size_t n = static_cast<size_t>(R) * static_cast<size_t>(children);
+  p.tokens = s.device_array<int32_t>(kRankedChildren, n);
+  p.batch = static_cast<int32_t>(R);
+  p.vocab = vocab_;
+  p.count = children;
+  s.ranked_children(p);
+  int32_t* tokens = s.host_array<int32_t>(kRankedChildren, n);
+  int32_t* status = s.host_array<int32_t>(kSamplerStatus, static_cast<size_t>(R));
+  s.to_host(tokens, p.tokens, n * sizeof(int32_t));
+  s.to_host(status, d_status, static_cast<size_t>(R) * sizeof(int32_t));
+  s.synchronize();
+  for (int64_t r = 0; r < R; ++r) {
+    if (status[r] != 0) fail("draft from ranked row ", r, ": ", sampler_status_message(status[r]));
+    // The kernel's picks are tokens whenever children <= V; a wrong one stops here, before a model reads it.
+    for (int32_t j = 0; j < children; ++j)
+      if (const Token t = tokens[r * children + j]; t < 0 || t >= vocab_)
+        fail("batch verifier: ranked row ", r, "'s child ", j, " is ", t, ", not a token of [0, ", vocab_, ")");
+  }
+  return std::vector<Token>(tokens, tokens + n);
 }
 
 int64_t BatchVerifier::step_bytes(int64_t sequences, int64_t rows_per_sequence) const {

@@ -114,6 +114,15 @@ class BatchVerifier {
   // logits are a row of device_logits (anywhere among them); host: uploaded, each distinct row once. Throws Error
   // naming the row and sequence on a failed row, as the CPU's pipeline would.
   std::vector<Token> draw_drafts(const SamplerPipeline& draft, const std::vector<DraftDraw>& draws, LogitsAt at);
+  // A draft model's ranked trees (SiblingScheme::deterministic): each row's raw logits processed by `ranking`'s
+  // pipeline with its history, then its `children` most probable tokens, best first, the lowest id on ties
+  // (draw_children's order), in two launches and one wait; row r's children at [r * children, (r + 1) * children).
+  // No law is kept: ranked candidates are verified as point masses. Rows' logits as for draw_drafts; the draws' keys
+  // go unread. Throws Error naming the row on a failed one, as the CPU's pipeline would.
+  std::vector<Token> rank_drafts(const SamplerPipeline& ranking, const std::vector<DeviceDraw>& rows, int32_t children,
+                                 LogitsAt at);
+  // The most children rank_drafts chooses a row: min(V, kMaxRankedChildren).
+  int32_t most_ranked_children() const;
   // The stream's byte counters (KernelStream::uploaded_bytes): what the steps so far moved each way.
   uint64_t uploaded_bytes() const { return stream_->uploaded_bytes(); }
   uint64_t downloaded_bytes() const { return stream_->downloaded_bytes(); }
@@ -135,6 +144,15 @@ class BatchVerifier {
                             const std::vector<const TokenHistory*>& histories, const std::vector<RandomKey>& keys,
                             int32_t** device_tokens, int32_t** device_status, const SamplerPipeline* pipeline = nullptr,
                             const SamplerRowMaps& maps = {});
+  // Rows given as (logits, history) for process_rows' maps: the distinct logits rows (`sources`, uploaded in order
+  // for LogitsAt::host; empty for device), the distinct (logits, history) inputs, and each row's index among them
+  // (input_rows), and its row of logits (logits_rows: of `sources`, or of device_logits, anywhere among them).
+  struct MappedInputs {
+    std::vector<const float*> sources;
+    std::vector<const TokenHistory*> histories;
+    std::vector<int32_t> input_rows, logits_rows;
+  };
+  MappedInputs map_inputs(const std::vector<DeviceDraw>& rows, LogitsAt at);
   // The tokens and statuses of `rows` draws process_rows launched, brought back with one wait.
   std::vector<Token> download_draws(int32_t* device_tokens, int32_t* device_status, int64_t rows,
                                     std::vector<int32_t>& status);

@@ -1,0 +1,121 @@
+// The ranked-children kernel (kernels/ranked_children.h) under block emulation: each row's `count` most probable
+// tokens, best first, the lowest id on ties, against the order draw_children ranks by (computed here by a full
+// sort), on rows built to tie: few distinct values, zeros of both signs, rows of one value, V not a multiple of 4
+// (the scalar dispatch) and a multiple of it (4-wide), every thread count and schedule.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/emulated_kernels.h"
+#include "kernels/ranked_children.h"
+#include "tests/support/mutant_switch.h"
+
+using namespace specula;
+
+namespace {
+
+// Rows [B, V] of probabilities from a few values, so that most tokens tie with others.
+std::vector<float> tied_rows(uint64_t seed, int32_t batch, int32_t vocab) {
+  std::mt19937_64 rng(seed);
+  const std::vector<float> values = {0.0f, -0.0f, 0.25f, 0.125f, 0.125f, 1e-30f, 0.5f, 3e-8f};
+  std::vector<float> rows(static_cast<size_t>(batch) * static_cast<size_t>(vocab));
+  for (float& x : rows) x = values[rng() % values.size()];
+  // The first row holds one value alone, so that every child is a tie broken by id.
+  std::fill(rows.begin(), rows.begin() + vocab, 0.0625f);
+  return rows;
+}
+
+// The order of draw_children's ranked siblings: probability descending, id ascending.
+std::vector<int32_t> reference_children(const float* q, int32_t vocab, int32_t count) {
+  std::vector<int32_t> ids(static_cast<size_t>(vocab));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return q[a] > q[b]; });
+  ids.resize(static_cast<size_t>(count));
+  return ids;
+}
+
+// Aligned like a device buffer, so that a V that is a multiple of 4 takes the 4-wide dispatch.
+struct AlignedRows {
+  explicit AlignedRows(const std::vector<float>& rows) : storage(rows.size() + 16) {
+    const size_t misalignment = reinterpret_cast<uintptr_t>(storage.data()) % 64 / sizeof(float);
+    data = storage.data() + (misalignment ? 16 - misalignment : 0);
+    std::copy(rows.begin(), rows.end(), data);
+  }
+  std::vector<float> storage;
+  float* data;
+};
+
+// Whether every row's children equal the reference at every thread count and schedule; counts the wrong rows.
+int64_t wrong_rows(int32_t vocab, int32_t count, uint64_t seed) {
+  const int32_t batch = 5;
+  const std::vector<float> rows = tied_rows(seed, batch, vocab);
+  const AlignedRows aligned(rows);
+  int64_t wrong = 0;
+  for (int threads : {4, 8, 32})
+    for (FiberSchedule schedule : {FiberSchedule::forward, FiberSchedule::reverse, FiberSchedule::rotating}) {
+      std::vector<int32_t> tokens(static_cast<size_t>(batch) * static_cast<size_t>(count), -7);
+      RankedChildrenParams p;
+      p.probs = aligned.data;
+      p.tokens = tokens.data();
+      p.batch = batch;
+      p.vocab = vocab;
+      p.count = count;
+      emulate_ranked_children(p, EmulationOptions{threads, schedule});
+      for (int32_t b = 0; b < batch; ++b) {
+        const std::vector<int32_t> expected =
+            reference_children(rows.data() + static_cast<size_t>(b) * vocab, vocab, count);
+        const bool same = std::equal(expected.begin(), expected.end(), tokens.begin() + static_cast<size_t>(b) * count);
+        INFO("V = " << vocab << ", count " << count << ", " << threads << " threads, " << fiber_schedule_name(schedule)
+                    << ", row " << b);
+        if (active_mutant() == Mutant::none) CHECK(same);
+        wrong += same ? 0 : 1;
+      }
+    }
+  return wrong;
+}
+
+}  // namespace
+
+TEST_CASE("ranked children on cuda-host are draw_children's ranked siblings, ties by id", "[kernels][emulation]") {
+  for (int32_t vocab : {1, 3, 7, 64, 130, 256})
+    for (int32_t count : {1, 2, 3, 5, 9, 64, 256})
+      if (count <= vocab) CHECK(wrong_rows(vocab, count, 0x5eed + static_cast<uint64_t>(vocab * 1000 + count)) == 0);
+  // The 4-wide dispatch is the one these rows take where V % 4 == 0.
+  const AlignedRows aligned(tied_rows(1, 1, 64));
+  RankedChildrenParams p;
+  p.probs = aligned.data;
+  p.vocab = 64;
+  CHECK(ranked_children_vec(p) == 4);
+  p.vocab = 130;
+  CHECK(ranked_children_vec(p) == 1);
+}
+
+TEST_CASE("ranked children that skip the ties of the child before are caught", "[kernels][emulation][mutant]") {
+  ScopedMutant mutant(Mutant::ranked_children_skip_ties);
+  CHECK(wrong_rows(64, 5, 0x77) > 0);
+  CHECK(wrong_rows(130, 9, 0x78) > 0);
+}
+
+TEST_CASE("the ranked-children kernel refuses a count out of range and missing arrays", "[kernels]") {
+  std::vector<float> probs(8, 0.125f);
+  std::vector<int32_t> tokens(8);
+  RankedChildrenParams p;
+  p.probs = probs.data();
+  p.tokens = tokens.data();
+  p.batch = 1;
+  p.vocab = 8;
+  p.count = 0;
+  CHECK_THROWS_WITH(p.check(), Catch::Contains("count must be in [1, min(V, 256)] (V = 8), got 0"));
+  p.count = 9;
+  CHECK_THROWS_WITH(p.check(), Catch::Contains("got 9"));
+  p.count = 2;
+  p.tokens = nullptr;
+  CHECK_THROWS_WITH(p.check(), Catch::Contains("tokens [B, count] is null"));
+  p.tokens = tokens.data();
+  p.batch = 0;
+  CHECK_THROWS_WITH(p.check(), Catch::Contains("batch must be >= 1, got 0"));
+}
