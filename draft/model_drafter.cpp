@@ -176,9 +176,9 @@ bool ModelDrafterFactory::draws_on_device(const std::vector<DraftRequest>& reque
          });
 }
 
-// Chains and i.i.d. trees drawn on the device: depth by depth, one forward of the draft model for the batch, written
-// into the verifier's logits buffer where it can (cuda-host: any model; cuda: a model on the GPU, on the stream the
-// verifier follows), then one launch of the fused sampler with the draft's pipeline drawing every child of every
+// Chains, i.i.d. and ranked trees drawn on the device: depth by depth, one forward of the draft model for the batch,
+// written into the verifier's logits buffer where it can (cuda-host: any model; cuda: a model on the GPU, on the stream
+// the verifier follows), then one launch of the fused sampler with the draft's pipeline drawing every child of every
 // frontier row of every sequence, keeping each processed row where verification reads it
 // (BatchVerifier::draft_laws). Only the drawn tokens come back. The draws are the CPU
 // path's: the same keys (RandomRole::draft, the slots draw_children takes: frontier rows in order, a row's children

@@ -5,8 +5,11 @@
 #include <cstdint>
 
 #include "kernels/shared/error.h"
+#include "kernels/verify_kernels.h"
 
 namespace specula {
+
+static_assert(kMaxRankedChildren == kMaxVerifyTreeNodes, "a ranked node has at most as many children as a tree nodes");
 
 void RankedChildrenParams::check() const {
   if (batch < 1) fail("ranked children: batch must be >= 1, got ", batch);

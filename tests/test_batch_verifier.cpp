@@ -311,7 +311,7 @@ void check_ranked_depth(int32_t V, const EmulationOptions& emulation) {
   SamplingParams ranking_params = sampled();
   ranking_params.temperature = 1.0f;
   ranking_params.repetition_penalty = 1.3f;  // each row its own history
-  ranking_params.top_k = 5;                  // zeros beyond the top five, ranked by id
+  ranking_params.top_k = 5;                  // a truncated row: its zeros share one key
   const SamplerPipeline ranking(ranking_params, V);
   BatchVerifier on_device(Device::cuda_host, target, VerifyMethod::tree, emulation),
       from_host(Device::cuda_host, target, VerifyMethod::tree, emulation);

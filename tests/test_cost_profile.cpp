@@ -246,6 +246,23 @@ TEST_CASE("a lockstep setting is costed on its batch's curve, or not at all", "[
   CHECK(s.profile_draft_source == "this run");
   CHECK(s.profile_draft_cost == Approx(0.2));
   CHECK(s.profile_speedup == Approx(4.0 / (0.2 + 1.875)));
+  // A batch's step pads every call to its widest, so a sequence's step costs the widest call's rows: sequences whose
+  // own calls ran 2 rows in 10 of their steps, in steps where another ran 5, cost as the padded step.
+  std::vector<int64_t> mixed(6, 0);
+  mixed[2] = 10, mixed[5] = 15;
+  std::vector<RunRecord> padded = records;
+  for (RunRecord& r : padded)
+    if (!r.baseline) {
+      r.metrics.verify_rows_histogram = mixed;
+      r.metrics.lockstep_rows_histogram = five;
+    }
+  const CostProfile batched = profile_from(dir, batched_profile_json());
+  CHECK(summarize(padded, batched)[1].profile_verify_cost == Approx(1.875));
+  // Records written before the widest rows were counted cost each sequence by its own.
+  for (RunRecord& r : padded) r.metrics.lockstep_rows_histogram.clear();
+  const double own = (10 * batched.verify_cost(2, 4) + 15 * batched.verify_cost(5, 4)) / 25;
+  CHECK(own < 1.875);
+  CHECK(summarize(padded, batched)[1].profile_verify_cost == Approx(own));
   // A profile without that batch predicts nothing for it (the lone curve would answer another question).
   CHECK(std::isnan(summarize(records, profile_from(dir, profile_json()))[1].profile_speedup));
   // The same records decoded one by one are costed on the lone curve.

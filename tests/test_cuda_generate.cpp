@@ -86,7 +86,8 @@ class StreamChangingTable : public GpuRowsTable {
 };
 
 // The CPU path's sequences against the device's with a target, and a draft model, that write their rows into the
-// kernels' buffer (a draft model's chains are then drawn there from its rows in place, their laws left on the GPU).
+// kernels' buffer (a draft model's chains and i.i.d. trees are then drawn there from its rows in place, their laws left
+// on the GPU; its ranked trees chosen there).
 void check_in_place(const TablePair& pair, GenerationConfig c, int64_t sequences) {
   auto drafter = c.method ? std::make_shared<ModelDrafterFactory>(pair.draft, penalties()) : nullptr;
   GenerationMetrics cpu_m, gpu_m;
@@ -102,8 +103,9 @@ void check_in_place(const TablePair& pair, GenerationConfig c, int64_t sequences
   CHECK(differing == 0);
   CHECK(gpu_m.accepted == cpu_m.accepted);
   CHECK(model->gpu_calls >= sequences);  // every step's rows went to the GPU
-  // And the draft rows of every chain and i.i.d. tree.
-  if (c.method && (c.tree_shape.empty() || c.tree_sampling == SiblingScheme::iid)) CHECK(draft->gpu_calls >= sequences);
+  // And the draft rows of every chain, i.i.d. tree and ranked tree.
+  if (c.method && (c.tree_shape.empty() || c.tree_sampling != SiblingScheme::without_replacement))
+    CHECK(draft->gpu_calls >= sequences);
 }
 
 }  // namespace
@@ -113,7 +115,8 @@ TEST_CASE("generate on cuda reads the rows a model wrote into GPU memory in plac
   const TablePair pair = random_pair(2, kV, 37, 1.2, 0.8);
   for (const GenerationConfig& c : {config(std::nullopt, 0), config(VerifyMethod::chain, 3),
                                     config(VerifyMethod::tree, 0, {2, 2}, SiblingScheme::without_replacement),
-                                    config(VerifyMethod::tree, 0, {2, 2}, SiblingScheme::iid)})
+                                    config(VerifyMethod::tree, 0, {2, 2}, SiblingScheme::iid),
+                                    config(VerifyMethod::tree, 0, {3, 1}, SiblingScheme::deterministic)})
     check_in_place(pair, c, 300);
 }
 

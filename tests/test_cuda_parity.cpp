@@ -437,37 +437,45 @@ TEST_CASE("RowSampler on cuda draws, from one uploaded row, what the CPU draws",
 }
 
 // The ranked-children kernel against its emulation (tested against draw_children's order on the host,
-// test_ranked_children.cpp): rows of few values, so that most children are ties broken by id; V at the 4-wide and
-// scalar dispatch and at a 128K vocabulary.
-TEST_CASE("ranked children on the GPU are the emulation's, ties by id", "[gpu][ranked][sanitize]") {
-  const std::vector<float> values = {0.0f, -0.0f, 0.25f, 0.125f, 0.125f, 1e-30f, 0.5f, 3e-8f};
-  for (int32_t vocab : {37, 64, 128256})
-    for (int32_t count : {1, 4, 16}) {
-      const int32_t batch = 6;
-      std::mt19937_64 rng(static_cast<uint64_t>(vocab) * 31 + static_cast<uint64_t>(count));
-      std::vector<float> rows(static_cast<size_t>(batch) * static_cast<size_t>(vocab));
-      for (float& x : rows) x = values[rng() % values.size()];
-      std::fill(rows.begin(), rows.begin() + vocab, 0.0625f);  // one value alone: every child a tie
-      const DeviceArray<float> d_rows(rows);
-      DeviceArray<int32_t> d_tokens(static_cast<size_t>(batch) * static_cast<size_t>(count));
-      d_tokens.poison();
-      RankedChildrenParams p;
-      p.probs = d_rows.get();
-      p.tokens = d_tokens.get();
-      p.batch = batch;
-      p.vocab = vocab;
-      p.count = count;
-      launch_ranked_children(p);
-      check_cuda(cudaDeviceSynchronize(), "ranked children");
-      std::vector<int32_t> expected(static_cast<size_t>(batch) * static_cast<size_t>(count), -1);
-      RankedChildrenParams host = p;
-      host.probs = rows.data();
-      host.tokens = expected.data();
-      emulate_ranked_children(host, EmulationOptions{32});
-      INFO("V = " << vocab << ", count " << count << ", vec " << ranked_children_vec(p));
-      CHECK(d_tokens.to_host() == expected);
-    }
+// test_ranked_children.cpp): rows of few values (a subnormal among them), so that most children are ties broken by id.
+namespace {
+void check_ranked_children_on_gpu(int32_t vocab) {
+  const std::vector<float> values = {0.0f, -0.0f, 0.25f, 0.125f, 0.125f, 1e-40f, 0.5f, 3e-8f, 1e-30f};
+  for (int32_t count : {1, 4, 16}) {
+    const int32_t batch = 6;
+    std::mt19937_64 rng(static_cast<uint64_t>(vocab) * 31 + static_cast<uint64_t>(count));
+    std::vector<float> rows(static_cast<size_t>(batch) * static_cast<size_t>(vocab));
+    for (float& x : rows) x = values[rng() % values.size()];
+    std::fill(rows.begin(), rows.begin() + vocab, 0.0625f);  // one value alone: every child a tie
+    const DeviceArray<float> d_rows(rows);
+    DeviceArray<int32_t> d_tokens(static_cast<size_t>(batch) * static_cast<size_t>(count));
+    d_tokens.poison();
+    RankedChildrenParams p;
+    p.probs = d_rows.get();
+    p.tokens = d_tokens.get();
+    p.batch = batch;
+    p.vocab = vocab;
+    p.count = count;
+    launch_ranked_children(p);
+    check_cuda(cudaDeviceSynchronize(), "ranked children");
+    std::vector<int32_t> expected(static_cast<size_t>(batch) * static_cast<size_t>(count), -1);
+    RankedChildrenParams host = p;
+    host.probs = rows.data();
+    host.tokens = expected.data();
+    emulate_ranked_children(host, EmulationOptions{32});
+    INFO("V = " << vocab << ", count " << count << ", vec " << ranked_children_vec(p));
+    CHECK(d_tokens.to_host() == expected);
+  }
 }
+}  // namespace
+
+// V at the 4-wide and the scalar dispatch (small, for compute-sanitizer), and at a 128K vocabulary.
+TEST_CASE("ranked children on the GPU are the emulation's, ties by id", "[gpu][ranked][sanitize]") {
+  check_ranked_children_on_gpu(64);
+  check_ranked_children_on_gpu(37);
+}
+
+TEST_CASE("ranked children on the GPU at a 128K vocabulary", "[gpu][ranked]") { check_ranked_children_on_gpu(128256); }
 
 int main(int argc, char** argv) {
   if (cuda_device_count_or_zero() == 0) {

@@ -21,7 +21,8 @@ namespace {
 // Rows [B, V] of probabilities from a few values, so that most tokens tie with others.
 std::vector<float> tied_rows(uint64_t seed, int32_t batch, int32_t vocab) {
   std::mt19937_64 rng(seed);
-  const std::vector<float> values = {0.0f, -0.0f, 0.25f, 0.125f, 0.125f, 1e-30f, 0.5f, 3e-8f};
+  // 1e-40 is subnormal: its bits still order it below every normal float.
+  const std::vector<float> values = {0.0f, -0.0f, 0.25f, 0.125f, 0.125f, 1e-40f, 0.5f, 3e-8f, 1e-30f};
   std::vector<float> rows(static_cast<size_t>(batch) * static_cast<size_t>(vocab));
   for (float& x : rows) x = values[rng() % values.size()];
   // The first row holds one value alone, so that every child is a tie broken by id.

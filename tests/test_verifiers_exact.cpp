@@ -952,6 +952,71 @@ TEST_CASE("a lockstep batch whose sessions cannot fit is refused before any step
 
 namespace {
 
+// Chains as long as the prompt less one (at most K), of point masses: prompts of different lengths give the sequences
+// of a lockstep batch calls of different rows at every step.
+class PromptLengthDrafter : public Drafter {
+ public:
+  std::string name() const override { return "prompt-length"; }
+  void begin(const std::vector<Token>& prompt) override { length_ = static_cast<int32_t>(prompt.size()) - 1; }
+  TokenTree propose(const DraftRequest& r) override {
+    return TokenTree::chain(std::vector<Token>(static_cast<size_t>(std::min(length_, r.num_draft_tokens)), 1));
+  }
+
+ private:
+  int32_t length_ = 0;
+};
+
+class PromptLengthDrafterFactory : public DrafterFactory {
+ public:
+  std::unique_ptr<Drafter> create() const override { return std::make_unique<PromptLengthDrafter>(); }
+  int32_t vocab_size() const override { return kV; }
+  std::string description() const override { return "prompt-length"; }
+};
+
+}  // namespace
+
+TEST_CASE("a lockstep step counts, for every sequence in it, the rows of its widest call", "[verify][device]") {
+  const TablePair pair = random_pair(2, kV, 19, 1.2, 0.8);
+  GenerationConfig config = chain_config(VerifyMethod::chain, 3);
+  config.max_new_tokens = 12;
+  // Rows a call: 2, 3 and 4 (K = 3).
+  const std::vector<std::vector<Token>> prompts = {{1, 2}, {1, 2, 3}, {1, 2, 3, 4, 5}};
+  const std::vector<int64_t> own_rows = {2, 3, 4};
+  std::vector<const std::vector<Token>*> pointers;
+  for (const auto& p : prompts) pointers.push_back(&p);
+  const auto drafter = std::make_shared<PromptLengthDrafterFactory>();
+  for (const bool device : {false, true}) {
+    GenerationConfig c = config;
+    c.lockstep = true;
+    if (device) c = on_device(c);
+    std::vector<GenerationMetrics> metrics(prompts.size());
+    Generator(pair.target, plain(), drafter, c).generate_batch(pointers, {0, 1, 2}, metrics);
+    // Every sequence is active from the first step until its last, so at step t the widest call is the widest of the
+    // sequences that take more than t steps.
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      INFO((device ? "cuda-host" : "cpu") << ", sequence " << i << ": " << metrics[i].steps << " steps");
+      std::vector<int64_t> own(own_rows[i] + 1, 0), widest(5, 0);
+      own[own_rows[i]] = metrics[i].steps;
+      for (int64_t t = 0; t < metrics[i].steps; ++t) {
+        int64_t w = 0;
+        for (size_t j = 0; j < prompts.size(); ++j)
+          if (metrics[j].steps > t) w = std::max(w, own_rows[j]);
+        ++widest[w];
+      }
+      while (widest.back() == 0) widest.pop_back();
+      CHECK(metrics[i].verify_rows_histogram == own);
+      CHECK(metrics[i].lockstep_rows_histogram == widest);
+    }
+    CHECK(metrics[0].lockstep_rows_histogram != metrics[0].verify_rows_histogram);  // the test has padding to see
+  }
+  // Decoded one by one: no lockstep steps.
+  std::vector<GenerationMetrics> alone(prompts.size());
+  Generator(pair.target, plain(), drafter, config).generate_batch(pointers, {0, 1, 2}, alone);
+  for (const GenerationMetrics& m : alone) CHECK(m.lockstep_rows_histogram.empty());
+}
+
+namespace {
+
 // A table model that takes a step's calls together and records where each call's rows were to go.
 class RecordsOuts : public TableModel {
  public:

@@ -255,16 +255,20 @@ void add_speculation(const std::vector<const RunRecord*>& records, const Generat
 }
 
 // The cost model with another machine's step costs (cost_profile.h): each step's target call costed by its
-// rows (on the curve of `batch` sequences a step, for a lockstep batch), the drafting by the profile's draft model
-// when it measured it alone, else as this run measured it.
+// rows (for a lockstep batch, on the curve of `batch` sequences a step, by the rows of the step's widest call, which
+// the batch's pooled step pads every call to), the drafting by the profile's draft model when it measured it alone,
+// else as this run measured it.
 void add_profile_prediction(const GenerationMetrics& total, const std::string& drafter, const CostProfile& profile,
                             int64_t batch, SummaryRow& row) {
+  // Records written before the widest rows were counted cost each sequence by its own.
+  const std::vector<int64_t>& histogram =
+      batch > 1 && !total.lockstep_rows_histogram.empty() ? total.lockstep_rows_histogram : total.verify_rows_histogram;
   int64_t steps = 0;
   double verify = 0;
-  for (size_t r = 0; r < total.verify_rows_histogram.size(); ++r) {
-    if (total.verify_rows_histogram[r] == 0) continue;
-    steps += total.verify_rows_histogram[r];
-    verify += static_cast<double>(total.verify_rows_histogram[r]) * profile.verify_cost(static_cast<double>(r), batch);
+  for (size_t r = 0; r < histogram.size(); ++r) {
+    if (histogram[r] == 0) continue;
+    steps += histogram[r];
+    verify += static_cast<double>(histogram[r]) * profile.verify_cost(static_cast<double>(r), batch);
   }
   // Records without rows, steps beyond the profile's rows, or a batch it did not measure: nothing to cost.
   if (steps == 0 || steps != total.steps || !std::isfinite(verify)) return;

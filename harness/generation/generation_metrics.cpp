@@ -30,6 +30,9 @@ void GenerationMetrics::merge(const GenerationMetrics& o) {
   for (size_t i = 0; i < o.accepted_histogram.size(); ++i) accepted_histogram[i] += o.accepted_histogram[i];
   verify_rows_histogram.resize(std::max(verify_rows_histogram.size(), o.verify_rows_histogram.size()));
   for (size_t i = 0; i < o.verify_rows_histogram.size(); ++i) verify_rows_histogram[i] += o.verify_rows_histogram[i];
+  lockstep_rows_histogram.resize(std::max(lockstep_rows_histogram.size(), o.lockstep_rows_histogram.size()));
+  for (size_t i = 0; i < o.lockstep_rows_histogram.size(); ++i)
+    lockstep_rows_histogram[i] += o.lockstep_rows_histogram[i];
   expected_acceptance_sum += o.expected_acceptance_sum;
   expected_acceptance_count += o.expected_acceptance_count;
   draft_seconds += o.draft_seconds;
@@ -63,6 +66,7 @@ void GenerationMetrics::write_json(nlohmann::json& j) const {
   j["position_accepted"] = position_accepted;
   j["accepted_length_histogram"] = accepted_histogram;
   j["verify_rows_histogram"] = verify_rows_histogram;
+  j["lockstep_rows_histogram"] = lockstep_rows_histogram;
   j["expected_acceptance"] = expected_acceptance();
   j["expected_acceptance_sum"] = expected_acceptance_sum;
   j["expected_acceptance_count"] = expected_acceptance_count;
@@ -98,6 +102,8 @@ GenerationMetrics GenerationMetrics::read_json(const nlohmann::json& j) {
   // Records written before it was counted have none (a cost profile then cannot cost their steps).
   if (j.contains("verify_rows_histogram"))
     m.verify_rows_histogram = j.at("verify_rows_histogram").get<std::vector<int64_t>>();
+  if (j.contains("lockstep_rows_histogram"))
+    m.lockstep_rows_histogram = j.at("lockstep_rows_histogram").get<std::vector<int64_t>>();
   m.expected_acceptance_sum = j.at("expected_acceptance_sum");
   m.expected_acceptance_count = j.at("expected_acceptance_count");
   m.draft_seconds = seconds("draft_seconds", "draft_time");

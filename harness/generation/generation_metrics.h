@@ -26,6 +26,10 @@ struct GenerationMetrics {
   // [r] verification steps whose target call ran r rows (the tree's nodes + the row after the context): what
   // a cost profile (harness/experiment/cost_profile.h) needs to cost the steps on another machine.
   std::vector<int64_t> verify_rows_histogram;
+  // [r] the same steps of a sequence decoded in lockstep, by the rows of the step's widest call: a batch's step over
+  // pooled KV caches pads every call to those rows (harness/models/transformer/cache_pool.h), so that is what each
+  // sequence's step costs there. Empty for a sequence decoded alone.
+  std::vector<int64_t> lockstep_rows_histogram;
   double expected_acceptance_sum = 0.0;  // sum over tested positions of sum_x min(p, q)
   int64_t expected_acceptance_count = 0;
   double draft_seconds = 0.0, target_seconds = 0.0, verify_seconds = 0.0, wall_seconds = 0.0;

@@ -476,6 +476,16 @@ void Generator::score_lockstep(std::vector<Sequence>& batch, const std::vector<s
   }
 }
 
+void Generator::count_lockstep_rows(std::vector<Sequence>& batch, const std::vector<size_t>& active) const {
+  size_t widest = 0;
+  for (size_t i : active) widest = std::max(widest, static_cast<size_t>(batch[i].tree.size()) + 1);
+  for (size_t i : active) {
+    std::vector<int64_t>& h = batch[i].metrics->lockstep_rows_histogram;
+    if (h.size() <= widest) h.resize(widest + 1);
+    ++h[widest];
+  }
+}
+
 std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& batch) const {
   // Bounded before work: the batch's target sessions are alive together, in the GPU's memory (a model on the
   // device) or the host's.
@@ -526,8 +536,8 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     // so a sequence's times add up to its wall time, and the cost model sees a batched step beside the baseline's.
     if (config_.method) {
       const auto t0 = Clock::now();
-      // A draft model: one forward per depth for the batch, its chains and i.i.d. trees drawn on the device when there
-      // is one.
+      // A draft model: one forward per depth for the batch, its chains, i.i.d. and ranked trees drawn on the device
+      // when there is one.
       std::vector<Drafter*> drafters;
       std::vector<DraftRequest> requests;
       for (size_t i : active) {
@@ -545,6 +555,7 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
       for (size_t i : active) batch[i].metrics->draft_seconds += wall;
     }
     score_lockstep(batch, active, device ? &*device : nullptr);
+    if (config_.method) count_lockstep_rows(batch, active);
     if (!device) {  // sampled / verified on the CPU, each sequence as alone
       const auto t0 = Clock::now();
       parallel_each(active, [&](size_t i) {

@@ -44,8 +44,8 @@ struct GenerationConfig {
   int32_t logprobs = -1;  // -1 = off; n >= 0: record every emitted token's logprobs with the top n
   // Where the target rows are sampled and verified. cpu: on the CPU, sequence by sequence (the reference path).
   // cuda, cuda_host: generate_many and generate_batch run their sequences in lockstep and sample / verify every
-  // sequence's step in one device launch (verify/device/batch_verifier.h); a draft model's chains (and i.i.d. trees)
-  // are drawn there too (DrafterFactory::draws_on_device).
+  // sequence's step in one device launch (verify/device/batch_verifier.h); a draft model's chains (and i.i.d. and
+  // ranked trees) are drawn there too (DrafterFactory::draws_on_device).
   Device device = Device::cpu;
   // On the CPU too, generate_many and generate_batch run their sequences in lockstep: per step every unfinished
   // sequence drafts, the target runs once for all of them (LanguageModel::batch_tree_logits: one pass over its
@@ -141,6 +141,8 @@ class Generator {
   // sequence is charged the phase's wall time (the batch waits for it whole). With `device`, rows go straight into
   // its device_logits (all sequences' rows in order): always on cuda-host, on cuda when the target writes GPU logits.
   void score_lockstep(std::vector<Sequence>& batch, const std::vector<size_t>& active, BatchVerifier* device) const;
+  // Counts the step in each active sequence's lockstep_rows_histogram, at the rows of the step's widest call.
+  void count_lockstep_rows(std::vector<Sequence>& batch, const std::vector<size_t>& active) const;
   // Verification on the CPU of a step whose target rows are in s.logits, then commit (probs: scratch); untimed.
   void verify_on_cpu(Sequence& s, std::vector<float>& probs) const;
   void commit_step(Sequence& s, const VerifyOutcome& outcome, const float* probs, double expected_sum,

@@ -216,7 +216,7 @@ std::vector<Token> BatchVerifier::rank_drafts(const SamplerPipeline& ranking, co
   s.to_host(status, d_status, static_cast<size_t>(R) * sizeof(int32_t));
   s.synchronize();
   for (int64_t r = 0; r < R; ++r) {
-    if (status[r] != 0) fail("draft from ranked row ", r, ": ", sampler_status_message(status[r]));
+    if (status[r] != 0) fail("ranked draft row ", r, " of the ", R, " given: ", sampler_status_message(status[r]));
     // The kernel's picks are tokens whenever children <= V; a wrong one stops here, before a model reads it.
     for (int32_t j = 0; j < children; ++j)
       if (const Token t = tokens[r * children + j]; t < 0 || t >= vocab_)

@@ -118,7 +118,7 @@ class BatchVerifier {
   // pipeline with its history, then its `children` most probable tokens, best first, the lowest id on ties
   // (draw_children's order), in two launches and one wait; row r's children at [r * children, (r + 1) * children).
   // No law is kept: ranked candidates are verified as point masses. Rows' logits as for draw_drafts; the draws' keys
-  // go unread. Throws Error naming the row on a failed one, as the CPU's pipeline would.
+  // go unread. Throws Error naming the row's index in `rows` on a failed one, with the CPU pipeline's reason.
   std::vector<Token> rank_drafts(const SamplerPipeline& ranking, const std::vector<DeviceDraw>& rows, int32_t children,
                                  LogitsAt at);
   // The most children rank_drafts chooses a row: min(V, kMaxRankedChildren).
