@@ -104,15 +104,18 @@ class ModelDrafter : public Drafter {
     return TreeLogitsCall{session_.get(), p.request->context, &p.tree, out, out_on_gpu};
   }
   // drawn[k * branching + j]: child j of frontier row k, in the order draw_children draws them (its slots), added as
-  // grow() adds them; then the next frontier and slot.
+  // grow() adds them; -1 once a row's law ran out of mass (siblings without replacement), its later children not
+  // drawn, that draw's slot spent as draw_children spends it. Then the next frontier and slot.
   void add_drawn(Proposal& p, const Token* drawn, int32_t branching) {
     ++counters_.n_forward;
     std::vector<int32_t> next_frontier;
     for (size_t k = 0; k < p.frontier.size(); ++k)
       for (int32_t j = 0; j < branching; ++j) {
-        p.tree.add(drawn[k * branching + j], p.frontier[k] - 1);
-        next_frontier.push_back(p.tree.size());
+        const Token t = drawn[k * branching + j];
         ++p.slot;
+        if (t < 0) break;
+        p.tree.add(t, p.frontier[k] - 1);
+        next_frontier.push_back(p.tree.size());
       }
     p.frontier = std::move(next_frontier);
     ++p.depth;
@@ -160,16 +163,15 @@ bool ModelDrafterFactory::draws_on_device(const std::vector<DraftRequest>& reque
   if (requests.empty() || !requests[0].device) return false;
   const DraftRequest& first = requests[0];
   // Chains of one length, or trees of one shape whose siblings are i.i.d. draws (a sampler's draws, each from its
-  // own key) or ranked (a processed row's most probable tokens); siblings drawn without replacement are not.
+  // own key), ranked (a processed row's most probable tokens) or drawn without replacement.
   const bool chain = first.tree_shape.empty() && first.num_draft_tokens >= 1;
   const bool iid_tree = !first.tree_shape.empty() && first.scheme == SiblingScheme::iid;
-  const bool ranked = ranked_tree(first);
-  // Every depth has children (a shape of 0 children would end the CPU's proposal early), and a ranked node all it
-  // asks for (the CPU's ranking stops at V).
-  const int32_t most = ranked ? first.device->most_ranked_children() : std::numeric_limits<int32_t>::max();
+  // Every depth has children (a shape of 0 children would end the CPU's proposal early); a ranked node, or one drawn
+  // without replacement, at most what the device takes (the CPU's stop at V).
+  const int32_t most = iid_tree ? std::numeric_limits<int32_t>::max() : first.device->most_ranked_children();
   const bool branches =
       std::all_of(first.tree_shape.begin(), first.tree_shape.end(), [&](int32_t b) { return b >= 1 && b <= most; });
-  return (chain || ((iid_tree || ranked) && branches)) && !unsupported_on_cuda(pipeline_.params()) &&
+  return (chain || (!first.tree_shape.empty() && branches)) && !unsupported_on_cuda(pipeline_.params()) &&
          std::all_of(requests.begin(), requests.end(), [&](const DraftRequest& r) {
            return r.device == first.device && r.tree_shape == first.tree_shape &&
                   (chain ? r.num_draft_tokens == first.num_draft_tokens : r.scheme == first.scheme);
@@ -188,74 +190,92 @@ std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<
                                                               const std::vector<DraftRequest>& requests) const {
   BatchVerifier& device = *requests[0].device;
   const std::vector<int32_t> shape = draft_shape(requests[0]);
-  // N: every sequence's tree is full (i.i.d. siblings always draw their count).
+  const SiblingScheme scheme = requests[0].tree_shape.empty() ? SiblingScheme::iid : requests[0].scheme;
+  const bool ranked = scheme == SiblingScheme::deterministic;
+  // N: the nodes of a full tree (i.i.d. and ranked siblings always come in their count; siblings drawn without
+  // replacement stop where a law runs out of mass, so those trees may be smaller, and differ between sequences).
   const int32_t nodes = static_cast<int32_t>(tree_shape_nodes(shape));
   const int64_t B = static_cast<int64_t>(own.size()), V = model_->vocab_size();
   const bool out_on_gpu = device.device() == Device::cuda && model_->writes_gpu_logits() &&
                           model_->device_stream() == device.followed_stream();
   const bool in_place = device.device() == Device::cuda_host || out_on_gpu;
-  const bool ranked = ranked_tree(requests[0]);
+  const LogitsAt at = in_place ? LogitsAt::device : LogitsAt::host;
   const SamplerPipeline& pipeline = ranked ? ranking_pipeline_ : pipeline_;
   float* const laws = ranked ? nullptr : device.draft_laws(B, nodes);
   std::vector<ModelDrafter::Proposal> proposals;
   for (int64_t i = 0; i < B; ++i) proposals.push_back(own[i]->start(requests[i]));
   std::vector<float> host_rows;  // when the model writes to the host: every sequence's rows, uploaded by draw_drafts
   for (size_t d = 0; d < shape.size(); ++d) {
-    const int64_t rows = proposals[0].tree.size() + 1;  // the tree so far, the same shape in every sequence
-    const std::vector<int32_t> frontier = proposals[0].frontier;
     const int32_t branching = shape[d];
-    float* out = in_place ? device.device_logits(B * rows) : nullptr;
+    // Sequence i's rows (its tree so far) from row first_row[i] of the depth's forward.
+    std::vector<int64_t> first_row(static_cast<size_t>(B) + 1, 0);
+    for (int64_t i = 0; i < B; ++i) first_row[i + 1] = first_row[i] + proposals[i].tree.size() + 1;
+    float* out = in_place ? device.device_logits(first_row[B]) : nullptr;
     if (!in_place) {
-      host_rows.resize(static_cast<size_t>(B * rows * V));
+      host_rows.resize(static_cast<size_t>(first_row[B] * V));
       out = host_rows.data();
     }
     std::vector<TreeLogitsCall> calls;
-    for (int64_t i = 0; i < B; ++i) calls.push_back(own[i]->device_call(proposals[i], out + i * rows * V, out_on_gpu));
+    for (int64_t i = 0; i < B; ++i)
+      calls.push_back(own[i]->device_call(proposals[i], out + first_row[i] * V, out_on_gpu));
     model_->batch_tree_logits(calls);
-    // Every child of the depth in one launch: for sequence i, frontier row k and child j, its slot among
-    // draw_children's (a row's children in turn), and where its processed row goes. The first child's is row k's law,
-    // which verification reads; a later child's, the same law again, goes to the row of the node that child becomes
-    // (it is scratch: no two draws of a launch may share a row), a row whose own law, if it has children, the next
-    // depth writes and which, if it is a leaf, verification does not read.
-    std::vector<std::vector<TokenHistory>> histories(frontier.size());  // [k][i]
-    std::vector<DraftDraw> draws;
-    for (size_t k = 0; k < frontier.size(); ++k) {
-      const int32_t row = frontier[k];
-      // Mirostat, the one stage whose history reads its ancestors' laws, is refused on the device: no law is read.
-      histories[k].reserve(static_cast<size_t>(B));
-      for (int64_t i = 0; i < B; ++i)
-        histories[k].push_back(path_history(pipeline, *requests[i].history, proposals[i].tree, row,
+    // The path history of each frontier row (histories[i][k]). Mirostat, the one stage whose history reads its
+    // ancestors' laws, is refused on the device: no law is read.
+    std::vector<std::vector<TokenHistory>> histories(static_cast<size_t>(B));
+    for (int64_t i = 0; i < B; ++i)
+      for (int32_t row : proposals[i].frontier)
+        histories[i].push_back(path_history(pipeline, *requests[i].history, proposals[i].tree, row,
                                             [](int32_t) -> const float* { return nullptr; }));
-    }
-    const LogitsAt at = in_place ? LogitsAt::device : LogitsAt::host;
-    // Sequence i's children are the i-th run of frontier.size() * branching tokens, in the order add_drawn takes them.
-    const size_t per_sequence = frontier.size() * static_cast<size_t>(branching);
+    const auto frontier_row = [&](int64_t i, size_t k, const RandomKey& key) {
+      return DeviceDraw{out + (first_row[i] + proposals[i].frontier[k]) * V, &histories[i][k], key};
+    };
+    // Sequence i's children: its frontier rows in order, `branching` each, in the order add_drawn takes them.
+    std::vector<Token> tokens;
     if (ranked) {
-      std::vector<DeviceDraw> ranked_rows;
+      std::vector<DeviceDraw> rows;
       for (int64_t i = 0; i < B; ++i)
-        for (size_t k = 0; k < frontier.size(); ++k)
-          ranked_rows.push_back(
-              DeviceDraw{out + (i * rows + frontier[k]) * V, &histories[k][static_cast<size_t>(i)], RandomKey{}});
-      const std::vector<Token> tokens = device.rank_drafts(pipeline, ranked_rows, branching, at);
-      for (int64_t i = 0; i < B; ++i)
-        own[i]->add_drawn(proposals[i], tokens.data() + static_cast<size_t>(i) * per_sequence, branching);
-      continue;
+        for (size_t k = 0; k < proposals[i].frontier.size(); ++k) rows.push_back(frontier_row(i, k, RandomKey{}));
+      tokens = device.rank_drafts(pipeline, rows, branching, at);
+    } else if (scheme == SiblingScheme::without_replacement) {
+      // Each frontier row's law kept at its row; its siblings drawn from it in turn, every sequence's from its next
+      // draft slots (a draw that finds no mass left takes one too, as draw_children's).
+      std::vector<DraftDraw> rows;
+      std::vector<double> uniforms;
+      for (int64_t i = 0; i < B; ++i) {
+        const size_t n = proposals[i].frontier.size() * static_cast<size_t>(branching);
+        for (size_t a = 0; a < n; ++a)
+          uniforms.push_back(
+              requests[i].rng.key(RandomRole::draft, proposals[i].slot + static_cast<uint32_t>(a)).uniform());
+        for (size_t k = 0; k < proposals[i].frontier.size(); ++k)
+          rows.push_back(DraftDraw{frontier_row(i, k, RandomKey{}), i, proposals[i].frontier[k]});
+      }
+      tokens = device.draw_siblings(pipeline, rows, branching, uniforms, at);
+    } else {
+      // Every child of the depth in one launch: for sequence i, frontier row k and child j, its slot among
+      // draw_children's (a row's children in turn), and where its processed row goes. The first child's is row k's
+      // law, which verification reads; a later child's, the same law again, goes to the row of the node that child
+      // becomes (it is scratch: no two draws of a launch may share a row), a row whose own law, if it has children,
+      // the next depth writes and which, if it is a leaf, verification does not read.
+      std::vector<DraftDraw> draws;
+      for (int64_t i = 0; i < B; ++i) {
+        const int32_t next_node = proposals[i].tree.size() + 1;  // the row of the depth's first new node
+        for (size_t k = 0; k < proposals[i].frontier.size(); ++k)
+          for (int32_t j = 0; j < branching; ++j) {
+            const uint32_t child = static_cast<uint32_t>(k) * branching + j;
+            const uint32_t slot =
+                proposals[i].slot + (mutant_on(Mutant::device_siblings_share_key) ? child - j : child);
+            const int32_t law_row = j == 0 ? proposals[i].frontier[k] : next_node + static_cast<int32_t>(child);
+            draws.push_back(DraftDraw{frontier_row(i, k, requests[i].rng.key(RandomRole::draft, slot)), i, law_row});
+          }
+      }
+      tokens = device.draw_drafts(pipeline, draws, at);
     }
-    const int32_t next_node = proposals[0].tree.size() + 1;  // the row of the depth's first new node
-    for (int64_t i = 0; i < B; ++i)
-      for (size_t k = 0; k < frontier.size(); ++k)
-        for (int32_t j = 0; j < branching; ++j) {
-          const uint32_t child = static_cast<uint32_t>(k) * branching + j;
-          const uint32_t slot = proposals[i].slot + (mutant_on(Mutant::device_siblings_share_key) ? child - j : child);
-          const int32_t law_row = j == 0 ? frontier[k] : next_node + static_cast<int32_t>(child);
-          draws.push_back(
-              DraftDraw{DeviceDraw{out + (i * rows + frontier[k]) * V, &histories[k][static_cast<size_t>(i)],
-                                   requests[i].rng.key(RandomRole::draft, slot)},
-                        i, law_row});
-        }
-    const std::vector<Token> tokens = device.draw_drafts(pipeline, draws, at);
-    for (int64_t i = 0; i < B; ++i)
-      own[i]->add_drawn(proposals[i], tokens.data() + static_cast<size_t>(i) * per_sequence, branching);
+    size_t next = 0;
+    for (int64_t i = 0; i < B; ++i) {
+      const size_t n = proposals[i].frontier.size() * static_cast<size_t>(branching);
+      own[i]->add_drawn(proposals[i], tokens.data() + next, branching);
+      next += n;
+    }
   }
   std::vector<TokenTree> out;
   for (int64_t i = 0; i < B; ++i)

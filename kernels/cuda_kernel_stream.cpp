@@ -33,6 +33,7 @@ class CudaStream final : public KernelStream {
   void block_verify(const BlockVerifyParams& p) override { launch_block_verify(p, stream_); }
   void tree_verify(const TreeVerifyParams& p) override { launch_tree_verify(p, stream_); }
   void ranked_children(const RankedChildrenParams& p) override { launch_ranked_children(p, stream_); }
+  void sibling_draws(const SiblingDrawParams& p) override { launch_sibling_draws(p, stream_); }
   void synchronize() override { cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
   int64_t free_device_memory() const override {
     size_t free = 0, total = 0;
@@ -51,6 +52,10 @@ class CudaStream final : public KernelStream {
   void copy_to_host(void* dst, const void* src, size_t bytes) override {
     if (bytes)
       cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (download)");
+  }
+  void copy_on_device(void* dst, const void* src, size_t bytes) override {
+    if (bytes)
+      cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync (on device)");
   }
   void* allocate_device(size_t bytes) override {
     void* p = nullptr;

@@ -1,9 +1,9 @@
 // The CUDA launchers of a build without CUDA (-DSPECULA_CUDA=OFF): same declarations, and each call is
 // the Error "no CUDA device: this build has no CUDA support (...)" instead of a link failure.
 #include "kernels/cuda_device.h"
+#include "kernels/draft_children.h"
 #include "kernels/kernel_stream.h"
 #include "kernels/philox_fill.h"
-#include "kernels/ranked_children.h"
 #include "kernels/sampler_kernels.h"
 #include "kernels/verify_kernels.h"
 
@@ -39,6 +39,11 @@ RowSplit launch_block_verify(const BlockVerifyParams& p, CUstream_st*) {
 }
 
 void launch_ranked_children(const RankedChildrenParams& p, CUstream_st*) {
+  p.check();
+  require_cuda_device();
+}
+
+void launch_sibling_draws(const SiblingDrawParams& p, CUstream_st*) {
   p.check();
   require_cuda_device();
 }

@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/draft_children_row.h"
 #include "kernels/emulated_block.h"
 #include "kernels/emulated_cluster_block.h"
-#include "kernels/ranked_children_row.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -170,6 +170,12 @@ void emulate_ranked_children(const RankedChildrenParams& p, const EmulationOptio
   p.check();
   dispatch(o, ranked_children_vec(p), p.batch, p.vocab, 0,
            [&](auto& block, int32_t row) { ranked_children::rank_row(block, p, row); });
+}
+
+void emulate_sibling_draws(const SiblingDrawParams& p, const EmulationOptions& o) {
+  p.check();
+  dispatch(o, sibling_draw_vec(p), p.sequences, p.vocab, 0,
+           [&](auto& block, int32_t sequence) { sibling_draws::draw_sequence(block, p, sequence); });
 }
 
 }  // namespace specula

@@ -7,8 +7,8 @@
 // Pointers are host pointers. Plain C++.
 #pragma once
 
+#include "kernels/draft_children.h"
 #include "kernels/fiber_team.h"
-#include "kernels/ranked_children.h"
 #include "kernels/sampler_kernels.h"
 #include "kernels/verify_kernels.h"
 
@@ -36,5 +36,7 @@ void emulate_block_verify(const BlockVerifyParams& p, const EmulationOptions& op
 void emulate_tree_verify(const TreeVerifyParams& p, const EmulationOptions& options = {});
 // One block per row, whatever options.ctas says (the kernel splits no row).
 void emulate_ranked_children(const RankedChildrenParams& p, const EmulationOptions& options = {});
+// One block per sequence, whatever options.ctas says.
+void emulate_sibling_draws(const SiblingDrawParams& p, const EmulationOptions& options = {});
 
 }  // namespace specula

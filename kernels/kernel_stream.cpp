@@ -65,12 +65,14 @@ class EmulatedStream final : public KernelStream {
   void block_verify(const BlockVerifyParams& p) override { emulate_block_verify(p, options_); }
   void tree_verify(const TreeVerifyParams& p) override { emulate_tree_verify(p, options_); }
   void ranked_children(const RankedChildrenParams& p) override { emulate_ranked_children(p, options_); }
+  void sibling_draws(const SiblingDrawParams& p) override { emulate_sibling_draws(p, options_); }
   void synchronize() override {}
   int64_t free_device_memory() const override { return mem_available_bytes(); }
 
  protected:
   void copy_to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copy_to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy_on_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void* allocate_device(size_t bytes) override { return allocate(bytes, "device"); }
   void free_device(void* p) override { std::free(p); }
   void* allocate_host(size_t bytes) override { return allocate(bytes, "host staging"); }

@@ -214,10 +214,22 @@ void check_device_drafts(int32_t V, const EmulationOptions& emulation) {
     CHECK(a[b].expected_acceptance_sum == c[b].expected_acceptance_sum);
   }
   CHECK(uploaded.uploaded_bytes() == on_device.uploaded_bytes() - before + B * (K + 1) * V * sizeof(float));
-  // Host code cannot read laws left on the device; laws not at a step's rows, and draws past the room made, are
-  // refused.
+  // Host code cannot read laws left on the device.
   CHECK_THROWS_WITH(trees[0].q_at_row(0), Catch::Contains("draft laws are in device memory"));
+  // Laws at other rows of draft_laws (trees of different sizes) are gathered into the step's layout: swapped, the
+  // steps decide as the host's trees with their laws swapped.
   std::swap(trees[0].device_q, trees[1].device_q);
+  std::swap(host_trees[0].draft_q, host_trees[1].draft_q);
+  const std::vector<DeviceStepResult> swapped = on_device.verify(steps(trees)),
+                                      swapped_host = uploaded.verify(steps(host_trees));
+  for (size_t b = 0; b < swapped.size(); ++b) {
+    CHECK(swapped[b].outcome.emitted == swapped_host[b].outcome.emitted);
+    CHECK(swapped[b].expected_acceptance_sum == swapped_host[b].expected_acceptance_sum);
+  }
+  // Laws outside draft_laws' rows, and draws past the room made, are refused.
+  trees[1].device_q = laws + (B * (K + 1) - K) * V;  // the last row of draft_laws: the chain's rows run past it
+  CHECK_THROWS_WITH(on_device.verify(steps(trees)), Catch::Contains("not at its rows of draft_laws"));
+  trees[1].device_q = laws + 1;  // not at a row
   CHECK_THROWS_WITH(on_device.verify(steps(trees)), Catch::Contains("not at its rows of draft_laws"));
   const DeviceDraw draw{logits.data(), &committed[0], RandomKey{}};
   CHECK_THROWS_WITH(on_device.draw_drafts(draft, {DraftDraw{draw, 0, K + 1}}, LogitsAt::host),

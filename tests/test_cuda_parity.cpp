@@ -34,9 +34,9 @@ int main() {
 #include <vector>
 
 #include "kernel_sampler_cases.h"
+#include "kernels/draft_children.h"
 #include "kernels/emulated_kernels.h"
 #include "kernels/philox_fill.h"
-#include "kernels/ranked_children.h"
 #include "kernels/sampler_kernels.h"
 #include "kernels/shared/philox.h"
 #include "tests/statistics/goodness_of_fit.h"
@@ -437,7 +437,7 @@ TEST_CASE("RowSampler on cuda draws, from one uploaded row, what the CPU draws",
 }
 
 // The ranked-children kernel against its emulation (tested against draw_children's order on the host,
-// test_ranked_children.cpp): rows of few values (a subnormal among them), so that most children are ties broken by id.
+// test_draft_children.cpp): rows of few values (a subnormal among them), so that most children are ties broken by id.
 namespace {
 void check_ranked_children_on_gpu(int32_t vocab) {
   const std::vector<float> values = {0.0f, -0.0f, 0.25f, 0.125f, 0.125f, 1e-40f, 0.5f, 3e-8f, 1e-30f};
@@ -476,6 +476,55 @@ TEST_CASE("ranked children on the GPU are the emulation's, ties by id", "[gpu][r
 }
 
 TEST_CASE("ranked children on the GPU at a 128K vocabulary", "[gpu][ranked]") { check_ranked_children_on_gpu(128256); }
+
+// Siblings drawn without replacement on the GPU against the emulation (tested against draw_children on the host):
+// dyadic laws, whose float64 sums are exact in any order, with fewer positive tokens than children in most rows.
+TEST_CASE("siblings drawn without replacement on the GPU are the emulation's", "[gpu][siblings][sanitize]") {
+  for (int32_t vocab : {37, 64})
+    for (int32_t count : {1, 3, 5}) {
+      const std::vector<int32_t> first = {0, 3, 4, 8}, rows = {5, 0, 7, 2, 1, 6, 3, 8};
+      std::mt19937_64 rng(static_cast<uint64_t>(vocab * 100 + count));
+      std::vector<float> laws(9 * static_cast<size_t>(vocab), 0.0f);
+      for (int32_t r = 0; r < 9; ++r) {
+        const int32_t support = 1 + static_cast<int32_t>(rng() % 4);
+        float left = 1.0f;
+        for (int32_t i = 0; i < support; ++i) {
+          const float w = i + 1 == support ? left : left / static_cast<float>(2 << (rng() % 3));
+          laws[static_cast<size_t>(r) * vocab + rng() % static_cast<uint64_t>(vocab)] += w;
+          left -= w;
+        }
+      }
+      std::vector<double> uniforms(rows.size() * static_cast<size_t>(count));
+      for (double& u : uniforms) u = (static_cast<double>(rng() >> 11) + 0.5) / 9007199254740992.0;
+      const DeviceArray<float> d_laws(laws);
+      const DeviceArray<int32_t> d_rows(rows), d_first(first);
+      const DeviceArray<double> d_uniforms(uniforms);
+      DeviceArray<int32_t> d_tokens(uniforms.size());
+      d_tokens.poison();
+      SiblingDrawParams p;
+      p.probs = d_laws.get();
+      p.rows = d_rows.get();
+      p.first = d_first.get();
+      p.uniforms = d_uniforms.get();
+      p.tokens = d_tokens.get();
+      p.sequences = 3;
+      p.rows_total = static_cast<int32_t>(rows.size());
+      p.vocab = vocab;
+      p.count = count;
+      launch_sibling_draws(p);
+      check_cuda(cudaDeviceSynchronize(), "sibling draws");
+      std::vector<int32_t> expected(uniforms.size(), -7);
+      SiblingDrawParams host = p;
+      host.probs = laws.data();
+      host.rows = rows.data();
+      host.first = first.data();
+      host.uniforms = uniforms.data();
+      host.tokens = expected.data();
+      emulate_sibling_draws(host, EmulationOptions{32});
+      INFO("V = " << vocab << ", count " << count << ", vec " << sibling_draw_vec(p));
+      CHECK(d_tokens.to_host() == expected);
+    }
+}
 
 int main(int argc, char** argv) {
   if (cuda_device_count_or_zero() == 0) {

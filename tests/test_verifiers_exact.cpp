@@ -1209,8 +1209,10 @@ TEST_CASE("at temperature 0 every method on cuda-host outputs greedy decoding an
   }
 }
 
-TEST_CASE("the law test on cuda-host catches a kernel mutant, a history mutant, misplaced draft laws and shared keys",
-          "[verify][mutant][device]") {
+TEST_CASE(
+    "the law test on cuda-host catches a kernel mutant, a history mutant, misplaced draft laws, shared keys and "
+    "siblings drawn with replacement",
+    "[verify][mutant][device]") {
   const TablePair pair = random_pair(2, kV, 11, 1.2, 0.8);
   struct Case {
     Mutant mutant;
@@ -1223,7 +1225,8 @@ TEST_CASE("the law test on cuda-host catches a kernel mutant, a history mutant, 
         Case{Mutant::penalties_ignore_draft_prefix, penalties(), chain_config(VerifyMethod::block, 3)},
         Case{Mutant::device_draft_laws_misplaced, truncating(), chain_config(VerifyMethod::chain, 2)},
         Case{Mutant::device_draft_laws_misplaced, truncating(), tree_config({2, 2}, SiblingScheme::iid)},
-        Case{Mutant::device_siblings_share_key, truncating(), tree_config({2, 2}, SiblingScheme::iid)}}) {
+        Case{Mutant::device_siblings_share_key, truncating(), tree_config({2, 2}, SiblingScheme::iid)},
+        Case{Mutant::device_siblings_replaced, plain(), tree_config({3, 1}, SiblingScheme::without_replacement)}}) {
     INFO(describe(c.config) << ", mutant " << static_cast<int>(c.mutant));
     const ScopedMutant on(c.mutant);
     const LawCheck check = check_law(pair, c.params, c.params, on_device(c.config), 20000);

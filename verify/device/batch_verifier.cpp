@@ -48,7 +48,10 @@ enum Slot : int {
   kInputRows,
   kLogitsRows,
   kProbsRows,
-  kRankedChildren,
+  kDraftChildren,
+  kSiblingRows,
+  kSiblingFirst,
+  kSiblingUniforms,
 };
 
 std::string device_label(Device d) { return std::string("device ") + device_name(d); }
@@ -145,16 +148,11 @@ BatchVerifier::MappedInputs BatchVerifier::map_inputs(const std::vector<DeviceDr
   return m;
 }
 
-std::vector<Token> BatchVerifier::draw_drafts(const SamplerPipeline& draft, const std::vector<DraftDraw>& draws,
-                                              LogitsAt at) {
+std::vector<int32_t> BatchVerifier::law_rows(const std::vector<DraftDraw>& draws, const char* what) const {
   const int64_t R = static_cast<int64_t>(draws.size()), N = draft_depth_;
-  if (!draft_laws_ || R < 1) fail("batch verifier: draw_drafts needs draws, after draft_laws made room for their laws");
-  if (draft.vocab_size() != vocab_)
-    fail("batch verifier: a draft pipeline over ", draft.vocab_size(), " tokens, the target's over ", vocab_);
-  std::vector<DeviceDraw> rows;
-  std::vector<RandomKey> keys;
-  std::vector<int32_t> law_rows(static_cast<size_t>(R));
-  std::vector<uint8_t> law_taken(static_cast<size_t>(draft_sequences_ * (N + 1)), 0);
+  if (!draft_laws_ || R < 1) fail("batch verifier: ", what, " needs draws, after draft_laws made room for their laws");
+  std::vector<int32_t> rows(static_cast<size_t>(R));
+  std::vector<uint8_t> taken(static_cast<size_t>(draft_sequences_ * (N + 1)), 0);
   for (int64_t r = 0; r < R; ++r) {
     const DraftDraw& d = draws[static_cast<size_t>(r)];
     if (d.sequence < 0 || d.sequence >= draft_sequences_ || d.law_row < 0 || d.law_row > N)
@@ -164,9 +162,22 @@ std::vector<Token> BatchVerifier::draw_drafts(const SamplerPipeline& draft, cons
     // another row's law or none.
     const int64_t row = mutant_on(Mutant::device_draft_laws_misplaced) ? (d.law_row + 1) % (N + 1) : d.law_row;
     const int64_t law = d.sequence * (N + 1) + row;
-    if (law_taken[static_cast<size_t>(law)]++)
+    if (taken[static_cast<size_t>(law)]++)
       fail("batch verifier: two draws keep their laws at row ", d.law_row, " of sequence ", d.sequence);
-    law_rows[static_cast<size_t>(r)] = static_cast<int32_t>(law);
+    rows[static_cast<size_t>(r)] = static_cast<int32_t>(law);
+  }
+  return rows;
+}
+
+std::vector<Token> BatchVerifier::draw_drafts(const SamplerPipeline& draft, const std::vector<DraftDraw>& draws,
+                                              LogitsAt at) {
+  const int64_t R = static_cast<int64_t>(draws.size());
+  const std::vector<int32_t> law_rows = this->law_rows(draws, "draw_drafts");
+  if (draft.vocab_size() != vocab_)
+    fail("batch verifier: a draft pipeline over ", draft.vocab_size(), " tokens, the target's over ", vocab_);
+  std::vector<DeviceDraw> rows;
+  std::vector<RandomKey> keys;
+  for (const DraftDraw& d : draws) {
     rows.push_back(d.draw);
     keys.push_back(d.draw.key);
   }
@@ -183,6 +194,68 @@ std::vector<Token> BatchVerifier::draw_drafts(const SamplerPipeline& draft, cons
       fail("draft from row ", draws[static_cast<size_t>(r)].law_row, " of sequence ",
            draws[static_cast<size_t>(r)].sequence, ": ", sampler_status_message(status[static_cast<size_t>(r)]));
   return tokens;
+}
+
+std::vector<Token> BatchVerifier::draw_siblings(const SamplerPipeline& draft, const std::vector<DraftDraw>& rows,
+                                                int32_t children, const std::vector<double>& uniforms, LogitsAt at) {
+  KernelStream& s = *stream_;
+  const int64_t R = static_cast<int64_t>(rows.size());
+  const std::vector<int32_t> law_rows = this->law_rows(rows, "draw_siblings");
+  if (draft.vocab_size() != vocab_)
+    fail("batch verifier: a draft pipeline over ", draft.vocab_size(), " tokens, the target's over ", vocab_);
+  if (children < 1 || children > most_ranked_children())
+    fail("batch verifier: ", children, " siblings a row; the device draws 1 to ", most_ranked_children(),
+         " (V = ", vocab_, ")");
+  if (static_cast<int64_t>(uniforms.size()) != R * children)
+    fail("batch verifier: ", uniforms.size(), " uniforms for ", R, " rows of ", children, " siblings");
+  // Each sequence's rows together, in the order of its slots: one block draws them in turn.
+  std::vector<int32_t> first = {0};
+  std::vector<uint8_t> seen(static_cast<size_t>(draft_sequences_), 0);
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t sequence = rows[static_cast<size_t>(r)].sequence;
+    if (r > 0 && sequence == rows[static_cast<size_t>(r - 1)].sequence) continue;
+    if (seen[static_cast<size_t>(sequence)]++)
+      fail("batch verifier: draw_siblings was given sequence ", sequence, "'s rows apart; a sequence's come together");
+    if (r > 0) first.push_back(static_cast<int32_t>(r));
+  }
+  first.push_back(static_cast<int32_t>(R));
+  std::vector<DeviceDraw> draws;
+  for (const DraftDraw& d : rows) draws.push_back(d.draw);
+  const MappedInputs m = map_inputs(draws, at);
+  // The sampler's own draw goes unread (the siblings are drawn from the laws it keeps): any key does.
+  const std::vector<RandomKey> keys(static_cast<size_t>(R));
+  int32_t *d_draws = nullptr, *d_status = nullptr;
+  process_rows(m.sources, at, m.histories, keys, &d_draws, &d_status, &draft,
+               SamplerRowMaps{&m.input_rows, &m.logits_rows, draft_laws_, &law_rows});
+  SiblingDrawParams p;
+  p.probs = draft_laws_;
+  p.rows = s.upload(kSiblingRows, law_rows);
+  p.first = s.upload(kSiblingFirst, first);
+  p.uniforms = s.upload(kSiblingUniforms, uniforms);
+  const size_t n = static_cast<size_t>(R) * static_cast<size_t>(children);
+  p.tokens = s.device_array<int32_t>(kDraftChildren, n);
+  p.sequences = static_cast<int32_t>(first.size() - 1);
+  p.rows_total = static_cast<int32_t>(R);
+  p.vocab = vocab_;
+  p.count = children;
+  s.sibling_draws(p);
+  int32_t* tokens = s.host_array<int32_t>(kDraftChildren, n);
+  int32_t* status = s.host_array<int32_t>(kSamplerStatus, static_cast<size_t>(R));
+  s.to_host(tokens, p.tokens, n * sizeof(int32_t));
+  s.to_host(status, d_status, static_cast<size_t>(R) * sizeof(int32_t));
+  s.synchronize();
+  for (int64_t r = 0; r < R; ++r) {
+    const DraftDraw& d = rows[static_cast<size_t>(r)];
+    if (status[r] != 0)
+      fail("draft from row ", d.law_row, " of sequence ", d.sequence, ": ", sampler_status_message(status[r]));
+    // A processed law has mass, so its first sibling is a token; after a -1 (no mass left) only -1.
+    for (int32_t j = 0; j < children; ++j) {
+      const Token t = tokens[r * children + j], before = j > 0 ? tokens[r * children + j - 1] : 0;
+      if (t < -1 || t >= vocab_ || (t == -1 && j == 0) || (t >= 0 && before < 0))
+        fail("batch verifier: sibling ", j, " of row ", d.law_row, " of sequence ", d.sequence, " is ", t);
+    }
+  }
+  return std::vector<Token>(tokens, tokens + n);
 }
 
 int32_t BatchVerifier::most_ranked_children() const { return std::min(vocab_, kMaxRankedChildren); }
@@ -205,12 +278,12 @@ std::vector<Token> BatchVerifier::rank_drafts(const SamplerPipeline& ranking, co
   p.probs = process_rows(m.sources, at, m.histories, keys, &d_draws, &d_status, &ranking,
                          SamplerRowMaps{&m.input_rows, &m.logits_rows, nullptr, nullptr});
   const size_t n = static_cast<size_t>(R) * static_cast<size_t>(children);
-  p.tokens = s.device_array<int32_t>(kRankedChildren, n);
+  p.tokens = s.device_array<int32_t>(kDraftChildren, n);
   p.batch = static_cast<int32_t>(R);
   p.vocab = vocab_;
   p.count = children;
   s.ranked_children(p);
-  int32_t* tokens = s.host_array<int32_t>(kRankedChildren, n);
+  int32_t* tokens = s.host_array<int32_t>(kDraftChildren, n);
   int32_t* status = s.host_array<int32_t>(kSamplerStatus, static_cast<size_t>(R));
   s.to_host(tokens, p.tokens, n * sizeof(int32_t));
   s.to_host(status, d_status, static_cast<size_t>(R) * sizeof(int32_t));
@@ -377,26 +450,38 @@ struct DraftLaws {
 };
 
 // Trees whose laws a draft model drew on the device (TokenTree::device_q) are read where they are: `draft_laws`
-// (BatchVerifier::draft_laws), whose layout is the step's when every tree has its laws there.
+// (BatchVerifier::draft_laws, `law_rows` rows), whose layout is the step's when every tree is full. Trees of
+// different sizes (siblings drawn without replacement whose laws ran out of mass) have theirs gathered into the
+// step's layout, one copy on the device a step.
 DraftLaws upload_draft_laws(KernelStream& s, const std::vector<DeviceStep>& steps, const BatchShape& shape,
-                            int32_t vocab, bool use_q, const float* draft_laws) {
+                            int32_t vocab, bool use_q, const float* draft_laws, int64_t law_rows) {
   const size_t R = static_cast<size_t>(shape.rows), V = static_cast<size_t>(vocab);
   uint8_t* q_present = s.host_array<uint8_t>(kQPresent, R);
   std::fill(q_present, q_present + R, uint8_t{0});
   const size_t on_device = static_cast<size_t>(
       std::count_if(steps.begin(), steps.end(), [](const DeviceStep& step) { return step.tree->device_q != nullptr; }));
   if (on_device > 0 && use_q) {
-    for (size_t b = 0; b < steps.size(); ++b)
-      if (on_device != steps.size() || !draft_laws ||
-          steps[b].tree->device_q != draft_laws + static_cast<size_t>(shape.first_row[b]) * V)
+    bool in_place = true;
+    for (size_t b = 0; b < steps.size(); ++b) {
+      const int64_t offset = draft_laws ? steps[b].tree->device_q - draft_laws : -1;
+      const int64_t rows = steps[b].tree->size() + 1;
+      if (on_device != steps.size() || !draft_laws || offset < 0 || offset % static_cast<int64_t>(V) != 0 ||
+          offset / static_cast<int64_t>(V) + rows > law_rows)
         fail("batch verifier: step ", b, "'s draft laws are in device memory but not at its rows of draft_laws");
+      in_place = in_place && offset == static_cast<int64_t>(shape.first_row[b] * V);
+    }
     // The rows with children hold a law (a chain's rows 0 .. n-1; a tree's inner rows); a leaf's row was never drawn
     // from, and its row of draft_laws holds whatever was there.
     for (size_t b = 0; b < steps.size(); ++b)
       for (int32_t parent : steps[b].tree->parent) q_present[shape.first_row[b] + parent + 1] = 1;
     uint8_t* d_q_present = s.device_array<uint8_t>(kQPresent, R);
     s.to_device(d_q_present, q_present, R);
-    return {draft_laws, d_q_present};
+    if (in_place) return {draft_laws, d_q_present};
+    float* d_q = s.device_array<float>(kQ, R * V);
+    for (size_t b = 0; b < steps.size(); ++b)
+      s.on_device(d_q + static_cast<size_t>(shape.first_row[b]) * V, steps[b].tree->device_q,
+                  static_cast<size_t>(steps[b].tree->size() + 1) * V * sizeof(float));
+    return {d_q, d_q_present};
   }
   float* host_q = nullptr;
   for (size_t b = 0; b < steps.size() && use_q; ++b)
@@ -595,7 +680,8 @@ std::vector<DeviceStepResult> BatchVerifier::verify(const std::vector<DeviceStep
   // 1. The sampler pipeline on every target row. 2. The recorded draft laws. 3. Drafts, keys and layout.
   int32_t* d_sampler_status = nullptr;
   const float* d_p = process_step_rows(steps, at, shape.rows, &d_sampler_status);
-  const DraftLaws laws = upload_draft_laws(s, steps, shape, vocab_, !verifies_greedily(method), draft_laws_);
+  const DraftLaws laws = upload_draft_laws(s, steps, shape, vocab_, !verifies_greedily(method), draft_laws_,
+                                           draft_sequences_ * (draft_depth_ + 1));
   const StagedBatch staged = stage_batch(s, steps, shape, laws, device_kernel(method) == VerifyKernel::tree);
   // 4. One verification launch for the batch. 5. Only the emitted tokens and counters come back.
   const int32_t* d_path = launch_verification(s, method, d_p, laws, staged, shape, vocab_, steps.size());

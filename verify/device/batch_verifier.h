@@ -121,7 +121,17 @@ class BatchVerifier {
   // go unread. Throws Error naming the row's index in `rows` on a failed one, with the CPU pipeline's reason.
   std::vector<Token> rank_drafts(const SamplerPipeline& ranking, const std::vector<DeviceDraw>& rows, int32_t children,
                                  LogitsAt at);
-  // The most children rank_drafts chooses a row: min(V, kMaxRankedChildren).
+  // A draft model's trees with siblings drawn without replacement (SiblingScheme::without_replacement): each row's raw
+  // logits processed by `draft`'s pipeline with its history, its law kept at its law row as draw_drafts keeps it, and
+  // its `children` siblings drawn from that law one after another, each from what the siblings before it left
+  // (draw_children's rule), in two launches and one wait. A sequence's rows come together, in the order of its slots;
+  // the draws of the sequence whose rows start at row f take uniforms[f * children + a] in turn (its draft keys' slots
+  // from the depth's first), a draw that finds no mass left taking one too. Row r's siblings at
+  // [r * children, (r + 1) * children), -1 past the last once its law has no mass left (fewer than asked, as on the
+  // CPU). Throws Error naming the row and sequence on a failed one.
+  std::vector<Token> draw_siblings(const SamplerPipeline& draft, const std::vector<DraftDraw>& rows, int32_t children,
+                                   const std::vector<double>& uniforms, LogitsAt at);
+  // The most children rank_drafts chooses (or draw_siblings draws) a row: min(V, kMaxRankedChildren).
   int32_t most_ranked_children() const;
   // The stream's byte counters (KernelStream::uploaded_bytes): what the steps so far moved each way.
   uint64_t uploaded_bytes() const { return stream_->uploaded_bytes(); }
@@ -153,6 +163,9 @@ class BatchVerifier {
     std::vector<int32_t> input_rows, logits_rows;
   };
   MappedInputs map_inputs(const std::vector<DeviceDraw>& rows, LogitsAt at);
+  // Where each draw keeps its law among draft_laws' rows (sequence * (N + 1) + law_row), checked: in range, no two at
+  // one row. `what` names the caller.
+  std::vector<int32_t> law_rows(const std::vector<DraftDraw>& draws, const char* what) const;
   // The tokens and statuses of `rows` draws process_rows launched, brought back with one wait.
   std::vector<Token> download_draws(int32_t* device_tokens, int32_t* device_status, int64_t rows,
                                     std::vector<int32_t>& status);

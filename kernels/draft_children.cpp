@@ -1,5 +1,5 @@
 // Host side of the ranked-children kernel: its parameter checks and vector width.
-#include "kernels/ranked_children.h"
+#include "kernels/draft_children.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -21,6 +21,23 @@ void RankedChildrenParams::check() const {
 }
 
 int ranked_children_vec(const RankedChildrenParams& p) {
+  return p.vocab % 4 == 0 && reinterpret_cast<uintptr_t>(p.probs) % 16 == 0 ? 4 : 1;
+}
+
+void SiblingDrawParams::check() const {
+  if (sequences < 1) fail("sibling draws: sequences must be >= 1, got ", sequences);
+  if (rows_total < 1) fail("sibling draws: rows_total must be >= 1, got ", rows_total);
+  if (vocab < 1 || vocab > (1 << 30)) fail("sibling draws: vocab must be in [1, 2^30], got ", vocab);
+  if (count < 1 || count > std::min(vocab, kMaxRankedChildren))
+    fail("sibling draws: count must be in [1, min(V, ", kMaxRankedChildren, ")] (V = ", vocab, "), got ", count);
+  if (!probs) fail("sibling draws: probs [*, V] is null");
+  if (!rows) fail("sibling draws: rows [R] is null");
+  if (!first) fail("sibling draws: first [S + 1] is null");
+  if (!uniforms) fail("sibling draws: uniforms [R * count] is null");
+  if (!tokens) fail("sibling draws: tokens [R * count] is null");
+}
+
+int sibling_draw_vec(const SiblingDrawParams& p) {
   return p.vocab % 4 == 0 && reinterpret_cast<uintptr_t>(p.probs) % 16 == 0 ? 4 : 1;
 }
 

@@ -1,0 +1,63 @@
+// CUDA backend of the draft-children kernels: ranked_children::rank_row over one block per row, and
+// sibling_draws::draw_sequence over one block per sequence (the CUB block primitives of cuda_block.cuh).
+#include <cuda_runtime.h>
+
+#include "kernels/cuda_block.cuh"
+#include "kernels/cuda_check.h"
+#include "kernels/cuda_device.h"
+#include "kernels/draft_children.h"
+#include "kernels/draft_children_row.h"
+
+namespace specula {
+namespace {
+
+// Only the two reductions over int32: no histogram, no scratch.
+constexpr int kThreads = 256;
+template <int VEC>
+using RankBlock = cuda_block::CudaBlock<kThreads, VEC, cuda_block::Scratch<1, 1>>;
+
+template <int VEC>
+__global__ void __launch_bounds__(kThreads) ranked_children_kernel(RankedChildrenParams p) {
+  __shared__ typename RankBlock<VEC>::Shared shared;
+  RankBlock<VEC> block{shared, p.vocab};
+  ranked_children::rank_row(block, p, static_cast<int32_t>(blockIdx.x));
+}
+
+// The children drawn so far in the scratch: at most kMaxRankedChildren. minBlocksPerSM = 1, as the sampler's and
+// verifiers' kernels: without it ptxas trades a few bytes of spills (the inverse-CDF draw's float64 vectors) for 64
+// registers, which the spill gate rejects.
+template <int VEC>
+using DrawBlock = cuda_block::CudaBlock<kThreads, VEC, cuda_block::Scratch<1, kMaxRankedChildren>>;
+
+template <int VEC>
+__global__ void __launch_bounds__(kThreads, 1) sibling_draw_kernel(SiblingDrawParams p) {
+  __shared__ typename DrawBlock<VEC>::Shared shared;
+  DrawBlock<VEC> block{shared, p.vocab};
+  sibling_draws::draw_sequence(block, p, static_cast<int32_t>(blockIdx.x));
+}
+
+}  // namespace
+
+void launch_sibling_draws(const SiblingDrawParams& p, CUstream_st* stream) {
+  p.check();
+  require_cuda_device();
+  const unsigned blocks = static_cast<unsigned>(p.sequences);
+  if (sibling_draw_vec(p) == 4)
+    sibling_draw_kernel<4><<<blocks, kThreads, 0, stream>>>(p);
+  else
+    sibling_draw_kernel<1><<<blocks, kThreads, 0, stream>>>(p);
+  cuda_check(cudaGetLastError(), "sibling draws launch");
+}
+
+void launch_ranked_children(const RankedChildrenParams& p, CUstream_st* stream) {
+  p.check();
+  require_cuda_device();
+  const unsigned blocks = static_cast<unsigned>(p.batch);
+  if (ranked_children_vec(p) == 4)
+    ranked_children_kernel<4><<<blocks, kThreads, 0, stream>>>(p);
+  else
+    ranked_children_kernel<1><<<blocks, kThreads, 0, stream>>>(p);
+  cuda_check(cudaGetLastError(), "ranked children launch");
+}
+
+}  // namespace specula

@@ -1,0 +1,105 @@
+// The per-row code of kernels/draft_children.h over any Block (a CUDA block, or its CPU emulation), plain C++
+// with SPECULA_HD.
+//
+// Ranked children. The order is total — probability descending, then id ascending — so child j is the greatest token
+// after child j - 1 in it, and a round needs only the previous child, not the list of those taken: each thread keeps
+// the best of its tokens after that child (its tokens ascend, so the first of equal probabilities stays), and the block
+// takes the greatest probability, then the least id holding it. count rounds read the row count times; a ranked node
+// has a handful of children.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/draft_children.h"
+#include "kernels/fused_sampler_row.h"
+#include "kernels/shared/host_device.h"
+#include "kernels/shared/mutation_points.h"
+#include "kernels/shared/sampler_math.h"
+
+namespace specula {
+namespace ranked_children {
+
+// A probability's rank key: non-negative floats order as their bits do. Zeros of either sign (and anything not
+// positive, which a processed row holds no other of) share key 0, where draw_children's comparison finds them equal.
+SPECULA_HD int32_t rank_key(float x) { return x > 0.0f ? static_cast<int32_t>(float_bits(x)) : 0; }
+
+template <class Block>
+SPECULA_HD void rank_row(Block& b, const RankedChildrenParams& p, int32_t row) {
+  constexpr int VEC = Block::kVec;
+  const float* q = p.probs + static_cast<int64_t>(row) * p.vocab;
+  int32_t* out = p.tokens + static_cast<int64_t>(row) * p.count;
+  bool ties_taken_at_once = false;
+#if !defined(__CUDA_ARCH__)
+  ties_taken_at_once = mutant_on(Mutant::ranked_children_skip_ties);
+#endif
+  int32_t previous_key = 0x7fffffff, previous_id = -1;  // before every token
+  for (int32_t j = 0; j < p.count; ++j) {
+    int32_t best_key = -1, best_id = fused_sampler::kNoIndex;
+    b.for_each_vec([&](int32_t base) {
+      float x[VEC];
+      fused_sampler::load_vec<VEC>(q + base, x);
+      for (int k = 0; k < VEC; ++k) {
+        const int32_t key = rank_key(x[k]), id = base + k;
+        const bool after = key < previous_key || (!ties_taken_at_once && key == previous_key && id > previous_id);
+        if (after && key > best_key) {
+          best_key = key;
+          best_id = id;
+        }
+      }
+    });
+    const int32_t top = b.max_i32(best_key);
+    const int32_t id = b.min_i32(best_key == top ? best_id : fused_sampler::kNoIndex);
+    if (b.leader()) out[j] = id;
+    previous_key = top;
+    previous_id = id;
+  }
+}
+
+}  // namespace ranked_children
+
+namespace sibling_draws {
+
+// Siblings without replacement: sequence s's rows in order, each row's children one after another. Draw j of a row
+// is fused_sampler::sample_weights (the fused sampler's and the verifiers' inverse-CDF rule over float64 weights,
+// sample_from_weights on the CPU) over the row's law with the j siblings drawn before it weighing zero, as
+// draw_children zeroes them; the row's children are kept in the Block's i32 scratch (shared memory), which each
+// draw reads after the barrier that follows its write. A draw that finds no mass left (-1) ends the row, its uniform
+// spent.
+template <class Block>
+SPECULA_HD void draw_sequence(Block& b, const SiblingDrawParams& p, int32_t sequence) {
+  constexpr int VEC = Block::kVec;
+  int32_t* drawn = b.i32();
+  bool keep_drawn = true;
+#if !defined(__CUDA_ARCH__)
+  keep_drawn = !mutant_on(Mutant::device_siblings_replaced);
+#endif
+  int32_t attempt = 0;
+  const double* uniforms = p.uniforms + static_cast<int64_t>(p.first[sequence]) * p.count;
+  for (int32_t r = p.first[sequence]; r < p.first[sequence + 1]; ++r) {
+    const float* q = p.probs + static_cast<int64_t>(p.rows[r]) * p.vocab;
+    int32_t* out = p.tokens + static_cast<int64_t>(r) * p.count;
+    int32_t j = 0;
+    for (; j < p.count; ++j) {
+      const int32_t before = keep_drawn ? j : 0;
+      const auto weight = [&](int32_t base, double(&w)[VEC]) {
+        float x[VEC];
+        fused_sampler::load_vec<VEC>(q + base, x);
+        for (int k = 0; k < VEC; ++k) {
+          bool taken = false;
+          for (int32_t i = 0; i < before; ++i) taken = taken || drawn[i] == base + k;
+          w[k] = taken ? 0.0 : static_cast<double>(x[k]);
+        }
+      };
+      const int32_t t = fused_sampler::sample_weights(b, p.vocab, weight, uniforms[attempt++]);
+      if (b.leader()) out[j] = t;
+      if (t < 0) break;
+      if (b.leader()) drawn[j] = t;
+      b.sync();  // the next draw reads it
+    }
+    if (b.leader())
+      for (int32_t i = j + 1; i < p.count; ++i) out[i] = -1;
+  }
+}
+
+}  // namespace sibling_draws
+}  // namespace specula

@@ -1,0 +1,248 @@
+// The draft-children kernels (kernels/draft_children.h) under block emulation, every thread count and schedule.
+// Ranked children: each row's `count` most probable tokens, best first, the lowest id on ties, against the order
+// draw_children ranks by (computed here by a full sort), on rows built to tie: few distinct values, zeros of both
+// signs, rows of one value, V not a multiple of 4 (the scalar dispatch) and a multiple of it (4-wide). Siblings
+// without replacement: against draw_children's loop.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/draft_children.h"
+#include "kernels/emulated_kernels.h"
+#include "tests/support/mutant_switch.h"
+#include "verify/sampling/categorical.h"
+
+using namespace specula;
+
+namespace {
+
+// Rows [B, V] of probabilities from a few values, so that most tokens tie with others.
+std::vector<float> tied_rows(uint64_t seed, int32_t batch, int32_t vocab) {
+  std::mt19937_64 rng(seed);
+  // 1e-40 is subnormal: its bits still order it below every normal float.
+  const std::vector<float> values = {0.0f, -0.0f, 0.25f, 0.125f, 0.125f, 1e-40f, 0.5f, 3e-8f, 1e-30f};
+  std::vector<float> rows(static_cast<size_t>(batch) * static_cast<size_t>(vocab));
+  for (float& x : rows) x = values[rng() % values.size()];
+  // The first row holds one value alone, so that every child is a tie broken by id.
+  std::fill(rows.begin(), rows.begin() + vocab, 0.0625f);
+  return rows;
+}
+
+// The order of draw_children's ranked siblings: probability descending, id ascending.
+std::vector<int32_t> reference_children(const float* q, int32_t vocab, int32_t count) {
+  std::vector<int32_t> ids(static_cast<size_t>(vocab));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return q[a] > q[b]; });
+  ids.resize(static_cast<size_t>(count));
+  return ids;
+}
+
+// Aligned like a device buffer, so that a V that is a multiple of 4 takes the 4-wide dispatch.
+struct AlignedRows {
+  explicit AlignedRows(const std::vector<float>& rows) : storage(rows.size() + 16) {
+    const size_t misalignment = reinterpret_cast<uintptr_t>(storage.data()) % 64 / sizeof(float);
+    data = storage.data() + (misalignment ? 16 - misalignment : 0);
+    std::copy(rows.begin(), rows.end(), data);
+  }
+  std::vector<float> storage;
+  float* data;
+};
+
+// Whether every row's children equal the reference at every thread count and schedule; counts the wrong rows.
+int64_t wrong_rows(int32_t vocab, int32_t count, uint64_t seed) {
+  const int32_t batch = 5;
+  const std::vector<float> rows = tied_rows(seed, batch, vocab);
+  const AlignedRows aligned(rows);
+  int64_t wrong = 0;
+  for (int threads : {4, 8, 32})
+    for (FiberSchedule schedule : {FiberSchedule::forward, FiberSchedule::reverse, FiberSchedule::rotating}) {
+      std::vector<int32_t> tokens(static_cast<size_t>(batch) * static_cast<size_t>(count), -7);
+      RankedChildrenParams p;
+      p.probs = aligned.data;
+      p.tokens = tokens.data();
+      p.batch = batch;
+      p.vocab = vocab;
+      p.count = count;
+      emulate_ranked_children(p, EmulationOptions{threads, schedule});
+      for (int32_t b = 0; b < batch; ++b) {
+        const std::vector<int32_t> expected =
+            reference_children(rows.data() + static_cast<size_t>(b) * vocab, vocab, count);
+        const bool same = std::equal(expected.begin(), expected.end(), tokens.begin() + static_cast<size_t>(b) * count);
+        INFO("V = " << vocab << ", count " << count << ", " << threads << " threads, " << fiber_schedule_name(schedule)
+                    << ", row " << b);
+        if (active_mutant() == Mutant::none) CHECK(same);
+        wrong += same ? 0 : 1;
+      }
+    }
+  return wrong;
+}
+
+}  // namespace
+
+TEST_CASE("ranked children on cuda-host are draw_children's ranked siblings, ties by id", "[kernels][emulation]") {
+  for (int32_t vocab : {1, 3, 7, 64, 130, 256})
+    for (int32_t count : {1, 2, 3, 5, 9, 64, 256})
+      if (count <= vocab) CHECK(wrong_rows(vocab, count, 0x5eed + static_cast<uint64_t>(vocab * 1000 + count)) == 0);
+  // The 4-wide dispatch is the one these rows take where V % 4 == 0.
+  const AlignedRows aligned(tied_rows(1, 1, 64));
+  RankedChildrenParams p;
+  p.probs = aligned.data;
+  p.vocab = 64;
+  CHECK(ranked_children_vec(p) == 4);
+  p.vocab = 130;
+  CHECK(ranked_children_vec(p) == 1);
+}
+
+TEST_CASE("ranked children that skip the ties of the child before are caught", "[kernels][emulation][mutant]") {
+  ScopedMutant mutant(Mutant::ranked_children_skip_ties);
+  CHECK(wrong_rows(64, 5, 0x77) > 0);
+  CHECK(wrong_rows(130, 9, 0x78) > 0);
+}
+
+TEST_CASE("the ranked-children kernel refuses a count out of range and missing arrays", "[kernels]") {
+  std::vector<float> probs(8, 0.125f);
+  std::vector<int32_t> tokens(8);
+  RankedChildrenParams p;
+  p.probs = probs.data();
+  p.tokens = tokens.data();
+  p.batch = 1;
+  p.vocab = 8;
+  p.count = 0;
+  CHECK_THROWS_WITH(p.check(), Catch::Contains("count must be in [1, min(V, 256)] (V = 8), got 0"));
+  p.count = 9;
+  CHECK_THROWS_WITH(p.check(), Catch::Contains("got 9"));
+  p.count = 2;
+  p.tokens = nullptr;
+  CHECK_THROWS_WITH(p.check(), Catch::Contains("tokens [B, count] is null"));
+  p.tokens = tokens.data();
+  p.batch = 0;
+  CHECK_THROWS_WITH(p.check(), Catch::Contains("batch must be >= 1, got 0"));
+}
+
+namespace {
+
+// Siblings without replacement drawn on the CPU as draw_children draws them (its loop, over a sequence's rows in
+// turn): each draw sample_from_weights over the row less its earlier children, a row's draws ending at the first
+// that finds no mass, every draw (that one included) taking the sequence's next uniform.
+std::vector<int32_t> reference_sibling_draws(const std::vector<float>& probs, const std::vector<int32_t>& rows,
+                                             const std::vector<int32_t>& first, const std::vector<double>& uniforms,
+                                             int32_t vocab, int32_t count) {
+  std::vector<int32_t> out(rows.size() * static_cast<size_t>(count), -1);
+  for (size_t s = 0; s + 1 < first.size(); ++s) {
+    int32_t attempt = 0;
+    for (int32_t r = first[s]; r < first[s + 1]; ++r) {
+      const float* q = probs.data() + static_cast<size_t>(rows[static_cast<size_t>(r)]) * vocab;
+      std::vector<float> remaining(q, q + vocab);
+      for (int32_t j = 0; j < count; ++j) {
+        const int32_t t =
+            sample_from_weights(remaining.data(), vocab, uniforms[static_cast<size_t>(first[s] * count + attempt++)]);
+        out[static_cast<size_t>(r * count + j)] = t;
+        if (t < 0) break;
+        remaining[static_cast<size_t>(t)] = 0.0f;
+      }
+    }
+  }
+  return out;
+}
+
+// Laws of dyadic probabilities (every float64 sum exact, so the block's summation order cannot move a draw), many with
+// fewer positive tokens than children: rows whose mass runs out, shifting the next rows' uniforms.
+std::vector<float> dyadic_laws(uint64_t seed, int32_t rows, int32_t vocab) {
+  std::mt19937_64 rng(seed);
+  std::vector<float> laws(static_cast<size_t>(rows) * static_cast<size_t>(vocab), 0.0f);
+  for (int32_t r = 0; r < rows; ++r) {
+    float* q = laws.data() + static_cast<size_t>(r) * vocab;
+    const int32_t support = 1 + static_cast<int32_t>(rng() % 4);  // 1 to 4 tokens
+    float left = 1.0f;
+    for (int32_t i = 0; i < support; ++i) {
+      const float w = i + 1 == support ? left : left / static_cast<float>(2 << (rng() % 3));
+      q[rng() % static_cast<uint64_t>(vocab)] += w;
+      left -= w;
+    }
+  }
+  return laws;
+}
+
+// Counts the sequences whose draws differ from the reference, at every thread count and schedule.
+int64_t wrong_sibling_draws(int32_t vocab, int32_t count, uint64_t seed) {
+  const std::vector<int32_t> first = {0, 3, 4, 8};  // three sequences of 3, 1 and 4 drawing rows
+  const std::vector<int32_t> rows = {5, 0, 7, 2, 1, 6, 3, 8};
+  const std::vector<float> laws = dyadic_laws(seed, 9, vocab);
+  const AlignedRows aligned(laws);
+  std::vector<double> uniforms(rows.size() * static_cast<size_t>(count));
+  std::mt19937_64 rng(seed + 1);
+  for (double& u : uniforms) u = (static_cast<double>(rng() >> 11) + 0.5) / 9007199254740992.0;
+  const std::vector<int32_t> expected = reference_sibling_draws(laws, rows, first, uniforms, vocab, count);
+  int64_t wrong = 0;
+  for (int threads : {4, 8, 32})
+    for (FiberSchedule schedule : {FiberSchedule::forward, FiberSchedule::reverse, FiberSchedule::rotating}) {
+      std::vector<int32_t> tokens(expected.size(), -7);
+      SiblingDrawParams p;
+      p.probs = aligned.data;
+      p.rows = rows.data();
+      p.first = first.data();
+      p.uniforms = uniforms.data();
+      p.tokens = tokens.data();
+      p.sequences = 3;
+      p.rows_total = static_cast<int32_t>(rows.size());
+      p.vocab = vocab;
+      p.count = count;
+      emulate_sibling_draws(p, EmulationOptions{threads, schedule});
+      for (size_t s = 0; s + 1 < first.size(); ++s) {
+        const auto from = static_cast<size_t>(first[s] * count), to = static_cast<size_t>(first[s + 1] * count);
+        const bool same = std::equal(expected.begin() + from, expected.begin() + to, tokens.begin() + from);
+        INFO("V = " << vocab << ", count " << count << ", " << threads << " threads, " << fiber_schedule_name(schedule)
+                    << ", sequence " << s);
+        if (active_mutant() == Mutant::none) CHECK(same);
+        wrong += same ? 0 : 1;
+      }
+    }
+  return wrong;
+}
+
+}  // namespace
+
+TEST_CASE("siblings drawn without replacement on cuda-host are draw_children's, a sequence's uniforms in turn",
+          "[kernels][emulation]") {
+  for (int32_t vocab : {5, 37, 64})
+    for (int32_t count : {1, 2, 3, 5}) CHECK(wrong_sibling_draws(vocab, count, 0x51b + vocab * 10 + count) == 0);
+  // The rows run out of mass: the test sees a row's spent uniform shift the next row's draws.
+  const std::vector<float> laws = dyadic_laws(0x51b + 37 * 10 + 5, 9, 37);
+  int64_t short_rows = 0;
+  for (int32_t r = 0; r < 9; ++r)
+    short_rows += std::count_if(laws.begin() + r * 37, laws.begin() + (r + 1) * 37, [](float x) { return x > 0; }) < 5;
+  CHECK(short_rows > 0);
+}
+
+TEST_CASE("siblings drawn on the device each from the whole law are caught", "[kernels][emulation][mutant]") {
+  ScopedMutant mutant(Mutant::device_siblings_replaced);
+  CHECK(wrong_sibling_draws(37, 3, 0x52) > 0);
+  CHECK(wrong_sibling_draws(64, 2, 0x53) > 0);
+}
+
+TEST_CASE("the sibling-draw kernel refuses counts out of range and missing arrays", "[kernels]") {
+  std::vector<float> probs(8, 0.125f);
+  std::vector<int32_t> rows = {0}, first = {0, 1}, tokens(8);
+  std::vector<double> uniforms(8, 0.5);
+  SiblingDrawParams p;
+  p.probs = probs.data();
+  p.rows = rows.data();
+  p.first = first.data();
+  p.uniforms = uniforms.data();
+  p.tokens = tokens.data();
+  p.sequences = 1;
+  p.rows_total = 1;
+  p.vocab = 8;
+  p.count = 9;
+  CHECK_THROWS_WITH(p.check(), Catch::Contains("count must be in [1, min(V, 256)] (V = 8), got 9"));
+  p.count = 2;
+  p.uniforms = nullptr;
+  CHECK_THROWS_WITH(p.check(), Catch::Contains("uniforms [R * count] is null"));
+  p.uniforms = uniforms.data();
+  p.sequences = 0;
+  CHECK_THROWS_WITH(p.check(), Catch::Contains("sequences must be >= 1, got 0"));
+}
