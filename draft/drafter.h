@@ -28,8 +28,8 @@ struct DraftRequest {
   SiblingScheme scheme = SiblingScheme::iid;
   StepRandom rng;  // draws use RandomRole::draft
   // The verifier on the device (--device cuda | cuda-host) of a lockstep batch, null on the CPU: a drafter kind that
-  // can draw there (a draft model's chains, i.i.d. and ranked trees, propose_batch) leaves its laws in the verifier's
-  // memory (TokenTree::device_q) instead of bringing them to the host; ranked trees keep none.
+  // can draw there (a draft model's chains and trees, propose_batch) leaves its laws in the verifier's memory
+  // (TokenTree::device_q) instead of bringing them to the host; ranked trees keep none.
   BatchVerifier* device = nullptr;
 };
 

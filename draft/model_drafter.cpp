@@ -178,14 +178,15 @@ bool ModelDrafterFactory::draws_on_device(const std::vector<DraftRequest>& reque
          });
 }
 
-// Chains, i.i.d. and ranked trees drawn on the device: depth by depth, one forward of the draft model for the batch,
+// Chains and trees drawn on the device: depth by depth, one forward of the draft model for the batch,
 // written into the verifier's logits buffer where it can (cuda-host: any model; cuda: a model on the GPU, on the stream
 // the verifier follows), then one launch of the fused sampler with the draft's pipeline drawing every child of every
 // frontier row of every sequence, keeping each processed row where verification reads it
 // (BatchVerifier::draft_laws). Only the drawn tokens come back. The draws are the CPU
 // path's: the same keys (RandomRole::draft, the slots draw_children takes: frontier rows in order, a row's children
 // in turn) and sample_categorical's rule. Ranked trees the same way, each frontier row processed once by the ranking
-// pipeline and its children chosen by rank (BatchVerifier::rank_drafts); they keep no law.
+// pipeline and its children chosen by rank (BatchVerifier::rank_drafts); they keep no law. Siblings without
+// replacement: each frontier row's law kept, its siblings drawn from it in turn (BatchVerifier::draw_siblings).
 std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<ModelDrafter*>& own,
                                                               const std::vector<DraftRequest>& requests) const {
   BatchVerifier& device = *requests[0].device;

@@ -24,10 +24,10 @@ class ModelDrafterFactory : public DrafterFactory {
   std::vector<TokenTree> propose_batch(const std::vector<Drafter*>& drafters,
                                        const std::vector<DraftRequest>& requests) const override;
   bool batches_proposals() const override { return model_->batches_forwards(); }
-  // Chains of one length, and trees of one shape with i.i.d. or ranked siblings (a ranked node asking at most
-  // BatchVerifier::most_ranked_children), are drawn on the device when the requests carry its verifier and the
-  // draft's settings are within what the fused sampler applies (propose_batch): chains' and i.i.d. trees' laws left
-  // there, ranked trees verified as point masses.
+  // Chains of one length, and trees of one shape (a ranked node, or one whose siblings are drawn without replacement,
+  // asking at most BatchVerifier::most_ranked_children), are drawn on the device when the requests carry its verifier
+  // and the draft's settings are within what the fused sampler applies (propose_batch): their laws left there, ranked
+  // trees verified as point masses.
   bool draws_on_device(const std::vector<DraftRequest>& requests) const override;
 
  private:

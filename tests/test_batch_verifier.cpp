@@ -1,6 +1,7 @@
 // BatchVerifier's two places for a step's logits (verify/device/batch_verifier.h): uploaded from the host, or
 // already in its device buffer, where a model on the device wrote them (read in place). Both must decide alike,
 // the in-place call must move no logits, and rows anywhere else than the buffer's must be refused.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -392,4 +393,65 @@ TEST_CASE("a depth of ranked draft trees is chosen on the device: draw_children'
   CHECK_THROWS_WITH(device.rank_drafts(target, {}, 2, LogitsAt::host), Catch::Contains("needs rows"));
   CHECK_THROWS_WITH(device.rank_drafts(target, {row}, 2, LogitsAt::device),
                     Catch::Contains("draft row 0 said to be in place is not a row of device_logits"));
+}
+
+TEST_CASE("a depth of siblings drawn without replacement on the device: one wait, the laws kept, bad calls refused",
+          "[verify][device]") {
+  constexpr int32_t V = kVocab;
+  const SamplerPipeline target(sampled(), V);
+  SamplingParams draft_params = sampled();
+  draft_params.top_k = 3;  // rows of 3 tokens: the fourth sibling finds no mass
+  const SamplerPipeline draft(draft_params, V);
+  BatchVerifier on_device(Device::cuda_host, target, VerifyMethod::tree),
+      from_host(Device::cuda_host, target, VerifyMethod::tree);
+  constexpr int64_t B = 2;
+  constexpr int32_t N = 8, children = 4;
+  const float* laws = on_device.draft_laws(B, N);
+  from_host.draft_laws(B, N);
+  float* buffer = on_device.device_logits(B * 3);
+  for (int64_t i = 0; i < B * 3 * V; ++i) buffer[i] = static_cast<float>(4.0 * philox_uniform(47, 3, i) - 2.0);
+  const TokenHistory history{{1, 2}, {}, std::nan("")};
+  // Sequence 0 draws from its rows 1 and 2, sequence 1 from its row 1.
+  const std::vector<std::pair<int64_t, int32_t>> at = {{0, 1}, {0, 2}, {1, 1}};
+  std::vector<DraftDraw> rows, host_rows;
+  std::vector<std::vector<float>> copies;
+  copies.reserve(at.size());
+  for (const auto& [sequence, row] : at) {
+    const float* logits = buffer + (sequence * 3 + row) * V;
+    copies.emplace_back(logits, logits + V);
+    rows.push_back(DraftDraw{DeviceDraw{logits, &history, RandomKey{}}, sequence, row});
+    host_rows.push_back(DraftDraw{DeviceDraw{copies.back().data(), &history, RandomKey{}}, sequence, row});
+  }
+  std::vector<double> uniforms;
+  for (size_t a = 0; a < at.size() * children; ++a) uniforms.push_back(philox_uniform(5, 9, a));
+  const uint64_t downloads = on_device.downloads();
+  const std::vector<Token> tokens = on_device.draw_siblings(draft, rows, children, uniforms, LogitsAt::device);
+  CHECK(on_device.downloads() == downloads + 2);  // the siblings and the rows' statuses, after one wait
+  CHECK(from_host.draw_siblings(draft, host_rows, children, uniforms, LogitsAt::host) == tokens);
+  // Each row: as many distinct siblings as its law has tokens (at most three: top-k 3), then -1; each kept law the CPU
+  // pipeline's row.
+  int64_t ran_out = 0;
+  for (size_t r = 0; r < at.size(); ++r) {
+    INFO("row " << r);
+    std::vector<float> q(V);
+    draft.process(rows[r].draw.logits, history, q.data());
+    const int64_t support = std::count_if(q.begin(), q.end(), [](float x) { return x > 0; });
+    std::vector<Token> siblings(tokens.begin() + r * children, tokens.begin() + r * children + support);
+    for (int64_t j = support; j < children; ++j) CHECK(tokens[r * children + j] == -1);
+    ran_out += support < children;
+    for (Token t : siblings) CHECK((t >= 0 && t < V && q[t] > 0));
+    std::sort(siblings.begin(), siblings.end());
+    CHECK(std::adjacent_find(siblings.begin(), siblings.end()) == siblings.end());
+    const float* kept = laws + (at[r].first * (N + 1) + at[r].second) * V;
+    for (int32_t x = 0; x < V; ++x) CHECK(kept[x] == Approx(q[x]).margin(1e-6));
+  }
+  CHECK(ran_out == static_cast<int64_t>(at.size()));
+  // Refused: a sequence's rows apart, uniforms of another count, siblings out of range.
+  std::vector<DraftDraw> apart = {rows[0], rows[2], rows[1]};
+  CHECK_THROWS_WITH(on_device.draw_siblings(draft, apart, children, uniforms, LogitsAt::device),
+                    Catch::Contains("sequence 0's rows apart"));
+  CHECK_THROWS_WITH(on_device.draw_siblings(draft, rows, children, {0.5}, LogitsAt::device),
+                    Catch::Contains("1 uniforms for 3 rows of 4 siblings"));
+  CHECK_THROWS_WITH(on_device.draw_siblings(draft, rows, V + 1, uniforms, LogitsAt::device),
+                    Catch::Contains("siblings a row; the device draws 1 to"));
 }

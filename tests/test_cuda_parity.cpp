@@ -478,9 +478,10 @@ TEST_CASE("ranked children on the GPU are the emulation's, ties by id", "[gpu][r
 TEST_CASE("ranked children on the GPU at a 128K vocabulary", "[gpu][ranked]") { check_ranked_children_on_gpu(128256); }
 
 // Siblings drawn without replacement on the GPU against the emulation (tested against draw_children on the host):
-// dyadic laws, whose float64 sums are exact in any order, with fewer positive tokens than children in most rows.
+// dyadic laws, whose float64 sums are exact in any order, with fewer positive tokens than children in most rows; V
+// within one tile of the inverse-CDF scan and over several (scalar and 4-wide).
 TEST_CASE("siblings drawn without replacement on the GPU are the emulation's", "[gpu][siblings][sanitize]") {
-  for (int32_t vocab : {37, 64})
+  for (int32_t vocab : {37, 64, 4099, 8192})
     for (int32_t count : {1, 3, 5}) {
       const std::vector<int32_t> first = {0, 3, 4, 8}, rows = {5, 0, 7, 2, 1, 6, 3, 8};
       std::mt19937_64 rng(static_cast<uint64_t>(vocab * 100 + count));

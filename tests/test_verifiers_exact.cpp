@@ -15,6 +15,7 @@
 #include "speculative_fixtures.h"
 #include "tests/statistics/transition_test.h"
 #include "tests/support/mutant_switch.h"
+#include "verify/device/batch_verifier.h"
 #include "verify/verifiers/verify_methods.h"
 
 using namespace specula;
@@ -1162,8 +1163,60 @@ TEST_CASE("on cuda-host a draft model's ranked trees are chosen by the device's 
   CHECK(caught);
 }
 
+// One proposal of a draft model's trees for several sequences, drawn on cuda-host in one batch and on the CPU one by
+// one: the same trees, node for node. Truncation (top-k 4, top-p 0.9, min-p) leaves many rows fewer positive tokens
+// than 3 siblings, so trees drawn without replacement come out smaller than full, differently in each sequence, and a
+// row's spent draw moves the keys of the rows and the depth after it.
+TEST_CASE("a draft model's trees drawn on cuda-host are the CPU's, node for node, short ones included",
+          "[verify][device]") {
+  const TablePair pair = random_pair(2, kV, 29, 1.2, 0.8);
+  const SamplerPipeline target(truncating(), kV);
+  const ModelDrafterFactory factory(pair.draft, truncating());
+  int64_t short_trees = 0;
+  for (SiblingScheme scheme : {SiblingScheme::without_replacement, SiblingScheme::iid, SiblingScheme::deterministic}) {
+    BatchVerifier device(Device::cuda_host, target, VerifyMethod::tree);
+    const std::vector<int32_t> shape = {3, 2, 1};
+    const size_t full = tree_shape_nodes(shape);
+    for (uint64_t step = 0; step < 6; ++step) {
+      std::vector<std::vector<Token>> contexts;
+      std::vector<TokenHistory> histories;
+      for (Token a = 0; a < kV; ++a) {
+        contexts.push_back({static_cast<Token>((a + step) % kV), a, static_cast<Token>((2 * a + 1) % kV)});
+        histories.push_back(TokenHistory{contexts.back(), {}});
+      }
+      std::vector<std::unique_ptr<Drafter>> owned;
+      std::vector<Drafter*> drafters;
+      std::vector<DraftRequest> on_device, on_cpu;
+      for (size_t i = 0; i < contexts.size(); ++i) {
+        owned.push_back(factory.create());
+        drafters.push_back(owned.back().get());
+        DraftRequest r;
+        r.context = &contexts[i];
+        r.history = &histories[i];
+        r.tree_shape = shape;
+        r.scheme = scheme;
+        r.rng = StepRandom{41, i, step};
+        on_cpu.push_back(r);
+        r.device = &device;
+        on_device.push_back(r);
+      }
+      REQUIRE(factory.draws_on_device(on_device));
+      const std::vector<TokenTree> trees = factory.propose_batch(drafters, on_device);
+      for (size_t i = 0; i < contexts.size(); ++i) {
+        const TokenTree cpu = owned[i]->propose(on_cpu[i]);
+        INFO(sibling_scheme_name(scheme) << ", step " << step << ", sequence " << i);
+        CHECK(trees[i].tokens == cpu.tokens);
+        CHECK(trees[i].parent == cpu.parent);
+        short_trees += trees[i].tokens.size() < full;
+      }
+    }
+  }
+  CHECK(short_trees > 0);  // the case the test is for happened
+}
+
 TEST_CASE("on cuda-host a 256-node tree gives the CPU path's sequences", "[verify][device]") {
-  // 16 i.i.d. children of the root and 15 under each: 256 nodes, the kernels' limit, per step.
+  // 16 children of the root and 15 under each: 256 nodes, the kernels' limit, per step (i.i.d. siblings drawn on the
+  // device; without replacement, more siblings than V = 6 tokens, on the host).
   const TablePair pair = random_pair(1, kV, 23, 1.0, 1.0);
   for (SiblingScheme scheme : {SiblingScheme::iid, SiblingScheme::without_replacement}) {
     GenerationConfig config = tree_config({16, 15}, scheme);

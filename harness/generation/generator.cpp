@@ -536,8 +536,8 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     // so a sequence's times add up to its wall time, and the cost model sees a batched step beside the baseline's.
     if (config_.method) {
       const auto t0 = Clock::now();
-      // A draft model: one forward per depth for the batch, its chains, i.i.d. and ranked trees drawn on the device
-      // when there is one.
+      // A draft model: one forward per depth for the batch, its chains and trees drawn on the device when there is
+      // one.
       std::vector<Drafter*> drafters;
       std::vector<DraftRequest> requests;
       for (size_t i : active) {

@@ -44,8 +44,8 @@ struct GenerationConfig {
   int32_t logprobs = -1;  // -1 = off; n >= 0: record every emitted token's logprobs with the top n
   // Where the target rows are sampled and verified. cpu: on the CPU, sequence by sequence (the reference path).
   // cuda, cuda_host: generate_many and generate_batch run their sequences in lockstep and sample / verify every
-  // sequence's step in one device launch (verify/device/batch_verifier.h); a draft model's chains (and i.i.d. and
-  // ranked trees) are drawn there too (DrafterFactory::draws_on_device).
+  // sequence's step in one device launch (verify/device/batch_verifier.h); a draft model's chains and trees are
+  // drawn there too (DrafterFactory::draws_on_device).
   Device device = Device::cpu;
   // On the CPU too, generate_many and generate_batch run their sequences in lockstep: per step every unfinished
   // sequence drafts, the target runs once for all of them (LanguageModel::batch_tree_logits: one pass over its

@@ -100,7 +100,7 @@ class BatchVerifier {
   // and grown geometrically (KernelStream::device_buffer); valid until a call asks for more rows.
   float* device_logits(int64_t rows);
 
-  // A draft model's chains and i.i.d. trees drawn on the device (draft/model_drafter.cpp), so that no draft law q
+  // A draft model's chains and trees drawn on the device (draft/model_drafter.cpp), so that no draft law q
   // crosses to the host: draft_laws(B, N) before a batch's proposal makes room for the laws of B drafts of N nodes
   // (chains of N drafts, or trees of N nodes), laid out as verify() reads q rows (sequence b's row r at b * (N + 1) +
   // r: the layout of B steps of N nodes each); each draw_drafts then draws one depth of every sequence in one launch,
