@@ -39,6 +39,7 @@ int main() {
 #include "kernels/philox_fill.h"
 #include "kernels/sampler_kernels.h"
 #include "kernels/shared/philox.h"
+#include "sibling_draw_case.h"
 #include "tests/statistics/goodness_of_fit.h"
 #include "verify/device/device_sampler.h"
 #include "verify/device/sampler_batch.h"
@@ -483,45 +484,19 @@ TEST_CASE("ranked children on the GPU at a 128K vocabulary", "[gpu][ranked]") { 
 TEST_CASE("siblings drawn without replacement on the GPU are the emulation's", "[gpu][siblings][sanitize]") {
   for (int32_t vocab : {37, 64, 4099, 8192})
     for (int32_t count : {1, 3, 5}) {
-      const std::vector<int32_t> first = {0, 3, 4, 8}, rows = {5, 0, 7, 2, 1, 6, 3, 8};
-      std::mt19937_64 rng(static_cast<uint64_t>(vocab * 100 + count));
-      std::vector<float> laws(9 * static_cast<size_t>(vocab), 0.0f);
-      for (int32_t r = 0; r < 9; ++r) {
-        const int32_t support = 1 + static_cast<int32_t>(rng() % 4);
-        float left = 1.0f;
-        for (int32_t i = 0; i < support; ++i) {
-          const float w = i + 1 == support ? left : left / static_cast<float>(2 << (rng() % 3));
-          laws[static_cast<size_t>(r) * vocab + rng() % static_cast<uint64_t>(vocab)] += w;
-          left -= w;
-        }
-      }
-      std::vector<double> uniforms(rows.size() * static_cast<size_t>(count));
-      for (double& u : uniforms) u = (static_cast<double>(rng() >> 11) + 0.5) / 9007199254740992.0;
-      const DeviceArray<float> d_laws(laws);
-      const DeviceArray<int32_t> d_rows(rows), d_first(first);
-      const DeviceArray<double> d_uniforms(uniforms);
-      DeviceArray<int32_t> d_tokens(uniforms.size());
+      const testing::SiblingDrawCase c =
+          testing::sibling_draw_case(static_cast<uint64_t>(vocab * 100 + count), vocab, count);
+      const DeviceArray<float> d_laws(c.laws);
+      const DeviceArray<int32_t> d_rows(c.rows), d_first(c.first);
+      const DeviceArray<double> d_uniforms(c.uniforms);
+      DeviceArray<int32_t> d_tokens(c.uniforms.size());
       d_tokens.poison();
-      SiblingDrawParams p;
-      p.probs = d_laws.get();
-      p.rows = d_rows.get();
-      p.first = d_first.get();
-      p.uniforms = d_uniforms.get();
-      p.tokens = d_tokens.get();
-      p.sequences = 3;
-      p.rows_total = static_cast<int32_t>(rows.size());
-      p.vocab = vocab;
-      p.count = count;
+      const SiblingDrawParams p = c.params(d_laws.get(), d_rows.get(), d_first.get(), d_uniforms.get(), d_tokens.get());
       launch_sibling_draws(p);
       check_cuda(cudaDeviceSynchronize(), "sibling draws");
-      std::vector<int32_t> expected(uniforms.size(), -7);
-      SiblingDrawParams host = p;
-      host.probs = laws.data();
-      host.rows = rows.data();
-      host.first = first.data();
-      host.uniforms = uniforms.data();
-      host.tokens = expected.data();
-      emulate_sibling_draws(host, EmulationOptions{32});
+      std::vector<int32_t> expected(c.uniforms.size(), -7);
+      emulate_sibling_draws(c.params(c.laws.data(), c.rows.data(), c.first.data(), c.uniforms.data(), expected.data()),
+                            EmulationOptions{32});
       INFO("V = " << vocab << ", count " << count << ", vec " << sibling_draw_vec(p));
       CHECK(d_tokens.to_host() == expected);
     }

@@ -13,6 +13,7 @@
 
 #include "kernels/draft_children.h"
 #include "kernels/emulated_kernels.h"
+#include "sibling_draw_case.h"
 #include "tests/support/mutant_switch.h"
 #include "verify/sampling/categorical.h"
 
@@ -149,49 +150,18 @@ std::vector<int32_t> reference_sibling_draws(const std::vector<float>& probs, co
   return out;
 }
 
-// Laws of dyadic probabilities (every float64 sum exact, so the block's summation order cannot move a draw), many with
-// fewer positive tokens than children: rows whose mass runs out, shifting the next rows' uniforms.
-std::vector<float> dyadic_laws(uint64_t seed, int32_t rows, int32_t vocab) {
-  std::mt19937_64 rng(seed);
-  std::vector<float> laws(static_cast<size_t>(rows) * static_cast<size_t>(vocab), 0.0f);
-  for (int32_t r = 0; r < rows; ++r) {
-    float* q = laws.data() + static_cast<size_t>(r) * vocab;
-    const int32_t support = 1 + static_cast<int32_t>(rng() % 4);  // 1 to 4 tokens
-    float left = 1.0f;
-    for (int32_t i = 0; i < support; ++i) {
-      const float w = i + 1 == support ? left : left / static_cast<float>(2 << (rng() % 3));
-      q[rng() % static_cast<uint64_t>(vocab)] += w;
-      left -= w;
-    }
-  }
-  return laws;
-}
-
 // Counts the sequences whose draws differ from the reference, at every thread count and schedule.
 int64_t wrong_sibling_draws(int32_t vocab, int32_t count, uint64_t seed) {
-  const std::vector<int32_t> first = {0, 3, 4, 8};  // three sequences of 3, 1 and 4 drawing rows
-  const std::vector<int32_t> rows = {5, 0, 7, 2, 1, 6, 3, 8};
-  const std::vector<float> laws = dyadic_laws(seed, 9, vocab);
-  const AlignedRows aligned(laws);
-  std::vector<double> uniforms(rows.size() * static_cast<size_t>(count));
-  std::mt19937_64 rng(seed + 1);
-  for (double& u : uniforms) u = (static_cast<double>(rng() >> 11) + 0.5) / 9007199254740992.0;
-  const std::vector<int32_t> expected = reference_sibling_draws(laws, rows, first, uniforms, vocab, count);
+  const testing::SiblingDrawCase c = testing::sibling_draw_case(seed, vocab, count);
+  const std::vector<int32_t>& first = c.first;
+  const AlignedRows aligned(c.laws);
+  const std::vector<int32_t> expected = reference_sibling_draws(c.laws, c.rows, first, c.uniforms, vocab, count);
   int64_t wrong = 0;
   for (int threads : {4, 8, 32})
     for (FiberSchedule schedule : {FiberSchedule::forward, FiberSchedule::reverse, FiberSchedule::rotating}) {
       std::vector<int32_t> tokens(expected.size(), -7);
-      SiblingDrawParams p;
-      p.probs = aligned.data;
-      p.rows = rows.data();
-      p.first = first.data();
-      p.uniforms = uniforms.data();
-      p.tokens = tokens.data();
-      p.sequences = 3;
-      p.rows_total = static_cast<int32_t>(rows.size());
-      p.vocab = vocab;
-      p.count = count;
-      emulate_sibling_draws(p, EmulationOptions{threads, schedule});
+      emulate_sibling_draws(c.params(aligned.data, c.rows.data(), first.data(), c.uniforms.data(), tokens.data()),
+                            EmulationOptions{threads, schedule});
       for (size_t s = 0; s + 1 < first.size(); ++s) {
         const auto from = static_cast<size_t>(first[s] * count), to = static_cast<size_t>(first[s + 1] * count);
         const bool same = std::equal(expected.begin() + from, expected.begin() + to, tokens.begin() + from);
@@ -211,7 +181,7 @@ TEST_CASE("siblings drawn without replacement on cuda-host are draw_children's, 
   for (int32_t vocab : {5, 37, 64})
     for (int32_t count : {1, 2, 3, 5}) CHECK(wrong_sibling_draws(vocab, count, 0x51b + vocab * 10 + count) == 0);
   // The rows run out of mass: the test sees a row's spent uniform shift the next row's draws.
-  const std::vector<float> laws = dyadic_laws(0x51b + 37 * 10 + 5, 9, 37);
+  const std::vector<float> laws = testing::sibling_draw_case(0x51b + 37 * 10 + 5, 37, 5).laws;
   int64_t short_rows = 0;
   for (int32_t r = 0; r < 9; ++r)
     short_rows += std::count_if(laws.begin() + r * 37, laws.begin() + (r + 1) * 37, [](float x) { return x > 0; }) < 5;

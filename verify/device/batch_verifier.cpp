@@ -232,22 +232,19 @@ std::vector<Token> BatchVerifier::draw_siblings(const SamplerPipeline& draft, co
   p.rows = s.upload(kSiblingRows, law_rows);
   p.first = s.upload(kSiblingFirst, first);
   p.uniforms = s.upload(kSiblingUniforms, uniforms);
-  const size_t n = static_cast<size_t>(R) * static_cast<size_t>(children);
-  p.tokens = s.device_array<int32_t>(kDraftChildren, n);
+  p.tokens = s.device_array<int32_t>(kDraftChildren, static_cast<size_t>(R) * static_cast<size_t>(children));
   p.sequences = static_cast<int32_t>(first.size() - 1);
   p.rows_total = static_cast<int32_t>(R);
   p.vocab = vocab_;
   p.count = children;
   s.sibling_draws(p);
-  int32_t* tokens = s.host_array<int32_t>(kDraftChildren, n);
-  int32_t* status = s.host_array<int32_t>(kSamplerStatus, static_cast<size_t>(R));
-  s.to_host(tokens, p.tokens, n * sizeof(int32_t));
-  s.to_host(status, d_status, static_cast<size_t>(R) * sizeof(int32_t));
-  s.synchronize();
+  std::vector<int32_t> status;
+  const std::vector<Token> tokens = download_children(p.tokens, d_status, R, children, status);
   for (int64_t r = 0; r < R; ++r) {
     const DraftDraw& d = rows[static_cast<size_t>(r)];
-    if (status[r] != 0)
-      fail("draft from row ", d.law_row, " of sequence ", d.sequence, ": ", sampler_status_message(status[r]));
+    if (status[static_cast<size_t>(r)] != 0)
+      fail("draft from row ", d.law_row, " of sequence ", d.sequence, ": ",
+           sampler_status_message(status[static_cast<size_t>(r)]));
     // A processed law has mass, so its first sibling is a token; after a -1 (no mass left) only -1.
     for (int32_t j = 0; j < children; ++j) {
       const Token t = tokens[r * children + j], before = j > 0 ? tokens[r * children + j - 1] : 0;
@@ -255,7 +252,7 @@ std::vector<Token> BatchVerifier::draw_siblings(const SamplerPipeline& draft, co
         fail("batch verifier: sibling ", j, " of row ", d.law_row, " of sequence ", d.sequence, " is ", t);
     }
   }
-  return std::vector<Token>(tokens, tokens + n);
+  return tokens;
 }
 
 int32_t BatchVerifier::most_ranked_children() const { return std::min(vocab_, kMaxRankedChildren); }
@@ -277,24 +274,34 @@ std::vector<Token> BatchVerifier::rank_drafts(const SamplerPipeline& ranking, co
   RankedChildrenParams p;
   p.probs = process_rows(m.sources, at, m.histories, keys, &d_draws, &d_status, &ranking,
                          SamplerRowMaps{&m.input_rows, &m.logits_rows, nullptr, nullptr});
-  const size_t n = static_cast<size_t>(R) * static_cast<size_t>(children);
-  p.tokens = s.device_array<int32_t>(kDraftChildren, n);
+  p.tokens = s.device_array<int32_t>(kDraftChildren, static_cast<size_t>(R) * static_cast<size_t>(children));
   p.batch = static_cast<int32_t>(R);
   p.vocab = vocab_;
   p.count = children;
   s.ranked_children(p);
-  int32_t* tokens = s.host_array<int32_t>(kDraftChildren, n);
-  int32_t* status = s.host_array<int32_t>(kSamplerStatus, static_cast<size_t>(R));
-  s.to_host(tokens, p.tokens, n * sizeof(int32_t));
-  s.to_host(status, d_status, static_cast<size_t>(R) * sizeof(int32_t));
-  s.synchronize();
+  std::vector<int32_t> status;
+  const std::vector<Token> tokens = download_children(p.tokens, d_status, R, children, status);
   for (int64_t r = 0; r < R; ++r) {
-    if (status[r] != 0) fail("ranked draft row ", r, " of the ", R, " given: ", sampler_status_message(status[r]));
+    if (status[static_cast<size_t>(r)] != 0)
+      fail("ranked draft row ", r, " of the ", R, " given: ", sampler_status_message(status[static_cast<size_t>(r)]));
     // The kernel's picks are tokens whenever children <= V; a wrong one stops here, before a model reads it.
     for (int32_t j = 0; j < children; ++j)
       if (const Token t = tokens[r * children + j]; t < 0 || t >= vocab_)
         fail("batch verifier: ranked row ", r, "'s child ", j, " is ", t, ", not a token of [0, ", vocab_, ")");
   }
+  return tokens;
+}
+
+std::vector<Token> BatchVerifier::download_children(const int32_t* d_children, const int32_t* d_status, int64_t rows,
+                                                    int32_t children, std::vector<int32_t>& status) {
+  KernelStream& s = *stream_;
+  const size_t R = static_cast<size_t>(rows), n = R * static_cast<size_t>(children);
+  int32_t* tokens = s.host_array<int32_t>(kDraftChildren, n);
+  int32_t* row_status = s.host_array<int32_t>(kSamplerStatus, R);
+  s.to_host(tokens, d_children, n * sizeof(int32_t));
+  s.to_host(row_status, d_status, R * sizeof(int32_t));
+  s.synchronize();
+  status.assign(row_status, row_status + R);
   return std::vector<Token>(tokens, tokens + n);
 }
 

@@ -170,6 +170,11 @@ class BatchVerifier {
   std::vector<Token> download_draws(int32_t* device_tokens, int32_t* device_status, int64_t rows,
                                     std::vector<int32_t>& status);
 
+  // The children [rows * children] a draft-children kernel wrote and the rows' sampler statuses (process_rows'),
+  // brought back with one wait.
+  std::vector<Token> download_children(const int32_t* device_children, const int32_t* device_status, int64_t rows,
+                                       int32_t children, std::vector<int32_t>& status);
+
   // process_rows over every target row of a verification batch, each with its history along its draft path.
   // `rows` is the batch's total row count (the sum of tree sizes + 1).
   const float* process_step_rows(const std::vector<DeviceStep>& steps, LogitsAt at, int64_t rows,
