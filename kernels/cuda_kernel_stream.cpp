@@ -53,10 +53,6 @@ class CudaStream final : public KernelStream {
     if (bytes)
       cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (download)");
   }
-  void copy_on_device(void* dst, const void* src, size_t bytes) override {
-    if (bytes)
-      cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync (on device)");
-  }
   void* allocate_device(size_t bytes) override {
     void* p = nullptr;
     cuda_check(cudaMalloc(&p, bytes), "cudaMalloc");

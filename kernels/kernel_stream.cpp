@@ -72,7 +72,6 @@ class EmulatedStream final : public KernelStream {
  protected:
   void copy_to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copy_to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  void copy_on_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void* allocate_device(size_t bytes) override { return allocate(bytes, "device"); }
   void free_device(void* p) override { std::free(p); }
   void* allocate_host(size_t bytes) override { return allocate(bytes, "host staging"); }

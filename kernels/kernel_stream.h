@@ -71,10 +71,6 @@ class KernelStream {
     ++downloads_;
     copy_to_host(host_dst, device_src, bytes);
   }
-  // A stream-ordered copy between two device arrays (not counted as either way's bytes).
-  void on_device(void* device_dst, const void* device_src, size_t bytes) {
-    copy_on_device(device_dst, device_src, bytes);
-  }
   // Bytes copied each way since the stream was made: what a step moves between host and device (a step whose
   // logits a model wrote into device memory uploads no logits).
   uint64_t uploaded_bytes() const { return uploaded_bytes_; }
@@ -100,7 +96,6 @@ class KernelStream {
   KernelStream() = default;
   virtual void copy_to_device(void* device_dst, const void* host_src, size_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* device_src, size_t bytes) = 0;
-  virtual void copy_on_device(void* device_dst, const void* device_src, size_t bytes) = 0;
   virtual void* allocate_device(size_t bytes) = 0;
   virtual void free_device(void* p) = 0;
   virtual void* allocate_host(size_t bytes) = 0;

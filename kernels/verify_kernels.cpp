@@ -55,6 +55,10 @@ void check_layout(const char* what, const VerifyRowLayout& layout) {
     fail(what, ": layout.total_rows (R) must be >= 1 with layout.first_row, got ", layout.total_rows);
   if (!layout.first_row && layout.total_rows != 0)
     fail(what, ": layout.total_rows is set but layout.first_row is null");
+  if (layout.q_first_row && layout.q_total_rows < 1)
+    fail(what, ": layout.q_total_rows must be >= 1 with layout.q_first_row, got ", layout.q_total_rows);
+  if (!layout.q_first_row && layout.q_total_rows != 0)
+    fail(what, ": layout.q_total_rows is set but layout.q_first_row is null");
 }
 
 void check_shape(const char* what, int32_t batch, int32_t vocab, int32_t cluster_blocks, RowExchange row_exchange,

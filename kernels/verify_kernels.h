@@ -91,6 +91,11 @@ struct VerifyRowLayout {
   // with kVerifyRowHasQ has q. Chain and tree verify per row; block verification needs q on every row and
   // verifies token-wise otherwise (specula::verify_block).
   const uint8_t* q_present = nullptr;
+  // [B] optional: the first q row of each batch row, when q's rows lie apart from p's (a draft model's laws read where
+  // it drew them: BatchVerifier::draft_laws, trees of different sizes); q then has q_total_rows rows, and q_present
+  // (when set) indexes them. Null: a row's q rows start where its p rows do.
+  const int64_t* q_first_row = nullptr;
+  int64_t q_total_rows = 0;  // with q_first_row
 };
 
 // Token-wise rejection sampling of a batch of chains (verify/ALGORITHMS.md §1).

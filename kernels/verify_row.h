@@ -101,10 +101,19 @@ struct RowBase {
 };
 SPECULA_HD RowBase row_base(const VerifyRowLayout& layout, int32_t row, int32_t p_rows, int32_t q_rows,
                             int32_t rows_used) {
-  if (!layout.first_row) return {static_cast<size_t>(row) * p_rows, static_cast<size_t>(row) * q_rows, true};
-  const int64_t first = layout.first_row[row];
-  if (first < 0 || first > layout.total_rows - rows_used) return {0, 0, false};
-  return {static_cast<size_t>(first), static_cast<size_t>(first), true};
+  RowBase base{static_cast<size_t>(row) * p_rows, static_cast<size_t>(row) * q_rows, true};
+  if (layout.first_row) {
+    const int64_t first = layout.first_row[row];
+    if (first < 0 || first > layout.total_rows - rows_used) return {0, 0, false};
+    base.p = base.q = static_cast<size_t>(first);
+  }
+  // q's rows apart from p's (VerifyRowLayout::q_first_row), at most rows_used of them.
+  if (layout.q_first_row) {
+    const int64_t first = layout.q_first_row[row];
+    if (first < 0 || first > layout.q_total_rows - rows_used) return {0, 0, false};
+    base.q = static_cast<size_t>(first);
+  }
+  return base;
 }
 
 // Whether q row `q_row` (an index into q's rows) holds a recorded draft law.

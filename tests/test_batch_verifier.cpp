@@ -217,7 +217,7 @@ void check_device_drafts(int32_t V, const EmulationOptions& emulation) {
   CHECK(uploaded.uploaded_bytes() == on_device.uploaded_bytes() - before + B * (K + 1) * V * sizeof(float));
   // Host code cannot read laws left on the device.
   CHECK_THROWS_WITH(trees[0].q_at_row(0), Catch::Contains("draft laws are in device memory"));
-  // Laws at other rows of draft_laws (trees of different sizes) are gathered into the step's layout: swapped, the
+  // Laws at other rows of draft_laws (trees of different sizes) are read where they are: swapped, the
   // steps decide as the host's trees with their laws swapped.
   std::swap(trees[0].device_q, trees[1].device_q);
   std::swap(host_trees[0].draft_q, host_trees[1].draft_q);

@@ -265,3 +265,76 @@ TEST_CASE("the dispatch picks the cluster and block size by V and vector loads b
   CHECK(choose_verify_config(buffer, buffer, 1003).vec == 1);
   CHECK(choose_verify_config(buffer + 1, buffer, 1000).vec == 1);
 }
+
+// VerifyRowLayout::q_first_row: each batch row's q rows read from wherever they lie (a draft model's laws left in
+// draft_laws, for trees of different sizes), in reverse order here and with room between them, decide bit for bit as
+// the padded layout does; q_present then indexes q's own rows. Rows whose q rows would run past q_total_rows get a
+// status.
+TEST_CASE("q rows laid out apart from p's through q_first_row decide as the padded layout", "[kernels][verify]") {
+  for (const VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree}) {
+    const VerifyCase c =
+        kind == VerifyKind::tree ? random_tree_case(31, 4, 9, 5) : random_chain_case(32, kind, 4, 9, 3);
+    const VerifyResult expected = run_host(c);
+    const int32_t B = c.batch(), Q = c.q_rows(), V = c.vocab, gap = 2;
+    std::vector<float> apart(static_cast<size_t>(B) * (Q + gap) * V, std::nanf(""));
+    std::vector<int64_t> q_first(static_cast<size_t>(B));
+    std::vector<uint8_t> present(apart.size() / V, 0);
+    for (int32_t b = 0; b < B; ++b) {
+      q_first[static_cast<size_t>(b)] = static_cast<int64_t>(B - 1 - b) * (Q + gap) + 1;
+      std::copy(c.q_row(b, 0), c.q_row(b, 0) + static_cast<size_t>(Q) * V,
+                apart.begin() + q_first[static_cast<size_t>(b)] * V);
+      for (int32_t r = 0; r < Q; ++r) present[static_cast<size_t>(q_first[static_cast<size_t>(b)] + r)] = 1;
+    }
+    VerifyResult r(B, c.width + 1);
+    VerifyRowLayout layout;
+    layout.q_first_row = q_first.data();
+    layout.q_total_rows = static_cast<int64_t>(present.size());
+    layout.q_present = present.data();
+    if (kind == VerifyKind::tree) {
+      TreeVerifyParams p = tree_params(c, r);
+      p.q = apart.data();
+      p.layout = layout;
+      run_tree_verify_host(p);
+    } else {
+      ChainVerifyParams p = chain_params(c, r);
+      p.q = apart.data();
+      p.layout = layout;
+      if (kind == VerifyKind::chain) {
+        run_chain_verify_host(p);
+      } else {
+        BlockVerifyParams bp;
+        static_cast<ChainVerifyParams&>(bp) = p;
+        run_block_verify_host(bp);
+      }
+    }
+    INFO(static_cast<int>(kind));
+    CHECK(r.emitted == expected.emitted);
+    CHECK(r.num_accepted == expected.num_accepted);
+    CHECK(r.status == expected.status);
+    // A row whose q rows would end past the last is refused, the others decided as before.
+    q_first[0] = layout.q_total_rows;
+    VerifyResult past(B, c.width + 1);
+    TreeVerifyParams tp = tree_params(c, past);
+    ChainVerifyParams cp = chain_params(c, past);
+    if (kind == VerifyKind::tree) {
+      tp.q = apart.data();
+      tp.layout = layout;
+      run_tree_verify_host(tp);
+    } else {
+      cp.q = apart.data();
+      cp.layout = layout;
+      run_chain_verify_host(cp);
+    }
+    CHECK(past.status[0] == static_cast<int32_t>(VerifyRowStatus::bad_row_params));
+  }
+  ChainVerifyParams p;
+  VerifyCase c = random_chain_case(5, VerifyKind::chain, 2, 8, 3);
+  VerifyResult r(2, 4);
+  p = chain_params(c, r);
+  const int64_t first[] = {0, 3};
+  p.layout.q_first_row = first;
+  CHECK_THROWS_WITH(p.check(), Catch::Contains("q_total_rows must be >= 1 with layout.q_first_row, got 0"));
+  p.layout.q_first_row = nullptr;
+  p.layout.q_total_rows = 6;
+  CHECK_THROWS_WITH(p.check(), Catch::Contains("q_total_rows is set but layout.q_first_row is null"));
+}

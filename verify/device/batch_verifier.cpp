@@ -52,6 +52,7 @@ enum Slot : int {
   kSiblingRows,
   kSiblingFirst,
   kSiblingUniforms,
+  kQFirstRow,
 };
 
 std::string device_label(Device d) { return std::string("device ") + device_name(d); }
@@ -454,12 +455,14 @@ BatchShape batch_shape(const std::vector<DeviceStep>& steps, VerifyMethod method
 struct DraftLaws {
   const float* q = nullptr;
   const uint8_t* q_present = nullptr;
+  const int64_t* q_first_row = nullptr;  // with q's rows apart from the step's (VerifyRowLayout::q_first_row)
+  int64_t q_total_rows = 0;
 };
 
 // Trees whose laws a draft model drew on the device (TokenTree::device_q) are read where they are: `draft_laws`
 // (BatchVerifier::draft_laws, `law_rows` rows), whose layout is the step's when every tree is full. Trees of
-// different sizes (siblings drawn without replacement whose laws ran out of mass) have theirs gathered into the
-// step's layout, one copy on the device a step.
+// different sizes (siblings drawn without replacement whose laws ran out of mass) are read there too, each step's
+// first law row given to the kernels (VerifyRowLayout::q_first_row).
 DraftLaws upload_draft_laws(KernelStream& s, const std::vector<DeviceStep>& steps, const BatchShape& shape,
                             int32_t vocab, bool use_q, const float* draft_laws, int64_t law_rows) {
   const size_t R = static_cast<size_t>(shape.rows), V = static_cast<size_t>(vocab);
@@ -468,6 +471,8 @@ DraftLaws upload_draft_laws(KernelStream& s, const std::vector<DeviceStep>& step
   const size_t on_device = static_cast<size_t>(
       std::count_if(steps.begin(), steps.end(), [](const DeviceStep& step) { return step.tree->device_q != nullptr; }));
   if (on_device > 0 && use_q) {
+    // Each step's first law row (sequence b's laws start at its own row of draft_laws, wherever that is).
+    int64_t* q_first_row = s.host_array<int64_t>(kQFirstRow, steps.size());
     bool in_place = true;
     for (size_t b = 0; b < steps.size(); ++b) {
       const int64_t offset = draft_laws ? steps[b].tree->device_q - draft_laws : -1;
@@ -475,20 +480,23 @@ DraftLaws upload_draft_laws(KernelStream& s, const std::vector<DeviceStep>& step
       if (on_device != steps.size() || !draft_laws || offset < 0 || offset % static_cast<int64_t>(V) != 0 ||
           offset / static_cast<int64_t>(V) + rows > law_rows)
         fail("batch verifier: step ", b, "'s draft laws are in device memory but not at its rows of draft_laws");
-      in_place = in_place && offset == static_cast<int64_t>(shape.first_row[b] * V);
+      q_first_row[b] = offset / static_cast<int64_t>(V);
+      in_place = in_place && q_first_row[b] == shape.first_row[b];
     }
     // The rows with children hold a law (a chain's rows 0 .. n-1; a tree's inner rows); a leaf's row was never drawn
-    // from, and its row of draft_laws holds whatever was there.
+    // from, and its row of draft_laws holds whatever was there. q_present indexes q's rows: the step's, or
+    // draft_laws' own.
+    const size_t q_rows = in_place ? R : static_cast<size_t>(law_rows);
+    uint8_t* present = in_place ? q_present : s.host_array<uint8_t>(kQPresent, q_rows);
+    std::fill(present, present + q_rows, uint8_t{0});
     for (size_t b = 0; b < steps.size(); ++b)
-      for (int32_t parent : steps[b].tree->parent) q_present[shape.first_row[b] + parent + 1] = 1;
-    uint8_t* d_q_present = s.device_array<uint8_t>(kQPresent, R);
-    s.to_device(d_q_present, q_present, R);
+      for (int32_t parent : steps[b].tree->parent) present[q_first_row[b] + parent + 1] = 1;
+    uint8_t* d_q_present = s.device_array<uint8_t>(kQPresent, q_rows);
+    s.to_device(d_q_present, present, q_rows);
     if (in_place) return {draft_laws, d_q_present};
-    float* d_q = s.device_array<float>(kQ, R * V);
-    for (size_t b = 0; b < steps.size(); ++b)
-      s.on_device(d_q + static_cast<size_t>(shape.first_row[b]) * V, steps[b].tree->device_q,
-                  static_cast<size_t>(steps[b].tree->size() + 1) * V * sizeof(float));
-    return {d_q, d_q_present};
+    int64_t* d_q_first_row = s.device_array<int64_t>(kQFirstRow, steps.size());
+    s.to_device(d_q_first_row, q_first_row, steps.size() * sizeof(int64_t));
+    return {draft_laws, d_q_present, d_q_first_row, law_rows};
   }
   float* host_q = nullptr;
   for (size_t b = 0; b < steps.size() && use_q; ++b)
@@ -556,6 +564,8 @@ StagedBatch stage_batch(KernelStream& s, const std::vector<DeviceStep>& steps, c
   staged.layout.first_row = staged_to_device(s, kFirstRow, first, B);
   staged.layout.total_rows = shape.rows;
   staged.layout.q_present = laws.q_present;
+  staged.layout.q_first_row = laws.q_first_row;
+  staged.layout.q_total_rows = laws.q_total_rows;
   const size_t E = static_cast<size_t>(shape.width) + 1;
   staged.out.emitted = s.device_array<int32_t>(kEmitted, B * E);
   staged.out.num_emitted = s.device_array<int32_t>(kNumEmitted, B);
