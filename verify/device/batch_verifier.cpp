@@ -174,8 +174,7 @@ std::vector<Token> BatchVerifier::draw_drafts(const SamplerPipeline& draft, cons
                                               LogitsAt at) {
   const int64_t R = static_cast<int64_t>(draws.size());
   const std::vector<int32_t> law_rows = this->law_rows(draws, "draw_drafts");
-  if (draft.vocab_size() != vocab_)
-    fail("batch verifier: a draft pipeline over ", draft.vocab_size(), " tokens, the target's over ", vocab_);
+  check_vocabulary(draft, "draft");
   std::vector<DeviceDraw> rows;
   std::vector<RandomKey> keys;
   for (const DraftDraw& d : draws) {
@@ -202,11 +201,8 @@ std::vector<Token> BatchVerifier::draw_siblings(const SamplerPipeline& draft, co
   KernelStream& s = *stream_;
   const int64_t R = static_cast<int64_t>(rows.size());
   const std::vector<int32_t> law_rows = this->law_rows(rows, "draw_siblings");
-  if (draft.vocab_size() != vocab_)
-    fail("batch verifier: a draft pipeline over ", draft.vocab_size(), " tokens, the target's over ", vocab_);
-  if (children < 1 || children > most_ranked_children())
-    fail("batch verifier: ", children, " siblings a row; the device draws 1 to ", most_ranked_children(),
-         " (V = ", vocab_, ")");
+  check_vocabulary(draft, "draft");
+  check_children(children, "siblings a row; the device draws");
   if (static_cast<int64_t>(uniforms.size()) != R * children)
     fail("batch verifier: ", uniforms.size(), " uniforms for ", R, " rows of ", children, " siblings");
   // Each sequence's rows together, in the order of its slots: one block draws them in turn.
@@ -258,16 +254,23 @@ std::vector<Token> BatchVerifier::draw_siblings(const SamplerPipeline& draft, co
 
 int32_t BatchVerifier::most_ranked_children() const { return std::min(vocab_, kMaxRankedChildren); }
 
+void BatchVerifier::check_vocabulary(const SamplerPipeline& pipeline, const char* which) const {
+  if (pipeline.vocab_size() != vocab_)
+    fail("batch verifier: a ", which, " pipeline over ", pipeline.vocab_size(), " tokens, the target's over ", vocab_);
+}
+
+void BatchVerifier::check_children(int32_t children, const char* what) const {
+  if (children < 1 || children > most_ranked_children())
+    fail("batch verifier: ", children, " ", what, " 1 to ", most_ranked_children(), " (V = ", vocab_, ")");
+}
+
 std::vector<Token> BatchVerifier::rank_drafts(const SamplerPipeline& ranking, const std::vector<DeviceDraw>& rows,
                                               int32_t children, LogitsAt at) {
   KernelStream& s = *stream_;
   const int64_t R = static_cast<int64_t>(rows.size());
   if (R < 1) fail("batch verifier: rank_drafts needs rows");
-  if (ranking.vocab_size() != vocab_)
-    fail("batch verifier: a ranking pipeline over ", ranking.vocab_size(), " tokens, the target's over ", vocab_);
-  if (children < 1 || children > most_ranked_children())
-    fail("batch verifier: ", children, " ranked children a row; the device takes 1 to ", most_ranked_children(),
-         " (V = ", vocab_, ")");
+  check_vocabulary(ranking, "ranking");
+  check_children(children, "ranked children a row; the device takes");
   const MappedInputs m = map_inputs(rows, at);
   // The sampler's own draw goes unread (ranked children are chosen, not drawn): any key does.
   const std::vector<RandomKey> keys(static_cast<size_t>(R));

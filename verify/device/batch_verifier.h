@@ -166,6 +166,10 @@ class BatchVerifier {
   // Where each draw keeps its law among draft_laws' rows (sequence * (N + 1) + law_row), checked: in range, no two at
   // one row. `what` names the caller.
   std::vector<int32_t> law_rows(const std::vector<DraftDraw>& draws, const char* what) const;
+  // Refuses a draft's (`which`: "draft", "ranking") pipeline over another vocabulary than the target's.
+  void check_vocabulary(const SamplerPipeline& pipeline, const char* which) const;
+  // Refuses children a row outside [1, most_ranked_children()]; `what` words the refusal.
+  void check_children(int32_t children, const char* what) const;
   // The tokens and statuses of `rows` draws process_rows launched, brought back with one wait.
   std::vector<Token> download_draws(int32_t* device_tokens, int32_t* device_status, int64_t rows,
                                     std::vector<int32_t>& status);
