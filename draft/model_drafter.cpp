@@ -98,10 +98,19 @@ class ModelDrafter : public Drafter {
     p.frontier = std::move(next_frontier);
   }
 
-  // On the device (propose_on_device): the next depth's forward written to `out` (every row of the tree so far),
-  // then the frontier's token drawn there added.
+  // On the device (propose_on_device): the next depth's forward, of which `out` gets the frontier's rows alone (the
+  // nodes the last depth added, the tree's last rows; row 0 at the first depth), then the tokens drawn there added.
   TreeLogitsCall device_call(Proposal& p, float* out, bool out_on_gpu) {
-    return TreeLogitsCall{session_.get(), p.request->context, &p.tree, out, out_on_gpu};
+    return TreeLogitsCall{session_.get(), p.request->context, &p.tree, out, out_on_gpu, first_frontier_row(p)};
+  }
+  // The frontier is the tree's last rows (add_drawn adds them in turn); a frontier that ran out (no law had mass)
+  // asks for the last row, which nobody reads.
+  static int64_t first_frontier_row(const Proposal& p) {
+    const int64_t last = p.tree.size(), first = last + 1 - static_cast<int64_t>(p.frontier.size());
+    if (p.frontier.empty()) return last;
+    if (p.frontier.front() != first || p.frontier.back() != last)
+      fail("model drafter: the frontier is not the tree's last rows");
+    return first;
   }
   // drawn[k * branching + j]: child j of frontier row k, in the order draw_children draws them (its slots), added as
   // grow() adds them; -1 once a row's law ran out of mass (siblings without replacement), its later children not
@@ -205,12 +214,14 @@ std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<
   float* const laws = ranked ? nullptr : device.draft_laws(B, nodes);
   std::vector<ModelDrafter::Proposal> proposals;
   for (int64_t i = 0; i < B; ++i) proposals.push_back(own[i]->start(requests[i]));
-  std::vector<float> host_rows;  // when the model writes to the host: every sequence's rows, uploaded by draw_drafts
+  std::vector<float> host_rows;  // when the model writes to the host: the frontier rows, uploaded by draw_drafts
   for (size_t d = 0; d < shape.size(); ++d) {
     const int32_t branching = shape[d];
-    // Sequence i's rows (its tree so far) from row first_row[i] of the depth's forward.
+    // Sequence i's frontier rows from row first_row[i] of the depth's logits, in the frontier's order (a frontier
+    // that ran out still gets the row its call writes).
     std::vector<int64_t> first_row(static_cast<size_t>(B) + 1, 0);
-    for (int64_t i = 0; i < B; ++i) first_row[i + 1] = first_row[i] + proposals[i].tree.size() + 1;
+    for (int64_t i = 0; i < B; ++i)
+      first_row[i + 1] = first_row[i] + std::max<int64_t>(static_cast<int64_t>(proposals[i].frontier.size()), 1);
     float* out = in_place ? device.device_logits(first_row[B]) : nullptr;
     if (!in_place) {
       host_rows.resize(static_cast<size_t>(first_row[B] * V));
@@ -228,7 +239,7 @@ std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<
         histories[i].push_back(path_history(pipeline, *requests[i].history, proposals[i].tree, row,
                                             [](int32_t) -> const float* { return nullptr; }));
     const auto frontier_row = [&](int64_t i, size_t k, const RandomKey& key) {
-      return DeviceDraw{out + (first_row[i] + proposals[i].frontier[k]) * V, &histories[i][k], key};
+      return DeviceDraw{out + (first_row[i] + static_cast<int64_t>(k)) * V, &histories[i][k], key};
     };
     // Sequence i's children: its frontier rows in order, `branching` each, in the order add_drawn takes them.
     std::vector<Token> tokens;

@@ -59,12 +59,13 @@ class GpuRowsTable : public TableModel {
   void batch_tree_logits(const std::vector<TreeLogitsCall>& calls) const override {
     for (const TreeLogitsCall& c : calls) {
       if (!c.out_on_gpu) {
-        c.session->tree_logits(*c.context, *c.tree, c.out);
+        LanguageModel::batch_tree_logits({c});
         continue;
       }
-      std::vector<float> rows(static_cast<size_t>(c.tree->size() + 1) * static_cast<size_t>(vocab_size()));
+      const size_t V = static_cast<size_t>(vocab_size());
+      std::vector<float> rows(static_cast<size_t>(c.tree->size() + 1) * V);
       c.session->tree_logits(*c.context, *c.tree, rows.data());
-      stream_->to_device(c.out, rows.data(), rows.size() * sizeof(float));
+      stream_->to_device(c.out, rows.data() + c.first_row * V, static_cast<size_t>(c.rows()) * V * sizeof(float));
       ++gpu_calls;
     }
     stream_->synchronize();

@@ -587,6 +587,8 @@ int batched_mismatches(const LanguageModel& batched, const LanguageModel& alone,
       if (std::abs(x[k] - y[k]) > tolerance) return true;
     return false;
   };
+  // The batched calls ask for their last rows only, from a row drawn apart (TreeLogitsCall::first_row).
+  std::mt19937 rows_rng(31);
   int mismatches = 0;
   for (int step = 0; step < 8; ++step) {
     std::vector<TokenTree> trees(B);
@@ -597,13 +599,15 @@ int batched_mismatches(const LanguageModel& batched, const LanguageModel& alone,
       for (int j = 0; j < nodes; ++j)
         trees[i].add(std::uniform_int_distribution<int>(0, V - 1)(rng),
                      j == 0 ? -1 : std::uniform_int_distribution<int>(-1, j - 1)(rng));
-      out_a[i].resize(static_cast<size_t>(nodes + 1) * V);
-      out_b[i].resize(out_a[i].size());
-      calls.push_back(TreeLogitsCall{a[i].get(), &contexts[i], &trees[i], out_a[i].data()});
+      const int first_row = std::uniform_int_distribution<int>(0, nodes)(rows_rng);
+      out_a[i].resize(static_cast<size_t>(nodes + 1 - first_row) * V);
+      out_b[i].resize(static_cast<size_t>(nodes + 1) * V);
+      calls.push_back(TreeLogitsCall{a[i].get(), &contexts[i], &trees[i], out_a[i].data(), false, first_row});
     }
     batched.batch_tree_logits(calls);
     for (size_t i = 0; i < B; ++i) {
       b[i]->tree_logits(contexts[i], trees[i], out_b[i].data());
+      out_b[i].erase(out_b[i].begin(), out_b[i].end() - static_cast<std::ptrdiff_t>(out_a[i].size()));
       auto& ta = dynamic_cast<TransformerSession&>(*a[i]);
       auto& tb = dynamic_cast<TransformerSession&>(*b[i]);
       std::vector<float> ha(static_cast<size_t>(trees[i].size() + 1) * ta.hidden_size()), hb(ha.size());
@@ -676,6 +680,9 @@ TEST_CASE("sessions run together in one forward: each row's bits are its session
   CHECK_THROWS_WITH(
       batched.batch_tree_logits({{mine.get(), &context, &none, out.data()}, {mine.get(), &context, &none, out.data()}}),
       Contains("one session twice"));
+  // Rows asked from past the call's last row are refused.
+  CHECK_THROWS_WITH(batched.batch_tree_logits({{mine.get(), &context, &none, out.data(), false, 1}}),
+                    Contains("rows asked from 1 of a call of 1 rows"));
 }
 
 // LibTorch's path (a model on a GPU; here on the CPU) runs a batch's calls in one forward two ways. With step graphs

@@ -1025,12 +1025,18 @@ class RecordsOuts : public TableModel {
     const float* out = nullptr;
     bool on_gpu = false;
     int64_t rows = 0;
+    int64_t deepest = 0;  // the call's nodes at its tree's greatest depth (1, row 0, for no tree)
   };
   explicit RecordsOuts(const TableModel& model) : TableModel(model) {}
   bool batches_forwards() const override { return true; }
   void batch_tree_logits(const std::vector<TreeLogitsCall>& calls) const override {
     std::vector<Out>& batch = batches.emplace_back();
-    for (const TreeLogitsCall& c : calls) batch.push_back(Out{c.out, c.out_on_gpu, c.tree->size() + 1});
+    for (const TreeLogitsCall& c : calls) {
+      const TokenTree& t = *c.tree;
+      int64_t deepest = t.size() == 0;
+      for (int32_t j = 0; j < t.size(); ++j) deepest += t.depth(j) == t.max_depth();
+      batch.push_back(Out{c.out, c.out_on_gpu, c.rows(), deepest});
+    }
     LanguageModel::batch_tree_logits(calls);  // each call's rows as its session writes them
   }
   mutable std::vector<std::vector<Out>> batches;  // every batch_tree_logits call (one thread calls them)
@@ -1171,7 +1177,8 @@ TEST_CASE("a draft model's trees drawn on cuda-host are the CPU's, node for node
           "[verify][device]") {
   const TablePair pair = random_pair(2, kV, 29, 1.2, 0.8);
   const SamplerPipeline target(truncating(), kV);
-  const ModelDrafterFactory factory(pair.draft, truncating());
+  const auto draft = std::make_shared<RecordsOuts>(*pair.draft);
+  const ModelDrafterFactory factory(draft, truncating());
   int64_t short_trees = 0;
   for (SiblingScheme scheme : {SiblingScheme::without_replacement, SiblingScheme::iid, SiblingScheme::deterministic}) {
     BatchVerifier device(Device::cuda_host, target, VerifyMethod::tree);
@@ -1201,7 +1208,16 @@ TEST_CASE("a draft model's trees drawn on cuda-host are the CPU's, node for node
         on_device.push_back(r);
       }
       REQUIRE(factory.draws_on_device(on_device));
+      draft->batches.clear();
       const std::vector<TokenTree> trees = factory.propose_batch(drafters, on_device);
+      // Each depth's forward wrote the rows its draws read, the frontier's (the nodes the depth before added), side by
+      // side, and no more.
+      CHECK(draft->batches.size() == shape.size());
+      for (const std::vector<RecordsOuts::Out>& batch : draft->batches)
+        for (size_t k = 0; k < batch.size(); ++k) {
+          CHECK(batch[k].rows == batch[k].deepest);
+          if (k + 1 < batch.size()) CHECK(batch[k + 1].out == batch[k].out + batch[k].rows * kV);
+        }
       for (size_t i = 0; i < contexts.size(); ++i) {
         const TokenTree cpu = owned[i]->propose(on_cpu[i]);
         INFO(sibling_scheme_name(scheme) << ", step " << step << ", sequence " << i);

@@ -36,10 +36,18 @@ struct TreeLogitsCall {
   ModelSession* session = nullptr;
   const std::vector<Token>* context = nullptr;
   const TokenTree* tree = nullptr;
-  float* out = nullptr;  // [tree->size() + 1, V]
+  float* out = nullptr;  // [tree->size() + 1 - first_row, V]
   // `out` is GPU memory (given only to a model that writes_gpu_logits()); otherwise host memory.
   bool out_on_gpu = false;
+  // `out` gets rows [first_row, tree->size() + 1) of the call, in [0, tree->size()]: a drafter that reads only the
+  // rows of the nodes its last depth added asks for those (on a GPU, a copy of a few rows a depth, not of the whole
+  // tree so far).
+  int64_t first_row = 0;
+  int64_t rows() const { return tree->size() + 1 - first_row; }
 };
+
+// Throws, naming `model`, unless the call's first_row is one of its rows.
+void check_rows_asked(const TreeLogitsCall& call, const std::string& model);
 
 class LanguageModel {
  public:
@@ -54,10 +62,8 @@ class LanguageModel {
   // tree_logits in turn (the same bits on the CPU; a GPU's GEMMs may sum a batch in another order; a session's
   // counters may differ, e.g. fresh sessions given one prompt in one batch each run it). A model that
   // batches_forwards() runs them in one forward over its weights (batched lockstep decoding: the weights are read
-  // once per step for the whole batch); the default calls them one by one.
-  virtual void batch_tree_logits(const std::vector<TreeLogitsCall>& calls) const {
-    for (const TreeLogitsCall& c : calls) c.session->tree_logits(*c.context, *c.tree, c.out);
-  }
+  // once per step for the whole batch); the default calls them one by one (host outs only).
+  virtual void batch_tree_logits(const std::vector<TreeLogitsCall>& calls) const;
   virtual bool batches_forwards() const { return false; }
   // Bytes one session may hold at most (a KV cache and its rows; 0: negligible), so that a batch of sessions alive
   // together (lockstep decoding) is bounded before it starts.

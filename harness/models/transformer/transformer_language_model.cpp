@@ -379,34 +379,44 @@ struct TransformerSession::Cache {
 
 namespace {
 
-// The last call's rows [last_call_rows, width] of `row0` (row 0) and `nodes` (the remembered tree's nodes) into
-// `out`: host memory, or the GPU's (`out_on_gpu`). Rows on the host go by memcpy (no LibTorch call, the CPU's
-// decoding step); rows on a GPU by one LibTorch copy each of row 0 and the nodes, on its current stream.
+// Rows [first_row, last_call_rows) of the last call, of width `width`: `row0` (row 0) and then `nodes` (the remembered
+// tree's nodes), into `out`: host memory, or the GPU's (`out_on_gpu`). Rows on the host go by memcpy (no LibTorch call,
+// the CPU's decoding step); rows on a GPU by one LibTorch copy each of row 0 and the nodes, on its current stream.
 void copy_rows(const TransformerSession::Cache& c, const torch::Tensor& row0, const torch::Tensor& nodes, float* out,
-               bool out_on_gpu) {
+               bool out_on_gpu, int64_t first_row = 0) {
   if (c.last_call_rows == 0) fail("transformer session: no call yet");
+  if (first_row < 0 || first_row >= c.last_call_rows)
+    fail(c.state->dir, ": rows asked from ", first_row, " of a call of ", c.last_call_rows, " rows");
   const int64_t width = row0.size(0), node_rows = c.last_call_rows - 1;
+  // The nodes copied: [first_node, node_rows), after row 0 when it is asked for.
+  const int64_t first_node = std::max<int64_t>(first_row - 1, 0), copied_nodes = node_rows - first_node;
+  const bool with_row0 = first_row == 0;
+  float* const nodes_out = out + (with_row0 ? width : 0);
   if (out_on_gpu && !row0.is_cuda())
     fail(c.state->dir, ": logits asked in GPU memory from a model that computes on the ", row0.device().str());
   if (row0.is_cpu()) {
-    std::memcpy(out, row0.data_ptr<float>(), sizeof(float) * width);
-    if (node_rows > 0) std::memcpy(out + width, nodes.data_ptr<float>(), sizeof(float) * width * node_rows);
+    if (with_row0) std::memcpy(out, row0.data_ptr<float>(), sizeof(float) * width);
+    if (copied_nodes > 0)
+      std::memcpy(nodes_out, nodes.data_ptr<float>() + first_node * width, sizeof(float) * width * copied_nodes);
     return;
   }
-  const torch::Tensor to = torch::from_blob(
-      out, {c.last_call_rows, width}, torch::dtype(torch::kFloat32).device(out_on_gpu ? row0.device() : torch::kCPU));
-  if (node_rows == 0) {
+  const torch::Tensor to =
+      torch::from_blob(out, {c.last_call_rows - first_row, width},
+                       torch::dtype(torch::kFloat32).device(out_on_gpu ? row0.device() : torch::kCPU));
+  if (copied_nodes == 0) {
     to[0].copy_(row0);
+  } else if (!with_row0) {
+    to.copy_(nodes.narrow(0, first_node, copied_nodes));
   } else if (out_on_gpu) {
     to[0].copy_(row0);
-    to.narrow(0, 1, node_rows).copy_(nodes.narrow(0, 0, node_rows));
+    to.narrow(0, 1, copied_nodes).copy_(nodes.narrow(0, 0, copied_nodes));
   } else {  // to the host: one copy
-    to.copy_(torch::cat({row0.unsqueeze(0), nodes.narrow(0, 0, node_rows)}));
+    to.copy_(torch::cat({row0.unsqueeze(0), nodes.narrow(0, 0, copied_nodes)}));
   }
 }
 
-void copy_logits(const TransformerSession::Cache& c, float* out, bool out_on_gpu) {
-  copy_rows(c, c.last_logits, c.tree_logits, out, out_on_gpu);
+void copy_logits(const TransformerSession::Cache& c, float* out, bool out_on_gpu, int64_t first_row) {
+  copy_rows(c, c.last_logits, c.tree_logits, out, out_on_gpu, first_row);
 }
 
 }  // namespace
@@ -449,6 +459,7 @@ struct PendingCall {
   const TokenTree* tree = nullptr;
   float* out = nullptr;
   bool out_on_gpu = false;
+  int64_t first_row = 0;      // TreeLogitsCall::first_row
   bool served = false;        // answered from the prompt cache: nothing to run
   bool prompt_alone = false;  // a fresh session's first call for the context alone
   bool all_visible = false;   // its rows see every column (segment: no mask, no window)
@@ -497,7 +508,7 @@ void prepare_call(PendingCall& call) {
   // A fresh session's first call for the context alone (a prompt's prefill) may come from the prompt cache.
   call.prompt_alone = c.linear.empty() && c.kv.length() == 0 && n_nodes == 0;
   if (call.prompt_alone && c.load_prompt(context)) {
-    copy_logits(c, call.out, call.out_on_gpu);
+    copy_logits(c, call.out, call.out_on_gpu, call.first_row);
     call.served = true;
     return;
   }
@@ -673,7 +684,7 @@ void finish_call(PendingCall& call) {
 
   c.last_call_rows = 1 + tree.size();
   if (call.prompt_alone) c.store_prompt();
-  copy_logits(c, call.out, call.out_on_gpu);
+  copy_logits(c, call.out, call.out_on_gpu, call.first_row);
 }
 
 // Every call checked first, then prepared, run in one forward and finished.
@@ -714,6 +725,8 @@ void TransformerLanguageModel::batch_tree_logits(const std::vector<TreeLogitsCal
     pending[i].tree = calls[i].tree;
     pending[i].out = calls[i].out;
     pending[i].out_on_gpu = calls[i].out_on_gpu;
+    pending[i].first_row = calls[i].first_row;
+    check_rows_asked(calls[i], description());
     if (calls[i].out_on_gpu && !writes_gpu_logits())
       fail(description(), ": logits asked in GPU memory, but the model does not compute on a GPU");
   }
