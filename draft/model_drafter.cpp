@@ -1,6 +1,7 @@
 #include "draft/model_drafter.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <limits>
 
@@ -129,6 +130,37 @@ class ModelDrafter : public Drafter {
     p.frontier = std::move(next_frontier);
     ++p.depth;
   }
+  // Fed drafting (propose_fed): the call of a depth whose frontier's tokens are still on the device, the newest nodes'
+  // ids at `tokens` (none at the first depth), of proposal `round`.
+  TreeLogitsCall fed_call(Proposal& p, float* out, bool out_on_gpu, const int32_t* tokens, int64_t newest,
+                          uint64_t round) {
+    TreeLogitsCall call = device_call(p, out, out_on_gpu);
+    if (tokens) {
+      call.device_tokens = tokens;
+      call.device_tokens_from = p.tree.size() - newest;
+    }
+    call.pending_round = round;
+    return call;
+  }
+  // `branching` pending children of every frontier row (their ids still on the device), in draw_children's order
+  // and slots. Then the next frontier and slot.
+  void add_pending(Proposal& p, int32_t branching) {
+    ++counters_.n_forward;
+    std::vector<int32_t> next_frontier;
+    for (int32_t row : p.frontier)
+      for (int32_t j = 0; j < branching; ++j) {
+        ++p.slot;
+        p.tree.add(kPendingToken, row - 1);
+        next_frontier.push_back(p.tree.size());
+      }
+    p.frontier = std::move(next_frontier);
+    ++p.depth;
+  }
+  // The pending tokens known: the tree's, and the session's remembered tree's.
+  void tokens_known(Proposal& p, const Token* tokens) {
+    std::copy(tokens, tokens + p.tree.size(), p.tree.tokens.begin());
+    session_->tree_tokens_known(p.tree);
+  }
   TokenTree finish_on_device(Proposal& p, const float* laws) {
     p.tree.draft_q.clear();
     p.tree.device_q = laws;
@@ -187,6 +219,20 @@ bool ModelDrafterFactory::draws_on_device(const std::vector<DraftRequest>& reque
          });
 }
 
+// Whether a draft model's chains and i.i.d. trees are drawn fed (propose_fed): the model reads pending token ids where
+// the draws leave them, in the memory its logits go to (the GPU's for a model on it; host memory for a model on the
+// host under cuda-host), and the draft's pipeline reads no token of its rows' histories (no penalty; mirostat and
+// constraints never draw on the device), so those histories need only their lengths.
+namespace {
+bool draws_fed(const LanguageModel& model, const SamplerPipeline& pipeline, const BatchVerifier& device,
+               bool out_on_gpu) {
+  const SamplingParams& s = pipeline.params();
+  const bool penalised = s.repetition_penalty != 1.0f || s.frequency_penalty != 0.0f || s.presence_penalty != 0.0f;
+  const bool where_model_reads = out_on_gpu || (device.device() == Device::cuda_host && !model.writes_gpu_logits());
+  return model.reads_device_tokens() && where_model_reads && !penalised;
+}
+}  // namespace
+
 // Chains and trees drawn on the device: depth by depth, one forward of the draft model for the batch,
 // written into the verifier's logits buffer where it can (cuda-host: any model; cuda: a model on the GPU, on the stream
 // the verifier follows), then one launch of the fused sampler with the draft's pipeline drawing every child of every
@@ -211,6 +257,8 @@ std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<
   const bool in_place = device.device() == Device::cuda_host || out_on_gpu;
   const LogitsAt at = in_place ? LogitsAt::device : LogitsAt::host;
   const SamplerPipeline& pipeline = ranked ? ranking_pipeline_ : pipeline_;
+  if (scheme == SiblingScheme::iid && draws_fed(*model_, pipeline, device, out_on_gpu))
+    return propose_fed(own, requests, out_on_gpu);
   float* const laws = ranked ? nullptr : device.draft_laws(B, nodes);
   std::vector<ModelDrafter::Proposal> proposals;
   for (int64_t i = 0; i < B; ++i) proposals.push_back(own[i]->start(requests[i]));
@@ -293,6 +341,87 @@ std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<
   for (int64_t i = 0; i < B; ++i)
     out.push_back(ranked ? own[i]->finish(proposals[i])
                          : own[i]->finish_on_device(proposals[i], laws + i * (nodes + 1) * V));
+  return out;
+}
+
+// Chains and i.i.d. trees drawn fed: every depth's draws are known before the first forward (their keys are the
+// slots draw_children takes, their laws' rows the nodes', their logits the frontier rows each depth's forward writes
+// side by side), so they are uploaded at once (BatchVerifier::plan_drafts), and each depth's forward reads the ids of
+// the nodes the depth before drew where that depth's launch left them (TreeLogitsCall::device_tokens). On a GPU the
+// host enqueues the whole proposal without waiting and waits once, for every depth's ids, at the end; the draws are
+// propose_on_device's, key for key.
+std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelDrafter*>& own,
+                                                        const std::vector<DraftRequest>& requests,
+                                                        bool out_on_gpu) const {
+  static std::atomic<uint64_t> rounds{0};
+  const uint64_t round = ++rounds;
+  BatchVerifier& device = *requests[0].device;
+  const std::vector<int32_t> shape = draft_shape(requests[0]);
+  const int32_t nodes = static_cast<int32_t>(tree_shape_nodes(shape));
+  const int64_t B = static_cast<int64_t>(own.size()), V = model_->vocab_size();
+  const size_t K = shape.size();
+  // Depth d: f[d] frontier rows a sequence, n[d] = f[d] * shape[d] children, before[d] nodes before it.
+  std::vector<int64_t> f(K), n(K), before(K + 1, 0);
+  for (size_t d = 0; d < K; ++d) {
+    f[d] = d == 0 ? 1 : n[d - 1];
+    n[d] = f[d] * shape[d];
+    before[d + 1] = before[d] + n[d];
+  }
+  float* const laws = device.draft_laws(B, nodes);
+  // The logits buffer at its largest depth's rows before the plan: later depths take fewer, so it never moves.
+  const float* const logits = device.device_logits(B * *std::max_element(f.begin(), f.end()));
+  // A frontier row's history at depth d: its path's length alone is read (min_tokens), the path's tokens are not.
+  std::vector<std::vector<TokenHistory>> histories(static_cast<size_t>(B));
+  for (int64_t i = 0; i < B; ++i)
+    for (size_t d = 0; d < K; ++d) {
+      TokenHistory h = *requests[i].history;
+      h.output.resize(h.output.size() + d, 0);
+      histories[i].push_back(std::move(h));
+    }
+  std::vector<std::vector<DraftDraw>> depths(K);
+  for (size_t d = 0; d < K; ++d)
+    for (int64_t i = 0; i < B; ++i)
+      for (int64_t k = 0; k < f[d]; ++k)
+        for (int32_t j = 0; j < shape[d]; ++j) {
+          const int64_t child = k * shape[d] + j;
+          const uint32_t slot =
+              static_cast<uint32_t>(before[d] + (mutant_on(Mutant::device_siblings_share_key) ? child - j : child));
+          // The frontier's rows: row 0 first, then the nodes the depth before added (the tree's last rows).
+          const int32_t frontier_row = static_cast<int32_t>(d == 0 ? 0 : before[d] + 1 - f[d] + k);
+          const int32_t law_row = j == 0 ? frontier_row : static_cast<int32_t>(before[d] + 1 + child);
+          const DeviceDraw draw{logits + (i * f[d] + k) * V, &histories[i][d],
+                                requests[i].rng.key(RandomRole::draft, slot)};
+          depths[d].push_back(DraftDraw{draw, i, law_row});
+        }
+  device.plan_drafts(pipeline_, depths);
+  std::vector<ModelDrafter::Proposal> proposals;
+  for (int64_t i = 0; i < B; ++i) proposals.push_back(own[i]->start(requests[i]));
+  const int32_t* drawn = nullptr;  // the depth before's ids, sequence by sequence
+  for (size_t d = 0; d < K; ++d) {
+    float* const out = device.device_logits(B * f[d]);
+    const int64_t fed_rows = d == 0 ? 0 : n[d - 1];
+    const int32_t* const fed =
+        mutant_on(Mutant::fed_drafts_read_first_depth) && d > 1 ? drawn - B * before[d - 1] : drawn;
+    std::vector<TreeLogitsCall> calls;
+    for (int64_t i = 0; i < B; ++i)
+      calls.push_back(own[i]->fed_call(proposals[i], out + i * f[d] * V, out_on_gpu, fed ? fed + i * fed_rows : nullptr,
+                                       fed_rows, round));
+    model_->batch_tree_logits(calls);
+    drawn = device.launch_planned(d);
+    for (int64_t i = 0; i < B; ++i) own[i]->add_pending(proposals[i], shape[d]);
+  }
+  // One wait: every depth's ids, depth d's of sequence i at B * before[d] + i * n[d].
+  const std::vector<Token> tokens = device.planned_tokens();
+  std::vector<TokenTree> out;
+  for (int64_t i = 0; i < B; ++i) {
+    std::vector<Token> own_tokens;
+    for (size_t d = 0; d < K; ++d) {
+      const auto first = tokens.begin() + B * before[d] + i * n[d];
+      own_tokens.insert(own_tokens.end(), first, first + n[d]);
+    }
+    own[i]->tokens_known(proposals[i], own_tokens.data());
+    out.push_back(own[i]->finish_on_device(proposals[i], laws + i * (nodes + 1) * V));
+  }
   return out;
 }
 

@@ -33,6 +33,8 @@ class ModelDrafterFactory : public DrafterFactory {
  private:
   std::vector<TokenTree> propose_on_device(const std::vector<ModelDrafter*>& own,
                                            const std::vector<DraftRequest>& requests) const;
+  std::vector<TokenTree> propose_fed(const std::vector<ModelDrafter*>& own, const std::vector<DraftRequest>& requests,
+                                     bool out_on_gpu) const;
 
   std::shared_ptr<const LanguageModel> model_;
   SamplerPipeline pipeline_;

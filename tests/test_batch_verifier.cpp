@@ -372,6 +372,72 @@ TEST_CASE("draft chains drawn on the device: the CPU's draws, their laws verifie
   check_device_drafts(40, EmulationOptions{8, FiberSchedule::rotating, 3});
 }
 
+// A proposal's depths planned at once (plan_drafts) and launched one by one as each depth's rows are written: the
+// tokens and laws of draw_drafts depth by depth, with one wait in all. A 2,1 tree for two sequences: the root's two
+// children (the second's law a scratch copy at node 1's row, which the next depth rewrites), then one child each.
+TEST_CASE("a proposal's draft depths planned at once draw what draw_drafts draws, with one wait", "[verify][device]") {
+  constexpr int64_t B = 2;
+  constexpr int32_t N = 4, V = kVocab;
+  const SamplerPipeline target(sampled(), V);
+  SamplingParams draft_params;
+  draft_params.temperature = 0.9f;
+  draft_params.top_k = 5;
+  draft_params.min_tokens = 2;  // the paths' lengths are read
+  draft_params.stop_tokens = {3};
+  const SamplerPipeline draft(draft_params, V);
+  BatchVerifier planned(Device::cuda_host, target, VerifyMethod::tree),
+      stepwise(Device::cuda_host, target, VerifyMethod::tree);
+  const float* planned_laws = planned.draft_laws(B, N);
+  const float* stepwise_laws = stepwise.draft_laws(B, N);
+  const std::vector<int64_t> frontier = {1, 2};  // rows a sequence at depth 0 and 1
+  float* const buffer = planned.device_logits(B * 2);
+  std::vector<TokenHistory> histories;  // [b * 2 + d]: a frontier row's history at depth d
+  for (int64_t b = 0; b < B; ++b)
+    for (int32_t d = 0; d < 2; ++d) histories.push_back(TokenHistory{{1, 2}, std::vector<Token>(d, 0), std::nan("")});
+  const auto depth_draws = [&](const float* rows, int32_t d) {
+    std::vector<DraftDraw> draws;
+    for (int64_t b = 0; b < B; ++b) {
+      const StepRandom rng{3, static_cast<uint64_t>(b), 1};
+      for (int64_t k = 0; k < frontier[d]; ++k)
+        for (int32_t j = 0; j < (d == 0 ? 2 : 1); ++j) {
+          const int32_t child = static_cast<int32_t>(k) * (d == 0 ? 2 : 1) + j, slot = 2 * d + child;
+          const int32_t law_row = d == 0 ? (j == 0 ? 0 : 2) : 1 + static_cast<int32_t>(k);
+          draws.push_back(DraftDraw{
+              DeviceDraw{rows + (b * frontier[d] + k) * V, &histories[b * 2 + d], rng.key(RandomRole::draft, slot)}, b,
+              law_row});
+        }
+    }
+    return draws;
+  };
+  planned.plan_drafts(draft, {depth_draws(buffer, 0), depth_draws(buffer, 1)});
+  const uint64_t downloads = planned.downloads();
+  std::vector<Token> expected;
+  for (int32_t d = 0; d < 2; ++d) {
+    // The depth's forward writes its frontier rows, then its draws are launched (in place, at once on cuda-host).
+    float* rows = planned.device_logits(B * frontier[d]);
+    REQUIRE(rows == buffer);
+    float* other = stepwise.device_logits(B * frontier[d]);
+    for (int64_t i = 0; i < B * frontier[d] * V; ++i)
+      rows[i] = other[i] = static_cast<float>(4.0 * philox_uniform(43, d, i) - 2.0);
+    CHECK(planned.launch_planned(static_cast<size_t>(d)) != nullptr);
+    const std::vector<Token> tokens = stepwise.draw_drafts(draft, depth_draws(other, d), LogitsAt::device);
+    expected.insert(expected.end(), tokens.begin(), tokens.end());
+  }
+  CHECK(planned.downloads() == downloads);  // no wait between depths
+  CHECK(planned.planned_tokens() == expected);
+  CHECK(planned.downloads() == downloads + 2);  // then one: the tokens and statuses
+  // The laws written (rows 0 to 2 of each sequence; a leaf's row holds none).
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t first = b * (N + 1) * V;
+    CHECK(std::equal(planned_laws + first, planned_laws + first + 3 * V, stepwise_laws + first));
+  }
+  // Bad calls are refused.
+  CHECK_THROWS_WITH(planned.launch_planned(2), Catch::Contains("launch_planned(2) without a plan of that depth"));
+  CHECK_THROWS_WITH(stepwise.planned_tokens(), Catch::Contains("planned_tokens without a plan"));
+  CHECK_THROWS_WITH(planned.plan_drafts(draft, {depth_draws(buffer, 0), {}}), Catch::Contains("a depth of no draws"));
+  CHECK_THROWS_WITH(planned.launch_planned(0), Catch::Contains("without a plan"));  // the refused plan replaced it
+}
+
 TEST_CASE("a depth of draft trees is drawn on the device in one launch: every child the CPU's draw, each law kept",
           "[verify][device]") {
   check_tree_depth_in_one_launch(kVocab, EmulationOptions{});

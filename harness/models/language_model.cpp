@@ -14,6 +14,7 @@ void check_rows_asked(const TreeLogitsCall& call, const std::string& model) {
 void LanguageModel::batch_tree_logits(const std::vector<TreeLogitsCall>& calls) const {
   for (const TreeLogitsCall& c : calls) {
     check_rows_asked(c, description());
+    if (c.device_tokens) fail(description(), ": token ids given in device memory, which the model does not read");
     if (c.out_on_gpu) fail(description(), ": logits asked in GPU memory, but the model does not compute on a GPU");
     if (c.first_row == 0) {
       c.session->tree_logits(*c.context, *c.tree, c.out);

@@ -14,6 +14,10 @@
 
 namespace specula {
 
+// A tree node's token that its tree_logits call reads where a draft's draws left it (TreeLogitsCall::device_tokens),
+// not from the host.
+constexpr Token kPendingToken = -1;
+
 class ModelSession {
  public:
   virtual ~ModelSession() = default;
@@ -28,6 +32,10 @@ class ModelSession {
   // null otherwise. Valid until the next call. Draft heads (Medusa, EAGLE) read them instead of running the
   // target again.
   virtual const float* context_features(const std::vector<Token>& /*tokens*/, int64_t /*n*/) { return nullptr; }
+  // After calls whose trees had pending tokens (TreeLogitsCall::device_tokens): the last call's tree with them known,
+  // so that the session can follow the accepted path next (its remembered nodes' keys and values kept). A session
+  // not told forgets those nodes at its next call.
+  virtual void tree_tokens_known(const TokenTree& /*tree*/) {}
   virtual int32_t feature_size() const { return 0; }
 };
 
@@ -44,6 +52,14 @@ struct TreeLogitsCall {
   // tree so far).
   int64_t first_row = 0;
   int64_t rows() const { return tree->size() + 1 - first_row; }
+  // For a model that reads_device_tokens(): nodes [device_tokens_from, tree->size()) take their ids from
+  // device_tokens[0, ..) (int32: GPU memory for a model on the GPU, else host memory), written by work the model's
+  // stream is ordered behind (a draft's draws, BatchVerifier::launch_planned), so the host never waits for them; their
+  // tree->tokens are kPendingToken. Nodes before device_tokens_from may be pending too when the session's last call,
+  // of the same `pending_round` (a proposal's number, not 0), computed them. Null: every token is on the host.
+  const int32_t* device_tokens = nullptr;
+  int64_t device_tokens_from = 0;
+  uint64_t pending_round = 0;
 };
 
 // Throws, naming `model`, unless the call's first_row is one of its rows.
@@ -79,6 +95,8 @@ class LanguageModel {
   // are ordered on when batch_tree_logits returns, for the kernels to follow on it; nullopt when the writes are
   // complete on return (the model synchronised).
   virtual std::optional<void*> device_stream() const { return std::nullopt; }
+  // Whether batch_tree_logits reads pending tokens where they lie (TreeLogitsCall::device_tokens).
+  virtual bool reads_device_tokens() const { return false; }
 };
 
 }  // namespace specula

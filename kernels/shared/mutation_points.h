@@ -74,10 +74,11 @@ enum class Mutant {
   group_slots_not_alternated,          // a global-memory exchange writes every fold's partials into one set of slots
   group_histograms_two_buffers,        // a global-memory exchange rotates its radix histograms over two buffers
   // Device drafting (verify/device/batch_verifier.cpp, draft/model_drafter.cpp, kernels/draft_children_row.h).
-  device_draft_laws_misplaced,  // a draft drawn on the device keeps its law one row past the one verification reads
+  device_draft_laws_misplaced,  // drafts drawn on the device keep the laws of rows 2m and 2m + 1 at each other's row
   device_siblings_share_key,    // a tree's children of one node, drawn in one launch, all take the first child's key
   ranked_children_skip_ties,    // a ranked tree's next child is the best token strictly less probable than the last
   device_siblings_replaced,     // siblings drawn without replacement on the device each from the whole law
+  fed_drafts_read_first_depth,  // a fed draft's every depth's forward reads the first depth's ids as its newest nodes'
 };
 
 #ifdef SPECULA_NO_MUTATION_POINTS

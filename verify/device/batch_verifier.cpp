@@ -159,9 +159,10 @@ std::vector<int32_t> BatchVerifier::law_rows(const std::vector<DraftDraw>& draws
     if (d.sequence < 0 || d.sequence >= draft_sequences_ || d.law_row < 0 || d.law_row > N)
       fail("batch verifier: a draw keeps its law at row ", d.law_row, " of sequence ", d.sequence,
            ", but draft_laws made room for ", draft_sequences_, " drafts of ", N, " nodes");
-    // The mutant keeps every law one row further (wrapping within the sequence's rows), where verification reads
-    // another row's law or none.
-    const int64_t row = mutant_on(Mutant::device_draft_laws_misplaced) ? (d.law_row + 1) % (N + 1) : d.law_row;
+    // The mutant swaps the laws of rows 2m and 2m + 1 (a row past N keeps its own): verification reads row 0's law at
+    // row 1 and row 1's at row 0, whatever the rows no draw writes hold (left over from earlier use).
+    const int64_t swapped = d.law_row ^ 1;
+    const int64_t row = mutant_on(Mutant::device_draft_laws_misplaced) && swapped <= N ? swapped : d.law_row;
     const int64_t law = d.sequence * (N + 1) + row;
     if (taken[static_cast<size_t>(law)]++)
       fail("batch verifier: two draws keep their laws at row ", d.law_row, " of sequence ", d.sequence);
@@ -193,6 +194,72 @@ std::vector<Token> BatchVerifier::draw_drafts(const SamplerPipeline& draft, cons
     if (status[static_cast<size_t>(r)] != 0)
       fail("draft from row ", draws[static_cast<size_t>(r)].law_row, " of sequence ",
            draws[static_cast<size_t>(r)].sequence, ": ", sampler_status_message(status[static_cast<size_t>(r)]));
+  return tokens;
+}
+
+void BatchVerifier::plan_drafts(const SamplerPipeline& draft, const std::vector<std::vector<DraftDraw>>& depths) {
+  planned_.reset();
+  PlannedDrafts plan;
+  plan.first_draw = {0};
+  for (const std::vector<DraftDraw>& depth : depths) {
+    if (depth.empty()) fail("batch verifier: plan_drafts was given a depth of no draws");
+    plan.draws.insert(plan.draws.end(), depth.begin(), depth.end());
+    plan.first_draw.push_back(static_cast<int64_t>(plan.draws.size()));
+  }
+  if (plan.draws.empty()) fail("batch verifier: plan_drafts needs depths");
+  // Each depth one launch: its laws at distinct rows within it (law_rows checks the whole plan's, which may share a
+  // row across depths, a later child's scratch copy rewritten by the depth after: checked a depth at a time).
+  std::vector<int32_t> law_rows;
+  for (const std::vector<DraftDraw>& depth : depths) {
+    const std::vector<int32_t> rows = this->law_rows(depth, "plan_drafts");
+    law_rows.insert(law_rows.end(), rows.begin(), rows.end());
+  }
+  check_vocabulary(draft, "draft");
+  std::vector<DeviceDraw> rows;
+  std::vector<RandomKey> keys;
+  for (const DraftDraw& d : plan.draws) {
+    rows.push_back(d.draw);
+    keys.push_back(d.draw.key);
+  }
+  const MappedInputs m = map_inputs(rows, LogitsAt::device);
+  plan.params = sampler_params(m.sources, LogitsAt::device, m.histories, keys, &draft,
+                               SamplerRowMaps{&m.input_rows, &m.logits_rows, draft_laws_, &law_rows});
+  plan.launched.assign(depths.size(), 0);
+  planned_ = std::move(plan);
+}
+
+const int32_t* BatchVerifier::launch_planned(size_t depth) {
+  if (!planned_ || depth + 1 >= planned_->first_draw.size())
+    fail("batch verifier: launch_planned(", depth, ") without a plan of that depth");
+  PlannedDrafts& plan = *planned_;
+  const int64_t first = plan.first_draw[depth], n = plan.first_draw[depth + 1] - first;
+  // The depth's draws alone: every per-draw array from its first draw (input rows index the plan's inputs).
+  SamplerKernelParams p = plan.params;
+  p.rows += first;
+  p.input_rows += first;
+  p.logits_rows += first;
+  p.probs_rows += first;
+  p.tokens += first;
+  p.status += first;
+  p.batch = static_cast<int32_t>(n);
+  stream_->fused_sampler(p);
+  plan.launched[depth] = 1;
+  return p.tokens;
+}
+
+std::vector<Token> BatchVerifier::planned_tokens() {
+  if (!planned_) fail("batch verifier: planned_tokens without a plan");
+  const PlannedDrafts& plan = *planned_;
+  int64_t launched = 0;
+  while (launched < static_cast<int64_t>(plan.launched.size()) && plan.launched[launched]) ++launched;
+  const int64_t R = plan.first_draw[launched];
+  if (R == 0) return {};
+  std::vector<int32_t> status;
+  std::vector<Token> tokens = download_draws(plan.params.tokens, plan.params.status, R, status);
+  for (int64_t r = 0; r < R; ++r)
+    if (status[static_cast<size_t>(r)] != 0)
+      fail("draft from row ", plan.draws[static_cast<size_t>(r)].law_row, " of sequence ",
+           plan.draws[static_cast<size_t>(r)].sequence, ": ", sampler_status_message(status[static_cast<size_t>(r)]));
   return tokens;
 }
 
@@ -339,6 +406,17 @@ const float* BatchVerifier::process_rows(const std::vector<const float*>& logits
                                          const std::vector<RandomKey>& keys, int32_t** device_tokens,
                                          int32_t** device_status, const SamplerPipeline* pipeline,
                                          const SamplerRowMaps& maps) {
+  const SamplerKernelParams p = sampler_params(logits, at, histories, keys, pipeline, maps);
+  *device_tokens = p.tokens;
+  *device_status = p.status;
+  stream_->fused_sampler(p);
+  return p.probs;
+}
+
+SamplerKernelParams BatchVerifier::sampler_params(const std::vector<const float*>& logits, LogitsAt at,
+                                                  const std::vector<const TokenHistory*>& histories,
+                                                  const std::vector<RandomKey>& keys, const SamplerPipeline* pipeline,
+                                                  const SamplerRowMaps& maps) {
   KernelStream& s = *stream_;
   const size_t R = keys.size(), V = static_cast<size_t>(vocab_);
   const SamplingParams& params = (pipeline ? *pipeline : target_).params();
@@ -387,12 +465,11 @@ const float* BatchVerifier::process_rows(const std::vector<const float*>& logits
   if (maps.probs_rows) p.probs_rows = s.upload(kProbsRows, *maps.probs_rows);
   float* d_probs = maps.probs ? maps.probs : s.device_array<float>(kProbs, R * V);
   p.probs = d_probs;
-  p.tokens = *device_tokens = s.device_array<int32_t>(kSamplerTokens, R);
-  p.status = *device_status = s.device_array<int32_t>(kSamplerStatus, R);
+  p.tokens = s.device_array<int32_t>(kSamplerTokens, R);
+  p.status = s.device_array<int32_t>(kSamplerStatus, R);
   p.batch = static_cast<int32_t>(R);
   p.vocab = vocab_;
-  s.fused_sampler(p);
-  return d_probs;
+  return p;
 }
 
 std::vector<Token> BatchVerifier::download_draws(int32_t* d_tokens, int32_t* d_status, int64_t rows,

@@ -131,6 +131,17 @@ class BatchVerifier {
   // CPU). Throws Error naming the row and sequence on a failed one.
   std::vector<Token> draw_siblings(const SamplerPipeline& draft, const std::vector<DraftDraw>& rows, int32_t children,
                                    const std::vector<double>& uniforms, LogitsAt at);
+  // draw_drafts for every depth of a proposal at once, with no wait between depths: for a draft model that reads its
+  // next forward's token ids where the draws leave them (LanguageModel::reads_device_tokens), so that a depth's forward
+  // is enqueued behind the draws before it and the host waits once a proposal, not once a depth. plan_drafts uploads
+  // every depth's draws (`depths[d]`, each as draw_drafts takes them, with LogitsAt::device: the rows of
+  // device_logits that depth's forward writes, so device_logits must already hold the most rows any depth asks for and
+  // must not grow before the last launch); launch_planned(d) launches depth d's draws alone and returns the device
+  // array of their tokens, in the order of depths[d] (valid until the next plan); planned_tokens() waits once and
+  // returns every launched depth's tokens in order, throwing, as draw_drafts does, on the first failed draw.
+  void plan_drafts(const SamplerPipeline& draft, const std::vector<std::vector<DraftDraw>>& depths);
+  const int32_t* launch_planned(size_t depth);
+  std::vector<Token> planned_tokens();
   // The most children rank_drafts chooses (or draw_siblings draws) a row: min(V, kMaxRankedChildren).
   int32_t most_ranked_children() const;
   // The stream's byte counters (KernelStream::uploaded_bytes): what the steps so far moved each way.
@@ -154,6 +165,11 @@ class BatchVerifier {
                             const std::vector<const TokenHistory*>& histories, const std::vector<RandomKey>& keys,
                             int32_t** device_tokens, int32_t** device_status, const SamplerPipeline* pipeline = nullptr,
                             const SamplerRowMaps& maps = {});
+  // process_rows' uploads, and the launch's parameters, without the launch.
+  SamplerKernelParams sampler_params(const std::vector<const float*>& logits, LogitsAt at,
+                                     const std::vector<const TokenHistory*>& histories,
+                                     const std::vector<RandomKey>& keys, const SamplerPipeline* pipeline,
+                                     const SamplerRowMaps& maps);
   // Rows given as (logits, history) for process_rows' maps: the distinct logits rows (`sources`, uploaded in order
   // for LogitsAt::host; empty for device), the distinct (logits, history) inputs, and each row's index among them
   // (input_rows), and its row of logits (logits_rows: of `sources`, or of device_logits, anywhere among them).
@@ -193,6 +209,15 @@ class BatchVerifier {
   float* draft_laws_ = nullptr;
   int64_t draft_sequences_ = 0;
   int32_t draft_depth_ = 0;  // N, the nodes of each draft whose laws draft_laws holds
+  // plan_drafts' launch over every depth's draws, each depth's from draw first_draw[d], and its draws (to name a failed
+  // one); launched: the depths launched since.
+  struct PlannedDrafts {
+    SamplerKernelParams params;
+    std::vector<int64_t> first_draw;
+    std::vector<DraftDraw> draws;
+    std::vector<uint8_t> launched;
+  };
+  std::optional<PlannedDrafts> planned_;
 };
 
 }  // namespace specula

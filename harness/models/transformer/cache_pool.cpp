@@ -113,7 +113,10 @@ StepOutputs CachePool::run(const std::vector<RowSegment>& segments) {
   int64_t picked = 0;  // the flat output row of every segment row, in segment order
   for (size_t k = 0; k < segments.size(); ++k)
     for (int64_t r = 0; r < segments[k].tokens.numel(); ++r) in.picked[picked++] = row[k] * N + r;
-  const StepOutputs out = step.run_staged(picked);
+  std::vector<FedTokens> fed;
+  for (size_t k = 0; k < segments.size(); ++k)
+    if (segments[k].fed.defined()) fed.push_back(FedTokens{row[k] * N + segments[k].fed_row, segments[k].fed});
+  const StepOutputs out = step.run_staged(picked, fed);
   for (const RowSegment& s : segments) s.cache->advance(s.tokens.numel());
   ++stats_.steps;
   stats_.padding_rows += P * N - picked;

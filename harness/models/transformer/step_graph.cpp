@@ -201,7 +201,8 @@ torch::Tensor step_mask(const torch::Tensor& window, const torch::Tensor& column
 
 StepGraph::~StepGraph() = default;
 
-StepOutputs StepGraph::run(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& window) {
+StepOutputs StepGraph::run(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& window,
+                           const std::vector<FedTokens>& fed) {
   State& s = *state_;
   if (stale()) fail("step graph: the cache was reallocated since the step was built");
   const int64_t length = s.cache->length(), used = length + s.rows;
@@ -215,7 +216,7 @@ StepOutputs StepGraph::run(const torch::Tensor& tokens, const torch::Tensor& pos
   if (s.tokens.size(0) != 1) fail("step graph: run takes one sequence, the cache holds ", s.tokens.size(0));
   // The rows go to slots [length, used); every column past them, unused, is hidden.
   stage_rows(stage(), 0, tokens, positions, window, length, length, "step graph: ");
-  return run_staged();
+  return run_staged(-1, fed);
 }
 
 void stage_rows(const StagedInputs& in, int64_t first, const torch::Tensor& tokens, const torch::Tensor& positions,
@@ -253,7 +254,7 @@ StagedInputs StepGraph::stage() {
   return s.staged;
 }
 
-StepOutputs StepGraph::run_staged(int64_t picked) {
+StepOutputs StepGraph::run_staged(int64_t picked, const std::vector<FedTokens>& fed) {
   State& s = *state_;
   if (stale()) fail("step graph: the cache was reallocated since the step was built");
   if (picked > s.picked.numel()) fail("step graph: ", picked, " rows picked of a step of ", s.picked.numel());
@@ -263,6 +264,14 @@ StepOutputs StepGraph::run_staged(int64_t picked) {
 #ifdef SPECULA_TORCH_CUDA
     s.uploaded.record(c10::cuda::getCurrentCUDAStream(s.inputs.device().index()));
 #endif
+  }
+  // Fed ids over their rows' placeholders, after the upload and before the step (stream-ordered on a GPU).
+  const torch::Tensor flat_tokens = s.tokens.view({-1});
+  for (const FedTokens& f : fed) {
+    const int64_t n = f.ids.numel();
+    if (f.row < 0 || f.row + n > flat_tokens.numel())
+      fail("step graph: ", n, " fed token ids from row ", f.row, " of a step of ", flat_tokens.numel(), " rows");
+    flat_tokens.narrow(0, f.row, n).copy_(f.ids, /*non_blocking=*/true);
   }
   ++s.runs;
   const StepOutputs& out = s.run_step();

@@ -54,6 +54,14 @@ void stage_rows(const StagedInputs& in, int64_t first, const torch::Tensor& toke
 // where the window is (a step graph: on the device, inside the graph); `column` is arange(columns) there.
 torch::Tensor step_mask(const torch::Tensor& window, const torch::Tensor& column);
 
+// Token ids of a step's flat rows [row, row + ids.numel()) where the model computes (int64; RowSegment::fed): copied
+// into the step's token input after the staged ones are uploaded, stream-ordered, so that the host writes a
+// placeholder there and never waits for the ids.
+struct FedTokens {
+  int64_t row = 0;
+  torch::Tensor ids;
+};
+
 class StepGraph {
  public:
   // For `rows` rows a sequence attending over slots [0, columns) of `cache` (batch B: B sequences, each its batch
@@ -70,13 +78,15 @@ class StepGraph {
   // visible), each row's key and value written to slot cache.length() + its index; cache.length() + rows must be at
   // most `columns`. Inputs may be on the host. The cache is not advanced. The outputs are the step's own tensors,
   // overwritten by its next run: copy what must outlive it.
-  StepOutputs run(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& window);
+  // `fed`: token ids read on the device (FedTokens), in place of those rows of `tokens`.
+  StepOutputs run(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& window,
+                  const std::vector<FedTokens>& fed = {});
   // The general form (any batch): stage() gives the host side of the step's input buffer (after the upload of the
   // last step's inputs from it has finished), the caller writes every element of tokens, positions, slots and window,
   // and run_staged uploads them and runs the step. `picked` < 0: the step's own outputs [B * rows, ..], as run's;
   // else copies of the rows staged in picked[0, picked), in that order.
   StagedInputs stage();
-  StepOutputs run_staged(int64_t picked = -1);
+  StepOutputs run_staged(int64_t picked = -1, const std::vector<FedTokens>& fed = {});
 
   int64_t rows() const;
   int64_t columns() const;

@@ -218,6 +218,8 @@ struct TransformerSession::Cache {
   torch::Tensor last_logits;  // [V] after `linear`; undefined when unknown
   std::vector<Token> tree_tokens;
   std::vector<int32_t> tree_parents;
+  // The round (TreeLogitsCall::pending_round) of the call that left kPendingToken among tree_tokens; 0: none pending.
+  uint64_t pending_round = 0;
   torch::Tensor tree_hidden;  // [n, d] after each node of the remembered tree
   torch::Tensor tree_logits;  // [n, V]
   TransformerSessionStats stats;
@@ -239,6 +241,7 @@ struct TransformerSession::Cache {
     if (!mutant_on(Mutant::kv_cache_keeps_rejected_drafts)) kv.truncate(static_cast<int64_t>(linear.size()));
     tree_tokens.clear();
     tree_parents.clear();
+    pending_round = 0;
     tree_hidden = torch::Tensor();
     tree_logits = torch::Tensor();
   }
@@ -430,7 +433,8 @@ const TransformerSessionStats& TransformerSession::stats() const { return cache_
 namespace {
 
 // A call's tokens are in the vocabulary, its tree well formed, and context + tree depth within the positions.
-void check_call(const TransformerModelState& state, const std::vector<Token>& context, const TokenTree& tree) {
+void check_call(const TransformerModelState& state, const std::vector<Token>& context, const TokenTree& tree,
+                bool pending_allowed) {
   const TransformerConfig& config = state.model->config();
   const int32_t V = config.vocab_size;
   const int64_t n_nodes = tree.size();
@@ -438,7 +442,8 @@ void check_call(const TransformerModelState& state, const std::vector<Token>& co
   for (Token t : context)
     if (t < 0 || t >= V) fail(state.dir, ": context token id ", t, " is outside the vocabulary [0, ", V, ")");
   for (Token t : tree.tokens)
-    if (t < 0 || t >= V) fail(state.dir, ": tree token id ", t, " is outside the vocabulary [0, ", V, ")");
+    if ((t < 0 || t >= V) && !(pending_allowed && t == kPendingToken))
+      fail(state.dir, ": tree token id ", t, " is outside the vocabulary [0, ", V, ")");
   if (static_cast<int64_t>(tree.parent.size()) != n_nodes)
     fail("token tree: ", n_nodes, " tokens but ", tree.parent.size(), " parents");
   const int64_t positions_needed = static_cast<int64_t>(context.size()) + (n_nodes ? tree.max_depth() : 0);
@@ -459,7 +464,11 @@ struct PendingCall {
   const TokenTree* tree = nullptr;
   float* out = nullptr;
   bool out_on_gpu = false;
-  int64_t first_row = 0;      // TreeLogitsCall::first_row
+  int64_t first_row = 0;  // TreeLogitsCall::first_row
+  // TreeLogitsCall::device_tokens, device_tokens_from and pending_round
+  const int32_t* device_tokens = nullptr;
+  int64_t device_tokens_from = 0;
+  uint64_t pending_round = 0;
   bool served = false;        // answered from the prompt cache: nothing to run
   bool prompt_alone = false;  // a fresh session's first call for the context alone
   bool all_visible = false;   // its rows see every column (segment: no mask, no window)
@@ -493,9 +502,11 @@ void prepare_call(PendingCall& call) {
   int64_t reused_nodes = 0;
   if (context.size() == c.linear.size() && c.last_logits.defined()) {
     const size_t n_old = c.tree_tokens.size();
+    // Pending tokens match only within the round that left them (the same proposal's nodes).
     const bool prefix = n_old <= static_cast<size_t>(n_nodes) &&
                         std::equal(c.tree_tokens.begin(), c.tree_tokens.end(), tree.tokens.begin()) &&
-                        std::equal(c.tree_parents.begin(), c.tree_parents.end(), tree.parent.begin());
+                        std::equal(c.tree_parents.begin(), c.tree_parents.end(), tree.parent.begin()) &&
+                        (c.pending_round == 0 || c.pending_round == call.pending_round);
     if (prefix)
       reused_nodes = static_cast<int64_t>(n_old);
     else
@@ -525,6 +536,23 @@ void prepare_call(PendingCall& call) {
   ids.reserve(call.rows);
   ids.insert(ids.end(), context.begin() + L, context.end());
   ids.insert(ids.end(), tree.tokens.begin() + reused_nodes, tree.tokens.end());
+  // New nodes from device_tokens_from on read their ids where the draws left them; a pending node before it must have
+  // been reused.
+  const int64_t first_fed = call.device_tokens ? std::max(reused_nodes, call.device_tokens_from) : n_nodes;
+  for (int64_t j = reused_nodes; j < first_fed; ++j)
+    if (tree.tokens[j] == kPendingToken)
+      fail(c.state->dir, ": tree node ", j, "'s token is pending, but neither given nor computed by the last call");
+  for (int64_t j = first_fed; j < n_nodes; ++j) ids[call.chunk + (j - reused_nodes)] = 0;  // placeholders
+  if (first_fed < n_nodes) {
+    const torch::Device device = c.state->model->embedding->weight.device();
+    const torch::Tensor fed =
+        torch::from_blob(const_cast<int32_t*>(call.device_tokens) + (first_fed - call.device_tokens_from),
+                         {n_nodes - first_fed}, torch::dtype(torch::kInt32).device(device));
+    // Clamped into the vocabulary: a failed draw's id (-1) must not index the embedding (on a GPU, a device-side
+    // assertion); its draw's status fails the proposal once it is read.
+    call.segment.fed = fed.clamp(0, c.state->model->config().vocab_size - 1).to(torch::kInt64);
+    call.segment.fed_row = call.chunk + (first_fed - reused_nodes);
+  }
   // A call that a static-shape step may take gets the mask's compact form alone (the step builds the mask on the
   // device); run_calls builds the full mask if another path takes it after all.
   const bool for_steps = c.state->step_graphs && call.rows <= kMaxStepGraphRows && n_nodes <= kMaskWindow;
@@ -585,7 +613,9 @@ void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
   torch::Tensor hidden, step_logits;  // step_logits: every row's, when the step gave them
   if (graph) {
     const RowSegment& segment = calls[0]->segment;
-    const StepOutputs out = graph->run(segment.tokens, segment.positions, segment.window);
+    std::vector<FedTokens> fed;
+    if (segment.fed.defined()) fed.push_back(FedTokens{segment.fed_row, segment.fed});
+    const StepOutputs out = graph->run(segment.tokens, segment.positions, segment.window, fed);
     segment.cache->advance(calls[0]->rows);
     hidden = out.hidden;
     step_logits = out.logits;
@@ -596,10 +626,13 @@ void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
     step_logits = out.logits;
     for (PendingCall* call : calls) ++call->cache->stats.pooled_step_calls;
   } else {
-    // The full masks of the calls prepared for a static-shape step (their window alone).
-    for (size_t k = 0; k < calls.size(); ++k)
+    // The full masks of the calls prepared for a static-shape step (their window alone), and fed ids made whole.
+    for (size_t k = 0; k < calls.size(); ++k) {
       if (!calls[k]->all_visible && !segments[k].mask.defined())
         segments[k].mask = mask_from_window(segments[k].window, calls[k]->cache->kv.length() + calls[k]->rows);
+      segments[k].tokens = with_fed_tokens(segments[k]);
+      segments[k].fed = torch::Tensor();
+    }
     hidden = model->batch_hidden_states(segments);
   }
   // The sessions keep their hidden states where the model computes (copied out of the step's tensors there).
@@ -675,6 +708,9 @@ void finish_call(PendingCall& call) {
   torch::Tensor logits = tree_rows_of_call(c.tree_logits, call.reused_nodes, new_logits);
   c.tree_tokens = tree.tokens;
   c.tree_parents = tree.parent;
+  c.pending_round = std::find(tree.tokens.begin(), tree.tokens.end(), kPendingToken) != tree.tokens.end()
+                        ? std::max<uint64_t>(call.pending_round, 1)
+                        : 0;
   if (hidden.defined()) {
     c.tree_hidden = hidden;
     c.tree_logits = logits;
@@ -690,7 +726,7 @@ void finish_call(PendingCall& call) {
 // Every call checked first, then prepared, run in one forward and finished.
 void run_tree_logits(TransformerModelState& state, std::vector<PendingCall>& calls) {
   c10::InferenceMode inference;
-  for (const PendingCall& call : calls) check_call(state, *call.context, *call.tree);
+  for (const PendingCall& call : calls) check_call(state, *call.context, *call.tree, call.device_tokens != nullptr);
   std::vector<PendingCall*> to_run;
   for (PendingCall& call : calls) {
     prepare_call(call);
@@ -726,7 +762,13 @@ void TransformerLanguageModel::batch_tree_logits(const std::vector<TreeLogitsCal
     pending[i].out = calls[i].out;
     pending[i].out_on_gpu = calls[i].out_on_gpu;
     pending[i].first_row = calls[i].first_row;
+    pending[i].device_tokens = calls[i].device_tokens;
+    pending[i].device_tokens_from = calls[i].device_tokens_from;
+    pending[i].pending_round = calls[i].pending_round;
     check_rows_asked(calls[i], description());
+    if (calls[i].device_tokens && (calls[i].device_tokens_from < 0 || calls[i].pending_round == 0))
+      fail(description(), ": pending tokens from node ", calls[i].device_tokens_from, " of round ",
+           calls[i].pending_round, " (nodes from 0, rounds from 1)");
     if (calls[i].out_on_gpu && !writes_gpu_logits())
       fail(description(), ": logits asked in GPU memory, but the model does not compute on a GPU");
   }
@@ -758,6 +800,25 @@ const float* TransformerSession::context_features(const std::vector<Token>& toke
   if (known == c.linear.size()) c.follow_tree_path(tokens, static_cast<size_t>(n));
   if (c.linear.size() < static_cast<size_t>(n) || !c.linear_hidden.defined()) return nullptr;
   return c.host_linear_hidden(n);
+}
+
+void TransformerSession::tree_tokens_known(const TokenTree& tree) {
+  Cache& c = *cache_;
+  if (c.pending_round == 0) return;
+  const bool same_tree = tree.tokens.size() == c.tree_tokens.size() && tree.parent == c.tree_parents;
+  for (size_t j = 0; same_tree && j < tree.tokens.size(); ++j)
+    if (c.tree_tokens[j] != kPendingToken && c.tree_tokens[j] != tree.tokens[j])
+      fail(c.state->dir, ": tree_tokens_known was given node ", j, " as ", tree.tokens[j], ", computed as ",
+           c.tree_tokens[j]);
+  if (!same_tree) {
+    c.forget_tree();
+    return;
+  }
+  for (Token t : tree.tokens)
+    if (t < 0 || t >= c.state->model->config().vocab_size)
+      fail(c.state->dir, ": tree_tokens_known was given token ", t, ", outside the vocabulary");
+  c.tree_tokens = tree.tokens;
+  c.pending_round = 0;
 }
 
 int32_t TransformerSession::feature_size() const { return cache_->state->model->config().d_model; }

@@ -70,6 +70,8 @@ class TransformerLanguageModel : public LanguageModel {
   // ordered on LibTorch's current stream (device_stream); otherwise batch_tree_logits synchronises before it returns.
   bool writes_gpu_logits() const override;
   std::optional<void*> device_stream() const override;
+  // Pending tokens' ids are copied into the forward's inputs where they lie (RowSegment::fed), stream-ordered.
+  bool reads_device_tokens() const override { return true; }
 
   const Tokenizer& tokenizer() const;
   const std::string& kind() const;  // "transformer" or "hf"
@@ -127,6 +129,7 @@ class TransformerSession : public ModelSession {
   ~TransformerSession() override;
   void tree_logits(const std::vector<Token>& context, const TokenTree& tree, float* out) override;
   const float* context_features(const std::vector<Token>& tokens, int64_t n) override;
+  void tree_tokens_known(const TokenTree& tree) override;
   int32_t feature_size() const override;
   const TransformerSessionStats& stats() const;
 

@@ -308,10 +308,22 @@ torch::Tensor TransformerImpl::decode_hidden_states(const torch::Tensor& tokens,
   return x;
 }
 
+torch::Tensor with_fed_tokens(const RowSegment& segment) {
+  if (!segment.fed.defined()) return segment.tokens;
+  const int64_t n = segment.fed.numel();
+  if (segment.fed_row < 0 || segment.fed_row + n > segment.tokens.numel())
+    fail("a segment of ", segment.tokens.numel(), " rows fed ", n, " token ids from row ", segment.fed_row);
+  torch::Tensor whole = segment.tokens.to(segment.fed.device(), torch::kInt64).clone();
+  whole.narrow(0, segment.fed_row, n).copy_(segment.fed);
+  return whole;
+}
+
 torch::Tensor TransformerImpl::batch_hidden_states(const std::vector<RowSegment>& segments) {
-  for (const RowSegment& s : segments)
+  for (const RowSegment& s : segments) {
     if (!s.cache || s.tokens.dim() != 1 || s.tokens.size(0) < 1)
       fail("batch_hidden_states: every segment needs a cache and tokens [N] with N >= 1, got ", s.tokens.sizes());
+    if (s.fed.defined()) fail("batch_hidden_states: a segment's fed token ids must be made whole (with_fed_tokens)");
+  }
   if (segments.empty()) return torch::empty({0, config_.d_model}, embedding->weight.options().dtype(torch::kFloat32));
   if (segments.size() == 1) {
     const RowSegment& s = segments[0];

@@ -89,7 +89,16 @@ struct RowSegment {
   // cache_pool.h), which build the additive mask from it on the device; undefined: every column visible. A segment
   // for those steps may leave `mask` undefined when it has a window; the other paths read `mask`.
   torch::Tensor window;
+  // Token ids of rows [fed_row, fed_row + fed.numel()) kept where the model computes (int64, in [0, V)), written by
+  // work its stream is ordered behind (a draft's draws: TreeLogitsCall::device_tokens); those rows of `tokens` are
+  // placeholders. Undefined: `tokens` holds every id. with_fed_tokens gives the ids whole.
+  torch::Tensor fed{};
+  int64_t fed_row = 0;
 };
+
+// A segment's token ids whole, where `fed` is: `tokens` with rows [fed_row, ..) taken from `fed` (`tokens` itself when
+// nothing is fed).
+torch::Tensor with_fed_tokens(const RowSegment& segment);
 
 struct TransformerOutput {
   torch::Tensor hidden;  // [B, N, d] final hidden states (after the final norm: the LM head's input, EAGLE's f)

@@ -1,0 +1,172 @@
+// Fed drafting: a draft transformer's chains and i.i.d. trees drawn on the device with every depth's forward reading
+// the ids the depth before drew where its launch left them (TreeLogitsCall::device_tokens), so the host waits once a
+// proposal. On cuda-host the "device" memory is the host's and the model computes on the CPU (its decoding step, or
+// LibTorch's operations and static-shape steps), so CI runs the code a GPU runs: the trees must be the CPU path's,
+// node for node, across steps whose contexts follow the drafts, with one wait a proposal.
+// LibTorch before Catch: glog's CHECK (through LibTorch's headers) must not replace Catch's.
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "draft/model_drafter.h"
+#include "harness/models/registry/model_registry.h"
+#include "harness/models/transformer/transformer_language_model.h"
+#include "kernels/shared/error.h"
+#include "tests/support/mutant_switch.h"
+#include "verify/device/batch_verifier.h"
+
+using namespace specula;
+using Catch::Matchers::Contains;
+
+namespace {
+
+const std::string kDraft = "transformer:" + std::string(SPECULA_SOURCE_DIR) + "/results/models/draft";
+
+SamplingParams drafting() {
+  SamplingParams s;
+  s.temperature = 0.9f;
+  s.top_k = 40;
+  return s;
+}
+
+// `steps` proposals of `shape` (empty: a chain of 4) for three sequences, fed on cuda-host and on the CPU, each step's
+// contexts then following a path of the CPU's trees plus one token. Counts the trees that differ; `waits` gets the
+// fed proposals' downloads.
+int64_t differing_trees(const std::string& model_device, const std::vector<int32_t>& shape, int steps,
+                        std::vector<uint64_t>* waits = nullptr) {
+  const auto model = load_language_model(kDraft, "draft", "auto", model_device);
+  const int32_t V = model->vocab_size();
+  const SamplerPipeline target(drafting(), V);
+  const ModelDrafterFactory factory(model, drafting());
+  BatchVerifier device(Device::cuda_host, target, VerifyMethod::tree);
+  std::vector<std::vector<Token>> contexts = {{10, 20, 30}, {40, 50}, {60, 70, 80, 90}};
+  const size_t B = contexts.size();
+  std::vector<std::unique_ptr<Drafter>> fed, cpu;
+  for (size_t i = 0; i < B; ++i) {
+    fed.push_back(factory.create());
+    cpu.push_back(factory.create());
+  }
+  int64_t differing = 0;
+  for (int step = 0; step < steps; ++step) {
+    std::vector<TokenHistory> histories;
+    for (const std::vector<Token>& c : contexts) histories.push_back(TokenHistory{c, {}});
+    std::vector<DraftRequest> on_device, on_cpu;
+    std::vector<Drafter*> drafters;
+    for (size_t i = 0; i < B; ++i) {
+      DraftRequest r;
+      r.context = &contexts[i];
+      r.history = &histories[i];
+      r.num_draft_tokens = 4;
+      std::vector<int32_t> tree(shape.begin(), shape.end());  // empty: a chain
+      r.tree_shape.swap(tree);
+      r.rng = StepRandom{5, i, static_cast<uint64_t>(step)};
+      on_cpu.push_back(r);
+      r.device = &device;
+      on_device.push_back(r);
+      drafters.push_back(fed[i].get());
+    }
+    REQUIRE(factory.draws_on_device(on_device));
+    const uint64_t before = device.downloads();
+    const std::vector<TokenTree> trees = factory.propose_batch(drafters, on_device);
+    if (waits) waits->push_back(device.downloads() - before);
+    for (size_t i = 0; i < B; ++i) {
+      const TokenTree expected = cpu[i]->propose(on_cpu[i]);
+      differing += trees[i].tokens != expected.tokens || trees[i].parent != expected.parent;
+      // The next context: the path to the tree's last node (its deepest), then one more token.
+      if (!expected.tokens.empty()) {
+        const std::vector<Token> path = expected.path(expected.size() - 1);
+        contexts[i].insert(contexts[i].end(), path.begin(), path.end());
+      }
+      contexts[i].push_back(static_cast<Token>((step * 7 + static_cast<int>(i)) % V));
+    }
+  }
+  return differing;
+}
+
+}  // namespace
+
+TEST_CASE("a draft transformer's chains and trees drawn fed on cuda-host are the CPU's, with one wait a proposal",
+          "[device]") {
+  for (const std::string model_device : {"cpu", "libtorch"})
+    for (const std::vector<int32_t>& shape : {std::vector<int32_t>{}, std::vector<int32_t>{2, 2, 1}}) {
+      INFO("draft on " << model_device << ", " << (shape.empty() ? "chain of 4" : "tree 2,2,1"));
+      std::vector<uint64_t> waits;
+      CHECK(differing_trees(model_device, shape, 4, &waits) == 0);
+      // One wait for the drawn ids and their statuses (two copies), not one a depth.
+      for (uint64_t w : waits) CHECK(w == 2);
+    }
+  // Every depth's forward given the first depth's ids as its newest nodes' (from the third depth on): other trees.
+  const ScopedMutant on(Mutant::fed_drafts_read_first_depth);
+  CHECK(differing_trees("cpu", {}, 2) > 0);
+}
+
+TEST_CASE("a session's pending tokens read where they lie give the tokens' bits, and once known its path is followed",
+          "[transformer]") {
+  for (const std::string model_device : {"cpu", "libtorch"}) {
+    INFO("model on " << model_device);
+    const auto model = load_language_model(kDraft, "draft", "auto", model_device);
+    const int32_t V = model->vocab_size();
+    const auto fed_session = model->new_session();
+    const auto plain_session = model->new_session();
+    auto& fed = dynamic_cast<TransformerSession&>(*fed_session);
+    std::vector<Token> context = {5, 6, 7, 8};
+    // Depth by depth: two children of the root, then one under each. `pending` holds the host's view.
+    TokenTree real, pending;
+    std::vector<float> a, b;
+    const auto step = [&](const std::vector<int32_t>& ids, uint64_t round) {
+      const int64_t newest = static_cast<int64_t>(ids.size());
+      const int32_t first_parent = real.size() == 0 ? -1 : real.size() - 2;
+      for (int64_t k = 0; k < newest; ++k) {
+        const int32_t parent = first_parent < 0 ? -1 : first_parent + static_cast<int32_t>(k);
+        real.add(ids[static_cast<size_t>(k)], parent);
+        pending.add(kPendingToken, parent);
+      }
+      a.assign(static_cast<size_t>(newest) * V, 0.0f);
+      b.assign(static_cast<size_t>(real.size() + 1) * V, 0.0f);
+      TreeLogitsCall call{fed_session.get(), &context, &pending, a.data(), false, real.size() + 1 - newest};
+      call.device_tokens = ids.data();
+      call.device_tokens_from = real.size() - newest;
+      call.pending_round = round;
+      model->batch_tree_logits({call});
+      plain_session->tree_logits(context, real, b.data());
+      // The newest nodes' rows, bit for bit.
+      return std::equal(a.begin(), a.end(), b.end() - static_cast<std::ptrdiff_t>(a.size()));
+    };
+    std::vector<float> row0(static_cast<size_t>(V));
+    // Both sessions make the same calls (LibTorch's GEMMs may sum a row differently beside other rows).
+    fed_session->next_logits(context, row0.data());
+    plain_session->next_logits(context, row0.data());
+    CHECK(step({11, 12}, 3));
+    CHECK(step({13, 14}, 3));
+    CHECK(fed.stats().tree_nodes_reused == 2);  // the first depth's pending nodes, of the same round
+    // Once known, the next context along the path to node 2 (11, 13) then 9 keeps those nodes' keys and values.
+    fed_session->tree_tokens_known(real);
+    const int64_t compacted = fed.stats().path_nodes_compacted;
+    std::vector<Token> next = context;
+    for (Token t : {11, 13, 9}) next.push_back(t);
+    std::vector<float> x(static_cast<size_t>(V)), y(static_cast<size_t>(V));
+    fed_session->next_logits(next, x.data());
+    plain_session->next_logits(next, y.data());
+    CHECK(fed.stats().path_nodes_compacted == compacted + 2);
+    CHECK(x == y);
+    // A pending node of another round than the remembered one's, not given: refused, not read as its placeholder.
+    context = std::move(next);
+    real = TokenTree{};
+    pending = TokenTree{};
+    fed_session->next_logits(context, row0.data());
+    plain_session->next_logits(context, row0.data());
+    CHECK(step({21, 22}, 5));
+    TokenTree more = pending;
+    more.add(kPendingToken, 0);
+    const std::vector<int32_t> one = {23};
+    std::vector<float> out(static_cast<size_t>(V));
+    TreeLogitsCall call{fed_session.get(), &context, &more, out.data(), false, more.size()};
+    call.device_tokens = one.data();
+    call.device_tokens_from = more.size() - 1;
+    call.pending_round = 6;
+    CHECK_THROWS_WITH(model->batch_tree_logits({call}), Contains("pending, but neither given nor computed"));
+  }
+}
