@@ -257,7 +257,7 @@ std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<
   const bool in_place = device.device() == Device::cuda_host || out_on_gpu;
   const LogitsAt at = in_place ? LogitsAt::device : LogitsAt::host;
   const SamplerPipeline& pipeline = ranked ? ranking_pipeline_ : pipeline_;
-  if (scheme == SiblingScheme::iid && draws_fed(*model_, pipeline, device, out_on_gpu))
+  if (scheme != SiblingScheme::without_replacement && draws_fed(*model_, pipeline, device, out_on_gpu))
     return propose_fed(own, requests, out_on_gpu);
   float* const laws = ranked ? nullptr : device.draft_laws(B, nodes);
   std::vector<ModelDrafter::Proposal> proposals;
@@ -344,12 +344,12 @@ std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<
   return out;
 }
 
-// Chains and i.i.d. trees drawn fed: every depth's draws are known before the first forward (their keys are the
-// slots draw_children takes, their laws' rows the nodes', their logits the frontier rows each depth's forward writes
-// side by side), so they are uploaded at once (BatchVerifier::plan_drafts), and each depth's forward reads the ids of
-// the nodes the depth before drew where that depth's launch left them (TreeLogitsCall::device_tokens). On a GPU the
-// host enqueues the whole proposal without waiting and waits once, for every depth's ids, at the end; the draws are
-// propose_on_device's, key for key.
+// Chains, i.i.d. trees and ranked trees drawn fed: every depth's draws are known before the first forward (their keys
+// are the slots draw_children takes, their laws' rows the nodes', their logits the frontier rows each depth's forward
+// writes side by side; a ranked row gives all its children, as min(V, 256) bounds them), so they are uploaded at once
+// (BatchVerifier::plan_drafts, plan_ranked), and each depth's forward reads the ids of the nodes the depth before drew
+// where that depth's launches left them (TreeLogitsCall::device_tokens). On a GPU the host enqueues the whole proposal
+// without waiting and waits once, for every depth's ids, at the end; the draws are propose_on_device's, key for key.
 std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelDrafter*>& own,
                                                         const std::vector<DraftRequest>& requests,
                                                         bool out_on_gpu) const {
@@ -357,6 +357,7 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
   const uint64_t round = ++rounds;
   BatchVerifier& device = *requests[0].device;
   const std::vector<int32_t> shape = draft_shape(requests[0]);
+  const bool ranked = !requests[0].tree_shape.empty() && requests[0].scheme == SiblingScheme::deterministic;
   const int32_t nodes = static_cast<int32_t>(tree_shape_nodes(shape));
   const int64_t B = static_cast<int64_t>(own.size()), V = model_->vocab_size();
   const size_t K = shape.size();
@@ -367,7 +368,7 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
     n[d] = f[d] * shape[d];
     before[d + 1] = before[d] + n[d];
   }
-  float* const laws = device.draft_laws(B, nodes);
+  float* const laws = ranked ? nullptr : device.draft_laws(B, nodes);
   // The logits buffer at its largest depth's rows before the plan: later depths take fewer, so it never moves.
   const float* const logits = device.device_logits(B * *std::max_element(f.begin(), f.end()));
   // A frontier row's history at depth d: its path's length alone is read (min_tokens), the path's tokens are not.
@@ -378,8 +379,14 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
       h.output.resize(h.output.size() + d, 0);
       histories[i].push_back(std::move(h));
     }
-  std::vector<std::vector<DraftDraw>> depths(K);
-  for (size_t d = 0; d < K; ++d)
+  // A ranked row: processed once by the ranking pipeline, its children its best tokens (no key, no law).
+  std::vector<std::vector<DeviceDraw>> ranked_rows(ranked ? K : 0);
+  for (size_t d = 0; d < ranked_rows.size(); ++d)
+    for (int64_t i = 0; i < B; ++i)
+      for (int64_t k = 0; k < f[d]; ++k)
+        ranked_rows[d].push_back(DeviceDraw{logits + (i * f[d] + k) * V, &histories[i][d], RandomKey{}});
+  std::vector<std::vector<DraftDraw>> depths(ranked ? 0 : K);
+  for (size_t d = 0; d < depths.size(); ++d)
     for (int64_t i = 0; i < B; ++i)
       for (int64_t k = 0; k < f[d]; ++k)
         for (int32_t j = 0; j < shape[d]; ++j) {
@@ -393,7 +400,10 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
                                 requests[i].rng.key(RandomRole::draft, slot)};
           depths[d].push_back(DraftDraw{draw, i, law_row});
         }
-  device.plan_drafts(pipeline_, depths);
+  if (ranked)
+    device.plan_ranked(ranking_pipeline_, ranked_rows, shape);
+  else
+    device.plan_drafts(pipeline_, depths);
   std::vector<ModelDrafter::Proposal> proposals;
   for (int64_t i = 0; i < B; ++i) proposals.push_back(own[i]->start(requests[i]));
   const int32_t* drawn = nullptr;  // the depth before's ids, sequence by sequence
@@ -420,7 +430,8 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
       own_tokens.insert(own_tokens.end(), first, first + n[d]);
     }
     own[i]->tokens_known(proposals[i], own_tokens.data());
-    out.push_back(own[i]->finish_on_device(proposals[i], laws + i * (nodes + 1) * V));
+    out.push_back(ranked ? own[i]->finish(proposals[i])
+                         : own[i]->finish_on_device(proposals[i], laws + i * (nodes + 1) * V));
   }
   return out;
 }

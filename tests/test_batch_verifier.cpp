@@ -436,6 +436,21 @@ TEST_CASE("a proposal's draft depths planned at once draw what draw_drafts draws
   CHECK_THROWS_WITH(stepwise.planned_tokens(), Catch::Contains("planned_tokens without a plan"));
   CHECK_THROWS_WITH(planned.plan_drafts(draft, {depth_draws(buffer, 0), {}}), Catch::Contains("a depth of no draws"));
   CHECK_THROWS_WITH(planned.launch_planned(0), Catch::Contains("without a plan"));  // the refused plan replaced it
+  const std::vector<DeviceDraw> ranked_rows = {DeviceDraw{buffer, &histories[0], RandomKey{}}};
+  CHECK_THROWS_WITH(planned.plan_ranked(draft, {ranked_rows}, {}), Catch::Contains("0 child counts for 1 depths"));
+  CHECK_THROWS_WITH(planned.plan_ranked(draft, {ranked_rows}, {V + 1}), Catch::Contains("ranked children a row"));
+  // Ranked: the children rank_drafts chooses, one depth of two rows.
+  const std::vector<DeviceDraw> two_rows = {DeviceDraw{buffer, &histories[0], RandomKey{}},
+                                            DeviceDraw{buffer + V, &histories[2], RandomKey{}}};
+  planned.plan_ranked(draft, {two_rows}, {3});
+  planned.launch_planned(0);
+  const std::vector<Token> ranked = planned.planned_tokens();
+  std::vector<DeviceDraw> other_rows = two_rows;
+  float* other = stepwise.device_logits(2);
+  std::copy(buffer, buffer + 2 * V, other);
+  other_rows[0].logits = other;
+  other_rows[1].logits = other + V;
+  CHECK(ranked == stepwise.rank_drafts(draft, other_rows, 3, LogitsAt::device));
 }
 
 TEST_CASE("a depth of draft trees is drawn on the device in one launch: every child the CPU's draw, each law kept",

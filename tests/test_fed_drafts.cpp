@@ -1,9 +1,9 @@
-// Fed drafting: a draft transformer's chains and i.i.d. trees drawn on the device with every depth's forward reading
-// the ids the depth before drew where its launch left them (TreeLogitsCall::device_tokens), so the host waits once a
-// proposal. On cuda-host the "device" memory is the host's and the model computes on the CPU (its decoding step, or
-// LibTorch's operations and static-shape steps), so CI runs the code a GPU runs: the trees must be the CPU path's,
-// node for node, across steps whose contexts follow the drafts, with one wait a proposal.
-// LibTorch before Catch: glog's CHECK (through LibTorch's headers) must not replace Catch's.
+// Fed drafting: a draft transformer's chains, i.i.d. trees and ranked trees drawn on the device with every depth's
+// forward reading the ids the depth before drew where its launch left them (TreeLogitsCall::device_tokens), so the host
+// waits once a proposal. On cuda-host the "device" memory is the host's and the model computes on the CPU (its decoding
+// step, or LibTorch's operations and static-shape steps), so CI runs the code a GPU runs: the trees must be the CPU
+// path's, node for node, across steps whose contexts follow the drafts, with one wait a proposal. LibTorch before
+// Catch: glog's CHECK (through LibTorch's headers) must not replace Catch's.
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
@@ -35,8 +35,8 @@ SamplingParams drafting() {
 // `steps` proposals of `shape` (empty: a chain of 4) for three sequences, fed on cuda-host and on the CPU, each step's
 // contexts then following a path of the CPU's trees plus one token. Counts the trees that differ; `waits` gets the
 // fed proposals' downloads.
-int64_t differing_trees(const std::string& model_device, const std::vector<int32_t>& shape, int steps,
-                        std::vector<uint64_t>* waits = nullptr) {
+int64_t differing_trees(const std::string& model_device, const std::vector<int32_t>& shape, SiblingScheme scheme,
+                        int steps, std::vector<uint64_t>* waits = nullptr) {
   const auto model = load_language_model(kDraft, "draft", "auto", model_device);
   const int32_t V = model->vocab_size();
   const SamplerPipeline target(drafting(), V);
@@ -62,6 +62,7 @@ int64_t differing_trees(const std::string& model_device, const std::vector<int32
       r.num_draft_tokens = 4;
       std::vector<int32_t> tree(shape.begin(), shape.end());  // empty: a chain
       r.tree_shape.swap(tree);
+      r.scheme = scheme;
       r.rng = StepRandom{5, i, static_cast<uint64_t>(step)};
       on_cpu.push_back(r);
       r.device = &device;
@@ -90,17 +91,25 @@ int64_t differing_trees(const std::string& model_device, const std::vector<int32
 
 TEST_CASE("a draft transformer's chains and trees drawn fed on cuda-host are the CPU's, with one wait a proposal",
           "[device]") {
+  struct Shape {
+    std::vector<int32_t> tree;
+    SiblingScheme scheme;
+  };
+  const std::vector<Shape> shapes = {
+      {{}, SiblingScheme::iid}, {{2, 2, 1}, SiblingScheme::iid}, {{3, 2}, SiblingScheme::deterministic}};
   for (const std::string model_device : {"cpu", "libtorch"})
-    for (const std::vector<int32_t>& shape : {std::vector<int32_t>{}, std::vector<int32_t>{2, 2, 1}}) {
-      INFO("draft on " << model_device << ", " << (shape.empty() ? "chain of 4" : "tree 2,2,1"));
+    for (const Shape& shape : shapes) {
+      INFO("draft on " << model_device << ", " << (shape.tree.empty() ? "chain of 4" : "a tree") << ", "
+                       << sibling_scheme_name(shape.scheme) << " siblings");
       std::vector<uint64_t> waits;
-      CHECK(differing_trees(model_device, shape, 4, &waits) == 0);
+      CHECK(differing_trees(model_device, shape.tree, shape.scheme, 4, &waits) == 0);
       // One wait for the drawn ids and their statuses (two copies), not one a depth.
       for (uint64_t w : waits) CHECK(w == 2);
     }
   // Every depth's forward given the first depth's ids as its newest nodes' (from the third depth on): other trees.
   const ScopedMutant on(Mutant::fed_drafts_read_first_depth);
-  CHECK(differing_trees("cpu", {}, 2) > 0);
+  CHECK(differing_trees("cpu", {}, SiblingScheme::iid, 2) > 0);
+  CHECK(differing_trees("cpu", {2, 1, 1}, SiblingScheme::deterministic, 2) > 0);
 }
 
 TEST_CASE("a session's pending tokens read where they lie give the tokens' bits, and once known its path is followed",

@@ -228,6 +228,37 @@ void BatchVerifier::plan_drafts(const SamplerPipeline& draft, const std::vector<
   planned_ = std::move(plan);
 }
 
+void BatchVerifier::plan_ranked(const SamplerPipeline& ranking, const std::vector<std::vector<DeviceDraw>>& depths,
+                                const std::vector<int32_t>& children) {
+  planned_.reset();
+  if (children.size() != depths.size())
+    fail("batch verifier: plan_ranked was given ", children.size(), " child counts for ", depths.size(), " depths");
+  check_vocabulary(ranking, "ranking");
+  PlannedDrafts plan;
+  plan.ranked = true;
+  plan.first_draw = {0};
+  plan.first_child = {0};
+  std::vector<DeviceDraw> rows;
+  for (size_t d = 0; d < depths.size(); ++d) {
+    if (depths[d].empty()) fail("batch verifier: plan_ranked was given a depth of no rows");
+    check_children(children[d], "ranked children a row; the device takes");
+    rows.insert(rows.end(), depths[d].begin(), depths[d].end());
+    for (const DeviceDraw& r : depths[d]) plan.draws.push_back(DraftDraw{r, 0, 0});
+    plan.first_draw.push_back(static_cast<int64_t>(rows.size()));
+    plan.first_child.push_back(plan.first_child.back() + static_cast<int64_t>(depths[d].size()) * children[d]);
+  }
+  if (rows.empty()) fail("batch verifier: plan_ranked needs depths");
+  const MappedInputs m = map_inputs(rows, LogitsAt::device);
+  // The sampler's own draws go unread (ranked children are chosen, not drawn): any key does.
+  const std::vector<RandomKey> keys(rows.size());
+  plan.params = sampler_params(m.sources, LogitsAt::device, m.histories, keys, &ranking,
+                               SamplerRowMaps{&m.input_rows, &m.logits_rows, nullptr, nullptr});
+  plan.children_per_row = children;
+  plan.children = stream_->device_array<int32_t>(kDraftChildren, static_cast<size_t>(plan.first_child.back()));
+  plan.launched.assign(depths.size(), 0);
+  planned_ = std::move(plan);
+}
+
 const int32_t* BatchVerifier::launch_planned(size_t depth) {
   if (!planned_ || depth + 1 >= planned_->first_draw.size())
     fail("batch verifier: launch_planned(", depth, ") without a plan of that depth");
@@ -238,13 +269,24 @@ const int32_t* BatchVerifier::launch_planned(size_t depth) {
   p.rows += first;
   p.input_rows += first;
   p.logits_rows += first;
-  p.probs_rows += first;
   p.tokens += first;
   p.status += first;
   p.batch = static_cast<int32_t>(n);
+  if (p.probs_rows)
+    p.probs_rows += first;
+  else
+    p.probs += first * vocab_;  // the launch's scratch rows: row r's processed row at row r
   stream_->fused_sampler(p);
   plan.launched[depth] = 1;
-  return p.tokens;
+  if (!plan.ranked) return p.tokens;
+  RankedChildrenParams r;
+  r.probs = p.probs;
+  r.tokens = plan.children + plan.first_child[depth];
+  r.batch = p.batch;
+  r.vocab = vocab_;
+  r.count = plan.children_per_row[depth];
+  stream_->ranked_children(r);
+  return r.tokens;
 }
 
 std::vector<Token> BatchVerifier::planned_tokens() {
@@ -255,6 +297,19 @@ std::vector<Token> BatchVerifier::planned_tokens() {
   const int64_t R = plan.first_draw[launched];
   if (R == 0) return {};
   std::vector<int32_t> status;
+  if (plan.ranked) {
+    // Every launched depth's children and its rows' statuses, as rank_drafts checks them.
+    const int64_t n = plan.first_child[launched];
+    const std::vector<Token> children = download_ids(plan.children, n, plan.params.status, R, status);
+    for (int64_t r = 0; r < R; ++r)
+      if (status[static_cast<size_t>(r)] != 0)
+        fail("ranked draft row ", r, " of the plan's ", R, ": ",
+             sampler_status_message(status[static_cast<size_t>(r)]));
+    for (int64_t c = 0; c < n; ++c)
+      if (const Token t = children[static_cast<size_t>(c)]; t < 0 || t >= vocab_)
+        fail("batch verifier: planned ranked child ", c, " is ", t, ", not a token of [0, ", vocab_, ")");
+    return children;
+  }
   std::vector<Token> tokens = download_draws(plan.params.tokens, plan.params.status, R, status);
   for (int64_t r = 0; r < R; ++r)
     if (status[static_cast<size_t>(r)] != 0)
@@ -365,11 +420,16 @@ std::vector<Token> BatchVerifier::rank_drafts(const SamplerPipeline& ranking, co
 
 std::vector<Token> BatchVerifier::download_children(const int32_t* d_children, const int32_t* d_status, int64_t rows,
                                                     int32_t children, std::vector<int32_t>& status) {
+  return download_ids(d_children, rows * children, d_status, rows, status);
+}
+
+std::vector<Token> BatchVerifier::download_ids(const int32_t* d_ids, int64_t ids, const int32_t* d_status, int64_t rows,
+                                               std::vector<int32_t>& status) {
   KernelStream& s = *stream_;
-  const size_t R = static_cast<size_t>(rows), n = R * static_cast<size_t>(children);
+  const size_t R = static_cast<size_t>(rows), n = static_cast<size_t>(ids);
   int32_t* tokens = s.host_array<int32_t>(kDraftChildren, n);
   int32_t* row_status = s.host_array<int32_t>(kSamplerStatus, R);
-  s.to_host(tokens, d_children, n * sizeof(int32_t));
+  s.to_host(tokens, d_ids, n * sizeof(int32_t));
   s.to_host(row_status, d_status, R * sizeof(int32_t));
   s.synchronize();
   status.assign(row_status, row_status + R);

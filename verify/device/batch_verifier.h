@@ -140,6 +140,11 @@ class BatchVerifier {
   // array of their tokens, in the order of depths[d] (valid until the next plan); planned_tokens() waits once and
   // returns every launched depth's tokens in order, throwing, as draw_drafts does, on the first failed draw.
   void plan_drafts(const SamplerPipeline& draft, const std::vector<std::vector<DraftDraw>>& depths);
+  // The same for rank_drafts: depth d's rows `depths[d]`, `children[d]` ranked children each; launch_planned(d) then
+  // makes both of rank_drafts' launches and returns the depth's children (row r's at [r * children[d], ..)), and
+  // planned_tokens every depth's children in order.
+  void plan_ranked(const SamplerPipeline& ranking, const std::vector<std::vector<DeviceDraw>>& depths,
+                   const std::vector<int32_t>& children);
   const int32_t* launch_planned(size_t depth);
   std::vector<Token> planned_tokens();
   // The most children rank_drafts chooses (or draw_siblings draws) a row: min(V, kMaxRankedChildren).
@@ -194,6 +199,9 @@ class BatchVerifier {
   // brought back with one wait.
   std::vector<Token> download_children(const int32_t* device_children, const int32_t* device_status, int64_t rows,
                                        int32_t children, std::vector<int32_t>& status);
+  // `ids` ids and `rows` statuses, brought back with one wait.
+  std::vector<Token> download_ids(const int32_t* device_ids, int64_t ids, const int32_t* device_status, int64_t rows,
+                                  std::vector<int32_t>& status);
 
   // process_rows over every target row of a verification batch, each with its history along its draft path.
   // `rows` is the batch's total row count (the sum of tree sizes + 1).
@@ -209,13 +217,18 @@ class BatchVerifier {
   float* draft_laws_ = nullptr;
   int64_t draft_sequences_ = 0;
   int32_t draft_depth_ = 0;  // N, the nodes of each draft whose laws draft_laws holds
-  // plan_drafts' launch over every depth's draws, each depth's from draw first_draw[d], and its draws (to name a failed
-  // one); launched: the depths launched since.
+  // plan_drafts' (or plan_ranked's) launch over every depth's rows, each depth's from row first_draw[d], and its draws
+  // (to name a failed one); launched: the depths launched since. Ranked: depth d's children from first_child[d] of
+  // `children` (children[d] a row; the processed rows are the launch's scratch rows, probs row r for row r).
   struct PlannedDrafts {
     SamplerKernelParams params;
     std::vector<int64_t> first_draw;
     std::vector<DraftDraw> draws;
     std::vector<uint8_t> launched;
+    bool ranked = false;
+    std::vector<int32_t> children_per_row;
+    std::vector<int64_t> first_child;
+    int32_t* children = nullptr;
   };
   std::optional<PlannedDrafts> planned_;
 };
