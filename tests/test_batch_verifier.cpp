@@ -382,7 +382,7 @@ TEST_CASE("a proposal's draft depths planned at once draw what draw_drafts draws
   SamplingParams draft_params;
   draft_params.temperature = 0.9f;
   draft_params.top_k = 5;
-  draft_params.min_tokens = 2;  // the paths' lengths are read
+  draft_params.min_tokens = 1;  // the paths' lengths are read: the stop token is banned at depth 0 only
   draft_params.stop_tokens = {3};
   const SamplerPipeline draft(draft_params, V);
   BatchVerifier planned(Device::cuda_host, target, VerifyMethod::tree),
@@ -425,7 +425,8 @@ TEST_CASE("a proposal's draft depths planned at once draw what draw_drafts draws
   }
   CHECK(planned.downloads() == downloads);  // no wait between depths
   CHECK(planned.planned_tokens() == expected);
-  CHECK(planned.downloads() == downloads + 2);  // then one: the tokens and statuses
+  CHECK(planned.downloads() == downloads + 2);                                     // then one: the tokens and statuses
+  CHECK_THROWS_WITH(planned.planned_tokens(), Catch::Contains("without a plan"));  // the plan ended there
   // The laws written (rows 0 to 2 of each sequence; a leaf's row holds none).
   for (int64_t b = 0; b < B; ++b) {
     const int64_t first = b * (N + 1) * V;

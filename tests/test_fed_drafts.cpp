@@ -25,10 +25,14 @@ namespace {
 
 const std::string kDraft = "transformer:" + std::string(SPECULA_SOURCE_DIR) + "/results/models/draft";
 
+// No penalty (a penalised draft reads its paths' tokens, so it is not fed); min_tokens reads the paths' lengths: a
+// space is banned in the first two positions of a step's drafts (their histories' output is empty).
 SamplingParams drafting() {
   SamplingParams s;
   s.temperature = 0.9f;
   s.top_k = 40;
+  s.min_tokens = 2;
+  s.stop_tokens = {' '};
   return s;
 }
 
@@ -151,8 +155,12 @@ TEST_CASE("a session's pending tokens read where they lie give the tokens' bits,
     CHECK(step({11, 12}, 3));
     CHECK(step({13, 14}, 3));
     CHECK(fed.stats().tree_nodes_reused == 2);  // the first depth's pending nodes, of the same round
-    // Once known, the next context along the path to node 2 (11, 13) then 9 keeps those nodes' keys and values.
-    fed_session->tree_tokens_known(real);
+    // Once known (as a drafter knows them: its tree has grown by the depth drawn after the last forward), the next
+    // context along the path to node 2 (11, 13) then 9 keeps those nodes' keys and values.
+    TokenTree grown = real;
+    grown.add(17, 2);
+    grown.add(18, 3);
+    fed_session->tree_tokens_known(grown);
     const int64_t compacted = fed.stats().path_nodes_compacted;
     std::vector<Token> next = context;
     for (Token t : {11, 13, 9}) next.push_back(t);

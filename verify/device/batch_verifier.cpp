@@ -291,7 +291,8 @@ const int32_t* BatchVerifier::launch_planned(size_t depth) {
 
 std::vector<Token> BatchVerifier::planned_tokens() {
   if (!planned_) fail("batch verifier: planned_tokens without a plan");
-  const PlannedDrafts& plan = *planned_;
+  const PlannedDrafts plan = std::move(*planned_);
+  planned_.reset();  // once: its buffers are the next call's
   int64_t launched = 0;
   while (launched < static_cast<int64_t>(plan.launched.size()) && plan.launched[launched]) ++launched;
   const int64_t R = plan.first_draw[launched];
@@ -466,6 +467,7 @@ const float* BatchVerifier::process_rows(const std::vector<const float*>& logits
                                          const std::vector<RandomKey>& keys, int32_t** device_tokens,
                                          int32_t** device_status, const SamplerPipeline* pipeline,
                                          const SamplerRowMaps& maps) {
+  planned_.reset();  // its buffers are rewritten: a plan's launches end here
   const SamplerKernelParams p = sampler_params(logits, at, histories, keys, pipeline, maps);
   *device_tokens = p.tokens;
   *device_status = p.status;

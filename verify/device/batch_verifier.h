@@ -138,7 +138,8 @@ class BatchVerifier {
   // device_logits that depth's forward writes, so device_logits must already hold the most rows any depth asks for and
   // must not grow before the last launch); launch_planned(d) launches depth d's draws alone and returns the device
   // array of their tokens, in the order of depths[d] (valid until the next plan); planned_tokens() waits once and
-  // returns every launched depth's tokens in order, throwing, as draw_drafts does, on the first failed draw.
+  // returns every launched depth's tokens in order, throwing, as draw_drafts does, on the first failed draw. The plan
+  // ends there, or at any other call that launches the sampler (its buffers are rewritten).
   void plan_drafts(const SamplerPipeline& draft, const std::vector<std::vector<DraftDraw>>& depths);
   // The same for rank_drafts: depth d's rows `depths[d]`, `children[d]` ranked children each; launch_planned(d) then
   // makes both of rank_drafts' launches and returns the depth's children (row r's at [r * children[d], ..)), and

@@ -330,6 +330,7 @@ struct TransformerSession::Cache {
     stats.path_nodes_compacted += static_cast<int64_t>(path.size());
     tree_tokens.clear();
     tree_parents.clear();
+    pending_round = 0;
     tree_hidden = torch::Tensor();
     tree_logits = torch::Tensor();
   }
@@ -353,6 +354,7 @@ struct TransformerSession::Cache {
     last_logits = entry->last_logits;
     tree_tokens.clear();
     tree_parents.clear();
+    pending_round = 0;
     empty_tree_rows();
     last_call_rows = 1;
     ++stats.prompt_cache_hits;
@@ -633,6 +635,11 @@ void run_calls(TransformerModelState& state, std::vector<PendingCall*>& calls) {
       segments[k].tokens = with_fed_tokens(segments[k]);
       segments[k].fed = torch::Tensor();
     }
+    // Fed ids lie where the model computes: every segment's ids there, so that a batch's can be joined.
+    const bool any_fed =
+        std::any_of(calls.begin(), calls.end(), [](const PendingCall* c) { return c->segment.fed.defined(); });
+    if (any_fed)
+      for (RowSegment& segment : segments) segment.tokens = segment.tokens.to(model->embedding->weight.device());
     hidden = model->batch_hidden_states(segments);
   }
   // The sessions keep their hidden states where the model computes (copied out of the step's tensors there).
@@ -766,9 +773,10 @@ void TransformerLanguageModel::batch_tree_logits(const std::vector<TreeLogitsCal
     pending[i].device_tokens_from = calls[i].device_tokens_from;
     pending[i].pending_round = calls[i].pending_round;
     check_rows_asked(calls[i], description());
-    if (calls[i].device_tokens && (calls[i].device_tokens_from < 0 || calls[i].pending_round == 0))
+    if (calls[i].device_tokens && (calls[i].device_tokens_from < 0 ||
+                                   calls[i].device_tokens_from > calls[i].tree->size() || calls[i].pending_round == 0))
       fail(description(), ": pending tokens from node ", calls[i].device_tokens_from, " of round ",
-           calls[i].pending_round, " (nodes from 0, rounds from 1)");
+           calls[i].pending_round, " of a tree of ", calls[i].tree->size(), " nodes (rounds from 1)");
     if (calls[i].out_on_gpu && !writes_gpu_logits())
       fail(description(), ": logits asked in GPU memory, but the model does not compute on a GPU");
   }
@@ -805,19 +813,23 @@ const float* TransformerSession::context_features(const std::vector<Token>& toke
 void TransformerSession::tree_tokens_known(const TokenTree& tree) {
   Cache& c = *cache_;
   if (c.pending_round == 0) return;
-  const bool same_tree = tree.tokens.size() == c.tree_tokens.size() && tree.parent == c.tree_parents;
-  for (size_t j = 0; same_tree && j < tree.tokens.size(); ++j)
-    if (c.tree_tokens[j] != kPendingToken && c.tree_tokens[j] != tree.tokens[j])
-      fail(c.state->dir, ": tree_tokens_known was given node ", j, " as ", tree.tokens[j], ", computed as ",
-           c.tree_tokens[j]);
-  if (!same_tree) {
+  // The remembered nodes are the given tree's first ones (a drafter's proposal grows past its last forward: the last
+  // depth's nodes were drawn after it).
+  const size_t n = c.tree_tokens.size();
+  const bool grows_it =
+      tree.tokens.size() >= n && std::equal(c.tree_parents.begin(), c.tree_parents.end(), tree.parent.begin());
+  if (!grows_it) {
     c.forget_tree();
     return;
   }
-  for (Token t : tree.tokens)
+  for (size_t j = 0; j < n; ++j) {
+    const Token t = tree.tokens[j];
     if (t < 0 || t >= c.state->model->config().vocab_size)
       fail(c.state->dir, ": tree_tokens_known was given token ", t, ", outside the vocabulary");
-  c.tree_tokens = tree.tokens;
+    if (c.tree_tokens[j] != kPendingToken && c.tree_tokens[j] != t)
+      fail(c.state->dir, ": tree_tokens_known was given node ", j, " as ", t, ", computed as ", c.tree_tokens[j]);
+  }
+  std::copy(tree.tokens.begin(), tree.tokens.begin() + static_cast<std::ptrdiff_t>(n), c.tree_tokens.begin());
   c.pending_round = 0;
 }
 
