@@ -156,10 +156,10 @@ class ModelDrafter : public Drafter {
     p.frontier = std::move(next_frontier);
     ++p.depth;
   }
-  // The pending tokens known: the tree's, and the session's remembered tree's.
-  void tokens_known(Proposal& p, const Token* tokens) {
+  // The pending tokens of round `round` known: the tree's, and the session's remembered tree's.
+  void tokens_known(Proposal& p, const Token* tokens, uint64_t round) {
     std::copy(tokens, tokens + p.tree.size(), p.tree.tokens.begin());
-    session_->tree_tokens_known(p.tree);
+    session_->tree_tokens_known(p.tree, round);
   }
   TokenTree finish_on_device(Proposal& p, const float* laws) {
     p.tree.draft_q.clear();
@@ -219,10 +219,10 @@ bool ModelDrafterFactory::draws_on_device(const std::vector<DraftRequest>& reque
          });
 }
 
-// Whether a draft model's chains and i.i.d. trees are drawn fed (propose_fed): the model reads pending token ids where
-// the draws leave them, in the memory its logits go to (the GPU's for a model on it; host memory for a model on the
-// host under cuda-host), and the draft's pipeline reads no token of its rows' histories (no penalty; mirostat and
-// constraints never draw on the device), so those histories need only their lengths.
+// Whether a draft model's chains, i.i.d. trees and ranked trees are drawn fed (propose_fed): the model reads pending
+// token ids where the draws leave them, in the memory its logits go to (the GPU's for a model on it; host memory for a
+// model on the host under cuda-host), and the draft's pipeline reads no token of its rows' histories (no penalty;
+// mirostat and constraints never draw on the device), so those histories need only their lengths.
 namespace {
 bool draws_fed(const LanguageModel& model, const SamplerPipeline& pipeline, const BatchVerifier& device,
                bool out_on_gpu) {
@@ -429,7 +429,7 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
       const auto first = tokens.begin() + B * before[d] + i * n[d];
       own_tokens.insert(own_tokens.end(), first, first + n[d]);
     }
-    own[i]->tokens_known(proposals[i], own_tokens.data());
+    own[i]->tokens_known(proposals[i], own_tokens.data(), round);
     out.push_back(ranked ? own[i]->finish(proposals[i])
                          : own[i]->finish_on_device(proposals[i], laws + i * (nodes + 1) * V));
   }

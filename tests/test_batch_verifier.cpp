@@ -418,7 +418,7 @@ TEST_CASE("a proposal's draft depths planned at once draw what draw_drafts draws
     REQUIRE(rows == buffer);
     float* other = stepwise.device_logits(B * frontier[d]);
     for (int64_t i = 0; i < B * frontier[d] * V; ++i)
-      rows[i] = other[i] = static_cast<float>(4.0 * philox_uniform(43, d, i) - 2.0);
+      rows[i] = other[i] = i % V == 3 ? 3.0f : static_cast<float>(4.0 * philox_uniform(43, d, i) - 2.0);
     CHECK(planned.launch_planned(static_cast<size_t>(d)) != nullptr);
     const std::vector<Token> tokens = stepwise.draw_drafts(draft, depth_draws(other, d), LogitsAt::device);
     expected.insert(expected.end(), tokens.begin(), tokens.end());
@@ -427,10 +427,14 @@ TEST_CASE("a proposal's draft depths planned at once draw what draw_drafts draws
   CHECK(planned.planned_tokens() == expected);
   CHECK(planned.downloads() == downloads + 2);                                     // then one: the tokens and statuses
   CHECK_THROWS_WITH(planned.planned_tokens(), Catch::Contains("without a plan"));  // the plan ended there
-  // The laws written (rows 0 to 2 of each sequence; a leaf's row holds none).
+  // The laws written (rows 0 to 2 of each sequence; a leaf's row holds none). Token 3, the stop token, leads every
+  // row's logits: banned at depth 0 (row 0's law), the most probable at depth 1 (rows 1 and 2).
   for (int64_t b = 0; b < B; ++b) {
     const int64_t first = b * (N + 1) * V;
     CHECK(std::equal(planned_laws + first, planned_laws + first + 3 * V, stepwise_laws + first));
+    CHECK(planned_laws[first + 3] == 0.0f);
+    CHECK(planned_laws[first + V + 3] > 0.1f);
+    CHECK(planned_laws[first + 2 * V + 3] > 0.1f);
   }
   // Bad calls are refused.
   CHECK_THROWS_WITH(planned.launch_planned(2), Catch::Contains("launch_planned(2) without a plan of that depth"));
@@ -440,18 +444,36 @@ TEST_CASE("a proposal's draft depths planned at once draw what draw_drafts draws
   const std::vector<DeviceDraw> ranked_rows = {DeviceDraw{buffer, &histories[0], RandomKey{}}};
   CHECK_THROWS_WITH(planned.plan_ranked(draft, {ranked_rows}, {}), Catch::Contains("0 child counts for 1 depths"));
   CHECK_THROWS_WITH(planned.plan_ranked(draft, {ranked_rows}, {V + 1}), Catch::Contains("ranked children a row"));
-  // Ranked: the children rank_drafts chooses, one depth of two rows.
-  const std::vector<DeviceDraw> two_rows = {DeviceDraw{buffer, &histories[0], RandomKey{}},
-                                            DeviceDraw{buffer + V, &histories[2], RandomKey{}}};
-  planned.plan_ranked(draft, {two_rows}, {3});
-  planned.launch_planned(0);
+  // Ranked: the children rank_drafts chooses, depth by depth: 3 of each sequence's row at depth 0 (token 3 banned),
+  // 2 of each of its 2 rows at depth 1 (token 3 first).
+  const auto ranked_depth = [&](const float* rows, int32_t d) {
+    std::vector<DeviceDraw> out;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t k = 0; k < frontier[d]; ++k)
+        out.push_back(DeviceDraw{rows + (b * frontier[d] + k) * V, &histories[b * 2 + d], RandomKey{}});
+    return out;
+  };
+  planned.plan_ranked(draft, {ranked_depth(buffer, 0), ranked_depth(buffer, 1)}, {3, 2});
+  const uint64_t ranked_downloads = planned.downloads();
+  std::vector<Token> ranked_expected;
+  for (int32_t d = 0; d < 2; ++d) {
+    float* rows = planned.device_logits(B * frontier[d]);
+    float* other = stepwise.device_logits(B * frontier[d]);
+    for (int64_t i = 0; i < B * frontier[d] * V; ++i)
+      rows[i] = other[i] = i % V == 3 ? 3.0f : static_cast<float>(4.0 * philox_uniform(47, d, i) - 2.0);
+    planned.launch_planned(static_cast<size_t>(d));
+    const std::vector<Token> children =
+        stepwise.rank_drafts(draft, ranked_depth(other, d), d == 0 ? 3 : 2, LogitsAt::device);
+    ranked_expected.insert(ranked_expected.end(), children.begin(), children.end());
+  }
   const std::vector<Token> ranked = planned.planned_tokens();
-  std::vector<DeviceDraw> other_rows = two_rows;
-  float* other = stepwise.device_logits(2);
-  std::copy(buffer, buffer + 2 * V, other);
-  other_rows[0].logits = other;
-  other_rows[1].logits = other + V;
-  CHECK(ranked == stepwise.rank_drafts(draft, other_rows, 3, LogitsAt::device));
+  CHECK(planned.downloads() == ranked_downloads + 2);
+  CHECK(ranked == ranked_expected);
+  REQUIRE(ranked.size() == static_cast<size_t>(B * 3 + B * 2 * 2));
+  for (int64_t b = 0; b < B; ++b) {
+    for (int32_t j = 0; j < 3; ++j) CHECK(ranked[b * 3 + j] != 3);
+    for (int64_t k = 0; k < 2; ++k) CHECK(ranked[B * 3 + (b * 2 + k) * 2] == 3);
+  }
 }
 
 TEST_CASE("a depth of draft trees is drawn on the device in one launch: every child the CPU's draw, each law kept",

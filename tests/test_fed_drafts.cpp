@@ -99,8 +99,10 @@ TEST_CASE("a draft transformer's chains and trees drawn fed on cuda-host are the
     std::vector<int32_t> tree;
     SiblingScheme scheme;
   };
-  const std::vector<Shape> shapes = {
-      {{}, SiblingScheme::iid}, {{2, 2, 1}, SiblingScheme::iid}, {{3, 2}, SiblingScheme::deterministic}};
+  const std::vector<Shape> shapes = {{{}, SiblingScheme::iid},
+                                     {{2, 2, 1}, SiblingScheme::iid},
+                                     {{3, 2}, SiblingScheme::deterministic},
+                                     {{2, 1, 1}, SiblingScheme::deterministic}};
   for (const std::string model_device : {"cpu", "libtorch"})
     for (const Shape& shape : shapes) {
       INFO("draft on " << model_device << ", " << (shape.tree.empty() ? "chain of 4" : "a tree") << ", "
@@ -160,7 +162,7 @@ TEST_CASE("a session's pending tokens read where they lie give the tokens' bits,
     TokenTree grown = real;
     grown.add(17, 2);
     grown.add(18, 3);
-    fed_session->tree_tokens_known(grown);
+    fed_session->tree_tokens_known(grown, 3);
     const int64_t compacted = fed.stats().path_nodes_compacted;
     std::vector<Token> next = context;
     for (Token t : {11, 13, 9}) next.push_back(t);
@@ -185,5 +187,22 @@ TEST_CASE("a session's pending tokens read where they lie give the tokens' bits,
     call.device_tokens_from = more.size() - 1;
     call.pending_round = 6;
     CHECK_THROWS_WITH(model->batch_tree_logits({call}), Contains("pending, but neither given nor computed"));
+    // A node given both on the host and in device memory: refused.
+    call.tree = &real;
+    call.first_row = real.size();
+    call.device_tokens_from = real.size() - 1;
+    CHECK_THROWS_WITH(model->batch_tree_logits({call}), Contains("given twice"));
+    // Told the tokens of another round than the one that computed its nodes, the session forgets them rather than
+    // label them: the next context along them runs them again.
+    real = TokenTree{};
+    pending = TokenTree{};
+    CHECK(step({24, 25}, 7));
+    fed_session->tree_tokens_known(real, 8);
+    const int64_t kept = fed.stats().path_nodes_compacted;
+    std::vector<Token> along = context;
+    along.push_back(24);
+    along.push_back(9);
+    fed_session->next_logits(along, x.data());
+    CHECK(fed.stats().path_nodes_compacted == kept);
   }
 }

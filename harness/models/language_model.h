@@ -32,10 +32,10 @@ class ModelSession {
   // null otherwise. Valid until the next call. Draft heads (Medusa, EAGLE) read them instead of running the
   // target again.
   virtual const float* context_features(const std::vector<Token>& /*tokens*/, int64_t /*n*/) { return nullptr; }
-  // After calls whose trees had pending tokens (TreeLogitsCall::device_tokens): the last call's tree with them known,
-  // so that the session can follow the accepted path next (its remembered nodes' keys and values kept). A session
-  // not told forgets those nodes at its next call.
-  virtual void tree_tokens_known(const TokenTree& /*tree*/) {}
+  // After calls of round `round` whose trees had pending tokens (TreeLogitsCall::device_tokens): the last call's tree,
+  // or a tree grown from it, with them known, so that the session can follow the accepted path next (its remembered
+  // nodes' keys and values kept). A session not told, or told of another round or tree, forgets those nodes.
+  virtual void tree_tokens_known(const TokenTree& /*tree*/, uint64_t /*round*/) {}
   virtual int32_t feature_size() const { return 0; }
 };
 

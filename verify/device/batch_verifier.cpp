@@ -243,7 +243,6 @@ void BatchVerifier::plan_ranked(const SamplerPipeline& ranking, const std::vecto
     if (depths[d].empty()) fail("batch verifier: plan_ranked was given a depth of no rows");
     check_children(children[d], "ranked children a row; the device takes");
     rows.insert(rows.end(), depths[d].begin(), depths[d].end());
-    for (const DeviceDraw& r : depths[d]) plan.draws.push_back(DraftDraw{r, 0, 0});
     plan.first_draw.push_back(static_cast<int64_t>(rows.size()));
     plan.first_child.push_back(plan.first_child.back() + static_cast<int64_t>(depths[d].size()) * children[d]);
   }
@@ -277,8 +276,10 @@ const int32_t* BatchVerifier::launch_planned(size_t depth) {
   else
     p.probs += first * vocab_;  // the launch's scratch rows: row r's processed row at row r
   stream_->fused_sampler(p);
-  plan.launched[depth] = 1;
-  if (!plan.ranked) return p.tokens;
+  if (!plan.ranked) {
+    plan.launched[depth] = 1;
+    return p.tokens;
+  }
   RankedChildrenParams r;
   r.probs = p.probs;
   r.tokens = plan.children + plan.first_child[depth];
@@ -286,6 +287,7 @@ const int32_t* BatchVerifier::launch_planned(size_t depth) {
   r.vocab = vocab_;
   r.count = plan.children_per_row[depth];
   stream_->ranked_children(r);
+  plan.launched[depth] = 1;
   return r.tokens;
 }
 
@@ -296,16 +298,19 @@ std::vector<Token> BatchVerifier::planned_tokens() {
   int64_t launched = 0;
   while (launched < static_cast<int64_t>(plan.launched.size()) && plan.launched[launched]) ++launched;
   const int64_t R = plan.first_draw[launched];
-  if (R == 0) return {};
+  if (R == 0) fail("batch verifier: planned_tokens before the plan's first depth was launched");
   std::vector<int32_t> status;
   if (plan.ranked) {
     // Every launched depth's children and its rows' statuses, as rank_drafts checks them.
     const int64_t n = plan.first_child[launched];
     const std::vector<Token> children = download_ids(plan.children, n, plan.params.status, R, status);
     for (int64_t r = 0; r < R; ++r)
-      if (status[static_cast<size_t>(r)] != 0)
-        fail("ranked draft row ", r, " of the plan's ", R, ": ",
+      if (status[static_cast<size_t>(r)] != 0) {
+        const auto depth =
+            std::upper_bound(plan.first_draw.begin(), plan.first_draw.end(), r) - plan.first_draw.begin() - 1;
+        fail("ranked draft row ", r - plan.first_draw[static_cast<size_t>(depth)], " of depth ", depth, ": ",
              sampler_status_message(status[static_cast<size_t>(r)]));
+      }
     for (int64_t c = 0; c < n; ++c)
       if (const Token t = children[static_cast<size_t>(c)]; t < 0 || t >= vocab_)
         fail("batch verifier: planned ranked child ", c, " is ", t, ", not a token of [0, ", vocab_, ")");

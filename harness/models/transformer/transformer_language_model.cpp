@@ -773,6 +773,11 @@ void TransformerLanguageModel::batch_tree_logits(const std::vector<TreeLogitsCal
     pending[i].device_tokens_from = calls[i].device_tokens_from;
     pending[i].pending_round = calls[i].pending_round;
     check_rows_asked(calls[i], description());
+    if (calls[i].device_tokens)
+      for (int64_t j = std::max<int64_t>(calls[i].device_tokens_from, 0); j < calls[i].tree->size(); ++j)
+        if (calls[i].tree->tokens[j] != kPendingToken)
+          fail(description(), ": tree node ", j, " has its token given twice, on the host (", calls[i].tree->tokens[j],
+               ") and in device memory");
     if (calls[i].device_tokens && (calls[i].device_tokens_from < 0 ||
                                    calls[i].device_tokens_from > calls[i].tree->size() || calls[i].pending_round == 0))
       fail(description(), ": pending tokens from node ", calls[i].device_tokens_from, " of round ",
@@ -810,14 +815,14 @@ const float* TransformerSession::context_features(const std::vector<Token>& toke
   return c.host_linear_hidden(n);
 }
 
-void TransformerSession::tree_tokens_known(const TokenTree& tree) {
+void TransformerSession::tree_tokens_known(const TokenTree& tree, uint64_t round) {
   Cache& c = *cache_;
   if (c.pending_round == 0) return;
   // The remembered nodes are the given tree's first ones (a drafter's proposal grows past its last forward: the last
-  // depth's nodes were drawn after it).
+  // depth's nodes were drawn after it), of the round that computed them.
   const size_t n = c.tree_tokens.size();
-  const bool grows_it =
-      tree.tokens.size() >= n && std::equal(c.tree_parents.begin(), c.tree_parents.end(), tree.parent.begin());
+  const bool grows_it = round == c.pending_round && tree.tokens.size() >= n && tree.parent.size() >= n &&
+                        std::equal(c.tree_parents.begin(), c.tree_parents.end(), tree.parent.begin());
   if (!grows_it) {
     c.forget_tree();
     return;

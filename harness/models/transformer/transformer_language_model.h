@@ -129,7 +129,7 @@ class TransformerSession : public ModelSession {
   ~TransformerSession() override;
   void tree_logits(const std::vector<Token>& context, const TokenTree& tree, float* out) override;
   const float* context_features(const std::vector<Token>& tokens, int64_t n) override;
-  void tree_tokens_known(const TokenTree& tree) override;
+  void tree_tokens_known(const TokenTree& tree, uint64_t round) override;
   int32_t feature_size() const override;
   const TransformerSessionStats& stats() const;
 
