@@ -23,7 +23,20 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-const std::string kDraft = "transformer:" + std::string(SPECULA_SOURCE_DIR) + "/results/models/draft";
+const std::string kDraftDir = std::string(SPECULA_SOURCE_DIR) + "/results/models/draft";
+const std::string kDraft = "transformer:" + kDraftDir;
+
+// The draft transformer, keeping a view of every session it makes (their owners keep them alive).
+class SessionsSeen : public TransformerLanguageModel {
+ public:
+  using TransformerLanguageModel::TransformerLanguageModel;
+  std::unique_ptr<ModelSession> new_session() const override {
+    std::unique_ptr<ModelSession> session = TransformerLanguageModel::new_session();
+    sessions.push_back(dynamic_cast<TransformerSession*>(session.get()));
+    return session;
+  }
+  mutable std::vector<TransformerSession*> sessions;
+};
 
 // No penalty (a penalised draft reads its paths' tokens, so it is not fed); min_tokens reads the paths' lengths: a
 // space is banned in the first two positions of a step's drafts (their histories' output is empty).
@@ -41,7 +54,7 @@ SamplingParams drafting() {
 // fed proposals' downloads.
 int64_t differing_trees(const std::string& model_device, const std::vector<int32_t>& shape, SiblingScheme scheme,
                         int steps, std::vector<uint64_t>* waits = nullptr) {
-  const auto model = load_language_model(kDraft, "draft", "auto", model_device);
+  const auto model = std::make_shared<SessionsSeen>(kDraftDir, "auto", model_device);
   const int32_t V = model->vocab_size();
   const SamplerPipeline target(drafting(), V);
   const ModelDrafterFactory factory(model, drafting());
@@ -87,6 +100,16 @@ int64_t differing_trees(const std::string& model_device, const std::vector<int32
       }
       contexts[i].push_back(static_cast<Token>((step * 7 + static_cast<int>(i)) % V));
     }
+  }
+  // Each step's context follows its drafts: the fed sessions, told their trees' tokens, kept those nodes' keys and
+  // values as the CPU's did (fed and CPU drafters alternate among the sessions made).
+  REQUIRE(model->sessions.size() == 2 * B);
+  int64_t fed_kept = 0, cpu_kept = 0;
+  for (size_t k = 0; k < model->sessions.size(); ++k)
+    (k % 2 ? cpu_kept : fed_kept) += model->sessions[k]->stats().path_nodes_compacted;
+  if (differing == 0) {  // (a mutant's other trees do not hold the paths the contexts follow)
+    CHECK(fed_kept > 0);
+    CHECK(fed_kept == cpu_kept);
   }
   return differing;
 }
