@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "draft/model_drafter.h"
+#include "harness/generation/generator.h"
 #include "harness/models/registry/model_registry.h"
 #include "harness/models/transformer/transformer_language_model.h"
 #include "kernels/shared/error.h"
@@ -227,5 +228,32 @@ TEST_CASE("a session's pending tokens read where they lie give the tokens' bits,
     along.push_back(9);
     fed_session->next_logits(along, x.data());
     CHECK(fed.stats().path_nodes_compacted == kept);
+  }
+}
+
+// Through the generator on cuda-host: a step of a fed draft's chain of 4 waits twice (its proposal, its verification),
+// a penalised draft's (not fed) once a depth and once more; the same sequences either way as on the CPU.
+TEST_CASE("a fed draft's decoding step waits twice for the device, a penalised draft's once a depth more", "[device]") {
+  const auto target = load_language_model(kDraft, "draft", "auto", "cpu");
+  SamplingParams penalised = drafting();
+  penalised.repetition_penalty = 1.2f;
+  for (const SamplingParams& draft : {drafting(), penalised}) {
+    const bool fed = draft.repetition_penalty == 1.0f;
+    INFO((fed ? "fed" : "penalised"));
+    GenerationConfig config;
+    config.method = VerifyMethod::chain;
+    config.num_draft_tokens = 4;
+    config.max_new_tokens = 12;
+    config.seed = 5;
+    const auto drafter = std::make_shared<ModelDrafterFactory>(target, draft);
+    GenerationMetrics cpu_metrics, device_metrics;
+    const std::vector<Token> prompt = {10, 20, 30};
+    const auto cpu = Generator(target, drafting(), drafter, config).generate_many(prompt, 0, 3, cpu_metrics);
+    config.device = Device::cuda_host;
+    const auto out = Generator(target, drafting(), drafter, config).generate_many(prompt, 0, 3, device_metrics);
+    for (size_t n = 0; n < out.size(); ++n) CHECK(out[n].tokens == cpu[n].tokens);
+    CHECK(cpu_metrics.device_waits == 0);
+    REQUIRE(device_metrics.steps > 0);
+    CHECK(device_metrics.device_waits == device_metrics.steps * (fed ? 2 : 5));
   }
 }

@@ -33,6 +33,7 @@ void GenerationMetrics::merge(const GenerationMetrics& o) {
   lockstep_rows_histogram.resize(std::max(lockstep_rows_histogram.size(), o.lockstep_rows_histogram.size()));
   for (size_t i = 0; i < o.lockstep_rows_histogram.size(); ++i)
     lockstep_rows_histogram[i] += o.lockstep_rows_histogram[i];
+  device_waits += o.device_waits;
   expected_acceptance_sum += o.expected_acceptance_sum;
   expected_acceptance_count += o.expected_acceptance_count;
   draft_seconds += o.draft_seconds;
@@ -67,6 +68,7 @@ void GenerationMetrics::write_json(nlohmann::json& j) const {
   j["accepted_length_histogram"] = accepted_histogram;
   j["verify_rows_histogram"] = verify_rows_histogram;
   j["lockstep_rows_histogram"] = lockstep_rows_histogram;
+  j["device_waits"] = device_waits;
   j["expected_acceptance"] = expected_acceptance();
   j["expected_acceptance_sum"] = expected_acceptance_sum;
   j["expected_acceptance_count"] = expected_acceptance_count;
@@ -104,6 +106,7 @@ GenerationMetrics GenerationMetrics::read_json(const nlohmann::json& j) {
     m.verify_rows_histogram = j.at("verify_rows_histogram").get<std::vector<int64_t>>();
   if (j.contains("lockstep_rows_histogram"))
     m.lockstep_rows_histogram = j.at("lockstep_rows_histogram").get<std::vector<int64_t>>();
+  if (j.contains("device_waits")) m.device_waits = j.at("device_waits");
   m.expected_acceptance_sum = j.at("expected_acceptance_sum");
   m.expected_acceptance_count = j.at("expected_acceptance_count");
   m.draft_seconds = seconds("draft_seconds", "draft_time");

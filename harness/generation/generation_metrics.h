@@ -30,6 +30,10 @@ struct GenerationMetrics {
   // pooled KV caches pads every call to those rows (harness/models/transformer/cache_pool.h), so that is what each
   // sequence's step costs there. Empty for a sequence decoded alone.
   std::vector<int64_t> lockstep_rows_histogram;
+  // On a device (--device cuda | cuda-host): the times the host waited for the device's results during the steps this
+  // sequence decoded in (a lockstep batch's waits count for each of its sequences), so device_waits / steps is the
+  // waits a step: one for verification, plus one a draft depth, or one a proposal for a draft drawn fed. 0 on the CPU.
+  int64_t device_waits = 0;
   double expected_acceptance_sum = 0.0;  // sum over tested positions of sum_x min(p, q)
   int64_t expected_acceptance_count = 0;
   double draft_seconds = 0.0, target_seconds = 0.0, verify_seconds = 0.0, wall_seconds = 0.0;

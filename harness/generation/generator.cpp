@@ -532,6 +532,11 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     for (size_t i = 0; i < batch.size(); ++i)
       if (!finished(batch[i])) active.push_back(i);
     if (active.empty()) break;
+    // The device's waits during the step, charged to each of its sequences (by charge_waits, before the step ends).
+    const uint64_t waits_before = device ? device->waits() : 0;
+    const auto charge_waits = [&] {
+      for (size_t i : active) batch[i].metrics->device_waits += static_cast<int64_t>(device->waits() - waits_before);
+    };
     // Each phase's wall time is charged to every sequence of the step: the batch waits for the phase as a whole,
     // so a sequence's times add up to its wall time, and the cost model sees a batched step beside the baseline's.
     if (config_.method) {
@@ -581,6 +586,7 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
       const auto t1 = Clock::now();
       const std::vector<Token> tokens = device->sample(draws, at);
       const double wall = seconds_since(t1);
+      charge_waits();
       for (size_t k = 0; k < active.size(); ++k) {
         batch[active[k]].metrics->verify_seconds += wall;
         commit_token(batch[active[k]], tokens[k], nullptr);
@@ -593,6 +599,7 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     const auto t1 = Clock::now();
     const std::vector<DeviceStepResult> results = device->verify(steps, at);
     const double wall = seconds_since(t1);
+    charge_waits();
     for (size_t k = 0; k < active.size(); ++k) {
       Sequence& s = batch[active[k]];
       s.metrics->verify_seconds += wall;

@@ -438,6 +438,7 @@ std::vector<Token> BatchVerifier::download_ids(const int32_t* d_ids, int64_t ids
   s.to_host(tokens, d_ids, n * sizeof(int32_t));
   s.to_host(row_status, d_status, R * sizeof(int32_t));
   s.synchronize();
+  ++waits_;
   status.assign(row_status, row_status + R);
   return std::vector<Token>(tokens, tokens + n);
 }
@@ -548,6 +549,7 @@ std::vector<Token> BatchVerifier::download_draws(int32_t* d_tokens, int32_t* d_s
   s.to_host(tokens, d_tokens, R * sizeof(int32_t));
   s.to_host(row_status, d_status, R * sizeof(int32_t));
   s.synchronize();
+  ++waits_;
   status.assign(row_status, row_status + R);
   return std::vector<Token>(tokens, tokens + R);
 }
@@ -849,6 +851,7 @@ std::vector<DeviceStepResult> BatchVerifier::verify(const std::vector<DeviceStep
   const StagedBatch staged = stage_batch(s, steps, shape, laws, device_kernel(method) == VerifyKernel::tree);
   // 4. One verification launch for the batch. 5. Only the emitted tokens and counters come back.
   const int32_t* d_path = launch_verification(s, method, d_p, laws, staged, shape, vocab_, steps.size());
+  ++waits_;  // collect_results waits for the step's results
   return collect_results(s, steps, shape, staged.out, d_sampler_status, d_path);
 }
 

@@ -154,6 +154,9 @@ class BatchVerifier {
   uint64_t uploaded_bytes() const { return stream_->uploaded_bytes(); }
   uint64_t downloaded_bytes() const { return stream_->downloaded_bytes(); }
   uint64_t downloads() const { return stream_->downloads(); }
+  // Times the host waited for the device's results (each drains the stream on a GPU): one a verification or
+  // autoregressive draw, one a draft depth drawn on the device, one a fed proposal (plan_drafts).
+  uint64_t waits() const { return waits_; }
 
   Device device() const { return stream_->device(); }
   // The caller's stream the kernels follow (the constructor's `cuda_stream`): a model whose writes move to another
@@ -232,6 +235,7 @@ class BatchVerifier {
     int32_t* children = nullptr;
   };
   std::optional<PlannedDrafts> planned_;
+  uint64_t waits_ = 0;
 };
 
 }  // namespace specula
