@@ -231,6 +231,20 @@ bool draws_fed(const LanguageModel& model, const SamplerPipeline& pipeline, cons
   const bool where_model_reads = out_on_gpu || (device.device() == Device::cuda_host && !model.writes_gpu_logits());
   return model.reads_device_tokens() && where_model_reads && !penalised;
 }
+
+// Child j of the k-th frontier row (row `frontier_row` of a sequence whose tree has `nodes` nodes so far), drawn i.i.d.
+// from `row`'s logits: its key is draw_children's slot (`first_slot`, then a row's children in turn), and its processed
+// row is kept at the frontier row's law (the first child) or, as the launch's scratch, at the row of the node it
+// becomes (no two draws of a launch may share a row; the next depth rewrites it, or it is a leaf's, which
+// verification does not read).
+DraftDraw iid_child(DeviceDraw row, int64_t sequence, const StepRandom& rng, uint32_t first_slot, int32_t frontier_row,
+                    int32_t nodes, int64_t k, int32_t j, int32_t branching) {
+  const int64_t child = k * branching + j;
+  row.key =
+      rng.key(RandomRole::draft,
+              first_slot + static_cast<uint32_t>(mutant_on(Mutant::device_siblings_share_key) ? child - j : child));
+  return DraftDraw{row, sequence, j == 0 ? frontier_row : nodes + 1 + static_cast<int32_t>(child)};
+}
 }  // namespace
 
 // Chains and trees drawn on the device: depth by depth, one forward of the draft model for the batch,
@@ -311,23 +325,14 @@ std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<
       }
       tokens = device.draw_siblings(pipeline, rows, branching, uniforms, at);
     } else {
-      // Every child of the depth in one launch: for sequence i, frontier row k and child j, its slot among
-      // draw_children's (a row's children in turn), and where its processed row goes. The first child's is row k's
-      // law, which verification reads; a later child's, the same law again, goes to the row of the node that child
-      // becomes (it is scratch: no two draws of a launch may share a row), a row whose own law, if it has children,
-      // the next depth writes and which, if it is a leaf, verification does not read.
+      // Every child of the depth in one launch (iid_child).
       std::vector<DraftDraw> draws;
-      for (int64_t i = 0; i < B; ++i) {
-        const int32_t next_node = proposals[i].tree.size() + 1;  // the row of the depth's first new node
+      for (int64_t i = 0; i < B; ++i)
         for (size_t k = 0; k < proposals[i].frontier.size(); ++k)
-          for (int32_t j = 0; j < branching; ++j) {
-            const uint32_t child = static_cast<uint32_t>(k) * branching + j;
-            const uint32_t slot =
-                proposals[i].slot + (mutant_on(Mutant::device_siblings_share_key) ? child - j : child);
-            const int32_t law_row = j == 0 ? proposals[i].frontier[k] : next_node + static_cast<int32_t>(child);
-            draws.push_back(DraftDraw{frontier_row(i, k, requests[i].rng.key(RandomRole::draft, slot)), i, law_row});
-          }
-      }
+          for (int32_t j = 0; j < branching; ++j)
+            draws.push_back(iid_child(frontier_row(i, k, RandomKey{}), i, requests[i].rng, proposals[i].slot,
+                                      proposals[i].frontier[k], proposals[i].tree.size(), static_cast<int64_t>(k), j,
+                                      branching));
       tokens = device.draw_drafts(pipeline, draws, at);
     }
     size_t next = 0;
@@ -390,15 +395,12 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
     for (int64_t i = 0; i < B; ++i)
       for (int64_t k = 0; k < f[d]; ++k)
         for (int32_t j = 0; j < shape[d]; ++j) {
-          const int64_t child = k * shape[d] + j;
-          const uint32_t slot =
-              static_cast<uint32_t>(before[d] + (mutant_on(Mutant::device_siblings_share_key) ? child - j : child));
-          // The frontier's rows: row 0 first, then the nodes the depth before added (the tree's last rows).
+          // The frontier's rows: row 0 first, then the nodes the depth before added (the tree's last rows); the slots
+          // so far, one a node.
           const int32_t frontier_row = static_cast<int32_t>(d == 0 ? 0 : before[d] + 1 - f[d] + k);
-          const int32_t law_row = j == 0 ? frontier_row : static_cast<int32_t>(before[d] + 1 + child);
-          const DeviceDraw draw{logits + (i * f[d] + k) * V, &histories[i][d],
-                                requests[i].rng.key(RandomRole::draft, slot)};
-          depths[d].push_back(DraftDraw{draw, i, law_row});
+          const DeviceDraw row{logits + (i * f[d] + k) * V, &histories[i][d], RandomKey{}};
+          depths[d].push_back(iid_child(row, i, requests[i].rng, static_cast<uint32_t>(before[d]), frontier_row,
+                                        static_cast<int32_t>(before[d]), k, j, shape[d]));
         }
   if (ranked)
     device.plan_ranked(ranking_pipeline_, ranked_rows, shape);

@@ -171,61 +171,53 @@ std::vector<int32_t> BatchVerifier::law_rows(const std::vector<DraftDraw>& draws
   return rows;
 }
 
+// One depth drawn at once: a plan of that depth, launched and brought back.
 std::vector<Token> BatchVerifier::draw_drafts(const SamplerPipeline& draft, const std::vector<DraftDraw>& draws,
                                               LogitsAt at) {
-  const int64_t R = static_cast<int64_t>(draws.size());
-  const std::vector<int32_t> law_rows = this->law_rows(draws, "draw_drafts");
-  check_vocabulary(draft, "draft");
-  std::vector<DeviceDraw> rows;
-  std::vector<RandomKey> keys;
-  for (const DraftDraw& d : draws) {
-    rows.push_back(d.draw);
-    keys.push_back(d.draw.key);
-  }
-  // The distinct rows the draws read (a frontier row once for all its children) and the distinct inputs (a row's
-  // logits with the history it is processed with: a frontier row's children share both).
-  const MappedInputs m = map_inputs(rows, at);
-  int32_t *d_tokens = nullptr, *d_status = nullptr;
-  process_rows(m.sources, at, m.histories, keys, &d_tokens, &d_status, &draft,
-               SamplerRowMaps{&m.input_rows, &m.logits_rows, draft_laws_, &law_rows});
-  std::vector<int32_t> status;
-  std::vector<Token> tokens = download_draws(d_tokens, d_status, R, status);
-  for (int64_t r = 0; r < R; ++r)
-    if (status[static_cast<size_t>(r)] != 0)
-      fail("draft from row ", draws[static_cast<size_t>(r)].law_row, " of sequence ",
-           draws[static_cast<size_t>(r)].sequence, ": ", sampler_status_message(status[static_cast<size_t>(r)]));
-  return tokens;
+  planned_.reset();
+  planned_ = plan_of_draws(draft, {draws}, at, "draw_drafts");
+  launch_planned(0);
+  return planned_tokens();
 }
 
 void BatchVerifier::plan_drafts(const SamplerPipeline& draft, const std::vector<std::vector<DraftDraw>>& depths) {
   planned_.reset();
-  PlannedDrafts plan;
-  plan.first_draw = {0};
-  for (const std::vector<DraftDraw>& depth : depths) {
+  for (const std::vector<DraftDraw>& depth : depths)
     if (depth.empty()) fail("batch verifier: plan_drafts was given a depth of no draws");
-    plan.draws.insert(plan.draws.end(), depth.begin(), depth.end());
-    plan.first_draw.push_back(static_cast<int64_t>(plan.draws.size()));
-  }
-  if (plan.draws.empty()) fail("batch verifier: plan_drafts needs depths");
+  if (depths.empty()) fail("batch verifier: plan_drafts needs depths");
+  planned_ = plan_of_draws(draft, depths, LogitsAt::device, "plan_drafts");
+}
+
+BatchVerifier::PlannedDrafts BatchVerifier::plan_of_draws(const SamplerPipeline& draft,
+                                                          const std::vector<std::vector<DraftDraw>>& depths,
+                                                          LogitsAt at, const char* what) {
   // Each depth one launch: its laws at distinct rows within it (law_rows checks the whole plan's, which may share a
   // row across depths, a later child's scratch copy rewritten by the depth after: checked a depth at a time).
   std::vector<int32_t> law_rows;
   for (const std::vector<DraftDraw>& depth : depths) {
-    const std::vector<int32_t> rows = this->law_rows(depth, "plan_drafts");
+    const std::vector<int32_t> rows = this->law_rows(depth, what);
     law_rows.insert(law_rows.end(), rows.begin(), rows.end());
   }
   check_vocabulary(draft, "draft");
+  PlannedDrafts plan;
+  plan.first_draw = {0};
+  for (const std::vector<DraftDraw>& depth : depths) {
+    plan.draws.insert(plan.draws.end(), depth.begin(), depth.end());
+    plan.first_draw.push_back(static_cast<int64_t>(plan.draws.size()));
+  }
   std::vector<DeviceDraw> rows;
   std::vector<RandomKey> keys;
   for (const DraftDraw& d : plan.draws) {
     rows.push_back(d.draw);
     keys.push_back(d.draw.key);
   }
-  const MappedInputs m = map_inputs(rows, LogitsAt::device);
-  plan.params = sampler_params(m.sources, LogitsAt::device, m.histories, keys, &draft,
+  // The distinct rows the draws read (a frontier row once for all its children) and the distinct inputs (a row's
+  // logits with the history it is processed with: a frontier row's children share both).
+  const MappedInputs m = map_inputs(rows, at);
+  plan.params = sampler_params(m.sources, at, m.histories, keys, &draft,
                                SamplerRowMaps{&m.input_rows, &m.logits_rows, draft_laws_, &law_rows});
   plan.launched.assign(depths.size(), 0);
-  planned_ = std::move(plan);
+  return plan;
 }
 
 void BatchVerifier::plan_ranked(const SamplerPipeline& ranking, const std::vector<std::vector<DeviceDraw>>& depths,

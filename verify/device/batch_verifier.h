@@ -174,6 +174,11 @@ class BatchVerifier {
                             const std::vector<const TokenHistory*>& histories, const std::vector<RandomKey>& keys,
                             int32_t** device_tokens, int32_t** device_status, const SamplerPipeline* pipeline = nullptr,
                             const SamplerRowMaps& maps = {});
+  // The plan of draws `depths` (plan_drafts', or draw_drafts' one depth) with their logits `at`; `what` names the
+  // caller in a refusal.
+  struct PlannedDrafts;
+  PlannedDrafts plan_of_draws(const SamplerPipeline& draft, const std::vector<std::vector<DraftDraw>>& depths,
+                              LogitsAt at, const char* what);
   // process_rows' uploads, and the launch's parameters, without the launch.
   SamplerKernelParams sampler_params(const std::vector<const float*>& logits, LogitsAt at,
                                      const std::vector<const TokenHistory*>& histories,
