@@ -31,6 +31,11 @@ struct DraftRequest {
   // can draw there (a draft model's chains and trees, propose_batch) leaves its laws in the verifier's memory
   // (TokenTree::device_q) instead of bringing them to the host; ranked trees keep none.
   BatchVerifier* device = nullptr;
+  // With `device`: the target reads a draft's ids where a fed proposal's draws left them, and so does verification,
+  // so a drafter that draws fed may leave them there (TokenTree::device_tokens, BatchVerifier::keep_planned_ids):
+  // the step then waits once, for verification, instead of once more for the draft's ids. Its sessions learn the ids
+  // from tokens_known.
+  bool ids_may_stay_on_device = false;
 };
 
 struct DrafterCounters {
@@ -51,6 +56,10 @@ class Drafter {
   virtual void begin(const std::vector<Token>& /*prompt*/) {}
   virtual TokenTree propose(const DraftRequest& request) = 0;
   virtual void accept(int32_t n_accepted) { counters_.n_accepted += n_accepted; }
+  // The last proposal's tree with its ids, when it left them on the device (TokenTree::device_tokens) and
+  // verification brought them back: before the next proposal, so that the drafter's session keeps the accepted path's
+  // nodes (one not told forgets them, and is right, only slower).
+  virtual void tokens_known(const TokenTree& /*tree*/) {}
   const DrafterCounters& counters() const { return counters_; }
 
  protected:

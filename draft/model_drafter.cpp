@@ -161,6 +161,17 @@ class ModelDrafter : public Drafter {
     std::copy(tokens, tokens + p.tree.size(), p.tree.tokens.begin());
     session_->tree_tokens_known(p.tree, round);
   }
+  // A proposal of round `round` whose ids stay on the device, at `ids`: its tree, pending until tokens_known(tree).
+  TokenTree finish_with_ids_on_device(Proposal& p, const float* laws, const int32_t* ids, uint64_t round) {
+    pending_round_ = round;
+    TokenTree tree = laws ? finish_on_device(p, laws) : finish(p);
+    tree.device_tokens = ids;
+    return tree;
+  }
+  void tokens_known(const TokenTree& tree) override {
+    if (pending_round_ != 0) session_->tree_tokens_known(tree, pending_round_);
+    pending_round_ = 0;
+  }
   TokenTree finish_on_device(Proposal& p, const float* laws) {
     p.tree.draft_q.clear();
     p.tree.device_q = laws;
@@ -189,6 +200,7 @@ class ModelDrafter : public Drafter {
   const SamplerPipeline& pipeline_;
   const SamplerPipeline& ranking_pipeline_;
   int32_t vocab_size_;
+  uint64_t pending_round_ = 0;  // the round of the last proposal whose ids stayed on the device, until told them
 };
 
 ModelDrafterFactory::ModelDrafterFactory(std::shared_ptr<const LanguageModel> model, SamplingParams draft_params)
@@ -226,10 +238,8 @@ bool ModelDrafterFactory::draws_on_device(const std::vector<DraftRequest>& reque
 namespace {
 bool draws_fed(const LanguageModel& model, const SamplerPipeline& pipeline, const BatchVerifier& device,
                bool out_on_gpu) {
-  const SamplingParams& s = pipeline.params();
-  const bool penalised = s.repetition_penalty != 1.0f || s.frequency_penalty != 0.0f || s.presence_penalty != 0.0f;
   const bool where_model_reads = out_on_gpu || (device.device() == Device::cuda_host && !model.writes_gpu_logits());
-  return model.reads_device_tokens() && where_model_reads && !penalised;
+  return model.reads_device_tokens() && where_model_reads && !pipeline.params().penalised();
 }
 
 // Child j of the k-th frontier row (row `frontier_row` of a sequence whose tree has `nodes` nodes so far), drawn i.i.d.
@@ -354,7 +364,9 @@ std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<
 // writes side by side; a ranked row gives all its children, as min(V, 256) bounds them), so they are uploaded at once
 // (BatchVerifier::plan_drafts, plan_ranked), and each depth's forward reads the ids of the nodes the depth before drew
 // where that depth's launches left them (TreeLogitsCall::device_tokens). On a GPU the host enqueues the whole proposal
-// without waiting and waits once, for every depth's ids, at the end; the draws are propose_on_device's, key for key.
+// without waiting and waits once, for every depth's ids, at the end, or not at all when they may stay on the device
+// (DraftRequest::ids_may_stay_on_device: BatchVerifier::keep_planned_ids, the trees' device_tokens); the draws are
+// propose_on_device's, key for key.
 std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelDrafter*>& own,
                                                         const std::vector<DraftRequest>& requests,
                                                         bool out_on_gpu) const {
@@ -421,6 +433,15 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
     model_->batch_tree_logits(calls);
     drawn = device.launch_planned(d);
     for (int64_t i = 0; i < B; ++i) own[i]->add_pending(proposals[i], shape[d]);
+  }
+  if (requests[0].ids_may_stay_on_device) {
+    // No wait: the target's forward and verification read the ids on the device, sequence by sequence.
+    const int32_t* const ids = device.keep_planned_ids(B);
+    std::vector<TokenTree> out;
+    for (int64_t i = 0; i < B; ++i)
+      out.push_back(own[i]->finish_with_ids_on_device(proposals[i], ranked ? nullptr : laws + i * (nodes + 1) * V,
+                                                      ids + i * nodes, round));
+    return out;
   }
   // One wait: every depth's ids, depth d's of sequence i at B * before[d] + i * n[d].
   const std::vector<Token> tokens = device.planned_tokens();

@@ -53,6 +53,11 @@ class CudaStream final : public KernelStream {
     if (bytes)
       cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (download)");
   }
+  void copy_device_to_device(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+                             size_t height) override {
+    cuda_check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height, cudaMemcpyDeviceToDevice, stream_),
+               "cudaMemcpy2DAsync (within the device)");
+  }
   void* allocate_device(size_t bytes) override {
     void* p = nullptr;
     cuda_check(cudaMalloc(&p, bytes), "cudaMalloc");

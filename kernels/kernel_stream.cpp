@@ -72,6 +72,11 @@ class EmulatedStream final : public KernelStream {
  protected:
   void copy_to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copy_to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy_device_to_device(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+                             size_t height) override {
+    for (size_t r = 0; r < height; ++r)
+      std::memcpy(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch, width);
+  }
   void* allocate_device(size_t bytes) override { return allocate(bytes, "device"); }
   void free_device(void* p) override { std::free(p); }
   void* allocate_host(size_t bytes) override { return allocate(bytes, "host staging"); }

@@ -20,6 +20,7 @@
 #include "kernels/draft_children.h"
 #include "kernels/emulated_kernels.h"
 #include "kernels/sampler_kernels.h"
+#include "kernels/shared/error.h"
 #include "kernels/verify_kernels.h"
 
 namespace specula {
@@ -71,6 +72,13 @@ class KernelStream {
     ++downloads_;
     copy_to_host(host_dst, device_src, bytes);
   }
+  // A stream-ordered copy within device memory of `height` runs of `width` bytes, run r from src + r * src_pitch to
+  // dst + r * dst_pitch (cudaMemcpy2DAsync): a batch's ids regrouped, e.g. draws laid out depth by depth gathered
+  // sequence by sequence (BatchVerifier::keep_planned_ids). Moves nothing across the bus.
+  void copy_within_device(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t height) {
+    if (width > dst_pitch || width > src_pitch) fail("kernel stream: a copy's runs are wider than their pitch");
+    if (width && height) copy_device_to_device(dst, dst_pitch, src, src_pitch, width, height);
+  }
   // Bytes copied each way since the stream was made: what a step moves between host and device (a step whose
   // logits a model wrote into device memory uploads no logits).
   uint64_t uploaded_bytes() const { return uploaded_bytes_; }
@@ -96,6 +104,8 @@ class KernelStream {
   KernelStream() = default;
   virtual void copy_to_device(void* device_dst, const void* host_src, size_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* device_src, size_t bytes) = 0;
+  virtual void copy_device_to_device(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+                                     size_t height) = 0;
   virtual void* allocate_device(size_t bytes) = 0;
   virtual void free_device(void* p) = 0;
   virtual void* allocate_host(size_t bytes) = 0;

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "kernels/shared/error.h"
 #include "tests/support/mutant_switch.h"
 #include "verify/device/batch_verifier.h"
+#include "verify/verifiers/verify_methods.h"
 
 using namespace specula;
 using Catch::Matchers::Contains;
@@ -231,29 +233,152 @@ TEST_CASE("a session's pending tokens read where they lie give the tokens' bits,
   }
 }
 
-// Through the generator on cuda-host: a step of a fed draft's chain of 4 waits twice (its proposal, its verification),
-// a penalised draft's (not fed) once a depth and once more; the same sequences either way as on the CPU.
-TEST_CASE("a fed draft's decoding step waits twice for the device, a penalised draft's once a depth more", "[device]") {
+// Through the generator on cuda-host: a step of a fed draft's chain of 4 waits once, for verification, the draft's ids
+// staying on the device for the target's forward and for verification; twice when the target is penalised (its rows
+// read their paths' tokens, so the ids come back after the proposal); a penalised draft's (not fed) once a depth and
+// once more. The same sequences in every case as on the CPU.
+TEST_CASE(
+    "a fed draft's decoding step waits once for the device, twice for a penalised target, once a depth more for "
+    "a penalised draft",
+    "[device]") {
   const auto target = load_language_model(kDraft, "draft", "auto", "cpu");
   SamplingParams penalised = drafting();
   penalised.repetition_penalty = 1.2f;
-  for (const SamplingParams& draft : {drafting(), penalised}) {
-    const bool fed = draft.repetition_penalty == 1.0f;
-    INFO((fed ? "fed" : "penalised"));
+  struct Case {
+    SamplingParams draft, target;
+    int64_t waits_a_step;
+  };
+  for (const Case& c :
+       {Case{drafting(), drafting(), 1}, Case{drafting(), penalised, 2}, Case{penalised, drafting(), 5}}) {
+    INFO("waits a step " << c.waits_a_step);
     GenerationConfig config;
     config.method = VerifyMethod::chain;
     config.num_draft_tokens = 4;
     config.max_new_tokens = 12;
     config.seed = 5;
-    const auto drafter = std::make_shared<ModelDrafterFactory>(target, draft);
+    const auto drafter = std::make_shared<ModelDrafterFactory>(target, c.draft);
     GenerationMetrics cpu_metrics, device_metrics;
     const std::vector<Token> prompt = {10, 20, 30};
-    const auto cpu = Generator(target, drafting(), drafter, config).generate_many(prompt, 0, 3, cpu_metrics);
+    const auto cpu = Generator(target, c.target, drafter, config).generate_many(prompt, 0, 3, cpu_metrics);
     config.device = Device::cuda_host;
-    const auto out = Generator(target, drafting(), drafter, config).generate_many(prompt, 0, 3, device_metrics);
+    const auto out = Generator(target, c.target, drafter, config).generate_many(prompt, 0, 3, device_metrics);
     for (size_t n = 0; n < out.size(); ++n) CHECK(out[n].tokens == cpu[n].tokens);
     CHECK(cpu_metrics.device_waits == 0);
     REQUIRE(device_metrics.steps > 0);
-    CHECK(device_metrics.device_waits == device_metrics.steps * (fed ? 2 : 5));
+    CHECK(device_metrics.device_waits == device_metrics.steps * c.waits_a_step);
   }
+}
+
+namespace {
+
+// A draft that differs from the target (drafting()), so that verification rejects some of its tokens.
+SamplingParams other_draft() {
+  SamplingParams s;
+  s.temperature = 0.7f;
+  s.top_k = 20;
+  return s;
+}
+
+// A transformer that keeps, after each batched call, the path nodes each session has kept so far (its sessions end
+// with the generator that owns them).
+class KeptSeen : public TransformerLanguageModel {
+ public:
+  using TransformerLanguageModel::TransformerLanguageModel;
+  void batch_tree_logits(const std::vector<TreeLogitsCall>& calls) const override {
+    TransformerLanguageModel::batch_tree_logits(calls);
+    for (const TreeLogitsCall& c : calls)
+      kept[c.session] = dynamic_cast<const TransformerSession&>(*c.session).stats().path_nodes_compacted;
+  }
+  int64_t total() const {
+    int64_t sum = 0;
+    for (const auto& [session, nodes] : kept) sum += nodes;
+    return sum;
+  }
+  mutable std::map<const ModelSession*, int64_t> kept;
+};
+
+struct RunOf {
+  std::vector<SequenceOutput> out;
+  GenerationMetrics metrics;
+  int64_t target_kept = 0, draft_kept = 0;  // path nodes the sessions kept (moved into place) over the run
+};
+
+// Four sequences of `config` in lockstep (every call of both models batched) with a draft transformer and a target
+// transformer (the bundled draft's checkpoint, at drafting()'s settings), each model its own instance so that its
+// sessions are counted apart.
+RunOf run_of(GenerationConfig config, const SamplingParams& target_params) {
+  const auto target = std::make_shared<KeptSeen>(kDraftDir, "auto", "cpu");
+  const auto draft = std::make_shared<KeptSeen>(kDraftDir, "auto", "cpu");
+  const auto drafter = std::make_shared<ModelDrafterFactory>(draft, other_draft());
+  config.lockstep = true;
+  RunOf run;
+  run.out = Generator(target, target_params, drafter, config).generate_many({10, 20, 30}, 0, 4, run.metrics);
+  run.target_kept = target->total();
+  run.draft_kept = draft->total();
+  return run;
+}
+
+}  // namespace
+
+// The draft's ids never come to the host before verification: the target's forward reads them where the draws left
+// them, and verification too, which brings them back with its outcome. Chains, i.i.d. trees and ranked trees, a sampled
+// target and a greedy one: the CPU's sequences, one wait a step, and both models' sessions keep the accepted paths'
+// nodes as the CPU's do (told the ids after verification).
+TEST_CASE(
+    "a draft's ids stay on the device through the target's forward and verification, with the CPU's "
+    "sequences and one wait a step",
+    "[device]") {
+  struct Case {
+    VerifyMethod method;
+    std::vector<int32_t> shape;
+    SiblingScheme scheme;
+    float target_temperature;
+  };
+  int64_t rejected = 0;  // draft positions verification rejected: the accepted paths are not the whole drafts
+  for (const Case& c : {Case{VerifyMethod::chain, {}, SiblingScheme::iid, 0.9f},
+                        Case{VerifyMethod::greedy, {}, SiblingScheme::iid, 0.0f},
+                        Case{VerifyMethod::tree, {2, 2, 1}, SiblingScheme::iid, 0.9f},
+                        Case{VerifyMethod::tree, {3, 2}, SiblingScheme::deterministic, 0.9f},
+                        Case{VerifyMethod::tree, {2, 1, 1}, SiblingScheme::deterministic, 0.0f}}) {
+    INFO(verify_method_name(c.method) << ", " << c.shape.size() << " depths, target temperature "
+                                      << c.target_temperature);
+    GenerationConfig config;
+    config.method = c.method;
+    config.num_draft_tokens = 4;
+    config.tree_shape = c.shape;
+    config.tree_sampling = c.scheme;
+    config.max_new_tokens = 14;
+    config.seed = 11;
+    SamplingParams target_params = drafting();
+    target_params.temperature = c.target_temperature;
+    const RunOf cpu = run_of(config, target_params);
+    config.device = Device::cuda_host;
+    const RunOf device = run_of(config, target_params);
+    REQUIRE(device.out.size() == cpu.out.size());
+    for (size_t n = 0; n < cpu.out.size(); ++n) CHECK(device.out[n].tokens == cpu.out[n].tokens);
+    REQUIRE(device.metrics.steps > 0);
+    CHECK(device.metrics.device_waits == device.metrics.steps);
+    CHECK(device.metrics.accepted == cpu.metrics.accepted);
+    rejected += device.metrics.proposed - device.metrics.accepted;
+    CHECK(cpu.target_kept > 0);
+    CHECK(cpu.draft_kept > 0);
+    CHECK(device.target_kept == cpu.target_kept);
+    CHECK(device.draft_kept == cpu.draft_kept);
+  }
+  CHECK(rejected > 0);
+}
+
+TEST_CASE("a draft's ids kept for verification from the wrong depth change the sequences", "[device][mutant]") {
+  const ScopedMutant on(Mutant::kept_ids_depths_misplaced);
+  GenerationConfig config;
+  config.method = VerifyMethod::chain;
+  config.num_draft_tokens = 4;
+  config.max_new_tokens = 14;
+  config.seed = 11;
+  const RunOf cpu = run_of(config, drafting());
+  config.device = Device::cuda_host;
+  const RunOf device = run_of(config, drafting());
+  int64_t differing = 0;
+  for (size_t n = 0; n < cpu.out.size(); ++n) differing += device.out[n].tokens != cpu.out[n].tokens;
+  CHECK(differing > 0);
 }

@@ -1,6 +1,7 @@
 #include "harness/generation/generator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -138,6 +139,9 @@ struct Generator::Sequence {
   // The step's target rows in a device's memory (rows of BatchVerifier::device_logits), when the target wrote them
   // there; null when they are in `logits`.
   const float* device_logits = nullptr;
+  // The step's number when its draft's ids stayed on the device (TokenTree::device_tokens): the target's pending
+  // nodes' round (TreeLogitsCall::pending_round), for its session to learn them once verification brings them back.
+  uint64_t pending_round = 0;
 };
 
 void Generator::begin(Sequence& s) const {
@@ -453,6 +457,10 @@ void Generator::score_lockstep(std::vector<Sequence>& batch, const std::vector<s
     if (in_place) {
       s.device_logits = next_row;
       calls.push_back(TreeLogitsCall{s.target.get(), &s.context, &s.tree, next_row, out_on_gpu});
+      if (s.tree.device_tokens) {  // every node's id where the draft's draws left it
+        calls.back().device_tokens = s.tree.device_tokens;
+        calls.back().pending_round = s.pending_round;
+      }
       next_row += n * V;
     } else {
       s.device_logits = nullptr;
@@ -527,6 +535,14 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     for (Sequence& s : batch) s.metrics->prompt_seconds += wall;
   }
   for (Sequence& s : batch) s.start = start;
+  // A draft's ids may stay on the device until verification brings them back (one wait a step, not two) when the
+  // target's forward reads them where they lie (in GPU memory for a target on the GPU, in host memory for one on the
+  // host under cuda-host) and its rows need no token of their paths (no penalty).
+  const bool ids_may_stay =
+      device && config_.method && target_->batches_forwards() && target_->reads_device_tokens() &&
+      !pipeline_.params().penalised() &&
+      (config_.device == Device::cuda ? target_->writes_gpu_logits() : !target_->writes_gpu_logits());
+  static std::atomic<uint64_t> rounds{0};
   for (;;) {
     std::vector<size_t> active;
     for (size_t i = 0; i < batch.size(); ++i)
@@ -549,6 +565,8 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
         drafters.push_back(batch[i].drafter.get());
         requests.push_back(draft_request(batch[i]));
         requests.back().device = device ? &*device : nullptr;
+        requests.back().ids_may_stay_on_device = ids_may_stay;
+        batch[i].pending_round = ids_may_stay ? ++rounds : 0;
       }
       if (drafter_->batches_proposals() || drafter_->draws_on_device(requests)) {
         std::vector<TokenTree> trees = drafter_->propose_batch(drafters, requests);
@@ -603,6 +621,12 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     for (size_t k = 0; k < active.size(); ++k) {
       Sequence& s = batch[active[k]];
       s.metrics->verify_seconds += wall;
+      if (s.tree.device_tokens) {  // the draft's ids, back with the outcome: the sessions follow the accepted path
+        s.tree.tokens = results[k].draft_tokens;
+        s.tree.device_tokens = nullptr;
+        s.target->tree_tokens_known(s.tree, s.pending_round);
+        s.drafter->tokens_known(s.tree);
+      }
       commit_step(s, results[k].outcome, nullptr, results[k].expected_acceptance_sum,
                   results[k].expected_acceptance_count);
     }

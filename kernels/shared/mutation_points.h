@@ -79,6 +79,7 @@ enum class Mutant {
   ranked_children_skip_ties,    // a ranked tree's next child is the best token strictly less probable than the last
   device_siblings_replaced,     // siblings drawn without replacement on the device each from the whole law
   fed_drafts_read_first_depth,  // a fed draft's every depth's forward reads the first depth's ids as its newest nodes'
+  kept_ids_depths_misplaced,    // a fed draft's ids kept for verification take each depth's from the depth before
 };
 
 #ifdef SPECULA_NO_MUTATION_POINTS

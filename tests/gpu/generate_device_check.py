@@ -70,10 +70,12 @@ def generated(binary, args, device, label, failures, skips):
     return False
 
 
-def compare(binary, device, common, label, failures, skips=None, same_logits=True):
+def compare(binary, device, common, label, failures, skips=None, same_logits=True, waits_a_step=None):
     """skips: a list to record the pair in when LibTorch is missing (None: that is a failure). same_logits: False
     where the model itself computes on the device (a transformer under --device cuda): its logits may differ from
-    the CPU's in the last bits, so a differing line is reported, not failed (greedy_on_device checks that path)."""
+    the CPU's in the last bits, so a differing line is reported, not failed (greedy_on_device checks that path).
+    waits_a_step: the device run's device_waits / steps it must show (1: the draft's ids stayed on the device through
+    the target's forward and verification)."""
     before = len(failures)
     common = ["generate"] + common
     with tempfile.TemporaryDirectory() as tmp:
@@ -94,6 +96,10 @@ def compare(binary, device, common, label, failures, skips=None, same_logits=Tru
                 print("note  " + message + " (the model's logits on the device differ in the last bits)")
         if dev_m.get("device") != device:
             failures.append(f"{label}: metrics say device {dev_m.get('device')!r}")
+        steps, waits = dev_m.get("steps", 0), dev_m.get("device_waits")
+        if waits_a_step is not None and steps and waits != steps * waits_a_step:
+            failures.append(f"{label}: {waits} device waits in {steps} steps on {device}, not {waits_a_step} a step "
+                            "(kernels/README.md, \"What a step waits for\")")
         for key in ("steps", "accepted_tokens", "proposed_tokens", "emitted_tokens") if same_logits else ():
             if key in cpu_m and cpu_m.get(key) != dev_m.get(key):
                 failures.append(f"{label}: {key} {dev_m.get(key)} on {device}, {cpu_m.get(key)} on cpu")
@@ -152,7 +158,9 @@ def main():
         common = (f"--target transformer:{models}/target --draft transformer:{models}/draft --prompt-tokens "
                   f"82,79,77,69,79,58,10 --max-new-tokens 24 --num-samples 8 --seed 5 --temperature 0.8 "
                   f"{method}").split()
-        compare(a.binary, a.device, common, label, failures, allowed, same_logits=a.device != "cuda")
+        # Both models compute where the kernels run (on the GPU, or under cuda-host on the host) and the target has no
+        # penalty: the draft's ids stay on the device, one wait a step.
+        compare(a.binary, a.device, common, label, failures, allowed, same_logits=a.device != "cuda", waits_a_step=1)
     if not a.quick and os.path.exists(os.path.join(models, "target", "config.json")):
         common = (f"--target transformer:{models}/target --draft transformer:{models}/draft --prompt-tokens "
                   f"82,79,77,69,79,58,10 --max-new-tokens 32 --num-samples 2 --temperature 0").split()

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <string>
 #include <type_traits>
@@ -53,6 +54,11 @@ enum Slot : int {
   kSiblingFirst,
   kSiblingUniforms,
   kQFirstRow,
+  kKeptIds,
+  kKeptStatus,
+  // A plan's sampler inputs are staged in slots of their own, from kPlanStaging + the slot's number: its uploads may
+  // still be in flight when verification stages its own (no wait between them once the ids stay on the device).
+  kPlanStaging,
 };
 
 std::string device_label(Device d) { return std::string("device ") + device_name(d); }
@@ -215,7 +221,7 @@ BatchVerifier::PlannedDrafts BatchVerifier::plan_of_draws(const SamplerPipeline&
   // logits with the history it is processed with: a frontier row's children share both).
   const MappedInputs m = map_inputs(rows, at);
   plan.params = sampler_params(m.sources, at, m.histories, keys, &draft,
-                               SamplerRowMaps{&m.input_rows, &m.logits_rows, draft_laws_, &law_rows});
+                               SamplerRowMaps{&m.input_rows, &m.logits_rows, draft_laws_, &law_rows}, true);
   plan.launched.assign(depths.size(), 0);
   return plan;
 }
@@ -243,7 +249,7 @@ void BatchVerifier::plan_ranked(const SamplerPipeline& ranking, const std::vecto
   // The sampler's own draws go unread (ranked children are chosen, not drawn): any key does.
   const std::vector<RandomKey> keys(rows.size());
   plan.params = sampler_params(m.sources, LogitsAt::device, m.histories, keys, &ranking,
-                               SamplerRowMaps{&m.input_rows, &m.logits_rows, nullptr, nullptr});
+                               SamplerRowMaps{&m.input_rows, &m.logits_rows, nullptr, nullptr}, true);
   plan.children_per_row = children;
   plan.children = stream_->device_array<int32_t>(kDraftChildren, static_cast<size_t>(plan.first_child.back()));
   plan.launched.assign(depths.size(), 0);
@@ -296,24 +302,96 @@ std::vector<Token> BatchVerifier::planned_tokens() {
     // Every launched depth's children and its rows' statuses, as rank_drafts checks them.
     const int64_t n = plan.first_child[launched];
     const std::vector<Token> children = download_ids(plan.children, n, plan.params.status, R, status);
-    for (int64_t r = 0; r < R; ++r)
-      if (status[static_cast<size_t>(r)] != 0) {
-        const auto depth =
-            std::upper_bound(plan.first_draw.begin(), plan.first_draw.end(), r) - plan.first_draw.begin() - 1;
-        fail("ranked draft row ", r - plan.first_draw[static_cast<size_t>(depth)], " of depth ", depth, ": ",
-             sampler_status_message(status[static_cast<size_t>(r)]));
-      }
+    check_planned_statuses(plan, status.data(), R);
     for (int64_t c = 0; c < n; ++c)
       if (const Token t = children[static_cast<size_t>(c)]; t < 0 || t >= vocab_)
         fail("batch verifier: planned ranked child ", c, " is ", t, ", not a token of [0, ", vocab_, ")");
     return children;
   }
   std::vector<Token> tokens = download_draws(plan.params.tokens, plan.params.status, R, status);
-  for (int64_t r = 0; r < R; ++r)
-    if (status[static_cast<size_t>(r)] != 0)
-      fail("draft from row ", plan.draws[static_cast<size_t>(r)].law_row, " of sequence ",
-           plan.draws[static_cast<size_t>(r)].sequence, ": ", sampler_status_message(status[static_cast<size_t>(r)]));
+  check_planned_statuses(plan, status.data(), R);
   return tokens;
+}
+
+void BatchVerifier::check_planned_statuses(const PlannedDrafts& plan, const int32_t* status, int64_t rows) const {
+  for (int64_t r = 0; r < rows; ++r) {
+    if (status[r] == 0) continue;
+    if (plan.ranked) {
+      const auto depth =
+          std::upper_bound(plan.first_draw.begin(), plan.first_draw.end(), r) - plan.first_draw.begin() - 1;
+      fail("ranked draft row ", r - plan.first_draw[static_cast<size_t>(depth)], " of depth ", depth, ": ",
+           sampler_status_message(status[r]));
+    }
+    fail("draft from row ", plan.draws[static_cast<size_t>(r)].law_row, " of sequence ",
+         plan.draws[static_cast<size_t>(r)].sequence, ": ", sampler_status_message(status[r]));
+  }
+}
+
+const int32_t* BatchVerifier::keep_planned_ids(int64_t sequences) {
+  if (!planned_) fail("batch verifier: keep_planned_ids without a plan");
+  if (sequences < 1) fail("batch verifier: keep_planned_ids for ", sequences, " sequences");
+  PlannedDrafts& plan = *planned_;
+  const size_t K = plan.launched.size();
+  for (size_t d = 0; d < K; ++d)
+    if (!plan.launched[d]) fail("batch verifier: keep_planned_ids before depth ", d, " of the plan was launched");
+  // Depth d's ids, sequence by sequence, from `first[d]` of the plan's tokens (a ranked plan's children).
+  const std::vector<int64_t>& first = plan.ranked ? plan.first_child : plan.first_draw;
+  const int32_t* const source = plan.ranked ? plan.children : plan.params.tokens;
+  int64_t width = 0;
+  for (size_t d = 0; d < K; ++d) {
+    const int64_t ids = first[d + 1] - first[d];
+    if (ids % sequences != 0)
+      fail("batch verifier: depth ", d, "'s ", ids, " planned ids do not split evenly among ", sequences, " sequences");
+    width += ids / sequences;
+    // Drawn ids name their sequence: each depth's must come sequence by sequence (a ranked plan's rows name none).
+    for (int64_t r = first[d]; r < first[d + 1] && !plan.ranked; ++r)
+      if (const int64_t b = plan.draws[static_cast<size_t>(r)].sequence; b != (r - first[d]) / (ids / sequences))
+        fail("batch verifier: depth ", d, "'s draw ", r - first[d], " is sequence ", b, "'s, not in its place among ",
+             sequences, " sequences' draws");
+  }
+  KernelStream& s = *stream_;
+  KeptIds kept;
+  kept.rows = plan.first_draw[K];
+  kept.sequences = sequences;
+  kept.width = width;
+  kept.ids = s.device_array<int32_t>(kKeptIds, static_cast<size_t>(sequences * width));
+  kept.status = s.device_array<int32_t>(kKeptStatus, static_cast<size_t>(kept.rows));
+  // Copies within the device, ordered behind the launches and ahead of the next calls that rewrite the plan's buffers
+  // (the target rows' sampler launch among them): one a depth, a run a sequence.
+  const size_t row = static_cast<size_t>(width) * sizeof(int32_t);
+  int64_t before = 0;
+  for (size_t d = 0; d < K; ++d) {
+    const int64_t n = (first[d + 1] - first[d]) / sequences;
+    const int64_t from = mutant_on(Mutant::kept_ids_depths_misplaced) && d > 0 ? first[d - 1] : first[d];
+    s.copy_within_device(kept.ids + before, row, source + from, static_cast<size_t>(n) * sizeof(int32_t),
+                         static_cast<size_t>(n) * sizeof(int32_t), static_cast<size_t>(sequences));
+    before += n;
+  }
+  const size_t status_bytes = static_cast<size_t>(kept.rows) * sizeof(int32_t);
+  s.copy_within_device(kept.status, status_bytes, plan.params.status, status_bytes, status_bytes, 1);
+  kept.plan = std::move(plan);
+  planned_.reset();
+  kept_ = std::move(kept);
+  return kept_->ids;
+}
+
+const int32_t* BatchVerifier::kept_draft_ids(const std::vector<DeviceStep>& steps) const {
+  const auto fed = [](const DeviceStep& step) { return step.tree->device_tokens != nullptr; };
+  const size_t n = static_cast<size_t>(std::count_if(steps.begin(), steps.end(), fed));
+  if (n == 0) return nullptr;
+  if (!kept_) fail("batch verifier: a step's draft ids are in device memory but no plan kept them (keep_planned_ids)");
+  if (n != steps.size() || static_cast<int64_t>(n) != kept_->sequences)
+    fail("batch verifier: ", n, " of a batch of ", steps.size(), " steps have their draft ids in device memory, where ",
+         kept_->sequences, " sequences' ids were kept");
+  if (target_.params().penalised())
+    fail("batch verifier: the target's penalties read the draft's tokens, which are still in device memory");
+  for (size_t b = 0; b < n; ++b) {
+    const TokenTree& tree = *steps[b].tree;
+    if (tree.device_tokens != kept_->ids + static_cast<int64_t>(b) * kept_->width || tree.size() != kept_->width)
+      fail("batch verifier: step ", b, "'s draft ids are in device memory but not at its ", kept_->width,
+           " ids of the kept plan");
+  }
+  return kept_->ids;
 }
 
 std::vector<Token> BatchVerifier::draw_siblings(const SamplerPipeline& draft, const std::vector<DraftDraw>& rows,
@@ -476,8 +554,9 @@ const float* BatchVerifier::process_rows(const std::vector<const float*>& logits
 SamplerKernelParams BatchVerifier::sampler_params(const std::vector<const float*>& logits, LogitsAt at,
                                                   const std::vector<const TokenHistory*>& histories,
                                                   const std::vector<RandomKey>& keys, const SamplerPipeline* pipeline,
-                                                  const SamplerRowMaps& maps) {
+                                                  const SamplerRowMaps& maps, bool plan_staging) {
   KernelStream& s = *stream_;
+  const int staging = plan_staging ? static_cast<int>(kPlanStaging) : 0;
   const size_t R = keys.size(), V = static_cast<size_t>(vocab_);
   const SamplingParams& params = (pipeline ? *pipeline : target_).params();
   if (!maps.input_rows && histories.size() != R)
@@ -508,21 +587,21 @@ SamplerKernelParams BatchVerifier::sampler_params(const std::vector<const float*
       if (logits[r] != d_logits + r * V)
         fail("batch verifier: row ", r, " of ", R, " is not row ", r, " of device_logits (LogitsAt::device)");
   } else {
-    float* host_logits = s.host_array<float>(kLogits, uploaded * V);
+    float* host_logits = s.host_array<float>(staging + kLogits, uploaded * V);
     for (size_t r = 0; r < uploaded; ++r) std::memcpy(host_logits + r * V, logits[r], V * sizeof(float));
     s.to_device(d_logits, host_logits, uploaded * V * sizeof(float));
   }
   SamplerKernelParams p;
   p.logits = d_logits;
-  p.rows = s.upload(kRowParams, row_params);
-  p.allowed_bitmap = s.upload(kAllowed, batch.allowed);
-  p.banned_bitmap = s.upload(kBanned, batch.banned);
-  p.prompt_bitmap = s.upload(kPrompt, batch.prompt);
-  p.output_counts = s.upload(kCounts, batch.output_counts);
-  p.logit_bias = s.upload(kBias, batch.logit_bias);
-  if (maps.input_rows) p.input_rows = s.upload(kInputRows, *maps.input_rows);
-  if (maps.logits_rows) p.logits_rows = s.upload(kLogitsRows, *maps.logits_rows);
-  if (maps.probs_rows) p.probs_rows = s.upload(kProbsRows, *maps.probs_rows);
+  p.rows = s.upload(staging + kRowParams, row_params);
+  p.allowed_bitmap = s.upload(staging + kAllowed, batch.allowed);
+  p.banned_bitmap = s.upload(staging + kBanned, batch.banned);
+  p.prompt_bitmap = s.upload(staging + kPrompt, batch.prompt);
+  p.output_counts = s.upload(staging + kCounts, batch.output_counts);
+  p.logit_bias = s.upload(staging + kBias, batch.logit_bias);
+  if (maps.input_rows) p.input_rows = s.upload(staging + kInputRows, *maps.input_rows);
+  if (maps.logits_rows) p.logits_rows = s.upload(staging + kLogitsRows, *maps.logits_rows);
+  if (maps.probs_rows) p.probs_rows = s.upload(staging + kProbsRows, *maps.probs_rows);
   float* d_probs = maps.probs ? maps.probs : s.device_array<float>(kProbs, R * V);
   p.probs = d_probs;
   p.tokens = s.device_array<int32_t>(kSamplerTokens, R);
@@ -665,8 +744,8 @@ T* staged_to_device(KernelStream& s, int slot, T* host, size_t count) {
   return device;
 }
 
-// The drafts [B, W] (padded with token 0 / parent -1), each sequence's keys and sizes, and the row layout,
-// on the device. Also allocates the outputs.
+// The drafts [B, W] (padded with token 0 / parent -1; `device_draft` instead where they already are, every tree of
+// W nodes), each sequence's keys and sizes, and the row layout, on the device. Also allocates the outputs.
 struct StagedBatch {
   const int32_t* draft = nullptr;
   const int32_t* parents = nullptr;
@@ -676,7 +755,7 @@ struct StagedBatch {
 };
 
 StagedBatch stage_batch(KernelStream& s, const std::vector<DeviceStep>& steps, const BatchShape& shape,
-                        const DraftLaws& laws, bool tree_kernel) {
+                        const DraftLaws& laws, bool tree_kernel, const int32_t* device_draft) {
   const size_t B = steps.size(), width = static_cast<size_t>(std::max(shape.width, 1));
   int32_t* draft = s.host_array<int32_t>(kDraft, B * width);
   int32_t* parents = s.host_array<int32_t>(kParents, B * width);
@@ -699,7 +778,7 @@ StagedBatch stage_batch(KernelStream& s, const std::vector<DeviceStep>& steps, c
     first[b] = shape.first_row[b];
   }
   StagedBatch staged;
-  staged.draft = staged_to_device(s, kDraft, draft, B * width);
+  staged.draft = device_draft ? device_draft : staged_to_device(s, kDraft, draft, B * width);
   if (tree_kernel) staged.parents = staged_to_device(s, kParents, parents, B * width);
   staged.rows = staged_to_device(s, kVerifyRows, rows, B);
   staged.layout.first_row = staged_to_device(s, kFirstRow, first, B);
@@ -757,10 +836,12 @@ int32_t* launch_verification(KernelStream& s, VerifyMethod method, const float* 
 }
 
 // Copies back only the emitted tokens, the counters and the statuses, and turns them into step results;
-// a failed sampler row or verification is an Error naming the sequence and step.
+// a failed sampler row or verification is an Error naming the sequence and step. `after_wait`, when given, runs
+// once the copies it enqueued with them have landed, before those checks (a failed draft draw is named first).
 std::vector<DeviceStepResult> collect_results(KernelStream& s, const std::vector<DeviceStep>& steps,
                                               const BatchShape& shape, const VerifyOutputs& out,
-                                              const int32_t* d_sampler_status, const int32_t* d_path) {
+                                              const int32_t* d_sampler_status, const int32_t* d_path,
+                                              const std::function<void()>& after_wait) {
   const size_t B = steps.size(), E = static_cast<size_t>(shape.width) + 1;
   const size_t width = static_cast<size_t>(std::max(shape.width, 1)), R = static_cast<size_t>(shape.rows);
   const auto back = [&](int slot, const auto* device, size_t count) {
@@ -780,6 +861,7 @@ std::vector<DeviceStepResult> collect_results(KernelStream& s, const std::vector
   const int32_t* sampler_status = back(kSamplerStatus, d_sampler_status, R);
   const int32_t* path = d_path ? back(kPath, d_path, B * width) : nullptr;
   s.synchronize();
+  if (after_wait) after_wait();
 
   for (size_t b = 0; b < B; ++b) {
     for (int64_t r = shape.first_row[b]; r <= shape.first_row[b] + steps[b].tree->size(); ++r)
@@ -818,7 +900,15 @@ const float* BatchVerifier::process_step_rows(const std::vector<DeviceStep>& ste
     for (int32_t r = 0; r <= step.tree->size(); ++r) {
       row_logits.push_back(step.logits + static_cast<size_t>(r) * static_cast<size_t>(vocab_));
       if (by_row) {  // mirostat is refused, so no row's history needs its ancestors' probabilities
-        extended.push_back(row_history(target_, *step.history, *step.tree, nullptr, r));
+        if (step.tree->device_tokens) {
+          // Ids still in device memory (kept_draft_ids refused penalties): the row's path is read for its length
+          // alone (min_tokens).
+          TokenHistory h = *step.history;
+          h.output.resize(h.output.size() + (r == 0 ? 0 : step.tree->depth(r - 1)), 0);
+          extended.push_back(std::move(h));
+        } else {
+          extended.push_back(row_history(target_, *step.history, *step.tree, nullptr, r));
+        }
         row_histories.push_back(&extended.back());
       } else {
         row_histories.push_back(step.history);
@@ -836,15 +926,35 @@ std::vector<DeviceStepResult> BatchVerifier::verify(const std::vector<DeviceStep
   const VerifyMethod method = *method_;
   const BatchShape shape = batch_shape(steps, method);
   // 1. The sampler pipeline on every target row. 2. The recorded draft laws. 3. Drafts, keys and layout.
+  const int32_t* kept_ids = kept_draft_ids(steps);  // checked before any launch
   int32_t* d_sampler_status = nullptr;
   const float* d_p = process_step_rows(steps, at, shape.rows, &d_sampler_status);
   const DraftLaws laws = upload_draft_laws(s, steps, shape, vocab_, !verifies_greedily(method), draft_laws_,
                                            draft_sequences_ * (draft_depth_ + 1));
-  const StagedBatch staged = stage_batch(s, steps, shape, laws, device_kernel(method) == VerifyKernel::tree);
-  // 4. One verification launch for the batch. 5. Only the emitted tokens and counters come back.
+  const StagedBatch staged = stage_batch(s, steps, shape, laws, device_kernel(method) == VerifyKernel::tree, kept_ids);
+  // 4. One verification launch for the batch. 5. Only the emitted tokens and counters come back, with the draft's
+  // ids and its draws' statuses where they stayed on the device.
   const int32_t* d_path = launch_verification(s, method, d_p, laws, staged, shape, vocab_, steps.size());
   ++waits_;  // collect_results waits for the step's results
-  return collect_results(s, steps, shape, staged.out, d_sampler_status, d_path);
+  if (!kept_ids) return collect_results(s, steps, shape, staged.out, d_sampler_status, d_path, nullptr);
+  const KeptIds kept = std::move(*kept_);
+  kept_.reset();  // once: its buffers are the next plan's
+  const size_t n = static_cast<size_t>(kept.sequences * kept.width);
+  int32_t* ids = s.host_array<int32_t>(kKeptIds, n);
+  int32_t* draw_status = s.host_array<int32_t>(kKeptStatus, static_cast<size_t>(kept.rows));
+  s.to_host(ids, kept.ids, n * sizeof(int32_t));
+  s.to_host(draw_status, kept.status, static_cast<size_t>(kept.rows) * sizeof(int32_t));
+  std::vector<DeviceStepResult> results = collect_results(s, steps, shape, staged.out, d_sampler_status, d_path, [&] {
+    check_planned_statuses(kept.plan, draw_status, kept.rows);
+    for (size_t i = 0; i < n; ++i)
+      if (ids[i] < 0 || ids[i] >= vocab_)
+        fail("batch verifier: draft node ", i % static_cast<size_t>(kept.width), " of step ",
+             i / static_cast<size_t>(kept.width), " is ", ids[i], ", not a token of [0, ", vocab_, ")");
+  });
+  for (size_t b = 0; b < results.size(); ++b)
+    results[b].draft_tokens.assign(ids + b * static_cast<size_t>(kept.width),
+                                   ids + (b + 1) * static_cast<size_t>(kept.width));
+  return results;
 }
 
 }  // namespace specula

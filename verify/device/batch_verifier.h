@@ -50,6 +50,9 @@ struct DeviceStep {
 
 struct DeviceStepResult {
   VerifyOutcome outcome;
+  // The tree's node ids when they were in device memory (TokenTree::device_tokens), brought back with the outcome;
+  // empty otherwise.
+  std::vector<Token> draft_tokens;
   double expected_acceptance_sum = 0.0;  // GenerationMetrics::expected_acceptance_sum of this step
   int32_t expected_acceptance_count = 0;
 };
@@ -139,7 +142,7 @@ class BatchVerifier {
   // must not grow before the last launch); launch_planned(d) launches depth d's draws alone and returns the device
   // array of their tokens, in the order of depths[d] (valid until the next plan); planned_tokens() waits once and
   // returns every launched depth's tokens in order, throwing, as draw_drafts does, on the first failed draw. The plan
-  // ends there, or at any other call that launches the sampler (its buffers are rewritten).
+  // ends there, at keep_planned_ids, or at any other call that launches the sampler (its buffers are rewritten).
   void plan_drafts(const SamplerPipeline& draft, const std::vector<std::vector<DraftDraw>>& depths);
   // The same for rank_drafts: depth d's rows `depths[d]`, `children[d]` ranked children each; launch_planned(d) then
   // makes both of rank_drafts' launches and returns the depth's children (row r's at [r * children[d], ..)), and
@@ -148,6 +151,14 @@ class BatchVerifier {
                    const std::vector<int32_t>& children);
   const int32_t* launch_planned(size_t depth);
   std::vector<Token> planned_tokens();
+  // Instead of planned_tokens, once every depth is launched: ends the plan keeping its ids in device memory, regrouped
+  // sequence by sequence (each depth's ids split evenly among `sequences` in order, sequence i's W ids at
+  // [i * W, (i + 1) * W), depth by depth: a fed proposal's tree nodes in order), with its draws' statuses, and returns
+  // that array (valid until the next keep_planned_ids). A verify() whose trees have TokenTree::device_tokens there
+  // (sequence b's at b * W, W nodes, its host tokens pending) reads the ids in place, for the draft tokens as the
+  // target's forward did for its rows, and brings them back with its results (DeviceStepResult::draft_tokens),
+  // refusing them as planned_tokens does when a draw failed: the proposal and its verification wait once in all.
+  const int32_t* keep_planned_ids(int64_t sequences);
   // The most children rank_drafts chooses (or draw_siblings draws) a row: min(V, kMaxRankedChildren).
   int32_t most_ranked_children() const;
   // The stream's byte counters (KernelStream::uploaded_bytes): what the steps so far moved each way.
@@ -155,7 +166,8 @@ class BatchVerifier {
   uint64_t downloaded_bytes() const { return stream_->downloaded_bytes(); }
   uint64_t downloads() const { return stream_->downloads(); }
   // Times the host waited for the device's results (each drains the stream on a GPU): one a verification or
-  // autoregressive draw, one a draft depth drawn on the device, one a fed proposal (plan_drafts).
+  // autoregressive draw, one a draft depth drawn on the device, one a fed proposal (plan_drafts) whose ids come back
+  // before verification (planned_tokens; none when they stay for it, keep_planned_ids).
   uint64_t waits() const { return waits_; }
 
   Device device() const { return stream_->device(); }
@@ -179,11 +191,12 @@ class BatchVerifier {
   struct PlannedDrafts;
   PlannedDrafts plan_of_draws(const SamplerPipeline& draft, const std::vector<std::vector<DraftDraw>>& depths,
                               LogitsAt at, const char* what);
-  // process_rows' uploads, and the launch's parameters, without the launch.
+  // process_rows' uploads, and the launch's parameters, without the launch. `plan_staging`: a plan's, staged in host
+  // buffers of its own (its uploads may still be in flight when verification stages its inputs).
   SamplerKernelParams sampler_params(const std::vector<const float*>& logits, LogitsAt at,
                                      const std::vector<const TokenHistory*>& histories,
                                      const std::vector<RandomKey>& keys, const SamplerPipeline* pipeline,
-                                     const SamplerRowMaps& maps);
+                                     const SamplerRowMaps& maps, bool plan_staging = false);
   // Rows given as (logits, history) for process_rows' maps: the distinct logits rows (`sources`, uploaded in order
   // for LogitsAt::host; empty for device), the distinct (logits, history) inputs, and each row's index among them
   // (input_rows), and its row of logits (logits_rows: of `sources`, or of device_logits, anywhere among them).
@@ -240,6 +253,21 @@ class BatchVerifier {
     int32_t* children = nullptr;
   };
   std::optional<PlannedDrafts> planned_;
+  // Throws, as draw_drafts would, naming the first of the plan's launched rows (`rows` of them) whose status is not 0.
+  void check_planned_statuses(const PlannedDrafts& plan, const int32_t* status, int64_t rows) const;
+  // A plan keep_planned_ids ended: its ids [sequences, width] and its launched rows' statuses in device memory.
+  struct KeptIds {
+    PlannedDrafts plan;
+    int64_t rows = 0;
+    int64_t sequences = 0;
+    int64_t width = 0;
+    int32_t* ids = nullptr;
+    int32_t* status = nullptr;
+  };
+  std::optional<KeptIds> kept_;
+  // The kept ids verify() reads in place for `steps` (null when no step's tree has device_tokens), checked: every
+  // tree there, at its sequence's ids, in a batch of the kept plan's sequences.
+  const int32_t* kept_draft_ids(const std::vector<DeviceStep>& steps) const;
   uint64_t waits_ = 0;
 };
 

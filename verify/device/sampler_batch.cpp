@@ -62,7 +62,7 @@ SamplerBatch::SamplerBatch(int32_t vocab_size, const std::vector<SamplerBatchRow
       fail("row ", r, ": ", e.what());
     }
     const TokenHistory& h = *batch_rows[r].history;
-    const bool penalised = s.repetition_penalty != 1.0f || s.frequency_penalty != 0.0f || s.presence_penalty != 0.0f;
+    const bool penalised = s.penalised();
     any_allowed = any_allowed || !s.allowed_tokens.empty();
     any_banned = any_banned || !s.banned_tokens.empty() ||
                  (static_cast<int32_t>(h.output.size()) < s.min_tokens && !s.stop_tokens.empty());
@@ -129,7 +129,7 @@ SamplerBatch::SamplerBatch(int32_t vocab_size, const std::vector<SamplerBatchRow
         set_bit(prompt, wo, t);
       }
     }
-    if (s.repetition_penalty != 1.0f || s.frequency_penalty != 0.0f || s.presence_penalty != 0.0f) {
+    if (s.penalised()) {
       row.flags |= kRowCounts;
       for (Token t : h.output) {
         if (t < 0 || t >= vocab) fail("row ", r, ": output token ", t, " is outside the vocabulary [0, ", vocab, ")");

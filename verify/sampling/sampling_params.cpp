@@ -48,8 +48,7 @@ std::vector<FilterStage> parse_filter_order(const std::string& text, const std::
 }
 
 bool SamplingParams::uses_history() const {
-  if (repetition_penalty != 1.0f || frequency_penalty != 0.0f || presence_penalty != 0.0f || !bad_words.empty() ||
-      (min_tokens > 0 && !stop_tokens.empty()) || constraint != nullptr)
+  if (penalised() || !bad_words.empty() || (min_tokens > 0 && !stop_tokens.empty()) || constraint != nullptr)
     return true;
   for (const FilterStageRow& row : filter_stages())
     if (row.reads_history && row.active(*this) && !greedy()) return true;

@@ -33,6 +33,11 @@ struct TokenTree {
   // memory, of which the rows with children hold their laws (a leaf's row holds whatever was there), read there by
   // its verifier (verify/device/batch_verifier.h, draft_laws); null when the laws are in draft_q.
   const float* device_q = nullptr;
+  // Where a drafter that drew fed left the nodes' ids instead of bringing them to the host (their `tokens` hold -1
+  // meanwhile): [size()] int32 in its verifier's device memory (BatchVerifier::keep_planned_ids), read there by the
+  // target's forward and by verification, which brings them back (DeviceStepResult::draft_tokens); null when `tokens`
+  // are the ids.
+  const int32_t* device_tokens = nullptr;
 
   // The draft law of row `row`'s children; empty (point masses) when none was recorded. Refused for laws left in
   // device memory, which host code cannot read (and must not take for point masses).
