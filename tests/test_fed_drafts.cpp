@@ -305,10 +305,11 @@ struct RunOf {
 
 // Four sequences of `config` in lockstep (every call of both models batched) with a draft transformer and a target
 // transformer (the bundled draft's checkpoint, at drafting()'s settings), each model its own instance so that its
-// sessions are counted apart.
-RunOf run_of(GenerationConfig config, const SamplingParams& target_params) {
-  const auto target = std::make_shared<KeptSeen>(kDraftDir, "auto", "cpu");
-  const auto draft = std::make_shared<KeptSeen>(kDraftDir, "auto", "cpu");
+// sessions are counted apart; both on `model_device` ("cpu": the decoding step; "libtorch": LibTorch's operations, step
+// graphs and pooled steps).
+RunOf run_of(GenerationConfig config, const SamplingParams& target_params, const std::string& model_device = "cpu") {
+  const auto target = std::make_shared<KeptSeen>(kDraftDir, "auto", model_device);
+  const auto draft = std::make_shared<KeptSeen>(kDraftDir, "auto", model_device);
   const auto drafter = std::make_shared<ModelDrafterFactory>(draft, other_draft());
   config.lockstep = true;
   RunOf run;
@@ -335,36 +336,38 @@ TEST_CASE(
     float target_temperature;
   };
   int64_t rejected = 0;  // draft positions verification rejected: the accepted paths are not the whole drafts
-  for (const Case& c : {Case{VerifyMethod::chain, {}, SiblingScheme::iid, 0.9f},
-                        Case{VerifyMethod::greedy, {}, SiblingScheme::iid, 0.0f},
-                        Case{VerifyMethod::tree, {2, 2, 1}, SiblingScheme::iid, 0.9f},
-                        Case{VerifyMethod::tree, {3, 2}, SiblingScheme::deterministic, 0.9f},
-                        Case{VerifyMethod::tree, {2, 1, 1}, SiblingScheme::deterministic, 0.0f}}) {
-    INFO(verify_method_name(c.method) << ", " << c.shape.size() << " depths, target temperature "
-                                      << c.target_temperature);
-    GenerationConfig config;
-    config.method = c.method;
-    config.num_draft_tokens = 4;
-    config.tree_shape = c.shape;
-    config.tree_sampling = c.scheme;
-    config.max_new_tokens = 14;
-    config.seed = 11;
-    SamplingParams target_params = drafting();
-    target_params.temperature = c.target_temperature;
-    const RunOf cpu = run_of(config, target_params);
-    config.device = Device::cuda_host;
-    const RunOf device = run_of(config, target_params);
-    REQUIRE(device.out.size() == cpu.out.size());
-    for (size_t n = 0; n < cpu.out.size(); ++n) CHECK(device.out[n].tokens == cpu.out[n].tokens);
-    REQUIRE(device.metrics.steps > 0);
-    CHECK(device.metrics.device_waits == device.metrics.steps);
-    CHECK(device.metrics.accepted == cpu.metrics.accepted);
-    rejected += device.metrics.proposed - device.metrics.accepted;
-    CHECK(cpu.target_kept > 0);
-    CHECK(cpu.draft_kept > 0);
-    CHECK(device.target_kept == cpu.target_kept);
-    CHECK(device.draft_kept == cpu.draft_kept);
-  }
+  const std::vector<Case> cases = {Case{VerifyMethod::chain, {}, SiblingScheme::iid, 0.9f},
+                                   Case{VerifyMethod::greedy, {}, SiblingScheme::iid, 0.0f},
+                                   Case{VerifyMethod::tree, {2, 2, 1}, SiblingScheme::iid, 0.9f},
+                                   Case{VerifyMethod::tree, {3, 2}, SiblingScheme::deterministic, 0.9f},
+                                   Case{VerifyMethod::tree, {2, 1, 1}, SiblingScheme::deterministic, 0.0f}};
+  for (const std::string model_device : {"cpu", "libtorch"})
+    for (const Case& c : cases) {
+      INFO("models on " << model_device << ", " << verify_method_name(c.method) << ", " << c.shape.size()
+                        << " depths, target temperature " << c.target_temperature);
+      GenerationConfig config;
+      config.method = c.method;
+      config.num_draft_tokens = 4;
+      config.tree_shape = c.shape;
+      config.tree_sampling = c.scheme;
+      config.max_new_tokens = 14;
+      config.seed = 11;
+      SamplingParams target_params = drafting();
+      target_params.temperature = c.target_temperature;
+      const RunOf cpu = run_of(config, target_params, model_device);
+      config.device = Device::cuda_host;
+      const RunOf device = run_of(config, target_params, model_device);
+      REQUIRE(device.out.size() == cpu.out.size());
+      for (size_t n = 0; n < cpu.out.size(); ++n) CHECK(device.out[n].tokens == cpu.out[n].tokens);
+      REQUIRE(device.metrics.steps > 0);
+      CHECK(device.metrics.device_waits == device.metrics.steps);
+      CHECK(device.metrics.accepted == cpu.metrics.accepted);
+      rejected += device.metrics.proposed - device.metrics.accepted;
+      CHECK(cpu.target_kept > 0);
+      CHECK(cpu.draft_kept > 0);
+      CHECK(device.target_kept == cpu.target_kept);
+      CHECK(device.draft_kept == cpu.draft_kept);
+    }
   CHECK(rejected > 0);
 }
 
