@@ -270,7 +270,17 @@ TEST_CASE("bench end-to-end --batch runs each batch size in lockstep and reports
     CHECK(std::count(records.begin(), records.end(), '\n') == 2 * 2 * batch);  // baseline and chain, 2 repetitions
     CHECK_THAT(records, Contains("\"lockstep\":true"));
     CHECK(run["settings"].size() == 2);
+    for (const json& setting : run["settings"]) CHECK(setting["device_waits_per_step"] == 0.0);  // on the CPU
   }
+  // On cuda-host: the baseline's draw and a host drafter's verification wait once a step.
+  const CliResult host =
+      run_specula("bench end-to-end --experiment " + experiment +
+                  " --device cuda-host --set experiment.repetitions=1 --output " + dir.file("host.json"));
+  INFO(host.err);
+  REQUIRE(host.exit_code == 0);
+  const json host_report = json::parse(read_text(dir.file("host.json")));
+  REQUIRE(host_report["settings"].size() == 2);
+  for (const json& setting : host_report["settings"]) CHECK(setting["device_waits_per_step"] == 1.0);
   // Refused before any run, naming the flag and the value.
   const std::pair<std::string, std::string> cases[] = {
       {" --batch 0", "--batch: '0' in '0' is not a batch size in [1, 4096]"},

@@ -54,7 +54,8 @@ json row_json(const SummaryRow& r) {
             {"tree", setting_value(r, "draft.tree")},
             {"temperature", setting_value(r, "sampling.temperature")},
             {"tokens_per_s", number(r.tokens_per_s)},
-            {"decode_tokens_per_s", number(r.decode_tokens_per_s)}};
+            {"decode_tokens_per_s", number(r.decode_tokens_per_s)},
+            {"device_waits_per_step", number(r.device_waits_per_step)}};
   if (r.baseline) return j;
   j.update({{"alpha", number(r.alpha)},
             {"tau", number(r.tau)},

@@ -340,6 +340,8 @@ std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records, const s
     row.tokens_per_s = all.rate();
     row.decode_tokens_per_s = all.decode_rate();
     row.q_zero_errors = total.q_zero_errors;
+    if (total.steps > 0)
+      row.device_waits_per_step = static_cast<double>(total.device_waits) / static_cast<double>(total.steps);
     if (const auto bt = baselines.totals.find(first.baseline_id); bt != baselines.totals.end())
       add_speedups(per_rep, bt->second, row);
     if (row.baseline) {

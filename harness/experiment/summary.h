@@ -68,6 +68,9 @@ struct SummaryRow {
   std::vector<int64_t> accepted_length_histogram;
   std::string greedy_lossless;  // "yes"/"no" at temperature 0, "" otherwise
   int64_t q_zero_errors = 0;
+  // The host's waits for the device a step (GenerationMetrics::device_waits / steps): 0 on the CPU; on a device one for
+  // the step's draw or verification, plus what drafting waited (kernels/README.md, "What a step waits for").
+  double device_waits_per_step = NAN;
   int64_t pairs = 0;             // paired timings behind speedup (0: unpaired, per-repetition totals)
   double pair_load_average = 0;  // mean 1-minute load average around the pairs
   std::string pair_drift;        // "yes" / "no"; "" when not paired or too few pairs per repetition
