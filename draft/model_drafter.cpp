@@ -232,14 +232,15 @@ bool ModelDrafterFactory::draws_on_device(const std::vector<DraftRequest>& reque
 }
 
 // Whether a draft model's chains, i.i.d. trees and ranked trees are drawn fed (propose_fed): the model reads pending
-// token ids where the draws leave them, in the memory its logits go to (the GPU's for a model on it; host memory for a
-// model on the host under cuda-host), and the draft's pipeline reads no token of its rows' histories (no penalty;
-// mirostat and constraints never draw on the device), so those histories need only their lengths.
+// token ids where the draws leave them, in the memory its logits go to (the GPU's for a model writing there on the
+// verifier's stream; host memory for a model on the host under cuda-host), and the draft's pipeline reads no token of
+// its rows' histories (no penalty; mirostat and constraints never draw on the device), so those histories need only
+// their lengths.
 namespace {
 bool draws_fed(const LanguageModel& model, const SamplerPipeline& pipeline, const BatchVerifier& device,
                bool out_on_gpu) {
-  const bool where_model_reads = out_on_gpu || (device.device() == Device::cuda_host && !model.writes_gpu_logits());
-  return model.reads_device_tokens() && where_model_reads && !pipeline.params().penalised();
+  return (out_on_gpu || device.device() == Device::cuda_host) && model.reads_device_tokens_in(out_on_gpu) &&
+         !pipeline.params().penalised();
 }
 
 // Child j of the k-th frontier row (row `frontier_row` of a sequence whose tree has `nodes` nodes so far), drawn i.i.d.
@@ -391,11 +392,8 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
   // A frontier row's history at depth d: its path's length alone is read (min_tokens), the path's tokens are not.
   std::vector<std::vector<TokenHistory>> histories(static_cast<size_t>(B));
   for (int64_t i = 0; i < B; ++i)
-    for (size_t d = 0; d < K; ++d) {
-      TokenHistory h = *requests[i].history;
-      h.output.resize(h.output.size() + d, 0);
-      histories[i].push_back(std::move(h));
-    }
+    for (size_t d = 0; d < K; ++d)
+      histories[i].push_back(path_length_history(*requests[i].history, static_cast<int32_t>(d)));
   // A ranked row: processed once by the ranking pipeline, its children its best tokens (no key, no law).
   std::vector<std::vector<DeviceDraw>> ranked_rows(ranked ? K : 0);
   for (size_t d = 0; d < ranked_rows.size(); ++d)

@@ -538,10 +538,9 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
   // A draft's ids may stay on the device until verification brings them back (one wait a step, not two) when the
   // target's forward reads them where they lie (in GPU memory for a target on the GPU, in host memory for one on the
   // host under cuda-host) and its rows need no token of their paths (no penalty).
-  const bool ids_may_stay =
-      device && config_.method && target_->batches_forwards() && target_->reads_device_tokens() &&
-      !pipeline_.params().penalised() &&
-      (config_.device == Device::cuda ? target_->writes_gpu_logits() : !target_->writes_gpu_logits());
+  const bool ids_may_stay = device && config_.method && target_->batches_forwards() &&
+                            target_->reads_device_tokens_in(config_.device == Device::cuda) &&
+                            !pipeline_.params().penalised();
   static std::atomic<uint64_t> rounds{0};
   for (;;) {
     std::vector<size_t> active;

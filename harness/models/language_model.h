@@ -97,6 +97,11 @@ class LanguageModel {
   virtual std::optional<void*> device_stream() const { return std::nullopt; }
   // Whether batch_tree_logits reads pending tokens where they lie (TreeLogitsCall::device_tokens).
   virtual bool reads_device_tokens() const { return false; }
+  // Whether it reads them in GPU memory (`in_gpu_memory`: a verifier's on a GPU, which only a model computing there
+  // reads) or in host memory (a verifier's under cuda-host, which only a model on the host reads).
+  bool reads_device_tokens_in(bool in_gpu_memory) const {
+    return reads_device_tokens() && writes_gpu_logits() == in_gpu_memory;
+  }
 };
 
 }  // namespace specula

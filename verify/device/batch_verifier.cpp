@@ -899,16 +899,11 @@ const float* BatchVerifier::process_step_rows(const std::vector<DeviceStep>& ste
   for (const DeviceStep& step : steps)
     for (int32_t r = 0; r <= step.tree->size(); ++r) {
       row_logits.push_back(step.logits + static_cast<size_t>(r) * static_cast<size_t>(vocab_));
-      if (by_row) {  // mirostat is refused, so no row's history needs its ancestors' probabilities
-        if (step.tree->device_tokens) {
-          // Ids still in device memory (kept_draft_ids refused penalties): the row's path is read for its length
-          // alone (min_tokens).
-          TokenHistory h = *step.history;
-          h.output.resize(h.output.size() + (r == 0 ? 0 : step.tree->depth(r - 1)), 0);
-          extended.push_back(std::move(h));
-        } else {
+      if (by_row) {                    // mirostat is refused, so no row's history needs its ancestors' probabilities
+        if (step.tree->device_tokens)  // ids still in device memory (kept_draft_ids refused penalties)
+          extended.push_back(path_length_history(*step.history, r == 0 ? 0 : step.tree->depth(r - 1)));
+        else
           extended.push_back(row_history(target_, *step.history, *step.tree, nullptr, r));
-        }
         row_histories.push_back(&extended.back());
       } else {
         row_histories.push_back(step.history);

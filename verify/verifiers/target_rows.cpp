@@ -19,6 +19,12 @@ TokenHistory row_history(const SamplerPipeline& pipeline, const TokenHistory& co
   return h;
 }
 
+TokenHistory path_length_history(const TokenHistory& committed, int32_t path_length) {
+  TokenHistory h = committed;
+  h.output.resize(h.output.size() + static_cast<size_t>(path_length), 0);
+  return h;
+}
+
 void process_tree_rows(const SamplerPipeline& pipeline, const float* logits, const TokenHistory& committed,
                        const TokenTree& tree, float* probs) {
   const int32_t V = pipeline.vocab_size();

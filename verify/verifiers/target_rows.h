@@ -20,4 +20,9 @@ void process_tree_rows(const SamplerPipeline& pipeline, const float* logits, con
 TokenHistory row_history(const SamplerPipeline& pipeline, const TokenHistory& committed, const TokenTree& tree,
                          const float* probs, int32_t row);
 
+// The history of a row `path_length` drafted tokens past `committed` whose tokens are not on the host (still in a
+// device's memory): placeholders, for a pipeline that reads the path's length alone (min_tokens), never its tokens
+// (SamplingParams::penalised() false).
+TokenHistory path_length_history(const TokenHistory& committed, int32_t path_length);
+
 }  // namespace specula
