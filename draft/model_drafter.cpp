@@ -233,14 +233,12 @@ bool ModelDrafterFactory::draws_on_device(const std::vector<DraftRequest>& reque
 
 // Whether a draft model's chains, i.i.d. trees and ranked trees are drawn fed (propose_fed): the model reads pending
 // token ids where the draws leave them, in the memory its logits go to (the GPU's for a model writing there on the
-// verifier's stream; host memory for a model on the host under cuda-host), and the draft's pipeline reads no token of
-// its rows' histories (no penalty; mirostat and constraints never draw on the device), so those histories need only
-// their lengths.
+// verifier's stream; host memory for a model on the host under cuda-host). Its rows' histories need no token on the
+// host: penalties count the pending ids on the device (TokenHistory::pending_ids), and mirostat and constraints never
+// draw on the device.
 namespace {
-bool draws_fed(const LanguageModel& model, const SamplerPipeline& pipeline, const BatchVerifier& device,
-               bool out_on_gpu) {
-  return (out_on_gpu || device.device() == Device::cuda_host) && model.reads_device_tokens_in(out_on_gpu) &&
-         !pipeline.params().penalised();
+bool draws_fed(const LanguageModel& model, const BatchVerifier& device, bool out_on_gpu) {
+  return (out_on_gpu || device.device() == Device::cuda_host) && model.reads_device_tokens_in(out_on_gpu);
 }
 
 // Child j of the k-th frontier row (row `frontier_row` of a sequence whose tree has `nodes` nodes so far), drawn i.i.d.
@@ -282,7 +280,7 @@ std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<
   const bool in_place = device.device() == Device::cuda_host || out_on_gpu;
   const LogitsAt at = in_place ? LogitsAt::device : LogitsAt::host;
   const SamplerPipeline& pipeline = ranked ? ranking_pipeline_ : pipeline_;
-  if (scheme != SiblingScheme::without_replacement && draws_fed(*model_, pipeline, device, out_on_gpu))
+  if (scheme != SiblingScheme::without_replacement && draws_fed(*model_, device, out_on_gpu))
     return propose_fed(own, requests, out_on_gpu);
   float* const laws = ranked ? nullptr : device.draft_laws(B, nodes);
   std::vector<ModelDrafter::Proposal> proposals;
@@ -389,17 +387,27 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
   float* const laws = ranked ? nullptr : device.draft_laws(B, nodes);
   // The logits buffer at its largest depth's rows before the plan: later depths take fewer, so it never moves.
   const float* const logits = device.device_logits(B * *std::max_element(f.begin(), f.end()));
-  // A frontier row's history at depth d: its path's length alone is read (min_tokens), the path's tokens are not.
-  std::vector<std::vector<TokenHistory>> histories(static_cast<size_t>(B));
+  // Frontier row k's history at depth d: its path's ids are pending, at the plan's draws (node m of depth e of sequence
+  // i is draw B * before[e] + i * n[e] + m, a ranked plan's child likewise), so a penalised pipeline counts them on the
+  // device; its length is read for min_tokens.
+  std::vector<std::vector<std::vector<TokenHistory>>> histories(static_cast<size_t>(B));
   for (int64_t i = 0; i < B; ++i)
-    for (size_t d = 0; d < K; ++d)
-      histories[i].push_back(path_length_history(*requests[i].history, static_cast<int32_t>(d)));
+    for (size_t d = 0; d < K; ++d) {
+      histories[i].emplace_back();
+      for (int64_t k = 0; k < f[d]; ++k) {
+        std::vector<int32_t> path;
+        for (int64_t e = static_cast<int64_t>(d) - 1, m = k; e >= 0; m /= shape[e], --e)
+          path.push_back(static_cast<int32_t>(B * before[e] + i * n[e] + m));
+        std::reverse(path.begin(), path.end());
+        histories[i][d].push_back(pending_history(*requests[i].history, std::move(path)));
+      }
+    }
   // A ranked row: processed once by the ranking pipeline, its children its best tokens (no key, no law).
   std::vector<std::vector<DeviceDraw>> ranked_rows(ranked ? K : 0);
   for (size_t d = 0; d < ranked_rows.size(); ++d)
     for (int64_t i = 0; i < B; ++i)
       for (int64_t k = 0; k < f[d]; ++k)
-        ranked_rows[d].push_back(DeviceDraw{logits + (i * f[d] + k) * V, &histories[i][d], RandomKey{}});
+        ranked_rows[d].push_back(DeviceDraw{logits + (i * f[d] + k) * V, &histories[i][d][k], RandomKey{}});
   std::vector<std::vector<DraftDraw>> depths(ranked ? 0 : K);
   for (size_t d = 0; d < depths.size(); ++d)
     for (int64_t i = 0; i < B; ++i)
@@ -408,7 +416,7 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
           // The frontier's rows: row 0 first, then the nodes the depth before added (the tree's last rows); the slots
           // so far, one a node.
           const int32_t frontier_row = static_cast<int32_t>(d == 0 ? 0 : before[d] + 1 - f[d] + k);
-          const DeviceDraw row{logits + (i * f[d] + k) * V, &histories[i][d], RandomKey{}};
+          const DeviceDraw row{logits + (i * f[d] + k) * V, &histories[i][d][k], RandomKey{}};
           depths[d].push_back(iid_child(row, i, requests[i].rng, static_cast<uint32_t>(before[d]), frontier_row,
                                         static_cast<int32_t>(before[d]), k, j, shape[d]));
         }

@@ -3,6 +3,7 @@
 #include "kernels/cuda_device.h"
 #include "kernels/draft_children.h"
 #include "kernels/kernel_stream.h"
+#include "kernels/pending_counts.h"
 #include "kernels/philox_fill.h"
 #include "kernels/sampler_kernels.h"
 #include "kernels/verify_kernels.h"
@@ -44,6 +45,11 @@ void launch_ranked_children(const RankedChildrenParams& p, CUstream_st*) {
 }
 
 void launch_sibling_draws(const SiblingDrawParams& p, CUstream_st*) {
+  p.check();
+  require_cuda_device();
+}
+
+void launch_pending_counts(const PendingCountsParams& p, CUstream_st*) {
   p.check();
   require_cuda_device();
 }

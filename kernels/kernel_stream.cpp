@@ -37,7 +37,35 @@ void* KernelStream::grow(std::vector<Buffer>& pool, int slot, size_t bytes, bool
 }
 
 void* KernelStream::device_buffer(int slot, size_t bytes) { return grow(device_, slot, bytes, true); }
-void* KernelStream::host_buffer(int slot, size_t bytes) { return grow(host_, slot, bytes, false); }
+
+void* KernelStream::host_buffer(int slot, size_t bytes) {
+  if (slot >= 0 && static_cast<size_t>(slot) < staging_in_flight_.size() && staging_in_flight_[slot]) {
+    if (wait_for_staged_copy(slot)) ++staging_waits_;
+    staging_in_flight_[slot] = 0;
+  }
+  return grow(host_, slot, bytes, false);
+}
+
+int KernelStream::host_slot_of(const void* p) const {
+  const char* c = static_cast<const char*>(p);
+  for (size_t s = 0; s < host_.size(); ++s) {
+    const char* b = static_cast<const char*>(host_[s].ptr);
+    if (b && c >= b && c < b + host_[s].bytes) return static_cast<int>(s);
+  }
+  return -1;
+}
+
+void KernelStream::to_device(void* device_dst, const void* host_src, size_t bytes) {
+  uploaded_bytes_ += bytes;
+  copy_to_device(device_dst, host_src, bytes);
+  if (!bytes) return;
+  if (const int slot = host_slot_of(host_src); slot >= 0) {
+    if (staging_in_flight_.size() <= static_cast<size_t>(slot))
+      staging_in_flight_.resize(static_cast<size_t>(slot) + 1);
+    staging_in_flight_[static_cast<size_t>(slot)] = 1;
+    staged_copy_enqueued(slot);
+  }
+}
 
 size_t KernelStream::device_bytes() const {
   size_t total = 0;
@@ -66,10 +94,14 @@ class EmulatedStream final : public KernelStream {
   void tree_verify(const TreeVerifyParams& p) override { emulate_tree_verify(p, options_); }
   void ranked_children(const RankedChildrenParams& p) override { emulate_ranked_children(p, options_); }
   void sibling_draws(const SiblingDrawParams& p) override { emulate_sibling_draws(p, options_); }
-  void synchronize() override {}
+  void pending_counts(const PendingCountsParams& p) override { add_pending_counts_host(p); }
+  void wait_for_stream() override {}
   int64_t free_device_memory() const override { return mem_available_bytes(); }
 
  protected:
+  // Copies are done at once; a GPU's might not be.
+  void staged_copy_enqueued(int) override {}
+  bool wait_for_staged_copy(int) override { return true; }
   void copy_to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copy_to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copy_device_to_device(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,

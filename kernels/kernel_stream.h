@@ -19,6 +19,7 @@
 #include "kernels/cuda_device.h"
 #include "kernels/draft_children.h"
 #include "kernels/emulated_kernels.h"
+#include "kernels/pending_counts.h"
 #include "kernels/sampler_kernels.h"
 #include "kernels/shared/error.h"
 #include "kernels/verify_kernels.h"
@@ -37,7 +38,10 @@ class KernelStream {
   // calls and grown geometrically; its contents are undefined after it grows. Waits for the stream before
   // growing, since enqueued work may still use the old array.
   void* device_buffer(int slot, size_t bytes);
-  // A host staging array of at least `bytes` (page-locked on CUDA, so copies are asynchronous), same rules.
+  // A host staging array of at least `bytes` (page-locked on CUDA, so copies are asynchronous), same rules. The
+  // staging guard: a slot an upload was enqueued from since the last synchronize() may still be read by that copy, so
+  // handing it out again first waits for that copy (on CUDA, the slot's event; at once when it has finished) and
+  // counts it in staging_waits().
   void* host_buffer(int slot, size_t bytes);
   template <typename T>
   T* device_array(int slot, size_t count) {
@@ -63,10 +67,7 @@ class KernelStream {
   size_t host_bytes() const;
 
   // Stream-ordered copies between a host staging buffer and a device buffer.
-  void to_device(void* device_dst, const void* host_src, size_t bytes) {
-    uploaded_bytes_ += bytes;
-    copy_to_device(device_dst, host_src, bytes);
-  }
+  void to_device(void* device_dst, const void* host_src, size_t bytes);
   void to_host(void* host_dst, const void* device_src, size_t bytes) {
     downloaded_bytes_ += bytes;
     ++downloads_;
@@ -85,6 +86,11 @@ class KernelStream {
   uint64_t downloaded_bytes() const { return downloaded_bytes_; }
   // Copies to the host since the stream was made: on a GPU each is a wait a step pays once its results are needed.
   uint64_t downloads() const { return downloads_; }
+  // Staging slots handed out again while an upload from them may still be in flight: on CUDA the times the guard
+  // waited for an unfinished copy; on cuda-host (copies are immediate) the times it would have had to on a GPU, so
+  // that CI sees a step that reuses a staging buffer before its upload is known to be done. 0 for a step laid out
+  // well: its slots are distinct, and each reused only after a synchronize().
+  uint64_t staging_waits() const { return staging_waits_; }
 
   virtual void fused_sampler(const SamplerKernelParams& p) = 0;
   virtual void chain_verify(const ChainVerifyParams& p) = 0;
@@ -92,9 +98,13 @@ class KernelStream {
   virtual void tree_verify(const TreeVerifyParams& p) = 0;
   virtual void ranked_children(const RankedChildrenParams& p) = 0;
   virtual void sibling_draws(const SiblingDrawParams& p) = 0;
+  virtual void pending_counts(const PendingCountsParams& p) = 0;
 
-  // Waits for everything enqueued; throws Error on an asynchronous failure.
-  virtual void synchronize() = 0;
+  // Waits for everything enqueued; throws Error on an asynchronous failure. Every staging slot is free again after.
+  void synchronize() {
+    wait_for_stream();
+    std::fill(staging_in_flight_.begin(), staging_in_flight_.end(), 0);
+  }
 
   // Free device memory as the backend sees it (cudaMemGetInfo; the host's MemAvailable for cuda-host), or
   // -1 where it is unknown.
@@ -102,6 +112,12 @@ class KernelStream {
 
  protected:
   KernelStream() = default;
+  virtual void wait_for_stream() = 0;
+  // The staging guard's backend: an upload from host slot `slot` was just enqueued (CUDA records the slot's event); and
+  // the wait for it before the slot is written again, true when there was something to wait for (CUDA: the event had
+  // not completed; cuda-host: always, as a GPU might have).
+  virtual void staged_copy_enqueued(int slot) = 0;
+  virtual bool wait_for_staged_copy(int slot) = 0;
   virtual void copy_to_device(void* device_dst, const void* host_src, size_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* device_src, size_t bytes) = 0;
   virtual void copy_device_to_device(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
@@ -119,9 +135,12 @@ class KernelStream {
     size_t bytes = 0;
   };
   void* grow(std::vector<Buffer>& pool, int slot, size_t bytes, bool device);
+  // The host slot whose buffer holds `p`, or -1 (an upload from memory the stream does not own).
+  int host_slot_of(const void* p) const;
   std::vector<Buffer> device_;
   std::vector<Buffer> host_;
-  uint64_t uploaded_bytes_ = 0, downloaded_bytes_ = 0, downloads_ = 0;
+  std::vector<uint8_t> staging_in_flight_;  // per host slot: an upload from it enqueued since the last synchronize()
+  uint64_t uploaded_bytes_ = 0, downloaded_bytes_ = 0, downloads_ = 0, staging_waits_ = 0;
 };
 
 // The stream of `device` (cuda or cuda_host; throws for cpu). cuda throws "no CUDA device: ..." where there

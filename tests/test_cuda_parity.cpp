@@ -31,14 +31,17 @@ int main() {
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "kernel_sampler_cases.h"
 #include "kernels/draft_children.h"
 #include "kernels/emulated_kernels.h"
+#include "kernels/kernel_stream.h"
 #include "kernels/philox_fill.h"
 #include "kernels/sampler_kernels.h"
 #include "kernels/shared/philox.h"
+#include "pending_counts_case.h"
 #include "sibling_draw_case.h"
 #include "tests/statistics/goodness_of_fit.h"
 #include "verify/device/device_sampler.h"
@@ -500,6 +503,40 @@ TEST_CASE("siblings drawn without replacement on the GPU are the emulation's", "
       INFO("V = " << vocab << ", count " << count << ", vec " << sibling_draw_vec(p));
       CHECK(d_tokens.to_host() == expected);
     }
+}
+
+// Pending ids' counts added on the GPU with atomics are the host's (integer sums: any order gives the same), many
+// entries colliding on one count, failed draws (-1) adding nothing.
+TEST_CASE("pending counts on the GPU are the host's", "[gpu][penalties][sanitize]") {
+  for (const auto& [rows, vocab, n] : {std::tuple{1, 1, 1}, std::tuple{3, 37, 50}, std::tuple{16, 128256, 5000}}) {
+    const testing::PendingCountsCase c = testing::pending_counts_case(static_cast<uint64_t>(vocab + n), rows, vocab, n);
+    DeviceArray<int32_t> d_counts(c.counts);
+    const DeviceArray<int32_t> d_ids(c.ids), d_entries(c.entries);
+    launch_pending_counts(c.params(d_counts.get(), d_ids.get(), d_entries.get()));
+    check_cuda(cudaDeviceSynchronize(), "pending counts");
+    std::vector<int32_t> expected = c.counts;
+    add_pending_counts_host(c.params(expected.data(), c.ids.data(), c.entries.data()));
+    INFO(rows << " rows, V = " << vocab << ", " << n << " entries");
+    CHECK(d_counts.to_host() == expected);
+  }
+}
+
+// The staging guard on a GPU: a staging slot written again right after a large upload from it was enqueued waits for
+// that copy, so the first upload lands with its own data (without the guard the copy could read the second's).
+TEST_CASE("a staging slot rewritten while its upload is in flight keeps the upload's data", "[gpu][stream][sanitize]") {
+  const auto s = make_kernel_stream(Device::cuda);
+  const size_t n = size_t{1} << 24;  // 64 MiB: the copy is still running when the host writes the slot again
+  const std::vector<int32_t> first(n, 1), second(n, 2);
+  const int32_t* a = s->upload(0, first);
+  int32_t* kept = s->device_array<int32_t>(1, n);
+  s->copy_within_device(kept, n * sizeof(int32_t), a, n * sizeof(int32_t), n * sizeof(int32_t), 1);
+  s->upload(0, second);
+  int32_t* back = s->host_array<int32_t>(2, n);
+  s->to_host(back, kept, n * sizeof(int32_t));
+  s->synchronize();
+  CHECK(std::count(back, back + n, 1) == static_cast<std::ptrdiff_t>(n));
+  INFO("guard waits " << s->staging_waits());
+  CHECK(s->staging_waits() <= 1);
 }
 
 int main(int argc, char** argv) {

@@ -363,11 +363,13 @@ TEST_CASE("a record's times survive records.jsonl; older records (no prompt time
   r.metrics.verify_rows_histogram = {0, 0, 3, 5};
   r.metrics.lockstep_rows_histogram = {0, 0, 1, 7};
   r.metrics.device_waits = 11;
+  r.metrics.staging_waits = 3;
   const std::string line = r.to_json_line();
   const RunRecord back = RunRecord::from_json_line(line, "records.jsonl:1");
   CHECK(back.metrics.verify_rows_histogram == r.metrics.verify_rows_histogram);
   CHECK(back.metrics.lockstep_rows_histogram == r.metrics.lockstep_rows_histogram);
   CHECK(back.metrics.device_waits == 11);
+  CHECK(back.metrics.staging_waits == 3);
   CHECK(back.metrics.wall_seconds == 1.5);
   CHECK(back.metrics.prompt_seconds == 0.25);
   CHECK(back.metrics.target_seconds == 0.75);
@@ -389,10 +391,12 @@ TEST_CASE("a record's times survive records.jsonl; older records (no prompt time
   j.erase("prompt_seconds");
   j.erase("lockstep_rows_histogram");
   j.erase("device_waits");
+  j.erase("staging_waits");
   const RunRecord before = RunRecord::from_json_line(j.dump(), "old.jsonl:1");
   CHECK(before.metrics.prompt_seconds == 0.0);
   CHECK(before.metrics.lockstep_rows_histogram.empty());
   CHECK(before.metrics.device_waits == 0);
+  CHECK(before.metrics.staging_waits == 0);
   // Records written before the one metrics shape named their times *_time.
   nlohmann::json old = nlohmann::json::parse(line);
   for (const char* name : {"wall", "prompt", "target", "draft", "verify"}) {

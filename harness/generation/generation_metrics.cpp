@@ -34,6 +34,7 @@ void GenerationMetrics::merge(const GenerationMetrics& o) {
   for (size_t i = 0; i < o.lockstep_rows_histogram.size(); ++i)
     lockstep_rows_histogram[i] += o.lockstep_rows_histogram[i];
   device_waits += o.device_waits;
+  staging_waits += o.staging_waits;
   expected_acceptance_sum += o.expected_acceptance_sum;
   expected_acceptance_count += o.expected_acceptance_count;
   draft_seconds += o.draft_seconds;
@@ -69,6 +70,7 @@ void GenerationMetrics::write_json(nlohmann::json& j) const {
   j["verify_rows_histogram"] = verify_rows_histogram;
   j["lockstep_rows_histogram"] = lockstep_rows_histogram;
   j["device_waits"] = device_waits;
+  j["staging_waits"] = staging_waits;
   j["expected_acceptance"] = expected_acceptance();
   j["expected_acceptance_sum"] = expected_acceptance_sum;
   j["expected_acceptance_count"] = expected_acceptance_count;
@@ -107,6 +109,7 @@ GenerationMetrics GenerationMetrics::read_json(const nlohmann::json& j) {
   if (j.contains("lockstep_rows_histogram"))
     m.lockstep_rows_histogram = j.at("lockstep_rows_histogram").get<std::vector<int64_t>>();
   if (j.contains("device_waits")) m.device_waits = j.at("device_waits");
+  if (j.contains("staging_waits")) m.staging_waits = j.at("staging_waits");
   m.expected_acceptance_sum = j.at("expected_acceptance_sum");
   m.expected_acceptance_count = j.at("expected_acceptance_count");
   m.draft_seconds = seconds("draft_seconds", "draft_time");

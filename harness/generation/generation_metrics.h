@@ -34,6 +34,10 @@ struct GenerationMetrics {
   // sequence decoded in (a lockstep batch's waits count for each of its sequences), so device_waits / steps is the
   // waits a step: one for verification, plus one a draft depth, or one a proposal for a draft drawn fed. 0 on the CPU.
   int64_t device_waits = 0;
+  // On a device: the times, during those steps, a staging buffer was written again while an upload from it might still
+  // have been in flight (KernelStream::staging_waits; on a GPU the guard then waited for that copy). 0 for a step laid
+  // out as it should be; the device checks require it.
+  int64_t staging_waits = 0;
   double expected_acceptance_sum = 0.0;  // sum over tested positions of sum_x min(p, q)
   int64_t expected_acceptance_count = 0;
   double draft_seconds = 0.0, target_seconds = 0.0, verify_seconds = 0.0, wall_seconds = 0.0;

@@ -537,20 +537,23 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
   for (Sequence& s : batch) s.start = start;
   // A draft's ids may stay on the device until verification brings them back (one wait a step, not two) when the
   // target's forward reads them where they lie (in GPU memory for a target on the GPU, in host memory for one on the
-  // host under cuda-host) and its rows need no token of their paths (no penalty).
+  // host under cuda-host); penalties count a row's path there (TokenHistory::pending_ids).
   const bool ids_may_stay = device && config_.method && target_->batches_forwards() &&
-                            target_->reads_device_tokens_in(config_.device == Device::cuda) &&
-                            !pipeline_.params().penalised();
+                            target_->reads_device_tokens_in(config_.device == Device::cuda);
   static std::atomic<uint64_t> rounds{0};
   for (;;) {
     std::vector<size_t> active;
     for (size_t i = 0; i < batch.size(); ++i)
       if (!finished(batch[i])) active.push_back(i);
     if (active.empty()) break;
-    // The device's waits during the step, charged to each of its sequences (by charge_waits, before the step ends).
-    const uint64_t waits_before = device ? device->waits() : 0;
+    // The device's waits during the step (for results, and the staging guard's), charged to each of its sequences (by
+    // charge_waits, before the step ends).
+    const uint64_t waits_before = device ? device->waits() : 0, staging_before = device ? device->staging_waits() : 0;
     const auto charge_waits = [&] {
-      for (size_t i : active) batch[i].metrics->device_waits += static_cast<int64_t>(device->waits() - waits_before);
+      for (size_t i : active) {
+        batch[i].metrics->device_waits += static_cast<int64_t>(device->waits() - waits_before);
+        batch[i].metrics->staging_waits += static_cast<int64_t>(device->staging_waits() - staging_before);
+      }
     };
     // Each phase's wall time is charged to every sequence of the step: the batch waits for the phase as a whole,
     // so a sequence's times add up to its wall time, and the cost model sees a batched step beside the baseline's.

@@ -80,6 +80,7 @@ enum class Mutant {
   device_siblings_replaced,     // siblings drawn without replacement on the device each from the whole law
   fed_drafts_read_first_depth,  // a fed draft's every depth's forward reads the first depth's ids as its newest nodes'
   kept_ids_depths_misplaced,    // a fed draft's ids kept for verification take each depth's from the depth before
+  pending_counts_skip_newest,   // a penalised row's pending draft ids leave out the newest one (its own node's token)
 };
 
 #ifdef SPECULA_NO_MUTATION_POINTS

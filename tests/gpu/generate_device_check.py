@@ -96,6 +96,9 @@ def compare(binary, device, common, label, failures, skips=None, same_logits=Tru
                 print("note  " + message + " (the model's logits on the device differ in the last bits)")
         if dev_m.get("device") != device:
             failures.append(f"{label}: metrics say device {dev_m.get('device')!r}")
+        if dev_m.get("staging_waits") != 0:
+            failures.append(f"{label}: {dev_m.get('staging_waits')} staging waits on {device}, not 0 (a staging buffer "
+                            "written again while its upload might still run; kernels/kernel_stream.h)")
         steps, waits = dev_m.get("steps", 0), dev_m.get("device_waits")
         if waits_a_step is not None and steps and waits != steps * waits_a_step:
             failures.append(f"{label}: {waits} device waits in {steps} steps on {device}, not {waits_a_step} a step "
@@ -147,7 +150,8 @@ def main():
                 compare(a.binary, a.device, common, f"bigram {method} {settings}", failures)
     models = os.path.join(a.source, "results", "models")
     allowed = skips if a.allow_no_transformer else None
-    for method in ([] if a.quick else ["--method chain --num-draft-tokens 4", "--method tree --tree 2,2,1"]):
+    for method in ([] if a.quick else ["--method chain --num-draft-tokens 4", "--method tree --tree 2,2,1",
+                                       "--method tree --tree 2,2,1 --repetition-penalty 1.3 --frequency-penalty 0.3"]):
         label = f"transformer {method}"
         if not os.path.exists(os.path.join(models, "target", "config.json")):
             if allowed is None:
@@ -158,8 +162,8 @@ def main():
         common = (f"--target transformer:{models}/target --draft transformer:{models}/draft --prompt-tokens "
                   f"82,79,77,69,79,58,10 --max-new-tokens 24 --num-samples 8 --seed 5 --temperature 0.8 "
                   f"{method}").split()
-        # Both models compute where the kernels run (on the GPU, or under cuda-host on the host) and the target has no
-        # penalty: the draft's ids stay on the device, one wait a step.
+        # Both models compute where the kernels run (on the GPU, or under cuda-host on the host): the draft's ids stay on
+        # the device, one wait a step, penalised or not (a row's path is counted there).
         compare(a.binary, a.device, common, label, failures, allowed, same_logits=a.device != "cuda", waits_a_step=1)
     if not a.quick and os.path.exists(os.path.join(models, "target", "config.json")):
         common = (f"--target transformer:{models}/target --draft transformer:{models}/draft --prompt-tokens "
@@ -168,6 +172,10 @@ def main():
                          ["--method greedy --num-draft-tokens 4", "--method chain --num-draft-tokens 4",
                           "--method block --num-draft-tokens 4", "--method tree --tree 2,2,1"],
                          "transformer greedy equality on the device", failures, allowed)
+        # Penalised: the draft's depths and the target's rows count their paths' ids on the device (pending counts).
+        greedy_on_device(a.binary, a.device, common + "--repetition-penalty 1.3 --frequency-penalty 0.3".split(),
+                         ["--method chain --num-draft-tokens 4", "--method tree --tree 2,2,1"],
+                         "penalised transformer greedy equality on the device", failures, allowed)
     for f in failures:
         print("FAIL " + f)
     if skips:

@@ -56,6 +56,7 @@ enum Slot : int {
   kQFirstRow,
   kKeptIds,
   kKeptStatus,
+  kPendingEntries,
   // A plan's sampler inputs are staged in slots of their own, from kPlanStaging + the slot's number: its uploads may
   // still be in flight when verification stages its own (no wait between them once the ids stay on the device).
   kPlanStaging,
@@ -222,8 +223,39 @@ BatchVerifier::PlannedDrafts BatchVerifier::plan_of_draws(const SamplerPipeline&
   const MappedInputs m = map_inputs(rows, at);
   plan.params = sampler_params(m.sources, at, m.histories, keys, &draft,
                                SamplerRowMaps{&m.input_rows, &m.logits_rows, draft_laws_, &law_rows}, true);
+  // Pending ids index the plan's draws in order (a depth's rows read those of the depths before it).
+  plan_pending_counts(plan, draft, m, plan.first_draw, plan.params.tokens, what);
   plan.launched.assign(depths.size(), 0);
   return plan;
+}
+
+void BatchVerifier::plan_pending_counts(PlannedDrafts& plan, const SamplerPipeline& pipeline, const MappedInputs& m,
+                                        const std::vector<int64_t>& ids_before_depth, const int32_t* ids,
+                                        const char* what) {
+  // Each input row's depth: its draws' (a row pending ids belong to is read at one depth only, since the ids it adds
+  // are drawn before that depth's launch).
+  const size_t depths = plan.first_draw.size() - 1;
+  std::vector<int32_t> depth_of(m.histories.size(), -1);
+  for (size_t d = 0; d < depths; ++d)
+    for (int64_t r = plan.first_draw[d]; r < plan.first_draw[d + 1]; ++r) {
+      const int32_t h = m.input_rows[static_cast<size_t>(r)];
+      if (depth_of[h] < 0) depth_of[h] = static_cast<int32_t>(d);
+      if (depth_of[h] != static_cast<int32_t>(d) && !m.histories[h]->pending_ids.empty())
+        fail("batch verifier: ", what, ": a history with pending ids is read at depths ", depth_of[h], " and ", d);
+    }
+  std::vector<int64_t> ids_before(m.histories.size());
+  for (size_t h = 0; h < m.histories.size(); ++h) ids_before[h] = ids_before_depth[static_cast<size_t>(depth_of[h])];
+  const std::vector<int32_t> entries = pending_entries(pipeline, m.histories, ids_before, what);
+  plan.pending_first.assign(depths + 1, 0);
+  for (size_t e = 0; e < entries.size(); e += 2) {
+    const int32_t d = depth_of[static_cast<size_t>(entries[e])];
+    if (e > 0 && d < depth_of[static_cast<size_t>(entries[e - 2])])
+      fail("batch verifier: ", what, ": rows with pending ids are not in the order of their depths");
+    for (size_t later = static_cast<size_t>(d) + 1; later <= depths; ++later) plan.pending_first[later] += 1;
+  }
+  plan.pending = PendingCountsParams{};
+  if (!entries.empty())
+    plan.pending = stage_pending_counts(plan.params, static_cast<int64_t>(m.histories.size()), entries, ids, true);
 }
 
 void BatchVerifier::plan_ranked(const SamplerPipeline& ranking, const std::vector<std::vector<DeviceDraw>>& depths,
@@ -252,6 +284,8 @@ void BatchVerifier::plan_ranked(const SamplerPipeline& ranking, const std::vecto
                                SamplerRowMaps{&m.input_rows, &m.logits_rows, nullptr, nullptr}, true);
   plan.children_per_row = children;
   plan.children = stream_->device_array<int32_t>(kDraftChildren, static_cast<size_t>(plan.first_child.back()));
+  // Pending ids index the plan's children in order.
+  plan_pending_counts(plan, ranking, m, plan.first_child, plan.children, "plan_ranked");
   plan.launched.assign(depths.size(), 0);
   planned_ = std::move(plan);
 }
@@ -260,7 +294,18 @@ const int32_t* BatchVerifier::launch_planned(size_t depth) {
   if (!planned_ || depth + 1 >= planned_->first_draw.size())
     fail("batch verifier: launch_planned(", depth, ") without a plan of that depth");
   PlannedDrafts& plan = *planned_;
+  // Once each, in order: a depth's pending ids are the depths' before it, and its counts are added once.
+  if (plan.launched[depth] || (depth > 0 && !plan.launched[depth - 1]))
+    fail("batch verifier: launch_planned(", depth, ") ", plan.launched[depth] ? "again" : "before depth ",
+         plan.launched[depth] ? "" : std::to_string(depth - 1));
   const int64_t first = plan.first_draw[depth], n = plan.first_draw[depth + 1] - first;
+  // The pending ids' counts of the depth's rows first: the depths before it drew them.
+  if (const int32_t begin = plan.pending_first[depth], end = plan.pending_first[depth + 1]; end > begin) {
+    PendingCountsParams c = plan.pending;
+    c.entries += 2 * static_cast<int64_t>(begin);
+    c.n = end - begin;
+    stream_->pending_counts(c);
+  }
   // The depth's draws alone: every per-draw array from its first draw (input rows index the plan's inputs).
   SamplerKernelParams p = plan.params;
   p.rows += first;
@@ -383,8 +428,6 @@ const int32_t* BatchVerifier::kept_draft_ids(const std::vector<DeviceStep>& step
   if (n != steps.size() || static_cast<int64_t>(n) != kept_->sequences)
     fail("batch verifier: ", n, " of a batch of ", steps.size(), " steps have their draft ids in device memory, where ",
          kept_->sequences, " sequences' ids were kept");
-  if (target_.params().penalised())
-    fail("batch verifier: the target's penalties read the draft's tokens, which are still in device memory");
   for (size_t b = 0; b < n; ++b) {
     const TokenTree& tree = *steps[b].tree;
     if (tree.device_tokens != kept_->ids + static_cast<int64_t>(b) * kept_->width || tree.size() != kept_->width)
@@ -542,13 +585,58 @@ const float* BatchVerifier::process_rows(const std::vector<const float*>& logits
                                          const std::vector<const TokenHistory*>& histories,
                                          const std::vector<RandomKey>& keys, int32_t** device_tokens,
                                          int32_t** device_status, const SamplerPipeline* pipeline,
-                                         const SamplerRowMaps& maps) {
+                                         const SamplerRowMaps& maps, PendingIds pending) {
   planned_.reset();  // its buffers are rewritten: a plan's launches end here
+  const std::vector<int32_t> entries =
+      pending_entries(pipeline ? *pipeline : target_, histories,
+                      std::vector<int64_t>(histories.size(), pending.ids ? pending.count : 0), "process_rows");
   const SamplerKernelParams p = sampler_params(logits, at, histories, keys, pipeline, maps);
+  if (!entries.empty())
+    stream_->pending_counts(
+        stage_pending_counts(p, static_cast<int64_t>(histories.size()), entries, pending.ids, false));
   *device_tokens = p.tokens;
   *device_status = p.status;
   stream_->fused_sampler(p);
   return p.probs;
+}
+
+std::vector<int32_t> BatchVerifier::pending_entries(const SamplerPipeline& pipeline,
+                                                    const std::vector<const TokenHistory*>& histories,
+                                                    const std::vector<int64_t>& ids_before, const char* what) const {
+  std::vector<int32_t> entries;
+  for (size_t h = 0; h < histories.size(); ++h) {
+    const std::vector<int32_t>& pending = histories[h]->pending_ids;
+    for (int32_t i : pending)
+      if (i < 0 || i >= ids_before[h])
+        fail("batch verifier: ", what, ": input row ", h, "'s history has pending id ", i, ", but only ", ids_before[h],
+             " ids lie on the device before it");
+    if (!pipeline.params().penalised()) continue;  // the path's length alone is read (min_tokens)
+    // The mutant leaves out the newest pending id: the token of the row's own node (its children's parent).
+    const size_t n =
+        mutant_on(Mutant::pending_counts_skip_newest) && !pending.empty() ? pending.size() - 1 : pending.size();
+    for (size_t k = 0; k < n; ++k) {
+      entries.push_back(static_cast<int32_t>(h));
+      entries.push_back(pending[k]);
+    }
+  }
+  return entries;
+}
+
+PendingCountsParams BatchVerifier::stage_pending_counts(const SamplerKernelParams& sampler, int64_t input_rows,
+                                                        const std::vector<int32_t>& entries, const int32_t* ids,
+                                                        bool plan_staging) {
+  KernelStream& s = *stream_;
+  const int staging = plan_staging ? static_cast<int>(kPlanStaging) : 0;
+  if (!sampler.output_counts) fail("batch verifier: pending ids to count, but the sampler has no output counts");
+  PendingCountsParams p;
+  // The counts sampler_params uploaded, in place (its device buffer, the same slot).
+  p.counts = const_cast<int32_t*>(sampler.output_counts);
+  p.ids = ids;
+  p.entries = s.upload(staging + kPendingEntries, entries);
+  p.n = static_cast<int32_t>(entries.size() / 2);
+  p.rows = static_cast<int32_t>(input_rows);
+  p.vocab = vocab_;
+  return p;
 }
 
 SamplerKernelParams BatchVerifier::sampler_params(const std::vector<const float*>& logits, LogitsAt at,
@@ -896,22 +984,32 @@ const float* BatchVerifier::process_step_rows(const std::vector<DeviceStep>& ste
   std::vector<TokenHistory> extended;
   const bool by_row = target_.params().uses_history();
   if (by_row) extended.reserve(static_cast<size_t>(rows));
-  for (const DeviceStep& step : steps)
+  for (size_t b = 0; b < steps.size(); ++b) {
+    const DeviceStep& step = steps[b];
     for (int32_t r = 0; r <= step.tree->size(); ++r) {
       row_logits.push_back(step.logits + static_cast<size_t>(r) * static_cast<size_t>(vocab_));
-      if (by_row) {                    // mirostat is refused, so no row's history needs its ancestors' probabilities
-        if (step.tree->device_tokens)  // ids still in device memory (kept_draft_ids refused penalties)
-          extended.push_back(path_length_history(*step.history, r == 0 ? 0 : step.tree->depth(r - 1)));
-        else
-          extended.push_back(row_history(target_, *step.history, *step.tree, nullptr, r));
-        row_histories.push_back(&extended.back());
-      } else {
+      if (!by_row) {
         row_histories.push_back(step.history);
+        continue;
       }
+      // Mirostat is refused, so no row's history needs its ancestors' probabilities.
+      if (step.tree->device_tokens) {
+        // The ids still in device memory: the path's, where the kept plan holds them (sequence b's at b * width).
+        std::vector<int32_t> path;
+        for (int32_t n = r - 1; n >= 0; n = step.tree->parent[static_cast<size_t>(n)])
+          path.push_back(static_cast<int32_t>(static_cast<int64_t>(b) * kept_->width + n));
+        std::reverse(path.begin(), path.end());
+        extended.push_back(pending_history(*step.history, std::move(path)));
+      } else {
+        extended.push_back(row_history(target_, *step.history, *step.tree, nullptr, r));
+      }
+      row_histories.push_back(&extended.back());
     }
+  }
   int32_t* device_tokens = nullptr;
+  const PendingIds pending = kept_ ? PendingIds{kept_->ids, kept_->sequences * kept_->width} : PendingIds{};
   return process_rows(row_logits, at, row_histories, std::vector<RandomKey>(static_cast<size_t>(rows)), &device_tokens,
-                      device_status);
+                      device_status, nullptr, {}, pending);
 }
 
 std::vector<DeviceStepResult> BatchVerifier::verify(const std::vector<DeviceStep>& steps, LogitsAt at) {

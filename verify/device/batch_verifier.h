@@ -83,6 +83,12 @@ struct SamplerRowMaps {
   const std::vector<int32_t>* probs_rows = nullptr;   // row r's processed row: row probs_rows[r] of `probs`
 };
 
+// A device array of `count` token ids that histories' pending ids index (TokenHistory::pending_ids).
+struct PendingIds {
+  const int32_t* ids = nullptr;
+  int64_t count = 0;
+};
+
 class BatchVerifier {
  public:
   // Throws "no CUDA device: ..." for cuda without a GPU. `method` nullopt: only sample() is used.
@@ -143,10 +149,13 @@ class BatchVerifier {
   // array of their tokens, in the order of depths[d] (valid until the next plan); planned_tokens() waits once and
   // returns every launched depth's tokens in order, throwing, as draw_drafts does, on the first failed draw. The plan
   // ends there, at keep_planned_ids, or at any other call that launches the sampler (its buffers are rewritten).
+  // A depth's row whose history ends in ids drawn by the depths before it gives them as TokenHistory::pending_ids,
+  // their indices among the plan's draws in order (refused unless drawn before its depth); a penalised pipeline's
+  // counts of them are added on the device just before the depth's launch (kernels/pending_counts.h), so no wait.
   void plan_drafts(const SamplerPipeline& draft, const std::vector<std::vector<DraftDraw>>& depths);
   // The same for rank_drafts: depth d's rows `depths[d]`, `children[d]` ranked children each; launch_planned(d) then
   // makes both of rank_drafts' launches and returns the depth's children (row r's at [r * children[d], ..)), and
-  // planned_tokens every depth's children in order.
+  // planned_tokens every depth's children in order. Pending ids index the plan's children in order.
   void plan_ranked(const SamplerPipeline& ranking, const std::vector<std::vector<DeviceDraw>>& depths,
                    const std::vector<int32_t>& children);
   const int32_t* launch_planned(size_t depth);
@@ -157,7 +166,8 @@ class BatchVerifier {
   // that array (valid until the next keep_planned_ids). A verify() whose trees have TokenTree::device_tokens there
   // (sequence b's at b * W, W nodes, its host tokens pending) reads the ids in place, for the draft tokens as the
   // target's forward did for its rows, and brings them back with its results (DeviceStepResult::draft_tokens),
-  // refusing them as planned_tokens does when a draw failed: the proposal and its verification wait once in all.
+  // refusing them as planned_tokens does when a draw failed: the proposal and its verification wait once in all. A
+  // penalised target's rows count their paths' ids there too (TokenHistory::pending_ids into the kept ids).
   const int32_t* keep_planned_ids(int64_t sequences);
   // The most children rank_drafts chooses (or draw_siblings draws) a row: min(V, kMaxRankedChildren).
   int32_t most_ranked_children() const;
@@ -165,6 +175,9 @@ class BatchVerifier {
   uint64_t uploaded_bytes() const { return stream_->uploaded_bytes(); }
   uint64_t downloaded_bytes() const { return stream_->downloaded_bytes(); }
   uint64_t downloads() const { return stream_->downloads(); }
+  // KernelStream::staging_waits: staging buffers written again while their uploads may have been in flight (0 when
+  // every step's slots are laid out apart, as they should be).
+  uint64_t staging_waits() const { return stream_->staging_waits(); }
   // Times the host waited for the device's results (each drains the stream on a GPU): one a verification or
   // autoregressive draw, one a draft depth drawn on the device, one a fed proposal (plan_drafts) whose ids come back
   // before verification (planned_tokens; none when they stay for it, keep_planned_ids).
@@ -182,10 +195,21 @@ class BatchVerifier {
   // uploads the rows' logits (LogitsAt::host; in place for device, after checking that row r is row r of device_logits
   // unless `maps` places them) and the sampler arrays, and launches it; returns the device array of processed
   // distributions [R, V]. `pipeline`: the target's unless a draft's.
+  // `pending`: the device array the histories' pending ids index (TokenHistory::pending_ids), whose counts a penalised
+  // pipeline adds there before the launch (kernels/pending_counts.h).
   const float* process_rows(const std::vector<const float*>& logits, LogitsAt at,
                             const std::vector<const TokenHistory*>& histories, const std::vector<RandomKey>& keys,
                             int32_t** device_tokens, int32_t** device_status, const SamplerPipeline* pipeline = nullptr,
-                            const SamplerRowMaps& maps = {});
+                            const SamplerRowMaps& maps = {}, PendingIds pending = {});
+  // One (input row, index) pair an id the histories have pending, for a penalised pipeline (none otherwise), each index
+  // checked below the ids that lie on the device before its row (`ids_before[h]`); `what` names the caller.
+  std::vector<int32_t> pending_entries(const SamplerPipeline& pipeline,
+                                       const std::vector<const TokenHistory*>& histories,
+                                       const std::vector<int64_t>& ids_before, const char* what) const;
+  // Uploads `entries` (in a plan's staging slots with `plan_staging`) and returns the launch adding the ids at `ids` to
+  // the output counts of `sampler`'s `input_rows` rows.
+  PendingCountsParams stage_pending_counts(const SamplerKernelParams& sampler, int64_t input_rows,
+                                           const std::vector<int32_t>& entries, const int32_t* ids, bool plan_staging);
   // The plan of draws `depths` (plan_drafts', or draw_drafts' one depth) with their logits `at`; `what` names the
   // caller in a refusal.
   struct PlannedDrafts;
@@ -206,6 +230,10 @@ class BatchVerifier {
     std::vector<int32_t> input_rows, logits_rows;
   };
   MappedInputs map_inputs(const std::vector<DeviceDraw>& rows, LogitsAt at);
+  // A plan's pending counts (`plan.pending`, `plan.pending_first`): its rows' pending ids index `ids`, the plan's draws
+  // or children in order, of which ids_before_depth[d] are drawn before depth d.
+  void plan_pending_counts(PlannedDrafts& plan, const SamplerPipeline& pipeline, const MappedInputs& m,
+                           const std::vector<int64_t>& ids_before_depth, const int32_t* ids, const char* what);
   // Where each draw keeps its law among draft_laws' rows (sequence * (N + 1) + law_row), checked: in range, no two at
   // one row. `what` names the caller.
   std::vector<int32_t> law_rows(const std::vector<DraftDraw>& draws, const char* what) const;
@@ -251,6 +279,9 @@ class BatchVerifier {
     std::vector<int32_t> children_per_row;
     std::vector<int64_t> first_child;
     int32_t* children = nullptr;
+    // The additions of pending ids' counts (n = 0: none), depth d's entries from pending_first[d], launched before it.
+    PendingCountsParams pending;
+    std::vector<int32_t> pending_first;
   };
   std::optional<PlannedDrafts> planned_;
   // Throws, as draw_drafts would, naming the first of the plan's launched rows (`rows` of them) whose status is not 0.

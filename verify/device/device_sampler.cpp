@@ -16,6 +16,8 @@ RowSampler::RowSampler(Device device, const SamplingParams& params, const TokenH
                        const std::vector<float>& logits, const EmulationOptions& emulation)
     : stream_(make_kernel_stream(device, emulation)) {
   const int32_t V = static_cast<int32_t>(logits.size());
+  // One row drawn from many times, with no device array of ids to count a pending path from.
+  if (!history.pending_ids.empty()) fail("row sampler: the history has ids still in device memory");
   const SamplerBatch one(V, {SamplerBatchRow{&params, &history, RandomKey{}}});
   row_ = one.rows[0];
   KernelStream& s = *stream_;

@@ -80,6 +80,9 @@ SamplerBatch::SamplerBatch(int32_t vocab_size, const std::vector<SamplerBatchRow
   for (size_t r = 0; r < b; ++r) {
     const SamplingParams& s = *batch_rows[r].params;
     const TokenHistory& h = *batch_rows[r].history;
+    if (h.pending_ids.size() > h.output.size())
+      fail("row ", r, ": ", h.pending_ids.size(), " pending ids for ", h.output.size(), " output tokens");
+    const size_t known = h.output.size() - h.pending_ids.size();
     SamplerRowParams& row = rows[r];
     row.temperature = s.temperature;
     row.min_p = s.min_p;
@@ -130,8 +133,10 @@ SamplerBatch::SamplerBatch(int32_t vocab_size, const std::vector<SamplerBatchRow
       }
     }
     if (s.penalised()) {
+      // The tokens the host knows; the pending ones' counts are added on the device (kernels/pending_counts.h).
       row.flags |= kRowCounts;
-      for (Token t : h.output) {
+      for (size_t i = 0; i < known; ++i) {
+        const Token t = h.output[i];
         if (t < 0 || t >= vocab) fail("row ", r, ": output token ", t, " is outside the vocabulary [0, ", vocab, ")");
         ++output_counts[vo + static_cast<size_t>(t)];
       }

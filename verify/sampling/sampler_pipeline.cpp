@@ -20,6 +20,9 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Penalties index the row by history tokens, so an id outside the vocabulary must be an error, not a read
 // or write out of bounds.
 void check_history(const TokenHistory& h, int32_t vocab_size) {
+  if (!h.pending_ids.empty())
+    fail("history: its last ", h.pending_ids.size(),
+         " output tokens are still in device memory; the host cannot read them");
   for (const auto* part : {&h.prompt, &h.output})
     for (Token t : *part)
       if (t < 0 || t >= vocab_size)

@@ -73,7 +73,7 @@ struct SamplingParams {
   bool uses_history() const;  // does the processed distribution depend on the token history?
   // Whether a repetition, frequency or presence penalty reads which tokens the history holds. On a device (where
   // mirostat, bad_words and constraints are refused) a row's history is otherwise read for its length alone
-  // (min_tokens), so a draft's ids may stay on the device.
+  // (min_tokens); a penalised row's counts of ids still on the device are added there (TokenHistory::pending_ids).
   bool penalised() const { return repetition_penalty != 1.0f || frequency_penalty != 0.0f || presence_penalty != 0.0f; }
 
   // Throws Error naming the parameter and value for any invalid setting; `vocab_size` bounds token ids.

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/shared/error.h"
 #include "verify/sampling/sampling_params.h"
 
 namespace specula {
@@ -18,9 +19,16 @@ struct TokenHistory {
   double mirostat_mu = std::nan("");
   // State of the constraint automaton after `output` (TokenConstraint::kInitial = 0 before any output).
   int32_t constraint_state = 0;
+  // A draft's tokens still in a device's memory: the last pending_ids.size() tokens of `output` are placeholders for
+  // the ids at these indices of an array the device call that takes the history names (BatchVerifier's plans and
+  // kept proposals, verify/device/batch_verifier.h), whose sampler adds them to the penalty counts there. The CPU's
+  // pipeline refuses such a history; empty everywhere else.
+  std::vector<int32_t> pending_ids{};
 
   // The history after one more generated token (used to walk a draft path).
   TokenHistory extended(Token t) const {
+    // A token after placeholders would break their rule (the last pending_ids.size() tokens).
+    if (!pending_ids.empty()) fail("history: a token added after ids still in device memory");
     TokenHistory h = *this;
     h.output.push_back(t);
     return h;

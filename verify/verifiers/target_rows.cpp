@@ -1,7 +1,9 @@
 #include "verify/verifiers/target_rows.h"
 
 #include <algorithm>
+#include <utility>
 
+#include "kernels/shared/error.h"
 #include "kernels/shared/mutation_points.h"
 
 namespace specula {
@@ -19,9 +21,11 @@ TokenHistory row_history(const SamplerPipeline& pipeline, const TokenHistory& co
   return h;
 }
 
-TokenHistory path_length_history(const TokenHistory& committed, int32_t path_length) {
+TokenHistory pending_history(const TokenHistory& committed, std::vector<int32_t> path) {
+  if (!committed.pending_ids.empty()) fail("pending_history: the committed history has ids still in device memory");
   TokenHistory h = committed;
-  h.output.resize(h.output.size() + static_cast<size_t>(path_length), 0);
+  h.output.resize(h.output.size() + path.size(), 0);
+  h.pending_ids = std::move(path);
   return h;
 }
 

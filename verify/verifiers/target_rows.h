@@ -20,9 +20,9 @@ void process_tree_rows(const SamplerPipeline& pipeline, const float* logits, con
 TokenHistory row_history(const SamplerPipeline& pipeline, const TokenHistory& committed, const TokenTree& tree,
                          const float* probs, int32_t row);
 
-// The history of a row `path_length` drafted tokens past `committed` whose tokens are not on the host (still in a
-// device's memory): placeholders, for a pipeline that reads the path's length alone (min_tokens), never its tokens
-// (SamplingParams::penalised() false).
-TokenHistory path_length_history(const TokenHistory& committed, int32_t path_length);
+// The history of a row whose drafted path past `committed` is not on the host (its ids still in a device's memory, at
+// indices `path` of the array the device call names, oldest first): placeholders with TokenHistory::pending_ids, so
+// that the device's sampler reads the path's length (min_tokens) here and its ids' counts (penalties) there.
+TokenHistory pending_history(const TokenHistory& committed, std::vector<int32_t> path);
 
 }  // namespace specula
