@@ -5,7 +5,6 @@
 
 #include <memory>
 #include <optional>
-#include <vector>
 
 #include "kernels/cuda_check.h"
 #include "kernels/kernel_stream.h"
@@ -26,8 +25,6 @@ class CudaStream final : public KernelStream {
   ~CudaStream() override {
     cudaStreamSynchronize(stream_);  // a destructor reports nothing: errors surfaced at the last synchronize
     release_buffers();
-    for (cudaEvent_t e : events_)
-      if (e) cudaEventDestroy(e);
     if (owned_) cudaStreamDestroy(stream_);
   }
   Device device() const override { return Device::cuda; }
@@ -38,7 +35,6 @@ class CudaStream final : public KernelStream {
   void ranked_children(const RankedChildrenParams& p) override { launch_ranked_children(p, stream_); }
   void sibling_draws(const SiblingDrawParams& p) override { launch_sibling_draws(p, stream_); }
   void pending_counts(const PendingCountsParams& p) override { launch_pending_counts(p, stream_); }
-  void wait_for_stream() override { cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
   int64_t free_device_memory() const override {
     size_t free = 0, total = 0;
     if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
@@ -49,20 +45,7 @@ class CudaStream final : public KernelStream {
   }
 
  protected:
-  void staged_copy_enqueued(int slot) override {
-    if (events_.size() <= static_cast<size_t>(slot)) events_.resize(static_cast<size_t>(slot) + 1, nullptr);
-    cudaEvent_t& e = events_[static_cast<size_t>(slot)];
-    if (!e) cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-    cuda_check(cudaEventRecord(e, stream_), "cudaEventRecord (staging)");
-  }
-  bool wait_for_staged_copy(int slot) override {
-    cudaEvent_t e = events_[static_cast<size_t>(slot)];
-    const cudaError_t done = cudaEventQuery(e);
-    if (done == cudaSuccess) return false;
-    if (done != cudaErrorNotReady) cuda_check(done, "cudaEventQuery (staging)");
-    cuda_check(cudaEventSynchronize(e), "cudaEventSynchronize (staging)");
-    return true;
-  }
+  void wait_for_stream() override { cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
   void copy_to_device(void* dst, const void* src, size_t bytes) override {
     if (bytes)
       cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (upload)");
@@ -92,7 +75,6 @@ class CudaStream final : public KernelStream {
  private:
   cudaStream_t stream_ = nullptr;
   bool owned_ = true;
-  std::vector<cudaEvent_t> events_;  // per host staging slot: after the last upload from it (the staging guard)
 };
 
 }  // namespace

@@ -40,8 +40,8 @@ void* KernelStream::device_buffer(int slot, size_t bytes) { return grow(device_,
 
 void* KernelStream::host_buffer(int slot, size_t bytes) {
   if (slot >= 0 && static_cast<size_t>(slot) < staging_in_flight_.size() && staging_in_flight_[slot]) {
-    if (wait_for_staged_copy(slot)) ++staging_waits_;
-    staging_in_flight_[slot] = 0;
+    ++staging_waits_;
+    synchronize();  // the copy from this slot may not have run yet
   }
   return grow(host_, slot, bytes, false);
 }
@@ -63,7 +63,6 @@ void KernelStream::to_device(void* device_dst, const void* host_src, size_t byte
     if (staging_in_flight_.size() <= static_cast<size_t>(slot))
       staging_in_flight_.resize(static_cast<size_t>(slot) + 1);
     staging_in_flight_[static_cast<size_t>(slot)] = 1;
-    staged_copy_enqueued(slot);
   }
 }
 
@@ -95,13 +94,10 @@ class EmulatedStream final : public KernelStream {
   void ranked_children(const RankedChildrenParams& p) override { emulate_ranked_children(p, options_); }
   void sibling_draws(const SiblingDrawParams& p) override { emulate_sibling_draws(p, options_); }
   void pending_counts(const PendingCountsParams& p) override { add_pending_counts_host(p); }
-  void wait_for_stream() override {}
   int64_t free_device_memory() const override { return mem_available_bytes(); }
 
  protected:
-  // Copies are done at once; a GPU's might not be.
-  void staged_copy_enqueued(int) override {}
-  bool wait_for_staged_copy(int) override { return true; }
+  void wait_for_stream() override {}
   void copy_to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copy_to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copy_device_to_device(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,

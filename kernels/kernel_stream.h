@@ -40,8 +40,9 @@ class KernelStream {
   void* device_buffer(int slot, size_t bytes);
   // A host staging array of at least `bytes` (page-locked on CUDA, so copies are asynchronous), same rules. The
   // staging guard: a slot an upload was enqueued from since the last synchronize() may still be read by that copy, so
-  // handing it out again first waits for that copy (on CUDA, the slot's event; at once when it has finished) and
-  // counts it in staging_waits().
+  // handing it out again first synchronizes the stream and counts it in staging_waits(). A well laid-out step never
+  // does (its slots are distinct, each reused after a wait for results), so the guard costs nothing per upload: no
+  // event is recorded, and the rare violation pays a whole drain, which the count makes visible.
   void* host_buffer(int slot, size_t bytes);
   template <typename T>
   T* device_array(int slot, size_t count) {
@@ -86,10 +87,9 @@ class KernelStream {
   uint64_t downloaded_bytes() const { return downloaded_bytes_; }
   // Copies to the host since the stream was made: on a GPU each is a wait a step pays once its results are needed.
   uint64_t downloads() const { return downloads_; }
-  // Staging slots handed out again while an upload from them may still be in flight: on CUDA the times the guard
-  // waited for an unfinished copy; on cuda-host (copies are immediate) the times it would have had to on a GPU, so
-  // that CI sees a step that reuses a staging buffer before its upload is known to be done. 0 for a step laid out
-  // well: its slots are distinct, and each reused only after a synchronize().
+  // Staging slots handed out again while an upload from them may still have been in flight (the guard's drains): the
+  // same count on CUDA and on cuda-host (whose copies are immediate, but a GPU's might not be), so CI sees a step that
+  // reuses a staging buffer too early. 0 for a step laid out well.
   uint64_t staging_waits() const { return staging_waits_; }
 
   virtual void fused_sampler(const SamplerKernelParams& p) = 0;
@@ -113,11 +113,6 @@ class KernelStream {
  protected:
   KernelStream() = default;
   virtual void wait_for_stream() = 0;
-  // The staging guard's backend: an upload from host slot `slot` was just enqueued (CUDA records the slot's event); and
-  // the wait for it before the slot is written again, true when there was something to wait for (CUDA: the event had
-  // not completed; cuda-host: always, as a GPU might have).
-  virtual void staged_copy_enqueued(int slot) = 0;
-  virtual bool wait_for_staged_copy(int slot) = 0;
   virtual void copy_to_device(void* device_dst, const void* host_src, size_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* device_src, size_t bytes) = 0;
   virtual void copy_device_to_device(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,

@@ -31,6 +31,10 @@ TEST_CASE("a cuda-host stream moves the bytes asked, 2D copies by their pitches"
 TEST_CASE("the staging guard counts a slot written again before a synchronize", "[kernels][stream]") {
   const auto s = make_kernel_stream(Device::cuda_host);
   const std::vector<int32_t> a = {7, 8}, b = {9, 10};
+  // Every buffer sized first: a growth drains the stream, which would hide a reuse.
+  for (int slot : {3, 4, 6}) s->host_array<int32_t>(slot, 4);
+  for (int slot : {3, 4, 5}) s->device_array<int32_t>(slot, 4);
+  s->synchronize();
   const int32_t* first = s->upload(3, a);
   CHECK(s->staging_waits() == 0);
   s->upload(4, b);  // another slot: no wait
@@ -49,7 +53,13 @@ TEST_CASE("the staging guard counts a slot written again before a synchronize", 
   s->synchronize();
   CHECK(std::vector<int32_t>(back, back + 2) == b);
   CHECK(first != nullptr);
-  // A download's destination is not an upload's source: reading results does not count.
+  // A download's destination is not an upload's source: a slot read into before a synchronize does not count.
+  s->to_host(back, kept, 2 * sizeof(int32_t));
   s->host_array<int32_t>(6, 2);
   CHECK(s->staging_waits() == 1);
+  // An upload from inside a slot (not its first element) marks the slot too.
+  s->synchronize();
+  s->to_device(kept, s->host_array<int32_t>(4, 4) + 2, 2 * sizeof(int32_t));
+  s->host_array<int32_t>(4, 4);
+  CHECK(s->staging_waits() == 2);
 }

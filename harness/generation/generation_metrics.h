@@ -35,8 +35,8 @@ struct GenerationMetrics {
   // waits a step: one for verification, plus one a draft depth, or one a proposal for a draft drawn fed. 0 on the CPU.
   int64_t device_waits = 0;
   // On a device: the times, during those steps, a staging buffer was written again while an upload from it might still
-  // have been in flight (KernelStream::staging_waits; on a GPU the guard then waited for that copy). 0 for a step laid
-  // out as it should be; the device checks require it.
+  // have been in flight (KernelStream::staging_waits: the guard then drained the stream). 0 for a step laid out as it
+  // should be; the device checks require it.
   int64_t staging_waits = 0;
   double expected_acceptance_sum = 0.0;  // sum over tested positions of sum_x min(p, q)
   int64_t expected_acceptance_count = 0;
