@@ -22,6 +22,7 @@
 #include <cuda/atomic>
 #include <map>
 #include <mutex>
+#include <tuple>
 #include <utility>
 
 #include "kernels/cuda_block.cuh"
@@ -343,6 +344,27 @@ struct GroupLaunch {
   }
 };
 
+// How many blocks of `kernel` (at `threads` threads and `dynamic_smem` bytes) the current device holds at once, 0 where
+// it has no cooperative launch or memory pools: queried once per device, kernel and shape (the occupancy query and
+// attribute reads cost microseconds, a group launch's host time), then kept.
+inline int64_t resident_group_blocks(const void* kernel, int threads, size_t dynamic_smem, const char* what) {
+  static std::mutex mutex;
+  static std::map<std::tuple<int, const void*, int, size_t>, int64_t> known;
+  int device = 0;
+  cuda_check(cudaGetDevice(&device), what);
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(device, kernel, threads, dynamic_smem);
+  if (const auto found = known.find(key); found != known.end()) return found->second;
+  int cooperative = 0, pools = 0, sms = 0, per_sm = 0;
+  cuda_check(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device), what);
+  cuda_check(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device), what);
+  cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), what);
+  cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, dynamic_smem), what);
+  const int64_t blocks = cooperative && pools ? static_cast<int64_t>(per_sm) * sms : 0;
+  known.emplace(key, blocks);
+  return blocks;
+}
+
 // Launches kernel(GroupLaunch, args...) cooperatively, so that every block is resident at once (a block waits at
 // its group's barrier for the others): as many groups of `ctas` blocks of `threads` threads as the device holds,
 // at most `rows`; group g takes rows g, g + groups, .... The workspace is stream-ordered: allocated from the
@@ -352,14 +374,9 @@ struct GroupLaunch {
 template <class... Params, class... Args>
 bool launch_in_groups(void (*kernel)(GroupLaunch, Params...), int32_t rows, int ctas, int threads, size_t dynamic_smem,
                       cudaStream_t stream, const char* what, Args&&... args) {
-  int device = 0, cooperative = 0, pools = 0, sms = 0, per_sm = 0;
-  cuda_check(cudaGetDevice(&device), what);
-  cuda_check(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device), what);
-  cuda_check(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device), what);
-  cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), what);
-  cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, dynamic_smem), what);
-  const int64_t resident_groups = static_cast<int64_t>(per_sm) * sms / ctas;
-  if (!cooperative || !pools || resident_groups < 1) return false;
+  const int64_t resident_groups =
+      resident_group_blocks(reinterpret_cast<const void*>(kernel), threads, dynamic_smem, what) / ctas;
+  if (resident_groups < 1) return false;
   const int32_t groups = static_cast<int32_t>(std::min<int64_t>(rows, resident_groups));
   const size_t bytes =
       static_cast<size_t>(groups) * static_cast<size_t>(group_exchange::group_words(ctas)) * sizeof(uint64_t);
