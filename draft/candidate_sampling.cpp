@@ -82,11 +82,8 @@ TokenTree sample_draft_tree(const DraftRequest& request, int32_t vocab_size, con
 TokenHistory path_history(const SamplerPipeline& pipeline, const TokenHistory& committed, const TokenTree& tree,
                           int32_t row, const std::function<const float*(int32_t)>& law_of_row) {
   if (row == 0) return committed;
-  std::vector<int32_t> nodes;
-  for (int32_t n = row - 1; n >= 0; n = tree.parent[n]) nodes.push_back(n);
   TokenHistory h = committed;
-  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it)
-    h = pipeline.advance(h, tree.tokens[*it], law_of_row(tree.parent[*it] + 1));
+  for (int32_t n : tree.path_nodes(row - 1)) h = pipeline.advance(h, tree.tokens[n], law_of_row(tree.parent[n] + 1));
   return h;
 }
 

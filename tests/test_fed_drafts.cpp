@@ -317,6 +317,31 @@ RunOf run_of(GenerationConfig config, const SamplingParams& target_params, const
   return run;
 }
 
+// A fed draft's config: `method` with 4 drafts, or a tree of `shape` (empty: a chain) and `scheme`.
+GenerationConfig fed_config(VerifyMethod method, std::vector<int32_t> shape, SiblingScheme scheme) {
+  GenerationConfig config;
+  config.method = method;
+  config.num_draft_tokens = 4;
+  config.tree_shape = std::move(shape);
+  config.tree_sampling = scheme;
+  return config;
+}
+
+// run_of on the CPU and on cuda-host (models on the decoding step): the sequences that differ; `waits_once` whether
+// every device step waited once, with no staging wait.
+int64_t differing_sequences(GenerationConfig config, const SamplingParams& target_params,
+                            const SamplingParams& draft_params = other_draft(), bool* waits_once = nullptr) {
+  const RunOf cpu = run_of(config, target_params, "cpu", draft_params);
+  config.device = Device::cuda_host;
+  const RunOf device = run_of(config, target_params, "cpu", draft_params);
+  if (waits_once)
+    *waits_once = device.metrics.steps > 0 && device.metrics.device_waits == device.metrics.steps &&
+                  device.metrics.staging_waits == 0;
+  int64_t differing = 0;
+  for (size_t n = 0; n < cpu.out.size(); ++n) differing += device.out[n].tokens != cpu.out[n].tokens;
+  return differing;
+}
+
 }  // namespace
 
 // The draft's ids never come to the host before verification: the target's forward reads them where the draws left
@@ -343,11 +368,7 @@ TEST_CASE(
     for (const Case& c : cases) {
       INFO("models on " << model_device << ", " << verify_method_name(c.method) << ", " << c.shape.size()
                         << " depths, target temperature " << c.target_temperature);
-      GenerationConfig config;
-      config.method = c.method;
-      config.num_draft_tokens = 4;
-      config.tree_shape = c.shape;
-      config.tree_sampling = c.scheme;
+      GenerationConfig config = fed_config(c.method, c.shape, c.scheme);
       config.max_new_tokens = 14;
       config.seed = 11;
       SamplingParams target_params = drafting();
@@ -372,17 +393,10 @@ TEST_CASE(
 
 TEST_CASE("a draft's ids kept for verification from the wrong depth change the sequences", "[device][mutant]") {
   const ScopedMutant on(Mutant::kept_ids_depths_misplaced);
-  GenerationConfig config;
-  config.method = VerifyMethod::chain;
-  config.num_draft_tokens = 4;
+  GenerationConfig config = fed_config(VerifyMethod::chain, {}, SiblingScheme::iid);
   config.max_new_tokens = 14;
   config.seed = 11;
-  const RunOf cpu = run_of(config, drafting());
-  config.device = Device::cuda_host;
-  const RunOf device = run_of(config, drafting());
-  int64_t differing = 0;
-  for (size_t n = 0; n < cpu.out.size(); ++n) differing += device.out[n].tokens != cpu.out[n].tokens;
-  CHECK(differing > 0);
+  CHECK(differing_sequences(config, drafting()) > 0);
 }
 
 namespace {
@@ -395,31 +409,13 @@ SamplingParams penalised(SamplingParams s) {
   return s;
 }
 
-// A penalised draft and target through the generator on cuda-host and on the CPU, with `config`: the sequences that
-// differ; `waits_once` whether every device step waited once.
+// differing_sequences for a penalised draft and target, with `config`.
 int64_t penalised_differences(GenerationConfig config, float target_temperature, bool* waits_once = nullptr) {
   config.max_new_tokens = 14;
   config.seed = 13;
   SamplingParams target_params = penalised(drafting());
   target_params.temperature = target_temperature;
-  const RunOf cpu = run_of(config, target_params, "cpu", penalised(other_draft()));
-  config.device = Device::cuda_host;
-  const RunOf device = run_of(config, target_params, "cpu", penalised(other_draft()));
-  if (waits_once)
-    *waits_once = device.metrics.steps > 0 && device.metrics.device_waits == device.metrics.steps &&
-                  device.metrics.staging_waits == 0;
-  int64_t differing = 0;
-  for (size_t n = 0; n < cpu.out.size(); ++n) differing += device.out[n].tokens != cpu.out[n].tokens;
-  return differing;
-}
-
-GenerationConfig fed_config(VerifyMethod method, std::vector<int32_t> shape, SiblingScheme scheme) {
-  GenerationConfig config;
-  config.method = method;
-  config.num_draft_tokens = 4;
-  config.tree_shape = std::move(shape);
-  config.tree_sampling = scheme;
-  return config;
+  return differing_sequences(config, target_params, penalised(other_draft()), waits_once);
 }
 
 }  // namespace

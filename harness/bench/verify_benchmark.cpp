@@ -97,9 +97,7 @@ TokenTree draw_draft(const ShapeInputs& in, const std::vector<int32_t>& widths, 
                    draft_logits.data());
       for (size_t i = 0; i < V; ++i) draft_logits[i] += target[i];
       TokenHistory h = in.committed;
-      std::vector<Token> path;
-      for (int32_t n = row - 1; n >= 0; n = tree.parent[n]) path.push_back(tree.tokens[n]);
-      for (auto it = path.rbegin(); it != path.rend(); ++it) h = h.extended(*it);
+      for (Token t : tree.path(row - 1)) h = h.extended(t);
       tree.draft_q[row] = in.pipeline->process(draft_logits, h);
       for (int32_t c = 0; c < width; ++c) {
         const Token t =

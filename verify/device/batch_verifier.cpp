@@ -4,6 +4,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <string>
 #include <type_traits>
 
@@ -246,14 +247,15 @@ void BatchVerifier::plan_pending_counts(PlannedDrafts& plan, const SamplerPipeli
   std::vector<int64_t> ids_before(m.histories.size());
   for (size_t h = 0; h < m.histories.size(); ++h) ids_before[h] = ids_before_depth[static_cast<size_t>(depth_of[h])];
   const std::vector<int32_t> entries = pending_entries(pipeline, m.histories, ids_before, what);
+  // Depth d's entries from pending_first[d]: the entries come row by row, so depth by depth.
   plan.pending_first.assign(depths + 1, 0);
   for (size_t e = 0; e < entries.size(); e += 2) {
     const int32_t d = depth_of[static_cast<size_t>(entries[e])];
     if (e > 0 && d < depth_of[static_cast<size_t>(entries[e - 2])])
       fail("batch verifier: ", what, ": rows with pending ids are not in the order of their depths");
-    for (size_t later = static_cast<size_t>(d) + 1; later <= depths; ++later) plan.pending_first[later] += 1;
+    ++plan.pending_first[static_cast<size_t>(d) + 1];
   }
-  plan.pending = PendingCountsParams{};
+  std::partial_sum(plan.pending_first.begin(), plan.pending_first.end(), plan.pending_first.begin());
   if (!entries.empty())
     plan.pending = stage_pending_counts(plan.params, static_cast<int64_t>(m.histories.size()), entries, ids, true);
 }
@@ -295,9 +297,9 @@ const int32_t* BatchVerifier::launch_planned(size_t depth) {
     fail("batch verifier: launch_planned(", depth, ") without a plan of that depth");
   PlannedDrafts& plan = *planned_;
   // Once each, in order: a depth's pending ids are the depths' before it, and its counts are added once.
-  if (plan.launched[depth] || (depth > 0 && !plan.launched[depth - 1]))
-    fail("batch verifier: launch_planned(", depth, ") ", plan.launched[depth] ? "again" : "before depth ",
-         plan.launched[depth] ? "" : std::to_string(depth - 1));
+  if (plan.launched[depth]) fail("batch verifier: launch_planned(", depth, ") again");
+  if (depth > 0 && !plan.launched[depth - 1])
+    fail("batch verifier: launch_planned(", depth, ") before depth ", depth - 1);
   const int64_t first = plan.first_draw[depth], n = plan.first_draw[depth + 1] - first;
   // The pending ids' counts of the depth's rows first: the depths before it drew them.
   if (const int32_t begin = plan.pending_first[depth], end = plan.pending_first[depth + 1]; end > begin) {
@@ -995,10 +997,8 @@ const float* BatchVerifier::process_step_rows(const std::vector<DeviceStep>& ste
       // Mirostat is refused, so no row's history needs its ancestors' probabilities.
       if (step.tree->device_tokens) {
         // The ids still in device memory: the path's, where the kept plan holds them (sequence b's at b * width).
-        std::vector<int32_t> path;
-        for (int32_t n = r - 1; n >= 0; n = step.tree->parent[static_cast<size_t>(n)])
-          path.push_back(static_cast<int32_t>(static_cast<int64_t>(b) * kept_->width + n));
-        std::reverse(path.begin(), path.end());
+        std::vector<int32_t> path = step.tree->path_nodes(r - 1);
+        for (int32_t& n : path) n += static_cast<int32_t>(static_cast<int64_t>(b) * kept_->width);
         extended.push_back(pending_history(*step.history, std::move(path)));
       } else {
         extended.push_back(row_history(target_, *step.history, *step.tree, nullptr, r));

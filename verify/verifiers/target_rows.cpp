@@ -1,6 +1,5 @@
 #include "verify/verifiers/target_rows.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "kernels/shared/error.h"
@@ -11,12 +10,10 @@ namespace specula {
 TokenHistory row_history(const SamplerPipeline& pipeline, const TokenHistory& committed, const TokenTree& tree,
                          const float* probs, int32_t row) {
   if (row == 0 || mutant_on(Mutant::penalties_ignore_draft_prefix)) return committed;
-  std::vector<int32_t> nodes;
-  for (int32_t n = row - 1; n >= 0; n = tree.parent[n]) nodes.push_back(n);
-  std::reverse(nodes.begin(), nodes.end());
   TokenHistory h = committed;
   const int32_t V = pipeline.vocab_size();
-  for (int32_t n : nodes) h = pipeline.advance(h, tree.tokens[n], probs + static_cast<size_t>(tree.parent[n] + 1) * V);
+  for (int32_t n : tree.path_nodes(row - 1))
+    h = pipeline.advance(h, tree.tokens[n], probs + static_cast<size_t>(tree.parent[n] + 1) * V);
   if (mutant_on(Mutant::constraint_state_not_advanced)) h.constraint_state = committed.constraint_state;
   return h;
 }

@@ -45,10 +45,16 @@ std::vector<int32_t> TokenTree::children(int32_t row) const {
   return out;
 }
 
+std::vector<int32_t> TokenTree::path_nodes(int32_t node) const {
+  std::vector<int32_t> out;
+  for (int32_t n = node; n >= 0; n = parent[n]) out.push_back(n);
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
 std::vector<Token> TokenTree::path(int32_t node) const {
   std::vector<Token> out;
-  for (int32_t n = node; n >= 0; n = parent[n]) out.push_back(tokens[n]);
-  std::reverse(out.begin(), out.end());
+  for (int32_t n : path_nodes(node)) out.push_back(tokens[n]);
   return out;
 }
 

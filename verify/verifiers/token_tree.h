@@ -50,8 +50,9 @@ struct TokenTree {
   int32_t row_of(int32_t node) const { return node + 1; }
   int32_t depth(int32_t node) const;  // 1 for children of the root
   int32_t max_depth() const;
-  std::vector<int32_t> children(int32_t row) const;  // nodes whose parent row is `row`, in order
-  std::vector<Token> path(int32_t node) const;       // tokens from the root's child down to `node`
+  std::vector<int32_t> children(int32_t row) const;     // nodes whose parent row is `row`, in order
+  std::vector<Token> path(int32_t node) const;          // tokens from the root's child down to `node`
+  std::vector<int32_t> path_nodes(int32_t node) const;  // those nodes, in that order (none for node -1, the root)
   void add(Token token, int32_t parent_node) {
     tokens.push_back(token);
     parent.push_back(parent_node);
