@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,9 @@ class DrafterFactory {
   // Whether propose_batch draws these requests on the device they carry (DraftRequest::device): the generator then
   // proposes for the whole batch in one call even when the model does not batch its forwards.
   virtual bool draws_on_device(const std::vector<DraftRequest>& /*requests*/) const { return false; }
+  // The sampler settings of the draws this kind may make on the device (draws_on_device), so that a run sizes their
+  // buffers before its first step (BatchVerifier::check_fits); nullopt for a kind that never draws there.
+  virtual std::optional<SamplingParams> device_draw_params() const { return std::nullopt; }
 };
 
 // What a drafter kind is built from (draft/registry/drafter_registry.cpp): the --draft spec split at its first

@@ -29,6 +29,8 @@ class ModelDrafterFactory : public DrafterFactory {
   // and the draft's settings are within what the fused sampler applies (propose_batch): their laws left there, ranked
   // trees verified as point masses.
   bool draws_on_device(const std::vector<DraftRequest>& requests) const override;
+  // The draft's settings (a ranked tree's at temperature 1 take the same buffers).
+  std::optional<SamplingParams> device_draw_params() const override { return pipeline_.params(); }
 
  private:
   std::vector<TokenTree> propose_on_device(const std::vector<ModelDrafter*>& own,

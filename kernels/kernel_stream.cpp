@@ -1,5 +1,6 @@
 #include "kernels/kernel_stream.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -24,9 +25,13 @@ void* KernelStream::grow(std::vector<Buffer>& pool, int slot, size_t bytes, bool
   if (slot < 0 || slot > 255) fail("kernel stream: buffer slot must be in [0, 255], got ", slot);
   if (pool.size() <= static_cast<size_t>(slot)) pool.resize(static_cast<size_t>(slot) + 1);
   Buffer& b = pool[static_cast<size_t>(slot)];
+  b.requested = std::max(b.requested, bytes);
   if (bytes <= b.bytes && b.ptr) return b.ptr;
-  synchronize();  // enqueued copies and launches may still use the old array
-  if (b.ptr) (device ? free_device(b.ptr) : free_host(b.ptr));
+  if (b.ptr) {
+    ++growth_drains_;
+    synchronize();  // enqueued copies and launches may still use the old array
+    device ? free_device(b.ptr) : free_host(b.ptr);
+  }
   b.ptr = nullptr;
   b.bytes = 0;
   // Geometric growth: a batch that grows step by step reallocates O(log) times.
@@ -69,6 +74,11 @@ void KernelStream::to_device(void* device_dst, const void* host_src, size_t byte
 size_t KernelStream::device_bytes() const {
   size_t total = 0;
   for (const Buffer& b : device_) total += b.bytes;
+  return total;
+}
+size_t KernelStream::requested_device_bytes() const {
+  size_t total = 0;
+  for (const Buffer& b : device_) total += b.requested;
   return total;
 }
 size_t KernelStream::host_bytes() const {

@@ -63,9 +63,16 @@ class KernelStream {
     to_device(device, staging, host.size() * sizeof(T));
     return device;
   }
-  // Bytes held in device and host buffers (what a step's batch costs in memory).
+  // Bytes held in device and host buffers (what a step's batch costs in memory): each slot's largest request with up
+  // to half again for growth (at least 256 bytes).
   size_t device_bytes() const;
   size_t host_bytes() const;
+  // The sum over device slots of the largest size each was asked for: what a caller's bound on a step's buffers
+  // (BatchVerifier::step_bytes) must cover.
+  size_t requested_device_bytes() const;
+  // Buffers grown while work was enqueued: each drained the stream first (enqueued copies and launches may still use
+  // the old array). A run's first steps grow its buffers; a steady step grows none.
+  uint64_t growth_drains() const { return growth_drains_; }
 
   // Stream-ordered copies between a host staging buffer and a device buffer.
   void to_device(void* device_dst, const void* host_src, size_t bytes);
@@ -128,6 +135,7 @@ class KernelStream {
   struct Buffer {
     void* ptr = nullptr;
     size_t bytes = 0;
+    size_t requested = 0;  // the largest size asked for
   };
   void* grow(std::vector<Buffer>& pool, int slot, size_t bytes, bool device);
   // The host slot whose buffer holds `p`, or -1 (an upload from memory the stream does not own).
@@ -135,7 +143,7 @@ class KernelStream {
   std::vector<Buffer> device_;
   std::vector<Buffer> host_;
   std::vector<uint8_t> staging_in_flight_;  // per host slot: an upload from it enqueued since the last synchronize()
-  uint64_t uploaded_bytes_ = 0, downloaded_bytes_ = 0, downloads_ = 0, staging_waits_ = 0;
+  uint64_t uploaded_bytes_ = 0, downloaded_bytes_ = 0, downloads_ = 0, staging_waits_ = 0, growth_drains_ = 0;
 };
 
 // The stream of `device` (cuda or cuda_host; throws for cpu). cuda throws "no CUDA device: ..." where there

@@ -63,3 +63,24 @@ TEST_CASE("the staging guard counts a slot written again before a synchronize", 
   s->host_array<int32_t>(4, 4);
   CHECK(s->staging_waits() == 2);
 }
+
+TEST_CASE("a stream counts the bytes asked of each slot and drains only to grow a buffer it holds",
+          "[kernels][stream]") {
+  const auto s = make_kernel_stream(Device::cuda_host);
+  s->device_array<float>(0, 1000);  // a first allocation: nothing enqueued can use it, no drain
+  s->device_array<float>(1, 10);
+  CHECK(s->growth_drains() == 0);
+  s->device_array<float>(0, 800);  // within the buffer
+  CHECK(s->growth_drains() == 0);
+  CHECK(s->requested_device_bytes() == 4000 + 40);
+  s->device_array<float>(0, 3000);  // past the buffer (4000 bytes with half again): the old array may be in use
+  CHECK(s->growth_drains() == 1);
+  CHECK(s->requested_device_bytes() == 12000 + 40);
+  // Held: each slot's largest request with up to half again, at least 256 bytes.
+  CHECK(s->device_bytes() <= 12000 * 3 / 2 + 256);
+  CHECK(s->device_bytes() >= 12000 + 256);
+  s->host_array<int32_t>(2, 100);
+  s->host_array<int32_t>(2, 1000);  // host staging buffers grow by the same rule
+  CHECK(s->growth_drains() == 2);
+  CHECK(s->requested_device_bytes() == 12000 + 40);  // host buffers are not device bytes
+}

@@ -364,12 +364,16 @@ TEST_CASE("a record's times survive records.jsonl; older records (no prompt time
   r.metrics.lockstep_rows_histogram = {0, 0, 1, 7};
   r.metrics.device_waits = 11;
   r.metrics.staging_waits = 3;
+  r.metrics.growth_waits = 2;
+  r.metrics.device_buffer_bytes = 123456;
   const std::string line = r.to_json_line();
   const RunRecord back = RunRecord::from_json_line(line, "records.jsonl:1");
   CHECK(back.metrics.verify_rows_histogram == r.metrics.verify_rows_histogram);
   CHECK(back.metrics.lockstep_rows_histogram == r.metrics.lockstep_rows_histogram);
   CHECK(back.metrics.device_waits == 11);
   CHECK(back.metrics.staging_waits == 3);
+  CHECK(back.metrics.growth_waits == 2);
+  CHECK(back.metrics.device_buffer_bytes == 123456);
   CHECK(back.metrics.wall_seconds == 1.5);
   CHECK(back.metrics.prompt_seconds == 0.25);
   CHECK(back.metrics.target_seconds == 0.75);
@@ -392,11 +396,15 @@ TEST_CASE("a record's times survive records.jsonl; older records (no prompt time
   j.erase("lockstep_rows_histogram");
   j.erase("device_waits");
   j.erase("staging_waits");
+  j.erase("growth_waits");
+  j.erase("device_buffer_bytes");
   const RunRecord before = RunRecord::from_json_line(j.dump(), "old.jsonl:1");
   CHECK(before.metrics.prompt_seconds == 0.0);
   CHECK(before.metrics.lockstep_rows_histogram.empty());
   CHECK(before.metrics.device_waits == 0);
   CHECK(before.metrics.staging_waits == 0);
+  CHECK(before.metrics.growth_waits == 0);
+  CHECK(before.metrics.device_buffer_bytes == 0);
   // Records written before the one metrics shape named their times *_time.
   nlohmann::json old = nlohmann::json::parse(line);
   for (const char* name : {"wall", "prompt", "target", "draft", "verify"}) {
@@ -841,4 +849,19 @@ TEST_CASE("plot refuses a summary that is cut, empty, header-only, short or from
   // A summary from before the status file existed (the bundled reference runs) still plots when whole.
   fs::remove(run + "/status");
   CHECK(run_specula("plot " + run + " --quiet").exit_code == 1);  // 5 of 14 settings: still not whole
+}
+
+TEST_CASE("merged metrics add the waits and keep the largest device buffer bytes", "[runner]") {
+  GenerationMetrics a, b;
+  a.growth_waits = 2;
+  a.staging_waits = 1;
+  a.device_buffer_bytes = 5000;
+  b.growth_waits = 3;
+  b.device_buffer_bytes = 7000;
+  a.merge(b);
+  CHECK(a.growth_waits == 5);
+  CHECK(a.staging_waits == 1);
+  CHECK(a.device_buffer_bytes == 7000);  // a peak, not a sum
+  b.merge(GenerationMetrics{});
+  CHECK(b.device_buffer_bytes == 7000);
 }

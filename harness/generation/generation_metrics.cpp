@@ -35,6 +35,8 @@ void GenerationMetrics::merge(const GenerationMetrics& o) {
     lockstep_rows_histogram[i] += o.lockstep_rows_histogram[i];
   device_waits += o.device_waits;
   staging_waits += o.staging_waits;
+  growth_waits += o.growth_waits;
+  device_buffer_bytes = std::max(device_buffer_bytes, o.device_buffer_bytes);
   expected_acceptance_sum += o.expected_acceptance_sum;
   expected_acceptance_count += o.expected_acceptance_count;
   draft_seconds += o.draft_seconds;
@@ -71,6 +73,8 @@ void GenerationMetrics::write_json(nlohmann::json& j) const {
   j["lockstep_rows_histogram"] = lockstep_rows_histogram;
   j["device_waits"] = device_waits;
   j["staging_waits"] = staging_waits;
+  j["growth_waits"] = growth_waits;
+  j["device_buffer_bytes"] = device_buffer_bytes;
   j["expected_acceptance"] = expected_acceptance();
   j["expected_acceptance_sum"] = expected_acceptance_sum;
   j["expected_acceptance_count"] = expected_acceptance_count;
@@ -110,6 +114,8 @@ GenerationMetrics GenerationMetrics::read_json(const nlohmann::json& j) {
     m.lockstep_rows_histogram = j.at("lockstep_rows_histogram").get<std::vector<int64_t>>();
   if (j.contains("device_waits")) m.device_waits = j.at("device_waits");
   if (j.contains("staging_waits")) m.staging_waits = j.at("staging_waits");
+  if (j.contains("growth_waits")) m.growth_waits = j.at("growth_waits");
+  if (j.contains("device_buffer_bytes")) m.device_buffer_bytes = j.at("device_buffer_bytes");
   m.expected_acceptance_sum = j.at("expected_acceptance_sum");
   m.expected_acceptance_count = j.at("expected_acceptance_count");
   m.draft_seconds = seconds("draft_seconds", "draft_time");

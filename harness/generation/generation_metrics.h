@@ -38,6 +38,13 @@ struct GenerationMetrics {
   // have been in flight (KernelStream::staging_waits: the guard then drained the stream). 0 for a step laid out as it
   // should be; the device checks require it.
   int64_t staging_waits = 0;
+  // On a device: the times, during those steps, a step buffer grew and so drained the stream first (its old array may
+  // still have been in use: KernelStream::growth_drains). A run's first steps grow its buffers; a steady step none.
+  int64_t growth_waits = 0;
+  // On a device: the most bytes the device's step buffers were asked for by the end of a step this sequence decoded in
+  // (its batch's, all slots together: KernelStream::requested_device_bytes), which BatchVerifier::check_fits bounds
+  // before the run. The buffers hold up to half again. Merged as a maximum.
+  int64_t device_buffer_bytes = 0;
   double expected_acceptance_sum = 0.0;  // sum over tested positions of sum_x min(p, q)
   int64_t expected_acceptance_count = 0;
   double draft_seconds = 0.0, target_seconds = 0.0, verify_seconds = 0.0, wall_seconds = 0.0;

@@ -504,9 +504,12 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     // On the stream the target's device writes are ordered on, when it has one (LibTorch's current stream).
     device.emplace(config_.device, pipeline_, config_.method, config_.emulation,
                    target_->writes_gpu_logits() ? target_->device_stream() : std::nullopt);
-    // Every sequence's step buffers at the deepest draft, with the sessions when they share the device.
+    // Every sequence's step buffers at the deepest draft (with a draft drawn there, its plans'), with the sessions
+    // when they share the device.
     const int64_t rows = config_.method ? draft_nodes(config_) + 1 : 1;
-    device->check_fits(static_cast<int64_t>(batch.size()), rows, sessions_on_device ? sessions : 0);
+    const std::optional<SamplingParams> draft = drafter_ ? drafter_->device_draw_params() : std::nullopt;
+    device->check_fits(static_cast<int64_t>(batch.size()), rows, sessions_on_device ? sessions : 0,
+                       draft ? &*draft : nullptr);
   }
   if (const int64_t available = mem_available_bytes();
       !sessions_on_device && session > 0 && available >= 0 && sessions > available)
@@ -548,11 +551,16 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     if (active.empty()) break;
     // The device's waits during the step (for results, and the staging guard's), charged to each of its sequences (by
     // charge_waits, before the step ends).
-    const uint64_t waits_before = device ? device->waits() : 0, staging_before = device ? device->staging_waits() : 0;
+    const uint64_t waits_before = device ? device->waits() : 0, staging_before = device ? device->staging_waits() : 0,
+                   growth_before = device ? device->growth_drains() : 0;
     const auto charge_waits = [&] {
+      const int64_t held = static_cast<int64_t>(device->requested_bytes());
       for (size_t i : active) {
-        batch[i].metrics->device_waits += static_cast<int64_t>(device->waits() - waits_before);
-        batch[i].metrics->staging_waits += static_cast<int64_t>(device->staging_waits() - staging_before);
+        GenerationMetrics& m = *batch[i].metrics;
+        m.device_waits += static_cast<int64_t>(device->waits() - waits_before);
+        m.staging_waits += static_cast<int64_t>(device->staging_waits() - staging_before);
+        m.growth_waits += static_cast<int64_t>(device->growth_drains() - growth_before);
+        m.device_buffer_bytes = std::max(m.device_buffer_bytes, held);
       }
     };
     // Each phase's wall time is charged to every sequence of the step: the batch waits for the phase as a whole,

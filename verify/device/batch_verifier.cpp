@@ -558,23 +558,45 @@ std::vector<Token> BatchVerifier::download_ids(const int32_t* d_ids, int64_t ids
   return std::vector<Token>(tokens, tokens + n);
 }
 
-int64_t BatchVerifier::step_bytes(int64_t sequences, int64_t rows_per_sequence) const {
-  const int64_t rows = sequences * rows_per_sequence, V = vocab_, words = (V + 31) / 32;
-  const SamplingParams& s = target_.params();
-  int64_t per_row = 2 * 4 * V + 64;                                   // logits, probs, row params, token, status
-  if (method_) per_row += 4 * V;                                      // a draft model's laws (draft_laws)
-  if (method_ && !verifies_greedily(*method_)) per_row += 4 * V + 1;  // q uploaded, q_present
-  if (!s.allowed_tokens.empty()) per_row += 4 * words;
-  if (!s.banned_tokens.empty() || s.min_tokens > 0) per_row += 4 * words;
-  if (s.repetition_penalty != 1.0f) per_row += 4 * words;
-  if (s.repetition_penalty != 1.0f || s.frequency_penalty != 0.0f || s.presence_penalty != 0.0f) per_row += 4 * V;
-  if (!s.logit_bias.empty()) per_row += 4 * V;
+namespace {
+
+// Device bytes a row's sampler inputs take beside its logits and output (sampler_params): its parameters, token and
+// status, and the masks, penalty counts and bias its settings need (SamplerBatch).
+int64_t sampler_input_bytes(const SamplingParams& s, int64_t V) {
+  const int64_t words = (V + 31) / 32;
+  int64_t bytes = static_cast<int64_t>(sizeof(SamplerRowParams)) + 2 * 4 + 3 * 4;  // + row maps (input, logits, probs)
+  if (!s.allowed_tokens.empty()) bytes += 4 * words;
+  if (!s.banned_tokens.empty() || s.min_tokens > 0) bytes += 4 * words;
+  if (s.repetition_penalty != 1.0f) bytes += 4 * words;
+  if (s.penalised()) bytes += 4 * V;
+  if (!s.logit_bias.empty()) bytes += 4 * V;
+  return bytes;
+}
+
+}  // namespace
+
+int64_t device_step_bytes(int32_t vocab, const SamplingParams& target, const std::optional<VerifyMethod>& method,
+                          int64_t sequences, int64_t rows_per_sequence, const SamplingParams* draft) {
+  const int64_t rows = sequences * rows_per_sequence, V = vocab;
+  int64_t per_row = 2 * 4 * V + sampler_input_bytes(target, V);  // logits, probs
+  // A penalised target counts its rows' pending ids (at most a path each): 8 bytes an entry (kPendingEntries).
+  if (target.penalised()) per_row += 8 * rows_per_sequence;
+  if (method) per_row += 4 * V;                                     // a draft model's laws (draft_laws)
+  if (method && !verifies_greedily(*method)) per_row += 4 * V + 1;  // q uploaded, q_present
+  // A draft drawn on the device: a plan's rows (at most one a node and one for the context) stage their sampler inputs
+  // in buffers of their own (kPlanStaging), and a penalised plan adds its pending ids' entries there.
+  if (method && draft) per_row += sampler_input_bytes(*draft, V) + (draft->penalised() ? 8 * rows_per_sequence : 0);
   // Per sequence: drafts, parents, path, emitted (4 bytes per row each), counters.
   return rows * per_row + sequences * (16 * rows_per_sequence + 128);
 }
 
-void BatchVerifier::check_fits(int64_t sequences, int64_t rows_per_sequence, int64_t session_bytes) const {
-  const int64_t buffers = step_bytes(sequences, rows_per_sequence), need = buffers + session_bytes;
+int64_t BatchVerifier::step_bytes(int64_t sequences, int64_t rows_per_sequence, const SamplingParams* draft) const {
+  return device_step_bytes(vocab_, target_.params(), method_, sequences, rows_per_sequence, draft);
+}
+
+void BatchVerifier::check_fits(int64_t sequences, int64_t rows_per_sequence, int64_t session_bytes,
+                               const SamplingParams* draft) const {
+  const int64_t buffers = step_bytes(sequences, rows_per_sequence, draft), need = buffers + session_bytes;
   const int64_t free = stream_->free_device_memory();
   if (free >= 0 && need > free)
     fail(device_label(stream_->device()), ": a step of ", sequences, " sequences with up to ", rows_per_sequence,
