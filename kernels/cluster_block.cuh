@@ -44,12 +44,13 @@ union ClusterSlot {
   fused_sampler::WeightsTotal weights;
 };
 
-// Extra shared memory of a cluster's block: its own histogram, the cluster's merged one, its partial, and the
-// candidate list of its slice.
+// Extra shared memory of a cluster's block: its own histogram and the cluster's merged one (through distributed shared
+// memory the two swap roles each radix round), its partials (two sets, rotated by fold), and the candidate list of its
+// slice.
 struct ClusterExtra {
   unsigned long long hist[fused_sampler::kRadixBins + 1];
   unsigned long long merged[fused_sampler::kRadixBins + 1];
-  ClusterSlot slot;
+  ClusterSlot slot[2];
   CandidateList candidates;
 };
 
@@ -57,7 +58,7 @@ struct ClusterExtra {
 // block keeps a copy of (the tree kernel's per-node state).
 template <int F64, int I32>
 struct ClusterScratch {
-  ClusterSlot slot;
+  ClusterSlot slot[2];
   double f64[F64];
   int32_t i32[I32];
 };
@@ -151,6 +152,9 @@ struct CudaClusterBlock {
   int32_t staged_span = 0;
   // kGlobal: this block's side of the group's exchange (its workspace in global memory).
   group_exchange::Exchange<CudaGroupOps<BLOCK>> exchange = {};
+  // Through distributed shared memory: the folds and radix rounds so far, which pick the slot set and the histogram
+  // (the same count in every thread of every block: they run the same collectives).
+  uint32_t folds = 0, rounds = 0;
 
   __host__ __device__ int rank() const { return local.rank(); }
   __host__ __device__ bool leader() const { return cta == 0 && local.rank() == 0; }
@@ -205,12 +209,13 @@ struct CudaClusterBlock {
 #if defined(SPECULA_CLUSTER_DEVICE)
     const unsigned n = count < 0 ? ctas : static_cast<unsigned>(count);
     cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-    V* mine = &(local.sh.extra.slot.*member);
+    // Fold f writes set f % 2: fold f + 2 writes it again only after fold f + 1's barrier, which every block reaches
+    // after its reads of fold f, so one barrier a fold suffices.
+    V* mine = &(local.sh.extra.slot[folds++ % 2].*member);
     if (threadIdx.x == 0) *mine = block_value;
     cluster.sync();  // every block's partial has landed
     V result = n > 0 ? *cluster.map_shared_rank(mine, 0) : none;
     for (unsigned c = 1; c < n; ++c) result = op(result, *cluster.map_shared_rank(mine, c));
-    cluster.sync();  // every block has read the slots before the next collective writes them
     return result;
 #else
     (void)member;
@@ -239,13 +244,38 @@ struct CudaClusterBlock {
     return cluster_fold(block_total, &ClusterSlot::f64, SumF64Op{}, static_cast<int>(cta), 0.0);
   }
 
-  __host__ __device__ void hist_clear() { local.hist_clear(); }
-  __host__ __device__ void hist_add(int bin, uint64_t w) { local.hist_add(bin, w); }
+  // This block's histogram of the current radix round, and where it merges the cluster's. Through distributed shared
+  // memory the two buffers swap roles each round: round r counts into one and merges into the other, which every
+  // block read as a histogram in round r - 1 before round r's barrier, and the merge is written after it; round r + 1
+  // clears the merged one to count into (this block alone read it). So every block's reads of a round's histograms end
+  // before the next round's barrier, and one barrier a round suffices. The global-memory exchange rotates its own
+  // buffers in the workspace, and there a block's histogram is read by that block alone.
+  __host__ __device__ unsigned long long* own_hist() {
+    return kGlobal || rounds % 2 == 0 ? local.sh.extra.hist : local.sh.extra.merged;
+  }
+  __host__ __device__ unsigned long long* merged_hist() {
+    return kGlobal || rounds % 2 == 0 ? local.sh.extra.merged : local.sh.extra.hist;
+  }
+  __host__ __device__ void hist_clear() {
+#if defined(__CUDA_ARCH__)
+    unsigned long long* hist = own_hist();
+    for (int i = threadIdx.x; i <= fused_sampler::kRadixBins; i += BLOCK) hist[i] = 0;
+    __syncthreads();
+#endif
+  }
+  __host__ __device__ void hist_add(int bin, uint64_t w) {
+#if defined(__CUDA_ARCH__)
+    atomicAdd(&own_hist()[bin], static_cast<unsigned long long>(w));
+#else
+    (void)bin;
+    (void)w;
+#endif
+  }
   // Every block sums the cluster's histograms into its `merged`, then runs the suffix sums and search on it.
   __host__ __device__ uint64_t hist_suffix_sums() {
     if constexpr (kGlobal) {
-      exchange.merge_histograms(local.sh.extra.hist, local.sh.extra.merged);
-      return local.suffix_sums(local.sh.extra.merged);
+      exchange.merge_histograms(own_hist(), merged_hist());
+      return local.suffix_sums(merged_hist());
     } else {
       return dsmem_hist_suffix_sums();
     }
@@ -253,21 +283,24 @@ struct CudaClusterBlock {
   __host__ __device__ uint64_t dsmem_hist_suffix_sums() {
 #if defined(SPECULA_CLUSTER_DEVICE)
     cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+    unsigned long long* const hist = own_hist();
+    unsigned long long* const merged = merged_hist();
+    ++rounds;
     cluster.sync();  // every block's hist_add has landed
-    unsigned long long* merged = local.sh.extra.merged;
     for (int bin = static_cast<int>(threadIdx.x); bin <= fused_sampler::kRadixBins; bin += BLOCK) {
       unsigned long long sum = 0;
-      for (unsigned c = 0; c < ctas; ++c) sum += *cluster.map_shared_rank(&local.sh.extra.hist[bin], c);
+      for (unsigned c = 0; c < ctas; ++c) sum += *cluster.map_shared_rank(&hist[bin], c);
       merged[bin] = sum;
     }
-    cluster.sync();  // every block has read every histogram before any clears its own
+    __syncthreads();  // the merge is whole before the suffix sums read it (their threads take other bins)
     return local.suffix_sums(merged);
 #else
     return 0;
 #endif
   }
   __host__ __device__ fused_sampler::RadixPick hist_find(uint64_t above, uint64_t target) {
-    return local.find_bucket(local.sh.extra.merged, above, target);
+    // The buffer the last round merged into (rounds has moved past it).
+    return local.find_bucket(kGlobal || rounds % 2 == 1 ? local.sh.extra.merged : local.sh.extra.hist, above, target);
   }
 
   // The candidate list of this block's slice: its own shared memory, no cluster collective.

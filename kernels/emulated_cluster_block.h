@@ -3,9 +3,10 @@
 // slice of the row in its own shared memory (SlicedRow). A collective first runs inside each block with
 // EmulatedBlock's structure, then crosses the cluster as the CUDA cluster Block does (cluster_block.cuh): each
 // block's thread 0 writes its partial to a slot in its block's shared memory, a cluster barrier, every thread
-// folds the slots of blocks 0 .. ctas-1 in that order (so every block gets the same bits), another cluster
-// barrier before the slots are written again. The radix histograms merge the same way: integer counts and
-// fixed-point masses, so the order cannot change a bucket.
+// folds the slots of blocks 0 .. ctas-1 in that order (so every block gets the same bits). The slots alternate
+// between two sets, so the next collective's barrier, not one of its own, keeps a fold's slots until every block has
+// read them. The radix histograms merge the same way, each block's alternating between two buffers by round: integer
+// counts and fixed-point masses, so the order cannot change a bucket.
 //
 // FiberTeam runs each block alone up to the next cluster barrier, in the schedule's block order: a block that
 // read another's slot or histogram without the cluster barrier would read the previous collective's value.
@@ -66,10 +67,11 @@ union EmulatedClusterSlot {
 // One block's shared memory in a cluster.
 template <int T>
 struct EmulatedClusterShared {
-  EmulatedShared<T> block;                         // the block's own collectives and histogram
-  EmulatedClusterSlot slot;                        // this block's partial of a cluster collective, read by every block
-  uint64_t merged[fused_sampler::kRadixBins + 1];  // the cluster's histogram, merged by this block
-  std::vector<float> slice;                        // this block's slice of the processed row
+  EmulatedShared<T> block;      // the block's own collectives, and the histogram it counts into in even rounds
+  EmulatedClusterSlot slot[2];  // this block's partials of cluster collectives, by fold parity
+  // The cluster's histogram, merged by this block in even rounds, counted into in odd ones (cluster_block.cuh).
+  uint64_t merged[fused_sampler::kRadixBins + 1];
+  std::vector<float> slice;   // this block's slice of the processed row
   std::vector<float> staged;  // verification: its slices of a p row, then a q row (verify_row.h); empty without
 };
 
@@ -86,6 +88,8 @@ struct EmulatedClusterBlock {
   int32_t begin, end;           // this block's slice of the row
   // The global-memory exchange, where `exchange.workspace` is set (RowExchange::global_memory).
   group_exchange::Exchange<EmulatedGroupOps<T>> exchange = {};
+  // Through the cluster's shared memory: the folds and radix rounds so far, which pick the slot set and the histogram.
+  uint32_t folds = 0, rounds = 0;
 
   bool global() const { return exchange.workspace != nullptr; }
 
@@ -128,11 +132,13 @@ struct EmulatedClusterBlock {
   V cluster_fold(V block_value, V EmulatedClusterSlot::*member, Op op, int count = -1, V none = V{}) {
     if (global()) return exchange.fold(block_value, op, count, none);
     if (count < 0) count = ctas;
-    if (local.thread == 0) blocks[cta]->slot.*member = block_value;
+    // Fold f writes set f % 2, written again by fold f + 2 after fold f + 1's barrier (the mutant: one set).
+    const uint32_t set = mutant_on(Mutant::cluster_slots_not_alternated) ? 0u : folds % 2;
+    ++folds;
+    if (local.thread == 0) blocks[cta]->slot[set].*member = block_value;
     cluster_sync();  // every block's partial has landed
-    V result = count > 0 ? blocks[0]->slot.*member : none;
-    for (int c = 1; c < count; ++c) result = op(result, blocks[c]->slot.*member);
-    cluster_sync();  // every block has read the slots before the next collective writes them
+    V result = count > 0 ? blocks[0]->slot[set].*member : none;
+    for (int c = 1; c < count; ++c) result = op(result, blocks[c]->slot[set].*member);
     return result;
   }
 
@@ -162,26 +168,42 @@ struct EmulatedClusterBlock {
         block_total, &EmulatedClusterSlot::f64, [](double a, double b) { return a + b; }, cta, 0.0);
   }
 
-  // Each block counts its slice into its own histogram; the suffix sums and the search run on the merged one.
-  void hist_clear() { local.hist_clear(); }
-  void hist_add(int bin, uint64_t w) { local.hist_add(bin, w); }
+  // Each block counts its slice into its own histogram; the suffix sums and the search run on the merged one. Through
+  // the cluster's shared memory the two buffers swap roles each round, so that a round's histograms stay until the
+  // next round's barrier (the mutant keeps the roles, and a block that runs ahead merges over a histogram a slower
+  // block has still to read); the global-memory exchange rotates its own buffers in the workspace.
+  bool swapped(uint32_t round) const {
+    return !global() && !mutant_on(Mutant::cluster_histograms_not_alternated) && round % 2 == 1;
+  }
+  uint64_t* hist_of(int block, uint32_t round) const {
+    return swapped(round) ? blocks[block]->merged : blocks[block]->block.hist;
+  }
+  uint64_t* merged_of(uint32_t round) const { return swapped(round) ? blocks[cta]->block.hist : blocks[cta]->merged; }
+  void hist_clear() {
+    uint64_t* hist = hist_of(cta, rounds);
+    for (int i = local.thread; i <= fused_sampler::kRadixBins; i += T) hist[i] = 0;
+    sync();
+  }
+  void hist_add(int bin, uint64_t w) { hist_of(cta, rounds)[bin] += w; }  // fibers never interleave inside a phase
   uint64_t hist_suffix_sums() {
+    const uint32_t round = rounds++;
+    uint64_t* merged = merged_of(round);
     if (global()) {
-      exchange.merge_histograms(blocks[cta]->block.hist, blocks[cta]->merged);
-      return local.suffix_sums(blocks[cta]->merged);
+      exchange.merge_histograms(hist_of(cta, round), merged);
+      return local.suffix_sums(merged);
     }
     if (!mutant_on(Mutant::cluster_histogram_unsynchronised)) cluster_sync();  // every block's hist_add has landed
-    uint64_t* merged = blocks[cta]->merged;
     for (int bin = local.thread; bin <= fused_sampler::kRadixBins; bin += T) {
       uint64_t sum = 0;
-      for (int c = 0; c < ctas; ++c) sum += blocks[c]->block.hist[bin];
+      for (int c = 0; c < ctas; ++c) sum += hist_of(c, round)[bin];
       merged[bin] = sum;
     }
-    cluster_sync();  // every block has read every histogram before any clears its own
+    sync();  // the merge is whole before the suffix sums read it (their threads take other bins)
     return local.suffix_sums(merged);
   }
+  // The buffer the last round merged into.
   fused_sampler::RadixPick hist_find(uint64_t above, uint64_t target) {
-    return local.find_bucket(blocks[cta]->merged, above, target);
+    return local.find_bucket(merged_of(rounds - 1), above, target);
   }
 
   // The candidate list of this block's slice (its own shared memory, as cluster_block.cuh).

@@ -68,7 +68,7 @@ class KernelStream {
   size_t device_bytes() const;
   size_t host_bytes() const;
   // The sum over device slots of the largest size each was asked for: what a caller's bound on a step's buffers
-  // (BatchVerifier::step_bytes) must cover.
+  // (device_step_bytes in verify/device/batch_verifier.h) must cover.
   size_t requested_device_bytes() const;
   // Buffers grown while work was enqueued: each drained the stream first (enqueued copies and launches may still use
   // the old array). A run's first steps grow its buffers; a steady step grows none.

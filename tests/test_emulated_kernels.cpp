@@ -357,6 +357,35 @@ TEST_CASE("the global-memory exchange's batteries catch slots and histograms tha
   }
 }
 
+TEST_CASE("a cluster's batteries catch slots and histograms that are not alternated",
+          "[kernels][emulation][mutant][cluster]") {
+  // Through the cluster's shared memory, one barrier a collective: with one histogram, a block that runs ahead clears
+  // and counts the next radix round into the buffer a slower block has still to merge; with one set of slots, it
+  // writes the next fold's partial over the one a slower block has still to read.
+  const SamplerCase c = top_k_case(78);
+  const EmulationOptions clusters{4, FiberSchedule::forward, 3};
+  CHECK(schedules_failing(c, clusters) == 0);
+  {
+    ScopedMutant mutant(Mutant::cluster_histograms_not_alternated);
+    CHECK(schedules_failing(c, clusters) > 0);
+  }
+  {
+    ScopedMutant mutant(Mutant::cluster_slots_not_alternated);
+    for (VerifyKind kind : {VerifyKind::block, VerifyKind::tree}) {
+      INFO(verify_kind_name(kind));
+      bool caught = false;
+      try {
+        caught = rows_differing_in_clusters(kind, 3, FiberSchedule::forward, 1, 6, "one set of slots", true,
+                                            RowExchange::automatic) > 0;
+      } catch (const Error& e) {
+        UNSCOPED_INFO(e.what());
+        caught = true;
+      }
+      CHECK(caught);
+    }
+  }
+}
+
 TEST_CASE("the emulated group barrier counts the GPU barrier's arrivals and refuses a wrong target",
           "[kernels][emulation][cluster]") {
   // Three blocks of four threads, three barriers: barrier n releases at 3n arrivals. A target of n (arrivals not

@@ -106,6 +106,12 @@ int64_t draft_nodes(const GenerationConfig& config) {
   return tree_shape_nodes(config.tree_shape);
 }
 
+int64_t Generator::device_step_bytes(int64_t sequences) const {
+  const std::optional<SamplingParams> draft = drafter_ ? drafter_->device_draw_params() : std::nullopt;
+  return specula::device_step_bytes(target_->vocab_size(), pipeline_.params(), config_.method, sequences,
+                                    config_.method ? draft_nodes(config_) + 1 : 1, draft ? &*draft : nullptr);
+}
+
 void Generator::check_fits(const std::vector<Token>& prompt) const {
   const int64_t limit = target_->max_positions();
   if (limit <= 0 || config_.max_new_tokens == 0) return;
@@ -506,10 +512,9 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
                    target_->writes_gpu_logits() ? target_->device_stream() : std::nullopt);
     // Every sequence's step buffers at the deepest draft (with a draft drawn there, its plans'), with the sessions
     // when they share the device.
-    const int64_t rows = config_.method ? draft_nodes(config_) + 1 : 1;
-    const std::optional<SamplingParams> draft = drafter_ ? drafter_->device_draw_params() : std::nullopt;
-    device->check_fits(static_cast<int64_t>(batch.size()), rows, sessions_on_device ? sessions : 0,
-                       draft ? &*draft : nullptr);
+    const int64_t sequences = static_cast<int64_t>(batch.size());
+    device->check_fits(sequences, config_.method ? draft_nodes(config_) + 1 : 1, device_step_bytes(sequences),
+                       sessions_on_device ? sessions : 0);
   }
   if (const int64_t available = mem_available_bytes();
       !sessions_on_device && session > 0 && available >= 0 && sessions > available)

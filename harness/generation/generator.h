@@ -113,6 +113,11 @@ class Generator {
   // positions than the target holds: found before any work, not at the position that overflows.
   void check_fits(const std::vector<Token>& prompt) const;
 
+  // On a device: the bytes the step buffers of `sequences` sequences decoded in lockstep ask for at most, with a draft
+  // drawn there (DrafterFactory::device_draw_params); checked against free memory before the first step
+  // (BatchVerifier::check_fits), and a bound on each record's device_buffer_bytes.
+  int64_t device_step_bytes(int64_t sequences) const;
+
   const GenerationConfig& config() const { return config_; }
   const SamplerPipeline& target_pipeline() const { return pipeline_; }
 

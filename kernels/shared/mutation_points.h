@@ -71,6 +71,8 @@ enum class Mutant {
   emulated_candidates_unsynchronised,  // the candidate list's count read without the barrier after the adds
   cluster_histogram_unsynchronised,    // a cluster's blocks merge each other's radix histograms before its barrier
   sliced_draw_ignores_blocks_before,   // a cluster's draw leaves out the weight of the blocks before this one
+  cluster_slots_not_alternated,        // a cluster's blocks write every fold's partials into one set of slots
+  cluster_histograms_not_alternated,   // a cluster's blocks count every radix round into one histogram
   group_slots_not_alternated,          // a global-memory exchange writes every fold's partials into one set of slots
   group_histograms_two_buffers,        // a global-memory exchange rotates its radix histograms over two buffers
   // Device drafting (verify/device/batch_verifier.cpp, draft/model_drafter.cpp, kernels/draft_children_row.h).

@@ -560,11 +560,11 @@ std::vector<Token> BatchVerifier::download_ids(const int32_t* d_ids, int64_t ids
 
 namespace {
 
-// Device bytes a row's sampler inputs take beside its logits and output (sampler_params): its parameters, token and
-// status, and the masks, penalty counts and bias its settings need (SamplerBatch).
+// Device bytes a row's sampler inputs take beside its logits and output (sampler_params): its parameters, its row maps
+// (input, logits, probs rows), and the masks, penalty counts and bias its settings need (SamplerBatch).
 int64_t sampler_input_bytes(const SamplingParams& s, int64_t V) {
   const int64_t words = (V + 31) / 32;
-  int64_t bytes = static_cast<int64_t>(sizeof(SamplerRowParams)) + 2 * 4 + 3 * 4;  // + row maps (input, logits, probs)
+  int64_t bytes = static_cast<int64_t>(sizeof(SamplerRowParams)) + 3 * 4;
   if (!s.allowed_tokens.empty()) bytes += 4 * words;
   if (!s.banned_tokens.empty() || s.min_tokens > 0) bytes += 4 * words;
   if (s.repetition_penalty != 1.0f) bytes += 4 * words;
@@ -577,30 +577,39 @@ int64_t sampler_input_bytes(const SamplingParams& s, int64_t V) {
 
 int64_t device_step_bytes(int32_t vocab, const SamplingParams& target, const std::optional<VerifyMethod>& method,
                           int64_t sequences, int64_t rows_per_sequence, const SamplingParams* draft) {
-  const int64_t rows = sequences * rows_per_sequence, V = vocab;
-  int64_t per_row = 2 * 4 * V + sampler_input_bytes(target, V);  // logits, probs
+  const int64_t rows = sequences * rows_per_sequence, V = vocab, N = rows_per_sequence;
+  // Every slot sampler_params, verify, and the draft's plans and draws take, by the row (a target row, or a draft row:
+  // at most one a node and one for the context) or by the sequence.
+  int64_t per_row = 2 * 4 * V + sampler_input_bytes(target, V);  // logits, probs (kLogits, kProbs)
+  per_row += 2 * 4;                                              // a draw's token and status (kSamplerTokens, ..)
   // A penalised target counts its rows' pending ids (at most a path each): 8 bytes an entry (kPendingEntries).
-  if (target.penalised()) per_row += 8 * rows_per_sequence;
-  if (method) per_row += 4 * V;                                     // a draft model's laws (draft_laws)
-  if (method && !verifies_greedily(*method)) per_row += 4 * V + 1;  // q uploaded, q_present
-  // A draft drawn on the device: a plan's rows (at most one a node and one for the context) stage their sampler inputs
-  // in buffers of their own (kPlanStaging), and a penalised plan adds its pending ids' entries there.
-  if (method && draft) per_row += sampler_input_bytes(*draft, V) + (draft->penalised() ? 8 * rows_per_sequence : 0);
-  // Per sequence: drafts, parents, path, emitted (4 bytes per row each), counters.
-  return rows * per_row + sequences * (16 * rows_per_sequence + 128);
+  if (target.penalised()) per_row += 8 * N;
+  if (method) {
+    per_row += 4 * V;                                       // a draft model's laws (kDraftLaws)
+    if (!verifies_greedily(*method)) per_row += 4 * V + 1;  // q uploaded, q_present (kQ, kQPresent)
+    // The draft's ids: drawn (kDraftChildren), kept for verification with their statuses (kKeptIds, kKeptStatus), and
+    // siblings drawn without replacement (kSiblingRows, kSiblingUniforms); drafts, parents, path and emitted.
+    per_row += 4 + 8 + 4 + 8 + 4 * 4;
+  }
+  // A draft drawn on the device: a plan's rows stage their sampler inputs in buffers of their own (kPlanStaging), and
+  // a penalised plan adds its pending ids' entries there.
+  if (method && draft) per_row += sampler_input_bytes(*draft, V) + (draft->penalised() ? 8 * N : 0);
+  // Per sequence: the verifier's counters and offsets (first rows, emitted and accepted counts, bonus, status, sums).
+  return rows * per_row + sequences * 128;
 }
 
-int64_t BatchVerifier::step_bytes(int64_t sequences, int64_t rows_per_sequence, const SamplingParams* draft) const {
-  return device_step_bytes(vocab_, target_.params(), method_, sequences, rows_per_sequence, draft);
+int64_t held_device_bytes(int64_t step_bytes) {
+  // Each slot holds its largest request and up to half again (KernelStream's geometric growth), at least 256 bytes.
+  return step_bytes + step_bytes / 2 + 256 * 2 * static_cast<int64_t>(kPlanStaging);
 }
 
-void BatchVerifier::check_fits(int64_t sequences, int64_t rows_per_sequence, int64_t session_bytes,
-                               const SamplingParams* draft) const {
-  const int64_t buffers = step_bytes(sequences, rows_per_sequence, draft), need = buffers + session_bytes;
+void BatchVerifier::check_fits(int64_t sequences, int64_t rows_per_sequence, int64_t step_bytes,
+                               int64_t session_bytes) const {
+  const int64_t buffers = held_device_bytes(step_bytes), need = buffers + session_bytes;
   const int64_t free = stream_->free_device_memory();
   if (free >= 0 && need > free)
     fail(device_label(stream_->device()), ": a step of ", sequences, " sequences with up to ", rows_per_sequence,
-         " target rows each (V = ", vocab_, ") needs ", buffers, " bytes of buffers",
+         " target rows each (V = ", vocab_, ") needs up to ", buffers, " bytes of buffers",
          session_bytes > 0 ? " and " + std::to_string(session_bytes) + " bytes of model sessions (KV caches)" : "",
          ", but only ", free, " are free: generate fewer sequences at once");
 }

@@ -35,11 +35,13 @@ namespace specula {
 void check_device_support(const std::optional<VerifyMethod>& method, const SamplingParams& target, int64_t draft_nodes,
                           Device device);
 
-// Bytes of the device buffers a batch's steps ask for at most (BatchVerifier::step_bytes): `sequences` steps of at most
-// `rows_per_sequence` target rows each, at vocabulary `vocab`, with `draft` the settings of a draft drawn on the device
-// (null: none). The buffers themselves hold up to half again (KernelStream grows them geometrically).
+// Bytes of the device buffers a batch's steps ask for at most (the sum over BatchVerifier's slots of each one's
+// largest request, KernelStream::requested_device_bytes): `sequences` steps of at most `rows_per_sequence` target rows
+// each, at vocabulary `vocab`, with `draft` the settings of a draft drawn on the device (null: none).
 int64_t device_step_bytes(int32_t vocab, const SamplingParams& target, const std::optional<VerifyMethod>& method,
                           int64_t sequences, int64_t rows_per_sequence, const SamplingParams* draft = nullptr);
+// The device memory buffers asked for `step_bytes` may hold: each slot grows to half again past its request.
+int64_t held_device_bytes(int64_t step_bytes);
 
 // Where the logits of a verify() or sample() call are. host: anywhere in host memory, uploaded by the call.
 // device: in device_logits(rows), the calls' rows in order (a step's tree rows sequence by sequence, or one row
@@ -103,12 +105,11 @@ class BatchVerifier {
   BatchVerifier(Device device, const SamplerPipeline& target, std::optional<VerifyMethod> method,
                 const EmulationOptions& emulation = {}, std::optional<void*> cuda_stream = std::nullopt);
 
-  // Refuses, before any work, a batch whose step buffers would not fit the device's free memory:
-  // `sequences` steps of at most `rows_per_sequence` rows each, plus `session_bytes` the batch's model sessions
-  // will take there (KV caches of a model on the GPU; 0 when they live on the host). `draft`: the settings of a draft
-  // drawn on the device (DrafterFactory::device_draw_params), whose plans stage buffers of their own.
-  void check_fits(int64_t sequences, int64_t rows_per_sequence, int64_t session_bytes = 0,
-                  const SamplingParams* draft = nullptr) const;
+  // Refuses, before any work, a batch whose step buffers would not fit the device's free memory: `sequences` steps
+  // of at most `rows_per_sequence` rows each asking for `step_bytes` (device_step_bytes; held_device_bytes of them),
+  // plus `session_bytes` the batch's model sessions will take there (KV caches of a model on the GPU; 0 when they
+  // live on the host).
+  void check_fits(int64_t sequences, int64_t rows_per_sequence, int64_t step_bytes, int64_t session_bytes = 0) const;
 
   std::vector<DeviceStepResult> verify(const std::vector<DeviceStep>& steps, LogitsAt at = LogitsAt::host);
   std::vector<Token> sample(const std::vector<DeviceDraw>& draws, LogitsAt at = LogitsAt::host);
@@ -195,9 +196,6 @@ class BatchVerifier {
   // The caller's stream the kernels follow (the constructor's `cuda_stream`): a model whose writes move to another
   // stream must not hand its rows in place (Generator::score_lockstep checks every step).
   std::optional<void*> followed_stream() const { return followed_stream_; }
-  // Bytes of the per-step buffers of a batch (device side): what check_fits compares with free memory. A bound on
-  // requested_bytes() over any run of such steps (test_device_memory_bound.cpp).
-  int64_t step_bytes(int64_t sequences, int64_t rows_per_sequence, const SamplingParams* draft = nullptr) const;
   // KernelStream::requested_device_bytes and growth_drains of the verifier's stream.
   uint64_t requested_bytes() const { return stream_->requested_device_bytes(); }
   uint64_t growth_drains() const { return stream_->growth_drains(); }
