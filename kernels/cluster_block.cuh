@@ -4,10 +4,11 @@
 // memory. A collective runs inside each block with cuda_block::CudaBlock's CUB primitives, then crosses the
 // cluster through distributed shared memory: each block's thread 0 writes its partial to a slot in its own
 // shared memory, cluster barrier, every thread folds the slots of blocks 0 .. n-1 in that order (so every block
-// holds the same bits, and a float64 sum does not depend on which block finished first), cluster barrier before
-// the slots are written again. Each block counts its slice into its own radix histogram; the cluster's
-// histogram is their sum (integer counts and fixed-point masses: any order gives the same buckets), which every
-// block builds for itself. emulated_cluster_block.h is the same structure on the CPU (`--device cuda-host`).
+// holds the same bits, and a float64 sum does not depend on which block finished first). The slots alternate between
+// two sets, so the next collective's barrier keeps them until every block has read them: one barrier a collective.
+// Each block counts its slice into its own radix histogram; the cluster's histogram is their sum (integer counts and
+// fixed-point masses: any order gives the same buckets), which every block builds for itself, its two buffers
+// swapping roles each round. emulated_cluster_block.h is the same structure on the CPU (`--device cuda-host`).
 //
 // kGlobal: the same Block for a GPU without clusters (sm_80). The blocks of a row are a group of a cooperative
 // launch (every block resident at once), and the collectives cross the group through global memory with
@@ -54,8 +55,8 @@ struct ClusterExtra {
   CandidateList candidates;
 };
 
-// Extra shared memory of a verification kernel's block in a cluster: its partial, and the per-row scratch every
-// block keeps a copy of (the tree kernel's per-node state).
+// Extra shared memory of a verification kernel's block in a cluster: its partials (two sets), and the per-row scratch
+// every block keeps a copy of (the tree kernel's per-node state).
 template <int F64, int I32>
 struct ClusterScratch {
   ClusterSlot slot[2];
@@ -271,7 +272,8 @@ struct CudaClusterBlock {
     (void)w;
 #endif
   }
-  // Every block sums the cluster's histograms into its `merged`, then runs the suffix sums and search on it.
+  // Every block sums the cluster's histograms into its merge buffer (merged_hist), then runs the suffix sums and
+  // search on it.
   __host__ __device__ uint64_t hist_suffix_sums() {
     if constexpr (kGlobal) {
       exchange.merge_histograms(own_hist(), merged_hist());

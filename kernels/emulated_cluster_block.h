@@ -5,8 +5,9 @@
 // block's thread 0 writes its partial to a slot in its block's shared memory, a cluster barrier, every thread
 // folds the slots of blocks 0 .. ctas-1 in that order (so every block gets the same bits). The slots alternate
 // between two sets, so the next collective's barrier, not one of its own, keeps a fold's slots until every block has
-// read them. The radix histograms merge the same way, each block's alternating between two buffers by round: integer
-// counts and fixed-point masses, so the order cannot change a bucket.
+// read them. The radix histograms merge the same way, each block's histogram and merged copy swapping roles by round:
+// integer counts and fixed-point masses, so the order cannot change a bucket. (The global-memory exchange below
+// rotates its own slots and histograms in its workspace.)
 //
 // FiberTeam runs each block alone up to the next cluster barrier, in the schedule's block order: a block that
 // read another's slot or histogram without the cluster barrier would read the previous collective's value.
@@ -170,8 +171,8 @@ struct EmulatedClusterBlock {
 
   // Each block counts its slice into its own histogram; the suffix sums and the search run on the merged one. Through
   // the cluster's shared memory the two buffers swap roles each round, so that a round's histograms stay until the
-  // next round's barrier (the mutant keeps the roles, and a block that runs ahead merges over a histogram a slower
-  // block has still to read); the global-memory exchange rotates its own buffers in the workspace.
+  // next round's barrier (the mutant keeps the roles: a block that runs ahead clears and counts the next round into the
+  // histogram a slower block has still to merge); the global-memory exchange rotates its own buffers in the workspace.
   bool swapped(uint32_t round) const {
     return !global() && !mutant_on(Mutant::cluster_histograms_not_alternated) && round % 2 == 1;
   }
