@@ -106,7 +106,10 @@ def compare(binary, device, common, label, failures, skips=None, same_logits=Tru
         for key in ("steps", "accepted_tokens", "proposed_tokens", "emitted_tokens") if same_logits else ():
             if key in cpu_m and cpu_m.get(key) != dev_m.get(key):
                 failures.append(f"{label}: {key} {dev_m.get(key)} on {device}, {cpu_m.get(key)} on cpu")
-    print(f"{'ok  ' if len(failures) == before else 'FAIL'}  {label}")
+        # What the step buffers cost (each bounded before the first step) and how often growing one drained the stream.
+        memory = (f" ({dev_m.get('device_buffer_bytes', 0) / 1024:.0f} KiB of step buffers, "
+                  f"{dev_m.get('growth_waits', 0)} growth waits)")
+    print(f"{'ok  ' if len(failures) == before else 'FAIL'}  {label}{memory}")
 
 
 def greedy_on_device(binary, device, common, methods, label, failures, skips=None):
