@@ -327,6 +327,27 @@ TEST_CASE("the cluster's sampler takes the decisions of the one-thread backend u
   check_decisions_against_host(4243, {2, 5}, RowExchange::global_memory);
 }
 
+namespace {
+
+// Block and tree verification over 3 emulated blocks under a slots mutant: caught as rows that differ, or as blocks
+// that disagree on the path and so on the barriers (an Error).
+void check_slots_caught(RowExchange exchange) {
+  for (VerifyKind kind : {VerifyKind::block, VerifyKind::tree}) {
+    INFO(verify_kind_name(kind));
+    bool caught = false;
+    try {
+      caught =
+          rows_differing_in_clusters(kind, 3, FiberSchedule::forward, 1, 6, "one set of slots", true, exchange) > 0;
+    } catch (const Error& e) {
+      UNSCOPED_INFO(e.what());
+      caught = true;
+    }
+    CHECK(caught);
+  }
+}
+
+}  // namespace
+
 TEST_CASE("the global-memory exchange's batteries catch slots and histograms that are not rotated",
           "[kernels][emulation][mutant][cluster]") {
   // Two histogram buffers: a block clears its share of the buffer a faster block already adds the next radix round
@@ -341,19 +362,7 @@ TEST_CASE("the global-memory exchange's batteries catch slots and histograms tha
     // Not the sampler: there a partial read as another fold's type is an index out of the row (pass 1's first bad
     // logit), which a GPU reports as an illegal address, and the emulation as a crash.
     ScopedMutant mutant(Mutant::group_slots_not_alternated);
-    // Caught as rows that differ, or as blocks that disagree on the path and so on the barriers (an Error).
-    for (VerifyKind kind : {VerifyKind::block, VerifyKind::tree}) {
-      INFO(verify_kind_name(kind));
-      bool caught = false;
-      try {
-        caught = rows_differing_in_clusters(kind, 3, FiberSchedule::forward, 1, 6, "one set of slots", true,
-                                            RowExchange::global_memory) > 0;
-      } catch (const Error& e) {
-        UNSCOPED_INFO(e.what());
-        caught = true;
-      }
-      CHECK(caught);
-    }
+    check_slots_caught(RowExchange::global_memory);
   }
 }
 
@@ -371,18 +380,7 @@ TEST_CASE("a cluster's batteries catch slots and histograms that are not alterna
   }
   {
     ScopedMutant mutant(Mutant::cluster_slots_not_alternated);
-    for (VerifyKind kind : {VerifyKind::block, VerifyKind::tree}) {
-      INFO(verify_kind_name(kind));
-      bool caught = false;
-      try {
-        caught = rows_differing_in_clusters(kind, 3, FiberSchedule::forward, 1, 6, "one set of slots", true,
-                                            RowExchange::automatic) > 0;
-      } catch (const Error& e) {
-        UNSCOPED_INFO(e.what());
-        caught = true;
-      }
-      CHECK(caught);
-    }
+    check_slots_caught(RowExchange::automatic);
   }
 }
 
