@@ -35,7 +35,7 @@ void* KernelStream::grow(std::vector<Buffer>& pool, int slot, size_t bytes, bool
   b.ptr = nullptr;
   b.bytes = 0;
   // Geometric growth: a batch that grows step by step reallocates O(log) times.
-  const size_t want = bytes < 256 ? 256 : bytes + bytes / 2;
+  const size_t want = std::max({bytes < 256 ? size_t{256} : bytes + bytes / 2, allocation_floor_});
   b.ptr = device ? allocate_device(want) : allocate_host(want);
   b.bytes = want;
   return b.ptr;

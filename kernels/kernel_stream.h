@@ -64,7 +64,7 @@ class KernelStream {
     return device;
   }
   // Bytes held in device and host buffers (what a step's batch costs in memory): each slot's largest request with up
-  // to half again for growth (at least 256 bytes).
+  // to half again for growth (at least 256 bytes, and at least the allocation floor).
   size_t device_bytes() const;
   size_t host_bytes() const;
   // The sum over device slots of the largest size each was asked for: what a caller's bound on a step's buffers
@@ -73,6 +73,9 @@ class KernelStream {
   // Buffers grown while work was enqueued: each drained the stream first (enqueued copies and launches may still use
   // the old array). A run's first steps grow its buffers; a steady step grows none.
   uint64_t growth_drains() const { return growth_drains_; }
+  // The least bytes any buffer is allocated with from now on (a run's reservation, BatchVerifier::reserve): its small
+  // per-row arrays then hold its largest step from their first allocation, and never grow.
+  void set_allocation_floor(size_t bytes) { allocation_floor_ = bytes; }
 
   // Stream-ordered copies between a host staging buffer and a device buffer.
   void to_device(void* device_dst, const void* host_src, size_t bytes);
@@ -144,6 +147,7 @@ class KernelStream {
   std::vector<Buffer> host_;
   std::vector<uint8_t> staging_in_flight_;  // per host slot: an upload from it enqueued since the last synchronize()
   uint64_t uploaded_bytes_ = 0, downloaded_bytes_ = 0, downloads_ = 0, staging_waits_ = 0, growth_drains_ = 0;
+  size_t allocation_floor_ = 0;
 };
 
 // The stream of `device` (cuda or cuda_host; throws for cpu). cuda throws "no CUDA device: ..." where there

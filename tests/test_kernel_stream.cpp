@@ -83,4 +83,12 @@ TEST_CASE("a stream counts the bytes asked of each slot and drains only to grow 
   s->host_array<int32_t>(2, 1000);  // host staging buffers grow by the same rule
   CHECK(s->growth_drains() == 2);
   CHECK(s->requested_device_bytes() == 12000 + 40);  // host buffers are not device bytes
+  // A floor (a run's reservation): every allocation from then on takes at least it, so a small buffer holds the
+  // largest step's rows at once and does not grow.
+  s->set_allocation_floor(4096);
+  s->device_array<int32_t>(9, 10);
+  s->device_array<int32_t>(9, 1000);  // within the floor: no growth
+  CHECK(s->growth_drains() == 2);
+  CHECK(s->requested_device_bytes() == 12000 + 40 + 4000);
+  CHECK(s->device_bytes() >= 12000 + 256 + 4096);
 }

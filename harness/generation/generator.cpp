@@ -512,9 +512,10 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
                    target_->writes_gpu_logits() ? target_->device_stream() : std::nullopt);
     // Every sequence's step buffers at the deepest draft (with a draft drawn there, its plans'), with the sessions
     // when they share the device.
-    const int64_t sequences = static_cast<int64_t>(batch.size());
-    device->check_fits(sequences, config_.method ? draft_nodes(config_) + 1 : 1, device_step_bytes(sequences),
-                       sessions_on_device ? sessions : 0);
+    const int64_t sequences = static_cast<int64_t>(batch.size()), rows = config_.method ? draft_nodes(config_) + 1 : 1;
+    device->check_fits(sequences, rows, device_step_bytes(sequences), sessions_on_device ? sessions : 0);
+    const std::optional<SamplingParams> draft = drafter_ ? drafter_->device_draw_params() : std::nullopt;
+    device->reserve(sequences, rows, draft ? &*draft : nullptr);
   }
   if (const int64_t available = mem_available_bytes();
       !sessions_on_device && session > 0 && available >= 0 && sessions > available)

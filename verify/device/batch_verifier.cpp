@@ -65,6 +65,10 @@ enum Slot : int {
 
 std::string device_label(Device d) { return std::string("device ") + device_name(d); }
 
+// The least bytes any buffer of a reserved run takes, per row of its largest step (BatchVerifier::reserve): a row's
+// parameters (64 bytes) and every smaller per-row array (row maps, tokens, statuses, ids, uniforms) fit.
+constexpr int64_t kReservedBytesPerRow = 64;
+
 }  // namespace
 
 void check_device_support(const std::optional<VerifyMethod>& method, const SamplingParams& s, int64_t draft_nodes,
@@ -562,14 +566,17 @@ namespace {
 
 // Device bytes a row's sampler inputs take beside its logits and output (sampler_params): its parameters, its row maps
 // (input, logits, probs rows), and the masks, penalty counts and bias its settings need (SamplerBatch).
-int64_t sampler_input_bytes(const SamplingParams& s, int64_t V) {
+// `also`: other settings whose rows stage in the same slots (a draft's depths drawn one at a time stage in the
+// target's), so each array is there when either needs it.
+int64_t sampler_input_bytes(const SamplingParams& s, int64_t V, const SamplingParams* also = nullptr) {
+  const auto any = [&](auto&& needs) { return needs(s) || (also && needs(*also)); };
   const int64_t words = (V + 31) / 32;
   int64_t bytes = static_cast<int64_t>(sizeof(SamplerRowParams)) + 3 * 4;
-  if (!s.allowed_tokens.empty()) bytes += 4 * words;
-  if (!s.banned_tokens.empty() || s.min_tokens > 0) bytes += 4 * words;
-  if (s.repetition_penalty != 1.0f) bytes += 4 * words;
-  if (s.penalised()) bytes += 4 * V;
-  if (!s.logit_bias.empty()) bytes += 4 * V;
+  if (any([](const SamplingParams& p) { return !p.allowed_tokens.empty(); })) bytes += 4 * words;
+  if (any([](const SamplingParams& p) { return !p.banned_tokens.empty() || p.min_tokens > 0; })) bytes += 4 * words;
+  if (any([](const SamplingParams& p) { return p.repetition_penalty != 1.0f; })) bytes += 4 * words;
+  if (any([](const SamplingParams& p) { return p.penalised(); })) bytes += 4 * V;
+  if (any([](const SamplingParams& p) { return !p.logit_bias.empty(); })) bytes += 4 * V;
   return bytes;
 }
 
@@ -580,8 +587,10 @@ int64_t device_step_bytes(int32_t vocab, const SamplingParams& target, const std
   const int64_t rows = sequences * rows_per_sequence, V = vocab, N = rows_per_sequence;
   // Every slot sampler_params, verify, and the draft's plans and draws take, by the row (a target row, or a draft row:
   // at most one a node and one for the context) or by the sequence.
-  int64_t per_row = 2 * 4 * V + sampler_input_bytes(target, V);  // logits, probs (kLogits, kProbs)
-  per_row += 2 * 4;                                              // a draw's token and status (kSamplerTokens, ..)
+  // Logits, probs (kLogits, kProbs), and the sampler inputs staged in the target's slots: its rows', and those of a
+  // draft's depths drawn one at a time (ranked, or siblings without replacement).
+  int64_t per_row = 2 * 4 * V + sampler_input_bytes(target, V, method ? draft : nullptr);
+  per_row += 2 * 4;  // a draw's token and status (kSamplerTokens, ..)
   // A penalised target counts its rows' pending ids (at most a path each): 8 bytes an entry (kPendingEntries).
   if (target.penalised()) per_row += 8 * N;
   if (method) {
@@ -598,14 +607,42 @@ int64_t device_step_bytes(int32_t vocab, const SamplingParams& target, const std
   return rows * per_row + sequences * 128;
 }
 
-int64_t held_device_bytes(int64_t step_bytes) {
-  // Each slot holds its largest request and up to half again (KernelStream's geometric growth), at least 256 bytes.
-  return step_bytes + step_bytes / 2 + 256 * 2 * static_cast<int64_t>(kPlanStaging);
+int64_t held_device_bytes(int64_t step_bytes, int64_t rows) {
+  // Each slot holds its largest request and up to half again (KernelStream's geometric growth), at least 256 bytes or
+  // the reservation's floor (BatchVerifier::reserve).
+  const int64_t least = std::max<int64_t>(256, rows * kReservedBytesPerRow);
+  return step_bytes + step_bytes / 2 + least * 2 * static_cast<int64_t>(kPlanStaging);
+}
+
+void BatchVerifier::reserve(int64_t sequences, int64_t rows_per_sequence, const SamplingParams* draft) {
+  KernelStream& s = *stream_;
+  const size_t rows = static_cast<size_t>(sequences * rows_per_sequence), V = static_cast<size_t>(vocab_);
+  s.set_allocation_floor(rows * kReservedBytesPerRow);
+  // The [rows, V] arrays every step takes at its largest: the logits a model writes in place, the processed rows, and
+  // the penalty counts and bias the target's settings stage, and a draft's theirs: a plan in its own slots, a depth
+  // drawn alone (ranked, or siblings without replacement) in the target's (device and staging).
+  s.device_array<float>(kLogits, rows * V);
+  s.device_array<float>(kProbs, rows * V);
+  const auto stage = [&](const SamplingParams& p, int staging) {
+    if (p.penalised()) {
+      s.device_array<int32_t>(staging + kCounts, rows * V);
+      s.host_array<int32_t>(staging + kCounts, rows * V);
+    }
+    if (!p.logit_bias.empty()) {
+      s.device_array<float>(staging + kBias, rows * V);
+      s.host_array<float>(staging + kBias, rows * V);
+    }
+  };
+  stage(target_.params(), 0);
+  if (method_ && draft) {
+    stage(*draft, 0);
+    stage(*draft, kPlanStaging);
+  }
 }
 
 void BatchVerifier::check_fits(int64_t sequences, int64_t rows_per_sequence, int64_t step_bytes,
                                int64_t session_bytes) const {
-  const int64_t buffers = held_device_bytes(step_bytes), need = buffers + session_bytes;
+  const int64_t buffers = held_device_bytes(step_bytes, sequences * rows_per_sequence), need = buffers + session_bytes;
   const int64_t free = stream_->free_device_memory();
   if (free >= 0 && need > free)
     fail(device_label(stream_->device()), ": a step of ", sequences, " sequences with up to ", rows_per_sequence,

@@ -40,8 +40,9 @@ void check_device_support(const std::optional<VerifyMethod>& method, const Sampl
 // each, at vocabulary `vocab`, with `draft` the settings of a draft drawn on the device (null: none).
 int64_t device_step_bytes(int32_t vocab, const SamplingParams& target, const std::optional<VerifyMethod>& method,
                           int64_t sequences, int64_t rows_per_sequence, const SamplingParams* draft = nullptr);
-// The device memory buffers asked for `step_bytes` may hold: each slot grows to half again past its request.
-int64_t held_device_bytes(int64_t step_bytes);
+// The device memory buffers asked for `step_bytes` by steps of at most `rows` rows may hold: each slot grows to half
+// again past its request, and takes at least the reservation's floor (BatchVerifier::reserve).
+int64_t held_device_bytes(int64_t step_bytes, int64_t rows);
 
 // Where the logits of a verify() or sample() call are. host: anywhere in host memory, uploaded by the call.
 // device: in device_logits(rows), the calls' rows in order (a step's tree rows sequence by sequence, or one row
@@ -110,6 +111,13 @@ class BatchVerifier {
   // plus `session_bytes` the batch's model sessions will take there (KV caches of a model on the GPU; 0 when they
   // live on the host).
   void check_fits(int64_t sequences, int64_t rows_per_sequence, int64_t step_bytes, int64_t session_bytes = 0) const;
+  // Allocates, before a run's first step, what its largest step takes (`sequences` of at most `rows_per_sequence`
+  // rows): the [rows, V] arrays every step uses, and a floor under every other buffer that holds a per-row array at its
+  // largest (KernelStream::set_allocation_floor); `draft`: the settings of a draft drawn on the device, whose plans
+  // stage their own (DrafterFactory::device_draw_params). A reserved run's buffers do not grow, so
+  // no step drains the stream to grow one (growth_drains); a buffer the reservation does not cover (logits staged on
+  // the host, q rows of a host drafter) still grows, counted.
+  void reserve(int64_t sequences, int64_t rows_per_sequence, const SamplingParams* draft = nullptr);
 
   std::vector<DeviceStepResult> verify(const std::vector<DeviceStep>& steps, LogitsAt at = LogitsAt::host);
   std::vector<Token> sample(const std::vector<DeviceDraw>& draws, LogitsAt at = LogitsAt::host);
