@@ -212,6 +212,11 @@ std::unique_ptr<Drafter> ModelDrafterFactory::create() const {
   return std::make_unique<ModelDrafter>(*model_, pipeline_, ranking_pipeline_);
 }
 
+std::optional<SamplingParams> ModelDrafterFactory::device_draw_params() const {
+  if (unsupported_on_cuda(pipeline_.params())) return std::nullopt;
+  return pipeline_.params();
+}
+
 bool ModelDrafterFactory::draws_on_device(const std::vector<DraftRequest>& requests) const {
   if (requests.empty() || !requests[0].device) return false;
   const DraftRequest& first = requests[0];

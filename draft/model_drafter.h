@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "draft/drafter.h"
 #include "harness/models/language_model.h"
@@ -29,8 +30,9 @@ class ModelDrafterFactory : public DrafterFactory {
   // and the draft's settings are within what the fused sampler applies (propose_batch): their laws left there, ranked
   // trees verified as point masses.
   bool draws_on_device(const std::vector<DraftRequest>& requests) const override;
-  // The draft's settings (a ranked tree's at temperature 1 take the same buffers).
-  std::optional<SamplingParams> device_draw_params() const override { return pipeline_.params(); }
+  // The draft's settings (a ranked tree's at temperature 1 take the same buffers), unless the fused sampler cannot
+  // apply them (then the draft is drawn on the host).
+  std::optional<SamplingParams> device_draw_params() const override;
 
  private:
   std::vector<TokenTree> propose_on_device(const std::vector<ModelDrafter*>& own,

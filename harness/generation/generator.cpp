@@ -515,7 +515,9 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     const int64_t sequences = static_cast<int64_t>(batch.size()), rows = config_.method ? draft_nodes(config_) + 1 : 1;
     device->check_fits(sequences, rows, device_step_bytes(sequences), sessions_on_device ? sessions : 0);
     const std::optional<SamplingParams> draft = drafter_ ? drafter_->device_draw_params() : std::nullopt;
-    device->reserve(sequences, rows, draft ? &*draft : nullptr);
+    const bool depths_alone =
+        !config_.tree_shape.empty() && config_.tree_sampling == SiblingScheme::without_replacement;
+    device->reserve(sequences, rows, draft ? &*draft : nullptr, depths_alone);
   }
   if (const int64_t available = mem_available_bytes();
       !sessions_on_device && session > 0 && available >= 0 && sessions > available)

@@ -614,29 +614,31 @@ int64_t held_device_bytes(int64_t step_bytes, int64_t rows) {
   return step_bytes + step_bytes / 2 + least * 2 * static_cast<int64_t>(kPlanStaging);
 }
 
-void BatchVerifier::reserve(int64_t sequences, int64_t rows_per_sequence, const SamplingParams* draft) {
+void BatchVerifier::reserve(int64_t sequences, int64_t rows_per_sequence, const SamplingParams* draft,
+                            bool draft_depths_alone) {
   KernelStream& s = *stream_;
   const size_t rows = static_cast<size_t>(sequences * rows_per_sequence), V = static_cast<size_t>(vocab_);
+  const size_t words = (V + 31) / 32;
   s.set_allocation_floor(rows * kReservedBytesPerRow);
-  // The [rows, V] arrays every step takes at its largest: the logits a model writes in place, the processed rows, and
-  // the penalty counts and bias the target's settings stage, and a draft's theirs: a plan in its own slots, a depth
-  // drawn alone (ranked, or siblings without replacement) in the target's (device and staging).
+  // The [rows, V] arrays every step takes at its largest: the logits a model writes in place and the processed rows.
   s.device_array<float>(kLogits, rows * V);
   s.device_array<float>(kProbs, rows * V);
+  // The sampler inputs a pipeline's settings stage (SamplerBatch), device and staging: masks, penalty counts, bias.
   const auto stage = [&](const SamplingParams& p, int staging) {
-    if (p.penalised()) {
-      s.device_array<int32_t>(staging + kCounts, rows * V);
-      s.host_array<int32_t>(staging + kCounts, rows * V);
-    }
-    if (!p.logit_bias.empty()) {
-      s.device_array<float>(staging + kBias, rows * V);
-      s.host_array<float>(staging + kBias, rows * V);
-    }
+    const auto both = [&](int slot, size_t bytes) {
+      s.device_buffer(staging + slot, bytes);
+      s.host_buffer(staging + slot, bytes);
+    };
+    if (!p.allowed_tokens.empty()) both(kAllowed, rows * words * 4);
+    if (!p.banned_tokens.empty() || p.min_tokens > 0) both(kBanned, rows * words * 4);
+    if (p.repetition_penalty != 1.0f) both(kPrompt, rows * words * 4);
+    if (p.penalised()) both(kCounts, rows * V * 4);
+    if (!p.logit_bias.empty()) both(kBias, rows * V * 4);
   };
   stage(target_.params(), 0);
   if (method_ && draft) {
-    stage(*draft, 0);
-    stage(*draft, kPlanStaging);
+    stage(*draft, kPlanStaging);               // a plan's
+    if (draft_depths_alone) stage(*draft, 0);  // depths drawn one at a time stage in the target's slots
   }
 }
 

@@ -114,10 +114,12 @@ class BatchVerifier {
   // Allocates, before a run's first step, what its largest step takes (`sequences` of at most `rows_per_sequence`
   // rows): the [rows, V] arrays every step uses, and a floor under every other buffer that holds a per-row array at its
   // largest (KernelStream::set_allocation_floor); `draft`: the settings of a draft drawn on the device, whose plans
-  // stage their own (DrafterFactory::device_draw_params). A reserved run's buffers do not grow, so
+  // stage their own (DrafterFactory::device_draw_params), and with `draft_depths_alone` (siblings drawn without
+  // replacement, a depth at a time) in the target's slots too. A reserved run's buffers do not grow, so
   // no step drains the stream to grow one (growth_drains); a buffer the reservation does not cover (logits staged on
   // the host, q rows of a host drafter) still grows, counted.
-  void reserve(int64_t sequences, int64_t rows_per_sequence, const SamplingParams* draft = nullptr);
+  void reserve(int64_t sequences, int64_t rows_per_sequence, const SamplingParams* draft = nullptr,
+               bool draft_depths_alone = false);
 
   std::vector<DeviceStepResult> verify(const std::vector<DeviceStep>& steps, LogitsAt at = LogitsAt::host);
   std::vector<Token> sample(const std::vector<DeviceDraw>& draws, LogitsAt at = LogitsAt::host);
