@@ -559,3 +559,35 @@ TEST_CASE("a depth of siblings drawn without replacement on the device: one wait
   CHECK_THROWS_WITH(on_device.draw_siblings(draft, rows, V + 1, uniforms, LogitsAt::device),
                     Catch::Contains("siblings a row; the device draws 1 to"));
 }
+
+// A run's reservation (BatchVerifier::reserve, before its first step) holds its largest step at a vocabulary whose mask
+// bitmaps exceed the per-row floor: draws growing from one row to the reserved rows, with masks and penalties, grow
+// no buffer, so no step drains the stream; the same draws without the reservation grow buffers.
+TEST_CASE("a reserved run's draws grow no buffer, masks and penalties included", "[verify][device]") {
+  const int32_t V = 4096;  // 512 bytes a row of each bitmap, over the 64-byte floor
+  SamplingParams params = sampled();
+  params.repetition_penalty = 1.2f;
+  params.frequency_penalty = 0.1f;
+  params.banned_tokens = {7};
+  params.logit_bias = {{5, 0.5f}};
+  for (Token t = 0; t < V; t += 2) params.allowed_tokens.push_back(t);
+  const SamplerPipeline pipeline(params, V);
+  const TokenHistory history{{1, 2, 3}, {4}, std::nan("")};
+  const int64_t sequences = 3, rows_per_sequence = 4;
+  const auto growth = [&](bool reserve) {
+    BatchVerifier device(Device::cuda_host, pipeline, std::nullopt);
+    if (reserve) device.reserve(sequences, rows_per_sequence);
+    for (int64_t rows : {int64_t{1}, int64_t{5}, sequences * rows_per_sequence}) {
+      float* logits = device.device_logits(rows);
+      std::vector<DeviceDraw> draws;
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int32_t v = 0; v < V; ++v) logits[r * V + v] = static_cast<float>(philox_uniform(7, r, v));
+        draws.push_back(DeviceDraw{logits + r * V, &history, RandomKey{11, 2, static_cast<uint64_t>(r)}});
+      }
+      CHECK(device.sample(draws, LogitsAt::device).size() == static_cast<size_t>(rows));
+    }
+    return device.growth_drains();
+  };
+  CHECK(growth(true) == 0);
+  CHECK(growth(false) > 0);
+}
