@@ -106,10 +106,14 @@ int64_t draft_nodes(const GenerationConfig& config) {
   return tree_shape_nodes(config.tree_shape);
 }
 
+std::optional<SamplingParams> Generator::device_draft_params() const {
+  return drafter_ ? drafter_->device_draw_params() : std::nullopt;
+}
+
 int64_t Generator::device_step_bytes(int64_t sequences) const {
-  const std::optional<SamplingParams> draft = drafter_ ? drafter_->device_draw_params() : std::nullopt;
+  const std::optional<SamplingParams> draft = device_draft_params();
   return specula::device_step_bytes(target_->vocab_size(), pipeline_.params(), config_.method, sequences,
-                                    config_.method ? draft_nodes(config_) + 1 : 1, draft ? &*draft : nullptr);
+                                    draft_nodes(config_) + 1, draft ? &*draft : nullptr);
 }
 
 void Generator::check_fits(const std::vector<Token>& prompt) const {
@@ -512,9 +516,9 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
                    target_->writes_gpu_logits() ? target_->device_stream() : std::nullopt);
     // Every sequence's step buffers at the deepest draft (with a draft drawn there, its plans'), with the sessions
     // when they share the device.
-    const int64_t sequences = static_cast<int64_t>(batch.size()), rows = config_.method ? draft_nodes(config_) + 1 : 1;
+    const int64_t sequences = static_cast<int64_t>(batch.size()), rows = draft_nodes(config_) + 1;
     device->check_fits(sequences, rows, device_step_bytes(sequences), sessions_on_device ? sessions : 0);
-    const std::optional<SamplingParams> draft = drafter_ ? drafter_->device_draw_params() : std::nullopt;
+    const std::optional<SamplingParams> draft = device_draft_params();
     const bool depths_alone =
         !config_.tree_shape.empty() && config_.tree_sampling == SiblingScheme::without_replacement;
     device->reserve(sequences, rows, draft ? &*draft : nullptr, depths_alone);
@@ -562,13 +566,13 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     const uint64_t waits_before = device ? device->waits() : 0, staging_before = device ? device->staging_waits() : 0,
                    growth_before = device ? device->growth_drains() : 0;
     const auto charge_waits = [&] {
-      const int64_t held = static_cast<int64_t>(device->requested_bytes());
+      const int64_t asked = static_cast<int64_t>(device->requested_bytes());
       for (size_t i : active) {
         GenerationMetrics& m = *batch[i].metrics;
         m.device_waits += static_cast<int64_t>(device->waits() - waits_before);
         m.staging_waits += static_cast<int64_t>(device->staging_waits() - staging_before);
         m.growth_waits += static_cast<int64_t>(device->growth_drains() - growth_before);
-        m.device_buffer_bytes = std::max(m.device_buffer_bytes, held);
+        m.device_buffer_bytes = std::max(m.device_buffer_bytes, asked);
       }
     };
     // Each phase's wall time is charged to every sequence of the step: the batch waits for the phase as a whole,

@@ -564,19 +564,32 @@ std::vector<Token> BatchVerifier::download_ids(const int32_t* d_ids, int64_t ids
 
 namespace {
 
-// Device bytes a row's sampler inputs take beside its logits and output (sampler_params): its parameters, its row maps
-// (input, logits, probs rows), and the masks, penalty counts and bias its settings need (SamplerBatch).
-// `also`: other settings whose rows stage in the same slots (a draft's depths drawn one at a time stage in the
-// target's), so each array is there when either needs it.
-int64_t sampler_input_bytes(const SamplingParams& s, int64_t V, const SamplingParams* also = nullptr) {
+// A per-row sampler input staged in a slot: the slot and its bytes a row.
+struct StagedArray {
+  int slot;
+  int64_t row_bytes;
+};
+
+// The masks, penalty counts and bias the settings `s` (or `also`, whose rows stage in the same slots: a draft's depths
+// drawn one at a time stage in the target's) make SamplerBatch stage for some history, each once.
+std::vector<StagedArray> staged_arrays(const SamplingParams& s, int64_t V, const SamplingParams* also = nullptr) {
   const auto any = [&](auto&& needs) { return needs(s) || (also && needs(*also)); };
   const int64_t words = (V + 31) / 32;
+  std::vector<StagedArray> arrays;
+  if (any([](const SamplingParams& p) { return !p.allowed_tokens.empty(); })) arrays.push_back({kAllowed, 4 * words});
+  if (any([](const SamplingParams& p) { return !p.banned_tokens.empty() || p.min_tokens > 0; }))
+    arrays.push_back({kBanned, 4 * words});
+  if (any([](const SamplingParams& p) { return p.repetition_penalty != 1.0f; })) arrays.push_back({kPrompt, 4 * words});
+  if (any([](const SamplingParams& p) { return p.penalised(); })) arrays.push_back({kCounts, 4 * V});
+  if (any([](const SamplingParams& p) { return !p.logit_bias.empty(); })) arrays.push_back({kBias, 4 * V});
+  return arrays;
+}
+
+// Device bytes a row's sampler inputs take beside its logits and output (sampler_params): its parameters, its row maps
+// (input, logits, probs rows), and staged_arrays.
+int64_t sampler_input_bytes(const SamplingParams& s, int64_t V, const SamplingParams* also = nullptr) {
   int64_t bytes = static_cast<int64_t>(sizeof(SamplerRowParams)) + 3 * 4;
-  if (any([](const SamplingParams& p) { return !p.allowed_tokens.empty(); })) bytes += 4 * words;
-  if (any([](const SamplingParams& p) { return !p.banned_tokens.empty() || p.min_tokens > 0; })) bytes += 4 * words;
-  if (any([](const SamplingParams& p) { return p.repetition_penalty != 1.0f; })) bytes += 4 * words;
-  if (any([](const SamplingParams& p) { return p.penalised(); })) bytes += 4 * V;
-  if (any([](const SamplingParams& p) { return !p.logit_bias.empty(); })) bytes += 4 * V;
+  for (const StagedArray& a : staged_arrays(s, V, also)) bytes += a.row_bytes;
   return bytes;
 }
 
@@ -618,22 +631,17 @@ void BatchVerifier::reserve(int64_t sequences, int64_t rows_per_sequence, const 
                             bool draft_depths_alone) {
   KernelStream& s = *stream_;
   const size_t rows = static_cast<size_t>(sequences * rows_per_sequence), V = static_cast<size_t>(vocab_);
-  const size_t words = (V + 31) / 32;
   s.set_allocation_floor(rows * kReservedBytesPerRow);
   // The [rows, V] arrays every step takes at its largest: the logits a model writes in place and the processed rows.
   s.device_array<float>(kLogits, rows * V);
   s.device_array<float>(kProbs, rows * V);
-  // The sampler inputs a pipeline's settings stage (SamplerBatch), device and staging: masks, penalty counts, bias.
+  // The sampler inputs a pipeline's settings stage (staged_arrays), device and staging: masks, penalty counts, bias.
   const auto stage = [&](const SamplingParams& p, int staging) {
-    const auto both = [&](int slot, size_t bytes) {
-      s.device_buffer(staging + slot, bytes);
-      s.host_buffer(staging + slot, bytes);
-    };
-    if (!p.allowed_tokens.empty()) both(kAllowed, rows * words * 4);
-    if (!p.banned_tokens.empty() || p.min_tokens > 0) both(kBanned, rows * words * 4);
-    if (p.repetition_penalty != 1.0f) both(kPrompt, rows * words * 4);
-    if (p.penalised()) both(kCounts, rows * V * 4);
-    if (!p.logit_bias.empty()) both(kBias, rows * V * 4);
+    for (const StagedArray& a : staged_arrays(p, vocab_)) {
+      const size_t bytes = rows * static_cast<size_t>(a.row_bytes);
+      s.device_buffer(staging + a.slot, bytes);
+      s.host_buffer(staging + a.slot, bytes);
+    }
   };
   stage(target_.params(), 0);
   if (method_ && draft) {
