@@ -251,12 +251,15 @@ struct CudaClusterBlock {
   // clears the merged one to count into (this block alone read it). So every block's reads of a round's histograms end
   // before the next round's barrier, and one barrier a round suffices. The global-memory exchange rotates its own
   // buffers in the workspace, and there a block's histogram is read by that block alone.
-  __host__ __device__ unsigned long long* own_hist() {
-    return kGlobal || rounds % 2 == 0 ? local.sh.extra.hist : local.sh.extra.merged;
+  __host__ __device__ bool swapped(uint32_t round) const { return !kGlobal && round % 2 == 1; }
+  __host__ __device__ unsigned long long* hist_of(uint32_t round) {
+    return swapped(round) ? local.sh.extra.merged : local.sh.extra.hist;
   }
-  __host__ __device__ unsigned long long* merged_hist() {
-    return kGlobal || rounds % 2 == 0 ? local.sh.extra.merged : local.sh.extra.hist;
+  __host__ __device__ unsigned long long* merged_of(uint32_t round) {
+    return swapped(round) ? local.sh.extra.hist : local.sh.extra.merged;
   }
+  __host__ __device__ unsigned long long* own_hist() { return hist_of(rounds); }
+  __host__ __device__ unsigned long long* merged_hist() { return merged_of(rounds); }
   __host__ __device__ void hist_clear() {
 #if defined(__CUDA_ARCH__)
     unsigned long long* hist = own_hist();
@@ -301,8 +304,8 @@ struct CudaClusterBlock {
 #endif
   }
   __host__ __device__ fused_sampler::RadixPick hist_find(uint64_t above, uint64_t target) {
-    // The buffer the last round merged into (rounds has moved past it).
-    return local.find_bucket(kGlobal || rounds % 2 == 1 ? local.sh.extra.merged : local.sh.extra.hist, above, target);
+    // The buffer the last round merged into (`rounds` has moved past it).
+    return local.find_bucket(merged_of(rounds - 1), above, target);
   }
 
   // The candidate list of this block's slice: its own shared memory, no cluster collective.
