@@ -30,6 +30,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/fused_sampler_row.h"
 #include "kernels/group_exchange.h"
+#include "kernels/group_workspace.h"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define SPECULA_CLUSTER_DEVICE 1
@@ -109,6 +110,26 @@ struct CudaGroupOps {
 #else
     (void)arrivals;
     (void)target;
+#endif
+  }
+  // The threadFenceReduction pattern: thread 0 fences the block's accesses (ordered before it by the block barrier)
+  // and counts the block out; the block whose count completes the group fences again before it clears what the
+  // others read.
+  __host__ __device__ bool last_out(uint64_t* exits, int ctas) {
+#if defined(__CUDA_ARCH__)
+    __syncthreads();
+    int last = 0;
+    if (threadIdx.x == 0) {
+      __threadfence();
+      last = atomicAdd(reinterpret_cast<unsigned long long*>(exits), 1ull) == static_cast<unsigned long long>(ctas - 1);
+    }
+    last = __syncthreads_or(last);
+    if (last) __threadfence();
+    return last != 0;
+#else
+    (void)exits;
+    (void)ctas;
+    return false;
 #endif
   }
   __host__ __device__ uint64_t load(const uint64_t* p) const {
@@ -405,25 +426,29 @@ inline int64_t resident_group_blocks(const void* kernel, int threads, size_t dyn
 
 // Launches kernel(GroupLaunch, args...) cooperatively, so that every block is resident at once (a block waits at
 // its group's barrier for the others): as many groups of `ctas` blocks of `threads` threads as the device holds,
-// at most `rows`; group g takes rows g, g + groups, .... The workspace is stream-ordered: allocated from the
-// device's memory pool, zeroed and freed on `stream` around the kernel. Returns false, launching nothing, where
-// the device has no cooperative launch or memory pools, or cannot hold one whole group; throws Error naming `what` when
-// a call fails.
+// at most `rows`; group g takes rows g, g + groups, .... The kernel calls its exchange's finish() once it is done. The
+// workspace: `kept`'s (zero at rest, kernels/group_workspace.h), or, without one, stream-ordered for this launch alone:
+// allocated from the device's memory pool, zeroed and freed on `stream` around the kernel. Returns false, launching
+// nothing, where the device has no cooperative launch or memory pools, or cannot hold one whole group; throws Error
+// naming `what` when a call fails.
 template <class... Params, class... Args>
 bool launch_in_groups(void (*kernel)(GroupLaunch, Params...), int32_t rows, int ctas, int threads, size_t dynamic_smem,
-                      cudaStream_t stream, const char* what, Args&&... args) {
+                      cudaStream_t stream, GroupWorkspace* kept, const char* what, Args&&... args) {
   const int64_t resident_groups =
       resident_group_blocks(reinterpret_cast<const void*>(kernel), threads, dynamic_smem, what) / ctas;
   if (resident_groups < 1) return false;
   const int32_t groups = static_cast<int32_t>(std::min<int64_t>(rows, resident_groups));
-  const size_t bytes =
-      static_cast<size_t>(groups) * static_cast<size_t>(group_exchange::group_words(ctas)) * sizeof(uint64_t);
+  const size_t words = static_cast<size_t>(groups) * static_cast<size_t>(group_exchange::group_words(ctas));
   void* workspace = nullptr;
-  cuda_check(cudaMallocAsync(&workspace, bytes, stream), what);
-  const cudaError_t zeroed = cudaMemsetAsync(workspace, 0, bytes, stream);
-  if (zeroed != cudaSuccess) {
-    cudaFreeAsync(workspace, stream);
-    cuda_check(zeroed, what);
+  if (kept) {
+    workspace = kept->words(words, stream);
+  } else {
+    cuda_check(cudaMallocAsync(&workspace, words * sizeof(uint64_t), stream), what);
+    const cudaError_t zeroed = cudaMemsetAsync(workspace, 0, words * sizeof(uint64_t), stream);
+    if (zeroed != cudaSuccess) {
+      cudaFreeAsync(workspace, stream);
+      cuda_check(zeroed, what);
+    }
   }
   cudaLaunchAttribute attribute[1];
   attribute[0].id = cudaLaunchAttributeCooperative;
@@ -437,7 +462,8 @@ bool launch_in_groups(void (*kernel)(GroupLaunch, Params...), int32_t rows, int 
   config.numAttrs = 1;
   const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, GroupLaunch{static_cast<uint64_t*>(workspace), ctas},
                                                   static_cast<Args&&>(args)...);
-  const cudaError_t freed = cudaFreeAsync(workspace, stream);  // after the kernel, or at once if it never started
+  // After the kernel, or at once if it never started (a kept workspace, untouched then, stays zero).
+  const cudaError_t freed = kept ? cudaSuccess : cudaFreeAsync(workspace, stream);
   if (launched == cudaErrorCooperativeLaunchTooLarge) {
     // Fewer SMs than the occupancy query saw (MPS, a green context): the caller runs one block per row instead.
     (void)cudaGetLastError();  // not sticky: cleared, so that the next launch's check does not report it

@@ -280,6 +280,7 @@ void record_split(const RowSplit& ran, CudaBenchCase& c) {
 
 void bench_sampler(const CudaBenchOptions& o, const Buffer<uint8_t>& flush, CudaBenchReport& report) {
   std::mt19937_64 rng(20260101);
+  GroupWorkspace workspace;  // kept across the launches, as a KernelStream keeps its own
   for (int32_t V : kVocabs) {
     const auto patterns = logit_patterns(V, rng);
     for (int32_t B : kBatches) {
@@ -314,7 +315,7 @@ void bench_sampler(const CudaBenchOptions& o, const Buffer<uint8_t>& flush, Cuda
           CudaBenchCase c = bench_case(variant.name, V, B);
           c.setting = static_cast<int>(index);
           RowSplit ran;
-          time_launches([&] { ran = launch_fused_sampler(p); }, o, flush, c);
+          time_launches([&] { ran = launch_fused_sampler(p, nullptr, &workspace); }, o, flush, c);
           record_split(ran, c);
           const std::vector<int32_t> st = status.to_host();
           check_sampler_status(st.data(), B);
@@ -388,6 +389,7 @@ void bench_chain_and_block(const VerifyBenchInputs& in, const CudaBenchOptions& 
   Buffer<int32_t> d_drafts(drafts);
   Buffer<VerifyRowParams> rows(in.row_params(K));
   const int dispatched = choose_verify_config(p.get(), q.get(), V).ctas;
+  GroupWorkspace workspace;  // kept across the launches, as a KernelStream keeps its own
   for (const bool block : {false, true})
     for (const LaunchVariant& variant : launch_variants(block ? "verify/block" : "verify/chain", dispatched, true)) {
       VerifyBuffers out(B, K, false);
@@ -406,9 +408,9 @@ void bench_chain_and_block(const VerifyBenchInputs& in, const CudaBenchOptions& 
       CudaBenchCase c = bench_case(variant.name, V, B, K);
       RowSplit ran;
       if (block)
-        time_launches([&] { ran = launch_block_verify(params); }, o, flush, c);
+        time_launches([&] { ran = launch_block_verify(params, nullptr, &workspace); }, o, flush, c);
       else
-        time_launches([&] { ran = launch_chain_verify(params); }, o, flush, c);
+        time_launches([&] { ran = launch_chain_verify(params, nullptr, &workspace); }, o, flush, c);
       record_split(ran, c);
       const std::vector<int32_t> st = out.status.to_host(), accepted = out.num_accepted.to_host(),
                                  bonus = out.bonus.to_host();
@@ -450,6 +452,7 @@ void bench_tree_verify(const VerifyBenchInputs& in, const CudaBenchOptions& o, c
   }
   Buffer<int32_t> d_tokens(tokens), d_parents(parents);
   Buffer<VerifyRowParams> rows(in.row_params(N));
+  GroupWorkspace workspace;  // kept across the launches, as a KernelStream keeps its own
   for (const LaunchVariant& variant :
        launch_variants("verify/tree", choose_verify_config(p.get(), q.get(), V).ctas, true)) {
     VerifyBuffers out(B, N, true);
@@ -469,7 +472,7 @@ void bench_tree_verify(const VerifyBenchInputs& in, const CudaBenchOptions& o, c
     params.stage_rows = variant.stage_rows;
     CudaBenchCase c = bench_case(variant.name, V, B, N);
     RowSplit ran;
-    time_launches([&] { ran = launch_tree_verify(params); }, o, flush, c);
+    time_launches([&] { ran = launch_tree_verify(params, nullptr, &workspace); }, o, flush, c);
     record_split(ran, c);
     const std::vector<int32_t> st = out.status.to_host(), path = out.path.to_host(),
                                accepted = out.num_accepted.to_host(), bonus = out.bonus.to_host();

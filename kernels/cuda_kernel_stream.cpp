@@ -1,5 +1,6 @@
 // The CUDA backend of KernelStream: one stream (its own non-blocking one, or one borrowed from the caller),
-// cudaMalloc'd device buffers and page-locked staging buffers kept for the stream's life, every call checked.
+// cudaMalloc'd device buffers, page-locked staging buffers and the global-memory exchange's workspace kept for the
+// stream's life, every call checked.
 // Compiled only with -DSPECULA_CUDA=ON.
 #include <cuda_runtime_api.h>
 
@@ -25,13 +26,14 @@ class CudaStream final : public KernelStream {
   ~CudaStream() override {
     cudaStreamSynchronize(stream_);  // a destructor reports nothing: errors surfaced at the last synchronize
     release_buffers();
+    group_workspace_.release();
     if (owned_) cudaStreamDestroy(stream_);
   }
   Device device() const override { return Device::cuda; }
-  void fused_sampler(const SamplerKernelParams& p) override { launch_fused_sampler(p, stream_); }
-  void chain_verify(const ChainVerifyParams& p) override { launch_chain_verify(p, stream_); }
-  void block_verify(const BlockVerifyParams& p) override { launch_block_verify(p, stream_); }
-  void tree_verify(const TreeVerifyParams& p) override { launch_tree_verify(p, stream_); }
+  void fused_sampler(const SamplerKernelParams& p) override { launch_fused_sampler(p, stream_, &group_workspace_); }
+  void chain_verify(const ChainVerifyParams& p) override { launch_chain_verify(p, stream_, &group_workspace_); }
+  void block_verify(const BlockVerifyParams& p) override { launch_block_verify(p, stream_, &group_workspace_); }
+  void tree_verify(const TreeVerifyParams& p) override { launch_tree_verify(p, stream_, &group_workspace_); }
   void ranked_children(const RankedChildrenParams& p) override { launch_ranked_children(p, stream_); }
   void sibling_draws(const SiblingDrawParams& p) override { launch_sibling_draws(p, stream_); }
   void pending_counts(const PendingCountsParams& p) override { launch_pending_counts(p, stream_); }
@@ -75,6 +77,7 @@ class CudaStream final : public KernelStream {
  private:
   cudaStream_t stream_ = nullptr;
   bool owned_ = true;
+  GroupWorkspace group_workspace_;  // the global-memory exchange's, kept across this stream's launches
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 // the Error "no CUDA device: this build has no CUDA support (...)" instead of a link failure.
 #include "kernels/cuda_device.h"
 #include "kernels/draft_children.h"
+#include "kernels/group_workspace.h"
 #include "kernels/kernel_stream.h"
 #include "kernels/pending_counts.h"
 #include "kernels/philox_fill.h"
@@ -10,7 +11,13 @@
 
 namespace specula {
 
-RowSplit launch_fused_sampler(const SamplerKernelParams& p, CUstream_st*) {
+uint64_t* GroupWorkspace::words(size_t, CUstream_st*) {
+  require_cuda_device();
+  return nullptr;  // not reached
+}
+void GroupWorkspace::release() noexcept {}
+
+RowSplit launch_fused_sampler(const SamplerKernelParams& p, CUstream_st*, GroupWorkspace*) {
   p.check();
   require_cuda_device();
   return {};  // not reached
@@ -21,19 +28,19 @@ void launch_philox_fill(const PhiloxFillParams& p, CUstream_st*) {
   require_cuda_device();
 }
 
-RowSplit launch_chain_verify(const ChainVerifyParams& p, CUstream_st*) {
+RowSplit launch_chain_verify(const ChainVerifyParams& p, CUstream_st*, GroupWorkspace*) {
   p.check();
   require_cuda_device();
   return {};  // not reached
 }
 
-RowSplit launch_tree_verify(const TreeVerifyParams& p, CUstream_st*) {
+RowSplit launch_tree_verify(const TreeVerifyParams& p, CUstream_st*, GroupWorkspace*) {
   p.check();
   require_cuda_device();
   return {};  // not reached
 }
 
-RowSplit launch_block_verify(const BlockVerifyParams& p, CUstream_st*) {
+RowSplit launch_block_verify(const BlockVerifyParams& p, CUstream_st*, GroupWorkspace*) {
   p.check();
   require_cuda_device();
   return {};  // not reached

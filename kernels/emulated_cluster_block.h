@@ -38,6 +38,7 @@ struct EmulatedGroupOps {
   FiberTeam* team = nullptr;
   int rank = 0;  // the thread's rank in its block
   int ctas = 1;
+  bool* last_flag = nullptr;  // the block's shared memory: last_out's verdict
 
   int thread() const { return rank; }
   void block_sync() { team->barrier(); }
@@ -52,6 +53,14 @@ struct EmulatedGroupOps {
     if (*arrivals < target || *arrivals >= target + static_cast<uint64_t>(ctas))
       fail("emulated group barrier: ", *arrivals, " arrivals counted where barrier ", target / ctas, " of ", ctas,
            " blocks waits for ", target);
+  }
+  // Thread 0 counts the block out once the block's threads are past their last access, and leaves the verdict in
+  // the block's shared flag for its other threads.
+  bool last_out(uint64_t* exits, int group_ctas) {
+    block_sync();
+    if (rank == 0) *last_flag = (*exits)++ == static_cast<uint64_t>(group_ctas - 1);
+    block_sync();
+    return *last_flag;
   }
   uint64_t load(const uint64_t* p) const { return *p; }
   void store(uint64_t* p, uint64_t v) { *p = v; }
@@ -74,6 +83,7 @@ struct EmulatedClusterShared {
   uint64_t merged[fused_sampler::kRadixBins + 1];
   std::vector<float> slice;   // this block's slice of the processed row
   std::vector<float> staged;  // verification: its slices of a p row, then a q row (verify_row.h); empty without
+  bool last_out = false;      // the global-memory exchange: whether this block left its group last
 };
 
 template <int T, int VEC>

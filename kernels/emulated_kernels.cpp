@@ -53,8 +53,13 @@ void run_cluster_rows(const EmulationOptions& o, int32_t batch, int32_t vocab, i
   const uint64_t kMergedPoison = 0x5eed5eed5eed5eedull;
   const bool global = o.exchange == RowExchange::global_memory;
   // The global-memory exchange's workspace: one group (the emulation runs the rows one after the other, as one
-  // group of a cooperative launch takes its rows in turn), zero at launch as the CUDA launcher leaves it.
-  std::vector<uint64_t> workspace(global ? static_cast<size_t>(group_exchange::group_words(ctas)) : 0, 0);
+  // group of a cooperative launch takes its rows in turn). Kept across launches where the options say where (the
+  // cuda-host stream keeps one, as the CUDA stream does), zeroed only when it grows: the launch leaves it as it found
+  // it (group_exchange.h, finish), and a launch that did not would fail the next one's barrier counts.
+  std::vector<uint64_t> own_workspace;
+  std::vector<uint64_t>& workspace = o.group_workspace ? *o.group_workspace : own_workspace;
+  if (global && workspace.size() < static_cast<size_t>(group_exchange::group_words(ctas)))
+    workspace.assign(static_cast<size_t>(group_exchange::group_words(ctas)), 0);
   std::vector<std::unique_ptr<EmulatedClusterShared<T>>> owned;
   std::vector<EmulatedClusterShared<T>*> blocks;
   for (int c = 0; c < ctas; ++c) {
@@ -71,7 +76,8 @@ void run_cluster_rows(const EmulationOptions& o, int32_t batch, int32_t vocab, i
     const fused_sampler::SliceBounds s = fused_sampler::slice_bounds(cta, span, vocab);
     EmulatedClusterBlock<T, VEC> block{
         blocks.data(), ctas, cta, EmulatedBlock<T, VEC>{blocks[cta]->block, team, thread, vocab}, s.begin, s.end};
-    if (global) block.exchange = {EmulatedGroupOps<T>{&team, thread, ctas}, workspace.data(), cta, ctas};
+    if (global)
+      block.exchange = {EmulatedGroupOps<T>{&team, thread, ctas, &blocks[cta]->last_out}, workspace.data(), cta, ctas};
     // Before a block rewrites its shared memory: a cluster's blocks read each other's, so they wait for the whole
     // cluster; a global-memory exchange's blocks share none, and each goes on as the CUDA kernel's do, after its own
     // block's barrier.
@@ -89,6 +95,7 @@ void run_cluster_rows(const EmulationOptions& o, int32_t batch, int32_t vocab, i
         shared_memory_free();
       }
     }
+    if (global) block.exchange.finish();
   });
 }
 

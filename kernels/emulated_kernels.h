@@ -7,6 +7,9 @@
 // Pointers are host pointers. Plain C++.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "kernels/draft_children.h"
 #include "kernels/fiber_team.h"
 #include "kernels/sampler_kernels.h"
@@ -24,6 +27,9 @@ struct EmulationOptions {
   // How the blocks of a split row exchange their partials: a cluster's shared memory (automatic), or the
   // global-memory exchange of GPUs without clusters; the params' row_exchange, when not automatic, takes precedence.
   RowExchange exchange = RowExchange::automatic;
+  // Where the global-memory exchange's workspace is kept across launches (the cuda-host stream's, as the CUDA stream
+  // keeps its GroupWorkspace); null: a zeroed one for each launch.
+  std::vector<uint64_t>* group_workspace = nullptr;
 };
 constexpr int kMaxEmulatedClusterBlocks = 16;
 

@@ -8,6 +8,9 @@
 //                                         until it reaches `target`; every earlier write of the block is visible
 //                                         to every block that passes it
 //   ops.load(p) / store(p, v) / add(p, v) a 64-bit word of the workspace (add: atomic)
+//   ops.last_out(exits, ctas)             in every thread of the block, once its threads are done with the
+//                                         workspace: counts the block out (*exits += 1) and says whether it was
+//                                         the group's last; every other block's accesses are then visible to it
 //   ops.thread(), kThreads                the thread's rank in its block, the block's size
 //
 // The barrier is the only cost a cluster's hardware barrier does not have, so the exchange rotates its buffers to
@@ -22,8 +25,14 @@
 //     the next round into.
 // Counters of folds, rounds and barriers are per thread, and agree across the group because every thread of every
 // block of a row runs the same sequence of collectives (the row code's contract with any Block). The arrivals
-// counter only grows: barrier n releases at n * ctas arrivals, so it is never reset inside a launch; the launcher
-// zeroes the workspace before each launch.
+// counter only grows: barrier n releases at n * ctas arrivals, so it is never reset inside a launch.
+//
+// At launch every word of the workspace is zero, and a launch leaves it so (finish()): the last block of the group to
+// leave, which every other block left after its last read, clears the counters, the slots and the one histogram
+// buffer the last round filled (each round cleared the one before). So a workspace kept across launches
+// (kernels/group_workspace.h) is zeroed once, when allocated, and a launch neither allocates nor clears one. (A launch
+// needs only its counters and histograms zero, but the next launch may split rows over another number of blocks, and
+// so lay its groups out differently: a slot left behind could lie in its histograms.)
 #pragma once
 
 #include <cstdint>
@@ -41,9 +50,10 @@ constexpr int kSlotSets = 2;
 constexpr int kHistogramBuffers = 3;
 constexpr int kHistogramWords = fused_sampler::kRadixBins + 1;
 
-// One group's workspace, in 64-bit words: the arrivals counter (padded to its own 128-byte line), the slots
-// [kSlotSets][ctas][kSlotWords], the histograms [kHistogramBuffers][kHistogramWords].
+// One group's workspace, in 64-bit words: the arrivals and exits counters (padded to their own 128-byte line), the
+// slots [kSlotSets][ctas][kSlotWords], the histograms [kHistogramBuffers][kHistogramWords].
 constexpr int64_t kHeaderWords = 16;
+constexpr int64_t kExitsWord = 1;
 SPECULA_HD int64_t slot_words(int ctas) { return static_cast<int64_t>(kSlotSets) * ctas * kSlotWords; }
 // Rounded up to whole 128-byte lines, so that every group's arrivals counter has a line of its own.
 SPECULA_HD int64_t group_words(int ctas) {
@@ -59,6 +69,7 @@ struct Exchange {
   uint32_t folds = 0, rounds = 0, barriers = 0;
 
   SPECULA_HD uint64_t* arrivals() { return workspace; }
+  SPECULA_HD uint64_t* exits() { return workspace + kExitsWord; }
   SPECULA_HD uint64_t* slots(uint32_t set) {
     return workspace + kHeaderWords + static_cast<int64_t>(set) * ctas * kSlotWords;
   }
@@ -93,11 +104,7 @@ struct Exchange {
   // sum, every write visible to the block on return.
   template <class Word>
   SPECULA_HD void merge_histograms(const Word* mine, Word* merged) {
-#if defined(__CUDA_ARCH__)
-    const uint32_t buffers = kHistogramBuffers;
-#else
-    const uint32_t buffers = mutant_on(Mutant::group_histograms_two_buffers) ? 2u : kHistogramBuffers;
-#endif
+    const uint32_t buffers = histogram_buffers();
     uint64_t* current = histogram(rounds % buffers);
     uint64_t* spent = histogram((rounds + buffers - 1) % buffers);
     ++rounds;
@@ -113,7 +120,34 @@ struct Exchange {
     ops.block_sync();  // the merged histogram is whole before the suffix sums read it
   }
 
+  // Once per launch, after the block's last collective: leaves the workspace zero, as the launch found it. Every
+  // block counts itself out once all its threads are done with the workspace; the last one out (the others have read
+  // everything they will) clears the slots and the histogram buffer the last round filled, then the counters.
+  SPECULA_HD void finish() {
+#if !defined(__CUDA_ARCH__)
+    if (mutant_on(Mutant::group_workspace_left_dirty)) return;
+#endif
+    if (!ops.last_out(exits(), ctas)) return;
+    for (int64_t word = ops.thread(); word < slot_words(ctas); word += Ops::kThreads) ops.store(slots(0) + word, 0);
+    if (rounds > 0) {
+      uint64_t* filled = histogram((rounds - 1) % histogram_buffers());
+      for (int bin = ops.thread(); bin < kHistogramWords; bin += Ops::kThreads) ops.store(filled + bin, 0);
+    }
+    if (ops.thread() == 0) {
+      ops.store(arrivals(), 0);
+      ops.store(exits(), 0);
+    }
+  }
+
  private:
+  SPECULA_HD static uint32_t histogram_buffers() {
+#if defined(__CUDA_ARCH__)
+    return kHistogramBuffers;
+#else
+    return mutant_on(Mutant::group_histograms_two_buffers) ? 2u : kHistogramBuffers;
+#endif
+  }
+
   template <typename V>
   SPECULA_HD void store_value(uint64_t* slot, const V& value) {
     uint64_t words[kSlotWords] = {};

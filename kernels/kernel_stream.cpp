@@ -94,7 +94,10 @@ namespace {
 // calling thread), launches run the emulated kernels.
 class EmulatedStream final : public KernelStream {
  public:
-  explicit EmulatedStream(const EmulationOptions& o) : options_(o) { check_emulation_options(o); }
+  explicit EmulatedStream(const EmulationOptions& o) : options_(o) {
+    check_emulation_options(o);
+    options_.group_workspace = &group_workspace_;  // kept across launches, as the CUDA stream keeps its own
+  }
   ~EmulatedStream() override { release_buffers(); }
   Device device() const override { return Device::cuda_host; }
   void fused_sampler(const SamplerKernelParams& p) override { emulate_fused_sampler(p, options_); }
@@ -127,6 +130,7 @@ class EmulatedStream final : public KernelStream {
     return p;
   }
   EmulationOptions options_;
+  std::vector<uint64_t> group_workspace_;  // the global-memory exchange's (options_.group_workspace)
 };
 
 }  // namespace

@@ -77,6 +77,7 @@ __global__ void __launch_bounds__(BLOCK, 1)
     fused_sampler::sample_row(block, p, row);
     block.sync();  // the next row rewrites the block's slice
   }
+  block.exchange.finish();  // the workspace as the launch found it
 }
 
 template <int BLOCK, int VEC>
@@ -102,24 +103,25 @@ bool launch_cluster(const SamplerKernelParams& p, int ctas, cudaStream_t stream)
 // Launches the global-memory exchange's kernel; false (nothing launched) where a block cannot hold the slice or the
 // device cannot hold a whole group at once.
 template <int BLOCK, int VEC>
-bool launch_groups(const SamplerKernelParams& p, int ctas, cudaStream_t stream) {
+bool launch_groups(const SamplerKernelParams& p, int ctas, cudaStream_t stream, GroupWorkspace* workspace) {
   const int32_t span = cluster_slice_span(p.vocab, ctas, VEC);
   const auto kernel = fused_sampler_group_kernel<BLOCK, VEC>;
   if (span > cuda_block::dynamic_shared_floats(reinterpret_cast<const void*>(kernel), kMaxSamplerSliceTokens))
     return false;
   return cuda_block::launch_in_groups(kernel, p.batch, ctas, BLOCK, static_cast<size_t>(span) * sizeof(float), stream,
-                                      "fused sampler (global-memory exchange) launch", p, span);
+                                      workspace, "fused sampler (global-memory exchange) launch", p, span);
 }
 
 }  // namespace
 
-RowSplit launch_fused_sampler(const SamplerKernelParams& p, CUstream_st* stream) {
+RowSplit launch_fused_sampler(const SamplerKernelParams& p, CUstream_st* stream, GroupWorkspace* workspace) {
   p.check();
   require_cuda_device();
   const SamplerLaunchConfig c = choose_fused_sampler_config(p);
   // The dispatch: runtime (blocks per row, exchange, block, vec) -> compile-time template arguments.
   if (c.ctas > 1 && p.row_exchange == RowExchange::global_memory &&
-      (c.vec == 4 ? launch_groups<256, 4>(p, c.ctas, stream) : launch_groups<256, 1>(p, c.ctas, stream)))
+      (c.vec == 4 ? launch_groups<256, 4>(p, c.ctas, stream, workspace)
+                  : launch_groups<256, 1>(p, c.ctas, stream, workspace)))
     return RowSplit{c.ctas, RowExchange::global_memory};
   if (c.ctas > 1 && p.row_exchange == RowExchange::automatic && cuda_device_has_clusters() &&
       (c.vec == 4 ? launch_cluster<256, 4>(p, c.ctas, stream) : launch_cluster<256, 1>(p, c.ctas, stream)))

@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/group_workspace.h"
+
 struct CUstream_st;  // cudaStream_t is CUstream_st*
 
 namespace specula {
@@ -140,8 +142,11 @@ int32_t cluster_slice_span(int32_t vocab, int32_t blocks, int32_t vec);
 
 // Enqueues the kernel on `stream` (one CUDA block, or one thread-block cluster, per row). Validates `p`, checks the
 // launch, and throws Error on failure ("fused sampler: <CUDA error>"; "no CUDA device: ..." without one). Asynchronous:
-// read `status` after synchronising. Throws "no CUDA device: ..." in a build without CUDA.
-RowSplit launch_fused_sampler(const SamplerKernelParams& p, CUstream_st* stream = nullptr);
+// read `status` after synchronising. Throws "no CUDA device: ..." in a build without CUDA. `workspace`: where a row
+// split over blocks exchanging through global memory keeps its workspace between launches on `stream` (null: one
+// allocated, zeroed and freed around this launch).
+RowSplit launch_fused_sampler(const SamplerKernelParams& p, CUstream_st* stream = nullptr,
+                              GroupWorkspace* workspace = nullptr);
 
 // The kernel's per-row algorithm run sequentially on host arrays (same decisions, same Philox draws).
 void run_fused_sampler_host(const SamplerKernelParams& p);

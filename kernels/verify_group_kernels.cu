@@ -38,6 +38,7 @@ __device__ void run_group_rows(const cuda_block::GroupLaunch& g, int32_t batch, 
     row_fn(block, row);
     block.sync();  // the next row rewrites the block's shared memory
   }
+  block.exchange.finish();  // the workspace as the launch found it
 }
 
 template <int BLOCK, int VEC>
@@ -66,38 +67,41 @@ __global__ void __launch_bounds__(BLOCK, 1)
 // launched) where it cannot hold one.
 template <int BLOCK, class Params>
 bool launch_groups(void (*kernel)(cuda_block::GroupLaunch, Params, int32_t, int32_t), const Params& p, int ctas,
-                   int32_t span, int vec, cudaStream_t stream, const char* what) {
+                   int32_t span, int vec, cudaStream_t stream, GroupWorkspace* workspace, const char* what) {
   const int32_t staged = staged_floats(kernel, p, ctas, vec);
-  return cuda_block::launch_in_groups(kernel, p.batch, ctas, BLOCK, staged * sizeof(float), stream, what, p, span,
-                                      staged);
+  return cuda_block::launch_in_groups(kernel, p.batch, ctas, BLOCK, staged * sizeof(float), stream, workspace, what, p,
+                                      span, staged);
 }
 
 template <int VEC>
-bool launch_vec(const ChainVerifyParams& p, int ctas, int32_t span, cudaStream_t stream) {
-  return launch_groups<256>(chain_verify_group_kernel<256, VEC>, p, ctas, span, VEC, stream,
+bool launch_vec(const ChainVerifyParams& p, int ctas, int32_t span, cudaStream_t stream, GroupWorkspace* workspace) {
+  return launch_groups<256>(chain_verify_group_kernel<256, VEC>, p, ctas, span, VEC, stream, workspace,
                             "chain verify (global-memory exchange) launch");
 }
 template <int VEC>
-bool launch_vec(const BlockVerifyParams& p, int ctas, int32_t span, cudaStream_t stream) {
-  return launch_groups<256>(block_verify_group_kernel<256, VEC>, p, ctas, span, VEC, stream,
+bool launch_vec(const BlockVerifyParams& p, int ctas, int32_t span, cudaStream_t stream, GroupWorkspace* workspace) {
+  return launch_groups<256>(block_verify_group_kernel<256, VEC>, p, ctas, span, VEC, stream, workspace,
                             "block verify (global-memory exchange) launch");
 }
 template <int VEC>
-bool launch_vec(const TreeVerifyParams& p, int ctas, int32_t span, cudaStream_t stream) {
-  return launch_groups<256>(tree_verify_group_kernel<256, VEC>, p, ctas, span, VEC, stream,
+bool launch_vec(const TreeVerifyParams& p, int ctas, int32_t span, cudaStream_t stream, GroupWorkspace* workspace) {
+  return launch_groups<256>(tree_verify_group_kernel<256, VEC>, p, ctas, span, VEC, stream, workspace,
                             "tree verify (global-memory exchange) launch");
 }
 
 }  // namespace
 
-bool launch_group_verify(const ChainVerifyParams& p, int ctas, int32_t span, int vec, cudaStream_t stream) {
-  return vec == 4 ? launch_vec<4>(p, ctas, span, stream) : launch_vec<1>(p, ctas, span, stream);
+bool launch_group_verify(const ChainVerifyParams& p, int ctas, int32_t span, int vec, cudaStream_t stream,
+                         GroupWorkspace* workspace) {
+  return vec == 4 ? launch_vec<4>(p, ctas, span, stream, workspace) : launch_vec<1>(p, ctas, span, stream, workspace);
 }
-bool launch_group_verify(const BlockVerifyParams& p, int ctas, int32_t span, int vec, cudaStream_t stream) {
-  return vec == 4 ? launch_vec<4>(p, ctas, span, stream) : launch_vec<1>(p, ctas, span, stream);
+bool launch_group_verify(const BlockVerifyParams& p, int ctas, int32_t span, int vec, cudaStream_t stream,
+                         GroupWorkspace* workspace) {
+  return vec == 4 ? launch_vec<4>(p, ctas, span, stream, workspace) : launch_vec<1>(p, ctas, span, stream, workspace);
 }
-bool launch_group_verify(const TreeVerifyParams& p, int ctas, int32_t span, int vec, cudaStream_t stream) {
-  return vec == 4 ? launch_vec<4>(p, ctas, span, stream) : launch_vec<1>(p, ctas, span, stream);
+bool launch_group_verify(const TreeVerifyParams& p, int ctas, int32_t span, int vec, cudaStream_t stream,
+                         GroupWorkspace* workspace) {
+  return vec == 4 ? launch_vec<4>(p, ctas, span, stream, workspace) : launch_vec<1>(p, ctas, span, stream, workspace);
 }
 
 }  // namespace specula

@@ -120,20 +120,23 @@ template <int VEC, bool kGlobal>
 struct SplitLaunch {
   template <class Params, class ClusterKernel>
   static bool run_one(const Params& p, ClusterKernel kernel, int ctas, int32_t span, cudaStream_t stream,
-                      const char* what) {
+                      GroupWorkspace* workspace, const char* what) {
     if constexpr (kGlobal)
-      return launch_group_verify(p, ctas, span, VEC, stream);
+      return launch_group_verify(p, ctas, span, VEC, stream, workspace);
     else
       return launch_clusters<256>(kernel, p, ctas, span, VEC, stream, what);
   }
-  static bool run(const ChainVerifyParams& p, int ctas, int32_t span, cudaStream_t stream) {
-    return run_one(p, chain_verify_cluster_kernel<256, VEC>, ctas, span, stream, "chain verify (cluster) launch");
+  static bool run(const ChainVerifyParams& p, int ctas, int32_t span, cudaStream_t stream, GroupWorkspace* workspace) {
+    return run_one(p, chain_verify_cluster_kernel<256, VEC>, ctas, span, stream, workspace,
+                   "chain verify (cluster) launch");
   }
-  static bool run(const BlockVerifyParams& p, int ctas, int32_t span, cudaStream_t stream) {
-    return run_one(p, block_verify_cluster_kernel<256, VEC>, ctas, span, stream, "block verify (cluster) launch");
+  static bool run(const BlockVerifyParams& p, int ctas, int32_t span, cudaStream_t stream, GroupWorkspace* workspace) {
+    return run_one(p, block_verify_cluster_kernel<256, VEC>, ctas, span, stream, workspace,
+                   "block verify (cluster) launch");
   }
-  static bool run(const TreeVerifyParams& p, int ctas, int32_t span, cudaStream_t stream) {
-    return run_one(p, tree_verify_cluster_kernel<256, VEC>, ctas, span, stream, "tree verify (cluster) launch");
+  static bool run(const TreeVerifyParams& p, int ctas, int32_t span, cudaStream_t stream, GroupWorkspace* workspace) {
+    return run_one(p, tree_verify_cluster_kernel<256, VEC>, ctas, span, stream, workspace,
+                   "tree verify (cluster) launch");
   }
 };
 
@@ -141,16 +144,16 @@ struct SplitLaunch {
 // through global memory when asked, else through a cluster where the GPU has them; one block per row otherwise, and
 // where the device cannot hold a group.
 template <template <int, int> class Launch, class Params>
-RowSplit dispatch(const VerifyLaunchConfig& c, const Params& p, cudaStream_t stream) {
+RowSplit dispatch(const VerifyLaunchConfig& c, const Params& p, cudaStream_t stream, GroupWorkspace* workspace) {
   if (c.ctas > 1) {
     const int32_t span = cluster_slice_span(p.vocab, c.ctas, c.vec);
     if (p.row_exchange == RowExchange::global_memory) {
-      if (c.vec == 4 ? SplitLaunch<4, true>::run(p, c.ctas, span, stream)
-                     : SplitLaunch<1, true>::run(p, c.ctas, span, stream))
+      if (c.vec == 4 ? SplitLaunch<4, true>::run(p, c.ctas, span, stream, workspace)
+                     : SplitLaunch<1, true>::run(p, c.ctas, span, stream, workspace))
         return RowSplit{c.ctas, RowExchange::global_memory};
     } else if (cuda_device_has_clusters()) {
-      if (c.vec == 4 ? SplitLaunch<4, false>::run(p, c.ctas, span, stream)
-                     : SplitLaunch<1, false>::run(p, c.ctas, span, stream))
+      if (c.vec == 4 ? SplitLaunch<4, false>::run(p, c.ctas, span, stream, nullptr)
+                     : SplitLaunch<1, false>::run(p, c.ctas, span, stream, nullptr))
         return RowSplit{c.ctas, RowExchange::automatic};
     }
   }
@@ -190,22 +193,22 @@ struct TreeLaunch {
 
 }  // namespace
 
-RowSplit launch_chain_verify(const ChainVerifyParams& p, CUstream_st* stream) {
+RowSplit launch_chain_verify(const ChainVerifyParams& p, CUstream_st* stream, GroupWorkspace* workspace) {
   p.check();
   require_cuda_device();
-  return dispatch<ChainLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream);
+  return dispatch<ChainLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream, workspace);
 }
 
-RowSplit launch_block_verify(const BlockVerifyParams& p, CUstream_st* stream) {
+RowSplit launch_block_verify(const BlockVerifyParams& p, CUstream_st* stream, GroupWorkspace* workspace) {
   p.check();
   require_cuda_device();
-  return dispatch<BlockLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream);
+  return dispatch<BlockLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream, workspace);
 }
 
-RowSplit launch_tree_verify(const TreeVerifyParams& p, CUstream_st* stream) {
+RowSplit launch_tree_verify(const TreeVerifyParams& p, CUstream_st* stream, GroupWorkspace* workspace) {
   p.check();
   require_cuda_device();
-  return dispatch<TreeLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream);
+  return dispatch<TreeLaunch>(choose_verify_config(p.p, p.q, p.vocab, p.cluster_blocks), p, stream, workspace);
 }
 
 }  // namespace specula

@@ -154,9 +154,13 @@ struct TreeVerifyParams {
 // Enqueue the kernels on `stream` (one CUDA block per row, or a row split over several). Each validates its params,
 // checks the launch and throws Error on failure ("<kernel> launch: <CUDA error>"; "no CUDA device: ..." without one,
 // and in a build without CUDA), and returns what it ran. Asynchronous: read `out.status` after synchronising.
-RowSplit launch_chain_verify(const ChainVerifyParams& p, CUstream_st* stream = nullptr);
-RowSplit launch_tree_verify(const TreeVerifyParams& p, CUstream_st* stream = nullptr);
-RowSplit launch_block_verify(const BlockVerifyParams& p, CUstream_st* stream = nullptr);
+// `workspace`: as launch_fused_sampler's.
+RowSplit launch_chain_verify(const ChainVerifyParams& p, CUstream_st* stream = nullptr,
+                             GroupWorkspace* workspace = nullptr);
+RowSplit launch_tree_verify(const TreeVerifyParams& p, CUstream_st* stream = nullptr,
+                            GroupWorkspace* workspace = nullptr);
+RowSplit launch_block_verify(const BlockVerifyParams& p, CUstream_st* stream = nullptr,
+                             GroupWorkspace* workspace = nullptr);
 
 // The per-row algorithms run sequentially on host arrays: the same decisions and Philox draws as the
 // kernels, with float64 sums in index order (exactly the CPU verifiers' order). `rules` other than exact

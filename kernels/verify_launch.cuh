@@ -24,8 +24,11 @@ inline int32_t staged_floats(Kernel kernel, const Params& p, int ctas, int vec) 
 
 // A row split over `ctas` blocks exchanging through global memory (verify_group_kernels.cu), `span` tokens a block;
 // false (nothing launched) where the device cannot hold one group of them at once.
-bool launch_group_verify(const ChainVerifyParams& p, int ctas, int32_t span, int vec, cudaStream_t stream);
-bool launch_group_verify(const BlockVerifyParams& p, int ctas, int32_t span, int vec, cudaStream_t stream);
-bool launch_group_verify(const TreeVerifyParams& p, int ctas, int32_t span, int vec, cudaStream_t stream);
+bool launch_group_verify(const ChainVerifyParams& p, int ctas, int32_t span, int vec, cudaStream_t stream,
+                         GroupWorkspace* workspace);
+bool launch_group_verify(const BlockVerifyParams& p, int ctas, int32_t span, int vec, cudaStream_t stream,
+                         GroupWorkspace* workspace);
+bool launch_group_verify(const TreeVerifyParams& p, int ctas, int32_t span, int vec, cudaStream_t stream,
+                         GroupWorkspace* workspace);
 
 }  // namespace specula

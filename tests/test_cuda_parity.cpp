@@ -34,6 +34,7 @@ int main() {
 #include <tuple>
 #include <vector>
 
+#include "kept_workspace_check.h"
 #include "kernel_sampler_cases.h"
 #include "kernels/draft_children.h"
 #include "kernels/emulated_kernels.h"
@@ -134,15 +135,17 @@ struct DeviceBatch {
 };
 
 // Runs the fused kernel on a case with poisoned outputs.
+// `kept`: the global-memory exchange's workspace kept across launches (null: one for this launch).
 GpuRun run_on_gpu(const testing::SamplerCase& c, TopPPass top_p_pass = TopPPass::float_first,
-                  int32_t cluster_blocks = 0, RowExchange exchange = RowExchange::automatic) {
+                  int32_t cluster_blocks = 0, RowExchange exchange = RowExchange::automatic,
+                  GroupWorkspace* kept = nullptr) {
   const SamplerBatch batch(c.vocab, c.rows());
   const DeviceBatch d(c.logits, batch, batch.rows, static_cast<size_t>(c.batch()));
   SamplerKernelParams p = d.params();
   p.top_p_pass = top_p_pass;
   p.cluster_blocks = cluster_blocks;
   p.row_exchange = exchange;
-  const RowSplit ran = launch_fused_sampler(p);
+  const RowSplit ran = launch_fused_sampler(p, nullptr, kept);
   // A split through global memory asked for runs as asked on any GPU the tests run on (cooperative launches, memory
   // pools), not silently as one block per row.
   if (exchange == RowExchange::global_memory && cluster_blocks > 1) {
@@ -155,8 +158,8 @@ GpuRun run_on_gpu(const testing::SamplerCase& c, TopPPass top_p_pass = TopPPass:
 
 // Every row of a GPU run against the CPU pipeline (testing::compare_row, tolerance 1e-6 derived above).
 void check_against_pipeline(const testing::SamplerCase& c, int32_t cluster_blocks = 0,
-                            RowExchange exchange = RowExchange::automatic) {
-  const GpuRun gpu = run_on_gpu(c, TopPPass::float_first, cluster_blocks, exchange);
+                            RowExchange exchange = RowExchange::automatic, GroupWorkspace* kept = nullptr) {
+  const GpuRun gpu = run_on_gpu(c, TopPPass::float_first, cluster_blocks, exchange, kept);
   for (int32_t r = 0; r < c.batch(); ++r) {
     const testing::RowComparison cmp = testing::compare_row(c, r, gpu.probs.data() + static_cast<size_t>(r) * c.vocab,
                                                             gpu.tokens[r], gpu.status[r], 1e-6);
@@ -245,6 +248,27 @@ TEST_CASE("the fused sampler split over blocks exchanging through global memory 
       check_against_pipeline(c, blocks, RowExchange::global_memory);
     }
   check_decisions_against_host(97, 4, RowExchange::global_memory);
+}
+
+TEST_CASE("a kept workspace serves launches that split rows over 3, 8 and 2 blocks, and each leaves it zero",
+          "[gpu][sampler][cluster][sanitize]") {
+  // The groups' layouts differ from one launch to the next, so a word left set would lie in another launch's
+  // counters or histograms; a second pass through the same launches allocates nothing.
+  GroupWorkspace kept;
+  const auto pass = [&] {
+    for (int32_t blocks : {3, 8, 2})
+      for (const auto& [vocab, batch] : {std::pair<int32_t, int32_t>{1003, 24}, {32000, 8}}) {
+        INFO(blocks << " blocks, V " << vocab);
+        check_against_pipeline(testing::random_sampler_case(0x910e + vocab + blocks, vocab, batch), blocks,
+                               RowExchange::global_memory, &kept);
+        CHECK(testing::kept_words_left_set(kept) == 0);
+      }
+  };
+  pass();
+  const uint64_t allocations = kept.allocations();
+  CHECK(allocations >= 1);
+  pass();
+  CHECK(kept.allocations() == allocations);
 }
 
 TEST_CASE("blocks exchanging through global memory at large vocabularies, more rows than resident groups",

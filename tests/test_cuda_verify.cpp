@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "kept_workspace_check.h"
 #include "kernel_verify_cases.h"
 #include "kernels/verify_kernels.h"
 #include "tests/statistics/goodness_of_fit.h"
@@ -61,8 +62,9 @@ class Device {
 // Runs a case on the GPU. Outputs are poisoned with 0x7f7f7f7f first (a value no output takes), so an
 // element the kernel does not write shows up in the comparison; the overlap sums start as NaN (0xff bytes).
 // stage_rows: ChainVerifyParams::stage_rows.
+// `kept`: the global-memory exchange's workspace kept across launches (null: one for this launch).
 VerifyResult run_on_gpu(const VerifyCase& c, int32_t cluster_blocks = 0, int32_t stage_rows = 1,
-                        RowExchange exchange = RowExchange::automatic) {
+                        RowExchange exchange = RowExchange::automatic, GroupWorkspace* kept = nullptr) {
   const int32_t B = c.batch(), E = c.width + 1;
   Device<float> p(c.p), q(c.q);
   Device<int32_t> tokens(c.tokens), parents(c.parents);
@@ -92,7 +94,7 @@ VerifyResult run_on_gpu(const VerifyCase& c, int32_t cluster_blocks = 0, int32_t
     tp.cluster_blocks = cluster_blocks;
     tp.row_exchange = exchange;
     tp.stage_rows = stage_rows;
-    ran = launch_tree_verify(tp);
+    ran = launch_tree_verify(tp, nullptr, kept);
   } else {
     BlockVerifyParams bp;
     bp.p = p.get();
@@ -106,7 +108,7 @@ VerifyResult run_on_gpu(const VerifyCase& c, int32_t cluster_blocks = 0, int32_t
     bp.cluster_blocks = cluster_blocks;
     bp.row_exchange = exchange;
     bp.stage_rows = stage_rows;
-    ran = c.kind == VerifyKind::chain ? launch_chain_verify(bp) : launch_block_verify(bp);
+    ran = c.kind == VerifyKind::chain ? launch_chain_verify(bp, nullptr, kept) : launch_block_verify(bp, nullptr, kept);
   }
   // A split through global memory asked for runs as asked on any GPU the tests run on, not as one block per row.
   if (exchange == RowExchange::global_memory && cluster_blocks > 1) {
@@ -175,6 +177,9 @@ TEST_CASE("the verification kernels split over a thread-block cluster match the 
   // Clusters of 2, 3 and 8 blocks on small vocabularies (slices of a few tokens, empty ones), rows staged in shared
   // memory and not, the blocks exchanging through distributed shared memory and through global memory; at V 128256,
   // where the dispatch picks a cluster of 8 with staged rows, one block per row and the cluster unstaged.
+  // One workspace kept across the global-memory launches, whose layout changes with the blocks a row (the sampler's
+  // tests launch without one): every launch must leave it zero.
+  GroupWorkspace kept;
   for (int32_t blocks : {2, 3, 8})
     for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree})
       for (int32_t i = 0; i < 8; ++i) {
@@ -188,12 +193,13 @@ TEST_CASE("the verification kernels split over a thread-block cluster match the 
         for (RowExchange exchange : {RowExchange::automatic, RowExchange::global_memory})
           for (int32_t stage_rows : {1, 0})
             if (exchange == RowExchange::automatic || i % 2 == 0)
-              check_against_reference(c, run_on_gpu(c, blocks, stage_rows, exchange),
+              check_against_reference(c, run_on_gpu(c, blocks, stage_rows, exchange, &kept),
                                       std::string(verify_kind_name(kind)) + " " + std::to_string(blocks) +
                                           (stage_rows ? " blocks (rows staged), " : " blocks, ") +
                                           row_exchange_name(exchange) + ", case " + std::to_string(i) + " V " +
                                           std::to_string(vocab));
       }
+  CHECK(testing::kept_words_left_set(kept) == 0);
   for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree}) {
     const uint64_t seed = 91 + static_cast<uint64_t>(kind);
     const VerifyCase c =
@@ -205,12 +211,14 @@ TEST_CASE("the verification kernels split over a thread-block cluster match the 
 
 TEST_CASE("verification through global memory at V 128256, more rows than resident groups", "[gpu][verify][cluster]") {
   // 8 blocks per row, 40 rows: more than an H100/H200 holds groups of 8 at once, so each group takes rows in turn.
+  GroupWorkspace kept;
   for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree}) {
     const uint64_t seed = 93 + static_cast<uint64_t>(kind);
     const VerifyCase c =
         kind == VerifyKind::tree ? random_tree_case(seed, 40, 128256, 4) : random_chain_case(seed, kind, 40, 128256, 4);
-    check_against_reference(c, run_on_gpu(c, 8, 1, RowExchange::global_memory),
+    check_against_reference(c, run_on_gpu(c, 8, 1, RowExchange::global_memory, &kept),
                             std::string(verify_kind_name(kind)) + " 8 blocks, 40 rows, V 128256");
+    CHECK(testing::kept_words_left_set(kept) == 0);
   }
 }
 

@@ -17,6 +17,7 @@
 #include "kernels/emulated_cluster_block.h"
 #include "kernels/emulated_kernels.h"
 #include "kernels/fiber_team.h"
+#include "kernels/group_exchange.h"
 #include "kernels/shared/error.h"
 #include "tests/statistics/goodness_of_fit.h"
 #include "tests/support/mutant_switch.h"
@@ -76,11 +77,22 @@ VerifyResult emulate_verify(const VerifyCase& c, const EmulationOptions& o, int3
   return r;
 }
 
+// Words of a kept global-memory workspace that a launch left set, reported under `label` (0 without a workspace):
+// every launch must leave it zero (group_exchange.h, finish), as the CUDA and cuda-host streams rely on.
+int32_t dirty_words(const std::vector<uint64_t>* kept, const std::string& label) {
+  if (!kept) return 0;
+  const auto dirty = static_cast<int32_t>(std::count_if(kept->begin(), kept->end(), [](uint64_t w) { return w != 0; }));
+  if (dirty) UNSCOPED_INFO(label << ": " << dirty << " words of the kept workspace left set");
+  return dirty;
+}
+
 // The rows of `cases` random cases of `kind` on which the emulated kernels (clusters of `ctas` blocks of 4 threads)
-// disagree with the reference verifiers; `stage_rows` as emulate_verify's.
+// disagree with the reference verifiers; `stage_rows` as emulate_verify's. `kept`: the global-memory exchange's
+// workspace kept across the launches, whose words a launch left set count as differing rows.
 int32_t rows_differing_in_clusters(VerifyKind kind, int ctas, FiberSchedule schedule, int32_t stage_rows, int cases,
                                    const std::string& label, bool overlap = true,
-                                   RowExchange exchange = RowExchange::automatic) {
+                                   RowExchange exchange = RowExchange::automatic,
+                                   std::vector<uint64_t>* kept = nullptr) {
   int32_t differing = 0;
   for (int32_t i = 0; i < cases; ++i) {
     const uint64_t seed = 0xc1e + 977 * static_cast<uint64_t>(i) + static_cast<uint64_t>(kind) + 31 * ctas;
@@ -88,7 +100,10 @@ int32_t rows_differing_in_clusters(VerifyKind kind, int ctas, FiberSchedule sche
     const int32_t vocab = i % 3 == 0 ? 64 : g.between(1, 64);
     const VerifyCase c = kind == VerifyKind::tree ? random_tree_case(seed, 12, vocab, g.between(0, 12))
                                                   : random_chain_case(seed, kind, 12, vocab, g.between(0, 8));
-    const VerifyResult r = emulate_verify(c, EmulationOptions{4, schedule, ctas, exchange}, stage_rows, overlap);
+    EmulationOptions o{4, schedule, ctas, exchange};
+    o.group_workspace = kept;
+    const VerifyResult r = emulate_verify(c, o, stage_rows, overlap);
+    differing += dirty_words(kept, label);
     for (int32_t b = 0; b < c.batch(); ++b) {
       const std::string diff = compare_with_reference(c, b, r);
       if (diff.empty()) continue;
@@ -286,13 +301,17 @@ TEST_CASE("the emulated fused sampler matches the reference pipeline at every th
 }
 
 // The rows of random sampler cases on which the emulated sampler, its rows split over `ctas` blocks of `threads`
-// threads exchanging through `exchange`, disagrees with the reference pipeline.
-int32_t sampler_rows_differing(int ctas, int threads, FiberSchedule schedule, RowExchange exchange) {
+// threads exchanging through `exchange`, disagrees with the reference pipeline; `kept` as rows_differing_in_clusters'.
+int32_t sampler_rows_differing(int ctas, int threads, FiberSchedule schedule, RowExchange exchange,
+                               std::vector<uint64_t>* kept = nullptr) {
   int32_t differing = 0;
   // Slices of 1 to 250 tokens, empty slices (V 7 over 8 blocks), 4-wide vectors (V 300, 1000).
   for (const auto& [vocab, batch] : {std::pair<int32_t, int32_t>{7, 24}, {300, 24}, {1000, 12}, {1003, 12}}) {
     const SamplerCase c = random_sampler_case(0xc1u + vocab + threads + ctas, vocab, batch);
-    const SamplerRun r = emulate_sampler(c, EmulationOptions{threads, schedule, ctas, exchange});
+    EmulationOptions o{threads, schedule, ctas, exchange};
+    o.group_workspace = kept;
+    const SamplerRun r = emulate_sampler(c, o);
+    differing += dirty_words(kept, "the sampler");
     for (int32_t row = 0; row < c.batch(); ++row) {
       RowComparison cmp;
       try {
@@ -364,6 +383,33 @@ TEST_CASE("the global-memory exchange's batteries catch slots and histograms tha
     ScopedMutant mutant(Mutant::group_slots_not_alternated);
     check_slots_caught(RowExchange::global_memory);
   }
+}
+
+TEST_CASE("a kept global-memory workspace is left zero by every launch, however the next one splits its rows",
+          "[kernels][emulation][mutant][cluster]") {
+  // One workspace through the sampler's and the verifiers' launches at 3, 8 and 2 blocks a row, so the groups' layouts
+  // differ from one launch to the next: a slot or histogram word left set would lie in another launch's counters or
+  // histograms. Each launch must match the reference and leave every word zero.
+  std::vector<uint64_t> kept;
+  for (int ctas : {3, 8, 2}) {
+    INFO(ctas << " blocks");
+    CHECK(sampler_rows_differing(ctas, 4, FiberSchedule::forward, RowExchange::global_memory, &kept) == 0);
+    for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree})
+      CHECK(rows_differing_in_clusters(kind, ctas, FiberSchedule::rotating, 1, 4, "kept workspace", true,
+                                       RowExchange::global_memory, &kept) == 0);
+  }
+  CHECK(kept.size() == static_cast<size_t>(group_exchange::group_words(8)));
+  // A launch that leaves it as it is: its words stay set, and the next launch's barriers count the last one's
+  // arrivals (the emulated barrier refuses them; a GPU block would pass them early).
+  ScopedMutant mutant(Mutant::group_workspace_left_dirty);
+  bool caught = false;
+  try {
+    caught = sampler_rows_differing(3, 4, FiberSchedule::forward, RowExchange::global_memory, &kept) > 0;
+  } catch (const Error& e) {
+    UNSCOPED_INFO(e.what());
+    caught = true;
+  }
+  CHECK(caught);
 }
 
 TEST_CASE("a cluster's batteries catch slots that are not alternated", "[kernels][emulation][mutant][cluster]") {

@@ -75,6 +75,7 @@ enum class Mutant {
   cluster_histograms_not_alternated,   // a cluster's blocks count every radix round into one histogram
   group_slots_not_alternated,          // a global-memory exchange writes every fold's partials into one set of slots
   group_histograms_two_buffers,        // a global-memory exchange rotates its radix histograms over two buffers
+  group_workspace_left_dirty,          // a global-memory exchange's launch leaves its counters, slots and histogram set
   // Device drafting (verify/device/batch_verifier.cpp, draft/model_drafter.cpp, kernels/draft_children_row.h).
   device_draft_laws_misplaced,  // drafts drawn on the device keep the laws of rows 2m and 2m + 1 at each other's row
   device_siblings_share_key,    // a tree's children of one node, drawn in one launch, all take the first child's key

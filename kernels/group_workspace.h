@@ -1,0 +1,40 @@
+// The global-memory exchange's workspace (kernels/group_exchange.h) kept across the launches of one stream, so that a
+// launch neither allocates nor clears one: it is zeroed once, when allocated, and every launch leaves it as it found
+// it (Exchange::finish). A launcher given none allocates, zeroes and frees one around its kernel instead.
+//
+// Device memory from the stream-ordered pool. Growing frees the old array on the stream, after the launches that used
+// it, and zeroes the new one there before the next launch. Bounded by the device, not the batch: a launch uses at
+// most the groups the device holds at once (one block per SM), group_words(ctas) words each.
+// Plain C++: no CUDA headers. Without CUDA, words() throws as the launchers do.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+struct CUstream_st;  // cudaStream_t is CUstream_st*
+
+namespace specula {
+
+class GroupWorkspace {
+ public:
+  GroupWorkspace() = default;
+  ~GroupWorkspace() { release(); }
+  GroupWorkspace(const GroupWorkspace&) = delete;
+  GroupWorkspace& operator=(const GroupWorkspace&) = delete;
+
+  // At least `count` words for a launch on `stream`, whose counters and histograms are zero when it starts.
+  uint64_t* words(size_t count, CUstream_st* stream);
+  // Frees the array on the stream it was last used on (call it before that stream is destroyed).
+  void release() noexcept;
+  size_t bytes() const { return bytes_; }
+  // Arrays allocated so far: a run's first launches allocate, a steady one none.
+  uint64_t allocations() const { return allocations_; }
+
+ private:
+  void* array_ = nullptr;
+  size_t bytes_ = 0;
+  CUstream_st* stream_ = nullptr;
+  uint64_t allocations_ = 0;
+};
+
+}  // namespace specula
