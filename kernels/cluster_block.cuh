@@ -113,8 +113,8 @@ struct CudaGroupOps {
 #endif
   }
   // The threadFenceReduction pattern: thread 0 fences the block's accesses (ordered before it by the block barrier)
-  // and counts the block out; the block whose count completes the group fences again before it clears what the
-  // others read.
+  // and counts the block out; in the block whose count completes the group it fences again, as group_barrier does
+  // after its wait, before the block barrier that lets its threads clear what the others read.
   __host__ __device__ bool last_out(uint64_t* exits, int ctas) {
 #if defined(__CUDA_ARCH__)
     __syncthreads();
@@ -122,10 +122,9 @@ struct CudaGroupOps {
     if (threadIdx.x == 0) {
       __threadfence();
       last = atomicAdd(reinterpret_cast<unsigned long long*>(exits), 1ull) == static_cast<unsigned long long>(ctas - 1);
+      if (last) __threadfence();  // before the block barrier that orders the block's clearing after it
     }
-    last = __syncthreads_or(last);
-    if (last) __threadfence();
-    return last != 0;
+    return __syncthreads_or(last) != 0;
 #else
     (void)exits;
     (void)ctas;
@@ -197,6 +196,13 @@ struct CudaClusterBlock {
   __host__ __device__ int32_t slice_end() const { return end; }
   __host__ __device__ float* staged(int which) { return staged_ ? staged_ + which * staged_span : nullptr; }
 
+  __host__ __device__ fused_sampler::VecRange vec_range() const {
+#if defined(__CUDA_ARCH__)
+    return {begin + static_cast<int32_t>(threadIdx.x) * VEC, end, BLOCK * VEC};
+#else
+    return {0, 0, 1};
+#endif
+  }
   template <class F>
   __host__ __device__ void for_each_vec(F&& f) {
 #if defined(__CUDA_ARCH__)

@@ -89,6 +89,13 @@ struct CudaBlock {
   __host__ __device__ bool leader() const { return rank() == 0; }
   __host__ __device__ bool block_leader() const { return rank() == 0; }
 
+  __host__ __device__ fused_sampler::VecRange vec_range() const {
+#if defined(__CUDA_ARCH__)
+    return {static_cast<int32_t>(threadIdx.x) * VEC, vocab, BLOCK * VEC};
+#else
+    return {0, 0, 1};
+#endif
+  }
   template <class F>
   __host__ __device__ void for_each_vec(F&& f) {
 #if defined(__CUDA_ARCH__)

@@ -68,6 +68,7 @@ struct EmulatedBlock {
   void for_each_vec(F&& f) {
     for (int32_t base = thread * VEC; base < vocab; base += T * VEC) f(base);
   }
+  fused_sampler::VecRange vec_range() const { return {thread * VEC, vocab, T * VEC}; }
   template <class F>
   void for_each_index(int32_t n, F&& f) {
     for (int32_t i = thread; i < n; i += T) f(i);

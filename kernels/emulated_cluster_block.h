@@ -128,6 +128,7 @@ struct EmulatedClusterBlock {
   void for_each_vec(F&& f) {
     for (int32_t base = begin + local.thread * VEC; base < end; base += T * VEC) f(base);
   }
+  fused_sampler::VecRange vec_range() const { return {begin + local.thread * VEC, end, T * VEC}; }
 
   // Every block covers [0, n): its shared scratch holds the row's whole per-node state (tree verification).
   template <class F>

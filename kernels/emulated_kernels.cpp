@@ -71,32 +71,40 @@ void run_cluster_rows(const EmulationOptions& o, int32_t batch, int32_t vocab, i
     owned.back()->staged.assign(static_cast<size_t>(staged), kPoison);
     blocks.push_back(owned.back().get());
   }
-  team.run([&](int fiber) {
-    const int cta = fiber / T, thread = fiber % T;
-    const fused_sampler::SliceBounds s = fused_sampler::slice_bounds(cta, span, vocab);
-    EmulatedClusterBlock<T, VEC> block{
-        blocks.data(), ctas, cta, EmulatedBlock<T, VEC>{blocks[cta]->block, team, thread, vocab}, s.begin, s.end};
-    if (global)
-      block.exchange = {EmulatedGroupOps<T>{&team, thread, ctas, &blocks[cta]->last_out}, workspace.data(), cta, ctas};
-    // Before a block rewrites its shared memory: a cluster's blocks read each other's, so they wait for the whole
-    // cluster; a global-memory exchange's blocks share none, and each goes on as the CUDA kernel's do, after its own
-    // block's barrier.
-    const auto shared_memory_free = [&] {
+  // A launch that throws (a row refused mid-kernel, a barrier that miscounts) stops where it is and leaves the
+  // workspace set: cleared (below), so that the stream's next launch starts from zero.
+  try {
+    team.run([&](int fiber) {
+      const int cta = fiber / T, thread = fiber % T;
+      const fused_sampler::SliceBounds s = fused_sampler::slice_bounds(cta, span, vocab);
+      EmulatedClusterBlock<T, VEC> block{
+          blocks.data(), ctas, cta, EmulatedBlock<T, VEC>{blocks[cta]->block, team, thread, vocab}, s.begin, s.end};
       if (global)
-        block.sync();
-      else
-        block.cluster_sync();
-    };
-    for (int32_t row = 0; row < batch; ++row) {
-      row_fn(block, row);
-      shared_memory_free();  // the next row reuses it
-      if (staged > 0) {      // poisoned again: a row that read its staged slices before copying them would see NaN
-        if (thread == 0) std::fill(blocks[cta]->staged.begin(), blocks[cta]->staged.end(), kPoison);
-        shared_memory_free();
+        block.exchange = {EmulatedGroupOps<T>{&team, thread, ctas, &blocks[cta]->last_out}, workspace.data(), cta,
+                          ctas};
+      // Before a block rewrites its shared memory: a cluster's blocks read each other's, so they wait for the whole
+      // cluster; a global-memory exchange's blocks share none, and each goes on as the CUDA kernel's do, after its own
+      // block's barrier.
+      const auto shared_memory_free = [&] {
+        if (global)
+          block.sync();
+        else
+          block.cluster_sync();
+      };
+      for (int32_t row = 0; row < batch; ++row) {
+        row_fn(block, row);
+        shared_memory_free();  // the next row reuses it
+        if (staged > 0) {      // poisoned again: a row that read its staged slices before copying them would see NaN
+          if (thread == 0) std::fill(blocks[cta]->staged.begin(), blocks[cta]->staged.end(), kPoison);
+          shared_memory_free();
+        }
       }
-    }
-    if (global) block.exchange.finish();
-  });
+      if (global) block.exchange.finish();
+    });
+  } catch (...) {
+    if (global) std::fill(workspace.begin(), workspace.end(), 0);
+    throw;
+  }
 }
 
 // kSplitRows: the row function takes a cluster's Block too (the fused sampler), so o.ctas > 1 splits each row.

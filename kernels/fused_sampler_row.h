@@ -7,6 +7,7 @@
 //   kThreads, kVec                      threads per row, elements per vector access
 //   rank(), leader()                    this thread's index; true for exactly one thread
 //   for_each_vec(f)                     f(base) for this thread's vectors [base, base + kVec) of the row
+//   vec_range()                         the same vectors as a VecRange (for_each_loaded_vec)
 //   sum_f64, min_i32, max_i32           reductions whose result every thread receives
 //   summarise(RowSummary)               pass 1's reductions in one (combine), the result in every thread
 //   sum_weights(WeightsTotal)           a draw's float64 total and last positive index in one (combine)
@@ -109,6 +110,8 @@ SPECULA_HD void load_vec_as(const T* p, T (&v)[VEC]) {
     v[1] = reinterpret_cast<const T&>(u.y);
     v[2] = reinterpret_cast<const T&>(u.z);
     v[3] = reinterpret_cast<const T&>(u.w);
+  } else if constexpr (kOnce) {
+    for (int j = 0; j < VEC; ++j) v[j] = __ldcs(p + j);
   } else
 #endif
   {
@@ -124,6 +127,42 @@ SPECULA_HD void load_vec(const T* p, T (&v)[VEC]) {
 template <int VEC, typename T>
 SPECULA_HD void load_vec_once(const T* p, T (&v)[VEC]) {
   load_vec_as<VEC, true>(p, v);
+}
+
+// A thread's vectors of a row: bases first, first + stride, ... below end, what for_each_vec visits in that order.
+struct VecRange {
+  int32_t first, end, stride;
+};
+
+// The vectors a thread's pass 1 loads before it uses the first. A loop that loads one vector and processes it keeps
+// one 16-byte request per thread in flight (the next load waits for the loop's turn), and a row is read at HBM speed
+// only with about bandwidth × latency bytes in flight per SM (Little's law: 4.8 TB/s × ~0.7 µs over 132 SMs is
+// ~25 KiB, where 512 threads of one vector each hold 8 KiB).
+constexpr int kLoadsInFlight = 4;
+
+// f(base, v) for this thread's vectors in for_each_vec's order, v the kVec values of `row` at base, loaded U at a
+// time before the first of them is used (the thread's last few, short of U, one at a time). The same calls in the
+// same order as for_each_vec with the load inside, so every reduction over them gives the same bits.
+template <int U, class Block, class F>
+SPECULA_HD void for_each_loaded_vec(Block& b, const float* row, F&& f) {
+  constexpr int VEC = Block::kVec;
+  const VecRange r = b.vec_range();
+  int32_t base = r.first;
+  for (; base + (U - 1) * r.stride < r.end; base += U * r.stride) {  // U whole vectors: every load unconditional
+    float v[U][VEC];
+    SPECULA_UNROLL
+    for (int u = 0; u < U; ++u) load_vec_once<VEC>(row + base + u * r.stride, v[u]);
+    SPECULA_UNROLL
+    for (int u = 0; u < U; ++u) f(base + u * r.stride, v[u]);
+  }
+#if !defined(__CUDA_ARCH__)
+  if (mutant_on(Mutant::pass1_tail_vectors_dropped)) return;
+#endif
+  for (; base < r.end; base += r.stride) {
+    float v[VEC];
+    load_vec_once<VEC>(row + base, v);
+    f(base, v);
+  }
 }
 
 template <int VEC>
@@ -564,10 +603,9 @@ SPECULA_HD void sample_row(Block& b, const SamplerKernelParams& p, int32_t row) 
   // ---- Pass 1: masks, bias, penalties, temperature (the CPU's float operations, in its order) ----
   int32_t first_bad = kNoIndex, first_overflow = kNoIndex, masked_finite = 0, finite = 0;
   ArgMax best{ninf, kNoIndex};
-  b.for_each_vec([&](int32_t base) {
-    float raw[VEC], add[VEC], x[VEC];
+  for_each_loaded_vec<kLoadsInFlight>(b, logits, [&](int32_t base, const float(&raw)[VEC]) {
+    float add[VEC], x[VEC];
     int32_t count[VEC];
-    load_vec_once<VEC>(logits + base, raw);
     if (bias) load_vec_once<VEC>(bias + base, add);
     if (counts) load_vec_once<VEC>(counts + base, count);
     const int32_t word = base >> 5;  // kVec divides 32: a vector never straddles two bitmap words

@@ -22,8 +22,12 @@ class GroupWorkspace {
   GroupWorkspace(const GroupWorkspace&) = delete;
   GroupWorkspace& operator=(const GroupWorkspace&) = delete;
 
-  // At least `count` words for a launch on `stream`, whose counters and histograms are zero when it starts.
+  // At least `count` words for a launch on `stream`, every one zero when the launch starts. A new array, zeroed on
+  // `stream`, where the kept one is smaller or was used on another stream (which is synchronised first: it must still
+  // exist).
   uint64_t* words(size_t count, CUstream_st* stream);
+  // The kept array (null before the first words()), for a test to read back.
+  const uint64_t* data() const { return static_cast<const uint64_t*>(array_); }
   // Frees the array on the stream it was last used on (call it before that stream is destroyed).
   void release() noexcept;
   size_t bytes() const { return bytes_; }

@@ -73,6 +73,7 @@ struct HostBlock {
   void for_each_vec(F&& f) {
     for (int32_t base = 0; base < vocab; ++base) f(base);
   }
+  fused_sampler::VecRange vec_range() const { return {0, vocab, 1}; }
   double sum_f64(double v) { return v; }
   int32_t min_i32(int32_t v) { return v; }
   int32_t max_i32(int32_t v) { return v; }

@@ -38,14 +38,6 @@
 #include "kernels/shared/sampler_math.h"
 #include "kernels/verify_kernels.h"
 
-// Loops over the kVec elements of a vector hold calls with loops of their own; unrolled, the vector stays
-// in registers (a loop over it would index it dynamically and put it in local memory).
-#if defined(__CUDA_ARCH__)
-#define SPECULA_UNROLL _Pragma("unroll")
-#else
-#define SPECULA_UNROLL
-#endif
-
 namespace specula {
 namespace verify_row {
 

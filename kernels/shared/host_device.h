@@ -6,3 +6,11 @@
 #else
 #define SPECULA_HD inline
 #endif
+
+// Loops over the kVec elements of a vector hold calls with loops of their own; unrolled, the vector stays
+// in registers (a loop over it would index it dynamically and put it in local memory).
+#if defined(__CUDA_ARCH__)
+#define SPECULA_UNROLL _Pragma("unroll")
+#else
+#define SPECULA_UNROLL
+#endif
