@@ -1,35 +1,45 @@
 #!/usr/bin/env python3
-"""ctest cuda_loads_in_flight: the fused sampler's pass 1 keeps kLoadsInFlight loads of a row in flight per thread.
+"""ctest cuda_loads_in_flight: the kernels' one read of a row keeps kLoadsInFlight loads in flight per thread.
 
 for_each_loaded_vec (kernels/fused_sampler_row.h) loads a thread's vectors kLoadsInFlight at a time before it uses
-the first: a row is read at HBM speed only with that many bytes in flight. Whether the compiler kept them together
-is a property of the generated code, not of the source, so this compiles sampler_kernels.cu to PTX for each
-architecture and asks, of every fused sampler kernel, for one basic block (the code between two labels or branches)
+the first: a row is read at HBM speed only with that many bytes in flight. The fused sampler's pass 1 reads its
+logits so, and a split row's verification stages its p and q slices so (verify_row.h, stage_rows). Whether the
+compiler kept the loads together is a property of the generated code, not of the source, so this compiles the
+kernels to PTX and asks, of every such kernel, for one basic block (the code between two labels or branches)
 holding at least kLoadsInFlight streaming loads (ld.global.cs: the read-once inputs, load_vec_once). A loop that
-loads one vector and processes it holds one, as before the batching did.
+loads one vector and processes it holds one, as before the batching did. Checked where each kernel runs: the
+sampler on sm_80 and sm_90, the cluster verifiers on sm_90, the global-memory exchange's verifiers on sm_80.
 
-Usage: check_loads_in_flight.py --nvcc NVCC --source-dir DIR [--arch sm_80 --arch sm_90]
+Usage: check_loads_in_flight.py --nvcc NVCC --source-dir DIR
        check_loads_in_flight.py --self-test
 """
 import argparse
+import concurrent.futures
 import os
 import re
 import subprocess
 import sys
 import tempfile
 
-KERNEL = re.compile(r"fused_sampler_(?:group_|cluster_)?kernel")
+# (source, architecture, the kernels that must hold the loads).
+TARGETS = [
+    ("sampler_kernels.cu", "sm_80", r"fused_sampler_(?:group_|cluster_)?kernel"),
+    ("sampler_kernels.cu", "sm_90", r"fused_sampler_(?:group_|cluster_)?kernel"),
+    ("verify_kernels.cu", "sm_90", r"(?:chain|block|tree)_verify_cluster_kernel"),
+    ("verify_group_kernels.cu", "sm_80", r"(?:chain|block|tree)_verify_group_kernel"),
+]
+SAMPLER = TARGETS[0][2]
 # A basic block ends at a label or a branch.
 BLOCK_EDGE = re.compile(r"\n\$L__BB\d+_\d+:|\n\s*(?:@!?%p\d+\s+)?bra(?:\.uni)?\s")
 STREAMING_LOAD = re.compile(r"\bld\.global\.cs\.")
 
 
-def loads_in_flight(ptx):
-    """{kernel entry name: the most streaming loads in one of its basic blocks}."""
+def loads_in_flight(ptx, kernels=SAMPLER):
+    """{name of each kernel entry matching `kernels`: the most streaming loads in one of its basic blocks}."""
     found = {}
     for entry in re.split(r"(?:^|\n)(?:\.visible\s+)?\.entry\s+", ptx)[1:]:
         name = entry.split("(", 1)[0].strip()
-        if not KERNEL.search(name):
+        if not re.search(kernels, name):
             continue
         if "trap;" in entry and "ld.global" not in entry:
             continue  # a stub for an architecture it does not run on (the cluster kernel below sm_90)
@@ -48,7 +58,7 @@ def required_loads(source_dir):
 
 def failures(found, need):
     if not found:
-        return ["no fused sampler kernel in the PTX"]
+        return ["none of the kernels in the PTX"]
     return [f"{name}: at most {n} streaming loads in one basic block, {need} wanted"
             for name, n in sorted(found.items()) if n < need]
 
@@ -68,11 +78,24 @@ def self_test():
     return 0 if ok else 1
 
 
+def compile_ptx(nvcc, source_dir, source, arch, out_dir):
+    """nvcc's PTX of kernels/`source` for `arch`, with the build's defines and the flags that change code generation
+    (kernels/CMakeLists.txt)."""
+    out = os.path.join(out_dir, f"{source}.{arch}.ptx")
+    cmd = [nvcc, "-DSPECULA_HAS_CUDA=1", "-DNDEBUG", "-O3", f"-I{source_dir}", f"-arch={arch}", "--fmad=false",
+           "-std=c++17", "-x", "cu", "--ptx", os.path.join(source_dir, "kernels", source), "-o", out]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({run.returncode}):\n{run.stderr[-4000:]}")
+    with open(out, encoding="utf-8") as f:
+        return f.read()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--nvcc")
     ap.add_argument("--source-dir")
-    ap.add_argument("--arch", action="append")
+    ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--self-test", action="store_true")
     a = ap.parse_args()
     if a.self_test:
@@ -81,21 +104,13 @@ def main():
         ap.error("--nvcc and --source-dir are required")
     need = required_loads(a.source_dir)
     bad = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for arch in a.arch or ["sm_80", "sm_90"]:
-            ptx_path = os.path.join(tmp, f"sampler_kernels.{arch}.ptx")
-            # The build's defines and flags that change code generation (kernels/CMakeLists.txt).
-            cmd = [a.nvcc, "-DSPECULA_HAS_CUDA=1", "-DNDEBUG", "-O3", f"-I{a.source_dir}", f"-arch={arch}",
-                   "--fmad=false", "-std=c++17", "-x", "cu", "--ptx",
-                   os.path.join(a.source_dir, "kernels", "sampler_kernels.cu"), "-o", ptx_path]
-            run = subprocess.run(cmd, capture_output=True, text=True)
-            if run.returncode != 0:
-                sys.exit(f"{' '.join(cmd)} failed ({run.returncode}):\n{run.stderr[-4000:]}")
-            with open(ptx_path, encoding="utf-8") as f:
-                found = loads_in_flight(f.read())
-            print(f"{arch}: {len(found)} fused sampler kernels, streaming loads in one basic block: "
+    with tempfile.TemporaryDirectory() as tmp, concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
+        ptx = pool.map(lambda t: compile_ptx(a.nvcc, a.source_dir, t[0], t[1], tmp), TARGETS)
+        for (source, arch, kernels), text in zip(TARGETS, ptx):
+            found = loads_in_flight(text, kernels)
+            print(f"{source} {arch}: {len(found)} kernels, streaming loads in one basic block: "
                   f"{sorted(set(found.values()))} (kLoadsInFlight = {need})")
-            bad += [f"{arch}: {line}" for line in failures(found, need)]
+            bad += [f"{source} {arch}: {line}" for line in failures(found, need)]
     for line in bad:
         print(line)
     return 1 if bad else 0
