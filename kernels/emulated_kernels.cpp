@@ -52,14 +52,18 @@ void run_cluster_rows(const EmulationOptions& o, int32_t batch, int32_t vocab, i
   const float kPoison = std::numeric_limits<float>::quiet_NaN();
   const uint64_t kMergedPoison = 0x5eed5eed5eed5eedull;
   const bool global = o.exchange == RowExchange::global_memory;
-  // The global-memory exchange's workspace: one group (the emulation runs the rows one after the other, as one
-  // group of a cooperative launch takes its rows in turn). Kept across launches where the options say where (the
-  // cuda-host stream keeps one, as the CUDA stream does), zeroed only when it grows: the launch leaves it as it found
-  // it (group_exchange.h, finish), and a launch that did not would fail the next one's barrier counts.
+  // The global-memory exchange's groups, as a cooperative launch lays them out: row r goes to group r % groups, whose
+  // workspace is group_words(ctas) words from g * group_words(ctas), and each group takes its rows in turn (here one
+  // after the other, every group's exchange keeping its own counters). Kept across launches where the options say
+  // where (the cuda-host stream keeps one, as the CUDA stream does), zeroed only when it grows: every launch leaves
+  // it as it found it (group_exchange.h, finish), and one that did not would fail a later one's barrier counts,
+  // whose groups may lie elsewhere (another number of blocks a row).
+  const int32_t groups = global ? std::max<int32_t>(1, std::min(batch, kEmulatedResidentGroups)) : 0;
+  const size_t group_words = static_cast<size_t>(group_exchange::group_words(ctas));
   std::vector<uint64_t> own_workspace;
   std::vector<uint64_t>& workspace = o.group_workspace ? *o.group_workspace : own_workspace;
-  if (global && workspace.size() < static_cast<size_t>(group_exchange::group_words(ctas)))
-    workspace.assign(static_cast<size_t>(group_exchange::group_words(ctas)), 0);
+  if (workspace.size() < static_cast<size_t>(groups) * group_words)
+    workspace.assign(static_cast<size_t>(groups) * group_words, 0);
   std::vector<std::unique_ptr<EmulatedClusterShared<T>>> owned;
   std::vector<EmulatedClusterShared<T>*> blocks;
   for (int c = 0; c < ctas; ++c) {
@@ -79,9 +83,10 @@ void run_cluster_rows(const EmulationOptions& o, int32_t batch, int32_t vocab, i
       const fused_sampler::SliceBounds s = fused_sampler::slice_bounds(cta, span, vocab);
       EmulatedClusterBlock<T, VEC> block{
           blocks.data(), ctas, cta, EmulatedBlock<T, VEC>{blocks[cta]->block, team, thread, vocab}, s.begin, s.end};
-      if (global)
-        block.exchange = {EmulatedGroupOps<T>{&team, thread, ctas, &blocks[cta]->last_out}, workspace.data(), cta,
-                          ctas};
+      std::vector<group_exchange::Exchange<EmulatedGroupOps<T>>> exchanges;  // this thread's side of each group's
+      for (int32_t g = 0; g < groups; ++g)
+        exchanges.push_back({EmulatedGroupOps<T>{&team, thread, ctas, &blocks[cta]->last_out},
+                             workspace.data() + static_cast<size_t>(g) * group_words, cta, ctas});
       // Before a block rewrites its shared memory: a cluster's blocks read each other's, so they wait for the whole
       // cluster; a global-memory exchange's blocks share none, and each goes on as the CUDA kernel's do, after its own
       // block's barrier.
@@ -92,14 +97,16 @@ void run_cluster_rows(const EmulationOptions& o, int32_t batch, int32_t vocab, i
           block.cluster_sync();
       };
       for (int32_t row = 0; row < batch; ++row) {
+        if (global) block.exchange = exchanges[static_cast<size_t>(row % groups)];
         row_fn(block, row);
+        if (global) exchanges[static_cast<size_t>(row % groups)] = block.exchange;
         shared_memory_free();  // the next row reuses it
         if (staged > 0) {      // poisoned again: a row that read its staged slices before copying them would see NaN
           if (thread == 0) std::fill(blocks[cta]->staged.begin(), blocks[cta]->staged.end(), kPoison);
           shared_memory_free();
         }
       }
-      if (global) block.exchange.finish();
+      for (auto& exchange : exchanges) exchange.finish();
     });
   } catch (...) {
     if (global) std::fill(workspace.begin(), workspace.end(), 0);

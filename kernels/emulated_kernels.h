@@ -32,6 +32,9 @@ struct EmulationOptions {
   std::vector<uint64_t>* group_workspace = nullptr;
 };
 constexpr int kMaxEmulatedClusterBlocks = 16;
+// The groups of blocks exchanging through global memory that the emulation lays out at once, as a device that holds
+// three (rows go to them in turn, each its own part of the workspace).
+constexpr int32_t kEmulatedResidentGroups = 3;
 
 // Throws Error for a thread count without an instantiation, or a cluster size out of range.
 void check_emulation_options(const EmulationOptions& options);
