@@ -65,7 +65,7 @@ enum class Mutant {
   tree_reached_counts_every_depth,  // a tree step counts every depth as reached, not those up to the rejection
   // Kernels.
   top_p_float_pass_uncertified,  // the float-first top-p threshold used without the guard band's proof
-  pass1_tail_vectors_dropped,    // for_each_loaded_vec skips a thread's last vectors, short of a batch of loads
+  pass1_tail_vectors_dropped,    // pass 1 skips a thread's last vectors, short of a batch of loads in flight
   staged_rows_stale,             // a cluster's shared memory keeps the verification rows it staged first
   // Kernel emulation (kernels/emulated_block.h).
   emulated_pick_unsynchronised,        // the radix select's picked bucket read without the barrier after its write

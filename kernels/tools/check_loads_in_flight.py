@@ -3,12 +3,13 @@
 
 for_each_loaded_vec (kernels/fused_sampler_row.h) loads a thread's vectors kLoadsInFlight at a time before it uses
 the first: a row is read at HBM speed only with that many bytes in flight. The fused sampler's pass 1 reads its
-logits so, and a split row's verification stages its p and q slices so (verify_row.h, stage_rows). Whether the
-compiler kept the loads together is a property of the generated code, not of the source, so this compiles the
-kernels to PTX and asks, of every such kernel, for one basic block (the code between two labels or branches)
-holding at least kLoadsInFlight streaming loads (ld.global.cs: the read-once inputs, load_vec_once). A loop that
-loads one vector and processes it holds one, as before the batching did. Checked where each kernel runs: the
-sampler on sm_80 and sm_90, the cluster verifiers on sm_90, the global-memory exchange's verifiers on sm_80.
+logits so; a split row's verification stages its p and q slices with a plain copy loop the compiler unrolls as far
+(verify_row.h, stage_rows). Whether the loads stay together is a property of the generated code, not of the source,
+so this compiles the kernels to PTX and asks, of every such kernel, for one basic block (the code between two labels,
+branches or barriers) holding at least kLoadsInFlight streaming loads (ld.global.cs: the read-once inputs,
+load_vec_once). A loop that loads one vector and processes it holds one, as the sampler's did before the batching.
+PTX, not SASS: ptxas may still schedule the loads apart. Checked where each kernel runs: the sampler on sm_80 and
+sm_90, the cluster verifiers on sm_90, the global-memory exchange's verifiers on sm_80.
 
 Usage: check_loads_in_flight.py --nvcc NVCC --source-dir DIR
        check_loads_in_flight.py --self-test
@@ -29,8 +30,10 @@ TARGETS = [
     ("verify_group_kernels.cu", "sm_80", r"(?:chain|block|tree)_verify_group_kernel"),
 ]
 SAMPLER = TARGETS[0][2]
-# A basic block ends at a label or a branch.
-BLOCK_EDGE = re.compile(r"\n\$L__BB\d+_\d+:|\n\s*(?:@!?%p\d+\s+)?bra(?:\.uni)?\s")
+# A basic block ends at a label or a branch; a barrier or a return ends the run of loads counted too.
+LABEL = re.compile(r"\n\$L__BB\d+_\d+:")
+BLOCK_EDGE = re.compile(r"\n\$L__BB\d+_\d+:|\n\s*(?:@!?%p\d+\s+)?(?:bra(?:\.uni)?|brx\.idx|bar\.sync|barrier\.sync"
+                        r"|ret|exit)\b")
 STREAMING_LOAD = re.compile(r"\bld\.global\.cs\.")
 
 
@@ -43,6 +46,9 @@ def loads_in_flight(ptx, kernels=SAMPLER):
             continue
         if "trap;" in entry and "ld.global" not in entry:
             continue  # a stub for an architecture it does not run on (the cluster kernel below sm_90)
+        if not LABEL.search(entry):
+            found[name] = -1  # no label in nvcc's form: the split into basic blocks would prove nothing
+            continue
         found[name] = max(len(STREAMING_LOAD.findall(block)) for block in BLOCK_EDGE.split(entry))
     return found
 
@@ -59,21 +65,35 @@ def required_loads(source_dir):
 def failures(found, need):
     if not found:
         return ["none of the kernels in the PTX"]
-    return [f"{name}: at most {n} streaming loads in one basic block, {need} wanted"
+    return [f"{name}: no basic-block label ($L__BB) in its PTX, so its blocks cannot be told apart" if n < 0 else
+            f"{name}: at most {n} streaming loads in one basic block, {need} wanted"
             for name, n in sorted(found.items()) if n < need]
 
 
 def self_test():
-    # A loop that loads one vector a turn fails; one that loads four before using them passes; a PTX without the
-    # kernels fails; a stub (trap, no loads) is left out.
-    one = ".entry _Z20fused_sampler_kernelILi256ELi4EE(\n$L__BB0_1:\n\tld.global.cs.v4.u32 {%r1}, [%rd1];\n" \
-          "\tadd.f32 %f1, %f2, %f3;\n\t@%p1 bra $L__BB0_1;\n"
-    four = ".entry _Z28fused_sampler_cluster_kernelILi256ELi4EE(\n$L__BB0_1:\n" + \
-           "".join(f"\tld.global.cs.v4.u32 {{%r{i}}}, [%rd{i}];\n" for i in range(4)) + "\t@%p1 bra $L__BB0_1;\n"
+    """The check on hand-written PTX: each case's verdict as expected."""
+    def kernel(name, body, visible=False):
+        return f"\n{'.visible ' if visible else ''}.entry {name}(\n$L__BB0_1:\n{body}"
+    load = "\tld.global.cs.v4.u32 {{%r{0}}}, [%rd{0}];\n"
+    one = kernel("_Z20fused_sampler_kernelILi256ELi4EE",
+                 load.format(1) + "\tadd.f32 %f1, %f2, %f3;\n\t@%p1 bra $L__BB0_1;\n" + load.format(2))
+    four = kernel("_Z28fused_sampler_cluster_kernelILi256ELi4EE",
+                  "".join(load.format(i) for i in range(4)) + "\t@%p1 bra.uni $L__BB0_1;\n", visible=True)
+    split = kernel("_Z20fused_sampler_kernelILi512ELi1EE",  # four loads, but a barrier between two and two
+                   load.format(1) + load.format(2) + "\tbar.sync 0;\n" + load.format(3) + load.format(4))
+    unlabelled = "\n.entry _Z20fused_sampler_kernelILi256ELi1EE(\n" + "".join(load.format(i) for i in range(4))
     stub = "\n.entry _Z28fused_sampler_cluster_kernelILi256ELi4EE(\n\ttrap;\n"
-    ok = bool(failures(loads_in_flight(one), 4)) and not failures(loads_in_flight(four), 4) and \
-        bool(failures(loads_in_flight(".entry _Z5otherv(\n"), 4)) and loads_in_flight(four + stub) == \
-        loads_in_flight(four)
+    cases = [
+        ("one load a turn fails", bool(failures(loads_in_flight(one), 4))),
+        ("four together pass (.visible, bra.uni)", not failures(loads_in_flight(four), 4)),
+        ("a barrier splits them", bool(failures(loads_in_flight(split), 4))),
+        ("a kernel without labels fails", bool(failures(loads_in_flight(unlabelled), 4))),
+        ("no kernel fails", bool(failures(loads_in_flight("\n.entry _Z5otherv(\n"), 4))),
+        ("a stub is left out", loads_in_flight(four + stub) == loads_in_flight(four)),
+    ]
+    for label, ok in cases:
+        print(f"{'ok  ' if ok else 'FAIL'}  {label}")
+    ok = all(ok for _, ok in cases)
     print("self-test " + ("passed" if ok else "FAILED"))
     return 0 if ok else 1
 
