@@ -433,8 +433,8 @@ inline int64_t resident_group_blocks(const void* kernel, int threads, size_t dyn
 // Launches kernel(GroupLaunch, args...) cooperatively, so that every block is resident at once (a block waits at
 // its group's barrier for the others): as many groups of `ctas` blocks of `threads` threads as the device holds,
 // at most `rows`; group g takes rows g, g + groups, .... The kernel calls its exchange's finish() once it is done. The
-// workspace: `kept`'s (zero at rest, kernels/group_workspace.h), or, without one, stream-ordered for this launch alone:
-// allocated from the device's memory pool, zeroed and freed on `stream` around the kernel. Returns false, launching
+// workspace: `kept`'s (zero at rest, kernels/group_workspace.h), or, without one, a GroupWorkspace for this launch
+// alone, allocated and zeroed on `stream` before the kernel and freed there after it. Returns false, launching
 // nothing, where the device has no cooperative launch or memory pools, or cannot hold one whole group; throws Error
 // naming `what` when a call fails.
 template <class... Params, class... Args>
@@ -445,17 +445,8 @@ bool launch_in_groups(void (*kernel)(GroupLaunch, Params...), int32_t rows, int 
   if (resident_groups < 1) return false;
   const int32_t groups = static_cast<int32_t>(std::min<int64_t>(rows, resident_groups));
   const size_t words = static_cast<size_t>(groups) * static_cast<size_t>(group_exchange::group_words(ctas));
-  void* workspace = nullptr;
-  if (kept) {
-    workspace = kept->words(words, stream);
-  } else {
-    cuda_check(cudaMallocAsync(&workspace, words * sizeof(uint64_t), stream), what);
-    const cudaError_t zeroed = cudaMemsetAsync(workspace, 0, words * sizeof(uint64_t), stream);
-    if (zeroed != cudaSuccess) {
-      cudaFreeAsync(workspace, stream);
-      cuda_check(zeroed, what);
-    }
-  }
+  GroupWorkspace once;  // without a kept one: this launch's own, allocated and zeroed on `stream`
+  uint64_t* const workspace = (kept ? kept : &once)->words(words, stream);
   cudaLaunchAttribute attribute[1];
   attribute[0].id = cudaLaunchAttributeCooperative;
   attribute[0].val.cooperative = 1;
@@ -466,10 +457,10 @@ bool launch_in_groups(void (*kernel)(GroupLaunch, Params...), int32_t rows, int 
   config.stream = stream;
   config.attrs = attribute;
   config.numAttrs = 1;
-  const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, GroupLaunch{static_cast<uint64_t*>(workspace), ctas},
-                                                  static_cast<Args&&>(args)...);
-  // After the kernel, or at once if it never started (a kept workspace, untouched then, stays zero).
-  const cudaError_t freed = kept ? cudaSuccess : cudaFreeAsync(workspace, stream);
+  const cudaError_t launched =
+      cudaLaunchKernelEx(&config, kernel, GroupLaunch{workspace, ctas}, static_cast<Args&&>(args)...);
+  // This launch's own freed after the kernel, or at once if it never started (a kept one, untouched then, stays zero).
+  const cudaError_t freed = static_cast<cudaError_t>(once.release());
   if (launched == cudaErrorCooperativeLaunchTooLarge) {
     // Fewer SMs than the occupancy query saw (MPS, a green context): the caller runs one block per row instead.
     (void)cudaGetLastError();  // not sticky: cleared, so that the next launch's check does not report it

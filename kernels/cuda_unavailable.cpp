@@ -15,7 +15,7 @@ uint64_t* GroupWorkspace::words(size_t, CUstream_st*) {
   require_cuda_device();
   return nullptr;  // not reached
 }
-void GroupWorkspace::release() noexcept {}
+int GroupWorkspace::release() noexcept { return 0; }
 
 RowSplit launch_fused_sampler(const SamplerKernelParams& p, CUstream_st*, GroupWorkspace*) {
   p.check();

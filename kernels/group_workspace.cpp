@@ -29,10 +29,12 @@ uint64_t* GroupWorkspace::words(size_t count, CUstream_st* stream) {
   return static_cast<uint64_t*>(array_);
 }
 
-void GroupWorkspace::release() noexcept {
-  if (array_) cudaFreeAsync(array_, stream_);  // after the launches enqueued on it; a failure has nothing to free
+int GroupWorkspace::release() noexcept {
+  // After the launches enqueued on it; a failure has nothing left to free.
+  const cudaError_t freed = array_ ? cudaFreeAsync(array_, stream_) : cudaSuccess;
   array_ = nullptr;
   bytes_ = 0;
+  return static_cast<int>(freed);
 }
 
 }  // namespace specula
