@@ -31,6 +31,7 @@ class ConstrainedDrafterFactory : public DrafterFactory {
   int32_t vocab_size() const override { return inner_->vocab_size(); }
   std::string description() const override { return inner_->description(); }
   int32_t max_draft_depth() const override { return inner_->max_draft_depth(); }
+  bool records_draft_laws() const override { return inner_->records_draft_laws(); }
 
  private:
   std::shared_ptr<const DrafterFactory> inner_;

@@ -48,6 +48,7 @@ class PromptLookupDrafterFactory : public DrafterFactory {
   std::unique_ptr<Drafter> create() const override;
   int32_t vocab_size() const override { return vocab_size_; }
   std::string description() const override;
+  bool records_draft_laws() const override { return false; }  // point masses
 
  private:
   PromptLookupOptions options_;

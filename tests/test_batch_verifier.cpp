@@ -576,7 +576,7 @@ TEST_CASE("a reserved run's draws grow no buffer, masks and penalties included",
   const int64_t sequences = 3, rows_per_sequence = 4;
   const auto growth = [&](bool reserve) {
     BatchVerifier device(Device::cuda_host, pipeline, std::nullopt);
-    if (reserve) device.reserve(sequences, rows_per_sequence);
+    if (reserve) device.reserve(StepReservation{sequences, rows_per_sequence});
     for (int64_t rows : {int64_t{1}, int64_t{5}, sequences * rows_per_sequence}) {
       float* logits = device.device_logits(rows);
       std::vector<DeviceDraw> draws;
@@ -585,6 +585,80 @@ TEST_CASE("a reserved run's draws grow no buffer, masks and penalties included",
         draws.push_back(DeviceDraw{logits + r * V, &history, RandomKey{11, 2, static_cast<uint64_t>(r)}});
       }
       CHECK(device.sample(draws, LogitsAt::device).size() == static_cast<size_t>(rows));
+    }
+    return device.growth_drains();
+  };
+  CHECK(growth(true) == 0);
+  CHECK(growth(false) > 0);
+}
+
+// The reservation covers what a step stages from the host when its reservation says so: logits a model computed on
+// the host (StepReservation::logits_from_host) and a host drafter's q rows (host_q). Verifications growing from one
+// short chain to the reserved rows, every row of logits and q uploaded, grow no buffer; without those two they do.
+TEST_CASE("a reserved run's verification from host logits and host q rows grows no buffer", "[verify][device]") {
+  const SamplerPipeline pipeline(sampled(), kVocab);  // 148 bytes a row of logits or q, over the 64-byte floor
+  const int64_t sequences = 3, rows_per_sequence = 4;
+  const auto growth = [&](bool from_host) {
+    BatchVerifier device(Device::cuda_host, pipeline, VerifyMethod::chain);
+    StepReservation r{sequences, rows_per_sequence};
+    r.logits_from_host = r.host_q = from_host;
+    device.reserve(r);
+    for (int64_t n : {int64_t{1}, int64_t{3}}) {  // sequences of n-draft chains
+      std::vector<TokenTree> trees;
+      std::vector<TokenHistory> histories;
+      for (int64_t b = 0; b < n; ++b) {
+        TokenTree t = TokenTree::chain(std::vector<Token>(static_cast<size_t>(n), static_cast<Token>(b + 1)));
+        for (int32_t row = 0; row < t.size(); ++row) t.draft_q.push_back(random_law(10 * b + row));
+        trees.push_back(t);
+        histories.push_back(TokenHistory{{1, 2}, {}, std::nan("")});
+      }
+      std::vector<float> logits(static_cast<size_t>(n * (n + 1) * kVocab));
+      for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(philox_uniform(5, n, i));
+      std::vector<DeviceStep> steps;
+      for (int64_t b = 0; b < n; ++b)
+        steps.push_back(DeviceStep{logits.data() + b * (n + 1) * kVocab, &trees[b], &histories[b],
+                                   StepRandom{9, static_cast<uint64_t>(b), 1}});
+      CHECK(device.verify(steps, LogitsAt::host).size() == static_cast<size_t>(n));
+    }
+    return device.growth_drains();
+  };
+  CHECK(growth(true) == 0);
+  CHECK(growth(false) > 0);
+}
+
+// A penalised draft's plan counts each row's pending ids (a path's ids drawn by the depths before it) on the device:
+// a long chain's entries exceed the per-row floor. After a short plan, a plan of the reserved depth grows no buffer
+// when reserved; without the reservation it does.
+TEST_CASE("a reserved run's long penalised plans grow no buffer", "[verify][device]") {
+  constexpr int64_t B = 2;
+  constexpr int32_t V = kVocab, kLongest = 20;  // entries: B * 190 of 8 bytes, over the floor's B * 21 * 64 bytes
+  const SamplerPipeline target(sampled(), V);
+  const SamplingParams draft_params = sampled();  // a repetition penalty: pending ids are counted
+  const SamplerPipeline draft(draft_params, V);
+  const auto growth = [&](bool reserve) {
+    BatchVerifier device(Device::cuda_host, target, VerifyMethod::chain);
+    if (reserve) device.reserve(StepReservation{B, kLongest + 1, &draft_params});
+    for (int32_t depths : {2, kLongest}) {
+      device.draft_laws(B, depths);
+      float* rows = device.device_logits(B);
+      for (int64_t i = 0; i < B * V; ++i) rows[i] = static_cast<float>(4.0 * philox_uniform(41, depths, i) - 2.0);
+      // Depth d's row of sequence b: its path's d ids still on the device, at the plan's draws e * B + b.
+      std::vector<TokenHistory> histories;
+      for (int32_t d = 0; d < depths; ++d)
+        for (int64_t b = 0; b < B; ++b) {
+          TokenHistory h{{1, 2}, std::vector<Token>(static_cast<size_t>(d), 0), std::nan("")};
+          for (int32_t e = 0; e < d; ++e) h.pending_ids.push_back(static_cast<int32_t>(e * B + b));
+          histories.push_back(h);
+        }
+      std::vector<std::vector<DraftDraw>> plan(static_cast<size_t>(depths));
+      for (int32_t d = 0; d < depths; ++d)
+        for (int64_t b = 0; b < B; ++b)
+          plan[d].push_back(DraftDraw{DeviceDraw{rows + b * V, &histories[d * B + b],
+                                                 StepRandom{3, static_cast<uint64_t>(b), 1}.key(RandomRole::draft, d)},
+                                      b, d});
+      device.plan_drafts(draft, plan);
+      for (int32_t d = 0; d < depths; ++d) device.launch_planned(static_cast<size_t>(d));
+      CHECK(device.planned_tokens().size() == static_cast<size_t>(B * depths));
     }
     return device.growth_drains();
   };

@@ -54,14 +54,17 @@ TEST_CASE("a device run's step buffers stay within the bound checked before its 
     std::optional<VerifyMethod> method;
     std::vector<int32_t> shape;
     SiblingScheme scheme;
+    int32_t draft_tokens = 4;
   };
-  const std::vector<Case> cases = {Case{std::nullopt, {}, SiblingScheme::iid},
-                                   Case{VerifyMethod::chain, {}, SiblingScheme::iid},
-                                   Case{VerifyMethod::block, {}, SiblingScheme::iid},
-                                   Case{VerifyMethod::greedy, {}, SiblingScheme::iid},
-                                   Case{VerifyMethod::tree, {2, 2, 1}, SiblingScheme::iid},
-                                   Case{VerifyMethod::tree, {3, 2}, SiblingScheme::deterministic},
-                                   Case{VerifyMethod::tree, {2, 2}, SiblingScheme::without_replacement}};
+  const std::vector<Case> cases = {
+      Case{std::nullopt, {}, SiblingScheme::iid}, Case{VerifyMethod::chain, {}, SiblingScheme::iid},
+      Case{VerifyMethod::block, {}, SiblingScheme::iid}, Case{VerifyMethod::greedy, {}, SiblingScheme::iid},
+      Case{VerifyMethod::tree, {2, 2, 1}, SiblingScheme::iid},
+      Case{VerifyMethod::tree, {3, 2}, SiblingScheme::deterministic},
+      Case{VerifyMethod::tree, {2, 2}, SiblingScheme::without_replacement},
+      // Paths longer than the per-row floor's 8 pending ids (a penalised target and
+      // draft count a chain's pending ids on the device).
+      Case{VerifyMethod::chain, {}, SiblingScheme::iid, 20}};
   const int64_t sequences = 4;
   // The draft's settings: plain, with every buffer, or drawn on the host (dynatemp: its q rows are uploaded).
   enum class Draft { plain, every_buffer, on_host };
@@ -75,14 +78,14 @@ TEST_CASE("a device run's step buffers stay within the bound checked before its 
             draft_kind == Draft::every_buffer ? with_every_buffer(sampled(), model->vocab_size()) : sampled();
         if (draft_kind == Draft::on_host) draft.dynatemp_range = 0.3f;
         INFO((c.method ? verify_method_name(*c.method) : "ar")
-             << ", " << c.shape.size() << " depths, target buffers " << target_buffers << ", draft "
-             << static_cast<int>(draft_kind));
+             << " of " << c.draft_tokens << " drafts, " << c.shape.size() << " depths, target buffers "
+             << target_buffers << ", draft " << static_cast<int>(draft_kind));
         GenerationConfig config;
         config.method = c.method;
-        config.num_draft_tokens = 4;
+        config.num_draft_tokens = c.draft_tokens;
         config.tree_shape = c.shape;
         config.tree_sampling = c.scheme;
-        config.max_new_tokens = 10;
+        config.max_new_tokens = 2 * c.draft_tokens + 2;
         config.seed = 3;
         config.device = Device::cuda_host;
         const auto drafter = c.method ? std::make_shared<ModelDrafterFactory>(model, draft) : nullptr;

@@ -519,9 +519,16 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     const int64_t sequences = static_cast<int64_t>(batch.size()), rows = draft_nodes(config_) + 1;
     device->check_fits(sequences, rows, device_step_bytes(sequences), sessions_on_device ? sessions : 0);
     const std::optional<SamplingParams> draft = device_draft_params();
-    const bool depths_alone =
-        !config_.tree_shape.empty() && config_.tree_sampling == SiblingScheme::without_replacement;
-    device->reserve(sequences, rows, draft ? &*draft : nullptr, depths_alone);
+    const bool tree = !config_.tree_shape.empty();
+    StepReservation r{sequences, rows, draft ? &*draft : nullptr};
+    r.draft_depths_alone = tree && config_.tree_sampling == SiblingScheme::without_replacement;
+    // Rows computed on the host reach a GPU through staging (cuda-host's models write its memory in place).
+    const bool gpu = config_.device == Device::cuda;
+    r.logits_from_host = gpu && (!target_->writes_gpu_logits() || (draft && drafter_->device_draws_read_host_rows()));
+    // q rows come from the host unless the draft is drawn on the device (its laws stay there) or ranked (none).
+    r.host_q = drafter_ && !draft && drafter_->records_draft_laws() &&
+               !(tree && config_.tree_sampling == SiblingScheme::deterministic);
+    device->reserve(r);
   }
   if (const int64_t available = mem_available_bytes();
       !sessions_on_device && session > 0 && available >= 0 && sessions > available)

@@ -98,6 +98,24 @@ struct PendingIds {
   int64_t count = 0;
 };
 
+// What a run's largest step stages on the device (BatchVerifier::reserve): `sequences` steps of at most
+// `rows_per_sequence` rows each, and what its settings add to every step's arrays.
+struct StepReservation {
+  int64_t sequences = 0;
+  int64_t rows_per_sequence = 0;
+  // The settings of a draft drawn on the device (DrafterFactory::device_draw_params), whose plans stage their own
+  // inputs; with `draft_depths_alone` (siblings drawn without replacement, a depth at a time) in the target's slots
+  // too.
+  const SamplingParams* draft = nullptr;
+  bool draft_depths_alone = false;
+  // Rows a model computes on the host (LogitsAt::host: a target off the GPU, or a draft drawn on the device from rows
+  // computed on the host), staged and uploaded: a host staging array of [rows, V].
+  bool logits_from_host = false;
+  // q rows a host drafter records (a sampled draft verified by a method that reads q), staged and uploaded with each
+  // verification: [rows, V] on both sides.
+  bool host_q = false;
+};
+
 class BatchVerifier {
  public:
   // Throws "no CUDA device: ..." for cuda without a GPU. `method` nullopt: only sample() is used.
@@ -111,15 +129,11 @@ class BatchVerifier {
   // plus `session_bytes` the batch's model sessions will take there (KV caches of a model on the GPU; 0 when they
   // live on the host).
   void check_fits(int64_t sequences, int64_t rows_per_sequence, int64_t step_bytes, int64_t session_bytes = 0) const;
-  // Allocates, before a run's first step, what its largest step takes (`sequences` of at most `rows_per_sequence`
-  // rows): the [rows, V] arrays every step uses, and a floor under every other buffer that holds a per-row array at its
-  // largest (KernelStream::set_allocation_floor); `draft`: the settings of a draft drawn on the device, whose plans
-  // stage their own (DrafterFactory::device_draw_params), and with `draft_depths_alone` (siblings drawn without
-  // replacement, a depth at a time) in the target's slots too. A reserved run's buffers do not grow, so
-  // no step drains the stream to grow one (growth_drains); a buffer the reservation does not cover (logits staged on
-  // the host, q rows of a host drafter) still grows, counted.
-  void reserve(int64_t sequences, int64_t rows_per_sequence, const SamplingParams* draft = nullptr,
-               bool draft_depths_alone = false);
+  // Allocates, before a run's first step, what its largest step takes (StepReservation): the [rows, V] arrays every
+  // step uses, and a floor under every other buffer that holds a per-row array at its largest
+  // (KernelStream::set_allocation_floor). A reserved run's buffers do not grow, so no step drains the stream to grow
+  // one (growth_drains).
+  void reserve(const StepReservation& r);
 
   std::vector<DeviceStepResult> verify(const std::vector<DeviceStep>& steps, LogitsAt at = LogitsAt::host);
   std::vector<Token> sample(const std::vector<DeviceDraw>& draws, LogitsAt at = LogitsAt::host);
