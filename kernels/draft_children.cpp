@@ -45,6 +45,7 @@ void SiblingDrawParams::check() const {
   if (!first) fail("sibling draws: first [S + 1] is null");
   if (!uniforms) fail("sibling draws: uniforms [R * count] is null");
   if (!tokens) fail("sibling draws: tokens [R * count] is null");
+  if (!spent) fail("sibling draws: spent [R] is null");
 }
 
 int sibling_draw_vec(const SiblingDrawParams& p) { return vec_width(p.vocab, p.probs); }

@@ -1,5 +1,5 @@
 // CUDA backend of the draft-children kernels: ranked_children::rank_row over one block per row, and
-// sibling_draws::draw_sequence over one block per sequence (the CUB block primitives of cuda_block.cuh).
+// sibling_draws::count_draws then draw_row, each over one block per row (the CUB block primitives of cuda_block.cuh).
 #include <cuda_runtime.h>
 
 #include "kernels/cuda_block.cuh"
@@ -11,7 +11,7 @@
 namespace specula {
 namespace {
 
-// Only the two reductions over int32: no histogram, no scratch.
+// Only reductions: no histogram, no scratch.
 constexpr int kThreads = 256;
 template <int VEC>
 using RankBlock = cuda_block::CudaBlock<kThreads, VEC, cuda_block::Scratch<1, 1>>;
@@ -33,7 +33,15 @@ template <int VEC>
 __global__ void __launch_bounds__(kThreads, 1) sibling_draw_kernel(SiblingDrawParams p) {
   __shared__ typename DrawBlock<VEC>::Shared shared;
   DrawBlock<VEC> block{shared, p.vocab};
-  sibling_draws::draw_sequence(block, p, static_cast<int32_t>(blockIdx.x));
+  sibling_draws::draw_row(block, p, static_cast<int32_t>(blockIdx.x));
+}
+
+// The draws each row takes: two reductions, no scratch.
+template <int VEC>
+__global__ void __launch_bounds__(kThreads) sibling_count_kernel(SiblingDrawParams p) {
+  __shared__ typename RankBlock<VEC>::Shared shared;
+  RankBlock<VEC> block{shared, p.vocab};
+  sibling_draws::count_draws(block, p, static_cast<int32_t>(blockIdx.x));
 }
 
 }  // namespace
@@ -41,7 +49,12 @@ __global__ void __launch_bounds__(kThreads, 1) sibling_draw_kernel(SiblingDrawPa
 void launch_sibling_draws(const SiblingDrawParams& p, CUstream_st* stream) {
   p.check();
   require_cuda_device();
-  const unsigned blocks = static_cast<unsigned>(p.sequences);
+  const unsigned blocks = static_cast<unsigned>(p.rows_total);
+  if (sibling_draw_vec(p) == 4)
+    sibling_count_kernel<4><<<blocks, kThreads, 0, stream>>>(p);
+  else
+    sibling_count_kernel<1><<<blocks, kThreads, 0, stream>>>(p);
+  cuda_check(cudaGetLastError(), "sibling draw counts launch");
   if (sibling_draw_vec(p) == 4)
     sibling_draw_kernel<4><<<blocks, kThreads, 0, stream>>>(p);
   else

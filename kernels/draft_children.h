@@ -6,7 +6,9 @@
 //   - without replacement (SiblingScheme::without_replacement, RSD / Sequoia): each row's children drawn one after
 //     another, each by the inverse-CDF rule from the law less the siblings drawn before it, until `count` or until the
 //     row has no mass left. A draw whose row has no mass still takes its uniform (a slot), so a row's draws shift the
-//     next row's slots: one block per sequence takes its rows in order.
+//     next row's slots. How many draws a row takes follows from its count of positive weights, so one launch counts
+//     them, a block a row, and the next draws every row at once, a block a row, from where its sequence's earlier
+//     rows left its uniforms.
 // The row code (kernels/draft_children_row.h) is shared with the CPU emulation behind --device cuda-host.
 //
 // Plain C++: no CUDA headers.
@@ -41,6 +43,7 @@ struct SiblingDrawParams {
   const int32_t* first = nullptr;    // [S + 1] sequence s draws for rows first[s] .. first[s + 1] - 1, in order
   const double* uniforms = nullptr;  // [R * count] sequence s's a-th draw takes uniforms[first[s] * count + a]
   int32_t* tokens = nullptr;         // [R * count] out: row r's children in order, then -1 once its mass ran out
+  int32_t* spent = nullptr;          // [R] scratch: the draws row r takes (its uniforms), between the two launches
   int32_t sequences = 0;             // S >= 1
   int32_t rows_total = 0;            // R = first[S] >= 1
   int32_t vocab = 0;                 // V in [1, 2^30]
@@ -54,7 +57,7 @@ int sibling_draw_vec(const SiblingDrawParams& p);
 // Enqueues one block per row on `stream`; throws Error ("no CUDA device: ..." without one, or in a build without
 // CUDA). Asynchronous.
 void launch_ranked_children(const RankedChildrenParams& p, CUstream_st* stream = nullptr);
-// One block per sequence; the same.
+// Two launches of one block per row (the draws each row takes, then the draws); the same.
 void launch_sibling_draws(const SiblingDrawParams& p, CUstream_st* stream = nullptr);
 
 }  // namespace specula

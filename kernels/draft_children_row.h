@@ -59,46 +59,79 @@ SPECULA_HD void rank_row(Block& b, const RankedChildrenParams& p, int32_t row) {
 
 namespace sibling_draws {
 
-// Siblings without replacement: sequence s's rows in order, each row's children one after another. Draw j of a row
-// is fused_sampler::sample_weights (the fused sampler's and the verifiers' inverse-CDF rule over float64 weights,
-// sample_from_weights on the CPU) over the row's law with the j siblings drawn before it weighing zero, as
-// draw_children zeroes them; the row's children are kept in the Block's i32 scratch (shared memory), which each
-// draw reads after the barrier that follows its write. A draw that finds no mass left (-1) ends the row, its uniform
-// spent.
+// Siblings without replacement, one block a row, in two launches. A row's draws take its sequence's uniforms in turn
+// from where the rows before it stopped, so each row first needs what the rows before it spent: count_draws (the first
+// launch) writes every row's number of draws to `spent`, and draw_row (the second) sums its sequence's earlier rows'.
+// A draw takes a positive token not taken before (a drawn sibling weighs zero; inverse_cdf picks positive weights
+// only), so a row of s positive weights draws min(count, s) siblings, and one more draw, which finds no mass left
+// (-1), when s < count; a row holding a NaN has no positive total, and stops at its first draw.
 template <class Block>
-SPECULA_HD void draw_sequence(Block& b, const SiblingDrawParams& p, int32_t sequence) {
+SPECULA_HD void count_draws(Block& b, const SiblingDrawParams& p, int32_t r) {
+  constexpr int VEC = Block::kVec;
+  const float* q = p.probs + static_cast<int64_t>(p.rows[r]) * p.vocab;
+  double positive = 0.0;
+  int32_t nan = 0;
+  b.for_each_vec([&](int32_t base) {
+    float x[VEC];
+    fused_sampler::load_vec<VEC>(q + base, x);
+    for (int k = 0; k < VEC; ++k) {
+      positive += x[k] > 0.0f ? 1.0 : 0.0;
+      nan |= x[k] == x[k] ? 0 : 1;
+    }
+  });
+  const double support = b.sum_f64(positive);  // an integer below 2^31: exact
+  const int32_t has_nan = b.max_i32(nan);
+  if (b.leader()) p.spent[r] = has_nan ? 1 : support < p.count ? static_cast<int32_t>(support) + 1 : p.count;
+}
+
+// Draw j of row r is fused_sampler::sample_weights (the fused sampler's and the verifiers' inverse-CDF rule over
+// float64 weights, sample_from_weights on the CPU) over the row's law with the j siblings drawn before it weighing
+// zero, as draw_children zeroes them; the row's children are kept in the Block's i32 scratch (shared memory), which
+// each draw reads after the barrier that follows its write. A draw that finds no mass left (-1) ends the row, its
+// uniform spent.
+template <class Block>
+SPECULA_HD void draw_row(Block& b, const SiblingDrawParams& p, int32_t r) {
   constexpr int VEC = Block::kVec;
   int32_t* drawn = b.i32();
-  bool keep_drawn = true;
+  bool keep_drawn = true, spend_all = false;
 #if !defined(__CUDA_ARCH__)
   keep_drawn = !mutant_on(Mutant::device_siblings_replaced);
+  spend_all = mutant_on(Mutant::device_siblings_skip_spent);
 #endif
-  int32_t attempt = 0;
-  const double* uniforms = p.uniforms + static_cast<int64_t>(p.first[sequence]) * p.count;
-  for (int32_t r = p.first[sequence]; r < p.first[sequence + 1]; ++r) {
-    const float* q = p.probs + static_cast<int64_t>(p.rows[r]) * p.vocab;
-    int32_t* out = p.tokens + static_cast<int64_t>(r) * p.count;
-    int32_t j = 0;
-    for (; j < p.count; ++j) {
-      const int32_t before = keep_drawn ? j : 0;
-      const auto weight = [&](int32_t base, double(&w)[VEC]) {
-        float x[VEC];
-        fused_sampler::load_vec<VEC>(q + base, x);
-        for (int k = 0; k < VEC; ++k) {
-          bool taken = false;
-          for (int32_t i = 0; i < before; ++i) taken = taken || drawn[i] == base + k;
-          w[k] = taken ? 0.0 : static_cast<double>(x[k]);
-        }
-      };
-      const int32_t t = fused_sampler::sample_weights(b, p.vocab, weight, uniforms[attempt++]);
-      if (b.leader()) out[j] = t;
-      if (t < 0) break;
-      if (b.leader()) drawn[j] = t;
-      b.sync();  // the next draw reads it
-    }
-    if (b.leader())
-      for (int32_t i = j + 1; i < p.count; ++i) out[i] = -1;
+  // The row's sequence: the last s with first[s] <= r.
+  int32_t lo = 0, hi = p.sequences - 1;
+  while (lo < hi) {
+    const int32_t mid = (lo + hi + 1) / 2;
+    if (p.first[mid] <= r)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
+  int32_t attempt = 0;
+  for (int32_t e = p.first[lo]; e < r; ++e) attempt += spend_all ? p.count : p.spent[e];
+  const double* uniforms = p.uniforms + static_cast<int64_t>(p.first[lo]) * p.count + attempt;
+  const float* q = p.probs + static_cast<int64_t>(p.rows[r]) * p.vocab;
+  int32_t* out = p.tokens + static_cast<int64_t>(r) * p.count;
+  int32_t j = 0;
+  for (; j < p.count; ++j) {
+    const int32_t before = keep_drawn ? j : 0;
+    const auto weight = [&](int32_t base, double(&w)[VEC]) {
+      float x[VEC];
+      fused_sampler::load_vec<VEC>(q + base, x);
+      for (int k = 0; k < VEC; ++k) {
+        bool taken = false;
+        for (int32_t i = 0; i < before; ++i) taken = taken || drawn[i] == base + k;
+        w[k] = taken ? 0.0 : static_cast<double>(x[k]);
+      }
+    };
+    const int32_t t = fused_sampler::sample_weights(b, p.vocab, weight, uniforms[j]);
+    if (b.leader()) out[j] = t;
+    if (t < 0) break;
+    if (b.leader()) drawn[j] = t;
+    b.sync();  // the next draw reads it
+  }
+  if (b.leader())
+    for (int32_t i = j + 1; i < p.count; ++i) out[i] = -1;
 }
 
 }  // namespace sibling_draws

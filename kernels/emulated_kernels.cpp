@@ -196,8 +196,11 @@ void emulate_ranked_children(const RankedChildrenParams& p, const EmulationOptio
 
 void emulate_sibling_draws(const SiblingDrawParams& p, const EmulationOptions& o) {
   p.check();
-  dispatch(o, sibling_draw_vec(p), p.sequences, p.vocab, 0,
-           [&](auto& block, int32_t sequence) { sibling_draws::draw_sequence(block, p, sequence); });
+  // Two launches, as on a GPU: every row's draws counted, then every row drawn.
+  dispatch(o, sibling_draw_vec(p), p.rows_total, p.vocab, 0,
+           [&](auto& block, int32_t row) { sibling_draws::count_draws(block, p, row); });
+  dispatch(o, sibling_draw_vec(p), p.rows_total, p.vocab, 0,
+           [&](auto& block, int32_t row) { sibling_draws::draw_row(block, p, row); });
 }
 
 }  // namespace specula

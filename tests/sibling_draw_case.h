@@ -22,13 +22,14 @@ struct SiblingDrawCase {
 
   // The kernel's parameters over these arrays, wherever they are (host or device copies).
   SiblingDrawParams params(const float* laws_at, const int32_t* rows_at, const int32_t* first_at,
-                           const double* uniforms_at, int32_t* tokens) const {
+                           const double* uniforms_at, int32_t* tokens, int32_t* spent) const {
     SiblingDrawParams p;
     p.probs = laws_at;
     p.rows = rows_at;
     p.first = first_at;
     p.uniforms = uniforms_at;
     p.tokens = tokens;
+    p.spent = spent;
     p.sequences = static_cast<int32_t>(first.size()) - 1;
     p.rows_total = static_cast<int32_t>(rows.size());
     p.vocab = vocab;

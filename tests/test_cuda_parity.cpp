@@ -516,16 +516,20 @@ TEST_CASE("siblings drawn without replacement on the GPU are the emulation's", "
       const DeviceArray<float> d_laws(c.laws);
       const DeviceArray<int32_t> d_rows(c.rows), d_first(c.first);
       const DeviceArray<double> d_uniforms(c.uniforms);
-      DeviceArray<int32_t> d_tokens(c.uniforms.size());
+      DeviceArray<int32_t> d_tokens(c.uniforms.size()), d_spent(c.rows.size());
       d_tokens.poison();
-      const SiblingDrawParams p = c.params(d_laws.get(), d_rows.get(), d_first.get(), d_uniforms.get(), d_tokens.get());
+      d_spent.poison();
+      const SiblingDrawParams p =
+          c.params(d_laws.get(), d_rows.get(), d_first.get(), d_uniforms.get(), d_tokens.get(), d_spent.get());
       launch_sibling_draws(p);
       check_cuda(cudaDeviceSynchronize(), "sibling draws");
-      std::vector<int32_t> expected(c.uniforms.size(), -7);
-      emulate_sibling_draws(c.params(c.laws.data(), c.rows.data(), c.first.data(), c.uniforms.data(), expected.data()),
-                            EmulationOptions{32});
+      std::vector<int32_t> expected(c.uniforms.size(), -7), spent(c.rows.size(), -7);
+      emulate_sibling_draws(
+          c.params(c.laws.data(), c.rows.data(), c.first.data(), c.uniforms.data(), expected.data(), spent.data()),
+          EmulationOptions{32});
       INFO("V = " << vocab << ", count " << count << ", vec " << sibling_draw_vec(p));
       CHECK(d_tokens.to_host() == expected);
+      CHECK(d_spent.to_host() == spent);
     }
 }
 

@@ -5,6 +5,7 @@
 // without replacement: against draw_children's loop.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <random>
@@ -131,8 +132,9 @@ namespace {
 // that finds no mass, every draw (that one included) taking the sequence's next uniform.
 std::vector<int32_t> reference_sibling_draws(const std::vector<float>& probs, const std::vector<int32_t>& rows,
                                              const std::vector<int32_t>& first, const std::vector<double>& uniforms,
-                                             int32_t vocab, int32_t count) {
+                                             int32_t vocab, int32_t count, std::vector<int32_t>& spent) {
   std::vector<int32_t> out(rows.size() * static_cast<size_t>(count), -1);
+  spent.assign(rows.size(), 0);
   for (size_t s = 0; s + 1 < first.size(); ++s) {
     int32_t attempt = 0;
     for (int32_t r = first[s]; r < first[s + 1]; ++r) {
@@ -141,6 +143,7 @@ std::vector<int32_t> reference_sibling_draws(const std::vector<float>& probs, co
       for (int32_t j = 0; j < count; ++j) {
         const int32_t t =
             sample_from_weights(remaining.data(), vocab, uniforms[static_cast<size_t>(first[s] * count + attempt++)]);
+        ++spent[static_cast<size_t>(r)];
         out[static_cast<size_t>(r * count + j)] = t;
         if (t < 0) break;
         remaining[static_cast<size_t>(t)] = 0.0f;
@@ -155,13 +158,16 @@ int64_t wrong_sibling_draws(int32_t vocab, int32_t count, uint64_t seed) {
   const testing::SiblingDrawCase c = testing::sibling_draw_case(seed, vocab, count);
   const std::vector<int32_t>& first = c.first;
   const AlignedRows aligned(c.laws);
-  const std::vector<int32_t> expected = reference_sibling_draws(c.laws, c.rows, first, c.uniforms, vocab, count);
+  std::vector<int32_t> expected_spent;
+  const std::vector<int32_t> expected =
+      reference_sibling_draws(c.laws, c.rows, first, c.uniforms, vocab, count, expected_spent);
   int64_t wrong = 0;
   for (int threads : {4, 8, 32})
     for (FiberSchedule schedule : {FiberSchedule::forward, FiberSchedule::reverse, FiberSchedule::rotating}) {
-      std::vector<int32_t> tokens(expected.size(), -7);
-      emulate_sibling_draws(c.params(aligned.data, c.rows.data(), first.data(), c.uniforms.data(), tokens.data()),
-                            EmulationOptions{threads, schedule});
+      std::vector<int32_t> tokens(expected.size(), -7), spent(c.rows.size(), -7);
+      emulate_sibling_draws(
+          c.params(aligned.data, c.rows.data(), first.data(), c.uniforms.data(), tokens.data(), spent.data()),
+          EmulationOptions{threads, schedule});
       for (size_t s = 0; s + 1 < first.size(); ++s) {
         const auto from = static_cast<size_t>(first[s] * count), to = static_cast<size_t>(first[s + 1] * count);
         const bool same = std::equal(expected.begin() + from, expected.begin() + to, tokens.begin() + from);
@@ -170,6 +176,7 @@ int64_t wrong_sibling_draws(int32_t vocab, int32_t count, uint64_t seed) {
         if (active_mutant() == Mutant::none) CHECK(same);
         wrong += same ? 0 : 1;
       }
+      CHECK(spent == expected_spent);  // each row's draws, counted before any was drawn
     }
   return wrong;
 }
@@ -194,6 +201,15 @@ TEST_CASE("siblings drawn on the device each from the whole law are caught", "[k
   CHECK(wrong_sibling_draws(64, 2, 0x53) > 0);
 }
 
+// Each row draws in a block of its own, from where its sequence's earlier rows stopped: a row that ran out of mass
+// spent fewer uniforms than count, and a later row that ignores it draws from the wrong ones.
+TEST_CASE("siblings drawn on the device that ignore what earlier rows spent are caught",
+          "[kernels][emulation][mutant]") {
+  ScopedMutant mutant(Mutant::device_siblings_skip_spent);
+  CHECK(wrong_sibling_draws(37, 5, 0x51b + 37 * 10 + 5) > 0);
+  CHECK(wrong_sibling_draws(64, 5, 0x51b + 64 * 10 + 5) > 0);
+}
+
 TEST_CASE("the sibling-draw kernel refuses counts out of range and missing arrays", "[kernels]") {
   std::vector<float> probs(8, 0.125f);
   std::vector<int32_t> rows = {0}, first = {0, 1}, tokens(8);
@@ -215,4 +231,36 @@ TEST_CASE("the sibling-draw kernel refuses counts out of range and missing array
   p.uniforms = uniforms.data();
   p.sequences = 0;
   CHECK_THROWS_WITH(p.check(), Catch::Contains("sequences must be >= 1, got 0"));
+  p.sequences = 1;
+  CHECK_THROWS_WITH(p.check(), Catch::Contains("spent [R] is null"));
+  std::vector<int32_t> spent(1);
+  p.spent = spent.data();
+  CHECK_NOTHROW(p.check());
+}
+
+// A row holding a NaN has no positive total: its first draw finds no mass (-1), and it takes one uniform, so the next
+// row of its sequence draws from the second.
+TEST_CASE("a sibling row holding a NaN takes one draw and finds no mass", "[kernels][emulation]") {
+  const int32_t V = 8;
+  std::vector<float> laws(2 * V, 0.0f);
+  laws[1] = 0.5f;
+  laws[2] = std::nanf("");
+  laws[4] = 0.5f;
+  laws[V + 3] = 1.0f;  // row 1: one token
+  std::vector<int32_t> rows = {0, 1}, first = {0, 2}, tokens(4, -7), spent(2, -7);
+  std::vector<double> uniforms = {0.3, 0.6, 0.9, 0.1};
+  SiblingDrawParams p;
+  p.probs = laws.data();
+  p.rows = rows.data();
+  p.first = first.data();
+  p.uniforms = uniforms.data();
+  p.tokens = tokens.data();
+  p.spent = spent.data();
+  p.sequences = 1;
+  p.rows_total = 2;
+  p.vocab = V;
+  p.count = 2;
+  emulate_sibling_draws(p, EmulationOptions{4});
+  CHECK(spent == std::vector<int32_t>{1, 2});
+  CHECK(tokens == std::vector<int32_t>{-1, -1, 3, -1});
 }

@@ -82,6 +82,7 @@ enum class Mutant {
   device_siblings_share_key,    // a tree's children of one node, drawn in one launch, all take the first child's key
   ranked_children_skip_ties,    // a ranked tree's next child is the best token strictly less probable than the last
   device_siblings_replaced,     // siblings drawn without replacement on the device each from the whole law
+  device_siblings_skip_spent,   // a row's siblings drawn on the device start as if every earlier row drew them all
   fed_drafts_read_first_depth,  // a fed draft's every depth's forward reads the first depth's ids as its newest nodes'
   kept_ids_depths_misplaced,    // a fed draft's ids kept for verification take each depth's from the depth before
   pending_counts_skip_newest,   // a penalised row's pending draft ids leave out the newest one (its own node's token)

@@ -54,6 +54,7 @@ enum Slot : int {
   kSiblingRows,
   kSiblingFirst,
   kSiblingUniforms,
+  kSiblingSpent,
   kQFirstRow,
   kKeptIds,
   kKeptStatus,
@@ -452,7 +453,8 @@ std::vector<Token> BatchVerifier::draw_siblings(const SamplerPipeline& draft, co
   check_children(children, "siblings a row; the device draws");
   if (static_cast<int64_t>(uniforms.size()) != R * children)
     fail("batch verifier: ", uniforms.size(), " uniforms for ", R, " rows of ", children, " siblings");
-  // Each sequence's rows together, in the order of its slots: one block draws them in turn.
+  // Each sequence's rows together, in the order of its slots: a row's draws start where its sequence's earlier rows
+  // stopped.
   std::vector<int32_t> first = {0};
   std::vector<uint8_t> seen(static_cast<size_t>(draft_sequences_), 0);
   for (int64_t r = 0; r < R; ++r) {
@@ -477,6 +479,7 @@ std::vector<Token> BatchVerifier::draw_siblings(const SamplerPipeline& draft, co
   p.first = s.upload(kSiblingFirst, first);
   p.uniforms = s.upload(kSiblingUniforms, uniforms);
   p.tokens = s.device_array<int32_t>(kDraftChildren, static_cast<size_t>(R) * static_cast<size_t>(children));
+  p.spent = s.device_array<int32_t>(kSiblingSpent, static_cast<size_t>(R));
   p.sequences = static_cast<int32_t>(first.size() - 1);
   p.rows_total = static_cast<int32_t>(R);
   p.vocab = vocab_;
@@ -610,8 +613,9 @@ int64_t device_step_bytes(int32_t vocab, const SamplingParams& target, const std
     per_row += 4 * V;                                       // a draft model's laws (kDraftLaws)
     if (!verifies_greedily(*method)) per_row += 4 * V + 1;  // q uploaded, q_present (kQ, kQPresent)
     // The draft's ids: drawn (kDraftChildren), kept for verification with their statuses (kKeptIds, kKeptStatus), and
-    // siblings drawn without replacement (kSiblingRows, kSiblingUniforms); drafts, parents, path and emitted.
-    per_row += 4 + 8 + 4 + 8 + 4 * 4;
+    // siblings drawn without replacement (kSiblingRows, kSiblingUniforms, kSiblingSpent); drafts, parents, path and
+    // emitted.
+    per_row += 4 + 8 + 4 + 8 + 4 + 4 * 4;
   }
   // A draft drawn on the device: a plan's rows stage their sampler inputs in buffers of their own (kPlanStaging), and
   // a penalised plan adds its pending ids' entries there.
