@@ -64,7 +64,8 @@ namespace sibling_draws {
 // launch) writes every row's number of draws to `spent`, and draw_row (the second) sums its sequence's earlier rows'.
 // A draw takes a positive token not taken before (a drawn sibling weighs zero; inverse_cdf picks positive weights
 // only), so a row of s positive weights draws min(count, s) siblings, and one more draw, which finds no mass left
-// (-1), when s < count; a row holding a NaN has no positive total, and stops at its first draw.
+// (-1), when s < count; a row holding a NaN has no positive total, and stops at its first draw. The laws are processed
+// rows, which hold no negative weight (SiblingDrawParams::probs).
 template <class Block>
 SPECULA_HD void count_draws(Block& b, const SiblingDrawParams& p, int32_t r) {
   constexpr int VEC = Block::kVec;

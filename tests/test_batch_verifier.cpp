@@ -593,15 +593,16 @@ TEST_CASE("a reserved run's draws grow no buffer, masks and penalties included",
 }
 
 // The reservation covers what a step stages from the host when its reservation says so: logits a model computed on
-// the host (StepReservation::logits_from_host) and a host drafter's q rows (host_q). Verifications growing from one
-// short chain to the reserved rows, every row of logits and q uploaded, grow no buffer; without those two they do.
+// the host (StepReservation::target_rows_from_host) and a host drafter's q rows (host_q). Verifications growing from
+// one short chain to the reserved rows, every row of logits and q uploaded, grow no buffer; without either, one does.
 TEST_CASE("a reserved run's verification from host logits and host q rows grows no buffer", "[verify][device]") {
   const SamplerPipeline pipeline(sampled(), kVocab);  // 148 bytes a row of logits or q, over the 64-byte floor
   const int64_t sequences = 3, rows_per_sequence = 4;
-  const auto growth = [&](bool from_host) {
+  const auto growth = [&](bool rows_from_host, bool host_q) {
     BatchVerifier device(Device::cuda_host, pipeline, VerifyMethod::chain);
     StepReservation r{sequences, rows_per_sequence};
-    r.logits_from_host = r.host_q = from_host;
+    r.target_rows_from_host = rows_from_host;
+    r.host_q = host_q;
     device.reserve(r);
     for (int64_t n : {int64_t{1}, int64_t{3}}) {  // sequences of n-draft chains
       std::vector<TokenTree> trees;
@@ -622,8 +623,9 @@ TEST_CASE("a reserved run's verification from host logits and host q rows grows 
     }
     return device.growth_drains();
   };
-  CHECK(growth(true) == 0);
-  CHECK(growth(false) > 0);
+  CHECK(growth(true, true) == 0);
+  CHECK(growth(false, true) > 0);
+  CHECK(growth(true, false) > 0);
 }
 
 // A penalised draft's plan counts each row's pending ids (a path's ids drawn by the depths before it) on the device:
@@ -637,7 +639,7 @@ TEST_CASE("a reserved run's long penalised plans grow no buffer", "[verify][devi
   const SamplerPipeline draft(draft_params, V);
   const auto growth = [&](bool reserve) {
     BatchVerifier device(Device::cuda_host, target, VerifyMethod::chain);
-    if (reserve) device.reserve(StepReservation{B, kLongest + 1, &draft_params});
+    if (reserve) device.reserve(StepReservation{B, kLongest + 1, kLongest, &draft_params});
     for (int32_t depths : {2, kLongest}) {
       device.draft_laws(B, depths);
       float* rows = device.device_logits(B);
@@ -659,6 +661,39 @@ TEST_CASE("a reserved run's long penalised plans grow no buffer", "[verify][devi
       device.plan_drafts(draft, plan);
       for (int32_t d = 0; d < depths; ++d) device.launch_planned(static_cast<size_t>(d));
       CHECK(device.planned_tokens().size() == static_cast<size_t>(B * depths));
+    }
+    return device.growth_drains();
+  };
+  CHECK(growth(true) == 0);
+  CHECK(growth(false) > 0);
+}
+
+// A draft model off the GPU whose draws are made on it uploads each depth's frontier rows (draw_drafts from the host,
+// in its plans' staging): reserved (StepReservation::draft_rows_from_host), a depth widening from one row a sequence to
+// the reserved rows grows no buffer; without it, one does.
+TEST_CASE("a reserved run's draft draws from host rows grow no buffer", "[verify][device]") {
+  constexpr int64_t B = 3;
+  constexpr int32_t N = 3, V = kVocab;  // trees of 3 nodes: 4 rows a sequence
+  const SamplerPipeline target(sampled(), V);
+  const SamplingParams draft_params = sampled();
+  const SamplerPipeline draft(draft_params, V);
+  const TokenHistory history{{1, 2}, {}, std::nan("")};
+  const auto growth = [&](bool reserve) {
+    BatchVerifier device(Device::cuda_host, target, VerifyMethod::tree);
+    StepReservation r{B, N + 1, N, &draft_params};
+    r.draft_rows_from_host = reserve;
+    device.reserve(r);
+    device.draft_laws(B, N);
+    for (int32_t width : {1, N}) {  // rows a sequence
+      std::vector<float> rows(static_cast<size_t>(B * width * V));
+      for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(4.0 * philox_uniform(43, width, i) - 2.0);
+      std::vector<DraftDraw> draws;
+      for (int64_t b = 0; b < B; ++b)
+        for (int32_t k = 0; k < width; ++k)
+          draws.push_back(DraftDraw{DeviceDraw{rows.data() + (b * width + k) * V, &history,
+                                               StepRandom{3, static_cast<uint64_t>(b), 1}.key(RandomRole::draft, k)},
+                                    b, k});
+      CHECK(device.draw_drafts(draft, draws, LogitsAt::host).size() == draws.size());
     }
     return device.growth_drains();
   };

@@ -519,15 +519,21 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     const int64_t sequences = static_cast<int64_t>(batch.size()), rows = draft_nodes(config_) + 1;
     device->check_fits(sequences, rows, device_step_bytes(sequences), sessions_on_device ? sessions : 0);
     const std::optional<SamplingParams> draft = device_draft_params();
-    const bool tree = !config_.tree_shape.empty();
-    StepReservation r{sequences, rows, draft ? &*draft : nullptr};
-    r.draft_depths_alone = tree && config_.tree_sampling == SiblingScheme::without_replacement;
+    const bool tree = !config_.tree_shape.empty(),
+               ranked = tree && config_.tree_sampling == SiblingScheme::deterministic;
+    StepReservation r{sequences, rows, draft_depth(config_), draft ? &*draft : nullptr};
+    // Trees not drawn fed (ranked ones from a model that does not read device ids; siblings without replacement) draw a
+    // depth at a time; ranked ones keep no law.
+    r.draft_depths_alone = tree && config_.tree_sampling != SiblingScheme::iid;
+    r.draft_laws = !ranked;
     // Rows computed on the host reach a GPU through staging (cuda-host's models write its memory in place).
     const bool gpu = config_.device == Device::cuda;
-    r.logits_from_host = gpu && (!target_->writes_gpu_logits() || (draft && drafter_->device_draws_read_host_rows()));
+    r.target_rows_from_host = gpu && !target_->writes_gpu_logits();
+    r.draft_rows_from_host = gpu && draft && drafter_->device_draws_read_host_rows();
+    // The target counts a fed draft's ids where they lie when they stay on the device (ids_may_stay below).
+    r.target_ids_pending = config_.method && target_->batches_forwards() && target_->reads_device_tokens_in(gpu);
     // q rows come from the host unless the draft is drawn on the device (its laws stay there) or ranked (none).
-    r.host_q = drafter_ && !draft && drafter_->records_draft_laws() &&
-               !(tree && config_.tree_sampling == SiblingScheme::deterministic);
+    r.host_q = drafter_ && !draft && drafter_->records_draft_laws() && !ranked;
     device->reserve(r);
   }
   if (const int64_t available = mem_available_bytes();

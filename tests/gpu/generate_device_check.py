@@ -96,6 +96,9 @@ def compare(binary, device, common, label, failures, skips=None, same_logits=Tru
                 print("note  " + message + " (the model's logits on the device differ in the last bits)")
         if dev_m.get("device") != device:
             failures.append(f"{label}: metrics say device {dev_m.get('device')!r}")
+        if dev_m.get("growth_waits", 0) != 0:
+            failures.append(f"{label}: {dev_m.get('growth_waits')} growth waits on {device}, not 0 (a step buffer the "
+                            "run's reservation did not cover; BatchVerifier::reserve)")
         if dev_m.get("staging_waits") != 0:
             failures.append(f"{label}: {dev_m.get('staging_waits')} staging waits on {device}, not 0 (a staging buffer "
                             "written again while its upload might still run; kernels/kernel_stream.h)")

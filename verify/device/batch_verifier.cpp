@@ -635,36 +635,39 @@ void BatchVerifier::reserve(const StepReservation& r) {
   KernelStream& s = *stream_;
   const size_t rows = static_cast<size_t>(r.sequences * r.rows_per_sequence), V = static_cast<size_t>(vocab_);
   const size_t row_floats = rows * V * sizeof(float);
+  const bool draft = method_ && r.draft;
   s.set_allocation_floor(rows * kReservedBytesPerRow);
   // The [rows, V] arrays every step takes at its largest: the logits a model writes in place and the processed rows.
   s.device_array<float>(kLogits, rows * V);
   s.device_array<float>(kProbs, rows * V);
-  // Rows computed on the host go up through their staging array (sampler_params), whose largest is a step's rows.
-  if (r.logits_from_host) s.host_buffer(kLogits, row_floats);
+  // Rows computed on the host go up through their staging array (sampler_params): the target's and a draft's depths
+  // drawn one at a time in the target's slot, a draft's plans and draws (draw_drafts) in the plans' slot.
+  if (r.target_rows_from_host || (draft && r.draft_rows_from_host && r.draft_depths_alone))
+    s.host_buffer(kLogits, row_floats);
+  if (draft && r.draft_rows_from_host) s.host_buffer(kPlanStaging + kLogits, row_floats);
   // A host drafter's q rows, staged and uploaded at the step's rows (upload_draft_laws).
   if (r.host_q && method_ && !verifies_greedily(*method_)) {
     s.host_buffer(kQ, row_floats);
     s.device_buffer(kQ, row_floats);
   }
   // The sampler inputs a pipeline's settings stage (staged_arrays), device and staging: masks, penalty counts, bias;
-  // and, where ids may still be pending on the device (a target reading kept ids, a plan's later depths), a penalised
-  // pipeline's pending ids' entries (two int32 an id, at most a path of rows_per_sequence a row).
-  const size_t entry_bytes = rows * static_cast<size_t>(r.rows_per_sequence) * 8;
+  // and, where ids may be pending on the device, a penalised pipeline's entries for them (two int32 an id).
+  const size_t entry_bytes = rows * static_cast<size_t>(r.path_ids) * 8;
   const auto stage = [&](const SamplingParams& p, int staging, bool pending) {
     for (const StagedArray& a : staged_arrays(p, vocab_)) {
       const size_t bytes = rows * static_cast<size_t>(a.row_bytes);
       s.device_buffer(staging + a.slot, bytes);
       s.host_buffer(staging + a.slot, bytes);
     }
-    if (pending && p.penalised()) {
+    if (pending && p.penalised() && entry_bytes > 0) {
       s.device_buffer(staging + kPendingEntries, entry_bytes);
       s.host_buffer(staging + kPendingEntries, entry_bytes);
     }
   };
-  stage(target_.params(), 0, true);
-  if (method_ && r.draft) {
-    s.device_array<float>(kDraftLaws, rows * V);  // the laws its draws keep (draft_laws)
-    stage(*r.draft, kPlanStaging, true);          // a plan's
+  stage(target_.params(), 0, r.target_ids_pending);
+  if (draft) {
+    if (r.draft_laws) s.device_array<float>(kDraftLaws, rows * V);  // the laws its draws keep (draft_laws)
+    stage(*r.draft, kPlanStaging, true);                            // a plan's, whose later depths read pending ids
     // Depths drawn one at a time stage in the target's slots, each after the wait for the depth before: no id pending.
     if (r.draft_depths_alone) stage(*r.draft, 0, false);
   }

@@ -103,14 +103,21 @@ struct PendingIds {
 struct StepReservation {
   int64_t sequences = 0;
   int64_t rows_per_sequence = 0;
+  // The most ids a row's path may leave pending on the device (the draft's depth): two int32 each, staged for a
+  // penalised pipeline's counts.
+  int64_t path_ids = 0;
   // The settings of a draft drawn on the device (DrafterFactory::device_draw_params), whose plans stage their own
-  // inputs; with `draft_depths_alone` (siblings drawn without replacement, a depth at a time) in the target's slots
-  // too.
+  // inputs; with `draft_depths_alone` (ranked trees, or siblings drawn without replacement, a depth at a time) in the
+  // target's slots too; `draft_laws`: whether its draws keep their laws there (all but ranked trees).
   const SamplingParams* draft = nullptr;
   bool draft_depths_alone = false;
-  // Rows a model computes on the host (LogitsAt::host: a target off the GPU, or a draft drawn on the device from rows
-  // computed on the host), staged and uploaded: a host staging array of [rows, V].
-  bool logits_from_host = false;
+  bool draft_laws = true;
+  // Rows a model computes on the host (LogitsAt::host), staged and uploaded through a host array of [rows, V]: the
+  // target's (a target off the GPU), and a draft's drawn on the device (a draft model off it).
+  bool target_rows_from_host = false;
+  bool draft_rows_from_host = false;
+  // Whether the target's rows count ids still pending on the device (a fed draft's ids kept for verification).
+  bool target_ids_pending = false;
   // q rows a host drafter records (a sampled draft verified by a method that reads q), staged and uploaded with each
   // verification: [rows, V] on both sides.
   bool host_q = false;
