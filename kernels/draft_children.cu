@@ -44,33 +44,31 @@ __global__ void __launch_bounds__(kThreads) sibling_count_kernel(SiblingDrawPara
   sibling_draws::count_draws(block, p, static_cast<int32_t>(blockIdx.x));
 }
 
+// `wide` or `narrow` (a kernel's 4- and 1-wide instances, as `vec` says) over `blocks` blocks on `stream`.
+template <class Params>
+void launch_at_width(int vec, void (*wide)(Params), void (*narrow)(Params), unsigned blocks, CUstream_st* stream,
+                     const Params& p, const char* what) {
+  (vec == 4 ? wide : narrow)<<<blocks, kThreads, 0, stream>>>(p);
+  cuda_check(cudaGetLastError(), what);
+}
+
 }  // namespace
 
 void launch_sibling_draws(const SiblingDrawParams& p, CUstream_st* stream) {
   p.check();
   require_cuda_device();
   const unsigned blocks = static_cast<unsigned>(p.rows_total);
-  if (sibling_draw_vec(p) == 4)
-    sibling_count_kernel<4><<<blocks, kThreads, 0, stream>>>(p);
-  else
-    sibling_count_kernel<1><<<blocks, kThreads, 0, stream>>>(p);
-  cuda_check(cudaGetLastError(), "sibling draw counts launch");
-  if (sibling_draw_vec(p) == 4)
-    sibling_draw_kernel<4><<<blocks, kThreads, 0, stream>>>(p);
-  else
-    sibling_draw_kernel<1><<<blocks, kThreads, 0, stream>>>(p);
-  cuda_check(cudaGetLastError(), "sibling draws launch");
+  launch_at_width(sibling_draw_vec(p), sibling_count_kernel<4>, sibling_count_kernel<1>, blocks, stream, p,
+                  "sibling draw counts launch");
+  launch_at_width(sibling_draw_vec(p), sibling_draw_kernel<4>, sibling_draw_kernel<1>, blocks, stream, p,
+                  "sibling draws launch");
 }
 
 void launch_ranked_children(const RankedChildrenParams& p, CUstream_st* stream) {
   p.check();
   require_cuda_device();
-  const unsigned blocks = static_cast<unsigned>(p.batch);
-  if (ranked_children_vec(p) == 4)
-    ranked_children_kernel<4><<<blocks, kThreads, 0, stream>>>(p);
-  else
-    ranked_children_kernel<1><<<blocks, kThreads, 0, stream>>>(p);
-  cuda_check(cudaGetLastError(), "ranked children launch");
+  launch_at_width(ranked_children_vec(p), ranked_children_kernel<4>, ranked_children_kernel<1>,
+                  static_cast<unsigned>(p.batch), stream, p, "ranked children launch");
 }
 
 }  // namespace specula

@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/draft_children.h"
@@ -210,57 +211,68 @@ TEST_CASE("siblings drawn on the device that ignore what earlier rows spent are 
   CHECK(wrong_sibling_draws(64, 5, 0x51b + 64 * 10 + 5) > 0);
 }
 
+namespace {
+
+// A sibling-draw launch over host arrays: one sequence of `rows` rows of `laws`, two draws a row.
+struct HostSiblingDraws {
+  std::vector<float> laws;
+  std::vector<int32_t> rows, first, tokens, spent;
+  std::vector<double> uniforms;
+
+  HostSiblingDraws(std::vector<float> row_laws, int32_t vocab, std::vector<double> draws_uniforms)
+      : laws(std::move(row_laws)), uniforms(std::move(draws_uniforms)) {
+    const int32_t n = static_cast<int32_t>(laws.size()) / vocab;
+    for (int32_t r = 0; r < n; ++r) rows.push_back(r);
+    first = {0, n};
+    tokens.assign(static_cast<size_t>(n) * 2, -7);
+    spent.assign(static_cast<size_t>(n), -7);
+  }
+  SiblingDrawParams params(int32_t vocab) {
+    SiblingDrawParams p;
+    p.probs = laws.data();
+    p.rows = rows.data();
+    p.first = first.data();
+    p.uniforms = uniforms.data();
+    p.tokens = tokens.data();
+    p.spent = spent.data();
+    p.sequences = 1;
+    p.rows_total = static_cast<int32_t>(rows.size());
+    p.vocab = vocab;
+    p.count = 2;
+    return p;
+  }
+};
+
+}  // namespace
+
 TEST_CASE("the sibling-draw kernel refuses counts out of range and missing arrays", "[kernels]") {
-  std::vector<float> probs(8, 0.125f);
-  std::vector<int32_t> rows = {0}, first = {0, 1}, tokens(8);
-  std::vector<double> uniforms(8, 0.5);
-  SiblingDrawParams p;
-  p.probs = probs.data();
-  p.rows = rows.data();
-  p.first = first.data();
-  p.uniforms = uniforms.data();
-  p.tokens = tokens.data();
-  p.sequences = 1;
-  p.rows_total = 1;
-  p.vocab = 8;
+  HostSiblingDraws d(std::vector<float>(8, 0.125f), 8, std::vector<double>(8, 0.5));
+  SiblingDrawParams p = d.params(8);
+  CHECK_NOTHROW(p.check());
   p.count = 9;
   CHECK_THROWS_WITH(p.check(), Catch::Contains("count must be in [1, min(V, 256)] (V = 8), got 9"));
   p.count = 2;
   p.uniforms = nullptr;
   CHECK_THROWS_WITH(p.check(), Catch::Contains("uniforms [R * count] is null"));
-  p.uniforms = uniforms.data();
+  p.uniforms = d.uniforms.data();
   p.sequences = 0;
   CHECK_THROWS_WITH(p.check(), Catch::Contains("sequences must be >= 1, got 0"));
   p.sequences = 1;
+  p.spent = nullptr;
   CHECK_THROWS_WITH(p.check(), Catch::Contains("spent [R] is null"));
-  std::vector<int32_t> spent(1);
-  p.spent = spent.data();
-  CHECK_NOTHROW(p.check());
 }
 
 // A row holding a NaN has no positive total: its first draw finds no mass (-1), and it takes one uniform, so the next
-// row of its sequence draws from the second.
+// row of its sequence starts at the second (0.2: token 3 first; from the third, 0.9, token 6 would come first).
 TEST_CASE("a sibling row holding a NaN takes one draw and finds no mass", "[kernels][emulation]") {
   const int32_t V = 8;
   std::vector<float> laws(2 * V, 0.0f);
   laws[1] = 0.5f;
   laws[2] = std::nanf("");
   laws[4] = 0.5f;
-  laws[V + 3] = 1.0f;  // row 1: one token
-  std::vector<int32_t> rows = {0, 1}, first = {0, 2}, tokens(4, -7), spent(2, -7);
-  std::vector<double> uniforms = {0.3, 0.6, 0.9, 0.1};
-  SiblingDrawParams p;
-  p.probs = laws.data();
-  p.rows = rows.data();
-  p.first = first.data();
-  p.uniforms = uniforms.data();
-  p.tokens = tokens.data();
-  p.spent = spent.data();
-  p.sequences = 1;
-  p.rows_total = 2;
-  p.vocab = V;
-  p.count = 2;
-  emulate_sibling_draws(p, EmulationOptions{4});
-  CHECK(spent == std::vector<int32_t>{1, 2});
-  CHECK(tokens == std::vector<int32_t>{-1, -1, 3, -1});
+  laws[V + 3] = laws[V + 6] = 0.5f;  // row 1: two tokens
+  HostSiblingDraws d(laws, V, {0.3, 0.2, 0.9, 0.1});
+  emulate_sibling_draws(d.params(V), EmulationOptions{4});
+  CHECK(d.spent == std::vector<int32_t>{1, 2});
+  CHECK(d.tokens == std::vector<int32_t>{-1, -1, 3, 6});
 }
