@@ -102,9 +102,10 @@ class DrafterFactory {
   // The sampler settings of the draws this kind may make on the device (draws_on_device), so that a run sizes their
   // buffers before its first step (BatchVerifier::check_fits); nullopt for a kind that never draws there.
   virtual std::optional<SamplingParams> device_draw_params() const { return std::nullopt; }
-  // Whether the draws it makes on a GPU read rows its model computed on the host (a draft model off the GPU), uploaded
-  // depth by depth through a staging array that a run reserves before its first step (BatchVerifier::reserve).
-  virtual bool device_draws_read_host_rows() const { return false; }
+  // Whether the draws it makes on a GPU whose verifier follows `verifier_stream` (the target's stream, or none) read
+  // rows its model computed on the host (a draft model off the GPU, or on another stream), uploaded depth by depth
+  // through a staging array that a run reserves before its first step (BatchVerifier::reserve).
+  virtual bool device_draws_read_host_rows(std::optional<void*> /*verifier_stream*/) const { return false; }
   // Whether its drafts may carry q rows (sampled drafts, verified against their laws), which a run verifying on a
   // device with a method that reads q uploads at every step; false for a kind that proposes point masses alone.
   virtual bool records_draft_laws() const { return true; }

@@ -33,7 +33,10 @@ class ModelDrafterFactory : public DrafterFactory {
   // The draft's settings (a ranked tree's at temperature 1 take the same buffers), unless the fused sampler cannot
   // apply them (then the draft is drawn on the host).
   std::optional<SamplingParams> device_draw_params() const override;
-  bool device_draws_read_host_rows() const override { return !model_->writes_gpu_logits(); }
+  // As propose_on_device decides where a depth's rows go.
+  bool device_draws_read_host_rows(std::optional<void*> verifier_stream) const override {
+    return !model_->writes_gpu_logits() || model_->device_stream() != verifier_stream;
+  }
 
  private:
   std::vector<TokenTree> propose_on_device(const std::vector<ModelDrafter*>& own,

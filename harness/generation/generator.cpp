@@ -8,6 +8,7 @@
 #include <string>
 
 #include "draft/constrained_drafter.h"
+#include "kernels/draft_children.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/host_memory.h"
 #include "kernels/shared/mutation_points.h"
@@ -529,11 +530,18 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     // Rows computed on the host reach a GPU through staging (cuda-host's models write its memory in place).
     const bool gpu = config_.device == Device::cuda;
     r.target_rows_from_host = gpu && !target_->writes_gpu_logits();
-    r.draft_rows_from_host = gpu && draft && drafter_->device_draws_read_host_rows();
+    r.draft_rows_from_host =
+        gpu && draft &&
+        drafter_->device_draws_read_host_rows(target_->writes_gpu_logits() ? target_->device_stream() : std::nullopt);
     // The target counts a fed draft's ids where they lie when they stay on the device (ids_may_stay below).
     r.target_ids_pending = config_.method && target_->batches_forwards() && target_->reads_device_tokens_in(gpu);
-    // q rows come from the host unless the draft is drawn on the device (its laws stay there) or ranked (none).
-    r.host_q = drafter_ && !draft && drafter_->records_draft_laws() && !ranked;
+    // q rows come from the host unless the draft is drawn on the device (its laws stay there) or ranked (none); a node
+    // asking for more siblings without replacement than the device draws is drawn on the host.
+    const int32_t most = std::min(target_->vocab_size(), kMaxRankedChildren);
+    const bool siblings_on_host =
+        r.draft_depths_alone &&
+        std::any_of(config_.tree_shape.begin(), config_.tree_shape.end(), [&](int32_t b) { return b > most; });
+    r.host_q = drafter_ && (!draft || siblings_on_host) && drafter_->records_draft_laws() && !ranked;
     device->reserve(r);
   }
   if (const int64_t available = mem_available_bytes();
