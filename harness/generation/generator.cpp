@@ -8,7 +8,6 @@
 #include <string>
 
 #include "draft/constrained_drafter.h"
-#include "kernels/draft_children.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/host_memory.h"
 #include "kernels/shared/mutation_points.h"
@@ -510,6 +509,11 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
   // device) or the host's.
   const int64_t session = target_->session_bytes(), sessions = session * static_cast<int64_t>(batch.size());
   const bool sessions_on_device = config_.device != Device::cpu && target_->sessions_in_device_memory();
+  // A draft's ids may stay on the device until verification brings them back (one wait a step, not two) when the
+  // target's forward reads them where they lie (in GPU memory for a target on the GPU, in host memory for one on the
+  // host under cuda-host); penalties count a row's path there (TokenHistory::pending_ids).
+  const bool ids_may_stay = config_.device != Device::cpu && config_.method && target_->batches_forwards() &&
+                            target_->reads_device_tokens_in(config_.device == Device::cuda);
   std::optional<BatchVerifier> device;
   if (config_.device != Device::cpu) {
     // On the stream the target's device writes are ordered on, when it has one (LibTorch's current stream).
@@ -530,14 +534,12 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     // Rows computed on the host reach a GPU through staging (cuda-host's models write its memory in place).
     const bool gpu = config_.device == Device::cuda;
     r.target_rows_from_host = gpu && !target_->writes_gpu_logits();
-    r.draft_rows_from_host =
-        gpu && draft &&
-        drafter_->device_draws_read_host_rows(target_->writes_gpu_logits() ? target_->device_stream() : std::nullopt);
-    // The target counts a fed draft's ids where they lie when they stay on the device (ids_may_stay below).
-    r.target_ids_pending = config_.method && target_->batches_forwards() && target_->reads_device_tokens_in(gpu);
+    r.draft_rows_from_host = gpu && draft && drafter_->device_draws_read_host_rows(device->followed_stream());
+    // The target counts a fed draft's ids where they lie when they stay on the device.
+    r.target_ids_pending = ids_may_stay;
     // q rows come from the host unless the draft is drawn on the device (its laws stay there) or ranked (none); a node
     // asking for more siblings without replacement than the device draws is drawn on the host.
-    const int32_t most = std::min(target_->vocab_size(), kMaxRankedChildren);
+    const int32_t most = device->most_ranked_children();
     const bool siblings_on_host =
         r.draft_depths_alone &&
         std::any_of(config_.tree_shape.begin(), config_.tree_shape.end(), [&](int32_t b) { return b > most; });
@@ -571,11 +573,6 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     for (Sequence& s : batch) s.metrics->prompt_seconds += wall;
   }
   for (Sequence& s : batch) s.start = start;
-  // A draft's ids may stay on the device until verification brings them back (one wait a step, not two) when the
-  // target's forward reads them where they lie (in GPU memory for a target on the GPU, in host memory for one on the
-  // host under cuda-host); penalties count a row's path there (TokenHistory::pending_ids).
-  const bool ids_may_stay = device && config_.method && target_->batches_forwards() &&
-                            target_->reads_device_tokens_in(config_.device == Device::cuda);
   static std::atomic<uint64_t> rounds{0};
   for (;;) {
     std::vector<size_t> active;
