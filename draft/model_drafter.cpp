@@ -271,7 +271,8 @@ DraftDraw iid_child(DeviceDraw row, int64_t sequence, const StepRandom& rng, uin
 // pipeline and its children chosen by rank (BatchVerifier::rank_drafts); they keep no law. Siblings without
 // replacement: each frontier row's law kept, its siblings drawn from it in turn (BatchVerifier::draw_siblings).
 std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<ModelDrafter*>& own,
-                                                              const std::vector<DraftRequest>& requests) const {
+                                                              const std::vector<DraftRequest>& requests,
+                                                              bool may_feed) const {
   BatchVerifier& device = *requests[0].device;
   const std::vector<int32_t> shape = draft_shape(requests[0]);
   const SiblingScheme scheme = requests[0].tree_shape.empty() ? SiblingScheme::iid : requests[0].scheme;
@@ -285,7 +286,12 @@ std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<
   const bool in_place = device.device() == Device::cuda_host || out_on_gpu;
   const LogitsAt at = in_place ? LogitsAt::device : LogitsAt::host;
   const SamplerPipeline& pipeline = ranked ? ranking_pipeline_ : pipeline_;
-  if (scheme != SiblingScheme::without_replacement && draws_fed(*model_, device, out_on_gpu))
+  // Siblings without replacement are fed while at most one fed proposal in eight (past the first eight) had to be
+  // drawn again: a draft whose rows often run out of mass (a greedy or tightly truncated one) is drawn a depth at a
+  // time after a few tries. Either way the trees are the same.
+  const bool feeds_siblings = 8 * sibling_redraws_.load() <= fed_siblings_.load() + 8;
+  if (may_feed && (scheme != SiblingScheme::without_replacement || feeds_siblings) &&
+      draws_fed(*model_, device, out_on_gpu))
     return propose_fed(own, requests, out_on_gpu);
   float* const laws = ranked ? nullptr : device.draft_laws(B, nodes);
   std::vector<ModelDrafter::Proposal> proposals;
@@ -379,6 +385,7 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
   BatchVerifier& device = *requests[0].device;
   const std::vector<int32_t> shape = draft_shape(requests[0]);
   const bool ranked = !requests[0].tree_shape.empty() && requests[0].scheme == SiblingScheme::deterministic;
+  const bool siblings = !requests[0].tree_shape.empty() && requests[0].scheme == SiblingScheme::without_replacement;
   const int32_t nodes = static_cast<int32_t>(tree_shape_nodes(shape));
   const int64_t B = static_cast<int64_t>(own.size()), V = model_->vocab_size();
   const size_t K = shape.size();
@@ -413,7 +420,22 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
     for (int64_t i = 0; i < B; ++i)
       for (int64_t k = 0; k < f[d]; ++k)
         ranked_rows[d].push_back(DeviceDraw{logits + (i * f[d] + k) * V, &histories[i][d][k], RandomKey{}});
-  std::vector<std::vector<DraftDraw>> depths(ranked ? 0 : K);
+  // Siblings without replacement: a frontier row's law kept at its node's row, its siblings drawn from it with a
+  // depth's slots fixed as if no row ran out of mass (each row `shape[d]` draws, sequence i's depth d from slot
+  // before[d]), which is propose_on_device's layout as long as none does.
+  std::vector<std::vector<DraftDraw>> sibling_rows(siblings ? K : 0);
+  std::vector<std::vector<double>> uniforms(siblings ? K : 0);
+  for (size_t d = 0; d < sibling_rows.size(); ++d)
+    for (int64_t i = 0; i < B; ++i) {
+      for (int64_t a = 0; a < n[d]; ++a)
+        uniforms[d].push_back(requests[i].rng.key(RandomRole::draft, static_cast<uint32_t>(before[d] + a)).uniform());
+      for (int64_t k = 0; k < f[d]; ++k) {
+        const int32_t frontier_row = static_cast<int32_t>(d == 0 ? 0 : before[d] + 1 - f[d] + k);
+        const DeviceDraw row{logits + (i * f[d] + k) * V, &histories[i][d][k], RandomKey{}};
+        sibling_rows[d].push_back(DraftDraw{row, i, frontier_row});
+      }
+    }
+  std::vector<std::vector<DraftDraw>> depths(ranked || siblings ? 0 : K);
   for (size_t d = 0; d < depths.size(); ++d)
     for (int64_t i = 0; i < B; ++i)
       for (int64_t k = 0; k < f[d]; ++k)
@@ -427,6 +449,8 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
         }
   if (ranked)
     device.plan_ranked(ranking_pipeline_, ranked_rows, shape);
+  else if (siblings)
+    device.plan_siblings(pipeline_, sibling_rows, shape, uniforms);
   else
     device.plan_drafts(pipeline_, depths);
   std::vector<ModelDrafter::Proposal> proposals;
@@ -445,7 +469,7 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
     drawn = device.launch_planned(d);
     for (int64_t i = 0; i < B; ++i) own[i]->add_pending(proposals[i], shape[d]);
   }
-  if (requests[0].ids_may_stay_on_device) {
+  if (requests[0].ids_may_stay_on_device && !siblings) {
     // No wait: the target's forward and verification read the ids on the device, sequence by sequence.
     const int32_t* const ids = device.keep_planned_ids(B);
     std::vector<TokenTree> out;
@@ -456,6 +480,27 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
   }
   // One wait: every depth's ids, depth d's of sequence i at B * before[d] + i * n[d].
   const std::vector<Token> tokens = device.planned_tokens();
+  if (siblings) {
+    ++fed_siblings_;
+    if (std::find(tokens.begin(), tokens.end(), Token{-1}) != tokens.end()) {
+      // A row ran out of mass: it spent fewer slots than the plan gave it, so the rows after it drew from other
+      // uniforms than the CPU's, and the nodes under its -1 from a placeholder. Drawn again a depth at a time (the
+      // sessions forget the fed nodes, of a round nobody completes). The mutant keeps the fed draws instead, as if
+      // the depths had been drawn one at a time.
+      if (mutant_on(Mutant::fed_siblings_keep_run_out)) {
+        std::vector<TokenTree> out;
+        for (int64_t i = 0; i < B; ++i) {
+          ModelDrafter::Proposal p = own[i]->start(requests[i]);
+          for (size_t d = 0; d < K && !p.frontier.empty(); ++d)
+            own[i]->add_drawn(p, tokens.data() + B * before[d] + i * n[d], shape[d]);
+          out.push_back(own[i]->finish_on_device(p, laws + i * (nodes + 1) * V));
+        }
+        return out;
+      }
+      ++sibling_redraws_;
+      return propose_on_device(own, requests, false);
+    }
+  }
   std::vector<TokenTree> out;
   for (int64_t i = 0; i < B; ++i) {
     std::vector<Token> own_tokens;

@@ -1,9 +1,9 @@
-// Fed drafting: a draft transformer's chains, i.i.d. trees and ranked trees drawn on the device with every depth's
-// forward reading the ids the depth before drew where its launch left them (TreeLogitsCall::device_tokens), so the host
-// waits once a proposal. On cuda-host the "device" memory is the host's and the model computes on the CPU (its decoding
-// step, or LibTorch's operations and static-shape steps), so CI runs the code a GPU runs: the trees must be the CPU
-// path's, node for node, across steps whose contexts follow the drafts, with one wait a proposal. LibTorch before
-// Catch: glog's CHECK (through LibTorch's headers) must not replace Catch's.
+// Fed drafting: a draft transformer's chains and trees (i.i.d., ranked, or siblings without replacement) drawn on the
+// device with every depth's forward reading the ids the depth before drew where its launch left them
+// (TreeLogitsCall::device_tokens), so the host waits once a proposal. On cuda-host the "device" memory is the host's
+// and the model computes on the CPU (its decoding step, or LibTorch's operations and static-shape steps), so CI runs
+// the code a GPU runs: the trees must be the CPU path's, node for node, across steps whose contexts follow the drafts,
+// with one wait a proposal. LibTorch before Catch: glog's CHECK (through LibTorch's headers) must not replace Catch's.
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
@@ -55,12 +55,17 @@ SamplingParams drafting() {
 // `steps` proposals of `shape` (empty: a chain of 4) for three sequences, fed on cuda-host and on the CPU, each step's
 // contexts then following a path of the CPU's trees plus one token. Counts the trees that differ; `waits` gets the
 // fed proposals' downloads.
+// `redrawn` (siblings without replacement): the proposals fed, and those drawn again because a row ran out of mass.
+struct Redrawn {
+  uint64_t fed = 0, redrawn = 0;
+};
 int64_t differing_trees(const std::string& model_device, const std::vector<int32_t>& shape, SiblingScheme scheme,
-                        int steps, std::vector<uint64_t>* waits = nullptr) {
+                        int steps, std::vector<uint64_t>* waits = nullptr, const SamplingParams& params = drafting(),
+                        Redrawn* redrawn = nullptr) {
   const auto model = std::make_shared<SessionsSeen>(kDraftDir, "auto", model_device);
   const int32_t V = model->vocab_size();
-  const SamplerPipeline target(drafting(), V);
-  const ModelDrafterFactory factory(model, drafting());
+  const SamplerPipeline target(params, V);
+  const ModelDrafterFactory factory(model, params);
   BatchVerifier device(Device::cuda_host, target, VerifyMethod::tree);
   std::vector<std::vector<Token>> contexts = {{10, 20, 30}, {40, 50}, {60, 70, 80, 90}};
   const size_t B = contexts.size();
@@ -115,6 +120,7 @@ int64_t differing_trees(const std::string& model_device, const std::vector<int32
     CHECK(fed_kept == cpu_kept);
   }
   CHECK(device.staging_waits() == 0);  // no staging buffer written while its upload might still run on a GPU
+  if (redrawn) *redrawn = Redrawn{factory.fed_sibling_proposals(), factory.fed_sibling_redraws()};
   return differing;
 }
 
@@ -129,20 +135,52 @@ TEST_CASE("a draft transformer's chains and trees drawn fed on cuda-host are the
   const std::vector<Shape> shapes = {{{}, SiblingScheme::iid},
                                      {{2, 2, 1}, SiblingScheme::iid},
                                      {{3, 2}, SiblingScheme::deterministic},
-                                     {{2, 1, 1}, SiblingScheme::deterministic}};
+                                     {{2, 1, 1}, SiblingScheme::deterministic},
+                                     {{2, 2, 1}, SiblingScheme::without_replacement},
+                                     {{3, 2}, SiblingScheme::without_replacement}};
   for (const std::string model_device : {"cpu", "libtorch"})
     for (const Shape& shape : shapes) {
       INFO("draft on " << model_device << ", " << (shape.tree.empty() ? "chain of 4" : "a tree") << ", "
                        << sibling_scheme_name(shape.scheme) << " siblings");
       std::vector<uint64_t> waits;
-      CHECK(differing_trees(model_device, shape.tree, shape.scheme, 4, &waits) == 0);
-      // One wait for the drawn ids and their statuses (two copies), not one a depth.
+      Redrawn redrawn;
+      CHECK(differing_trees(model_device, shape.tree, shape.scheme, 4, &waits, drafting(), &redrawn) == 0);
+      // One wait for the drawn ids and their statuses (two copies), not one a depth. Top-k 40 leaves every sibling
+      // drawn without replacement some mass: no proposal is drawn again.
       for (uint64_t w : waits) CHECK(w == 2);
+      CHECK(redrawn.redrawn == 0);
+      CHECK(redrawn.fed == (shape.scheme == SiblingScheme::without_replacement ? 4u : 0u));
     }
   // Every depth's forward given the first depth's ids as its newest nodes' (from the third depth on): other trees.
   const ScopedMutant on(Mutant::fed_drafts_read_first_depth);
   CHECK(differing_trees("cpu", {}, SiblingScheme::iid, 2) > 0);
   CHECK(differing_trees("cpu", {2, 1, 1}, SiblingScheme::deterministic, 2) > 0);
+  CHECK(differing_trees("cpu", {2, 1, 1}, SiblingScheme::without_replacement, 2) > 0);
+}
+
+TEST_CASE(
+    "fed siblings without replacement whose rows run out of mass are drawn again a depth at a time: the CPU's "
+    "trees",
+    "[device]") {
+  // Top-k 2 under four siblings: the root spends three slots of four (two tokens, then a draw finding no mass), so the
+  // CPU's second depth starts a slot earlier than the fed plan's.
+  SamplingParams truncated = drafting();
+  truncated.top_k = 2;
+  for (const std::string model_device : {"cpu", "libtorch"}) {
+    INFO("draft on " << model_device);
+    std::vector<uint64_t> waits;
+    Redrawn redrawn;
+    CHECK(differing_trees(model_device, {4, 2}, SiblingScheme::without_replacement, 5, &waits, truncated, &redrawn) ==
+          0);
+    // Fed twice (the second try of the first eight), drawn again each time, then a depth at a time: two waits, each
+    // bringing back the siblings and the rows' statuses.
+    CHECK(redrawn.fed == 2);
+    CHECK(redrawn.redrawn == 2);
+    CHECK(waits == std::vector<uint64_t>{6, 6, 4, 4, 4});
+  }
+  // The fed draws kept as if drawn a depth at a time: the second depth's slots are not the CPU's.
+  const ScopedMutant on(Mutant::fed_siblings_keep_run_out);
+  CHECK(differing_trees("cpu", {4, 2}, SiblingScheme::without_replacement, 2, nullptr, truncated) > 0);
 }
 
 TEST_CASE("a session's pending tokens read where they lie give the tokens' bits, and once known its path is followed",

@@ -84,6 +84,7 @@ enum class Mutant {
   device_siblings_replaced,     // siblings drawn without replacement on the device each from the whole law
   device_siblings_skip_spent,   // a row's siblings drawn on the device start as if every earlier row drew them all
   fed_drafts_read_first_depth,  // a fed draft's every depth's forward reads the first depth's ids as its newest nodes'
+  fed_siblings_keep_run_out,    // a fed tree of siblings without replacement a row of which ran out of mass is kept
   kept_ids_depths_misplaced,    // a fed draft's ids kept for verification take each depth's from the depth before
   pending_counts_skip_newest,   // a penalised row's pending draft ids leave out the newest one (its own node's token)
 };

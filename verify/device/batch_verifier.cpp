@@ -297,6 +297,63 @@ void BatchVerifier::plan_ranked(const SamplerPipeline& ranking, const std::vecto
   planned_ = std::move(plan);
 }
 
+void BatchVerifier::plan_siblings(const SamplerPipeline& draft, const std::vector<std::vector<DraftDraw>>& depths,
+                                  const std::vector<int32_t>& children,
+                                  const std::vector<std::vector<double>>& uniforms) {
+  planned_.reset();
+  if (depths.empty()) fail("batch verifier: plan_siblings needs depths");
+  if (children.size() != depths.size() || uniforms.size() != depths.size())
+    fail("batch verifier: plan_siblings was given ", children.size(), " sibling counts and ", uniforms.size(),
+         " depths of uniforms for ", depths.size(), " depths");
+  check_vocabulary(draft, "draft");
+  PlannedDrafts plan;
+  plan.siblings = true;
+  plan.first_draw = {0};
+  plan.first_child = {0};
+  plan.sequence_first = {0};
+  std::vector<int32_t> firsts;
+  std::vector<double> all_uniforms;
+  int64_t widest = 0;
+  for (size_t d = 0; d < depths.size(); ++d) {
+    const int64_t R = static_cast<int64_t>(depths[d].size());
+    if (R == 0) fail("batch verifier: plan_siblings was given a depth of no rows");
+    check_children(children[d], "siblings a row; the device draws");
+    if (static_cast<int64_t>(uniforms[d].size()) != R * children[d])
+      fail("batch verifier: plan_siblings' depth ", d, " has ", uniforms[d].size(), " uniforms for ", R, " rows of ",
+           children[d], " siblings");
+    const std::vector<int32_t> first = sequence_firsts(depths[d], draft_sequences_, "plan_siblings");
+    firsts.insert(firsts.end(), first.begin(), first.end());
+    plan.sequence_first.push_back(static_cast<int64_t>(firsts.size()));
+    all_uniforms.insert(all_uniforms.end(), uniforms[d].begin(), uniforms[d].end());
+    plan.draws.insert(plan.draws.end(), depths[d].begin(), depths[d].end());
+    plan.first_draw.push_back(static_cast<int64_t>(plan.draws.size()));
+    plan.first_child.push_back(plan.first_child.back() + R * children[d]);
+    widest = std::max(widest, R);
+  }
+  // Every frontier row keeps its law at its own node's row: distinct across the whole plan.
+  const std::vector<int32_t> law_rows = this->law_rows(plan.draws, "plan_siblings");
+  std::vector<DeviceDraw> rows;
+  for (const DraftDraw& d : plan.draws) rows.push_back(d.draw);
+  const MappedInputs m = map_inputs(rows, LogitsAt::device);
+  // The sampler's own draws go unread (the siblings are drawn from the laws it keeps): any key does.
+  const std::vector<RandomKey> keys(rows.size());
+  plan.params = sampler_params(m.sources, LogitsAt::device, m.histories, keys, &draft,
+                               SamplerRowMaps{&m.input_rows, &m.logits_rows, draft_laws_, &law_rows}, true);
+  KernelStream& s = *stream_;
+  plan.children_per_row = children;
+  plan.children = s.device_array<int32_t>(kDraftChildren, static_cast<size_t>(plan.first_child.back()));
+  plan.sibling.probs = draft_laws_;
+  plan.sibling.rows = s.upload(kSiblingRows, law_rows);
+  plan.sibling.first = s.upload(kSiblingFirst, firsts);
+  plan.sibling.uniforms = s.upload(kSiblingUniforms, all_uniforms);
+  plan.sibling.spent = s.device_array<int32_t>(kSiblingSpent, static_cast<size_t>(widest));
+  plan.sibling.vocab = vocab_;
+  // Pending ids index the plan's children in order.
+  plan_pending_counts(plan, draft, m, plan.first_child, plan.children, "plan_siblings");
+  plan.launched.assign(depths.size(), 0);
+  planned_ = std::move(plan);
+}
+
 const int32_t* BatchVerifier::launch_planned(size_t depth) {
   if (!planned_ || depth + 1 >= planned_->first_draw.size())
     fail("batch verifier: launch_planned(", depth, ") without a plan of that depth");
@@ -326,6 +383,21 @@ const int32_t* BatchVerifier::launch_planned(size_t depth) {
   else
     p.probs += first * vocab_;  // the launch's scratch rows: row r's processed row at row r
   stream_->fused_sampler(p);
+  if (plan.siblings) {
+    // The depth's siblings from the laws just kept, each row's a depth's worth of its sequence's uniforms (the spent
+    // counts are scratch: the launch before has read them, in stream order).
+    SiblingDrawParams sp = plan.sibling;
+    sp.rows += first;
+    sp.first += plan.sequence_first[depth];
+    sp.uniforms += plan.first_child[depth];
+    sp.tokens = plan.children + plan.first_child[depth];
+    sp.sequences = static_cast<int32_t>(plan.sequence_first[depth + 1] - plan.sequence_first[depth] - 1);
+    sp.rows_total = static_cast<int32_t>(n);
+    sp.count = plan.children_per_row[depth];
+    stream_->sibling_draws(sp);
+    plan.launched[depth] = 1;
+    return sp.tokens;
+  }
   if (!plan.ranked) {
     plan.launched[depth] = 1;
     return p.tokens;
@@ -350,6 +422,18 @@ std::vector<Token> BatchVerifier::planned_tokens() {
   const int64_t R = plan.first_draw[launched];
   if (R == 0) fail("batch verifier: planned_tokens before the plan's first depth was launched");
   std::vector<int32_t> status;
+  if (plan.siblings) {
+    // As draw_siblings checks them, unless a row ran out of mass: then the slots the plan fixed are not the CPU's past
+    // it, the rows under its -1 read a placeholder's logits, and the caller draws the proposal again.
+    const int64_t n = plan.first_child[launched];
+    const std::vector<Token> children = download_ids(plan.children, n, plan.params.status, R, status);
+    for (int64_t c = 0; c < n; ++c)
+      if (const Token t = children[static_cast<size_t>(c)]; t < -1 || t >= vocab_)
+        fail("batch verifier: planned sibling ", c, " is ", t, ", not -1 or a token of [0, ", vocab_, ")");
+    if (std::find(children.begin(), children.end(), Token{-1}) == children.end())
+      check_planned_statuses(plan, status.data(), R);
+    return children;
+  }
   if (plan.ranked) {
     // Every launched depth's children and its rows' statuses, as rank_drafts checks them.
     const int64_t n = plan.first_child[launched];
@@ -383,6 +467,10 @@ const int32_t* BatchVerifier::keep_planned_ids(int64_t sequences) {
   if (!planned_) fail("batch verifier: keep_planned_ids without a plan");
   if (sequences < 1) fail("batch verifier: keep_planned_ids for ", sequences, " sequences");
   PlannedDrafts& plan = *planned_;
+  if (plan.siblings)
+    fail(
+        "batch verifier: keep_planned_ids: a plan of siblings without replacement brings its ids back "
+        "(planned_tokens), to see whether a row ran out of mass");
   const size_t K = plan.launched.size();
   for (size_t d = 0; d < K; ++d)
     if (!plan.launched[d]) fail("batch verifier: keep_planned_ids before depth ", d, " of the plan was launched");
@@ -453,18 +541,7 @@ std::vector<Token> BatchVerifier::draw_siblings(const SamplerPipeline& draft, co
   check_children(children, "siblings a row; the device draws");
   if (static_cast<int64_t>(uniforms.size()) != R * children)
     fail("batch verifier: ", uniforms.size(), " uniforms for ", R, " rows of ", children, " siblings");
-  // Each sequence's rows together, in the order of its slots: a row's draws start where its sequence's earlier rows
-  // stopped.
-  std::vector<int32_t> first = {0};
-  std::vector<uint8_t> seen(static_cast<size_t>(draft_sequences_), 0);
-  for (int64_t r = 0; r < R; ++r) {
-    const int64_t sequence = rows[static_cast<size_t>(r)].sequence;
-    if (r > 0 && sequence == rows[static_cast<size_t>(r - 1)].sequence) continue;
-    if (seen[static_cast<size_t>(sequence)]++)
-      fail("batch verifier: draw_siblings was given sequence ", sequence, "'s rows apart; a sequence's come together");
-    if (r > 0) first.push_back(static_cast<int32_t>(r));
-  }
-  first.push_back(static_cast<int32_t>(R));
+  const std::vector<int32_t> first = sequence_firsts(rows, draft_sequences_, "draw_siblings");
   std::vector<DeviceDraw> draws;
   for (const DraftDraw& d : rows) draws.push_back(d.draw);
   const MappedInputs m = map_inputs(draws, at);
@@ -500,6 +577,24 @@ std::vector<Token> BatchVerifier::draw_siblings(const SamplerPipeline& draft, co
     }
   }
   return tokens;
+}
+
+std::vector<int32_t> BatchVerifier::sequence_firsts(const std::vector<DraftDraw>& rows, int64_t sequences,
+                                                    const char* what) {
+  // Each sequence's rows together, in the order of its slots: a row's draws start where its sequence's earlier rows
+  // stopped.
+  const int64_t R = static_cast<int64_t>(rows.size());
+  std::vector<int32_t> first = {0};
+  std::vector<uint8_t> seen(static_cast<size_t>(sequences), 0);
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t sequence = rows[static_cast<size_t>(r)].sequence;
+    if (r > 0 && sequence == rows[static_cast<size_t>(r - 1)].sequence) continue;
+    if (seen[static_cast<size_t>(sequence)]++)
+      fail("batch verifier: ", what, " was given sequence ", sequence, "'s rows apart; a sequence's come together");
+    if (r > 0) first.push_back(static_cast<int32_t>(r));
+  }
+  first.push_back(static_cast<int32_t>(R));
+  return first;
 }
 
 int32_t BatchVerifier::most_ranked_children() const { return std::min(vocab_, kMaxRankedChildren); }

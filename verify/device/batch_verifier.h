@@ -198,6 +198,15 @@ class BatchVerifier {
   // planned_tokens every depth's children in order. Pending ids index the plan's children in order.
   void plan_ranked(const SamplerPipeline& ranking, const std::vector<std::vector<DeviceDraw>>& depths,
                    const std::vector<int32_t>& children);
+  // The same for draw_siblings, with the tree's shape fixed in advance: depth d's rows `depths[d]` (each frontier row's
+  // law kept at its law row, as draw_siblings keeps it), `children[d]` siblings each, drawn with `uniforms[d]` (as
+  // draw_siblings takes them: each sequence's from its depth's first slot, every row taking `children[d]`). The plan
+  // fixes every row's slots, which the draws follow only while no row runs out of mass (a row that does spends fewer,
+  // and the CPU's later rows start earlier): planned_tokens then returns the children with their -1s and without
+  // checking the statuses (the rows under a -1 read a placeholder's logits), and the caller draws the proposal again a
+  // depth at a time. Pending ids index the plan's children in order. keep_planned_ids refuses it.
+  void plan_siblings(const SamplerPipeline& draft, const std::vector<std::vector<DraftDraw>>& depths,
+                     const std::vector<int32_t>& children, const std::vector<std::vector<double>>& uniforms);
   const int32_t* launch_planned(size_t depth);
   std::vector<Token> planned_tokens();
   // Instead of planned_tokens, once every depth is launched: ends the plan keeping its ids in device memory, regrouped
@@ -275,6 +284,8 @@ class BatchVerifier {
   // or children in order, of which ids_before_depth[d] are drawn before depth d.
   void plan_pending_counts(PlannedDrafts& plan, const SamplerPipeline& pipeline, const MappedInputs& m,
                            const std::vector<int64_t>& ids_before_depth, const int32_t* ids, const char* what);
+  // The first row of each sequence among `rows` (a sequence's rows together), then their count: draw_siblings' `first`.
+  static std::vector<int32_t> sequence_firsts(const std::vector<DraftDraw>& rows, int64_t sequences, const char* what);
   // Where each draw keeps its law among draft_laws' rows (sequence * (N + 1) + law_row), checked: in range, no two at
   // one row. `what` names the caller.
   std::vector<int32_t> law_rows(const std::vector<DraftDraw>& draws, const char* what) const;
@@ -308,18 +319,23 @@ class BatchVerifier {
   float* draft_laws_ = nullptr;
   int64_t draft_sequences_ = 0;
   int32_t draft_depth_ = 0;  // N, the nodes of each draft whose laws draft_laws holds
-  // plan_drafts' (or plan_ranked's) launch over every depth's rows, each depth's from row first_draw[d], and its draws
-  // (to name a failed one); launched: the depths launched since. Ranked: depth d's children from first_child[d] of
-  // `children` (children[d] a row; the processed rows are the launch's scratch rows, probs row r for row r).
+  // plan_drafts' (or plan_ranked's, plan_siblings') launch over every depth's rows, each depth's from row
+  // first_draw[d], and its draws (to name a failed one); launched: the depths launched since. Ranked and siblings:
+  // depth d's children from first_child[d] of `children` (children[d] a row; a ranked plan's processed rows are the
+  // launch's scratch rows, probs row r for row r; a sibling plan's its laws). Siblings: `siblings` holds the arrays of
+  // every depth, depth d's rows' sequences from sequence_first[d] of its `first` (each depth's row indices from 0).
   struct PlannedDrafts {
     SamplerKernelParams params;
     std::vector<int64_t> first_draw;
     std::vector<DraftDraw> draws;
     std::vector<uint8_t> launched;
     bool ranked = false;
+    bool siblings = false;
     std::vector<int32_t> children_per_row;
     std::vector<int64_t> first_child;
     int32_t* children = nullptr;
+    SiblingDrawParams sibling;
+    std::vector<int64_t> sequence_first;
     // The additions of pending ids' counts (n = 0: none), depth d's entries from pending_first[d], launched before it.
     PendingCountsParams pending;
     std::vector<int32_t> pending_first;
