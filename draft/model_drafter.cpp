@@ -172,6 +172,12 @@ class ModelDrafter : public Drafter {
     if (pending_round_ != 0) session_->tree_tokens_known(tree, pending_round_);
     pending_round_ = 0;
   }
+  // A proposal drawn at a full shape whose nodes never drawn are left out: `tree` (its laws at `laws`, in its rows).
+  TokenTree finish_drawn_tree(Proposal& p, TokenTree tree, const float* laws) {
+    tree.draft_q.clear();
+    tree.device_q = laws;
+    return counted(std::move(tree), p.start);
+  }
   TokenTree finish_on_device(Proposal& p, const float* laws) {
     p.tree.draft_q.clear();
     p.tree.device_q = laws;
@@ -271,8 +277,7 @@ DraftDraw iid_child(DeviceDraw row, int64_t sequence, const StepRandom& rng, uin
 // pipeline and its children chosen by rank (BatchVerifier::rank_drafts); they keep no law. Siblings without
 // replacement: each frontier row's law kept, its siblings drawn from it in turn (BatchVerifier::draw_siblings).
 std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<ModelDrafter*>& own,
-                                                              const std::vector<DraftRequest>& requests,
-                                                              bool may_feed) const {
+                                                              const std::vector<DraftRequest>& requests) const {
   BatchVerifier& device = *requests[0].device;
   const std::vector<int32_t> shape = draft_shape(requests[0]);
   const SiblingScheme scheme = requests[0].tree_shape.empty() ? SiblingScheme::iid : requests[0].scheme;
@@ -286,13 +291,7 @@ std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<
   const bool in_place = device.device() == Device::cuda_host || out_on_gpu;
   const LogitsAt at = in_place ? LogitsAt::device : LogitsAt::host;
   const SamplerPipeline& pipeline = ranked ? ranking_pipeline_ : pipeline_;
-  // Siblings without replacement are fed while at most one fed proposal in eight (past the first eight) had to be
-  // drawn again: a draft whose rows often run out of mass (a greedy or tightly truncated one) is drawn a depth at a
-  // time after a few tries. Either way the trees are the same.
-  const bool feeds_siblings = 8 * sibling_redraws_.load() <= fed_siblings_.load() + 8;
-  if (may_feed && (scheme != SiblingScheme::without_replacement || feeds_siblings) &&
-      draws_fed(*model_, device, out_on_gpu))
-    return propose_fed(own, requests, out_on_gpu);
+  if (draws_fed(*model_, device, out_on_gpu)) return propose_fed(own, requests, out_on_gpu);
   float* const laws = ranked ? nullptr : device.draft_laws(B, nodes);
   std::vector<ModelDrafter::Proposal> proposals;
   for (int64_t i = 0; i < B; ++i) proposals.push_back(own[i]->start(requests[i]));
@@ -420,21 +419,21 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
     for (int64_t i = 0; i < B; ++i)
       for (int64_t k = 0; k < f[d]; ++k)
         ranked_rows[d].push_back(DeviceDraw{logits + (i * f[d] + k) * V, &histories[i][d][k], RandomKey{}});
-  // Siblings without replacement: a frontier row's law kept at its node's row, its siblings drawn from it with a
-  // depth's slots fixed as if no row ran out of mass (each row `shape[d]` draws, sequence i's depth d from slot
-  // before[d]), which is propose_on_device's layout as long as none does.
+  // Siblings without replacement: a frontier row's law kept at its node's row, its siblings drawn from it; every
+  // depth at the full shape, sequence i's draws taking its draft slots in turn across the depths (at most one a node),
+  // a row under a node never drawn drawing nothing (BatchVerifier::plan_siblings).
   std::vector<std::vector<DraftDraw>> sibling_rows(siblings ? K : 0);
-  std::vector<std::vector<double>> uniforms(siblings ? K : 0);
+  std::vector<std::vector<double>> uniforms(siblings ? B : 0);
+  for (size_t i = 0; i < uniforms.size(); ++i)
+    for (int32_t a = 0; a < nodes; ++a)
+      uniforms[i].push_back(requests[i].rng.key(RandomRole::draft, static_cast<uint32_t>(a)).uniform());
   for (size_t d = 0; d < sibling_rows.size(); ++d)
-    for (int64_t i = 0; i < B; ++i) {
-      for (int64_t a = 0; a < n[d]; ++a)
-        uniforms[d].push_back(requests[i].rng.key(RandomRole::draft, static_cast<uint32_t>(before[d] + a)).uniform());
+    for (int64_t i = 0; i < B; ++i)
       for (int64_t k = 0; k < f[d]; ++k) {
         const int32_t frontier_row = static_cast<int32_t>(d == 0 ? 0 : before[d] + 1 - f[d] + k);
         const DeviceDraw row{logits + (i * f[d] + k) * V, &histories[i][d][k], RandomKey{}};
         sibling_rows[d].push_back(DraftDraw{row, i, frontier_row});
       }
-    }
   std::vector<std::vector<DraftDraw>> depths(ranked || siblings ? 0 : K);
   for (size_t d = 0; d < depths.size(); ++d)
     for (int64_t i = 0; i < B; ++i)
@@ -481,25 +480,40 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
   // One wait: every depth's ids, depth d's of sequence i at B * before[d] + i * n[d].
   const std::vector<Token> tokens = device.planned_tokens();
   if (siblings) {
-    ++fed_siblings_;
-    if (std::find(tokens.begin(), tokens.end(), Token{-1}) != tokens.end()) {
-      // A row ran out of mass: it spent fewer slots than the plan gave it, so the rows after it drew from other
-      // uniforms than the CPU's, and the nodes under its -1 from a placeholder. Drawn again a depth at a time (the
-      // sessions forget the fed nodes, of a round nobody completes). The mutant keeps the fed draws instead, as if
-      // the depths had been drawn one at a time.
-      if (mutant_on(Mutant::fed_siblings_keep_run_out)) {
-        std::vector<TokenTree> out;
-        for (int64_t i = 0; i < B; ++i) {
-          ModelDrafter::Proposal p = own[i]->start(requests[i]);
-          for (size_t d = 0; d < K && !p.frontier.empty(); ++d)
-            own[i]->add_drawn(p, tokens.data() + B * before[d] + i * n[d], shape[d]);
-          out.push_back(own[i]->finish_on_device(p, laws + i * (nodes + 1) * V));
-        }
-        return out;
+    // Node m of the full shape (depth d, frontier row k of it) has its parent at row parent_row[m].
+    std::vector<int32_t> parent_row(static_cast<size_t>(nodes));
+    for (size_t d = 0; d < K; ++d)
+      for (int64_t t = 0; t < n[d]; ++t)
+        parent_row[static_cast<size_t>(before[d] + t)] =
+            static_cast<int32_t>(d == 0 ? 0 : before[d] + 1 - f[d] + t / shape[d]);
+    std::vector<TokenTree> out;
+    for (int64_t i = 0; i < B; ++i) {
+      std::vector<Token> full, fed;  // the full shape's ids (-1: never drawn), and what its forwards read for them
+      for (size_t d = 0; d < K; ++d) {
+        const auto first = tokens.begin() + B * before[d] + i * n[d];
+        full.insert(full.end(), first, first + n[d]);
       }
-      ++sibling_redraws_;
-      return propose_on_device(own, requests, false);
+      for (Token t : full) fed.push_back(std::max<Token>(t, 0));  // the clamp TreeLogitsCall::device_tokens takes
+      own[i]->tokens_known(proposals[i], fed.data(), round);
+      // The tree of the nodes drawn, in the plan's order (the CPU's: a depth's drawn nodes are the next frontier, each
+      // row's children in turn), each law moved to its row there.
+      TokenTree tree;
+      tree.scheme = SiblingScheme::without_replacement;
+      std::vector<int32_t> row(static_cast<size_t>(nodes) + 1, -1);  // the full shape's row -> the tree's
+      row[0] = 0;
+      std::vector<std::pair<int32_t, int32_t>> moves;
+      for (int32_t m = 0; m < nodes; ++m) {
+        if (full[static_cast<size_t>(m)] < 0) continue;
+        const int32_t parent = row[static_cast<size_t>(parent_row[static_cast<size_t>(m)])];
+        if (parent < 0) fail(description(), ": a fed tree's node ", m, " was drawn under a node never drawn");
+        tree.add(full[static_cast<size_t>(m)], parent - 1);
+        row[static_cast<size_t>(m) + 1] = tree.size();
+        if (m < before[K - 1]) moves.emplace_back(m + 1, tree.size());  // a node with children: its law
+      }
+      device.move_draft_laws(i, moves);
+      out.push_back(own[i]->finish_drawn_tree(proposals[i], std::move(tree), laws + i * (nodes + 1) * V));
     }
+    return out;
   }
   std::vector<TokenTree> out;
   for (int64_t i = 0; i < B; ++i) {

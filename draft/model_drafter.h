@@ -4,8 +4,6 @@
 // are the best of the law at temperature 1 (its argmax first), not ids in order behind a point mass.
 #pragma once
 
-#include <atomic>
-#include <cstdint>
 #include <memory>
 #include <optional>
 
@@ -39,23 +37,16 @@ class ModelDrafterFactory : public DrafterFactory {
   bool device_draws_read_host_rows(std::optional<void*> verifier_stream) const override {
     return !model_->writes_gpu_logits() || model_->device_stream() != verifier_stream;
   }
-  // Trees with siblings drawn without replacement proposed fed (every depth's slots fixed in advance), and those of
-  // them drawn again a depth at a time because a row ran out of mass (propose_fed).
-  uint64_t fed_sibling_proposals() const { return fed_siblings_.load(); }
-  uint64_t fed_sibling_redraws() const { return sibling_redraws_.load(); }
 
  private:
-  // `may_feed`: whether a draft that reads its ids on the device may be drawn fed (not when a fed proposal is drawn
-  // again).
   std::vector<TokenTree> propose_on_device(const std::vector<ModelDrafter*>& own,
-                                           const std::vector<DraftRequest>& requests, bool may_feed = true) const;
+                                           const std::vector<DraftRequest>& requests) const;
   std::vector<TokenTree> propose_fed(const std::vector<ModelDrafter*>& own, const std::vector<DraftRequest>& requests,
                                      bool out_on_gpu) const;
 
   std::shared_ptr<const LanguageModel> model_;
   SamplerPipeline pipeline_;
   SamplerPipeline ranking_pipeline_;  // the draft's settings at temperature 1 when they are greedy
-  mutable std::atomic<uint64_t> fed_siblings_{0}, sibling_redraws_{0};
 };
 
 }  // namespace specula

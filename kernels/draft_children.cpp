@@ -46,6 +46,9 @@ void SiblingDrawParams::check() const {
   if (!uniforms) fail("sibling draws: uniforms [R * count] is null");
   if (!tokens) fail("sibling draws: tokens [R * count] is null");
   if (!spent) fail("sibling draws: spent [R] is null");
+  if (uniforms_per_sequence < 0) fail("sibling draws: uniforms_per_sequence must be >= 0, got ", uniforms_per_sequence);
+  if (uniforms_per_sequence > 0 && (!spent_before || !spent_after))
+    fail("sibling draws: uniforms_per_sequence ", uniforms_per_sequence, " needs spent_before and spent_after [S]");
 }
 
 int sibling_draw_vec(const SiblingDrawParams& p) { return vec_width(p.vocab, p.probs); }

@@ -48,6 +48,17 @@ struct SiblingDrawParams {
   int32_t rows_total = 0;            // R = first[S] >= 1
   int32_t vocab = 0;                 // V in [1, 2^30]
   int32_t count = 0;                 // children per row, in [1, min(V, kMaxRankedChildren)]
+  // A depth of a tree drawn at a fixed shape, one launch a depth, each sequence's uniforms taken in turn across the
+  // depths (all optional; 0 and null: the layout above, every row drawing):
+  //   - uniforms_per_sequence U > 0: sequence s's a-th draw of the launch takes uniforms[s * U + spent_before[s] + a]
+  //     (every sequence has rows, s from 0), and its last row writes spent_after[s] = spent_before[s] + the draws of
+  //     its rows (the next depth's spent_before);
+  //   - row_tokens [R]: each row's own node's token (the depth before's children); a row whose token is -1 (its
+  //     node was never drawn) draws nothing, its children all -1.
+  int32_t uniforms_per_sequence = 0;
+  const int32_t* spent_before = nullptr;  // [S]
+  int32_t* spent_after = nullptr;         // [S]
+  const int32_t* row_tokens = nullptr;    // [R] or null
 
   // Throws Error naming the first invalid field (the arrays' contents are the caller's).
   void check() const;

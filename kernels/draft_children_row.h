@@ -66,9 +66,22 @@ namespace sibling_draws {
 // only), so a row of s positive weights draws min(count, s) siblings, and one more draw, which finds no mass left
 // (-1), when s < count; a row holding a NaN has no positive total, and stops at its first draw. The laws are processed
 // rows, which hold no negative weight (SiblingDrawParams::probs).
+// A row whose own node was never drawn (SiblingDrawParams::row_tokens) draws nothing.
+SPECULA_HD bool row_dead(const SiblingDrawParams& p, int32_t r) {
+  bool dead = p.row_tokens && p.row_tokens[r] < 0;
+#if !defined(__CUDA_ARCH__)
+  dead = dead && !mutant_on(Mutant::device_siblings_dead_rows_draw);
+#endif
+  return dead;
+}
+
 template <class Block>
 SPECULA_HD void count_draws(Block& b, const SiblingDrawParams& p, int32_t r) {
   constexpr int VEC = Block::kVec;
+  if (row_dead(p, r)) {  // the whole block takes the branch: no barrier is skipped by some threads only
+    if (b.leader()) p.spent[r] = 0;
+    return;
+  }
   const float* q = p.probs + static_cast<int64_t>(p.rows[r]) * p.vocab;
   double positive = 0.0;
   int32_t nan = 0;
@@ -110,10 +123,22 @@ SPECULA_HD void draw_row(Block& b, const SiblingDrawParams& p, int32_t r) {
   }
   int32_t attempt = 0;
   for (int32_t e = p.first[lo]; e < r; ++e) attempt += spend_all ? p.count : p.spent[e];
-  const double* uniforms = p.uniforms + static_cast<int64_t>(p.first[lo]) * p.count + attempt;
+  // Across depths: the sequence's uniforms from those its rows at the depths before spent; its last row hands the
+  // next depth the count (read there, after this launch).
+  int32_t spent_before = p.uniforms_per_sequence > 0 ? p.spent_before[lo] : 0;
+#if !defined(__CUDA_ARCH__)
+  if (mutant_on(Mutant::device_siblings_carry_dropped)) spent_before = 0;
+#endif
+  const double* uniforms =
+      p.uniforms_per_sequence > 0
+          ? p.uniforms + static_cast<int64_t>(lo) * p.uniforms_per_sequence + spent_before + attempt
+          : p.uniforms + static_cast<int64_t>(p.first[lo]) * p.count + attempt;
+  if (p.uniforms_per_sequence > 0 && r == p.first[lo + 1] - 1 && b.leader())
+    p.spent_after[lo] = spent_before + attempt + p.spent[r];
   const float* q = p.probs + static_cast<int64_t>(p.rows[r]) * p.vocab;
   int32_t* out = p.tokens + static_cast<int64_t>(r) * p.count;
   int32_t j = 0;
+  if (row_dead(p, r)) j = p.count;  // no draw: every child -1 below
   for (; j < p.count; ++j) {
     const int32_t before = keep_drawn ? j : 0;
     const auto weight = [&](int32_t base, double(&w)[VEC]) {
@@ -132,7 +157,7 @@ SPECULA_HD void draw_row(Block& b, const SiblingDrawParams& p, int32_t r) {
     b.sync();  // the next draw reads it
   }
   if (b.leader())
-    for (int32_t i = j + 1; i < p.count; ++i) out[i] = -1;
+    for (int32_t i = row_dead(p, r) ? 0 : j + 1; i < p.count; ++i) out[i] = -1;
 }
 
 }  // namespace sibling_draws

@@ -566,67 +566,86 @@ TEST_CASE("siblings without replacement planned over depths are draw_siblings' a
   constexpr int32_t V = kVocab;
   const SamplerPipeline target(sampled(), V);
   SamplingParams draft_params = sampled();
-  draft_params.top_k = 3;  // the second depth's rows of 3 tokens: their fourth sibling finds no mass
+  draft_params.top_k = 3;  // rows of 3 tokens: the roots' two siblings are drawn, the second depth's fourth is not
   const SamplerPipeline draft(draft_params, V);
   BatchVerifier planned(Device::cuda_host, target, VerifyMethod::tree),
       alone(Device::cuda_host, target, VerifyMethod::tree);
   constexpr int64_t B = 2;
-  constexpr int32_t N = 8;
+  constexpr int32_t N = 10;
   const float* planned_laws = planned.draft_laws(B, N);
   const float* alone_laws = alone.draft_laws(B, N);
-  float* a = planned.device_logits(5);
-  float* b = alone.device_logits(5);
-  for (int64_t i = 0; i < 5 * V; ++i) a[i] = b[i] = static_cast<float>(4.0 * philox_uniform(53, 1, i) - 2.0);
+  float* a = planned.device_logits(6);
+  float* b = alone.device_logits(6);
+  for (int64_t i = 0; i < 6 * V; ++i) a[i] = b[i] = static_cast<float>(4.0 * philox_uniform(53, 1, i) - 2.0);
   const TokenHistory history{{3, 1}, {}, std::nan("")};
-  // Depth 0: sequence 0's root at logits row 0, sequence 1's at row 1, two siblings each; depth 1: sequence 0's nodes 1
-  // and 2 at rows 2 and 3, sequence 1's node 1 at row 4, four siblings each.
-  const std::vector<std::vector<std::tuple<int64_t, int64_t, int32_t>>> at = {{{0, 0, 0}, {1, 1, 0}},
-                                                                              {{2, 0, 1}, {3, 0, 2}, {4, 1, 1}}};
+  // A 2,4 tree for two sequences. Depth 0: the roots at logits rows 0 and 1; depth 1: the roots' children, sequence 0's
+  // nodes 1 and 2 at rows 2 and 3, sequence 1's at rows 4 and 5 (the depth before's children in order).
+  const std::vector<std::vector<std::tuple<int64_t, int64_t, int32_t>>> at = {
+      {{0, 0, 0}, {1, 1, 0}}, {{2, 0, 1}, {3, 0, 2}, {4, 1, 1}, {5, 1, 2}}};
   const std::vector<int32_t> children = {2, 4};
   std::vector<std::vector<DraftDraw>> depths, alone_depths;
-  std::vector<std::vector<double>> uniforms;
   for (size_t d = 0; d < at.size(); ++d) {
     depths.emplace_back();
     alone_depths.emplace_back();
-    uniforms.emplace_back();
     for (const auto& [row, sequence, node] : at[d]) {
       depths[d].push_back(DraftDraw{DeviceDraw{a + row * V, &history, RandomKey{}}, sequence, node});
       alone_depths[d].push_back(DraftDraw{DeviceDraw{b + row * V, &history, RandomKey{}}, sequence, node});
     }
-    for (size_t u = 0; u < at[d].size() * static_cast<size_t>(children[d]); ++u)
-      uniforms[d].push_back(philox_uniform(6, d, u));
   }
+  // Each sequence's slots in turn: 2 at the root, then 4 a row (no root runs out, so the second depth's draws are
+  // draw_siblings' from the third slot on).
+  std::vector<std::vector<double>> uniforms(B);
+  for (int64_t s = 0; s < B; ++s)
+    for (int32_t u = 0; u < N; ++u) uniforms[s].push_back(philox_uniform(6, s, u));
   planned.plan_siblings(draft, depths, children, uniforms);
   planned.launch_planned(0);
   planned.launch_planned(1);
   const uint64_t waits = planned.waits();
-  const std::vector<Token> tokens = planned.planned_tokens();  // a row ran out: returned with its -1s
+  const std::vector<Token> tokens = planned.planned_tokens();
   CHECK(planned.waits() == waits + 1);
   std::vector<Token> expected;
   for (size_t d = 0; d < at.size(); ++d) {
+    std::vector<double> depth_uniforms;
+    for (int64_t s = 0; s < B; ++s)
+      depth_uniforms.insert(depth_uniforms.end(), uniforms[s].begin() + (d == 0 ? 0 : 2),
+                            uniforms[s].begin() + (d == 0 ? 2 : 10));
     const std::vector<Token> depth =
-        alone.draw_siblings(draft, alone_depths[d], children[d], uniforms[d], LogitsAt::device);
+        alone.draw_siblings(draft, alone_depths[d], children[d], depth_uniforms, LogitsAt::device);
     expected.insert(expected.end(), depth.begin(), depth.end());
   }
   CHECK(tokens == expected);
-  CHECK(std::count(tokens.begin(), tokens.end(), Token{-1}) == 3);
+  CHECK(std::count(tokens.begin(), tokens.begin() + 4, Token{-1}) == 0);
+  CHECK(std::count(tokens.begin() + 4, tokens.end(), Token{-1}) == 4);  // each second-depth row ran out
   for (const auto& depth : at)
     for (const auto& [row, sequence, node] : depth)
       for (int32_t x = 0; x < V; ++x) {
         const int64_t law = (sequence * (N + 1) + node) * V + x;
         CHECK(planned_laws[law] == alone_laws[law]);
       }
-  // Refused: a plan's ids kept on the device (a run-out must be seen), uniforms or counts that do not fit the depths.
+  // The laws moved towards the front, in order; refused out of order, backwards, or past the rows.
+  std::vector<float> node_2(planned_laws + 2 * V, planned_laws + 3 * V);
+  planned.move_draft_laws(0, {{1, 1}, {2, 1}});
+  CHECK(std::equal(node_2.begin(), node_2.end(), planned_laws + V));
+  CHECK_THROWS_WITH(planned.move_draft_laws(0, {{2, 1}, {1, 0}}), Catch::Contains("moves row 1 to row 0"));
+  CHECK_THROWS_WITH(planned.move_draft_laws(0, {{1, 2}}), Catch::Contains("moves row 1 to row 2"));
+  CHECK_THROWS_WITH(planned.move_draft_laws(0, {{N + 1, 0}}), Catch::Contains("moves row 11 to row 0"));
+  CHECK_THROWS_WITH(planned.move_draft_laws(B, {}), Catch::Contains("move_draft_laws for sequence 2"));
+  // Refused: a plan's ids kept on the device, counts, rows or uniforms that do not fit the depths.
   planned.plan_siblings(draft, depths, children, uniforms);
   planned.launch_planned(0);
   planned.launch_planned(1);
   CHECK_THROWS_WITH(planned.keep_planned_ids(B), Catch::Contains("brings its ids back"));
   CHECK_THROWS_WITH(planned.plan_siblings(draft, depths, {2}, uniforms), Catch::Contains("1 sibling counts"));
-  CHECK_THROWS_WITH(planned.plan_siblings(draft, depths, {2, 3}, uniforms),
-                    Catch::Contains("depth 1 has 12 uniforms for 3 rows of 3 siblings"));
-  CHECK_THROWS_WITH(
-      planned.plan_siblings(draft, {depths[0], {depths[1][0], depths[1][2], depths[1][1]}}, children, uniforms),
-      Catch::Contains("plan_siblings was given sequence 0's rows apart"));
+  CHECK_THROWS_WITH(planned.plan_siblings(draft, depths, {3, 4}, uniforms),
+                    Catch::Contains("depth 1 has 4 rows for the 6 children of the depth before"));
+  CHECK_THROWS_WITH(planned.plan_siblings(draft, depths, children, {uniforms[0], std::vector<double>(9, 0.5)}),
+                    Catch::Contains("9 uniforms for sequence 1, whose rows may draw 10"));
+  CHECK_THROWS_WITH(planned.plan_siblings(draft, {depths[0], {depths[1][2], depths[1][3], depths[1][0], depths[1][1]}},
+                                          children, uniforms),
+                    Catch::Contains("depth 1 has sequence 1's rows in the place of sequence 0's"));
+  CHECK_THROWS_WITH(planned.plan_siblings(draft, {depths[0], {depths[1][0], depths[1][2], depths[1][1], depths[1][3]}},
+                                          children, uniforms),
+                    Catch::Contains("plan_siblings was given sequence 0's rows apart"));
 }
 
 // A run's reservation (BatchVerifier::reserve, before its first step) holds its largest step at a vocabulary whose mask

@@ -507,7 +507,7 @@ TEST_CASE("ranked children on the GPU at a 128K vocabulary", "[gpu][ranked]") { 
 
 // Siblings drawn without replacement on the GPU against the emulation (tested against draw_children on the host):
 // dyadic laws, whose float64 sums are exact in any order, with fewer positive tokens than children in most rows; V
-// within one tile of the inverse-CDF scan and over several (scalar and 4-wide).
+// within one tile of the inverse-CDF scan and over several (scalar and 4-wide); then as a depth of a fixed-shape tree.
 TEST_CASE("siblings drawn without replacement on the GPU are the emulation's", "[gpu][siblings][sanitize]") {
   for (int32_t vocab : {37, 64, 4099, 8192})
     for (int32_t count : {1, 3, 5}) {
@@ -530,6 +530,37 @@ TEST_CASE("siblings drawn without replacement on the GPU are the emulation's", "
       INFO("V = " << vocab << ", count " << count << ", vec " << sibling_draw_vec(p));
       CHECK(d_tokens.to_host() == expected);
       CHECK(d_spent.to_host() == spent);
+      // A depth of a fixed-shape tree: each sequence's uniforms from where its depths before stopped (2, 0 and 5 of
+      // them), the rows whose node was never drawn (-1) drawing nothing, each sequence's count handed on.
+      const int32_t U = 4 * count + 5;
+      std::vector<double> per_sequence(3 * static_cast<size_t>(U));
+      for (size_t u = 0; u < per_sequence.size(); ++u) per_sequence[u] = c.uniforms[u % c.uniforms.size()];
+      const std::vector<int32_t> before = {2, 0, 5}, row_tokens = {4, -1, 0, 9, -1, 1, -1, 3};
+      const DeviceArray<double> d_per_sequence(per_sequence);
+      const DeviceArray<int32_t> d_before(before), d_row_tokens(row_tokens);
+      DeviceArray<int32_t> d_after(3);
+      d_tokens.poison();
+      d_spent.poison();
+      d_after.poison();
+      SiblingDrawParams q = p;
+      q.uniforms = d_per_sequence.get();
+      q.uniforms_per_sequence = U;
+      q.spent_before = d_before.get();
+      q.spent_after = d_after.get();
+      q.row_tokens = d_row_tokens.get();
+      launch_sibling_draws(q);
+      check_cuda(cudaDeviceSynchronize(), "fixed-shape sibling draws");
+      std::vector<int32_t> after(3, -7);
+      SiblingDrawParams e =
+          c.params(c.laws.data(), c.rows.data(), c.first.data(), per_sequence.data(), expected.data(), spent.data());
+      e.uniforms_per_sequence = U;
+      e.spent_before = before.data();
+      e.spent_after = after.data();
+      e.row_tokens = row_tokens.data();
+      emulate_sibling_draws(e, EmulationOptions{32});
+      CHECK(d_tokens.to_host() == expected);
+      CHECK(d_spent.to_host() == spent);
+      CHECK(d_after.to_host() == after);
     }
 }
 

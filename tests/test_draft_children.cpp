@@ -213,6 +213,111 @@ TEST_CASE("siblings drawn on the device that ignore what earlier rows spent are 
 
 namespace {
 
+// A tree of shape 3,2 drawn at its full shape for two sequences, a launch a depth: each sequence's uniforms taken in
+// turn across the depths (spent_before / spent_after), a row under a node never drawn (-1) drawing nothing. The
+// reference is draw_children's loop over the full shape's rows in order, a row under a -1 skipped, so the children that
+// are not -1 are the CPU's tree's. Counts the sequences whose draws differ, at every thread count and schedule; `dead`
+// gets the rows that drew nothing.
+int64_t wrong_fixed_shape_draws(int32_t vocab, uint64_t seed, int64_t* dead = nullptr) {
+  const std::vector<int32_t> shape = {3, 2};
+  const int32_t S = 2, U = 3 + 3 * 2;  // a sequence draws at most once a node
+  const testing::SiblingDrawCase c = testing::sibling_draw_case(seed, vocab, 3);
+  const AlignedRows aligned(c.laws);
+  // Sequence s's full-shape row k (0: the root; 1 to 3: the root's children) draws from law (4 s + k) % 9.
+  const auto law_of = [](int32_t s, int32_t k) { return (4 * s + k) % 9; };
+  std::vector<std::vector<int32_t>> rows(2), first(2);
+  for (int32_t s = 0; s < S; ++s) {
+    rows[0].push_back(law_of(s, 0));
+    for (int32_t k = 1; k <= 3; ++k) rows[1].push_back(law_of(s, k));
+  }
+  first[0] = {0, 1, 2};
+  first[1] = {0, 3, 6};
+  // The reference: sequence s's full-shape children, depth by depth.
+  std::vector<std::vector<int32_t>> expected = {std::vector<int32_t>(S * 3, -1), std::vector<int32_t>(S * 3 * 2, -1)};
+  int64_t rows_dead = 0;
+  for (int32_t s = 0; s < S; ++s) {
+    int32_t attempt = 0;
+    for (int32_t d = 0; d < 2; ++d)
+      for (int32_t r = first[d][s]; r < first[d][s + 1]; ++r) {
+        if (d == 1 && expected[0][static_cast<size_t>(r)] < 0) {
+          ++rows_dead;
+          continue;
+        }
+        const float* q = c.laws.data() + static_cast<size_t>(rows[d][static_cast<size_t>(r)]) * vocab;
+        std::vector<float> remaining(q, q + vocab);
+        for (int32_t j = 0; j < shape[d]; ++j) {
+          const int32_t t =
+              sample_from_weights(remaining.data(), vocab, c.uniforms[static_cast<size_t>(s * U + attempt++)]);
+          expected[d][static_cast<size_t>(r * shape[d] + j)] = t;
+          if (t < 0) break;
+          remaining[static_cast<size_t>(t)] = 0.0f;
+        }
+      }
+  }
+  if (dead) *dead = rows_dead;
+  int64_t wrong = 0;
+  for (int threads : {4, 8, 32})
+    for (FiberSchedule schedule : {FiberSchedule::forward, FiberSchedule::reverse, FiberSchedule::rotating}) {
+      std::vector<std::vector<int32_t>> tokens = {std::vector<int32_t>(expected[0].size(), -7),
+                                                  std::vector<int32_t>(expected[1].size(), -7)};
+      std::vector<int32_t> spent(6, -7), carried(3 * S, -7);
+      std::fill(carried.begin(), carried.begin() + S, 0);
+      for (int32_t d = 0; d < 2; ++d) {
+        SiblingDrawParams p =
+            c.params(aligned.data, rows[d].data(), first[d].data(), c.uniforms.data(), tokens[d].data(), spent.data());
+        p.sequences = S;
+        p.rows_total = static_cast<int32_t>(rows[d].size());
+        p.count = shape[d];
+        p.uniforms_per_sequence = U;
+        p.spent_before = carried.data() + d * S;
+        p.spent_after = carried.data() + (d + 1) * S;
+        p.row_tokens = d == 0 ? nullptr : tokens[0].data();
+        emulate_sibling_draws(p, EmulationOptions{threads, schedule});
+      }
+      for (int32_t s = 0; s < S; ++s) {
+        bool same = true;
+        for (int32_t d = 0; d < 2; ++d) {
+          const auto from = static_cast<size_t>(first[d][s] * shape[d]),
+                     to = static_cast<size_t>(first[d][s + 1] * shape[d]);
+          same = same && std::equal(expected[d].begin() + from, expected[d].begin() + to, tokens[d].begin() + from);
+        }
+        INFO("V = " << vocab << ", " << threads << " threads, " << fiber_schedule_name(schedule) << ", sequence " << s);
+        if (active_mutant() == Mutant::none) CHECK(same);
+        wrong += same ? 0 : 1;
+      }
+    }
+  return wrong;
+}
+
+}  // namespace
+
+TEST_CASE("a fixed-shape tree of siblings without replacement drawn a launch a depth is draw_children's",
+          "[kernels][emulation]") {
+  int64_t dead = 0;
+  for (int32_t vocab : {5, 37, 64})
+    for (uint64_t seed : {1, 2, 3, 4}) {
+      int64_t d = 0;
+      CHECK(wrong_fixed_shape_draws(vocab, 0x5d0 + seed * 100 + vocab, &d) == 0);
+      dead += d;
+    }
+  CHECK(dead > 0);  // some rows lie under a node never drawn
+}
+
+TEST_CASE(
+    "fixed-shape sibling draws that drop the uniforms spent before a depth, or draw under undrawn nodes, are caught",
+    "[kernels][emulation][mutant]") {
+  {
+    ScopedMutant mutant(Mutant::device_siblings_carry_dropped);
+    CHECK(wrong_fixed_shape_draws(37, 0x5d0 + 100 + 37) > 0);
+  }
+  int64_t wrong = 0;
+  ScopedMutant mutant(Mutant::device_siblings_dead_rows_draw);
+  for (uint64_t seed : {1, 2, 3, 4}) wrong += wrong_fixed_shape_draws(37, 0x5d0 + seed * 100 + 37);
+  CHECK(wrong > 0);
+}
+
+namespace {
+
 // A sibling-draw launch over host arrays: one sequence of `rows` rows of `laws`, two draws a row.
 struct HostSiblingDraws {
   std::vector<float> laws;
@@ -260,6 +365,9 @@ TEST_CASE("the sibling-draw kernel refuses counts out of range and missing array
   p.sequences = 1;
   p.spent = nullptr;
   CHECK_THROWS_WITH(p.check(), Catch::Contains("spent [R] is null"));
+  p.spent = d.spent.data();
+  p.uniforms_per_sequence = 4;
+  CHECK_THROWS_WITH(p.check(), Catch::Contains("uniforms_per_sequence 4 needs spent_before and spent_after"));
 }
 
 // A row holding a NaN has no positive total: its first draw finds no mass (-1), and it takes one uniform, so the next

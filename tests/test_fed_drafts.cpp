@@ -55,13 +55,9 @@ SamplingParams drafting() {
 // `steps` proposals of `shape` (empty: a chain of 4) for three sequences, fed on cuda-host and on the CPU, each step's
 // contexts then following a path of the CPU's trees plus one token. Counts the trees that differ; `waits` gets the
 // fed proposals' downloads.
-// `redrawn` (siblings without replacement): the proposals fed, and those drawn again because a row ran out of mass.
-struct Redrawn {
-  uint64_t fed = 0, redrawn = 0;
-};
+// `params`: the draft's and the target's settings.
 int64_t differing_trees(const std::string& model_device, const std::vector<int32_t>& shape, SiblingScheme scheme,
-                        int steps, std::vector<uint64_t>* waits = nullptr, const SamplingParams& params = drafting(),
-                        Redrawn* redrawn = nullptr) {
+                        int steps, std::vector<uint64_t>* waits = nullptr, const SamplingParams& params = drafting()) {
   const auto model = std::make_shared<SessionsSeen>(kDraftDir, "auto", model_device);
   const int32_t V = model->vocab_size();
   const SamplerPipeline target(params, V);
@@ -120,7 +116,6 @@ int64_t differing_trees(const std::string& model_device, const std::vector<int32
     CHECK(fed_kept == cpu_kept);
   }
   CHECK(device.staging_waits() == 0);  // no staging buffer written while its upload might still run on a GPU
-  if (redrawn) *redrawn = Redrawn{factory.fed_sibling_proposals(), factory.fed_sibling_redraws()};
   return differing;
 }
 
@@ -143,13 +138,9 @@ TEST_CASE("a draft transformer's chains and trees drawn fed on cuda-host are the
       INFO("draft on " << model_device << ", " << (shape.tree.empty() ? "chain of 4" : "a tree") << ", "
                        << sibling_scheme_name(shape.scheme) << " siblings");
       std::vector<uint64_t> waits;
-      Redrawn redrawn;
-      CHECK(differing_trees(model_device, shape.tree, shape.scheme, 4, &waits, drafting(), &redrawn) == 0);
-      // One wait for the drawn ids and their statuses (two copies), not one a depth. Top-k 40 leaves every sibling
-      // drawn without replacement some mass: no proposal is drawn again.
+      CHECK(differing_trees(model_device, shape.tree, shape.scheme, 4, &waits) == 0);
+      // One wait for the drawn ids and their statuses (two copies), not one a depth.
       for (uint64_t w : waits) CHECK(w == 2);
-      CHECK(redrawn.redrawn == 0);
-      CHECK(redrawn.fed == (shape.scheme == SiblingScheme::without_replacement ? 4u : 0u));
     }
   // Every depth's forward given the first depth's ids as its newest nodes' (from the third depth on): other trees.
   const ScopedMutant on(Mutant::fed_drafts_read_first_depth);
@@ -158,29 +149,28 @@ TEST_CASE("a draft transformer's chains and trees drawn fed on cuda-host are the
   CHECK(differing_trees("cpu", {2, 1, 1}, SiblingScheme::without_replacement, 2) > 0);
 }
 
-TEST_CASE(
-    "fed siblings without replacement whose rows run out of mass are drawn again a depth at a time: the CPU's "
-    "trees",
-    "[device]") {
+TEST_CASE("fed siblings without replacement whose rows run out of mass: the CPU's smaller trees, one wait a proposal",
+          "[device]") {
   // Top-k 2 under four siblings: the root spends three slots of four (two tokens, then a draw finding no mass), so the
-  // CPU's second depth starts a slot earlier than the fed plan's.
+  // CPU's second depth starts a slot earlier than a full tree's would, and the root's last two children are never
+  // drawn: their rows draw nothing, and the trees are smaller than full, their laws moved to the smaller trees' rows.
   SamplingParams truncated = drafting();
   truncated.top_k = 2;
   for (const std::string model_device : {"cpu", "libtorch"}) {
     INFO("draft on " << model_device);
     std::vector<uint64_t> waits;
-    Redrawn redrawn;
-    CHECK(differing_trees(model_device, {4, 2}, SiblingScheme::without_replacement, 5, &waits, truncated, &redrawn) ==
-          0);
-    // Fed twice (the second try of the first eight), drawn again each time, then a depth at a time: two waits, each
-    // bringing back the siblings and the rows' statuses.
-    CHECK(redrawn.fed == 2);
-    CHECK(redrawn.redrawn == 2);
-    CHECK(waits == std::vector<uint64_t>{6, 6, 4, 4, 4});
+    CHECK(differing_trees(model_device, {4, 2}, SiblingScheme::without_replacement, 5, &waits, truncated) == 0);
+    for (uint64_t w : waits) CHECK(w == 2);
   }
-  // The fed draws kept as if drawn a depth at a time: the second depth's slots are not the CPU's.
-  const ScopedMutant on(Mutant::fed_siblings_keep_run_out);
-  CHECK(differing_trees("cpu", {4, 2}, SiblingScheme::without_replacement, 2, nullptr, truncated) > 0);
+  {
+    // Each depth from the sequence's first slot: the second depth's draws are not the CPU's.
+    const ScopedMutant on(Mutant::device_siblings_carry_dropped);
+    CHECK(differing_trees("cpu", {4, 2}, SiblingScheme::without_replacement, 2, nullptr, truncated) > 0);
+  }
+  // The rows under a node never drawn draw all the same: refused when the ids come back.
+  const ScopedMutant on(Mutant::device_siblings_dead_rows_draw);
+  CHECK_THROWS_WITH(differing_trees("cpu", {4, 2}, SiblingScheme::without_replacement, 1, nullptr, truncated),
+                    Contains("planned sibling 0 of row 2 of depth 1 is"));
 }
 
 TEST_CASE("a session's pending tokens read where they lie give the tokens' bits, and once known its path is followed",

@@ -84,9 +84,10 @@ enum class Mutant {
   device_siblings_replaced,     // siblings drawn without replacement on the device each from the whole law
   device_siblings_skip_spent,   // a row's siblings drawn on the device start as if every earlier row drew them all
   fed_drafts_read_first_depth,  // a fed draft's every depth's forward reads the first depth's ids as its newest nodes'
-  fed_siblings_keep_run_out,    // a fed tree of siblings without replacement a row of which ran out of mass is kept
-  kept_ids_depths_misplaced,    // a fed draft's ids kept for verification take each depth's from the depth before
-  pending_counts_skip_newest,   // a penalised row's pending draft ids leave out the newest one (its own node's token)
+  device_siblings_dead_rows_draw,  // a fixed-shape tree's rows under a node never drawn draw siblings all the same
+  device_siblings_carry_dropped,   // a fixed-shape tree's depths each start at the sequence's first uniform
+  kept_ids_depths_misplaced,       // a fed draft's ids kept for verification take each depth's from the depth before
+  pending_counts_skip_newest,  // a penalised row's pending draft ids leave out the newest one (its own node's token)
 };
 
 #ifdef SPECULA_NO_MUTATION_POINTS

@@ -55,6 +55,7 @@ enum Slot : int {
   kSiblingFirst,
   kSiblingUniforms,
   kSiblingSpent,
+  kSiblingCarried,
   kQFirstRow,
   kKeptIds,
   kKeptStatus,
@@ -302,33 +303,57 @@ void BatchVerifier::plan_siblings(const SamplerPipeline& draft, const std::vecto
                                   const std::vector<std::vector<double>>& uniforms) {
   planned_.reset();
   if (depths.empty()) fail("batch verifier: plan_siblings needs depths");
-  if (children.size() != depths.size() || uniforms.size() != depths.size())
-    fail("batch verifier: plan_siblings was given ", children.size(), " sibling counts and ", uniforms.size(),
-         " depths of uniforms for ", depths.size(), " depths");
+  if (children.size() != depths.size())
+    fail("batch verifier: plan_siblings was given ", children.size(), " sibling counts for ", depths.size(), " depths");
   check_vocabulary(draft, "draft");
+  const int64_t S = static_cast<int64_t>(uniforms.size());
+  if (S < 1 || S > draft_sequences_)
+    fail("batch verifier: plan_siblings was given uniforms for ", S, " sequences, but draft_laws made room for ",
+         draft_sequences_);
   PlannedDrafts plan;
   plan.siblings = true;
   plan.first_draw = {0};
   plan.first_child = {0};
   plan.sequence_first = {0};
   std::vector<int32_t> firsts;
-  std::vector<double> all_uniforms;
+  std::vector<int64_t> most(static_cast<size_t>(S), 0);  // the draws each sequence's rows may take in all
   int64_t widest = 0;
   for (size_t d = 0; d < depths.size(); ++d) {
     const int64_t R = static_cast<int64_t>(depths[d].size());
     if (R == 0) fail("batch verifier: plan_siblings was given a depth of no rows");
     check_children(children[d], "siblings a row; the device draws");
-    if (static_cast<int64_t>(uniforms[d].size()) != R * children[d])
-      fail("batch verifier: plan_siblings' depth ", d, " has ", uniforms[d].size(), " uniforms for ", R, " rows of ",
-           children[d], " siblings");
+    // A fixed shape: depth d's rows are the depth before's children, in order (row r's node is its child r).
+    if (d > 0 && R != plan.first_child[d] - plan.first_child[d - 1])
+      fail("batch verifier: plan_siblings' depth ", d, " has ", R, " rows for the ",
+           plan.first_child[d] - plan.first_child[d - 1], " children of the depth before");
     const std::vector<int32_t> first = sequence_firsts(depths[d], draft_sequences_, "plan_siblings");
+    // Every sequence at every depth, in order (a launch's sequence s takes the uniforms of sequence s).
+    if (static_cast<int64_t>(first.size()) != S + 1)
+      fail("batch verifier: plan_siblings' depth ", d, " has the rows of ", first.size() - 1, " sequences, not ", S);
+    for (int64_t i = 0; i < S; ++i) {
+      if (depths[d][static_cast<size_t>(first[static_cast<size_t>(i)])].sequence != i)
+        fail("batch verifier: plan_siblings' depth ", d, " has sequence ",
+             depths[d][static_cast<size_t>(first[static_cast<size_t>(i)])].sequence,
+             "'s rows in the place of sequence ", i, "'s");
+      most[static_cast<size_t>(i)] += (first[static_cast<size_t>(i) + 1] - first[static_cast<size_t>(i)]) * children[d];
+    }
     firsts.insert(firsts.end(), first.begin(), first.end());
     plan.sequence_first.push_back(static_cast<int64_t>(firsts.size()));
-    all_uniforms.insert(all_uniforms.end(), uniforms[d].begin(), uniforms[d].end());
     plan.draws.insert(plan.draws.end(), depths[d].begin(), depths[d].end());
     plan.first_draw.push_back(static_cast<int64_t>(plan.draws.size()));
     plan.first_child.push_back(plan.first_child.back() + R * children[d]);
     widest = std::max(widest, R);
+  }
+  // Each sequence's uniforms in turn across the depths, as many as its rows may draw (one array a sequence, all alike).
+  const size_t U = uniforms[0].size();
+  std::vector<double> all_uniforms;
+  for (int64_t i = 0; i < S; ++i) {
+    if (uniforms[static_cast<size_t>(i)].size() != U || static_cast<int64_t>(U) < most[static_cast<size_t>(i)])
+      fail("batch verifier: plan_siblings was given ", uniforms[static_cast<size_t>(i)].size(),
+           " uniforms for sequence ", i, ", whose rows may draw ", most[static_cast<size_t>(i)], " (and sequence 0 ", U,
+           ")");
+    all_uniforms.insert(all_uniforms.end(), uniforms[static_cast<size_t>(i)].begin(),
+                        uniforms[static_cast<size_t>(i)].end());
   }
   // Every frontier row keeps its law at its own node's row: distinct across the whole plan.
   const std::vector<int32_t> law_rows = this->law_rows(plan.draws, "plan_siblings");
@@ -346,12 +371,36 @@ void BatchVerifier::plan_siblings(const SamplerPipeline& draft, const std::vecto
   plan.sibling.rows = s.upload(kSiblingRows, law_rows);
   plan.sibling.first = s.upload(kSiblingFirst, firsts);
   plan.sibling.uniforms = s.upload(kSiblingUniforms, all_uniforms);
+  plan.sibling.uniforms_per_sequence = static_cast<int32_t>(U);
   plan.sibling.spent = s.device_array<int32_t>(kSiblingSpent, static_cast<size_t>(widest));
+  // The uniforms each sequence spent before depth d at [d * S, (d + 1) * S): none before the first.
+  // (Uploaded zeros; the kernels write the later depths' in the stream's own device array.)
+  plan.carried = const_cast<int32_t*>(
+      s.upload(kSiblingCarried, std::vector<int32_t>((depths.size() + 1) * static_cast<size_t>(S), 0)));
   plan.sibling.vocab = vocab_;
   // Pending ids index the plan's children in order.
   plan_pending_counts(plan, draft, m, plan.first_child, plan.children, "plan_siblings");
   plan.launched.assign(depths.size(), 0);
   planned_ = std::move(plan);
+}
+
+void BatchVerifier::move_draft_laws(int64_t sequence, const std::vector<std::pair<int32_t, int32_t>>& moves) {
+  const int64_t N = draft_depth_, V = vocab_;
+  if (!draft_laws_ || sequence < 0 || sequence >= draft_sequences_)
+    fail("batch verifier: move_draft_laws for sequence ", sequence, ", but draft_laws made room for ",
+         draft_sequences_);
+  const size_t row = static_cast<size_t>(V) * sizeof(float);
+  int32_t last_from = -1;
+  for (const auto& [from, to] : moves) {
+    // Each row moves towards the front, in the order of the rows: none is written before it is read.
+    if (from < 0 || from > N || to < 0 || to > from || from <= last_from)
+      fail("batch verifier: move_draft_laws moves row ", from, " to row ", to, " (rows 0 to ", N,
+           ", each to a row before it, in order)");
+    last_from = from;
+    if (to == from) continue;
+    float* const base = draft_laws_ + sequence * (N + 1) * V;
+    stream_->copy_within_device(base + to * V, row, base + from * V, row, row, 1);
+  }
 }
 
 const int32_t* BatchVerifier::launch_planned(size_t depth) {
@@ -389,8 +438,12 @@ const int32_t* BatchVerifier::launch_planned(size_t depth) {
     SiblingDrawParams sp = plan.sibling;
     sp.rows += first;
     sp.first += plan.sequence_first[depth];
-    sp.uniforms += plan.first_child[depth];
     sp.tokens = plan.children + plan.first_child[depth];
+    // Each sequence's uniforms from where its depths before stopped; a row under a node never drawn draws nothing.
+    const int64_t S = plan.sequence_first[1] - 1;
+    sp.spent_before = plan.carried + static_cast<int64_t>(depth) * S;
+    sp.spent_after = plan.carried + static_cast<int64_t>(depth + 1) * S;
+    sp.row_tokens = depth == 0 ? nullptr : plan.children + plan.first_child[depth - 1];
     sp.sequences = static_cast<int32_t>(plan.sequence_first[depth + 1] - plan.sequence_first[depth] - 1);
     sp.rows_total = static_cast<int32_t>(n);
     sp.count = plan.children_per_row[depth];
@@ -423,15 +476,25 @@ std::vector<Token> BatchVerifier::planned_tokens() {
   if (R == 0) fail("batch verifier: planned_tokens before the plan's first depth was launched");
   std::vector<int32_t> status;
   if (plan.siblings) {
-    // As draw_siblings checks them, unless a row ran out of mass: then the slots the plan fixed are not the CPU's past
-    // it, the rows under its -1 read a placeholder's logits, and the caller draws the proposal again.
+    // As draw_siblings checks them, for the rows whose node was drawn (the others read a placeholder's logits and
+    // drew nothing).
     const int64_t n = plan.first_child[launched];
     const std::vector<Token> children = download_ids(plan.children, n, plan.params.status, R, status);
-    for (int64_t c = 0; c < n; ++c)
-      if (const Token t = children[static_cast<size_t>(c)]; t < -1 || t >= vocab_)
-        fail("batch verifier: planned sibling ", c, " is ", t, ", not -1 or a token of [0, ", vocab_, ")");
-    if (std::find(children.begin(), children.end(), Token{-1}) == children.end())
-      check_planned_statuses(plan, status.data(), R);
+    for (int64_t d = 0; d < launched; ++d) {
+      const int32_t count = plan.children_per_row[static_cast<size_t>(d)];
+      for (int64_t r = plan.first_draw[d]; r < plan.first_draw[d + 1]; ++r) {
+        const int64_t row = r - plan.first_draw[d];
+        const bool drawn = d == 0 || children[static_cast<size_t>(plan.first_child[d - 1] + row)] >= 0;
+        if (!drawn) status[static_cast<size_t>(r)] = 0;
+        for (int32_t j = 0; j < count; ++j) {
+          const int64_t c = plan.first_child[d] + row * count + j;
+          const Token t = children[static_cast<size_t>(c)], before = j > 0 ? children[static_cast<size_t>(c - 1)] : 0;
+          if (t < -1 || t >= vocab_ || (drawn && t == -1 && j == 0) || (t >= 0 && (before < 0 || !drawn)))
+            fail("batch verifier: planned sibling ", j, " of row ", row, " of depth ", d, " is ", t);
+        }
+      }
+    }
+    check_planned_statuses(plan, status.data(), R);
     return children;
   }
   if (plan.ranked) {

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda_device.h"
@@ -198,15 +199,22 @@ class BatchVerifier {
   // planned_tokens every depth's children in order. Pending ids index the plan's children in order.
   void plan_ranked(const SamplerPipeline& ranking, const std::vector<std::vector<DeviceDraw>>& depths,
                    const std::vector<int32_t>& children);
-  // The same for draw_siblings, with the tree's shape fixed in advance: depth d's rows `depths[d]` (each frontier row's
-  // law kept at its law row, as draw_siblings keeps it), `children[d]` siblings each, drawn with `uniforms[d]` (as
-  // draw_siblings takes them: each sequence's from its depth's first slot, every row taking `children[d]`). The plan
-  // fixes every row's slots, which the draws follow only while no row runs out of mass (a row that does spends fewer,
-  // and the CPU's later rows start earlier): planned_tokens then returns the children with their -1s and without
-  // checking the statuses (the rows under a -1 read a placeholder's logits), and the caller draws the proposal again a
-  // depth at a time. Pending ids index the plan's children in order. keep_planned_ids refuses it.
+  // The same for draw_siblings, for a tree of a fixed shape: depth d's rows `depths[d]` (each frontier row's law kept
+  // at its law row, as draw_siblings keeps it), `children[d]` siblings each, and the rows of depth d + 1 the children
+  // of depth d, in order (row r's node is child r), every sequence 0 .. S - 1 at every depth, in order. Sequence s
+  // draws with `uniforms[s]` in turn across the depths (its draft keys' slots from its first, as many as its rows may
+  // take, each sequence's alike in number), each row from where its sequence's rows before it stopped, as
+  // draw_children's slots run. A row whose node was never drawn (its token -1: an ancestor's law ran out of mass) draws
+  // nothing, its children all -1, so a sequence's children that are not -1 are the CPU's tree's nodes, in its order
+  // (move_draft_laws then brings their laws to the rows of that smaller tree). planned_tokens checks the statuses of
+  // the drawn rows only. Pending ids index the plan's children in order. keep_planned_ids refuses it: the trees'
+  // shapes are known once the ids come back.
   void plan_siblings(const SamplerPipeline& draft, const std::vector<std::vector<DraftDraw>>& depths,
                      const std::vector<int32_t>& children, const std::vector<std::vector<double>>& uniforms);
+  // Moves sequence `sequence`'s laws in draft_laws from row `from` to row `to` for each (from, to) of `moves`, on the
+  // stream behind the draws that wrote them: a fixed-shape proposal's laws to the rows of its tree without the nodes
+  // never drawn. Each row moves to a row no later than itself, the rows in increasing order.
+  void move_draft_laws(int64_t sequence, const std::vector<std::pair<int32_t, int32_t>>& moves);
   const int32_t* launch_planned(size_t depth);
   std::vector<Token> planned_tokens();
   // Instead of planned_tokens, once every depth is launched: ends the plan keeping its ids in device memory, regrouped
@@ -336,6 +344,7 @@ class BatchVerifier {
     int32_t* children = nullptr;
     SiblingDrawParams sibling;
     std::vector<int64_t> sequence_first;
+    int32_t* carried = nullptr;  // [(depths + 1) * S]: the uniforms each sequence spent before depth d, at d * S
     // The additions of pending ids' counts (n = 0: none), depth d's entries from pending_first[d], launched before it.
     PendingCountsParams pending;
     std::vector<int32_t> pending_first;
