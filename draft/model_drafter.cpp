@@ -242,7 +242,7 @@ bool ModelDrafterFactory::draws_on_device(const std::vector<DraftRequest>& reque
          });
 }
 
-// Whether a draft model's chains, i.i.d. trees and ranked trees are drawn fed (propose_fed): the model reads pending
+// Whether a draft model's chains and trees are drawn fed (propose_fed): the model reads pending
 // token ids where the draws leave them, in the memory its logits go to (the GPU's for a model writing there on the
 // verifier's stream; host memory for a model on the host under cuda-host). Its rows' histories need no token on the
 // host: penalties count the pending ids on the device (TokenHistory::pending_ids), and mirostat and constraints never
@@ -368,13 +368,15 @@ std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<
   return out;
 }
 
-// Chains, i.i.d. trees and ranked trees drawn fed: every depth's draws are known before the first forward (their keys
-// are the slots draw_children takes, their laws' rows the nodes', their logits the frontier rows each depth's forward
-// writes side by side; a ranked row gives all its children, as min(V, 256) bounds them), so they are uploaded at once
-// (BatchVerifier::plan_drafts, plan_ranked), and each depth's forward reads the ids of the nodes the depth before drew
-// where that depth's launches left them (TreeLogitsCall::device_tokens). On a GPU the host enqueues the whole proposal
-// without waiting and waits once, for every depth's ids, at the end, or not at all when they may stay on the device
-// (DraftRequest::ids_may_stay_on_device: BatchVerifier::keep_planned_ids, the trees' device_tokens); the draws are
+// Chains and trees drawn fed: every depth's draws are known before the first forward (their keys are the slots
+// draw_children takes, their laws' rows the nodes', their logits the frontier rows each depth's forward writes side by
+// side; a ranked row gives all its children, as min(V, 256) bounds them; siblings without replacement are drawn at the
+// full shape, their slots carried across the depths on the device), so they are uploaded at once
+// (BatchVerifier::plan_drafts, plan_ranked, plan_siblings), and each depth's forward reads the ids of the nodes the
+// depth before drew where that depth's launches left them (TreeLogitsCall::device_tokens). On a GPU the host enqueues
+// the whole proposal without waiting and waits once, for every depth's ids, at the end, or not at all when they may
+// stay on the device (DraftRequest::ids_may_stay_on_device: BatchVerifier::keep_planned_ids, the trees' device_tokens;
+// never for siblings without replacement, whose trees' shapes are known once the ids are back); the draws are
 // propose_on_device's, key for key.
 std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelDrafter*>& own,
                                                         const std::vector<DraftRequest>& requests,

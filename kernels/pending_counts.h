@@ -29,7 +29,9 @@ struct PendingCountsParams {
 };
 
 // Where entry e adds its occurrence in counts, or -1 for an id outside [0, V): a failed draw leaves -1, and its step
-// is refused by the draw's status before anything reads the row (BatchVerifier checks the plan's statuses).
+// is refused by the draw's status before anything reads the row (BatchVerifier checks the plan's statuses); a node of
+// a fixed-shape tree that was never drawn (siblings without replacement) leaves -1 too, and the rows under it draw
+// nothing.
 SPECULA_HD int64_t pending_count_offset(const PendingCountsParams& p, int32_t e, int32_t id) {
   if (id < 0 || id >= p.vocab) return -1;
   return static_cast<int64_t>(p.entries[2 * e]) * p.vocab + id;

@@ -622,11 +622,12 @@ TEST_CASE("siblings without replacement planned over depths are draw_siblings' a
         const int64_t law = (sequence * (N + 1) + node) * V + x;
         CHECK(planned_laws[law] == alone_laws[law]);
       }
-  // The laws moved towards the front, in order; refused out of order, backwards, or past the rows.
+  // The laws moved towards the front, in order; refused out of order, onto one row, backwards, or past the rows.
   std::vector<float> node_2(planned_laws + 2 * V, planned_laws + 3 * V);
-  planned.move_draft_laws(0, {{1, 1}, {2, 1}});
+  planned.move_draft_laws(0, {{2, 1}});
   CHECK(std::equal(node_2.begin(), node_2.end(), planned_laws + V));
   CHECK_THROWS_WITH(planned.move_draft_laws(0, {{2, 1}, {1, 0}}), Catch::Contains("moves row 1 to row 0"));
+  CHECK_THROWS_WITH(planned.move_draft_laws(0, {{1, 1}, {2, 1}}), Catch::Contains("moves row 2 to row 1"));
   CHECK_THROWS_WITH(planned.move_draft_laws(0, {{1, 2}}), Catch::Contains("moves row 1 to row 2"));
   CHECK_THROWS_WITH(planned.move_draft_laws(0, {{N + 1, 0}}), Catch::Contains("moves row 11 to row 0"));
   CHECK_THROWS_WITH(planned.move_draft_laws(B, {}), Catch::Contains("move_draft_laws for sequence 2"));

@@ -6,7 +6,9 @@
 // with one wait a proposal. LibTorch before Catch: glog's CHECK (through LibTorch's headers) must not replace Catch's.
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <string>
@@ -97,6 +99,20 @@ int64_t differing_trees(const std::string& model_device, const std::vector<int32
     for (size_t i = 0; i < B; ++i) {
       const TokenTree expected = cpu[i]->propose(on_cpu[i]);
       differing += trees[i].tokens != expected.tokens || trees[i].parent != expected.parent;
+      // The laws verification reads (in host memory on cuda-host): each row with children the CPU's law, at that
+      // row of the tree (for siblings without replacement, moved there from the full shape's row).
+      if (trees[i].device_q && trees[i].tokens == expected.tokens && trees[i].parent == expected.parent)
+        for (int32_t row = 0; row <= expected.size(); ++row) {
+          if (row > 0 && expected.children(row).empty()) continue;
+          const std::vector<float>& q = expected.q_at_row(row);
+          REQUIRE(q.size() == static_cast<size_t>(V));
+          const float* kept = trees[i].device_q + static_cast<int64_t>(row) * V;
+          float worst = 0.0f;
+          for (int32_t x = 0; x < V; ++x) worst = std::max(worst, std::abs(kept[x] - q[static_cast<size_t>(x)]));
+          INFO("sequence " << i << ", step " << step << ", row " << row);
+          CHECK(worst < 1e-5f);
+          differing += worst < 1e-5f ? 0 : 1;
+        }
       // The next context: the path to the tree's last node (its deepest), then one more token.
       if (!expected.tokens.empty()) {
         const std::vector<Token> path = expected.path(expected.size() - 1);
@@ -154,14 +170,17 @@ TEST_CASE("fed siblings without replacement whose rows run out of mass: the CPU'
   // Top-k 2 under four siblings: the root spends three slots of four (two tokens, then a draw finding no mass), so the
   // CPU's second depth starts a slot earlier than a full tree's would, and the root's last two children are never
   // drawn: their rows draw nothing, and the trees are smaller than full, their laws moved to the smaller trees' rows.
+  // A 4,3,2 tree: the second depth's rows run out too, so its third starts from slots carried over two depths, and its
+  // drawn nodes sit at other columns of the full shape's forwards than of the CPU's.
   SamplingParams truncated = drafting();
   truncated.top_k = 2;
-  for (const std::string model_device : {"cpu", "libtorch"}) {
-    INFO("draft on " << model_device);
-    std::vector<uint64_t> waits;
-    CHECK(differing_trees(model_device, {4, 2}, SiblingScheme::without_replacement, 5, &waits, truncated) == 0);
-    for (uint64_t w : waits) CHECK(w == 2);
-  }
+  for (const std::string model_device : {"cpu", "libtorch"})
+    for (const std::vector<int32_t>& shape : {std::vector<int32_t>{4, 2}, std::vector<int32_t>{4, 3, 2}}) {
+      INFO("draft on " << model_device << ", " << shape.size() << " depths");
+      std::vector<uint64_t> waits;
+      CHECK(differing_trees(model_device, shape, SiblingScheme::without_replacement, 5, &waits, truncated) == 0);
+      for (uint64_t w : waits) CHECK(w == 2);
+    }
   {
     // Each depth from the sequence's first slot: the second depth's draws are not the CPU's.
     const ScopedMutant on(Mutant::device_siblings_carry_dropped);
@@ -447,6 +466,44 @@ int64_t penalised_differences(GenerationConfig config, float target_temperature,
 }
 
 }  // namespace
+
+// Trees with siblings drawn without replacement through the generator: fed at the full shape, their ids back once
+// before verification (two waits a step), the CPU's sequences, on both model paths; drafts whose rows run out of mass
+// (top-k 2 under 4 and 3 siblings) give trees smaller than full, whose laws verification reads where they were moved;
+// and penalised (a row under a node never drawn counts its -1 as nothing).
+TEST_CASE(
+    "trees of siblings drawn without replacement, fed, through the generator: the CPU's sequences, two waits a step",
+    "[device]") {
+  SamplingParams truncated = other_draft();
+  truncated.top_k = 2;
+  struct Case {
+    std::vector<int32_t> shape;
+    SamplingParams draft, target;
+  };
+  SamplingParams penalised_target = penalised(drafting());
+  for (const std::string model_device : {"cpu", "libtorch"})
+    for (const Case& c :
+         {Case{{2, 2, 1}, other_draft(), drafting()}, Case{{4, 2}, truncated, drafting()},
+          Case{{4, 3, 2}, truncated, drafting()}, Case{{4, 2}, penalised(truncated), penalised_target}}) {
+      INFO("models on " << model_device << ", " << c.shape.size() << " depths, draft top-k " << c.draft.top_k
+                        << ", penalised " << c.draft.penalised());
+      GenerationConfig config = fed_config(VerifyMethod::tree, c.shape, SiblingScheme::without_replacement);
+      config.max_new_tokens = 14;
+      config.seed = 17;
+      const RunOf cpu = run_of(config, c.target, model_device, c.draft);
+      config.device = Device::cuda_host;
+      const RunOf device = run_of(config, c.target, model_device, c.draft);
+      REQUIRE(device.out.size() == cpu.out.size());
+      for (size_t n = 0; n < cpu.out.size(); ++n) CHECK(device.out[n].tokens == cpu.out[n].tokens);
+      REQUIRE(device.metrics.steps > 0);
+      CHECK(device.metrics.device_waits == 2 * device.metrics.steps);
+      CHECK(device.metrics.staging_waits == 0);
+      CHECK(device.metrics.growth_waits == 0);
+      CHECK(device.metrics.accepted == cpu.metrics.accepted);
+      CHECK(device.metrics.proposed == cpu.metrics.proposed);
+      CHECK(device.target_kept == cpu.target_kept);
+    }
+}
 
 // Penalties read a row's path: the draft's depths the ids drawn before them, the target's rows their paths' ids, all
 // counted on the device where they lie (TokenHistory::pending_ids), so a penalised step still waits once, with the

@@ -527,8 +527,8 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     const bool tree = !config_.tree_shape.empty(),
                ranked = tree && config_.tree_sampling == SiblingScheme::deterministic;
     StepReservation r{sequences, rows, draft_depth(config_), draft ? &*draft : nullptr};
-    // Trees not drawn fed (ranked ones from a model that does not read device ids; siblings without replacement) draw a
-    // depth at a time; ranked ones keep no law.
+    // Trees not drawn fed (ranked ones, or siblings without replacement, from a model that does not read device ids)
+    // draw a depth at a time; ranked ones keep no law.
     r.draft_depths_alone = tree && config_.tree_sampling != SiblingScheme::iid;
     r.draft_laws = !ranked;
     // Rows computed on the host reach a GPU through staging (cuda-host's models write its memory in place).

@@ -56,7 +56,9 @@ struct TreeLogitsCall {
   // device_tokens[0, ..) (int32: GPU memory for a model on the GPU, else host memory), written by work the model's
   // stream is ordered behind (a draft's draws, BatchVerifier::launch_planned), so the host never waits for them; their
   // tree->tokens are kPendingToken. Nodes before device_tokens_from may be pending too when the session's last call,
-  // of the same `pending_round` (a proposal's number, not 0), computed them. Null: every token is on the host.
+  // of the same `pending_round` (a proposal's number, not 0), computed them. An id of -1 (a draw that failed, or a node
+  // of a fixed-shape proposal that was never drawn) is read as token 0, and tree_tokens_known is then told 0 for it.
+  // Null: every token is on the host.
   const int32_t* device_tokens = nullptr;
   int64_t device_tokens_from = 0;
   uint64_t pending_round = 0;

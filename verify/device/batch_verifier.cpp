@@ -326,6 +326,9 @@ void BatchVerifier::plan_siblings(const SamplerPipeline& draft, const std::vecto
     if (d > 0 && R != plan.first_child[d] - plan.first_child[d - 1])
       fail("batch verifier: plan_siblings' depth ", d, " has ", R, " rows for the ",
            plan.first_child[d] - plan.first_child[d - 1], " children of the depth before");
+    for (const DraftDraw& row : depths[d])
+      if (row.sequence < 0 || row.sequence >= S)
+        fail("batch verifier: plan_siblings' depth ", d, " has a row of sequence ", row.sequence, ", of ", S);
     const std::vector<int32_t> first = sequence_firsts(depths[d], draft_sequences_, "plan_siblings");
     // Every sequence at every depth, in order (a launch's sequence s takes the uniforms of sequence s).
     if (static_cast<int64_t>(first.size()) != S + 1)
@@ -390,13 +393,15 @@ void BatchVerifier::move_draft_laws(int64_t sequence, const std::vector<std::pai
     fail("batch verifier: move_draft_laws for sequence ", sequence, ", but draft_laws made room for ",
          draft_sequences_);
   const size_t row = static_cast<size_t>(V) * sizeof(float);
-  int32_t last_from = -1;
+  int32_t last_from = -1, last_to = -1;
   for (const auto& [from, to] : moves) {
-    // Each row moves towards the front, in the order of the rows: none is written before it is read.
-    if (from < 0 || from > N || to < 0 || to > from || from <= last_from)
+    // Each row moves towards the front, in the order of the rows, to rows of its own: none is written before it is
+    // read, and no two land on one row.
+    if (from < 0 || from > N || to < 0 || to > from || from <= last_from || to <= last_to)
       fail("batch verifier: move_draft_laws moves row ", from, " to row ", to, " (rows 0 to ", N,
            ", each to a row before it, in order)");
     last_from = from;
+    last_to = to;
     if (to == from) continue;
     float* const base = draft_laws_ + sequence * (N + 1) * V;
     stream_->copy_within_device(base + to * V, row, base + from * V, row, row, 1);
@@ -480,21 +485,26 @@ std::vector<Token> BatchVerifier::planned_tokens() {
     // drew nothing).
     const int64_t n = plan.first_child[launched];
     const std::vector<Token> children = download_ids(plan.children, n, plan.params.status, R, status);
+    const auto drawn = [&](int64_t d, int64_t row) {
+      return d == 0 || children[static_cast<size_t>(plan.first_child[d - 1] + row)] >= 0;
+    };
+    for (int64_t d = 0; d < launched; ++d)
+      for (int64_t r = plan.first_draw[d]; r < plan.first_draw[d + 1]; ++r)
+        if (!drawn(d, r - plan.first_draw[d])) status[static_cast<size_t>(r)] = 0;
+    check_planned_statuses(plan, status.data(), R);
     for (int64_t d = 0; d < launched; ++d) {
       const int32_t count = plan.children_per_row[static_cast<size_t>(d)];
       for (int64_t r = plan.first_draw[d]; r < plan.first_draw[d + 1]; ++r) {
         const int64_t row = r - plan.first_draw[d];
-        const bool drawn = d == 0 || children[static_cast<size_t>(plan.first_child[d - 1] + row)] >= 0;
-        if (!drawn) status[static_cast<size_t>(r)] = 0;
+        const bool row_drawn = drawn(d, row);
         for (int32_t j = 0; j < count; ++j) {
           const int64_t c = plan.first_child[d] + row * count + j;
           const Token t = children[static_cast<size_t>(c)], before = j > 0 ? children[static_cast<size_t>(c - 1)] : 0;
-          if (t < -1 || t >= vocab_ || (drawn && t == -1 && j == 0) || (t >= 0 && (before < 0 || !drawn)))
+          if (t < -1 || t >= vocab_ || (row_drawn && t == -1 && j == 0) || (t >= 0 && (before < 0 || !row_drawn)))
             fail("batch verifier: planned sibling ", j, " of row ", row, " of depth ", d, " is ", t);
         }
       }
     }
-    check_planned_statuses(plan, status.data(), R);
     return children;
   }
   if (plan.ranked) {
@@ -771,7 +781,8 @@ int64_t device_step_bytes(int32_t vocab, const SamplingParams& target, const std
     per_row += 4 * V;                                       // a draft model's laws (kDraftLaws)
     if (!verifies_greedily(*method)) per_row += 4 * V + 1;  // q uploaded, q_present (kQ, kQPresent)
     // The draft's ids: drawn (kDraftChildren), kept for verification with their statuses (kKeptIds, kKeptStatus), and
-    // siblings drawn without replacement (kSiblingRows, kSiblingUniforms, kSiblingSpent); drafts, parents, path and
+    // siblings drawn without replacement (kSiblingRows, kSiblingUniforms, kSiblingSpent; kSiblingFirst and
+    // kSiblingCarried, a few per sequence and depth, fit in what a row's kept ids take); drafts, parents, path and
     // emitted.
     per_row += 4 + 8 + 4 + 8 + 4 + 4 * 4;
   }

@@ -108,8 +108,9 @@ struct StepReservation {
   // penalised pipeline's counts.
   int64_t path_ids = 0;
   // The settings of a draft drawn on the device (DrafterFactory::device_draw_params), whose plans stage their own
-  // inputs; with `draft_depths_alone` (ranked trees, or siblings drawn without replacement, a depth at a time) in the
-  // target's slots too; `draft_laws`: whether its draws keep their laws there (all but ranked trees).
+  // inputs; with `draft_depths_alone` (ranked trees, or siblings drawn without replacement, a depth at a time where the
+  // draft model does not read its ids on the device) in the target's slots too; `draft_laws`: whether its draws keep
+  // their laws there (all but ranked trees).
   const SamplingParams* draft = nullptr;
   bool draft_depths_alone = false;
   bool draft_laws = true;
@@ -213,7 +214,7 @@ class BatchVerifier {
                      const std::vector<int32_t>& children, const std::vector<std::vector<double>>& uniforms);
   // Moves sequence `sequence`'s laws in draft_laws from row `from` to row `to` for each (from, to) of `moves`, on the
   // stream behind the draws that wrote them: a fixed-shape proposal's laws to the rows of its tree without the nodes
-  // never drawn. Each row moves to a row no later than itself, the rows in increasing order.
+  // never drawn. Each row moves to a row no later than itself, the rows and their destinations in increasing order.
   void move_draft_laws(int64_t sequence, const std::vector<std::pair<int32_t, int32_t>>& moves);
   const int32_t* launch_planned(size_t depth);
   std::vector<Token> planned_tokens();
