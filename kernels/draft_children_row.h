@@ -139,6 +139,9 @@ SPECULA_HD void draw_row(Block& b, const SiblingDrawParams& p, int32_t r) {
   int32_t* out = p.tokens + static_cast<int64_t>(r) * p.count;
   int32_t j = 0;
   if (row_dead(p, r)) j = p.count;  // no draw: every child -1 below
+  // The low six bits of every sibling drawn so far, as a 64-bit set: a token whose bit is clear was not drawn, so only
+  // the tokens whose bit is set (about count / 64 of them) compare against the list.
+  uint64_t maybe_drawn = 0;
   for (; j < p.count; ++j) {
     const int32_t before = keep_drawn ? j : 0;
     const auto weight = [&](int32_t base, double(&w)[VEC]) {
@@ -146,7 +149,8 @@ SPECULA_HD void draw_row(Block& b, const SiblingDrawParams& p, int32_t r) {
       fused_sampler::load_vec<VEC>(q + base, x);
       for (int k = 0; k < VEC; ++k) {
         bool taken = false;
-        for (int32_t i = 0; i < before; ++i) taken = taken || drawn[i] == base + k;
+        if ((maybe_drawn >> ((base + k) & 63)) & 1u)
+          for (int32_t i = 0; i < before; ++i) taken = taken || drawn[i] == base + k;
         w[k] = taken ? 0.0 : static_cast<double>(x[k]);
       }
     };
@@ -154,7 +158,8 @@ SPECULA_HD void draw_row(Block& b, const SiblingDrawParams& p, int32_t r) {
     if (b.leader()) out[j] = t;
     if (t < 0) break;
     if (b.leader()) drawn[j] = t;
-    b.sync();  // the next draw reads it
+    maybe_drawn |= uint64_t{1} << (t & 63);  // t is the block's: every thread keeps the same set
+    b.sync();                                // the next draw reads it
   }
   if (b.leader())
     for (int32_t i = row_dead(p, r) ? 0 : j + 1; i < p.count; ++i) out[i] = -1;
