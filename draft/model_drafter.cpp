@@ -481,42 +481,13 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
   }
   // One wait: every depth's ids, depth d's of sequence i at B * before[d] + i * n[d].
   const std::vector<Token> tokens = device.planned_tokens();
-  if (siblings) {
-    // Node m of the full shape (depth d, frontier row k of it) has its parent at row parent_row[m].
-    std::vector<int32_t> parent_row(static_cast<size_t>(nodes));
-    for (size_t d = 0; d < K; ++d)
-      for (int64_t t = 0; t < n[d]; ++t)
-        parent_row[static_cast<size_t>(before[d] + t)] =
-            static_cast<int32_t>(d == 0 ? 0 : before[d] + 1 - f[d] + t / shape[d]);
-    std::vector<TokenTree> out;
-    for (int64_t i = 0; i < B; ++i) {
-      std::vector<Token> full, fed;  // the full shape's ids (-1: never drawn), and what its forwards read for them
-      for (size_t d = 0; d < K; ++d) {
-        const auto first = tokens.begin() + B * before[d] + i * n[d];
-        full.insert(full.end(), first, first + n[d]);
-      }
-      for (Token t : full) fed.push_back(std::max<Token>(t, 0));  // the clamp TreeLogitsCall::device_tokens takes
-      own[i]->tokens_known(proposals[i], fed.data(), round);
-      // The tree of the nodes drawn, in the plan's order (the CPU's: a depth's drawn nodes are the next frontier, each
-      // row's children in turn), each law moved to its row there.
-      TokenTree tree;
-      tree.scheme = SiblingScheme::without_replacement;
-      std::vector<int32_t> row(static_cast<size_t>(nodes) + 1, -1);  // the full shape's row -> the tree's
-      row[0] = 0;
-      std::vector<std::pair<int32_t, int32_t>> moves;
-      for (int32_t m = 0; m < nodes; ++m) {
-        if (full[static_cast<size_t>(m)] < 0) continue;
-        const int32_t parent = row[static_cast<size_t>(parent_row[static_cast<size_t>(m)])];
-        if (parent < 0) fail(description(), ": a fed tree's node ", m, " was drawn under a node never drawn");
-        tree.add(full[static_cast<size_t>(m)], parent - 1);
-        row[static_cast<size_t>(m) + 1] = tree.size();
-        if (m < before[K - 1]) moves.emplace_back(m + 1, tree.size());  // a node with children: its law
-      }
-      device.move_draft_laws(i, moves);
-      out.push_back(own[i]->finish_drawn_tree(proposals[i], std::move(tree), laws + i * (nodes + 1) * V));
-    }
-    return out;
-  }
+  // Node m of a full shape of siblings without replacement (depth d, frontier row k of it) has its parent at row
+  // parent_row[m].
+  std::vector<int32_t> parent_row(siblings ? static_cast<size_t>(nodes) : 0);
+  for (size_t d = 0; d < K && siblings; ++d)
+    for (int64_t t = 0; t < n[d]; ++t)
+      parent_row[static_cast<size_t>(before[d] + t)] =
+          static_cast<int32_t>(d == 0 ? 0 : before[d] + 1 - f[d] + t / shape[d]);
   std::vector<TokenTree> out;
   for (int64_t i = 0; i < B; ++i) {
     std::vector<Token> own_tokens;
@@ -524,9 +495,34 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
       const auto first = tokens.begin() + B * before[d] + i * n[d];
       own_tokens.insert(own_tokens.end(), first, first + n[d]);
     }
-    own[i]->tokens_known(proposals[i], own_tokens.data(), round);
-    out.push_back(ranked ? own[i]->finish(proposals[i])
-                         : own[i]->finish_on_device(proposals[i], laws + i * (nodes + 1) * V));
+    if (!siblings) {
+      own[i]->tokens_known(proposals[i], own_tokens.data(), round);
+      out.push_back(ranked ? own[i]->finish(proposals[i])
+                           : own[i]->finish_on_device(proposals[i], laws + i * (nodes + 1) * V));
+      continue;
+    }
+    // The full shape's ids (-1: never drawn): the session is told what its forwards read for them (the clamp
+    // TreeLogitsCall::device_tokens takes).
+    std::vector<Token> fed;
+    for (Token t : own_tokens) fed.push_back(std::max<Token>(t, 0));
+    own[i]->tokens_known(proposals[i], fed.data(), round);
+    // The tree of the nodes drawn, in the plan's order (the CPU's: a depth's drawn nodes are the next frontier, each
+    // row's children in turn), each law moved to its row there.
+    TokenTree tree;
+    tree.scheme = SiblingScheme::without_replacement;
+    std::vector<int32_t> row(static_cast<size_t>(nodes) + 1, -1);  // the full shape's row -> the tree's
+    row[0] = 0;
+    std::vector<std::pair<int32_t, int32_t>> moves;
+    for (int32_t m = 0; m < nodes; ++m) {
+      if (own_tokens[static_cast<size_t>(m)] < 0) continue;
+      const int32_t parent = row[static_cast<size_t>(parent_row[static_cast<size_t>(m)])];
+      if (parent < 0) fail(description(), ": a fed tree's node ", m, " was drawn under a node never drawn");
+      tree.add(own_tokens[static_cast<size_t>(m)], parent - 1);
+      row[static_cast<size_t>(m) + 1] = tree.size();
+      if (m < before[K - 1]) moves.emplace_back(m + 1, tree.size());  // a node with children: its law
+    }
+    device.move_draft_laws(i, moves);
+    out.push_back(own[i]->finish_drawn_tree(proposals[i], std::move(tree), laws + i * (nodes + 1) * V));
   }
   return out;
 }

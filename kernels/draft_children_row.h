@@ -137,8 +137,8 @@ SPECULA_HD void draw_row(Block& b, const SiblingDrawParams& p, int32_t r) {
     p.spent_after[lo] = spent_before + attempt + p.spent[r];
   const float* q = p.probs + static_cast<int64_t>(p.rows[r]) * p.vocab;
   int32_t* out = p.tokens + static_cast<int64_t>(r) * p.count;
-  int32_t j = 0;
-  if (row_dead(p, r)) j = p.count;  // no draw: every child -1 below
+  const bool dead = row_dead(p, r);
+  int32_t j = dead ? p.count : 0;  // a row that draws nothing: every child -1 below
   // The low six bits of every sibling drawn so far, as a 64-bit set: a token whose bit is clear was not drawn, so only
   // the tokens whose bit is set (about count / 64 of them) compare against the list.
   uint64_t maybe_drawn = 0;
@@ -162,7 +162,7 @@ SPECULA_HD void draw_row(Block& b, const SiblingDrawParams& p, int32_t r) {
     b.sync();                                // the next draw reads it
   }
   if (b.leader())
-    for (int32_t i = row_dead(p, r) ? 0 : j + 1; i < p.count; ++i) out[i] = -1;
+    for (int32_t i = dead ? 0 : j + 1; i < p.count; ++i) out[i] = -1;
 }
 
 }  // namespace sibling_draws

@@ -71,6 +71,17 @@ std::string device_label(Device d) { return std::string("device ") + device_name
 // parameters (64 bytes) and every smaller per-row array (row maps, tokens, statuses, ids, uniforms) fit.
 constexpr int64_t kReservedBytesPerRow = 64;
 
+// The first of a row's `count` siblings (without replacement) that cannot be as drawn, or -1: a row whose node was
+// drawn has a processed law with mass, so its first sibling is a token, and after a -1 (no mass left) only -1; a row
+// whose node was never drawn (a fixed-shape plan's) draws nothing, all -1.
+int32_t bad_sibling(const Token* siblings, int32_t count, int32_t vocab, bool drawn = true) {
+  for (int32_t j = 0; j < count; ++j) {
+    const Token t = siblings[j], before = j > 0 ? siblings[j - 1] : 0;
+    if (t < -1 || t >= vocab || (drawn && t == -1 && j == 0) || (t >= 0 && (before < 0 || !drawn))) return j;
+  }
+  return -1;
+}
+
 }  // namespace
 
 void check_device_support(const std::optional<VerifyMethod>& method, const SamplingParams& s, int64_t draft_nodes,
@@ -326,10 +337,7 @@ void BatchVerifier::plan_siblings(const SamplerPipeline& draft, const std::vecto
     if (d > 0 && R != plan.first_child[d] - plan.first_child[d - 1])
       fail("batch verifier: plan_siblings' depth ", d, " has ", R, " rows for the ",
            plan.first_child[d] - plan.first_child[d - 1], " children of the depth before");
-    for (const DraftDraw& row : depths[d])
-      if (row.sequence < 0 || row.sequence >= S)
-        fail("batch verifier: plan_siblings' depth ", d, " has a row of sequence ", row.sequence, ", of ", S);
-    const std::vector<int32_t> first = sequence_firsts(depths[d], draft_sequences_, "plan_siblings");
+    const std::vector<int32_t> first = sequence_firsts(depths[d], S, "plan_siblings");
     // Every sequence at every depth, in order (a launch's sequence s takes the uniforms of sequence s).
     if (static_cast<int64_t>(first.size()) != S + 1)
       fail("batch verifier: plan_siblings' depth ", d, " has the rows of ", first.size() - 1, " sequences, not ", S);
@@ -494,15 +502,10 @@ std::vector<Token> BatchVerifier::planned_tokens() {
     check_planned_statuses(plan, status.data(), R);
     for (int64_t d = 0; d < launched; ++d) {
       const int32_t count = plan.children_per_row[static_cast<size_t>(d)];
-      for (int64_t r = plan.first_draw[d]; r < plan.first_draw[d + 1]; ++r) {
-        const int64_t row = r - plan.first_draw[d];
-        const bool row_drawn = drawn(d, row);
-        for (int32_t j = 0; j < count; ++j) {
-          const int64_t c = plan.first_child[d] + row * count + j;
-          const Token t = children[static_cast<size_t>(c)], before = j > 0 ? children[static_cast<size_t>(c - 1)] : 0;
-          if (t < -1 || t >= vocab_ || (row_drawn && t == -1 && j == 0) || (t >= 0 && (before < 0 || !row_drawn)))
-            fail("batch verifier: planned sibling ", j, " of row ", row, " of depth ", d, " is ", t);
-        }
+      for (int64_t row = 0; row < plan.first_draw[d + 1] - plan.first_draw[d]; ++row) {
+        const Token* siblings = children.data() + plan.first_child[d] + row * count;
+        if (const int32_t j = bad_sibling(siblings, count, vocab_, drawn(d, row)); j >= 0)
+          fail("batch verifier: planned sibling ", j, " of row ", row, " of depth ", d, " is ", siblings[j]);
       }
     }
     return children;
@@ -642,12 +645,9 @@ std::vector<Token> BatchVerifier::draw_siblings(const SamplerPipeline& draft, co
     if (status[static_cast<size_t>(r)] != 0)
       fail("draft from row ", d.law_row, " of sequence ", d.sequence, ": ",
            sampler_status_message(status[static_cast<size_t>(r)]));
-    // A processed law has mass, so its first sibling is a token; after a -1 (no mass left) only -1.
-    for (int32_t j = 0; j < children; ++j) {
-      const Token t = tokens[r * children + j], before = j > 0 ? tokens[r * children + j - 1] : 0;
-      if (t < -1 || t >= vocab_ || (t == -1 && j == 0) || (t >= 0 && before < 0))
-        fail("batch verifier: sibling ", j, " of row ", d.law_row, " of sequence ", d.sequence, " is ", t);
-    }
+    if (const int32_t j = bad_sibling(tokens.data() + r * children, children, vocab_); j >= 0)
+      fail("batch verifier: sibling ", j, " of row ", d.law_row, " of sequence ", d.sequence, " is ",
+           tokens[r * children + j]);
   }
   return tokens;
 }
@@ -661,6 +661,8 @@ std::vector<int32_t> BatchVerifier::sequence_firsts(const std::vector<DraftDraw>
   std::vector<uint8_t> seen(static_cast<size_t>(sequences), 0);
   for (int64_t r = 0; r < R; ++r) {
     const int64_t sequence = rows[static_cast<size_t>(r)].sequence;
+    if (sequence < 0 || sequence >= sequences)
+      fail("batch verifier: ", what, " was given a row of sequence ", sequence, ", of ", sequences);
     if (r > 0 && sequence == rows[static_cast<size_t>(r - 1)].sequence) continue;
     if (seen[static_cast<size_t>(sequence)]++)
       fail("batch verifier: ", what, " was given sequence ", sequence, "'s rows apart; a sequence's come together");

@@ -293,7 +293,8 @@ class BatchVerifier {
   // or children in order, of which ids_before_depth[d] are drawn before depth d.
   void plan_pending_counts(PlannedDrafts& plan, const SamplerPipeline& pipeline, const MappedInputs& m,
                            const std::vector<int64_t>& ids_before_depth, const int32_t* ids, const char* what);
-  // The first row of each sequence among `rows` (a sequence's rows together), then their count: draw_siblings' `first`.
+  // The first row of each sequence among `rows` (a sequence's rows together, each of [0, sequences)), then their count:
+  // draw_siblings' `first`.
   static std::vector<int32_t> sequence_firsts(const std::vector<DraftDraw>& rows, int64_t sequences, const char* what);
   // Where each draw keeps its law among draft_laws' rows (sequence * (N + 1) + law_row), checked: in range, no two at
   // one row. `what` names the caller.
