@@ -168,8 +168,12 @@ class ModelDrafter : public Drafter {
     tree.device_tokens = ids;
     return tree;
   }
+  // A tree of siblings without replacement comes back at its full shape, its nodes never drawn -1 (holes): they were
+  // never proposed, and the session is told the placeholder its forwards read for them (TreeLogitsCall::device_tokens).
   void tokens_known(const TokenTree& tree) override {
-    if (pending_round_ != 0) session_->tree_tokens_known(tree, pending_round_);
+    const auto holes = std::count(tree.tokens.begin(), tree.tokens.end(), Token{-1});
+    counters_.n_draft_tokens -= holes;
+    if (pending_round_ != 0) session_->tree_tokens_known(holes ? with_placeholders(tree) : tree, pending_round_);
     pending_round_ = 0;
   }
   // A proposal drawn at a full shape whose nodes never drawn are left out: `tree` (its laws at `laws`, in its rows).
@@ -376,8 +380,8 @@ std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<
 // depth before drew where that depth's launches left them (TreeLogitsCall::device_tokens). On a GPU the host enqueues
 // the whole proposal without waiting and waits once, for every depth's ids, at the end, or not at all when they may
 // stay on the device (DraftRequest::ids_may_stay_on_device: BatchVerifier::keep_planned_ids, the trees' device_tokens;
-// never for siblings without replacement, whose trees' shapes are known once the ids are back); the draws are
-// propose_on_device's, key for key.
+// siblings without replacement then stay at their full shape, with holes); the draws are propose_on_device's, key for
+// key.
 std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelDrafter*>& own,
                                                         const std::vector<DraftRequest>& requests,
                                                         bool out_on_gpu) const {
@@ -470,8 +474,9 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
     drawn = device.launch_planned(d);
     for (int64_t i = 0; i < B; ++i) own[i]->add_pending(proposals[i], shape[d]);
   }
-  if (requests[0].ids_may_stay_on_device && !siblings) {
-    // No wait: the target's forward and verification read the ids on the device, sequence by sequence.
+  if (requests[0].ids_may_stay_on_device) {
+    // No wait: the target's forward and verification read the ids on the device, sequence by sequence (siblings
+    // without replacement at their full shape, a node never drawn a hole that verification leaves out).
     const int32_t* const ids = device.keep_planned_ids(B);
     std::vector<TokenTree> out;
     for (int64_t i = 0; i < B; ++i)

@@ -28,6 +28,11 @@ constexpr int32_t kMaxVerifyTreeNodes = 256;  // tree nodes per row (the kernel 
 // Per-row flags.
 enum VerifyRowFlags : uint32_t {
   kVerifyRowHasQ = 1u << 0,  // the drafter recorded q for this row; otherwise drafts are point masses
+  // Tree, siblings without replacement only: a tree drawn at a full shape whose nodes never drawn are holes (token -1;
+  // a row's law ran out of mass before its siblings' count). Verified as the tree of its drawn nodes (holes left out,
+  // the others in order), keyed as that tree's nodes: the CPU verifier's draws on it (verify/ALGORITHMS.md, "Trees
+  // with holes"). A hole is a last sibling (no drawn node after it under its parent) and has holes only under it.
+  kVerifyRowHoles = 1u << 1,
 };
 
 // How the siblings under one tree node were drawn (the values of specula::SiblingScheme).
@@ -51,7 +56,7 @@ struct VerifyRowParams {
 // Per-row outcome (status array [B]). A row that is not `ok` emits nothing (counts 0, emitted all -1).
 enum class VerifyRowStatus : int32_t {
   ok = 0,
-  bad_draft_token = 1,     // a draft (node) token is outside [0, V)
+  bad_draft_token = 1,     // a draft (node) token is outside [0, V) (with kVerifyRowHoles: a hole out of place)
   bad_tree = 2,            // a parent index is not in [-1, node) (the tree is not topologically ordered)
   empty_distribution = 3,  // the row to sample from has no mass (the CPU verifier throws)
   bad_row_params = 4,      // num_draft outside [0, K] (or [0, N]), an unknown sibling scheme, or rows outside

@@ -506,39 +506,63 @@ SPECULA_HD TreeTokenState tree_state_at(const TreeSiblings& s, int32_t x, float 
   return {p_cur, tree_proposal(s, steps, x, q_x, drawn), drawn || x == s.token[steps]};
 }
 
-// A tree row's nodes are well formed: parents[i] in [-1, i) (topological order) and tokens in [0, V). Returns the
-// failure's status, or ok.
+// A tree row's nodes are well formed: parents[i] in [-1, i) (topological order) and tokens in [0, V). With `holes`
+// (kVerifyRowHoles) a token may be -1, a hole, where it is a last sibling: no drawn node after it has its parent, and
+// none has it as parent. Returns the failure's status, or ok.
 template <class Block>
 SPECULA_HD VerifyRowStatus check_tree_nodes(Block& b, const int32_t* tokens, const int32_t* parents, int32_t n,
-                                            int32_t vocab) {
-  int32_t bad_parent = kNoIndex;
+                                            int32_t vocab, bool holes) {
+  int32_t bad_parent = kNoIndex, bad_token = kNoIndex;
   b.for_each_index(n, [&](int32_t i) {
     if ((parents[i] < -1 || parents[i] >= i) && i < bad_parent) bad_parent = i;
   });
   bad_parent = b.min_i32(bad_parent);
-  const int32_t bad_token = first_bad_token(b, tokens, n, vocab);
   if (bad_parent != kNoIndex) return VerifyRowStatus::bad_tree;
-  if (bad_token != kNoIndex) return VerifyRowStatus::bad_draft_token;
-  return VerifyRowStatus::ok;
+  if (!holes) {
+    bad_token = first_bad_token(b, tokens, n, vocab);
+  } else {
+    b.for_each_index(n, [&](int32_t i) {
+      const int32_t t = tokens[i], parent = parents[i];
+      bool bad = t < -1 || t >= vocab || (t >= 0 && parent >= 0 && tokens[parent] < 0);
+      for (int32_t m = 0; m < i && t >= 0 && !bad; ++m) bad = parents[m] == parent && tokens[m] < 0;
+      if (bad && i < bad_token) bad_token = i;
+    });
+    bad_token = b.min_i32(bad_token);
+  }
+  return bad_token != kNoIndex ? VerifyRowStatus::bad_draft_token : VerifyRowStatus::ok;
 }
 
 // Child lists in node order (generation order): the children of row r are the nodes m >= r with
-// parents[m] = r - 1; first_child[r] is the first (-1 for a leaf), next_sibling[i] the next with i's parent.
+// parents[m] = r - 1, holes (token -1, with `holes`) left out; first_child[r] is the first (-1 for a leaf),
+// next_sibling[i] the next with i's parent.
 template <class Block>
-SPECULA_HD void tree_child_lists(Block& b, const int32_t* parents, int32_t n, int32_t* first_child,
-                                 int32_t* next_sibling) {
+SPECULA_HD void tree_child_lists(Block& b, const int32_t* parents, const int32_t* tokens, bool holes, int32_t n,
+                                 int32_t* first_child, int32_t* next_sibling) {
+  const auto listed = [&](int32_t m) { return !holes || tokens[m] >= 0; };
   b.for_each_index(n + 1, [&](int32_t r) {
     int32_t first = -1;
     for (int32_t m = r; m < n && first < 0; ++m)
-      if (parents[m] == r - 1) first = m;
+      if (parents[m] == r - 1 && listed(m)) first = m;
     first_child[r] = first;
   });
   b.for_each_index(n, [&](int32_t i) {
     int32_t next = -1;
     for (int32_t m = i + 1; m < n && next < 0; ++m)
-      if (parents[m] == parents[i]) next = m;
+      if (parents[m] == parents[i] && listed(m)) next = m;
     next_sibling[i] = next;
   });
+}
+
+// The key of row r (0: the root, node + 1 after a node) among the rows of the tree verified: with `holes`, the tree
+// of the drawn nodes alone, whose node is the number of drawn nodes before it (the CPU verifier's keys on that tree).
+SPECULA_HD uint32_t tree_row_key(const int32_t* tokens, bool holes, int32_t r) {
+#if !defined(__CUDA_ARCH__)
+  if (mutant_on(Mutant::tree_holes_keyed_by_shape)) holes = false;
+#endif
+  if (!holes || r == 0) return static_cast<uint32_t>(r);
+  int32_t drawn_before = 0;
+  for (int32_t m = 0; m < r - 1; ++m) drawn_before += tokens[m] >= 0;
+  return static_cast<uint32_t>(drawn_before + 1);
 }
 
 // After sibling l was rejected: r_l = sum_x (p_cur - q_l)+ for the residual update, and (without replacement)
@@ -616,7 +640,9 @@ SPECULA_HD void tree_row(Block& b, const TreeVerifyParams& p, int32_t row) {
   const int32_t N = p.max_nodes, width = p.max_nodes + 1;
   const size_t V = static_cast<size_t>(p.vocab);
   int32_t* path_out = p.path + static_cast<size_t>(row) * N;
-  if (rp.num_draft < 0 || rp.num_draft > N || rp.scheme < 0 || rp.scheme > 2) {
+  const bool holes = (rp.flags & kVerifyRowHoles) != 0;
+  if (rp.num_draft < 0 || rp.num_draft > N || rp.scheme < 0 || rp.scheme > 2 ||
+      (holes && rp.scheme != static_cast<int32_t>(TreeSiblingScheme::without_replacement))) {
     b.for_each_index(N, [&](int32_t j) { path_out[j] = -1; });
     return fail_row(b, p.out, row, width, VerifyRowStatus::bad_row_params);
   }
@@ -643,11 +669,11 @@ SPECULA_HD void tree_row(Block& b, const TreeVerifyParams& p, int32_t row) {
   double* q_total = b.f64();                    // [m + 1]
   double* r_total = q_total + N + 1;            // [m]
 
-  if (const VerifyRowStatus bad = check_tree_nodes(b, tokens, parents, n, p.vocab); bad != VerifyRowStatus::ok) {
+  if (const VerifyRowStatus bad = check_tree_nodes(b, tokens, parents, n, p.vocab, holes); bad != VerifyRowStatus::ok) {
     b.for_each_index(N, [&](int32_t j) { path_out[j] = -1; });
     return fail_row(b, p.out, row, width, bad);
   }
-  tree_child_lists(b, parents, n, first_child, next_sibling);
+  tree_child_lists(b, parents, tokens, holes, n, first_child, next_sibling);
   b.sync();
 
   int32_t cur = 0, accepted = 0, q_zero = 0, y = -1;
@@ -669,7 +695,7 @@ SPECULA_HD void tree_row(Block& b, const TreeVerifyParams& p, int32_t row) {
     if (first < 0) {  // a leaf (or an empty tree): the bonus token from this row's p
       stage_rows(b, staged, p_row, nullptr);
       y = sample_weights(b, p.vocab, ViewWeights<VEC>{view_row(b, staged, p_row)},
-                         step_uniform(rp, RandomRole::bonus, cur));
+                         step_uniform(rp, RandomRole::bonus, tree_row_key(tokens, holes, cur)));
       bonus = cur > 0;
       break;
     }
@@ -689,7 +715,7 @@ SPECULA_HD void tree_row(Block& b, const TreeVerifyParams& p, int32_t row) {
       const int32_t c = sibling_token[l];
       const TreeTokenState at_c = tree_state_at<Rules>(s, c, p_row[c], q_row ? q_row[c] : 0.0f, l, true);
       if (at_c.q_next <= 0.0) ++q_zero;
-      if (accept_draft_token(step_uniform(rp, RandomRole::accept, static_cast<uint32_t>(node + 1)), at_c.p_cur,
+      if (accept_draft_token(step_uniform(rp, RandomRole::accept, tree_row_key(tokens, holes, node + 1)), at_c.p_cur,
                              at_c.q_next)) {
         if (b.block_leader()) path[accepted] = node;
         ++accepted;
@@ -702,7 +728,7 @@ SPECULA_HD void tree_row(Block& b, const TreeVerifyParams& p, int32_t row) {
     }
     if (descended) continue;
     // Every child rejected: the correction token from the final residual, else (empty) from p.
-    const double v = step_uniform(rp, RandomRole::residual, static_cast<uint32_t>(cur));
+    const double v = step_uniform(rp, RandomRole::residual, tree_row_key(tokens, holes, cur));
     y = correction_token<Rules>(b, s, view_row(b, staged, p_row), view_row(b, staged, q_row), m, p.vocab, v);
     break;
   }

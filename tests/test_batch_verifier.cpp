@@ -631,11 +631,11 @@ TEST_CASE("siblings without replacement planned over depths are draw_siblings' a
   CHECK_THROWS_WITH(planned.move_draft_laws(0, {{1, 2}}), Catch::Contains("moves row 1 to row 2"));
   CHECK_THROWS_WITH(planned.move_draft_laws(0, {{N + 1, 0}}), Catch::Contains("moves row 11 to row 0"));
   CHECK_THROWS_WITH(planned.move_draft_laws(B, {}), Catch::Contains("move_draft_laws for sequence 2"));
-  // Refused: a plan's ids kept on the device, counts, rows or uniforms that do not fit the depths.
+  // Refused: counts, rows or uniforms that do not fit the depths.
   planned.plan_siblings(draft, depths, children, uniforms);
   planned.launch_planned(0);
   planned.launch_planned(1);
-  CHECK_THROWS_WITH(planned.keep_planned_ids(B), Catch::Contains("brings its ids back"));
+  CHECK(planned.keep_planned_ids(B) != nullptr);  // at the full shape, with holes (test_fed_drafts.cpp)
   CHECK_THROWS_WITH(planned.plan_siblings(draft, depths, {2}, uniforms), Catch::Contains("1 sibling counts"));
   CHECK_THROWS_WITH(planned.plan_siblings(draft, depths, {3, 4}, uniforms),
                     Catch::Contains("depth 1 has 4 rows for the 6 children of the depth before"));

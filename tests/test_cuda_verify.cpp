@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "holed_tree_case.h"
 #include "kept_workspace_check.h"
 #include "kernel_verify_cases.h"
 #include "kernels/verify_kernels.h"
@@ -157,6 +158,17 @@ TEST_CASE("the CUDA verification kernels match the reference verifiers on small 
           std::string(verify_kind_name(kind)) + " case " + std::to_string(i) + " V " + std::to_string(vocab));
     }
   }
+}
+
+TEST_CASE("the CUDA tree kernel verifies trees with holes as the trees of their drawn nodes",
+          "[gpu][verify][sanitize]") {
+  for (int32_t vocab : {40, 1003, 32000})
+    for (int32_t i = 0; i < 6; ++i) {
+      const uint64_t seed = 0x401ec + 131 * static_cast<uint64_t>(i) + static_cast<uint64_t>(vocab);
+      const HoledTreeCase h = holed_tree_case(seed, 16, vocab, 1 + i * 2, 6);
+      check_against_reference(h.drawn, at_drawn_nodes(h, run_on_gpu(h.holed)),
+                              "holed tree case " + std::to_string(i) + " V " + std::to_string(vocab));
+    }
 }
 
 TEST_CASE("the CUDA verification kernels match the reference at every dispatch (block 256/512, vec 1/4)",

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "holed_tree_case.h"
 #include "kernel_sampler_cases.h"
 #include "kernel_verify_cases.h"
 #include "kernels/emulated_cluster_block.h"
@@ -526,6 +527,29 @@ TEST_CASE("the cluster batteries catch staged rows that are not replaced", "[ker
     CHECK(rows_differing_in_clusters(kind, 3, FiberSchedule::forward, 1, 6, "stale, no overlap", false) > 0);
     CHECK(rows_differing_in_clusters(kind, 3, FiberSchedule::forward, 0, 6, "unstaged") == 0);
   }
+}
+
+TEST_CASE(
+    "the emulated tree kernel verifies trees with holes as the trees of their drawn nodes, in blocks and clusters",
+    "[kernels][emulation][verify]") {
+  int64_t rows = 0;
+  for (int ctas : {1, 3})
+    for (int threads : {4, 32})
+      for (FiberSchedule schedule : kSchedules)
+        for (int32_t i = 0; i < 6; ++i) {
+          const uint64_t seed = 0x401ee + 977 * static_cast<uint64_t>(i) + 31 * static_cast<uint64_t>(ctas);
+          CaseRandom g(seed);
+          const int32_t vocab = i % 3 == 0 ? 64 : g.between(2, 64);
+          const HoledTreeCase h = holed_tree_case(seed, 8, vocab, g.between(1, 12), 6);
+          const VerifyResult r = at_drawn_nodes(h, emulate_verify(h.holed, EmulationOptions{threads, schedule, ctas}));
+          for (int32_t b = 0; b < h.holed.batch(); ++b, ++rows) {
+            const std::string diff = compare_with_reference(h.drawn, b, r);
+            INFO(ctas << " blocks of " << threads << " threads, " << fiber_schedule_name(schedule) << ", case " << i
+                      << " row " << b << " V " << vocab << ": " << diff);
+            CHECK(diff.empty());
+          }
+        }
+  CHECK(rows == 2 * 2 * static_cast<int64_t>(std::size(kSchedules)) * 6 * 8);
 }
 
 TEST_CASE("the emulated tree kernel handles trees of 256 nodes", "[kernels][emulation][verify]") {

@@ -8,11 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "holed_tree_case.h"
 #include "kernel_verify_cases.h"
 #include "kernels/cuda_device.h"
 #include "kernels/shared/sampler_math.h"
 #include "kernels/verify_kernels.h"
 #include "tests/statistics/goodness_of_fit.h"
+#include "tests/support/mutant_switch.h"
 
 using namespace specula;
 using namespace specula::testing;
@@ -100,6 +102,83 @@ TEST_CASE("tree verification on the CPU backend reproduces verify_tree on trees 
   CHECK(rows == 24);
   CHECK(mismatches == 0);
   CHECK(deepest >= 2);  // paths go past the first level
+}
+
+namespace {
+
+// Rows of holed trees (holed_tree_case.h) whose outcome differs from the reference's on the trees of their drawn
+// nodes; `holes` counts the holes the cases hold, `moved_paths` the accepted nodes placed apart in the two shapes.
+struct HoledAgreement {
+  int64_t rows = 0, mismatches = 0, holes = 0, moved_paths = 0;
+  std::string first;
+};
+HoledAgreement holed_agreement(int32_t cases) {
+  HoledAgreement a;
+  for (int32_t i = 0; i < cases; ++i) {
+    const uint64_t seed = 0x401e + 7919 * static_cast<uint64_t>(i);
+    CaseRandom g(seed);
+    const int32_t vocab = g.between(2, 40);
+    const HoledTreeCase h = holed_tree_case(seed, 8, vocab, g.between(1, 12), 6);
+    const VerifyResult holed = run_host(h.holed), r = at_drawn_nodes(h, holed);
+    for (int32_t b = 0; b < h.holed.batch(); ++b) {
+      ++a.rows;
+      for (int32_t node : h.drawn_node[b]) a.holes += node < 0;
+      for (int32_t j = 0; j < holed.num_accepted[b]; ++j)
+        a.moved_paths += holed.path[static_cast<size_t>(b) * h.holed.width + j] !=
+                         r.path[static_cast<size_t>(b) * h.drawn.width + j];
+      const std::string diff = compare_with_reference(h.drawn, b, r);
+      if (!diff.empty() && a.mismatches++ == 0)
+        a.first = "case " + std::to_string(i) + " row " + std::to_string(b) + ": " + diff;
+    }
+  }
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("a tree with holes is verified as the tree of its drawn nodes, draw for draw", "[kernels][verify]") {
+  const HoledAgreement a = holed_agreement(300);
+  INFO(a.first);
+  CHECK(a.rows == 2400);
+  CHECK(a.mismatches == 0);
+  CHECK(a.holes > 3000);
+  CHECK(a.moved_paths > 100);  // accepted nodes whose place differs between the two shapes
+}
+
+TEST_CASE("a tree with holes keyed by its full shape's nodes is caught", "[kernels][verify][mutant]") {
+  const ScopedMutant on(Mutant::tree_holes_keyed_by_shape);
+  const HoledAgreement a = holed_agreement(300);
+  CHECK(a.mismatches > 50);  // the rows whose accepted or rejected nodes come after a hole
+}
+
+TEST_CASE("holes out of place, or on a row that may not have them, get a status", "[kernels][verify]") {
+  // Row 0: 0 -> {1, hole}; node 1 -> {hole}. Correct, then broken four ways.
+  VerifyCase t = random_tree_case(13, 1, 10, 4);
+  t.rows[0].num_draft = 4;
+  t.rows[0].flags = kVerifyRowHasQ | kVerifyRowHoles;
+  t.rows[0].scheme = static_cast<int32_t>(TreeSiblingScheme::without_replacement);
+  const std::vector<int32_t> parents = {-1, 0, -1, 1}, tokens = {3, 5, -1, -1};
+  const auto status = [&](std::vector<int32_t> tok, std::vector<int32_t> par, uint32_t flags, int32_t scheme) {
+    VerifyCase c = t;
+    c.tokens = std::move(tok);
+    c.parents = std::move(par);
+    c.rows[0].flags = flags;
+    c.rows[0].scheme = scheme;
+    return static_cast<VerifyRowStatus>(run_host(c).status[0]);
+  };
+  const uint32_t holes = kVerifyRowHasQ | kVerifyRowHoles;
+  const int32_t wr = static_cast<int32_t>(TreeSiblingScheme::without_replacement);
+  CHECK(status(tokens, parents, holes, wr) == VerifyRowStatus::ok);
+  // A drawn node after a hole under the same parent.
+  CHECK(status({3, 5, -1, 4}, {-1, 0, -1, -1}, holes, wr) == VerifyRowStatus::bad_draft_token);
+  // A drawn node under a hole.
+  CHECK(status({3, -1, 5, 4}, {-1, -1, 1, 0}, holes, wr) == VerifyRowStatus::bad_draft_token);
+  // A token below -1.
+  CHECK(status({3, 5, -2, -1}, parents, holes, wr) == VerifyRowStatus::bad_draft_token);
+  // Holes on a row without the flag, or the flag on another scheme.
+  CHECK(status(tokens, parents, kVerifyRowHasQ, wr) == VerifyRowStatus::bad_draft_token);
+  CHECK(status(tokens, parents, holes, static_cast<int32_t>(TreeSiblingScheme::iid)) ==
+        VerifyRowStatus::bad_row_params);
 }
 
 TEST_CASE("the parity check catches a residual that is not subtracted", "[kernels][verify][mutant]") {

@@ -662,10 +662,12 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
       Sequence& s = batch[active[k]];
       s.metrics->verify_seconds += wall;
       if (s.tree.device_tokens) {  // the draft's ids, back with the outcome: the sessions follow the accepted path
+        // (a hole, -1, is a node never drawn; the target read token 0 there, and the drafter counts it out)
         s.tree.tokens = results[k].draft_tokens;
         s.tree.device_tokens = nullptr;
-        s.target->tree_tokens_known(s.tree, s.pending_round);
         s.drafter->tokens_known(s.tree);
+        s.tree = with_placeholders(std::move(s.tree));
+        s.target->tree_tokens_known(s.tree, s.pending_round);
       }
       commit_step(s, results[k].outcome, nullptr, results[k].expected_acceptance_sum,
                   results[k].expected_acceptance_count);

@@ -11,6 +11,11 @@ void check_rows_asked(const TreeLogitsCall& call, const std::string& model) {
     fail(model, ": rows asked from ", call.first_row, " of a call of ", call.tree->size() + 1, " rows");
 }
 
+TokenTree with_placeholders(TokenTree tree) {
+  for (Token& t : tree.tokens) t = std::max<Token>(t, 0);
+  return tree;
+}
+
 void LanguageModel::batch_tree_logits(const std::vector<TreeLogitsCall>& calls) const {
   for (const TreeLogitsCall& c : calls) {
     check_rows_asked(c, description());

@@ -67,6 +67,11 @@ struct TreeLogitsCall {
 // Throws, naming `model`, unless the call's first_row is one of its rows.
 void check_rows_asked(const TreeLogitsCall& call, const std::string& model);
 
+// `tree` whose ids came back from the device with -1 where a node was never drawn (a hole of siblings without
+// replacement, BatchVerifier::keep_planned_ids), as the forwards that read them saw it: -1 read as token 0. What
+// tree_tokens_known is told.
+TokenTree with_placeholders(TokenTree tree);
+
 class LanguageModel {
  public:
   virtual ~LanguageModel() = default;

@@ -87,6 +87,7 @@ enum class Mutant {
   device_siblings_dead_rows_draw,  // a fixed-shape tree's rows under a node never drawn draw siblings all the same
   device_siblings_carry_dropped,   // a fixed-shape tree's depths each start at the sequence's first uniform
   kept_ids_depths_misplaced,       // a fed draft's ids kept for verification take each depth's from the depth before
+  tree_holes_keyed_by_shape,       // a tree with holes is verified with its full shape's keys, not its drawn nodes'
   pending_counts_skip_newest,  // a penalised row's pending draft ids leave out the newest one (its own node's token)
 };
 

@@ -489,25 +489,9 @@ std::vector<Token> BatchVerifier::planned_tokens() {
   if (R == 0) fail("batch verifier: planned_tokens before the plan's first depth was launched");
   std::vector<int32_t> status;
   if (plan.siblings) {
-    // As draw_siblings checks them, for the rows whose node was drawn (the others read a placeholder's logits and
-    // drew nothing).
     const int64_t n = plan.first_child[launched];
     const std::vector<Token> children = download_ids(plan.children, n, plan.params.status, R, status);
-    const auto drawn = [&](int64_t d, int64_t row) {
-      return d == 0 || children[static_cast<size_t>(plan.first_child[d - 1] + row)] >= 0;
-    };
-    for (int64_t d = 0; d < launched; ++d)
-      for (int64_t r = plan.first_draw[d]; r < plan.first_draw[d + 1]; ++r)
-        if (!drawn(d, r - plan.first_draw[d])) status[static_cast<size_t>(r)] = 0;
-    check_planned_statuses(plan, status.data(), R);
-    for (int64_t d = 0; d < launched; ++d) {
-      const int32_t count = plan.children_per_row[static_cast<size_t>(d)];
-      for (int64_t row = 0; row < plan.first_draw[d + 1] - plan.first_draw[d]; ++row) {
-        const Token* siblings = children.data() + plan.first_child[d] + row * count;
-        if (const int32_t j = bad_sibling(siblings, count, vocab_, drawn(d, row)); j >= 0)
-          fail("batch verifier: planned sibling ", j, " of row ", row, " of depth ", d, " is ", siblings[j]);
-      }
-    }
+    check_planned_siblings(plan, children.data(), status.data(), launched);
     return children;
   }
   if (plan.ranked) {
@@ -523,6 +507,27 @@ std::vector<Token> BatchVerifier::planned_tokens() {
   std::vector<Token> tokens = download_draws(plan.params.tokens, plan.params.status, R, status);
   check_planned_statuses(plan, status.data(), R);
   return tokens;
+}
+
+void BatchVerifier::check_planned_siblings(const PlannedDrafts& plan, const Token* children, int32_t* status,
+                                           int64_t launched) const {
+  // As draw_siblings checks them, for the rows whose node was drawn (the others read a placeholder's logits and drew
+  // nothing).
+  const auto drawn = [&](int64_t d, int64_t row) {
+    return d == 0 || children[static_cast<size_t>(plan.first_child[d - 1] + row)] >= 0;
+  };
+  for (int64_t d = 0; d < launched; ++d)
+    for (int64_t r = plan.first_draw[d]; r < plan.first_draw[d + 1]; ++r)
+      if (!drawn(d, r - plan.first_draw[d])) status[static_cast<size_t>(r)] = 0;
+  check_planned_statuses(plan, status, plan.first_draw[static_cast<size_t>(launched)]);
+  for (int64_t d = 0; d < launched; ++d) {
+    const int32_t count = plan.children_per_row[static_cast<size_t>(d)];
+    for (int64_t row = 0; row < plan.first_draw[d + 1] - plan.first_draw[d]; ++row) {
+      const Token* siblings = children + plan.first_child[d] + row * count;
+      if (const int32_t j = bad_sibling(siblings, count, vocab_, drawn(d, row)); j >= 0)
+        fail("batch verifier: planned sibling ", j, " of row ", row, " of depth ", d, " is ", siblings[j]);
+    }
+  }
 }
 
 void BatchVerifier::check_planned_statuses(const PlannedDrafts& plan, const int32_t* status, int64_t rows) const {
@@ -543,27 +548,29 @@ const int32_t* BatchVerifier::keep_planned_ids(int64_t sequences) {
   if (!planned_) fail("batch verifier: keep_planned_ids without a plan");
   if (sequences < 1) fail("batch verifier: keep_planned_ids for ", sequences, " sequences");
   PlannedDrafts& plan = *planned_;
-  if (plan.siblings)
-    fail(
-        "batch verifier: keep_planned_ids: a plan of siblings without replacement brings its ids back "
-        "(planned_tokens), to see whether a row ran out of mass");
   const size_t K = plan.launched.size();
   for (size_t d = 0; d < K; ++d)
     if (!plan.launched[d]) fail("batch verifier: keep_planned_ids before depth ", d, " of the plan was launched");
-  // Depth d's ids, sequence by sequence, from `first[d]` of the plan's tokens (a ranked plan's children).
-  const std::vector<int64_t>& first = plan.ranked ? plan.first_child : plan.first_draw;
-  const int32_t* const source = plan.ranked ? plan.children : plan.params.tokens;
+  // Depth d's ids, sequence by sequence, from `first[d]` of the plan's tokens (a ranked or sibling plan's children;
+  // a sibling plan's at its full shape, -1 where a node was never drawn: verification takes them as holes).
+  const bool children = plan.ranked || plan.siblings;
+  const std::vector<int64_t>& first = children ? plan.first_child : plan.first_draw;
+  const int32_t* const source = children ? plan.children : plan.params.tokens;
   int64_t width = 0;
   for (size_t d = 0; d < K; ++d) {
-    const int64_t ids = first[d + 1] - first[d];
+    const int64_t ids = first[d + 1] - first[d], rows = plan.first_draw[d + 1] - plan.first_draw[d];
     if (ids % sequences != 0)
       fail("batch verifier: depth ", d, "'s ", ids, " planned ids do not split evenly among ", sequences, " sequences");
+    if (rows % sequences != 0)
+      fail("batch verifier: depth ", d, "'s ", rows, " planned rows do not split evenly among ", sequences,
+           " sequences");
     width += ids / sequences;
-    // Drawn ids name their sequence: each depth's must come sequence by sequence (a ranked plan's rows name none).
-    for (int64_t r = first[d]; r < first[d + 1] && !plan.ranked; ++r)
-      if (const int64_t b = plan.draws[static_cast<size_t>(r)].sequence; b != (r - first[d]) / (ids / sequences))
-        fail("batch verifier: depth ", d, "'s draw ", r - first[d], " is sequence ", b, "'s, not in its place among ",
-             sequences, " sequences' draws");
+    // Drawn rows name their sequence: each depth's must come sequence by sequence (a ranked plan's rows name none).
+    for (int64_t r = 0; r < rows && !plan.ranked; ++r)
+      if (const int64_t b = plan.draws[static_cast<size_t>(plan.first_draw[d] + r)].sequence;
+          b != r / (rows / sequences))
+        fail("batch verifier: depth ", d, "'s draw ", r, " is sequence ", b, "'s, not in its place among ", sequences,
+             " sequences' draws");
   }
   KernelStream& s = *stream_;
   KeptIds kept;
@@ -589,6 +596,22 @@ const int32_t* BatchVerifier::keep_planned_ids(int64_t sequences) {
   planned_.reset();
   kept_ = std::move(kept);
   return kept_->ids;
+}
+
+void BatchVerifier::check_kept_siblings(const KeptIds& kept, const int32_t* ids, int32_t* status) const {
+  // The kept ids [sequences, width] back in the plan's order (depth by depth, each depth's sequence by sequence).
+  const PlannedDrafts& plan = kept.plan;
+  const int64_t S = kept.sequences;
+  std::vector<Token> children(static_cast<size_t>(plan.first_child.back()));
+  int64_t before = 0;  // a sequence's ids before depth d
+  for (size_t d = 0; d + 1 < plan.first_child.size(); ++d) {
+    const int64_t n = (plan.first_child[d + 1] - plan.first_child[d]) / S;
+    for (int64_t i = 0; i < S; ++i)
+      std::copy(ids + i * kept.width + before, ids + i * kept.width + before + n,
+                children.begin() + plan.first_child[d] + i * n);
+    before += n;
+  }
+  check_planned_siblings(plan, children.data(), status, static_cast<int64_t>(plan.launched.size()));
 }
 
 const int32_t* BatchVerifier::kept_draft_ids(const std::vector<DeviceStep>& steps) const {
@@ -1136,6 +1159,8 @@ StagedBatch stage_batch(KernelStream& s, const std::vector<DeviceStep>& steps, c
     rp.step = steps[b].rng.step;
     rp.num_draft = t.size();
     rp.flags = laws.q ? kVerifyRowHasQ : 0u;
+    // A fed tree of siblings without replacement kept at its full shape: its nodes never drawn are holes (-1).
+    if (t.device_tokens && t.scheme == SiblingScheme::without_replacement) rp.flags |= kVerifyRowHoles;
     rp.scheme = kernel_sibling_scheme(t.scheme);
     first[b] = shape.first_row[b];
   }
@@ -1310,6 +1335,7 @@ std::vector<DeviceStepResult> BatchVerifier::verify(const std::vector<DeviceStep
   s.to_host(ids, kept.ids, n * sizeof(int32_t));
   s.to_host(draw_status, kept.status, static_cast<size_t>(kept.rows) * sizeof(int32_t));
   std::vector<DeviceStepResult> results = collect_results(s, steps, shape, staged.out, d_sampler_status, d_path, [&] {
+    if (kept.plan.siblings) return check_kept_siblings(kept, ids, draw_status);
     check_planned_statuses(kept.plan, draw_status, kept.rows);
     for (size_t i = 0; i < n; ++i)
       if (ids[i] < 0 || ids[i] >= vocab_)

@@ -60,8 +60,8 @@ struct DeviceStep {
 
 struct DeviceStepResult {
   VerifyOutcome outcome;
-  // The tree's node ids when they were in device memory (TokenTree::device_tokens), brought back with the outcome;
-  // empty otherwise.
+  // The tree's node ids when they were in device memory (TokenTree::device_tokens), brought back with the outcome
+  // (-1 for a hole: a node of siblings without replacement never drawn, on no accepted path); empty otherwise.
   std::vector<Token> draft_tokens;
   double expected_acceptance_sum = 0.0;  // GenerationMetrics::expected_acceptance_sum of this step
   int32_t expected_acceptance_count = 0;
@@ -208,8 +208,9 @@ class BatchVerifier {
   // draw_children's slots run. A row whose node was never drawn (its token -1: an ancestor's law ran out of mass) draws
   // nothing, its children all -1, so a sequence's children that are not -1 are the CPU's tree's nodes, in its order
   // (move_draft_laws then brings their laws to the rows of that smaller tree). planned_tokens checks the statuses of
-  // the drawn rows only. Pending ids index the plan's children in order. keep_planned_ids refuses it: the trees'
-  // shapes are known once the ids come back.
+  // the drawn rows only. Pending ids index the plan's children in order. keep_planned_ids keeps them at the full shape,
+  // -1 where a node was never drawn: verify() takes such a tree's -1 nodes as holes (kVerifyRowHoles), verifying the
+  // tree of its drawn nodes with that tree's keys, so neither the ids nor the laws need move.
   void plan_siblings(const SamplerPipeline& draft, const std::vector<std::vector<DraftDraw>>& depths,
                      const std::vector<int32_t>& children, const std::vector<std::vector<double>>& uniforms);
   // Moves sequence `sequence`'s laws in draft_laws from row `from` to row `to` for each (from, to) of `moves`, on the
@@ -225,7 +226,8 @@ class BatchVerifier {
   // (sequence b's at b * W, W nodes, its host tokens pending) reads the ids in place, for the draft tokens as the
   // target's forward did for its rows, and brings them back with its results (DeviceStepResult::draft_tokens),
   // refusing them as planned_tokens does when a draw failed: the proposal and its verification wait once in all. A
-  // penalised target's rows count their paths' ids there too (TokenHistory::pending_ids into the kept ids).
+  // penalised target's rows count their paths' ids there too (TokenHistory::pending_ids into the kept ids). A sibling
+  // plan's ids come back with their holes (-1), checked as planned_tokens checks them.
   const int32_t* keep_planned_ids(int64_t sequences);
   // The most children rank_drafts chooses (or draw_siblings draws) a row: min(V, kMaxRankedChildren).
   int32_t most_ranked_children() const;
@@ -354,6 +356,10 @@ class BatchVerifier {
   std::optional<PlannedDrafts> planned_;
   // Throws, as draw_drafts would, naming the first of the plan's launched rows (`rows` of them) whose status is not 0.
   void check_planned_statuses(const PlannedDrafts& plan, const int32_t* status, int64_t rows) const;
+  // A sibling plan's `launched` depths, as draw_siblings checks them: `children` (host, the plan's order) and `status`
+  // (its launched rows', host; those of rows whose node was never drawn are cleared, as they drew nothing).
+  void check_planned_siblings(const PlannedDrafts& plan, const Token* children, int32_t* status,
+                              int64_t launched) const;
   // A plan keep_planned_ids ended: its ids [sequences, width] and its launched rows' statuses in device memory.
   struct KeptIds {
     PlannedDrafts plan;
@@ -364,6 +370,8 @@ class BatchVerifier {
     int32_t* status = nullptr;
   };
   std::optional<KeptIds> kept_;
+  // A kept sibling plan's ids (host, [sequences, width]) and statuses, checked by check_planned_siblings.
+  void check_kept_siblings(const KeptIds& kept, const int32_t* ids, int32_t* status) const;
   // The kept ids verify() reads in place for `steps` (null when no step's tree has device_tokens), checked: every
   // tree there, at its sequence's ids, in a batch of the kept plan's sequences.
   const int32_t* kept_draft_ids(const std::vector<DeviceStep>& steps) const;
