@@ -17,13 +17,17 @@ const char* verify_status_message(int32_t status) {
     case VerifyRowStatus::ok:
       return "ok";
     case VerifyRowStatus::bad_draft_token:
-      return "a draft token is outside [0, V)";
+      return "a draft token is outside [0, V), or a hole (-1) of a tree with holes is not a last sibling or has a "
+             "drawn "
+             "node under it";
     case VerifyRowStatus::bad_tree:
       return "a parent index is not in [-1, node): the tree is not in topological order";
     case VerifyRowStatus::empty_distribution:
       return "the distribution to sample from has no mass";
     case VerifyRowStatus::bad_row_params:
-      return "num_draft outside [0, K] (or [0, N]) or an unknown sibling scheme";
+      return "num_draft outside [0, K] (or [0, N]), an unknown sibling scheme, or holes flagged on a tree whose "
+             "siblings "
+             "are not drawn without replacement";
   }
   return "unknown status";
 }

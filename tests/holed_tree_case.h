@@ -101,4 +101,61 @@ inline VerifyResult at_drawn_nodes(const HoledTreeCase& h, VerifyResult r) {
   return r;
 }
 
+// One-position exact-law case with holes (as law_case, kernel_verify_cases.h): a 4,1 tree whose root's four siblings
+// are drawn without replacement from a law of three tokens, so the fourth is a hole, as is its child, and the drawn
+// second depth sits after that hole (its keys differ between the shapes). The first emitted token has law p_1.
+inline LawCase holed_law_case(int32_t batch, uint64_t seed) {
+  constexpr int32_t V = 6, N = 8;
+  const float p1[V] = {0.30f, 0.05f, 0.25f, 0.0f, 0.15f, 0.25f};
+  const float q1[V] = {0.50f, 0.0f, 0.30f, 0.0f, 0.20f, 0.0f};
+  const float p2[V] = {0.10f, 0.30f, 0.20f, 0.10f, 0.20f, 0.10f};
+  const float q2[V] = {0.20f, 0.20f, 0.10f, 0.20f, 0.10f, 0.20f};
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  CaseRandom g(seed);
+  LawCase out;
+  VerifyCase& c = out.c;
+  c.kind = VerifyKind::tree;
+  c.vocab = V;
+  c.width = N;
+  c.p.assign(static_cast<size_t>(batch) * (N + 1) * V, nan);
+  c.q = c.p;
+  c.tokens.resize(static_cast<size_t>(batch) * N);
+  c.parents.resize(static_cast<size_t>(batch) * N);
+  for (int32_t b = 0; b < batch; ++b) {
+    VerifyRowParams r;
+    r.seed = 0x401eull;
+    r.sequence = static_cast<uint64_t>(b);
+    r.step = 5;
+    r.num_draft = N;
+    r.flags = kVerifyRowHasQ | kVerifyRowHoles;
+    r.scheme = static_cast<int32_t>(TreeSiblingScheme::without_replacement);
+    c.rows.push_back(r);
+    const auto set_row = [&](int32_t row, const float* p, const float* q) {
+      std::copy(p, p + V, c.p.begin() + (static_cast<size_t>(b) * (N + 1) + row) * V);
+      std::copy(q, q + V, c.q.begin() + (static_cast<size_t>(b) * (N + 1) + row) * V);
+    };
+    int32_t* tokens = c.tokens.data() + static_cast<size_t>(b) * N;
+    int32_t* parents = c.parents.data() + static_cast<size_t>(b) * N;
+    // The root's siblings one after another from q_1 with the earlier ones removed, then a hole.
+    float left[V];
+    std::copy(q1, q1 + V, left);
+    set_row(0, p1, q1);
+    for (int32_t i = 0; i < 4; ++i) {
+      parents[i] = -1;
+      tokens[i] = i < 3 ? g.draw(left, V) : -1;
+      if (i < 3) left[tokens[i]] = 0.0f;
+      parents[4 + i] = i;
+      tokens[4 + i] = i < 3 ? g.draw(q2, V) : -1;
+      if (i < 3) {
+        set_row(1 + i, p2, q2);
+        set_row(5 + i, p2, q2);
+      }
+    }
+  }
+  double total = 0.0;
+  for (float x : p1) total += x;
+  for (float x : p1) out.law.push_back(x / total);
+  return out;
+}
+
 }  // namespace specula::testing

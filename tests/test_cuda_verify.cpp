@@ -162,12 +162,20 @@ TEST_CASE("the CUDA verification kernels match the reference verifiers on small 
 
 TEST_CASE("the CUDA tree kernel verifies trees with holes as the trees of their drawn nodes",
           "[gpu][verify][sanitize]") {
+  // The dispatch's choice at three vocabularies; at V 40, also a cluster of 3 blocks (rows staged) and 3 blocks
+  // exchanging through global memory (rows unstaged).
+  GroupWorkspace kept;
   for (int32_t vocab : {40, 1003, 32000})
     for (int32_t i = 0; i < 6; ++i) {
       const uint64_t seed = 0x401ec + 131 * static_cast<uint64_t>(i) + static_cast<uint64_t>(vocab);
       const HoledTreeCase h = holed_tree_case(seed, 16, vocab, 1 + i * 2, 6);
-      check_against_reference(h.drawn, at_drawn_nodes(h, run_on_gpu(h.holed)),
-                              "holed tree case " + std::to_string(i) + " V " + std::to_string(vocab));
+      const std::string label = "holed tree case " + std::to_string(i) + " V " + std::to_string(vocab);
+      check_against_reference(h.drawn, at_drawn_nodes(h, run_on_gpu(h.holed)), label);
+      if (vocab != 40) continue;
+      check_against_reference(h.drawn, at_drawn_nodes(h, run_on_gpu(h.holed, 3, 1, RowExchange::automatic, &kept)),
+                              label + ", a cluster of 3");
+      check_against_reference(h.drawn, at_drawn_nodes(h, run_on_gpu(h.holed, 3, 0, RowExchange::global_memory, &kept)),
+                              label + ", 3 blocks through global memory");
     }
 }
 

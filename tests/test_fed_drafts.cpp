@@ -325,9 +325,13 @@ SamplingParams other_draft() {
 
 // A transformer that keeps, after each batched call, the path nodes each session has kept so far (its sessions end
 // with the generator that owns them).
+// A transformer that counts the path nodes its sessions kept; with reads_ids false, it does not read token ids where a
+// draft's draws left them (as a model of another kind), so a fed draft's ids come back before its forward.
 class KeptSeen : public TransformerLanguageModel {
  public:
   using TransformerLanguageModel::TransformerLanguageModel;
+  bool reads_ids = true;
+  bool reads_device_tokens() const override { return reads_ids && TransformerLanguageModel::reads_device_tokens(); }
   void batch_tree_logits(const std::vector<TreeLogitsCall>& calls) const override {
     TransformerLanguageModel::batch_tree_logits(calls);
     for (const TreeLogitsCall& c : calls)
@@ -352,8 +356,9 @@ struct RunOf {
 // sessions are counted apart; both on `model_device` ("cpu": the decoding step; "libtorch": LibTorch's operations, step
 // graphs and pooled steps).
 RunOf run_of(GenerationConfig config, const SamplingParams& target_params, const std::string& model_device = "cpu",
-             const SamplingParams& draft_params = other_draft()) {
+             const SamplingParams& draft_params = other_draft(), bool target_reads_ids = true) {
   const auto target = std::make_shared<KeptSeen>(kDraftDir, "auto", model_device);
+  target->reads_ids = target_reads_ids;
   const auto draft = std::make_shared<KeptSeen>(kDraftDir, "auto", model_device);
   const auto drafter = std::make_shared<ModelDrafterFactory>(draft, draft_params);
   config.lockstep = true;
@@ -467,13 +472,17 @@ int64_t penalised_differences(GenerationConfig config, float target_temperature,
 
 }  // namespace
 
-// Trees with siblings drawn without replacement through the generator: fed at the full shape, their ids kept on the
-// device for the target and verification (one wait a step), the CPU's sequences, on both model paths; drafts whose
-// rows run out of mass (top-k 2 under 4 and 3 siblings) leave holes, which verification leaves out, keying the drawn
-// nodes as the CPU's smaller trees (kVerifyRowHoles); and penalised (a row under a node never drawn counts its -1 as
-// nothing).
+// Trees with siblings drawn without replacement through the generator: fed at the full shape, the CPU's sequences, on
+// both model paths; drafts whose rows run out of mass (top-k 2 under 4 and 3 siblings) leave nodes never drawn, and
+// penalised drafts (a row under a node never drawn counts its -1 as nothing). Their ids kept on the device for the
+// target and verification (one wait a step), the nodes never drawn holes, which verification leaves out, keying the
+// drawn nodes as the CPU's smaller trees (kVerifyRowHoles); or, for a target that does not read ids there, back before
+// its forward (two waits a step), the host's trees without those nodes, their laws moved to those trees' rows. The
+// target's sessions keep the CPU's path nodes: with these seeds no correction token is 0 at a row with holes (a
+// session could then keep the hole's node, whose keys and values are token 0's there).
 TEST_CASE(
-    "trees of siblings drawn without replacement, fed, through the generator: the CPU's sequences, one wait a step",
+    "trees of siblings drawn without replacement, fed, through the generator: the CPU's sequences, one wait a step "
+    "(two when the target reads no device ids)",
     "[device]") {
   SamplingParams truncated = other_draft();
   truncated.top_k = 2;
@@ -482,28 +491,50 @@ TEST_CASE(
     SamplingParams draft, target;
   };
   SamplingParams penalised_target = penalised(drafting());
-  for (const std::string model_device : {"cpu", "libtorch"})
-    for (const Case& c :
-         {Case{{2, 2, 1}, other_draft(), drafting()}, Case{{4, 2}, truncated, drafting()},
-          Case{{4, 3, 2}, truncated, drafting()}, Case{{4, 2}, penalised(truncated), penalised_target}}) {
-      INFO("models on " << model_device << ", " << c.shape.size() << " depths, draft top-k " << c.draft.top_k
-                        << ", penalised " << c.draft.penalised());
-      GenerationConfig config = fed_config(VerifyMethod::tree, c.shape, SiblingScheme::without_replacement);
-      config.max_new_tokens = 14;
-      config.seed = 17;
-      const RunOf cpu = run_of(config, c.target, model_device, c.draft);
-      config.device = Device::cuda_host;
-      const RunOf device = run_of(config, c.target, model_device, c.draft);
-      REQUIRE(device.out.size() == cpu.out.size());
-      for (size_t n = 0; n < cpu.out.size(); ++n) CHECK(device.out[n].tokens == cpu.out[n].tokens);
-      REQUIRE(device.metrics.steps > 0);
-      CHECK(device.metrics.device_waits == device.metrics.steps);
-      CHECK(device.metrics.staging_waits == 0);
-      CHECK(device.metrics.growth_waits == 0);
-      CHECK(device.metrics.accepted == cpu.metrics.accepted);
-      CHECK(device.metrics.proposed == cpu.metrics.proposed);
-      CHECK(device.target_kept == cpu.target_kept);
-    }
+  for (const bool target_reads_ids : {true, false})
+    for (const std::string model_device : {"cpu", "libtorch"})
+      for (const Case& c :
+           {Case{{2, 2, 1}, other_draft(), drafting()}, Case{{4, 2}, truncated, drafting()},
+            Case{{4, 3, 2}, truncated, drafting()}, Case{{4, 2}, penalised(truncated), penalised_target}}) {
+        INFO("models on " << model_device << ", " << c.shape.size() << " depths, draft top-k " << c.draft.top_k
+                          << ", penalised " << c.draft.penalised() << ", target reads ids " << target_reads_ids);
+        GenerationConfig config = fed_config(VerifyMethod::tree, c.shape, SiblingScheme::without_replacement);
+        config.max_new_tokens = 14;
+        config.seed = 17;
+        const RunOf cpu = run_of(config, c.target, model_device, c.draft, target_reads_ids);
+        config.device = Device::cuda_host;
+        const RunOf device = run_of(config, c.target, model_device, c.draft, target_reads_ids);
+        REQUIRE(device.out.size() == cpu.out.size());
+        for (size_t n = 0; n < cpu.out.size(); ++n) CHECK(device.out[n].tokens == cpu.out[n].tokens);
+        REQUIRE(device.metrics.steps > 0);
+        CHECK(device.metrics.device_waits == (target_reads_ids ? 1 : 2) * device.metrics.steps);
+        CHECK(device.metrics.staging_waits == 0);
+        CHECK(device.metrics.growth_waits == 0);
+        CHECK(device.metrics.accepted == cpu.metrics.accepted);
+        CHECK(device.metrics.proposed == cpu.metrics.proposed);
+        CHECK(device.target_kept == cpu.target_kept);
+      }
+}
+
+TEST_CASE("a kept proposal's rows under a node never drawn that draw anyway are refused after verification",
+          "[device][mutant]") {
+  SamplingParams truncated = other_draft();
+  truncated.top_k = 2;
+  GenerationConfig config = fed_config(VerifyMethod::tree, {4, 2}, SiblingScheme::without_replacement);
+  config.max_new_tokens = 6;
+  config.device = Device::cuda_host;
+  const ScopedMutant on(Mutant::device_siblings_dead_rows_draw);
+  CHECK_THROWS_WITH(run_of(config, drafting(), "cpu", truncated), Contains("planned sibling 0 of row 2 of depth 1 is"));
+}
+
+TEST_CASE("a kept tree's holes are counted out of the drafter's proposed tokens", "[device]") {
+  const auto draft = load_language_model(kDraft, "draft", "auto", "cpu");
+  const std::unique_ptr<Drafter> drafter = ModelDrafterFactory(draft, drafting()).create();
+  TokenTree tree;
+  for (const Token t : {5, -1, 7, -1, -1}) tree.add(t, -1);
+  const int64_t before = drafter->counters().n_draft_tokens;
+  drafter->tokens_known(tree);
+  CHECK(drafter->counters().n_draft_tokens == before - 3);
 }
 
 TEST_CASE("fed trees with holes verified with their full shape's keys change the sequences", "[device][mutant]") {

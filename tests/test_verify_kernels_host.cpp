@@ -152,7 +152,7 @@ TEST_CASE("a tree with holes keyed by its full shape's nodes is caught", "[kerne
 }
 
 TEST_CASE("holes out of place, or on a row that may not have them, get a status", "[kernels][verify]") {
-  // Row 0: 0 -> {1, hole}; node 1 -> {hole}. Correct, then broken four ways.
+  // The root's children: node 0 and a hole; node 0's: node 1; node 1's: a hole. Correct, then broken five ways.
   VerifyCase t = random_tree_case(13, 1, 10, 4);
   t.rows[0].num_draft = 4;
   t.rows[0].flags = kVerifyRowHasQ | kVerifyRowHoles;
@@ -225,20 +225,39 @@ TEST_CASE("random cases cover every tree scheme, point masses, empty residuals a
   CHECK(fallbacks > 20);
 }
 
+namespace {
+
+// The first emitted token of `rows` rows of `lc` has its law (G-test) on the CPU backend, and not with the residual
+// left unsubtracted. Returns the exact run.
+VerifyResult check_first_token_law(const LawCase& lc, int32_t rows) {
+  const VerifyResult exact = run_host(lc.c);
+  const stats::GofResult good = stats::g_test(first_token_counts(exact, rows, lc.c.vocab), lc.law);
+  INFO(good.detail);
+  CHECK(good.passed(stats::kAlpha));
+  const VerifyResult broken = run_host(lc.c, VerifyRules::residual_not_subtracted);
+  const stats::GofResult bad = stats::g_test(first_token_counts(broken, rows, lc.c.vocab), lc.law);
+  CHECK_FALSE(bad.passed(stats::kAlpha));
+  return exact;
+}
+
+}  // namespace
+
 TEST_CASE("the first emitted token of every kernel has the target law; the broken variant does not",
           "[kernels][verify][law]") {
   constexpr int32_t kRows = 60000;
   for (VerifyKind kind : {VerifyKind::chain, VerifyKind::block, VerifyKind::tree}) {
-    const LawCase lc = law_case(kind, kRows, 77 + static_cast<uint64_t>(kind));
     INFO(verify_kind_name(kind));
-    const VerifyResult exact = run_host(lc.c);
-    const stats::GofResult good = stats::g_test(first_token_counts(exact, kRows, lc.c.vocab), lc.law);
-    INFO(good.detail);
-    CHECK(good.passed(stats::kAlpha));
-    const VerifyResult broken = run_host(lc.c, VerifyRules::residual_not_subtracted);
-    const stats::GofResult bad = stats::g_test(first_token_counts(broken, kRows, lc.c.vocab), lc.law);
-    CHECK_FALSE(bad.passed(stats::kAlpha));
+    check_first_token_law(law_case(kind, kRows, 77 + static_cast<uint64_t>(kind)), kRows);
   }
+}
+
+TEST_CASE("the first token emitted through a tree with holes has the target law; the broken variant does not",
+          "[kernels][verify][law]") {
+  constexpr int32_t kRows = 60000;
+  const VerifyResult exact = check_first_token_law(holed_law_case(kRows, 78), kRows);
+  int64_t second_depth = 0;  // rows that accepted a first-depth node and so tested its child, placed after the hole
+  for (int32_t b = 0; b < kRows; ++b) second_depth += exact.num_accepted[b] >= 1;
+  CHECK(second_depth > kRows / 4);
 }
 
 TEST_CASE("verification params check() names the bad field", "[kernels][verify]") {
