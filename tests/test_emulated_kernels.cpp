@@ -552,6 +552,34 @@ TEST_CASE(
   CHECK(rows == 2 * 2 * static_cast<int64_t>(std::size(kSchedules)) * 6 * 8);
 }
 
+TEST_CASE("the emulated tree kernel refuses holes out of place in blocks and clusters",
+          "[kernels][emulation][verify]") {
+  // Five nodes, so that the threads of a block, and the blocks of a cluster, each check some: the root's children are
+  // node 0 and a hole, node 0's node 1, node 1's a hole, the hole's a hole. Then a drawn node after the hole, and one
+  // under it.
+  VerifyCase t = random_tree_case(14, 1, 10, 5);
+  t.rows[0].num_draft = 5;
+  t.rows[0].flags = kVerifyRowHasQ | kVerifyRowHoles;
+  t.rows[0].scheme = static_cast<int32_t>(TreeSiblingScheme::without_replacement);
+  struct Case {
+    std::vector<int32_t> tokens, parents;
+    VerifyRowStatus status;
+  };
+  for (const Case& k : {Case{{3, 5, -1, -1, -1}, {-1, 0, -1, 1, 2}, VerifyRowStatus::ok},
+                        Case{{3, 5, -1, -1, 4}, {-1, 0, -1, 1, -1}, VerifyRowStatus::bad_draft_token},
+                        Case{{3, 5, -1, -1, 4}, {-1, 0, -1, 1, 2}, VerifyRowStatus::bad_draft_token}})
+    for (int ctas : {1, 3})
+      for (FiberSchedule schedule : kSchedules) {
+        VerifyCase c = t;
+        c.tokens = k.tokens;
+        c.parents = k.parents;
+        const VerifyResult r = emulate_verify(c, EmulationOptions{4, schedule, ctas});
+        INFO(ctas << " blocks, " << fiber_schedule_name(schedule) << ", last node " << k.tokens.back() << " under "
+                  << k.parents.back());
+        CHECK(r.status[0] == static_cast<int32_t>(k.status));
+      }
+}
+
 TEST_CASE("the emulated tree kernel handles trees of 256 nodes", "[kernels][emulation][verify]") {
   for (bool deep : {false, true}) {
     const VerifyCase c = random_tree_case(0x256e + (deep ? 1 : 0), 4, 44, kMaxVerifyTreeNodes, deep);
