@@ -506,11 +506,8 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
                            : own[i]->finish_on_device(proposals[i], laws + i * (nodes + 1) * V));
       continue;
     }
-    // The full shape's ids (-1: never drawn): the session is told what its forwards read for them (the clamp
-    // TreeLogitsCall::device_tokens takes).
-    std::vector<Token> fed;
-    for (Token t : own_tokens) fed.push_back(std::max<Token>(t, 0));
-    own[i]->tokens_known(proposals[i], fed.data(), round);
+    // The full shape's ids (-1: never drawn): the session is told what its forwards read for them.
+    own[i]->tokens_known(proposals[i], with_placeholders(own_tokens).data(), round);
     // The tree of the nodes drawn, in the plan's order (the CPU's: a depth's drawn nodes are the next frontier, each
     // row's children in turn), each law moved to its row there.
     TokenTree tree;

@@ -1,6 +1,7 @@
 #include "harness/models/language_model.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "kernels/shared/error.h"
 
@@ -11,8 +12,13 @@ void check_rows_asked(const TreeLogitsCall& call, const std::string& model) {
     fail(model, ": rows asked from ", call.first_row, " of a call of ", call.tree->size() + 1, " rows");
 }
 
+std::vector<Token> with_placeholders(std::vector<Token> ids) {
+  for (Token& t : ids) t = std::max<Token>(t, 0);
+  return ids;
+}
+
 TokenTree with_placeholders(TokenTree tree) {
-  for (Token& t : tree.tokens) t = std::max<Token>(t, 0);
+  tree.tokens = with_placeholders(std::move(tree.tokens));
   return tree;
 }
 

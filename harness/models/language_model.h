@@ -67,9 +67,10 @@ struct TreeLogitsCall {
 // Throws, naming `model`, unless the call's first_row is one of its rows.
 void check_rows_asked(const TreeLogitsCall& call, const std::string& model);
 
-// `tree` whose ids came back from the device with -1 where a node was never drawn (a hole of siblings without
-// replacement, BatchVerifier::keep_planned_ids), as the forwards that read them saw it: -1 read as token 0. What
-// tree_tokens_known is told.
+// Ids that came back from the device with -1 where a node was never drawn (siblings without replacement drawn at a full
+// shape: BatchVerifier::planned_tokens, or a hole of BatchVerifier::keep_planned_ids), as the forwards that read them
+// saw them: -1 read as token 0. What tree_tokens_known is told.
+std::vector<Token> with_placeholders(std::vector<Token> ids);
 TokenTree with_placeholders(TokenTree tree);
 
 class LanguageModel {
