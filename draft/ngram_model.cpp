@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <unordered_set>
@@ -192,6 +193,7 @@ void NgramModel::save(const std::string& path) const {
 }
 
 NgramModel NgramModel::load(const std::string& path) {
+  if (std::filesystem::is_directory(path)) fail(path, ": is a folder, not an n-gram model file");
   std::ifstream in(path);
   if (!in) fail(path, ": cannot open n-gram model file");
   std::string line;

@@ -46,9 +46,40 @@ def finite(x):
     return x == x and not math.isinf(x)
 
 
+# The columns summary.csv writes as words, and those it writes as ';'-separated numbers; every other column without a
+# dot (the dotted ones are the settings' values), and the two settings the plots read as numbers, hold numbers or
+# nothing. A cell that holds anything else was not written by a run: refused, naming its line and column, rather
+# than drawn as a gap.
+TEXT_COLUMNS = {"lossy", "greedy_lossless", "pair_drift", "profile_draft_source"}
+LIST_COLUMNS = {"per_position_acceptance", "accepted_length_histogram"}
+NUMERIC_SETTINGS = {"draft.num_draft_tokens", "sampling.temperature"}
+
+
+def is_number(text):
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
 def load(path):
     with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+        rows = list(csv.DictReader(f))
+    for line, row in enumerate(rows, start=2):
+        for column, text in row.items():
+            if column is None or text is None or text == "" or column in TEXT_COLUMNS:
+                continue
+            if column in LIST_COLUMNS:
+                items = [item for item in text.split(";") if item != ""]
+            elif "." not in column or column in NUMERIC_SETTINGS:
+                items = [text]
+            else:
+                continue
+            for item in items:
+                if not is_number(item):
+                    sys.exit(f"plot: {path}: line {line}, column {column}: '{item}' is not a number")
+    return rows
 
 
 def drafter_name(row):
@@ -333,10 +364,13 @@ def main():
     results = sys.argv[1]
     quiet = "--quiet" in sys.argv[2:]
     out_dir = os.path.join(results, "plots")
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        sys.exit(f"plot: {out_dir} exists and is not a folder: move it away to draw the plots there")
+    rows = load(os.path.join(results, "summary.csv"))
     os.makedirs(out_dir, exist_ok=True)
     written = []
     machine = profile_machine(results)
-    for name, fig in build_figures(load(os.path.join(results, "summary.csv")), machine).items():
+    for name, fig in build_figures(rows, machine).items():
         fig.tight_layout()
         for ext in ("png", "svg"):
             path = os.path.join(out_dir, f"{name}.{ext}")

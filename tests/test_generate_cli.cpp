@@ -354,3 +354,96 @@ TEST_CASE("--device, --cuda-host-schedule and --cuda-host-exchange parse their n
     CHECK(parse_row_exchange(row_exchange_name(e)) == e);
   CHECK_THROWS_WITH(parse_row_exchange("cluster"), Contains("unknown row exchange 'cluster'"));
 }
+
+TEST_CASE("outputs and bounds are checked before any model loads or any work starts", "[cli][errors]") {
+  TempDir dir;
+  const std::string table = dir.write("t.txt", kCliTargetTable);
+  const std::string blocker = dir.write("blocker", "a file, not a folder");
+  // A target that could not load: each refusal below comes first, so the message is never the model's.
+  const std::string missing = " --target transformer:" + dir.file("no-model") + " --prompt-tokens 0";
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"generate" + missing + " --max-new-tokens 2 --output " + blocker + "/out.txt",
+       "--output: cannot write '" + blocker + "/out.txt': its folder '" + blocker + "' does not exist"},
+      {"generate" + missing + " --max-new-tokens 2 --output " + dir.file("o.txt") + " --metrics-json " + dir.file(""),
+       "--metrics-json: '" + dir.file("") + "' is a folder"},
+      {"generate" + missing + " --max-new-tokens 2 --logprobs 1 --logprobs-output " + blocker + "/lp.jsonl",
+       "--logprobs-output: cannot write"},
+      {"generate" + missing + " --max-new-tokens 2 --seed -1 --output " + dir.file("o.txt"),
+       "--seed: '-1' is negative"},
+      {"generate" + missing + " --max-new-tokens 2000000000 --output " + dir.file("o.txt"),
+       "--max-new-tokens must be <= 1048576, got 2000000000"},
+      {"generate" + missing + " --max-new-tokens 2 --num-samples 300000000 --output " + dir.file("o.txt"),
+       "--num-samples 300000000 with --max-new-tokens 2: at most 16777216 samples"},
+      {"generate" + missing + " --max-new-tokens 4096 --num-samples 100000 --output " + dir.file("o.txt"),
+       "and 268435456 tokens in all"},
+      {"generate" + missing + " --max-new-tokens 2 --method beam --beam-width 2000000000 --output " + dir.file("o.txt"),
+       "--beam-width must be in 1..1024, got 2000000000"},
+      {"train --corpus " + table + " --output " + blocker + "/ckpt --steps 1",
+       "--output: cannot create '" + blocker + "/ckpt': '" + blocker + "' is not a folder"},
+      {"train-ngram --corpus " + table + " --order 2 --output " + blocker + "/n.txt", "--output: cannot write"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.args);
+    const CliResult r = run_specula(c.args);
+    INFO(r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains(c.message));
+  }
+  CHECK_FALSE(std::filesystem::exists(dir.file("o.txt")));
+  // The control: the same generate with a writable output and a real target runs.
+  CHECK(run_specula("generate --target bigram:" + table + " --prompt-tokens 0 --max-new-tokens 2 --output " +
+                    dir.file("o.txt"))
+            .exit_code == 0);
+}
+
+TEST_CASE("export never writes over its own checkpoint or another export unasked", "[cli][errors]") {
+  TempDir dir;
+  const std::string source = dir.file("ckpt");
+  std::filesystem::copy(std::string(SPECULA_SOURCE_DIR) + "/results/models/draft", source);
+  const std::string config = read_text(source + "/config.json");
+  const CliResult self = run_specula("export --model transformer:" + source + " --output " + source + "/");
+  CHECK(self.exit_code == 1);
+  CHECK_THAT(self.err, Contains("is the checkpoint being exported"));
+  CHECK(read_text(source + "/config.json") == config);
+  std::filesystem::create_directory(dir.file("hf"));
+  const std::string earlier = dir.write("hf/config.json", "{}");
+  const CliResult again = run_specula("export --model transformer:" + source + " --output " + dir.file("hf"));
+  CHECK(again.exit_code == 1);
+  CHECK_THAT(again.err, Contains("already holds config.json; pass --overwrite"));
+  CHECK(read_text(earlier) == "{}");
+  const CliResult replaced =
+      run_specula("export --model transformer:" + source + " --output " + dir.file("hf") + " --overwrite");
+  INFO(replaced.err);
+  CHECK(replaced.exit_code == 0);
+  CHECK(read_text(earlier) != "{}");
+}
+
+TEST_CASE("a folder given where a file is read is named as one", "[cli][errors]") {
+  TempDir dir;
+  const std::string table = dir.write("t.txt", kCliTargetTable);
+  const std::string folder = dir.file("");
+  const std::string out = " --output " + dir.file("o.txt");
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"generate --target bigram:" + folder + " --prompt-tokens 0 --max-new-tokens 2" + out,
+       "is a folder, not a bigram model file"},
+      {"generate --target bigram:" + table + " --prompt-file " + folder + " --max-new-tokens 2" + out,
+       "--prompt-file: '" + folder + "' is a folder, not a file"},
+      {"train-ngram --corpus " + folder + " --order 2" + out, "--corpus: '" + folder + "' is a folder, not a file"},
+      {"generate --target bigram:" + table + " --draft ngram:" + folder +
+           " --method chain --prompt-tokens 0 --max-new-tokens 2" + out,
+       "is a folder, not an n-gram model file"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.args);
+    const CliResult r = run_specula(c.args);
+    INFO(r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains(c.message));
+  }
+}

@@ -137,6 +137,21 @@ TEST_CASE("experiment files: errors name the file, line and key", "[runner][conf
       {experiment_text("top_p = 0.9,,1\n"), ":17: key 'sampling.top_p': empty item in '0.9,,1'"},
       {"[experiment]\nname = ../../escape\ntarget = bigram:x\nprompts = p\n",
        ":2: key 'experiment.name': '../../escape' is not a plain folder name"},
+      // Past 32 (or 64) bits: refused as written, never wrapped (4294967304 would read as 8) or clamped.
+      {"[experiment]\ntarget = bigram:x\nprompts = p\nmax_new_tokens = 4294967304\n",
+       ":4: key 'experiment.max_new_tokens': 4294967304 must be <= 1048576"},
+      {"[experiment]\ntarget = bigram:x\nprompts = p\nrepetitions = 4294967297\n",
+       ":4: key 'experiment.repetitions': 4294967297 must be <= 2147483647"},
+      {"[experiment]\ntarget = bigram:x\nprompts = p\nrepetitions = 99999999999999999999\n",
+       ":4: key 'experiment.repetitions': 99999999999999999999 must be <= 2147483647"},
+      {"[experiment]\ntarget = bigram:x\nprompts = p\nseed = 99999999999999999999\n",
+       ":4: key 'experiment.seed': 99999999999999999999 does not fit 64 bits"},
+      {"[experiment]\ntarget = bigram:x\nprompts = p\nseed = -1\n",
+       ":4: key 'experiment.seed': '-1' is not an unsigned integer"},
+      {"[experiment]\ntarget = bigram:x\nprompts = p\n[draft]\ndrafter = bigram:y\nnum_draft_tokens = 4294967298\n",
+       ":6: key 'draft.num_draft_tokens': 4294967298 must be <= 2147483647"},
+      {"[experiment]\ntarget = bigram:x\nprompts = p\n[beam]\nwidth = 2000000000\n",
+       ":5: key 'beam.width': 2000000000 must be <= 1024"},
   };
   for (const Case& c : cases) {
     INFO(c.text);
@@ -147,6 +162,13 @@ TEST_CASE("experiment files: errors name the file, line and key", "[runner][conf
   CHECK_THROWS_WITH(load_experiment(dir.file("missing.ini"), {}), Contains("missing.ini: cannot open"));
   CHECK_THROWS_WITH(load_experiment(dir.write("ok.ini", experiment_text()), {"sampling.top_k=-5"}),
                     Contains("--set sampling.top_k"));
+  CHECK_THROWS_WITH(
+      load_experiment(dir.file("ok.ini"), {"experiment.prompts=" + dir.file("")}),
+      Contains("--set experiment.prompts: key 'experiment.prompts': '" + dir.file("") + "' is a folder, not a file"));
+  CHECK_THROWS_WITH(load_experiment(dir.file("ok.ini"), {"experiment.output_dir="}),
+                    Contains("--set experiment.output_dir: key 'experiment.output_dir' has no value"));
+  // The largest seed is taken whole.
+  CHECK(load_experiment(dir.file("ok.ini"), {"experiment.seed=18446744073709551615"}).seed == UINT64_MAX);
 }
 
 TEST_CASE("corpus excerpts start at a line and stay inside the corpus_tail region", "[runner][config]") {
@@ -668,6 +690,13 @@ TEST_CASE("merge refuses shards that are not the slices of one complete run", "[
     CHECK_THAT(r.err, Contains(c.message));
   }
   CHECK(read_records(shards[1] + "/records.jsonl").size() > 0);  // the shard refused as output is intact
+  // Another run's results folder as the output: refused, its records untouched.
+  fs::copy(shards[0], dir.file("victim"));
+  const std::string victim = read_text(dir.file("victim") + "/records.jsonl");
+  const CliResult over = run_specula("merge " + shards[0] + " " + shards[1] + " --output " + dir.file("victim"));
+  CHECK(over.exit_code == 1);
+  CHECK_THAT(over.err, Contains("already holds a results folder (records.jsonl); give a new folder"));
+  CHECK(read_text(dir.file("victim") + "/records.jsonl") == victim);
   // A shard of a different run (another seed).
   REQUIRE(run_specula("run " + exp + out + " --shard 2/2 --set experiment.seed=7").exit_code == 0);
   const std::vector<std::string> all = run_folders(dir.file("results") + "/exp");
@@ -682,6 +711,18 @@ TEST_CASE("merge refuses shards that are not the slices of one complete run", "[
   CHECK_THAT(run_specula("merge " + shards[0] + " " + shards[1] + merged).err, Contains("not a complete run"));
   REQUIRE(run_specula("merge " + shards[0] + " " + shards[1] + merged + " --allow-incomplete").exit_code == 0);
   CHECK_THAT(read_text(dir.file("merged") + "/status"), Contains("incomplete"));
+}
+
+TEST_CASE("run checks its output folder before the target loads", "[runner][cli][errors]") {
+  TempDir dir;
+  const std::string exp = dir.write("exp.ini", experiment_text());
+  const std::string blocker = dir.write("blocker", "a file, not a folder");
+  const CliResult r = run_specula("run " + exp + " --set experiment.output_dir=" + blocker +
+                                  "/results --set experiment.target=transformer:" + dir.file("no-model") + " --quiet");
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("--set experiment.output_dir: key 'experiment.output_dir': cannot create '" + blocker +
+                             "/results'") &&
+                        Contains("is not a folder"));
 }
 
 TEST_CASE("a sweep whose prompts and trees overflow the target is refused before a folder is made",
@@ -817,6 +858,11 @@ TEST_CASE("plot refuses a summary that is cut, empty, header-only, short or from
   std::string extra = whole;
   extra.insert(whole.find('\n') + 1, "x,");
   refused(extra, {summary, "line 2", "fields"});
+  // A number that is not one (the right fields, a word where a run writes a number): named, not drawn as a gap.
+  std::string word = whole;
+  const size_t cell = word.find(",0.", word.find('\n')) + 1;
+  word.replace(cell, 2, "z.");
+  refused(word, {summary, "line ", "is not a number"});
   // The whole summary plots, and `run` plots it at the end as well.
   std::ofstream(summary, std::ios::trunc) << whole;
   const CliResult ok = run_specula("plot " + run + " --quiet");

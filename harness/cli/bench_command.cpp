@@ -124,6 +124,7 @@ int bench_sampler(const Args& args) {
   bench::check_benchmark_options(options.threads, options.min_time_s, options.filter);  // before loading LibTorch
   const std::filesystem::path output =
       vm.count("output") ? vm["output"].as<std::string>() : "results/bench/sampler-" + hostname() + ".json";
+  check_output_file_writable(output.string(), "--output", true);  // before the timings
   if (options.threads > 1)
     std::cout << "note: with " << options.threads << " threads, OMP_WAIT_POLICY=passive is advised: LibTorch and "
               << "the pipeline share the OpenMP pool, and spinning idle workers steal the cores of the next region\n";
@@ -249,6 +250,7 @@ int bench_verify(const Args& args) {
   options.filter = vm["filter"].as<std::string>();
   const std::filesystem::path output =
       vm.count("output") ? vm["output"].as<std::string>() : "results/bench/verify-" + hostname() + ".json";
+  check_output_file_writable(output.string(), "--output", true);  // before the timings
 
   const std::string load_before = load_averages();
   const bench::VerifyBenchResult result = bench::run_verify_benchmarks(options);

@@ -100,6 +100,7 @@ int bench_cuda_command(const Args& args) {
   if (o.iterations < 1) fail("--iterations: must be >= 1, got ", o.iterations);
   o.flush_l2 = !vm["no-flush-l2"].as<bool>();
   const std::string output = vm["output"].as<std::string>();
+  check_output_file_writable(output, "--output", true);  // before the timings
   CudaBenchReport report = run_cuda_bench(o);
   if (!vm["no-libtorch-baseline"].as<bool>()) add_libtorch_baseline(report, o.iterations);
   print_cuda_bench(report, std::cout);

@@ -175,6 +175,7 @@ int bench_end_to_end(const Args& args) {
   const std::string out =
       vm.count("output") ? vm["output"].as<std::string>() : "results/bench/end-to-end-" + hostname() + ".json";
   create_parent_folder(out, "--output");
+  check_output_file_writable(out, "--output");  // before the runs
 
   // Each run: its summary and folder. Without --batch, one run as the experiment says.
   struct Run {

@@ -66,13 +66,15 @@ int bench_forward_command(const Args& args) {
   o.validate(models);
   const std::string profile_file = vm.count("cost-profile") ? vm["cost-profile"].as<std::string>() : "";
   if (!profile_file.empty()) create_parent_folder(profile_file, "--cost-profile");
+  if (!profile_file.empty()) check_output_file_writable(profile_file, "--cost-profile");
+  const std::filesystem::path output =
+      vm.count("output") ? vm["output"].as<std::string>() : "results/bench/forward-" + hostname() + ".json";
+  check_output_file_writable(output.string(), "--output", true);  // before the timings
   nlohmann::json report =
       torch_function<decltype(&bench::run_forward_benchmark)>("run_forward_benchmark")(models, o, std::cout);
   // The step costs as `run --cost-profile` reads them (harness/experiment/cost_profile.h): the report holds them,
   // and --cost-profile writes them alone.
   report["cost_profile"] = cost_profile_from_forward_report(report, o.device);
-  const std::filesystem::path output =
-      vm.count("output") ? vm["output"].as<std::string>() : "results/bench/forward-" + hostname() + ".json";
   create_parent_folder(output.string(), "--output");
   write_output_file(output.string(), report.dump(2) + "\n", "--output");
   std::cout << "wrote " << output.string() << "\n";

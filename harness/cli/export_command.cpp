@@ -3,10 +3,12 @@
 // Llama checkpoints (harness/models/hf/hf_model.h).
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
+#include "harness/io/output_file.h"
 #include "harness/models/hf/hf_model.h"
 #include "harness/models/registry/model_registry.h"
 #include "kernels/shared/error.h"
@@ -23,7 +25,8 @@ int export_command(const Args& args) {
   desc.add_options()
     ("help,h", "show this help")
     ("model", po::value<std::string>(), "the checkpoint to export: transformer:DIR")
-    ("output", po::value<std::string>(), "folder to write (created)")
+    ("output", po::value<std::string>(), "folder to write (created; a new one, or --overwrite)")
+    ("overwrite", "replace the Hugging Face checkpoint already in --output")
     ("dtype", po::value<std::string>()->default_value("float32"), "weights as stored: float32 | float16 | bfloat16")
     ("verify", po::value<bool>()->default_value(true), "load the export back and compare logits on a probe")
     ("config", po::value<std::string>(), "INI file with any of these options (the command line wins)");
@@ -38,6 +41,16 @@ int export_command(const Args& args) {
   const std::string model = vm["model"].as<std::string>(), output = vm["output"].as<std::string>();
   if (model.rfind("transformer:", 0) != 0 || model.size() == std::string("transformer:").size())
     fail("--model '", model, "': only transformer:DIR checkpoints are exported");
+  // Never over the checkpoint being read, and never over another export unasked: the files are replaced one by one,
+  // so a folder written over is lost before the export could fail.
+  const std::filesystem::path source = model.substr(std::string("transformer:").size());
+  std::error_code ec;
+  if (std::filesystem::exists(output, ec) && std::filesystem::equivalent(source, output, ec))
+    fail("--output: '", output, "' is the checkpoint being exported (", model, "): write the export elsewhere");
+  for (const char* file : {"config.json", "model.safetensors", "tokenizer.json"})
+    if (!vm.count("overwrite") && std::filesystem::exists(std::filesystem::path(output) / file, ec))
+      fail("--output: '", output, "' already holds ", file, "; pass --overwrite to replace it");
+  check_output_folder_writable(output, "--output");
   HfExportOptions options;
   options.dtype = vm["dtype"].as<std::string>();
   export_hf_checkpoint(model.substr(std::string("transformer:").size()), output, options);

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -57,6 +58,7 @@ std::vector<Token> read_prompt(const po::variables_map& vm, const LanguageModel&
       text = vm["prompt"].as<std::string>();
     } else {
       const std::string path = vm["prompt-file"].as<std::string>();
+      if (std::filesystem::is_directory(path)) fail("--prompt-file: '", path, "' is a folder, not a file");
       std::ifstream in(path, std::ios::binary);
       if (!in) fail("--prompt-file: cannot read '", path, "'");
       std::ostringstream all;
@@ -247,6 +249,10 @@ po::options_description generate_options() {
   return desc;
 }
 
+// What one `generate` holds in memory at most: its samples, and their tokens over all samples.
+constexpr int64_t kMaxSamples = int64_t{1} << 24;
+constexpr int64_t kMaxSampledTokens = int64_t{1} << 28;
+
 // The options that must be there, and those that go together.
 void check_required_options(const po::variables_map& vm) {
   for (const char* required : {"target", "max-new-tokens"})
@@ -255,6 +261,20 @@ void check_required_options(const po::variables_map& vm) {
       !vm.count("logprobs-output"))
     fail("--output FILE is required (or --print-text, --stream, --logprobs-output, or a --prompt TEXT to print)");
   if (vm.count("logprobs") != vm.count("logprobs-output")) fail("--logprobs N and --logprobs-output FILE go together");
+  const int32_t max_new_tokens = vm["max-new-tokens"].as<int32_t>();
+  if (max_new_tokens > kMaxNewTokens) fail("--max-new-tokens must be <= ", kMaxNewTokens, ", got ", max_new_tokens);
+  const int32_t width = vm["beam-width"].as<int32_t>();
+  if (width < 1 || width > kMaxBeamWidth) fail("--beam-width must be in 1..", kMaxBeamWidth, ", got ", width);
+  // The samples' tokens are all kept until they are written: bounded before any model loads.
+  const int64_t samples = vm["num-samples"].as<int64_t>();
+  if (samples < 0) fail("--num-samples must be >= 0, got ", samples);
+  const int64_t tokens = samples * std::max<int64_t>(1, max_new_tokens);
+  if (samples > kMaxSamples || tokens > kMaxSampledTokens)
+    fail("--num-samples ", samples, " with --max-new-tokens ", max_new_tokens, ": at most ", kMaxSamples,
+         " samples and ", kMaxSampledTokens, " tokens in all");
+  // Where the results go, before any model loads.
+  for (const char* option : {"output", "logprobs-output", "metrics-json", "nbest-output"})
+    if (vm.count(option)) check_output_file_writable(vm[option].as<std::string>(), std::string("--") + option);
 }
 
 // The run as the options describe it (run_builder.h), each value checked where it is read, before any model loads.

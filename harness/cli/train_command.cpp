@@ -6,6 +6,7 @@
 
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
+#include "harness/io/output_file.h"
 #include "harness/train/trainer.h"
 #include "kernels/shared/error.h"
 
@@ -52,6 +53,7 @@ int train_command(const Args& args) {
   if (!o.output.empty() && !vm.count("overwrite") &&
       std::filesystem::exists(std::filesystem::path(o.output) / "config.json"))
     fail("--output: '", o.output, "' already holds a checkpoint; pass --overwrite to replace it");
+  if (!o.output.empty()) check_output_folder_writable(o.output, "--output");  // before training
   o.tokenizer = vm["tokenizer"].as<std::string>();
   o.validation_fraction = vm["validation-fraction"].as<double>();
   o.weights_dtype = vm["weights-dtype"].as<std::string>();

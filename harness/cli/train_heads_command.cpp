@@ -5,6 +5,7 @@
 
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
+#include "harness/io/output_file.h"
 #include "harness/train/head_trainer.h"
 #include "kernels/shared/error.h"
 
@@ -56,6 +57,7 @@ int train_heads_command(const Args& args, const std::string& kind) {
   if (vm.count("target")) o.target = vm["target"].as<std::string>();
   if (vm.count("corpus")) o.corpus = vm["corpus"].as<std::string>();
   if (vm.count("output")) o.output = vm["output"].as<std::string>();
+  if (!o.output.empty()) check_output_folder_writable(o.output, "--output");  // before training
   o.matrices_dtype = vm["matrices-dtype"].as<std::string>();
   o.validation_fraction = vm["validation-fraction"].as<double>();
   o.feature_windows = vm["feature-windows"].as<int64_t>();

@@ -14,6 +14,7 @@
 #include "draft/target_labels.h"
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
+#include "harness/io/output_file.h"
 #include "harness/models/registry/model_registry.h"
 #include "harness/models/registry/torch_module.h"
 #include "kernels/shared/error.h"
@@ -54,6 +55,7 @@ int train_ngram_command(const Args& args) {
   if (order < 1 || order > 16) fail("--order must be in 1..16, got ", order);
 
   const std::string corpus_path = vm["corpus"].as<std::string>();
+  if (std::filesystem::is_directory(corpus_path)) fail("--corpus: '", corpus_path, "' is a folder, not a file");
   std::ifstream in(corpus_path, std::ios::binary);
   if (!in) fail("--corpus: cannot open '", corpus_path, "'");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -68,6 +70,7 @@ int train_ngram_command(const Args& args) {
   for (size_t i = 0; i < n_train; ++i) tokens[i] = static_cast<unsigned char>(text[i]);
 
   const std::string output = vm["output"].as<std::string>();
+  check_output_file_writable(output, "--output");  // before counting
   std::vector<Token> labels = tokens;
   std::string checkpoint;  // the labels checkpoint of --distill-from
   for (const char* option : {"distill-temperature", "seed", "threads"})

@@ -249,6 +249,9 @@ int tree_opt_command(const Args& args) {
   }
   if (vm.count("forward-cost") == vm.count("forward-bench"))
     fail("give exactly one of --forward-cost and --forward-bench");
+  // Where the trees go, before measuring the acceptance.
+  for (const char* option : {"output", "output-ranks"})
+    if (vm.count(option)) check_output_file_writable(vm[option].as<std::string>(), std::string("--") + option);
   const ForwardCost cost = vm.count("forward-cost")
                                ? ForwardCost::parse(vm["forward-cost"].as<std::string>(), "forward_cost")
                                : costs_from_bench(vm["forward-bench"].as<std::string>());

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
+#include <typeinfo>
 
 #include "harness/config/ini_file.h"
 #include "kernels/shared/error.h"
@@ -58,6 +59,17 @@ int32_t parse_int_option(const std::string& text, const std::string& option) {
   return static_cast<int32_t>(v);
 }
 
+// Boost reads "-1" into an unsigned option as 2^64 - 1 (a seed the user never wrote): refused, naming the option.
+void refuse_negative_unsigned(const po::parsed_options& parsed, const po::variables_map& vm) {
+  for (const po::option& o : parsed.options) {
+    if (o.string_key.empty() || !vm.count(o.string_key)) continue;
+    const std::type_info& type = vm[o.string_key].value().type();
+    if (type != typeid(uint64_t) && type != typeid(uint32_t) && type != typeid(size_t)) continue;
+    for (const std::string& token : o.value)
+      if (trim(token).rfind('-', 0) == 0) fail("--", o.string_key, ": '", token, "' is negative");
+  }
+}
+
 }  // namespace
 
 po::variables_map parse_options(const std::vector<std::string>& args, const po::options_description& desc,
@@ -68,6 +80,7 @@ po::variables_map parse_options(const std::vector<std::string>& args, const po::
     for (const std::string& stray : po::collect_unrecognized(parsed.options, po::include_positional))
       fail("unexpected argument '", stray, "' (options start with --)");
     po::store(parsed, vm);
+    refuse_negative_unsigned(parsed, vm);
   } catch (const po::error& e) {
     fail(e.what());
   }
@@ -84,6 +97,7 @@ po::variables_map parse_options(const std::vector<std::string>& args, const po::
       try {
         po::variables_map probe;
         po::store(one, probe);
+        refuse_negative_unsigned(one, probe);
         // Sampler values are range-checked here too, so an error names the file and line.
         SamplingParams checked;
         read_sampler_options(probe, checked);

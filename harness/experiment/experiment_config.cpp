@@ -1,8 +1,10 @@
 #include "harness/experiment/experiment_config.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -11,6 +13,7 @@
 #include "harness/config/command_options.h"
 #include "harness/config/device_options.h"
 #include "harness/experiment/cost_profile.h"
+#include "harness/generation/beam_search.h"
 #include "harness/generation/decoding_method.h"
 #include "kernels/cuda_device.h"
 #include "kernels/shared/error.h"
@@ -66,14 +69,28 @@ const std::set<std::string>& beam_keys() {
   return keys;
 }
 
-long parse_int(const std::string& where, const std::string& key, const std::string& value, long min,
-               long max = LONG_MAX) {
+// A count of the int fields they fill: a value past 32 bits is refused as written, never wrapped (4294967304 would
+// read as 8).
+int parse_int(const std::string& where, const std::string& key, const std::string& value, long min,
+              long max = INT32_MAX) {
   char* end = nullptr;
+  errno = 0;
   const long v = std::strtol(value.c_str(), &end, 10);
   if (value.empty() || *end != '\0') fail(where, ": key '", key, "': '", value, "' is not an integer");
-  if (v < min) fail(where, ": key '", key, "': ", v, " must be >= ", min);
-  if (v > max) fail(where, ": key '", key, "': ", v, " must be <= ", max);
-  return v;
+  if (v < min) fail(where, ": key '", key, "': ", value, " must be >= ", min);  // strtol's LONG_MIN too
+  if (v > max || errno == ERANGE) fail(where, ": key '", key, "': ", value, " must be <= ", max);
+  return static_cast<int>(v);
+}
+
+// A seed: any 64-bit unsigned value, refused (not wrapped or clamped) outside it.
+uint64_t parse_seed(const std::string& where, const std::string& key, const std::string& value) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || value[0] == '-' || value[0] == '+')
+    fail(where, ": key '", key, "': '", value, "' is not an unsigned integer");
+  if (errno == ERANGE) fail(where, ": key '", key, "': ", value, " does not fit 64 bits");
+  return static_cast<uint64_t>(v);
 }
 
 // Checks one value of a sweep axis by parsing it the way the run will.
@@ -133,8 +150,8 @@ void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, 
     if (name == "target") c.target = value;
     if (name == "prompts") c.prompts_file = value;
     if (name == "prompts_from_corpus") c.prompts_from_corpus = value;
-    if (name == "num_prompts") c.num_prompts = static_cast<int>(parse_int(where, key, value, 1));
-    if (name == "prompt_length") c.prompt_length = static_cast<int>(parse_int(where, key, value, 1));
+    if (name == "num_prompts") c.num_prompts = parse_int(where, key, value, 1);
+    if (name == "prompt_length") c.prompt_length = parse_int(where, key, value, 1);
     if (name == "corpus_tail") {
       char* end = nullptr;
       const double tail = std::strtod(value.c_str(), &end);
@@ -142,11 +159,14 @@ void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, 
         fail(where, ": key '", key, "': '", value, "' is not a fraction in (0, 1]");
       c.corpus_tail = tail;
     }
-    if (name == "max_new_tokens") c.max_new_tokens = static_cast<int>(parse_int(where, key, value, 1));
-    if (name == "repetitions") c.repetitions = static_cast<int>(parse_int(where, key, value, 1));
-    if (name == "seed") c.seed = static_cast<uint64_t>(parse_int(where, key, value, 0));
-    if (name == "threads") c.threads = static_cast<int>(parse_int(where, key, value, 1, kMaxThreads));
-    if (name == "output_dir") c.output_dir = value;
+    if (name == "max_new_tokens") c.max_new_tokens = parse_int(where, key, value, 1, kMaxNewTokens);
+    if (name == "repetitions") c.repetitions = parse_int(where, key, value, 1);
+    if (name == "seed") c.seed = parse_seed(where, key, value);
+    if (name == "threads") c.threads = parse_int(where, key, value, 1, kMaxThreads);
+    if (name == "output_dir") {
+      if (value.empty()) fail(where, ": key '", key, "' has no value");
+      c.output_dir = value;
+    }
     if (name == "weights_dtype") {
       if (value != "auto" && value != "float32" && value != "float16" && value != "bfloat16")
         fail(where, ": key '", key, "': '", value, "' is not float32, bfloat16, float16 or auto");
@@ -186,7 +206,7 @@ void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, 
       std::strtod(value.c_str(), &end);
       if (value.empty() || *end != '\0') fail(where, ": key '", key, "': '", value, "' is not a number");
     } else {
-      parse_int(where, key, value, option == "num_return" ? 0 : 1);
+      parse_int(where, key, value, option == "num_return" ? 0 : 1, kMaxBeamWidth);
     }
     c.beam[option] = value;
     c.origin["beam." + option] = where;
@@ -262,6 +282,12 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
     fail(path, ": [experiment] target is required (e.g. target = transformer:results/models/target)");
   if (c.prompts_file.empty() == c.prompts_from_corpus.empty())
     fail(path, ": give exactly one of [experiment] prompts (a file) or prompts_from_corpus (a text corpus)");
+  // A folder opens as a file and reads as nothing ("no prompts"): named for what it is.
+  for (const char* key : {"experiment.prompts", "experiment.prompts_from_corpus"}) {
+    const std::string& file = std::string(key) == "experiment.prompts" ? c.prompts_file : c.prompts_from_corpus;
+    if (!file.empty() && std::filesystem::is_directory(file))
+      fail(c.origin.count(key) ? c.origin.at(key) : path, ": key '", key, "': '", file, "' is a folder, not a file");
+  }
   if (!c.axes.count("draft.drafter")) fail(path, ": [draft] drafter is required (one or more, separated by '|')");
   if (!c.cost_profile.empty()) {
     // Read once the last value is known (--set, or a resumed run's own copy, replaces the file's), so a bad file

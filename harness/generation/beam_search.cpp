@@ -204,7 +204,8 @@ BeamSearchOutput best_hypotheses(const BeamSearchConfig& config, std::vector<std
 BeamSearch::BeamSearch(std::shared_ptr<const LanguageModel> target, SamplingParams params, BeamSearchConfig config)
     : target_(std::move(target)), pipeline_(std::move(params), target_->vocab_size()), config_(config) {
   const BeamSearchConfig& c = config_;
-  if (c.beam_width < 1) fail_parameter("beam_width", " must be >= 1, got ", c.beam_width);
+  if (c.beam_width < 1 || c.beam_width > kMaxBeamWidth)
+    fail_parameter("beam_width", " must be in 1..", kMaxBeamWidth, ", got ", c.beam_width);
   if (c.num_groups < 1 || c.beam_width % c.num_groups != 0)
     fail_parameter("num_beam_groups", " must be >= 1 and divide the beam width (", c.beam_width, "), got ",
                    c.num_groups);

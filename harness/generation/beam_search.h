@@ -34,6 +34,9 @@
 
 namespace specula {
 
+// The most beams a search keeps: each holds its own history and cache, so the width is bounded before any work.
+inline constexpr int32_t kMaxBeamWidth = 1024;
+
 struct BeamSearchConfig {
   int32_t beam_width = 4;          // beams kept per step, over all groups
   int32_t num_groups = 1;          // G; must divide beam_width

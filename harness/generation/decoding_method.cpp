@@ -42,6 +42,8 @@ GenerationConfig generation_config(const DecodingMethod& method, const DraftShap
   config.seed = seed;
   // A draft deeper than the whole generation can never be emitted past max_new_tokens: bounded before any work,
   // like K's hard cap (generator.h) and a tree's 4096 nodes.
+  if (max_new_tokens > kMaxNewTokens)
+    fail_parameter("max_new_tokens", " must be <= ", kMaxNewTokens, ", got ", max_new_tokens);
   const int64_t depth = draft_depth(config);
   if (config.method && config.tree_shape.empty() && depth > kMaxDraftTokens)
     fail_parameter("num_draft_tokens", " must be <= ", kMaxDraftTokens, ", got ", depth);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -58,6 +59,7 @@ std::vector<float> parse_logits_text(const std::string& text, const std::string&
 }
 
 std::vector<float> read_logits_file(const std::string& path) {
+  if (std::filesystem::is_directory(path)) fail(path, ": is a folder, not a logits file");
   std::ifstream in(path);
   if (!in) fail(path, ": cannot open logits file");
   std::stringstream buffer;

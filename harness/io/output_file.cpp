@@ -30,7 +30,47 @@ void write_in_place(const std::string& path, const std::string& content, const s
   if (out.fail()) fail(what, ": closing '", shown, "' failed", reason());
 }
 
+// Whether a new file can be made in the existing folder `folder` (made and removed at once).
+bool folder_takes_files(const fs::path& folder) {
+  const fs::path probe = folder / (".specula-write-check-" + std::to_string(::getpid()));
+  std::FILE* f = std::fopen(probe.c_str(), "wx");
+  if (!f) return false;
+  std::fclose(f);
+  std::error_code ec;
+  fs::remove(probe, ec);
+  return true;
+}
+
 }  // namespace
+
+void check_output_file_writable(const std::string& path, const std::string& what, bool folder_created) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (fs::is_directory(status)) fail(what, ": '", path, "' is a folder, not a file");
+  if (fs::exists(status) && !fs::is_regular_file(status)) return;  // a device or a pipe: written in place
+  fs::path folder = fs::path(path).parent_path();
+  if (folder.empty()) folder = ".";
+  if (folder_created && !fs::exists(folder, ec)) return check_output_folder_writable(folder.string(), what);
+  if (!fs::is_directory(folder, ec))
+    fail(what, ": cannot write '", path, "': its folder '", folder.string(), "' does not exist or is not a folder");
+  if (!folder_takes_files(folder))
+    fail(what, ": cannot write '", path, "': no file can be created in '", folder.string(), "'", reason());
+}
+
+void check_output_folder_writable(const std::string& path, const std::string& what) {
+  if (path.empty()) fail(what, ": the folder is empty");
+  std::error_code ec;
+  fs::path folder = fs::absolute(path, ec);
+  if (ec) fail(what, ": '", path, "': ", ec.message());
+  if (fs::exists(folder, ec) && !fs::is_directory(folder, ec)) fail(what, ": '", path, "' exists and is not a folder");
+  // The nearest ancestor that exists: where the missing folders would be created.
+  while (!fs::exists(folder, ec) && folder.has_parent_path() && folder.parent_path() != folder)
+    folder = folder.parent_path();
+  if (!fs::is_directory(folder, ec))
+    fail(what, ": cannot create '", path, "': '", folder.string(), "' is not a folder");
+  if (!folder_takes_files(folder))
+    fail(what, ": cannot write into '", path, "': no file can be created in '", folder.string(), "'", reason());
+}
 
 void write_output_file(const std::string& shown, const std::string& content, const std::string& what) {
   std::error_code ec;

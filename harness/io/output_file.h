@@ -20,6 +20,18 @@ void write_output_file(const std::string& path, const std::string& content, cons
 void replace_file_atomically(const std::string& path, const std::string& what,
                              const std::function<void(const std::string& temporary)>& write);
 
+// Before any expensive work: whether write_output_file can write `path` later. A regular file or a missing one
+// needs a folder that takes a new file (tried by creating and removing one there: permission bits say nothing for
+// root or on /proc); a folder is refused; a device or pipe is written in place and not tried. An Error naming
+// `what` and the path when it cannot. `folder_created`: the writer creates a missing folder first
+// (create_parent_folder), so a missing one is checked as check_output_folder_writable checks it.
+void check_output_file_writable(const std::string& path, const std::string& what, bool folder_created = false);
+
+// Before any expensive work: whether the folder `path` (written into later, created then if missing) can be: an
+// existing folder must take a new file, a missing one must have a nearest existing ancestor that is a folder and
+// takes one. An Error naming `what` and the path when it cannot.
+void check_output_folder_writable(const std::string& path, const std::string& what);
+
 // Creates the folder `path` will be written in (reports whose default path is under results/), if it is
 // missing; an Error naming `what` and the folder when it cannot.
 void create_parent_folder(const std::string& path, const std::string& what);

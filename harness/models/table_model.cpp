@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -56,6 +57,7 @@ const float* TableModel::row_after(const std::vector<Token>& context, const std:
 }
 
 TableModel load_bigram_model(const std::string& path) {
+  if (std::filesystem::is_directory(path)) fail(path, ": is a folder, not a bigram model file");
   std::ifstream in(path);
   if (!in) fail(path, ": cannot open bigram model file");
   std::vector<float> logits;

@@ -376,6 +376,12 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
   if (options.shard_count > 1) settings = shard_of(settings, options.shard_index, options.shard_count);
   settings = recorded_settings(settings);
 
+  // Where the results go, before any model loads (a resumed run writes into its own folder).
+  if (!resume)
+    check_output_folder_writable(
+        config.output_dir,
+        (config.origin.count("experiment.output_dir") ? config.origin.at("experiment.output_dir") : experiment_path) +
+            ": key 'experiment.output_dir'");
   omp_set_num_threads(config.threads);
   set_compute_threads(config.threads);
   const std::shared_ptr<const LanguageModel> target = load_target(config);

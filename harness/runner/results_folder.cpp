@@ -143,6 +143,11 @@ void merge_results(const std::vector<std::string>& shard_dirs, const std::string
   for (const std::string& d : shard_dirs)
     if (fs::exists(output) && fs::equivalent(d, output, ec))
       fail("merge: --output '", output, "' is one of the shards; give a new folder");
+  // Another run's results are never written over: its records would be gone before anyone noticed.
+  for (const char* file : {"records.jsonl", "status", "summary.csv"})
+    if (fs::exists(fs::path(output) / file, ec))
+      fail("merge: --output '", output, "' already holds a results folder (", file, "); give a new folder");
+  check_output_folder_writable(output, "merge: --output");
   // Validate every input before writing anything.
   std::string config;
   int count = 0;

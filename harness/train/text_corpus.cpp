@@ -1,6 +1,7 @@
 #include "harness/train/text_corpus.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -12,6 +13,7 @@ TextCorpus load_text_corpus(const std::string& path, const Tokenizer& tokenizer,
                             size_t min_tokens) {
   if (!(validation_fraction > 0.0 && validation_fraction < 1.0))
     fail_parameter("validation_fraction", " must be in (0, 1), got ", validation_fraction);
+  if (std::filesystem::is_directory(path)) fail_parameter("corpus", ": '", path, "' is a folder, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail_parameter("corpus", ": cannot read '", path, "'");
   std::ostringstream text;
