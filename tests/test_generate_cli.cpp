@@ -373,6 +373,9 @@ TEST_CASE("outputs and bounds are checked before any model loads or any work sta
        "--logprobs-output: cannot write"},
       {"generate" + missing + " --max-new-tokens 2 --seed -1 --output " + dir.file("o.txt"),
        "--seed: '-1' is negative"},
+      {"generate" + missing + " --max-new-tokens 2 --method chain --draft synthetic:alpha=2 --output " +
+           dir.file("o.txt"),
+       "alpha must be in [0, 1], got 2"},
       {"generate" + missing + " --max-new-tokens 2000000000 --output " + dir.file("o.txt"),
        "--max-new-tokens must be <= 1048576, got 2000000000"},
       {"generate" + missing + " --max-new-tokens 2 --num-samples 300000000 --output " + dir.file("o.txt"),
@@ -384,6 +387,12 @@ TEST_CASE("outputs and bounds are checked before any model loads or any work sta
       {"train --corpus " + table + " --output " + blocker + "/ckpt --steps 1",
        "--output: cannot create '" + blocker + "/ckpt': '" + blocker + "' is not a folder"},
       {"train-ngram --corpus " + table + " --order 2 --output " + blocker + "/n.txt", "--output: cannot write"},
+      {"bench forward --model transformer:" + dir.file("no-model") + " --min-time nan --output " + dir.file("f.json"),
+       "--min-time must be a finite number of seconds >= 0, got nan"},
+      {"bench forward --model transformer:" + dir.file("no-model") + " --trees 2,,1 --output " + dir.file("f.json"),
+       "--trees '' in '2,,1'"},
+      {"bench forward --model transformer:" + dir.file("no-model") + " --output " + blocker + "/f.json",
+       "--output: cannot write '" + blocker + "/f.json'"},
   };
   for (const Case& c : cases) {
     INFO(c.args);

@@ -725,6 +725,25 @@ TEST_CASE("run checks its output folder before the target loads", "[runner][cli]
                         Contains("is not a folder"));
 }
 
+TEST_CASE("run reads every drafter's spec before its first record", "[runner][cli][errors]") {
+  TempDir dir;
+  const std::string exp = dir.write("exp.ini", experiment_text());
+  for (const std::string& bad :
+       {"synthetic:alpha=2", "prompt-lookup:max_n=0", "prompt-lookup:colour=3", "ngram:", "frobnicate:x"}) {
+    INFO(bad);
+    const CliResult r = run_specula("run " + exp + " --set experiment.output_dir=" + dir.file("results") +
+                                    " --set 'draft.drafter=prompt-lookup | " + bad + "' --quiet");
+    INFO(r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains("--set draft.drafter: key 'draft.drafter' = '" + bad + "'"));
+    CHECK_FALSE(fs::exists(dir.file("results")));  // no folder, so no record written before the refusal
+  }
+  // The control: good specs run.
+  CHECK(run_specula("run " + exp + " --set experiment.output_dir=" + dir.file("results") +
+                    " --set 'draft.drafter=prompt-lookup:max_n=3 | synthetic:alpha=0.5' --quiet --no-plots")
+            .exit_code == 0);
+}
+
 TEST_CASE("a sweep whose prompts and trees overflow the target is refused before a folder is made",
           "[runner][cli][errors]") {
   TempDir dir;

@@ -2,6 +2,8 @@
 
 #include "draft/heads/head_drafters.h"
 #include "draft/model_drafter.h"
+#include "draft/prompt_lookup_drafter.h"
+#include "draft/synthetic_drafter.h"
 #include "harness/models/registry/model_registry.h"
 #include "harness/models/registry/torch_module.h"
 #include "kernels/shared/error.h"
@@ -51,6 +53,31 @@ std::vector<std::string> drafter_kind_usages() {
   return out;
 }
 
+namespace {
+
+[[noreturn]] void fail_unknown_kind(const std::string& spec) {
+  std::string known;
+  for (const std::string& usage : drafter_kind_usages()) known += ", " + usage;
+  fail_parameter("draft", ": unknown model '", spec, "' (known: ", language_model_kind_usages(), ")",
+                 "; or a drafter: ", known.substr(2));
+}
+
+}  // namespace
+
+void check_drafter_spec(const std::string& spec) {
+  const size_t colon = spec.find(':');
+  const std::string kind = spec.substr(0, colon), rest = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  if (kind == "prompt-lookup") {
+    parse_prompt_lookup_options(rest, spec);
+  } else if (kind == "synthetic") {
+    parse_synthetic_alpha(rest, spec);
+  } else if (kind == "ngram" || kind == "medusa" || kind == "eagle" || is_language_model_kind(kind)) {
+    if (rest.empty()) fail_parameter("draft", ": '", spec, "' names no path (", kind, ":PATH)");
+  } else {
+    fail_unknown_kind(spec);
+  }
+}
+
 std::shared_ptr<const DrafterFactory> load_drafter(const std::string& spec, const SamplingParams& draft_params,
                                                    std::shared_ptr<const LanguageModel> target,
                                                    const SamplingParams& target_params,
@@ -60,12 +87,7 @@ std::shared_ptr<const DrafterFactory> load_drafter(const std::string& spec, cons
                      draft_params, std::move(target),     target_params};
   for (const DrafterKind& k : kDrafterKinds)
     if (parsed.kind == k.kind) return k.make(parsed);
-  if (!is_language_model_kind(parsed.kind)) {
-    std::string known;
-    for (const std::string& usage : drafter_kind_usages()) known += ", " + usage;
-    fail_parameter("draft", ": unknown model '", spec, "' (known: ", language_model_kind_usages(), ")",
-                   "; or a drafter: ", known.substr(2));
-  }
+  if (!is_language_model_kind(parsed.kind)) fail_unknown_kind(spec);
   return std::make_shared<ModelDrafterFactory>(load_language_model(spec, "draft", "auto", model_device), draft_params);
 }
 

@@ -26,6 +26,12 @@ std::shared_ptr<const DrafterFactory> load_drafter(const std::string& spec, cons
                                                    const SamplingParams& target_params,
                                                    const std::string& model_device = "cpu");
 
+// The spec as far as it can be read without loading anything, so that a sweep refuses a bad one before its first
+// record: a known kind, a path where the kind takes one, and prompt-lookup's and synthetic's options read as
+// load_drafter reads them. Files (and Medusa/EAGLE options) are read, and refused, when the drafter loads. Throws
+// Error naming the spec.
+void check_drafter_spec(const std::string& spec);
+
 // The registered kinds' spec syntaxes, for help and error messages.
 std::vector<std::string> drafter_kind_usages();
 

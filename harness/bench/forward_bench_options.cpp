@@ -1,9 +1,11 @@
 // ForwardBenchOptions' checks, apart from the benchmark's LibTorch code: the command line runs them before it
 // loads the LibTorch module, so a bad option costs no start-up.
 #include <algorithm>
+#include <cmath>
 
 #include "harness/bench/forward_benchmark.h"
 #include "kernels/shared/error.h"
+#include "verify/verifiers/token_tree.h"
 
 namespace specula::bench {
 
@@ -20,6 +22,9 @@ void ForwardBenchOptions::validate(const std::vector<std::string>& models) const
     fail_parameter("batches", " time pooled steps, LibTorch's path: give --device cuda or libtorch");
   if (threads < 1) fail_parameter("threads", " must be >= 1, got ", threads);
   if (min_iterations < 1) fail_parameter("min_iterations", " must be >= 1, got ", min_iterations);
+  if (!(min_time_s >= 0.0 && std::isfinite(min_time_s)))
+    fail_parameter("min_time", " must be a finite number of seconds >= 0, got ", min_time_s);
+  for (const std::string& tree : trees) parse_tree_shape(tree, "trees");  // as the benchmark reads them, up front
   if (chunk_sizes.empty()) fail_parameter("chunks", ": empty list");
   for (int64_t k : chunk_sizes)
     if (k < 1) fail_parameter("chunks", ": sizes must be >= 1, got ", k);

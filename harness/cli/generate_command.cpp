@@ -310,7 +310,10 @@ RunDescription read_run(const po::variables_map& vm, Device device) {
     if (run.logprobs < 0) fail("--logprobs must be >= 0, got ", run.logprobs);
     if (run.method.beam) fail("--logprobs: beam search writes its hypotheses' log-probabilities with --nbest-output");
   }
-  if (vm.count("draft")) run.drafter_spec = vm["draft"].as<std::string>();
+  if (vm.count("draft")) {
+    run.drafter_spec = vm["draft"].as<std::string>();
+    check_drafter_spec(run.drafter_spec);  // before the target loads
+  }
   run.ignore_eos = vm.count("ignore-eos") > 0;
   if (vm.count("regex")) {
     run.constraint.regex = vm["regex"].as<std::string>();

@@ -382,6 +382,15 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
         config.output_dir,
         (config.origin.count("experiment.output_dir") ? config.origin.at("experiment.output_dir") : experiment_path) +
             ": key 'experiment.output_dir'");
+  // Every drafter's spec, before the first record (each loads only when its settings run).
+  for (const std::string& drafter : config.axes.at("draft.drafter")) {
+    try {
+      check_drafter_spec(drafter);
+    } catch (const Error& e) {
+      fail(config.origin.count("draft.drafter") ? config.origin.at("draft.drafter") : experiment_path,
+           ": key 'draft.drafter' = '", drafter, "': ", e.what());
+    }
+  }
   omp_set_num_threads(config.threads);
   set_compute_threads(config.threads);
   const std::shared_ptr<const LanguageModel> target = load_target(config);
