@@ -135,6 +135,7 @@ TEST_CASE("experiment files: errors name the file, line and key", "[runner][conf
       {"[experiment]\ntarget = bigram:x\nprompts = p\ncorpus_tail = 0\n",
        ":4: key 'experiment.corpus_tail': '0' is not a fraction in (0, 1]"},
       {experiment_text("top_p = 0.9,,1\n"), ":17: key 'sampling.top_p': empty item in '0.9,,1'"},
+      {experiment_text("top_p = 0.9, 0.5, 0.9\n"), ":17: key 'sampling.top_p': '0.9' is listed twice"},
       {"[experiment]\nname = ../../escape\ntarget = bigram:x\nprompts = p\n",
        ":2: key 'experiment.name': '../../escape' is not a plain folder name"},
       // Past 32 (or 64) bits: refused as written, never wrapped (4294967304 would read as 8) or clamped.

@@ -224,6 +224,10 @@ void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, 
   }
   if (values.empty()) fail(where, ": key '", key, "' has no value");
   for (const std::string& v : values) check_axis_value(where, key, v);
+  // A value listed twice would be one setting (settings are keyed by their values): refused, not silently merged.
+  for (size_t i = 0; i < values.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (values[i] == values[j]) fail(where, ": key '", key, "': '", values[i], "' is listed twice");
   c.axes[key] = values;
   c.origin[key] = where;
 }
