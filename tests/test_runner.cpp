@@ -745,6 +745,30 @@ TEST_CASE("run reads every drafter's spec before its first record", "[runner][cl
             .exit_code == 0);
 }
 
+TEST_CASE("token ids outside the target's vocabulary are refused before a folder is made", "[runner][cli][errors]") {
+  TempDir dir;
+  const std::string exp = dir.write("exp.ini", experiment_text());
+  const std::string out = " --set experiment.output_dir=" + dir.file("results") + " --quiet";
+  const std::string prompts = dir.write("prompts.txt", "0 3\n0 99\n");
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {" --set sampling.stop_tokens=999", "key 'sampling.stop_tokens' (setting "},
+      {" --set sampling.stop_tokens=999", "stop_tokens: token id 999 is outside the vocabulary [0, 16)"},
+      {" --set draft_sampling.logit_bias=77:1", "key 'draft_sampling.logit_bias'"},
+      {" --set experiment.prompts=" + prompts, prompts + ": prompt 2 holds token 99"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.args);
+    const CliResult r = run_specula("run " + exp + out + c.args);
+    INFO(r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains(c.message));
+    CHECK_FALSE(fs::exists(dir.file("results")));
+  }
+}
+
 TEST_CASE("a sweep whose prompts and trees overflow the target is refused before a folder is made",
           "[runner][cli][errors]") {
   TempDir dir;

@@ -107,8 +107,30 @@ GenerationConfig setting_generation(const Setting& setting, const ExperimentConf
 void check_settings_fit(const ExperimentConfig& config, const LanguageModel& target,
                         const std::vector<std::vector<int32_t>>& prompts, const std::vector<Setting>& settings) {
   const Device device = parse_device(config.device);
-  require_device(device);                    // "no CUDA device: ..." before a results folder is made
+  require_device(device);  // "no CUDA device: ..." before a results folder is made
+  for (size_t i = 0; i < prompts.size(); ++i)
+    for (int32_t t : prompts[i])
+      if (t < 0 || t >= target.vocab_size())
+        fail(config.prompts_file.empty() ? config.prompts_from_corpus : config.prompts_file, ": prompt ", i + 1,
+             " holds token ", t, ", outside the target's vocabulary (", target.vocab_size(), " tokens)");
   for (const Setting& setting : settings) {  // each setting's draft shape against max_new_tokens
+    // Token ids (stop_tokens, logit_bias, ...) against the target's vocabulary, before a results folder is made.
+    for (const char* section : {"sampling", "draft_sampling"}) {
+      try {
+        sampler_params(setting, section, sampler_params(setting, "sampling", SamplingParams{}))
+            .validate(target.vocab_size());
+      } catch (const ParameterError&) {
+        throw;
+      } catch (const Error& e) {
+        const std::string what = e.what();
+        std::string where = config.file, key;
+        for (const auto& [k, v] : setting.values)  // the key the message names (it starts with the key's name)
+          if (k.rfind(std::string(section) + ".", 0) == 0 && what.rfind(k.substr(k.find('.') + 1), 0) == 0) key = k;
+        if (!key.empty() && config.origin.count(key)) where = config.origin.at(key);
+        fail(where, ": ", key.empty() ? "" : "key '" + key + "' ", "(setting ", setting.id, "): ", what,
+             " (the target ", target.description(), " has ", target.vocab_size(), " tokens)");
+      }
+    }
     try {
       const GenerationConfig g = setting_generation(setting, config);
       if (device == Device::cpu) continue;
