@@ -76,16 +76,20 @@ TEST_CASE("experiment files: lists, separators, overrides and defaults", "[runne
 
 TEST_CASE("[beam] takes generate's option names too; one option under both names is refused", "[runner][config]") {
   TempDir dir;
+  const std::vector<std::string> beam = {"draft.method=chain,beam"};
   const ExperimentConfig c =
-      load_experiment(dir.write("b.ini", experiment_text("\n[beam]\nbeam_width = 6\nnum_beam_groups = 2\n")), {});
+      load_experiment(dir.write("b.ini", experiment_text("\n[beam]\nbeam_width = 6\nnum_beam_groups = 2\n")), beam);
   CHECK(c.beam.at("width") == "6");
   CHECK(c.beam.at("groups") == "2");
   CHECK_THAT(c.resolved_ini(), Contains("width = 6") && Contains("groups = 2"));
-  CHECK_THROWS_WITH(load_experiment(dir.write("d.ini", experiment_text("\n[beam]\nwidth = 6\nbeam_width = 4\n")), {}),
+  CHECK_THROWS_WITH(load_experiment(dir.write("d.ini", experiment_text("\n[beam]\nwidth = 6\nbeam_width = 4\n")), beam),
                     Contains("beam_width") && Contains("repeats [beam] width"));
   // --set overrides either spelling.
-  const ExperimentConfig o = load_experiment(dir.file("b.ini"), {"beam.width=3"});
+  const ExperimentConfig o = load_experiment(dir.file("b.ini"), {"draft.method=beam", "beam.width=3"});
   CHECK(o.beam.at("width") == "3");
+  // Without a beam setting, [beam] would be ignored: refused, naming the key.
+  CHECK_THROWS_WITH(load_experiment(dir.file("b.ini"), {}),
+                    Contains("b.ini:20: key 'beam.groups' is given, but no setting uses method = beam"));
 }
 
 TEST_CASE("one decoding method for generate and run: names, defaults and the method's rules", "[runner][config]") {

@@ -308,6 +308,13 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
            " (a profile's step costs are its target's)");
   }
   if (!c.axes.count("draft.method")) c.axes["draft.method"] = {"chain"};
+  // [beam] options only beam search reads: given without it, they would be silently ignored.
+  const std::vector<std::string>& methods = c.axes.at("draft.method");
+  if (!c.beam.empty() && std::find(methods.begin(), methods.end(), "beam") == methods.end()) {
+    const std::string option = c.beam.begin()->first;
+    fail(c.origin.count("beam." + option) ? c.origin.at("beam." + option) : path, ": key 'beam.", option,
+         "' is given, but no setting uses method = beam (draft.method)");
+  }
   if (!c.axes.count("draft.num_draft_tokens"))
     c.axes["draft.num_draft_tokens"] = {std::to_string(kDefaultNumDraftTokens)};
   return c;
