@@ -125,5 +125,7 @@ struct DrafterSpec {
 
 // Builds a drafter factory from its spec; throws Error naming spec.spec on bad input.
 using DrafterMaker = std::shared_ptr<const DrafterFactory> (*)(const DrafterSpec& spec);
+// Reads a spec of its kind without loading anything (only `spec`, `kind` and `rest` are set); throws Error naming it.
+using DrafterSpecCheck = void (*)(const DrafterSpec& spec);
 
 }  // namespace specula

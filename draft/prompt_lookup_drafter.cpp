@@ -111,6 +111,8 @@ std::string PromptLookupDrafterFactory::description() const {
   return "prompt-lookup:max_n=" + std::to_string(options_.max_n) + ",min_n=" + std::to_string(options_.min_n);
 }
 
+void check_prompt_lookup_spec(const DrafterSpec& spec) { parse_prompt_lookup_options(spec.rest, spec.spec); }
+
 std::shared_ptr<const DrafterFactory> make_prompt_lookup_drafter(const DrafterSpec& spec) {
   if (!spec.target) fail_parameter("draft", " ", spec.spec, ": needs the target model");
   return std::make_shared<PromptLookupDrafterFactory>(parse_prompt_lookup_options(spec.rest, spec.spec),

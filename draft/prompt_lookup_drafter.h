@@ -57,5 +57,6 @@ class PromptLookupDrafterFactory : public DrafterFactory {
 
 // `prompt-lookup[:max_n=N,min_n=M]` (draft/registry/drafter_registry.cpp).
 std::shared_ptr<const DrafterFactory> make_prompt_lookup_drafter(const DrafterSpec& spec);
+void check_prompt_lookup_spec(const DrafterSpec& spec);  // its options, nothing loaded
 
 }  // namespace specula

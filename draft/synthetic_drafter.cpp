@@ -81,6 +81,8 @@ std::string SyntheticDrafterFactory::description() const {
   return os.str();
 }
 
+void check_synthetic_spec(const DrafterSpec& spec) { parse_synthetic_alpha(spec.rest, spec.spec); }
+
 std::shared_ptr<const DrafterFactory> make_synthetic_drafter(const DrafterSpec& spec) {
   if (!spec.target) fail_parameter("draft", " ", spec.spec, ": needs the target model");
   return std::make_shared<SyntheticDrafterFactory>(spec.target, spec.target_params,

@@ -37,5 +37,6 @@ class SyntheticDrafterFactory : public DrafterFactory {
 
 // `synthetic:alpha=A` (draft/registry/drafter_registry.cpp).
 std::shared_ptr<const DrafterFactory> make_synthetic_drafter(const DrafterSpec& spec);
+void check_synthetic_spec(const DrafterSpec& spec);  // its alpha, nothing loaded
 
 }  // namespace specula

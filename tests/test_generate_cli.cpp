@@ -402,6 +402,23 @@ TEST_CASE("outputs and bounds are checked before any model loads or any work sta
     CHECK_THAT(r.err, Contains(c.message));
   }
   CHECK_FALSE(std::filesystem::exists(dir.file("o.txt")));
+  // An output through a symbolic link is checked where it is written, beside the file the link names: a link into a
+  // missing folder is refused up front (its own folder takes files), a link to a file is written through.
+  std::filesystem::create_symlink(dir.file("missing-folder/o.txt"), dir.file("nowhere.txt"));
+  const CliResult nowhere =
+      run_specula("generate" + missing + " --max-new-tokens 2 --output " + dir.file("nowhere.txt"));
+  CHECK(nowhere.exit_code == 1);
+  CHECK_THAT(nowhere.err, Contains("--output: '" + dir.file("nowhere.txt") + "' is a symbolic link to nothing"));
+  const CliResult empty = run_specula("generate" + missing + " --max-new-tokens 2 --output ''");
+  CHECK_THAT(empty.err, Contains("--output: the file name is empty"));
+  std::filesystem::create_directory(dir.file("real"));
+  const std::string target = dir.write("real/o.txt", "old\n");
+  std::filesystem::create_symlink(target, dir.file("link.txt"));
+  CHECK(run_specula("generate --target bigram:" + table + " --prompt-tokens 0 --max-new-tokens 2 --output " +
+                    dir.file("link.txt"))
+            .exit_code == 0);
+  CHECK(std::filesystem::is_symlink(dir.file("link.txt")));
+  CHECK(read_text(target) != "old\n");
   // The control: the same generate with a writable output and a real target runs.
   CHECK(run_specula("generate --target bigram:" + table + " --prompt-tokens 0 --max-new-tokens 2 --output " +
                     dir.file("o.txt"))

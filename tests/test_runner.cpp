@@ -87,8 +87,11 @@ TEST_CASE("[beam] takes generate's option names too; one option under both names
   // --set overrides either spelling.
   const ExperimentConfig o = load_experiment(dir.file("b.ini"), {"draft.method=beam", "beam.width=3"});
   CHECK(o.beam.at("width") == "3");
-  // Without a beam setting, [beam] would be ignored: refused, naming the key.
-  CHECK_THROWS_WITH(load_experiment(dir.file("b.ini"), {}),
+  // Without a beam setting, [beam] would be ignored: refused in an experiment a user wrote, naming the key; a run's
+  // saved copy written before the rule still loads (to be resumed or plotted).
+  CHECK_NOTHROW(check_new_experiment(c));
+  CHECK_NOTHROW(load_experiment(dir.file("b.ini"), {}));
+  CHECK_THROWS_WITH(check_new_experiment(load_experiment(dir.file("b.ini"), {})),
                     Contains("b.ini:20: key 'beam.groups' is given, but no setting uses method = beam"));
 }
 
@@ -139,7 +142,6 @@ TEST_CASE("experiment files: errors name the file, line and key", "[runner][conf
       {"[experiment]\ntarget = bigram:x\nprompts = p\ncorpus_tail = 0\n",
        ":4: key 'experiment.corpus_tail': '0' is not a fraction in (0, 1]"},
       {experiment_text("top_p = 0.9,,1\n"), ":17: key 'sampling.top_p': empty item in '0.9,,1'"},
-      {experiment_text("top_p = 0.9, 0.5, 0.9\n"), ":17: key 'sampling.top_p': '0.9' is listed twice"},
       {"[experiment]\nname = ../../escape\ntarget = bigram:x\nprompts = p\n",
        ":2: key 'experiment.name': '../../escape' is not a plain folder name"},
       // Past 32 (or 64) bits: refused as written, never wrapped (4294967304 would read as 8) or clamped.
@@ -170,6 +172,11 @@ TEST_CASE("experiment files: errors name the file, line and key", "[runner][conf
   CHECK_THROWS_WITH(
       load_experiment(dir.file("ok.ini"), {"experiment.prompts=" + dir.file("")}),
       Contains("--set experiment.prompts: key 'experiment.prompts': '" + dir.file("") + "' is a folder, not a file"));
+  // A sweep value listed twice: refused in an experiment a user wrote (a saved copy still loads).
+  const std::string twice = dir.write("twice.ini", experiment_text("top_p = 0.9, 0.5, 0.9\n"));
+  CHECK_NOTHROW(check_new_experiment(load_experiment(dir.file("ok.ini"), {})));
+  CHECK_THROWS_WITH(check_new_experiment(load_experiment(twice, {})),
+                    Contains("twice.ini:17: key 'sampling.top_p': '0.9' is listed twice"));
   CHECK_THROWS_WITH(load_experiment(dir.file("ok.ini"), {"experiment.output_dir="}),
                     Contains("--set experiment.output_dir: key 'experiment.output_dir' has no value"));
   // The largest seed is taken whole.
@@ -726,15 +733,15 @@ TEST_CASE("run checks its output folder before the target loads", "[runner][cli]
                                   "/results --set experiment.target=transformer:" + dir.file("no-model") + " --quiet");
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Contains("--set experiment.output_dir: key 'experiment.output_dir': cannot create '" + blocker +
-                             "/results'") &&
+                             "/results/exp'") &&
                         Contains("is not a folder"));
 }
 
 TEST_CASE("run reads every drafter's spec before its first record", "[runner][cli][errors]") {
   TempDir dir;
   const std::string exp = dir.write("exp.ini", experiment_text());
-  for (const std::string& bad :
-       {"synthetic:alpha=2", "prompt-lookup:max_n=0", "prompt-lookup:colour=3", "ngram:", "frobnicate:x"}) {
+  for (const std::string& bad : std::vector<std::string>{"synthetic:alpha=2", "prompt-lookup:max_n=0",
+                                                         "prompt-lookup:colour=3", "ngram:", "frobnicate:x"}) {
     INFO(bad);
     const CliResult r = run_specula("run " + exp + " --set experiment.output_dir=" + dir.file("results") +
                                     " --set 'draft.drafter=prompt-lookup | " + bad + "' --quiet");
@@ -747,6 +754,18 @@ TEST_CASE("run reads every drafter's spec before its first record", "[runner][cl
   CHECK(run_specula("run " + exp + " --set experiment.output_dir=" + dir.file("results") +
                     " --set 'draft.drafter=prompt-lookup:max_n=3 | synthetic:alpha=0.5' --quiet --no-plots")
             .exit_code == 0);
+  // A value listed twice is refused in the experiment, before any folder...
+  const CliResult twice = run_specula("run " + exp + " --set experiment.output_dir=" + dir.file("twice") +
+                                      " --set sampling.temperature=0.5,0.5 --quiet");
+  CHECK(twice.exit_code == 1);
+  CHECK_THAT(twice.err, Contains("--set sampling.temperature: key 'sampling.temperature': '0.5' is listed twice"));
+  CHECK_FALSE(fs::exists(dir.file("twice")));
+  // ...but a saved run's own copy written before these rules (a [beam] section no setting uses) still plots.
+  const std::string run = run_folders(dir.file("results") + "/exp").at(0);
+  std::ofstream(run + "/config.resolved.ini", std::ios::app) << "\n[beam]\nwidth = 2\n";
+  const CliResult plotted = run_specula("plot " + run + " --quiet");
+  INFO(plotted.err);
+  CHECK(plotted.exit_code == 0);
 }
 
 TEST_CASE("token ids outside the target's vocabulary are refused before a folder is made", "[runner][cli][errors]") {

@@ -2,8 +2,6 @@
 
 #include "draft/heads/head_drafters.h"
 #include "draft/model_drafter.h"
-#include "draft/prompt_lookup_drafter.h"
-#include "draft/synthetic_drafter.h"
 #include "harness/models/registry/model_registry.h"
 #include "harness/models/registry/torch_module.h"
 #include "kernels/shared/error.h"
@@ -11,26 +9,36 @@
 namespace specula {
 namespace {
 
-// One line per drafter kind: KIND(kind, usage, maker). `kind` is the spec's text before ':', `usage` its syntax
-// for messages, `maker` a DrafterMaker defined in the drafter's own file. A spec whose kind is not here is read
-// as a language model (any kind of harness/models/registry) drafting with the draft's sampling parameters.
-#define SPECULA_DRAFTER_KINDS(KIND)                                                    \
-  KIND("prompt-lookup", "prompt-lookup[:max_n=N,min_n=M]", make_prompt_lookup_drafter) \
-  KIND("ngram", "ngram:PATH", make_ngram_drafter)                                      \
-  KIND("synthetic", "synthetic:alpha=A", make_synthetic_drafter)                       \
-  KIND("medusa", "medusa:DIR[,...]", make_torch_head_drafter)                          \
-  KIND("eagle", "eagle:DIR[,...]", make_torch_head_drafter)
+// One line per drafter kind: KIND(kind, usage, maker, check). `kind` is the spec's text before ':', `usage` its
+// syntax for messages, `maker` a DrafterMaker defined in the drafter's own file, `check` a DrafterSpecCheck that reads
+// the spec without loading anything (check_drafter_spec): the drafter's own, or check_path_spec for a kind that
+// names a file or folder. A spec whose kind is not here is read as a language model (any kind of
+// harness/models/registry) drafting with the draft's sampling parameters.
+#define SPECULA_DRAFTER_KINDS(KIND)                                                                              \
+  KIND("prompt-lookup", "prompt-lookup[:max_n=N,min_n=M]", make_prompt_lookup_drafter, check_prompt_lookup_spec) \
+  KIND("ngram", "ngram:PATH", make_ngram_drafter, check_path_spec)                                               \
+  KIND("synthetic", "synthetic:alpha=A", make_synthetic_drafter, check_synthetic_spec)                           \
+  KIND("medusa", "medusa:DIR[,...]", make_torch_head_drafter, check_path_spec)                                   \
+  KIND("eagle", "eagle:DIR[,...]", make_torch_head_drafter, check_path_spec)
 
 struct DrafterKind {
   const char* kind;
   const char* usage;
   DrafterMaker make;
+  DrafterSpecCheck check;
 };
 
 }  // namespace
 
-// Each maker's declaration, so that registering a drafter takes its line above and nothing else.
-#define SPECULA_DECLARE_MAKER(kind, usage, maker) std::shared_ptr<const DrafterFactory> maker(const DrafterSpec& spec);
+// A kind that names a file or folder: the path must be given (what it names is read when the drafter loads).
+void check_path_spec(const DrafterSpec& spec) {
+  if (spec.rest.empty()) fail_parameter("draft", ": '", spec.spec, "' names no path (", spec.kind, ":PATH)");
+}
+
+// Each maker's and check's declaration, so that registering a drafter takes its line above and nothing else.
+#define SPECULA_DECLARE_MAKER(kind, usage, maker, check)                \
+  std::shared_ptr<const DrafterFactory> maker(const DrafterSpec& spec); \
+  void check(const DrafterSpec& spec);
 SPECULA_DRAFTER_KINDS(SPECULA_DECLARE_MAKER)
 #undef SPECULA_DECLARE_MAKER
 
@@ -41,7 +49,7 @@ std::shared_ptr<const DrafterFactory> make_torch_head_drafter(const DrafterSpec&
 
 namespace {
 
-#define SPECULA_TABLE_ROW(kind, usage, maker) {kind, usage, maker},
+#define SPECULA_TABLE_ROW(kind, usage, maker, check) {kind, usage, maker, check},
 const DrafterKind kDrafterKinds[] = {SPECULA_DRAFTER_KINDS(SPECULA_TABLE_ROW)};
 #undef SPECULA_TABLE_ROW
 
@@ -66,16 +74,14 @@ namespace {
 
 void check_drafter_spec(const std::string& spec) {
   const size_t colon = spec.find(':');
-  const std::string kind = spec.substr(0, colon), rest = colon == std::string::npos ? "" : spec.substr(colon + 1);
-  if (kind == "prompt-lookup") {
-    parse_prompt_lookup_options(rest, spec);
-  } else if (kind == "synthetic") {
-    parse_synthetic_alpha(rest, spec);
-  } else if (kind == "ngram" || kind == "medusa" || kind == "eagle" || is_language_model_kind(kind)) {
-    if (rest.empty()) fail_parameter("draft", ": '", spec, "' names no path (", kind, ":PATH)");
-  } else {
-    fail_unknown_kind(spec);
-  }
+  DrafterSpec parsed;
+  parsed.spec = spec;
+  parsed.kind = spec.substr(0, colon);
+  parsed.rest = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  for (const DrafterKind& k : kDrafterKinds)
+    if (parsed.kind == k.kind) return k.check(parsed);
+  if (!is_language_model_kind(parsed.kind)) fail_unknown_kind(spec);
+  check_path_spec(parsed);
 }
 
 std::shared_ptr<const DrafterFactory> load_drafter(const std::string& spec, const SamplingParams& draft_params,

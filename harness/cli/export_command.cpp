@@ -47,7 +47,7 @@ int export_command(const Args& args) {
   std::error_code ec;
   if (std::filesystem::exists(output, ec) && std::filesystem::equivalent(source, output, ec))
     fail("--output: '", output, "' is the checkpoint being exported (", model, "): write the export elsewhere");
-  for (const char* file : {"config.json", "model.safetensors", "tokenizer.json"})
+  for (const char* file : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"})
     if (!vm.count("overwrite") && std::filesystem::exists(std::filesystem::path(output) / file, ec))
       fail("--output: '", output, "' already holds ", file, "; pass --overwrite to replace it");
   check_output_folder_writable(output, "--output");

@@ -253,8 +253,8 @@ po::options_description generate_options() {
 constexpr int64_t kMaxSamples = int64_t{1} << 24;
 constexpr int64_t kMaxSampledTokens = int64_t{1} << 28;
 
-// The options that must be there, and those that go together.
-void check_required_options(const po::variables_map& vm) {
+// Before any model loads: the options that must be there and those that go together, the bounds, and the outputs.
+void check_options_before_loading(const po::variables_map& vm) {
   for (const char* required : {"target", "max-new-tokens"})
     if (!vm.count(required)) fail("--", required, " is required");
   if (!vm.count("output") && !text_prompt(vm) && !vm.count("print-text") && !vm.count("stream") &&
@@ -264,12 +264,13 @@ void check_required_options(const po::variables_map& vm) {
   const int32_t max_new_tokens = vm["max-new-tokens"].as<int32_t>();
   if (max_new_tokens > kMaxNewTokens) fail("--max-new-tokens must be <= ", kMaxNewTokens, ", got ", max_new_tokens);
   const int32_t width = vm["beam-width"].as<int32_t>();
-  if (width < 1 || width > kMaxBeamWidth) fail("--beam-width must be in 1..", kMaxBeamWidth, ", got ", width);
+  if (vm["method"].as<std::string>() == "beam" && (width < 1 || width > kMaxBeamWidth))
+    fail("--beam-width must be in 1..", kMaxBeamWidth, ", got ", width);
   // The samples' tokens are all kept until they are written: bounded before any model loads.
   const int64_t samples = vm["num-samples"].as<int64_t>();
   if (samples < 0) fail("--num-samples must be >= 0, got ", samples);
-  const int64_t tokens = samples * std::max<int64_t>(1, max_new_tokens);
-  if (samples > kMaxSamples || tokens > kMaxSampledTokens)
+  // The count first: the product of an unbounded count could overflow.
+  if (samples > kMaxSamples || samples * std::max<int64_t>(1, max_new_tokens) > kMaxSampledTokens)
     fail("--num-samples ", samples, " with --max-new-tokens ", max_new_tokens, ": at most ", kMaxSamples,
          " samples and ", kMaxSampledTokens, " tokens in all");
   // Where the results go, before any model loads.
@@ -379,7 +380,7 @@ int generate_command(const Args& args) {
   }
   const Device device = parse_device(vm["device"].as<std::string>());
   require_device(device);  // "no CUDA device: ..." where there is none
-  check_required_options(vm);
+  check_options_before_loading(vm);
   const RunDescription description = read_run(vm, device);
   auto target = load_language_model(description.target_spec, "target", vm["weights-dtype"].as<std::string>(),
                                     model_device_for(device));

@@ -78,7 +78,7 @@ Measured measure_positional_acceptance(const LanguageModel& target, const Sampli
       }
       for (size_t i = 0; i < outcome.emitted.size(); ++i) {
         const int32_t row = i == 0 ? 0 : outcome.path[i - 1] + 1;
-        history = pipeline.advance(history, outcome.emitted[i], probs.data() + static_cast<size_t>(row) * V);
+        history = pipeline.advance(std::move(history), outcome.emitted[i], probs.data() + static_cast<size_t>(row) * V);
         context.push_back(outcome.emitted[i]);
         ++produced;
       }

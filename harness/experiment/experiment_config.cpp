@@ -224,10 +224,6 @@ void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, 
   }
   if (values.empty()) fail(where, ": key '", key, "' has no value");
   for (const std::string& v : values) check_axis_value(where, key, v);
-  // A value listed twice would be one setting (settings are keyed by their values): refused, not silently merged.
-  for (size_t i = 0; i < values.size(); ++i)
-    for (size_t j = 0; j < i; ++j)
-      if (values[i] == values[j]) fail(where, ": key '", key, "': '", values[i], "' is listed twice");
   c.axes[key] = values;
   c.origin[key] = where;
 }
@@ -266,6 +262,22 @@ std::vector<std::string> split_values(const std::string& key, const std::string&
     if (out.back().empty()) fail("key '", key, "': empty item in '", value, "'");
     if (at == std::string::npos) return out;
     from = at + 1;
+  }
+}
+
+void check_new_experiment(const ExperimentConfig& c) {
+  const auto where = [&](const std::string& key) { return c.origin.count(key) ? c.origin.at(key) : c.file; };
+  // A value listed twice would be one setting (settings are keyed by their values): refused, not silently merged.
+  for (const auto& [key, values] : c.axes)
+    for (size_t i = 0; i < values.size(); ++i)
+      if (std::find(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(i), values[i]) !=
+          values.begin() + static_cast<std::ptrdiff_t>(i))
+        fail(where(key), ": key '", key, "': '", values[i], "' is listed twice");
+  // [beam] options only beam search reads: given without it, they would be silently ignored.
+  const std::vector<std::string>& methods = c.axes.at("draft.method");
+  if (!c.beam.empty() && std::find(methods.begin(), methods.end(), "beam") == methods.end()) {
+    const std::string key = "beam." + c.beam.begin()->first;
+    fail(where(key), ": key '", key, "' is given, but no setting uses method = beam (draft.method)");
   }
 }
 
@@ -308,13 +320,6 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
            " (a profile's step costs are its target's)");
   }
   if (!c.axes.count("draft.method")) c.axes["draft.method"] = {"chain"};
-  // [beam] options only beam search reads: given without it, they would be silently ignored.
-  const std::vector<std::string>& methods = c.axes.at("draft.method");
-  if (!c.beam.empty() && std::find(methods.begin(), methods.end(), "beam") == methods.end()) {
-    const std::string option = c.beam.begin()->first;
-    fail(c.origin.count("beam." + option) ? c.origin.at("beam." + option) : path, ": key 'beam.", option,
-         "' is given, but no setting uses method = beam (draft.method)");
-  }
   if (!c.axes.count("draft.num_draft_tokens"))
     c.axes["draft.num_draft_tokens"] = {std::to_string(kDefaultNumDraftTokens)};
   return c;

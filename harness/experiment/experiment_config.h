@@ -81,6 +81,11 @@ struct ExperimentConfig {
 // file, line and key for unknown keys, malformed values and missing required keys.
 ExperimentConfig load_experiment(const std::string& path, const std::vector<std::string>& overrides);
 
+// Rules for an experiment a user wrote, which a run's own saved copy (config.resolved.ini, read to resume or plot it)
+// need not meet when it was written before them: no sweep value listed twice (it would be merged into one setting),
+// no [beam] option where no setting uses method = beam (it would be ignored). Error naming file:line and key.
+void check_new_experiment(const ExperimentConfig& config);
+
 // True for keys whose list separator is '|' rather than ','.
 bool key_uses_bar_separator(const std::string& key);
 std::vector<std::string> split_values(const std::string& key, const std::string& value);

@@ -211,7 +211,7 @@ void Generator::target_logits(Sequence& s) const {
 void Generator::commit_token(Sequence& s, Token x, const float* probs) const {
   GenerationMetrics& m = *s.metrics;
   if (config_.logprobs >= 0) s.out.logprobs.push_back(emitted_logprobs(s.logits.data(), probs, s.history, x));
-  s.history = pipeline_.advance(s.history, x, probs);
+  s.history = pipeline_.advance(std::move(s.history), x, probs);
   s.context.push_back(x);
   s.out.tokens.push_back(x);
   ++m.target_calls;
@@ -282,7 +282,7 @@ void Generator::commit_step(Sequence& s, const VerifyOutcome& outcome, const flo
     const float* row = probs ? probs + static_cast<size_t>(from_row) * V : nullptr;
     if (config_.logprobs >= 0)
       out.logprobs.push_back(emitted_logprobs(s.logits.data() + static_cast<size_t>(from_row) * V, row, s.history, x));
-    s.history = pipeline_.advance(s.history, x, row);
+    s.history = pipeline_.advance(std::move(s.history), x, row);
     s.context.push_back(x);
     out.tokens.push_back(x);
     committed.push_back(x);

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -30,31 +31,40 @@ void write_in_place(const std::string& path, const std::string& content, const s
   if (out.fail()) fail(what, ": closing '", shown, "' failed", reason());
 }
 
-// Whether a new file can be made in the existing folder `folder` (made and removed at once).
+// Whether a new file can be made in the existing folder `folder`: one is made under a name no other file has
+// (mkstemp) and removed at once.
 bool folder_takes_files(const fs::path& folder) {
-  const fs::path probe = folder / (".specula-write-check-" + std::to_string(::getpid()));
-  std::FILE* f = std::fopen(probe.c_str(), "wx");
-  if (!f) return false;
-  std::fclose(f);
+  std::string name = (folder / ".specula-write-check-XXXXXX").string();
+  errno = 0;
+  const int fd = ::mkstemp(name.data());
+  if (fd < 0) return false;
+  ::close(fd);
   std::error_code ec;
-  fs::remove(probe, ec);
+  fs::remove(name, ec);
   return true;
 }
 
 }  // namespace
 
-void check_output_file_writable(const std::string& path, const std::string& what, bool folder_created) {
+void check_output_file_writable(const std::string& shown, const std::string& what, bool folder_created) {
+  if (shown.empty()) fail(what, ": the file name is empty");
   std::error_code ec;
-  const fs::file_status status = fs::status(path, ec);
-  if (fs::is_directory(status)) fail(what, ": '", path, "' is a folder, not a file");
+  const fs::file_status status = fs::status(shown, ec);
+  if (fs::is_directory(status)) fail(what, ": '", shown, "' is a folder, not a file");
   if (fs::exists(status) && !fs::is_regular_file(status)) return;  // a device or a pipe: written in place
+  // Through a symbolic link, where write_output_file writes: beside the file it names.
+  std::string path = shown;
+  if (fs::is_symlink(shown, ec)) {
+    path = fs::canonical(shown, ec).string();
+    if (ec) fail(what, ": '", shown, "' is a symbolic link to nothing: ", ec.message());
+  }
   fs::path folder = fs::path(path).parent_path();
   if (folder.empty()) folder = ".";
   if (folder_created && !fs::exists(folder, ec)) return check_output_folder_writable(folder.string(), what);
   if (!fs::is_directory(folder, ec))
-    fail(what, ": cannot write '", path, "': its folder '", folder.string(), "' does not exist or is not a folder");
+    fail(what, ": cannot write '", shown, "': its folder '", folder.string(), "' does not exist or is not a folder");
   if (!folder_takes_files(folder))
-    fail(what, ": cannot write '", path, "': no file can be created in '", folder.string(), "'", reason());
+    fail(what, ": cannot write '", shown, "': no file can be created in '", folder.string(), "'", reason());
 }
 
 void check_output_folder_writable(const std::string& path, const std::string& what) {

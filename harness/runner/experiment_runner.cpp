@@ -372,14 +372,16 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
   const bool resume = !options.resume_dir.empty();
   const std::string experiment_path = resume ? resumed_configuration(options) : path;
   const ExperimentConfig config = load_experiment(experiment_path, options.overrides);
+  if (!resume) check_new_experiment(config);
   std::vector<Setting> settings = expand_sweep(config);
   if (options.shard_count > 1) settings = shard_of(settings, options.shard_index, options.shard_count);
   settings = recorded_settings(settings);
 
-  // Where the results go, before any model loads (a resumed run writes into its own folder).
+  // Where the results go (output_dir/NAME/, which may exist already), before any model loads; a resumed run writes
+  // into its own folder.
   if (!resume)
     check_output_folder_writable(
-        config.output_dir,
+        (fs::path(config.output_dir) / config.name).string(),
         (config.origin.count("experiment.output_dir") ? config.origin.at("experiment.output_dir") : experiment_path) +
             ": key 'experiment.output_dir'");
   // Every drafter's spec, before the first record (each loads only when its settings run).

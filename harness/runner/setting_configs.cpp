@@ -29,6 +29,38 @@ std::string unescape_newlines(const std::string& s) {
   return out;
 }
 
+// Every prompt's token ids against the target's vocabulary, naming the prompts' file.
+void check_prompt_tokens(const ExperimentConfig& config, const LanguageModel& target,
+                         const std::vector<std::vector<int32_t>>& prompts) {
+  for (size_t i = 0; i < prompts.size(); ++i)
+    for (int32_t t : prompts[i])
+      if (t < 0 || t >= target.vocab_size())
+        fail(config.prompts_file.empty() ? config.prompts_from_corpus : config.prompts_file, ": prompt ", i + 1,
+             " holds token ", t, ", outside the target's vocabulary (", target.vocab_size(), " tokens)");
+}
+
+// A setting's token ids (stop_tokens, logit_bias, ...) in [sampling] and [draft_sampling] against the target's
+// vocabulary. SamplingParams::validate names the parameter first in its message, so the key is the setting's key of
+// that name.
+void check_setting_tokens(const ExperimentConfig& config, const LanguageModel& target, const Setting& setting) {
+  for (const char* section : {"sampling", "draft_sampling"}) {
+    try {
+      sampler_params(setting, section, sampler_params(setting, "sampling", SamplingParams{}))
+          .validate(target.vocab_size());
+    } catch (const ParameterError&) {
+      throw;  // names its parameter: the caller's fail_at_key places it, as every setting error
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      std::string where = config.file, key;
+      for (const auto& [k, v] : setting.values)
+        if (k.rfind(std::string(section) + ".", 0) == 0 && what.rfind(k.substr(k.find('.') + 1), 0) == 0) key = k;
+      if (!key.empty() && config.origin.count(key)) where = config.origin.at(key);
+      fail(where, ": ", key.empty() ? "" : "key '" + key + "' ", "(setting ", setting.id, "): ", what, " (the target ",
+           target.description(), " has ", target.vocab_size(), " tokens)");
+    }
+  }
+}
+
 }  // namespace
 
 SamplingParams sampler_params(const Setting& setting, const std::string& section, SamplingParams params) {
@@ -108,30 +140,10 @@ void check_settings_fit(const ExperimentConfig& config, const LanguageModel& tar
                         const std::vector<std::vector<int32_t>>& prompts, const std::vector<Setting>& settings) {
   const Device device = parse_device(config.device);
   require_device(device);  // "no CUDA device: ..." before a results folder is made
-  for (size_t i = 0; i < prompts.size(); ++i)
-    for (int32_t t : prompts[i])
-      if (t < 0 || t >= target.vocab_size())
-        fail(config.prompts_file.empty() ? config.prompts_from_corpus : config.prompts_file, ": prompt ", i + 1,
-             " holds token ", t, ", outside the target's vocabulary (", target.vocab_size(), " tokens)");
+  check_prompt_tokens(config, target, prompts);
   for (const Setting& setting : settings) {  // each setting's draft shape against max_new_tokens
-    // Token ids (stop_tokens, logit_bias, ...) against the target's vocabulary, before a results folder is made.
-    for (const char* section : {"sampling", "draft_sampling"}) {
-      try {
-        sampler_params(setting, section, sampler_params(setting, "sampling", SamplingParams{}))
-            .validate(target.vocab_size());
-      } catch (const ParameterError&) {
-        throw;
-      } catch (const Error& e) {
-        const std::string what = e.what();
-        std::string where = config.file, key;
-        for (const auto& [k, v] : setting.values)  // the key the message names (it starts with the key's name)
-          if (k.rfind(std::string(section) + ".", 0) == 0 && what.rfind(k.substr(k.find('.') + 1), 0) == 0) key = k;
-        if (!key.empty() && config.origin.count(key)) where = config.origin.at(key);
-        fail(where, ": ", key.empty() ? "" : "key '" + key + "' ", "(setting ", setting.id, "): ", what,
-             " (the target ", target.description(), " has ", target.vocab_size(), " tokens)");
-      }
-    }
     try {
+      check_setting_tokens(config, target, setting);
       const GenerationConfig g = setting_generation(setting, config);
       if (device == Device::cpu) continue;
       // What the device path cannot do is refused here, by key, before any work.

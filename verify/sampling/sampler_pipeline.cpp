@@ -171,17 +171,24 @@ std::vector<float> SamplerPipeline::process(const std::vector<float>& logits, co
 }
 
 TokenHistory SamplerPipeline::advance(const TokenHistory& history, Token token, const float* probs) const {
+  return advance(TokenHistory(history), token, probs);
+}
+
+TokenHistory SamplerPipeline::advance(TokenHistory&& history, Token token, const float* probs) const {
   if (token < 0 || token >= vocab_size_)
     fail("advance: token id ", token, " is outside the vocabulary [0, ", vocab_size_, ")");
-  TokenHistory next = history.extended(token);
-  if (params_.constraint) next.constraint_state = params_.constraint->next_state(history.constraint_state, token);
-  if (params_.mirostat == 2 && !params_.greedy()) {
+  const bool mirostat = params_.mirostat == 2 && !params_.greedy();
+  const double mu = mirostat ? mirostat_mu(params_, history) : 0.0;  // the state before the token
+  const int32_t state = history.constraint_state;
+  history.extend(token);
+  if (params_.constraint) history.constraint_state = params_.constraint->next_state(state, token);
+  if (mirostat) {
     // Surprise of the emitted token under the distribution it was drawn from (llama.cpp computes it on
     // the mirostat-truncated, renormalised distribution, which is ours when mirostat is the last stage).
     const double surprise = -std::log2(static_cast<double>(probs[token]));
-    next.mirostat_mu = mirostat_mu(params_, history) - params_.mirostat_eta * (surprise - params_.mirostat_tau);
+    history.mirostat_mu = mu - params_.mirostat_eta * (surprise - params_.mirostat_tau);
   }
-  return next;
+  return std::move(history);
 }
 
 void process_batch(const float* logits, int32_t rows, int32_t vocab_size, const SamplerPipeline* const* pipelines,

@@ -35,6 +35,9 @@ class SamplerPipeline {
   // The history after `token` was emitted from the processed distribution `probs` of that history:
   // appends the token and advances mirostat's mu (Basu et al. 2021, Alg. 2: mu -= eta * (surprise - tau)).
   TokenHistory advance(const TokenHistory& history, Token token, const float* probs) const;
+  // The same, taking the history over: a sequence's own history grows in place, so emitting n tokens costs O(n),
+  // not the O(n^2) of a copy a token.
+  TokenHistory advance(TokenHistory&& history, Token token, const float* probs) const;
 
  private:
   SamplingParams params_;

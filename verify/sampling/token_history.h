@@ -25,12 +25,17 @@ struct TokenHistory {
   // pipeline refuses such a history; empty everywhere else.
   std::vector<int32_t> pending_ids{};
 
-  // The history after one more generated token (used to walk a draft path).
-  TokenHistory extended(Token t) const {
+  // One more generated token, in place.
+  void extend(Token t) {
     // A token after placeholders would break their rule (the last pending_ids.size() tokens).
     if (!pending_ids.empty()) fail("history: a token added after ids still in device memory");
+    output.push_back(t);
+  }
+
+  // The history after one more generated token (used to walk a draft path).
+  TokenHistory extended(Token t) const {
     TokenHistory h = *this;
-    h.output.push_back(t);
+    h.extend(t);
     return h;
   }
 };
