@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <utility>
 
 #include "kernels/shared/mutation_points.h"
 #include "verify/sampling/categorical.h"
@@ -83,7 +84,8 @@ TokenHistory path_history(const SamplerPipeline& pipeline, const TokenHistory& c
                           int32_t row, const std::function<const float*(int32_t)>& law_of_row) {
   if (row == 0) return committed;
   TokenHistory h = committed;
-  for (int32_t n : tree.path_nodes(row - 1)) h = pipeline.advance(h, tree.tokens[n], law_of_row(tree.parent[n] + 1));
+  for (int32_t n : tree.path_nodes(row - 1))
+    h = pipeline.advance(std::move(h), tree.tokens[n], law_of_row(tree.parent[n] + 1));
   return h;
 }
 

@@ -13,7 +13,7 @@ TokenHistory row_history(const SamplerPipeline& pipeline, const TokenHistory& co
   TokenHistory h = committed;
   const int32_t V = pipeline.vocab_size();
   for (int32_t n : tree.path_nodes(row - 1))
-    h = pipeline.advance(h, tree.tokens[n], probs + static_cast<size_t>(tree.parent[n] + 1) * V);
+    h = pipeline.advance(std::move(h), tree.tokens[n], probs + static_cast<size_t>(tree.parent[n] + 1) * V);
   if (mutant_on(Mutant::constraint_state_not_advanced)) h.constraint_state = committed.constraint_state;
   return h;
 }
