@@ -16,6 +16,25 @@ using namespace specula::testing;
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
 
+namespace {
+
+// A command that must fail (exit 1) with `message` in its error.
+struct RefusalCase {
+  std::string args, message;
+};
+
+void expect_refusals(const std::vector<RefusalCase>& cases) {
+  for (const RefusalCase& c : cases) {
+    INFO(c.args);
+    const CliResult r = run_specula(c.args);
+    INFO(r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains(c.message));
+  }
+}
+
+}  // namespace
+
 TEST_CASE("generate writes L tokens per sample (no stop token) and the documented metrics", "[cli][generate]") {
   TempDir dir;
   const std::string target = dir.write("t.txt", kCliTargetTable), draft = dir.write("d.txt", kCliDraftTable);
@@ -361,10 +380,7 @@ TEST_CASE("outputs and bounds are checked before any model loads or any work sta
   const std::string blocker = dir.write("blocker", "a file, not a folder");
   // A target that could not load: each refusal below comes first, so the message is never the model's.
   const std::string missing = " --target transformer:" + dir.file("no-model") + " --prompt-tokens 0";
-  struct Case {
-    std::string args, message;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<RefusalCase> cases = {
       {"generate" + missing + " --max-new-tokens 2 --output " + blocker + "/out.txt",
        "--output: cannot write '" + blocker + "/out.txt': its folder '" + blocker + "' does not exist"},
       {"generate" + missing + " --max-new-tokens 2 --output " + dir.file("o.txt") + " --metrics-json " + dir.file(""),
@@ -394,13 +410,7 @@ TEST_CASE("outputs and bounds are checked before any model loads or any work sta
       {"bench forward --model transformer:" + dir.file("no-model") + " --output " + blocker + "/f.json",
        "--output: cannot write '" + blocker + "/f.json'"},
   };
-  for (const Case& c : cases) {
-    INFO(c.args);
-    const CliResult r = run_specula(c.args);
-    INFO(r.err);
-    CHECK(r.exit_code == 1);
-    CHECK_THAT(r.err, Contains(c.message));
-  }
+  expect_refusals(cases);
   CHECK_FALSE(std::filesystem::exists(dir.file("o.txt")));
   // An output through a symbolic link is checked where it is written, beside the file the link names: a link into a
   // missing folder is refused up front (its own folder takes files), a link to a file is written through.
@@ -452,10 +462,7 @@ TEST_CASE("a folder given where a file is read is named as one", "[cli][errors]"
   const std::string table = dir.write("t.txt", kCliTargetTable);
   const std::string folder = dir.file("");
   const std::string out = " --output " + dir.file("o.txt");
-  struct Case {
-    std::string args, message;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<RefusalCase> cases = {
       {"generate --target bigram:" + folder + " --prompt-tokens 0 --max-new-tokens 2" + out,
        "is a folder, not a bigram model file"},
       {"generate --target bigram:" + table + " --prompt-file " + folder + " --max-new-tokens 2" + out,
@@ -465,11 +472,5 @@ TEST_CASE("a folder given where a file is read is named as one", "[cli][errors]"
            " --method chain --prompt-tokens 0 --max-new-tokens 2" + out,
        "is a folder, not an n-gram model file"},
   };
-  for (const Case& c : cases) {
-    INFO(c.args);
-    const CliResult r = run_specula(c.args);
-    INFO(r.err);
-    CHECK(r.exit_code == 1);
-    CHECK_THAT(r.err, Contains(c.message));
-  }
+  expect_refusals(cases);
 }
