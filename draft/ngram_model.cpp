@@ -8,6 +8,7 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "harness/io/input_file.h"
 #include "harness/io/output_file.h"
 #include "kernels/shared/error.h"
 
@@ -193,9 +194,7 @@ void NgramModel::save(const std::string& path) const {
 }
 
 NgramModel NgramModel::load(const std::string& path) {
-  if (std::filesystem::is_directory(path)) fail(path, ": is a folder, not an n-gram model file");
-  std::ifstream in(path);
-  if (!in) fail(path, ": cannot open n-gram model file");
+  std::ifstream in = open_input_file(path, "n-gram model");
   std::string line;
   int line_no = 0;
   auto expect_line = [&](const char* what) {

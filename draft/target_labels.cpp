@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "harness/io/file_checksum.h"
+#include "harness/io/input_file.h"
 #include "harness/io/output_file.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/mutation_points.h"
@@ -82,8 +83,7 @@ void resume_checkpoint(const std::string& path, const nlohmann::json& header, co
                        std::vector<Token>& labels, std::vector<char>& done) {
   std::string kept = header.dump() + "\n";
   if (std::filesystem::exists(path)) {
-    std::ifstream in(path);
-    if (!in) fail(path, ": cannot read the labels checkpoint");
+    std::ifstream in = open_input_file(path, "labels checkpoint");
     std::string line;
     if (!std::getline(in, line)) fail(path, ": empty labels checkpoint (no header line)");
     nlohmann::json found;

@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "harness/io/input_file.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -155,11 +156,7 @@ RankTree parse_rank_tree(const std::string& text, const std::string& where) {
 }
 
 RankTree read_rank_tree_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail(path, ": cannot read the tree file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_rank_tree(ss.str(), path);
+  return parse_rank_tree(read_input_file(path, "tree file"), path);
 }
 
 std::string format_rank_tree(const RankTree& tree) {

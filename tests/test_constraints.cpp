@@ -259,19 +259,11 @@ TEST_CASE("JSON schema errors name the schema, the feature and its position", "[
 
 TEST_CASE("token strings: defaults for table models and the token-strings file", "[constraints]") {
   CHECK(letter_token_strings(3) == std::vector<std::string>{"a", "b", "c"});
-  const std::string path = "/tmp/specula-token-strings-test.txt";
-  {
-    std::ofstream out(path);
-    out << "ab\n\\s\n\\n\\t\\\\\n\\x41\n";
-  }
-  CHECK(read_token_strings(path, 4) == std::vector<std::string>{"ab", " ", "\n\t\\", "A"});
-  CHECK_THROWS_WITH(read_token_strings(path, 5), Contains("4 token strings for a vocabulary of 5"));
-  {
-    std::ofstream out(path);
-    out << "a\n\\q\n";
-  }
-  CHECK_THROWS_WITH(read_token_strings(path, 2), Contains(path + ":2") && Contains("unknown escape"));
-  std::remove(path.c_str());
+  const std::string path = "strings.txt";
+  const std::string text = "ab\n\\s\n\\n\\t\\\\\n\\x41\n";
+  CHECK(parse_token_strings(text, path, 4) == std::vector<std::string>{"ab", " ", "\n\t\\", "A"});
+  CHECK_THROWS_WITH(parse_token_strings(text, path, 5), Contains("4 token strings for a vocabulary of 5"));
+  CHECK_THROWS_WITH(parse_token_strings("a\n\\q\n", path, 2), Contains(path + ":2") && Contains("unknown escape"));
 }
 
 // ---- Exactness under speculation --------------------------------------------------------------------

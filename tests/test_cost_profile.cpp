@@ -129,7 +129,9 @@ TEST_CASE("a cost profile that is not one is refused, naming the file and the fi
   j = batched_profile_json();
   j["batches"][0].erase("rows");
   refused(j.dump(), "missing field batches[0].rows");
-  CHECK_THROWS_WITH(read_cost_profile(dir.file("missing.json")), Contains("cannot read the file"));
+  CHECK_THROWS_WITH(read_cost_profile(dir.file("missing.json")),
+                    Contains("cost profile: cannot open '" + dir.file("missing.json") + "'"));
+  CHECK_THROWS_WITH(read_cost_profile(dir.file("")), Contains("' is a folder, not a file"));
   // A forward report holding a profile reads as that profile.
   const CostProfile inside = read_cost_profile(dir.write("report.json", json{{"cost_profile", profile_json()}}.dump()));
   CHECK(inside.max_rows() == 8);

@@ -119,7 +119,8 @@ TEST_CASE("generate refuses bad models and options with a message naming them", 
            " --method chain --tree 2,2 --prompt-tokens 0 --max-new-tokens 2" + out,
        "--tree"},
       {"--target bigram:" + target + " --prompt-tokens 0,9 --max-new-tokens 2" + out, "token id 9"},
-      {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --top-p 0" + out, "top_p"},
+      {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --top-p 0" + out,
+       "--top-p must be in (0, 1], got 0"},
       // Values are quoted as written, never as float32 turned them (1e-300 would read "got 0").
       {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --top-p 1e-300" + out,
        "--top-p: '1e-300' is too small for a 32-bit float (it would be 0)"},
@@ -128,7 +129,7 @@ TEST_CASE("generate refuses bad models and options with a message naming them", 
       {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --top-p 0.9x" + out,
        "--top-p: '0.9x' is not a number"},
       {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --top-p 1.0000001" + out,
-       "top_p must be in (0, 1], got 1.0000001"},
+       "--top-p must be in (0, 1], got 1.0000001"},
       {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --temperature 0.00012345678" + out,
        "--temperature: 0.00012345678 is below the smallest temperature"},
       {"--target bigram:" + target + " --max-new-tokens 2" + out, "context token"},
@@ -138,7 +139,7 @@ TEST_CASE("generate refuses bad models and options with a message naming them", 
       {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 stray" + out,
        "unexpected argument 'stray'"},
       {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --config " + dir.file("") + out,
-       "is a folder, not a config file"},
+       "config file: '" + dir.file("") + "' is a folder, not a file"},
       {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --logit-bias 1:2,1:3" + out,
        "token 1 is biased twice"},
       {"--target bigram:" + target + " --draft bigram:" + draft +
@@ -400,6 +401,21 @@ TEST_CASE("outputs and bounds are checked before any model loads or any work sta
        "and 268435456 tokens in all"},
       {"generate" + missing + " --max-new-tokens 2 --method beam --beam-width 2000000000 --output " + dir.file("o.txt"),
        "--beam-width must be in 1..1024, got 2000000000"},
+      // Sampler values, named by the flag typed: the draft's are not the target's.
+      {"generate" + missing + " --max-new-tokens 2 --top-p 7 --output " + dir.file("o.txt"),
+       "--top-p must be in (0, 1], got 7"},
+      {"generate" + missing +
+           " --max-new-tokens 2 --method chain --draft synthetic:alpha=0.5 --draft-temperature -1"
+           " --output " +
+           dir.file("o.txt"),
+       "--draft-temperature must be 0 (greedy) or a finite number >= 0.001, got -1"},
+      {"generate" + missing + " --max-new-tokens 2 --allowed-tokens 1 --draft-banned-tokens 1 --output " +
+           dir.file("o.txt"),
+       "--draft-allowed-tokens and the banned tokens leave no token at all"},
+      {"tree-opt --target transformer:" + dir.file("no-model") +
+           " --draft synthetic:alpha=0.5 --mirostat 3"
+           " --forward-cost 1:1,8:1.1",
+       "--mirostat must be 0 (off) or 2 (mirostat v2), got 3"},
       {"train --corpus " + table + " --output " + blocker + "/ckpt --steps 1",
        "--output: cannot create '" + blocker + "/ckpt': '" + blocker + "' is not a folder"},
       {"train-ngram --corpus " + table + " --order 2 --output " + blocker + "/n.txt", "--output: cannot write"},
@@ -464,13 +480,22 @@ TEST_CASE("a folder given where a file is read is named as one", "[cli][errors]"
   const std::string out = " --output " + dir.file("o.txt");
   const std::vector<RefusalCase> cases = {
       {"generate --target bigram:" + folder + " --prompt-tokens 0 --max-new-tokens 2" + out,
-       "is a folder, not a bigram model file"},
+       "bigram model: '" + folder + "' is a folder, not a file"},
       {"generate --target bigram:" + table + " --prompt-file " + folder + " --max-new-tokens 2" + out,
        "--prompt-file: '" + folder + "' is a folder, not a file"},
       {"train-ngram --corpus " + folder + " --order 2" + out, "--corpus: '" + folder + "' is a folder, not a file"},
       {"generate --target bigram:" + table + " --draft ngram:" + folder +
            " --method chain --prompt-tokens 0 --max-new-tokens 2" + out,
-       "is a folder, not an n-gram model file"},
+       "n-gram model: '" + folder + "' is a folder, not a file"},
+      {"generate --target bigram:" + table + " --prompt-tokens 0 --max-new-tokens 2 --json-schema " + folder + out,
+       "--json-schema: '" + folder + "' is a folder, not a file"},
+      {"generate --target bigram:" + table + " --prompt-tokens 0 --max-new-tokens 2 --regex 'a*' --token-strings " +
+           folder + out,
+       "--token-strings: '" + folder + "' is a folder, not a file"},
+      {"sample --logits " + folder + " --num-samples 1 --seed 1",
+       "logits file: '" + folder + "' is a folder, not a file"},
+      {"tree-opt --acceptance 0.5,0.3 --forward-bench " + folder + " --max-depth 2 --max-nodes 4",
+       "--forward-bench: '" + folder + "' is a folder, not a file"},
   };
   expect_refusals(cases);
 }

@@ -166,7 +166,8 @@ TEST_CASE("experiment files: errors name the file, line and key", "[runner][conf
     REQUIRE_THROWS_AS(load_experiment(path, {}), Error);
     CHECK_THROWS_WITH(load_experiment(path, {}), Contains(c.message));
   }
-  CHECK_THROWS_WITH(load_experiment(dir.file("missing.ini"), {}), Contains("missing.ini: cannot open"));
+  CHECK_THROWS_WITH(load_experiment(dir.file("missing.ini"), {}),
+                    Contains("config file: cannot open '" + dir.file("missing.ini") + "'"));
   CHECK_THROWS_WITH(load_experiment(dir.write("ok.ini", experiment_text()), {"sampling.top_k=-5"}),
                     Contains("--set sampling.top_k"));
   CHECK_THROWS_WITH(
@@ -780,6 +781,11 @@ TEST_CASE("token ids outside the target's vocabulary are refused before a folder
       {" --set sampling.stop_tokens=999", "key 'sampling.stop_tokens' (setting "},
       {" --set sampling.stop_tokens=999", "stop_tokens: token id 999 is outside the vocabulary [0, 16)"},
       {" --set draft_sampling.logit_bias=77:1", "key 'draft_sampling.logit_bias'"},
+      // A draft value meets an inherited target value: the draft's key is named.
+      {" --set sampling.banned_tokens=1 --set draft_sampling.allowed_tokens=1",
+       "key 'draft_sampling.allowed_tokens' (setting "},
+      {" --set sampling.banned_tokens=1 --set draft_sampling.allowed_tokens=1",
+       "allowed_tokens and the banned tokens leave no token at all"},
       {" --set experiment.prompts=" + prompts, prompts + ": prompt 2 holds token 99"},
   };
   for (const Case& c : cases) {

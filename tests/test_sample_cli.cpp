@@ -418,9 +418,12 @@ TEST_CASE("specula sample: bad input exits non-zero with a message naming the pa
     CHECK_THAT(r.err, matcher);
   };
   // Each parameter's range is tested in-process (test_sampler_errors.cpp); here, that the CLI reports it.
-  expect_error(base + "--top-p 1.5", Contains("top_p") && Contains("1.5"));
-  expect_error(base + "--temperature -1", Contains("temperature"));
-  expect_error(base + "--banned-tokens 4", Contains("banned_tokens") && Contains("outside the vocabulary"));
+  expect_error(base + "--top-p 1.5", Contains("--top-p must be in (0, 1], got 1.5"));
+  expect_error(base + "--temperature -1", Contains("--temperature must be"));
+  expect_error(base + "--banned-tokens 4", Contains("--banned-tokens: token id 4 is outside the vocabulary [0, 4)"));
+  // A value out of range is refused before the logits file is read (it does not exist here).
+  expect_error("--logits '" + dir.path("missing.txt") + "' --num-samples 10 --seed 1 --min-p 2",
+               Contains("--min-p must be in [0, 1], got 2"));
   expect_error(base + "--output-tokens 2,9 --frequency-penalty 1", Contains("output-tokens") && Contains("9"));
   expect_error(base + "--allowed-tokens 1 --banned-tokens 1", Contains("no token"));
   expect_error(base + "--sampler-order top_p,nucleus", Contains("sampler-order") && Contains("nucleus"));

@@ -65,8 +65,10 @@ int bench_forward_command(const Args& args) {
       vm.count("model") ? vm["model"].as<std::vector<std::string>>() : std::vector<std::string>{};
   o.validate(models);
   const std::string profile_file = vm.count("cost-profile") ? vm["cost-profile"].as<std::string>() : "";
-  if (!profile_file.empty()) create_parent_folder(profile_file, "--cost-profile");
-  if (!profile_file.empty()) check_output_file_writable(profile_file, "--cost-profile");
+  if (!profile_file.empty()) {
+    create_parent_folder(profile_file, "--cost-profile");
+    check_output_file_writable(profile_file, "--cost-profile");
+  }
   const std::filesystem::path output =
       vm.count("output") ? vm["output"].as<std::string>() : "results/bench/forward-" + hostname() + ".json";
   check_output_file_writable(output.string(), "--output", true);  // before the timings

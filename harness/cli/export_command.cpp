@@ -39,13 +39,14 @@ int export_command(const Args& args) {
   for (const char* required : {"model", "output"})
     if (!vm.count(required)) fail("--", required, " is required");
   const std::string model = vm["model"].as<std::string>(), output = vm["output"].as<std::string>();
-  if (model.rfind("transformer:", 0) != 0 || model.size() == std::string("transformer:").size())
+  const std::string kind = "transformer:";
+  if (model.rfind(kind, 0) != 0 || model.size() == kind.size())
     fail("--model '", model, "': only transformer:DIR checkpoints are exported");
+  const std::string checkpoint = model.substr(kind.size());
   // Never over the checkpoint being read, and never over another export unasked: the files are replaced one by one,
   // so a folder written over is lost before the export could fail.
-  const std::filesystem::path source = model.substr(std::string("transformer:").size());
   std::error_code ec;
-  if (std::filesystem::exists(output, ec) && std::filesystem::equivalent(source, output, ec))
+  if (std::filesystem::exists(output, ec) && std::filesystem::equivalent(checkpoint, output, ec))
     fail("--output: '", output, "' is the checkpoint being exported (", model, "): write the export elsewhere");
   for (const char* file : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"})
     if (!vm.count("overwrite") && std::filesystem::exists(std::filesystem::path(output) / file, ec))
@@ -53,7 +54,7 @@ int export_command(const Args& args) {
   check_output_folder_writable(output, "--output");
   HfExportOptions options;
   options.dtype = vm["dtype"].as<std::string>();
-  export_hf_checkpoint(model.substr(std::string("transformer:").size()), output, options);
+  export_hf_checkpoint(checkpoint, output, options);
   std::cout << "exported " << model << " to " << output << " (" << options.dtype << ")\n";
 
   if (vm["verify"].as<bool>()) {

@@ -22,6 +22,7 @@
 #include "harness/generation/beam_search.h"
 #include "harness/generation/decoding_method.h"
 #include "harness/generation/generator.h"
+#include "harness/io/input_file.h"
 #include "harness/io/output_file.h"
 #include "harness/models/eos_tokens.h"
 #include "harness/models/registry/model_registry.h"
@@ -57,13 +58,7 @@ std::vector<Token> read_prompt(const po::variables_map& vm, const LanguageModel&
     if (vm.count("prompt")) {
       text = vm["prompt"].as<std::string>();
     } else {
-      const std::string path = vm["prompt-file"].as<std::string>();
-      if (std::filesystem::is_directory(path)) fail("--prompt-file: '", path, "' is a folder, not a file");
-      std::ifstream in(path, std::ios::binary);
-      if (!in) fail("--prompt-file: cannot read '", path, "'");
-      std::ostringstream all;
-      all << in.rdbuf();
-      text = all.str();
+      text = read_input_file(vm["prompt-file"].as<std::string>(), "--prompt-file");
     }
     prompt = require_tokenizer(vm, target, option)->encode(text);
   }
@@ -285,6 +280,8 @@ RunDescription read_run(const po::variables_map& vm, Device device) {
   read_sampler_options(vm, run.target_params);
   run.draft_params = run.target_params;
   read_sampler_options(vm, run.draft_params, "draft-");
+  check_sampler_options(run.target_params, INT32_MAX);  // the values' ranges; token ids once the target loads
+  check_sampler_options(run.draft_params, INT32_MAX, "draft-");
   run.temperature_given = vm.count("temperature") > 0;
   run.draft_temperature_given = vm.count("draft-temperature") + vm.count("temperature") > 0;
   run.method = with_source("--method", [&] { return parse_decoding_method(vm["method"].as<std::string>()); });
@@ -384,6 +381,8 @@ int generate_command(const Args& args) {
   const RunDescription description = read_run(vm, device);
   auto target = load_language_model(description.target_spec, "target", vm["weights-dtype"].as<std::string>(),
                                     model_device_for(device));
+  check_sampler_options(description.target_params, target->vocab_size());
+  check_sampler_options(description.draft_params, target->vocab_size(), "draft-");
   RunAssemblyCache cache;
   const AssembledRun run = assemble_run(description, target, cache);  // the same assembly as `run`'s settings
   if (description.method.beam) return beam_search_command(vm, target, run.target_params, run.config);

@@ -86,9 +86,10 @@ int sample_command(const Args& args) {
 
   const Device device = parse_device(vm["device"].as<std::string>());
   require_device(device);  // "no CUDA device: ..." before any work
-  const std::vector<float> logits = read_logits_file(vm["logits"].as<std::string>());
   SamplingParams params;
   read_sampler_options(vm, params);
+  check_sampler_options(params, INT32_MAX);  // before the logits are read
+  const std::vector<float> logits = read_logits_file(vm["logits"].as<std::string>());
   const SamplerPipeline pipeline(params, static_cast<int32_t>(logits.size()));
   TokenHistory history;
   if (vm.count("prompt-tokens"))

@@ -14,6 +14,7 @@
 #include "draft/target_labels.h"
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
+#include "harness/io/input_file.h"
 #include "harness/io/output_file.h"
 #include "harness/models/registry/model_registry.h"
 #include "harness/models/registry/torch_module.h"
@@ -55,11 +56,7 @@ int train_ngram_command(const Args& args) {
   if (order < 1 || order > 16) fail("--order must be in 1..16, got ", order);
 
   const std::string corpus_path = vm["corpus"].as<std::string>();
-  if (std::filesystem::is_directory(corpus_path)) fail("--corpus: '", corpus_path, "' is a folder, not a file");
-  std::ifstream in(corpus_path, std::ios::binary);
-  if (!in) fail("--corpus: cannot open '", corpus_path, "'");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) fail("--corpus: error while reading '", corpus_path, "'");
+  const std::string text = read_input_file(corpus_path, "--corpus");
   if (text.empty()) fail("--corpus: '", corpus_path, "' is empty");
   const double held_out = vm["validation-fraction"].as<double>();
   if (!(held_out >= 0.0 && held_out < 1.0)) fail("--validation-fraction must be in [0, 1), got ", held_out);

@@ -22,6 +22,7 @@
 #include "draft/tree_shape_optimizer.h"
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
+#include "harness/io/input_file.h"
 #include "harness/io/output_file.h"
 #include "harness/models/registry/model_registry.h"
 #include "kernels/shared/error.h"
@@ -93,8 +94,7 @@ Measured measure_positional_acceptance(const LanguageModel& target, const Sampli
 }
 
 ForwardCost costs_from_bench(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail("--forward-bench: cannot read '", path, "'");
+  std::ifstream in = open_input_file(path, "--forward-bench");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
@@ -199,6 +199,7 @@ std::vector<double> measured_acceptance(const po::variables_map& vm, int32_t& ma
     fail("give --acceptance, or --target and --draft to measure the positional acceptance");
   SamplingParams params;
   read_sampler_options(vm, params);
+  check_sampler_options(params, INT32_MAX);  // before the target loads
   const auto target = load_language_model(vm["target"].as<std::string>(), "target");
   const auto drafter = load_drafter(vm["draft"].as<std::string>(), params, target, params);
   fit_depth_to_drafter(vm, *drafter, max_depth);

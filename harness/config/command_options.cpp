@@ -101,7 +101,7 @@ po::variables_map parse_options(const std::vector<std::string>& args, const po::
         // Sampler values are range-checked here too, so an error names the file and line.
         SamplingParams checked;
         read_sampler_options(probe, checked);
-        checked.validate(INT32_MAX);
+        check_sampler_options(checked, INT32_MAX);
         po::store(one, vm);  // values already given on the command line are kept: the command line wins
       } catch (const po::error& e) {
         fail(entry.where(), ": key '", entry.key, "' = '", entry.value, "': ", e.what());
@@ -222,6 +222,18 @@ SamplingParams read_sampler_values(const std::map<std::string, std::string>& val
 }
 
 bool sampler_option_given(const po::variables_map& vm, const std::string& name) { return vm.count(name) > 0; }
+
+void check_sampler_options(const SamplingParams& params, int32_t vocab_size, const std::string& prefix) {
+  try {
+    params.validate(vocab_size);
+  } catch (const ParameterError& e) {
+    if (prefix.empty()) throw;
+    throw ParameterError(parameter_of(prefix) + e.parameter(), e.detail());
+  } catch (const Error& e) {
+    if (prefix.empty()) throw;
+    fail("the --", prefix, "* options: ", e.what());
+  }
+}
 
 void read_sampler_options(const po::variables_map& vm, SamplingParams& s, const std::string& prefix) {
   auto has = [&](const char* n) { return vm.count(prefix + n) > 0; };

@@ -32,6 +32,11 @@ void add_sampler_options(po::options_description& desc, const std::string& prefi
 // Reads the options registered by add_sampler_options into `params`, starting from `params` as given
 // (options not set keep their value). Validation against the vocabulary is the pipeline's job.
 void read_sampler_options(const po::variables_map& vm, SamplingParams& params, const std::string& prefix = "");
+// Checks sampler values as the options with `prefix` gave them (SamplingParams::validate): a bad value is a
+// ParameterError for the option's own parameter ("draft_temperature" for --draft-temperature), so the command line
+// names the flag the user typed. Run it with vocab_size INT32_MAX before any model loads, and again with the
+// target's vocabulary once it has loaded.
+void check_sampler_options(const SamplingParams& params, int32_t vocab_size, const std::string& prefix = "");
 // The same reading from an experiment's values: `values` maps sampler parameter names ("top_p", underscores) to
 // their text, and each is read over `params` by the command line's own option code (one reading for flags and
 // INI keys alike). A name that is no sampler option is an Error naming it.

@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 
+#include "harness/io/input_file.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -50,12 +51,7 @@ std::vector<IniEntry> parse_ini_text(const std::string& text, const std::string&
 }
 
 std::vector<IniEntry> read_ini_file(const std::string& path) {
-  if (std::filesystem::is_directory(path)) fail(path, ": is a folder, not a config file");
-  std::ifstream in(path);
-  if (!in) fail(path, ": cannot open config file");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return parse_ini_text(buffer.str(), path);
+  return parse_ini_text(read_input_file(path, "config file"), path);
 }
 
 }  // namespace specula

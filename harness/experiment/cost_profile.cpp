@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "harness/io/input_file.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -121,13 +122,10 @@ bool same_model_spec(const std::string& a, const std::string& b) {
 }
 
 CostProfile read_cost_profile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail("cost profile ", path, ": cannot read the file");
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = read_input_file(path, "cost profile");
   json j;
   try {
-    j = json::parse(text.str());
+    j = json::parse(text);
   } catch (const json::exception& e) {
     fail("cost profile ", path, ": not JSON (", e.what(), ")");
   }

@@ -15,6 +15,7 @@
 #include "harness/experiment/cost_profile.h"
 #include "harness/generation/beam_search.h"
 #include "harness/generation/decoding_method.h"
+#include "harness/io/input_file.h"
 #include "kernels/cuda_device.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/philox.h"
@@ -109,11 +110,8 @@ void check_axis_value(const std::string& where, const std::string& key, const st
     } else if (section == "sampling" && constraint_keys().count(name)) {
       if (name == "regex" && value != "none") compile_regex(value);
       if (name != "regex" && !(name == "json_schema" && value == "none")) {
-        std::ifstream in(value);
-        if (!in) fail("cannot open '", value, "'");
-        std::stringstream text;
-        text << in.rdbuf();
-        if (name == "json_schema") json_schema_to_regex(text.str(), value);
+        const std::string text = read_input_file(value, name);
+        if (name == "json_schema") json_schema_to_regex(text, value);
       }
     } else if (section == "sampling" || section == "draft_sampling") {
       // Read as the run will read it (read_sampler_values: the command line's option code).

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "harness/io/input_file.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -76,8 +77,7 @@ RunRecord RunRecord::from_json_line(const std::string& line, const std::string& 
 }
 
 std::vector<RunRecord> read_records(const std::string& path, bool skip_partial_last_line) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, ": cannot open records file");
+  std::ifstream in = open_input_file(path, "records file");
   std::vector<RunRecord> out;
   std::string line;
   int n = 0;

@@ -1,21 +1,36 @@
 #include "harness/io/input_file.h"
 
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "kernels/shared/error.h"
 
 namespace specula {
 
-std::string read_input_file(const std::string& path, const std::string& what) {
+std::ifstream open_input_file(const std::string& path, const std::string& what) {
   if (std::filesystem::is_directory(path)) fail(what, ": '", path, "' is a folder, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(what, ": cannot open '", path, "'");
+  return in;
+}
+
+std::string read_input_file(const std::string& path, const std::string& what) {
+  std::ifstream in = open_input_file(path, what);
   std::stringstream ss;
   ss << in.rdbuf();
   if (in.bad()) fail(what, ": cannot read '", path, "'");
   return ss.str();
+}
+
+std::string read_parameter_file(const std::string& path, const std::string& parameter) {
+  try {
+    return read_input_file(path, parameter);
+  } catch (const ParameterError&) {
+    throw;
+  } catch (const Error& e) {
+    // read_input_file's message is "PARAMETER: detail"; the detail keeps its separator, as ParameterError asks.
+    throw ParameterError(parameter, std::string(e.what()).substr(parameter.size()));
+  }
 }
 
 }  // namespace specula

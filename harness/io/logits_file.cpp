@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "harness/io/input_file.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -59,12 +60,7 @@ std::vector<float> parse_logits_text(const std::string& text, const std::string&
 }
 
 std::vector<float> read_logits_file(const std::string& path) {
-  if (std::filesystem::is_directory(path)) fail(path, ": is a folder, not a logits file");
-  std::ifstream in(path);
-  if (!in) fail(path, ": cannot open logits file");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return parse_logits_text(buffer.str(), path);
+  return parse_logits_text(read_input_file(path, "logits file"), path);
 }
 
 }  // namespace specula

@@ -44,6 +44,16 @@ bool folder_takes_files(const fs::path& folder) {
   return true;
 }
 
+// The file write_output_file replaces for `shown`: `shown` itself, or the file a symbolic link names (so the link
+// stays a link). Error naming `what` for a link to nothing.
+std::string written_path(const std::string& shown, const std::string& what) {
+  std::error_code ec;
+  if (!fs::is_symlink(shown, ec)) return shown;
+  std::string path = fs::canonical(shown, ec).string();
+  if (ec) fail(what, ": '", shown, "' is a symbolic link to nothing: ", ec.message());
+  return path;
+}
+
 }  // namespace
 
 void check_output_file_writable(const std::string& shown, const std::string& what, bool folder_created) {
@@ -53,12 +63,7 @@ void check_output_file_writable(const std::string& shown, const std::string& wha
   if (fs::is_directory(status)) fail(what, ": '", shown, "' is a folder, not a file");
   if (fs::exists(status) && !fs::is_regular_file(status)) return;  // a device or a pipe: written in place
   // Through a symbolic link, where write_output_file writes: beside the file it names.
-  std::string path = shown;
-  if (fs::is_symlink(shown, ec)) {
-    path = fs::canonical(shown, ec).string();
-    if (ec) fail(what, ": '", shown, "' is a symbolic link to nothing: ", ec.message());
-  }
-  fs::path folder = fs::path(path).parent_path();
+  fs::path folder = fs::path(written_path(shown, what)).parent_path();
   if (folder.empty()) folder = ".";
   if (folder_created && !fs::exists(folder, ec)) return check_output_folder_writable(folder.string(), what);
   if (!fs::is_directory(folder, ec))
@@ -87,12 +92,7 @@ void write_output_file(const std::string& shown, const std::string& content, con
   const fs::file_status status = fs::status(shown, ec);
   if (fs::exists(status) && !fs::is_regular_file(status)) return write_in_place(shown, content, what, shown);
   // Through a symbolic link to the file it names: the link stays a link.
-  std::string path = shown;
-  if (fs::is_symlink(shown, ec)) {
-    path = fs::canonical(shown, ec).string();
-    if (ec) fail(what, ": '", shown, "' is a symbolic link to nothing: ", ec.message());
-  }
-  replace_file_atomically(path, what + ": '" + shown + "'",
+  replace_file_atomically(written_path(shown, what), what + ": '" + shown + "'",
                           [&](const std::string& temporary) { write_in_place(temporary, content, what, shown); });
 }
 

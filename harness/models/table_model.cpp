@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "harness/io/input_file.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -57,9 +58,7 @@ const float* TableModel::row_after(const std::vector<Token>& context, const std:
 }
 
 TableModel load_bigram_model(const std::string& path) {
-  if (std::filesystem::is_directory(path)) fail(path, ": is a folder, not a bigram model file");
-  std::ifstream in(path);
-  if (!in) fail(path, ": cannot open bigram model file");
+  std::ifstream in = open_input_file(path, "bigram model");
   std::vector<float> logits;
   std::string line;
   int line_no = 0, width = -1, rows = 0;

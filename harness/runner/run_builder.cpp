@@ -2,6 +2,7 @@
 
 #include "draft/registry/drafter_registry.h"
 #include "harness/config/device_options.h"
+#include "harness/io/input_file.h"
 #include "harness/models/eos_tokens.h"
 #include "harness/models/registry/model_registry.h"
 #include "harness/models/tokenizer.h"
@@ -36,7 +37,10 @@ std::shared_ptr<const TokenConstraint> constraint_of(const RunDescription& run, 
     std::vector<std::string> tokenizer_strings;
     if (const auto tokenizer = load_tokenizer_for(run.target_spec))
       tokenizer_strings = token_strings_for_constraints(*tokenizer, target.vocab_size());
-    slot = constraint_from_options(o, target.vocab_size(), std::move(tokenizer_strings), params.stop_tokens);
+    ConstraintFileTexts texts;
+    if (!o.json_schema_file.empty()) texts.json_schema = read_parameter_file(o.json_schema_file, "json_schema");
+    if (!o.token_strings_file.empty()) texts.token_strings = read_parameter_file(o.token_strings_file, "token_strings");
+    slot = constraint_from_options(o, texts, target.vocab_size(), std::move(tokenizer_strings), params.stop_tokens);
   }
   return slot;
 }

@@ -43,20 +43,22 @@ void check_prompt_tokens(const ExperimentConfig& config, const LanguageModel& ta
 // vocabulary. SamplingParams::validate names the parameter first in its message, so the key is the setting's key of
 // that name.
 void check_setting_tokens(const ExperimentConfig& config, const LanguageModel& target, const Setting& setting) {
-  for (const char* section : {"sampling", "draft_sampling"}) {
+  for (const std::string section : {"sampling", "draft_sampling"}) {
+    const auto vocabulary = [&] {
+      return " (the target " + target.description() + " has " + std::to_string(target.vocab_size()) + " tokens)";
+    };
     try {
       sampler_params(setting, section, sampler_params(setting, "sampling", SamplingParams{}))
           .validate(target.vocab_size());
-    } catch (const ParameterError&) {
-      throw;  // names its parameter: the caller's fail_at_key places it, as every setting error
+    } catch (const ParameterError& e) {
+      // The key of the section being checked; a draft value inherited from [sampling] is that section's key.
+      std::string key = section + "." + e.parameter();
+      if (!config.origin.count(key) && config.origin.count("sampling." + e.parameter()))
+        key = "sampling." + e.parameter();
+      const std::string where = config.origin.count(key) ? config.origin.at(key) : config.file;
+      fail(where, ": key '", key, "' (setting ", setting.id, "): ", e.what(), vocabulary());
     } catch (const Error& e) {
-      const std::string what = e.what();
-      std::string where = config.file, key;
-      for (const auto& [k, v] : setting.values)
-        if (k.rfind(std::string(section) + ".", 0) == 0 && what.rfind(k.substr(k.find('.') + 1), 0) == 0) key = k;
-      if (!key.empty() && config.origin.count(key)) where = config.origin.at(key);
-      fail(where, ": ", key.empty() ? "" : "key '" + key + "' ", "(setting ", setting.id, "): ", what, " (the target ",
-           target.description(), " has ", target.vocab_size(), " tokens)");
+      fail(config.file, ": (setting ", setting.id, ") [", section, "]: ", e.what(), vocabulary());
     }
   }
 }

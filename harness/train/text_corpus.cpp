@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "harness/io/input_file.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -13,12 +14,7 @@ TextCorpus load_text_corpus(const std::string& path, const Tokenizer& tokenizer,
                             size_t min_tokens) {
   if (!(validation_fraction > 0.0 && validation_fraction < 1.0))
     fail_parameter("validation_fraction", " must be in (0, 1), got ", validation_fraction);
-  if (std::filesystem::is_directory(path)) fail_parameter("corpus", ": '", path, "' is a folder, not a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail_parameter("corpus", ": cannot read '", path, "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  const std::vector<Token> tokens = tokenizer.encode(text.str());
+  const std::vector<Token> tokens = tokenizer.encode(read_parameter_file(path, "corpus"));
   const size_t n_val = static_cast<size_t>(static_cast<double>(tokens.size()) * validation_fraction);
   TextCorpus corpus;
   corpus.path = path;

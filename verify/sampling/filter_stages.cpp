@@ -17,7 +17,7 @@ SPECULA_ADDED_FILTER_STAGES(SPECULA_DECLARE_STAGE)
 namespace {
 
 void check_unit_open_closed(const char* name, float v) {  // (0, 1]
-  if (!(v > 0.0f && v <= 1.0f)) fail(name, " must be in (0, 1], got ", v);
+  if (!(v > 0.0f && v <= 1.0f)) fail_parameter(name, " must be in (0, 1], got ", v);
 }
 
 double mirostat_mu(const SamplingParams& s, const TokenHistory& h) {
@@ -42,7 +42,7 @@ std::vector<FilterStageRow>& table() {
        0.0,
        [](const SamplingParams& s) { return s.min_p > 0.0f; },
        [](const SamplingParams& s) {
-         if (!(s.min_p >= 0.0f && s.min_p <= 1.0f)) fail("min_p must be in [0, 1], got ", s.min_p);
+         if (!(s.min_p >= 0.0f && s.min_p <= 1.0f)) fail_parameter("min_p", " must be in [0, 1], got ", s.min_p);
        },
        [](Candidates& c, const SamplingParams& s, const TokenHistory&) { apply_min_p(c, s.min_p); },
        false,
@@ -52,7 +52,7 @@ std::vector<FilterStageRow>& table() {
        0.0,
        [](const SamplingParams& s) { return s.top_k > 0; },
        [](const SamplingParams& s) {
-         if (s.top_k < -1) fail("top_k must be >= 1, or 0 / -1 for off, got ", s.top_k);
+         if (s.top_k < -1) fail_parameter("top_k", " must be >= 1, or 0 / -1 for off, got ", s.top_k);
        },
        [](Candidates& c, const SamplingParams& s, const TokenHistory&) { apply_top_k(c, s.top_k); },
        false,
@@ -88,11 +88,12 @@ std::vector<FilterStageRow>& table() {
        0.0,
        [](const SamplingParams& s) { return s.mirostat == 2; },
        [](const SamplingParams& s) {
-         if (s.mirostat != 0 && s.mirostat != 2) fail("mirostat must be 0 (off) or 2 (mirostat v2), got ", s.mirostat);
+         if (s.mirostat != 0 && s.mirostat != 2)
+           fail_parameter("mirostat", " must be 0 (off) or 2 (mirostat v2), got ", s.mirostat);
          if (!std::isfinite(s.mirostat_tau) || s.mirostat_tau <= 0.0f)
-           fail("mirostat_tau must be > 0, got ", s.mirostat_tau);
+           fail_parameter("mirostat_tau", " must be > 0, got ", s.mirostat_tau);
          if (!std::isfinite(s.mirostat_eta) || s.mirostat_eta < 0.0f)
-           fail("mirostat_eta must be >= 0, got ", s.mirostat_eta);
+           fail_parameter("mirostat_eta", " must be >= 0, got ", s.mirostat_eta);
        },
        [](Candidates& c, const SamplingParams& s, const TokenHistory& h) { apply_mirostat_v2(c, mirostat_mu(s, h)); },
        true,

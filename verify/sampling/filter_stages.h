@@ -32,7 +32,7 @@ struct FilterStageRow {
   std::vector<StageParameter> parameters;  // the first one switches the stage on and off
   double off;                              // the first parameter's value that switches it off
   bool (*active)(const SamplingParams& s);
-  void (*validate)(const SamplingParams& s);  // an Error naming the parameter and the value
+  void (*validate)(const SamplingParams& s);  // fail_parameter(name, " must be ..., got ", value) when out of range
   void (*apply)(Candidates& c, const SamplingParams& s, const TokenHistory& h);
   bool reads_history;  // the processed row depends on the token history (mirostat's mu)
   bool device;         // the CUDA fused sampler applies it; a device run of an active stage without it is refused

@@ -14,7 +14,8 @@ namespace {
 bool filter_active(const SamplingParams& s, FilterStage stage) { return filter_stage(stage).active(s); }
 
 void check_token(const char* name, Token t, int32_t vocab_size) {
-  if (t < 0 || t >= vocab_size) fail(name, ": token id ", t, " is outside the vocabulary [0, ", vocab_size, ")");
+  if (t < 0 || t >= vocab_size)
+    fail_parameter(name, ": token id ", t, " is outside the vocabulary [0, ", vocab_size, ")");
 }
 
 }  // namespace
@@ -58,27 +59,28 @@ bool SamplingParams::uses_history() const {
 void SamplingParams::validate(int32_t vocab_size) const {
   if (vocab_size <= 0) fail("vocabulary size must be positive, got ", vocab_size);
   if (!std::isfinite(temperature) || temperature < 0.0f || (temperature > 0.0f && temperature < kMinTemperature))
-    fail("temperature must be 0 (greedy) or a finite number >= ", kMinTemperature, ", got ", temperature);
+    fail_parameter("temperature", " must be 0 (greedy) or a finite number >= ", kMinTemperature, ", got ", temperature);
   if (!std::isfinite(dynatemp_range) || dynatemp_range < 0.0f)
-    fail("dynatemp_range must be a finite number >= 0, got ", dynatemp_range);
+    fail_parameter("dynatemp_range", " must be a finite number >= 0, got ", dynatemp_range);
   if (!std::isfinite(dynatemp_exponent) || dynatemp_exponent <= 0.0f)
-    fail("dynatemp_exponent must be a finite number > 0, got ", dynatemp_exponent);
+    fail_parameter("dynatemp_exponent", " must be a finite number > 0, got ", dynatemp_exponent);
   for (const FilterStageRow& row : filter_stages()) row.validate(*this);
   if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty))
-    fail("repetition_penalty must be a finite number > 0, got ", repetition_penalty);
-  if (!std::isfinite(frequency_penalty)) fail("frequency_penalty must be finite, got ", frequency_penalty);
-  if (!std::isfinite(presence_penalty)) fail("presence_penalty must be finite, got ", presence_penalty);
-  if (min_tokens < 0) fail("min_tokens must be >= 0, got ", min_tokens);
+    fail_parameter("repetition_penalty", " must be a finite number > 0, got ", repetition_penalty);
+  if (!std::isfinite(frequency_penalty))
+    fail_parameter("frequency_penalty", " must be finite, got ", frequency_penalty);
+  if (!std::isfinite(presence_penalty)) fail_parameter("presence_penalty", " must be finite, got ", presence_penalty);
+  if (min_tokens < 0) fail_parameter("min_tokens", " must be >= 0, got ", min_tokens);
   for (Token t : allowed_tokens) check_token("allowed_tokens", t, vocab_size);
   for (Token t : banned_tokens) check_token("banned_tokens", t, vocab_size);
   for (Token t : stop_tokens) check_token("stop_tokens", t, vocab_size);
   for (const auto& [t, bias] : logit_bias) {
     check_token("logit_bias", t, vocab_size);
     if (std::isnan(bias) || bias == INFINITY)
-      fail("logit_bias: bias for token ", t, " must be a number < +inf, got ", bias);
+      fail_parameter("logit_bias", ": bias for token ", t, " must be a number < +inf, got ", bias);
   }
   for (const auto& word : bad_words) {
-    if (word.empty()) fail("bad_words: an entry is empty");
+    if (word.empty()) fail_parameter("bad_words", ": an entry is empty");
     for (Token t : word) check_token("bad_words", t, vocab_size);
   }
   if (constraint && constraint->vocab_size() != vocab_size)
@@ -88,7 +90,8 @@ void SamplingParams::validate(int32_t vocab_size) const {
     bool any = false;
     for (Token t : allowed_tokens)
       any = any || std::find(banned_tokens.begin(), banned_tokens.end(), t) == banned_tokens.end();
-    if (!any) fail("allowed_tokens and banned_tokens leave no token at all (every allowed token is banned)");
+    if (!any)
+      fail_parameter("allowed_tokens", " and the banned tokens leave no token at all (every allowed token is banned)");
   }
 }
 

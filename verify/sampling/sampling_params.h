@@ -76,7 +76,8 @@ struct SamplingParams {
   // (min_tokens); a penalised row's counts of ids still on the device are added there (TokenHistory::pending_ids).
   bool penalised() const { return repetition_penalty != 1.0f || frequency_penalty != 0.0f || presence_penalty != 0.0f; }
 
-  // Throws Error naming the parameter and value for any invalid setting; `vocab_size` bounds token ids.
+  // Throws ParameterError naming the parameter (the value in its detail) for any invalid setting, Error for a
+  // constraint built over another vocabulary; `vocab_size` bounds token ids.
   void validate(int32_t vocab_size) const;
 
   // The filters that run, in the order they run.

@@ -1,7 +1,6 @@
 #include "verify/sampling/token_constraint.h"
 
 #include <algorithm>
-#include <fstream>
 #include <limits>
 #include <sstream>
 
@@ -151,9 +150,8 @@ std::vector<std::string> letter_token_strings(int32_t vocab_size) {
   return out;
 }
 
-std::vector<std::string> read_token_strings(const std::string& path, int32_t vocab_size) {
-  std::ifstream in(path);
-  if (!in) fail(path, ": cannot open the token-strings file");
+std::vector<std::string> parse_token_strings(const std::string& text, const std::string& path, int32_t vocab_size) {
+  std::istringstream in(text);
   std::vector<std::string> out;
   std::string line;
   int line_no = 0;
@@ -206,7 +204,8 @@ std::vector<std::string> read_token_strings(const std::string& path, int32_t voc
   return out;
 }
 
-std::shared_ptr<const TokenConstraint> constraint_from_options(const ConstraintOptions& options, int32_t vocab_size,
+std::shared_ptr<const TokenConstraint> constraint_from_options(const ConstraintOptions& options,
+                                                               const ConstraintFileTexts& texts, int32_t vocab_size,
                                                                std::vector<std::string> tokenizer_strings,
                                                                std::vector<Token> stop_tokens) {
   if (!options.any()) return nullptr;
@@ -214,7 +213,7 @@ std::shared_ptr<const TokenConstraint> constraint_from_options(const ConstraintO
     fail_parameter("regex", " and json_schema: give one constraint, not both");
   std::vector<std::string> strings;
   if (!options.token_strings_file.empty()) {
-    strings = read_token_strings(options.token_strings_file, vocab_size);
+    strings = parse_token_strings(texts.token_strings, options.token_strings_file, vocab_size);
   } else if (!tokenizer_strings.empty()) {
     if (static_cast<int32_t>(tokenizer_strings.size()) != vocab_size)
       fail("token strings: the tokenizer has ", tokenizer_strings.size(), " tokens but the model has ", vocab_size);
@@ -224,11 +223,7 @@ std::shared_ptr<const TokenConstraint> constraint_from_options(const ConstraintO
   }
   if (!options.regex.empty())
     return TokenConstraint::from_regex(options.regex, std::move(strings), std::move(stop_tokens));
-  std::ifstream in(options.json_schema_file);
-  if (!in) fail_parameter("json_schema", ": cannot open '", options.json_schema_file, "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  return TokenConstraint::from_json_schema(text.str(), options.json_schema_file, std::move(strings),
+  return TokenConstraint::from_json_schema(texts.json_schema, options.json_schema_file, std::move(strings),
                                            std::move(stop_tokens));
 }
 

@@ -97,9 +97,9 @@ class TokenConstraint {
 // Token t -> the one byte 'a' + t: the default token strings of table models without a tokenizer
 // (V <= 159). Throws Error for larger vocabularies.
 std::vector<std::string> letter_token_strings(int32_t vocab_size);
-// A token-strings file: line t holds token t's string, with escapes \\ \n \t \r \s (space) \xHH. Throws
-// Error naming the file and line; the file must have exactly `vocab_size` lines.
-std::vector<std::string> read_token_strings(const std::string& path, int32_t vocab_size);
+// A token-strings file's text (read from `source`): line t holds token t's string, with escapes \\ \n \t \r \s
+// (space) \xHH. Throws Error naming the source and line; the text must have exactly `vocab_size` lines.
+std::vector<std::string> parse_token_strings(const std::string& text, const std::string& source, int32_t vocab_size);
 
 // What the command line and experiment files say about a constraint (all optional).
 struct ConstraintOptions {
@@ -109,11 +109,18 @@ struct ConstraintOptions {
   bool any() const { return !regex.empty() || !json_schema_file.empty(); }
 };
 
+// The texts of the files the options name, read by the caller: the harness opens files, this layer parses them.
+struct ConstraintFileTexts {
+  std::string json_schema;    // json_schema_file's text, when it is given
+  std::string token_strings;  // token_strings_file's text, when it is given
+};
+
 // The constraint the options describe, or null when they name none. Token strings come from the
 // token-strings file when given, else `tokenizer_strings` (a model's tokenizer, token by token) when not
-// empty, else letter_token_strings. Throws Error naming the option: both --regex and --json-schema, an
-// unreadable file, a bad pattern or schema.
-std::shared_ptr<const TokenConstraint> constraint_from_options(const ConstraintOptions& options, int32_t vocab_size,
+// empty, else letter_token_strings. Throws Error naming the option: both --regex and --json-schema, a bad
+// pattern, schema or token-strings file.
+std::shared_ptr<const TokenConstraint> constraint_from_options(const ConstraintOptions& options,
+                                                               const ConstraintFileTexts& texts, int32_t vocab_size,
                                                                std::vector<std::string> tokenizer_strings,
                                                                std::vector<Token> stop_tokens);
 
