@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "draft/candidate_sampling.h"
+#include "harness/io/input_file.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -66,9 +67,14 @@ std::unique_ptr<Drafter> NgramDrafterFactory::create() const {
   return std::make_unique<NgramDrafter>(*model_, pipeline_, ranking_pipeline_);
 }
 
-std::shared_ptr<const DrafterFactory> make_ngram_drafter(const DrafterSpec& spec) {
+void check_ngram_spec(const DrafterSpec& spec) {
   if (spec.rest.empty())
     fail_parameter("draft", ": 'ngram:' needs a path, e.g. ngram:model.ngram (from specula train-ngram)");
+  open_input_file(spec.rest, "n-gram model");  // a folder or a missing file, before the target loads
+}
+
+std::shared_ptr<const DrafterFactory> make_ngram_drafter(const DrafterSpec& spec) {
+  check_ngram_spec(spec);
   return std::make_shared<NgramDrafterFactory>(std::make_shared<NgramModel>(NgramModel::load(spec.rest)),
                                                spec.draft_params, spec.spec);
 }

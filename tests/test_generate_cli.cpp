@@ -412,6 +412,19 @@ TEST_CASE("outputs and bounds are checked before any model loads or any work sta
       {"generate" + missing + " --max-new-tokens 2 --allowed-tokens 1 --draft-banned-tokens 1 --output " +
            dir.file("o.txt"),
        "--draft-allowed-tokens and the banned tokens leave no token at all"},
+      // Drafter specs: what they name is looked at, not loaded.
+      {"generate" + missing + " --max-new-tokens 2 --method chain --draft ngram:" + dir.file("") + " --output " +
+           dir.file("o.txt"),
+       "n-gram model: '" + dir.file("") + "' is a folder, not a file"},
+      {"generate" + missing + " --max-new-tokens 2 --method tree --tree 2,1 --draft eagle:" + dir.file("nowhere") +
+           " --output " + dir.file("o.txt"),
+       "heads folder '" + dir.file("nowhere") + "': no such folder"},
+      {"generate" + missing + " --max-new-tokens 2 --method tree --tree 2,1 --draft eagle:" + dir.file("") +
+           ",dynamic,depth=999 --output " + dir.file("o.txt"),
+       "depth must be in 1..64, got 999"},
+      {"generate" + missing + " --max-new-tokens 2 --method tree --tree 2,1 --draft medusa:" + dir.file("") +
+           ",tree=" + dir.file("") + " --output " + dir.file("o.txt"),
+       "tree '" + dir.file("") + "' is a folder, not a file"},
       {"tree-opt --target transformer:" + dir.file("no-model") +
            " --draft synthetic:alpha=0.5 --mirostat 3"
            " --forward-cost 1:1,8:1.1",

@@ -759,7 +759,7 @@ TEST_CASE("head drafter specs and folders: clear errors", "[medusa][eagle]") {
   CHECK_THROWS_WITH(f.drafter("eagle:" + f.medusa_dir), Contains("holds medusa heads, not eagle"));
   CHECK_THROWS_WITH(f.drafter("medusa:" + f.dir.str("nowhere")), Contains("no such folder"));
   CHECK_THROWS_WITH(f.drafter("medusa:" + f.medusa_dir + ",tree=" + f.dir.str("missing.txt")),
-                    Contains("cannot read the tree file"));
+                    Contains("tree file: cannot open '" + f.dir.str("missing.txt") + "'"));
   {  // The heads' config records their weights' size and CRC-32: one flipped bit is refused.
     const std::string damaged = f.dir.str("medusa-damaged");
     fs::copy(f.medusa_dir, damaged, fs::copy_options::recursive);

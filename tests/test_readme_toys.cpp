@@ -22,6 +22,7 @@
 namespace specula {
 // From the README's blocks (readme_toy_*.cpp, generated at configure time).
 std::shared_ptr<const DrafterFactory> readme_toy_drafter(const DrafterSpec& spec);
+void readme_toy_drafter_check(const DrafterSpec& spec);
 VerifyMethod readme_toy_method();
 FilterStage readme_toy_stage();
 }  // namespace specula
@@ -47,6 +48,11 @@ TEST_CASE("README's toy drafter drafts in the real loop, and chain verification 
   DrafterSpec spec;
   spec.spec = spec.kind = "repeat-last";
   spec.target = pair.target;
+  readme_toy_drafter_check(spec);  // the spec alone, as before a model loads
+  DrafterSpec with_options = spec;
+  with_options.spec = "repeat-last:x";
+  with_options.rest = "x";
+  CHECK_THROWS_WITH(readme_toy_drafter_check(with_options), Catch::Matchers::Contains("takes no options"));
   const std::shared_ptr<const DrafterFactory> drafter = readme_toy_drafter(spec);
   GenerationConfig config = generation_config(parse_decoding_method("chain"), DraftShape{}, kL, 77);
   config.num_draft_tokens = 2;

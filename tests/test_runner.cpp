@@ -669,13 +669,14 @@ TEST_CASE("results folders: one per run, even started together; status says how 
   }
   SECTION("a run that fails after its folder exists is marked failed") {
     fs::remove_all(dir.file("results"));
-    // The drafter is loaded after the baseline has run: the folder holds records by then.
-    const CliResult r =
-        run_specula("run " + exp + out + " --set 'draft.drafter=ngram:" + dir.file("missing.ngram") + "'");
+    // The drafter is loaded after the baseline has run: the folder holds records by then. (A missing file is
+    // refused before the folder is made; a damaged one is found only when it is read.)
+    const std::string damaged = dir.write("damaged.ngram", "not an n-gram model\n");
+    const CliResult r = run_specula("run " + exp + out + " --set 'draft.drafter=ngram:" + damaged + "'");
     CHECK(r.exit_code == 1);
     const std::vector<std::string> failed = run_folders(dir.file("results") + "/exp");
     REQUIRE(failed.size() == 1);
-    CHECK_THAT(read_text(failed[0] + "/status"), Contains("failed: ") && Contains("missing.ngram"));
+    CHECK_THAT(read_text(failed[0] + "/status"), Contains("failed: ") && Contains("damaged.ngram"));
   }
 }
 
@@ -741,8 +742,9 @@ TEST_CASE("run checks its output folder before the target loads", "[runner][cli]
 TEST_CASE("run reads every drafter's spec before its first record", "[runner][cli][errors]") {
   TempDir dir;
   const std::string exp = dir.write("exp.ini", experiment_text());
-  for (const std::string& bad : std::vector<std::string>{"synthetic:alpha=2", "prompt-lookup:max_n=0",
-                                                         "prompt-lookup:colour=3", "ngram:", "frobnicate:x"}) {
+  for (const std::string& bad :
+       std::vector<std::string>{"synthetic:alpha=2", "prompt-lookup:max_n=0", "prompt-lookup:colour=3",
+                                "ngram:", "frobnicate:x", "ngram:" + dir.file(""), "eagle:" + dir.file("nowhere")}) {
     INFO(bad);
     const CliResult r = run_specula("run " + exp + " --set experiment.output_dir=" + dir.file("results") +
                                     " --set 'draft.drafter=prompt-lookup | " + bad + "' --quiet");

@@ -32,29 +32,11 @@
 #include <string>
 
 #include "draft/drafter.h"
+#include "draft/heads/head_drafter_spec.h"
 #include "draft/heads/target_features.h"
 #include "harness/models/language_model.h"
 
 namespace specula {
-
-struct HeadDrafterOptions {
-  std::string kind;          // "medusa" | "eagle"
-  std::string heads_dir;     // the folder from specula train-medusa / train-eagle
-  std::string target_dir;    // the target checkpoint read for features ("" = the one recorded with the heads)
-  std::string tree_file;     // static tree of rank paths ("" = from the request)
-  bool dynamic = false;      // EAGLE-2 dynamic tree (eagle only)
-  int32_t depth = 0;         // dynamic: levels of the tree (0 = the request's --tree depth)
-  int32_t top_k = 4;         // dynamic: frontier width and children ranked per expanded node
-  int32_t total_tokens = 0;  // dynamic: nodes kept (0 = the request's --tree node count)
-  // The heads' matrices in memory: "target" (the dtype the target's matrices are kept in: a drafter streams
-  // its weights every draft token, so fp32 heads beside a 16-bit target would cost twice the bytes they need)
-  // | float32 | float16 | bfloat16. Rounding the draft's weights changes the drafts, never the output law.
-  std::string weights_dtype = "target";
-};
-
-// "DIR[,static|dynamic][,depth=N][,top_k=N][,total_tokens=N][,tree=FILE][,target=DIR][,weights_dtype=D]" after
-// "medusa:" or "eagle:". Throws Error naming the spec and the bad entry.
-HeadDrafterOptions parse_head_drafter_spec(const std::string& kind, const std::string& rest, const std::string& spec);
 
 class HeadDrafterFactory : public DrafterFactory {
  public:

@@ -1,5 +1,6 @@
 #include "draft/registry/drafter_registry.h"
 
+#include "draft/heads/head_drafter_spec.h"
 #include "draft/heads/head_drafters.h"
 #include "draft/model_drafter.h"
 #include "harness/models/registry/model_registry.h"
@@ -11,15 +12,14 @@ namespace {
 
 // One line per drafter kind: KIND(kind, usage, maker, check). `kind` is the spec's text before ':', `usage` its
 // syntax for messages, `maker` a DrafterMaker defined in the drafter's own file, `check` a DrafterSpecCheck that reads
-// the spec without loading anything (check_drafter_spec): the drafter's own, or check_path_spec for a kind that
-// names a file or folder. A spec whose kind is not here is read as a language model (any kind of
-// harness/models/registry) drafting with the draft's sampling parameters.
+// the spec without loading anything (check_drafter_spec), defined beside the maker. A spec whose kind is not here is
+// read as a language model (any kind of harness/models/registry) drafting with the draft's sampling parameters.
 #define SPECULA_DRAFTER_KINDS(KIND)                                                                              \
   KIND("prompt-lookup", "prompt-lookup[:max_n=N,min_n=M]", make_prompt_lookup_drafter, check_prompt_lookup_spec) \
-  KIND("ngram", "ngram:PATH", make_ngram_drafter, check_path_spec)                                               \
+  KIND("ngram", "ngram:PATH", make_ngram_drafter, check_ngram_spec)                                              \
   KIND("synthetic", "synthetic:alpha=A", make_synthetic_drafter, check_synthetic_spec)                           \
-  KIND("medusa", "medusa:DIR[,...]", make_torch_head_drafter, check_path_spec)                                   \
-  KIND("eagle", "eagle:DIR[,...]", make_torch_head_drafter, check_path_spec)
+  KIND("medusa", "medusa:DIR[,...]", make_torch_head_drafter, check_head_spec)                                   \
+  KIND("eagle", "eagle:DIR[,...]", make_torch_head_drafter, check_head_spec)
 
 struct DrafterKind {
   const char* kind;
@@ -30,10 +30,13 @@ struct DrafterKind {
 
 }  // namespace
 
-// A kind that names a file or folder: the path must be given (what it names is read when the drafter loads).
+// A language model drafting: the path must be given (what it names is read when the drafter loads).
 void check_path_spec(const DrafterSpec& spec) {
   if (spec.rest.empty()) fail_parameter("draft", ": '", spec.spec, "' names no path (", spec.kind, ":PATH)");
 }
+
+// Medusa and EAGLE heads: the spec's options, and the folders and files it names (read when the drafter loads).
+void check_head_spec(const DrafterSpec& spec) { check_head_drafter_spec(spec.kind, spec.rest, spec.spec); }
 
 // Each maker's and check's declaration, so that registering a drafter takes its line above and nothing else.
 #define SPECULA_DECLARE_MAKER(kind, usage, maker, check)                \

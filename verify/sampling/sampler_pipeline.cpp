@@ -18,11 +18,13 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Penalties index the row by history tokens, so an id outside the vocabulary must be an error, not a read
-// or write out of bounds.
-void check_history(const TokenHistory& h, int32_t vocab_size) {
+// or write out of bounds. The ids are read only where a penalty reads them: the check walks the whole history, as
+// the penalties do, and a row without them stays independent of the history's length.
+void check_history(const TokenHistory& h, int32_t vocab_size, bool penalised) {
   if (!h.pending_ids.empty())
     fail("history: its last ", h.pending_ids.size(),
          " output tokens are still in device memory; the host cannot read them");
+  if (!penalised) return;
   for (const auto* part : {&h.prompt, &h.output})
     for (Token t : *part)
       if (t < 0 || t >= vocab_size)
@@ -107,7 +109,7 @@ void SamplerPipeline::process(const float* logits, const TokenHistory& history, 
   thread_local Candidates candidates;
   scratch.resize(vocab_size_);
   copy_checked_logits(logits, vocab_size_, scratch.data());
-  check_history(history, vocab_size_);
+  check_history(history, vocab_size_, params_.penalised());
   LogitsRow row{scratch.data(), vocab_size_};
   const SamplingParams& s = params_;
 

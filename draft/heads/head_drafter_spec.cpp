@@ -1,0 +1,82 @@
+#include "draft/heads/head_drafter_spec.h"
+
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include "draft/drafter_options.h"
+#include "harness/models/transformer/transformer_config.h"
+#include "kernels/shared/error.h"
+
+namespace specula {
+
+HeadDrafterOptions parse_head_drafter_spec(const std::string& kind, const std::string& rest, const std::string& spec) {
+  if (kind != "medusa" && kind != "eagle") fail_parameter("draft", " ", spec, ": unknown head drafter '", kind, "'");
+  HeadDrafterOptions o;
+  o.kind = kind;
+  const size_t comma = rest.find(',');
+  o.heads_dir = rest.substr(0, comma);
+  if (o.heads_dir.empty())
+    fail_parameter("draft", " ", spec, ": '", kind, ":' needs the heads folder, e.g. ", kind, ":results/models/", kind);
+  std::string options, flag;
+  bool static_flag = false;
+  if (comma != std::string::npos) {
+    std::stringstream ss(rest.substr(comma + 1));
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      if (item == "dynamic" || item == "static") {
+        if (kind != "eagle" && item == "dynamic")
+          fail_parameter("draft", " ", spec,
+                         ": dynamic trees need the EAGLE head (Medusa's candidates do not see the drafts)");
+        (item == "dynamic" ? o.dynamic : static_flag) = true;
+        continue;
+      }
+      options += (options.empty() ? "" : ",") + item;
+    }
+    if (rest.back() == ',') fail_parameter("draft", " ", spec, ": trailing ','");
+  }
+  if (o.dynamic && static_flag) fail_parameter("draft", " ", spec, ": both 'static' and 'dynamic'");
+  const std::set<std::string> known =
+      kind == "eagle" ? std::set<std::string>{"tree", "target", "depth", "top_k", "total_tokens", "weights_dtype"}
+                      : std::set<std::string>{"tree", "target", "weights_dtype"};
+  for (const auto& [key, value] : parse_drafter_options(options, spec, known)) {
+    if (key == "tree") o.tree_file = value;
+    if (key == "target") o.target_dir = value;
+    if (key == "weights_dtype") {
+      if (value != "target" && !is_weights_dtype_name(value))
+        fail_parameter("draft", " ", spec, ": weights_dtype must be target, float32, float16 or bfloat16, got '", value,
+                       "'");
+      o.weights_dtype = value;
+    }
+    if (key == "depth" || key == "top_k" || key == "total_tokens") {
+      if (!o.dynamic)
+        fail_parameter("draft", " ", spec, ": ", key, " is an option of the dynamic tree (add ',dynamic')");
+      const long v = drafter_option_int(value, key, spec);
+      const long hi = key == "total_tokens" ? 4096 : 64;
+      if (v < 1 || v > hi) fail_parameter("draft", " ", spec, ": ", key, " must be in 1..", hi, ", got ", v);
+      (key == "depth" ? o.depth : key == "top_k" ? o.top_k : o.total_tokens) = static_cast<int32_t>(v);
+    }
+  }
+  if (o.dynamic && !o.tree_file.empty())
+    fail_parameter("draft", " ", spec, ": tree=FILE is a static tree; drop 'dynamic'");
+  return o;
+}
+
+void check_head_drafter_spec(const std::string& kind, const std::string& rest, const std::string& spec) {
+  const HeadDrafterOptions o = parse_head_drafter_spec(kind, rest, spec);
+  namespace fs = std::filesystem;
+  const auto check = [&](const std::string& path, const char* what, bool folder) {
+    std::error_code ec;
+    const fs::file_status status = fs::status(path, ec);
+    if (!fs::exists(status))
+      fail_parameter("draft", " ", spec, ": ", what, " '", path, "': no such ", folder ? "folder" : "file");
+    if (folder != fs::is_directory(status))
+      fail_parameter("draft", " ", spec, ": ", what, " '", path, "' is ",
+                     folder ? "not a folder" : "a folder, not a file");
+  };
+  check(o.heads_dir, "heads folder", true);
+  if (!o.target_dir.empty()) check(o.target_dir, "target", true);
+  if (!o.tree_file.empty()) check(o.tree_file, "tree", false);
+}
+
+}  // namespace specula
