@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "draft/candidate_sampling.h"
+#include "draft/draft_vocabulary.h"
 #include "harness/io/input_file.h"
 #include "kernels/shared/error.h"
 
@@ -70,13 +71,20 @@ std::unique_ptr<Drafter> NgramDrafterFactory::create() const {
 void check_ngram_spec(const DrafterSpec& spec) {
   if (spec.rest.empty())
     fail_parameter("draft", ": 'ngram:' needs a path, e.g. ngram:model.ngram (from specula train-ngram)");
-  open_input_file(spec.rest, "n-gram model");  // a folder or a missing file, before the target loads
+  try {
+    open_input_file(spec.rest, "n-gram model");  // a folder or a missing file, before the target loads
+  } catch (const ParameterError&) {
+    throw;
+  } catch (const Error& e) {
+    fail_parameter("draft", " ", spec.spec, ": ", e.what());
+  }
 }
 
 std::shared_ptr<const DrafterFactory> make_ngram_drafter(const DrafterSpec& spec) {
   check_ngram_spec(spec);
-  return std::make_shared<NgramDrafterFactory>(std::make_shared<NgramModel>(NgramModel::load(spec.rest)),
-                                               spec.draft_params, spec.spec);
+  auto model = std::make_shared<NgramModel>(NgramModel::load(spec.rest));
+  if (spec.target) check_draft_vocabulary(*spec.target, model->vocab_size(), spec.spec);
+  return std::make_shared<NgramDrafterFactory>(std::move(model), spec.draft_params, spec.spec);
 }
 
 }  // namespace specula

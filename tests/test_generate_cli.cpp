@@ -411,8 +411,17 @@ TEST_CASE("outputs and bounds are checked before any model loads or any work sta
        "--draft-temperature must be 0 (greedy) or a finite number >= 0.001, got -1"},
       {"generate" + missing + " --max-new-tokens 2 --allowed-tokens 1 --draft-banned-tokens 1 --output " +
            dir.file("o.txt"),
-       "--draft-allowed-tokens and the banned tokens leave no token at all"},
+       "the draft's sampler (the --draft-* options, and the target's values they inherit): allowed_tokens and "
+       "banned_tokens leave no token at all"},
+      {"generate" + missing + " --max-new-tokens 2 --config " + dir.write("draft.ini", "draft_temperature = -1\n") +
+           " --output " + dir.file("o.txt"),
+       dir.file("draft.ini") + ":1: key 'draft_temperature' = '-1': draft_temperature must be 0 (greedy)"},
+      {"sample --logits " + dir.file(std::string(300, 'x')) + " --num-samples 1 --seed 1",
+       "logits file: cannot open '" + dir.file(std::string(300, 'x')) + "'"},
       // Drafter specs: what they name is looked at, not loaded.
+      {"generate" + missing + " --max-new-tokens 2 --json-schema " + dir.file("none.json") + " --output " +
+           dir.file("o.txt"),
+       "--json-schema: cannot open '" + dir.file("none.json") + "'"},
       {"generate" + missing + " --max-new-tokens 2 --method chain --draft ngram:" + dir.file("") + " --output " +
            dir.file("o.txt"),
        "n-gram model: '" + dir.file("") + "' is a folder, not a file"},
@@ -425,6 +434,9 @@ TEST_CASE("outputs and bounds are checked before any model loads or any work sta
       {"generate" + missing + " --max-new-tokens 2 --method tree --tree 2,1 --draft medusa:" + dir.file("") +
            ",tree=" + dir.file("") + " --output " + dir.file("o.txt"),
        "tree '" + dir.file("") + "' is a folder, not a file"},
+      {"tree-opt --target transformer:" + dir.file("no-model") + " --draft ngram:" + dir.file("") +
+           " --forward-cost 1:1,8:1.1",
+       "--draft ngram:" + dir.file("") + ": n-gram model: '" + dir.file("") + "' is a folder, not a file"},
       {"tree-opt --target transformer:" + dir.file("no-model") +
            " --draft synthetic:alpha=0.5 --mirostat 3"
            " --forward-cost 1:1,8:1.1",
@@ -509,6 +521,22 @@ TEST_CASE("a folder given where a file is read is named as one", "[cli][errors]"
        "logits file: '" + folder + "' is a folder, not a file"},
       {"tree-opt --acceptance 0.5,0.3 --forward-bench " + folder + " --max-depth 2 --max-nodes 4",
        "--forward-bench: '" + folder + "' is a folder, not a file"},
+  };
+  expect_refusals(cases);
+}
+
+TEST_CASE("a draft with another vocabulary is named as such before its sampler is built", "[cli][errors]") {
+  TempDir dir;
+  const std::string target = dir.write("t.txt", kCliTargetTable);          // 4 tokens
+  const std::string small = dir.write("small.txt", "0.5 1.0\n1.0 0.5\n");  // 2 tokens
+  const std::string out = " --prompt-tokens 0 --max-new-tokens 2 --output " + dir.file("o.txt");
+  // Id 3 is the target's: the draft's bounds [0, 2) must not be quoted against it, as if the flag were wrong.
+  const std::vector<RefusalCase> cases = {
+      {"generate --target bigram:" + target + " --draft bigram:" + small + " --method chain --draft-stop-tokens 3" +
+           out,
+       "vocabulary mismatch: target bigram:" + target},
+      {"generate --target bigram:" + target + " --draft bigram:" + small + " --method chain" + out,
+       "vocabulary mismatch: target bigram:" + target},
   };
   expect_refusals(cases);
 }

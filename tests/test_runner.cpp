@@ -785,9 +785,9 @@ TEST_CASE("token ids outside the target's vocabulary are refused before a folder
       {" --set draft_sampling.logit_bias=77:1", "key 'draft_sampling.logit_bias'"},
       // A draft value meets an inherited target value: the draft's key is named.
       {" --set sampling.banned_tokens=1 --set draft_sampling.allowed_tokens=1",
-       "key 'draft_sampling.allowed_tokens' (setting "},
-      {" --set sampling.banned_tokens=1 --set draft_sampling.allowed_tokens=1",
-       "allowed_tokens and the banned tokens leave no token at all"},
+       "[draft_sampling] (with the [sampling] values it inherits): allowed_tokens and banned_tokens leave no token"},
+      {" --set sampling.allowed_tokens=1 --set draft_sampling.banned_tokens=1",
+       "[draft_sampling] (with the [sampling] values it inherits): allowed_tokens and banned_tokens leave no token"},
       {" --set experiment.prompts=" + prompts, prompts + ": prompt 2 holds token 99"},
   };
   for (const Case& c : cases) {

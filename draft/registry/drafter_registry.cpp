@@ -1,5 +1,6 @@
 #include "draft/registry/drafter_registry.h"
 
+#include "draft/draft_vocabulary.h"
 #include "draft/heads/head_drafter_spec.h"
 #include "draft/heads/head_drafters.h"
 #include "draft/model_drafter.h"
@@ -97,7 +98,9 @@ std::shared_ptr<const DrafterFactory> load_drafter(const std::string& spec, cons
   for (const DrafterKind& k : kDrafterKinds)
     if (parsed.kind == k.kind) return k.make(parsed);
   if (!is_language_model_kind(parsed.kind)) fail_unknown_kind(spec);
-  return std::make_shared<ModelDrafterFactory>(load_language_model(spec, "draft", "auto", model_device), draft_params);
+  auto model = load_language_model(spec, "draft", "auto", model_device);
+  if (parsed.target) check_draft_vocabulary(*parsed.target, model->vocab_size(), model->description());
+  return std::make_shared<ModelDrafterFactory>(std::move(model), draft_params);
 }
 
 }  // namespace specula

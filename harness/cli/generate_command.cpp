@@ -319,6 +319,8 @@ RunDescription read_run(const po::variables_map& vm, Device device) {
   }
   if (vm.count("json-schema")) run.constraint.json_schema_file = vm["json-schema"].as<std::string>();
   if (vm.count("token-strings")) run.constraint.token_strings_file = vm["token-strings"].as<std::string>();
+  for (const char* option : {"json-schema", "token-strings"})  // read once the target's tokens are known
+    if (vm.count(option)) open_input_file(vm[option].as<std::string>(), std::string("--") + option);
   return run;
 }
 

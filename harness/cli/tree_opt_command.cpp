@@ -200,6 +200,7 @@ std::vector<double> measured_acceptance(const po::variables_map& vm, int32_t& ma
   SamplingParams params;
   read_sampler_options(vm, params);
   check_sampler_options(params, INT32_MAX);  // before the target loads
+  check_drafter_spec(vm["draft"].as<std::string>());
   const auto target = load_language_model(vm["target"].as<std::string>(), "target");
   const auto drafter = load_drafter(vm["draft"].as<std::string>(), params, target, params);
   fit_depth_to_drafter(vm, *drafter, max_depth);

@@ -99,9 +99,11 @@ po::variables_map parse_options(const std::vector<std::string>& args, const po::
         po::store(one, probe);
         refuse_negative_unsigned(one, probe);
         // Sampler values are range-checked here too, so an error names the file and line.
-        SamplingParams checked;
+        SamplingParams checked, draft_checked;
         read_sampler_options(probe, checked);
         check_sampler_options(checked, INT32_MAX);
+        read_sampler_options(probe, draft_checked, "draft-");  // a command without draft options reads none
+        check_sampler_options(draft_checked, INT32_MAX, "draft-");
         po::store(one, vm);  // values already given on the command line are kept: the command line wins
       } catch (const po::error& e) {
         fail(entry.where(), ": key '", entry.key, "' = '", entry.value, "': ", e.what());
@@ -231,7 +233,7 @@ void check_sampler_options(const SamplingParams& params, int32_t vocab_size, con
     throw ParameterError(parameter_of(prefix) + e.parameter(), e.detail());
   } catch (const Error& e) {
     if (prefix.empty()) throw;
-    fail("the --", prefix, "* options: ", e.what());
+    fail("the draft's sampler (the --", prefix, "* options, and the target's values they inherit): ", e.what());
   }
 }
 

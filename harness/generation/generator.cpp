@@ -8,6 +8,7 @@
 #include <string>
 
 #include "draft/constrained_drafter.h"
+#include "draft/draft_vocabulary.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/host_memory.h"
 #include "kernels/shared/mutation_points.h"
@@ -44,9 +45,7 @@ Generator::Generator(std::shared_ptr<const LanguageModel> target, SamplingParams
       config_(std::move(config)) {
   if (config_.method && !drafter_)
     fail_parameter("method", " ", verify_method_name(*config_.method), " needs a draft model");
-  if (drafter_ && drafter_->vocab_size() != target_->vocab_size())
-    fail("vocabulary mismatch: target ", target_->description(), " has ", target_->vocab_size(), " tokens but draft ",
-         drafter_->description(), " has ", drafter_->vocab_size());
+  if (drafter_) check_draft_vocabulary(*target_, drafter_->vocab_size(), drafter_->description());
   if (config_.max_new_tokens < 0) fail_parameter("max_new_tokens", " must be >= 0, got ", config_.max_new_tokens);
   if (config_.method && config_.tree_shape.empty() && config_.num_draft_tokens < 1)
     fail_parameter("num_draft_tokens", " must be >= 1, got ", config_.num_draft_tokens);

@@ -8,7 +8,8 @@
 namespace specula {
 
 std::ifstream open_input_file(const std::string& path, const std::string& what) {
-  if (std::filesystem::is_directory(path)) fail(what, ": '", path, "' is a folder, not a file");
+  std::error_code ec;  // a name the system cannot look up is reported by the open below
+  if (std::filesystem::is_directory(path, ec)) fail(what, ": '", path, "' is a folder, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(what, ": cannot open '", path, "'");
   return in;

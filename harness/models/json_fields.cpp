@@ -1,5 +1,6 @@
 #include "harness/models/json_fields.h"
 
+#include <filesystem>
 #include <fstream>
 
 #include "kernels/shared/error.h"
@@ -9,6 +10,8 @@ namespace specula {
 using nlohmann::json;
 
 json read_json_file(const std::string& path, const std::string& missing) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail(path, ": is a folder, not a file");
   std::ifstream in(path);
   if (!in) fail(path, ": ", missing);
   try {

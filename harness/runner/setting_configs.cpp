@@ -57,8 +57,9 @@ void check_setting_tokens(const ExperimentConfig& config, const LanguageModel& t
         key = "sampling." + e.parameter();
       const std::string where = config.origin.count(key) ? config.origin.at(key) : config.file;
       fail(where, ": key '", key, "' (setting ", setting.id, "): ", e.what(), vocabulary());
-    } catch (const Error& e) {
-      fail(config.file, ": (setting ", setting.id, ") [", section, "]: ", e.what(), vocabulary());
+    } catch (const Error& e) {  // a rule over two parameters: the section's values, with those it inherits
+      fail(config.file, ": (setting ", setting.id, ") [", section, "]",
+           section == "sampling" ? "" : " (with the [sampling] values it inherits)", ": ", e.what(), vocabulary());
     }
   }
 }

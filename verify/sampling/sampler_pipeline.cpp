@@ -18,13 +18,13 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Penalties index the row by history tokens, so an id outside the vocabulary must be an error, not a read
-// or write out of bounds. The ids are read only where a penalty reads them: the check walks the whole history, as
-// the penalties do, and a row without them stays independent of the history's length.
-void check_history(const TokenHistory& h, int32_t vocab_size, bool penalised) {
+// or write out of bounds. The ids are checked only where something reads them (a penalty, or a filter stage that
+// reads the history): the check walks the whole history, as they do, and other rows stay independent of its length.
+void check_history(const TokenHistory& h, int32_t vocab_size, bool reads_ids) {
   if (!h.pending_ids.empty())
     fail("history: its last ", h.pending_ids.size(),
          " output tokens are still in device memory; the host cannot read them");
-  if (!penalised) return;
+  if (!reads_ids) return;
   for (const auto* part : {&h.prompt, &h.output})
     for (Token t : *part)
       if (t < 0 || t >= vocab_size)
@@ -98,8 +98,10 @@ bool any_finite(LogitsRow row, const RowSummary& summary) {
 }  // namespace
 
 SamplerPipeline::SamplerPipeline(SamplingParams params, int32_t vocab_size)
-    : params_(std::move(params)), vocab_size_(vocab_size) {
+    : params_(std::move(params)), vocab_size_(vocab_size), reads_history_ids_(params_.penalised()) {
   params_.validate(vocab_size_);
+  for (FilterStage stage : params_.active_filters())
+    reads_history_ids_ = reads_history_ids_ || filter_stage(stage).reads_history;
 }
 
 void SamplerPipeline::process(const float* logits, const TokenHistory& history, float* probs) const {
@@ -109,7 +111,7 @@ void SamplerPipeline::process(const float* logits, const TokenHistory& history, 
   thread_local Candidates candidates;
   scratch.resize(vocab_size_);
   copy_checked_logits(logits, vocab_size_, scratch.data());
-  check_history(history, vocab_size_, params_.penalised());
+  check_history(history, vocab_size_, reads_history_ids_);
   LogitsRow row{scratch.data(), vocab_size_};
   const SamplingParams& s = params_;
 

@@ -42,6 +42,7 @@ class SamplerPipeline {
  private:
   SamplingParams params_;
   int32_t vocab_size_;
+  bool reads_history_ids_;  // a penalty or an active filter stage reads the history's ids
 };
 
 // A batch of rows [B, V] with per-row pipelines and histories, processed in parallel over rows.

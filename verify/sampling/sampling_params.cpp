@@ -90,8 +90,8 @@ void SamplingParams::validate(int32_t vocab_size) const {
     bool any = false;
     for (Token t : allowed_tokens)
       any = any || std::find(banned_tokens.begin(), banned_tokens.end(), t) == banned_tokens.end();
-    if (!any)
-      fail_parameter("allowed_tokens", " and the banned tokens leave no token at all (every allowed token is banned)");
+    if (!any)  // two parameters at fault: named together, for the reader to place
+      fail("allowed_tokens and banned_tokens leave no token at all (every allowed token is banned)");
   }
 }
 
