@@ -725,7 +725,7 @@ def experiment_ini(rng, ctx):
             "max_new_tokens = 6\nrepetitions = 1\nseed = 3\n\n[draft]\n"
             f"drafter = {drafters}\nmethod = {methods}\nnum_draft_tokens = 2, 3\ntree = 2,1\n"
             "tree_sampling = without-replacement\n\n[sampling]\ntemperature = 0, 0.8\ntop_k = 8\n")
-    if rng.random() < 0.3:
+    if "beam" in methods and rng.random() < 0.5:  # [beam] without a beam setting is refused
         text += "\n[beam]\nwidth = 2\n"
     return text.encode()
 
