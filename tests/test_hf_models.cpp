@@ -221,6 +221,7 @@ TEST_CASE("safetensors: truncated or malformed files are errors naming the probl
   SECTION("shorter than the length field") {
     CHECK_THROWS_WITH(open_with("abc"), Contains("truncated") && Contains("3 bytes"));
     CHECK_THROWS_WITH(SafetensorsFile(dir.str("missing")), Contains("cannot open"));
+    CHECK_THROWS_WITH(SafetensorsFile(dir.str()), Contains("is a folder, not a safetensors file"));
   }
   SECTION("header larger than the file") {
     std::string bytes = raw_safetensors(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", eight);

@@ -1266,6 +1266,8 @@ TEST_CASE("a corrupt or missing checkpoint gives a clear error", "[transformer]"
     const std::string p = copy("no-config");
     fs::remove(p + "/config.json");
     CHECK_THROWS_WITH(load_checkpoint(p), Contains("config.json: missing checkpoint config"));
+    fs::create_directory(p + "/config.json");  // opens as a stream that reads nothing: named for what it is
+    CHECK_THROWS_WITH(load_checkpoint(p), Contains("config.json: is a folder, not a file"));
   }
   {
     const std::string p = copy("bad-json");

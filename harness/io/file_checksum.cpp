@@ -5,13 +5,13 @@
 #include <fstream>
 #include <vector>
 
+#include "harness/io/input_file.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
 
 FileChecksum file_checksum(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, ": cannot open the file to check it");
+  std::ifstream in = open_input_file(path, "checksum");
   boost::crc_32_type crc;
   std::vector<char> buffer(1 << 20);
   FileChecksum out;

@@ -134,6 +134,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     ::close(fd);
     fail(path, ": cannot stat: ", std::strerror(e));
   }
+  if (S_ISDIR(st.st_mode)) {  // a folder opens, and would read as an empty file
+    ::close(fd);
+    fail(path, ": is a folder, not a safetensors file");
+  }
   size_ = static_cast<uint64_t>(st.st_size);
   if (size_ < 8) {
     ::close(fd);
