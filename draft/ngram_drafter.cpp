@@ -73,8 +73,6 @@ void check_ngram_spec(const DrafterSpec& spec) {
     fail_parameter("draft", ": 'ngram:' needs a path, e.g. ngram:model.ngram (from specula train-ngram)");
   try {
     open_input_file(spec.rest, "n-gram model");  // a folder or a missing file, before the target loads
-  } catch (const ParameterError&) {
-    throw;
   } catch (const Error& e) {
     fail_parameter("draft", " ", spec.spec, ": ", e.what());
   }

@@ -18,7 +18,7 @@ HeadDrafterOptions parse_head_drafter_spec(const std::string& kind, const std::s
   o.heads_dir = rest.substr(0, comma);
   if (o.heads_dir.empty())
     fail_parameter("draft", " ", spec, ": '", kind, ":' needs the heads folder, e.g. ", kind, ":results/models/", kind);
-  std::string options, flag;
+  std::string options;
   bool static_flag = false;
   if (comma != std::string::npos) {
     std::stringstream ss(rest.substr(comma + 1));

@@ -26,8 +26,6 @@ std::string read_input_file(const std::string& path, const std::string& what) {
 std::string read_parameter_file(const std::string& path, const std::string& parameter) {
   try {
     return read_input_file(path, parameter);
-  } catch (const ParameterError&) {
-    throw;
   } catch (const Error& e) {
     // read_input_file's message is "PARAMETER: detail"; the detail keeps its separator, as ParameterError asks.
     throw ParameterError(parameter, std::string(e.what()).substr(parameter.size()));
