@@ -655,6 +655,11 @@ TEST_CASE("hf loading refuses bad weights, devices and models too large for memo
       CHECK_THROWS_WITH(load_hf_language_model(dir.str("good"), o),
                         Contains("device 'cuda': this LibTorch cannot use CUDA"));
     }
+    // A bad SPECULA_STEP_GRAPHS is refused on the CPU too, where graphs never run.
+    ::setenv("SPECULA_STEP_GRAPHS", "maybe", 1);
+    CHECK_THROWS_WITH(load_hf_language_model(dir.str("good"), quiet()),
+                      Contains("SPECULA_STEP_GRAPHS must be on or off, got 'maybe'"));
+    ::unsetenv("SPECULA_STEP_GRAPHS");
   }
 }
 

@@ -926,6 +926,8 @@ TEST_CASE("static-shape steps (what CUDA graphs replay) match a full recompute a
   ::setenv("SPECULA_STEP_GRAPHS", "maybe", 1);
   CHECK_THROWS_WITH(TransformerLanguageModel(path + "-missing", "auto", "libtorch"),
                     Contains("SPECULA_STEP_GRAPHS must be on or off, got 'maybe'"));
+  // On the CPU's decoding step too: a typo is not silently ignored.
+  CHECK_THROWS_WITH(TransformerLanguageModel(path + "-missing"), Contains("SPECULA_STEP_GRAPHS must be on or off"));
   ::unsetenv("SPECULA_STEP_GRAPHS");
   // The decoding step has no static form.
   TransformerLanguageModel decoding(path);

@@ -200,7 +200,7 @@ std::shared_ptr<const LanguageModel> load_hf_language_model(const std::string& d
   const HfConfig config = read_hf_config(dir, options.max_seq_len);
   const std::string config_path = (fs::path(dir) / kHfConfigFile).string();
   const torch::Device device = torch_device_named(options.device);
-  if (!device.is_cpu()) step_graphs_wanted();  // a bad SPECULA_STEP_GRAPHS refused before the weights are read
+  step_graphs_wanted();  // a bad SPECULA_STEP_GRAPHS refused before the weights are read, on any device
   WeightFiles weights = open_weights(dir);
 
   // Refuse what cannot fit before allocating it.

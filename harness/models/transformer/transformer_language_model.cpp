@@ -90,7 +90,8 @@ TransformerLanguageModel::TransformerLanguageModel(const std::string& checkpoint
                                                    const std::string& device)
     : state_(std::make_shared<TransformerModelState>()) {
   if (device != "cpu" && device != "libtorch") torch_device_named(device);  // refused before the weights are read
-  const bool graphs = device != "cpu" && step_graphs_wanted();
+  const bool wanted = step_graphs_wanted();  // a bad value refused on any device, as a typo should be
+  const bool graphs = device != "cpu" && wanted;
   LoadedCheckpoint loaded = load_checkpoint(checkpoint_dir, weights_dtype);
   place_for_inference(loaded.model, device);
   state_->dir = checkpoint_dir;

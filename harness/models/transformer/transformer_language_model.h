@@ -98,7 +98,7 @@ class TransformerLanguageModel : public LanguageModel {
 
 // SPECULA_STEP_GRAPHS: unset or "on", step graphs on LibTorch's path (a GPU, `libtorch`); "off", every step on the
 // dynamic path (to see what the graphs gain). Anything else throws Error naming the variable and value; loaders ask
-// before they read weights.
+// before they read weights, on every device (the CPU's decoding step ignores a valid value).
 bool step_graphs_wanted();
 
 // `transformer:DIR` as the model registry loads it: the model, after a line on standard error with its parameter
