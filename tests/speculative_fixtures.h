@@ -14,6 +14,7 @@
 #include "harness/models/table_model.h"
 #include "kernels/shared/philox.h"
 #include "tests/statistics/goodness_of_fit.h"
+#include "verify/sampling/token_constraint.h"
 
 namespace specula::testing {
 
@@ -46,14 +47,19 @@ inline TablePair random_pair(int32_t order, int32_t V, uint64_t seed, double tar
 
 // Exact law of every continuation of at most L tokens of autoregressive sampling from `model` through
 // `pipeline` (penalties, mirostat, etc. see the whole history), with the stop rule of the Generator: a
-// continuation ends at its first stop token (pipeline.params().stop_tokens). Enumerated directly: a frame that
-// emitted a stop token is not extended. Cells are indexed as sequence_index below, over V^L cells; a stopped
-// continuation is padded with its stop token, so cells with a non-stop token after a stop have law 0.
+// continuation ends at its first stop token (pipeline.params().stop_tokens), or where its constraint's match has
+// ended (TokenConstraint::ended). Enumerated directly: a frame that ended is not extended. Cells are indexed as
+// sequence_index below, over V^L cells; a stopped continuation is padded with its stop token, so cells with a non-stop
+// token after a stop have law 0.
 inline std::vector<double> exact_sequence_law(const TableModel& model, const SamplerPipeline& pipeline,
                                               const std::vector<Token>& prompt, int32_t L) {
   const int32_t V = model.vocab_size();
   const std::vector<Token>& stops = pipeline.params().stop_tokens;
-  auto is_stop = [&](Token t) { return std::find(stops.begin(), stops.end(), t) != stops.end(); };
+  const TokenConstraint* constraint = pipeline.params().constraint.get();
+  auto ends = [&](Token t, const TokenHistory& after) {
+    return std::find(stops.begin(), stops.end(), t) != stops.end() ||
+           (constraint && constraint->ended(after.constraint_state));
+  };
   std::vector<double> law;
   std::vector<float> probs(V);
   struct Frame {
@@ -76,7 +82,8 @@ inline std::vector<double> exact_sequence_law(const TableModel& model, const Sam
       }
       pipeline.process(model.row_after(f.context), f.history, probs.data());
       for (Token x = 0; x < V; ++x) {
-        Frame g{f.context, pipeline.advance(f.history, x, probs.data()), f.mass * probs[x], is_stop(x)};
+        Frame g{f.context, pipeline.advance(f.history, x, probs.data()), f.mass * probs[x], false};
+        g.stopped = ends(x, g.history);
         g.context.push_back(x);
         next.push_back(std::move(g));
       }

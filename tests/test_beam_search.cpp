@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -299,6 +300,24 @@ TEST_CASE("specula generate --method beam: best line, n-best file, and constrain
       for (Token t; in >> t;) out.push_back(t);
       CHECK(c->walk(out) != TokenConstraint::kDead);
     }
+  }
+  // A finite pattern with no stop token: every output is a whole match, ended before the length limit.
+  for (const std::string method : {"ar", "chain", "tree", "beam"}) {
+    INFO(method);
+    std::string extra = method == "ar" || method == "beam" ? "" : " --draft bigram:" + draft;
+    if (method == "tree") extra += " --tree 2,1";
+    if (method == "beam") extra += " --beam-width 3";
+    r = run_specula("generate --target bigram:" + target + " --method " + method + extra +
+                    " --regex 'a(b|cd)' --prompt-tokens 0 --max-new-tokens 6 --num-samples " +
+                    (method == "beam" ? "1" : "50") + " --output " + dir.file("f.txt") + " --metrics-json " +
+                    dir.file("f.json"));
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    std::istringstream lines(read_text(dir.file("f.txt")));
+    int lines_read = 0;
+    for (std::string l; std::getline(lines, l); ++lines_read) CHECK((l == "0 1" || l == "0 2 3"));
+    CHECK(lines_read == (method == "beam" ? 1 : 50));
+    if (method != "beam") CHECK(nlohmann::json::parse(read_text(dir.file("f.json"))).at("stopped_sequences") == 50);
   }
   // Errors name the option.
   r = run_specula("generate --target bigram:" + target + " --regex '(ab' --max-new-tokens 2 --output " +

@@ -20,6 +20,7 @@
 #include "draft/model_drafter.h"
 #include "draft/prompt_lookup_drafter.h"
 #include "harness/experiment/experiment_config.h"
+#include "harness/generation/beam_search.h"
 #include "kernels/shared/error.h"
 #include "speculative_fixtures.h"
 #include "tests/support/mutant_switch.h"
@@ -31,6 +32,8 @@
 using namespace specula;
 using namespace specula::testing;
 using Catch::Matchers::Contains;
+using Catch::Matchers::Equals;
+using Catch::Matchers::StartsWith;
 
 namespace {
 
@@ -107,9 +110,15 @@ TEST_CASE("regex automaton: full match and live prefixes agree with std::regex o
       bool ok = (state != TokenConstraint::kDead) == oracle.live(s);
       if (state != TokenConstraint::kDead) {
         ok = ok && constraint->complete(state) == oracle.match(s);
-        // The mask allows exactly the letters that keep the string live.
-        const std::vector<char>& allowed = *constraint->allowed(state);
-        for (Token t = 0; t < V; ++t) ok = ok && static_cast<bool>(allowed[t]) == oracle.live(s + char('a' + t));
+        bool extends = false;
+        for (Token t = 0; t < V; ++t) extends = extends || oracle.live(s + char('a' + t));
+        // Ended (no stop token here): a whole match that no letter keeps live; its row has no mask.
+        ok = ok && constraint->ended(state) == (oracle.match(s) && !extends);
+        // Otherwise the mask allows exactly the letters that keep the string live.
+        if (const std::vector<char>* allowed = constraint->allowed(state))
+          for (Token t = 0; t < V; ++t) ok = ok && static_cast<bool>((*allowed)[t]) == oracle.live(s + char('a' + t));
+        else
+          ok = ok && constraint->ended(state);
       }
       if (!ok && ++mismatches <= 3) FAIL_CHECK("string '" << s << "' disagrees with std::regex");
     }
@@ -539,13 +548,155 @@ TEST_CASE("stop tokens end a complete match; outputs before the stop match the w
       CHECK(std::all_of(stop, o.tokens.end(), [](Token t) { return t == 5; }));
     }
   }
-  // Without a stop token a finite pattern runs out: the error says so.
-  const Generator stuck(pair.target,
-                        constrained(SamplingParams{}, TokenConstraint::from_regex("ab", letter_token_strings(kV), {})),
-                        nullptr, config_of(std::nullopt, 0));
+}
+
+namespace {
+
+// Without stop tokens: outputs end where the match is complete and cannot continue, after 1 to 4 letters.
+const char* kEndPattern = "[ab]{0,3}(c|de)";
+constexpr int32_t kEndL = 4;
+const StdRegexOracle& end_oracle() {
+  static const StdRegexOracle o(kEndPattern, "abcdef", kEndL + 3);  // a live prefix completes within 2 letters
+  return o;
+}
+
+// The law of outputs under kEndPattern with no stop token, computed WITHOUT the constraint code: the restricted,
+// renormalised law of restricted_law, where an output that std::regex matches and no letter keeps live ends (its
+// cell padded with its last letter, as sequence_index pads a stopped output).
+std::vector<double> ended_law(const TableModel& model, const SamplingParams& params, const std::vector<Token>& prompt) {
+  const SamplerPipeline pipeline(params, model.vocab_size());
+  std::vector<double> law(static_cast<size_t>(std::pow(kV, kEndL)), 0.0);
+  std::vector<float> probs(kV);
+  std::function<void(std::vector<Token>, TokenHistory, double)> walk = [&](std::vector<Token> out, TokenHistory h,
+                                                                           double mass) {
+    bool extends = false;
+    for (Token x = 0; x < kV; ++x) extends = extends || end_oracle().live(letters(out) + char('a' + x));
+    if (static_cast<int32_t>(out.size()) == kEndL || (end_oracle().match(letters(out)) && !extends)) {
+      law[sequence_index(out, kV, kEndL)] = mass;
+      return;
+    }
+    std::vector<Token> context = prompt;
+    context.insert(context.end(), out.begin(), out.end());
+    pipeline.process(model.row_after(context), h, probs.data());
+    double z = 0.0;
+    std::vector<double> w(kV, 0.0);
+    for (Token x = 0; x < kV; ++x)
+      if (end_oracle().live(letters(out) + char('a' + x))) z += w[x] = probs[x];
+    for (Token x = 0; x < kV; ++x) {
+      if (w[x] == 0.0) continue;
+      std::vector<Token> next = out;
+      next.push_back(x);
+      walk(next, pipeline.advance(h, x, probs.data()), mass * w[x] / z);
+    }
+  };
+  walk({}, TokenHistory{prompt, {}, std::nan("")}, 1.0);
+  return law;
+}
+
+GenerationConfig until_end(GenerationConfig c) {
+  c.max_new_tokens = kEndL;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("without a stop token, a match that cannot continue ends the sequence: exact for ar and every method",
+          "[constraints][exact]") {
+  const TablePair pair = random_pair(2, kV, 66, 1.3, 0.9);
+  const auto c = TokenConstraint::from_regex(kEndPattern, letter_token_strings(kV), {});
+  const SamplingParams params = constrained(with_penalties(), c);
+  // The automaton's own view: "ac" has ended, "a" and "ad" have not, and an ended state has no mask.
+  CHECK(c->ended(c->walk({0, 2})));
+  CHECK_FALSE(c->ended(c->walk({0})));
+  CHECK_FALSE(c->ended(c->walk({0, 3})));
+  CHECK(c->allowed(c->walk({0, 3, 4})) == nullptr);
+  const auto with_stop = TokenConstraint::from_regex(kEndPattern, letter_token_strings(kV), {5});
+  CHECK_FALSE(with_stop->ended(with_stop->walk({0, 2})));  // with a stop token, the match ends by emitting it
+  // The fixture's enumeration (the Generator's stop rule) and the regex-only law agree.
+  const std::vector<double> law = ended_law(*pair.target, with_penalties(), kPrompt);
+  const std::vector<double> enumerated = exact_sequence_law(*pair.target, SamplerPipeline(params, kV), kPrompt, kEndL);
+  REQUIRE(law.size() == enumerated.size());
+  for (size_t i = 0; i < law.size(); ++i) CHECK(enumerated[i] == Approx(law[i]).margin(2e-6));
+  for (const std::vector<Token>& prompt : {kPrompt, kLookupPrompt}) {
+    const std::vector<double> prompt_law = ended_law(*pair.target, with_penalties(), prompt);
+    for (const Setup& s : every_method(pair, params)) {
+      if ((prompt == kLookupPrompt) != (s.name == "prompt-lookup") && s.name != "ar") continue;
+      INFO(describe(s.config, s.name) << " prompt size " << prompt.size());
+      const Generator generator(pair.target, params, s.drafter, until_end(s.config));
+      const RunResult r = run_generator(generator, prompt, 30000, kV);
+      const stats::GofResult gof = stats::g_test(r.counts, prompt_law);
+      INFO(gof.detail);
+      CHECK(gof.passed(stats::kAlpha));
+      // An output shorter than the limit is a whole match, ended ("stop"); none is cut short of one.
+      int64_t ended = 0;
+      bool consistent = true;
+      for (const SequenceOutput& o : r.outputs) {
+        const bool whole = end_oracle().match(letters(o.tokens));
+        ended += o.stop_reason == StopReason::stop;
+        consistent = consistent && (o.stop_reason == StopReason::stop) == c->ended(c->walk(o.tokens)) &&
+                     (o.tokens.size() == static_cast<size_t>(kEndL) || whole);
+      }
+      CHECK(consistent);
+      CHECK(ended > 0);
+    }
+  }
+}
+
+TEST_CASE("mutant: a constraint's end checked only after its step fails the ended-match law test",
+          "[constraints][mutant]") {
+  const TablePair pair = random_pair(2, kV, 67, 1.3, 0.8);
+  const auto c = TokenConstraint::from_regex(kEndPattern, letter_token_strings(kV), {});
+  const SamplingParams params = constrained(with_penalties(), c);
+  const std::vector<double> law = ended_law(*pair.target, with_penalties(), kPrompt);
+  auto drafter = std::make_shared<ModelDrafterFactory>(pair.draft, params);
+  for (const GenerationConfig& config :
+       {config_of(VerifyMethod::chain, 3), config_of(VerifyMethod::tree, 0, {2, 2, 1}, SiblingScheme::iid)}) {
+    INFO(describe(config, "model"));
+    const Generator generator(pair.target, params, drafter, until_end(config));
+    {
+      const stats::GofResult correct = stats::g_test(run_generator(generator, kPrompt, 30000, kV).counts, law);
+      INFO("correct: " << correct.detail);
+      REQUIRE(correct.passed(stats::kAlpha));
+    }
+    const ScopedMutant on(Mutant::stop_checked_per_step);
+    const stats::GofResult broken = stats::g_test(run_generator(generator, kPrompt, 30000, kV).counts, law);
+    INFO("mutant: " << broken.detail);
+    CHECK_FALSE(broken.passed(stats::kAlpha));
+  }
+}
+
+TEST_CASE("a pattern that matches only the empty output ends before any token; beams end at a match's end",
+          "[constraints]") {
+  const TablePair pair = random_pair(1, kV, 68, 1.0, 0.8);
+  const auto empty_only = TokenConstraint::from_regex("()", letter_token_strings(kV), {});
+  REQUIRE(empty_only->ended(TokenConstraint::kInitial));
+  const auto drafter = std::make_shared<ModelDrafterFactory>(pair.draft, constrained(SamplingParams{}, empty_only));
+  for (const GenerationConfig& config : {config_of(std::nullopt, 0), config_of(VerifyMethod::chain, 2)}) {
+    const Generator generator(pair.target, constrained(SamplingParams{}, empty_only), config.method ? drafter : nullptr,
+                              config);
+    GenerationMetrics m;
+    const SequenceOutput o = generator.generate(kPrompt, 0, m);
+    CHECK(o.tokens.empty());
+    CHECK(o.stop_reason == StopReason::stop);
+  }
+  BeamSearchConfig beam;
+  beam.beam_width = 3;
+  beam.max_new_tokens = 6;
   GenerationMetrics m;
-  CHECK_THROWS_WITH(stuck.generate(kPrompt, 0, m),
-                    Contains("regex 'ab'") && Contains("'ab'") && Contains("no stop token"));
+  const BeamSearchOutput none =
+      BeamSearch(pair.target, constrained(SamplingParams{}, empty_only), beam).search(kPrompt, m);
+  REQUIRE(none.nbest.size() == 1);
+  CHECK(none.nbest[0].tokens.empty());
+  CHECK(none.nbest[0].stopped);
+  // "a(b|cd)": every hypothesis ends at "ab" or "acd", well before the length limit.
+  const auto finite = TokenConstraint::from_regex("a(b|cd)", letter_token_strings(kV), {});
+  const BeamSearchOutput out = BeamSearch(pair.target, constrained(SamplingParams{}, finite), beam).search(kPrompt, m);
+  REQUIRE_FALSE(out.nbest.empty());
+  for (const BeamHypothesis& h : out.nbest) {
+    INFO(letters(h.tokens));
+    CHECK((letters(h.tokens) == "ab" || letters(h.tokens) == "acd"));
+    CHECK(h.stopped);
+  }
 }
 
 TEST_CASE("JSON schema constrained sampling on a byte-level model always yields valid JSON", "[constraints]") {
@@ -602,9 +753,17 @@ TEST_CASE("experiment files: [sampling] regex / json_schema sweeps and the [beam
   // Errors name the file, the line and the key, and the pattern's own position.
   CHECK_THROWS_WITH(load_experiment(write("regex = (ab"), {}), Contains("e.ini:11") && Contains("sampling.regex") &&
                                                                    Contains("regex '(ab'") && Contains("position 0"));
-  CHECK_THROWS_WITH(load_experiment(write("json_schema = " + dir + "/missing.json"), {}), Contains("cannot open"));
+  // A file's errors name its path once, after the key.
+  CHECK_THROWS_WITH(load_experiment(write("json_schema = " + dir + "/missing.json"), {}),
+                    Equals(dir + "/e.ini:11: key 'sampling.json_schema': cannot open '" + dir + "/missing.json'"));
+  CHECK_THROWS_WITH(load_experiment(write("json_schema = " + dir), {}),
+                    Equals(dir + "/e.ini:11: key 'sampling.json_schema': '" + dir + "' is a folder, not a file"));
+  CHECK_THROWS_WITH(load_experiment(write("token_strings = " + dir), {}),
+                    Equals(dir + "/e.ini:11: key 'sampling.token_strings': '" + dir + "' is a folder, not a file"));
   std::ofstream(schema) << R"({"type":"integer","minimum":0})";
-  CHECK_THROWS_WITH(load_experiment(write("json_schema = " + schema), {}), Contains("'minimum'"));
+  CHECK_THROWS_WITH(
+      load_experiment(write("json_schema = " + schema), {}),
+      StartsWith(dir + "/e.ini:11: key 'sampling.json_schema': json schema '" + schema + "'") && Contains("'minimum'"));
   CHECK_THROWS_WITH(load_experiment(write("temperature = 1\n[beam]\nwidht = 2"), {}),
                     Contains("unknown key 'beam.widht'"));
   std::filesystem::remove_all(dir);

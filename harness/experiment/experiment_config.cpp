@@ -110,8 +110,14 @@ void check_axis_value(const std::string& where, const std::string& key, const st
     } else if (section == "sampling" && constraint_keys().count(name)) {
       if (name == "regex" && value != "none") compile_regex(value);
       if (name != "regex" && !(name == "json_schema" && value == "none")) {
-        const std::string text = read_input_file(value, name);
-        if (name == "json_schema") json_schema_to_regex(text, value);
+        // The file's own messages name its path, so the key is named without its value.
+        const std::string what = where + ": key '" + key + "'";
+        const std::string text = read_input_file(value, what);
+        try {
+          if (name == "json_schema") json_schema_to_regex(text, value);
+        } catch (const Error& e) {
+          fail(what, ": ", e.what());
+        }
       }
     } else if (section == "sampling" || section == "draft_sampling") {
       // Read as the run will read it (read_sampler_values: the command line's option code).

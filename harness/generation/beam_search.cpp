@@ -7,6 +7,7 @@
 #include <map>
 
 #include "kernels/shared/error.h"
+#include "verify/sampling/token_constraint.h"
 
 namespace specula {
 namespace {
@@ -115,8 +116,9 @@ std::vector<Candidate> ranked_candidates(const std::vector<Beam>& group, Process
   return candidates;
 }
 
-// Group g's beams for the next step: its best candidates that are not stop tokens, up to B; a stop token
-// among the top B ends a hypothesis instead, kept in `finished`.
+// Group g's beams for the next step: its best candidates that do not end, up to B; a stop token, or a token that
+// ends the constraint's match (TokenConstraint::ended), among the top B ends a hypothesis instead, kept in
+// `finished`.
 std::vector<Beam> extend_group(const BeamSearch& search, const std::vector<Beam>& group, int32_t g, ProcessedRows& rows,
                                std::vector<int32_t>& chosen_count, std::vector<BeamHypothesis>& finished, int32_t V) {
   const BeamSearchConfig& config = search.config();
@@ -124,12 +126,16 @@ std::vector<Beam> extend_group(const BeamSearch& search, const std::vector<Beam>
   const int32_t B = config.beam_width / config.num_groups;
   const double lambda = config.num_groups > 1 ? config.diversity_penalty : 0.0;
   const std::vector<Token>& stops = pipeline.params().stop_tokens;
+  const TokenConstraint* constraint = pipeline.params().constraint.get();
   const std::vector<Candidate> candidates = ranked_candidates(group, rows, chosen_count, lambda, V);
   std::vector<Beam> next_live;
   for (int32_t rank = 0; rank < static_cast<int32_t>(candidates.size()); ++rank) {
     const Candidate& c = candidates[rank];
     const Beam& parent = group[c.beam];
-    if (std::find(stops.begin(), stops.end(), c.token) != stops.end()) {
+    const bool stop_token = std::find(stops.begin(), stops.end(), c.token) != stops.end();
+    TokenHistory history =
+        stop_token ? TokenHistory{} : pipeline.advance(parent.history, c.token, rows.of(parent).data());
+    if (stop_token || (constraint && constraint->ended(history.constraint_state))) {
       if (rank >= B) continue;  // HF: a stop candidate ranked below the beam width is not kept
       BeamHypothesis h;
       h.tokens = parent.tokens;
@@ -144,7 +150,7 @@ std::vector<Beam> extend_group(const BeamSearch& search, const std::vector<Beam>
     Beam next;
     next.tokens = parent.tokens;
     next.tokens.push_back(c.token);
-    next.history = pipeline.advance(parent.history, c.token, rows.of(parent).data());
+    next.history = std::move(history);
     next.logprob = c.logprob;
     next_live.push_back(std::move(next));
     ++chosen_count[c.token];
@@ -186,9 +192,10 @@ bool group_done(const BeamSearch& search, const std::vector<Beam>& group, const 
 }
 
 // Every group's finished hypotheses, best score first, cut to the n-best size.
-BeamSearchOutput best_hypotheses(const BeamSearchConfig& config, std::vector<std::vector<BeamHypothesis>>& finished) {
+BeamSearchOutput best_hypotheses(const BeamSearchConfig& config, std::vector<std::vector<BeamHypothesis>>& finished,
+                                 bool ended_at_start) {
   BeamSearchOutput out;
-  if (config.max_new_tokens == 0) out.nbest.push_back(BeamHypothesis{});
+  if (config.max_new_tokens == 0 || ended_at_start) out.nbest.push_back(BeamHypothesis{{}, 0.0, 0.0, ended_at_start});
   for (std::vector<BeamHypothesis>& group : finished)
     for (BeamHypothesis& h : group) out.nbest.push_back(std::move(h));
   std::stable_sort(out.nbest.begin(), out.nbest.end(),
@@ -232,7 +239,11 @@ BeamSearchOutput BeamSearch::search(const std::vector<Token>& prompt, Generation
   std::vector<char> done(G, 0);
   Beam root;
   root.history.prompt = prompt;
-  for (auto& group : live) group.push_back(root);
+  // A pattern that matches only the empty output (with no stop token to emit) has ended before any token.
+  const bool ended_at_start =
+      pipeline_.params().constraint && pipeline_.params().constraint->ended(root.history.constraint_state);
+  if (!ended_at_start)
+    for (auto& group : live) group.push_back(root);
   auto session = target_->new_session();
 
   for (int32_t t = 0; t < L; ++t) {
@@ -263,7 +274,7 @@ BeamSearchOutput BeamSearch::search(const std::vector<Token>& prompt, Generation
       }
     }
   }
-  BeamSearchOutput out = best_hypotheses(config_, finished);
+  BeamSearchOutput out = best_hypotheses(config_, finished, ended_at_start);
   out.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   ++metrics.sequences;
   metrics.new_tokens += static_cast<int64_t>(out.nbest[0].tokens.size());

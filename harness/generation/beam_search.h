@@ -7,7 +7,8 @@
 //     sampling; tokens the pipeline removes (p = 0) are never expanded. Hypotheses are ranked by
 //     logprob / length^alpha (length penalty alpha, Wu et al. 2016's simple form, as HF's
 //     `length_penalty`), the length counting the stop token when one ended the hypothesis.
-//   * Stop tokens (SamplingParams::stop_tokens) end a hypothesis; one that reaches max_new_tokens ends too.
+//   * Stop tokens (SamplingParams::stop_tokens) end a hypothesis, as does a token after which a constraint's
+//     match is complete and cannot continue (TokenConstraint::ended); one that reaches max_new_tokens ends too.
 //     As in HF's BeamSearchScorer, a stop-token candidate joins the finished list only when it ranks among
 //     the group's top B candidates of the step; each group keeps its B best finished hypotheses.
 //     early_stopping = true: a group stops once it has B finished hypotheses; false: once no live beam
@@ -48,10 +49,10 @@ struct BeamSearchConfig {
 };
 
 struct BeamHypothesis {
-  std::vector<Token> tokens;  // generated tokens; the last is the stop token when `stopped`
+  std::vector<Token> tokens;  // generated tokens; the last is the stop token (or the match's end) when `stopped`
   double logprob = 0.0;       // sum of log p(token), p the processed distribution
   double score = 0.0;         // logprob / |tokens|^alpha (0 for an empty hypothesis)
-  bool stopped = false;       // ended by a stop token (else by max_new_tokens)
+  bool stopped = false;       // ended by a stop token or the constraint's end (else by max_new_tokens)
   int32_t group = 0;
 };
 

@@ -14,6 +14,7 @@
 #include "kernels/shared/mutation_points.h"
 #include "verify/device/batch_verifier.h"
 #include "verify/sampling/categorical.h"
+#include "verify/sampling/token_constraint.h"
 #include "verify/verifiers/target_rows.h"
 #include "verify/verifiers/token_tree.h"
 
@@ -73,9 +74,10 @@ Generator::Generator(std::shared_ptr<const LanguageModel> target, SamplingParams
     drafter_ = std::make_shared<ConstrainedDrafterFactory>(drafter_, pipeline_.params().constraint);
 }
 
-bool Generator::is_stop(Token t) const {
-  const std::vector<Token>& stops = pipeline_.params().stop_tokens;
-  return std::find(stops.begin(), stops.end(), t) != stops.end();
+bool Generator::ends_with(Token x, const TokenHistory& after) const {
+  const SamplingParams& params = pipeline_.params();
+  if (std::find(params.stop_tokens.begin(), params.stop_tokens.end(), x) != params.stop_tokens.end()) return true;
+  return params.constraint && params.constraint->ended(after.constraint_state);
 }
 
 EmittedLogprobs Generator::emitted_logprobs(const float* logits, const float* probs, const TokenHistory& history,
@@ -173,6 +175,9 @@ void Generator::begin_sessions(Sequence& s) const {
   s.context = *s.prompt;
   s.history = TokenHistory{};
   s.history.prompt = *s.prompt;
+  // A pattern that matches only the empty output (with no stop token to emit) has ended before any token.
+  if (const auto& c = pipeline_.params().constraint; c && c->ended(s.history.constraint_state))
+    s.out.stop_reason = StopReason::stop;
   if (config_.method) s.metrics->resize(static_cast<int32_t>(draft_depth(config_)));
 }
 
@@ -218,7 +223,7 @@ void Generator::commit_token(Sequence& s, Token x, const float* probs) const {
   ++m.emitted;
   ++s.step;
   if (s.sink) s.sink({x});
-  if (is_stop(x)) s.out.stop_reason = StopReason::stop;
+  if (ends_with(x, s.history)) s.out.stop_reason = StopReason::stop;
 }
 
 void Generator::sample_on_cpu(Sequence& s, std::vector<float>& probs) const {
@@ -271,8 +276,8 @@ void Generator::commit_step(Sequence& s, const VerifyOutcome& outcome, const flo
   s.drafter->accept(outcome.accepted);
   if (outcome.emitted.empty()) fail("verifier ", verify_method_name(method), " emitted no token");
 
-  // Commit the emitted tokens up to the first stop token and at most max_new_tokens in all: token i was drawn
-  // from the row after the first i accepted nodes. Tokens past a stop token are discarded (§9).
+  // Commit the emitted tokens up to the first stop token (or a constraint's end) and at most max_new_tokens in all:
+  // token i was drawn from the row after the first i accepted nodes. Tokens past the end are discarded (§9).
   size_t kept = 0;
   std::vector<Token> committed;
   while (kept < outcome.emitted.size() && static_cast<int32_t>(out.tokens.size()) < config_.max_new_tokens) {
@@ -286,7 +291,7 @@ void Generator::commit_step(Sequence& s, const VerifyOutcome& outcome, const flo
     out.tokens.push_back(x);
     committed.push_back(x);
     ++kept;
-    if (is_stop(x)) {
+    if (ends_with(x, s.history)) {
       out.stop_reason = StopReason::stop;
       if (!mutant_on(Mutant::stop_checked_per_step)) break;
     }

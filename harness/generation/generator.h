@@ -4,8 +4,9 @@
 // keyed by n, so outputs do not depend on threads or batch composition.
 //
 // One stop rule for every method: a sequence ends when it emits one of the target's stop tokens
-// (SamplingParams::stop_tokens; the stop token is emitted and counted) or has max_new_tokens tokens.
-// Tokens a verification step emits after a stop token are discarded. Stopping is a function of the
+// (SamplingParams::stop_tokens; the stop token is emitted and counted), when its constraint's match is complete
+// and no token can continue it (TokenConstraint::ended: the last token is emitted), or when it has
+// max_new_tokens tokens. Tokens a verification step emits after the end are discarded. Stopping is a function of the
 // emitted prefix, so the law of stopped sequences is the target's autoregressive law of stopped
 // sequences whenever the unstopped law is exact (verify/ALGORITHMS.md §9).
 #pragma once
@@ -63,7 +64,7 @@ int64_t draft_depth(const GenerationConfig& config);
 // How many draft tokens a step verifies at most: 0 for `ar`, the tree's nodes, or K.
 int64_t draft_nodes(const GenerationConfig& config);
 
-enum class StopReason { length, stop };           // reached max_new_tokens | emitted a stop token
+enum class StopReason { length, stop };           // reached max_new_tokens | emitted a stop token, or ended a match
 const char* stop_reason_name(StopReason reason);  // "length" | "stop"
 
 // Per emitted token, with GenerationConfig::logprobs >= 0: its log-probability under the target's processed
@@ -159,7 +160,8 @@ class Generator {
                    int32_t expected_count) const;
   void end(Sequence& s) const;
   std::vector<SequenceOutput> generate_lockstep(std::vector<Sequence>& batch) const;
-  bool is_stop(Token t) const;
+  // Does the sequence end with `x`, whose history (after x) is `after`: a stop token, or a constraint's end?
+  bool ends_with(Token x, const TokenHistory& after) const;
   // The logprobs of `token` emitted from the row with raw logits `logits` and processed law `probs` after `history`.
   EmittedLogprobs emitted_logprobs(const float* logits, const float* probs, const TokenHistory& history,
                                    Token token) const;

@@ -109,7 +109,14 @@ const TokenConstraint::StateInfo& TokenConstraint::info(int32_t state) const {
 
 const std::vector<char>* TokenConstraint::allowed(int32_t state) const {
   if (state == kDead) return nullptr;
-  return &info(state).allowed;
+  const StateInfo& i = info(state);
+  return i.complete && i.num_allowed == 0 ? nullptr : &i.allowed;  // an ended state's row is never used
+}
+
+bool TokenConstraint::ended(int32_t state) const {
+  if (state == kDead) return false;
+  const StateInfo& i = info(state);
+  return i.complete && i.num_allowed == 0;
 }
 
 int32_t TokenConstraint::next_state(int32_t state, Token token) const {
@@ -234,14 +241,9 @@ void apply_token_constraint(LogitsRow row, const SamplingParams& s, const TokenH
   int32_t kept = 0;
   for (int32_t i = 0; i < row.size; ++i)
     kept += (*allowed)[i] && row.logits[i] != -std::numeric_limits<float>::infinity();
-  if (kept == 0) {
-    const std::string text = s.constraint->text(h.output);
-    if (s.constraint->complete(h.constraint_state) && s.constraint->stop_tokens().empty())
-      fail(s.constraint->description(), ": the output '", text,
-           "' is a complete match that cannot continue, and no stop token is set to end it (--stop-tokens)");
-    fail(s.constraint->description(), ": no token can continue the output '", text,
+  if (kept == 0)
+    fail(s.constraint->description(), ": no token can continue the output '", s.constraint->text(h.output),
          "' (no token string continues the match, or the allowed tokens are masked by other settings)");
-  }
   keep_only(row, *allowed);
 }
 

@@ -11,8 +11,10 @@
 //
 // Stop tokens end a match: they are allowed only in states where the output so far is a complete match,
 // and lead to kStopped, where only stop tokens are allowed (a fixed-length output is padded with them).
-// Their strings are never walked. A row whose path already left the language (kDead: an illegal draft
-// token, which the verifier always rejects since p(token) = 0) is never used to emit a token, so its mask
+// Their strings are never walked. Without stop tokens, a complete match that no token can continue (the
+// state is `ended`) ends the sequence itself, as a stop token would (verify/ALGORITHMS.md §9): the generator
+// and beam search stop there. A row whose path already left the language (kDead: an illegal draft token,
+// which the verifier always rejects since p(token) = 0) or ended is never used to emit a token, so its mask
 // is left open rather than empty.
 #pragma once
 
@@ -54,8 +56,12 @@ class TokenConstraint {
   const std::vector<std::string>& token_strings() const { return token_strings_; }
   const std::vector<Token>& stop_tokens() const { return stop_tokens_; }
 
-  // Allowed-token mask of a state (1 = allowed); nullptr for kDead (no mask: the row is unreachable).
+  // Allowed-token mask of a state (1 = allowed); nullptr for kDead and ended states (no mask: the row is never
+  // used to emit a token).
   const std::vector<char>* allowed(int32_t state) const;
+  // Is the output that led to `state` a complete match that no token can continue? Only without stop tokens
+  // (with them, a complete match allows them). The sequence ends there.
+  bool ended(int32_t state) const;
   // The state after `token`; kDead when the token is not allowed.
   int32_t next_state(int32_t state, Token token) const;
   // Is the output that led to `state` a complete match (or ended by a stop token)?
