@@ -5,7 +5,6 @@
 // a drafter fitted to what it is verified against.
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <sstream>

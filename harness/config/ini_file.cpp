@@ -1,7 +1,5 @@
 #include "harness/config/ini_file.h"
 
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 

@@ -1,9 +1,6 @@
 #include "harness/train/text_corpus.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "harness/io/input_file.h"
 #include "kernels/shared/error.h"
