@@ -99,6 +99,8 @@ inline std::vector<double> exact_sequence_law(const TableModel& model, const Sam
 // The cell of a continuation among V^L: base-V digits, a continuation shorter than L padded with its last
 // token (the stop token that ended it).
 inline size_t sequence_index(const std::vector<Token>& tokens, int32_t V, int32_t L = -1) {
+  // An empty output has no token to pad with: its cell would be ambiguous.
+  if (tokens.empty() && L > 0) throw std::logic_error("sequence_index: an empty output has no cell");
   size_t index = 0;
   for (Token t : tokens) index = index * V + t;
   for (int32_t i = static_cast<int32_t>(tokens.size()); i < L; ++i) index = index * V + tokens.back();

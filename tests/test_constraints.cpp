@@ -552,8 +552,9 @@ TEST_CASE("stop tokens end a complete match; outputs before the stop match the w
 
 namespace {
 
-// Without stop tokens: outputs end where the match is complete and cannot continue, after 1 to 4 letters.
-const char* kEndPattern = "[ab]{0,3}(c|de)";
+// Without stop tokens: outputs end where the match is complete and cannot continue, after 2 to 4 letters. "c" and
+// "ade" are complete but can go on ('f'), so a stop at complete() instead of ended() moves the law.
+const char* kEndPattern = "[ab]{0,2}(c|de)f?";
 constexpr int32_t kEndL = 4;
 const StdRegexOracle& end_oracle() {
   static const StdRegexOracle o(kEndPattern, "abcdef", kEndL + 3);  // a live prefix completes within 2 letters
@@ -605,13 +606,15 @@ TEST_CASE("without a stop token, a match that cannot continue ends the sequence:
   const TablePair pair = random_pair(2, kV, 66, 1.3, 0.9);
   const auto c = TokenConstraint::from_regex(kEndPattern, letter_token_strings(kV), {});
   const SamplingParams params = constrained(with_penalties(), c);
-  // The automaton's own view: "ac" has ended, "a" and "ad" have not, and an ended state has no mask.
-  CHECK(c->ended(c->walk({0, 2})));
+  // The automaton's own view: "acf" has ended; "a", "ad" and the complete "ac" have not; an ended state has no mask.
+  CHECK(c->ended(c->walk({0, 2, 5})));
   CHECK_FALSE(c->ended(c->walk({0})));
   CHECK_FALSE(c->ended(c->walk({0, 3})));
-  CHECK(c->allowed(c->walk({0, 3, 4})) == nullptr);
+  CHECK(c->complete(c->walk({0, 2})));
+  CHECK_FALSE(c->ended(c->walk({0, 2})));
+  CHECK(c->allowed(c->walk({0, 3, 4, 5})) == nullptr);
   const auto with_stop = TokenConstraint::from_regex(kEndPattern, letter_token_strings(kV), {5});
-  CHECK_FALSE(with_stop->ended(with_stop->walk({0, 2})));  // with a stop token, the match ends by emitting it
+  CHECK_FALSE(with_stop->ended(with_stop->walk({0, 2, 5})));  // with a stop token, the match ends by emitting it
   // The fixture's enumeration (the Generator's stop rule) and the regex-only law agree.
   const std::vector<double> law = ended_law(*pair.target, with_penalties(), kPrompt);
   const std::vector<double> enumerated = exact_sequence_law(*pair.target, SamplerPipeline(params, kV), kPrompt, kEndL);
@@ -634,7 +637,7 @@ TEST_CASE("without a stop token, a match that cannot continue ends the sequence:
         const bool whole = end_oracle().match(letters(o.tokens));
         ended += o.stop_reason == StopReason::stop;
         consistent = consistent && (o.stop_reason == StopReason::stop) == c->ended(c->walk(o.tokens)) &&
-                     (o.tokens.size() == static_cast<size_t>(kEndL) || whole);
+                     (o.tokens.size() == static_cast<size_t>(kEndL) || (whole && o.stop_reason == StopReason::stop));
       }
       CHECK(consistent);
       CHECK(ended > 0);
@@ -665,6 +668,18 @@ TEST_CASE("mutant: a constraint's end checked only after its step fails the ende
   }
 }
 
+TEST_CASE("a match no token can continue because other settings mask its tokens is an error naming the output",
+          "[constraints]") {
+  const TablePair pair = random_pair(1, kV, 69, 1.0, 0.8);
+  SamplingParams params =
+      constrained(SamplingParams{}, TokenConstraint::from_regex("ab", letter_token_strings(kV), {}));
+  params.banned_tokens = {1};
+  const Generator generator(pair.target, params, nullptr, config_of(std::nullopt, 0));
+  GenerationMetrics m;
+  CHECK_THROWS_WITH(generator.generate(kPrompt, 0, m), Contains("regex 'ab': no token can continue the output 'a'") &&
+                                                           Contains("masked by other settings"));
+}
+
 TEST_CASE("a pattern that matches only the empty output ends before any token; beams end at a match's end",
           "[constraints]") {
   const TablePair pair = random_pair(1, kV, 68, 1.0, 0.8);
@@ -688,13 +703,13 @@ TEST_CASE("a pattern that matches only the empty output ends before any token; b
   REQUIRE(none.nbest.size() == 1);
   CHECK(none.nbest[0].tokens.empty());
   CHECK(none.nbest[0].stopped);
-  // "a(b|cd)": every hypothesis ends at "ab" or "acd", well before the length limit.
-  const auto finite = TokenConstraint::from_regex("a(b|cd)", letter_token_strings(kV), {});
+  // "a(b|cd)e?": every hypothesis ends at "abe" or "acde" (not at the complete "ab"), before the length limit.
+  const auto finite = TokenConstraint::from_regex("a(b|cd)e?", letter_token_strings(kV), {});
   const BeamSearchOutput out = BeamSearch(pair.target, constrained(SamplingParams{}, finite), beam).search(kPrompt, m);
   REQUIRE_FALSE(out.nbest.empty());
   for (const BeamHypothesis& h : out.nbest) {
     INFO(letters(h.tokens));
-    CHECK((letters(h.tokens) == "ab" || letters(h.tokens) == "acd"));
+    CHECK((letters(h.tokens) == "abe" || letters(h.tokens) == "acde"));
     CHECK(h.stopped);
   }
 }

@@ -71,6 +71,26 @@ TEST_CASE("generate writes L tokens per sample (no stop token) and the documente
   }
 }
 
+TEST_CASE("a draft with stop tokens of its own follows the target's automaton", "[cli][generate][constraints]") {
+  // The draft is the target itself at temperature 0, so every draft is accepted when the draft masks as the target
+  // does. The draft's stop token is a letter of the pattern: an automaton of its own would number states otherwise
+  // (or mask the letter), and the run would fail or accept less.
+  TempDir dir;
+  const std::string target = dir.write("t.txt", kCliTargetTable);
+  for (const std::string pattern : {"(ab|cd)+", "a(b|c)d|c(a|b)a", "(a|cb)(d|ba)(c|d)"})
+    for (const std::string draft_stop : {"0", "1", "2"}) {
+      INFO(pattern << " --draft-stop-tokens " << draft_stop);
+      const CliResult r = run_specula("generate --target bigram:" + target + " --draft bigram:" + target +
+                                      " --method chain --num-draft-tokens 3 --temperature 0 --regex '" + pattern +
+                                      "' --draft-stop-tokens " + draft_stop +
+                                      " --prompt-tokens 0 --max-new-tokens 8 --num-samples 3 --output " +
+                                      dir.file("o.txt") + " --metrics-json " + dir.file("m.json"));
+      INFO(r.err);
+      REQUIRE(r.exit_code == 0);
+      CHECK(nlohmann::json::parse(read_text(dir.file("m.json"))).at("acceptance_rate") == 1.0);
+    }
+}
+
 TEST_CASE("speculative decoding at temperature 0 prints exactly greedy decoding's output", "[cli][generate]") {
   TempDir dir;
   const std::string target = dir.write("t.txt", kCliTargetTable), draft = dir.write("d.txt", kCliDraftTable);

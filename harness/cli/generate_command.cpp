@@ -1,6 +1,7 @@
 // `specula generate`: sample continuations with plain decoding (`ar`) or speculative decoding, and write
 // one line of token ids per sample: the generated ids up to and including the stop token that ended the
-// sample (--stop-tokens, and the checkpoint's eos_token_id unless --ignore-eos), at most --max-new-tokens.
+// sample (--stop-tokens, and the checkpoint's eos_token_id unless --ignore-eos), or the token that ended a
+// constraint's match when no stop token is set, at most --max-new-tokens.
 // `--method beam` runs beam search instead (harness/generation/beam_search.h): one line, the best hypothesis,
 // and with --nbest-output every n-best hypothesis with its score. --regex / --json-schema constrain every
 // method (verify/sampling/token_constraint.h). Text: --prompt / --prompt-file in, --print-text / --stream
@@ -224,7 +225,7 @@ po::options_description generate_options() {
     ("cuda-host-exchange", po::value<std::string>()->default_value("automatic"), "cuda-host: how the blocks of a split row exchange: automatic (a cluster's shared memory) | global_memory (as GPUs without clusters)")
     ("weights-dtype", po::value<std::string>()->default_value("auto"), "transformer:/hf: matrices in memory: float32 | bfloat16 | float16 | auto (as stored)")
     ("config", po::value<std::string>(), "INI file with any of these options (the command line wins)")
-    ("regex", po::value<std::string>(), "constrain the output to a regular expression (whole output; stop tokens end it)")
+    ("regex", po::value<std::string>(), "constrain the output to a regular expression (whole output; stop tokens end it, else its end)")
     ("json-schema", po::value<std::string>(), "constrain the output to compact JSON valid under this schema file")
     ("token-strings", po::value<std::string>(), "file: token t's string on line t (default: the tokenizer, else 'a'+t)")
     ("beam-width", po::value<int32_t>()->default_value(BeamSearchConfig{}.beam_width), "beam: beams kept per step (over all groups)")

@@ -11,7 +11,7 @@ namespace specula {
 
 struct GenerationMetrics {
   int64_t sequences = 0;
-  int64_t stopped = 0;     // sequences that ended at a stop token (the others reached max_new_tokens)
+  int64_t stopped = 0;     // sequences ended by a stop token or a constraint's end (the others: max_new_tokens)
   int64_t new_tokens = 0;  // tokens kept (after cutting to max_new_tokens)
   int64_t steps = 0;       // target verification steps (= target calls for speculative methods)
   int64_t target_calls = 0;

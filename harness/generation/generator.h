@@ -78,7 +78,7 @@ struct EmittedLogprobs {
 };
 
 struct SequenceOutput {
-  std::vector<Token> tokens;  // the generated tokens: up to and including a stop token, at most max_new_tokens
+  std::vector<Token> tokens;  // generated: up to and including a stop token (or a match's end), <= max_new_tokens
   StopReason stop_reason = StopReason::length;
   std::vector<int32_t> accept_lengths;    // drafts the verifier accepted per step (Spec-Bench's accept_lengths)
   std::vector<EmittedLogprobs> logprobs;  // one per token, when requested

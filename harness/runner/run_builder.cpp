@@ -25,7 +25,7 @@ void add_checkpoint_stops(const RunDescription& run, const LanguageModel& target
   add_stop_tokens(params, eos);
 }
 
-// One automaton per distinct constraint and stop set: target and draft share its state ids.
+// One automaton per distinct constraint and stop set (the target's; the draft shares it, see assemble_run).
 std::shared_ptr<const TokenConstraint> constraint_of(const RunDescription& run, const LanguageModel& target,
                                                      const SamplingParams& params, RunAssemblyCache& cache) {
   const ConstraintOptions& o = run.constraint;
@@ -46,10 +46,12 @@ std::shared_ptr<const TokenConstraint> constraint_of(const RunDescription& run, 
 }
 
 // A sampler as the run uses it: the stop rule, the constraint, and greedy methods' temperature 0 unless given.
+// `shared`: the automaton to follow instead of building the run's own (the draft's is the target's).
 SamplingParams assembled_sampler(const RunDescription& run, const LanguageModel& target, RunAssemblyCache& cache,
-                                 SamplingParams params, bool temperature_given) {
+                                 SamplingParams params, bool temperature_given,
+                                 std::shared_ptr<const TokenConstraint> shared = nullptr) {
   add_checkpoint_stops(run, target, cache, params);
-  params.constraint = constraint_of(run, target, params, cache);
+  params.constraint = shared ? std::move(shared) : constraint_of(run, target, params, cache);
   apply_method_temperature(run.method, temperature_given, params);
   return params;
 }
@@ -65,7 +67,10 @@ AssembledRun assemble_run(const RunDescription& run, const std::shared_ptr<const
                           RunAssemblyCache& cache) {
   AssembledRun out;
   out.target_params = assemble_target_sampler(run, *target, cache);
-  out.draft_params = assembled_sampler(run, *target, cache, run.draft_params, run.draft_temperature_given);
+  // The draft follows the target's automaton even with stop tokens of its own: its rows' histories carry the
+  // target's state ids (draft paths start from the committed history), which another automaton numbers otherwise.
+  out.draft_params = assembled_sampler(run, *target, cache, run.draft_params, run.draft_temperature_given,
+                                       out.target_params.constraint);
   out.config = generation_config(run.method, run.shape, run.max_new_tokens, run.seed);
   out.config.device = run.device;
   out.config.emulation = run.emulation;

@@ -40,7 +40,8 @@ struct RunDescription {
 };
 
 // What the settings of one `run` share while they are assembled: a drafter per distinct drafter and draft sampler
-// (loading a model costs time), and one automaton per constraint (target and draft exchange its state ids).
+// (loading a model costs time), and one automaton per constraint and target stop set (the draft follows the
+// target's: they exchange its state ids).
 struct RunAssemblyCache {
   std::map<std::string, std::shared_ptr<const DrafterFactory>> drafters;
   std::map<std::string, std::shared_ptr<const TokenConstraint>> constraints;

@@ -14,8 +14,8 @@
 // Their strings are never walked. Without stop tokens, a complete match that no token can continue (the
 // state is `ended`) ends the sequence itself, as a stop token would (verify/ALGORITHMS.md §9): the generator
 // and beam search stop there. A row whose path already left the language (kDead: an illegal draft token,
-// which the verifier always rejects since p(token) = 0) or ended is never used to emit a token, so its mask
-// is left open rather than empty.
+// which the verifier always rejects since p(token) = 0) or ended never emits a kept token (what a verifier draws
+// there is cut with the sequence's end), so its mask is left open rather than empty.
 #pragma once
 
 #include <cstdint>
