@@ -668,6 +668,34 @@ TEST_CASE("mutant: a constraint's end checked only after its step fails the ende
   }
 }
 
+TEST_CASE("a draft whose own masks ban every token the automaton allows drafts on, and the law stays exact",
+          "[constraints][exact]") {
+  const TablePair pair = random_pair(2, kV, 70, 1.3, 0.8);
+  const auto c = TokenConstraint::from_regex(kEndPattern, letter_token_strings(kV), {});
+  const SamplingParams target = constrained(with_penalties(), c);
+  SamplingParams draft = target;
+  draft.banned_tokens = {2, 3};  // after "aa" or "ab" the pattern allows only 'c' and 'd'
+  // Each setting drafts rows two letters deep (a 2,2 tree without replacement would not: its siblings use up 'a' and
+  // 'b', so no step starts there).
+  const std::vector<double> law = ended_law(*pair.target, with_penalties(), kPrompt);
+  for (const GenerationConfig& config :
+       {config_of(VerifyMethod::chain, 3), config_of(VerifyMethod::block, 3),
+        config_of(VerifyMethod::tree, 0, {2, 2, 1}, SiblingScheme::without_replacement)}) {
+    INFO(describe(config, "model, draft masks"));
+    draft.constraint_yields_to_masks = false;  // as a target would: the row cannot be drawn
+    const Generator failing(pair.target, target, std::make_shared<ModelDrafterFactory>(pair.draft, draft),
+                            until_end(config));
+    GenerationMetrics m;
+    CHECK_THROWS_WITH(failing.generate_many(kPrompt, 0, 200, m), Contains("no token can continue"));
+    draft.constraint_yields_to_masks = true;  // as a run's draft: the constraint's mask yields there
+    const Generator generator(pair.target, target, std::make_shared<ModelDrafterFactory>(pair.draft, draft),
+                              until_end(config));
+    const stats::GofResult gof = stats::g_test(run_generator(generator, kPrompt, 30000, kV).counts, law);
+    INFO(gof.detail);
+    CHECK(gof.passed(stats::kAlpha));
+  }
+}
+
 TEST_CASE("a match no token can continue because other settings mask its tokens is an error naming the output",
           "[constraints]") {
   const TablePair pair = random_pair(1, kV, 69, 1.0, 0.8);

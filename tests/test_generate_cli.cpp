@@ -89,6 +89,21 @@ TEST_CASE("a draft with stop tokens of its own follows the target's automaton", 
       REQUIRE(r.exit_code == 0);
       CHECK(nlohmann::json::parse(read_text(dir.file("m.json"))).at("acceptance_rate") == 1.0);
     }
+  // The draft's own masks ban the one letter the pattern allows ('d' is a draft stop token below its minimum
+  // length): the draft proposes without the pattern's mask there, and the target's output is greedy decoding's.
+  std::string greedy;
+  for (const std::string method : {"ar", "chain", "block", "tree --tree 2,1"}) {
+    INFO(method);
+    const CliResult r = run_specula(
+        "generate --target bigram:" + target + (method == "ar" ? "" : " --draft bigram:" + target) + " --method " +
+        method + " --temperature 0 --regex 'd(a|b)' --draft-stop-tokens 3 --draft-min-tokens 2 --prompt-tokens 0 " +
+        "--max-new-tokens 8 --output " + dir.file("o.txt"));
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    if (method == "ar") greedy = read_text(dir.file("o.txt"));
+    CHECK(read_text(dir.file("o.txt")) == greedy);
+    CHECK(greedy.rfind("3 ", 0) == 0);
+  }
 }
 
 TEST_CASE("speculative decoding at temperature 0 prints exactly greedy decoding's output", "[cli][generate]") {

@@ -277,6 +277,7 @@ BeamSearchOutput BeamSearch::search(const std::vector<Token>& prompt, Generation
   BeamSearchOutput out = best_hypotheses(config_, finished, ended_at_start);
   out.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   ++metrics.sequences;
+  if (out.nbest[0].stopped) ++metrics.stopped;  // the best hypothesis is the sequence the run reports
   metrics.new_tokens += static_cast<int64_t>(out.nbest[0].tokens.size());
   metrics.emitted += static_cast<int64_t>(out.nbest[0].tokens.size());
   return out;

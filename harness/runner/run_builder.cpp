@@ -71,6 +71,7 @@ AssembledRun assemble_run(const RunDescription& run, const std::shared_ptr<const
   // target's state ids (draft paths start from the committed history), which another automaton numbers otherwise.
   out.draft_params = assembled_sampler(run, *target, cache, run.draft_params, run.draft_temperature_given,
                                        out.target_params.constraint);
+  out.draft_params.constraint_yields_to_masks = true;  // the draft's own masks may ban what the automaton allows
   out.config = generation_config(run.method, run.shape, run.max_new_tokens, run.seed);
   out.config.device = run.device;
   out.config.emulation = run.emulation;

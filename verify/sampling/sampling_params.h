@@ -38,6 +38,10 @@ struct SamplingParams {
   // Constrained decoding: only tokens that keep the output inside a regular language (the automaton's
   // state travels in TokenHistory::constraint_state). Null = unconstrained.
   std::shared_ptr<const TokenConstraint> constraint;
+  // A draft's sampler: a row where the constraint and the draft's own masks (--draft-banned-tokens,
+  // --draft-min-tokens, ...) leave no token drops the constraint's mask instead of failing. Any draft distribution
+  // keeps the verification exact (the target rejects what it cannot emit), so the draft proposes on.
+  bool constraint_yields_to_masks = false;
 
   // Step 2: penalties.
   float repetition_penalty = 1.0f;  // over prompt ∪ output

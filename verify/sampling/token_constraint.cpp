@@ -241,6 +241,7 @@ void apply_token_constraint(LogitsRow row, const SamplingParams& s, const TokenH
   int32_t kept = 0;
   for (int32_t i = 0; i < row.size; ++i)
     kept += (*allowed)[i] && row.logits[i] != -std::numeric_limits<float>::infinity();
+  if (kept == 0 && s.constraint_yields_to_masks) return;  // a draft's row: see SamplingParams
   if (kept == 0)
     fail(s.constraint->description(), ": no token can continue the output '", s.constraint->text(h.output),
          "' (no token string continues the match, or the allowed tokens are masked by other settings)");
