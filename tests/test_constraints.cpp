@@ -24,6 +24,7 @@
 #include "kernels/shared/error.h"
 #include "speculative_fixtures.h"
 #include "tests/support/mutant_switch.h"
+#include "verify/constraints/byte_dfa.h"
 #include "verify/constraints/json_schema.h"
 #include "verify/constraints/regex.h"
 #include "verify/sampling/token_constraint.h"
@@ -154,6 +155,53 @@ TEST_CASE("regex automaton: multi-byte tokens, UTF-8 characters and stop tokens"
                                             "b!"))));
   CHECK(bytes->walk(tokens_of("a\nb")) == TokenConstraint::kDead);
   CHECK(bytes->walk(tokens_of("aéé")) == TokenConstraint::kDead);
+}
+
+TEST_CASE("'.' and negated classes accept exactly the well-formed UTF-8 characters", "[constraints]") {
+  // The reference: the UTF-8 encodings of every Unicode scalar value from U+0080 (surrogates excluded), written
+  // here from the definition of the encoding, packed as (length, bytes) and sorted, with every proper prefix.
+  const auto pack = [](const std::vector<unsigned char>& bytes) {
+    uint64_t key = bytes.size();
+    for (unsigned char b : bytes) key = key << 8 | b;
+    return key << 8 * (4 - bytes.size());
+  };
+  std::vector<uint64_t> whole, prefixes;
+  for (uint32_t cp = 0x80; cp <= 0x10ffff; ++cp) {
+    if (cp >= 0xd800 && cp <= 0xdfff) continue;
+    const int n = cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+    std::vector<unsigned char> bytes(n);
+    uint32_t rest = cp;
+    for (int i = n - 1; i > 0; --i, rest >>= 6) bytes[i] = static_cast<unsigned char>(0x80 | (rest & 0x3f));
+    bytes[0] = static_cast<unsigned char>((n == 2 ? 0xc0 : n == 3 ? 0xe0 : 0xf0) | rest);
+    whole.push_back(pack(bytes));
+    for (int k = 1; k < n; ++k) prefixes.push_back(pack({bytes.begin(), bytes.begin() + k}));
+  }
+  REQUIRE(whole.size() == 0x10ffff - 0x7f - 0x800);
+  std::sort(whole.begin(), whole.end());
+  std::sort(prefixes.begin(), prefixes.end());
+  const auto holds = [](const std::vector<uint64_t>& v, uint64_t key) {
+    return std::binary_search(v.begin(), v.end(), key);
+  };
+  for (const std::string pattern : {".", "[^a]", "[^\\n\"]"}) {
+    INFO(pattern);
+    LazyByteDfa dfa(compile_regex(pattern));
+    int64_t mismatches = 0, accepted = 0;
+    std::vector<unsigned char> bytes;
+    std::function<void(int32_t)> walk = [&](int32_t state) {
+      for (int b = bytes.empty() ? 0x80 : 0; b < 256; ++b) {
+        bytes.push_back(static_cast<unsigned char>(b));
+        const int32_t next = dfa.step(state, static_cast<unsigned char>(b));
+        const bool complete = holds(whole, pack(bytes)), partial = holds(prefixes, pack(bytes));
+        mismatches += (next != LazyByteDfa::kDead) != (complete || partial) || dfa.accepting(next) != complete;
+        accepted += dfa.accepting(next);
+        if (next != LazyByteDfa::kDead && !complete && bytes.size() < 4) walk(next);
+        bytes.pop_back();
+      }
+    };
+    walk(dfa.start());
+    CHECK(mismatches == 0);
+    CHECK(accepted == static_cast<int64_t>(whole.size()));
+  }
 }
 
 TEST_CASE("regex errors name the pattern, the position and the problem", "[constraints]") {

@@ -45,14 +45,22 @@ ByteSet ascii_complement(const ByteSet& s) {
   return out;
 }
 
-// One UTF-8 encoded non-ASCII character: [\xc0-\xdf][\x80-\xbf] | [\xe0-\xef][\x80-\xbf]{2} |
-// [\xf0-\xf7][\x80-\xbf]{3}.
+// One well-formed UTF-8 encoded non-ASCII character, the byte sequences of the Unicode Standard's Table 3-7
+// ("Well-Formed UTF-8 Byte Sequences", §3.9): no overlong form (C0, C1, E0 80..9F, F0 80..8F), no surrogate (ED
+// A0..BF) and nothing above U+10FFFF (F4 90..BF, F5..FF), so a constrained output is always valid UTF-8 (and a
+// JSON text valid JSON).
 NodePtr non_ascii_character() {
-  const NodePtr cont = make_bytes(byte_range(0x80, 0xbf));
+  const auto range = [](int lo, int hi) { return make_bytes(byte_range(lo, hi)); };
+  const NodePtr cont = range(0x80, 0xbf);
   std::vector<NodePtr> alts;
-  alts.push_back(make_list(Node::concat, {make_bytes(byte_range(0xc0, 0xdf)), cont}));
-  alts.push_back(make_list(Node::concat, {make_bytes(byte_range(0xe0, 0xef)), cont, cont}));
-  alts.push_back(make_list(Node::concat, {make_bytes(byte_range(0xf0, 0xf7)), cont, cont, cont}));
+  alts.push_back(make_list(Node::concat, {range(0xc2, 0xdf), cont}));
+  alts.push_back(make_list(Node::concat, {range(0xe0, 0xe0), range(0xa0, 0xbf), cont}));
+  alts.push_back(make_list(Node::concat, {range(0xe1, 0xec), cont, cont}));
+  alts.push_back(make_list(Node::concat, {range(0xed, 0xed), range(0x80, 0x9f), cont}));
+  alts.push_back(make_list(Node::concat, {range(0xee, 0xef), cont, cont}));
+  alts.push_back(make_list(Node::concat, {range(0xf0, 0xf0), range(0x90, 0xbf), cont, cont}));
+  alts.push_back(make_list(Node::concat, {range(0xf1, 0xf3), cont, cont, cont}));
+  alts.push_back(make_list(Node::concat, {range(0xf4, 0xf4), range(0x80, 0x8f), cont, cont}));
   return make_list(Node::alternation, std::move(alts));
 }
 

@@ -7,8 +7,9 @@
 //   describe the same language and are accepted), escapes \d \D \w \W \s \S \n \t \r \f \v \0 \xHH
 //   \uHHHH (outside classes) and \ followed by any punctuation.
 //   '.' matches one UTF-8 character other than '\n'; a negated class matches one ASCII byte outside the
-//   class or one non-ASCII UTF-8 character. A non-ASCII literal is one atom (its UTF-8 bytes), so `é+`
-//   repeats the character. Classes hold ASCII characters and \xHH bytes.
+//   class or one non-ASCII UTF-8 character. Either takes only well-formed UTF-8 (no overlong form, surrogate or
+//   code point above U+10FFFF), so a constrained output is valid UTF-8. A non-ASCII literal is one atom (its UTF-8
+//   bytes), so `é+` repeats the character. Classes hold ASCII characters and \xHH bytes.
 // Not regular, or not supported, and refused with an Error naming the pattern and position:
 //   backreferences, lookaround, anchors inside the pattern, \b \B, possessive quantifiers, non-ASCII
 //   characters inside classes, counted repetition that expands beyond kMaxNfaStates.
