@@ -131,6 +131,13 @@ TEST_CASE("generate refuses bad models and options with a message naming them", 
   const std::string word = dir.write("word.txt", "0 1\n0 x\n");
   const std::string small = dir.write("small.txt", "0 1\n1 0\n");
   const std::string out = " --output " + dir.file("o.txt");
+  const std::string unloadable = "--target bigram:" + dir.file("missing.txt") + " --prompt-tokens 0 --max-new-tokens 2";
+  const std::string schema = dir.write("s.json", R"({"type":"boolean"})");
+  const std::string bad_schema = dir.write("bad.json", R"({"type":"integer","minimum":0})");
+  const std::string huge_schema = dir.write(
+      "huge.json",
+      R"({"type":"array","items":{"type":"array","items":{"type":"string","maxLength":1000},"maxItems":1000},)"
+      R"("maxItems":1000})");
   struct Case {
     std::string args, message;
   };
@@ -182,6 +189,25 @@ TEST_CASE("generate refuses bad models and options with a message naming them", 
        "ends with a comma"},
       {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --regex ''" + out, "the pattern is empty"},
       {"--target bigram:" + target + " --prompt-tokens 0,,1 --max-new-tokens 2" + out, "empty item in '0,,1'"},
+      // A constraint's options are checked before the target loads (it cannot load here); the vocabulary's checks
+      // come after.
+      {unloadable + " --regex '(ab'" + out, "regex '(ab': position 0"},
+      {unloadable + " --regex a --json-schema " + schema + out,
+       "--regex and --json-schema: give one constraint, not both"},
+      {unloadable + " --token-strings " + schema + out,
+       "--token-strings: token strings are read only with --regex or --json-schema"},
+      {unloadable + " --device cuda-host --regex a" + out,
+       "--regex is not supported on --device cuda-host (constrained decoding runs on the CPU)"},
+      {unloadable + " --json-schema " + bad_schema + out,
+       "json schema '" + bad_schema + "': at /: unsupported feature 'minimum'"},
+      {unloadable + " --json-schema " + huge_schema + out,
+       "json schema '" + huge_schema + "': its regular expression ("},
+      {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --regex zz" + out,
+       "regex 'zz': no token can begin a match"},
+      // --print-text needs a tokenizer: refused before the run is assembled (the draft's mismatch comes later).
+      {"--target bigram:" + target + " --draft bigram:" + small +
+           " --method chain --prompt-tokens 0 --max-new-tokens 2 --print-text" + out,
+       "--print-text: the target"},
   };
   for (const Case& c : cases) {
     INFO(c.args);

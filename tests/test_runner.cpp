@@ -776,6 +776,8 @@ TEST_CASE("token ids outside the target's vocabulary are refused before a folder
   const std::string exp = dir.write("exp.ini", experiment_text());
   const std::string out = " --set experiment.output_dir=" + dir.file("results") + " --quiet";
   const std::string prompts = dir.write("prompts.txt", "0 3\n0 99\n");
+  const std::string schema = dir.write("s.json", R"({"type":"boolean"})");
+  const std::string strings = dir.write("ts.txt", "a\nb\n");
   struct Case {
     std::string args, message;
   };
@@ -789,6 +791,13 @@ TEST_CASE("token ids outside the target's vocabulary are refused before a folder
       {" --set sampling.allowed_tokens=1 --set draft_sampling.banned_tokens=1",
        "[draft_sampling] (with the [sampling] values it inherits): allowed_tokens and banned_tokens leave no token"},
       {" --set experiment.prompts=" + prompts, prompts + ": prompt 2 holds token 99"},
+      // A constraint's automaton is built over the target's tokens before the folder too.
+      {" --set 'sampling.regex=none | zzz'", "regex 'zzz': no token can begin a match"},
+      {" --set sampling.regex=ab --set sampling.json_schema=" + schema, "--set sampling.regex: key 'sampling.regex' ("},
+      {" --set sampling.regex=ab --set sampling.json_schema=" + schema,
+       "regex and json_schema: give one constraint, not both"},
+      {" --set sampling.regex=ab --set sampling.token_strings=" + strings,
+       strings + ": 2 token strings for a vocabulary of 16"},
   };
   for (const Case& c : cases) {
     INFO(c.args);

@@ -30,6 +30,8 @@
 #include "kernels/cuda_device.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/thread_limit.h"
+#include "verify/constraints/json_schema.h"
+#include "verify/constraints/regex.h"
 #include "verify/sampling/token_constraint.h"
 
 namespace specula::cli {
@@ -272,6 +274,24 @@ void check_options_before_loading(const po::variables_map& vm) {
     if (vm.count(option)) check_output_file_writable(vm[option].as<std::string>(), std::string("--") + option);
 }
 
+// What a constraint's options can be checked for without the target's tokens: one constraint, a device that runs
+// it, the pattern or schema itself, and the token-strings file's presence (read once the vocabulary is known).
+void check_constraint_before_loading(const RunDescription& run, Device device) {
+  const ConstraintOptions& c = run.constraint;
+  if (!c.regex.empty() && !c.json_schema_file.empty()) fail("--regex and --json-schema: give one constraint, not both");
+  if (!c.token_strings_file.empty() && !c.any())
+    fail("--token-strings: token strings are read only with --regex or --json-schema");
+  if (!c.any()) return;
+  const std::string option = c.regex.empty() ? "--json-schema" : "--regex";
+  if (device != Device::cpu)
+    fail(option, " is not supported on --device ", device_name(device), " (constrained decoding runs on the CPU)");
+  if (!c.regex.empty()) compile_regex(c.regex);  // its errors name the pattern and the position
+  if (!c.json_schema_file.empty()) {
+    compile_json_schema(read_input_file(c.json_schema_file, "--json-schema"), c.json_schema_file);
+  }
+  if (!c.token_strings_file.empty()) open_input_file(c.token_strings_file, "--token-strings");
+}
+
 // The run as the options describe it (run_builder.h), each value checked where it is read, before any model loads.
 RunDescription read_run(const po::variables_map& vm, Device device) {
   RunDescription run;
@@ -318,8 +338,7 @@ RunDescription read_run(const po::variables_map& vm, Device device) {
   }
   if (vm.count("json-schema")) run.constraint.json_schema_file = vm["json-schema"].as<std::string>();
   if (vm.count("token-strings")) run.constraint.token_strings_file = vm["token-strings"].as<std::string>();
-  for (const char* option : {"json-schema", "token-strings"})  // read once the target's tokens are known
-    if (vm.count(option)) open_input_file(vm[option].as<std::string>(), std::string("--") + option);
+  check_constraint_before_loading(run, device);
   return run;
 }
 
@@ -384,6 +403,7 @@ int generate_command(const Args& args) {
                                     model_device_for(device));
   check_sampler_options(description.target_params, target->vocab_size());
   check_sampler_options(description.draft_params, target->vocab_size(), "draft-");
+  if (vm.count("print-text")) require_tokenizer(vm, *target, "--print-text");  // before the samples, not after
   RunAssemblyCache cache;
   const AssembledRun run = assemble_run(description, target, cache);  // the same assembly as `run`'s settings
   if (description.method.beam) return beam_search_command(vm, target, run.target_params, run.config);

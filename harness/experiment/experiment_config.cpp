@@ -113,7 +113,7 @@ void check_axis_value(const std::string& where, const std::string& key, const st
         const std::string what = where + ": key '" + key + "'";
         const std::string text = read_input_file(value, what);
         try {
-          if (name == "json_schema") json_schema_to_regex(text, value);
+          if (name == "json_schema") compile_json_schema(text, value);
         } catch (const Error& e) {
           fail(what, ": ", e.what());
         }

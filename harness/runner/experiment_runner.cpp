@@ -329,7 +329,8 @@ std::shared_ptr<const LanguageModel> load_target(const ExperimentConfig& config)
 // automaton). Errors about a parameter name the setting's key.
 class SettingsRun {
  public:
-  SettingsRun(RunState& run, const std::vector<Setting>& settings) : run_(run) {
+  SettingsRun(RunState& run, const std::vector<Setting>& settings, RunAssemblyCache cache)
+      : run_(run), cache_(std::move(cache)) {
     for (const Setting& s : settings) by_id_[s.id] = &s;
   }
 
@@ -364,6 +365,24 @@ class SettingsRun {
   std::map<std::string, const Setting*> by_id_;
   RunAssemblyCache cache_;
 };
+
+// Every setting's target sampler assembled once before the results folder exists: a constraint's automaton is built
+// over the target's tokens here (a pattern no token can begin, a token-strings file of the wrong length, both a
+// regex and a schema), not when its setting's turn comes after earlier records. The settings reuse what is built.
+RunAssemblyCache check_setting_samplers(const ExperimentConfig& config, const LanguageModel& target,
+                                        const std::vector<Setting>& settings) {
+  RunAssemblyCache cache;
+  for (const Setting& setting : settings) {
+    try {
+      assemble_target_sampler(describe_setting(setting, config), target, cache);
+    } catch (const ParameterError& e) {
+      fail_at_key(config, setting, e);
+    } catch (const Error& e) {
+      fail(config.file, ": setting ", setting.id, ": ", e.what());
+    }
+  }
+  return cache;
+}
 
 }  // namespace
 
@@ -400,6 +419,7 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
   log(LogLevel::info, "experiment ", config.name, ": target ", target->description(), ", ", settings.size(),
       " settings x ", prompts.size(), " prompts x ", config.repetitions, " repetitions");
   check_settings_fit(config, *target, prompts, settings);
+  RunAssemblyCache cache = check_setting_samplers(config, *target, settings);
 
   const fs::path dir = open_results_folder(config, options, resume);
   write_status(dir, running_status());
@@ -416,7 +436,7 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
     RunProgress progress(static_cast<int64_t>(settings.size() * prompts.size() * config.repetitions), options.quiet);
     RunState run{config, target, prompts, std::move(resumed), {}, records_out, progress};
     for (const RunRecord& r : run.records) run.written.insert(record_key(r.setting_id, r.prompt_index, r.repetition));
-    SettingsRun settings_run(run, settings);
+    SettingsRun settings_run(run, settings, std::move(cache));
     for (const Setting& setting : settings) settings_run.run(setting);
     progress.finish();
     write_folder_summary(dir, run.records);

@@ -178,4 +178,15 @@ std::string json_schema_to_regex(const std::string& schema_json, const std::stri
   return SchemaCompiler(source).compile(schema, "");
 }
 
+Nfa compile_json_schema(const std::string& schema_json, const std::string& source) {
+  const std::string pattern = json_schema_to_regex(schema_json, source);
+  try {
+    return compile_regex(pattern);
+  } catch (const Error& e) {
+    const std::string message = e.what(), prefix = "regex '" + pattern + "': ";
+    fail("json schema '", source, "': its regular expression (", pattern.size(),
+         " bytes): ", message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message);
+  }
+}
+
 }  // namespace specula

@@ -15,10 +15,16 @@
 
 #include <string>
 
+#include "verify/constraints/regex.h"
+
 namespace specula {
 
 // `schema_json` is the schema's text; `source` names it in errors. Throws Error on malformed JSON (with
 // the byte offset) or an unsupported feature.
 std::string json_schema_to_regex(const std::string& schema_json, const std::string& source);
+
+// The schema's automaton: json_schema_to_regex compiled by compile_regex. Its errors name the schema, never the
+// generated pattern (which can be thousands of bytes and means nothing to the schema's author).
+Nfa compile_json_schema(const std::string& schema_json, const std::string& source);
 
 }  // namespace specula

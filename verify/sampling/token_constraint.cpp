@@ -50,6 +50,10 @@ TokenConstraint::TokenConstraint(std::string description, const Nfa& nfa, std::v
     stopped_.next[t] = kStopped;
   }
   stopped_.num_allowed = static_cast<int32_t>(std::count(stopped_.allowed.begin(), stopped_.allowed.end(), 1));
+  // Refused where it is built, not at the first token: a pattern the tokens cannot begin to spell.
+  const StateInfo& initial = info(kInitial);
+  if (!initial.complete && initial.num_allowed == 0)
+    fail(description_, ": no token can begin a match (no token string starts one: check the token strings)");
 }
 
 std::shared_ptr<const TokenConstraint> TokenConstraint::from_regex(const std::string& pattern,
@@ -63,9 +67,9 @@ std::shared_ptr<const TokenConstraint> TokenConstraint::from_json_schema(const s
                                                                          const std::string& source,
                                                                          std::vector<std::string> token_strings,
                                                                          std::vector<Token> stop_tokens) {
-  const std::string pattern = json_schema_to_regex(schema_json, source);
-  return std::make_shared<const TokenConstraint>("json schema '" + source + "'", compile_regex(pattern),
-                                                 std::move(token_strings), std::move(stop_tokens));
+  return std::make_shared<const TokenConstraint>("json schema '" + source + "'",
+                                                 compile_json_schema(schema_json, source), std::move(token_strings),
+                                                 std::move(stop_tokens));
 }
 
 TokenConstraint::StateInfo TokenConstraint::build(int32_t dfa_state) const {
