@@ -321,6 +321,10 @@ TEST_CASE("token strings: defaults for table models and the token-strings file",
   CHECK(parse_token_strings(text, path, 4) == std::vector<std::string>{"ab", " ", "\n\t\\", "A"});
   CHECK_THROWS_WITH(parse_token_strings(text, path, 5), Contains("4 token strings for a vocabulary of 5"));
   CHECK_THROWS_WITH(parse_token_strings("a\n\\q\n", path, 2), Contains(path + ":2") && Contains("unknown escape"));
+  // A CRLF file is named as one (its strings would silently end in '\r'); a token's own CR is written \r.
+  CHECK_THROWS_WITH(parse_token_strings("a\r\nb\r\n", path, 2),
+                    Contains(path + ":1: the line ends with a carriage return (CRLF line ends?"));
+  CHECK(parse_token_strings("a\\r\nb\n", path, 2) == std::vector<std::string>{"a\r", "b"});
 }
 
 // ---- Exactness under speculation --------------------------------------------------------------------

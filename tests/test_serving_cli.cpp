@@ -202,6 +202,37 @@ TEST_CASE("an hf checkpoint's eos_token_id ends every method; --ignore-eos does 
   }
 }
 
+TEST_CASE("a transformer checkpoint's eos_token_id ends generation; --ignore-eos does not", "[cli][serving]") {
+  TempDir dir;
+  const std::string folder = dir.file("draft");
+  std::filesystem::copy(std::string(SPECULA_SOURCE_DIR) + "/results/models/draft", folder);
+  const std::string common = " --prompt-tokens 72,101,108,108,111 --max-new-tokens 24 --temperature 0 --output ";
+  const std::string ar = "generate --target transformer:" + folder + common;
+  const std::string chain = "generate --target transformer:" + folder + " --draft transformer:" + folder +
+                            " --method chain --num-draft-tokens 3" + common;
+  REQUIRE(run_specula(ar + dir.file("greedy.txt")).exit_code == 0);
+  const std::vector<int> unstopped = read_id_lines(dir.file("greedy.txt")).at(0);
+  // The EOS id: the first token greedy decoding emits for the first time at position >= 4.
+  size_t cut = 4;
+  while (cut < unstopped.size() &&
+         std::find(unstopped.begin(), unstopped.begin() + cut, unstopped[cut]) != unstopped.begin() + cut)
+    ++cut;
+  REQUIRE(cut + 1 < unstopped.size());
+  json config = json::parse(read_text(folder + "/config.json"));
+  config["eos_token_id"] = unstopped[cut];
+  dir.write("draft/config.json", config.dump());
+  const std::vector<int> expected(unstopped.begin(), unstopped.begin() + cut + 1);
+  for (const std::string& command : {ar, chain}) {
+    INFO(command);
+    const CliResult stopped = run_specula(command + dir.file("out.txt"));
+    INFO(stopped.err);
+    REQUIRE(stopped.exit_code == 0);
+    CHECK(read_id_lines(dir.file("out.txt")).at(0) == expected);
+    REQUIRE(run_specula(command + dir.file("ignored.txt") + " --ignore-eos").exit_code == 0);
+    CHECK(read_id_lines(dir.file("ignored.txt")).at(0) == unstopped);
+  }
+}
+
 TEST_CASE("logprobs are the same for the same tokens whatever the method, and equal a float64 reference",
           "[cli][serving][hf]") {
   TempDir dir;

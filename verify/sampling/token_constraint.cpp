@@ -168,6 +168,9 @@ std::vector<std::string> parse_token_strings(const std::string& text, const std:
   int line_no = 0;
   while (std::getline(in, line)) {
     ++line_no;
+    // A raw carriage return at a line's end is a CRLF file's, almost surely not a token's own byte (written \r).
+    if (!line.empty() && line.back() == '\r')
+      fail(path, ":", line_no, ": the line ends with a carriage return (CRLF line ends? write \\r for a token's own)");
     std::string s;
     for (size_t i = 0; i < line.size(); ++i) {
       if (line[i] != '\\') {

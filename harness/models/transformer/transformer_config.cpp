@@ -111,7 +111,8 @@ CheckpointConfig read_checkpoint_config(const std::string& dir) {
   const std::string path = (fs::path(dir) / kCheckpointConfigFile).string();
   const json j = read_json_file(path, "missing checkpoint config (is '" + dir + "' a transformer checkpoint folder?)");
   if (!j.is_object()) fail(path, ": expected a JSON object");
-  reject_unknown_json_fields(j, {"format", "model", "tokenizer", "weights", "training"}, path);
+  // eos_token_id is read where a run's stop tokens are (harness/models/eos_tokens.h), as an hf: config's is.
+  reject_unknown_json_fields(j, {"format", "model", "tokenizer", "weights", "training", "eos_token_id"}, path);
   const std::string format = string_field(j, "format", path);
   if (format != kCheckpointFormat) fail(path, ": format '", format, "' is not '", kCheckpointFormat, "'");
   CheckpointConfig c;
