@@ -12,6 +12,7 @@
 
 #include "cli_runner.h"
 #include "draft/synthetic_drafter.h"
+#include "harness/config/command_options.h"
 #include "harness/experiment/environment.h"
 #include "harness/experiment/experiment_config.h"
 #include "harness/experiment/run_record.h"
@@ -119,6 +120,15 @@ TEST_CASE("one decoding method for generate and run: names, defaults and the met
   CHECK(p.temperature == 0.7f);
   apply_method_temperature(parse_decoding_method("greedy"), false, p);
   CHECK(p.temperature == 0.0f);
+}
+
+TEST_CASE("a token list can be swept against none (the empty list)", "[runner][config]") {
+  TempDir dir;
+  const ExperimentConfig c = load_experiment(dir.write("e.ini", experiment_text("stop_tokens = none | 3\n")), {});
+  CHECK(c.axes.at("sampling.stop_tokens") == std::vector<std::string>{"none", "3"});
+  CHECK(parse_token_list("none", "--stop-tokens").empty());
+  CHECK(parse_token_list(" none ", "--stop-tokens").empty());
+  CHECK_THROWS_WITH(parse_token_list("none,3", "--stop-tokens"), Contains("'none'"));
 }
 
 TEST_CASE("experiment files: errors name the file, line and key", "[runner][config][errors]") {

@@ -136,6 +136,7 @@ std::vector<std::string> comma_items(const std::string& text, const std::string&
 
 std::vector<Token> parse_token_list(const std::string& text, const std::string& option) {
   std::vector<Token> out;
+  if (trim(text) == "none") return out;  // the empty list, so a sweep can set one against none (as a regex)
   for (const std::string& item : comma_items(text, option)) {
     std::stringstream ids(item);  // spaces separate ids too: "0 3 5"
     std::string id;
