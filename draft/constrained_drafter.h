@@ -1,7 +1,9 @@
 // Speculation under a constraint (verify/sampling/token_constraint.h): wraps any drafter and cuts the
 // point-mass candidates the constraint forbids, with everything below them. Model, n-gram and synthetic
 // drafters sample from their processed q, which carries the same constraint, so their candidates are
-// legal already; prompt lookup copies tokens from the context, which may leave the pattern at any point.
+// legal, except at a row where the draft's own masks ban every token the constraint allows (its mask is dropped
+// there: SamplingParams::constraint_yields_to_masks); prompt lookup copies tokens from the context, which may leave
+// the pattern at any point.
 //
 // Only point masses are cut. A deterministic draft is a function of the context alone, so any rule that
 // shortens it is still a deterministic draft, verified exactly (verify/ALGORITHMS.md §1 "Deterministic drafts").

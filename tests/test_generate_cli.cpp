@@ -106,6 +106,21 @@ TEST_CASE("a draft with stop tokens of its own follows the target's automaton", 
   }
 }
 
+TEST_CASE("a JSON schema given to generate is read once: a pipe works", "[cli][generate][constraints]") {
+  TempDir dir;
+  const std::string target = dir.write("t.txt", kCliTargetTable);
+  const std::string schema = dir.write("s.json", R"({"type":"boolean"})");
+  const std::string strings = dir.write("ts.txt", "t\nr\nu\ne\n");  // "true" only: "false" cannot be spelled
+  const std::string command = "cat '" + schema + "' | " + SPECULA_BINARY + " generate --target bigram:" + target +
+                              " --token-strings " + strings +
+                              " --json-schema /dev/stdin --prompt-tokens 0 --max-new-tokens 8 --output " +
+                              dir.file("o.txt") + " 2>" + dir.file("err.txt");
+  const int status = std::system(command.c_str());
+  INFO(read_text(dir.file("err.txt")));
+  REQUIRE(status == 0);
+  CHECK(read_text(dir.file("o.txt")) == "0 1 2 3\n");  // "true", ended: nothing can follow it
+}
+
 TEST_CASE("speculative decoding at temperature 0 prints exactly greedy decoding's output", "[cli][generate]") {
   TempDir dir;
   const std::string target = dir.write("t.txt", kCliTargetTable), draft = dir.write("d.txt", kCliDraftTable);

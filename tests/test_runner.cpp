@@ -126,9 +126,19 @@ TEST_CASE("a token list can be swept against none (the empty list)", "[runner][c
   TempDir dir;
   const ExperimentConfig c = load_experiment(dir.write("e.ini", experiment_text("stop_tokens = none | 3\n")), {});
   CHECK(c.axes.at("sampling.stop_tokens") == std::vector<std::string>{"none", "3"});
-  CHECK(parse_token_list("none", "--stop-tokens").empty());
-  CHECK(parse_token_list(" none ", "--stop-tokens").empty());
-  CHECK_THROWS_WITH(parse_token_list("none,3", "--stop-tokens"), Contains("'none'"));
+  SamplingParams given;
+  given.stop_tokens = {1};
+  given.banned_tokens = {2};
+  given.bad_words = {{3, 4}};
+  const SamplingParams none =
+      read_sampler_values({{"stop_tokens", "none"}, {"banned_tokens", " none "}, {"bad_words", "none"}}, given);
+  CHECK(none.stop_tokens.empty());
+  CHECK(none.banned_tokens.empty());
+  CHECK(none.bad_words.empty());
+  // Only those lists: an empty allowed list would allow nothing, and other token lists take ids alone.
+  CHECK_THROWS_WITH(read_sampler_values({{"allowed_tokens", "none"}}, given), Contains("'none'"));
+  CHECK_THROWS_WITH(read_sampler_values({{"stop_tokens", "none,3"}}, given), Contains("'none'"));
+  CHECK_THROWS_WITH(parse_token_list("none", "--prompt-tokens"), Contains("'none'"));
 }
 
 TEST_CASE("experiment files: errors name the file, line and key", "[runner][config][errors]") {

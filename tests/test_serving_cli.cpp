@@ -231,6 +231,16 @@ TEST_CASE("a transformer checkpoint's eos_token_id ends generation; --ignore-eos
     REQUIRE(run_specula(command + dir.file("ignored.txt") + " --ignore-eos").exit_code == 0);
     CHECK(read_id_lines(dir.file("ignored.txt")).at(0) == unstopped);
   }
+  // An export keeps it: the hf: model stops where the checkpoint did.
+  REQUIRE(run_specula("export --model transformer:" + folder + " --output " + dir.file("hf")).exit_code == 0);
+  REQUIRE(run_specula("generate --target hf:" + dir.file("hf") + common + dir.file("hf.txt")).exit_code == 0);
+  CHECK(read_id_lines(dir.file("hf.txt")).at(0) == expected);
+  // A value that is not an id is named where the checkpoint loads, --ignore-eos or not.
+  config["eos_token_id"] = "two";
+  dir.write("draft/config.json", config.dump());
+  const CliResult bad = run_specula(ar + dir.file("bad.txt") + " --ignore-eos");
+  CHECK(bad.exit_code == 1);
+  CHECK_THAT(bad.err, Contains("config.json: eos_token_id \"two\" is not a token id in [0, 256)"));
 }
 
 TEST_CASE("logprobs are the same for the same tokens whatever the method, and equal a float64 reference",

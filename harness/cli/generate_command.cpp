@@ -275,8 +275,9 @@ void check_options_before_loading(const po::variables_map& vm) {
 }
 
 // What a constraint's options can be checked for without the target's tokens: one constraint, a device that runs
-// it, the pattern or schema itself, and the token-strings file's presence (read once the vocabulary is known).
-void check_constraint_before_loading(const RunDescription& run, Device device) {
+// it, the pattern or schema itself (the schema's text kept for the run), and the token-strings file's presence (read
+// once the vocabulary is known).
+void check_constraint_before_loading(RunDescription& run, Device device) {
   const ConstraintOptions& c = run.constraint;
   if (!c.regex.empty() && !c.json_schema_file.empty()) fail("--regex and --json-schema: give one constraint, not both");
   if (!c.token_strings_file.empty() && !c.any())
@@ -287,7 +288,8 @@ void check_constraint_before_loading(const RunDescription& run, Device device) {
     fail(option, " is not supported on --device ", device_name(device), " (constrained decoding runs on the CPU)");
   if (!c.regex.empty()) compile_regex(c.regex);  // its errors name the pattern and the position
   if (!c.json_schema_file.empty()) {
-    compile_json_schema(read_input_file(c.json_schema_file, "--json-schema"), c.json_schema_file);
+    run.json_schema_text = read_input_file(c.json_schema_file, "--json-schema");
+    compile_json_schema(run.json_schema_text, c.json_schema_file);
   }
   if (!c.token_strings_file.empty()) open_input_file(c.token_strings_file, "--token-strings");
 }

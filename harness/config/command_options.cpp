@@ -136,7 +136,6 @@ std::vector<std::string> comma_items(const std::string& text, const std::string&
 
 std::vector<Token> parse_token_list(const std::string& text, const std::string& option) {
   std::vector<Token> out;
-  if (trim(text) == "none") return out;  // the empty list, so a sweep can set one against none (as a regex)
   for (const std::string& item : comma_items(text, option)) {
     std::stringstream ids(item);  // spaces separate ids too: "0 3 5"
     std::string id;
@@ -263,10 +262,21 @@ void read_sampler_options(const po::variables_map& vm, SamplingParams& s, const 
     if (s.allowed_tokens.empty())
       fail_parameter(parameter_of(opt("allowed-tokens")), ": the list is empty, so no token could be sampled");
   }
-  if (has("banned-tokens")) s.banned_tokens = parse_token_list(str("banned-tokens"), opt("banned-tokens"));
-  if (has("bad-words")) s.bad_words = parse_token_sequences(str("bad-words"), opt("bad-words"));
+  // A list whose empty form means "none of them" takes `none`, so a sweep can set one against none (as a regex).
+  const auto none_or = [&](const char* option, auto parse) -> decltype(parse(std::string())) {
+    if (trim(str(option)) == "none") return {};
+    return parse(str(option));
+  };
+  if (has("banned-tokens"))
+    s.banned_tokens =
+        none_or("banned-tokens", [&](const std::string& t) { return parse_token_list(t, opt("banned-tokens")); });
+  if (has("bad-words"))
+    s.bad_words =
+        none_or("bad-words", [&](const std::string& t) { return parse_token_sequences(t, opt("bad-words")); });
   if (has("min-tokens")) s.min_tokens = vm[opt("min-tokens")].as<int32_t>();
-  if (has("stop-tokens")) s.stop_tokens = parse_token_list(str("stop-tokens"), opt("stop-tokens"));
+  if (has("stop-tokens"))
+    s.stop_tokens =
+        none_or("stop-tokens", [&](const std::string& t) { return parse_token_list(t, opt("stop-tokens")); });
   if (has("dynatemp-range")) s.dynatemp_range = parse_float_option(str("dynatemp-range"), opt("dynatemp-range"));
   if (has("dynatemp-exponent"))
     s.dynatemp_exponent = parse_float_option(str("dynatemp-exponent"), opt("dynatemp-exponent"));

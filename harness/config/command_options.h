@@ -19,7 +19,8 @@ namespace po = boost::program_options;
 po::variables_map parse_options(const std::vector<std::string>& args, const po::options_description& desc,
                                 const std::string& section, const std::string& config_option = "config");
 
-// "1,2,3" -> {1,2,3}; throws naming `option` on a bad entry. Empty text and "none" give an empty list.
+// "1,2,3" -> {1,2,3}; throws naming `option` on a bad entry. Empty text gives an empty list. (The sampler's
+// stop_tokens, banned_tokens and bad_words also take "none": read_sampler_options.)
 std::vector<Token> parse_token_list(const std::string& text, const std::string& option);
 // "3:2.5,7:-1.5" -> {(3, 2.5), (7, -1.5)}.
 std::vector<std::pair<Token, float>> parse_logit_bias(const std::string& text, const std::string& option);

@@ -38,7 +38,9 @@ std::shared_ptr<const TokenConstraint> constraint_of(const RunDescription& run, 
     if (const auto tokenizer = load_tokenizer_for(run.target_spec))
       tokenizer_strings = token_strings_for_constraints(*tokenizer, target.vocab_size());
     ConstraintFileTexts texts;
-    if (!o.json_schema_file.empty()) texts.json_schema = read_parameter_file(o.json_schema_file, "json_schema");
+    if (!o.json_schema_file.empty())
+      texts.json_schema =
+          !run.json_schema_text.empty() ? run.json_schema_text : read_parameter_file(o.json_schema_file, "json_schema");
     if (!o.token_strings_file.empty()) texts.token_strings = read_parameter_file(o.token_strings_file, "token_strings");
     slot = constraint_from_options(o, texts, target.vocab_size(), std::move(tokenizer_strings), params.stop_tokens);
   }

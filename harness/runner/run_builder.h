@@ -28,6 +28,7 @@ struct RunDescription {
   bool draft_temperature_given = false;  // the draft's was (its own, or the target's)
   std::string drafter_spec;              // --draft / draft.drafter; "" for none
   ConstraintOptions constraint;          // --regex / --json-schema / --token-strings, or [sampling]'s keys
+  std::string json_schema_text;          // the schema's text when the command has read it (once: a pipe reads once)
   bool ignore_eos = false;               // no stop at the checkpoint's end-of-sequence tokens
   int32_t max_new_tokens = 0;
   uint64_t seed = 0;

@@ -53,7 +53,9 @@ TokenConstraint::TokenConstraint(std::string description, const Nfa& nfa, std::v
   // Refused where it is built, not at the first token: a pattern the tokens cannot begin to spell.
   const StateInfo& initial = info(kInitial);
   if (!initial.complete && initial.num_allowed == 0)
-    fail(description_, ": no token can begin a match (no token string starts one: check the token strings)");
+    fail(description_,
+         ": no token can begin a match (no token string starts one, or only stop tokens would: check the token "
+         "strings)");
 }
 
 std::shared_ptr<const TokenConstraint> TokenConstraint::from_regex(const std::string& pattern,

@@ -37,7 +37,8 @@ class TokenConstraint {
   static constexpr int32_t kStopped = -2;
 
   // `description` names the constraint in errors (e.g. "regex 'a+b'"). token_strings[t] is token t's text
-  // (bytes); an empty string is never allowed. Throws Error when the pattern matches no string at all.
+  // (bytes); an empty string is never allowed. Throws Error when the pattern matches no string at all, or when no
+  // token can begin a match (and the empty output is not one).
   TokenConstraint(std::string description, const Nfa& nfa, std::vector<std::string> token_strings,
                   std::vector<Token> stop_tokens);
 

@@ -303,7 +303,9 @@ void export_hf_checkpoint(const std::string& checkpoint_dir, const std::string& 
     const std::string path = (fs::path(output_dir) / name).string();
     write_output_file(path, j.dump(2) + "\n", "export");
   };
-  write_json(kHfConfigFile, hf_config_json(checkpoint.model->config(), options.dtype));
+  json config = hf_config_json(checkpoint.model->config(), options.dtype);
+  if (checkpoint.config.eos_token_id) config["eos_token_id"] = *checkpoint.config.eos_token_id;  // its runs stop alike
+  write_json(kHfConfigFile, config);
   write_json("tokenizer.json", byte_tokenizer_json());
   write_json("tokenizer_config.json", {{"tokenizer_class", "PreTrainedTokenizerFast"},
                                        {"add_bos_token", false},

@@ -1,5 +1,6 @@
 #include "harness/models/transformer/transformer_config.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -131,6 +132,17 @@ CheckpointConfig read_checkpoint_config(const std::string& dir) {
     fail(path, ": weights.dtype '", c.weights_dtype, "' is not float32, float16 or bfloat16");
   c.weights_checksum = read_weights_checksum(weights, path + ": weights");
   if (j.contains("training")) c.training = j["training"];
+  if (j.contains("eos_token_id")) {  // checked here, so a bad value is named even where --ignore-eos never reads it
+    const json& eos = j["eos_token_id"];
+    const auto is_id = [&](const json& id) {
+      return id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < c.model.vocab_size;
+    };
+    const bool ok = eos.is_null() || is_id(eos) || (eos.is_array() && std::all_of(eos.begin(), eos.end(), is_id));
+    if (!ok)
+      fail(path, ": eos_token_id ", eos.dump(), " is not a token id in [0, ", c.model.vocab_size,
+           ") or a list of them");
+    c.eos_token_id = eos;
+  }
   return c;
 }
 
@@ -159,11 +171,12 @@ void write_weights_checksum(json& weights, const std::optional<FileChecksum>& ch
 void write_checkpoint_config(const std::string& dir, const CheckpointConfig& c) {
   json weights = {{"file", c.weights_file}, {"dtype", c.weights_dtype}};
   write_weights_checksum(weights, c.weights_checksum);
-  const json j = {{"format", kCheckpointFormat},
-                  {"model", to_json(c.model)},
-                  {"tokenizer", c.tokenizer},
-                  {"weights", weights},
-                  {"training", c.training}};
+  json j = {{"format", kCheckpointFormat},
+            {"model", to_json(c.model)},
+            {"tokenizer", c.tokenizer},
+            {"weights", weights},
+            {"training", c.training}};
+  if (c.eos_token_id) j["eos_token_id"] = *c.eos_token_id;
   const std::string path = (fs::path(dir) / kCheckpointConfigFile).string();
   write_output_file(path, j.dump(2) + "\n", "the checkpoint config");
 }

@@ -56,6 +56,9 @@ struct CheckpointConfig {
   std::string weights_dtype = "float32";               // "float32" | "float16" | "bfloat16" (as stored)
   std::optional<FileChecksum> weights_checksum;        // of weights_file, as written
   nlohmann::json training = nlohmann::json::object();  // how it was trained: command, steps, losses, time
+  // The end-of-sequence id(s) a run stops at (harness/models/eos_tokens.h), as an hf: config.json says them: an id,
+  // a list of ids, or null; absent when the file does not say. Kept by export.
+  std::optional<nlohmann::json> eos_token_id;
 };
 
 inline constexpr const char* kCheckpointFormat = "specula-transformer-1";
