@@ -282,11 +282,15 @@ TEST_CASE("specula generate --method beam: best line, n-best file, and constrain
   CHECK(score <= 0.0);
 
   // Constrained sampling and beam search through the CLI: letters a..e, every output matches.
-  for (const std::string method : {"ar", "chain", "tree", "beam"}) {
-    INFO(method);
+  const auto method_flags = [&](const std::string& method) {
     std::string extra = method == "ar" || method == "beam" ? "" : " --draft bigram:" + draft;
     if (method == "tree") extra += " --tree 2,1";
     if (method == "beam") extra += " --beam-width 3";
+    return extra;
+  };
+  for (const std::string method : {"ar", "chain", "tree", "beam"}) {
+    INFO(method);
+    const std::string extra = method_flags(method);
     r = run_specula("generate --target bigram:" + target + " --method " + method + extra +
                     " --regex '(ab|c)+' --prompt-tokens 0 --max-new-tokens 6 --num-samples " +
                     (method == "beam" ? "1" : "200") + " --output " + dir.file("c.txt"));
@@ -304,9 +308,7 @@ TEST_CASE("specula generate --method beam: best line, n-best file, and constrain
   // A finite pattern with no stop token: every output is a whole match, ended before the length limit.
   for (const std::string method : {"ar", "chain", "tree", "beam"}) {
     INFO(method);
-    std::string extra = method == "ar" || method == "beam" ? "" : " --draft bigram:" + draft;
-    if (method == "tree") extra += " --tree 2,1";
-    if (method == "beam") extra += " --beam-width 3";
+    const std::string extra = method_flags(method);
     r = run_specula("generate --target bigram:" + target + " --method " + method + extra +
                     " --regex 'a(b|cd)e?' --prompt-tokens 0 --max-new-tokens 6 --num-samples " +
                     (method == "beam" ? "1" : "50") + " --output " + dir.file("f.txt") + " --metrics-json " +

@@ -350,35 +350,39 @@ SamplingParams with_penalties() {
 }
 
 // The target law restricted to the pattern and renormalised at each step, computed WITHOUT the
-// constraint code: the unconstrained pipeline's distribution, zeroed where std::regex says the prefix
+// constraint code: the unconstrained pipeline's distribution, zeroed where std::regex (`o`) says the prefix
 // cannot be completed, renormalised. (Masking logits then softmax = restricting and renormalising when
-// the pipeline has no truncation filters.)
+// the pipeline has no truncation filters.) With `ends`, an output that std::regex matches and that no letter keeps
+// live ends there (no stop token: the match's end), its cell padded with its last letter as sequence_index pads.
 std::vector<double> restricted_law(const TableModel& model, const SamplingParams& params,
-                                   const std::vector<Token>& prompt, int32_t L) {
+                                   const std::vector<Token>& prompt, int32_t L, const StdRegexOracle& o = oracle(),
+                                   bool ends = false) {
   const SamplerPipeline pipeline(params, model.vocab_size());
   std::vector<double> law(static_cast<size_t>(std::pow(kV, L)), 0.0);
   std::vector<float> probs(kV);
-  std::function<void(std::vector<Token>, TokenHistory, double, int32_t)> walk =
-      [&](std::vector<Token> out, TokenHistory h, double mass, int32_t t) {
-        if (t == L) {
-          law[sequence_index(out, kV)] = mass;
-          return;
-        }
-        std::vector<Token> context = prompt;
-        context.insert(context.end(), out.begin(), out.end());
-        pipeline.process(model.row_after(context), h, probs.data());
-        double z = 0.0;
-        std::vector<double> w(kV, 0.0);
-        for (Token x = 0; x < kV; ++x)
-          if (oracle().live(letters(out) + char('a' + x))) z += w[x] = probs[x];
-        for (Token x = 0; x < kV; ++x) {
-          if (w[x] == 0.0) continue;
-          std::vector<Token> next = out;
-          next.push_back(x);
-          walk(next, pipeline.advance(h, x, probs.data()), mass * w[x] / z, t + 1);
-        }
-      };
-  walk({}, TokenHistory{prompt, {}, std::nan("")}, 1.0, 0);
+  std::function<void(std::vector<Token>, TokenHistory, double)> walk = [&](std::vector<Token> out, TokenHistory h,
+                                                                           double mass) {
+    bool extends = false;
+    for (Token x = 0; x < kV; ++x) extends = extends || o.live(letters(out) + char('a' + x));
+    if (static_cast<int32_t>(out.size()) == L || (ends && o.match(letters(out)) && !extends)) {
+      law[sequence_index(out, kV, L)] = mass;
+      return;
+    }
+    std::vector<Token> context = prompt;
+    context.insert(context.end(), out.begin(), out.end());
+    pipeline.process(model.row_after(context), h, probs.data());
+    double z = 0.0;
+    std::vector<double> w(kV, 0.0);
+    for (Token x = 0; x < kV; ++x)
+      if (o.live(letters(out) + char('a' + x))) z += w[x] = probs[x];
+    for (Token x = 0; x < kV; ++x) {
+      if (w[x] == 0.0) continue;
+      std::vector<Token> next = out;
+      next.push_back(x);
+      walk(next, pipeline.advance(h, x, probs.data()), mass * w[x] / z);
+    }
+  };
+  walk({}, TokenHistory{prompt, {}, std::nan("")}, 1.0);
   return law;
 }
 
@@ -613,37 +617,9 @@ const StdRegexOracle& end_oracle() {
   return o;
 }
 
-// The law of outputs under kEndPattern with no stop token, computed WITHOUT the constraint code: the restricted,
-// renormalised law of restricted_law, where an output that std::regex matches and no letter keeps live ends (its
-// cell padded with its last letter, as sequence_index pads a stopped output).
+// The law of outputs under kEndPattern with no stop token, computed WITHOUT the constraint code (restricted_law).
 std::vector<double> ended_law(const TableModel& model, const SamplingParams& params, const std::vector<Token>& prompt) {
-  const SamplerPipeline pipeline(params, model.vocab_size());
-  std::vector<double> law(static_cast<size_t>(std::pow(kV, kEndL)), 0.0);
-  std::vector<float> probs(kV);
-  std::function<void(std::vector<Token>, TokenHistory, double)> walk = [&](std::vector<Token> out, TokenHistory h,
-                                                                           double mass) {
-    bool extends = false;
-    for (Token x = 0; x < kV; ++x) extends = extends || end_oracle().live(letters(out) + char('a' + x));
-    if (static_cast<int32_t>(out.size()) == kEndL || (end_oracle().match(letters(out)) && !extends)) {
-      law[sequence_index(out, kV, kEndL)] = mass;
-      return;
-    }
-    std::vector<Token> context = prompt;
-    context.insert(context.end(), out.begin(), out.end());
-    pipeline.process(model.row_after(context), h, probs.data());
-    double z = 0.0;
-    std::vector<double> w(kV, 0.0);
-    for (Token x = 0; x < kV; ++x)
-      if (end_oracle().live(letters(out) + char('a' + x))) z += w[x] = probs[x];
-    for (Token x = 0; x < kV; ++x) {
-      if (w[x] == 0.0) continue;
-      std::vector<Token> next = out;
-      next.push_back(x);
-      walk(next, pipeline.advance(h, x, probs.data()), mass * w[x] / z);
-    }
-  };
-  walk({}, TokenHistory{prompt, {}, std::nan("")}, 1.0);
-  return law;
+  return restricted_law(model, params, prompt, kEndL, end_oracle(), true);
 }
 
 GenerationConfig until_end(GenerationConfig c) {
