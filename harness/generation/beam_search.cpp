@@ -7,7 +7,6 @@
 #include <map>
 
 #include "kernels/shared/error.h"
-#include "verify/sampling/token_constraint.h"
 
 namespace specula {
 namespace {
@@ -116,26 +115,22 @@ std::vector<Candidate> ranked_candidates(const std::vector<Beam>& group, Process
   return candidates;
 }
 
-// Group g's beams for the next step: its best candidates that do not end, up to B; a stop token, or a token that
-// ends the constraint's match (TokenConstraint::ended), among the top B ends a hypothesis instead, kept in
-// `finished`.
+// Group g's beams for the next step: its best candidates that do not end, up to B; a candidate that ends the
+// output (SamplingParams::ends_with: a stop token, or the constraint's match ended) among the top B ends a hypothesis
+// instead, kept in `finished`.
 std::vector<Beam> extend_group(const BeamSearch& search, const std::vector<Beam>& group, int32_t g, ProcessedRows& rows,
                                std::vector<int32_t>& chosen_count, std::vector<BeamHypothesis>& finished, int32_t V) {
   const BeamSearchConfig& config = search.config();
   const SamplerPipeline& pipeline = search.pipeline();
   const int32_t B = config.beam_width / config.num_groups;
   const double lambda = config.num_groups > 1 ? config.diversity_penalty : 0.0;
-  const std::vector<Token>& stops = pipeline.params().stop_tokens;
-  const TokenConstraint* constraint = pipeline.params().constraint.get();
   const std::vector<Candidate> candidates = ranked_candidates(group, rows, chosen_count, lambda, V);
   std::vector<Beam> next_live;
   for (int32_t rank = 0; rank < static_cast<int32_t>(candidates.size()); ++rank) {
     const Candidate& c = candidates[rank];
     const Beam& parent = group[c.beam];
-    const bool stop_token = std::find(stops.begin(), stops.end(), c.token) != stops.end();
-    TokenHistory history =
-        stop_token ? TokenHistory{} : pipeline.advance(parent.history, c.token, rows.of(parent).data());
-    if (stop_token || (constraint && constraint->ended(history.constraint_state))) {
+    TokenHistory history = pipeline.advance(parent.history, c.token, rows.of(parent).data());
+    if (pipeline.params().ends_with(c.token, history)) {
       if (rank >= B) continue;  // HF: a stop candidate ranked below the beam width is not kept
       BeamHypothesis h;
       h.tokens = parent.tokens;
@@ -240,8 +235,7 @@ BeamSearchOutput BeamSearch::search(const std::vector<Token>& prompt, Generation
   Beam root;
   root.history.prompt = prompt;
   // A pattern that matches only the empty output (with no stop token to emit) has ended before any token.
-  const bool ended_at_start =
-      pipeline_.params().constraint && pipeline_.params().constraint->ended(root.history.constraint_state);
+  const bool ended_at_start = pipeline_.params().match_ended(root.history);
   if (!ended_at_start)
     for (auto& group : live) group.push_back(root);
   auto session = target_->new_session();

@@ -14,7 +14,6 @@
 #include "kernels/shared/mutation_points.h"
 #include "verify/device/batch_verifier.h"
 #include "verify/sampling/categorical.h"
-#include "verify/sampling/token_constraint.h"
 #include "verify/verifiers/target_rows.h"
 #include "verify/verifiers/token_tree.h"
 
@@ -72,12 +71,6 @@ Generator::Generator(std::shared_ptr<const LanguageModel> target, SamplingParams
   // Under a constraint, point-mass drafts (prompt lookup) are cut at their first illegal token.
   if (drafter_ && pipeline_.params().constraint)
     drafter_ = std::make_shared<ConstrainedDrafterFactory>(drafter_, pipeline_.params().constraint);
-}
-
-bool Generator::ends_with(Token x, const TokenHistory& after) const {
-  const SamplingParams& params = pipeline_.params();
-  if (std::find(params.stop_tokens.begin(), params.stop_tokens.end(), x) != params.stop_tokens.end()) return true;
-  return params.constraint && params.constraint->ended(after.constraint_state);
 }
 
 EmittedLogprobs Generator::emitted_logprobs(const float* logits, const float* probs, const TokenHistory& history,
@@ -176,8 +169,7 @@ void Generator::begin_sessions(Sequence& s) const {
   s.history = TokenHistory{};
   s.history.prompt = *s.prompt;
   // A pattern that matches only the empty output (with no stop token to emit) has ended before any token.
-  if (const auto& c = pipeline_.params().constraint; c && c->ended(s.history.constraint_state))
-    s.out.stop_reason = StopReason::stop;
+  if (pipeline_.params().match_ended(s.history)) s.out.stop_reason = StopReason::stop;
   if (config_.method) s.metrics->resize(static_cast<int32_t>(draft_depth(config_)));
 }
 
@@ -223,7 +215,7 @@ void Generator::commit_token(Sequence& s, Token x, const float* probs) const {
   ++m.emitted;
   ++s.step;
   if (s.sink) s.sink({x});
-  if (ends_with(x, s.history)) s.out.stop_reason = StopReason::stop;
+  if (pipeline_.params().ends_with(x, s.history)) s.out.stop_reason = StopReason::stop;
 }
 
 void Generator::sample_on_cpu(Sequence& s, std::vector<float>& probs) const {
@@ -291,7 +283,7 @@ void Generator::commit_step(Sequence& s, const VerifyOutcome& outcome, const flo
     out.tokens.push_back(x);
     committed.push_back(x);
     ++kept;
-    if (ends_with(x, s.history)) {
+    if (pipeline_.params().ends_with(x, s.history)) {
       out.stop_reason = StopReason::stop;
       if (!mutant_on(Mutant::stop_checked_per_step)) break;
     }

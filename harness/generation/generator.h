@@ -160,8 +160,6 @@ class Generator {
                    int32_t expected_count) const;
   void end(Sequence& s) const;
   std::vector<SequenceOutput> generate_lockstep(std::vector<Sequence>& batch) const;
-  // Does the sequence end with `x`, whose history (after x) is `after`: a stop token, or a constraint's end?
-  bool ends_with(Token x, const TokenHistory& after) const;
   // The logprobs of `token` emitted from the row with raw logits `logits` and processed law `probs` after `history`.
   EmittedLogprobs emitted_logprobs(const float* logits, const float* probs, const TokenHistory& history,
                                    Token token) const;

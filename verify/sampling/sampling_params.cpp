@@ -7,6 +7,7 @@
 #include "kernels/shared/error.h"
 #include "verify/sampling/filter_stages.h"
 #include "verify/sampling/token_constraint.h"
+#include "verify/sampling/token_history.h"
 
 namespace specula {
 namespace {
@@ -46,6 +47,14 @@ std::vector<FilterStage> parse_filter_order(const std::string& text, const std::
     if (!found) fail_parameter(option, ": unknown stage '", item, "' in '", text, "' (known: ", known, ")");
   }
   return order;
+}
+
+bool SamplingParams::ends_with(Token x, const TokenHistory& after) const {
+  return std::find(stop_tokens.begin(), stop_tokens.end(), x) != stop_tokens.end() || match_ended(after);
+}
+
+bool SamplingParams::match_ended(const TokenHistory& history) const {
+  return constraint && constraint->ended(history.constraint_state);
 }
 
 bool SamplingParams::uses_history() const {

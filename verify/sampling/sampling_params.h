@@ -13,6 +13,7 @@ namespace specula {
 
 using Token = int32_t;
 class TokenConstraint;  // verify/sampling/token_constraint.h
+struct TokenHistory;    // verify/sampling/token_history.h
 
 // Filters that may be reordered by `sampler_order` (everything after temperature): rows of the filter stages'
 // table (verify/sampling/filter_stages.h). The built-in stages are named here; stages added to the table take
@@ -75,6 +76,12 @@ struct SamplingParams {
 
   bool greedy() const { return temperature == 0.0f; }
   bool uses_history() const;  // does the processed distribution depend on the token history?
+  // The stop rule (verify/ALGORITHMS.md §9): does an output end with `x`, `after` being its history once x is in it?
+  // It does at a stop token, or where the constraint's match has ended (match_ended).
+  bool ends_with(Token x, const TokenHistory& after) const;
+  // Has the constraint's match ended at `history` (TokenConstraint::ended: complete, and no token can continue it)?
+  // Before any token, for a pattern that matches only the empty output.
+  bool match_ended(const TokenHistory& history) const;
   // Whether a repetition, frequency or presence penalty reads which tokens the history holds. On a device (where
   // mirostat, bad_words and constraints are refused) a row's history is otherwise read for its length alone
   // (min_tokens); a penalised row's counts of ids still on the device are added there (TokenHistory::pending_ids).
