@@ -20,22 +20,25 @@ std::optional<std::vector<Token>> eos_of(const fs::path& path, int32_t vocab_siz
   if (!fs::exists(path)) return std::nullopt;
   const json j = read_json_file(path.string(), "cannot open");
   if (!j.is_object() || !j.contains("eos_token_id")) return std::nullopt;
-  const json& v = j["eos_token_id"];
-  std::vector<Token> ids;
-  auto add = [&](const json& id) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab_size)
-      fail(path.string(), ": eos_token_id ", v.dump(), " is not a token id in [0, ", vocab_size, ") or a list of them");
-    ids.push_back(static_cast<Token>(id.get<int64_t>()));
-  };
-  if (v.is_null()) return ids;
-  if (v.is_array())
-    for (const json& id : v) add(id);
-  else
-    add(v);
-  return ids;
+  return eos_token_ids(j["eos_token_id"], vocab_size, path.string());
 }
 
 }  // namespace
+
+std::vector<Token> eos_token_ids(const nlohmann::json& value, int32_t vocab_size, const std::string& where) {
+  std::vector<Token> ids;
+  auto add = [&](const nlohmann::json& id) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab_size)
+      fail(where, ": eos_token_id ", value.dump(), " is not a token id in [0, ", vocab_size, ") or a list of them");
+    ids.push_back(static_cast<Token>(id.get<int64_t>()));
+  };
+  if (value.is_null()) return ids;
+  if (value.is_array())
+    for (const nlohmann::json& id : value) add(id);
+  else
+    add(value);
+  return ids;
+}
 
 std::vector<Token> checkpoint_eos_tokens(const std::string& model_spec, int32_t vocab_size) {
   const size_t colon = model_spec.find(':');

@@ -2,6 +2,7 @@
 // --ignore-eos). Torch-free.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,10 @@ namespace specula {
 // other models. Throws Error naming the file, the key and the value when it is not an id or a list of ids
 // in [0, vocab_size).
 std::vector<Token> checkpoint_eos_tokens(const std::string& model_spec, int32_t vocab_size);
+
+// The ids of an `eos_token_id` value (an id, a list of ids, or null). Throws Error naming `where` (the file) and the
+// value when it is not an id or a list of ids in [0, vocab_size).
+std::vector<Token> eos_token_ids(const nlohmann::json& value, int32_t vocab_size, const std::string& where);
 
 // Adds the ids of `eos` that `params.stop_tokens` lacks, after the ones it has.
 void add_stop_tokens(SamplingParams& params, const std::vector<Token>& eos);

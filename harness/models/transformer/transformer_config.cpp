@@ -1,12 +1,12 @@
 #include "harness/models/transformer/transformer_config.h"
 
-#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 
 #include "harness/io/output_file.h"
+#include "harness/models/eos_tokens.h"
 #include "harness/models/json_fields.h"
 #include "harness/models/transformer/byte_tokenizer.h"
 #include "kernels/shared/error.h"
@@ -133,15 +133,8 @@ CheckpointConfig read_checkpoint_config(const std::string& dir) {
   c.weights_checksum = read_weights_checksum(weights, path + ": weights");
   if (j.contains("training")) c.training = j["training"];
   if (j.contains("eos_token_id")) {  // checked here, so a bad value is named even where --ignore-eos never reads it
-    const json& eos = j["eos_token_id"];
-    const auto is_id = [&](const json& id) {
-      return id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < c.model.vocab_size;
-    };
-    const bool ok = eos.is_null() || is_id(eos) || (eos.is_array() && std::all_of(eos.begin(), eos.end(), is_id));
-    if (!ok)
-      fail(path, ": eos_token_id ", eos.dump(), " is not a token id in [0, ", c.model.vocab_size,
-           ") or a list of them");
-    c.eos_token_id = eos;
+    eos_token_ids(j["eos_token_id"], c.model.vocab_size, path);
+    c.eos_token_id = j["eos_token_id"];
   }
   return c;
 }
