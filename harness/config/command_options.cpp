@@ -262,21 +262,13 @@ void read_sampler_options(const po::variables_map& vm, SamplingParams& s, const 
     if (s.allowed_tokens.empty())
       fail_parameter(parameter_of(opt("allowed-tokens")), ": the list is empty, so no token could be sampled");
   }
-  // A list whose empty form means "none of them" takes `none`, so a sweep can set one against none (as a regex).
-  const auto none_or = [&](const char* option, auto parse) -> decltype(parse(std::string())) {
-    if (trim(str(option)) == "none") return {};
-    return parse(str(option));
-  };
-  if (has("banned-tokens"))
-    s.banned_tokens =
-        none_or("banned-tokens", [&](const std::string& t) { return parse_token_list(t, opt("banned-tokens")); });
-  if (has("bad-words"))
-    s.bad_words =
-        none_or("bad-words", [&](const std::string& t) { return parse_token_sequences(t, opt("bad-words")); });
+  // A list whose empty form means "none of them" takes `none` (read as the empty text, an empty list), so a sweep can
+  // set one against none, as a regex.
+  const auto listed = [&](const char* option) { return trim(str(option)) == "none" ? std::string() : str(option); };
+  if (has("banned-tokens")) s.banned_tokens = parse_token_list(listed("banned-tokens"), opt("banned-tokens"));
+  if (has("bad-words")) s.bad_words = parse_token_sequences(listed("bad-words"), opt("bad-words"));
   if (has("min-tokens")) s.min_tokens = vm[opt("min-tokens")].as<int32_t>();
-  if (has("stop-tokens"))
-    s.stop_tokens =
-        none_or("stop-tokens", [&](const std::string& t) { return parse_token_list(t, opt("stop-tokens")); });
+  if (has("stop-tokens")) s.stop_tokens = parse_token_list(listed("stop-tokens"), opt("stop-tokens"));
   if (has("dynatemp-range")) s.dynatemp_range = parse_float_option(str("dynatemp-range"), opt("dynatemp-range"));
   if (has("dynatemp-exponent"))
     s.dynatemp_exponent = parse_float_option(str("dynatemp-exponent"), opt("dynatemp-exponent"));
