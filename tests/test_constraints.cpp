@@ -724,6 +724,23 @@ TEST_CASE("a draft whose own masks ban every token the automaton allows drafts o
   }
 }
 
+TEST_CASE("mutant: a draft's recorded q other than the law it drew fails the draft-masks law test",
+          "[constraints][mutant]") {
+  const TablePair pair = random_pair(2, kV, 70, 1.3, 0.8);
+  const SamplingParams target =
+      constrained(with_penalties(), TokenConstraint::from_regex(kEndPattern, letter_token_strings(kV), {}));
+  SamplingParams draft = target;
+  draft.banned_tokens = {2, 3};
+  draft.constraint_yields_to_masks = true;
+  const std::vector<double> law = ended_law(*pair.target, with_penalties(), kPrompt);
+  const Generator generator(pair.target, target, std::make_shared<ModelDrafterFactory>(pair.draft, draft),
+                            until_end(config_of(VerifyMethod::chain, 3)));
+  const ScopedMutant on(Mutant::draft_q_from_raw_logits);
+  const stats::GofResult broken = stats::g_test(run_generator(generator, kPrompt, 30000, kV).counts, law);
+  INFO("mutant: " << broken.detail);
+  CHECK_FALSE(broken.passed(stats::kAlpha));
+}
+
 TEST_CASE("a match no token can continue because other settings mask its tokens is an error naming the output",
           "[constraints]") {
   const TablePair pair = random_pair(1, kV, 69, 1.0, 0.8);
