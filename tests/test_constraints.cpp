@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -155,6 +156,187 @@ TEST_CASE("regex automaton: multi-byte tokens, UTF-8 characters and stop tokens"
                                             "b!"))));
   CHECK(bytes->walk(tokens_of("a\nb")) == TokenConstraint::kDead);
   CHECK(bytes->walk(tokens_of("aéé")) == TokenConstraint::kDead);
+}
+
+namespace {
+
+// Reference for token-level liveness under masks, from std::regex alone: every string of at most `max_letters`
+// letters of `alphabet` that matches is cut into permitted non-stop tokens in every way; a token sequence is live when
+// some such cut extends it. (Below, every pattern but one matches only strings of at most 8 letters, so the table is
+// exact for them; the other's live prefixes of at most 6 letters complete with one more.)
+class TokenSequenceOracle {
+ public:
+  TokenSequenceOracle(const std::string& pattern, const std::vector<std::string>& strings,
+                      const std::vector<char>& permitted, const std::vector<Token>& stops,
+                      const std::vector<std::string>& matched)
+      : re_(pattern, std::regex::ECMAScript), strings_(strings) {
+    for (const std::string& s : matched) {
+      std::vector<Token> cut;
+      std::function<void(size_t)> extend = [&](size_t at) {
+        if (at == s.size())
+          for (size_t k = 0; k <= cut.size(); ++k) live_.insert({cut.begin(), cut.begin() + k});
+        for (Token t = 0; t < static_cast<Token>(strings.size()); ++t) {
+          if (!permitted[t] || std::count(stops.begin(), stops.end(), t) || strings[t].empty() ||
+              s.compare(at, strings[t].size(), strings[t]) != 0)
+            continue;
+          cut.push_back(t);
+          extend(at + strings[t].size());
+          cut.pop_back();
+        }
+      };
+      extend(0);
+    }
+  }
+  // The strings over `alphabet` of at most `max_letters` letters that match `pattern`.
+  static std::vector<std::string> matches(const std::string& pattern, const std::string& alphabet, int max_letters) {
+    const std::regex re(pattern, std::regex::ECMAScript);
+    std::vector<std::string> out;
+    for (const std::string& s : all_strings(alphabet, max_letters))
+      if (std::regex_match(s, re)) out.push_back(s);
+    return out;
+  }
+  bool live(const std::vector<Token>& tokens) const { return live_.count(tokens) > 0; }
+  bool match(const std::vector<Token>& tokens) const { return std::regex_match(spell(tokens), re_); }
+
+ private:
+  std::string spell(const std::vector<Token>& tokens) const {
+    std::string s;
+    for (Token t : tokens) s += strings_[t];
+    return s;
+  }
+  std::regex re_;
+  std::vector<std::string> strings_;
+  std::set<std::vector<Token>> live_;
+};
+
+// Disagreements of the automaton with the oracle over every token sequence of up to two tokens, for each pattern,
+// mask and stop rule below; the tokens spell several letters, so a prefix the bytes allow may be one no tokens finish.
+// `report`: fail the calling test at the first few disagreements (not under a mutant, whose test counts them).
+// `refused`: how many automata were refused where they were built, as the oracle says they must be.
+int token_liveness_mismatches(bool report, int* refused = nullptr) {
+  const std::vector<std::string> strings = {"a", "b", "c", "ab", "bc", "ca", "abc", "d", "z"};
+  const int32_t V = static_cast<int32_t>(strings.size());
+  const Token stop = 8;
+  // The last has a cycle that banning 'd' makes dead: the search must mark a cycle, not only a path, dead.
+  const std::vector<std::string> patterns = {"a(bc|cb)",     "(ab){1,3}c",    "a(b|c)a", "(abc|cab){1,2}d?",
+                                             "a{0,3}b(ca)?", "(a|bc)(a|bc)c", "ab?c",    "c(ab){0,3}",
+                                             "a(bc)*d|ab"};
+  std::vector<std::vector<char>> masks;
+  for (const std::vector<Token>& banned :
+       std::vector<std::vector<Token>>{{}, {1}, {1, 3}, {2, 6}, {0, 4}, {7}, {2, 7}, {8}, {0, 3, 6}}) {
+    std::vector<char> permitted(V, 1);
+    for (Token t : banned) permitted[t] = 0;
+    masks.push_back(permitted);
+  }
+  std::vector<char> only_some(V, 0);  // as allowed_tokens = a, bc, c
+  for (Token t : {0, 2, 4, 8}) only_some[t] = 1;
+  masks.push_back(only_some);
+  int mismatches = 0;
+  for (const std::string& pattern : patterns) {
+    const std::vector<std::string> matched = TokenSequenceOracle::matches(pattern, "abcd", 8);
+    for (const std::vector<char>& permitted : masks)
+      for (const std::vector<Token>& stops : std::vector<std::vector<Token>>{{}, {stop}}) {
+        // A banned stop token ends nothing: the rule is then that of no stop token.
+        const bool stopping = !stops.empty() && permitted[stop];
+        const TokenSequenceOracle oracle(pattern, strings, permitted, stops, matched);
+        std::shared_ptr<const TokenConstraint> c;
+        try {
+          c = TokenConstraint::from_regex(pattern, strings, stops, permitted);
+        } catch (const Error& e) {
+          if (!oracle.live({}) && Contains("no token can begin a match").match(e.what())) {
+            if (refused) ++*refused;
+            continue;
+          }
+          if (report) FAIL_CHECK(pattern << ": " << e.what());
+          ++mismatches;
+          continue;
+        }
+        if (!oracle.live({})) {
+          if (report) FAIL_CHECK(pattern << ": built, yet no permitted tokens spell a match");
+          ++mismatches;
+          continue;
+        }
+        std::vector<std::vector<Token>> sequences = {{}}, level = {{}};
+        for (int n = 0; n < 2; ++n) {
+          std::vector<std::vector<Token>> next;
+          for (const auto& w : level)
+            for (Token t = 0; t < V; ++t) {
+              if (t == stop) continue;
+              next.push_back(w);
+              next.back().push_back(t);
+            }
+          sequences.insert(sequences.end(), next.begin(), next.end());
+          level = std::move(next);
+        }
+        for (const std::vector<Token>& w : sequences) {
+          const int32_t state = c->walk(w);
+          bool ok = (state != TokenConstraint::kDead) == oracle.live(w);
+          if (ok && state != TokenConstraint::kDead) {
+            bool extends = false;
+            for (Token t = 0; t < V; ++t) {
+              std::vector<Token> wt = w;
+              wt.push_back(t);
+              extends = extends || (t != stop && oracle.live(wt));
+            }
+            ok = c->complete(state) == oracle.match(w) && c->ended(state) == (!stopping && oracle.match(w) && !extends);
+            if (const std::vector<char>* allowed = c->allowed(state)) {
+              for (Token t = 0; t < V; ++t) {
+                std::vector<Token> wt = w;
+                wt.push_back(t);
+                const bool expected = t == stop ? stopping && oracle.match(w) : oracle.live(wt);
+                ok = ok && static_cast<bool>((*allowed)[t]) == expected;
+              }
+            } else {
+              ok = ok && c->ended(state);
+            }
+          }
+          if (!ok && ++mismatches <= 3 && report) {
+            std::ostringstream os;
+            for (Token t : w) os << strings[t] << "|";
+            // What the automaton says beside what the oracle says, token by token.
+            std::ostringstream seen;
+            seen << " (state " << state;
+            if (state != TokenConstraint::kDead) {
+              seen << ", complete " << c->complete(state) << ", ended " << c->ended(state) << ", allowed ";
+              if (const std::vector<char>* allowed = c->allowed(state))
+                for (char a : *allowed) seen << static_cast<int>(a);
+            }
+            seen << "; oracle: live " << oracle.live(w) << ", match " << oracle.match(w) << ", live after ";
+            for (Token t = 0; t < V; ++t) {
+              std::vector<Token> wt = w;
+              wt.push_back(t);
+              seen << oracle.live(wt);
+            }
+            seen << ")";
+            FAIL_CHECK(pattern << ", stops " << stops.size() << ": tokens " << os.str() << " disagree" << seen.str());
+          }
+        }
+      }
+  }
+  return mismatches;
+}
+
+}  // namespace
+
+TEST_CASE("token-level liveness under masks agrees with every sequence of permitted tokens", "[constraints]") {
+  int refused = 0;
+  CHECK(token_liveness_mismatches(true, &refused) == 0);
+  CHECK(refused > 0);
+  // The permitted tokens of a sampler: outside allowed_tokens, banned, one-token bad words, a -inf bias.
+  SamplingParams s;
+  s.allowed_tokens = {0, 1, 2, 3, 4};
+  s.banned_tokens = {1};
+  s.bad_words = {{2}, {0, 3}};
+  s.logit_bias = {{3, -std::numeric_limits<float>::infinity()}, {4, -50.0f}};
+  CHECK(permitted_tokens(s, 6) == std::vector<char>{1, 0, 0, 0, 1, 0});
+  // Where no permitted tokens spell a match, the automaton is refused where it is built.
+  CHECK_THROWS_WITH(TokenConstraint::from_regex("ab", letter_token_strings(3), {}, {1, 0, 1}),
+                    Contains("regex 'ab': no token can begin a match") && Contains("banned_tokens"));
+}
+
+TEST_CASE("mutant: byte-level liveness fails the token-level liveness test", "[constraints][mutant]") {
+  const ScopedMutant on(Mutant::constraint_liveness_per_byte);
+  CHECK(token_liveness_mismatches(false) > 0);
 }
 
 TEST_CASE("'.' and negated classes accept exactly the well-formed UTF-8 characters", "[constraints]") {
@@ -741,16 +923,65 @@ TEST_CASE("mutant: a draft's recorded q other than the law it drew fails the dra
   CHECK_FALSE(broken.passed(stats::kAlpha));
 }
 
-TEST_CASE("a match no token can continue because other settings mask its tokens is an error naming the output",
+TEST_CASE("a banned token that a match needs is never entered: exact for ar and every method", "[constraints][exact]") {
+  // Banning 'e' makes "d" a dead end of kEndPattern: the automaton built with the sampler's permitted tokens never
+  // allows 'd', and the law is the target's restricted to what the permitted letters can complete.
+  const TablePair pair = random_pair(2, kV, 71, 1.3, 0.9);
+  SamplingParams banned = with_penalties();
+  banned.banned_tokens = {4};
+  const auto c = TokenConstraint::from_regex(kEndPattern, letter_token_strings(kV), {}, permitted_tokens(banned, kV));
+  CHECK_FALSE((*c->allowed(c->walk({0})))[3]);
+  const SamplingParams params = constrained(banned, c);
+  static const StdRegexOracle without_e(kEndPattern, "abcdf", kEndL + 3);
+  const std::vector<double> law = restricted_law(*pair.target, banned, kPrompt, kEndL, without_e, true);
+  for (const Setup& s : every_method(pair, params)) {
+    if (s.name == "prompt-lookup") continue;
+    INFO(describe(s.config, s.name));
+    const Generator generator(pair.target, params, s.drafter, until_end(s.config));
+    const stats::GofResult gof = stats::g_test(run_generator(generator, kPrompt, 30000, kV).counts, law);
+    INFO(gof.detail);
+    CHECK(gof.passed(stats::kAlpha));
+  }
+  // Byte-level liveness lets a sample into "d", where the run fails.
+  const ScopedMutant on(Mutant::constraint_liveness_per_byte);
+  const auto per_byte =
+      TokenConstraint::from_regex(kEndPattern, letter_token_strings(kV), {}, permitted_tokens(banned, kV));
+  const Generator generator(pair.target, constrained(banned, per_byte), nullptr, until_end(config_of(std::nullopt, 0)));
+  GenerationMetrics m;
+  CHECK_THROWS_WITH(generator.generate_many(kPrompt, 0, 2000, m), Contains("no token can continue"));
+}
+
+TEST_CASE("with every stop token banned, a match that cannot continue ends the sequence", "[constraints]") {
+  SamplingParams params;
+  params.stop_tokens = {5};
+  params.banned_tokens = {5};
+  const auto c = TokenConstraint::from_regex("[ab]{0,2}c", letter_token_strings(kV), params.stop_tokens,
+                                             permitted_tokens(params, kV));
+  CHECK(c->ended(c->walk({0, 2})));
+  CHECK_FALSE(c->ended(c->walk({0})));
+  CHECK(c->allowed(c->walk({0, 2})) == nullptr);
+  const TablePair pair = random_pair(1, kV, 72, 1.0, 0.8);
+  const Generator generator(pair.target, constrained(params, c), nullptr, config_of(std::nullopt, 0));
+  GenerationMetrics m;
+  for (const SequenceOutput& o : generator.generate_many(kPrompt, 0, 200, m)) {
+    INFO(letters(o.tokens));
+    CHECK(std::regex_match(letters(o.tokens), std::regex("[ab]{0,2}c")));
+    CHECK(o.stop_reason == StopReason::stop);
+  }
+}
+
+TEST_CASE("a match no token can continue because a mask of the history bans its tokens is an error naming the output",
           "[constraints]") {
+  // A two-token bad word bans 'b' after 'a': a mask the automaton cannot foresee.
   const TablePair pair = random_pair(1, kV, 69, 1.0, 0.8);
-  SamplingParams params =
-      constrained(SamplingParams{}, TokenConstraint::from_regex("ab", letter_token_strings(kV), {}));
-  params.banned_tokens = {1};
+  SamplingParams params;
+  params.bad_words = {{0, 1}};
+  params = constrained(params,
+                       TokenConstraint::from_regex("ab", letter_token_strings(kV), {}, permitted_tokens(params, kV)));
   const Generator generator(pair.target, params, nullptr, config_of(std::nullopt, 0));
   GenerationMetrics m;
-  CHECK_THROWS_WITH(generator.generate(kPrompt, 0, m), Contains("regex 'ab': no token can continue the output 'a'") &&
-                                                           Contains("masked by other settings"));
+  CHECK_THROWS_WITH(generator.generate(kPrompt, 0, m),
+                    Contains("regex 'ab': no token can continue the output 'a'") && Contains("a bad word"));
 }
 
 TEST_CASE("a pattern that matches only the empty output ends before any token; beams end at a match's end",

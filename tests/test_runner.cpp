@@ -813,6 +813,8 @@ TEST_CASE("token ids outside the target's vocabulary are refused before a folder
       {" --set experiment.prompts=" + prompts, prompts + ": prompt 2 holds token 99"},
       // A constraint's automaton is built over the target's tokens before the folder too.
       {" --set 'sampling.regex=none | zzz'", "regex 'zzz': no token can begin a match"},
+      // ... under the setting's other masks: only a banned letter begins a match.
+      {" --set sampling.regex=ab --set sampling.banned_tokens=0", "regex 'ab': no token can begin a match"},
       {" --set sampling.regex=ab --set sampling.json_schema=" + schema, "--set sampling.regex: key 'sampling.regex' ("},
       {" --set sampling.regex=ab --set sampling.json_schema=" + schema,
        "regex and json_schema: give one constraint, not both"},

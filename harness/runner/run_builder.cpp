@@ -25,13 +25,16 @@ void add_checkpoint_stops(const RunDescription& run, const LanguageModel& target
   add_stop_tokens(params, eos);
 }
 
-// One automaton per distinct constraint and stop set (the target's; the draft shares it, see assemble_run).
+// One automaton per distinct constraint, stop set and permitted tokens (the target's; the draft shares it, see
+// assemble_run).
 std::shared_ptr<const TokenConstraint> constraint_of(const RunDescription& run, const LanguageModel& target,
                                                      const SamplingParams& params, RunAssemblyCache& cache) {
   const ConstraintOptions& o = run.constraint;
   if (!o.any()) return nullptr;
   std::string key = run.target_spec + "\n" + o.regex + "\n" + o.json_schema_file + "\n" + o.token_strings_file + "\n";
   for (Token t : params.stop_tokens) key += std::to_string(t) + ",";
+  std::vector<char> permitted = permitted_tokens(params, target.vocab_size());
+  key += "\n" + std::string(permitted.begin(), permitted.end());
   std::shared_ptr<const TokenConstraint>& slot = cache.constraints[key];
   if (!slot) {
     std::vector<std::string> tokenizer_strings;
@@ -42,7 +45,8 @@ std::shared_ptr<const TokenConstraint> constraint_of(const RunDescription& run, 
       texts.json_schema =
           !run.json_schema_text.empty() ? run.json_schema_text : read_parameter_file(o.json_schema_file, "json_schema");
     if (!o.token_strings_file.empty()) texts.token_strings = read_parameter_file(o.token_strings_file, "token_strings");
-    slot = constraint_from_options(o, texts, target.vocab_size(), std::move(tokenizer_strings), params.stop_tokens);
+    slot = constraint_from_options(o, texts, target.vocab_size(), std::move(tokenizer_strings), params.stop_tokens,
+                                   std::move(permitted));
   }
   return slot;
 }

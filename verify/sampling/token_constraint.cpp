@@ -5,28 +5,34 @@
 #include <sstream>
 
 #include "kernels/shared/error.h"
+#include "kernels/shared/mutation_points.h"
 #include "verify/constraints/json_schema.h"
 
 namespace specula {
 
 TokenConstraint::TokenConstraint(std::string description, const Nfa& nfa, std::vector<std::string> token_strings,
-                                 std::vector<Token> stop_tokens)
+                                 std::vector<Token> stop_tokens, std::vector<char> permitted)
     : description_(std::move(description)),
       token_strings_(std::move(token_strings)),
       stop_tokens_(std::move(stop_tokens)),
+      permitted_(std::move(permitted)),
       dfa_(nfa) {
   const int32_t V = vocab_size();
   if (V <= 0) fail(description_, ": no token strings (the vocabulary is empty)");
   if (dfa_.start() == LazyByteDfa::kDead) fail(description_, ": the pattern matches no string at all");
+  if (permitted_.empty()) permitted_.assign(V, 1);
+  if (static_cast<int32_t>(permitted_.size()) != V)
+    fail(description_, ": ", permitted_.size(), " permitted-token flags for a vocabulary of ", V);
   is_stop_.assign(V, 0);
   for (Token t : stop_tokens_) {
     if (t < 0 || t >= V) fail(description_, ": stop token id ", t, " is outside the vocabulary [0, ", V, ")");
     is_stop_[t] = 1;
+    if (permitted_[t]) ending_stops_.push_back(t);
   }
   // A trie of the token strings, so one walk from a DFA state shares the work of common prefixes.
   trie_.emplace_back();
   for (Token t = 0; t < V; ++t) {
-    if (is_stop_[t] || token_strings_[t].empty()) continue;
+    if (is_stop_[t] || !permitted_[t] || token_strings_[t].empty()) continue;
     int32_t node = 0;
     for (char c : token_strings_[t]) {
       const unsigned char b = static_cast<unsigned char>(c);
@@ -45,33 +51,41 @@ TokenConstraint::TokenConstraint(std::string description, const Nfa& nfa, std::v
   stopped_.allowed.assign(V, 0);
   stopped_.next.assign(V, kDead);
   stopped_.complete = true;
-  for (Token t : stop_tokens_) {
+  for (Token t : ending_stops_) {
     stopped_.allowed[t] = 1;
     stopped_.next[t] = kStopped;
   }
-  stopped_.num_allowed = static_cast<int32_t>(std::count(stopped_.allowed.begin(), stopped_.allowed.end(), 1));
-  // Refused where it is built, not at the first token: a pattern the tokens cannot begin to spell.
-  const StateInfo& initial = info(kInitial);
-  if (!initial.complete && initial.num_allowed == 0)
+  stopped_.num_allowed = static_cast<int32_t>(ending_stops_.size());
+  stopped_.liveness = Liveness::live;
+  stopped_.pruned = true;
+  // Refused where it is built, not at the first token: a pattern the tokens cannot spell.
+  const bool spelled = [&] {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return live(kInitial);
+  }();
+  if (!spelled)
     fail(description_,
-         ": no token can begin a match (no token string starts one, or only stop tokens would: check the token "
-         "strings)");
+         ": no token can begin a match (no sequence of token strings spells one, or only tokens that other settings "
+         "ban would: check the token strings, allowed_tokens, banned_tokens, bad_words and logit_bias)");
 }
 
 std::shared_ptr<const TokenConstraint> TokenConstraint::from_regex(const std::string& pattern,
                                                                    std::vector<std::string> token_strings,
-                                                                   std::vector<Token> stop_tokens) {
+                                                                   std::vector<Token> stop_tokens,
+                                                                   std::vector<char> permitted) {
   return std::make_shared<const TokenConstraint>("regex '" + pattern + "'", compile_regex(pattern),
-                                                 std::move(token_strings), std::move(stop_tokens));
+                                                 std::move(token_strings), std::move(stop_tokens),
+                                                 std::move(permitted));
 }
 
 std::shared_ptr<const TokenConstraint> TokenConstraint::from_json_schema(const std::string& schema_json,
                                                                          const std::string& source,
                                                                          std::vector<std::string> token_strings,
-                                                                         std::vector<Token> stop_tokens) {
+                                                                         std::vector<Token> stop_tokens,
+                                                                         std::vector<char> permitted) {
   return std::make_shared<const TokenConstraint>("json schema '" + source + "'",
                                                  compile_json_schema(schema_json, source), std::move(token_strings),
-                                                 std::move(stop_tokens));
+                                                 std::move(stop_tokens), std::move(permitted));
 }
 
 TokenConstraint::StateInfo TokenConstraint::build(int32_t dfa_state) const {
@@ -95,7 +109,7 @@ TokenConstraint::StateInfo TokenConstraint::build(int32_t dfa_state) const {
     }
   }
   if (info.complete)
-    for (Token t : stop_tokens_) {
+    for (Token t : ending_stops_) {
       info.allowed[t] = 1;
       info.next[t] = kStopped;
     }
@@ -103,14 +117,60 @@ TokenConstraint::StateInfo TokenConstraint::build(int32_t dfa_state) const {
   return info;
 }
 
+TokenConstraint::StateInfo& TokenConstraint::unpruned(int32_t dfa_state) const {
+  if (static_cast<int32_t>(infos_.size()) <= dfa_state) infos_.resize(dfa_state + 1);
+  if (!infos_[dfa_state]) infos_[dfa_state] = std::make_unique<StateInfo>(build(dfa_state));
+  return *infos_[dfa_state];
+}
+
+// Breadth-first from `dfa_state` until a complete or known-live state. Found: the path to it is live. Not found:
+// every state the search reached is dead, since all that they reach was searched too.
+bool TokenConstraint::live(int32_t dfa_state) const {
+  const Liveness known = unpruned(dfa_state).liveness;
+  if (known != Liveness::unknown) return known == Liveness::live;
+  std::vector<int32_t> order = {dfa_state}, parent = {-1};
+  std::vector<char> seen(dfa_.num_states(), 0);
+  seen[dfa_state] = 1;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const StateInfo& u = unpruned(order[k]);
+    if (u.complete || u.liveness == Liveness::live) {
+      for (int32_t i = static_cast<int32_t>(k); i >= 0; i = parent[i]) unpruned(order[i]).liveness = Liveness::live;
+      return true;
+    }
+    if (u.liveness == Liveness::dead) continue;
+    for (int32_t to : u.next) {
+      if (to < 0) continue;
+      if (static_cast<int32_t>(seen.size()) <= to) seen.resize(dfa_.num_states(), 0);
+      if (seen[to]) continue;
+      seen[to] = 1;
+      order.push_back(to);
+      parent.push_back(static_cast<int32_t>(k));
+    }
+  }
+  for (int32_t s : order) unpruned(s).liveness = Liveness::dead;
+  return false;
+}
+
+void TokenConstraint::prune(StateInfo& info) const {
+  if (info.pruned) return;
+  info.pruned = true;
+  if (mutant_on(Mutant::constraint_liveness_per_byte)) return;
+  for (size_t t = 0; t < info.next.size(); ++t)
+    if (info.next[t] >= 0 && !live(info.next[t])) {
+      info.allowed[t] = 0;
+      info.next[t] = kDead;
+      --info.num_allowed;
+    }
+}
+
 const TokenConstraint::StateInfo& TokenConstraint::info(int32_t state) const {
   if (state == kStopped) return stopped_;
   std::lock_guard<std::mutex> lock(mutex_);
   if (state < 0 || state >= dfa_.num_states())
     fail(description_, ": automaton state ", state, " does not exist (a history from another constraint?)");
-  if (static_cast<int32_t>(infos_.size()) <= state) infos_.resize(state + 1);
-  if (!infos_[state]) infos_[state] = std::make_unique<StateInfo>(build(state));
-  return *infos_[state];
+  StateInfo& i = unpruned(state);
+  prune(i);
+  return i;
 }
 
 const std::vector<char>* TokenConstraint::allowed(int32_t state) const {
@@ -220,10 +280,26 @@ std::vector<std::string> parse_token_strings(const std::string& text, const std:
   return out;
 }
 
+std::vector<char> permitted_tokens(const SamplingParams& s, int32_t vocab_size) {
+  std::vector<char> permitted(vocab_size, s.allowed_tokens.empty() ? 1 : 0);
+  // Ids outside the vocabulary are left to check_sampler_options, which names them.
+  auto set = [&](Token t, char value) {
+    if (t >= 0 && t < vocab_size) permitted[t] = value;
+  };
+  for (Token t : s.allowed_tokens) set(t, 1);
+  for (Token t : s.banned_tokens) set(t, 0);
+  for (const auto& word : s.bad_words)
+    if (word.size() == 1) set(word[0], 0);
+  for (const auto& [t, bias] : s.logit_bias)
+    if (bias == -std::numeric_limits<float>::infinity()) set(t, 0);
+  return permitted;
+}
+
 std::shared_ptr<const TokenConstraint> constraint_from_options(const ConstraintOptions& options,
                                                                const ConstraintFileTexts& texts, int32_t vocab_size,
                                                                std::vector<std::string> tokenizer_strings,
-                                                               std::vector<Token> stop_tokens) {
+                                                               std::vector<Token> stop_tokens,
+                                                               std::vector<char> permitted) {
   if (!options.any()) return nullptr;
   if (!options.regex.empty() && !options.json_schema_file.empty())
     fail_parameter("regex", " and json_schema: give one constraint, not both");
@@ -238,9 +314,9 @@ std::shared_ptr<const TokenConstraint> constraint_from_options(const ConstraintO
     strings = letter_token_strings(vocab_size);
   }
   if (!options.regex.empty())
-    return TokenConstraint::from_regex(options.regex, std::move(strings), std::move(stop_tokens));
+    return TokenConstraint::from_regex(options.regex, std::move(strings), std::move(stop_tokens), std::move(permitted));
   return TokenConstraint::from_json_schema(texts.json_schema, options.json_schema_file, std::move(strings),
-                                           std::move(stop_tokens));
+                                           std::move(stop_tokens), std::move(permitted));
 }
 
 void apply_token_constraint(LogitsRow row, const SamplingParams& s, const TokenHistory& h) {
@@ -253,7 +329,8 @@ void apply_token_constraint(LogitsRow row, const SamplingParams& s, const TokenH
   if (kept == 0 && s.constraint_yields_to_masks) return;  // a draft's row: see SamplingParams
   if (kept == 0)
     fail(s.constraint->description(), ": no token can continue the output '", s.constraint->text(h.output),
-         "' (no token string continues the match, or the allowed tokens are masked by other settings)");
+         "' (every token that continues the match is masked here: by min_tokens, a bad word, or the model's own -inf "
+         "logits)");
   keep_only(row, *allowed);
 }
 

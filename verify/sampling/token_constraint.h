@@ -2,8 +2,14 @@
 // expression (or a JSON Schema compiled to one, verify/constraints/json_schema.h), in the manner of
 // Outlines (Willard & Louf 2023): the byte DFA of the pattern (lazily determinised) is walked through each
 // token's string, so each automaton state has an allowed-token mask (a token is allowed iff its bytes lead
-// to a state from which the pattern can still be completed) and a next state per allowed token. Masks are
-// computed once per state and cached.
+// to a state from which the pattern can still be completed with tokens) and a next state per allowed token. Masks
+// are computed once per state and cached.
+//
+// Liveness is taken at the level of tokens, under the sampler's other masks (permitted_tokens): a token is allowed
+// only when a match can still be completed from where it leads with tokens the sampler can emit. A test on bytes
+// alone would let an output enter a prefix that the token strings cannot finish, or that only banned tokens could
+// finish, and the run would fail in the middle. A state's liveness is a least fixpoint (can a complete state be
+// reached?), found by a breadth-first search over the token transitions and remembered.
 //
 // The automaton state is part of the row's history (TokenHistory::constraint_state), advanced by
 // SamplerPipeline::advance with every emitted token, exactly like the penalties' counts: draft rows, tree
@@ -11,9 +17,10 @@
 //
 // Stop tokens end a match: they are allowed only in states where the output so far is a complete match,
 // and lead to kStopped, where only stop tokens are allowed (a fixed-length output is padded with them).
-// Their strings are never walked. Without stop tokens, a complete match that no token can continue (the
-// state is `ended`) ends the sequence itself, as a stop token would (verify/ALGORITHMS.md §9): the generator
-// and beam search stop there. A row whose path already left the language (kDead: an illegal draft token,
+// Their strings are never walked. A stop token the sampler never emits (banned) ends nothing: with every stop
+// token banned, the constraint behaves as one without stop tokens. Without stop tokens, a complete match that no token
+// can continue (the state is `ended`) ends the sequence itself, as a stop token would (verify/ALGORITHMS.md §9): the
+// generator and beam search stop there. A row whose path already left the language (kDead: an illegal draft token,
 // which the verifier always rejects since p(token) = 0) or ended never emits a kept token (what a verifier draws
 // there is cut with the sequence's end), so its mask is left open rather than empty.
 #pragma once
@@ -37,20 +44,23 @@ class TokenConstraint {
   static constexpr int32_t kStopped = -2;
 
   // `description` names the constraint in errors (e.g. "regex 'a+b'"). token_strings[t] is token t's text
-  // (bytes); an empty string is never allowed. Throws Error when the pattern matches no string at all, or when no
-  // token can begin a match (and the empty output is not one).
+  // (bytes); an empty string is never allowed. `permitted[t]` (empty: every token) says whether the sampler can
+  // ever emit t (permitted_tokens). Throws Error when the pattern matches no string at all, or when no match can
+  // be spelled with the permitted tokens (and the empty output is not one).
   TokenConstraint(std::string description, const Nfa& nfa, std::vector<std::string> token_strings,
-                  std::vector<Token> stop_tokens);
+                  std::vector<Token> stop_tokens, std::vector<char> permitted = {});
 
   // Throws Error naming the pattern (or schema) and the position of a syntax error or unsupported feature.
   static std::shared_ptr<const TokenConstraint> from_regex(const std::string& pattern,
                                                            std::vector<std::string> token_strings,
-                                                           std::vector<Token> stop_tokens);
+                                                           std::vector<Token> stop_tokens,
+                                                           std::vector<char> permitted = {});
   // `source` names the schema in errors (a file name).
   static std::shared_ptr<const TokenConstraint> from_json_schema(const std::string& schema_json,
                                                                  const std::string& source,
                                                                  std::vector<std::string> token_strings,
-                                                                 std::vector<Token> stop_tokens);
+                                                                 std::vector<Token> stop_tokens,
+                                                                 std::vector<char> permitted = {});
 
   const std::string& description() const { return description_; }
   int32_t vocab_size() const { return static_cast<int32_t>(token_strings_.size()); }
@@ -60,8 +70,8 @@ class TokenConstraint {
   // Allowed-token mask of a state (1 = allowed); nullptr for kDead and ended states (no mask: the row is never
   // used to emit a token).
   const std::vector<char>* allowed(int32_t state) const;
-  // Is the output that led to `state` a complete match that no token can continue? Only without stop tokens
-  // (with them, a complete match allows them). The sequence ends there.
+  // Is the output that led to `state` a complete match that no token can continue? Only without stop tokens the
+  // sampler can emit (with them, a complete match allows them). The sequence ends there.
   bool ended(int32_t state) const;
   // The state after `token`; kDead when the token is not allowed.
   int32_t next_state(int32_t state, Token token) const;
@@ -76,24 +86,33 @@ class TokenConstraint {
   int32_t states_built() const;
 
  private:
+  enum class Liveness : char { unknown, live, dead };
   struct StateInfo {
     std::vector<char> allowed;  // [V]
     std::vector<int32_t> next;  // [V], kDead where not allowed
     bool complete = false;
     int32_t num_allowed = 0;
+    Liveness liveness = Liveness::unknown;  // can a complete state be reached with permitted tokens?
+    bool pruned = false;                    // tokens into dead states are cut (what callers see)
   };
   struct TrieNode {
     std::vector<std::pair<unsigned char, int32_t>> children;
     std::vector<Token> tokens;  // tokens whose string ends here
   };
   const StateInfo& info(int32_t state) const;
-  StateInfo build(int32_t dfa_state) const;  // caller holds mutex_
+  // The rest run with mutex_ held.
+  StateInfo build(int32_t dfa_state) const;      // the token transitions, before dead ends are cut
+  StateInfo& unpruned(int32_t dfa_state) const;  // built on first use
+  bool live(int32_t dfa_state) const;
+  void prune(StateInfo& info) const;
 
   std::string description_;
   std::vector<std::string> token_strings_;
   std::vector<Token> stop_tokens_;
+  std::vector<Token> ending_stops_;  // the stop tokens the sampler can emit
   std::vector<char> is_stop_;
-  std::vector<TrieNode> trie_;  // token strings, root = 0
+  std::vector<char> permitted_;  // [V]
+  std::vector<TrieNode> trie_;   // token strings, root = 0
   StateInfo stopped_;
 
   mutable std::mutex mutex_;
@@ -107,6 +126,11 @@ std::vector<std::string> letter_token_strings(int32_t vocab_size);
 // A token-strings file's text (read from `source`): line t holds token t's string, with escapes \\ \n \t \r \s
 // (space) \xHH. Throws Error naming the source and line; the text must have exactly `vocab_size` lines.
 std::vector<std::string> parse_token_strings(const std::string& text, const std::string& source, int32_t vocab_size);
+
+// permitted[t]: can a sampler with these settings ever emit token t, whatever the history? Not when it lies outside
+// allowed_tokens, is banned, is a one-token bad word or has a -inf logit bias. (Masks that depend on the history,
+// min_tokens and longer bad words, are not counted: a constraint cannot foresee them.)
+std::vector<char> permitted_tokens(const SamplingParams& s, int32_t vocab_size);
 
 // What the command line and experiment files say about a constraint (all optional).
 struct ConstraintOptions {
@@ -124,15 +148,17 @@ struct ConstraintFileTexts {
 
 // The constraint the options describe, or null when they name none. Token strings come from the
 // token-strings file when given, else `tokenizer_strings` (a model's tokenizer, token by token) when not
-// empty, else letter_token_strings. Throws Error naming the option: both --regex and --json-schema, a bad
-// pattern, schema or token-strings file.
+// empty, else letter_token_strings. `permitted`: the target sampler's permitted_tokens. Throws Error naming the option:
+// both --regex and --json-schema, a bad pattern, schema or token-strings file.
 std::shared_ptr<const TokenConstraint> constraint_from_options(const ConstraintOptions& options,
                                                                const ConstraintFileTexts& texts, int32_t vocab_size,
                                                                std::vector<std::string> tokenizer_strings,
-                                                               std::vector<Token> stop_tokens);
+                                                               std::vector<Token> stop_tokens,
+                                                               std::vector<char> permitted = {});
 
 // Pipeline step 1 (masks): keeps only the tokens the constraint allows in the history's state. A no-op
-// without a constraint. Throws Error naming the constraint and the text so far when no token can continue.
+// without a constraint. Throws Error naming the constraint and the text so far when no token can continue (only
+// masks that depend on the history, or the model's own -inf logits, can bring that about).
 void apply_token_constraint(LogitsRow row, const SamplingParams& s, const TokenHistory& h);
 
 }  // namespace specula
