@@ -70,10 +70,11 @@ std::vector<Token> tokens_of(const std::string& text) {
 // letters, so a prefix up to max_length - 3 long is live exactly when some match within the table extends it.)
 class StdRegexOracle {
  public:
-  StdRegexOracle(const std::string& pattern, const std::string& alphabet, int max_length)
+  // `min_match`: only matches of at least that many letters make a prefix live.
+  StdRegexOracle(const std::string& pattern, const std::string& alphabet, int max_length, size_t min_match = 0)
       : re_(pattern, std::regex::ECMAScript) {
     for (const std::string& s : all_strings(alphabet, max_length)) {
-      if (!std::regex_match(s, re_)) continue;
+      if (s.size() < min_match || !std::regex_match(s, re_)) continue;
       for (size_t k = 0; k <= s.size(); ++k) live_.insert(s.substr(0, k));
     }
   }
@@ -162,8 +163,9 @@ namespace {
 
 // Reference for token-level liveness under masks, from std::regex alone: every string of at most `max_letters`
 // letters of `alphabet` that matches is cut into permitted non-stop tokens in every way; a token sequence is live when
-// some such cut extends it. (Below, every pattern but one matches only strings of at most 8 letters, so the table is
-// exact for them; the other's live prefixes of at most 6 letters complete with one more.)
+// some such cut extends it, and longest() is the most tokens of such a cut. (Below, every pattern but one matches only
+// strings of at most 8 letters, so the table is exact for them; the other's live prefixes of at most 6 letters complete
+// with one more.)
 class TokenSequenceOracle {
  public:
   TokenSequenceOracle(const std::string& pattern, const std::vector<std::string>& strings,
@@ -174,7 +176,10 @@ class TokenSequenceOracle {
       std::vector<Token> cut;
       std::function<void(size_t)> extend = [&](size_t at) {
         if (at == s.size())
-          for (size_t k = 0; k <= cut.size(); ++k) live_.insert({cut.begin(), cut.begin() + k});
+          for (size_t k = 0; k <= cut.size(); ++k) {
+            int& longest = longest_[{cut.begin(), cut.begin() + k}];
+            longest = std::max(longest, static_cast<int>(cut.size()));
+          }
         for (Token t = 0; t < static_cast<Token>(strings.size()); ++t) {
           if (!permitted[t] || std::count(stops.begin(), stops.end(), t) || strings[t].empty() ||
               s.compare(at, strings[t].size(), strings[t]) != 0)
@@ -195,7 +200,11 @@ class TokenSequenceOracle {
       if (std::regex_match(s, re)) out.push_back(s);
     return out;
   }
-  bool live(const std::vector<Token>& tokens) const { return live_.count(tokens) > 0; }
+  bool live(const std::vector<Token>& tokens) const { return longest_.count(tokens) > 0; }
+  int longest(const std::vector<Token>& tokens) const {
+    const auto it = longest_.find(tokens);
+    return it == longest_.end() ? -1 : it->second;
+  }
   bool match(const std::vector<Token>& tokens) const { return std::regex_match(spell(tokens), re_); }
 
  private:
@@ -206,11 +215,12 @@ class TokenSequenceOracle {
   }
   std::regex re_;
   std::vector<std::string> strings_;
-  std::set<std::vector<Token>> live_;
+  std::map<std::vector<Token>, int> longest_;
 };
 
 // Disagreements of the automaton with the oracle over every token sequence of up to two tokens, for each pattern,
-// mask and stop rule below; the tokens spell several letters, so a prefix the bytes allow may be one no tokens finish.
+// mask, stop rule and min_tokens below (with a stop token, a token is allowed only where a cut of at least min_tokens
+// tokens goes on); the tokens spell several letters, so a prefix the bytes allow may be one no tokens finish.
 // `report`: fail the calling test at the first few disagreements (not under a mutant, whose test counts them).
 // `refused`: how many automata were refused where they were built, as the oracle says they must be.
 int token_liveness_mismatches(bool report, int* refused = nullptr) {
@@ -235,83 +245,91 @@ int token_liveness_mismatches(bool report, int* refused = nullptr) {
   for (const std::string& pattern : patterns) {
     const std::vector<std::string> matched = TokenSequenceOracle::matches(pattern, "abcd", 8);
     for (const std::vector<char>& permitted : masks)
-      for (const std::vector<Token>& stops : std::vector<std::vector<Token>>{{}, {stop}}) {
-        // A banned stop token ends nothing: the rule is then that of no stop token.
-        const bool stopping = !stops.empty() && permitted[stop];
-        const TokenSequenceOracle oracle(pattern, strings, permitted, stops, matched);
-        std::shared_ptr<const TokenConstraint> c;
-        try {
-          c = TokenConstraint::from_regex(pattern, strings, stops, permitted);
-        } catch (const Error& e) {
-          if (!oracle.live({}) && Contains("no token can begin a match").match(e.what())) {
-            if (refused) ++*refused;
+      for (const std::vector<Token>& stops : std::vector<std::vector<Token>>{{}, {stop}})
+        for (const int32_t min_tokens : {0, 2, 3}) {
+          // A banned stop token ends nothing: the rule is then that of no stop token, which min_tokens does not touch.
+          const bool stopping = !stops.empty() && permitted[stop];
+          const int least = stopping ? min_tokens : 0;
+          const TokenSequenceOracle oracle(pattern, strings, permitted, stops, matched);
+          std::shared_ptr<const TokenConstraint> c;
+          try {
+            c = TokenConstraint::from_regex(pattern, strings, stops, SamplerMasks{permitted, min_tokens});
+          } catch (const Error& e) {
+            const bool begins = oracle.live({});
+            if ((!begins && Contains("no token can begin a match").match(e.what())) ||
+                (begins && oracle.longest({}) < least && Contains("no match of at least").match(e.what()))) {
+              if (refused) ++*refused;
+              continue;
+            }
+            if (report) FAIL_CHECK(pattern << ": " << e.what());
+            ++mismatches;
             continue;
           }
-          if (report) FAIL_CHECK(pattern << ": " << e.what());
-          ++mismatches;
-          continue;
-        }
-        if (!oracle.live({})) {
-          if (report) FAIL_CHECK(pattern << ": built, yet no permitted tokens spell a match");
-          ++mismatches;
-          continue;
-        }
-        std::vector<std::vector<Token>> sequences = {{}}, level = {{}};
-        for (int n = 0; n < 2; ++n) {
-          std::vector<std::vector<Token>> next;
-          for (const auto& w : level)
-            for (Token t = 0; t < V; ++t) {
-              if (t == stop) continue;
-              next.push_back(w);
-              next.back().push_back(t);
-            }
-          sequences.insert(sequences.end(), next.begin(), next.end());
-          level = std::move(next);
-        }
-        for (const std::vector<Token>& w : sequences) {
-          const int32_t state = c->walk(w);
-          bool ok = (state != TokenConstraint::kDead) == oracle.live(w);
-          if (ok && state != TokenConstraint::kDead) {
-            bool extends = false;
-            for (Token t = 0; t < V; ++t) {
-              std::vector<Token> wt = w;
-              wt.push_back(t);
-              extends = extends || (t != stop && oracle.live(wt));
-            }
-            ok = c->complete(state) == oracle.match(w) && c->ended(state) == (!stopping && oracle.match(w) && !extends);
-            if (const std::vector<char>* allowed = c->allowed(state)) {
+          if (oracle.longest({}) < least) {
+            if (report) FAIL_CHECK(pattern << ": built, yet no permitted tokens spell a long enough match");
+            ++mismatches;
+            continue;
+          }
+          std::vector<std::vector<Token>> sequences = {{}}, level = {{}};
+          for (int n = 0; n < 2; ++n) {
+            std::vector<std::vector<Token>> next;
+            for (const auto& w : level)
+              for (Token t = 0; t < V; ++t) {
+                if (t == stop) continue;
+                next.push_back(w);
+                next.back().push_back(t);
+              }
+            sequences.insert(sequences.end(), next.begin(), next.end());
+            level = std::move(next);
+          }
+          for (const std::vector<Token>& w : sequences) {
+            const int32_t state = c->walk(w);
+            bool ok = (state != TokenConstraint::kDead) == oracle.live(w);
+            if (ok && state != TokenConstraint::kDead) {
+              bool extends = false;
               for (Token t = 0; t < V; ++t) {
                 std::vector<Token> wt = w;
                 wt.push_back(t);
-                const bool expected = t == stop ? stopping && oracle.match(w) : oracle.live(wt);
-                ok = ok && static_cast<bool>((*allowed)[t]) == expected;
+                extends = extends || (t != stop && oracle.live(wt));
               }
-            } else {
-              ok = ok && c->ended(state);
+              ok = c->complete(state) == oracle.match(w) &&
+                   c->ended(state) == (!stopping && oracle.match(w) && !extends);
+              std::vector<char> scratch;
+              if (const std::vector<char>* allowed = c->allowed(state, static_cast<int32_t>(w.size()), scratch)) {
+                for (Token t = 0; t < V; ++t) {
+                  std::vector<Token> wt = w;
+                  wt.push_back(t);
+                  const bool expected = t == stop ? stopping && oracle.match(w) : oracle.longest(wt) >= least;
+                  ok = ok && static_cast<bool>((*allowed)[t]) == expected;
+                }
+              } else {
+                ok = ok && c->ended(state);
+              }
             }
-          }
-          if (!ok && ++mismatches <= 3 && report) {
-            std::ostringstream os;
-            for (Token t : w) os << strings[t] << "|";
-            // What the automaton says beside what the oracle says, token by token.
-            std::ostringstream seen;
-            seen << " (state " << state;
-            if (state != TokenConstraint::kDead) {
-              seen << ", complete " << c->complete(state) << ", ended " << c->ended(state) << ", allowed ";
-              if (const std::vector<char>* allowed = c->allowed(state))
-                for (char a : *allowed) seen << static_cast<int>(a);
+            if (!ok && ++mismatches <= 3 && report) {
+              std::ostringstream os;
+              for (Token t : w) os << strings[t] << "|";
+              // What the automaton says beside what the oracle says, token by token.
+              std::ostringstream seen;
+              seen << " (state " << state;
+              if (state != TokenConstraint::kDead) {
+                seen << ", complete " << c->complete(state) << ", ended " << c->ended(state) << ", allowed ";
+                std::vector<char> scratch;
+                if (const std::vector<char>* allowed = c->allowed(state, static_cast<int32_t>(w.size()), scratch))
+                  for (char a : *allowed) seen << static_cast<int>(a);
+              }
+              seen << "; oracle: live " << oracle.live(w) << ", match " << oracle.match(w) << ", live after ";
+              for (Token t = 0; t < V; ++t) {
+                std::vector<Token> wt = w;
+                wt.push_back(t);
+                seen << (oracle.longest(wt) >= least);
+              }
+              seen << ")";
+              FAIL_CHECK(pattern << ", stops " << stops.size() << ", min_tokens " << min_tokens << ": tokens "
+                                 << os.str() << " disagree" << seen.str());
             }
-            seen << "; oracle: live " << oracle.live(w) << ", match " << oracle.match(w) << ", live after ";
-            for (Token t = 0; t < V; ++t) {
-              std::vector<Token> wt = w;
-              wt.push_back(t);
-              seen << oracle.live(wt);
-            }
-            seen << ")";
-            FAIL_CHECK(pattern << ", stops " << stops.size() << ": tokens " << os.str() << " disagree" << seen.str());
           }
         }
-      }
   }
   return mismatches;
 }
@@ -328,14 +346,25 @@ TEST_CASE("token-level liveness under masks agrees with every sequence of permit
   s.banned_tokens = {1};
   s.bad_words = {{2}, {0, 3}};
   s.logit_bias = {{3, -std::numeric_limits<float>::infinity()}, {4, -50.0f}};
-  CHECK(permitted_tokens(s, 6) == std::vector<char>{1, 0, 0, 0, 1, 0});
+  s.min_tokens = 4;
+  CHECK(sampler_masks(s, 6).permitted == std::vector<char>{1, 0, 0, 0, 1, 0});
+  CHECK(sampler_masks(s, 6).min_tokens == 4);
   // Where no permitted tokens spell a match, the automaton is refused where it is built.
-  CHECK_THROWS_WITH(TokenConstraint::from_regex("ab", letter_token_strings(3), {}, {1, 0, 1}),
+  CHECK_THROWS_WITH(TokenConstraint::from_regex("ab", letter_token_strings(3), {}, SamplerMasks{{1, 0, 1}}),
                     Contains("regex 'ab': no token can begin a match") && Contains("banned_tokens"));
+  // ... and where a stop token may end a match only after more tokens than any match has.
+  CHECK_THROWS_WITH(TokenConstraint::from_regex("ab?", letter_token_strings(3), {2}, SamplerMasks{{}, 3}),
+                    Contains("regex 'ab?': no match of at least 3 tokens can be spelled (min_tokens 3"));
+  CHECK_NOTHROW(TokenConstraint::from_regex("ab?", letter_token_strings(3), {}, SamplerMasks{{}, 3}));
 }
 
-TEST_CASE("mutant: byte-level liveness fails the token-level liveness test", "[constraints][mutant]") {
-  const ScopedMutant on(Mutant::constraint_liveness_per_byte);
+TEST_CASE("mutant: byte-level liveness, or min_tokens unforeseen, fails the token-level liveness test",
+          "[constraints][mutant]") {
+  {
+    const ScopedMutant on(Mutant::constraint_liveness_per_byte);
+    CHECK(token_liveness_mismatches(false) > 0);
+  }
+  const ScopedMutant on(Mutant::constraint_ignores_min_tokens);
   CHECK(token_liveness_mismatches(false) > 0);
 }
 
@@ -929,7 +958,7 @@ TEST_CASE("a banned token that a match needs is never entered: exact for ar and 
   const TablePair pair = random_pair(2, kV, 71, 1.3, 0.9);
   SamplingParams banned = with_penalties();
   banned.banned_tokens = {4};
-  const auto c = TokenConstraint::from_regex(kEndPattern, letter_token_strings(kV), {}, permitted_tokens(banned, kV));
+  const auto c = TokenConstraint::from_regex(kEndPattern, letter_token_strings(kV), {}, sampler_masks(banned, kV));
   CHECK_FALSE((*c->allowed(c->walk({0})))[3]);
   const SamplingParams params = constrained(banned, c);
   static const StdRegexOracle without_e(kEndPattern, "abcdf", kEndL + 3);
@@ -945,7 +974,7 @@ TEST_CASE("a banned token that a match needs is never entered: exact for ar and 
   // Byte-level liveness lets a sample into "d", where the run fails.
   const ScopedMutant on(Mutant::constraint_liveness_per_byte);
   const auto per_byte =
-      TokenConstraint::from_regex(kEndPattern, letter_token_strings(kV), {}, permitted_tokens(banned, kV));
+      TokenConstraint::from_regex(kEndPattern, letter_token_strings(kV), {}, sampler_masks(banned, kV));
   const Generator generator(pair.target, constrained(banned, per_byte), nullptr, until_end(config_of(std::nullopt, 0)));
   GenerationMetrics m;
   CHECK_THROWS_WITH(generator.generate_many(kPrompt, 0, 2000, m), Contains("no token can continue"));
@@ -956,7 +985,7 @@ TEST_CASE("with every stop token banned, a match that cannot continue ends the s
   params.stop_tokens = {5};
   params.banned_tokens = {5};
   const auto c = TokenConstraint::from_regex("[ab]{0,2}c", letter_token_strings(kV), params.stop_tokens,
-                                             permitted_tokens(params, kV));
+                                             sampler_masks(params, kV));
   CHECK(c->ended(c->walk({0, 2})));
   CHECK_FALSE(c->ended(c->walk({0})));
   CHECK(c->allowed(c->walk({0, 2})) == nullptr);
@@ -970,14 +999,93 @@ TEST_CASE("with every stop token banned, a match that cannot continue ends the s
   }
 }
 
+namespace {
+
+// With the stop token 'f' and min_tokens 3: a match of one or two letters cannot be ended, so "c", "ac", "de" and the
+// like are never entered. Every output ends with 'f' within kMinL tokens.
+const char* kMinPattern = "[ab]{0,2}(c|de)";
+constexpr int32_t kMinL = 5;
+
+SamplingParams stopping_after_three() {
+  SamplingParams s = with_penalties();
+  s.stop_tokens = {5};
+  s.min_tokens = 3;
+  return s;
+}
+
+// The law of outputs under kMinPattern, computed WITHOUT the constraint code: the unconstrained pipeline (whose
+// min_tokens mask holds 'f' back), restricted to the letters after which std::regex still finds a match of at least 3
+// letters, and to 'f' where the output matches, renormalised at each step.
+std::vector<double> min_tokens_law(const TableModel& model, const std::vector<Token>& prompt) {
+  static const StdRegexOracle long_matches(kMinPattern, "abcde", kMinL, 3);
+  const SamplerPipeline pipeline(stopping_after_three(), kV);
+  std::vector<double> law(static_cast<size_t>(std::pow(kV, kMinL)), 0.0);
+  std::vector<float> probs(kV);
+  std::function<void(std::vector<Token>, TokenHistory, double)> walk = [&](std::vector<Token> out, TokenHistory h,
+                                                                           double mass) {
+    if (static_cast<int32_t>(out.size()) == kMinL || (!out.empty() && out.back() == 5)) {
+      law[sequence_index(out, kV, kMinL)] += mass;
+      return;
+    }
+    std::vector<Token> context = prompt;
+    context.insert(context.end(), out.begin(), out.end());
+    pipeline.process(model.row_after(context), h, probs.data());
+    double z = 0.0;
+    std::vector<double> w(kV, 0.0);
+    for (Token x = 0; x < kV; ++x)
+      if (x == 5 ? long_matches.match(letters(out)) : long_matches.live(letters(out) + char('a' + x)))
+        z += w[x] = probs[x];
+    REQUIRE(z > 0.0);
+    for (Token x = 0; x < kV; ++x) {
+      if (w[x] == 0.0) continue;
+      std::vector<Token> next = out;
+      next.push_back(x);
+      walk(next, pipeline.advance(h, x, probs.data()), mass * w[x] / z);
+    }
+  };
+  walk({}, TokenHistory{prompt, {}, std::nan("")}, 1.0);
+  return law;
+}
+
+}  // namespace
+
+TEST_CASE("with min_tokens and a stop token, a match is never entered that would have to end too soon: exact",
+          "[constraints][exact]") {
+  const TablePair pair = random_pair(2, kV, 73, 1.3, 0.9);
+  const SamplingParams masks = stopping_after_three();
+  const auto c = TokenConstraint::from_regex(kMinPattern, letter_token_strings(kV), {5}, sampler_masks(masks, kV));
+  std::vector<char> scratch;
+  const std::vector<char>& first = *c->allowed(TokenConstraint::kInitial, 0, scratch);
+  CHECK(first == std::vector<char>{1, 1, 0, 0, 0, 0});  // 'c' and "de" would end too soon
+  const SamplingParams params = constrained(masks, c);
+  const std::vector<double> law = min_tokens_law(*pair.target, kPrompt);
+  for (const Setup& s : every_method(pair, params)) {
+    if (s.name == "prompt-lookup") continue;
+    GenerationConfig config = s.config;
+    config.max_new_tokens = kMinL;
+    INFO(describe(config, s.name));
+    const Generator generator(pair.target, params, s.drafter, config);
+    const stats::GofResult gof = stats::g_test(run_generator(generator, kPrompt, 30000, kV).counts, law);
+    INFO(gof.detail);
+    CHECK(gof.passed(stats::kAlpha));
+  }
+  // Unforeseen, min_tokens lets a sample into "c", where it can neither stop nor go on.
+  const ScopedMutant on(Mutant::constraint_ignores_min_tokens);
+  GenerationConfig config = config_of(std::nullopt, 0);
+  config.max_new_tokens = kMinL;
+  const Generator generator(pair.target, params, nullptr, config);
+  GenerationMetrics m;
+  CHECK_THROWS_WITH(generator.generate_many(kPrompt, 0, 2000, m), Contains("no token can continue"));
+}
+
 TEST_CASE("a match no token can continue because a mask of the history bans its tokens is an error naming the output",
           "[constraints]") {
   // A two-token bad word bans 'b' after 'a': a mask the automaton cannot foresee.
   const TablePair pair = random_pair(1, kV, 69, 1.0, 0.8);
   SamplingParams params;
   params.bad_words = {{0, 1}};
-  params = constrained(params,
-                       TokenConstraint::from_regex("ab", letter_token_strings(kV), {}, permitted_tokens(params, kV)));
+  params =
+      constrained(params, TokenConstraint::from_regex("ab", letter_token_strings(kV), {}, sampler_masks(params, kV)));
   const Generator generator(pair.target, params, nullptr, config_of(std::nullopt, 0));
   GenerationMetrics m;
   CHECK_THROWS_WITH(generator.generate(kPrompt, 0, m),

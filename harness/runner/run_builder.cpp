@@ -25,7 +25,7 @@ void add_checkpoint_stops(const RunDescription& run, const LanguageModel& target
   add_stop_tokens(params, eos);
 }
 
-// One automaton per distinct constraint, stop set and permitted tokens (the target's; the draft shares it, see
+// One automaton per distinct constraint, stop set and sampler masks (the target's; the draft shares it, see
 // assemble_run).
 std::shared_ptr<const TokenConstraint> constraint_of(const RunDescription& run, const LanguageModel& target,
                                                      const SamplingParams& params, RunAssemblyCache& cache) {
@@ -33,8 +33,8 @@ std::shared_ptr<const TokenConstraint> constraint_of(const RunDescription& run, 
   if (!o.any()) return nullptr;
   std::string key = run.target_spec + "\n" + o.regex + "\n" + o.json_schema_file + "\n" + o.token_strings_file + "\n";
   for (Token t : params.stop_tokens) key += std::to_string(t) + ",";
-  std::vector<char> permitted = permitted_tokens(params, target.vocab_size());
-  key += "\n" + std::string(permitted.begin(), permitted.end());
+  SamplerMasks masks = sampler_masks(params, target.vocab_size());
+  key += "\n" + std::to_string(masks.min_tokens) + "\n" + std::string(masks.permitted.begin(), masks.permitted.end());
   std::shared_ptr<const TokenConstraint>& slot = cache.constraints[key];
   if (!slot) {
     std::vector<std::string> tokenizer_strings;
@@ -46,7 +46,7 @@ std::shared_ptr<const TokenConstraint> constraint_of(const RunDescription& run, 
           !run.json_schema_text.empty() ? run.json_schema_text : read_parameter_file(o.json_schema_file, "json_schema");
     if (!o.token_strings_file.empty()) texts.token_strings = read_parameter_file(o.token_strings_file, "token_strings");
     slot = constraint_from_options(o, texts, target.vocab_size(), std::move(tokenizer_strings), params.stop_tokens,
-                                   std::move(permitted));
+                                   std::move(masks));
   }
   return slot;
 }

@@ -11,11 +11,11 @@
 namespace specula {
 
 TokenConstraint::TokenConstraint(std::string description, const Nfa& nfa, std::vector<std::string> token_strings,
-                                 std::vector<Token> stop_tokens, std::vector<char> permitted)
+                                 std::vector<Token> stop_tokens, SamplerMasks masks)
     : description_(std::move(description)),
       token_strings_(std::move(token_strings)),
       stop_tokens_(std::move(stop_tokens)),
-      permitted_(std::move(permitted)),
+      permitted_(std::move(masks.permitted)),
       dfa_(nfa) {
   const int32_t V = vocab_size();
   if (V <= 0) fail(description_, ": no token strings (the vocabulary is empty)");
@@ -29,6 +29,8 @@ TokenConstraint::TokenConstraint(std::string description, const Nfa& nfa, std::v
     is_stop_[t] = 1;
     if (permitted_[t]) ending_stops_.push_back(t);
   }
+  if (masks.min_tokens < 0) fail(description_, ": min_tokens must be >= 0, got ", masks.min_tokens);
+  if (!ending_stops_.empty()) min_tokens_ = masks.min_tokens;
   // A trie of the token strings, so one walk from a DFA state shares the work of common prefixes.
   trie_.emplace_back();
   for (Token t = 0; t < V; ++t) {
@@ -67,25 +69,30 @@ TokenConstraint::TokenConstraint(std::string description, const Nfa& nfa, std::v
     fail(description_,
          ": no token can begin a match (no sequence of token strings spells one, or only tokens that other settings "
          "ban would: check the token strings, allowed_tokens, banned_tokens, bad_words and logit_bias)");
+  const bool long_enough = [&] {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return reach(kInitial) >= min_tokens_;
+  }();
+  if (!long_enough)
+    fail(description_, ": no match of at least ", min_tokens_, " tokens can be spelled (min_tokens ", min_tokens_,
+         " bans the stop tokens that end a match until then)");
 }
 
 std::shared_ptr<const TokenConstraint> TokenConstraint::from_regex(const std::string& pattern,
                                                                    std::vector<std::string> token_strings,
-                                                                   std::vector<Token> stop_tokens,
-                                                                   std::vector<char> permitted) {
+                                                                   std::vector<Token> stop_tokens, SamplerMasks masks) {
   return std::make_shared<const TokenConstraint>("regex '" + pattern + "'", compile_regex(pattern),
-                                                 std::move(token_strings), std::move(stop_tokens),
-                                                 std::move(permitted));
+                                                 std::move(token_strings), std::move(stop_tokens), std::move(masks));
 }
 
 std::shared_ptr<const TokenConstraint> TokenConstraint::from_json_schema(const std::string& schema_json,
                                                                          const std::string& source,
                                                                          std::vector<std::string> token_strings,
                                                                          std::vector<Token> stop_tokens,
-                                                                         std::vector<char> permitted) {
+                                                                         SamplerMasks masks) {
   return std::make_shared<const TokenConstraint>("json schema '" + source + "'",
                                                  compile_json_schema(schema_json, source), std::move(token_strings),
-                                                 std::move(stop_tokens), std::move(permitted));
+                                                 std::move(stop_tokens), std::move(masks));
 }
 
 TokenConstraint::StateInfo TokenConstraint::build(int32_t dfa_state) const {
@@ -163,20 +170,78 @@ void TokenConstraint::prune(StateInfo& info) const {
     }
 }
 
+TokenConstraint::StateInfo& TokenConstraint::pruned(int32_t dfa_state) const {
+  StateInfo& i = unpruned(dfa_state);
+  prune(i);
+  return i;
+}
+
+// The longest path of tokens from `dfa_state` through live states, capped at min_tokens_: a match can be ended from
+// there with at least that many more tokens, since every live state can still finish one. Depth-first, without
+// recursion; a token back to a state on the path closes a cycle of live states, along which paths of any length run.
+int32_t TokenConstraint::reach(int32_t dfa_state) const {
+  StateInfo& root = pruned(dfa_state);
+  if (root.reach >= 0) return root.reach;
+  struct Frame {
+    int32_t state;
+    size_t token;  // the next token to follow
+    int32_t best;  // the longest path found so far
+  };
+  std::vector<Frame> path = {{dfa_state, 0, 0}};
+  root.on_path = true;
+  while (!path.empty()) {
+    Frame& f = path.back();
+    StateInfo& i = pruned(f.state);
+    bool descended = false;
+    while (f.best < min_tokens_ && f.token < i.next.size()) {
+      const int32_t to = i.next[f.token++];
+      if (to < 0) continue;
+      StateInfo& child = pruned(to);
+      if (child.on_path) {
+        f.best = min_tokens_;
+      } else if (child.reach >= 0) {
+        f.best = std::max(f.best, 1 + child.reach);
+      } else {
+        child.on_path = true;
+        path.push_back({to, 0, 0});  // `f` is not used again before it is back on top
+        descended = true;
+        break;
+      }
+    }
+    if (descended) continue;
+    i.reach = std::min(f.best, min_tokens_);
+    i.on_path = false;
+    path.pop_back();
+    if (!path.empty()) path.back().best = std::max(path.back().best, 1 + i.reach);
+  }
+  return root.reach;
+}
+
 const TokenConstraint::StateInfo& TokenConstraint::info(int32_t state) const {
   if (state == kStopped) return stopped_;
   std::lock_guard<std::mutex> lock(mutex_);
   if (state < 0 || state >= dfa_.num_states())
     fail(description_, ": automaton state ", state, " does not exist (a history from another constraint?)");
-  StateInfo& i = unpruned(state);
-  prune(i);
-  return i;
+  return pruned(state);
 }
 
 const std::vector<char>* TokenConstraint::allowed(int32_t state) const {
   if (state == kDead) return nullptr;
   const StateInfo& i = info(state);
   return i.complete && i.num_allowed == 0 ? nullptr : &i.allowed;  // an ended state's row is never used
+}
+
+const std::vector<char>* TokenConstraint::allowed(int32_t state, int32_t produced, std::vector<char>& scratch) const {
+  const std::vector<char>* mask = allowed(state);
+  // After the next token, a match may end at once unless fewer than min_tokens_ tokens would have been produced.
+  const int32_t needed = min_tokens_ - produced - 1;
+  if (!mask || state < 0 || needed <= 0 || mutant_on(Mutant::constraint_ignores_min_tokens)) return mask;
+  std::lock_guard<std::mutex> lock(mutex_);
+  const StateInfo& i = pruned(state);
+  scratch = *mask;
+  for (size_t t = 0; t < scratch.size(); ++t)
+    if (i.next[t] >= 0 && reach(i.next[t]) < needed) scratch[t] = 0;
+  return &scratch;
 }
 
 bool TokenConstraint::ended(int32_t state) const {
@@ -280,7 +345,7 @@ std::vector<std::string> parse_token_strings(const std::string& text, const std:
   return out;
 }
 
-std::vector<char> permitted_tokens(const SamplingParams& s, int32_t vocab_size) {
+SamplerMasks sampler_masks(const SamplingParams& s, int32_t vocab_size) {
   std::vector<char> permitted(vocab_size, s.allowed_tokens.empty() ? 1 : 0);
   // Ids outside the vocabulary are left to check_sampler_options, which names them.
   auto set = [&](Token t, char value) {
@@ -292,14 +357,13 @@ std::vector<char> permitted_tokens(const SamplingParams& s, int32_t vocab_size) 
     if (word.size() == 1) set(word[0], 0);
   for (const auto& [t, bias] : s.logit_bias)
     if (bias == -std::numeric_limits<float>::infinity()) set(t, 0);
-  return permitted;
+  return {std::move(permitted), s.min_tokens};
 }
 
 std::shared_ptr<const TokenConstraint> constraint_from_options(const ConstraintOptions& options,
                                                                const ConstraintFileTexts& texts, int32_t vocab_size,
                                                                std::vector<std::string> tokenizer_strings,
-                                                               std::vector<Token> stop_tokens,
-                                                               std::vector<char> permitted) {
+                                                               std::vector<Token> stop_tokens, SamplerMasks masks) {
   if (!options.any()) return nullptr;
   if (!options.regex.empty() && !options.json_schema_file.empty())
     fail_parameter("regex", " and json_schema: give one constraint, not both");
@@ -314,14 +378,16 @@ std::shared_ptr<const TokenConstraint> constraint_from_options(const ConstraintO
     strings = letter_token_strings(vocab_size);
   }
   if (!options.regex.empty())
-    return TokenConstraint::from_regex(options.regex, std::move(strings), std::move(stop_tokens), std::move(permitted));
+    return TokenConstraint::from_regex(options.regex, std::move(strings), std::move(stop_tokens), std::move(masks));
   return TokenConstraint::from_json_schema(texts.json_schema, options.json_schema_file, std::move(strings),
-                                           std::move(stop_tokens), std::move(permitted));
+                                           std::move(stop_tokens), std::move(masks));
 }
 
 void apply_token_constraint(LogitsRow row, const SamplingParams& s, const TokenHistory& h) {
   if (!s.constraint) return;
-  const std::vector<char>* allowed = s.constraint->allowed(h.constraint_state);
+  thread_local std::vector<char> scratch;
+  const std::vector<char>* allowed =
+      s.constraint->allowed(h.constraint_state, static_cast<int32_t>(h.output.size()), scratch);
   if (!allowed) return;  // the path left the language: this row is never used (see the header)
   int32_t kept = 0;
   for (int32_t i = 0; i < row.size; ++i)

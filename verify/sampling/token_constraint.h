@@ -5,11 +5,14 @@
 // to a state from which the pattern can still be completed with tokens) and a next state per allowed token. Masks
 // are computed once per state and cached.
 //
-// Liveness is taken at the level of tokens, under the sampler's other masks (permitted_tokens): a token is allowed
+// Liveness is taken at the level of tokens, under the sampler's other masks (SamplerMasks): a token is allowed
 // only when a match can still be completed from where it leads with tokens the sampler can emit. A test on bytes
 // alone would let an output enter a prefix that the token strings cannot finish, or that only banned tokens could
 // finish, and the run would fail in the middle. A state's liveness is a least fixpoint (can a complete state be
-// reached?), found by a breadth-first search over the token transitions and remembered.
+// reached?), found by a breadth-first search over the token transitions and remembered. With stop tokens and
+// min_tokens, a match may end only once the output has min_tokens tokens: a token is then allowed only where a
+// path of the tokens still needed leads on (the longest path from each state, capped at min_tokens, is found by a
+// depth-first search and remembered; a cycle makes it unbounded).
 //
 // The automaton state is part of the row's history (TokenHistory::constraint_state), advanced by
 // SamplerPipeline::advance with every emitted token, exactly like the penalties' counts: draft rows, tree
@@ -18,7 +21,8 @@
 // Stop tokens end a match: they are allowed only in states where the output so far is a complete match,
 // and lead to kStopped, where only stop tokens are allowed (a fixed-length output is padded with them).
 // Their strings are never walked. A stop token the sampler never emits (banned) ends nothing: with every stop
-// token banned, the constraint behaves as one without stop tokens. Without stop tokens, a complete match that no token
+// token banned, the constraint behaves as one without stop tokens (and min_tokens, which bans only stop tokens, does
+// not bear on it). Without stop tokens, a complete match that no token
 // can continue (the state is `ended`) ends the sequence itself, as a stop token would (verify/ALGORITHMS.md §9): the
 // generator and beam search stop there. A row whose path already left the language (kDead: an illegal draft token,
 // which the verifier always rejects since p(token) = 0) or ended never emits a kept token (what a verifier draws
@@ -37,6 +41,12 @@
 
 namespace specula {
 
+// What the target sampler's other settings let through, as far as a constraint can foresee it (sampler_masks).
+struct SamplerMasks {
+  std::vector<char> permitted;  // [V], or empty for every token: can the sampler ever emit the token?
+  int32_t min_tokens = 0;       // stop tokens are banned until the output has this many tokens
+};
+
 class TokenConstraint {
  public:
   static constexpr int32_t kInitial = 0;
@@ -44,23 +54,22 @@ class TokenConstraint {
   static constexpr int32_t kStopped = -2;
 
   // `description` names the constraint in errors (e.g. "regex 'a+b'"). token_strings[t] is token t's text
-  // (bytes); an empty string is never allowed. `permitted[t]` (empty: every token) says whether the sampler can
-  // ever emit t (permitted_tokens). Throws Error when the pattern matches no string at all, or when no match can
-  // be spelled with the permitted tokens (and the empty output is not one).
+  // (bytes); an empty string is never allowed. `masks`: what the sampler's other settings let through. Throws Error
+  // when the pattern matches no string at all, or when no match can be spelled with the permitted tokens (and the
+  // empty output is not one), or none of at least min_tokens tokens where that binds.
   TokenConstraint(std::string description, const Nfa& nfa, std::vector<std::string> token_strings,
-                  std::vector<Token> stop_tokens, std::vector<char> permitted = {});
+                  std::vector<Token> stop_tokens, SamplerMasks masks = {});
 
   // Throws Error naming the pattern (or schema) and the position of a syntax error or unsupported feature.
   static std::shared_ptr<const TokenConstraint> from_regex(const std::string& pattern,
                                                            std::vector<std::string> token_strings,
-                                                           std::vector<Token> stop_tokens,
-                                                           std::vector<char> permitted = {});
+                                                           std::vector<Token> stop_tokens, SamplerMasks masks = {});
   // `source` names the schema in errors (a file name).
   static std::shared_ptr<const TokenConstraint> from_json_schema(const std::string& schema_json,
                                                                  const std::string& source,
                                                                  std::vector<std::string> token_strings,
                                                                  std::vector<Token> stop_tokens,
-                                                                 std::vector<char> permitted = {});
+                                                                 SamplerMasks masks = {});
 
   const std::string& description() const { return description_; }
   int32_t vocab_size() const { return static_cast<int32_t>(token_strings_.size()); }
@@ -70,6 +79,10 @@ class TokenConstraint {
   // Allowed-token mask of a state (1 = allowed); nullptr for kDead and ended states (no mask: the row is never
   // used to emit a token).
   const std::vector<char>* allowed(int32_t state) const;
+  // The same after `produced` tokens of output: less the tokens after which a match could end only before
+  // min_tokens (with stop tokens; the stop tokens themselves are left to the min_tokens mask). Built in `scratch`
+  // when it differs from allowed(state).
+  const std::vector<char>* allowed(int32_t state, int32_t produced, std::vector<char>& scratch) const;
   // Is the output that led to `state` a complete match that no token can continue? Only without stop tokens the
   // sampler can emit (with them, a complete match allows them). The sequence ends there.
   bool ended(int32_t state) const;
@@ -94,6 +107,8 @@ class TokenConstraint {
     int32_t num_allowed = 0;
     Liveness liveness = Liveness::unknown;  // can a complete state be reached with permitted tokens?
     bool pruned = false;                    // tokens into dead states are cut (what callers see)
+    int32_t reach = -1;                     // longest path of live tokens from here, capped at min_tokens_
+    bool on_path = false;                   // on the depth-first path of reach()
   };
   struct TrieNode {
     std::vector<std::pair<unsigned char, int32_t>> children;
@@ -105,6 +120,8 @@ class TokenConstraint {
   StateInfo& unpruned(int32_t dfa_state) const;  // built on first use
   bool live(int32_t dfa_state) const;
   void prune(StateInfo& info) const;
+  StateInfo& pruned(int32_t dfa_state) const;
+  int32_t reach(int32_t dfa_state) const;
 
   std::string description_;
   std::vector<std::string> token_strings_;
@@ -112,6 +129,7 @@ class TokenConstraint {
   std::vector<Token> ending_stops_;  // the stop tokens the sampler can emit
   std::vector<char> is_stop_;
   std::vector<char> permitted_;  // [V]
+  int32_t min_tokens_ = 0;       // 0 without a stop token the sampler can emit
   std::vector<TrieNode> trie_;   // token strings, root = 0
   StateInfo stopped_;
 
@@ -127,10 +145,10 @@ std::vector<std::string> letter_token_strings(int32_t vocab_size);
 // (space) \xHH. Throws Error naming the source and line; the text must have exactly `vocab_size` lines.
 std::vector<std::string> parse_token_strings(const std::string& text, const std::string& source, int32_t vocab_size);
 
-// permitted[t]: can a sampler with these settings ever emit token t, whatever the history? Not when it lies outside
-// allowed_tokens, is banned, is a one-token bad word or has a -inf logit bias. (Masks that depend on the history,
-// min_tokens and longer bad words, are not counted: a constraint cannot foresee them.)
-std::vector<char> permitted_tokens(const SamplingParams& s, int32_t vocab_size);
+// What a sampler with these settings lets through: permitted[t] is 0 for a token outside allowed_tokens, banned, a
+// one-token bad word or with a -inf logit bias; and its min_tokens. (Bad words of several tokens depend on the
+// output in ways a constraint does not follow: they are not counted.)
+SamplerMasks sampler_masks(const SamplingParams& s, int32_t vocab_size);
 
 // What the command line and experiment files say about a constraint (all optional).
 struct ConstraintOptions {
@@ -148,17 +166,17 @@ struct ConstraintFileTexts {
 
 // The constraint the options describe, or null when they name none. Token strings come from the
 // token-strings file when given, else `tokenizer_strings` (a model's tokenizer, token by token) when not
-// empty, else letter_token_strings. `permitted`: the target sampler's permitted_tokens. Throws Error naming the option:
+// empty, else letter_token_strings. `masks`: the target sampler's sampler_masks. Throws Error naming the option:
 // both --regex and --json-schema, a bad pattern, schema or token-strings file.
 std::shared_ptr<const TokenConstraint> constraint_from_options(const ConstraintOptions& options,
                                                                const ConstraintFileTexts& texts, int32_t vocab_size,
                                                                std::vector<std::string> tokenizer_strings,
-                                                               std::vector<Token> stop_tokens,
-                                                               std::vector<char> permitted = {});
+                                                               std::vector<Token> stop_tokens, SamplerMasks masks = {});
 
 // Pipeline step 1 (masks): keeps only the tokens the constraint allows in the history's state. A no-op
 // without a constraint. Throws Error naming the constraint and the text so far when no token can continue (only
-// masks that depend on the history, or the model's own -inf logits, can bring that about).
+// masks the constraint was not built with, such as bad words of several tokens, or the model's own -inf logits, can
+// bring that about).
 void apply_token_constraint(LogitsRow row, const SamplingParams& s, const TokenHistory& h);
 
 }  // namespace specula
