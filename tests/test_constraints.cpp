@@ -164,8 +164,8 @@ namespace {
 // Reference for token-level liveness under masks, from std::regex alone: every string of at most `max_letters`
 // letters of `alphabet` that matches is cut into permitted non-stop tokens in every way; a token sequence is live when
 // some such cut extends it, and longest() is the most tokens of such a cut. (Below, every pattern but one matches only
-// strings of at most 8 letters, so the table is exact for them; the other's live prefixes of at most 6 letters complete
-// with one more.)
+// strings of at most 8 letters, so the table is exact for them; the other's live prefixes of up to three tokens have at
+// most 7 letters and complete within 8.)
 class TokenSequenceOracle {
  public:
   TokenSequenceOracle(const std::string& pattern, const std::vector<std::string>& strings,
@@ -295,7 +295,12 @@ int token_liveness_mismatches(bool report, int* refused = nullptr) {
               ok = c->complete(state) == oracle.match(w) &&
                    c->ended(state) == (!stopping && oracle.match(w) && !extends);
               std::vector<char> scratch;
-              if (const std::vector<char>* allowed = c->allowed(state, static_cast<int32_t>(w.size()), scratch)) {
+              const std::vector<char>* allowed = c->allowed(state, static_cast<int32_t>(w.size()), scratch);
+              if (oracle.longest(w) < least) {
+                // No match long enough goes on: a token above was one the target cannot emit, so the row is left
+                // open (it is never used).
+                ok = ok && allowed == nullptr;
+              } else if (allowed) {
                 for (Token t = 0; t < V; ++t) {
                   std::vector<Token> wt = w;
                   wt.push_back(t);
@@ -1002,8 +1007,10 @@ TEST_CASE("with every stop token banned, a match that cannot continue ends the s
 namespace {
 
 // With the stop token 'f' and min_tokens 3: a match of one or two letters cannot be ended, so "c", "ac", "de" and the
-// like are never entered. Every output ends with 'f' within kMinL tokens.
+// like are never entered. Every output ends with 'f' within kMinL tokens. In kLongPattern every string of 'a' and 'b'
+// is a match, so a draft whose own min_tokens is 0 may propose 'f' after one letter, which the target rejects.
 const char* kMinPattern = "[ab]{0,2}(c|de)";
+const char* kLongPattern = "[ab]+c?";
 constexpr int32_t kMinL = 5;
 
 SamplingParams stopping_after_three() {
@@ -1013,11 +1020,13 @@ SamplingParams stopping_after_three() {
   return s;
 }
 
-// The law of outputs under kMinPattern, computed WITHOUT the constraint code: the unconstrained pipeline (whose
-// min_tokens mask holds 'f' back), restricted to the letters after which std::regex still finds a match of at least 3
-// letters, and to 'f' where the output matches, renormalised at each step.
-std::vector<double> min_tokens_law(const TableModel& model, const std::vector<Token>& prompt) {
-  static const StdRegexOracle long_matches(kMinPattern, "abcde", kMinL, 3);
+// The law of outputs under `pattern` (every live prefix of which completes within kMinL letters), computed WITHOUT
+// the constraint code: the unconstrained pipeline (whose min_tokens mask holds 'f' back), restricted to the letters
+// after which std::regex still finds a match of at least 3 letters, and to 'f' where the output matches, renormalised
+// at each step.
+std::vector<double> min_tokens_law(const std::string& pattern, const TableModel& model,
+                                   const std::vector<Token>& prompt) {
+  const StdRegexOracle long_matches(pattern, "abcde", kMinL, 3);
   const SamplerPipeline pipeline(stopping_after_three(), kV);
   std::vector<double> law(static_cast<size_t>(std::pow(kV, kMinL)), 0.0);
   std::vector<float> probs(kV);
@@ -1057,15 +1066,41 @@ TEST_CASE("with min_tokens and a stop token, a match is never entered that would
   std::vector<char> scratch;
   const std::vector<char>& first = *c->allowed(TokenConstraint::kInitial, 0, scratch);
   CHECK(first == std::vector<char>{1, 1, 0, 0, 0, 0});  // 'c' and "de" would end too soon
+  // Rows below a token the target cannot emit are left open: after a stop token before min_tokens, or where no match
+  // can run long enough (after 'c').
+  CHECK(c->allowed(TokenConstraint::kStopped, 2, scratch) == nullptr);
+  CHECK(c->allowed(TokenConstraint::kStopped, 3, scratch) != nullptr);
+  CHECK(c->allowed(c->walk({2}), 1, scratch) == nullptr);
   const SamplingParams params = constrained(masks, c);
-  const std::vector<double> law = min_tokens_law(*pair.target, kPrompt);
-  for (const Setup& s : every_method(pair, params)) {
-    if (s.name == "prompt-lookup") continue;
-    GenerationConfig config = s.config;
+  for (const std::vector<Token>& prompt : {kPrompt, kLookupPrompt}) {
+    const std::vector<double> law = min_tokens_law(kMinPattern, *pair.target, prompt);
+    for (const Setup& s : every_method(pair, params)) {
+      if ((prompt == kLookupPrompt) != (s.name == "prompt-lookup")) continue;  // lookup drafts "ac", cut by the mask
+      GenerationConfig config = s.config;
+      config.max_new_tokens = kMinL;
+      INFO(describe(config, s.name) << " prompt size " << prompt.size());
+      const Generator generator(pair.target, params, s.drafter, config);
+      const stats::GofResult gof = stats::g_test(run_generator(generator, prompt, 30000, kV).counts, law);
+      INFO(gof.detail);
+      CHECK(gof.passed(stats::kAlpha));
+    }
+  }
+  // A draft whose own min_tokens is 0 proposes 'f' early under kLongPattern; the target's row after it is left open.
+  const auto long_c =
+      TokenConstraint::from_regex(kLongPattern, letter_token_strings(kV), {5}, sampler_masks(masks, kV));
+  const SamplingParams long_params = constrained(masks, long_c);
+  SamplingParams draft = long_params;
+  draft.min_tokens = 0;
+  draft.constraint_yields_to_masks = true;
+  const auto drafter = std::make_shared<ModelDrafterFactory>(pair.draft, draft);
+  const std::vector<double> long_law = min_tokens_law(kLongPattern, *pair.target, kPrompt);
+  for (GenerationConfig config :
+       {config_of(VerifyMethod::chain, 3), config_of(VerifyMethod::tree, 0, {2, 2}, SiblingScheme::iid)}) {
     config.max_new_tokens = kMinL;
-    INFO(describe(config, s.name));
-    const Generator generator(pair.target, params, s.drafter, config);
-    const stats::GofResult gof = stats::g_test(run_generator(generator, kPrompt, 30000, kV).counts, law);
+    INFO(describe(config, "model, draft min_tokens 0"));
+    const Generator generator(pair.target, long_params, drafter, config);
+    const RunResult r = run_generator(generator, kPrompt, 30000, kV);
+    const stats::GofResult gof = stats::g_test(r.counts, long_law);
     INFO(gof.detail);
     CHECK(gof.passed(stats::kAlpha));
   }

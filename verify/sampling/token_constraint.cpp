@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "kernels/shared/error.h"
@@ -58,8 +59,9 @@ TokenConstraint::TokenConstraint(std::string description, const Nfa& nfa, std::v
     stopped_.next[t] = kStopped;
   }
   stopped_.num_allowed = static_cast<int32_t>(ending_stops_.size());
-  stopped_.liveness = Liveness::live;
   stopped_.pruned = true;
+  for (const auto& [byte, child] : trie_[0].children)
+    if (!trie_[child].tokens.empty()) single_bytes_.push_back(byte);
   // Refused where it is built, not at the first token: a pattern the tokens cannot spell.
   const bool spelled = [&] {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -71,7 +73,7 @@ TokenConstraint::TokenConstraint(std::string description, const Nfa& nfa, std::v
          "ban would: check the token strings, allowed_tokens, banned_tokens, bad_words and logit_bias)");
   const bool long_enough = [&] {
     std::lock_guard<std::mutex> lock(mutex_);
-    return reach(kInitial) >= min_tokens_;
+    return reaches(kInitial, min_tokens_);
   }();
   if (!long_enough)
     fail(description_, ": no match of at least ", min_tokens_, " tokens can be spelled (min_tokens ", min_tokens_,
@@ -130,33 +132,56 @@ TokenConstraint::StateInfo& TokenConstraint::unpruned(int32_t dfa_state) const {
   return *infos_[dfa_state];
 }
 
+TokenConstraint::Tables& TokenConstraint::tables(Walk walk) const { return walk == Walk::bytes ? bytes_ : tokens_; }
+
+char& TokenConstraint::liveness(Walk walk, int32_t dfa_state) const {
+  std::vector<char>& v = tables(walk).liveness;
+  if (static_cast<int32_t>(v.size()) <= dfa_state) v.resize(std::max(dfa_state + 1, dfa_.num_states()), kUnknown);
+  return v[dfa_state];
+}
+
+// The distinct states one step leads to: one single-byte token (a step of the byte DFA, which builds no token
+// transitions), or one token of any length (the state's token transitions, built on first use).
+void TokenConstraint::successors(Walk walk, int32_t dfa_state, std::vector<int32_t>& out) const {
+  out.clear();
+  if (walk == Walk::bytes) {
+    for (unsigned char b : single_bytes_)
+      if (const int32_t to = dfa_.step(dfa_state, b); to != LazyByteDfa::kDead) out.push_back(to);
+  } else {
+    for (int32_t to : unpruned(dfa_state).next)
+      if (to >= 0) out.push_back(to);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+}
+
 // Breadth-first from `dfa_state` until a complete or known-live state. Found: the path to it is live. Not found:
-// every state the search reached is dead, since all that they reach was searched too.
-bool TokenConstraint::live(int32_t dfa_state) const {
-  const Liveness known = unpruned(dfa_state).liveness;
-  if (known != Liveness::unknown) return known == Liveness::live;
-  std::vector<int32_t> order = {dfa_state}, parent = {-1};
-  std::vector<char> seen(dfa_.num_states(), 0);
-  seen[dfa_state] = 1;
+// every state the search reached is dead, since all that they reach was searched too. A token walk takes a state that
+// single-byte tokens can finish from as found (they are tokens too), so it searches only where they cannot.
+bool TokenConstraint::search_live(Walk walk, int32_t dfa_state) const {
+  if (const char known = liveness(walk, dfa_state); known != kUnknown) return known == kLiveState;
+  std::vector<int32_t> order = {dfa_state}, parent = {-1}, next;
+  std::set<int32_t> seen = {dfa_state};
   for (size_t k = 0; k < order.size(); ++k) {
-    const StateInfo& u = unpruned(order[k]);
-    if (u.complete || u.liveness == Liveness::live) {
-      for (int32_t i = static_cast<int32_t>(k); i >= 0; i = parent[i]) unpruned(order[i]).liveness = Liveness::live;
+    const int32_t u = order[k];
+    const char known = liveness(walk, u);
+    if (known == kLiveState || dfa_.accepting(u) || (walk == Walk::tokens && search_live(Walk::bytes, u))) {
+      for (int32_t i = static_cast<int32_t>(k); i >= 0; i = parent[i]) liveness(walk, order[i]) = kLiveState;
       return true;
     }
-    if (u.liveness == Liveness::dead) continue;
-    for (int32_t to : u.next) {
-      if (to < 0) continue;
-      if (static_cast<int32_t>(seen.size()) <= to) seen.resize(dfa_.num_states(), 0);
-      if (seen[to]) continue;
-      seen[to] = 1;
-      order.push_back(to);
-      parent.push_back(static_cast<int32_t>(k));
-    }
+    if (known == kDeadState) continue;
+    successors(walk, u, next);
+    for (int32_t to : next)
+      if (seen.insert(to).second) {
+        order.push_back(to);
+        parent.push_back(static_cast<int32_t>(k));
+      }
   }
-  for (int32_t s : order) unpruned(s).liveness = Liveness::dead;
+  for (int32_t s : order) liveness(walk, s) = kDeadState;
   return false;
 }
+
+bool TokenConstraint::live(int32_t dfa_state) const { return search_live(Walk::tokens, dfa_state); }
 
 void TokenConstraint::prune(StateInfo& info) const {
   if (info.pruned) return;
@@ -176,45 +201,62 @@ TokenConstraint::StateInfo& TokenConstraint::pruned(int32_t dfa_state) const {
   return i;
 }
 
-// The longest path of tokens from `dfa_state` through live states, capped at min_tokens_: a match can be ended from
-// there with at least that many more tokens, since every live state can still finish one. Depth-first, without
-// recursion; a token back to a state on the path closes a cycle of live states, along which paths of any length run.
-int32_t TokenConstraint::reach(int32_t dfa_state) const {
-  StateInfo& root = pruned(dfa_state);
-  if (root.reach >= 0) return root.reach;
+// The longest path from `dfa_state` through states the walk can still finish a match from, capped at min_tokens_: a
+// match can be ended from there with at least that many more tokens. Depth-first, without recursion; a step back to
+// a state on the path closes a cycle of such states, along which paths of any length run. A path of single-byte
+// tokens is a path of tokens, so the byte walk's value is a lower bound of the token walk's.
+int32_t TokenConstraint::longest(Walk walk, int32_t dfa_state) const {
+  Tables& table = tables(walk);
+  auto value = [&](int32_t s) -> int32_t& {
+    if (static_cast<int32_t>(table.longest.size()) <= s)
+      table.longest.resize(std::max(s + 1, dfa_.num_states()), kNotFound);
+    return table.longest[s];
+  };
+  if (value(dfa_state) != kNotFound) return value(dfa_state);
   struct Frame {
     int32_t state;
-    size_t token;  // the next token to follow
-    int32_t best;  // the longest path found so far
+    std::vector<int32_t> next;  // the successors the walk can finish from
+    size_t at = 0;              // the next of them to follow
+    int32_t best = 0;           // the longest path found so far
   };
-  std::vector<Frame> path = {{dfa_state, 0, 0}};
-  root.on_path = true;
+  std::set<int32_t> on_path;
+  std::vector<Frame> path;
+  auto enter = [&](int32_t s) {
+    Frame f{s, {}, 0, 0};
+    successors(walk, s, f.next);
+    f.next.erase(std::remove_if(f.next.begin(), f.next.end(), [&](int32_t to) { return !search_live(walk, to); }),
+                 f.next.end());
+    on_path.insert(s);
+    path.push_back(std::move(f));
+  };
+  enter(dfa_state);
   while (!path.empty()) {
     Frame& f = path.back();
-    StateInfo& i = pruned(f.state);
     bool descended = false;
-    while (f.best < min_tokens_ && f.token < i.next.size()) {
-      const int32_t to = i.next[f.token++];
-      if (to < 0) continue;
-      StateInfo& child = pruned(to);
-      if (child.on_path) {
+    while (f.best < min_tokens_ && f.at < f.next.size()) {
+      const int32_t to = f.next[f.at++];
+      if (on_path.count(to)) {
         f.best = min_tokens_;
-      } else if (child.reach >= 0) {
-        f.best = std::max(f.best, 1 + child.reach);
+      } else if (value(to) != kNotFound) {
+        f.best = std::max(f.best, 1 + value(to));
       } else {
-        child.on_path = true;
-        path.push_back({to, 0, 0});  // `f` is not used again before it is back on top
+        enter(to);  // `f` is not used again before it is back on top
         descended = true;
         break;
       }
     }
     if (descended) continue;
-    i.reach = std::min(f.best, min_tokens_);
-    i.on_path = false;
+    const int32_t found = std::min(path.back().best, min_tokens_);
+    value(path.back().state) = found;
+    on_path.erase(path.back().state);
     path.pop_back();
-    if (!path.empty()) path.back().best = std::max(path.back().best, 1 + i.reach);
+    if (!path.empty()) path.back().best = std::max(path.back().best, 1 + found);
   }
-  return root.reach;
+  return value(dfa_state);
+}
+
+bool TokenConstraint::reaches(int32_t dfa_state, int32_t needed) const {
+  return needed <= 0 || longest(Walk::bytes, dfa_state) >= needed || longest(Walk::tokens, dfa_state) >= needed;
 }
 
 const TokenConstraint::StateInfo& TokenConstraint::info(int32_t state) const {
@@ -232,15 +274,20 @@ const std::vector<char>* TokenConstraint::allowed(int32_t state) const {
 }
 
 const std::vector<char>* TokenConstraint::allowed(int32_t state, int32_t produced, std::vector<char>& scratch) const {
+  // A row after a stop token that min_tokens banned is below a token the target cannot emit: never used, left open.
+  if (state == kStopped && produced < min_tokens_) return nullptr;
   const std::vector<char>* mask = allowed(state);
+  if (!mask || state < 0 || produced >= min_tokens_ || mutant_on(Mutant::constraint_ignores_min_tokens)) return mask;
+  std::lock_guard<std::mutex> lock(mutex_);
+  // So is a row whose path cannot run to min_tokens: a token above it was one the target's mask cut.
+  if (!reaches(state, min_tokens_ - produced)) return nullptr;
   // After the next token, a match may end at once unless fewer than min_tokens_ tokens would have been produced.
   const int32_t needed = min_tokens_ - produced - 1;
-  if (!mask || state < 0 || needed <= 0 || mutant_on(Mutant::constraint_ignores_min_tokens)) return mask;
-  std::lock_guard<std::mutex> lock(mutex_);
+  if (needed <= 0) return mask;
   const StateInfo& i = pruned(state);
   scratch = *mask;
   for (size_t t = 0; t < scratch.size(); ++t)
-    if (i.next[t] >= 0 && reach(i.next[t]) < needed) scratch[t] = 0;
+    if (i.next[t] >= 0 && !reaches(i.next[t], needed)) scratch[t] = 0;
   return &scratch;
 }
 

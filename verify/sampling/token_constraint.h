@@ -9,10 +9,12 @@
 // only when a match can still be completed from where it leads with tokens the sampler can emit. A test on bytes
 // alone would let an output enter a prefix that the token strings cannot finish, or that only banned tokens could
 // finish, and the run would fail in the middle. A state's liveness is a least fixpoint (can a complete state be
-// reached?), found by a breadth-first search over the token transitions and remembered. With stop tokens and
-// min_tokens, a match may end only once the output has min_tokens tokens: a token is then allowed only where a
-// path of the tokens still needed leads on (the longest path from each state, capped at min_tokens, is found by a
-// depth-first search and remembered; a cycle makes it unbounded).
+// reached?), found by a breadth-first search and remembered. The search first walks single-byte tokens only, over the
+// byte DFA's steps: where the vocabulary spells every byte the pattern needs, that settles it without building the
+// V-wide token transitions of the states on the way; only where it fails does it walk tokens of any length. With a
+// stop token the sampler can emit and min_tokens, a match may end only once the output has min_tokens tokens: a
+// token is then allowed only where a path of the tokens still needed leads on (the longest path from each state,
+// capped at min_tokens, is found by a depth-first search and remembered; a cycle makes it unbounded).
 //
 // The automaton state is part of the row's history (TokenHistory::constraint_state), advanced by
 // SamplerPipeline::advance with every emitted token, exactly like the penalties' counts: draft rows, tree
@@ -80,8 +82,9 @@ class TokenConstraint {
   // used to emit a token).
   const std::vector<char>* allowed(int32_t state) const;
   // The same after `produced` tokens of output: less the tokens after which a match could end only before
-  // min_tokens (with stop tokens; the stop tokens themselves are left to the min_tokens mask). Built in `scratch`
-  // when it differs from allowed(state).
+  // min_tokens (with a stop token; the stop tokens themselves are left to the min_tokens mask). Built in `scratch`
+  // while min_tokens binds. Null also for a row below a token the target cannot emit there (never used, so left
+  // open): after a stop token before min_tokens, or where no match can run to min_tokens.
   const std::vector<char>* allowed(int32_t state, int32_t produced, std::vector<char>& scratch) const;
   // Is the output that led to `state` a complete match that no token can continue? Only without stop tokens the
   // sampler can emit (with them, a complete match allows them). The sequence ends there.
@@ -99,16 +102,22 @@ class TokenConstraint {
   int32_t states_built() const;
 
  private:
-  enum class Liveness : char { unknown, live, dead };
   struct StateInfo {
     std::vector<char> allowed;  // [V]
     std::vector<int32_t> next;  // [V], kDead where not allowed
     bool complete = false;
     int32_t num_allowed = 0;
-    Liveness liveness = Liveness::unknown;  // can a complete state be reached with permitted tokens?
-    bool pruned = false;                    // tokens into dead states are cut (what callers see)
-    int32_t reach = -1;                     // longest path of live tokens from here, capped at min_tokens_
-    bool on_path = false;                   // on the depth-first path of reach()
+    bool pruned = false;  // tokens into dead states are cut (what callers see)
+  };
+  // Two walks over the automaton: through single-byte tokens only (steps of the byte DFA: cheap, and enough wherever
+  // the vocabulary spells every byte the pattern needs) and through tokens of any length (each state's token
+  // transitions, V-wide). Each has its tables by DFA state.
+  enum class Walk { bytes, tokens };
+  static constexpr char kUnknown = 0, kLiveState = 1, kDeadState = 2;
+  static constexpr int32_t kNotFound = -1;
+  struct Tables {
+    std::vector<char> liveness;    // can a complete state be reached?
+    std::vector<int32_t> longest;  // longest path through states that can, capped at min_tokens_
   };
   struct TrieNode {
     std::vector<std::pair<unsigned char, int32_t>> children;
@@ -118,24 +127,31 @@ class TokenConstraint {
   // The rest run with mutex_ held.
   StateInfo build(int32_t dfa_state) const;      // the token transitions, before dead ends are cut
   StateInfo& unpruned(int32_t dfa_state) const;  // built on first use
-  bool live(int32_t dfa_state) const;
+  Tables& tables(Walk walk) const;
+  char& liveness(Walk walk, int32_t dfa_state) const;
+  void successors(Walk walk, int32_t dfa_state, std::vector<int32_t>& out) const;
+  bool search_live(Walk walk, int32_t dfa_state) const;
+  bool live(int32_t dfa_state) const;  // through tokens of any length
   void prune(StateInfo& info) const;
   StateInfo& pruned(int32_t dfa_state) const;
-  int32_t reach(int32_t dfa_state) const;
+  int32_t longest(Walk walk, int32_t dfa_state) const;
+  bool reaches(int32_t dfa_state, int32_t needed) const;  // a path of `needed` tokens to where a match can end?
 
   std::string description_;
   std::vector<std::string> token_strings_;
   std::vector<Token> stop_tokens_;
   std::vector<Token> ending_stops_;  // the stop tokens the sampler can emit
   std::vector<char> is_stop_;
-  std::vector<char> permitted_;  // [V]
-  int32_t min_tokens_ = 0;       // 0 without a stop token the sampler can emit
-  std::vector<TrieNode> trie_;   // token strings, root = 0
+  std::vector<char> permitted_;              // [V]
+  std::vector<unsigned char> single_bytes_;  // the bytes that a permitted non-stop token spells alone
+  int32_t min_tokens_ = 0;                   // 0 without a stop token the sampler can emit
+  std::vector<TrieNode> trie_;               // token strings, root = 0
   StateInfo stopped_;
 
   mutable std::mutex mutex_;
   mutable LazyByteDfa dfa_;
   mutable std::vector<std::unique_ptr<StateInfo>> infos_;  // by DFA state
+  mutable Tables bytes_, tokens_;
 };
 
 // Token t -> the one byte 'a' + t: the default token strings of table models without a tokenizer
