@@ -363,6 +363,18 @@ TEST_CASE("token-level liveness under masks agrees with every sequence of permit
   CHECK_NOTHROW(TokenConstraint::from_regex("ab?", letter_token_strings(3), {}, SamplerMasks{{}, 3}));
 }
 
+TEST_CASE("the single-byte walk gives up where bytes found only inside longer tokens would blow it up",
+          "[constraints]") {
+  // "yy" finishes a match from every state, but no single byte does; the byte DFA of [ab]*a[ab]{17} has 2^18 states,
+  // which a byte walk from the start would determinise in full. The token walk needs a handful.
+  const std::vector<std::string> strings = {"a", "b", "zz", "yy", "$"};
+  for (const int32_t min_tokens : {0, 5}) {
+    const auto c = TokenConstraint::from_regex("[ab]*a[ab]{17}zz|[ab]*yy", strings, {4}, SamplerMasks{{}, min_tokens});
+    CHECK(c->states_built() < (1 << 16) + 1024);
+    CHECK(c->complete(c->walk({0, 1, 3})));
+  }
+}
+
 TEST_CASE("mutant: byte-level liveness, or min_tokens unforeseen, fails the token-level liveness test",
           "[constraints][mutant]") {
   {

@@ -160,6 +160,7 @@ void TokenConstraint::successors(Walk walk, int32_t dfa_state, std::vector<int32
 // single-byte tokens can finish from as found (they are tokens too), so it searches only where they cannot.
 bool TokenConstraint::search_live(Walk walk, int32_t dfa_state) const {
   if (const char known = liveness(walk, dfa_state); known != kUnknown) return known == kLiveState;
+  if (walk == Walk::bytes && byte_walk_spent()) return false;  // not found: the token walk decides
   std::vector<int32_t> order = {dfa_state}, parent = {-1}, next;
   std::set<int32_t> seen = {dfa_state};
   for (size_t k = 0; k < order.size(); ++k) {
@@ -170,6 +171,7 @@ bool TokenConstraint::search_live(Walk walk, int32_t dfa_state) const {
       return true;
     }
     if (known == kDeadState) continue;
+    if (walk == Walk::bytes && byte_walk_spent()) return false;  // given up: nothing is marked
     successors(walk, u, next);
     for (int32_t to : next)
       if (seen.insert(to).second) {
@@ -223,7 +225,8 @@ int32_t TokenConstraint::longest(Walk walk, int32_t dfa_state) const {
   std::vector<Frame> path;
   auto enter = [&](int32_t s) {
     Frame f{s, {}, 0, 0};
-    successors(walk, s, f.next);
+    // A byte walk that has given up follows no more steps: its values stay lower bounds, which is all it gives.
+    if (walk == Walk::tokens || !byte_walk_spent()) successors(walk, s, f.next);
     f.next.erase(std::remove_if(f.next.begin(), f.next.end(), [&](int32_t to) { return !search_live(walk, to); }),
                  f.next.end());
     on_path.insert(s);

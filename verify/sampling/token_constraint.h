@@ -11,7 +11,8 @@
 // finish, and the run would fail in the middle. A state's liveness is a least fixpoint (can a complete state be
 // reached?), found by a breadth-first search and remembered. The search first walks single-byte tokens only, over the
 // byte DFA's steps: where the vocabulary spells every byte the pattern needs, that settles it without building the
-// V-wide token transitions of the states on the way; only where it fails does it walk tokens of any length. With a
+// V-wide token transitions of the states on the way; only where it fails does it walk tokens of any length (and it
+// gives up past kByteWalkStates DFA states, where bytes found only inside longer tokens make it blow up). With a
 // stop token the sampler can emit and min_tokens, a match may end only once the output has min_tokens tokens: a
 // token is then allowed only where a path of the tokens still needed leads on (the longest path from each state,
 // capped at min_tokens, is found by a depth-first search and remembered; a cycle makes it unbounded).
@@ -113,6 +114,10 @@ class TokenConstraint {
   // the vocabulary spells every byte the pattern needs) and through tokens of any length (each state's token
   // transitions, V-wide). Each has its tables by DFA state.
   enum class Walk { bytes, tokens };
+  // The byte walk gives up once the automaton has this many DFA states: where a byte the pattern needs comes only
+  // inside longer tokens, it may determinise exponentially many states the tokens never reach.
+  static constexpr int32_t kByteWalkStates = 1 << 16;
+  bool byte_walk_spent() const { return dfa_.num_states() > kByteWalkStates; }
   static constexpr char kUnknown = 0, kLiveState = 1, kDeadState = 2;
   static constexpr int32_t kNotFound = -1;
   struct Tables {
