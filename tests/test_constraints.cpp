@@ -577,23 +577,20 @@ SamplingParams with_penalties() {
   return s;
 }
 
-// The target law restricted to the pattern and renormalised at each step, computed WITHOUT the
-// constraint code: the unconstrained pipeline's distribution, zeroed where std::regex (`o`) says the prefix
-// cannot be completed, renormalised. (Masking logits then softmax = restricting and renormalising when
-// the pipeline has no truncation filters.) With `ends`, an output that std::regex matches and that no letter keeps
-// live ends there (no stop token: the match's end), its cell padded with its last letter as sequence_index pads.
-std::vector<double> restricted_law(const TableModel& model, const SamplingParams& params,
-                                   const std::vector<Token>& prompt, int32_t L, const StdRegexOracle& o = oracle(),
-                                   bool ends = false) {
+// The law of outputs of at most L tokens when, at each step, the unconstrained pipeline's distribution is restricted to
+// the tokens `keep(out, x)` accepts and renormalised, computed WITHOUT the constraint code. (Masking logits then
+// softmax = restricting and renormalising when the pipeline has no truncation filters.) An output where `ends(out)`
+// holds ends there, its cell padded with its last token as sequence_index pads.
+std::vector<double> kept_law(const TableModel& model, const SamplingParams& params, const std::vector<Token>& prompt,
+                             int32_t L, const std::function<bool(const std::vector<Token>&, Token)>& keep,
+                             const std::function<bool(const std::vector<Token>&)>& ends) {
   const SamplerPipeline pipeline(params, model.vocab_size());
   std::vector<double> law(static_cast<size_t>(std::pow(kV, L)), 0.0);
   std::vector<float> probs(kV);
   std::function<void(std::vector<Token>, TokenHistory, double)> walk = [&](std::vector<Token> out, TokenHistory h,
                                                                            double mass) {
-    bool extends = false;
-    for (Token x = 0; x < kV; ++x) extends = extends || o.live(letters(out) + char('a' + x));
-    if (static_cast<int32_t>(out.size()) == L || (ends && o.match(letters(out)) && !extends)) {
-      law[sequence_index(out, kV, L)] = mass;
+    if (static_cast<int32_t>(out.size()) == L || ends(out)) {
+      law[sequence_index(out, kV, L)] += mass;
       return;
     }
     std::vector<Token> context = prompt;
@@ -602,7 +599,7 @@ std::vector<double> restricted_law(const TableModel& model, const SamplingParams
     double z = 0.0;
     std::vector<double> w(kV, 0.0);
     for (Token x = 0; x < kV; ++x)
-      if (o.live(letters(out) + char('a' + x))) z += w[x] = probs[x];
+      if (keep(out, x)) z += w[x] = probs[x];
     for (Token x = 0; x < kV; ++x) {
       if (w[x] == 0.0) continue;
       std::vector<Token> next = out;
@@ -612,6 +609,19 @@ std::vector<double> restricted_law(const TableModel& model, const SamplingParams
   };
   walk({}, TokenHistory{prompt, {}, std::nan("")}, 1.0);
   return law;
+}
+
+// The target law restricted to the pattern: zeroed where std::regex (`o`) says the prefix cannot be completed. With
+// `ends`, an output that std::regex matches and that no letter keeps live ends there (no stop token: the match's end).
+std::vector<double> restricted_law(const TableModel& model, const SamplingParams& params,
+                                   const std::vector<Token>& prompt, int32_t L, const StdRegexOracle& o = oracle(),
+                                   bool ends = false) {
+  const auto keep = [&](const std::vector<Token>& out, Token x) { return o.live(letters(out) + char('a' + x)); };
+  return kept_law(model, params, prompt, L, keep, [&](const std::vector<Token>& out) {
+    bool extends = false;
+    for (Token x = 0; x < kV; ++x) extends = extends || keep(out, x);
+    return ends && o.match(letters(out)) && !extends;
+  });
 }
 
 SamplingParams constrained(SamplingParams s, std::shared_ptr<const TokenConstraint> c) {
@@ -1039,33 +1049,12 @@ SamplingParams stopping_after_three() {
 std::vector<double> min_tokens_law(const std::string& pattern, const TableModel& model,
                                    const std::vector<Token>& prompt) {
   const StdRegexOracle long_matches(pattern, "abcde", kMinL, 3);
-  const SamplerPipeline pipeline(stopping_after_three(), kV);
-  std::vector<double> law(static_cast<size_t>(std::pow(kV, kMinL)), 0.0);
-  std::vector<float> probs(kV);
-  std::function<void(std::vector<Token>, TokenHistory, double)> walk = [&](std::vector<Token> out, TokenHistory h,
-                                                                           double mass) {
-    if (static_cast<int32_t>(out.size()) == kMinL || (!out.empty() && out.back() == 5)) {
-      law[sequence_index(out, kV, kMinL)] += mass;
-      return;
-    }
-    std::vector<Token> context = prompt;
-    context.insert(context.end(), out.begin(), out.end());
-    pipeline.process(model.row_after(context), h, probs.data());
-    double z = 0.0;
-    std::vector<double> w(kV, 0.0);
-    for (Token x = 0; x < kV; ++x)
-      if (x == 5 ? long_matches.match(letters(out)) : long_matches.live(letters(out) + char('a' + x)))
-        z += w[x] = probs[x];
-    REQUIRE(z > 0.0);
-    for (Token x = 0; x < kV; ++x) {
-      if (w[x] == 0.0) continue;
-      std::vector<Token> next = out;
-      next.push_back(x);
-      walk(next, pipeline.advance(h, x, probs.data()), mass * w[x] / z);
-    }
-  };
-  walk({}, TokenHistory{prompt, {}, std::nan("")}, 1.0);
-  return law;
+  return kept_law(
+      model, stopping_after_three(), prompt, kMinL,
+      [&](const std::vector<Token>& out, Token x) {
+        return x == 5 ? long_matches.match(letters(out)) : long_matches.live(letters(out) + char('a' + x));
+      },
+      [](const std::vector<Token>& out) { return !out.empty() && out.back() == 5; });
 }
 
 }  // namespace
