@@ -62,19 +62,17 @@ TokenConstraint::TokenConstraint(std::string description, const Nfa& nfa, std::v
   stopped_.pruned = true;
   for (const auto& [byte, child] : trie_[0].children)
     if (!trie_[child].tokens.empty()) single_bytes_.push_back(byte);
-  // Refused where it is built, not at the first token: a pattern the tokens cannot spell.
-  const bool spelled = [&] {
+  // Refused where it is built, not at the first token: a pattern the tokens cannot spell, or not long enough.
+  bool spelled = false, long_enough = false;
+  {
     std::lock_guard<std::mutex> lock(mutex_);
-    return live(kInitial);
-  }();
+    spelled = live(kInitial);
+    long_enough = spelled && reaches(kInitial, min_tokens_);
+  }
   if (!spelled)
     fail(description_,
          ": no token can begin a match (no sequence of token strings spells one, or only tokens that other settings "
          "ban would: check the token strings, allowed_tokens, banned_tokens, bad_words and logit_bias)");
-  const bool long_enough = [&] {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return reaches(kInitial, min_tokens_);
-  }();
   if (!long_enough)
     fail(description_, ": no match of at least ", min_tokens_, " tokens can be spelled (min_tokens ", min_tokens_,
          " bans the stop tokens that end a match until then)");
@@ -396,17 +394,16 @@ std::vector<std::string> parse_token_strings(const std::string& text, const std:
 }
 
 SamplerMasks sampler_masks(const SamplingParams& s, int32_t vocab_size) {
-  std::vector<char> permitted(vocab_size, s.allowed_tokens.empty() ? 1 : 0);
-  // Ids outside the vocabulary are left to check_sampler_options, which names them.
-  auto set = [&](Token t, char value) {
-    if (t >= 0 && t < vocab_size) permitted[t] = value;
-  };
-  for (Token t : s.allowed_tokens) set(t, 1);
-  for (Token t : s.banned_tokens) set(t, 0);
-  for (const auto& word : s.bad_words)
-    if (word.size() == 1) set(word[0], 0);
-  for (const auto& [t, bias] : s.logit_bias)
-    if (bias == -std::numeric_limits<float>::infinity()) set(t, 0);
+  s.validate(vocab_size);  // the mask step indexes a row by the token ids
+  // The sampler's own mask step on a row of zeros with no output yet: what it bans there it bans whatever the
+  // history, since a bad word of several tokens needs the rest of it in the output. min_tokens, which depends on the
+  // output's length, is carried apart.
+  SamplingParams always = s;
+  always.min_tokens = 0;
+  std::vector<float> row(vocab_size, 0.0f);
+  apply_masks_and_bias({row.data(), vocab_size}, always, TokenHistory{});
+  std::vector<char> permitted(vocab_size);
+  for (int32_t t = 0; t < vocab_size; ++t) permitted[t] = row[t] != -std::numeric_limits<float>::infinity();
   return {std::move(permitted), s.min_tokens};
 }
 

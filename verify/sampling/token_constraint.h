@@ -25,11 +25,11 @@
 // and lead to kStopped, where only stop tokens are allowed (a fixed-length output is padded with them).
 // Their strings are never walked. A stop token the sampler never emits (banned) ends nothing: with every stop
 // token banned, the constraint behaves as one without stop tokens (and min_tokens, which bans only stop tokens, does
-// not bear on it). Without stop tokens, a complete match that no token
-// can continue (the state is `ended`) ends the sequence itself, as a stop token would (verify/ALGORITHMS.md §9): the
-// generator and beam search stop there. A row whose path already left the language (kDead: an illegal draft token,
-// which the verifier always rejects since p(token) = 0) or ended never emits a kept token (what a verifier draws
-// there is cut with the sequence's end), so its mask is left open rather than empty.
+// not bear on it). Without stop tokens, a complete match that no token can continue (the state is `ended`) ends the
+// sequence itself, as a stop token would (verify/ALGORITHMS.md §9): the generator and beam search stop there. A row
+// whose path already left the language (kDead: an illegal draft token, which the verifier always rejects since
+// p(token) = 0) or ended never emits a kept token (what a verifier draws there is cut with the sequence's end), so
+// its mask is left open rather than empty.
 #pragma once
 
 #include <cstdint>
@@ -166,9 +166,10 @@ std::vector<std::string> letter_token_strings(int32_t vocab_size);
 // (space) \xHH. Throws Error naming the source and line; the text must have exactly `vocab_size` lines.
 std::vector<std::string> parse_token_strings(const std::string& text, const std::string& source, int32_t vocab_size);
 
-// What a sampler with these settings lets through: permitted[t] is 0 for a token outside allowed_tokens, banned, a
-// one-token bad word or with a -inf logit bias; and its min_tokens. (Bad words of several tokens depend on the
-// output in ways a constraint does not follow: they are not counted.)
+// What a sampler with these settings lets through: permitted[t] is 0 for a token its mask step (apply_masks_and_bias)
+// bans with no output yet, i.e. outside allowed_tokens, banned, a one-token bad word or with a -inf logit bias; and its
+// min_tokens. (Bad words of several tokens depend on the output in ways a constraint does not follow: they are not
+// counted.) Throws where the settings are invalid for the vocabulary (SamplingParams::validate).
 SamplerMasks sampler_masks(const SamplingParams& s, int32_t vocab_size);
 
 // What the command line and experiment files say about a constraint (all optional).
