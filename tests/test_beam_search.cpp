@@ -321,25 +321,28 @@ TEST_CASE("specula generate --method beam: best line, n-best file, and constrain
     CHECK(lines_read == (method == "beam" ? 1 : 50));
     CHECK(nlohmann::json::parse(read_text(dir.file("f.json"))).at("stopped_sequences") == (method == "beam" ? 1 : 50));
   }
-  // A banned letter that one branch needs: that branch is never entered ("ab" cannot be finished without 'c').
-  for (const std::string method : {"ar", "chain", "tree", "beam"}) {
-    INFO(method);
-    r = run_specula("generate --target bigram:" + target + " --method " + method + method_flags(method) +
-                    " --regex 'a(bc|de)' --banned-tokens 2 --prompt-tokens 0 --max-new-tokens 6 --num-samples " +
-                    (method == "beam" ? "1" : "50") + " --output " + dir.file("f.txt"));
-    INFO(r.err);
-    REQUIRE(r.exit_code == 0);
-    std::istringstream lines(read_text(dir.file("f.txt")));
-    int lines_read = 0;
-    for (std::string l; std::getline(lines, l); ++lines_read) CHECK(l == "0 3 4");
-    CHECK(lines_read == (method == "beam" ? 1 : 50));
-  }
+  // A banned letter that one branch needs, or a bad word ('b' then 'c'): that branch is never entered ("ab" cannot be
+  // finished without 'c', or without 'c' after 'b').
+  for (const std::string mask : {"--banned-tokens 2", "--bad-words '1,2'"})
+    for (const std::string method : {"ar", "chain", "tree", "beam"}) {
+      INFO(method << " " << mask);
+      r = run_specula("generate --target bigram:" + target + " --method " + method + method_flags(method) +
+                      " --regex 'a(bc|de)' " + mask + " --prompt-tokens 0 --max-new-tokens 6 --num-samples " +
+                      (method == "beam" ? "1" : "50") + " --output " + dir.file("f.txt"));
+      INFO(r.err);
+      REQUIRE(r.exit_code == 0);
+      std::istringstream lines(read_text(dir.file("f.txt")));
+      int lines_read = 0;
+      for (std::string l; std::getline(lines, l); ++lines_read) CHECK(l == "0 3 4");
+      CHECK(lines_read == (method == "beam" ? 1 : 50));
+    }
   // Where the masks leave no match at all, the run is refused before any sample.
-  r = run_specula("generate --target bigram:" + target +
-                  " --regex 'a(bc|de)' --banned-tokens 2,4 --prompt-tokens 0 --max-new-tokens 6 --output " +
-                  dir.file("x.txt"));
-  CHECK(r.exit_code != 0);
-  CHECK_THAT(r.err, Contains("regex 'a(bc|de)': no token can begin a match"));
+  for (const std::string mask : {"--banned-tokens 2,4", "--bad-words '1,2;3,4'"}) {
+    r = run_specula("generate --target bigram:" + target + " --regex 'a(bc|de)' " + mask +
+                    " --prompt-tokens 0 --max-new-tokens 6 --output " + dir.file("x.txt"));
+    CHECK(r.exit_code != 0);
+    CHECK_THAT(r.err, Contains("regex 'a(bc|de)': no token can begin a match"));
+  }
   // Errors name the option.
   r = run_specula("generate --target bigram:" + target + " --regex '(ab' --max-new-tokens 2 --output " +
                   dir.file("x.txt"));

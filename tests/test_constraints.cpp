@@ -11,7 +11,10 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -28,6 +31,7 @@
 #include "verify/constraints/byte_dfa.h"
 #include "verify/constraints/json_schema.h"
 #include "verify/constraints/regex.h"
+#include "verify/sampling/bad_word_automaton.h"
 #include "verify/sampling/token_constraint.h"
 #include "verify/verifiers/target_rows.h"
 
@@ -162,27 +166,29 @@ TEST_CASE("regex automaton: multi-byte tokens, UTF-8 characters and stop tokens"
 namespace {
 
 // Reference for token-level liveness under masks, from std::regex alone: every string of at most `max_letters`
-// letters of `alphabet` that matches is cut into permitted non-stop tokens in every way; a token sequence is live when
-// some such cut extends it, and longest() is the most tokens of such a cut. (Below, every pattern but one matches only
-// strings of at most 8 letters, so the table is exact for them; the other's live prefixes of up to three tokens have at
-// most 7 letters and complete within 8.)
+// letters of `alphabet` that matches is cut into permitted non-stop tokens in every way, leaving out the cuts in which
+// a bad word occurs (as a run of tokens, or as the end of the cut and the stop token that ends it, with `ending_stop`);
+// a token sequence is live when some such cut extends it, and longest() is the most tokens of such a cut. (Below, every
+// pattern but one matches only strings of at most 8 letters, so the table is exact for them; the other's live prefixes
+// of up to three tokens have at most 7 letters and complete within 8.)
 class TokenSequenceOracle {
  public:
   TokenSequenceOracle(const std::string& pattern, const std::vector<std::string>& strings,
                       const std::vector<char>& permitted, const std::vector<Token>& stops,
-                      const std::vector<std::string>& matched)
-      : re_(pattern, std::regex::ECMAScript), strings_(strings) {
+                      const std::vector<std::string>& matched, const std::vector<std::vector<Token>>& bad_words = {},
+                      std::optional<Token> ending_stop = std::nullopt)
+      : re_(pattern, std::regex::ECMAScript), strings_(strings), bad_words_(bad_words) {
     for (const std::string& s : matched) {
       std::vector<Token> cut;
       std::function<void(size_t)> extend = [&](size_t at) {
-        if (at == s.size())
+        if (at == s.size() && !(ending_stop && bans(cut, *ending_stop)))
           for (size_t k = 0; k <= cut.size(); ++k) {
             int& longest = longest_[{cut.begin(), cut.begin() + k}];
             longest = std::max(longest, static_cast<int>(cut.size()));
           }
         for (Token t = 0; t < static_cast<Token>(strings.size()); ++t) {
           if (!permitted[t] || std::count(stops.begin(), stops.end(), t) || strings[t].empty() ||
-              s.compare(at, strings[t].size(), strings[t]) != 0)
+              s.compare(at, strings[t].size(), strings[t]) != 0 || bans(cut, t))
             continue;
           cut.push_back(t);
           extend(at + strings[t].size());
@@ -206,6 +212,14 @@ class TokenSequenceOracle {
     return it == longest_.end() ? -1 : it->second;
   }
   bool match(const std::vector<Token>& tokens) const { return std::regex_match(spell(tokens), re_); }
+  // Does a bad word ban `t` after `tokens`: do they end with all of it but its last token, which is `t`?
+  bool bans(const std::vector<Token>& tokens, Token t) const {
+    for (const std::vector<Token>& w : bad_words_)
+      if (w.back() == t && tokens.size() + 1 >= w.size() &&
+          std::equal(w.begin(), w.end() - 1, tokens.end() - static_cast<std::ptrdiff_t>(w.size() - 1)))
+        return true;
+    return false;
+  }
 
  private:
   std::string spell(const std::vector<Token>& tokens) const {
@@ -215,12 +229,14 @@ class TokenSequenceOracle {
   }
   std::regex re_;
   std::vector<std::string> strings_;
+  std::vector<std::vector<Token>> bad_words_;
   std::map<std::vector<Token>, int> longest_;
 };
 
 // Disagreements of the automaton with the oracle over every token sequence of up to two tokens, for each pattern,
 // mask, stop rule and min_tokens below (with a stop token, a token is allowed only where a cut of at least min_tokens
-// tokens goes on); the tokens spell several letters, so a prefix the bytes allow may be one no tokens finish.
+// tokens goes on); the tokens spell several letters, so a prefix the bytes allow may be one no tokens finish. Some
+// masks come with bad words of several tokens, which make some ways of spelling a match, or of ending it, unusable.
 // `report`: fail the calling test at the first few disagreements (not under a mutant, whose test counts them).
 // `refused`: how many automata were refused where they were built, as the oracle says they must be.
 int token_liveness_mismatches(bool report, int* refused = nullptr) {
@@ -231,29 +247,38 @@ int token_liveness_mismatches(bool report, int* refused = nullptr) {
   const std::vector<std::string> patterns = {"a(bc|cb)",     "(ab){1,3}c",    "a(b|c)a", "(abc|cab){1,2}d?",
                                              "a{0,3}b(ca)?", "(a|bc)(a|bc)c", "ab?c",    "c(ab){0,3}",
                                              "a(bc)*d|ab"};
-  std::vector<std::vector<char>> masks;
+  std::vector<SamplerMasks> masks;
   for (const std::vector<Token>& banned :
        std::vector<std::vector<Token>>{{}, {1}, {1, 3}, {2, 6}, {0, 4}, {7}, {2, 7}, {8}, {0, 3, 6}}) {
     std::vector<char> permitted(V, 1);
     for (Token t : banned) permitted[t] = 0;
-    masks.push_back(permitted);
+    masks.push_back({permitted, 0, {}});
   }
   std::vector<char> only_some(V, 0);  // as allowed_tokens = a, bc, c
   for (Token t : {0, 2, 4, 8}) only_some[t] = 1;
-  masks.push_back(only_some);
+  masks.push_back({only_some, 0, {}});
+  // Bad words: "a" then "b" (spell "ab" as one token); "ab" then "c" and "a" then "bc" (spell "abc" as one, or as
+  // a|b|c); three "a" in a row; "c" or "bc" then the stop (a match ending so cannot stop); words that overlap, which
+  // only the automaton's failure links see ("c b" inside "c c b", "b c" inside "b b c").
+  for (const std::vector<std::vector<Token>>& words : std::vector<std::vector<std::vector<Token>>>{
+           {{0, 1}}, {{3, 2}, {0, 4}}, {{0, 0, 0}}, {{2, 8}, {4, 8}}, {{2, 2, 1, 0}, {2, 1}, {1, 1, 2}, {6, 8}}})
+    for (size_t m : {0, 1, 9}) masks.push_back({masks[m].permitted, 0, words});
   int mismatches = 0;
   for (const std::string& pattern : patterns) {
     const std::vector<std::string> matched = TokenSequenceOracle::matches(pattern, "abcd", 8);
-    for (const std::vector<char>& permitted : masks)
+    for (const SamplerMasks& mask : masks)
       for (const std::vector<Token>& stops : std::vector<std::vector<Token>>{{}, {stop}})
         for (const int32_t min_tokens : {0, 2, 3}) {
+          const std::vector<char>& permitted = mask.permitted;
           // A banned stop token ends nothing: the rule is then that of no stop token, which min_tokens does not touch.
           const bool stopping = !stops.empty() && permitted[stop];
           const int least = stopping ? min_tokens : 0;
-          const TokenSequenceOracle oracle(pattern, strings, permitted, stops, matched);
+          const TokenSequenceOracle oracle(pattern, strings, permitted, stops, matched, mask.bad_words,
+                                           stopping ? std::optional<Token>(stop) : std::nullopt);
           std::shared_ptr<const TokenConstraint> c;
           try {
-            c = TokenConstraint::from_regex(pattern, strings, stops, SamplerMasks{permitted, min_tokens});
+            c = TokenConstraint::from_regex(pattern, strings, stops,
+                                            SamplerMasks{permitted, min_tokens, mask.bad_words});
           } catch (const Error& e) {
             const bool begins = oracle.live({});
             if ((!begins && Contains("no token can begin a match").match(e.what())) ||
@@ -304,7 +329,8 @@ int token_liveness_mismatches(bool report, int* refused = nullptr) {
                 for (Token t = 0; t < V; ++t) {
                   std::vector<Token> wt = w;
                   wt.push_back(t);
-                  const bool expected = t == stop ? stopping && oracle.match(w) : oracle.longest(wt) >= least;
+                  const bool expected =
+                      t == stop ? stopping && oracle.match(w) && !oracle.bans(w, stop) : oracle.longest(wt) >= least;
                   ok = ok && static_cast<bool>((*allowed)[t]) == expected;
                 }
               } else {
@@ -330,8 +356,8 @@ int token_liveness_mismatches(bool report, int* refused = nullptr) {
                 seen << (oracle.longest(wt) >= least);
               }
               seen << ")";
-              FAIL_CHECK(pattern << ", stops " << stops.size() << ", min_tokens " << min_tokens << ": tokens "
-                                 << os.str() << " disagree" << seen.str());
+              FAIL_CHECK(pattern << ", stops " << stops.size() << ", min_tokens " << min_tokens << ", bad words "
+                                 << mask.bad_words.size() << ": tokens " << os.str() << " disagree" << seen.str());
             }
           }
         }
@@ -375,14 +401,13 @@ TEST_CASE("the single-byte walk gives up where bytes found only inside longer to
   }
 }
 
-TEST_CASE("mutant: byte-level liveness, or min_tokens unforeseen, fails the token-level liveness test",
+TEST_CASE("mutant: byte-level liveness, or min_tokens or bad words unforeseen, fails the token-level liveness test",
           "[constraints][mutant]") {
-  {
-    const ScopedMutant on(Mutant::constraint_liveness_per_byte);
+  for (const Mutant m : {Mutant::constraint_liveness_per_byte, Mutant::constraint_ignores_min_tokens,
+                         Mutant::constraint_ignores_bad_words}) {
+    const ScopedMutant on(m);
     CHECK(token_liveness_mismatches(false) > 0);
   }
-  const ScopedMutant on(Mutant::constraint_ignores_min_tokens);
-  CHECK(token_liveness_mismatches(false) > 0);
 }
 
 TEST_CASE("'.' and negated classes accept exactly the well-formed UTF-8 characters", "[constraints]") {
@@ -1114,18 +1139,106 @@ TEST_CASE("with min_tokens and a stop token, a match is never entered that would
   CHECK_THROWS_WITH(generator.generate_many(kPrompt, 0, 2000, m), Contains("no token can continue"));
 }
 
-TEST_CASE("a match no token can continue because a mask of the history bans its tokens is an error naming the output",
+TEST_CASE("bad words of several tokens: an output they leave no way to finish is never entered: exact for every method",
+          "[constraints][exact]") {
+  // Under kEndPattern, the bad words "abc" and "bde" leave "ab" no way on ('c' is banned after it, and 'e' after
+  // "abd"), while "bb" goes on to "bbc". The law is the target's restricted to the matches in which neither word
+  // occurs.
+  const TablePair pair = random_pair(2, kV, 74, 1.3, 0.9);
+  SamplingParams words = with_penalties();
+  words.bad_words = {{0, 1, 2}, {1, 3, 4}};
+  const auto c = TokenConstraint::from_regex(kEndPattern, letter_token_strings(kV), {}, sampler_masks(words, kV));
+  CHECK_FALSE((*c->allowed(c->walk({0})))[1]);
+  CHECK((*c->allowed(c->walk({1})))[1]);
+  CHECK(c->allowed(c->walk({1, 1})) != nullptr);
+  CHECK(std::count(c->allowed(c->walk({1, 1}))->begin(), c->allowed(c->walk({1, 1}))->end(), 1) == 1);  // 'c' alone
+  const SamplingParams params = constrained(words, c);
+  static const StdRegexOracle without_words(std::string("(?!.*(abc|bde))(") + kEndPattern + ")", "abcdef", kEndL + 3);
+  REQUIRE_FALSE(without_words.live("ab"));
+  REQUIRE(without_words.live("bb"));
+  for (const std::vector<Token>& prompt : {kPrompt, kLookupPrompt}) {
+    const std::vector<double> law = restricted_law(*pair.target, words, prompt, kEndL, without_words, true);
+    for (const Setup& s : every_method(pair, params)) {
+      if ((prompt == kLookupPrompt) != (s.name == "prompt-lookup") && s.name != "ar") continue;
+      INFO(describe(s.config, s.name) << " prompt size " << prompt.size());
+      const Generator generator(pair.target, params, s.drafter, until_end(s.config));
+      const stats::GofResult gof = stats::g_test(run_generator(generator, prompt, 30000, kV).counts, law);
+      INFO(gof.detail);
+      CHECK(gof.passed(stats::kAlpha));
+    }
+  }
+  // Unforeseen, the bad words let a sample into "ab" or "bd", where no token can continue it.
+  const ScopedMutant on(Mutant::constraint_ignores_bad_words);
+  const auto blind = TokenConstraint::from_regex(kEndPattern, letter_token_strings(kV), {}, sampler_masks(words, kV));
+  const Generator generator(pair.target, constrained(words, blind), nullptr, until_end(config_of(std::nullopt, 0)));
+  GenerationMetrics m;
+  CHECK_THROWS_WITH(generator.generate_many(kPrompt, 0, 2000, m), Contains("no token can continue the output"));
+}
+
+TEST_CASE("bad words: the automaton's states against every output, and the row after a stop token left open",
           "[constraints]") {
-  // A two-token bad word bans 'b' after 'a': a mask the automaton cannot foresee.
-  const TablePair pair = random_pair(1, kV, 69, 1.0, 0.8);
-  SamplingParams params;
-  params.bad_words = {{0, 1}};
-  params =
-      constrained(params, TokenConstraint::from_regex("ab", letter_token_strings(kV), {}, sampler_masks(params, kV)));
-  const Generator generator(pair.target, params, nullptr, config_of(std::nullopt, 0));
+  // BadWordAutomaton against the sampler's rule, read off the output directly, for random words and outputs.
+  std::mt19937 rng(75);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<std::vector<Token>> words(1 + rng() % 5);
+    for (auto& w : words) {
+      w.resize(1 + rng() % 4);
+      for (Token& t : w) t = static_cast<Token>(rng() % 3);
+    }
+    const BadWordAutomaton automaton(words);
+    int32_t state = BadWordAutomaton::kRoot;
+    std::vector<Token> output;
+    for (int n = 0; n < 12; ++n) {
+      std::set<Token> expected;
+      for (const auto& w : words)
+        if (w.size() > 1 && output.size() + 1 >= w.size() &&
+            std::equal(w.begin(), w.end() - 1, output.end() - static_cast<std::ptrdiff_t>(w.size() - 1)))
+          expected.insert(w.back());
+      REQUIRE(std::vector<Token>(expected.begin(), expected.end()) == automaton.banned(state));
+      const Token t = static_cast<Token>(rng() % 3);
+      output.push_back(t);
+      state = automaton.step(state, t);
+    }
+  }
+  // A bad word may ban a match's end: "c" then the stop token. Under [ab]{0,2}c every match ends with 'c', so none can
+  // be ended and the automaton is refused where it is built; under [ab]{0,2}(c|d), 'c' is never entered.
+  SamplingParams stop_after_c;
+  stop_after_c.stop_tokens = {5};
+  stop_after_c.bad_words = {{2, 5}};
+  CHECK_THROWS_WITH(
+      TokenConstraint::from_regex("[ab]{0,2}c", letter_token_strings(kV), {5}, sampler_masks(stop_after_c, kV)),
+      Contains("no token can begin a match"));
+  const auto ends_d =
+      TokenConstraint::from_regex("[ab]{0,2}(c|d)", letter_token_strings(kV), {5}, sampler_masks(stop_after_c, kV));
+  CHECK_FALSE((*ends_d->allowed(TokenConstraint::kInitial))[2]);
+  CHECK((*ends_d->allowed(TokenConstraint::kInitial))[3]);
+  // A bad word of two stop tokens bans the stop after a stop: the row after it, past the sequence's end, is left open
+  // rather than failing the run.
+  SamplingParams stop_stop = stop_after_c;
+  stop_stop.bad_words = {{5, 5}};
+  const SamplingParams params = constrained(
+      stop_stop,
+      TokenConstraint::from_regex("[ab]{0,2}c", letter_token_strings(kV), {5}, sampler_masks(stop_stop, kV)));
+  const SamplerPipeline pipeline(params, kV);
+  TokenHistory h{kPrompt, {}, std::nan("")};
+  for (Token t : {0, 2, 5}) h = pipeline.advance(h, t, nullptr);
+  REQUIRE(h.constraint_state == TokenConstraint::kStopped);
+  std::vector<float> logits(kV, 0.0f), probs(kV);
+  CHECK_NOTHROW(pipeline.process(logits.data(), h, probs.data()));
+}
+
+TEST_CASE("a match no token can continue because the model's own logits are -inf is an error naming the output",
+          "[constraints]") {
+  // Order 1 over kV tokens: after 'a', the model gives 'b' no mass; "ab" is the only match.
+  std::vector<float> logits(kV * kV, 0.0f);
+  logits[0 * kV + 1] = -std::numeric_limits<float>::infinity();
+  const auto model = std::make_shared<TableModel>(1, kV, logits, "no b after a");
+  const SamplingParams params =
+      constrained(SamplingParams{}, TokenConstraint::from_regex("ab", letter_token_strings(kV), {}));
+  const Generator generator(model, params, nullptr, config_of(std::nullopt, 0));
   GenerationMetrics m;
   CHECK_THROWS_WITH(generator.generate(kPrompt, 0, m),
-                    Contains("regex 'ab': no token can continue the output 'a'") && Contains("a bad word"));
+                    Contains("regex 'ab': no token can continue the output 'a'") && Contains("the model's own -inf"));
 }
 
 TEST_CASE("a pattern that matches only the empty output ends before any token; beams end at a match's end",

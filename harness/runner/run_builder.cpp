@@ -35,6 +35,10 @@ std::shared_ptr<const TokenConstraint> constraint_of(const RunDescription& run, 
   for (Token t : params.stop_tokens) key += std::to_string(t) + ",";
   SamplerMasks masks = sampler_masks(params, target.vocab_size());
   key += "\n" + std::to_string(masks.min_tokens) + "\n" + std::string(masks.permitted.begin(), masks.permitted.end());
+  for (const std::vector<Token>& word : masks.bad_words) {
+    key += "\n";
+    for (Token t : word) key += std::to_string(t) + ",";
+  }
   std::shared_ptr<const TokenConstraint>& slot = cache.constraints[key];
   if (!slot) {
     std::vector<std::string> tokenizer_strings;

@@ -32,6 +32,11 @@ TokenConstraint::TokenConstraint(std::string description, const Nfa& nfa, std::v
   }
   if (masks.min_tokens < 0) fail(description_, ": min_tokens must be >= 0, got ", masks.min_tokens);
   if (!ending_stops_.empty()) min_tokens_ = masks.min_tokens;
+  for (const std::vector<Token>& word : masks.bad_words)
+    for (Token t : word)
+      if (t < 0 || t >= V) fail(description_, ": bad word token id ", t, " is outside the vocabulary [0, ", V, ")");
+  if (!mutant_on(Mutant::constraint_ignores_bad_words)) bad_words_ = BadWordAutomaton(masks.bad_words);
+  state_of(kInitial, BadWordAutomaton::kRoot);  // the start: DFA state 0, no word begun
   // A trie of the token strings, so one walk from a DFA state shares the work of common prefixes.
   trie_.emplace_back();
   for (Token t = 0; t < V; ++t) {
@@ -61,7 +66,7 @@ TokenConstraint::TokenConstraint(std::string description, const Nfa& nfa, std::v
   stopped_.num_allowed = static_cast<int32_t>(ending_stops_.size());
   stopped_.pruned = true;
   for (const auto& [byte, child] : trie_[0].children)
-    if (!trie_[child].tokens.empty()) single_bytes_.push_back(byte);
+    single_byte_tokens_.insert(single_byte_tokens_.end(), trie_[child].tokens.begin(), trie_[child].tokens.end());
   // Refused where it is built, not at the first token: a pattern the tokens cannot spell, or not long enough.
   bool spelled = false, long_enough = false;
   {
@@ -95,28 +100,58 @@ std::shared_ptr<const TokenConstraint> TokenConstraint::from_json_schema(const s
                                                  std::move(stop_tokens), std::move(masks));
 }
 
-TokenConstraint::StateInfo TokenConstraint::build(int32_t dfa_state) const {
+int32_t TokenConstraint::state_of(int32_t dfa_state, int32_t words_state) const {
+  if (bad_words_.empty()) return dfa_state;
+  const int64_t key = static_cast<int64_t>(dfa_state) << 32 | static_cast<uint32_t>(words_state);
+  const auto [it, added] = pair_states_.try_emplace(key, static_cast<int32_t>(pairs_.size()));
+  if (added) pairs_.emplace_back(dfa_state, words_state);
+  return it->second;
+}
+
+int32_t TokenConstraint::num_states() const {
+  return bad_words_.empty() ? dfa_.num_states() : static_cast<int32_t>(pairs_.size());
+}
+
+// With a stop token the sampler can emit, a match ends by emitting one, which a bad word may ban after this output.
+bool TokenConstraint::can_end(int32_t state) const {
+  if (!dfa_.accepting(dfa_of(state))) return false;
+  if (ending_stops_.empty() || bad_words_.empty()) return true;
+  return std::any_of(ending_stops_.begin(), ending_stops_.end(),
+                     [&](Token t) { return !bad_words_.bans(words_of(state), t); });
+}
+
+TokenConstraint::StateInfo TokenConstraint::build(int32_t state) const {
   const int32_t V = vocab_size();
+  const int32_t dfa_state = dfa_of(state), words = words_of(state);
   StateInfo info;
   info.allowed.assign(V, 0);
   info.next.assign(V, kDead);
   info.complete = dfa_.accepting(dfa_state);
   std::vector<std::pair<int32_t, int32_t>> stack = {{0, dfa_state}};  // (trie node, DFA state)
   while (!stack.empty()) {
-    const auto [node, state] = stack.back();
+    const auto [node, at] = stack.back();
     stack.pop_back();
     if (node != 0)
       for (Token t : trie_[node].tokens) {
         info.allowed[t] = 1;
-        info.next[t] = state;
+        info.next[t] = at;
       }
     for (const auto& [byte, child] : trie_[node].children) {
-      const int32_t to = dfa_.step(state, byte);
+      const int32_t to = dfa_.step(at, byte);
       if (to != LazyByteDfa::kDead) stack.emplace_back(child, to);
     }
   }
+  if (!bad_words_.empty()) {
+    for (Token t : bad_words_.banned(words)) {
+      info.allowed[t] = 0;
+      info.next[t] = kDead;
+    }
+    for (Token t = 0; t < V; ++t)
+      if (info.next[t] >= 0) info.next[t] = state_of(info.next[t], bad_words_.step(words, t));
+  }
   if (info.complete)
     for (Token t : ending_stops_) {
+      if (bad_words_.bans(words, t)) continue;
       info.allowed[t] = 1;
       info.next[t] = kStopped;
     }
@@ -124,47 +159,51 @@ TokenConstraint::StateInfo TokenConstraint::build(int32_t dfa_state) const {
   return info;
 }
 
-TokenConstraint::StateInfo& TokenConstraint::unpruned(int32_t dfa_state) const {
-  if (static_cast<int32_t>(infos_.size()) <= dfa_state) infos_.resize(dfa_state + 1);
-  if (!infos_[dfa_state]) infos_[dfa_state] = std::make_unique<StateInfo>(build(dfa_state));
-  return *infos_[dfa_state];
+TokenConstraint::StateInfo& TokenConstraint::unpruned(int32_t state) const {
+  if (static_cast<int32_t>(infos_.size()) <= state) infos_.resize(state + 1);
+  if (!infos_[state]) infos_[state] = std::make_unique<StateInfo>(build(state));
+  return *infos_[state];
 }
 
 TokenConstraint::Tables& TokenConstraint::tables(Walk walk) const { return walk == Walk::bytes ? bytes_ : tokens_; }
 
-char& TokenConstraint::liveness(Walk walk, int32_t dfa_state) const {
+char& TokenConstraint::liveness(Walk walk, int32_t state) const {
   std::vector<char>& v = tables(walk).liveness;
-  if (static_cast<int32_t>(v.size()) <= dfa_state) v.resize(std::max(dfa_state + 1, dfa_.num_states()), kUnknown);
-  return v[dfa_state];
+  if (static_cast<int32_t>(v.size()) <= state) v.resize(std::max(state + 1, num_states()), kUnknown);
+  return v[state];
 }
 
 // The distinct states one step leads to: one single-byte token (a step of the byte DFA, which builds no token
 // transitions), or one token of any length (the state's token transitions, built on first use).
-void TokenConstraint::successors(Walk walk, int32_t dfa_state, std::vector<int32_t>& out) const {
+void TokenConstraint::successors(Walk walk, int32_t state, std::vector<int32_t>& out) const {
   out.clear();
   if (walk == Walk::bytes) {
-    for (unsigned char b : single_bytes_)
-      if (const int32_t to = dfa_.step(dfa_state, b); to != LazyByteDfa::kDead) out.push_back(to);
+    const int32_t from = dfa_of(state), words = words_of(state);
+    for (Token t : single_byte_tokens_) {
+      if (bad_words_.bans(words, t)) continue;
+      const int32_t to = dfa_.step(from, static_cast<unsigned char>(token_strings_[t][0]));
+      if (to != LazyByteDfa::kDead) out.push_back(state_of(to, bad_words_.step(words, t)));
+    }
   } else {
-    for (int32_t to : unpruned(dfa_state).next)
+    for (int32_t to : unpruned(state).next)
       if (to >= 0) out.push_back(to);
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
 }
 
-// Breadth-first from `dfa_state` until a complete or known-live state. Found: the path to it is live. Not found:
-// every state the search reached is dead, since all that they reach was searched too. A token walk takes a state that
-// single-byte tokens can finish from as found (they are tokens too), so it searches only where they cannot.
-bool TokenConstraint::search_live(Walk walk, int32_t dfa_state) const {
-  if (const char known = liveness(walk, dfa_state); known != kUnknown) return known == kLiveState;
+// Breadth-first from `state` until one where a match can end, or a known-live one. Found: the path to it is live. Not
+// found: every state the search reached is dead, since all that they reach was searched too. A token walk takes a state
+// that single-byte tokens can finish from as found (they are tokens too), so it searches only where they cannot.
+bool TokenConstraint::search_live(Walk walk, int32_t state) const {
+  if (const char known = liveness(walk, state); known != kUnknown) return known == kLiveState;
   if (walk == Walk::bytes && byte_walk_spent()) return false;  // not found: the token walk decides
-  std::vector<int32_t> order = {dfa_state}, parent = {-1}, next;
-  std::set<int32_t> seen = {dfa_state};
+  std::vector<int32_t> order = {state}, parent = {-1}, next;
+  std::set<int32_t> seen = {state};
   for (size_t k = 0; k < order.size(); ++k) {
     const int32_t u = order[k];
     const char known = liveness(walk, u);
-    if (known == kLiveState || dfa_.accepting(u) || (walk == Walk::tokens && search_live(Walk::bytes, u))) {
+    if (known == kLiveState || can_end(u) || (walk == Walk::tokens && search_live(Walk::bytes, u))) {
       for (int32_t i = static_cast<int32_t>(k); i >= 0; i = parent[i]) liveness(walk, order[i]) = kLiveState;
       return true;
     }
@@ -181,7 +220,7 @@ bool TokenConstraint::search_live(Walk walk, int32_t dfa_state) const {
   return false;
 }
 
-bool TokenConstraint::live(int32_t dfa_state) const { return search_live(Walk::tokens, dfa_state); }
+bool TokenConstraint::live(int32_t state) const { return search_live(Walk::tokens, state); }
 
 void TokenConstraint::prune(StateInfo& info) const {
   if (info.pruned) return;
@@ -195,24 +234,23 @@ void TokenConstraint::prune(StateInfo& info) const {
     }
 }
 
-TokenConstraint::StateInfo& TokenConstraint::pruned(int32_t dfa_state) const {
-  StateInfo& i = unpruned(dfa_state);
+TokenConstraint::StateInfo& TokenConstraint::pruned(int32_t state) const {
+  StateInfo& i = unpruned(state);
   prune(i);
   return i;
 }
 
-// The longest path from `dfa_state` through states the walk can still finish a match from, capped at min_tokens_: a
+// The longest path from `state` through states the walk can still finish a match from, capped at min_tokens_: a
 // match can be ended from there with at least that many more tokens. Depth-first, without recursion; a step back to
 // a state on the path closes a cycle of such states, along which paths of any length run. A path of single-byte
 // tokens is a path of tokens, so the byte walk's value is a lower bound of the token walk's.
-int32_t TokenConstraint::longest(Walk walk, int32_t dfa_state) const {
+int32_t TokenConstraint::longest(Walk walk, int32_t state) const {
   Tables& table = tables(walk);
   auto value = [&](int32_t s) -> int32_t& {
-    if (static_cast<int32_t>(table.longest.size()) <= s)
-      table.longest.resize(std::max(s + 1, dfa_.num_states()), kNotFound);
+    if (static_cast<int32_t>(table.longest.size()) <= s) table.longest.resize(std::max(s + 1, num_states()), kNotFound);
     return table.longest[s];
   };
-  if (value(dfa_state) != kNotFound) return value(dfa_state);
+  if (value(state) != kNotFound) return value(state);
   struct Frame {
     int32_t state;
     std::vector<int32_t> next;  // the successors the walk can finish from
@@ -230,7 +268,7 @@ int32_t TokenConstraint::longest(Walk walk, int32_t dfa_state) const {
     on_path.insert(s);
     path.push_back(std::move(f));
   };
-  enter(dfa_state);
+  enter(state);
   while (!path.empty()) {
     Frame& f = path.back();
     bool descended = false;
@@ -253,17 +291,17 @@ int32_t TokenConstraint::longest(Walk walk, int32_t dfa_state) const {
     path.pop_back();
     if (!path.empty()) path.back().best = std::max(path.back().best, 1 + found);
   }
-  return value(dfa_state);
+  return value(state);
 }
 
-bool TokenConstraint::reaches(int32_t dfa_state, int32_t needed) const {
-  return needed <= 0 || longest(Walk::bytes, dfa_state) >= needed || longest(Walk::tokens, dfa_state) >= needed;
+bool TokenConstraint::reaches(int32_t state, int32_t needed) const {
+  return needed <= 0 || longest(Walk::bytes, state) >= needed || longest(Walk::tokens, state) >= needed;
 }
 
 const TokenConstraint::StateInfo& TokenConstraint::info(int32_t state) const {
   if (state == kStopped) return stopped_;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (state < 0 || state >= dfa_.num_states())
+  if (state < 0 || state >= num_states())
     fail(description_, ": automaton state ", state, " does not exist (a history from another constraint?)");
   return pruned(state);
 }
@@ -396,15 +434,18 @@ std::vector<std::string> parse_token_strings(const std::string& text, const std:
 SamplerMasks sampler_masks(const SamplingParams& s, int32_t vocab_size) {
   s.validate(vocab_size);  // the mask step indexes a row by the token ids
   // The sampler's own mask step on a row of zeros with no output yet: what it bans there it bans whatever the
-  // history, since a bad word of several tokens needs the rest of it in the output. min_tokens, which depends on the
-  // output's length, is carried apart.
+  // history, since a bad word of several tokens needs the rest of it in the output. Those words, and min_tokens, which
+  // depend on the output, are carried apart.
   SamplingParams always = s;
   always.min_tokens = 0;
   std::vector<float> row(vocab_size, 0.0f);
   apply_masks_and_bias({row.data(), vocab_size}, always, TokenHistory{});
   std::vector<char> permitted(vocab_size);
   for (int32_t t = 0; t < vocab_size; ++t) permitted[t] = row[t] != -std::numeric_limits<float>::infinity();
-  return {std::move(permitted), s.min_tokens};
+  std::vector<std::vector<Token>> words;
+  for (const std::vector<Token>& word : s.bad_words)
+    if (word.size() > 1) words.push_back(word);
+  return {std::move(permitted), s.min_tokens, std::move(words)};
 }
 
 std::shared_ptr<const TokenConstraint> constraint_from_options(const ConstraintOptions& options,
@@ -440,10 +481,13 @@ void apply_token_constraint(LogitsRow row, const SamplingParams& s, const TokenH
   for (int32_t i = 0; i < row.size; ++i)
     kept += (*allowed)[i] && row.logits[i] != -std::numeric_limits<float>::infinity();
   if (kept == 0 && s.constraint_yields_to_masks) return;  // a draft's row: see SamplingParams
+  // A row after a stop token is past the sequence's end, never used: a bad word that ends with a stop token may leave
+  // it no token.
+  if (kept == 0 && h.constraint_state == TokenConstraint::kStopped) return;
   if (kept == 0)
     fail(s.constraint->description(), ": no token can continue the output '", s.constraint->text(h.output),
-         "' (every token that continues the match is masked here: by min_tokens, a bad word, or the model's own -inf "
-         "logits)");
+         "' (every token that continues the match is masked here by the model's own -inf logits, or by masks the "
+         "automaton was not built with)");
   keep_only(row, *allowed);
 }
 

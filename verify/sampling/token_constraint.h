@@ -15,7 +15,10 @@
 // gives up past kByteWalkStates DFA states, where bytes found only inside longer tokens make it blow up). With a
 // stop token the sampler can emit and min_tokens, a match may end only once the output has min_tokens tokens: a
 // token is then allowed only where a path of the tokens still needed leads on (the longest path from each state,
-// capped at min_tokens, is found by a depth-first search and remembered; a cycle makes it unbounded).
+// capped at min_tokens, is found by a depth-first search and remembered; a cycle makes it unbounded). Bad words of
+// several tokens ban a token after some outputs only: the automaton then runs beside the pattern's DFA the bad words'
+// own (BadWordAutomaton), and its states are the pairs met, so that a token a bad word bans is not allowed, no path
+// through one counts towards liveness, and a match whose every stop token a bad word bans cannot end there.
 //
 // The automaton state is part of the row's history (TokenHistory::constraint_state), advanced by
 // SamplerPipeline::advance with every emitted token, exactly like the penalties' counts: draft rows, tree
@@ -36,9 +39,12 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "verify/constraints/byte_dfa.h"
+#include "verify/sampling/bad_word_automaton.h"
 #include "verify/sampling/logits_processors.h"
 #include "verify/sampling/sampling_params.h"
 
@@ -48,6 +54,7 @@ namespace specula {
 struct SamplerMasks {
   std::vector<char> permitted;  // [V], or empty for every token: can the sampler ever emit the token?
   int32_t min_tokens = 0;       // stop tokens are banned until the output has this many tokens
+  std::vector<std::vector<Token>> bad_words = {};  // of several tokens: the last is banned after the rest
 };
 
 class TokenConstraint {
@@ -117,11 +124,11 @@ class TokenConstraint {
   // The byte walk gives up once the automaton has this many DFA states: where a byte the pattern needs comes only
   // inside longer tokens, it may determinise exponentially many states the tokens never reach.
   static constexpr int32_t kByteWalkStates = 1 << 16;
-  bool byte_walk_spent() const { return dfa_.num_states() > kByteWalkStates; }
+  bool byte_walk_spent() const { return dfa_.num_states() > kByteWalkStates || num_states() > kByteWalkStates; }
   static constexpr char kUnknown = 0, kLiveState = 1, kDeadState = 2;
   static constexpr int32_t kNotFound = -1;
   struct Tables {
-    std::vector<char> liveness;    // can a complete state be reached?
+    std::vector<char> liveness;    // can a state be reached where a match can end?
     std::vector<int32_t> longest;  // longest path through states that can, capped at min_tokens_
   };
   struct TrieNode {
@@ -130,32 +137,42 @@ class TokenConstraint {
   };
   const StateInfo& info(int32_t state) const;
   // The rest run with mutex_ held.
-  StateInfo build(int32_t dfa_state) const;      // the token transitions, before dead ends are cut
-  StateInfo& unpruned(int32_t dfa_state) const;  // built on first use
+  // A state is a pair (DFA state, bad-word state), numbered as first met; without bad words of several tokens, the
+  // DFA state itself.
+  int32_t state_of(int32_t dfa_state, int32_t words_state) const;
+  int32_t dfa_of(int32_t state) const { return bad_words_.empty() ? state : pairs_[state].first; }
+  int32_t words_of(int32_t state) const { return bad_words_.empty() ? BadWordAutomaton::kRoot : pairs_[state].second; }
+  int32_t num_states() const;
+  bool can_end(int32_t state) const;     // a complete match that a token the sampler emits there (a stop, or none) ends
+  StateInfo build(int32_t state) const;  // the token transitions, before dead ends are cut
+  StateInfo& unpruned(int32_t state) const;  // built on first use
   Tables& tables(Walk walk) const;
-  char& liveness(Walk walk, int32_t dfa_state) const;
-  void successors(Walk walk, int32_t dfa_state, std::vector<int32_t>& out) const;
-  bool search_live(Walk walk, int32_t dfa_state) const;
-  bool live(int32_t dfa_state) const;  // through tokens of any length
+  char& liveness(Walk walk, int32_t state) const;
+  void successors(Walk walk, int32_t state, std::vector<int32_t>& out) const;
+  bool search_live(Walk walk, int32_t state) const;
+  bool live(int32_t state) const;  // through tokens of any length
   void prune(StateInfo& info) const;
-  StateInfo& pruned(int32_t dfa_state) const;
-  int32_t longest(Walk walk, int32_t dfa_state) const;
-  bool reaches(int32_t dfa_state, int32_t needed) const;  // a path of `needed` tokens to where a match can end?
+  StateInfo& pruned(int32_t state) const;
+  int32_t longest(Walk walk, int32_t state) const;
+  bool reaches(int32_t state, int32_t needed) const;  // a path of `needed` tokens to where a match can end?
 
   std::string description_;
   std::vector<std::string> token_strings_;
   std::vector<Token> stop_tokens_;
   std::vector<Token> ending_stops_;  // the stop tokens the sampler can emit
   std::vector<char> is_stop_;
-  std::vector<char> permitted_;              // [V]
-  std::vector<unsigned char> single_bytes_;  // the bytes that a permitted non-stop token spells alone
-  int32_t min_tokens_ = 0;                   // 0 without a stop token the sampler can emit
-  std::vector<TrieNode> trie_;               // token strings, root = 0
+  std::vector<char> permitted_;            // [V]
+  std::vector<Token> single_byte_tokens_;  // the permitted non-stop tokens of one byte
+  int32_t min_tokens_ = 0;                 // 0 without a stop token the sampler can emit
+  BadWordAutomaton bad_words_;             // of several tokens
+  std::vector<TrieNode> trie_;             // token strings, root = 0
   StateInfo stopped_;
 
   mutable std::mutex mutex_;
   mutable LazyByteDfa dfa_;
-  mutable std::vector<std::unique_ptr<StateInfo>> infos_;  // by DFA state
+  mutable std::vector<std::unique_ptr<StateInfo>> infos_;   // by state
+  mutable std::vector<std::pair<int32_t, int32_t>> pairs_;  // state -> (DFA state, bad-word state), with bad words
+  mutable std::unordered_map<int64_t, int32_t> pair_states_;
   mutable Tables bytes_, tokens_;
 };
 
@@ -167,9 +184,9 @@ std::vector<std::string> letter_token_strings(int32_t vocab_size);
 std::vector<std::string> parse_token_strings(const std::string& text, const std::string& source, int32_t vocab_size);
 
 // What a sampler with these settings lets through: permitted[t] is 0 for a token its mask step (apply_masks_and_bias)
-// bans with no output yet, i.e. outside allowed_tokens, banned, a one-token bad word or with a -inf logit bias; and its
-// min_tokens. (Bad words of several tokens depend on the output in ways a constraint does not follow: they are not
-// counted.) Throws where the settings are invalid for the vocabulary (SamplingParams::validate).
+// bans with no output yet, i.e. outside allowed_tokens, banned, a one-token bad word or with a -inf logit bias; its
+// min_tokens; and its bad words of several tokens, which ban a token only after some outputs. Throws where the
+// settings are invalid for the vocabulary (SamplingParams::validate).
 SamplerMasks sampler_masks(const SamplingParams& s, int32_t vocab_size);
 
 // What the command line and experiment files say about a constraint (all optional).
@@ -196,9 +213,9 @@ std::shared_ptr<const TokenConstraint> constraint_from_options(const ConstraintO
                                                                std::vector<Token> stop_tokens, SamplerMasks masks = {});
 
 // Pipeline step 1 (masks): keeps only the tokens the constraint allows in the history's state. A no-op
-// without a constraint. Throws Error naming the constraint and the text so far when no token can continue (only
-// masks the constraint was not built with, such as bad words of several tokens, or the model's own -inf logits, can
-// bring that about).
+// without a constraint. Throws Error naming the constraint and the text so far when no token can continue (only the
+// model's own -inf logits, or masks the constraint was not built with, can bring that about). A row after a stop token
+// is past the sequence's end and never used: where a bad word bans every stop token there, it is left open.
 void apply_token_constraint(LogitsRow row, const SamplingParams& s, const TokenHistory& h);
 
 }  // namespace specula

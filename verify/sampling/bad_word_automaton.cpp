@@ -1,0 +1,62 @@
+#include "verify/sampling/bad_word_automaton.h"
+
+#include <algorithm>
+
+namespace specula {
+
+BadWordAutomaton::BadWordAutomaton() : nodes_(1) {}
+
+BadWordAutomaton::BadWordAutomaton(const std::vector<std::vector<Token>>& words) : nodes_(1) {
+  for (const std::vector<Token>& word : words) {
+    if (word.size() < 2) continue;
+    int32_t node = kRoot;
+    for (size_t i = 0; i + 1 < word.size(); ++i) {
+      int32_t next = child(node, word[i]);
+      if (next < 0) {
+        next = static_cast<int32_t>(nodes_.size());
+        auto& children = nodes_[node].children;
+        children.insert(std::lower_bound(children.begin(), children.end(), std::make_pair(word[i], int32_t{0})),
+                        {word[i], next});
+        nodes_.emplace_back();
+      }
+      node = next;
+    }
+    nodes_[node].banned.push_back(word.back());
+  }
+  // Breadth first, so that a node's failure link, which is shallower, is finished before the node.
+  std::vector<int32_t> order = {kRoot};
+  for (size_t k = 0; k < order.size(); ++k) {
+    const int32_t u = order[k];
+    for (const auto& [token, v] : nodes_[u].children) {
+      if (u != kRoot) nodes_[v].fail = step(nodes_[u].fail, token);
+      const std::vector<Token>& inherited = nodes_[nodes_[v].fail].banned;
+      nodes_[v].banned.insert(nodes_[v].banned.end(), inherited.begin(), inherited.end());
+      order.push_back(v);
+    }
+  }
+  for (Node& n : nodes_) {
+    std::sort(n.banned.begin(), n.banned.end());
+    n.banned.erase(std::unique(n.banned.begin(), n.banned.end()), n.banned.end());
+  }
+}
+
+int32_t BadWordAutomaton::child(int32_t node, Token token) const {
+  const auto& children = nodes_[node].children;
+  const auto it = std::lower_bound(children.begin(), children.end(), std::make_pair(token, int32_t{0}));
+  return it != children.end() && it->first == token ? it->second : -1;
+}
+
+int32_t BadWordAutomaton::step(int32_t state, Token token) const {
+  for (;;) {
+    if (const int32_t next = child(state, token); next >= 0) return next;
+    if (state == kRoot) return kRoot;
+    state = nodes_[state].fail;
+  }
+}
+
+bool BadWordAutomaton::bans(int32_t state, Token token) const {
+  const std::vector<Token>& b = nodes_[state].banned;
+  return std::binary_search(b.begin(), b.end(), token);
+}
+
+}  // namespace specula
