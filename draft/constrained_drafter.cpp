@@ -1,5 +1,7 @@
 #include "draft/constrained_drafter.h"
 
+#include <algorithm>
+
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -19,7 +21,8 @@ class ConstrainedDrafter : public Drafter {
   TokenTree propose(const DraftRequest& request) override {
     const TokenTree proposed = inner_->propose(request);
     int32_t removed = 0;
-    TokenTree tree = cut_illegal_point_masses(proposed, *constraint_, request.history->constraint_state, &removed);
+    TokenTree tree = cut_illegal_point_masses(proposed, *constraint_, request.history->constraint_state,
+                                              static_cast<int32_t>(request.history->output.size()), &removed);
     removed_ += removed;
     sync();
     return tree;
@@ -43,22 +46,39 @@ class ConstrainedDrafter : public Drafter {
 
 }  // namespace
 
+namespace {
+
+// Can the target emit `token` after the path that led to `state`, `produced` tokens into the output?
+bool emittable(const TokenConstraint& constraint, int32_t state, int32_t produced, Token token,
+               std::vector<char>& scratch) {
+  if (constraint.next_state(state, token) == TokenConstraint::kDead) return false;
+  const std::vector<Token>& stops = constraint.stop_tokens();
+  if (produced < constraint.min_tokens() && std::find(stops.begin(), stops.end(), token) != stops.end()) return false;
+  const std::vector<char>* mask = constraint.allowed(state, produced, scratch);
+  return !mask || (*mask)[token];
+}
+
+}  // namespace
+
 TokenTree cut_illegal_point_masses(const TokenTree& tree, const TokenConstraint& constraint, int32_t state,
-                                   int32_t* removed) {
+                                   int32_t produced, int32_t* removed) {
   TokenTree out;
   out.scheme = tree.scheme;
   const bool has_q = !tree.draft_q.empty();
   out.draft_q.push_back(has_q ? tree.q_at_row(0) : std::vector<float>{});
   std::vector<int32_t> new_node(tree.size(), -1);  // -1 = cut
-  std::vector<int32_t> node_state(tree.size(), TokenConstraint::kDead);
+  std::vector<int32_t> node_state(tree.size(), TokenConstraint::kDead), depth(tree.size(), 0);
+  std::vector<char> scratch;
   for (int32_t n = 0; n < tree.size(); ++n) {  // parents come first
     const int32_t p = tree.parent[n];
     if (p >= 0 && new_node[p] < 0) continue;  // below a cut node
+    depth[n] = p < 0 ? 0 : depth[p] + 1;
     const int32_t parent_state = p < 0 ? state : node_state[p];
-    const int32_t s = constraint.next_state(parent_state, tree.tokens[n]);
     const bool point_mass = tree.q_at_row(p + 1).empty();
-    if (s == TokenConstraint::kDead && point_mass && parent_state != TokenConstraint::kDead) continue;
-    node_state[n] = s;
+    if (point_mass && parent_state != TokenConstraint::kDead &&
+        !emittable(constraint, parent_state, produced + depth[n], tree.tokens[n], scratch))
+      continue;
+    node_state[n] = constraint.next_state(parent_state, tree.tokens[n]);
     out.add(tree.tokens[n], p < 0 ? -1 : new_node[p]);
     new_node[n] = out.size() - 1;
     out.draft_q.push_back(has_q ? tree.q_at_row(n + 1) : std::vector<float>{});

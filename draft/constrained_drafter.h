@@ -1,5 +1,6 @@
 // Speculation under a constraint (verify/sampling/token_constraint.h): wraps any drafter and cuts the
-// point-mass candidates the constraint forbids, with everything below them. Model, n-gram and synthetic
+// point-mass candidates the constraint forbids (or that min_tokens does, with a stop token), with everything below
+// them: the target could not emit them, so they would only take a draft position. Model, n-gram and synthetic
 // drafters sample from their processed q, which carries the same constraint, so their candidates are
 // legal, except at a row where the draft's own masks ban every token the constraint allows (its mask is dropped
 // there: SamplingParams::constraint_yields_to_masks); prompt lookup copies tokens from the context, which may leave
@@ -19,11 +20,13 @@
 
 namespace specula {
 
-// The tree with every point-mass node that is illegal under `constraint` (state after its path = kDead),
-// and its subtree, removed; `state` is the constraint state at the root. Rows keep their recorded q.
-// `removed` (optional) receives the number of nodes cut.
+// The tree with every point-mass node that the target cannot emit under `constraint` removed, with its subtree: a
+// token the automaton does not allow after the node's path (state kDead), or allows only in a match that min_tokens
+// would keep from ending, or a stop token before min_tokens. `state` is the constraint state at the root and
+// `produced` the number of output tokens before it. Rows keep their recorded q. `removed` (optional) receives the
+// number of nodes cut.
 TokenTree cut_illegal_point_masses(const TokenTree& tree, const TokenConstraint& constraint, int32_t state,
-                                   int32_t* removed = nullptr);
+                                   int32_t produced, int32_t* removed = nullptr);
 
 class ConstrainedDrafterFactory : public DrafterFactory {
  public:

@@ -817,11 +817,11 @@ TEST_CASE("constrained drafter: point-mass candidates are cut at the first illeg
   TokenTree chain = TokenTree::chain({0, 1, 2, 0});
   chain.scheme = SiblingScheme::deterministic;
   int32_t removed = 0;
-  TokenTree cut = cut_illegal_point_masses(chain, *c, TokenConstraint::kInitial, &removed);
+  TokenTree cut = cut_illegal_point_masses(chain, *c, TokenConstraint::kInitial, 0, &removed);
   CHECK(cut.tokens == std::vector<Token>{0, 1, 2});
   CHECK(removed == 1);
   // From the state after "a", the chain "b" is legal but "a" is not: nothing proposed.
-  cut = cut_illegal_point_masses(TokenTree::chain({0}), *c, c->walk({0}), &removed);
+  cut = cut_illegal_point_masses(TokenTree::chain({0}), *c, c->walk({0}), 1, &removed);
   CHECK(cut.size() == 0);
   // A trie: a(-> b, -> a), b(-> f). Illegal subtrees go; order and parents are kept.
   TokenTree trie;
@@ -831,17 +831,38 @@ TEST_CASE("constrained drafter: point-mass candidates are cut at the first illeg
   trie.add(0, 0);
   trie.add(1, -1);
   trie.add(5, 3);
-  cut = cut_illegal_point_masses(trie, *c, TokenConstraint::kInitial, &removed);
+  cut = cut_illegal_point_masses(trie, *c, TokenConstraint::kInitial, 0, &removed);
   CHECK(cut.tokens == std::vector<Token>{0, 1});
   CHECK(cut.parent == std::vector<int32_t>{-1, 0});
   CHECK(removed == 3);
   // A sampled chain with a recorded q is left alone even where it is illegal.
   TokenTree sampled = TokenTree::chain({0, 0, 1});
   sampled.draft_q.assign(4, std::vector<float>(kV, 1.0f / kV));
-  cut = cut_illegal_point_masses(sampled, *c, TokenConstraint::kInitial, &removed);
+  cut = cut_illegal_point_masses(sampled, *c, TokenConstraint::kInitial, 0, &removed);
   CHECK(cut.tokens == sampled.tokens);
   CHECK(cut.draft_q.size() == 4);
   CHECK(removed == 0);
+  // With the stop token 'f' and min_tokens 3 under [ab]{0,2}(c|de): 'c' first would end the match too soon, and so
+  // would "ac" or the stop after two tokens; "abc" then the stop is what the target can emit.
+  SamplingParams min3;
+  min3.stop_tokens = {5};
+  min3.min_tokens = 3;
+  const auto m = TokenConstraint::from_regex("[ab]{0,2}(c|de)", letter_token_strings(kV), {5}, sampler_masks(min3, kV));
+  CHECK(m->min_tokens() == 3);
+  const auto point_chain = [](std::vector<Token> tokens) {
+    TokenTree t = TokenTree::chain(std::move(tokens));
+    t.scheme = SiblingScheme::deterministic;
+    return t;
+  };
+  CHECK(cut_illegal_point_masses(point_chain({2, 5}), *m, TokenConstraint::kInitial, 0, &removed).size() == 0);
+  CHECK(cut_illegal_point_masses(point_chain({0, 2}), *m, TokenConstraint::kInitial, 0).tokens ==
+        std::vector<Token>{0});
+  CHECK(cut_illegal_point_masses(point_chain({0, 1, 2, 5}), *m, TokenConstraint::kInitial, 0).size() == 4);
+  // Two tokens into the output ("ab"), 'c' and the stop are what the target can emit; one token in ("a"), 'c' would end
+  // the match too soon, but "bc" and the stop would not.
+  CHECK(cut_illegal_point_masses(point_chain({2, 5}), *m, m->walk({0, 1}), 2).size() == 2);
+  CHECK(cut_illegal_point_masses(point_chain({2, 5}), *m, m->walk({0}), 1).size() == 0);
+  CHECK(cut_illegal_point_masses(point_chain({1, 2, 5}), *m, m->walk({0}), 1).size() == 3);
 }
 
 TEST_CASE("stop tokens end a complete match; outputs before the stop match the whole pattern", "[constraints]") {

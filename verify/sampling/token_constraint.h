@@ -85,6 +85,9 @@ class TokenConstraint {
   int32_t vocab_size() const { return static_cast<int32_t>(token_strings_.size()); }
   const std::vector<std::string>& token_strings() const { return token_strings_; }
   const std::vector<Token>& stop_tokens() const { return stop_tokens_; }
+  // Stop tokens are banned until the output has this many tokens: the sampler's min_tokens where a stop token it can
+  // emit ends a match, else 0.
+  int32_t min_tokens() const { return min_tokens_; }
 
   // Allowed-token mask of a state (1 = allowed); nullptr for kDead and ended states (no mask: the row is never
   // used to emit a token).
