@@ -37,25 +37,9 @@ TokenConstraint::TokenConstraint(std::string description, const Nfa& nfa, std::v
       if (t < 0 || t >= V) fail(description_, ": bad word token id ", t, " is outside the vocabulary [0, ", V, ")");
   if (!mutant_on(Mutant::constraint_ignores_bad_words)) bad_words_ = BadWordAutomaton(masks.bad_words);
   state_of(kInitial, BadWordAutomaton::kRoot);  // the start: DFA state 0, no word begun
-  // A trie of the token strings, so one walk from a DFA state shares the work of common prefixes.
-  trie_.emplace_back();
-  for (Token t = 0; t < V; ++t) {
-    if (is_stop_[t] || !permitted_[t] || token_strings_[t].empty()) continue;
-    int32_t node = 0;
-    for (char c : token_strings_[t]) {
-      const unsigned char b = static_cast<unsigned char>(c);
-      int32_t next = -1;
-      for (const auto& [byte, child] : trie_[node].children)
-        if (byte == b) next = child;
-      if (next < 0) {
-        next = static_cast<int32_t>(trie_.size());
-        trie_[node].children.emplace_back(b, next);
-        trie_.emplace_back();
-      }
-      node = next;
-    }
-    trie_[node].tokens.push_back(t);
-  }
+  std::vector<char> walked(V);                  // stop tokens' strings are never walked
+  for (Token t = 0; t < V; ++t) walked[t] = permitted_[t] && !is_stop_[t];
+  trie_ = TokenTrie(token_strings_, walked);
   stopped_.allowed.assign(V, 0);
   stopped_.next.assign(V, kDead);
   stopped_.complete = true;
@@ -65,8 +49,9 @@ TokenConstraint::TokenConstraint(std::string description, const Nfa& nfa, std::v
   }
   stopped_.num_allowed = static_cast<int32_t>(ending_stops_.size());
   stopped_.pruned = true;
-  for (const auto& [byte, child] : trie_[0].children)
-    single_byte_tokens_.insert(single_byte_tokens_.end(), trie_[child].tokens.begin(), trie_[child].tokens.end());
+  for (int32_t i = 1; i < trie_.size(); i = trie_.end[i])  // the root's children
+    if (trie_.depth[i] == 1)
+      single_byte_tokens_.insert(single_byte_tokens_.end(), trie_.tokens_begin(i), trie_.tokens_end(i));
   // Refused where it is built, not at the first token: a pattern the tokens cannot spell, or not long enough.
   bool spelled = false, long_enough = false;
   {
@@ -127,19 +112,21 @@ TokenConstraint::StateInfo TokenConstraint::build(int32_t state) const {
   info.allowed.assign(V, 0);
   info.next.assign(V, kDead);
   info.complete = dfa_.accepting(dfa_state);
-  std::vector<std::pair<int32_t, int32_t>> stack = {{0, dfa_state}};  // (trie node, DFA state)
-  while (!stack.empty()) {
-    const auto [node, at] = stack.back();
-    stack.pop_back();
-    if (node != 0)
-      for (Token t : trie_[node].tokens) {
-        info.allowed[t] = 1;
-        info.next[t] = at;
-      }
-    for (const auto& [byte, child] : trie_[node].children) {
-      const int32_t to = dfa_.step(at, byte);
-      if (to != LazyByteDfa::kDead) stack.emplace_back(child, to);
+  // One pass over the trie in preorder: at[d] is the DFA state after the first d bytes of the node's string.
+  std::vector<int32_t> at(trie_.max_depth + 1);
+  at[0] = dfa_state;
+  for (int32_t i = 1; i < trie_.size();) {
+    const int32_t to = dfa_.step(at[trie_.depth[i] - 1], trie_.byte[i]);
+    if (to == LazyByteDfa::kDead) {
+      i = trie_.end[i];
+      continue;
     }
+    at[trie_.depth[i]] = to;
+    for (const Token* t = trie_.tokens_begin(i); t != trie_.tokens_end(i); ++t) {
+      info.allowed[*t] = 1;
+      info.next[*t] = to;
+    }
+    ++i;
   }
   if (!bad_words_.empty()) {
     for (Token t : bad_words_.banned(words)) {

@@ -47,6 +47,7 @@
 #include "verify/sampling/bad_word_automaton.h"
 #include "verify/sampling/logits_processors.h"
 #include "verify/sampling/sampling_params.h"
+#include "verify/sampling/token_trie.h"
 
 namespace specula {
 
@@ -134,10 +135,6 @@ class TokenConstraint {
     std::vector<char> liveness;    // can a state be reached where a match can end?
     std::vector<int32_t> longest;  // longest path through states that can, capped at min_tokens_
   };
-  struct TrieNode {
-    std::vector<std::pair<unsigned char, int32_t>> children;
-    std::vector<Token> tokens;  // tokens whose string ends here
-  };
   const StateInfo& info(int32_t state) const;
   // The rest run with mutex_ held.
   // A state is a pair (DFA state, bad-word state), numbered as first met; without bad words of several tokens, the
@@ -168,7 +165,7 @@ class TokenConstraint {
   std::vector<Token> single_byte_tokens_;  // the permitted non-stop tokens of one byte
   int32_t min_tokens_ = 0;                 // 0 without a stop token the sampler can emit
   BadWordAutomaton bad_words_;             // of several tokens
-  std::vector<TrieNode> trie_;             // token strings, root = 0
+  TokenTrie trie_;                         // the permitted non-stop tokens' strings
   StateInfo stopped_;
 
   mutable std::mutex mutex_;
