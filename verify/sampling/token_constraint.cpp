@@ -41,12 +41,8 @@ TokenConstraint::TokenConstraint(std::string description, const Nfa& nfa, std::v
   for (Token t = 0; t < V; ++t) walked[t] = permitted_[t] && !is_stop_[t];
   trie_ = TokenTrie(token_strings_, walked);
   stopped_.allowed.assign(V, 0);
-  stopped_.next.assign(V, kDead);
   stopped_.complete = true;
-  for (Token t : ending_stops_) {
-    stopped_.allowed[t] = 1;
-    stopped_.next[t] = kStopped;
-  }
+  for (Token t : ending_stops_) stopped_.allowed[t] = 1;
   stopped_.num_allowed = static_cast<int32_t>(ending_stops_.size());
   stopped_.pruned = true;
   for (int32_t i = 1; i < trie_.size(); i = trie_.end[i])  // the root's children
@@ -105,43 +101,51 @@ bool TokenConstraint::can_end(int32_t state) const {
                      [&](Token t) { return !bad_words_.bans(words_of(state), t); });
 }
 
-TokenConstraint::StateInfo TokenConstraint::build(int32_t state) const {
-  const int32_t V = vocab_size();
-  const int32_t dfa_state = dfa_of(state), words = words_of(state);
-  StateInfo info;
-  info.allowed.assign(V, 0);
-  info.next.assign(V, kDead);
-  info.complete = dfa_.accepting(dfa_state);
-  // One pass over the trie in preorder: at[d] is the DFA state after the first d bytes of the node's string.
+template <class Visit>
+void TokenConstraint::step_tokens(int32_t state, Visit&& visit) const {
+  const int32_t words = words_of(state);
+  // at[d] is the DFA state after the first d bytes of the node's string.
   std::vector<int32_t> at(trie_.max_depth + 1);
-  at[0] = dfa_state;
+  at[0] = dfa_of(state);
   for (int32_t i = 1; i < trie_.size();) {
     const int32_t to = dfa_.step(at[trie_.depth[i] - 1], trie_.byte[i]);
     if (to == LazyByteDfa::kDead) {
-      i = trie_.end[i];
+      i = trie_.end[i];  // no token below can follow either
       continue;
     }
     at[trie_.depth[i]] = to;
-    for (const Token* t = trie_.tokens_begin(i); t != trie_.tokens_end(i); ++t) {
-      info.allowed[*t] = 1;
-      info.next[*t] = to;
-    }
+    for (const Token* t = trie_.tokens_begin(i); t != trie_.tokens_end(i); ++t)
+      if (bad_words_.empty())
+        visit(*t, to);
+      else if (!bad_words_.bans(words, *t))
+        visit(*t, state_of(to, bad_words_.step(words, *t)));
     ++i;
   }
-  if (!bad_words_.empty()) {
-    for (Token t : bad_words_.banned(words)) {
-      info.allowed[t] = 0;
-      info.next[t] = kDead;
-    }
-    for (Token t = 0; t < V; ++t)
-      if (info.next[t] >= 0) info.next[t] = state_of(info.next[t], bad_words_.step(words, t));
-  }
+}
+
+int32_t TokenConstraint::step_token(int32_t state, Token token) const {
+  if (is_stop_[token] || !permitted_[token] || token_strings_[token].empty()) return kDead;
+  int32_t to = dfa_of(state);
+  for (char c : token_strings_[token]) to = dfa_.step(to, static_cast<unsigned char>(c));
+  if (to == LazyByteDfa::kDead || bad_words_.bans(words_of(state), token)) return kDead;
+  return state_of(to, bad_words_.step(words_of(state), token));
+}
+
+TokenConstraint::StateInfo TokenConstraint::build(int32_t state) const {
+  StateInfo info;
+  info.allowed.assign(vocab_size(), 0);
+  info.complete = dfa_.accepting(dfa_of(state));
+  std::vector<char> seen;  // by state: a vocabulary's tokens lead to few distinct states
+  step_tokens(state, [&](Token t, int32_t next) {
+    info.allowed[t] = 1;
+    if (static_cast<int32_t>(seen.size()) <= next) seen.resize(std::max<size_t>(2 * seen.size(), next + 1), 0);
+    if (!seen[next]) info.successors.push_back(next);
+    seen[next] = 1;
+  });
+  std::sort(info.successors.begin(), info.successors.end());
   if (info.complete)
-    for (Token t : ending_stops_) {
-      if (bad_words_.bans(words, t)) continue;
-      info.allowed[t] = 1;
-      info.next[t] = kStopped;
-    }
+    for (Token t : ending_stops_)
+      if (!bad_words_.bans(words_of(state), t)) info.allowed[t] = 1;
   for (char a : info.allowed) info.num_allowed += a;
   return info;
 }
@@ -172,8 +176,7 @@ void TokenConstraint::successors(Walk walk, int32_t state, std::vector<int32_t>&
       if (to != LazyByteDfa::kDead) out.push_back(state_of(to, bad_words_.step(words, t)));
     }
   } else {
-    for (int32_t to : unpruned(state).next)
-      if (to >= 0) out.push_back(to);
+    out = unpruned(state).successors;
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
@@ -209,21 +212,25 @@ bool TokenConstraint::search_live(Walk walk, int32_t state) const {
 
 bool TokenConstraint::live(int32_t state) const { return search_live(Walk::tokens, state); }
 
-void TokenConstraint::prune(StateInfo& info) const {
+void TokenConstraint::prune(int32_t state, StateInfo& info) const {
   if (info.pruned) return;
   info.pruned = true;
   if (mutant_on(Mutant::constraint_liveness_per_byte)) return;
-  for (size_t t = 0; t < info.next.size(); ++t)
-    if (info.next[t] >= 0 && !live(info.next[t])) {
+  // Each successor's liveness first (a search may build other states), then one pass to cut the tokens into dead ones.
+  bool any_dead = false;
+  for (int32_t s : info.successors) any_dead = !live(s) || any_dead;
+  if (!any_dead) return;
+  step_tokens(state, [&](Token t, int32_t next) {
+    if (info.allowed[t] && !live(next)) {
       info.allowed[t] = 0;
-      info.next[t] = kDead;
       --info.num_allowed;
     }
+  });
 }
 
 TokenConstraint::StateInfo& TokenConstraint::pruned(int32_t state) const {
   StateInfo& i = unpruned(state);
-  prune(i);
+  prune(state, i);
   return i;
 }
 
@@ -310,10 +317,10 @@ const std::vector<char>* TokenConstraint::allowed(int32_t state, int32_t produce
   // After the next token, a match may end at once unless fewer than min_tokens_ tokens would have been produced.
   const int32_t needed = min_tokens_ - produced - 1;
   if (needed <= 0) return mask;
-  const StateInfo& i = pruned(state);
   scratch = *mask;
-  for (size_t t = 0; t < scratch.size(); ++t)
-    if (i.next[t] >= 0 && !reaches(i.next[t], needed)) scratch[t] = 0;
+  step_tokens(state, [&](Token t, int32_t next) {
+    if (scratch[t] && !reaches(next, needed)) scratch[t] = 0;
+  });
   return &scratch;
 }
 
@@ -327,7 +334,10 @@ int32_t TokenConstraint::next_state(int32_t state, Token token) const {
   if (state == kDead) return kDead;
   if (token < 0 || token >= vocab_size())
     fail(description_, ": token id ", token, " is outside the vocabulary [0, ", vocab_size(), ")");
-  return info(state).next[token];
+  if (!info(state).allowed[token]) return kDead;
+  if (is_stop_[token]) return kStopped;
+  std::lock_guard<std::mutex> lock(mutex_);
+  return step_token(state, token);
 }
 
 bool TokenConstraint::complete(int32_t state) const { return state != kDead && info(state).complete; }

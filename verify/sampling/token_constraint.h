@@ -114,9 +114,12 @@ class TokenConstraint {
   int32_t states_built() const;
 
  private:
+  // A state's transitions are not kept token by token (V int32 a state, which a long JSON output would multiply by
+  // thousands of states): a token's next state is its bytes stepped through the DFA (step_token), or one pass over the
+  // trie for them all (step_tokens).
   struct StateInfo {
-    std::vector<char> allowed;  // [V]
-    std::vector<int32_t> next;  // [V], kDead where not allowed
+    std::vector<char> allowed;        // [V]
+    std::vector<int32_t> successors;  // the distinct states the allowed non-stop tokens lead to, before pruning
     bool complete = false;
     int32_t num_allowed = 0;
     bool pruned = false;  // tokens into dead states are cut (what callers see)
@@ -143,15 +146,20 @@ class TokenConstraint {
   int32_t dfa_of(int32_t state) const { return bad_words_.empty() ? state : pairs_[state].first; }
   int32_t words_of(int32_t state) const { return bad_words_.empty() ? BadWordAutomaton::kRoot : pairs_[state].second; }
   int32_t num_states() const;
-  bool can_end(int32_t state) const;     // a complete match that a token the sampler emits there (a stop, or none) ends
-  StateInfo build(int32_t state) const;  // the token transitions, before dead ends are cut
-  StateInfo& unpruned(int32_t state) const;  // built on first use
+  bool can_end(int32_t state) const;  // a complete match that a token the sampler emits there (a stop, or none) ends
+  // Calls visit(token, next state) for every walked token (permitted, not a stop) that the pattern lets follow `state`
+  // and no bad word bans there, in one preorder pass over the trie.
+  template <class Visit>
+  void step_tokens(int32_t state, Visit&& visit) const;
+  int32_t step_token(int32_t state, Token token) const;  // the same for one such token; kDead for any other
+  StateInfo build(int32_t state) const;                  // the token transitions, before dead ends are cut
+  StateInfo& unpruned(int32_t state) const;              // built on first use
   Tables& tables(Walk walk) const;
   char& liveness(Walk walk, int32_t state) const;
   void successors(Walk walk, int32_t state, std::vector<int32_t>& out) const;
   bool search_live(Walk walk, int32_t state) const;
   bool live(int32_t state) const;  // through tokens of any length
-  void prune(StateInfo& info) const;
+  void prune(int32_t state, StateInfo& info) const;
   StateInfo& pruned(int32_t state) const;
   int32_t longest(Walk walk, int32_t state) const;
   bool reaches(int32_t state, int32_t needed) const;  // a path of `needed` tokens to where a match can end?
