@@ -1,9 +1,10 @@
 // Constrained decoding: a token-level automaton over the model's vocabulary, built from a regular
 // expression (or a JSON Schema compiled to one, verify/constraints/json_schema.h), in the manner of
 // Outlines (Willard & Louf 2023): the byte DFA of the pattern (lazily determinised) is walked through each
-// token's string, so each automaton state has an allowed-token mask (a token is allowed iff its bytes lead
-// to a state from which the pattern can still be completed with tokens) and a next state per allowed token. Masks
-// are computed once per state and cached.
+// token's string (a trie of them, TokenTrie), so each automaton state has an allowed-token mask (a token is allowed
+// iff its bytes lead to a state from which the pattern can still be completed with tokens). Masks are computed once
+// per state and cached; a token's next state is found again when asked for (its bytes stepped through the DFA), not
+// stored V-wide per state.
 //
 // Liveness is taken at the level of tokens, under the sampler's other masks (SamplerMasks): a token is allowed
 // only when a match can still be completed from where it leads with tokens the sampler can emit. A test on bytes
