@@ -202,6 +202,24 @@ TEST_CASE("an hf checkpoint's eos_token_id ends every method; --ignore-eos does 
   }
 }
 
+TEST_CASE("run: an error in an hf target's generation_config.json names the target's key, not a setting",
+          "[cli][serving][hf]") {
+  TempDir dir;
+  const std::string folder = make_llama(dir, "llama", 3, 1);
+  dir.write("llama/generation_config.json", R"({"eos_token_id": "two"})");
+  const std::string exp = dir.write(
+      "eos.ini", "[experiment]\ntarget = hf:" + folder + "\nprompts = " + dir.write("prompts.txt", "72,101,108\n") +
+                     "\nmax_new_tokens = 4\nrepetitions = 1\n\n[sampling]\nregex = a+ | b+\n\n[draft]\n"
+                     "drafter = prompt-lookup\nmethod = chain\n");
+  const CliResult r = run_specula("run " + exp + " --set experiment.output_dir=" + dir.file("results") + " --quiet");
+  INFO(r.err);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("eos.ini:2: key 'experiment.target' = 'hf:" + folder + "'") &&
+                        Contains("generation_config.json") && Contains("\"two\""));
+  CHECK_THAT(r.err, !Contains("setting"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("results") + "/eos"));
+}
+
 TEST_CASE("a transformer checkpoint's eos_token_id ends generation; --ignore-eos does not", "[cli][serving]") {
   TempDir dir;
   const std::string folder = dir.file("draft");

@@ -368,10 +368,24 @@ class SettingsRun {
 
 // Every setting's target sampler assembled once before the results folder exists: a constraint's automaton is built
 // over the target's tokens here (a pattern no token can begin, a token-strings file of the wrong length, both a
-// regex and a schema), not when its setting's turn comes after earlier records. The settings reuse what is built.
+// regex and a schema), not when its setting's turn comes after earlier records. The settings reuse what is built. The
+// target's own files (its end of sequence, its tokenizer's strings) are read first, so that an error in them names
+// the target's key rather than a setting.
 RunAssemblyCache check_setting_samplers(const ExperimentConfig& config, const LanguageModel& target,
                                         const std::vector<Setting>& settings) {
   RunAssemblyCache cache;
+  bool eos = false, token_strings = false;
+  for (const Setting& setting : settings) {
+    const RunDescription run = describe_setting(setting, config);
+    eos = eos || !run.ignore_eos;
+    token_strings = token_strings || (run.constraint.any() && run.constraint.token_strings_file.empty());
+  }
+  try {
+    read_target_files(config.target, target.vocab_size(), eos, token_strings, cache);
+  } catch (const Error& e) {
+    fail(config.origin.count("experiment.target") ? config.origin.at("experiment.target") : config.file,
+         ": key 'experiment.target' = '", config.target, "': ", e.what());
+  }
   for (const Setting& setting : settings) {
     try {
       assemble_target_sampler(describe_setting(setting, config), target, cache);

@@ -16,13 +16,8 @@ namespace {
 void add_checkpoint_stops(const RunDescription& run, const LanguageModel& target, RunAssemblyCache& cache,
                           SamplingParams& params) {
   if (run.ignore_eos) return;
-  const auto it = cache.eos.find(run.target_spec);
-  const std::vector<Token>& eos =
-      it != cache.eos.end()
-          ? it->second
-          : cache.eos.emplace(run.target_spec, checkpoint_eos_tokens(run.target_spec, target.vocab_size()))
-                .first->second;
-  add_stop_tokens(params, eos);
+  read_target_files(run.target_spec, target.vocab_size(), true, false, cache);
+  add_stop_tokens(params, cache.eos.at(run.target_spec));
 }
 
 // One automaton per distinct constraint, stop set and sampler masks (the target's; the draft shares it, see
@@ -42,8 +37,10 @@ std::shared_ptr<const TokenConstraint> constraint_of(const RunDescription& run, 
   std::shared_ptr<const TokenConstraint>& slot = cache.constraints[key];
   if (!slot) {
     std::vector<std::string> tokenizer_strings;
-    if (const auto tokenizer = load_tokenizer_for(run.target_spec))
-      tokenizer_strings = token_strings_for_constraints(*tokenizer, target.vocab_size());
+    if (o.token_strings_file.empty()) {
+      read_target_files(run.target_spec, target.vocab_size(), false, true, cache);
+      tokenizer_strings = cache.token_strings.at(run.target_spec);
+    }
     ConstraintFileTexts texts;
     if (!o.json_schema_file.empty())
       texts.json_schema =
@@ -67,6 +64,17 @@ SamplingParams assembled_sampler(const RunDescription& run, const LanguageModel&
 }
 
 }  // namespace
+
+void read_target_files(const std::string& target_spec, int32_t vocab_size, bool eos, bool token_strings,
+                       RunAssemblyCache& cache) {
+  if (eos && !cache.eos.count(target_spec)) cache.eos[target_spec] = checkpoint_eos_tokens(target_spec, vocab_size);
+  if (token_strings && !cache.token_strings.count(target_spec)) {
+    std::vector<std::string> strings;
+    if (const auto tokenizer = load_tokenizer_for(target_spec))
+      strings = token_strings_for_constraints(*tokenizer, vocab_size);
+    cache.token_strings[target_spec] = std::move(strings);
+  }
+}
 
 SamplingParams assemble_target_sampler(const RunDescription& run, const LanguageModel& target,
                                        RunAssemblyCache& cache) {

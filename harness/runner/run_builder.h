@@ -47,7 +47,15 @@ struct RunAssemblyCache {
   std::map<std::string, std::shared_ptr<const DrafterFactory>> drafters;
   std::map<std::string, std::shared_ptr<const TokenConstraint>> constraints;
   std::map<std::string, std::vector<Token>> eos;  // by target spec
+  // By target spec: its tokenizer's token strings, for constraints without a token-strings file (empty: none).
+  std::map<std::string, std::vector<std::string>> token_strings;
 };
+
+// What a run takes from the target's checkpoint rather than from its settings, read into `cache` once: the end of
+// sequence (unless every run ignores it) and, where a constraint needs them, the tokenizer's token strings. Reading
+// them before the settings lets an error in them be reported as the target's, not as the first setting's to meet it.
+void read_target_files(const std::string& target_spec, int32_t vocab_size, bool eos, bool token_strings,
+                       RunAssemblyCache& cache);
 
 struct AssembledRun {
   SamplingParams target_params, draft_params;     // with the stop rule, the constraint and the method's temperature
