@@ -49,13 +49,11 @@ class ConstrainedDrafter : public Drafter {
 namespace {
 
 // Can the target emit `token` after the path that led to `state`, `produced` tokens into the output?
-bool emittable(const TokenConstraint& constraint, int32_t state, int32_t produced, Token token,
-               std::vector<char>& scratch) {
+bool emittable(const TokenConstraint& constraint, int32_t state, int32_t produced, Token token) {
   if (constraint.next_state(state, token) == TokenConstraint::kDead) return false;
   const std::vector<Token>& stops = constraint.stop_tokens();
   if (produced < constraint.min_tokens() && std::find(stops.begin(), stops.end(), token) != stops.end()) return false;
-  const std::vector<char>* mask = constraint.allowed(state, produced, scratch);
-  return !mask || (*mask)[token];
+  return constraint.allows(state, produced, token);
 }
 
 }  // namespace
@@ -68,7 +66,6 @@ TokenTree cut_illegal_point_masses(const TokenTree& tree, const TokenConstraint&
   out.draft_q.push_back(has_q ? tree.q_at_row(0) : std::vector<float>{});
   std::vector<int32_t> new_node(tree.size(), -1);  // -1 = cut
   std::vector<int32_t> node_state(tree.size(), TokenConstraint::kDead), depth(tree.size(), 0);
-  std::vector<char> scratch;
   for (int32_t n = 0; n < tree.size(); ++n) {  // parents come first
     const int32_t p = tree.parent[n];
     if (p >= 0 && new_node[p] < 0) continue;  // below a cut node
@@ -76,7 +73,7 @@ TokenTree cut_illegal_point_masses(const TokenTree& tree, const TokenConstraint&
     const int32_t parent_state = p < 0 ? state : node_state[p];
     const bool point_mass = tree.q_at_row(p + 1).empty();
     if (point_mass && parent_state != TokenConstraint::kDead &&
-        !emittable(constraint, parent_state, produced + depth[n], tree.tokens[n], scratch))
+        !emittable(constraint, parent_state, produced + depth[n], tree.tokens[n]))
       continue;
     node_state[n] = constraint.next_state(parent_state, tree.tokens[n]);
     out.add(tree.tokens[n], p < 0 ? -1 : new_node[p]);

@@ -33,6 +33,7 @@
 #include "verify/constraints/regex.h"
 #include "verify/sampling/bad_word_automaton.h"
 #include "verify/sampling/token_constraint.h"
+#include "verify/sampling/token_trie.h"
 #include "verify/verifiers/target_rows.h"
 
 using namespace specula;
@@ -321,6 +322,9 @@ int token_liveness_mismatches(bool report, int* refused = nullptr) {
                    c->ended(state) == (!stopping && oracle.match(w) && !extends);
               std::vector<char> scratch;
               const std::vector<char>* allowed = c->allowed(state, static_cast<int32_t>(w.size()), scratch);
+              // One token of the mask, asked alone (as the constrained drafter does), is the mask's.
+              for (Token t = 0; t < V; ++t)
+                ok = ok && c->allows(state, static_cast<int32_t>(w.size()), t) == (!allowed || (*allowed)[t]);
               if (oracle.longest(w) < least) {
                 // No match long enough goes on: a token above was one the target cannot emit, so the row is left
                 // open (it is never used).
@@ -366,6 +370,53 @@ int token_liveness_mismatches(bool report, int* refused = nullptr) {
 }
 
 }  // namespace
+
+TEST_CASE("the token trie lists every prefix once, in preorder, with each included token at its string",
+          "[constraints]") {
+  std::mt19937 rng(76);
+  const std::string bytes = {'a', 'b', '\x80', '\xff'};
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<std::string> strings(1 + rng() % 12);
+    std::vector<char> included(strings.size());
+    for (size_t t = 0; t < strings.size(); ++t) {
+      for (size_t k = rng() % 5; k > 0; --k) strings[t] += bytes[rng() % bytes.size()];
+      included[t] = rng() % 4 != 0;
+    }
+    const TokenTrie trie(strings, included);
+    std::set<std::string> prefixes = {""};
+    std::multiset<Token> expected_tokens;
+    int32_t longest = 0;
+    for (size_t t = 0; t < strings.size(); ++t) {
+      if (!included[t] || strings[t].empty()) continue;
+      expected_tokens.insert(static_cast<Token>(t));
+      longest = std::max(longest, static_cast<int32_t>(strings[t].size()));
+      for (size_t k = 1; k <= strings[t].size(); ++k) prefixes.insert(strings[t].substr(0, k));
+    }
+    // Each node's string, rebuilt from its depth and byte: preorder is the sorted order of the prefixes.
+    std::vector<std::string> node(trie.size());
+    std::multiset<Token> tokens;
+    for (int32_t i = 1; i < trie.size(); ++i) {
+      REQUIRE(trie.depth[i] >= 1);
+      REQUIRE(trie.depth[i] <= trie.depth[i - 1] + 1);
+      std::string parent = node[i - 1].substr(0, trie.depth[i] - 1);
+      node[i] = parent + static_cast<char>(trie.byte[i]);
+    }
+    CHECK(std::set<std::string>(node.begin(), node.end()) == prefixes);
+    CHECK(std::is_sorted(node.begin(), node.end()));
+    CHECK(static_cast<size_t>(trie.size()) == prefixes.size());
+    CHECK(trie.max_depth == longest);
+    for (int32_t i = 0; i < trie.size(); ++i) {
+      int32_t end = i + 1;
+      while (end < trie.size() && trie.depth[end] > trie.depth[i]) ++end;
+      CHECK(trie.end[i] == end);
+      for (const Token* t = trie.tokens_begin(i); t != trie.tokens_end(i); ++t) {
+        CHECK(strings[*t] == node[i]);
+        tokens.insert(*t);
+      }
+    }
+    CHECK(tokens == expected_tokens);
+  }
+}
 
 TEST_CASE("token-level liveness under masks agrees with every sequence of permitted tokens", "[constraints]") {
   int refused = 0;

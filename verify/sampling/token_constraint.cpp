@@ -306,22 +306,39 @@ const std::vector<char>* TokenConstraint::allowed(int32_t state) const {
   return i.complete && i.num_allowed == 0 ? nullptr : &i.allowed;  // an ended state's row is never used
 }
 
-const std::vector<char>* TokenConstraint::allowed(int32_t state, int32_t produced, std::vector<char>& scratch) const {
+TokenConstraint::MinTokensMask TokenConstraint::min_tokens_mask(int32_t state, int32_t produced) const {
   // A row after a stop token that min_tokens banned is below a token the target cannot emit: never used, left open.
-  if (state == kStopped && produced < min_tokens_) return nullptr;
+  if (state == kStopped && produced < min_tokens_) return {nullptr, 0};
   const std::vector<char>* mask = allowed(state);
-  if (!mask || state < 0 || produced >= min_tokens_ || mutant_on(Mutant::constraint_ignores_min_tokens)) return mask;
+  if (!mask || state < 0 || produced >= min_tokens_ || mutant_on(Mutant::constraint_ignores_min_tokens))
+    return {mask, 0};
   std::lock_guard<std::mutex> lock(mutex_);
   // So is a row whose path cannot run to min_tokens: a token above it was one the target's mask cut.
-  if (!reaches(state, min_tokens_ - produced)) return nullptr;
+  if (!reaches(state, min_tokens_ - produced)) return {nullptr, 0};
   // After the next token, a match may end at once unless fewer than min_tokens_ tokens would have been produced.
-  const int32_t needed = min_tokens_ - produced - 1;
-  if (needed <= 0) return mask;
-  scratch = *mask;
+  return {mask, min_tokens_ - produced - 1};
+}
+
+const std::vector<char>* TokenConstraint::allowed(int32_t state, int32_t produced, std::vector<char>& scratch) const {
+  const MinTokensMask m = min_tokens_mask(state, produced);
+  if (!m.mask || m.needed <= 0) return m.mask;
+  std::lock_guard<std::mutex> lock(mutex_);
+  scratch = *m.mask;
   step_tokens(state, [&](Token t, int32_t next) {
-    if (scratch[t] && !reaches(next, needed)) scratch[t] = 0;
+    if (scratch[t] && !reaches(next, m.needed)) scratch[t] = 0;
   });
   return &scratch;
+}
+
+bool TokenConstraint::allows(int32_t state, int32_t produced, Token token) const {
+  if (token < 0 || token >= vocab_size())
+    fail(description_, ": token id ", token, " is outside the vocabulary [0, ", vocab_size(), ")");
+  const MinTokensMask m = min_tokens_mask(state, produced);
+  if (!m.mask) return true;
+  if (!(*m.mask)[token]) return false;
+  if (m.needed <= 0 || is_stop_[token]) return true;  // stop tokens are left to the min_tokens mask, as above
+  std::lock_guard<std::mutex> lock(mutex_);
+  return reaches(step_token(state, token), m.needed);
 }
 
 bool TokenConstraint::ended(int32_t state) const {

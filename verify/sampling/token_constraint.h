@@ -9,10 +9,10 @@
 // Liveness is taken at the level of tokens, under the sampler's other masks (SamplerMasks): a token is allowed
 // only when a match can still be completed from where it leads with tokens the sampler can emit. A test on bytes
 // alone would let an output enter a prefix that the token strings cannot finish, or that only banned tokens could
-// finish, and the run would fail in the middle. A state's liveness is a least fixpoint (can a complete state be
-// reached?), found by a breadth-first search and remembered. The search first walks single-byte tokens only, over the
-// byte DFA's steps: where the vocabulary spells every byte the pattern needs, that settles it without building the
-// V-wide token transitions of the states on the way; only where it fails does it walk tokens of any length (and it
+// finish, and the run would fail in the middle. A state's liveness is a least fixpoint (can a state be reached where
+// a match can end?), found by a breadth-first search and remembered. The search first walks single-byte tokens only,
+// over the byte DFA's steps: where the vocabulary spells every byte the pattern needs, that settles it without a pass
+// over the whole vocabulary for each state on the way; only where it fails does it walk tokens of any length (and it
 // gives up past kByteWalkStates DFA states, where bytes found only inside longer tokens make it blow up). With a
 // stop token the sampler can emit and min_tokens, a match may end only once the output has min_tokens tokens: a
 // token is then allowed only where a path of the tokens still needed leads on (the longest path from each state,
@@ -99,6 +99,8 @@ class TokenConstraint {
   // while min_tokens binds. Null also for a row below a token the target cannot emit there (never used, so left
   // open): after a stop token before min_tokens, or where no match can run to min_tokens.
   const std::vector<char>* allowed(int32_t state, int32_t produced, std::vector<char>& scratch) const;
+  // One token of that mask, found without building it: true also where the row is left open (null above).
+  bool allows(int32_t state, int32_t produced, Token token) const;
   // Is the output that led to `state` a complete match that no token can continue? Only without stop tokens the
   // sampler can emit (with them, a complete match allows them). The sequence ends there.
   bool ended(int32_t state) const;
@@ -126,8 +128,8 @@ class TokenConstraint {
     bool pruned = false;  // tokens into dead states are cut (what callers see)
   };
   // Two walks over the automaton: through single-byte tokens only (steps of the byte DFA: cheap, and enough wherever
-  // the vocabulary spells every byte the pattern needs) and through tokens of any length (each state's token
-  // transitions, V-wide). Each has its tables by DFA state.
+  // the vocabulary spells every byte the pattern needs) and through tokens of any length (each state's successors,
+  // found by a pass over the whole trie). Each has its tables by state.
   enum class Walk { bytes, tokens };
   // The byte walk gives up once the automaton has this many DFA states: where a byte the pattern needs comes only
   // inside longer tokens, it may determinise exponentially many states the tokens never reach.
@@ -140,6 +142,13 @@ class TokenConstraint {
     std::vector<int32_t> longest;  // longest path through states that can, capped at min_tokens_
   };
   const StateInfo& info(int32_t state) const;
+  // The mask after `produced` tokens before min_tokens cuts it: null where the row is left open; `needed` > 0 where a
+  // token is kept only if a path of `needed` more tokens goes on from where it leads.
+  struct MinTokensMask {
+    const std::vector<char>* mask;
+    int32_t needed;
+  };
+  MinTokensMask min_tokens_mask(int32_t state, int32_t produced) const;
   // The rest run with mutex_ held.
   // A state is a pair (DFA state, bad-word state), numbered as first met; without bad words of several tokens, the
   // DFA state itself.
