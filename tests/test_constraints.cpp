@@ -1250,24 +1250,26 @@ TEST_CASE("bad words of several tokens: an output they leave no way to finish is
 TEST_CASE("bad words: the automaton's states against every output, and the row after a stop token left open",
           "[constraints]") {
   // BadWordAutomaton against the sampler's rule, read off the output directly, for random words and outputs.
+  // Over two or three tokens, words overlap often, so outputs run through failure links of every depth.
   std::mt19937 rng(75);
-  for (int trial = 0; trial < 200; ++trial) {
+  for (int trial = 0; trial < 2000; ++trial) {
+    const Token tokens = 2 + static_cast<Token>(trial % 2);
     std::vector<std::vector<Token>> words(1 + rng() % 5);
     for (auto& w : words) {
-      w.resize(1 + rng() % 4);
-      for (Token& t : w) t = static_cast<Token>(rng() % 3);
+      w.resize(1 + rng() % 5);
+      for (Token& t : w) t = static_cast<Token>(rng() % tokens);
     }
     const BadWordAutomaton automaton(words);
     int32_t state = BadWordAutomaton::kRoot;
     std::vector<Token> output;
-    for (int n = 0; n < 12; ++n) {
+    for (int n = 0; n < 16; ++n) {
       std::set<Token> expected;
       for (const auto& w : words)
         if (w.size() > 1 && output.size() + 1 >= w.size() &&
             std::equal(w.begin(), w.end() - 1, output.end() - static_cast<std::ptrdiff_t>(w.size() - 1)))
           expected.insert(w.back());
       REQUIRE(std::vector<Token>(expected.begin(), expected.end()) == automaton.banned(state));
-      const Token t = static_cast<Token>(rng() % 3);
+      const Token t = static_cast<Token>(rng() % tokens);
       output.push_back(t);
       state = automaton.step(state, t);
     }
@@ -1284,6 +1286,14 @@ TEST_CASE("bad words: the automaton's states against every output, and the row a
       TokenConstraint::from_regex("[ab]{0,2}(c|d)", letter_token_strings(kV), {5}, sampler_masks(stop_after_c, kV));
   CHECK_FALSE((*ends_d->allowed(TokenConstraint::kInitial))[2]);
   CHECK((*ends_d->allowed(TokenConstraint::kInitial))[3]);
+  // With two stop tokens, a bad word that bans one leaves the other to end the match; banning both leaves none.
+  const auto two_stops = TokenConstraint::from_regex("a", {"a", "z", "z"}, {1, 2}, SamplerMasks{{}, 0, {{0, 1}}});
+  CHECK(*two_stops->allowed(two_stops->walk({0})) == std::vector<char>{0, 0, 1});
+  CHECK_THROWS_WITH(TokenConstraint::from_regex("a", {"a", "z", "z"}, {1, 2}, SamplerMasks{{}, 0, {{0, 1}, {0, 2}}}),
+                    Contains("no token can begin a match"));
+  // A word of one token given to the automaton directly bans that token, as sampler_masks would.
+  CHECK_THROWS_WITH(TokenConstraint::from_regex("a", {"a", "z"}, {}, SamplerMasks{{}, 0, {{0}}}),
+                    Contains("no token can begin a match"));
   // A bad word of two stop tokens bans the stop after a stop: the row after it, past the sequence's end, is left open
   // rather than failing the run.
   SamplingParams stop_stop = stop_after_c;

@@ -816,6 +816,8 @@ TEST_CASE("token ids outside the target's vocabulary are refused before a folder
       // ... under the setting's other masks: only a banned letter begins a match.
       {" --set sampling.regex=ab --set sampling.banned_tokens=0", "regex 'ab': no token can begin a match"},
       {" --set sampling.regex=ab --set 'sampling.bad_words=0,1'", "regex 'ab': no token can begin a match"},
+      // ... one automaton per setting's masks: the second setting's bad word is not served the first one's.
+      {" --set sampling.regex=ab --set 'sampling.bad_words=none | 0,1'", "regex 'ab': no token can begin a match"},
       {" --set sampling.regex=ab --set sampling.stop_tokens=3 --set sampling.min_tokens=3",
        "regex 'ab': no match of at least 3 tokens can be spelled"},
       {" --set sampling.regex=ab --set sampling.json_schema=" + schema, "--set sampling.regex: key 'sampling.regex' ("},

@@ -24,6 +24,11 @@ TokenConstraint::TokenConstraint(std::string description, const Nfa& nfa, std::v
   if (permitted_.empty()) permitted_.assign(V, 1);
   if (static_cast<int32_t>(permitted_.size()) != V)
     fail(description_, ": ", permitted_.size(), " permitted-token flags for a vocabulary of ", V);
+  for (const std::vector<Token>& word : masks.bad_words)
+    for (Token t : word)
+      if (t < 0 || t >= V) fail(description_, ": bad word token id ", t, " is outside the vocabulary [0, ", V, ")");
+  for (const std::vector<Token>& word : masks.bad_words)  // a word of one token bans it whatever the output
+    if (word.size() == 1) permitted_[word[0]] = 0;
   is_stop_.assign(V, 0);
   for (Token t : stop_tokens_) {
     if (t < 0 || t >= V) fail(description_, ": stop token id ", t, " is outside the vocabulary [0, ", V, ")");
@@ -32,9 +37,6 @@ TokenConstraint::TokenConstraint(std::string description, const Nfa& nfa, std::v
   }
   if (masks.min_tokens < 0) fail(description_, ": min_tokens must be >= 0, got ", masks.min_tokens);
   if (!ending_stops_.empty()) min_tokens_ = masks.min_tokens;
-  for (const std::vector<Token>& word : masks.bad_words)
-    for (Token t : word)
-      if (t < 0 || t >= V) fail(description_, ": bad word token id ", t, " is outside the vocabulary [0, ", V, ")");
   if (!mutant_on(Mutant::constraint_ignores_bad_words)) bad_words_ = BadWordAutomaton(masks.bad_words);
   state_of(kInitial, BadWordAutomaton::kRoot);  // the start: DFA state 0, no word begun
   std::vector<char> walked(V);                  // stop tokens' strings are never walked

@@ -134,7 +134,9 @@ class TokenConstraint {
   // The byte walk gives up once the automaton has this many DFA states: where a byte the pattern needs comes only
   // inside longer tokens, it may determinise exponentially many states the tokens never reach.
   static constexpr int32_t kByteWalkStates = 1 << 16;
-  bool byte_walk_spent() const { return dfa_.num_states() > kByteWalkStates || num_states() > kByteWalkStates; }
+  // Only DFA states count: the pairs with bad-word states are cheap, and many are made (one per distinct next state of
+  // a state's tokens) that no search visits.
+  bool byte_walk_spent() const { return dfa_.num_states() > kByteWalkStates; }
   static constexpr char kUnknown = 0, kLiveState = 1, kDeadState = 2;
   static constexpr int32_t kNotFound = -1;
   struct Tables {
