@@ -44,13 +44,10 @@ class ConstrainedDrafter : public Drafter {
   int64_t removed_ = 0;
 };
 
-}  // namespace
-
-namespace {
-
-// Can the target emit `token` after the path that led to `state`, `produced` tokens into the output?
-bool emittable(const TokenConstraint& constraint, int32_t state, int32_t produced, Token token) {
-  if (constraint.next_state(state, token) == TokenConstraint::kDead) return false;
+// Can the target emit `token` after the path that led to `state`, `produced` tokens into the output, where the
+// automaton leads from `state` to `next` with it?
+bool emittable(const TokenConstraint& constraint, int32_t state, int32_t next, int32_t produced, Token token) {
+  if (next == TokenConstraint::kDead) return false;
   const std::vector<Token>& stops = constraint.stop_tokens();
   if (produced < constraint.min_tokens() && std::find(stops.begin(), stops.end(), token) != stops.end()) return false;
   return constraint.allows(state, produced, token);
@@ -71,11 +68,12 @@ TokenTree cut_illegal_point_masses(const TokenTree& tree, const TokenConstraint&
     if (p >= 0 && new_node[p] < 0) continue;  // below a cut node
     depth[n] = p < 0 ? 0 : depth[p] + 1;
     const int32_t parent_state = p < 0 ? state : node_state[p];
+    const int32_t s = constraint.next_state(parent_state, tree.tokens[n]);
     const bool point_mass = tree.q_at_row(p + 1).empty();
     if (point_mass && parent_state != TokenConstraint::kDead &&
-        !emittable(constraint, parent_state, produced + depth[n], tree.tokens[n]))
+        !emittable(constraint, parent_state, s, produced + depth[n], tree.tokens[n]))
       continue;
-    node_state[n] = constraint.next_state(parent_state, tree.tokens[n]);
+    node_state[n] = s;
     out.add(tree.tokens[n], p < 0 ? -1 : new_node[p]);
     new_node[n] = out.size() - 1;
     out.draft_q.push_back(has_q ? tree.q_at_row(n + 1) : std::vector<float>{});

@@ -366,6 +366,18 @@ class SettingsRun {
   RunAssemblyCache cache_;
 };
 
+// `work` for one setting, an error in it named by the setting's key (a parameter) or id.
+template <class Work>
+auto at_setting(const ExperimentConfig& config, const Setting& setting, Work&& work) {
+  try {
+    return work();
+  } catch (const ParameterError& e) {
+    fail_at_key(config, setting, e);
+  } catch (const Error& e) {
+    fail(config.file, ": setting ", setting.id, ": ", e.what());
+  }
+}
+
 // Every setting's target sampler assembled once before the results folder exists: a constraint's automaton is built
 // over the target's tokens here (a pattern no token can begin, a token-strings file of the wrong length, both a
 // regex and a schema), not when its setting's turn comes after earlier records. The settings reuse what is built. The
@@ -374,9 +386,11 @@ class SettingsRun {
 RunAssemblyCache check_setting_samplers(const ExperimentConfig& config, const LanguageModel& target,
                                         const std::vector<Setting>& settings) {
   RunAssemblyCache cache;
+  std::vector<RunDescription> runs;
   bool eos = false, token_strings = false;
   for (const Setting& setting : settings) {
-    const RunDescription run = describe_setting(setting, config);
+    const RunDescription& run =
+        runs.emplace_back(at_setting(config, setting, [&] { return describe_setting(setting, config); }));
     eos = eos || !run.ignore_eos;
     token_strings = token_strings || (run.constraint.any() && run.constraint.token_strings_file.empty());
   }
@@ -386,15 +400,8 @@ RunAssemblyCache check_setting_samplers(const ExperimentConfig& config, const La
     fail(config.origin.count("experiment.target") ? config.origin.at("experiment.target") : config.file,
          ": key 'experiment.target' = '", config.target, "': ", e.what());
   }
-  for (const Setting& setting : settings) {
-    try {
-      assemble_target_sampler(describe_setting(setting, config), target, cache);
-    } catch (const ParameterError& e) {
-      fail_at_key(config, setting, e);
-    } catch (const Error& e) {
-      fail(config.file, ": setting ", setting.id, ": ", e.what());
-    }
-  }
+  for (size_t i = 0; i < settings.size(); ++i)
+    at_setting(config, settings[i], [&] { return assemble_target_sampler(runs[i], target, cache); });
   return cache;
 }
 

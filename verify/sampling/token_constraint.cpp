@@ -24,11 +24,11 @@ TokenConstraint::TokenConstraint(std::string description, const Nfa& nfa, std::v
   if (permitted_.empty()) permitted_.assign(V, 1);
   if (static_cast<int32_t>(permitted_.size()) != V)
     fail(description_, ": ", permitted_.size(), " permitted-token flags for a vocabulary of ", V);
-  for (const std::vector<Token>& word : masks.bad_words)
+  for (const std::vector<Token>& word : masks.bad_words) {
     for (Token t : word)
       if (t < 0 || t >= V) fail(description_, ": bad word token id ", t, " is outside the vocabulary [0, ", V, ")");
-  for (const std::vector<Token>& word : masks.bad_words)  // a word of one token bans it whatever the output
-    if (word.size() == 1) permitted_[word[0]] = 0;
+    if (word.size() == 1) permitted_[word[0]] = 0;  // a word of one token bans it whatever the output
+  }
   is_stop_.assign(V, 0);
   for (Token t : stop_tokens_) {
     if (t < 0 || t >= V) fail(description_, ": stop token id ", t, " is outside the vocabulary [0, ", V, ")");
@@ -39,9 +39,9 @@ TokenConstraint::TokenConstraint(std::string description, const Nfa& nfa, std::v
   if (!ending_stops_.empty()) min_tokens_ = masks.min_tokens;
   if (!mutant_on(Mutant::constraint_ignores_bad_words)) bad_words_ = BadWordAutomaton(masks.bad_words);
   state_of(kInitial, BadWordAutomaton::kRoot);  // the start: DFA state 0, no word begun
-  std::vector<char> walked(V);                  // stop tokens' strings are never walked
-  for (Token t = 0; t < V; ++t) walked[t] = permitted_[t] && !is_stop_[t];
-  trie_ = TokenTrie(token_strings_, walked);
+  std::vector<char> in_trie(V);
+  for (Token t = 0; t < V; ++t) in_trie[t] = walked(t);
+  trie_ = TokenTrie(token_strings_, in_trie);
   stopped_.allowed.assign(V, 0);
   stopped_.complete = true;
   for (Token t : ending_stops_) stopped_.allowed[t] = 1;
@@ -126,7 +126,7 @@ void TokenConstraint::step_tokens(int32_t state, Visit&& visit) const {
 }
 
 int32_t TokenConstraint::step_token(int32_t state, Token token) const {
-  if (is_stop_[token] || !permitted_[token] || token_strings_[token].empty()) return kDead;
+  if (!walked(token) || token_strings_[token].empty()) return kDead;
   int32_t to = dfa_of(state);
   for (char c : token_strings_[token]) to = dfa_.step(to, static_cast<unsigned char>(c));
   if (to == LazyByteDfa::kDead || bad_words_.bans(words_of(state), token)) return kDead;
@@ -177,11 +177,11 @@ void TokenConstraint::successors(Walk walk, int32_t state, std::vector<int32_t>&
       const int32_t to = dfa_.step(from, static_cast<unsigned char>(token_strings_[t][0]));
       if (to != LazyByteDfa::kDead) out.push_back(state_of(to, bad_words_.step(words, t)));
     }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
   } else {
-    out = unpruned(state).successors;
+    out = unpruned(state).successors;  // sorted and distinct already
   }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
 }
 
 // Breadth-first from `state` until one where a match can end, or a known-live one. Found: the path to it is live. Not

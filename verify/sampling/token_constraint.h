@@ -158,6 +158,8 @@ class TokenConstraint {
   int32_t dfa_of(int32_t state) const { return bad_words_.empty() ? state : pairs_[state].first; }
   int32_t words_of(int32_t state) const { return bad_words_.empty() ? BadWordAutomaton::kRoot : pairs_[state].second; }
   int32_t num_states() const;
+  // Is the token's string walked through the DFA (in the trie)? Stop tokens' strings never are: they end a match.
+  bool walked(Token t) const { return permitted_[t] && !is_stop_[t]; }
   bool can_end(int32_t state) const;  // a complete match that a token the sampler emits there (a stop, or none) ends
   // Calls visit(token, next state) for every walked token (permitted, not a stop) that the pattern lets follow `state`
   // and no bad word bans there, in one preorder pass over the trie.
