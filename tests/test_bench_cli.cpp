@@ -311,3 +311,62 @@ TEST_CASE("bench end-to-end --batch runs each batch size in lockstep and reports
   CHECK(no_corpus.exit_code == 1);
   CHECK_THAT(no_corpus.err, Contains("--batch needs an experiment whose prompts come from a corpus"));
 }
+
+TEST_CASE("bench constraint reports each case's build, walks, rows and memory, and refuses bad options by name",
+          "[cli]") {
+  TempDir dir;
+  const CliResult r = run_specula(
+      "bench constraint --vocab-size 2000 --max-length 4,9 --bad-words 0,30 --fields 3 "
+      "--repeats 2 --output " +
+      dir.file("c.json"));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("constraint/json/maxLength=9/bad_words=30") && Contains("wrote " + dir.file("c.json")));
+  const json report = json::parse(read_text(dir.file("c.json")));
+  CHECK(report["benchmark"] == "constraint");
+  CHECK(report["options"]["vocab_size"] == 2000);
+  CHECK(report["machine"].contains("cpu_model"));
+  REQUIRE(report["cases"].size() == 4);
+  CHECK(report["cases"][1]["name"] == "constraint/json/maxLength=4/bad_words=30");
+  for (const json& c : report["cases"]) {
+    INFO(c["name"]);
+    CHECK(c["samples"].size() == 2);
+    // Three fields of at most max_length characters each, and their names and punctuation: the output is a whole
+    // object, so it has at least the bytes of {"field0":"","field1":"","field2":""}.
+    CHECK(c["output_bytes"].get<int>() >= 39);
+    CHECK(c["output_bytes"].get<int>() <= 39 + 3 * 4 * c["max_length"].get<int>());  // UTF-8: 4 bytes a character
+    CHECK(c["output_tokens"].get<int>() > 0);
+    CHECK(c["states_built"].get<int>() > 0);
+    for (const char* figure : {"build_ms", "first_walk_ms", "cached_mask_us_per_token", "cached_step_us_per_token",
+                               "sampler_row_us", "constrained_row_us"}) {
+      INFO(figure);
+      CHECK(c[figure]["min"].get<double>() > 0);
+      CHECK(c[figure]["min"].get<double>() <= c[figure]["median"].get<double>());
+      CHECK(c[figure]["median"].get<double>() <= c[figure]["max"].get<double>());
+    }
+    CHECK(c["ratios"]["constrained_row_over_sampler_row"]["median"].get<double>() > 0);
+  }
+  // Another run walks the same output: the vocabulary, the bad words and the draws are seeded.
+  REQUIRE(run_specula("bench constraint --vocab-size 2000 --max-length 9 --bad-words 30 --fields 3 --repeats 1 "
+                      "--output " +
+                      dir.file("again.json"))
+              .exit_code == 0);
+  const json again = json::parse(read_text(dir.file("again.json")))["cases"][0];
+  for (const char* key : {"output_tokens", "output_bytes", "states_built"})
+    CHECK(again[key] == report["cases"][3][key]);
+
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {" --vocab-size 100", "--vocab-size must be in 1024..1048576, got 100"},
+           {" --max-length 0", "--max-length: '0' in '0' is not a length in [1, 10000]"},
+           {" --max-length 5,5", "--max-length: 5 is named twice in '5,5'"},
+           {" --bad-words x", "--bad-words: 'x' in 'x' is not a count in [0, 1000000]"},
+           {" --fields 0", "--fields must be in 1..1000, got 0"},
+           {" --repeats 0", "--repeats must be in 1..100, got 0"},
+           {" --output " + dir.file("c.json") + "/x", "--output"}}) {
+    INFO(args);
+    // Refused before any timing: a default --output would otherwise be written into the source tree.
+    const std::string output = args.find("--output") == std::string::npos ? " --output " + dir.file("never.json") : "";
+    const CliResult refused = run_specula("bench constraint" + args + output);
+    CHECK(refused.exit_code != 0);
+    CHECK_THAT(refused.err, Contains(message));
+  }
+}

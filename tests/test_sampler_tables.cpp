@@ -5,12 +5,14 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "tests/reference_pipeline.h"
 #include "tests/support/mutant_switch.h"
+#include "verify/sampling/logits_processors.h"
 #include "verify/sampling/sampler_pipeline.h"
 
 using namespace specula;
@@ -260,6 +262,36 @@ TEST_CASE("masks: allowed, banned, bad words, min_tokens; then logit bias", "[sa
   check_table(flat, s, history({}, {0, 1}), normalized({1, 1, 1, 1}));
   s.min_tokens = 0;
   check_table(flat, s, history({}, {}), normalized({1, 1, 1, 1}));
+}
+
+TEST_CASE("keep_only and any_kept agree with a plain loop on rows of several scan blocks", "[sampler][table]") {
+  // any_kept stops at the first block of its scan that keeps a token: the one kept token is put in every block,
+  // at the blocks' edges and in a last partial block, and sometimes under a -inf logit (which keeps nothing).
+  std::mt19937 rng(20261206);
+  for (const int32_t V : {1, 7, 1023, 1024, 1025, 2048, 3001}) {
+    for (int trial = 0; trial < 40; ++trial) {
+      std::vector<float> row(V);
+      for (float& x : row) x = std::uniform_real_distribution<float>(-5, 5)(rng);
+      std::vector<char> keep(V, 0);
+      const int32_t at = trial == 0 ? 0 : trial == 1 ? V - 1 : static_cast<int32_t>(rng() % V);
+      if (trial % 5 != 4) keep[at] = 1;
+      if (trial % 3 == 2) row[at] = -kInf;
+      for (int32_t i = 0; i < V; ++i)
+        if (rng() % 4 == 0) row[i] = -kInf;  // only where nothing is kept: -inf elsewhere is masked anyway
+      if (trial % 7 == 6) row[at] = 1.0f;
+      bool expected = false;
+      std::vector<float> masked = row;
+      for (int32_t i = 0; i < V; ++i) {
+        expected = expected || (keep[i] && row[i] != -kInf);
+        if (!keep[i]) masked[i] = -kInf;
+      }
+      INFO("V = " << V << ", trial " << trial << ", token " << at);
+      std::vector<float> got = row;
+      CHECK(any_kept(LogitsRow{got.data(), V}, keep) == expected);
+      keep_only(LogitsRow{got.data(), V}, keep);
+      CHECK(got == masked);
+    }
+  }
 }
 
 TEST_CASE("repetition penalty over prompt and output: divide positive logits, multiply negative ones",

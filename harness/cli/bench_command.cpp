@@ -102,6 +102,7 @@ int bench_sampler(const Args& args) {
       "specula bench sampler [options]\n\n"
       "Times the sampler pipeline (all stages, then one draw per row) against the same pipeline in plain\n"
       "LibTorch ops, a streaming softmax floor and a plain read, for V in {32000, 128256}, B in {1, 64}.\n"
+      "On the GPU: `specula bench sampler --device cuda` (its options: `specula bench sampler --device cuda --help`).\n"
       "Options");
   // clang-format off
   desc.add_options()
@@ -229,6 +230,7 @@ int bench_verify(const Args& args) {
       "Times one speculative verification step (target rows through the sampler pipeline, then the\n"
       "verifier) for chain and block at K in {1, 4, 8} and tree on shapes 2,2,1 and 4,2,1, for V in\n"
       "{32000, 128256}, against one sampler pass (pipeline + draw) per verified position.\n"
+      "On the GPU: `specula bench verify --device cuda` (its options: `specula bench verify --device cuda --help`).\n"
       "Options");
   // clang-format off
   desc.add_options()
@@ -323,16 +325,18 @@ int bench_verify(const Args& args) {
 
 int bench_command(const Args& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::cout
-        << "usage: specula bench sampler|verify|forward|end-to-end [options]   (`specula bench sampler --help` for "
-           "the options)\n"
-           "       specula bench all   (each of them with its defaults, one after the other)\n";
+    std::cout << "usage: specula bench sampler|verify|forward|end-to-end|constraint [options]   (`specula bench "
+                 "sampler --help` for "
+                 "the options)\n"
+                 "       specula bench all   (each of them with its defaults, one after the other)\n";
     return args.empty() ? 2 : 0;
   }
   // The forward benchmark reads its own --device (the model on the CPU or on the GPU through LibTorch).
   if (args[0] == "forward") return bench_forward_command(Args(args.begin() + 1, args.end()));
   // So does end-to-end (the run's [experiment] device: the sampler and verifier on it, the models too with cuda).
   if (args[0] == "end-to-end") return bench_end_to_end(Args(args.begin() + 1, args.end()));
+  // Constrained decoding's automaton runs on the host whatever the device: no --device.
+  if (args[0] == "constraint") return bench_constraint_command(Args(args.begin() + 1, args.end()));
   // --device cuda: the CUDA kernels' benchmarks (kernels/cuda_bench.h); --device cpu is the default.
   if (bench_wants_cuda(args)) return bench_cuda_command(args);
   if (without_device_option(args) != args) return bench_command(without_device_option(args));
@@ -342,13 +346,13 @@ int bench_command(const Args& args) {
     for (const Args& a : {Args{"sampler"}, Args{"verify"},
                           Args{"forward", "--model", "transformer:results/models/target", "--model",
                                "transformer:results/models/draft"},
-                          Args{"end-to-end"}}) {
+                          Args{"end-to-end"}, Args{"constraint"}}) {
       std::cout << "== specula bench " << a[0] << "\n" << std::flush;
       if (const int status = bench_command(a); status != 0) return status;
     }
     return 0;
   }
-  fail("unknown benchmark '", args[0], "' (known: sampler, verify, forward, end-to-end, all)");
+  fail("unknown benchmark '", args[0], "' (known: sampler, verify, forward, end-to-end, constraint, all)");
 }
 
 }  // namespace specula::cli

@@ -85,21 +85,7 @@ json row_json(const SummaryRow& r) {
 // --batch "1,4,16,64": whole numbers in [1, kMaxBatch], refused by name before any work.
 constexpr int kMaxBatch = 4096;
 std::vector<int> parse_batches(const std::string& text) {
-  std::vector<int> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    const bool digits = !item.empty() && item.size() <= 6 &&
-                        std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; });
-    const long b = digits ? std::stol(item) : 0;
-    if (b < 1 || b > kMaxBatch)
-      fail_parameter("batch", ": '", item, "' in '", text, "' is not a batch size in [1, ", kMaxBatch, "]");
-    if (std::find(out.begin(), out.end(), b) != out.end())
-      fail_parameter("batch", ": ", b, " is named twice in '", text, "'");
-    out.push_back(static_cast<int>(b));
-  }
-  if (out.empty() || text.back() == ',') fail_parameter("batch", ": '", text, "' is not a list of batch sizes");
-  return out;
+  return parse_count_list(text, "batch", "batch size", 1, kMaxBatch);
 }
 
 // One run's summary as the report holds it: every setting, and the best decoding speedup at T = 0 and at T = 0.8.

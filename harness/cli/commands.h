@@ -11,8 +11,9 @@ using Args = std::vector<std::string>;
 
 int sample_command(const Args& args);
 int bench_command(const Args& args);
-int bench_end_to_end(const Args& args);       // `specula bench end-to-end`
-int bench_forward_command(const Args& args);  // `specula bench forward`
+int bench_end_to_end(const Args& args);          // `specula bench end-to-end`
+int bench_forward_command(const Args& args);     // `specula bench forward`
+int bench_constraint_command(const Args& args);  // `specula bench constraint`
 // `specula bench sampler|verify --device cuda` (bench_cuda_command.cpp); whether the bench arguments ask for
 // it (`--device cuda` or `--device=cuda`; an unknown device is an Error); the arguments without `--device cpu`.
 int bench_cuda_command(const Args& args);

@@ -149,6 +149,25 @@ std::vector<Token> parse_token_list(const std::string& text, const std::string& 
   return out;
 }
 
+std::vector<int> parse_count_list(const std::string& text, const std::string& parameter, const std::string& what,
+                                  int lo, int hi) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const bool digits = !item.empty() && item.size() <= 9 &&
+                        std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const long n = digits ? std::stol(item) : -1;
+    if (n < lo || n > hi)
+      fail_parameter(parameter, ": '", item, "' in '", text, "' is not a ", what, " in [", lo, ", ", hi, "]");
+    if (std::find(out.begin(), out.end(), n) != out.end())
+      fail_parameter(parameter, ": ", n, " is named twice in '", text, "'");
+    out.push_back(static_cast<int>(n));
+  }
+  if (out.empty() || text.back() == ',') fail_parameter(parameter, ": '", text, "' is not a list of ", what, "s");
+  return out;
+}
+
 std::vector<std::pair<Token, float>> parse_logit_bias(const std::string& text, const std::string& option) {
   std::vector<std::pair<Token, float>> out;
   for (const std::string& item : comma_items(text, option)) {

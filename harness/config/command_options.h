@@ -24,6 +24,10 @@ po::variables_map parse_options(const std::vector<std::string>& args, const po::
 std::vector<Token> parse_token_list(const std::string& text, const std::string& option);
 // "3:2.5,7:-1.5" -> {(3, 2.5), (7, -1.5)}.
 std::vector<std::pair<Token, float>> parse_logit_bias(const std::string& text, const std::string& option);
+// "1,4,16" -> {1,4,16}: distinct whole numbers in [lo, hi], each `what` ("batch size"); a ParameterError for
+// `parameter` (the option's name with underscores) names the bad entry and the text.
+std::vector<int> parse_count_list(const std::string& text, const std::string& parameter, const std::string& what,
+                                  int lo, int hi);
 // "1 2;5" -> {{1,2},{5}}: sequences separated by ';', tokens by spaces or commas.
 std::vector<std::vector<Token>> parse_token_sequences(const std::string& text, const std::string& option);
 

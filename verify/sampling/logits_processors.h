@@ -45,6 +45,8 @@ void apply_penalties(LogitsRow row, const SamplingParams& s, const TokenHistory&
 int32_t count_finite(LogitsRow row);
 // Keeps exactly the tokens whose flag is set (others -> -inf).
 void keep_only(LogitsRow row, const std::vector<char>& keep);
+// Would keep_only leave any token above -inf?
+bool any_kept(LogitsRow row, const std::vector<char>& keep);
 
 // Copies logits [size] into `row`; throws Error naming the first NaN or +inf token.
 void copy_checked_logits(const float* logits, int32_t size, float* row);

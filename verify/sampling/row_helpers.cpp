@@ -124,6 +124,22 @@ SPECULA_ROW_SCAN void collect_at_least(const float* __restrict x, int32_t size, 
   }
 }
 
+// keep[i] ? x[i] : -inf, in place.
+SPECULA_ROW_SCAN void mask_in_place(float* __restrict x, const char* __restrict keep, int32_t size) {
+#pragma omp simd
+  for (int32_t i = 0; i < size; ++i) x[i] = keep[i] ? x[i] : kNegInf;
+}
+
+// How many i have keep[i] set and x[i] above -inf.
+SPECULA_ROW_SCAN int32_t count_kept_above_neg_inf(const float* __restrict x, const char* __restrict keep,
+                                                  int32_t size) {
+  int32_t n = 0;
+#pragma omp simd reduction(+ : n)
+  for (int32_t i = 0; i < size; ++i)
+    n += static_cast<int32_t>(keep[i] != 0) & static_cast<int32_t>(bits_of(x[i]) != kNegInfBits);
+  return n;
+}
+
 }  // namespace
 
 int32_t count_finite(LogitsRow row) {
@@ -132,9 +148,14 @@ int32_t count_finite(LogitsRow row) {
   return n;
 }
 
-void keep_only(LogitsRow row, const std::vector<char>& keep) {
-  for (int32_t i = 0; i < row.size; ++i)
-    if (!keep[i]) row.logits[i] = kNegInf;
+void keep_only(LogitsRow row, const std::vector<char>& keep) { mask_in_place(row.logits, keep.data(), row.size); }
+
+bool any_kept(LogitsRow row, const std::vector<char>& keep) {
+  constexpr int32_t kBlock = 1024;  // stops at the first block that has one: most rows have one near the start
+  for (int32_t base = 0; base < row.size; base += kBlock)
+    if (count_kept_above_neg_inf(row.logits + base, keep.data() + base, std::min(kBlock, row.size - base)) > 0)
+      return true;
+  return false;
 }
 
 void copy_checked_logits(const float* logits, int32_t size, float* row) {

@@ -493,14 +493,12 @@ void apply_token_constraint(LogitsRow row, const SamplingParams& s, const TokenH
   const std::vector<char>* allowed =
       s.constraint->allowed(h.constraint_state, static_cast<int32_t>(h.output.size()), scratch);
   if (!allowed) return;  // the path left the language: this row is never used (see the header)
-  int32_t kept = 0;
-  for (int32_t i = 0; i < row.size; ++i)
-    kept += (*allowed)[i] && row.logits[i] != -std::numeric_limits<float>::infinity();
-  if (kept == 0 && s.constraint_yields_to_masks) return;  // a draft's row: see SamplingParams
+  const bool kept = any_kept(row, *allowed);
+  if (!kept && s.constraint_yields_to_masks) return;  // a draft's row: see SamplingParams
   // A row after a stop token is past the sequence's end, never used: a bad word that ends with a stop token may leave
   // it no token.
-  if (kept == 0 && h.constraint_state == TokenConstraint::kStopped) return;
-  if (kept == 0)
+  if (!kept && h.constraint_state == TokenConstraint::kStopped) return;
+  if (!kept)
     fail(s.constraint->description(), ": no token can continue the output '", s.constraint->text(h.output),
          "' (every token that continues the match is masked here by the model's own -inf logits, or by masks the "
          "automaton was not built with)");

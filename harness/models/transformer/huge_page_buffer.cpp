@@ -66,4 +66,13 @@ long long process_huge_page_bytes() { return proc_kb_field("/proc/self/smaps_rol
 
 long long process_resident_bytes() { return proc_kb_field("/proc/self/status", "VmRSS:"); }
 
+long long process_peak_resident_bytes() { return proc_kb_field("/proc/self/status", "VmHWM:"); }
+
+bool reset_peak_resident() {
+  std::ofstream out("/proc/self/clear_refs");
+  out << "5\n";
+  out.flush();
+  return static_cast<bool>(out);
+}
+
 }  // namespace specula

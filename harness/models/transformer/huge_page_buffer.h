@@ -47,5 +47,10 @@ bool decoding_weights_on_huge_pages();
 // recorded with benchmark results.
 long long process_huge_page_bytes();
 long long process_resident_bytes();
+// The peak of that resident set since the process began or since the last reset_peak_resident (VmHWM), -1 where
+// the kernel does not say; reset_peak_resident sets the peak to the present resident set (writes 5 to
+// /proc/self/clear_refs) and says whether it could.
+long long process_peak_resident_bytes();
+bool reset_peak_resident();
 
 }  // namespace specula
