@@ -122,6 +122,31 @@ TEST_CASE("one decoding method for generate and run: names, defaults and the met
   CHECK(p.temperature == 0.0f);
 }
 
+TEST_CASE("experiment files: option names with dashes, and comments after a section header", "[runner][config]") {
+  TempDir dir;
+  // Keys are the options' names as `specula sample` spells them, dashes or underscores, as in `generate --config`.
+  std::string text = experiment_text("top-p = 0.9, 0.5\nrepetition-penalty = 1.1\n");
+  const std::string header = "\n[sampling]\n";
+  REQUIRE(text.find(header) != std::string::npos);
+  text.replace(text.find(header), header.size(), "\n[sampling]   ; any option of `specula sample`\n");
+  text.replace(text.find("[draft]\n"), 8, "[draft]\t# the drafters\n");
+  const ExperimentConfig c = load_experiment(dir.write("dashes.ini", text), {"sampling.top-k=3"});
+  CHECK(c.axes.at("sampling.top_p") == std::vector<std::string>{"0.9", "0.5"});
+  CHECK(c.axes.at("sampling.repetition_penalty") == std::vector<std::string>{"1.1"});
+  CHECK(c.axes.at("sampling.top_k") == std::vector<std::string>{"3"});  // --set wins under either spelling
+  CHECK(c.axes.at("draft.num_draft_tokens") == std::vector<std::string>{"2", "3"});
+  CHECK_THAT(c.resolved_ini(), Contains("top_p = 0.9, 0.5") && Contains("repetition_penalty = 1.1"));
+  // One key under both spellings is given twice; an unknown key is named as written.
+  const std::string twice = dir.write("twice.ini", experiment_text("top-k = 4\n"));
+  CHECK_THROWS_WITH(load_experiment(twice, {}),
+                    Contains("twice.ini:17: key 'sampling.top-k' repeats sampling.top_k (" + twice + ":16)"));
+  CHECK_THROWS_WITH(load_experiment(dir.write("typo.ini", experiment_text("top-pp = 1\n")), {}),
+                    Contains("typo.ini:17: unknown key 'sampling.top-pp'"));
+  // A header is still a whole [name]: text after it that is not a comment is refused.
+  CHECK_THROWS_WITH(load_experiment(dir.write("bad.ini", "[experiment] x\n"), {}),
+                    Contains(":1: malformed section header '[experiment] x'"));
+}
+
 TEST_CASE("a token list can be swept against none (the empty list)", "[runner][config]") {
   TempDir dir;
   const ExperimentConfig c = load_experiment(dir.write("e.ini", experiment_text("stop_tokens = none | 3\n")), {});

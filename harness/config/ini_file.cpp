@@ -14,6 +14,19 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
+namespace {
+
+// Inline comments: ' #' or ' ;' after a value or a section header.
+std::string without_inline_comment(std::string text) {
+  for (const char* marker : {" #", " ;", "\t#", "\t;"}) {
+    const size_t c = text.find(marker);
+    if (c != std::string::npos) text = trim(text.substr(0, c));
+  }
+  return text;
+}
+
+}  // namespace
+
 std::vector<IniEntry> parse_ini_text(const std::string& text, const std::string& file_name) {
   std::vector<IniEntry> entries;
   std::map<std::string, int> seen;
@@ -25,20 +38,16 @@ std::vector<IniEntry> parse_ini_text(const std::string& text, const std::string&
     const std::string line = trim(raw);
     if (line.empty() || line[0] == '#' || line[0] == ';') continue;
     if (line[0] == '[') {
-      if (line.back() != ']' || line.size() < 3)
+      const std::string header = without_inline_comment(line);
+      if (header.back() != ']' || header.size() < 3)
         fail(file_name, ":", line_no, ": malformed section header '", line, "'");
-      section = trim(line.substr(1, line.size() - 2));
+      section = trim(header.substr(1, header.size() - 2));
       continue;
     }
     const size_t eq = line.find('=');
     if (eq == std::string::npos) fail(file_name, ":", line_no, ": expected 'key = value', got '", line, "'");
     std::string key = trim(line.substr(0, eq));
-    std::string value = trim(line.substr(eq + 1));
-    // Inline comments: ' #' or ' ;' after the value.
-    for (const char* marker : {" #", " ;", "\t#", "\t;"}) {
-      const size_t c = value.find(marker);
-      if (c != std::string::npos) value = trim(value.substr(0, c));
-    }
+    const std::string value = without_inline_comment(trim(line.substr(eq + 1)));
     if (key.empty()) fail(file_name, ":", line_no, ": empty key in '", line, "'");
     if (!section.empty()) key = section + "." + key;
     const auto [it, inserted] = seen.emplace(key, line_no);

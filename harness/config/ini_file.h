@@ -1,6 +1,7 @@
 // A small INI reader that remembers where every value came from, so configuration errors can name the
-// file, the line and the key. Syntax: `[section]`, `key = value`, comments starting with '#' or ';'.
-// Keys inside a section are reported as "section.key".
+// file, the line and the key. Syntax: `[section]`, `key = value`, comments starting with '#' or ';', on a line of
+// their own or after a value or a header (` #` or ` ;`, a space or tab before). Keys inside a section are reported
+// as "section.key".
 #pragma once
 
 #include <string>

@@ -131,16 +131,23 @@ void check_axis_value(const std::string& where, const std::string& key, const st
   }
 }
 
-void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, const std::string& where) {
-  const size_t dot = key.find('.');
+void apply(ExperimentConfig& c, const std::string& written, const std::string& raw, const std::string& where) {
+  const size_t dot = written.find('.');
   if (dot == std::string::npos)
-    fail(where, ": key '", key, "' is outside any section (use [experiment], [draft], [sampling] or [draft_sampling])");
+    fail(where, ": key '", written,
+         "' is outside any section (use [experiment], [draft], [sampling] or [draft_sampling])");
+  // Keys are the options' names, and dashes read as underscores (top-p is top_p), as `generate --config` reads them.
+  std::string key = written;
+  std::replace(key.begin() + static_cast<std::ptrdiff_t>(dot) + 1, key.end(), '-', '_');
+  // The file's reader refuses a key given twice as written; here, one key under both spellings (--set may override).
+  if (c.origin.count(key) && where.rfind("--set", 0) != 0 && c.origin.at(key).rfind("--set", 0) != 0)
+    fail(where, ": key '", written, "' repeats ", key, " (", c.origin.at(key), ")");
   const std::string section = key.substr(0, dot);
   const std::string name = key.substr(dot + 1);
   const std::string value = trim(raw);
   if (section == "experiment") {
     if (!experiment_keys().count(name))
-      fail(where, ": unknown key '", key,
+      fail(where, ": unknown key '", written,
            "' (known in [experiment]: name, target, prompts, prompts_from_corpus, "
            "num_prompts, prompt_length, corpus_tail, max_new_tokens, repetitions, seed, threads, output_dir, "
            "paired_timing, weights_dtype, ignore_eos, device, cost_profile, lockstep)");
@@ -195,7 +202,7 @@ void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, 
     // generate's names (--beam-width, --num-beam-groups) are accepted too, so one spelling works in both.
     const std::string option = name == "beam_width" ? "width" : name == "num_beam_groups" ? "groups" : name;
     if (!beam_keys().count(option))
-      fail(where, ": unknown key '", key,
+      fail(where, ": unknown key '", written,
            "' (known in [beam]: width or beam_width, groups or num_beam_groups, diversity_penalty, length_penalty, "
            "early_stopping, num_return)");
     // The file's reader refuses a key given twice; here, one option under both of its names (--set may override).
@@ -218,7 +225,7 @@ void apply(ExperimentConfig& c, const std::string& key, const std::string& raw, 
   const bool known = (section == "draft" && draft_keys().count(name)) ||
                      ((section == "sampling" || section == "draft_sampling") && sampler_keys().count(name)) ||
                      (section == "sampling" && constraint_keys().count(name));
-  if (!known) fail(where, ": unknown key '", key, "'");
+  if (!known) fail(where, ": unknown key '", written, "'");
   std::vector<std::string> values;
   try {
     values = split_values(key, value);
