@@ -28,23 +28,25 @@ LazyByteDfa::LazyByteDfa(Nfa nfa) : nfa_(std::move(nfa)) {
 }
 
 int32_t LazyByteDfa::intern(const std::vector<int32_t>& seeds) {
-  std::vector<char> seen(nfa_.states.size(), 0);
+  if (visited_.size() != nfa_.states.size() || ++visit_ == 0) {  // the first call, or the marks wrapped around
+    visited_.assign(nfa_.states.size(), 0);
+    visit_ = 1;
+  }
+  auto first_visit = [&](int32_t s) {
+    if (visited_[s] == visit_) return false;
+    visited_[s] = visit_;
+    return true;
+  };
   std::vector<int32_t> stack, set;
   for (int32_t s : seeds)
-    if (!seen[s]) {
-      seen[s] = 1;
-      stack.push_back(s);
-    }
+    if (first_visit(s)) stack.push_back(s);
   while (!stack.empty()) {
     const int32_t s = stack.back();
     stack.pop_back();
     const NfaState& st = nfa_.states[s];
     if (live_[s] && ((st.on_byte >= 0 && st.bytes.any()) || s == nfa_.accept)) set.push_back(s);
     for (int32_t t : st.epsilon)
-      if (!seen[t]) {
-        seen[t] = 1;
-        stack.push_back(t);
-      }
+      if (first_visit(t)) stack.push_back(t);
   }
   if (set.empty()) return kDead;
   std::sort(set.begin(), set.end());

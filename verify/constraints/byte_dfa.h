@@ -40,6 +40,11 @@ class LazyByteDfa {
   std::vector<char> accepting_;
   std::map<std::vector<int32_t>, int32_t> ids_;
   int32_t start_ = kDead;
+  // intern's visited marks, kept between calls: an NFA state is visited in this call when its mark is the call's
+  // number. A fresh vector a call would cost O(NFA states) each time, and a long pattern's NFA has hundreds of
+  // thousands of them (a JSON string of maxLength 100 is a hundred copies of a string character's states).
+  std::vector<uint32_t> visited_;
+  uint32_t visit_ = 0;
 };
 
 }  // namespace specula

@@ -85,6 +85,16 @@ std::shared_ptr<const TokenConstraint> TokenConstraint::from_json_schema(const s
 
 int32_t TokenConstraint::state_of(int32_t dfa_state, int32_t words_state) const {
   if (bad_words_.empty()) return dfa_state;
+  if (words_state == BadWordAutomaton::kRoot) {
+    if (root_pairs_.size() <= static_cast<size_t>(dfa_state))
+      root_pairs_.resize(std::max<size_t>(2 * root_pairs_.size(), static_cast<size_t>(dfa_state) + 1), kNotFound);
+    int32_t& state = root_pairs_[dfa_state];
+    if (state == kNotFound) {
+      state = static_cast<int32_t>(pairs_.size());
+      pairs_.emplace_back(dfa_state, words_state);
+    }
+    return state;
+  }
   const int64_t key = static_cast<int64_t>(dfa_state) << 32 | static_cast<uint32_t>(words_state);
   const auto [it, added] = pair_states_.try_emplace(key, static_cast<int32_t>(pairs_.size()));
   if (added) pairs_.emplace_back(dfa_state, words_state);

@@ -195,6 +195,9 @@ class TokenConstraint {
   mutable std::vector<std::unique_ptr<StateInfo>> infos_;   // by state
   mutable std::vector<std::pair<int32_t, int32_t>> pairs_;  // state -> (DFA state, bad-word state), with bad words
   mutable std::unordered_map<int64_t, int32_t> pair_states_;
+  // The pairs whose bad-word state is the root, by DFA state (kNotFound where not yet met): after most tokens no
+  // word has begun, and a constraint steps every token from each state it builds.
+  mutable std::vector<int32_t> root_pairs_;
   mutable Tables bytes_, tokens_;
 };
 
