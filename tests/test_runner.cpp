@@ -1005,6 +1005,14 @@ TEST_CASE("plot refuses a summary that is cut, empty, header-only, short or from
   INFO(ok.err);
   CHECK(ok.exit_code == 0);
   CHECK(fs::exists(run + "/plots/speedup_vs_k.png"));
+  // A folder whose name holds a quote, spaces and a '$' is one argument to the plot script (no shell between).
+  const std::string odd = dir.file("it's a $run");
+  fs::copy(run, odd, fs::copy_options::recursive);
+  fs::remove_all(odd + "/plots");
+  const CliResult quoted = run_specula("plot \"" + dir.file("it's a \\$run") + "\" --quiet");
+  INFO(quoted.err);
+  CHECK(quoted.exit_code == 0);
+  CHECK(fs::exists(odd + "/plots/speedup_vs_k.png"));
 
   // An interrupted run whose summary covers only the settings it reached: refused unless --allow-incomplete.
   const std::vector<RunRecord> records = read_records(run + "/records.jsonl");

@@ -1,5 +1,12 @@
 // `specula run`, `specula merge` and `specula plot`: experiments from the shell.
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -41,6 +48,22 @@ po::variables_map parse_with_positional(const Args& args, const po::options_desc
   return vm;
 }
 
+// Runs argv[0] (searched on PATH) with these arguments and waits for it; "" when it exits with 0, else what went
+// wrong. No shell: a folder whose name holds a quote, a space or a '$' is one argument like any other.
+std::string run_program(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  if (const int err = posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), environ); err != 0)
+    return std::string("cannot start it: ") + std::strerror(err);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return std::string("cannot wait for it: ") + std::strerror(errno);
+  if (WIFEXITED(status)) return WEXITSTATUS(status) == 0 ? "" : "exit status " + std::to_string(WEXITSTATUS(status));
+  return WIFSIGNALED(status) ? std::string("killed by ") + strsignal(WTERMSIG(status)) : "stopped";
+}
+
 }  // namespace
 
 int plot_results(const std::string& dir, bool quiet, bool allow_incomplete) {
@@ -56,9 +79,13 @@ int plot_results(const std::string& dir, bool quiet, bool allow_incomplete) {
   const char* env_script = std::getenv("SPECULA_PLOT_SCRIPT");
   const std::string script = env_script ? env_script : SPECULA_SOURCE_DIR "/experiments/plot.py";
   if (!std::filesystem::exists(script)) fail("plot script not found: ", script, " (set SPECULA_PLOT_SCRIPT)");
-  const std::string command = python + " '" + script + "' '" + dir + "'" + (quiet ? " --quiet" : "");
-  const int status = std::system(command.c_str());
-  if (status != 0) fail("plotting failed (", command, "); ", dir, "/summary.csv and the records are unchanged");
+  std::vector<std::string> argv = {python, script, dir};
+  if (quiet) argv.push_back("--quiet");
+  if (const std::string why = run_program(argv); !why.empty()) {
+    std::string command;
+    for (const std::string& a : argv) command += (command.empty() ? "" : " ") + ("'" + a + "'");
+    fail("plotting failed (", command, ": ", why, "); ", dir, "/summary.csv and the records are unchanged");
+  }
   return 0;
 }
 
