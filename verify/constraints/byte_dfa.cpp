@@ -62,9 +62,7 @@ int32_t LazyByteDfa::intern(const std::vector<int32_t>& seeds) {
   return id;
 }
 
-int32_t LazyByteDfa::step(int32_t state, unsigned char byte) {
-  if (state < 0) return kDead;
-  if (next_[state][byte] != kUnknown) return next_[state][byte];
+int32_t LazyByteDfa::first_step(int32_t state, unsigned char byte) {
   std::vector<int32_t> seeds;
   for (int32_t s : sets_[state]) {
     const NfaState& st = nfa_.states[s];

@@ -23,7 +23,13 @@ class LazyByteDfa {
   explicit LazyByteDfa(Nfa nfa);
 
   int32_t start() const { return start_; }  // 0, or kDead when the language is empty
-  int32_t step(int32_t state, unsigned char byte);
+  // Inline where the transition is known: a constraint steps the DFA once per node of its token trie for each state
+  // it builds, hundreds of thousands of times.
+  int32_t step(int32_t state, unsigned char byte) {
+    if (state < 0) return kDead;
+    const int32_t to = next_[state][byte];
+    return to != kUnknown ? to : first_step(state, byte);
+  }
   bool accepting(int32_t state) const { return state >= 0 && accepting_[state]; }
   int32_t num_states() const { return static_cast<int32_t>(sets_.size()); }
 
@@ -31,6 +37,7 @@ class LazyByteDfa {
   // The epsilon closure of `seeds`, reduced to the live NFA states that read a byte or accept, then the
   // id of that set (a new DFA state the first time).
   int32_t intern(const std::vector<int32_t>& seeds);
+  int32_t first_step(int32_t state, unsigned char byte);  // a transition not yet asked for
 
   static constexpr int32_t kUnknown = -2;
   Nfa nfa_;
