@@ -454,8 +454,8 @@ TEST_CASE("the single-byte walk gives up where bytes found only inside longer to
 
 TEST_CASE("mutant: byte-level liveness, or min_tokens or bad words unforeseen, fails the token-level liveness test",
           "[constraints][mutant]") {
-  for (const Mutant m : {Mutant::constraint_liveness_per_byte, Mutant::constraint_ignores_min_tokens,
-                         Mutant::constraint_ignores_bad_words}) {
+  for (const Mutant m : {Mutant::constraint_liveness_per_byte, Mutant::constraint_byte_walk_any_byte,
+                         Mutant::constraint_ignores_min_tokens, Mutant::constraint_ignores_bad_words}) {
     const ScopedMutant on(m);
     CHECK(token_liveness_mismatches(false) > 0);
   }

@@ -49,6 +49,7 @@ enum class Mutant {
   draft_q_from_raw_logits,         // recorded q is softmax(raw logits) while the draft sampled processed
   constraint_state_not_advanced,   // draft-path rows keep the committed constraint state
   constraint_liveness_per_byte,    // a constraint allows tokens into prefixes no permitted tokens can complete
+  constraint_byte_walk_any_byte,   // ... or takes bytes no single-byte token spells as a way to complete one
   constraint_ignores_min_tokens,   // ... or into matches that must end before min_tokens, when only a stop ends them
   constraint_ignores_bad_words,    // ... or into outputs after which bad words of several tokens ban every way on
   dynamic_tree_tested_with_q,      // EAGLE-2's value-chosen tree tested with p/q as draws w/o replacement

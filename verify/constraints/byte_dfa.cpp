@@ -4,26 +4,37 @@
 
 namespace specula {
 
-LazyByteDfa::LazyByteDfa(Nfa nfa) : nfa_(std::move(nfa)) {
-  // Co-reachability of the accepting state, on the reversed graph.
-  const int32_t n = static_cast<int32_t>(nfa_.states.size());
+namespace {
+
+// Per NFA state: can it reach the accepting state through epsilon moves and bytes of `alphabet`? Co-reachability on
+// the reversed graph.
+std::vector<char> reaches_accept(const Nfa& nfa, const std::bitset<256>& alphabet) {
+  const int32_t n = static_cast<int32_t>(nfa.states.size());
   std::vector<std::vector<int32_t>> reverse(n);
   for (int32_t s = 0; s < n; ++s) {
-    for (int32_t t : nfa_.states[s].epsilon) reverse[t].push_back(s);
-    if (nfa_.states[s].on_byte >= 0 && nfa_.states[s].bytes.any()) reverse[nfa_.states[s].on_byte].push_back(s);
+    for (int32_t t : nfa.states[s].epsilon) reverse[t].push_back(s);
+    if (nfa.states[s].on_byte >= 0 && (nfa.states[s].bytes & alphabet).any())
+      reverse[nfa.states[s].on_byte].push_back(s);
   }
-  live_.assign(n, 0);
-  std::vector<int32_t> stack = {nfa_.accept};
-  live_[nfa_.accept] = 1;
+  std::vector<char> reaches(n, 0);
+  std::vector<int32_t> stack = {nfa.accept};
+  reaches[nfa.accept] = 1;
   while (!stack.empty()) {
     const int32_t s = stack.back();
     stack.pop_back();
     for (int32_t r : reverse[s])
-      if (!live_[r]) {
-        live_[r] = 1;
+      if (!reaches[r]) {
+        reaches[r] = 1;
         stack.push_back(r);
       }
   }
+  return reaches;
+}
+
+}  // namespace
+
+LazyByteDfa::LazyByteDfa(Nfa nfa) : nfa_(std::move(nfa)) {
+  live_ = reaches_accept(nfa_, std::bitset<256>().set());
   start_ = intern({nfa_.start});
 }
 
@@ -60,6 +71,22 @@ int32_t LazyByteDfa::intern(const std::vector<int32_t>& seeds) {
   ids_.emplace(set, id);
   sets_.push_back(std::move(set));
   return id;
+}
+
+bool LazyByteDfa::completes_within(int32_t state, const std::bitset<256>& alphabet, bool nonempty) {
+  if (state < 0) return false;
+  if (completes_.empty() || alphabet != completes_alphabet_) {
+    completes_ = reaches_accept(nfa_, alphabet);
+    completes_alphabet_ = alphabet;
+  }
+  // The DFA state's NFA states are its whole epsilon closure, less states that neither read a byte nor accept, whose
+  // moves onward are epsilon moves to states of the set: a path to acceptance starts at one of the set's.
+  const std::vector<int32_t>& set = sets_[state];
+  return std::any_of(set.begin(), set.end(), [&](int32_t s) {
+    if (!nonempty) return completes_[s] != 0;
+    const NfaState& st = nfa_.states[s];
+    return st.on_byte >= 0 && (st.bytes & alphabet).any() && completes_[st.on_byte] != 0;
+  });
 }
 
 int32_t LazyByteDfa::first_step(int32_t state, unsigned char byte) {

@@ -50,6 +50,13 @@ TokenConstraint::TokenConstraint(std::string description, const Nfa& nfa, std::v
   for (int32_t i = 1; i < trie_.size(); i = trie_.end[i])  // the root's children
     if (trie_.depth[i] == 1)
       single_byte_tokens_.insert(single_byte_tokens_.end(), trie_.tokens_begin(i), trie_.tokens_end(i));
+  std::vector<char> in_bad_words(V, 0);
+  for (const std::vector<Token>& word : masks.bad_words)
+    for (Token t : word) in_bad_words[t] = 1;
+  for (Token t : single_byte_tokens_) {
+    single_bytes_.set(static_cast<unsigned char>(token_strings_[t][0]));
+    if (!in_bad_words[t]) clean_single_bytes_.set(static_cast<unsigned char>(token_strings_[t][0]));
+  }
   // Refused where it is built, not at the first token: a pattern the tokens cannot spell, or not long enough.
   bool spelled = false, long_enough = false;
   {
@@ -199,6 +206,25 @@ void TokenConstraint::successors(Walk walk, int32_t state, std::vector<int32_t>&
 // that single-byte tokens can finish from as found (they are tokens too), so it searches only where they cannot.
 bool TokenConstraint::search_live(Walk walk, int32_t state) const {
   if (const char known = liveness(walk, state); known != kUnknown) return known == kLiveState;
+  // Without bad words of several tokens, a state is its DFA state and can end a match where the DFA accepts: the byte
+  // walk then asks whether some string of the single-byte tokens' bytes leads to acceptance, which the NFA answers
+  // without exploring the DFA states on the way (a long pattern has tens of thousands of them).
+  const bool any_byte = mutant_on(Mutant::constraint_byte_walk_any_byte);
+  if (walk == Walk::bytes && bad_words_.empty()) {
+    const bool found = dfa_.completes_within(dfa_of(state), any_byte ? std::bitset<256>().set() : single_bytes_);
+    liveness(walk, state) = found ? kLiveState : kDeadState;
+    return found;
+  }
+  // With them, the same answer for bytes whose tokens are in no bad word is enough to find a state live (not to find
+  // it dead): the first such byte leaves no word begun, later ones begin none, and where no word is begun nothing is
+  // banned (words of one token are not permitted at all). At least one byte, since this state's own stop tokens may
+  // be banned; can_end covers none.
+  if (walk == Walk::bytes &&
+      (can_end(state) ||
+       dfa_.completes_within(dfa_of(state), any_byte ? std::bitset<256>().set() : clean_single_bytes_, true))) {
+    liveness(walk, state) = kLiveState;
+    return true;
+  }
   if (walk == Walk::bytes && byte_walk_spent()) return false;  // not found: the token walk decides
   std::vector<int32_t> order = {state}, parent = {-1}, next;
   std::set<int32_t> seen = {state};

@@ -36,6 +36,7 @@
 // its mask is left open rather than empty.
 #pragma once
 
+#include <bitset>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -185,6 +186,8 @@ class TokenConstraint {
   std::vector<char> is_stop_;
   std::vector<char> permitted_;            // [V]
   std::vector<Token> single_byte_tokens_;  // the permitted non-stop tokens of one byte
+  std::bitset<256> single_bytes_;          // their bytes
+  std::bitset<256> clean_single_bytes_;    // the bytes of those in no bad word of several tokens
   int32_t min_tokens_ = 0;                 // 0 without a stop token the sampler can emit
   BadWordAutomaton bad_words_;             // of several tokens
   TokenTrie trie_;                         // the permitted non-stop tokens' strings
