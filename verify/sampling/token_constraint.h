@@ -10,10 +10,12 @@
 // only when a match can still be completed from where it leads with tokens the sampler can emit. A test on bytes
 // alone would let an output enter a prefix that the token strings cannot finish, or that only banned tokens could
 // finish, and the run would fail in the middle. A state's liveness is a least fixpoint (can a state be reached where
-// a match can end?), found by a breadth-first search and remembered. The search first walks single-byte tokens only,
-// over the byte DFA's steps: where the vocabulary spells every byte the pattern needs, that settles it without a pass
-// over the whole vocabulary for each state on the way; only where it fails does it walk tokens of any length (and it
-// gives up past kByteWalkStates DFA states, where bytes found only inside longer tokens make it blow up). With a
+// a match can end?), found by a breadth-first search and remembered. The search first asks whether single-byte tokens
+// alone can finish a match: where the vocabulary spells every byte the pattern needs, that settles it without a pass
+// over the whole vocabulary for each state on the way. Without bad words of several tokens the pattern's NFA answers
+// that at once (LazyByteDfa::completes_within); with them, it answers for the bytes in no bad word, and otherwise a
+// breadth-first walk of single-byte tokens does (giving up past kByteWalkStates DFA states, where bytes found only
+// inside longer tokens make it blow up). Only where single bytes cannot does it walk tokens of any length. With a
 // stop token the sampler can emit and min_tokens, a match may end only once the output has min_tokens tokens: a
 // token is then allowed only where a path of the tokens still needed leads on (the longest path from each state,
 // capped at min_tokens, is found by a depth-first search and remembered; a cycle makes it unbounded). Bad words of
@@ -128,9 +130,9 @@ class TokenConstraint {
     int32_t num_allowed = 0;
     bool pruned = false;  // tokens into dead states are cut (what callers see)
   };
-  // Two walks over the automaton: through single-byte tokens only (steps of the byte DFA: cheap, and enough wherever
-  // the vocabulary spells every byte the pattern needs) and through tokens of any length (each state's successors,
-  // found by a pass over the whole trie). Each has its tables by state.
+  // Two walks over the automaton: through single-byte tokens only (decided on the NFA where it can be, else steps of
+  // the byte DFA: cheap, and enough wherever the vocabulary spells every byte the pattern needs) and through tokens of
+  // any length (each state's successors, found by a pass over the whole trie). Each has its tables by state.
   enum class Walk { bytes, tokens };
   // The byte walk gives up once the automaton has this many DFA states: where a byte the pattern needs comes only
   // inside longer tokens, it may determinise exponentially many states the tokens never reach.
