@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -37,6 +38,23 @@ class TempDir {
 
  private:
   std::string path_;
+};
+
+// Sets an environment variable the child `specula` reads (unsets it for ""), and puts back what was there when
+// it goes, whatever a failed REQUIRE leaves behind.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* was = std::getenv(name)) before_ = was;
+    value.empty() ? ::unsetenv(name) : ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() { before_ ? ::setenv(name_, before_->c_str(), 1) : ::unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> before_;
 };
 
 inline std::string read_text(const std::string& path) {

@@ -443,12 +443,25 @@ TEST_CASE("token-level liveness under masks agrees with every sequence of permit
 TEST_CASE("the single-byte walk gives up where bytes found only inside longer tokens would blow it up",
           "[constraints]") {
   // "yy" finishes a match from every state, but no single byte does; the byte DFA of [ab]*a[ab]{17} has 2^18 states,
-  // which a byte walk from the start would determinise in full. The token walk needs a handful.
+  // which a byte walk from the start would determinise in full. The token walk needs a handful. Without bad words the
+  // NFA shows at once that single bytes cannot finish a match.
   const std::vector<std::string> strings = {"a", "b", "zz", "yy", "$"};
   for (const int32_t min_tokens : {0, 5}) {
     const auto c = TokenConstraint::from_regex("[ab]*a[ab]{17}zz|[ab]*yy", strings, {4}, SamplerMasks{{}, min_tokens});
+    CHECK(c->states_built() < 1024);
+    CHECK(c->complete(c->walk({0, 1, 3})));
+  }
+  // With a bad word "z" "a", single bytes could finish a match ("a", 17 of [ab], "z"), but only through the "z" that
+  // begins the word: the NFA's answers settle neither way, and the breadth-first walk over single bytes runs into the
+  // 2^18 states until it gives up.
+  const std::vector<std::string> with_z = {"a", "b", "z", "yy", "$"};
+  for (const int32_t min_tokens : {0, 5}) {
+    const auto c =
+        TokenConstraint::from_regex("[ab]*a[ab]{17}z|[ab]*yy", with_z, {4}, SamplerMasks{{}, min_tokens, {{2, 0}}});
+    CHECK(c->states_built() > (1 << 16));
     CHECK(c->states_built() < (1 << 16) + 1024);
     CHECK(c->complete(c->walk({0, 1, 3})));
+    CHECK(c->next_state(c->walk({0}), 3) != TokenConstraint::kDead);
   }
 }
 

@@ -142,6 +142,8 @@ TEST_CASE("experiment files: option names with dashes, and comments after a sect
                     Contains("twice.ini:17: key 'sampling.top-k' repeats sampling.top_k (" + twice + ":16)"));
   CHECK_THROWS_WITH(load_experiment(dir.write("typo.ini", experiment_text("top-pp = 1\n")), {}),
                     Contains("typo.ini:17: unknown key 'sampling.top-pp'"));
+  CHECK_THROWS_WITH(load_experiment(dir.write("beam.ini", experiment_text("[beam]\nwidth = 2\nbeam-width = 2\n")), {}),
+                    Contains("beam.ini:19: key 'beam.beam-width' repeats [beam] width"));
   // A header is still a whole [name]: text after it that is not a comment is refused.
   CHECK_THROWS_WITH(load_experiment(dir.write("bad.ini", "[experiment] x\n"), {}),
                     Contains(":1: malformed section header '[experiment] x'"));
@@ -1009,10 +1011,27 @@ TEST_CASE("plot refuses a summary that is cut, empty, header-only, short or from
   const std::string odd = dir.file("it's a $run");
   fs::copy(run, odd, fs::copy_options::recursive);
   fs::remove_all(odd + "/plots");
-  const CliResult quoted = run_specula("plot \"" + dir.file("it's a \\$run") + "\" --quiet");
+  const std::string odd_argument = "\"" + dir.file("it's a \\$run") + "\"";  // as the test's shell reads it
+  const CliResult quoted = run_specula("plot " + odd_argument + " --quiet");
   INFO(quoted.err);
   CHECK(quoted.exit_code == 0);
   CHECK(fs::exists(odd + "/plots/speedup_vs_k.png"));
+  // An interpreter that fails, or that is not there, is named with what happened; nothing is drawn.
+  fs::remove_all(odd + "/plots");
+  {
+    const ScopedEnv python("SPECULA_PYTHON", "/bin/false");
+    const CliResult failed = run_specula("plot " + odd_argument + " --quiet");
+    CHECK(failed.exit_code == 1);
+    CHECK_THAT(failed.err, Contains("plotting failed ('/bin/false'") && Contains("exit status 1"));
+  }
+  {
+    const ScopedEnv python("SPECULA_PYTHON", "no-such-python-here");
+    const CliResult missing = run_specula("plot " + odd_argument + " --quiet");
+    CHECK(missing.exit_code == 1);
+    CHECK_THAT(missing.err,
+               Contains("'no-such-python-here'") && Contains("cannot start it: No such file or directory"));
+  }
+  CHECK_FALSE(fs::exists(odd + "/plots/speedup_vs_k.png"));
 
   // An interrupted run whose summary covers only the settings it reached: refused unless --allow-incomplete.
   const std::vector<RunRecord> records = read_records(run + "/records.jsonl");

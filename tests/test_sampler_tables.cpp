@@ -291,6 +291,17 @@ TEST_CASE("keep_only and any_kept agree with a plain loop on rows of several sca
       keep_only(LogitsRow{got.data(), V}, keep);
       CHECK(got == masked);
     }
+    // The one kept token at each block edge: found whichever block holds it, and not found under a -inf logit.
+    for (const int32_t at : {0, 1023, 1024, 2047, 2048, V - 1}) {
+      if (at >= V) continue;
+      std::vector<float> row(V, 0.5f);
+      std::vector<char> keep(V, 0);
+      keep[at] = 1;
+      INFO("V = " << V << ", only token " << at << " kept");
+      CHECK(any_kept(LogitsRow{row.data(), V}, keep));
+      row[at] = -kInf;
+      CHECK_FALSE(any_kept(LogitsRow{row.data(), V}, keep));
+    }
   }
 }
 

@@ -208,7 +208,7 @@ void apply(ExperimentConfig& c, const std::string& written, const std::string& r
     // The file's reader refuses a key given twice; here, one option under both of its names (--set may override).
     if (c.beam.count(option) && where.rfind("--set", 0) != 0 && c.origin.count("beam." + option) &&
         c.origin.at("beam." + option).rfind("--set", 0) != 0)
-      fail(where, ": key '", key, "' repeats [beam] ", option, " (", c.origin.at("beam." + option), ")");
+      fail(where, ": key '", written, "' repeats [beam] ", option, " (", c.origin.at("beam." + option), ")");
     if (option == "early_stopping") {
       if (value != "true" && value != "false") fail(where, ": key '", key, "': '", value, "' is not true or false");
     } else if (option == "diversity_penalty" || option == "length_penalty") {

@@ -75,17 +75,17 @@ int32_t LazyByteDfa::intern(const std::vector<int32_t>& seeds) {
 
 bool LazyByteDfa::completes_within(int32_t state, const std::bitset<256>& alphabet, bool nonempty) {
   if (state < 0) return false;
-  if (completes_.empty() || alphabet != completes_alphabet_) {
-    completes_ = reaches_accept(nfa_, alphabet);
-    completes_alphabet_ = alphabet;
-  }
+  auto known = std::find_if(completes_.begin(), completes_.end(), [&](const auto& c) { return c.first == alphabet; });
+  if (known == completes_.end())
+    known = completes_.insert(completes_.end(), {alphabet, reaches_accept(nfa_, alphabet)});
+  const std::vector<char>& reaches = known->second;
   // The DFA state's NFA states are its whole epsilon closure, less states that neither read a byte nor accept, whose
   // moves onward are epsilon moves to states of the set: a path to acceptance starts at one of the set's.
   const std::vector<int32_t>& set = sets_[state];
   return std::any_of(set.begin(), set.end(), [&](int32_t s) {
-    if (!nonempty) return completes_[s] != 0;
+    if (!nonempty) return reaches[s] != 0;
     const NfaState& st = nfa_.states[s];
-    return st.on_byte >= 0 && (st.bytes & alphabet).any() && completes_[st.on_byte] != 0;
+    return st.on_byte >= 0 && (st.bytes & alphabet).any() && reaches[st.on_byte] != 0;
   });
 }
 

@@ -11,6 +11,7 @@
 #include <bitset>
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "verify/constraints/regex.h"
@@ -34,7 +35,7 @@ class LazyByteDfa {
   bool accepting(int32_t state) const { return state >= 0 && accepting_[state]; }
   // Can some string of bytes from `alphabet` (of at least one byte, with `nonempty`) lead from `state` to acceptance?
   // Decided on the NFA (the state's NFA states, and which of them reach acceptance through bytes of the alphabet), so
-  // it explores no DFA state. What the NFA's states reach is kept for the last alphabet asked about.
+  // it explores no DFA state. What the NFA's states reach is kept for each alphabet asked about.
   bool completes_within(int32_t state, const std::bitset<256>& alphabet, bool nonempty = false);
   int32_t num_states() const { return static_cast<int32_t>(sets_.size()); }
 
@@ -56,8 +57,9 @@ class LazyByteDfa {
   // number. A fresh vector a call would cost O(NFA states) each time, and a long pattern's NFA has hundreds of
   // thousands of them (a JSON string of maxLength 100 is a hundred copies of a string character's states).
   std::vector<uint32_t> visited_;
-  std::vector<char> completes_;  // per NFA state, for completes_within: reaches acceptance through the alphabet
-  std::bitset<256> completes_alphabet_;
+  // For completes_within, by alphabet asked about (a caller asks about one or two): per NFA state, does it reach
+  // acceptance through bytes of the alphabet?
+  std::vector<std::pair<std::bitset<256>, std::vector<char>>> completes_;
   uint32_t visit_ = 0;
 };
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/shared/error.h"
+
 namespace specula {
 
 BadWordAutomaton::BadWordAutomaton() : nodes_(1) {}
@@ -19,6 +21,7 @@ BadWordAutomaton::BadWordAutomaton(const std::vector<std::vector<Token>>& words)
     int32_t node = kRoot;
     for (size_t i = 0; i + 1 < word->size(); ++i) {
       const Token token = (*word)[i];
+      if (token < 0) fail("bad word token id ", token, " is negative");
       if (in_words_.size() <= static_cast<size_t>(token)) in_words_.resize(static_cast<size_t>(token) + 1, 0);
       in_words_[token] = 1;
       auto& children = nodes_[node].children;

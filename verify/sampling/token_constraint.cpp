@@ -215,15 +215,21 @@ bool TokenConstraint::search_live(Walk walk, int32_t state) const {
     liveness(walk, state) = found ? kLiveState : kDeadState;
     return found;
   }
-  // With them, the same answer for bytes whose tokens are in no bad word is enough to find a state live (not to find
-  // it dead): the first such byte leaves no word begun, later ones begin none, and where no word is begun nothing is
-  // banned (words of one token are not permitted at all). At least one byte, since this state's own stop tokens may
-  // be banned; can_end covers none.
-  if (walk == Walk::bytes &&
-      (can_end(state) ||
-       dfa_.completes_within(dfa_of(state), any_byte ? std::bitset<256>().set() : clean_single_bytes_, true))) {
-    liveness(walk, state) = kLiveState;
-    return true;
+  // With them, the NFA's answer for all single bytes finds a state dead (bad words only take paths away), and its
+  // answer for bytes whose tokens are in no bad word finds it live: the first such byte leaves no word begun, later
+  // ones begin none, and where no word is begun nothing is banned (words of one token are not permitted at all). At
+  // least one byte, since this state's own stop tokens may be banned; can_end covers none. Between the two, the
+  // breadth-first walk decides.
+  if (walk == Walk::bytes) {
+    const std::bitset<256> all_bytes = std::bitset<256>().set();
+    if (!dfa_.completes_within(dfa_of(state), any_byte ? all_bytes : single_bytes_)) {
+      liveness(walk, state) = kDeadState;
+      return false;
+    }
+    if (can_end(state) || dfa_.completes_within(dfa_of(state), any_byte ? all_bytes : clean_single_bytes_, true)) {
+      liveness(walk, state) = kLiveState;
+      return true;
+    }
   }
   if (walk == Walk::bytes && byte_walk_spent()) return false;  // not found: the token walk decides
   std::vector<int32_t> order = {state}, parent = {-1}, next;
