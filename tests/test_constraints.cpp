@@ -44,6 +44,13 @@ using Catch::Matchers::StartsWith;
 
 namespace {
 
+// A token set as a flag a token (1 = in the set), to compare with a literal or print.
+std::vector<char> flags(const TokenSet& set) {
+  std::vector<char> out(set.size());
+  for (Token t = 0; t < set.size(); ++t) out[t] = set.test(t) ? 1 : 0;
+  return out;
+}
+
 // All strings over `alphabet` of length <= n.
 std::vector<std::string> all_strings(const std::string& alphabet, int n) {
   std::vector<std::string> out = {""}, level = {""};
@@ -123,8 +130,8 @@ TEST_CASE("regex automaton: full match and live prefixes agree with std::regex o
         // Ended (no stop token here): a whole match that no letter keeps live; its row has no mask.
         ok = ok && constraint->ended(state) == (oracle.match(s) && !extends);
         // Otherwise the mask allows exactly the letters that keep the string live.
-        if (const std::vector<char>* allowed = constraint->allowed(state))
-          for (Token t = 0; t < V; ++t) ok = ok && static_cast<bool>((*allowed)[t]) == oracle.live(s + char('a' + t));
+        if (const TokenSet* allowed = constraint->allowed(state))
+          for (Token t = 0; t < V; ++t) ok = ok && allowed->test(t) == oracle.live(s + char('a' + t));
         else
           ok = ok && constraint->ended(state);
       }
@@ -147,10 +154,10 @@ TEST_CASE("regex automaton: multi-byte tokens, UTF-8 characters and stop tokens"
   CHECK(c->complete(c->walk({0, 4, 6, 6})));            // "abcéé"
   CHECK(c->walk({5}) == TokenConstraint::kDead);        // empty token strings are never allowed
   // The stop token is allowed only after a complete match, and then only stop tokens follow.
-  CHECK_FALSE((*c->allowed(c->walk({1})))[7]);
+  CHECK_FALSE(c->allowed(c->walk({1}))->test(7));
   const int32_t after_stop = c->walk({0, 7});
   CHECK(after_stop == TokenConstraint::kStopped);
-  const std::vector<char>& only_stops = *c->allowed(after_stop);
+  const std::vector<char> only_stops = flags(*c->allowed(after_stop));
   CHECK(std::count(only_stops.begin(), only_stops.end(), 1) == 1);
   CHECK(only_stops[7]);
   CHECK(c->text({0, 4, 7, 1}) == "abc");
@@ -320,11 +327,11 @@ int token_liveness_mismatches(bool report, int* refused = nullptr) {
               }
               ok = c->complete(state) == oracle.match(w) &&
                    c->ended(state) == (!stopping && oracle.match(w) && !extends);
-              std::vector<char> scratch;
-              const std::vector<char>* allowed = c->allowed(state, static_cast<int32_t>(w.size()), scratch);
+              TokenSet scratch;
+              const TokenSet* allowed = c->allowed(state, static_cast<int32_t>(w.size()), scratch);
               // One token of the mask, asked alone (as the constrained drafter does), is the mask's.
               for (Token t = 0; t < V; ++t)
-                ok = ok && c->allows(state, static_cast<int32_t>(w.size()), t) == (!allowed || (*allowed)[t]);
+                ok = ok && c->allows(state, static_cast<int32_t>(w.size()), t) == (!allowed || allowed->test(t));
               if (oracle.longest(w) < least) {
                 // No match long enough goes on: a token above was one the target cannot emit, so the row is left
                 // open (it is never used).
@@ -335,7 +342,7 @@ int token_liveness_mismatches(bool report, int* refused = nullptr) {
                   wt.push_back(t);
                   const bool expected =
                       t == stop ? stopping && oracle.match(w) && !oracle.bans(w, stop) : oracle.longest(wt) >= least;
-                  ok = ok && static_cast<bool>((*allowed)[t]) == expected;
+                  ok = ok && allowed->test(t) == expected;
                 }
               } else {
                 ok = ok && c->ended(state);
@@ -349,9 +356,9 @@ int token_liveness_mismatches(bool report, int* refused = nullptr) {
               seen << " (state " << state;
               if (state != TokenConstraint::kDead) {
                 seen << ", complete " << c->complete(state) << ", ended " << c->ended(state) << ", allowed ";
-                std::vector<char> scratch;
-                if (const std::vector<char>* allowed = c->allowed(state, static_cast<int32_t>(w.size()), scratch))
-                  for (char a : *allowed) seen << static_cast<int>(a);
+                TokenSet scratch;
+                if (const TokenSet* allowed = c->allowed(state, static_cast<int32_t>(w.size()), scratch))
+                  for (char a : flags(*allowed)) seen << static_cast<int>(a);
               }
               seen << "; oracle: live " << oracle.live(w) << ", match " << oracle.match(w) << ", live after ";
               for (Token t = 0; t < V; ++t) {
@@ -865,7 +872,7 @@ TEST_CASE("row histories carry the automaton state along draft paths and tree br
     CHECK(h.constraint_state == c->walk(path));
     for (Token x = 0; x < kV; ++x)
       CHECK((probs[static_cast<size_t>(row) * kV + x] > 0.0f) ==
-            static_cast<bool>((*c->allowed(h.constraint_state))[x]));
+            static_cast<bool>(c->allowed(h.constraint_state)->test(x)));
   }
   // The path history of the drafters' shared helper agrees.
   for (int32_t row = 0; row <= tree.size(); ++row)
@@ -1096,7 +1103,7 @@ TEST_CASE("a banned token that a match needs is never entered: exact for ar and 
   SamplingParams banned = with_penalties();
   banned.banned_tokens = {4};
   const auto c = TokenConstraint::from_regex(kEndPattern, letter_token_strings(kV), {}, sampler_masks(banned, kV));
-  CHECK_FALSE((*c->allowed(c->walk({0})))[3]);
+  CHECK_FALSE(c->allowed(c->walk({0}))->test(3));
   const SamplingParams params = constrained(banned, c);
   static const StdRegexOracle without_e(kEndPattern, "abcdf", kEndL + 3);
   const std::vector<double> law = restricted_law(*pair.target, banned, kPrompt, kEndL, without_e, true);
@@ -1174,8 +1181,8 @@ TEST_CASE("with min_tokens and a stop token, a match is never entered that would
   const TablePair pair = random_pair(2, kV, 73, 1.3, 0.9);
   const SamplingParams masks = stopping_after_three();
   const auto c = TokenConstraint::from_regex(kMinPattern, letter_token_strings(kV), {5}, sampler_masks(masks, kV));
-  std::vector<char> scratch;
-  const std::vector<char>& first = *c->allowed(TokenConstraint::kInitial, 0, scratch);
+  TokenSet scratch;
+  const std::vector<char> first = flags(*c->allowed(TokenConstraint::kInitial, 0, scratch));
   CHECK(first == std::vector<char>{1, 1, 0, 0, 0, 0});  // 'c' and "de" would end too soon
   // Rows below a token the target cannot emit are left open: after a stop token before min_tokens, or where no match
   // can run long enough (after 'c').
@@ -1233,10 +1240,10 @@ TEST_CASE("bad words of several tokens: an output they leave no way to finish is
   SamplingParams words = with_penalties();
   words.bad_words = {{0, 1, 2}, {1, 3, 4}};
   const auto c = TokenConstraint::from_regex(kEndPattern, letter_token_strings(kV), {}, sampler_masks(words, kV));
-  CHECK_FALSE((*c->allowed(c->walk({0})))[1]);
-  CHECK((*c->allowed(c->walk({1})))[1]);
+  CHECK_FALSE(c->allowed(c->walk({0}))->test(1));
+  CHECK(c->allowed(c->walk({1}))->test(1));
   CHECK(c->allowed(c->walk({1, 1})) != nullptr);
-  CHECK(std::count(c->allowed(c->walk({1, 1}))->begin(), c->allowed(c->walk({1, 1}))->end(), 1) == 1);  // 'c' alone
+  CHECK(c->allowed(c->walk({1, 1}))->count() == 1);  // 'c' alone
   const SamplingParams params = constrained(words, c);
   static const StdRegexOracle without_words(std::string("(?!.*(abc|bde))(") + kEndPattern + ")", "abcdef", kEndL + 3);
   REQUIRE_FALSE(without_words.live("ab"));
@@ -1297,11 +1304,11 @@ TEST_CASE("bad words: the automaton's states against every output, and the row a
       Contains("no token can begin a match"));
   const auto ends_d =
       TokenConstraint::from_regex("[ab]{0,2}(c|d)", letter_token_strings(kV), {5}, sampler_masks(stop_after_c, kV));
-  CHECK_FALSE((*ends_d->allowed(TokenConstraint::kInitial))[2]);
-  CHECK((*ends_d->allowed(TokenConstraint::kInitial))[3]);
+  CHECK_FALSE(ends_d->allowed(TokenConstraint::kInitial)->test(2));
+  CHECK(ends_d->allowed(TokenConstraint::kInitial)->test(3));
   // With two stop tokens, a bad word that bans one leaves the other to end the match; banning both leaves none.
   const auto two_stops = TokenConstraint::from_regex("a", {"a", "z", "z"}, {1, 2}, SamplerMasks{{}, 0, {{0, 1}}});
-  CHECK(*two_stops->allowed(two_stops->walk({0})) == std::vector<char>{0, 0, 1});
+  CHECK(flags(*two_stops->allowed(two_stops->walk({0}))) == std::vector<char>{0, 0, 1});
   CHECK_THROWS_WITH(TokenConstraint::from_regex("a", {"a", "z", "z"}, {1, 2}, SamplerMasks{{}, 0, {{0, 1}, {0, 2}}}),
                     Contains("no token can begin a match"));
   // A word of one token given to the automaton directly bans that token, as sampler_masks would.

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -16,6 +17,7 @@
 #include "verify/sampling/sampler_pipeline.h"
 
 using namespace specula;
+using Catch::Matchers::Contains;
 
 namespace {
 
@@ -264,45 +266,58 @@ TEST_CASE("masks: allowed, banned, bad words, min_tokens; then logit bias", "[sa
   check_table(flat, s, history({}, {}), normalized({1, 1, 1, 1}));
 }
 
-TEST_CASE("keep_only and any_kept agree with a plain loop on rows of several scan blocks", "[sampler][table]") {
-  // any_kept stops at the first block of its scan that keeps a token: the one kept token is put in every block,
-  // at the blocks' edges and in a last partial block, and sometimes under a -inf logit (which keeps nothing).
+TEST_CASE("keep_only and any_kept agree with a plain loop over token sets of every shape", "[sampler][table]") {
+  // The mask pass takes a word of 64 tokens at a time, skipping one of all ones, writing one of all zeros and selecting
+  // by the bits of the rest, then the tail token by token; any_kept stops at the first kept token above -inf. Sets
+  // dense, sparse, of whole words and of one token, over rows that end inside a word and on its edge, with -inf logits.
   std::mt19937 rng(20261206);
-  for (const int32_t V : {1, 7, 1023, 1024, 1025, 2048, 3001}) {
-    for (int trial = 0; trial < 40; ++trial) {
+  auto uniform = [&] { return std::uniform_real_distribution<double>(0, 1)(rng); };
+  for (const int32_t V : {1, 7, 63, 64, 65, 127, 128, 129, 1000, 3001}) {
+    for (int trial = 0; trial < 60; ++trial) {
       std::vector<float> row(V);
       for (float& x : row) x = std::uniform_real_distribution<float>(-5, 5)(rng);
-      std::vector<char> keep(V, 0);
-      const int32_t at = trial == 0 ? 0 : trial == 1 ? V - 1 : static_cast<int32_t>(rng() % V);
-      if (trial % 5 != 4) keep[at] = 1;
-      if (trial % 3 == 2) row[at] = -kInf;
-      for (int32_t i = 0; i < V; ++i)
-        if (rng() % 4 == 0) row[i] = -kInf;  // only where nothing is kept: -inf elsewhere is masked anyway
-      if (trial % 7 == 6) row[at] = 1.0f;
+      const double density = std::vector<double>{0.0, 0.02, 0.5, 0.98, 1.0}[trial % 5];
+      const bool whole_words = trial % 3 == 1;  // each word all in or all out
+      TokenSet keep(V);
+      bool word_in = false;
+      for (Token t = 0; t < V; ++t) {
+        if (t % 64 == 0) word_in = uniform() < density;
+        if (whole_words ? word_in : uniform() < density) keep.set(t);
+      }
+      if (trial % 7 == 3) {  // one token alone
+        keep = TokenSet(V);
+        keep.set(static_cast<Token>(rng() % V));
+      }
+      const double neg_inf_share = std::vector<double>{0.0, 0.3, 1.0}[trial % 3 == 0 ? 0 : trial % 2 ? 1 : 2];
+      for (float& x : row)
+        if (uniform() < neg_inf_share) x = -kInf;
       bool expected = false;
       std::vector<float> masked = row;
-      for (int32_t i = 0; i < V; ++i) {
-        expected = expected || (keep[i] && row[i] != -kInf);
-        if (!keep[i]) masked[i] = -kInf;
+      for (Token t = 0; t < V; ++t) {
+        expected = expected || (keep.test(t) && row[t] != -kInf);
+        if (!keep.test(t)) masked[t] = -kInf;
       }
-      INFO("V = " << V << ", trial " << trial << ", token " << at);
+      INFO("V = " << V << ", trial " << trial << ", " << keep.count() << " tokens in the set");
       std::vector<float> got = row;
       CHECK(any_kept(LogitsRow{got.data(), V}, keep) == expected);
       keep_only(LogitsRow{got.data(), V}, keep);
-      CHECK(got == masked);
+      CHECK(std::memcmp(got.data(), masked.data(), sizeof(float) * V) == 0);  // bit for bit: -0.0 stays -0.0
     }
-    // The one kept token at each block edge: found whichever block holds it, and not found under a -inf logit.
-    for (const int32_t at : {0, 1023, 1024, 2047, 2048, V - 1}) {
+    // The one kept token at each word's edge: found wherever it is, and not found under a -inf logit.
+    for (const int32_t at : {0, 63, 64, 127, 128, V - 1}) {
       if (at >= V) continue;
       std::vector<float> row(V, 0.5f);
-      std::vector<char> keep(V, 0);
-      keep[at] = 1;
+      TokenSet keep(V);
+      keep.set(at);
       INFO("V = " << V << ", only token " << at << " kept");
       CHECK(any_kept(LogitsRow{row.data(), V}, keep));
       row[at] = -kInf;
       CHECK_FALSE(any_kept(LogitsRow{row.data(), V}, keep));
     }
   }
+  // A set of another size is refused, not read past its end.
+  std::vector<float> row(65, 0.0f);
+  CHECK_THROWS_WITH(keep_only(LogitsRow{row.data(), 65}, TokenSet(64)), Contains("a set of 64 tokens for a row of 65"));
 }
 
 TEST_CASE("repetition penalty over prompt and output: divide positive logits, multiply negative ones",

@@ -21,7 +21,7 @@ namespace specula::bench {
 namespace {
 
 constexpr int32_t kMinVocab = 1024;     // every byte, the punctuation and some words
-constexpr int32_t kMaxVocab = 1 << 20;  // a V-wide mask a state: beyond this, memory not time is what is measured
+constexpr int32_t kMaxVocab = 1 << 20;  // a V-bit set a state: beyond this, memory not time is what is measured
 constexpr int32_t kMaxFields = 1000;
 constexpr int32_t kMaxRepeats = 100;
 constexpr int32_t kMaxOutputTokens = 1 << 20;  // a walk that long means the schema never ends: a bug, not a case
@@ -81,12 +81,12 @@ Walk draw_output(const TokenConstraint& c, const std::string& name, double& seco
   std::vector<Token> allowed;
   for (;;) {
     double t = thread_seconds();
-    const std::vector<char>* mask = c.allowed(walk.states.back());
+    const TokenSet* mask = c.allowed(walk.states.back());
     seconds += thread_seconds() - t;
     if (!mask) break;
     allowed.clear();
     for (Token i = 0; i < static_cast<Token>(mask->size()); ++i)
-      if ((*mask)[i]) allowed.push_back(i);
+      if (mask->test(i)) allowed.push_back(i);
     const Token token = allowed[rng() % allowed.size()];
     if (token == 0) break;  // the stop token
     t = thread_seconds();
@@ -217,7 +217,7 @@ ConstraintBenchResult run_constraint_benchmark(const ConstraintBenchOptions& opt
       volatile int64_t sink = 0;
       s.cached_mask_us = per_token * seconds_per_pass([&] {
                            for (size_t i = 0; i < output.size(); ++i)
-                             sink = sink + (*constraint->allowed(states[i]))[output[i]];
+                             sink = sink + constraint->allowed(states[i])->test(output[i]);
                          });
       s.cached_step_us = per_token * seconds_per_pass([&] {
                            for (size_t i = 0; i < output.size(); ++i)

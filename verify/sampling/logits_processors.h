@@ -17,6 +17,7 @@
 
 #include "verify/sampling/sampling_params.h"
 #include "verify/sampling/token_history.h"
+#include "verify/sampling/token_set.h"
 
 // Whole-row scans are compiled twice, for AVX2 (x86-64-v3) and the baseline, and picked at load time: the
 // project builds for the baseline, and these passes are most of the pipeline's time.
@@ -43,10 +44,10 @@ void apply_masks_and_bias(LogitsRow row, const SamplingParams& s, const TokenHis
 void apply_penalties(LogitsRow row, const SamplingParams& s, const TokenHistory& h);
 
 int32_t count_finite(LogitsRow row);
-// Keeps exactly the tokens whose flag is set (others -> -inf).
-void keep_only(LogitsRow row, const std::vector<char>& keep);
+// Keeps exactly the tokens in the set (others -> -inf).
+void keep_only(LogitsRow row, const TokenSet& keep);
 // Would keep_only leave any token above -inf?
-bool any_kept(LogitsRow row, const std::vector<char>& keep);
+bool any_kept(LogitsRow row, const TokenSet& keep);
 
 // Copies logits [size] into `row`; throws Error naming the first NaN or +inf token.
 void copy_checked_logits(const float* logits, int32_t size, float* row);

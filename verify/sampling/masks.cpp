@@ -21,9 +21,8 @@ bool bad_word_prefix_matches(const std::vector<Token>& word, const std::vector<T
 
 void apply_masks_and_bias(LogitsRow row, const SamplingParams& s, const TokenHistory& h) {
   if (!s.allowed_tokens.empty()) {
-    thread_local std::vector<char> allowed;
-    allowed.assign(row.size, 0);
-    for (Token t : s.allowed_tokens) allowed[t] = 1;
+    TokenSet allowed(row.size);
+    for (Token t : s.allowed_tokens) allowed.set(t);
     keep_only(row, allowed);
   }
   for (Token t : s.banned_tokens) row.logits[t] = kNegInf;

@@ -124,20 +124,29 @@ SPECULA_ROW_SCAN void collect_at_least(const float* __restrict x, int32_t size, 
   }
 }
 
-// keep[i] ? x[i] : -inf, in place.
-SPECULA_ROW_SCAN void mask_in_place(float* __restrict x, const char* __restrict keep, int32_t size) {
+// x[i] = bit i of word i / 64 ? x[i] : -inf, in place. A word of all ones (a run of allowed tokens) is skipped, one
+// of all zeros written without reading the row; the rest select 64 floats by their bits.
+SPECULA_ROW_SCAN void mask_by_bits(float* __restrict x, const uint64_t* __restrict words, int32_t size) {
+  const int32_t full = size / 64;
+  for (int32_t w = 0; w < full; ++w) {
+    const uint64_t bits = words[w];
+    float* __restrict xs = x + static_cast<size_t>(w) * 64;
+    if (bits == ~uint64_t{0}) continue;
+    if (bits == 0) {
 #pragma omp simd
-  for (int32_t i = 0; i < size; ++i) x[i] = keep[i] ? x[i] : kNegInf;
-}
-
-// How many i have keep[i] set and x[i] above -inf.
-SPECULA_ROW_SCAN int32_t count_kept_above_neg_inf(const float* __restrict x, const char* __restrict keep,
-                                                  int32_t size) {
-  int32_t n = 0;
-#pragma omp simd reduction(+ : n)
-  for (int32_t i = 0; i < size; ++i)
-    n += static_cast<int32_t>(keep[i] != 0) & static_cast<int32_t>(bits_of(x[i]) != kNegInfBits);
-  return n;
+      for (int32_t i = 0; i < 64; ++i) xs[i] = kNegInf;
+      continue;
+    }
+    // By halves of 32 bits: a 32-bit variable shift a lane vectorises where a 64-bit one does not (AVX2).
+    for (int32_t half = 0; half < 2; ++half) {
+      const uint32_t b = static_cast<uint32_t>(bits >> (32 * half));
+      float* __restrict ys = xs + 32 * half;
+#pragma omp simd
+      for (int32_t i = 0; i < 32; ++i) ys[i] = ((b >> i) & 1u) != 0 ? ys[i] : kNegInf;
+    }
+  }
+  for (int32_t i = full * 64; i < size; ++i)
+    if (((words[i >> 6] >> (i & 63)) & 1u) == 0) x[i] = kNegInf;
 }
 
 }  // namespace
@@ -148,13 +157,20 @@ int32_t count_finite(LogitsRow row) {
   return n;
 }
 
-void keep_only(LogitsRow row, const std::vector<char>& keep) { mask_in_place(row.logits, keep.data(), row.size); }
+void keep_only(LogitsRow row, const TokenSet& keep) {
+  if (keep.size() != row.size) fail("keep_only: a set of ", keep.size(), " tokens for a row of ", row.size);
+  mask_by_bits(row.logits, keep.words().data(), row.size);
+}
 
-bool any_kept(LogitsRow row, const std::vector<char>& keep) {
-  constexpr int32_t kBlock = 1024;  // stops at the first block that has one: most rows have one near the start
-  for (int32_t base = 0; base < row.size; base += kBlock)
-    if (count_kept_above_neg_inf(row.logits + base, keep.data() + base, std::min(kBlock, row.size - base)) > 0)
-      return true;
+bool any_kept(LogitsRow row, const TokenSet& keep) {
+  if (keep.size() != row.size) fail("any_kept: a set of ", keep.size(), " tokens for a row of ", row.size);
+  // Token by token through the set's bits, in order: it stops at the first, which is most rows' first kept token.
+  const std::vector<uint64_t>& words = keep.words();
+  for (size_t w = 0; w < words.size(); ++w)
+    for (uint64_t bits = words[w]; bits != 0; bits &= bits - 1) {
+      const size_t t = w * 64 + static_cast<size_t>(__builtin_ctzll(bits));
+      if (bits_of(row.logits[t]) != kNegInfBits) return true;
+    }
   return false;
 }
 

@@ -42,9 +42,9 @@ TokenConstraint::TokenConstraint(std::string description, const Nfa& nfa, std::v
   std::vector<char> in_trie(V);
   for (Token t = 0; t < V; ++t) in_trie[t] = walked(t);
   trie_ = TokenTrie(token_strings_, in_trie);
-  stopped_.allowed.assign(V, 0);
+  stopped_.allowed = TokenSet(V);
   stopped_.complete = true;
-  for (Token t : ending_stops_) stopped_.allowed[t] = 1;
+  for (Token t : ending_stops_) stopped_.allowed.set(t);
   stopped_.num_allowed = static_cast<int32_t>(ending_stops_.size());
   stopped_.pruned = true;
   for (int32_t i = 1; i < trie_.size(); i = trie_.end[i])  // the root's children
@@ -152,11 +152,11 @@ int32_t TokenConstraint::step_token(int32_t state, Token token) const {
 
 TokenConstraint::StateInfo TokenConstraint::build(int32_t state) const {
   StateInfo info;
-  info.allowed.assign(vocab_size(), 0);
+  info.allowed = TokenSet(vocab_size());
   info.complete = dfa_.accepting(dfa_of(state));
   std::vector<char> seen;  // by state: a vocabulary's tokens lead to few distinct states
   step_tokens(state, [&](Token t, int32_t next) {
-    info.allowed[t] = 1;
+    info.allowed.set(t);
     if (static_cast<int32_t>(seen.size()) <= next) seen.resize(std::max<size_t>(2 * seen.size(), next + 1), 0);
     if (!seen[next]) info.successors.push_back(next);
     seen[next] = 1;
@@ -164,8 +164,8 @@ TokenConstraint::StateInfo TokenConstraint::build(int32_t state) const {
   std::sort(info.successors.begin(), info.successors.end());
   if (info.complete)
     for (Token t : ending_stops_)
-      if (!bad_words_.bans(words_of(state), t)) info.allowed[t] = 1;
-  for (char a : info.allowed) info.num_allowed += a;
+      if (!bad_words_.bans(words_of(state), t)) info.allowed.set(t);
+  info.num_allowed = info.allowed.count();
   return info;
 }
 
@@ -265,8 +265,8 @@ void TokenConstraint::prune(int32_t state, StateInfo& info) const {
   for (int32_t s : info.successors) any_dead = !live(s) || any_dead;
   if (!any_dead) return;
   step_tokens(state, [&](Token t, int32_t next) {
-    if (info.allowed[t] && !live(next)) {
-      info.allowed[t] = 0;
+    if (info.allowed.test(t) && !live(next)) {
+      info.allowed.reset(t);
       --info.num_allowed;
     }
   });
@@ -344,7 +344,7 @@ const TokenConstraint::StateInfo& TokenConstraint::info(int32_t state) const {
   return pruned(state);
 }
 
-const std::vector<char>* TokenConstraint::allowed(int32_t state) const {
+const TokenSet* TokenConstraint::allowed(int32_t state) const {
   if (state == kDead) return nullptr;
   const StateInfo& i = info(state);
   return i.complete && i.num_allowed == 0 ? nullptr : &i.allowed;  // an ended state's row is never used
@@ -353,7 +353,7 @@ const std::vector<char>* TokenConstraint::allowed(int32_t state) const {
 TokenConstraint::MinTokensMask TokenConstraint::min_tokens_mask(int32_t state, int32_t produced) const {
   // A row after a stop token that min_tokens banned is below a token the target cannot emit: never used, left open.
   if (state == kStopped && produced < min_tokens_) return {nullptr, 0};
-  const std::vector<char>* mask = allowed(state);
+  const TokenSet* mask = allowed(state);
   if (!mask || state < 0 || produced >= min_tokens_ || mutant_on(Mutant::constraint_ignores_min_tokens))
     return {mask, 0};
   std::lock_guard<std::mutex> lock(mutex_);
@@ -363,13 +363,13 @@ TokenConstraint::MinTokensMask TokenConstraint::min_tokens_mask(int32_t state, i
   return {mask, min_tokens_ - produced - 1};
 }
 
-const std::vector<char>* TokenConstraint::allowed(int32_t state, int32_t produced, std::vector<char>& scratch) const {
+const TokenSet* TokenConstraint::allowed(int32_t state, int32_t produced, TokenSet& scratch) const {
   const MinTokensMask m = min_tokens_mask(state, produced);
   if (!m.mask || m.needed <= 0) return m.mask;
   std::lock_guard<std::mutex> lock(mutex_);
   scratch = *m.mask;
   step_tokens(state, [&](Token t, int32_t next) {
-    if (scratch[t] && !reaches(next, m.needed)) scratch[t] = 0;
+    if (scratch.test(t) && !reaches(next, m.needed)) scratch.reset(t);
   });
   return &scratch;
 }
@@ -379,7 +379,7 @@ bool TokenConstraint::allows(int32_t state, int32_t produced, Token token) const
     fail(description_, ": token id ", token, " is outside the vocabulary [0, ", vocab_size(), ")");
   const MinTokensMask m = min_tokens_mask(state, produced);
   if (!m.mask) return true;
-  if (!(*m.mask)[token]) return false;
+  if (!m.mask->test(token)) return false;
   if (m.needed <= 0 || is_stop_[token]) return true;  // stop tokens are left to the min_tokens mask, as above
   std::lock_guard<std::mutex> lock(mutex_);
   return reaches(step_token(state, token), m.needed);
@@ -395,7 +395,7 @@ int32_t TokenConstraint::next_state(int32_t state, Token token) const {
   if (state == kDead) return kDead;
   if (token < 0 || token >= vocab_size())
     fail(description_, ": token id ", token, " is outside the vocabulary [0, ", vocab_size(), ")");
-  if (!info(state).allowed[token]) return kDead;
+  if (!info(state).allowed.test(token)) return kDead;
   if (is_stop_[token]) return kStopped;
   std::lock_guard<std::mutex> lock(mutex_);
   return step_token(state, token);
@@ -531,9 +531,8 @@ std::shared_ptr<const TokenConstraint> constraint_from_options(const ConstraintO
 
 void apply_token_constraint(LogitsRow row, const SamplingParams& s, const TokenHistory& h) {
   if (!s.constraint) return;
-  thread_local std::vector<char> scratch;
-  const std::vector<char>* allowed =
-      s.constraint->allowed(h.constraint_state, static_cast<int32_t>(h.output.size()), scratch);
+  thread_local TokenSet scratch;
+  const TokenSet* allowed = s.constraint->allowed(h.constraint_state, static_cast<int32_t>(h.output.size()), scratch);
   if (!allowed) return;  // the path left the language: this row is never used (see the header)
   const bool kept = any_kept(row, *allowed);
   if (!kept && s.constraint_yields_to_masks) return;  // a draft's row: see SamplingParams

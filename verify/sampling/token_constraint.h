@@ -3,8 +3,8 @@
 // Outlines (Willard & Louf 2023): the byte DFA of the pattern (lazily determinised) is walked through each
 // token's string (a trie of them, TokenTrie), so each automaton state has an allowed-token mask (a token is allowed
 // iff its bytes lead to a state from which the pattern can still be completed with tokens). Masks are computed once
-// per state and cached; a token's next state is found again when asked for (its bytes stepped through the DFA), not
-// stored V-wide per state.
+// per state and cached, a bit a token (TokenSet); a token's next state is found again when asked for (its bytes
+// stepped through the DFA), not stored V-wide per state.
 //
 // Liveness is taken at the level of tokens, under the sampler's other masks (SamplerMasks): a token is allowed
 // only when a match can still be completed from where it leads with tokens the sampler can emit. A test on bytes
@@ -51,6 +51,7 @@
 #include "verify/sampling/bad_word_automaton.h"
 #include "verify/sampling/logits_processors.h"
 #include "verify/sampling/sampling_params.h"
+#include "verify/sampling/token_set.h"
 #include "verify/sampling/token_trie.h"
 
 namespace specula {
@@ -94,14 +95,13 @@ class TokenConstraint {
   // emit ends a match, else 0.
   int32_t min_tokens() const { return min_tokens_; }
 
-  // Allowed-token mask of a state (1 = allowed); nullptr for kDead and ended states (no mask: the row is never
-  // used to emit a token).
-  const std::vector<char>* allowed(int32_t state) const;
+  // Allowed tokens of a state; nullptr for kDead and ended states (no mask: the row is never used to emit a token).
+  const TokenSet* allowed(int32_t state) const;
   // The same after `produced` tokens of output: less the tokens after which a match could end only before
   // min_tokens (with a stop token; the stop tokens themselves are left to the min_tokens mask). Built in `scratch`
   // while min_tokens binds. Null also for a row below a token the target cannot emit there (never used, so left
   // open): after a stop token before min_tokens, or where no match can run to min_tokens.
-  const std::vector<char>* allowed(int32_t state, int32_t produced, std::vector<char>& scratch) const;
+  const TokenSet* allowed(int32_t state, int32_t produced, TokenSet& scratch) const;
   // One token of that mask, found without building it: true also where the row is left open (null above).
   bool allows(int32_t state, int32_t produced, Token token) const;
   // Is the output that led to `state` a complete match that no token can continue? Only without stop tokens the
@@ -124,7 +124,7 @@ class TokenConstraint {
   // thousands of states): a token's next state is its bytes stepped through the DFA (step_token), or one pass over the
   // trie for them all (step_tokens).
   struct StateInfo {
-    std::vector<char> allowed;        // [V]
+    TokenSet allowed;                 // of V tokens
     std::vector<int32_t> successors;  // the distinct states the allowed non-stop tokens lead to, before pruning
     bool complete = false;
     int32_t num_allowed = 0;
@@ -150,7 +150,7 @@ class TokenConstraint {
   // The mask after `produced` tokens before min_tokens cuts it: null where the row is left open; `needed` > 0 where a
   // token is kept only if a path of `needed` more tokens goes on from where it leads.
   struct MinTokensMask {
-    const std::vector<char>* mask;
+    const TokenSet* mask;
     int32_t needed;
   };
   MinTokensMask min_tokens_mask(int32_t state, int32_t produced) const;
