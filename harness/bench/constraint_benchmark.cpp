@@ -29,12 +29,6 @@ constexpr uint64_t kSeed = 0xc0257a1;          // vocabulary, bad words, the wal
 constexpr double kCachedWalkSeconds = 0.05;    // the cached walks are repeated for at least this long
 constexpr int32_t kRowRounds = 3;              // rounds of the plain and the constrained rows, alternated
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 double thread_seconds() {
   timespec t{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
@@ -101,6 +95,13 @@ Walk draw_output(const TokenConstraint& c, const std::string& name, double& seco
 }
 
 }  // namespace
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) fail("median_of: no values");
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 
 void check_constraint_bench_options(const ConstraintBenchOptions& o) {
   if (o.vocab_size < kMinVocab || o.vocab_size > kMaxVocab)

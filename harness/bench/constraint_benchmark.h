@@ -62,6 +62,9 @@ struct ConstraintBenchResult {
   std::string workload;  // vocabulary, schema, bad words and output, in words
 };
 
+// The median of the values (the mean of the middle two for an even count); throws Error for none.
+double median_of(std::vector<double> values);
+
 // Runs every case `repeats` times, the cases interleaved within each repetition. Throws Error where a walk differs
 // between repetitions (the automaton would not be deterministic).
 ConstraintBenchResult run_constraint_benchmark(const ConstraintBenchOptions& options);

@@ -27,10 +27,9 @@ json spread(const std::vector<ConstraintBenchSample>& samples,
             const std::function<double(const ConstraintBenchSample&)>& of) {
   std::vector<double> v;
   for (const ConstraintBenchSample& s : samples) v.push_back(of(s));
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  const double median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  return {{"median", median}, {"min", v.front()}, {"max", v.back()}};
+  return {{"median", bench::median_of(v)},
+          {"min", *std::min_element(v.begin(), v.end())},
+          {"max", *std::max_element(v.begin(), v.end())}};
 }
 
 json case_json(const bench::ConstraintBenchCase& c) {
