@@ -291,6 +291,14 @@ TEST_CASE("keep_only and any_kept agree with a plain loop over token sets of eve
       const double neg_inf_share = std::vector<double>{0.0, 0.3, 1.0}[trial % 3 == 0 ? 0 : trial % 2 ? 1 : 2];
       for (float& x : row)
         if (uniform() < neg_inf_share) x = -kInf;
+      // Values a mask must keep bit for bit where it keeps them: -0.0, NaNs with payloads (quiet and signalling),
+      // +inf and a denormal.
+      uint32_t snan_bits = 0x7f800001u, qnan_bits = 0xffc00123u;
+      float snan, qnan;
+      std::memcpy(&snan, &snan_bits, sizeof snan);
+      std::memcpy(&qnan, &qnan_bits, sizeof qnan);
+      for (const float special : {-0.0f, snan, qnan, kInf, std::numeric_limits<float>::denorm_min()})
+        row[static_cast<size_t>(rng() % V)] = special;
       bool expected = false;
       std::vector<float> masked = row;
       for (Token t = 0; t < V; ++t) {
@@ -318,6 +326,31 @@ TEST_CASE("keep_only and any_kept agree with a plain loop over token sets of eve
   // A set of another size is refused, not read past its end.
   std::vector<float> row(65, 0.0f);
   CHECK_THROWS_WITH(keep_only(LogitsRow{row.data(), 65}, TokenSet(64)), Contains("a set of 64 tokens for a row of 65"));
+  CHECK_THROWS_WITH(any_kept(LogitsRow{row.data(), 65}, TokenSet(66)), Contains("a set of 66 tokens for a row of 65"));
+}
+
+TEST_CASE("TokenSet: a bit a token, counted and compared over its tokens only", "[sampler][table]") {
+  TokenSet a(130), b(130);
+  CHECK(a.count() == 0);
+  CHECK(a.words().size() == 3);
+  for (const Token t : {0, 63, 64, 127, 128, 129}) a.set(t);
+  CHECK(a.count() == 6);
+  CHECK(a.test(129));
+  CHECK_FALSE(a.test(1));
+  CHECK(a.words()[2] == 3u);  // tokens 128 and 129; the bits past the size stay 0
+  CHECK_FALSE(a == b);
+  for (const Token t : {129, 128, 127, 64, 63, 0}) b.set(t);
+  CHECK(a == b);
+  a.reset(64);
+  CHECK(a.count() == 5);
+  CHECK_FALSE(a.test(64));
+  a.clear(7);
+  CHECK(a.size() == 7);
+  CHECK(a.count() == 0);
+  CHECK(a.words().size() == 1);
+  CHECK_FALSE(TokenSet(7) == TokenSet(8));
+  CHECK(TokenSet(0).count() == 0);
+  CHECK_THROWS_WITH(TokenSet(-1), Contains("TokenSet: a negative size, -1"));
 }
 
 TEST_CASE("repetition penalty over prompt and output: divide positive logits, multiply negative ones",

@@ -21,7 +21,8 @@ bool bad_word_prefix_matches(const std::vector<Token>& word, const std::vector<T
 
 void apply_masks_and_bias(LogitsRow row, const SamplingParams& s, const TokenHistory& h) {
   if (!s.allowed_tokens.empty()) {
-    TokenSet allowed(row.size);
+    thread_local TokenSet allowed;  // reused from row to row: no allocation of vocabulary size per call
+    allowed.clear(row.size);
     for (Token t : s.allowed_tokens) allowed.set(t);
     keep_only(row, allowed);
   }

@@ -2,6 +2,7 @@
 // O(V) work of the pipeline, so they are written as plain loops the compiler vectorises (integer tests on
 // the float bits, no branches) and built twice, for AVX2 and the baseline, with the CPU picking at load.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -124,8 +125,16 @@ SPECULA_ROW_SCAN void collect_at_least(const float* __restrict x, int32_t size, 
   }
 }
 
+// Bit i of a 32-bit word, a constant a lane: testing `bits & kLane[i]` needs no variable shift, so the loops over a
+// word's tokens vectorise on the baseline x86-64 too (a variable shift a lane needs AVX2).
+constexpr std::array<uint32_t, 32> kLane = [] {
+  std::array<uint32_t, 32> lanes{};
+  for (int32_t i = 0; i < 32; ++i) lanes[i] = uint32_t{1} << i;
+  return lanes;
+}();
+
 // x[i] = bit i of word i / 64 ? x[i] : -inf, in place. A word of all ones (a run of allowed tokens) is skipped, one
-// of all zeros written without reading the row; the rest select 64 floats by their bits.
+// of all zeros written without reading the row; the rest select 64 floats by their bits, 32 at a time.
 SPECULA_ROW_SCAN void mask_by_bits(float* __restrict x, const uint64_t* __restrict words, int32_t size) {
   const int32_t full = size / 64;
   for (int32_t w = 0; w < full; ++w) {
@@ -137,16 +146,33 @@ SPECULA_ROW_SCAN void mask_by_bits(float* __restrict x, const uint64_t* __restri
       for (int32_t i = 0; i < 64; ++i) xs[i] = kNegInf;
       continue;
     }
-    // By halves of 32 bits: a 32-bit variable shift a lane vectorises where a 64-bit one does not (AVX2).
     for (int32_t half = 0; half < 2; ++half) {
       const uint32_t b = static_cast<uint32_t>(bits >> (32 * half));
       float* __restrict ys = xs + 32 * half;
 #pragma omp simd
-      for (int32_t i = 0; i < 32; ++i) ys[i] = ((b >> i) & 1u) != 0 ? ys[i] : kNegInf;
+      for (int32_t i = 0; i < 32; ++i) ys[i] = (b & kLane[i]) != 0 ? ys[i] : kNegInf;
     }
   }
   for (int32_t i = full * 64; i < size; ++i)
     if (((words[i >> 6] >> (i & 63)) & 1u) == 0) x[i] = kNegInf;
+}
+
+// Does any token of the 64 from x (n <= 64 of them, `bits` saying which are kept) have a logit above -inf?
+SPECULA_ROW_SCAN bool word_keeps_one(const float* __restrict x, uint64_t bits, int32_t n) {
+  uint32_t any = 0;
+  for (int32_t half = 0; half < 2 && 32 * half < n; ++half) {
+    const uint32_t b = static_cast<uint32_t>(bits >> (32 * half));
+    const float* __restrict ys = x + 32 * half;
+    if (32 * half + 32 <= n) {
+#pragma omp simd reduction(| : any)
+      for (int32_t i = 0; i < 32; ++i)
+        any |= static_cast<uint32_t>((b & kLane[i]) != 0) & static_cast<uint32_t>(bits_of(ys[i]) != kNegInfBits);
+    } else {
+      for (int32_t i = 0; i < n - 32 * half; ++i)
+        any |= static_cast<uint32_t>((b & kLane[i]) != 0) & static_cast<uint32_t>(bits_of(ys[i]) != kNegInfBits);
+    }
+  }
+  return any != 0;
 }
 
 }  // namespace
@@ -164,13 +190,13 @@ void keep_only(LogitsRow row, const TokenSet& keep) {
 
 bool any_kept(LogitsRow row, const TokenSet& keep) {
   if (keep.size() != row.size) fail("any_kept: a set of ", keep.size(), " tokens for a row of ", row.size);
-  // Token by token through the set's bits, in order: it stops at the first, which is most rows' first kept token.
+  // Word by word, stopping at the first that keeps a token: most rows' first kept token is in their first word with
+  // any, and a row with none (a draft's row whose constraint yields, or the error) costs one vectorised pass.
   const std::vector<uint64_t>& words = keep.words();
   for (size_t w = 0; w < words.size(); ++w)
-    for (uint64_t bits = words[w]; bits != 0; bits &= bits - 1) {
-      const size_t t = w * 64 + static_cast<size_t>(__builtin_ctzll(bits));
-      if (bits_of(row.logits[t]) != kNegInfBits) return true;
-    }
+    if (words[w] != 0 &&
+        word_keeps_one(row.logits + w * 64, words[w], std::min<int32_t>(64, row.size - static_cast<int32_t>(w) * 64)))
+      return true;
   return false;
 }
 

@@ -45,7 +45,7 @@ TokenConstraint::TokenConstraint(std::string description, const Nfa& nfa, std::v
   stopped_.allowed = TokenSet(V);
   stopped_.complete = true;
   for (Token t : ending_stops_) stopped_.allowed.set(t);
-  stopped_.num_allowed = static_cast<int32_t>(ending_stops_.size());
+  stopped_.num_allowed = stopped_.allowed.count();  // a stop token listed twice is one token
   stopped_.pruned = true;
   for (int32_t i = 1; i < trie_.size(); i = trie_.end[i])  // the root's children
     if (trie_.depth[i] == 1)

@@ -3,9 +3,11 @@
 // token would be 128 KB a state, a bit a token is 16 KB. The words are also what the sampler's mask pass reads.
 #pragma once
 
+#include <cassert>
 #include <cstdint>
 #include <vector>
 
+#include "kernels/shared/error.h"
 #include "verify/sampling/sampling_params.h"
 
 namespace specula {
@@ -13,12 +15,29 @@ namespace specula {
 class TokenSet {
  public:
   TokenSet() = default;
-  explicit TokenSet(int32_t size) : size_(size), words_((static_cast<size_t>(size) + 63) / 64, 0) {}
+  explicit TokenSet(int32_t size) { clear(size); }
 
+  // Empties the set and makes it one of `size` tokens, keeping its memory where it is large enough.
+  void clear(int32_t size) {
+    if (size < 0) fail("TokenSet: a negative size, ", size);
+    size_ = size;
+    words_.assign((static_cast<size_t>(size) + 63) / 64, 0);
+  }
   int32_t size() const { return size_; }
-  bool test(Token t) const { return (words_[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1u; }
-  void set(Token t) { words_[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63); }
-  void reset(Token t) { words_[static_cast<size_t>(t) >> 6] &= ~(uint64_t{1} << (t & 63)); }
+  // t must be in [0, size()): callers check token ids where they come in (SamplingParams::validate, the constraint's
+  // constructor); a bit past size() would break count() and ==, and a mask pass would read past the row.
+  bool test(Token t) const {
+    assert(t >= 0 && t < size_);
+    return (words_[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1u;
+  }
+  void set(Token t) {
+    assert(t >= 0 && t < size_);
+    words_[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);
+  }
+  void reset(Token t) {
+    assert(t >= 0 && t < size_);
+    words_[static_cast<size_t>(t) >> 6] &= ~(uint64_t{1} << (t & 63));
+  }
   int32_t count() const {
     int32_t n = 0;
     for (const uint64_t w : words_) n += __builtin_popcountll(w);
