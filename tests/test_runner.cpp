@@ -144,6 +144,15 @@ TEST_CASE("experiment files: option names with dashes, and comments after a sect
                     Contains("typo.ini:17: unknown key 'sampling.top-pp'"));
   CHECK_THROWS_WITH(load_experiment(dir.write("beam.ini", experiment_text("[beam]\nwidth = 2\nbeam-width = 2\n")), {}),
                     Contains("beam.ini:19: key 'beam.beam-width' repeats [beam] width"));
+  // A bad value is named under the key as written, whether in the file or in --set.
+  CHECK_THROWS_WITH(load_experiment(dir.write("value.ini", experiment_text("top-p = 1.5\n")), {}),
+                    Contains("value.ini:17: key 'sampling.top-p' = '1.5'"));
+  CHECK_THROWS_WITH(load_experiment(dir.file("dashes.ini"), {"experiment.max-new-tokens=0"}),
+                    Contains("--set experiment.max-new-tokens: key 'experiment.max-new-tokens': 0 must be >= 1"));
+  // A section's name reads the same way: [draft-sampling] is [draft_sampling].
+  const ExperimentConfig drafted =
+      load_experiment(dir.write("draft.ini", experiment_text("[draft-sampling]\ntemperature = 0.5\n")), {});
+  CHECK(drafted.axes.at("draft_sampling.temperature") == std::vector<std::string>{"0.5"});
   // A header is still a whole [name]: text after it that is not a comment is refused.
   CHECK_THROWS_WITH(load_experiment(dir.write("bad.ini", "[experiment] x\n"), {}),
                     Contains(":1: malformed section header '[experiment] x'"));

@@ -131,17 +131,10 @@ void check_axis_value(const std::string& where, const std::string& key, const st
   }
 }
 
-void apply(ExperimentConfig& c, const std::string& written, const std::string& raw, const std::string& where) {
-  const size_t dot = written.find('.');
-  if (dot == std::string::npos)
-    fail(where, ": key '", written,
-         "' is outside any section (use [experiment], [draft], [sampling] or [draft_sampling])");
-  // Keys are the options' names, and dashes read as underscores (top-p is top_p), as `generate --config` reads them.
-  std::string key = written;
-  std::replace(key.begin() + static_cast<std::ptrdiff_t>(dot) + 1, key.end(), '-', '_');
-  // The file's reader refuses a key given twice as written; here, one key under both spellings (--set may override).
-  if (c.origin.count(key) && where.rfind("--set", 0) != 0 && c.origin.at(key).rfind("--set", 0) != 0)
-    fail(where, ": key '", written, "' repeats ", key, " (", c.origin.at(key), ")");
+// One key's value, the key as written (for messages) and as the options name it (`key`, underscores).
+void apply_key(ExperimentConfig& c, const std::string& written, const std::string& key, const std::string& raw,
+               const std::string& where) {
+  const size_t dot = key.find('.');
   const std::string section = key.substr(0, dot);
   const std::string name = key.substr(dot + 1);
   const std::string value = trim(raw);
@@ -236,6 +229,31 @@ void apply(ExperimentConfig& c, const std::string& written, const std::string& r
   for (const std::string& v : values) check_axis_value(where, key, v);
   c.axes[key] = values;
   c.origin[key] = where;
+}
+
+void apply(ExperimentConfig& c, const std::string& written, const std::string& raw, const std::string& where) {
+  const size_t dot = written.find('.');
+  if (dot == std::string::npos)
+    fail(where, ": key '", written,
+         "' is outside any section (use [experiment], [draft], [sampling] or [draft_sampling])");
+  // Keys are the options' names, and dashes read as underscores (top-p is top_p, [draft-sampling] is
+  // [draft_sampling]), as `generate --config` reads them.
+  std::string key = written;
+  std::replace(key.begin(), key.end(), '-', '_');
+  // The file's reader refuses a key given twice as written; here, one key under both spellings (--set may override).
+  if (c.origin.count(key) && where.rfind("--set", 0) != 0 && c.origin.at(key).rfind("--set", 0) != 0)
+    fail(where, ": key '", written, "' repeats ", key, " (", c.origin.at(key), ")");
+  if (key == written) return apply_key(c, written, key, raw, where);
+  // Messages about the value name the key as the file or --set wrote it.
+  try {
+    apply_key(c, written, key, raw, where);
+  } catch (const Error& e) {
+    std::string message = e.what();
+    const std::string as_read = "'" + key + "'", as_written = "'" + written + "'";
+    for (size_t at = message.find(as_read); at != std::string::npos; at = message.find(as_read, at + as_written.size()))
+      message.replace(at, as_read.size(), as_written);
+    throw Error(message);
+  }
 }
 
 }  // namespace
