@@ -352,10 +352,13 @@ TEST_CASE("bench constraint reports each case's build, walks, rows and memory, a
     // Refused before any case runs: the rest of the command is a workload of many minutes (the largest vocabulary,
     // every repetition), which a check made after the timings would let run. A default --output would be written
     // into the source tree.
-    std::string heavy;  // the options the case does not give itself
-    for (const char* option : {" --vocab-size 1048576", " --max-length 20,100", " --repeats 100", " --output"})
-      if (args.find(std::string(option).substr(0, std::string(option).find(' ', 1))) == std::string::npos)
-        heavy += std::string(option) == " --output" ? " --output " + dir.file("never.json") : option;
+    std::string heavy;  // the options of that workload the case does not give itself
+    for (const auto& [flag, value] :
+         std::vector<std::pair<std::string, std::string>>{{"--vocab-size", "1048576"},
+                                                          {"--max-length", "20,100"},
+                                                          {"--repeats", "100"},
+                                                          {"--output", dir.file("never.json")}})
+      if (args.find(flag) == std::string::npos) heavy += " " + flag + " " + value;
     const auto start = std::chrono::steady_clock::now();
     const CliResult refused = run_specula("bench constraint" + heavy + args);
     CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));

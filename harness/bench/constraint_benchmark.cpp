@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -25,9 +26,11 @@ constexpr int32_t kMaxVocab = 1 << 20;  // a V-bit set a state: beyond this, mem
 constexpr int32_t kMaxFields = 1000;
 constexpr int32_t kMaxRepeats = 100;
 constexpr int32_t kMaxOutputTokens = 1 << 20;  // a walk that long means the schema never ends: a bug, not a case
-constexpr uint64_t kSeed = 0xc0257a1;          // vocabulary, bad words, the walk's draws and the logits
-constexpr double kCachedWalkSeconds = 0.05;    // the cached walks are repeated for at least this long
-constexpr int32_t kRowRounds = 3;              // rounds of the plain and the constrained rows, alternated
+// The JSON pieces of the vocabulary, after the stop token and the 255 bytes; the words follow them.
+constexpr const char* kPunctuation[] = {"{\"", "\":", "\",", "\"}", ", \"", "\": \"", "\":\"", "\"\"", "field"};
+constexpr uint64_t kSeed = 0xc0257a1;        // vocabulary, bad words, the walk's draws and the logits
+constexpr double kCachedWalkSeconds = 0.05;  // the cached walks are repeated for at least this long
+constexpr int32_t kRowRounds = 3;            // rounds of the plain and the constrained rows, alternated
 
 double thread_seconds() {
   timespec t{};
@@ -140,7 +143,7 @@ std::vector<std::string> synthetic_bpe_vocabulary(int32_t vocab_size) {
   if (vocab_size < kMinVocab) fail("synthetic vocabulary: ", vocab_size, " tokens, at least ", kMinVocab, " needed");
   std::vector<std::string> v = {"</s>"};
   for (int b = 1; b < 256; ++b) v.emplace_back(1, static_cast<char>(b));
-  for (const char* piece : {"{\"", "\":", "\",", "\"}", ", \"", "\": \"", "\":\"", "\"\"", "field"}) v.push_back(piece);
+  for (const char* piece : kPunctuation) v.push_back(piece);
   std::unordered_set<std::string> seen(v.begin(), v.end());
   auto add = [&](std::string s) {
     if (static_cast<int32_t>(v.size()) < vocab_size && seen.insert(s).second) v.push_back(std::move(s));
@@ -163,7 +166,7 @@ ConstraintBenchResult run_constraint_benchmark(const ConstraintBenchOptions& opt
   check_constraint_bench_options(options);
   const int32_t V = options.vocab_size;
   const std::vector<std::string> vocabulary = synthetic_bpe_vocabulary(V);
-  const int32_t first_word_token = 256 + 9;  // after the bytes and the punctuation
+  const int32_t first_word_token = 256 + static_cast<int32_t>(std::size(kPunctuation));  // after bytes, punctuation
   std::vector<float> logits(V);
   gaussian_row(kSeed, philox_stream(0, RandomRole::aux), kLogitSigma, V, logits.data());
   std::vector<float> probs(V);

@@ -325,9 +325,8 @@ int bench_verify(const Args& args) {
 
 int bench_command(const Args& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::cout << "usage: specula bench sampler|verify|forward|end-to-end|constraint [options]   (`specula bench "
-                 "sampler --help` for "
-                 "the options)\n"
+    std::cout << "usage: specula bench sampler|verify|forward|end-to-end|constraint [options]\n"
+                 "         (`specula bench sampler --help` for the options)\n"
                  "       specula bench all   (each of them with its defaults, one after the other)\n";
     return args.empty() ? 2 : 0;
   }

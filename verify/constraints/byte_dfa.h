@@ -57,10 +57,10 @@ class LazyByteDfa {
   // number. A fresh vector a call would cost O(NFA states) each time, and a long pattern's NFA has hundreds of
   // thousands of them (a JSON string of maxLength 100 is a hundred copies of a string character's states).
   std::vector<uint32_t> visited_;
+  uint32_t visit_ = 0;
   // For completes_within, by alphabet asked about (a caller asks about one or two): per NFA state, does it reach
   // acceptance through bytes of the alphabet?
   std::vector<std::pair<std::bitset<256>, std::vector<char>>> completes_;
-  uint32_t visit_ = 0;
 };
 
 }  // namespace specula

@@ -163,14 +163,10 @@ SPECULA_ROW_SCAN bool word_keeps_one(const float* __restrict x, uint64_t bits, i
   for (int32_t half = 0; half < 2 && 32 * half < n; ++half) {
     const uint32_t b = static_cast<uint32_t>(bits >> (32 * half));
     const float* __restrict ys = x + 32 * half;
-    if (32 * half + 32 <= n) {
+    const int32_t m = std::min<int32_t>(32, n - 32 * half);
 #pragma omp simd reduction(| : any)
-      for (int32_t i = 0; i < 32; ++i)
-        any |= static_cast<uint32_t>((b & kLane[i]) != 0) & static_cast<uint32_t>(bits_of(ys[i]) != kNegInfBits);
-    } else {
-      for (int32_t i = 0; i < n - 32 * half; ++i)
-        any |= static_cast<uint32_t>((b & kLane[i]) != 0) & static_cast<uint32_t>(bits_of(ys[i]) != kNegInfBits);
-    }
+    for (int32_t i = 0; i < m; ++i)
+      any |= static_cast<uint32_t>((b & kLane[i]) != 0) & static_cast<uint32_t>(bits_of(ys[i]) != kNegInfBits);
   }
   return any != 0;
 }

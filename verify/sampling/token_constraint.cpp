@@ -57,6 +57,7 @@ TokenConstraint::TokenConstraint(std::string description, const Nfa& nfa, std::v
     single_bytes_.set(static_cast<unsigned char>(token_strings_[t][0]));
     if (!in_bad_words[t]) clean_single_bytes_.set(static_cast<unsigned char>(token_strings_[t][0]));
   }
+  if (mutant_on(Mutant::constraint_byte_walk_any_byte)) single_bytes_ = clean_single_bytes_ = std::bitset<256>().set();
   // Refused where it is built, not at the first token: a pattern the tokens cannot spell, or not long enough.
   bool spelled = false, long_enough = false;
   {
@@ -209,9 +210,8 @@ bool TokenConstraint::search_live(Walk walk, int32_t state) const {
   // Without bad words of several tokens, a state is its DFA state and can end a match where the DFA accepts: the byte
   // walk then asks whether some string of the single-byte tokens' bytes leads to acceptance, which the NFA answers
   // without exploring the DFA states on the way (a long pattern has tens of thousands of them).
-  const bool any_byte = mutant_on(Mutant::constraint_byte_walk_any_byte);
   if (walk == Walk::bytes && bad_words_.empty()) {
-    const bool found = dfa_.completes_within(dfa_of(state), any_byte ? std::bitset<256>().set() : single_bytes_);
+    const bool found = dfa_.completes_within(dfa_of(state), single_bytes_);
     liveness(walk, state) = found ? kLiveState : kDeadState;
     return found;
   }
@@ -221,12 +221,11 @@ bool TokenConstraint::search_live(Walk walk, int32_t state) const {
   // least one byte, since this state's own stop tokens may be banned; can_end covers none. Between the two, the
   // breadth-first walk decides.
   if (walk == Walk::bytes) {
-    const std::bitset<256> all_bytes = std::bitset<256>().set();
-    if (!dfa_.completes_within(dfa_of(state), any_byte ? all_bytes : single_bytes_)) {
+    if (!dfa_.completes_within(dfa_of(state), single_bytes_)) {
       liveness(walk, state) = kDeadState;
       return false;
     }
-    if (can_end(state) || dfa_.completes_within(dfa_of(state), any_byte ? all_bytes : clean_single_bytes_, true)) {
+    if (can_end(state) || dfa_.completes_within(dfa_of(state), clean_single_bytes_, true)) {
       liveness(walk, state) = kLiveState;
       return true;
     }
