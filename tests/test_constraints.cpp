@@ -528,6 +528,103 @@ TEST_CASE("'.' and negated classes accept exactly the well-formed UTF-8 characte
   }
 }
 
+namespace {
+
+// The NFA run by hand (Thompson's simulation, every state of the set stepped per byte): the reference for the byte
+// DFA. A set is dead when none of its states can still reach acceptance.
+struct NfaSimulation {
+  explicit NfaSimulation(const Nfa& nfa) : nfa(nfa), reaches(nfa.states.size(), 0) {
+    reaches[nfa.accept] = 1;
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (size_t s = 0; s < nfa.states.size(); ++s) {
+        const NfaState& st = nfa.states[s];
+        bool r = st.on_byte >= 0 && st.bytes.any() && reaches[st.on_byte];
+        for (int32_t t : st.epsilon) r = r || reaches[t];
+        if (r && !reaches[s]) reaches[s] = grew = 1;
+      }
+    }
+  }
+  std::set<int32_t> closure(std::vector<int32_t> stack) const {
+    std::set<int32_t> set(stack.begin(), stack.end());
+    while (!stack.empty()) {
+      const int32_t s = stack.back();
+      stack.pop_back();
+      for (int32_t t : nfa.states[s].epsilon)
+        if (set.insert(t).second) stack.push_back(t);
+    }
+    return set;
+  }
+  std::set<int32_t> step(const std::set<int32_t>& from, unsigned char byte) const {
+    std::vector<int32_t> seeds;
+    for (int32_t s : from)
+      if (nfa.states[s].on_byte >= 0 && nfa.states[s].bytes.test(byte)) seeds.push_back(nfa.states[s].on_byte);
+    return closure(seeds);
+  }
+  bool dead(const std::set<int32_t>& set) const {
+    return std::none_of(set.begin(), set.end(), [&](int32_t s) { return reaches[s] != 0; });
+  }
+  const Nfa& nfa;
+  std::vector<char> reaches;
+};
+
+}  // namespace
+
+TEST_CASE("byte classes: the byte DFA steps as the NFA does on every byte, with fewer columns than bytes",
+          "[constraints]") {
+  const std::string schema = R"({"type":"object","properties":{"id":{"type":"integer"},)"
+                             R"("name":{"type":"string","maxLength":3}},"required":["id","name"]})";
+  const std::vector<std::pair<std::string, Nfa>> patterns = {
+      {"a", compile_regex("a")},
+      {"[a-c]x|[b-d]y", compile_regex("[a-c]x|[b-d]y")},
+      {".", compile_regex(".")},
+      {"[^\\n\"]*\"", compile_regex("[^\\n\"]*\"")},
+      {"-?\\d+(\\.\\d+)?", compile_regex("-?\\d+(\\.\\d+)?")},
+      {"\\xc3[\\x80-\\xbf]|\\w\\s", compile_regex("\\xc3[\\x80-\\xbf]|\\w\\s")},
+      {"json schema", compile_json_schema(schema, "inline")},
+  };
+  // Every string of up to two bytes, and of three over bytes at the edges of the patterns' classes.
+  std::vector<std::string> strings = {""};
+  for (int a = 0; a < 256; ++a) {
+    strings.push_back(std::string(1, static_cast<char>(a)));
+    for (int b = 0; b < 256; ++b) strings.push_back({static_cast<char>(a), static_cast<char>(b)});
+  }
+  const std::string edges = std::string("\0\t\n\"\\-.09:aAbcdxyz{}", 20) + "\x7f\x80\xbf\xc2\xc3\xe0\xff";
+  for (char a : edges)
+    for (char b : edges)
+      for (char c : edges) strings.push_back({a, b, c});
+  // The strings after which the DFA and the NFA disagree on whether a match can go on, or is complete.
+  const auto mismatches = [&](const Nfa& nfa) {
+    LazyByteDfa dfa(nfa);
+    const NfaSimulation reference(nfa);
+    int64_t count = 0;
+    for (const std::string& s : strings) {
+      int32_t state = dfa.start();
+      std::set<int32_t> set = reference.closure({nfa.start});
+      for (char c : s) {
+        state = dfa.step(state, static_cast<unsigned char>(c));
+        set = reference.step(set, static_cast<unsigned char>(c));
+      }
+      const bool dead = reference.dead(set);
+      count += (state == LazyByteDfa::kDead) != dead || (!dead && dfa.accepting(state) != (set.count(nfa.accept) > 0));
+    }
+    return count;
+  };
+  for (const auto& [name, nfa] : patterns) {
+    INFO(name);
+    CHECK(LazyByteDfa(nfa).num_classes() < 256);
+    CHECK(mismatches(nfa) == 0);
+  }
+  SECTION("mutant: classes that ignore one of the NFA's byte sets step bytes it tells apart alike") {
+    // In these two patterns every byte set splits a class the others leave whole.
+    const ScopedMutant on(Mutant::dfa_byte_classes_merged);
+    for (size_t i = 0; i < 2; ++i) {
+      INFO(patterns[i].first);
+      CHECK(mismatches(patterns[i].second) > 0);
+    }
+  }
+}
+
 TEST_CASE("regex errors name the pattern, the position and the problem", "[constraints]") {
   struct Case {
     std::string pattern;

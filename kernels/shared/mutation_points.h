@@ -52,6 +52,7 @@ enum class Mutant {
   constraint_byte_walk_any_byte,   // ... or takes bytes no single-byte token spells as a way to complete one
   constraint_ignores_min_tokens,   // ... or into matches that must end before min_tokens, when only a stop ends them
   constraint_ignores_bad_words,    // ... or into outputs after which bad words of several tokens ban every way on
+  dfa_byte_classes_merged,         // the byte DFA's classes ignore one NFA byte set: bytes it splits step alike
   dynamic_tree_tested_with_q,      // EAGLE-2's value-chosen tree tested with p/q as draws w/o replacement
   typical_threshold_max,           // Medusa typical acceptance with max(eps, delta e^-H) instead of min
   typical_entropy_without_offset,  // Medusa's entropy as -sum p log p, without its log(p + 1e-5)

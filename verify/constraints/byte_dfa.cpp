@@ -1,6 +1,9 @@
 #include "verify/constraints/byte_dfa.h"
 
 #include <algorithm>
+#include <unordered_set>
+
+#include "kernels/shared/mutation_points.h"
 
 namespace specula {
 
@@ -31,9 +34,32 @@ std::vector<char> reaches_accept(const Nfa& nfa, const std::bitset<256>& alphabe
   return reaches;
 }
 
+// The coarsest partition of the bytes that no NFA state's byte set splits: each distinct set splits every class into
+// its bytes inside the set and those outside. Returns the number of classes.
+int32_t byte_classes(const Nfa& nfa, std::array<uint8_t, 256>& class_of) {
+  std::unordered_set<std::bitset<256>> sets;
+  for (const NfaState& st : nfa.states)
+    if (st.on_byte >= 0 && st.bytes.any()) sets.insert(st.bytes);
+  if (mutant_on(Mutant::dfa_byte_classes_merged) && !sets.empty()) sets.erase(sets.begin());
+  class_of.fill(0);
+  int32_t classes = 1;
+  for (const std::bitset<256>& set : sets) {
+    std::array<int32_t, 2 * 256> renumbered;  // (old class, inside the set) -> new class
+    renumbered.fill(-1);
+    classes = 0;
+    for (int b = 0; b < 256; ++b) {
+      int32_t& to = renumbered[2 * class_of[b] + set.test(b)];
+      if (to < 0) to = classes++;
+      class_of[b] = static_cast<uint8_t>(to);
+    }
+  }
+  return classes;
+}
+
 }  // namespace
 
 LazyByteDfa::LazyByteDfa(Nfa nfa) : nfa_(std::move(nfa)) {
+  num_classes_ = byte_classes(nfa_, class_of_);
   live_ = reaches_accept(nfa_, std::bitset<256>().set());
   start_ = intern({nfa_.start});
 }
@@ -65,9 +91,7 @@ int32_t LazyByteDfa::intern(const std::vector<int32_t>& seeds) {
   if (it != ids_.end()) return it->second;
   const int32_t id = static_cast<int32_t>(sets_.size());
   accepting_.push_back(std::binary_search(set.begin(), set.end(), nfa_.accept) ? 1 : 0);
-  std::array<int32_t, 256> unknown;
-  unknown.fill(kUnknown);
-  next_.push_back(unknown);
+  next_.resize(next_.size() + num_classes_, kUnknown);
   ids_.emplace(set, id);
   sets_.push_back(std::move(set));
   return id;
@@ -96,7 +120,8 @@ int32_t LazyByteDfa::first_step(int32_t state, unsigned char byte) {
     if (st.on_byte >= 0 && st.bytes.test(byte)) seeds.push_back(st.on_byte);
   }
   const int32_t to = seeds.empty() ? kDead : intern(seeds);
-  next_[state][byte] = to;  // intern may have grown next_: index again
+  // Any byte of the class steps alike. intern may have grown next_: index again.
+  next_[static_cast<size_t>(state) * num_classes_ + class_of_[byte]] = to;
   return to;
 }
 

@@ -4,6 +4,12 @@
 // they are asked for. Only states that can still reach acceptance are kept in a set, so every DFA state
 // is live (some continuation completes a match) and "no match possible" is the single dead state kDead.
 //
+// Bytes the pattern never tells apart share a column of the transition table: the byte classes, as in RE2. Two bytes
+// are in one class when every NFA state reading a byte reads both or neither, so they lead from every DFA state to the
+// same state. A JSON Schema's pattern tells apart a few dozen bytes, so a state's row is that many entries, not 256:
+// the table of a long output's thousands of states stays small, and a constraint's trie walks (a step a node) stay in
+// cache.
+//
 // Not thread-safe: TokenConstraint serialises access.
 #pragma once
 
@@ -29,7 +35,7 @@ class LazyByteDfa {
   // it builds, hundreds of thousands of times.
   int32_t step(int32_t state, unsigned char byte) {
     if (state < 0) return kDead;
-    const int32_t to = next_[state][byte];
+    const int32_t to = next_[static_cast<size_t>(state) * num_classes_ + class_of_[byte]];
     return to != kUnknown ? to : first_step(state, byte);
   }
   bool accepting(int32_t state) const { return state >= 0 && accepting_[state]; }
@@ -38,6 +44,9 @@ class LazyByteDfa {
   // it explores no DFA state. What the NFA's states reach is kept for each alphabet asked about.
   bool completes_within(int32_t state, const std::bitset<256>& alphabet, bool nonempty = false);
   int32_t num_states() const { return static_cast<int32_t>(sets_.size()); }
+  // The byte classes: bytes of one class step alike from every state.
+  int32_t num_classes() const { return num_classes_; }
+  int32_t class_of(unsigned char byte) const { return class_of_[byte]; }
 
  private:
   // The epsilon closure of `seeds`, reduced to the live NFA states that read a byte or accept, then the
@@ -49,7 +58,9 @@ class LazyByteDfa {
   Nfa nfa_;
   std::vector<char> live_;  // per NFA state: can reach the accepting state
   std::vector<std::vector<int32_t>> sets_;
-  std::vector<std::array<int32_t, 256>> next_;
+  std::array<uint8_t, 256> class_of_{};
+  int32_t num_classes_ = 1;
+  std::vector<int32_t> next_;  // [states * num_classes_], by state then class
   std::vector<char> accepting_;
   std::map<std::vector<int32_t>, int32_t> ids_;
   int32_t start_ = kDead;
