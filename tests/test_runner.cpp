@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
 #include "cli_runner.h"
 #include "draft/synthetic_drafter.h"
@@ -622,6 +623,12 @@ TEST_CASE("specula run writes a complete results folder; shards merge into the s
   for (const RunRecord& r : read_records(dir.file("merged") + "/records.jsonl")) merged.insert(key_of(r));
   CHECK(one == merged);
   CHECK(fs::exists(dir.file("merged") + "/summary.csv"));
+  CHECK(read_text(dir.file("merged") + "/inputs.json") == read_text(shards[0] + "/inputs.json"));
+  // Shards that decoded different prompts are not slices of one run.
+  std::ofstream(shards[1] + "/inputs.json") << "{\"prompts\":[[1]],\"models\":{}}\n";
+  const CliResult mixed = run_specula("merge " + shards[0] + " " + shards[1] + " --output " + dir.file("mixed"));
+  CHECK(mixed.exit_code == 1);
+  CHECK_THAT(mixed.err, Contains(shards[1] + "/inputs.json differs from " + shards[0] + "'s"));
 }
 
 namespace {
@@ -798,9 +805,10 @@ TEST_CASE("run checks its output folder before the target loads", "[runner][cli]
 TEST_CASE("run reads every drafter's spec before its first record", "[runner][cli][errors]") {
   TempDir dir;
   const std::string exp = dir.write("exp.ini", experiment_text());
-  for (const std::string& bad :
-       std::vector<std::string>{"synthetic:alpha=2", "prompt-lookup:max_n=0", "prompt-lookup:colour=3",
-                                "ngram:", "frobnicate:x", "ngram:" + dir.file(""), "eagle:" + dir.file("nowhere")}) {
+  for (const std::string& bad : std::vector<std::string>{
+           "synthetic:alpha=2", "prompt-lookup:max_n=0", "prompt-lookup:colour=3", "ngram:", "frobnicate:x",
+           "ngram:" + dir.file(""), "eagle:" + dir.file("nowhere"), "transformer:" + dir.file("nowhere"),
+           "bigram:" + dir.file("nowhere.txt"), "bigram:" + dir.file(""), "hf:" + exp}) {
     INFO(bad);
     const CliResult r = run_specula("run " + exp + " --set experiment.output_dir=" + dir.file("results") +
                                     " --set 'draft.drafter=prompt-lookup | " + bad + "' --quiet");
@@ -825,6 +833,74 @@ TEST_CASE("run reads every drafter's spec before its first record", "[runner][cl
   const CliResult plotted = run_specula("plot " + run + " --quiet");
   INFO(plotted.err);
   CHECK(plotted.exit_code == 0);
+}
+
+TEST_CASE("a missing prompts file is refused with its key before the target loads", "[runner][cli][errors]") {
+  TempDir dir;
+  const std::string exp = dir.write("exp.ini", experiment_text());
+  // The target does not exist either: the prompts are found missing first, so no model was read.
+  const CliResult r = run_specula("run " + exp + " --set experiment.prompts=" + dir.file("nowhere.txt") +
+                                  " --set experiment.target=transformer:" + dir.file("no-model") + " --quiet");
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("--set experiment.prompts: key 'experiment.prompts': cannot open '" +
+                             dir.file("nowhere.txt") + "'"));
+}
+
+TEST_CASE("resume: a prompts file without num_prompts keeps every prompt; changed inputs are refused",
+          "[runner][cli]") {
+  TempDir dir;
+  // Six prompts, more than num_prompts' default, which applies only to a corpus.
+  const std::string prompts = dir.write("prompts.txt", "0,3\n5\n7,7,2\n12,1\n3\n9,9\n");
+  const std::string draft = dir.file("draft-v16.txt");
+  fs::copy_file(kTable + "draft-v16.txt", draft);
+  const std::string exp = dir.write(
+      "exp.ini", "[experiment]\ntarget = bigram:" + kTable + "target-v16.txt\nprompts = " + prompts +
+                     "\nmax_new_tokens = 12\nrepetitions = 2\nseed = 3\noutput_dir = " + dir.file("results") +
+                     "\n[draft]\ndrafter = bigram:" + draft + "\nmethod = chain\n[sampling]\ntemperature = 0.8\n");
+  REQUIRE(run_specula("run " + exp + " --quiet --no-plots").exit_code == 0);
+  const std::string run = run_folders(dir.file("results") + "/exp").at(0);
+  const std::string whole = read_text(run + "/records.jsonl");
+  REQUIRE(read_records(run + "/records.jsonl").size() == 2 * 6 * 2);  // baseline and chain, 6 prompts, 2 repetitions
+  // The run as a kill would leave it: its first records, and the status a signal writes.
+  const auto cut = [&] {
+    std::ofstream(run + "/records.jsonl") << whole.substr(0, whole.find('\n', whole.size() / 3) + 1);
+    std::ofstream(run + "/status") << "interrupted (SIGINT)\n";
+  };
+  cut();
+  const CliResult resumed = run_specula("run --resume " + run + " --quiet --no-plots");
+  INFO(resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(read_text(run + "/status") == "complete\n");
+  const auto lines = [](const std::string& text) {
+    std::multiset<std::string> out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      out.insert(j.at("setting_id").dump() + j.at("prompt_index").dump() + j.at("repetition").dump() +
+                 j.at("tokens").dump());
+    }
+    return out;
+  };
+  CHECK(lines(read_text(run + "/records.jsonl")) == lines(whole));
+
+  SECTION("a prompt changed since the run began") {
+    cut();
+    std::ofstream(prompts) << "0,3\n5\n7,7,2\n12,2\n3\n9,9\n";
+    const CliResult r = run_specula("run --resume " + run + " --quiet --no-plots");
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains("prompt 3 is not the one the run began with") && Contains("start a new run"));
+    CHECK(read_text(run + "/status") == "interrupted (SIGINT)\n");  // left as it was
+  }
+  SECTION("a model file changed since the run began") {
+    cut();
+    std::string table = read_text(draft);
+    table[table.size() / 2] = table[table.size() / 2] == '1' ? '2' : '1';
+    std::ofstream(draft) << table;
+    const CliResult r = run_specula("run --resume " + run + " --quiet --no-plots");
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains("model 'bigram:" + draft + "': file 'draft-v16.txt' is not the one the run began with"));
+    CHECK(read_text(run + "/status") == "interrupted (SIGINT)\n");
+  }
 }
 
 TEST_CASE("token ids outside the target's vocabulary are refused before a folder is made", "[runner][cli][errors]") {

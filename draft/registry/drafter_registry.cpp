@@ -31,9 +31,11 @@ struct DrafterKind {
 
 }  // namespace
 
-// A language model drafting: the path must be given (what it names is read when the drafter loads).
+// A language model drafting: its path must be there as its kind needs it (what it names is read when the drafter
+// loads).
 void check_path_spec(const DrafterSpec& spec) {
   if (spec.rest.empty()) fail_parameter("draft", ": '", spec.spec, "' names no path (", spec.kind, ":PATH)");
+  check_language_model_spec(spec.spec, "draft");
 }
 
 // Medusa and EAGLE heads: the spec's options, and the folders and files it names (read when the drafter loads).

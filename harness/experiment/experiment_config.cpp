@@ -361,7 +361,7 @@ std::string ExperimentConfig::resolved_ini() const {
   if (!prompts_from_corpus.empty())
     os << "prompts_from_corpus = " << prompts_from_corpus << "\nnum_prompts = " << num_prompts
        << "\nprompt_length = " << prompt_length << "\ncorpus_tail = " << corpus_tail << "\n";
-  else
+  else if (origin.count("experiment.num_prompts"))  // a prompts file is cut to num_prompts only where one was given
     os << "num_prompts = " << num_prompts << "\n";
   os << "max_new_tokens = " << max_new_tokens << "\nrepetitions = " << repetitions << "\nseed = " << seed
      << "\nthreads = " << threads << "\noutput_dir = " << output_dir

@@ -38,6 +38,7 @@
 #include "harness/models/transformer/huge_page_buffer.h"
 #include "harness/models/transformer/skinny_linear.h"
 #include "harness/runner/results_folder.h"
+#include "harness/runner/run_inputs.h"
 #include "harness/runner/setting_configs.h"
 #include "harness/runner/stop_signals.h"
 #include "kernels/cuda_device.h"
@@ -424,6 +425,7 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
         (fs::path(config.output_dir) / config.name).string(),
         (config.origin.count("experiment.output_dir") ? config.origin.at("experiment.output_dir") : experiment_path) +
             ": key 'experiment.output_dir'");
+  check_prompts_readable(config);
   // Every drafter's spec, before the first record (each loads only when its settings run).
   for (const std::string& drafter : config.axes.at("draft.drafter")) {
     try {
@@ -441,6 +443,9 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
       " settings x ", prompts.size(), " prompts x ", config.repetitions, " repetitions");
   check_settings_fit(config, *target, prompts, settings);
   RunAssemblyCache cache = check_setting_samplers(config, *target, settings);
+  // Checked before the folder's status changes: a refused resume leaves it as it was.
+  const std::string inputs = run_inputs_json(config, prompts);
+  if (resume) check_inputs_unchanged(options.resume_dir, inputs);
 
   const fs::path dir = open_results_folder(config, options, resume);
   write_status(dir, running_status());
@@ -452,6 +457,7 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
       log(LogLevel::info, "resuming ", dir.string(), ": ", resumed.size(), " records already written");
     } else {
       write_run_description(dir, config, options);
+      write_output_file((dir / "inputs.json").string(), inputs, "run");
     }
     AppendedOutput records_out((dir / "records.jsonl").string(), "run");
     RunProgress progress(static_cast<int64_t>(settings.size() * prompts.size() * config.repetitions), options.quiet);

@@ -172,6 +172,12 @@ void merge_results(const std::vector<std::string>& shard_dirs, const std::string
     if (count && shard.second != count)
       fail("merge: ", d, " is shard ", shard.first, "/", shard.second, " but an earlier one was of ", count);
     count = shard.second;
+    // Shards of one run decode the same prompts with the same models (each checks its own files when it starts).
+    const fs::path own_inputs = dir / "inputs.json", first_inputs = fs::path(shard_dirs[0]) / "inputs.json";
+    if (fs::exists(own_inputs) && fs::exists(first_inputs) &&
+        read_input_file(own_inputs.string(), "merge") != read_input_file(first_inputs.string(), "merge"))
+      fail("merge: ", d, "/inputs.json differs from ", shard_dirs[0],
+           "'s: the shards decoded different prompts or models, so they are not slices of one run");
     if (!indices.insert(shard.first).second)
       fail("merge: shard ", shard.first, "/", count, " is given twice (", d, ")");
   }
@@ -197,6 +203,9 @@ void merge_results(const std::vector<std::string>& shard_dirs, const std::string
   if (fs::exists(fs::path(shard_dirs[0]) / "env.json"))
     write_output_file((fs::path(output) / "env.json").string(),
                       read_input_file((fs::path(shard_dirs[0]) / "env.json").string(), "merge"), "merge");
+  if (fs::exists(fs::path(shard_dirs[0]) / "inputs.json"))
+    write_output_file((fs::path(output) / "inputs.json").string(),
+                      read_input_file((fs::path(shard_dirs[0]) / "inputs.json").string(), "merge"), "merge");
   std::string lines;
   for (const RunRecord& r : records) lines += r.to_json_line() + "\n";
   write_output_file((fs::path(output) / "records.jsonl").string(), lines, "merge");

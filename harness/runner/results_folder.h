@@ -1,6 +1,6 @@
 // A run's results folder and its lifecycle, apart from running the settings (experiment_runner.cpp):
 //   results/NAME/<UTC time>-<git sha>[-shard-i-of-N][-2, -3, ... when the name was taken]/
-//     status  config.resolved.ini  env.json  records.jsonl  summary.csv  plots/  [cost-profile.json]
+//     status  config.resolved.ini  env.json  inputs.json  records.jsonl  summary.csv  plots/  [cost-profile.json]
 // `status` is one line: running (pid P on HOST) | complete | interrupted (SIGINT|SIGTERM) | failed: <error>
 // | incomplete (merged with --allow-incomplete).
 #pragma once

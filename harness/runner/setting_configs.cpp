@@ -200,19 +200,32 @@ void check_settings_fit(const ExperimentConfig& config, const LanguageModel& tar
   fail(where, ": key '", key, "' (setting ", setting.id, "): ", e.parameter(), e.detail());
 }
 
+namespace {
+
+// The key an experiment's prompts come from, and where it was set, for messages.
+std::string prompts_key(const ExperimentConfig& c) {
+  const std::string key = c.prompts_file.empty() ? "experiment.prompts_from_corpus" : "experiment.prompts";
+  return (c.origin.count(key) ? c.origin.at(key) : c.file) + ": key '" + key + "'";
+}
+
+}  // namespace
+
+void check_prompts_readable(const ExperimentConfig& c) {
+  open_input_file(c.prompts_file.empty() ? c.prompts_from_corpus : c.prompts_file, prompts_key(c));
+}
+
 std::vector<std::vector<int32_t>> load_prompts(const ExperimentConfig& c, const std::string& target_spec) {
   const std::shared_ptr<const Tokenizer> tokenizer = load_tokenizer_for(target_spec);
   std::vector<std::string> texts;
   if (!c.prompts_file.empty()) {
-    std::istringstream in(read_input_file(
-        c.prompts_file, c.origin.count("experiment.prompts") ? c.origin.at("experiment.prompts") : "prompts"));
+    std::istringstream in(read_input_file(c.prompts_file, prompts_key(c)));
     std::string line;
     while (std::getline(in, line))
       if (!line.empty() && line[0] != '#') texts.push_back(unescape_newlines(line));
     if (c.origin.count("experiment.num_prompts") && static_cast<int>(texts.size()) > c.num_prompts)
       texts.resize(c.num_prompts);
   } else {
-    const std::string corpus = read_input_file(c.prompts_from_corpus, c.origin.at("experiment.prompts_from_corpus"));
+    const std::string corpus = read_input_file(c.prompts_from_corpus, prompts_key(c));
     texts = corpus_excerpts(corpus, c);
   }
   if (texts.empty()) fail(c.prompts_file, ": no prompts");

@@ -49,6 +49,10 @@ void check_settings_fit(const ExperimentConfig& config, const LanguageModel& tar
 // A lower layer's error about a parameter (harness/generation names them), said as the experiment key that set it.
 [[noreturn]] void fail_at_key(const ExperimentConfig& config, const Setting& setting, const ParameterError& e);
 
+// Whether the experiment's prompts file (or corpus) opens: checked before the target loads, since the prompts are
+// read after it (text prompts need its tokenizer). Throws Error naming the key.
+void check_prompts_readable(const ExperimentConfig& config);
+
 // Loads the prompts of an experiment as token ids (text prompts through the target's tokenizer).
 std::vector<std::vector<int32_t>> load_prompts(const ExperimentConfig& config, const std::string& target_spec);
 

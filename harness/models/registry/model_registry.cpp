@@ -1,5 +1,7 @@
 #include "harness/models/registry/model_registry.h"
 
+#include <filesystem>
+
 #include "harness/models/hf/hf_model.h"
 #include "harness/models/hf/hf_tokenizer.h"
 #include "harness/models/registry/torch_module.h"
@@ -46,16 +48,17 @@ struct ModelKind {
   const char* kind;
   const char* usage;    // for messages
   const char* example;  // for the "needs a path" message
+  bool folder;          // the path names a folder (else a file)
   std::shared_ptr<const LanguageModel> (*load)(const LoadRequest&);
   std::shared_ptr<const Tokenizer> (*tokenizer)(const std::string& path);
 };
 
 // One line per model kind.
 const ModelKind kModelKinds[] = {
-    {"bigram", "bigram:PATH", "a path, e.g. bigram:model.txt", load_bigram, no_tokenizer},
-    {"transformer", "transformer:DIR", "a checkpoint folder, e.g. transformer:results/models/target", load_transformer,
-     transformer_tokenizer},
-    {"hf", "hf:DIR", "a Hugging Face model folder, e.g. hf:models/TinyLlama", load_hf, load_hf_tokenizer},
+    {"bigram", "bigram:PATH", "a path, e.g. bigram:model.txt", false, load_bigram, no_tokenizer},
+    {"transformer", "transformer:DIR", "a checkpoint folder, e.g. transformer:results/models/target", true,
+     load_transformer, transformer_tokenizer},
+    {"hf", "hf:DIR", "a Hugging Face model folder, e.g. hf:models/TinyLlama", true, load_hf, load_hf_tokenizer},
 };
 
 const ModelKind* find_kind(const std::string& kind) {
@@ -82,6 +85,20 @@ std::shared_ptr<const LanguageModel> load_language_model(const std::string& spec
   const std::string path = colon == std::string::npos ? "" : spec.substr(colon + 1);
   if (path.empty()) fail_parameter(option, ": '", kind->kind, ":' needs ", kind->example);
   return kind->load(LoadRequest{path, weights_dtype, device});
+}
+
+void check_language_model_spec(const std::string& spec, const std::string& option) {
+  const size_t colon = spec.find(':');
+  const ModelKind* kind = find_kind(spec.substr(0, colon));
+  if (!kind) fail_parameter(option, ": unknown model '", spec, "' (known: ", language_model_kind_usages(), ")");
+  const std::string path = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  if (path.empty()) fail_parameter(option, ": '", kind->kind, ":' needs ", kind->example);
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status))
+    fail_parameter(option, ": no such ", kind->folder ? "folder" : "file", " '", path, "'");
+  if (kind->folder != std::filesystem::is_directory(status))
+    fail_parameter(option, ": '", path, "' is ", kind->folder ? "not a folder" : "a folder, not a file");
 }
 
 std::shared_ptr<const Tokenizer> load_tokenizer_for(const std::string& model_spec) {

@@ -25,6 +25,11 @@ std::shared_ptr<const LanguageModel> load_language_model(const std::string& spec
 // token ids only) and for specs that name no model kind. Throws Error on a missing or malformed config.
 std::shared_ptr<const Tokenizer> load_tokenizer_for(const std::string& model_spec);
 
+// What a spec names, read without loading it: a known kind, a path, and that the path is there as the kind needs it (a
+// file for bigram:, a folder for transformer: and hf:). Throws Error naming the option and the spec. A drafter's model
+// is checked so before the target loads (its files are read only when its settings run).
+void check_language_model_spec(const std::string& spec, const std::string& option);
+
 // Whether `kind` (a spec's text before ':') names a model kind.
 bool is_language_model_kind(const std::string& kind);
 

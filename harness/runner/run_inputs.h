@@ -1,0 +1,22 @@
+// What a run decodes from, kept in its results folder (inputs.json) so that `run --resume` continues only where its
+// inputs are the ones its records came from: the prompts as token ids (a prompts file or corpus edited since would
+// otherwise mix two prompt sets in one folder, silently), and a fingerprint of each model file the target's and
+// drafters' specs name (a checkpoint retrained in place).
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "harness/experiment/experiment_config.h"
+
+namespace specula {
+
+// The inputs.json text of a run of `config` over `prompts`.
+std::string run_inputs_json(const ExperimentConfig& config, const std::vector<std::vector<int32_t>>& prompts);
+
+// Throws Error naming the folder and the first input that differs from the one its inputs.json recorded. A folder
+// without inputs.json (written before it was kept) is not checked.
+void check_inputs_unchanged(const std::filesystem::path& dir, const std::string& inputs_json);
+
+}  // namespace specula
