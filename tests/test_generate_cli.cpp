@@ -477,6 +477,17 @@ TEST_CASE("outputs and bounds are checked before any model loads or any work sta
        "and 268435456 tokens in all"},
       {"generate" + missing + " --max-new-tokens 2 --method beam --beam-width 2000000000 --output " + dir.file("o.txt"),
        "--beam-width must be in 1..1024, got 2000000000"},
+      {"generate" + missing + " --max-new-tokens 2 --method beam --beam-width 3 --num-beam-groups 2 --output " +
+           dir.file("o.txt"),
+       "--num-beam-groups must be >= 1 and divide the beam width (3), got 2"},
+      {"generate" + missing +
+           " --max-new-tokens 2 --method chain --draft synthetic:alpha=0.5 --num-draft-tokens 0 "
+           "--output " +
+           dir.file("o.txt"),
+       "--num-draft-tokens must be >= 1, got 0"},
+      {"generate" + missing + " --max-new-tokens 2 --threads 0 --output " + dir.file("o.txt"),
+       "--threads must be in 1.."},
+      {"generate" + missing + " --max-new-tokens 2 --stream --num-samples 2", "--stream prints one sample"},
       // Sampler values, named by the flag typed: the draft's are not the target's.
       {"generate" + missing + " --max-new-tokens 2 --top-p 7 --output " + dir.file("o.txt"),
        "--top-p must be in (0, 1], got 7"},

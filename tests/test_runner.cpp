@@ -78,7 +78,7 @@ TEST_CASE("experiment files: lists, separators, overrides and defaults", "[runne
 
 TEST_CASE("[beam] takes generate's option names too; one option under both names is refused", "[runner][config]") {
   TempDir dir;
-  const std::vector<std::string> beam = {"draft.method=chain,beam"};
+  const std::vector<std::string> beam = {"draft.method=tree,beam"};
   const ExperimentConfig c =
       load_experiment(dir.write("b.ini", experiment_text("\n[beam]\nbeam_width = 6\nnum_beam_groups = 2\n")), beam);
   CHECK(c.beam.at("width") == "6");
@@ -95,6 +95,17 @@ TEST_CASE("[beam] takes generate's option names too; one option under both names
   CHECK_NOTHROW(load_experiment(dir.file("b.ini"), {}));
   CHECK_THROWS_WITH(check_new_experiment(load_experiment(dir.file("b.ini"), {})),
                     Contains("b.ini:20: key 'beam.groups' is given, but no setting uses method = beam"));
+}
+
+TEST_CASE("tree keys without a method that verifies trees are refused, naming the key", "[runner][config]") {
+  TempDir dir;
+  const std::string exp = dir.write("t.ini", experiment_text());
+  CHECK_NOTHROW(check_new_experiment(load_experiment(exp, {})));  // chain and tree: the tree is read
+  CHECK_THROWS_WITH(check_new_experiment(load_experiment(exp, {"draft.method=chain,block"})),
+                    Contains("t.ini:12: key 'draft.tree' is given, but no setting uses a method that verifies trees"));
+  CHECK_THROWS_WITH(
+      check_new_experiment(load_experiment(exp, {"draft.method=chain", "draft.tree_sampling=topk"})),
+      Contains("key 'draft.tree") && Contains("no setting uses a method that verifies trees"));
 }
 
 TEST_CASE("one decoding method for generate and run: names, defaults and the method's rules", "[runner][config]") {
@@ -213,7 +224,7 @@ TEST_CASE("experiment files: errors name the file, line and key", "[runner][conf
       {"[experiment]\ntarget = bigram:x\nprompts = p\nseed = -1\n",
        ":4: key 'experiment.seed': '-1' is not an unsigned integer"},
       {"[experiment]\ntarget = bigram:x\nprompts = p\n[draft]\ndrafter = bigram:y\nnum_draft_tokens = 4294967298\n",
-       ":6: key 'draft.num_draft_tokens': 4294967298 must be <= 2147483647"},
+       ":6: key 'draft.num_draft_tokens': 4294967298 must be <= 256"},
       {"[experiment]\ntarget = bigram:x\nprompts = p\n[beam]\nwidth = 2000000000\n",
        ":5: key 'beam.width': 2000000000 must be <= 1024"},
   };
@@ -846,6 +857,16 @@ TEST_CASE("a missing prompts file is refused with its key before the target load
                              dir.file("nowhere.txt") + "'"));
 }
 
+TEST_CASE("a draft length past the cap is refused before the target loads", "[runner][cli][errors]") {
+  TempDir dir;
+  const std::string exp = dir.write("exp.ini", experiment_text());
+  const CliResult r = run_specula(
+      "run " + exp + " --set draft.num_draft_tokens=2,300 --set experiment.target=transformer:" + dir.file("no-model") +
+      " --quiet");
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("key 'draft.num_draft_tokens': 300 must be <= 256"));
+}
+
 TEST_CASE("resume: a prompts file without num_prompts keeps every prompt; changed inputs are refused",
           "[runner][cli]") {
   TempDir dir;
@@ -969,6 +990,7 @@ TEST_CASE("an error the generation layer raises about a parameter names the expe
   std::string text = experiment_text();
   text.replace(text.find("method = chain, tree"), std::string("method = chain, tree").size(), "method = greedy");
   text.replace(text.find("temperature = 0, 0.8"), std::string("temperature = 0, 0.8").size(), "temperature = 0.8");
+  text.erase(text.find("tree = 2,1\n"), std::string("tree = 2,1\n").size());  // no setting verifies a tree
   const std::string path = dir.write("greedy.ini", text);
   const CliResult r = run_specula("run " + path + " --set experiment.output_dir=" + dir.file("results") + " --quiet");
   CHECK(r.exit_code == 1);
@@ -1143,6 +1165,16 @@ TEST_CASE("plot refuses a summary that is cut, empty, header-only, short or from
   // A summary from before the status file existed (the bundled reference runs) still plots when whole.
   fs::remove(run + "/status");
   CHECK(run_specula("plot " + run + " --quiet").exit_code == 1);  // 5 of 14 settings: still not whole
+  // A run killed outright wrote no summary: plot says so and how to finish it, with or without --allow-incomplete.
+  std::ofstream(run + "/status", std::ios::trunc) << "running (pid 1 on elsewhere)\n";
+  fs::remove(summary);
+  for (const char* allow : {"", " --allow-incomplete"}) {
+    const CliResult killed = run_specula("plot " + run + " --quiet" + allow);
+    CHECK(killed.exit_code == 1);
+    CHECK_THAT(killed.err,
+               Contains("no summary.csv: the run was stopped before it wrote one (status: running (pid 1") &&
+                   Contains("specula run --resume " + run));
+  }
 }
 
 TEST_CASE("merged metrics add the waits and keep the largest device buffer bytes", "[runner]") {

@@ -155,9 +155,8 @@ void write_logprobs(const std::string& path, const std::vector<SequenceOutput>& 
   write_output_file(path, text, "--logprobs-output");
 }
 
-// `--method beam`: one deterministic search from the prompt.
-int beam_search_command(const po::variables_map& vm, std::shared_ptr<const LanguageModel> target,
-                        const SamplingParams& params, const GenerationConfig& generation) {
+// The beam options, checked where they are read (before any model loads).
+BeamSearchConfig read_beam_config(const po::variables_map& vm) {
   if (vm.count("draft")) fail("--method beam does not use a --draft model");
   if (vm["num-samples"].as<int64_t>() != 1)
     fail("--method beam is deterministic: --num-samples must be 1, got ", vm["num-samples"].as<int64_t>());
@@ -168,7 +167,15 @@ int beam_search_command(const po::variables_map& vm, std::shared_ptr<const Langu
   config.length_penalty = vm["length-penalty"].as<double>();
   config.early_stopping = vm["early-stopping"].as<bool>();
   config.num_return = vm["num-return"].as<int32_t>();
-  config.max_new_tokens = generation.max_new_tokens;
+  config.max_new_tokens = vm["max-new-tokens"].as<int32_t>();
+  check_beam_config(config);
+  return config;
+}
+
+// `--method beam`: one deterministic search from the prompt.
+int beam_search_command(const po::variables_map& vm, std::shared_ptr<const LanguageModel> target,
+                        const SamplingParams& params) {
+  const BeamSearchConfig config = read_beam_config(vm);
   const std::vector<Token> prompt = read_prompt(vm, *target);
   const BeamSearch search(target, params, config);
   GenerationMetrics metrics;
@@ -203,7 +210,7 @@ po::options_description generate_options() {
     ("target", po::value<std::string>(), "target model, e.g. bigram:PATH")
     ("draft", po::value<std::string>(), "draft model, e.g. bigram:PATH")
     ("method", po::value<std::string>()->default_value("ar"), methods.c_str())
-    ("num-draft-tokens", po::value<int32_t>()->default_value(kDefaultNumDraftTokens), "draft length K (every method but tree; a tree takes --tree)")
+    ("num-draft-tokens", po::value<int32_t>()->default_value(kDefaultNumDraftTokens), "draft length K (a method that verifies trees takes --tree; without it, it drafts a chain of K)")
     ("tree", po::value<std::string>(), "tree shape for --method tree: children per depth, e.g. 2,2,1")
     ("tree-sampling", po::value<std::string>()->default_value("iid"), "sibling scheme: iid | without-replacement | topk")
     ("prompt-tokens", po::value<std::string>(), "prompt token ids, e.g. 0,3")
@@ -259,9 +266,10 @@ void check_options_before_loading(const po::variables_map& vm) {
   if (vm.count("logprobs") != vm.count("logprobs-output")) fail("--logprobs N and --logprobs-output FILE go together");
   const int32_t max_new_tokens = vm["max-new-tokens"].as<int32_t>();
   if (max_new_tokens > kMaxNewTokens) fail("--max-new-tokens must be <= ", kMaxNewTokens, ", got ", max_new_tokens);
-  const int32_t width = vm["beam-width"].as<int32_t>();
-  if (vm["method"].as<std::string>() == "beam" && (width < 1 || width > kMaxBeamWidth))
-    fail("--beam-width must be in 1..", kMaxBeamWidth, ", got ", width);
+  if (vm["method"].as<std::string>() == "beam") read_beam_config(vm);
+  check_thread_count(vm["threads"].as<int32_t>());
+  if (vm.count("stream") && vm["num-samples"].as<int64_t>() != 1)
+    fail("--stream prints one sample: use --num-samples 1 (got ", vm["num-samples"].as<int64_t>(), ")");
   // The samples' tokens are all kept until they are written: bounded before any model loads.
   const int64_t samples = vm["num-samples"].as<int64_t>();
   if (samples < 0) fail("--num-samples must be >= 0, got ", samples);
@@ -408,7 +416,7 @@ int generate_command(const Args& args) {
   if (vm.count("print-text")) require_tokenizer(vm, *target, "--print-text");  // before the samples, not after
   RunAssemblyCache cache;
   const AssembledRun run = assemble_run(description, target, cache);  // the same assembly as `run`'s settings
-  if (description.method.beam) return beam_search_command(vm, target, run.target_params, run.config);
+  if (description.method.beam) return beam_search_command(vm, target, run.target_params);
   const std::vector<Token> prompt = read_prompt(vm, *target);
   const Generator generator(target, run.target_params, run.drafter, run.config);
   GenerationMetrics metrics;

@@ -14,6 +14,7 @@
 #include "harness/experiment/cost_profile.h"
 #include "harness/generation/beam_search.h"
 #include "harness/generation/decoding_method.h"
+#include "harness/generation/generator.h"
 #include "harness/io/input_file.h"
 #include "kernels/cuda_device.h"
 #include "kernels/shared/error.h"
@@ -101,7 +102,7 @@ void check_axis_value(const std::string& where, const std::string& key, const st
     if (key == "draft.method") {
       parse_decoding_method(value);
     } else if (key == "draft.num_draft_tokens") {
-      parse_int(where, key, value, 1);
+      parse_int(where, key, value, 1, kMaxDraftTokens);
     } else if (key == "draft.tree") {
       parse_tree_shape(value, "tree");
     } else if (key == "draft.tree_sampling") {
@@ -307,6 +308,14 @@ void check_new_experiment(const ExperimentConfig& c) {
     const std::string key = "beam." + c.beam.begin()->first;
     fail(where(key), ": key '", key, "' is given, but no setting uses method = beam (draft.method)");
   }
+  // Likewise the tree keys, which only the methods that verify trees read.
+  const bool trees = std::any_of(methods.begin(), methods.end(), [](const std::string& m) {
+    const DecodingMethod method = parse_decoding_method(m);
+    return method.verify && verifies_trees(*method.verify);
+  });
+  for (const char* key : {"draft.tree", "draft.tree_sampling"})
+    if (!trees && c.axes.count(key))
+      fail(where(key), ": key '", key, "' is given, but no setting uses a method that verifies trees (draft.method)");
 }
 
 ExperimentConfig load_experiment(const std::string& path, const std::vector<std::string>& overrides) {

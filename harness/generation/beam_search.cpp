@@ -205,7 +205,10 @@ BeamSearchOutput best_hypotheses(const BeamSearchConfig& config, std::vector<std
 
 BeamSearch::BeamSearch(std::shared_ptr<const LanguageModel> target, SamplingParams params, BeamSearchConfig config)
     : target_(std::move(target)), pipeline_(std::move(params), target_->vocab_size()), config_(config) {
-  const BeamSearchConfig& c = config_;
+  check_beam_config(config_);
+}
+
+void check_beam_config(const BeamSearchConfig& c) {
   if (c.beam_width < 1 || c.beam_width > kMaxBeamWidth)
     fail_parameter("beam_width", " must be in 1..", kMaxBeamWidth, ", got ", c.beam_width);
   if (c.num_groups < 1 || c.beam_width % c.num_groups != 0)

@@ -48,6 +48,10 @@ struct BeamSearchConfig {
   int32_t max_new_tokens = 16;
 };
 
+// Throws Error naming the option for a bad configuration (what BeamSearch's constructor checks), so that a command can
+// check it before any model loads.
+void check_beam_config(const BeamSearchConfig& config);
+
 struct BeamHypothesis {
   std::vector<Token> tokens;  // generated tokens; the last is the stop token (or the match's end) when `stopped`
   double logprob = 0.0;       // sum of log p(token), p the processed distribution

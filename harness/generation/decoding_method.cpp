@@ -45,6 +45,8 @@ GenerationConfig generation_config(const DecodingMethod& method, const DraftShap
   if (max_new_tokens > kMaxNewTokens)
     fail_parameter("max_new_tokens", " must be <= ", kMaxNewTokens, ", got ", max_new_tokens);
   const int64_t depth = draft_depth(config);
+  if (config.method && config.tree_shape.empty() && depth < 1)
+    fail_parameter("num_draft_tokens", " must be >= 1, got ", depth);
   if (config.method && config.tree_shape.empty() && depth > kMaxDraftTokens)
     fail_parameter("num_draft_tokens", " must be <= ", kMaxDraftTokens, ", got ", depth);
   if (config.method && max_new_tokens > 0 && depth > max_new_tokens)

@@ -218,7 +218,17 @@ void merge_results(const std::vector<std::string>& shard_dirs, const std::string
 SummaryCoverage check_summary_covers_folder(const std::string& folder, bool allow_incomplete) {
   const fs::path dir(folder);
   const std::string path = (dir / "summary.csv").string();
-  if (!fs::exists(path)) fail(folder, ": not a results folder (no summary.csv)");
+  if (!fs::exists(path)) {
+    // A run killed outright (SIGKILL, a lost node) writes no summary; its records and configuration are there.
+    if (fs::exists(dir / "config.resolved.ini") && fs::exists(dir / "records.jsonl")) {
+      std::string status = read_status(dir, "plot");
+      if (!status.empty() && status.back() == '\n') status.pop_back();
+      fail(folder,
+           ": no summary.csv: the run was stopped before it wrote one (status: ", status.empty() ? "none" : status,
+           "); finish it with `specula run --resume ", folder, "`");
+    }
+    fail(folder, ": not a results folder (no summary.csv)");
+  }
   const std::string text = read_input_file(path, "plot");
   if (text.empty()) fail(path, " is empty: no header and no settings to plot");
   bool cut = false;
