@@ -103,9 +103,8 @@ TEST_CASE("tree keys without a method that verifies trees are refused, naming th
   CHECK_NOTHROW(check_new_experiment(load_experiment(exp, {})));  // chain and tree: the tree is read
   CHECK_THROWS_WITH(check_new_experiment(load_experiment(exp, {"draft.method=chain,block"})),
                     Contains("t.ini:12: key 'draft.tree' is given, but no setting uses a method that verifies trees"));
-  CHECK_THROWS_WITH(
-      check_new_experiment(load_experiment(exp, {"draft.method=chain", "draft.tree_sampling=topk"})),
-      Contains("key 'draft.tree") && Contains("no setting uses a method that verifies trees"));
+  CHECK_THROWS_WITH(check_new_experiment(load_experiment(exp, {"draft.method=chain", "draft.tree_sampling=topk"})),
+                    Contains("key 'draft.tree") && Contains("no setting uses a method that verifies trees"));
 }
 
 TEST_CASE("one decoding method for generate and run: names, defaults and the method's rules", "[runner][config]") {
