@@ -716,6 +716,7 @@ TEST_CASE("results folders: one per run, even started together; status says how 
     CHECK(records.size() < 14 * 4 * 400);
     CHECK(fs::exists(run + "/summary.csv"));
     CHECK_THAT(read_text(dir.file("err.txt")), Contains("interrupted (SIGINT)"));
+    CHECK_THAT(read_text(dir.file("err.txt")), Contains(" of 1600 records)"));  // the setting in progress, in part
     // A process killed in the middle of a write leaves part of a line: resuming cuts it.
     std::ofstream(run + "/records.jsonl", std::ios::app) << "{\"setting_id\": \"cut";
     const CliResult resumed = run_specula("run --resume " + run + " --quiet --no-plots");
@@ -1161,6 +1162,21 @@ TEST_CASE("plot refuses a summary that is cut, empty, header-only, short or from
   INFO(allowed.err);
   CHECK(allowed.exit_code == 0);
   CHECK_THAT(allowed.err, Contains("is not complete") && Contains("5 of 14"));
+  CHECK_THAT(allowed.err, !Contains("rest on part of their records"));  // the 5 settings are whole
+  // The setting in progress when the run stopped has only some of its 4 prompts x 2 repetitions: its row looks like
+  // any other, so plot names it.
+  const std::vector<RunRecord> five = read_records(run + "/records.jsonl");
+  std::string cut_setting;
+  for (size_t i = 0; i + 3 < five.size(); ++i) cut_setting += five[i].to_json_line() + "\n";
+  std::ofstream(run + "/records.jsonl", std::ios::trunc) << cut_setting;
+  write_summary_csv(summarize(read_records(run + "/records.jsonl")), summary);
+  const std::string last = five.back().setting_id;
+  const CliResult in_part = run_specula("plot " + run + " --quiet");
+  CHECK(in_part.exit_code == 1);
+  CHECK_THAT(in_part.err, Contains(last + " (5 of 8 records) only in part"));
+  const CliResult in_part_allowed = run_specula("plot " + run + " --quiet --allow-incomplete");
+  CHECK(in_part_allowed.exit_code == 0);
+  CHECK_THAT(in_part_allowed.err, Contains("these rest on part of their records: " + last + " (5 of 8 records)"));
   // A summary from before the status file existed (the bundled reference runs) still plots when whole.
   fs::remove(run + "/status");
   CHECK(run_specula("plot " + run + " --quiet").exit_code == 1);  // 5 of 14 settings: still not whole

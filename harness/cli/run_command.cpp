@@ -70,7 +70,8 @@ int plot_results(const std::string& dir, bool quiet, bool allow_incomplete) {
   const SummaryCoverage coverage = check_summary_covers_folder(dir, allow_incomplete);
   if (!coverage.complete)
     log(LogLevel::warn, dir, " is not complete (status: ", coverage.status.empty() ? "none" : coverage.status,
-        "): plotting the ", coverage.rows, " of ", coverage.configured, " settings its summary holds");
+        "): plotting the ", coverage.rows, " of ", coverage.configured, " settings its summary holds",
+        coverage.partial.empty() ? "" : "; these rest on part of their records: " + join_items(coverage.partial));
   // Debian's python3 has matplotlib; a python3 earlier on PATH (e.g. a pyenv shim) may not.
   const char* env_python = std::getenv("SPECULA_PYTHON");
   const std::string python =

@@ -470,11 +470,20 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
     write_status(dir, "complete");
     return dir.string();
   } catch (const StopRequested& stop) {
-    // The record in progress was finished and written; summarise what there is and say the run is not whole.
-    write_folder_summary(dir, records_so_far(dir));
+    // The record in progress was finished and written; summarise what there is and say the run is not whole, and
+    // which settings its summary has only in part.
+    const std::vector<RunRecord> written = records_so_far(dir);
+    write_folder_summary(dir, written);
     const std::string what = std::string("interrupted (") + (stop.signal == SIGTERM ? "SIGTERM" : "SIGINT") + ")";
     write_status(dir, what);
-    throw RunInterrupted("run " + what + ": " + dir.string() + " holds the records written so far and their summary",
+    std::vector<std::string> partial;
+    try {
+      partial = partial_settings(dir, written);
+    } catch (const Error&) {
+      // Only the message loses the list: the run still ends as interrupted.
+    }
+    throw RunInterrupted("run " + what + ": " + dir.string() + " holds the records written so far and their summary" +
+                             (partial.empty() ? "" : " (in part: " + join_items(partial) + ")"),
                          stop.signal);
   } catch (const std::exception& e) {
     write_status(dir, std::string("failed: ") + e.what());

@@ -3,9 +3,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
@@ -244,7 +246,8 @@ SummaryCoverage check_summary_covers_folder(const std::string& folder, bool allo
 
   const fs::path records = dir / "records.jsonl";
   if (!fs::exists(records)) fail(folder, ": no records.jsonl, so summary.csv cannot be checked against the run");
-  const int64_t recorded = static_cast<int64_t>(summarize(read_records(records.string())).size());
+  const std::vector<RunRecord> all = read_records(records.string());
+  const int64_t recorded = static_cast<int64_t>(summarize(all).size());
   if (c.rows != recorded)
     fail(path, " has ", c.rows, " setting rows, but ", records.string(), " holds ", recorded, " settings: the summary ",
          c.rows < recorded ? "misses settings" : "has rows no record supports",
@@ -253,12 +256,42 @@ SummaryCoverage check_summary_covers_folder(const std::string& folder, bool allo
   c.status = read_status(dir, "plot");
   if (!c.status.empty() && c.status.back() == '\n') c.status.pop_back();
   c.configured = fs::exists(dir / "config.resolved.ini") ? configured_settings(dir) : recorded;
-  c.complete = (c.status.empty() || c.status == "complete") && c.rows >= c.configured;
+  c.partial = partial_settings(dir, all);
+  c.complete = (c.status.empty() || c.status == "complete") && c.rows >= c.configured && c.partial.empty();
   if (!c.complete && !allow_incomplete)
     fail(folder, " is not a complete run (status: ", c.status.empty() ? "none" : c.status, "): ", path, " covers ",
-         c.rows, " of the ", c.configured, " settings config.resolved.ini describes; finish it with `specula run ",
-         "--resume ", folder, "`, or plot what there is with --allow-incomplete");
+         c.rows, " of the ", c.configured, " settings config.resolved.ini describes",
+         c.partial.empty() ? "" : ", " + join_items(c.partial) + " only in part",
+         "; finish it with `specula run --resume ", folder, "`, or plot what there is with --allow-incomplete");
   return c;
+}
+
+std::string join_items(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+std::vector<std::string> partial_settings(const fs::path& dir, const std::vector<RunRecord>& records) {
+  const std::vector<SummaryRow> rows = summarize(records);
+  int64_t whole = 0;
+  for (const SummaryRow& row : rows) whole = std::max(whole, row.prompts);
+  const fs::path inputs = dir / "inputs.json", resolved = dir / "config.resolved.ini";
+  if (fs::exists(inputs) && fs::exists(resolved)) {
+    try {
+      const nlohmann::json j = nlohmann::json::parse(read_input_file(inputs.string(), "plot"));
+      const ExperimentConfig config = load_experiment(resolved.string(), {});
+      whole = std::max(whole, static_cast<int64_t>(j.at("prompts").size()) * config.repetitions);
+    } catch (const nlohmann::json::exception& e) {
+      fail(inputs.string(), ": not the JSON a run writes (", e.what(), ")");
+    }
+  }
+  std::vector<std::string> partial;
+  for (const SummaryRow& row : rows)
+    if (row.prompts < whole)
+      partial.push_back(row.setting_id + " (" + std::to_string(row.prompts) + " of " + std::to_string(whole) +
+                        " records)");
+  return partial;
 }
 
 std::optional<CostProfile> folder_cost_profile(const fs::path& dir) {

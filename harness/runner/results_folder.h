@@ -65,7 +65,17 @@ struct SummaryCoverage {
   int64_t configured = 0;  // settings config.resolved.ini describes (its shard's, for a shard)
   std::string status;      // the status line, "" without a status file
   bool complete = false;   // every configured setting is summarised and the status (if any) is complete
+  // The summarised settings with fewer records than a whole setting has (partial_settings), each as "ID (R of N
+  // records)": an interrupted run's setting in progress, whose row looks like any other.
+  std::vector<std::string> partial;
 };
+
+// The settings of `records` with fewer records than a whole one: prompts x repetitions, the prompts counted in the
+// folder's inputs.json and the repetitions read from its config.resolved.ini (where the folder has them), else the
+// most records any setting has. Each as "ID (R of N records)", in the order of the summary.
+std::vector<std::string> partial_settings(const std::filesystem::path& dir, const std::vector<RunRecord>& records);
+// "a, b, c": a list of partial_settings for a message.
+std::string join_items(const std::vector<std::string>& items);
 
 // Before plotting: summary.csv must be whole (a header, at least one row, every row as many fields as the
 // header, a newline after the last) and hold one row per setting of records.jsonl; and, unless
