@@ -10,9 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#ifndef SPECULA_SOURCE_DIR
-#define SPECULA_SOURCE_DIR "."
-#endif
+#include "harness/experiment/build_revision.h"
+
 #ifndef SPECULA_VERSION
 #define SPECULA_VERSION "unknown"
 #endif
@@ -58,12 +57,7 @@ std::string cpu_model() {
   return "unknown";
 }
 
-std::string git_revision() {
-  const std::string rev = command_output("git -C '" SPECULA_SOURCE_DIR "' rev-parse --short HEAD");
-  if (rev.empty()) return "unknown";
-  const std::string dirty = command_output("git -C '" SPECULA_SOURCE_DIR "' status --porcelain --untracked-files=no");
-  return dirty.empty() ? rev : rev + "-dirty";
-}
+std::string git_revision() { return kBuildRevision; }
 
 std::string version_text() {
   return std::string("specula ") + SPECULA_VERSION + " (git " + git_revision() + ", " + SPECULA_BUILD_TYPE + " build)";

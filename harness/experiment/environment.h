@@ -19,7 +19,8 @@ std::string load_averages();
 // logical cores, `threads` used, OMP_WAIT_POLICY, compiler and build type, and the load averages at the start
 // (`load_before`, from load_averages()) and now.
 nlohmann::json machine_json(int threads, const std::string& load_before);
-// Short git revision of the source tree, "unknown" outside a checkout.
+// The short git revision the binary was built from, "-dirty" where tracked files had changes then, "unknown" outside a
+// checkout (build_revision.h): not the checkout's at run time, which a pull or an edit after the build would change.
 std::string git_revision();
 // `specula --version`: "specula 0.1.0 (git 1a2b3c4, Release build)": the version, the source tree's revision
 // (as env.json records it) and the build type.
