@@ -20,6 +20,7 @@
 #include "harness/experiment/summary.h"
 #include "harness/experiment/sweep.h"
 #include "harness/generation/decoding_method.h"
+#include "harness/io/file_checksum.h"
 #include "kernels/cuda_device.h"
 #include "kernels/shared/error.h"
 #include "speculative_fixtures.h"
@@ -855,6 +856,33 @@ TEST_CASE("a missing prompts file is refused with its key before the target load
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Contains("--set experiment.prompts: key 'experiment.prompts': cannot open '" +
                              dir.file("nowhere.txt") + "'"));
+}
+
+TEST_CASE("a file's edge checksum covers its first and last bytes only, and all of a short file", "[runner]") {
+  TempDir dir;
+  std::string bytes(3000, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 131 % 251);
+  const std::string path = dir.write("f.bin", bytes);
+  const FileChecksum edges = file_edges_checksum(path, 1024);
+  CHECK(edges.bytes == 3000);
+  // The CRC of the first 1024 bytes followed by the last 1024, computed over a file holding just those.
+  const FileChecksum joined = file_checksum(dir.write("j.bin", bytes.substr(0, 1024) + bytes.substr(3000 - 1024)));
+  CHECK(edges.crc32 == joined.crc32);
+  const auto changed_at = [&](size_t i) {
+    std::string b = bytes;
+    b[i] = static_cast<char>(b[i] ^ 1);
+    return file_edges_checksum(dir.write("c.bin", b), 1024).crc32;
+  };
+  CHECK(changed_at(1500) == edges.crc32);  // the middle is not read
+  CHECK(changed_at(0) != edges.crc32);
+  CHECK(changed_at(1023) != edges.crc32);
+  CHECK(changed_at(3000 - 1024) != edges.crc32);
+  CHECK(changed_at(2999) != edges.crc32);
+  // No longer than two edges: the whole file, each byte once.
+  for (size_t n : {0, 1, 1500, 2048}) {
+    const std::string short_file = dir.write("s.bin", bytes.substr(0, n));
+    CHECK(file_edges_checksum(short_file, 1024) == file_checksum(short_file));
+  }
 }
 
 TEST_CASE("a draft length past the cap is refused before the target loads", "[runner][cli][errors]") {

@@ -266,7 +266,6 @@ void check_options_before_loading(const po::variables_map& vm) {
   if (vm.count("logprobs") != vm.count("logprobs-output")) fail("--logprobs N and --logprobs-output FILE go together");
   const int32_t max_new_tokens = vm["max-new-tokens"].as<int32_t>();
   if (max_new_tokens > kMaxNewTokens) fail("--max-new-tokens must be <= ", kMaxNewTokens, ", got ", max_new_tokens);
-  if (vm["method"].as<std::string>() == "beam") read_beam_config(vm);
   check_thread_count(vm["threads"].as<int32_t>());
   if (vm.count("stream") && vm["num-samples"].as<int64_t>() != 1)
     fail("--stream prints one sample: use --num-samples 1 (got ", vm["num-samples"].as<int64_t>(), ")");
@@ -409,6 +408,7 @@ int generate_command(const Args& args) {
   require_device(device);  // "no CUDA device: ..." where there is none
   check_options_before_loading(vm);
   const RunDescription description = read_run(vm, device);
+  if (description.method.beam) read_beam_config(vm);  // its options, before the model loads too
   auto target = load_language_model(description.target_spec, "target", vm["weights-dtype"].as<std::string>(),
                                     model_device_for(device));
   check_sampler_options(description.target_params, target->vocab_size());

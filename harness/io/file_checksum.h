@@ -17,6 +17,10 @@ struct FileChecksum {
 // Reads the whole file; throws Error naming it when it cannot be read.
 FileChecksum file_checksum(const std::string& path);
 
+// The size and the CRC-32 of the file's first and last `edge` bytes only (all of it when it is no longer than 2 edges):
+// a cheap fingerprint that any rewrite of a model's weights changes, at the price of two reads whatever the size.
+FileChecksum file_edges_checksum(const std::string& path, uint64_t edge);
+
 std::string crc32_hex(uint32_t crc);
 // "1a2b3c4d" -> value; throws Error naming `where` for anything but 8 hex digits.
 uint32_t parse_crc32_hex(const std::string& text, const std::string& where);

@@ -1,9 +1,8 @@
 #include "harness/runner/run_inputs.h"
 
-#include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "harness/io/file_checksum.h"
 #include "harness/io/input_file.h"
 #include "kernels/shared/error.h"
 
@@ -12,29 +11,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A file's fingerprint: its size and a hash (64-bit FNV-1a) of its first and last MiB. A model's weights start and
-// end there, so retraining changes it; reading 2 MiB keeps a resume of a multi-gigabyte model cheap. The
-// modification time is left out, so a folder copied or checked out again still resumes.
+// A file's fingerprint: its size and the CRC-32 of its first and last MiB. Retraining a model rewrites its weights from
+// the first bytes to the last, so it changes the fingerprint; reading 2 MiB keeps a resume of a multi-gigabyte model
+// cheap. The modification time is left out, so a folder copied or checked out again still resumes.
 nlohmann::json file_fingerprint(const fs::path& path) {
-  constexpr std::streamsize kEdge = 1 << 20;
-  const uintmax_t size = fs::file_size(path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path.string(), ": cannot open it to fingerprint it");
-  uint64_t hash = 14695981039346656037ull;
-  std::vector<char> buffer(kEdge);
-  auto mix = [&](std::streamoff from) {
-    in.seekg(from);
-    in.read(buffer.data(), kEdge);
-    for (std::streamsize i = 0; i < in.gcount(); ++i)
-      hash = (hash ^ static_cast<unsigned char>(buffer[i])) * 1099511628211ull;
-    in.clear();
-  };
-  mix(0);
-  if (size > static_cast<uintmax_t>(kEdge))
-    mix(static_cast<std::streamoff>(size) - std::min<std::streamoff>(kEdge, static_cast<std::streamoff>(size) - kEdge));
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
-  return {{"bytes", size}, {"edges_fnv1a", hex}};
+  const FileChecksum c = file_edges_checksum(path.string(), uint64_t{1} << 20);
+  return {{"bytes", c.bytes}, {"edges_crc32", crc32_hex(c.crc32)}};
 }
 
 // The files a model or drafter spec names: the path after "kind:" (up to a ',' of options), a file or the files
