@@ -485,6 +485,11 @@ TEST_CASE("outputs and bounds are checked before any model loads or any work sta
            "--output " +
            dir.file("o.txt"),
        "--num-draft-tokens must be >= 1, got 0"},
+      {"generate" + missing +
+           " --max-new-tokens 2 --method tree --draft synthetic:alpha=0.5 --num-draft-tokens -1 "
+           "--output " +
+           dir.file("o.txt"),
+       "--num-draft-tokens must be >= 1, got -1"},  // before a tree's chain of K is made of it
       {"generate" + missing + " --max-new-tokens 2 --threads 0 --output " + dir.file("o.txt"),
        "--threads must be in 1.."},
       {"generate" + missing + " --max-new-tokens 2 --stream --num-samples 2", "--stream prints one sample"},

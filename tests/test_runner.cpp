@@ -100,12 +100,16 @@ TEST_CASE("[beam] takes generate's option names too; one option under both names
 
 TEST_CASE("tree keys without a method that verifies trees are refused, naming the key", "[runner][config]") {
   TempDir dir;
-  const std::string exp = dir.write("t.ini", experiment_text());
-  CHECK_NOTHROW(check_new_experiment(load_experiment(exp, {})));  // chain and tree: the tree is read
-  CHECK_THROWS_WITH(check_new_experiment(load_experiment(exp, {"draft.method=chain,block"})),
-                    Contains("t.ini:12: key 'draft.tree' is given, but no setting uses a method that verifies trees"));
-  CHECK_THROWS_WITH(check_new_experiment(load_experiment(exp, {"draft.method=chain", "draft.tree_sampling=topk"})),
+  std::string text = experiment_text();
+  CHECK_NOTHROW(check_new_experiment(load_experiment(dir.write("t.ini", text), {})));  // chain and tree: tree is read
+  text.replace(text.find("method = chain, tree"), std::string("method = chain, tree").size(), "method = chain, block");
+  const std::string exp = dir.write("u.ini", text);
+  CHECK_THROWS_WITH(check_new_experiment(load_experiment(exp, {})),
+                    Contains("u.ini:12: key 'draft.tree' is given, but no setting uses a method that verifies trees"));
+  CHECK_THROWS_WITH(check_new_experiment(load_experiment(exp, {"draft.tree_sampling=topk"})),
                     Contains("key 'draft.tree") && Contains("no setting uses a method that verifies trees"));
+  // Methods chosen with --set leave the file's tree for the file's own methods (as bench end-to-end's recipes do).
+  CHECK_NOTHROW(check_new_experiment(load_experiment(dir.file("t.ini"), {"draft.method=block"})));
 }
 
 TEST_CASE("one decoding method for generate and run: names, defaults and the method's rules", "[runner][config]") {
@@ -858,30 +862,29 @@ TEST_CASE("a missing prompts file is refused with its key before the target load
                              dir.file("nowhere.txt") + "'"));
 }
 
-TEST_CASE("a file's edge checksum covers its first and last bytes only, and all of a short file", "[runner]") {
+TEST_CASE("a file's sampled checksum: the whole file up to a size, else evenly spaced blocks with the first and last",
+          "[runner]") {
   TempDir dir;
-  std::string bytes(3000, '\0');
+  std::string bytes(100000, '\0');
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 131 % 251);
   const std::string path = dir.write("f.bin", bytes);
-  const FileChecksum edges = file_edges_checksum(path, 1024);
-  CHECK(edges.bytes == 3000);
-  // The CRC of the first 1024 bytes followed by the last 1024, computed over a file holding just those.
-  const FileChecksum joined = file_checksum(dir.write("j.bin", bytes.substr(0, 1024) + bytes.substr(3000 - 1024)));
-  CHECK(edges.crc32 == joined.crc32);
+  CHECK(file_sampled_checksum(path, 100000, 100) == file_checksum(path));  // up to the size: whole
+  const FileChecksum sampled = file_sampled_checksum(path, 1000, 100);
+  CHECK(sampled.bytes == 100000);
+  // The CRC of the 64 blocks of 100 bytes at offsets i * (100000 - 100) / 63, computed over a file holding just those.
+  std::string blocks;
+  for (int i = 0; i < kSampledBlocks; ++i) blocks += bytes.substr((100000 - 100) / 63 * i, 100);
+  blocks.replace(blocks.size() - 100, 100, bytes.substr(100000 - 100));  // the last block ends at the file's end
+  CHECK(sampled.crc32 == file_checksum(dir.write("j.bin", blocks)).crc32);
   const auto changed_at = [&](size_t i) {
     std::string b = bytes;
     b[i] = static_cast<char>(b[i] ^ 1);
-    return file_edges_checksum(dir.write("c.bin", b), 1024).crc32;
+    return file_sampled_checksum(dir.write("c.bin", b), 1000, 100).crc32;
   };
-  CHECK(changed_at(1500) == edges.crc32);  // the middle is not read
-  CHECK(changed_at(0) != edges.crc32);
-  CHECK(changed_at(1023) != edges.crc32);
-  CHECK(changed_at(3000 - 1024) != edges.crc32);
-  CHECK(changed_at(2999) != edges.crc32);
-  // No longer than two edges: the whole file, each byte once.
-  for (size_t n : {0, 1, 1500, 2048}) {
-    const std::string short_file = dir.write("s.bin", bytes.substr(0, n));
-    CHECK(file_edges_checksum(short_file, 1024) == file_checksum(short_file));
+  CHECK(changed_at(1000) == sampled.crc32);  // between the first block and the second: not read
+  for (size_t i : {size_t{0}, size_t{99}, size_t{(100000 - 100) / 63 * 30 + 50}, size_t{99999}}) {
+    INFO(i);
+    CHECK(changed_at(i) != sampled.crc32);
   }
 }
 
@@ -932,12 +935,34 @@ TEST_CASE("resume: a prompts file without num_prompts keeps every prompt; change
   };
   CHECK(lines(read_text(run + "/records.jsonl")) == lines(whole));
 
+  SECTION("a folder begun by an earlier version: no inputs.json, and num_prompts = 4 written for the prompts file") {
+    cut();
+    fs::remove(run + "/inputs.json");
+    const std::string resolved = read_text(run + "/config.resolved.ini");
+    const size_t after_prompts = resolved.find('\n', resolved.find("\nprompts = ")) + 1;
+    std::ofstream(run + "/config.resolved.ini", std::ios::trunc)
+        << resolved.substr(0, after_prompts) << "num_prompts = 4\n"
+        << resolved.substr(after_prompts);
+    const CliResult refused = run_specula("run --resume " + run + " --quiet --no-plots");
+    CHECK(refused.exit_code == 1);
+    CHECK_THAT(refused.err, Contains("its records hold prompt_index ") && Contains(" gives 4 prompts") &&
+                                Contains("remove that line to resume"));
+    CHECK(read_text(run + "/status") == "interrupted (SIGINT)\n");
+    // Without the line, it resumes, and writes inputs.json for the resumes after it.
+    std::ofstream(run + "/config.resolved.ini", std::ios::trunc) << resolved;
+    const CliResult again = run_specula("run --resume " + run + " --quiet --no-plots");
+    INFO(again.err);
+    CHECK(again.exit_code == 0);
+    CHECK(lines(read_text(run + "/records.jsonl")) == lines(whole));
+    CHECK(fs::exists(run + "/inputs.json"));
+  }
   SECTION("a prompt changed since the run began") {
     cut();
     std::ofstream(prompts) << "0,3\n5\n7,7,2\n12,2\n3\n9,9\n";
     const CliResult r = run_specula("run --resume " + run + " --quiet --no-plots");
     CHECK(r.exit_code == 1);
-    CHECK_THAT(r.err, Contains("prompt 3 is not the one the run began with") && Contains("start a new run"));
+    CHECK_THAT(r.err,
+               Contains("prompt 4 (prompt_index 3) is not the one the run began with") && Contains("start a new run"));
     CHECK(read_text(run + "/status") == "interrupted (SIGINT)\n");  // left as it was
   }
   SECTION("a model file changed since the run began") {
@@ -947,7 +972,7 @@ TEST_CASE("resume: a prompts file without num_prompts keeps every prompt; change
     std::ofstream(draft) << table;
     const CliResult r = run_specula("run --resume " + run + " --quiet --no-plots");
     CHECK(r.exit_code == 1);
-    CHECK_THAT(r.err, Contains("model 'bigram:" + draft + "': file 'draft-v16.txt' is not the one the run began with"));
+    CHECK_THAT(r.err, Contains("model 'bigram:" + draft + "': file '" + draft + "' is not the one the run began with"));
     CHECK(read_text(run + "/status") == "interrupted (SIGINT)\n");
   }
 }

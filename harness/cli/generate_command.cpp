@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "draft/registry/drafter_registry.h"
@@ -174,8 +175,7 @@ BeamSearchConfig read_beam_config(const po::variables_map& vm) {
 
 // `--method beam`: one deterministic search from the prompt.
 int beam_search_command(const po::variables_map& vm, std::shared_ptr<const LanguageModel> target,
-                        const SamplingParams& params) {
-  const BeamSearchConfig config = read_beam_config(vm);
+                        const SamplingParams& params, const BeamSearchConfig& config) {
   const std::vector<Token> prompt = read_prompt(vm, *target);
   const BeamSearch search(target, params, config);
   GenerationMetrics metrics;
@@ -355,13 +355,10 @@ RunDescription read_run(const po::variables_map& vm, Device device) {
 std::vector<SequenceOutput> generate_samples(const po::variables_map& vm, const Generator& generator,
                                              const LanguageModel& target, const std::vector<Token>& prompt,
                                              GenerationMetrics& metrics) {
+  // --num-samples, --threads and --stream's one sample were checked before the model loaded.
   const int64_t n = vm["num-samples"].as<int64_t>();
-  if (n < 0) fail("--num-samples must be >= 0, got ", n);
-  const int32_t threads = vm["threads"].as<int32_t>();
-  check_thread_count(threads);
-  omp_set_num_threads(threads);
+  omp_set_num_threads(vm["threads"].as<int32_t>());
   if (!vm.count("stream")) return generator.generate_many(prompt, 0, n, metrics);
-  if (n != 1) fail("--stream prints one sample: use --num-samples 1 (got ", n, ")");
   TextStream stream(require_tokenizer(vm, target, "--stream"));
   const auto start = std::chrono::steady_clock::now();
   std::vector<SequenceOutput> outputs;
@@ -408,7 +405,8 @@ int generate_command(const Args& args) {
   require_device(device);  // "no CUDA device: ..." where there is none
   check_options_before_loading(vm);
   const RunDescription description = read_run(vm, device);
-  if (description.method.beam) read_beam_config(vm);  // its options, before the model loads too
+  std::optional<BeamSearchConfig> beam;
+  if (description.method.beam) beam = read_beam_config(vm);  // its options, before the model loads too
   auto target = load_language_model(description.target_spec, "target", vm["weights-dtype"].as<std::string>(),
                                     model_device_for(device));
   check_sampler_options(description.target_params, target->vocab_size());
@@ -416,7 +414,7 @@ int generate_command(const Args& args) {
   if (vm.count("print-text")) require_tokenizer(vm, *target, "--print-text");  // before the samples, not after
   RunAssemblyCache cache;
   const AssembledRun run = assemble_run(description, target, cache);  // the same assembly as `run`'s settings
-  if (description.method.beam) return beam_search_command(vm, target, run.target_params);
+  if (beam) return beam_search_command(vm, target, run.target_params, *beam);
   const std::vector<Token> prompt = read_prompt(vm, *target);
   const Generator generator(target, run.target_params, run.drafter, run.config);
   GenerationMetrics metrics;

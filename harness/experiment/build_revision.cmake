@@ -8,9 +8,10 @@ execute_process(COMMAND git -C "${SOURCE_DIR}" rev-parse --short HEAD
 if(failed OR revision STREQUAL "")
   set(revision "unknown")
 else()
-  execute_process(COMMAND git -C "${SOURCE_DIR}" status --porcelain --untracked-files=no
-                  OUTPUT_VARIABLE changes OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
-  if(NOT changes STREQUAL "")
+  # --no-optional-locks: the status never takes the index lock, so it cannot collide with the user's own git commands.
+  execute_process(COMMAND git --no-optional-locks -C "${SOURCE_DIR}" status --porcelain --untracked-files=no
+                  OUTPUT_VARIABLE changes OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE status_failed)
+  if(status_failed OR NOT changes STREQUAL "")  # a tree that cannot be shown clean is not called clean
     string(APPEND revision "-dirty")
   endif()
 endif()

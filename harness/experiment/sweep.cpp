@@ -3,6 +3,7 @@
 #include <set>
 #include <sstream>
 
+#include "harness/generation/decoding_method.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -62,7 +63,7 @@ std::vector<Setting> expand_sweep(const ExperimentConfig& config) {
   for (auto values : product(config, is_any)) {
     const std::string method = values["draft.method"];
     if (method == "ar") continue;
-    if (method != "tree") {
+    if (!parse_decoding_method(method).verifies_trees()) {
       values.erase("draft.tree");
       values.erase("draft.tree_sampling");
     } else if (values.count("draft.tree")) {

@@ -27,6 +27,8 @@ std::string decoding_method_names(const std::string& separator, bool mark_lossy)
   return names + separator + "beam";
 }
 
+bool DecodingMethod::verifies_trees() const { return verify && specula::verifies_trees(*verify); }
+
 GenerationConfig generation_config(const DecodingMethod& method, const DraftShape& shape, int32_t max_new_tokens,
                                    uint64_t seed) {
   GenerationConfig config;
@@ -35,8 +37,10 @@ GenerationConfig generation_config(const DecodingMethod& method, const DraftShap
                                 ? shape.num_draft_tokens
                                 : std::min(shape.num_draft_tokens, max_new_tokens);
   config.tree_shape = shape.tree_shape;
-  if (method.verify && verifies_trees(*method.verify) && config.tree_shape.empty())
-    config.tree_shape.assign(config.num_draft_tokens, 1);
+  // Before a tree method's chain of K is made of it.
+  if (config.method && config.tree_shape.empty() && config.num_draft_tokens < 1)
+    fail_parameter("num_draft_tokens", " must be >= 1, got ", config.num_draft_tokens);
+  if (method.verifies_trees() && config.tree_shape.empty()) config.tree_shape.assign(config.num_draft_tokens, 1);
   config.tree_sampling = shape.tree_sampling;
   config.max_new_tokens = max_new_tokens;
   config.seed = seed;
@@ -45,8 +49,6 @@ GenerationConfig generation_config(const DecodingMethod& method, const DraftShap
   if (max_new_tokens > kMaxNewTokens)
     fail_parameter("max_new_tokens", " must be <= ", kMaxNewTokens, ", got ", max_new_tokens);
   const int64_t depth = draft_depth(config);
-  if (config.method && config.tree_shape.empty() && depth < 1)
-    fail_parameter("num_draft_tokens", " must be >= 1, got ", depth);
   if (config.method && config.tree_shape.empty() && depth > kMaxDraftTokens)
     fail_parameter("num_draft_tokens", " must be <= ", kMaxDraftTokens, ", got ", depth);
   if (config.method && max_new_tokens > 0 && depth > max_new_tokens)

@@ -20,6 +20,7 @@ struct DecodingMethod {
   std::optional<VerifyMethod> verify;  // the speculative methods
   bool beam = false;
   bool speculative() const { return verify.has_value(); }
+  bool verifies_trees() const;  // a draft tree's shape (--tree, draft.tree) applies
 };
 
 // "ar", "beam" or a verification method; throws Error "unknown method 'x' (known: ...)".

@@ -1,6 +1,5 @@
 #include "harness/io/file_checksum.h"
 
-#include <algorithm>
 #include <boost/crc.hpp>
 #include <cstdio>
 #include <fstream>
@@ -27,21 +26,22 @@ FileChecksum file_checksum(const std::string& path) {
   return out;
 }
 
-FileChecksum file_edges_checksum(const std::string& path, uint64_t edge) {
+FileChecksum file_sampled_checksum(const std::string& path, uint64_t whole_up_to, uint64_t block) {
   std::ifstream in = open_input_file(path, "checksum");
   in.seekg(0, std::ios::end);
+  const uint64_t bytes = static_cast<uint64_t>(in.tellg());
+  if (bytes <= whole_up_to || bytes <= block) return file_checksum(path);
   FileChecksum out;
-  out.bytes = static_cast<uint64_t>(in.tellg());
+  out.bytes = bytes;
   boost::crc_32_type crc;
-  std::vector<char> buffer(static_cast<size_t>(std::min(edge, out.bytes)));
-  const auto add = [&](uint64_t from, uint64_t count) {
-    in.seekg(static_cast<std::streamoff>(from));
-    in.read(buffer.data(), static_cast<std::streamsize>(count));
-    if (static_cast<uint64_t>(in.gcount()) != count) fail(path, ": read error while checking the file");
-    crc.process_bytes(buffer.data(), static_cast<size_t>(count));
-  };
-  add(0, std::min(edge, out.bytes));
-  if (out.bytes > edge) add(std::max(edge, out.bytes - edge), out.bytes - std::max(edge, out.bytes - edge));
+  std::vector<char> buffer(static_cast<size_t>(block));
+  for (int i = 0; i < kSampledBlocks; ++i) {
+    in.seekg(static_cast<std::streamoff>((bytes - block) / (kSampledBlocks - 1) * static_cast<uint64_t>(i)));
+    if (i == kSampledBlocks - 1) in.seekg(static_cast<std::streamoff>(bytes - block));  // exactly the last block
+    in.read(buffer.data(), static_cast<std::streamsize>(block));
+    if (static_cast<uint64_t>(in.gcount()) != block) fail(path, ": read error while checking the file");
+    crc.process_bytes(buffer.data(), static_cast<size_t>(block));
+  }
   out.crc32 = crc.checksum();
   return out;
 }

@@ -17,9 +17,11 @@ struct FileChecksum {
 // Reads the whole file; throws Error naming it when it cannot be read.
 FileChecksum file_checksum(const std::string& path);
 
-// The size and the CRC-32 of the file's first and last `edge` bytes only (all of it when it is no longer than 2 edges):
-// a cheap fingerprint that any rewrite of a model's weights changes, at the price of two reads whatever the size.
-FileChecksum file_edges_checksum(const std::string& path, uint64_t edge);
+// A fingerprint whose cost is bounded whatever the file's size: the size and the CRC-32 of the whole file when it is
+// at most `whole_up_to` bytes, else of `kSampledBlocks` blocks of `block` bytes at evenly spaced offsets, the first
+// and the last among them. A change outside those blocks (a small tensor of a large model) goes unseen.
+inline constexpr int kSampledBlocks = 64;
+FileChecksum file_sampled_checksum(const std::string& path, uint64_t whole_up_to, uint64_t block);
 
 std::string crc32_hex(uint32_t crc);
 // "1a2b3c4d" -> value; throws Error naming `where` for anything but 8 hex digits.

@@ -313,6 +313,20 @@ std::string resumed_configuration(RunOptions& options) {
   return path;
 }
 
+// A resumed run's records must come from prompts its configuration still gives: a folder begun by an earlier version,
+// whose config.resolved.ini wrote num_prompts = 4 for a prompts file that was not cut, would otherwise resume on
+// fewer prompts than it began with.
+void check_records_fit_prompts(const fs::path& dir, size_t prompts) {
+  const fs::path records = dir / "records.jsonl";
+  if (!fs::exists(records)) return;
+  for (const RunRecord& r : read_records(records.string(), true))  // a cut last line is dropped when the run resumes
+    if (r.prompt_index < 0 || static_cast<size_t>(r.prompt_index) >= prompts)
+      fail("run --resume: ", dir.string(), ": its records hold prompt_index ", r.prompt_index, ", but ",
+           (dir / "config.resolved.ini").string(), " gives ", prompts,
+           " prompts (a num_prompts line that an earlier version wrote for a prompts file cuts it: remove that line "
+           "to resume)");
+}
+
 // The experiment's target; an error about the model spec names the configuration's key.
 std::shared_ptr<const LanguageModel> load_target(const ExperimentConfig& config) {
   try {
@@ -445,7 +459,10 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
   RunAssemblyCache cache = check_setting_samplers(config, *target, settings);
   // Checked before the folder's status changes: a refused resume leaves it as it was.
   const std::string inputs = run_inputs_json(config, prompts);
-  if (resume) check_inputs_unchanged(options.resume_dir, inputs);
+  if (resume) {
+    check_inputs_unchanged(options.resume_dir, inputs);
+    check_records_fit_prompts(options.resume_dir, prompts.size());
+  }
 
   const fs::path dir = open_results_folder(config, options, resume);
   write_status(dir, running_status());
@@ -453,6 +470,8 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
   try {
     std::vector<RunRecord> resumed;
     if (resume) {
+      // A folder begun before inputs.json was kept gets it now, so that later resumes are checked.
+      if (!fs::exists(dir / "inputs.json")) write_output_file((dir / "inputs.json").string(), inputs, "run");
       resumed = records_to_resume(dir);
       log(LogLevel::info, "resuming ", dir.string(), ": ", resumed.size(), " records already written");
     } else {
@@ -476,12 +495,8 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
     write_folder_summary(dir, written);
     const std::string what = std::string("interrupted (") + (stop.signal == SIGTERM ? "SIGTERM" : "SIGINT") + ")";
     write_status(dir, what);
-    std::vector<std::string> partial;
-    try {
-      partial = partial_settings(dir, written);
-    } catch (const Error&) {
-      // Only the message loses the list: the run still ends as interrupted.
-    }
+    const std::vector<std::string> partial =
+        partial_settings(written, static_cast<int64_t>(prompts.size()) * config.repetitions);
     throw RunInterrupted("run " + what + ": " + dir.string() + " holds the records written so far and their summary" +
                              (partial.empty() ? "" : " (in part: " + join_items(partial) + ")"),
                          stop.signal);

@@ -205,7 +205,9 @@ void merge_results(const std::vector<std::string>& shard_dirs, const std::string
   if (fs::exists(fs::path(shard_dirs[0]) / "env.json"))
     write_output_file((fs::path(output) / "env.json").string(),
                       read_input_file((fs::path(shard_dirs[0]) / "env.json").string(), "merge"), "merge");
-  if (fs::exists(fs::path(shard_dirs[0]) / "inputs.json"))
+  // Only where every shard kept one (a shard begun by an earlier version has none, and then no file covers the run).
+  if (std::all_of(shard_dirs.begin(), shard_dirs.end(),
+                  [](const std::string& d) { return fs::exists(fs::path(d) / "inputs.json"); }))
     write_output_file((fs::path(output) / "inputs.json").string(),
                       read_input_file((fs::path(shard_dirs[0]) / "inputs.json").string(), "merge"), "merge");
   std::string lines;
@@ -272,26 +274,32 @@ std::string join_items(const std::vector<std::string>& items) {
   return out;
 }
 
-std::vector<std::string> partial_settings(const fs::path& dir, const std::vector<RunRecord>& records) {
+std::vector<std::string> partial_settings(const std::vector<RunRecord>& records, int64_t whole) {
   const std::vector<SummaryRow> rows = summarize(records);
-  int64_t whole = 0;
   for (const SummaryRow& row : rows) whole = std::max(whole, row.prompts);
-  const fs::path inputs = dir / "inputs.json", resolved = dir / "config.resolved.ini";
-  if (fs::exists(inputs) && fs::exists(resolved)) {
-    try {
-      const nlohmann::json j = nlohmann::json::parse(read_input_file(inputs.string(), "plot"));
-      const ExperimentConfig config = load_experiment(resolved.string(), {});
-      whole = std::max(whole, static_cast<int64_t>(j.at("prompts").size()) * config.repetitions);
-    } catch (const nlohmann::json::exception& e) {
-      fail(inputs.string(), ": not the JSON a run writes (", e.what(), ")");
-    }
-  }
   std::vector<std::string> partial;
   for (const SummaryRow& row : rows)
     if (row.prompts < whole)
       partial.push_back(row.setting_id + " (" + std::to_string(row.prompts) + " of " + std::to_string(whole) +
                         " records)");
   return partial;
+}
+
+std::vector<std::string> partial_settings(const fs::path& dir, const std::vector<RunRecord>& records) {
+  int64_t whole = 0;
+  const fs::path inputs = dir / "inputs.json", resolved = dir / "config.resolved.ini";
+  if (fs::exists(inputs) && fs::exists(resolved)) {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(read_input_file(inputs.string(), "plot"));
+    } catch (const nlohmann::json::exception& e) {
+      fail(inputs.string(), ": not the JSON a run writes (", e.what(), ")");
+    }
+    if (!j.is_object() || !j.contains("prompts") || !j.at("prompts").is_array())
+      fail(inputs.string(), ": not the JSON a run writes (no list of prompts)");
+    whole = static_cast<int64_t>(j.at("prompts").size()) * load_experiment(resolved.string(), {}).repetitions;
+  }
+  return partial_settings(records, whole);
 }
 
 std::optional<CostProfile> folder_cost_profile(const fs::path& dir) {

@@ -74,6 +74,8 @@ struct SummaryCoverage {
 // folder's inputs.json and the repetitions read from its config.resolved.ini (where the folder has them), else the
 // most records any setting has. Each as "ID (R of N records)", in the order of the summary.
 std::vector<std::string> partial_settings(const std::filesystem::path& dir, const std::vector<RunRecord>& records);
+// The same against `whole` records a setting (0: the most records any setting has).
+std::vector<std::string> partial_settings(const std::vector<RunRecord>& records, int64_t whole);
 // "a, b, c": a list of partial_settings for a message.
 std::string join_items(const std::vector<std::string>& items);
 

@@ -11,28 +11,53 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A file's fingerprint: its size and the CRC-32 of its first and last MiB. Retraining a model rewrites its weights from
-// the first bytes to the last, so it changes the fingerprint; reading 2 MiB keeps a resume of a multi-gigabyte model
-// cheap. The modification time is left out, so a folder copied or checked out again still resumes.
-nlohmann::json file_fingerprint(const fs::path& path) {
-  const FileChecksum c = file_edges_checksum(path.string(), uint64_t{1} << 20);
-  return {{"bytes", c.bytes}, {"edges_crc32", crc32_hex(c.crc32)}};
+// Files up to this size are checksummed whole (a bundled target's weights take a fraction of a second); larger ones
+// (a multi-gigabyte hf: model) by evenly spaced blocks of kBlock bytes, so a resume stays cheap.
+constexpr uint64_t kWholeUpTo = uint64_t{256} << 20;
+constexpr uint64_t kBlock = uint64_t{1} << 20;
+// The most files one path may contribute (a folder is walked recursively): bounds the work a stray folder can cause.
+constexpr int kMaxFilesPerPath = 1000;
+
+nlohmann::json fingerprint(const fs::path& path) {
+  const FileChecksum c = file_sampled_checksum(path.string(), kWholeUpTo, kBlock);
+  return {{"bytes", c.bytes}, {"crc32", crc32_hex(c.crc32)}, {"crc32_of", c.bytes <= kWholeUpTo ? "whole" : "blocks"}};
 }
 
-// The files a model or drafter spec names: the path after "kind:" (up to a ',' of options), a file or the files
-// directly in a folder. Specs that name no path (synthetic:, prompt-lookup) have none.
+// The files under a path: the file itself, or a folder's files at any depth (hidden entries, such as .git, left out),
+// each by its path as written below `path`.
+void add_files(const fs::path& path, nlohmann::json& files) {
+  if (fs::is_regular_file(path)) {
+    files[path.string()] = fingerprint(path);
+    return;
+  }
+  if (!fs::is_directory(path)) return;
+  int count = 0;
+  for (auto it = fs::recursive_directory_iterator(path); it != fs::recursive_directory_iterator(); ++it) {
+    if (it->path().filename().string().rfind('.', 0) == 0) {
+      if (it->is_directory()) it.disable_recursion_pending();
+      continue;
+    }
+    if (!it->is_regular_file()) continue;
+    if (++count > kMaxFilesPerPath)
+      fail(path.string(), ": more than ", kMaxFilesPerPath, " files to fingerprint; is this the model's folder?");
+    files[it->path().string()] = fingerprint(it->path());
+  }
+}
+
+// The files a model or drafter spec names: after "kind:", each comma-separated item that names a path, or whose value
+// after '=' does (medusa:DIR,tree=FILE,target=DIR). Specs that name no path (synthetic:, prompt-lookup) have none.
 nlohmann::json spec_files(const std::string& spec) {
   nlohmann::json files = nlohmann::json::object();
   const size_t colon = spec.find(':');
   if (colon == std::string::npos) return files;
-  const std::string rest = spec.substr(colon + 1);
-  const fs::path path = rest.substr(0, rest.find(','));
-  std::error_code ec;
-  if (fs::is_regular_file(path, ec)) {
-    files[path.filename().string()] = file_fingerprint(path);
-  } else if (fs::is_directory(path, ec)) {
-    for (const fs::directory_entry& e : fs::directory_iterator(path))
-      if (e.is_regular_file()) files[e.path().filename().string()] = file_fingerprint(e.path());
+  std::string rest = spec.substr(colon + 1);
+  for (size_t from = 0; from <= rest.size();) {
+    const size_t comma = std::min(rest.find(',', from), rest.size());
+    std::string item = rest.substr(from, comma - from);
+    if (item.find('=') != std::string::npos) item = item.substr(item.find('=') + 1);
+    std::error_code ec;
+    if (!item.empty() && fs::exists(item, ec)) add_files(item, files);
+    from = comma + 1;
   }
   return files;
 }
@@ -43,9 +68,23 @@ std::string run_inputs_json(const ExperimentConfig& config, const std::vector<st
   nlohmann::json j;
   j["prompts"] = prompts;
   nlohmann::json models = nlohmann::json::object();
-  models[config.target] = spec_files(config.target);
-  for (const std::string& drafter : config.axes.at("draft.drafter")) models[drafter] = spec_files(drafter);
+  std::vector<std::string> specs = {config.target};
+  for (const std::string& drafter : config.axes.at("draft.drafter")) specs.push_back(drafter);
+  for (const std::string& spec : specs) {
+    try {
+      models[spec] = spec_files(spec);
+    } catch (const std::exception& e) {
+      fail("model '", spec, "': cannot fingerprint its files for inputs.json: ", e.what());
+    }
+  }
   j["models"] = models;
+  // The constraints' files: a schema or token strings edited in place would change what the settings decode.
+  nlohmann::json files = nlohmann::json::object();
+  for (const char* key : {"sampling.json_schema", "sampling.token_strings"})
+    if (config.axes.count(key))
+      for (const std::string& value : config.axes.at(key))
+        if (value != "none") add_files(value, files);
+  j["files"] = files;
   return j.dump() + "\n";
 }
 
@@ -60,22 +99,32 @@ void check_inputs_unchanged(const fs::path& dir, const std::string& inputs_json)
   } catch (const nlohmann::json::exception& e) {
     fail(path.string(), ": not the JSON a run writes (", e.what(), ")");
   }
+  if (!was.is_object() || !was.contains("prompts") || !was.at("prompts").is_array())
+    fail(path.string(), ": not the JSON a run writes (no list of prompts)");
   const nlohmann::json now = nlohmann::json::parse(inputs_json);
-  const nlohmann::json& p0 = was.value("prompts", nlohmann::json::array());
+  const nlohmann::json& p0 = was.at("prompts");
   const nlohmann::json& p1 = now.at("prompts");
   if (p0.size() != p1.size())
     fail(where, ": the run began with ", p0.size(), " prompts and its configuration now gives ", p1.size(), advice);
   for (size_t i = 0; i < p0.size(); ++i)
-    if (p0[i] != p1[i]) fail(where, ": prompt ", i, " is not the one the run began with (its file changed)", advice);
-  const nlohmann::json& m0 = was.value("models", nlohmann::json::object());
-  for (const auto& [spec, files] : now.at("models").items()) {
-    if (!m0.contains(spec)) continue;
-    for (const auto& [name, fingerprint] : files.items())
-      if (!m0.at(spec).contains(name) || m0.at(spec).at(name) != fingerprint)
-        fail(where, ": model '", spec, "': file '", name, "' is not the one the run began with", advice);
-    for (const auto& [name, fingerprint] : m0.at(spec).items())
-      if (!files.contains(name)) fail(where, ": model '", spec, "': file '", name, "' is gone", advice);
-  }
+    if (p0[i] != p1[i])
+      fail(where, ": prompt ", i + 1, " (prompt_index ", i, ") is not the one the run began with (its file changed)",
+           advice);
+  // Each file the run began with must be there unchanged, and no file added where a folder was fingerprinted.
+  const auto compare = [&](const std::string& what, const nlohmann::json& before, const nlohmann::json& after) {
+    for (const auto& [name, print] : after.items()) {
+      if (!before.contains(name)) fail(where, ": ", what, "file '", name, "' is new since the run began", advice);
+      if (before.at(name) != print)
+        fail(where, ": ", what, "file '", name, "' is not the one the run began with", advice);
+    }
+    for (const auto& [name, print] : before.items())
+      if (!after.contains(name)) fail(where, ": ", what, "file '", name, "' is gone", advice);
+  };
+  const nlohmann::json none = nlohmann::json::object();
+  const nlohmann::json& m0 = was.contains("models") ? was.at("models") : none;
+  for (const auto& [spec, files] : now.at("models").items())
+    if (m0.contains(spec)) compare("model '" + spec + "': ", m0.at(spec), files);
+  compare("", was.contains("files") ? was.at("files") : none, now.at("files"));
 }
 
 }  // namespace specula
