@@ -424,7 +424,7 @@ TEST_CASE("train refuses to replace an existing checkpoint unless --overwrite", 
   const CliResult r = run_specula("train --corpus " + dir.write("corpus.txt", "to be or not to be") + " --output " +
                                   dir.file("out") + " --steps 1");
   CHECK(r.exit_code == 1);
-  CHECK_THAT(r.err, Contains("already holds a checkpoint") && Contains("--overwrite"));
+  CHECK_THAT(r.err, Contains("already holds a model (config.json)") && Contains("--overwrite"));
   CHECK(read_text(config) == "{}");
 }
 
@@ -449,6 +449,37 @@ TEST_CASE("--device, --cuda-host-schedule and --cuda-host-exchange parse their n
   for (RowExchange e : {RowExchange::automatic, RowExchange::global_memory})
     CHECK(parse_row_exchange(row_exchange_name(e)) == e);
   CHECK_THROWS_WITH(parse_row_exchange("cluster"), Contains("unknown row exchange 'cluster'"));
+}
+
+TEST_CASE("commands that write a model never write over another unasked, nor over the model they read",
+          "[cli][errors]") {
+  TempDir dir;
+  const std::string models = std::string(SPECULA_SOURCE_DIR) + "/results/models/";
+  // A folder holding another model (a checkpoint's config.json) stands in for a typo'd --output.
+  const std::string other = dir.file("other");
+  std::filesystem::create_directories(other);
+  dir.write("other/config.json", "{\"vocab_size\": 256}\n");
+  const std::string corpus = dir.write("corpus.txt", std::string(4096, 'a'));
+  for (const char* kind : {"medusa", "eagle"}) {
+    INFO(kind);
+    const std::string train = std::string("train-") + kind + " --target " + models + "target --corpus " + corpus;
+    const CliResult into_other = run_specula(train + " --output " + other);
+    CHECK(into_other.exit_code == 1);
+    CHECK_THAT(into_other.err,
+               Contains("--output: '" + other + "' already holds a model (config.json); pass --overwrite"));
+    const CliResult into_target = run_specula(train + " --output " + models + "target --overwrite");
+    CHECK(into_target.exit_code == 1);
+    CHECK_THAT(into_target.err, Contains("is the model this command reads"));
+  }
+  const CliResult converted =
+      run_specula("convert-heads --heads " + models + "medusa --output " + other + " --matrices-dtype float16");
+  CHECK(converted.exit_code == 1);
+  CHECK_THAT(converted.err, Contains("--output: '" + other + "' already holds a model (config.json)"));
+  const CliResult exported =
+      run_specula("export --model transformer:" + models + "target --output " + other + " --overwrite");
+  CHECK(exported.exit_code == 1);
+  CHECK_THAT(exported.err, Contains("is not a Hugging Face export") && Contains("--overwrite replaces only an export"));
+  CHECK(read_text(other + "/config.json") == "{\"vocab_size\": 256}\n");  // untouched throughout
 }
 
 TEST_CASE("outputs and bounds are checked before any model loads or any work starts", "[cli][errors]") {
@@ -578,16 +609,17 @@ TEST_CASE("export never writes over its own checkpoint or another export unasked
   CHECK_THAT(self.err, Contains("is the checkpoint being exported"));
   CHECK(read_text(source + "/config.json") == config);
   std::filesystem::create_directory(dir.file("hf"));
-  const std::string earlier = dir.write("hf/config.json", "{}");
+  const std::string export_config = "{\"architectures\": [\"LlamaForCausalLM\"]}";  // an earlier export's
+  const std::string earlier = dir.write("hf/config.json", export_config);
   const CliResult again = run_specula("export --model transformer:" + source + " --output " + dir.file("hf"));
   CHECK(again.exit_code == 1);
   CHECK_THAT(again.err, Contains("already holds config.json; pass --overwrite"));
-  CHECK(read_text(earlier) == "{}");
+  CHECK(read_text(earlier) == export_config);
   const CliResult replaced =
       run_specula("export --model transformer:" + source + " --output " + dir.file("hf") + " --overwrite");
   INFO(replaced.err);
   CHECK(replaced.exit_code == 0);
-  CHECK(read_text(earlier) != "{}");
+  CHECK(read_text(earlier) != export_config);
 }
 
 TEST_CASE("a folder given where a file is read is named as one", "[cli][errors]") {

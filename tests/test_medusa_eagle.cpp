@@ -760,6 +760,21 @@ TEST_CASE("head drafter specs and folders: clear errors", "[medusa][eagle]") {
   CHECK_THROWS_WITH(f.drafter("medusa:" + f.dir.str("nowhere")), Contains("no such folder"));
   CHECK_THROWS_WITH(f.drafter("medusa:" + f.medusa_dir + ",tree=" + f.dir.str("missing.txt")),
                     Contains("tree file: cannot open '" + f.dir.str("missing.txt") + "'"));
+  {  // Heads that record the target's weights they were trained on refuse a target retrained since.
+    DraftHeadsConfig config = read_draft_heads_config(f.medusa_dir);
+    const std::optional<FileChecksum> trained_on = read_checkpoint_config(f.target_dir).weights_checksum;
+    REQUIRE(trained_on);
+    config.target_weights_checksum = trained_on;
+    const std::string same = f.dir.str("medusa-same-target"), other = f.dir.str("medusa-other-target");
+    save_draft_heads(same, *f.medusa, config);
+    CHECK_NOTHROW(f.drafter("medusa:" + same));
+    config.target_weights_checksum->crc32 ^= 1;
+    save_draft_heads(other, *f.medusa, config);
+    CHECK_THROWS_WITH(
+        f.drafter("medusa:" + other),
+        Contains("the heads were trained on other weights of their target") && Contains("train the heads again"));
+    CHECK(read_draft_heads_config(other).target_weights_checksum == config.target_weights_checksum);
+  }
   {  // The heads' config records their weights' size and CRC-32: one flipped bit is refused.
     const std::string damaged = f.dir.str("medusa-damaged");
     fs::copy(f.medusa_dir, damaged, fs::copy_options::recursive);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <numeric>
@@ -399,6 +400,25 @@ TEST_CASE("tree-opt: a failed write of --output or --output-ranks is an error na
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.err, Contains(option) && Contains("/dev/full"));
   }
+}
+
+TEST_CASE("tree-opt: with no tree worth drafting, an earlier tree at --output is removed, not left to be read",
+          "[tree-opt][cli]") {
+  testing::TempDir dir;
+  const std::string shape = dir.write("tree.txt", "1,1,1,1,1\n"), ranks = dir.write("ranks.txt", "0\n");
+  const testing::CliResult r =
+      testing::run_specula("tree-opt --acceptance 0.05 --forward-cost 1:1,8:3 --draft-cost 0.5 --output " + shape +
+                           " --output-ranks " + ranks);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("no tree beats plain decoding at these costs: nothing written") &&
+                        Contains("removed the earlier --output file " + shape));
+  CHECK_FALSE(std::filesystem::exists(shape));
+  CHECK_FALSE(std::filesystem::exists(ranks));
+  const testing::CliResult none =
+      testing::run_specula("tree-opt --acceptance 0.5 --forward-cost 1:1,8:1.1 --max-nodes 0");
+  CHECK(none.exit_code == 1);
+  CHECK_THAT(none.err, Contains("--max-nodes must be >= 1, got 0"));
 }
 
 TEST_CASE("tree-opt: the search is bounded before it starts, and the uniform enumeration by its shape count",

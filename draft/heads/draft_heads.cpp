@@ -86,8 +86,8 @@ DraftHeadsConfig read_draft_heads_config(const std::string& dir) {
   const json j =
       read_json_file(path, "missing config (is '" + dir + "' a folder written by specula train-medusa/train-eagle?)");
   if (!j.is_object()) fail(path, ": expected a JSON object");
-  reject_unknown_json_fields(j, {"format", "kind", "target", "target_model", "medusa_heads", "weights", "training"},
-                             path);
+  reject_unknown_json_fields(
+      j, {"format", "kind", "target", "target_model", "target_weights", "medusa_heads", "weights", "training"}, path);
   const std::string format = string_field(j, "format", path);
   if (format != kDraftHeadsFormat) fail(path, ": format '", format, "' is not '", kDraftHeadsFormat, "'");
   DraftHeadsConfig c;
@@ -113,6 +113,12 @@ DraftHeadsConfig read_draft_heads_config(const std::string& dir) {
       fail(path, ": weights.matrices_dtype '", c.matrices_dtype, "' is not float32, float16 or bfloat16");
   }
   c.weights_checksum = read_weights_checksum(weights, path + ": weights");
+  if (j.contains("target_weights")) {
+    const json& tw = json_field(j, "target_weights", path);
+    if (!tw.is_object()) fail(path, ": 'target_weights' must be an object");
+    reject_unknown_json_fields(tw, {"bytes", "crc32"}, path + ": target_weights");
+    c.target_weights_checksum = read_weights_checksum(tw, path + ": target_weights");
+  }
   if (j.contains("training")) c.training = j["training"];
   return c;
 }
@@ -124,6 +130,11 @@ void write_draft_heads_config(const std::string& dir, const DraftHeadsConfig& c)
             {"target", c.target},          {"target_model", to_json(c.target_model)},
             {"weights", weights},          {"training", c.training}};
   if (c.kind == "medusa") j["medusa_heads"] = c.medusa_heads;
+  if (c.target_weights_checksum) {
+    json tw = json::object();
+    write_weights_checksum(tw, c.target_weights_checksum);
+    j["target_weights"] = tw;
+  }
   const std::string path = (fs::path(dir) / "config.json").string();
   write_output_file(path, j.dump(2) + "\n", "the heads config");
 }

@@ -76,6 +76,10 @@ struct DraftHeadsConfig {
   // time. "float32" when the config does not say (heads written before the field existed).
   std::string matrices_dtype = "float32";
   std::optional<FileChecksum> weights_checksum;  // of weights_file, as written ("bytes", "crc32"; checked at load)
+  // The target's weights the heads were trained on ("target_weights": "bytes", "crc32", as the target's config records
+  // them): a target retrained in place keeps its sizes but not these, and heads trained on the old weights would draft
+  // for it quietly worse. Absent for heads written before the field existed, or for a target whose config records none.
+  std::optional<FileChecksum> target_weights_checksum;
   nlohmann::json training = nlohmann::json::object();
 };
 

@@ -8,6 +8,7 @@
 #include "draft/heads/draft_heads.h"
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
+#include "harness/io/output_file.h"
 #include "harness/models/transformer/transformer_config.h"
 #include "kernels/shared/error.h"
 
@@ -38,6 +39,7 @@ int convert_heads_command(const Args& args) {
     ("help,h", "show this help")
     ("heads", po::value<std::string>(), "the heads folder to read")
     ("output", po::value<std::string>(), "the heads folder to write (default: --heads, in place)")
+    ("overwrite", "replace the model already in --output (another folder than --heads)")
     ("matrices-dtype", po::value<std::string>(), "float32 | float16 | bfloat16");
   // clang-format on
   const po::variables_map vm = parse_options(args, desc, "convert-heads");
@@ -52,6 +54,10 @@ int convert_heads_command(const Args& args) {
   const std::string dtype = vm["matrices-dtype"].as<std::string>();
   if (!is_weights_dtype_name(dtype))
     fail_parameter("matrices-dtype", ": '", dtype, "' is not float32, float16 or bfloat16");
+  // In place is what the command is for; another folder that holds a model is written over only when asked.
+  std::error_code ec;
+  if (!(fs::exists(output, ec) && fs::equivalent(output, dir, ec)))
+    check_model_output_folder(output, vm.count("overwrite") > 0, "", "--output");
 
   const DraftHeadsConfig read = read_draft_heads_config(dir);
   DraftHeadsConfig config = read;

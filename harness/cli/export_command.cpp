@@ -5,9 +5,11 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
+#include "harness/io/input_file.h"
 #include "harness/io/output_file.h"
 #include "harness/models/hf/hf_model.h"
 #include "harness/models/registry/model_registry.h"
@@ -51,6 +53,14 @@ int export_command(const Args& args) {
   for (const char* file : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"})
     if (!vm.count("overwrite") && std::filesystem::exists(std::filesystem::path(output) / file, ec))
       fail("--output: '", output, "' already holds ", file, "; pass --overwrite to replace it");
+  // --overwrite replaces an export (a Hugging Face config names its `architectures`), never another kind of model.
+  const std::filesystem::path config = std::filesystem::path(output) / "config.json";
+  if (std::filesystem::exists(config, ec)) {
+    const nlohmann::json j = nlohmann::json::parse(read_input_file(config.string(), "--output"), nullptr, false);
+    if (!j.is_object() || !j.contains("architectures"))
+      fail("--output: '", output, "' holds a model that is not a Hugging Face export (", config.string(),
+           " names no architectures); --overwrite replaces only an export: write elsewhere");
+  }
   check_output_folder_writable(output, "--output");
   HfExportOptions options;
   options.dtype = vm["dtype"].as<std::string>();

@@ -35,7 +35,7 @@ const std::map<std::string, Command>& commands() {
       {"run", {specula::cli::run_command, "run an experiment config (sweeps, baseline, summary, plots)"}},
       {"merge", {specula::cli::merge_command, "merge the results folders of sweep shards"}},
       {"plot", {specula::cli::plot_command, "plot a results folder"}},
-      {"bench", {specula::cli::bench_command, "run benchmarks: sampler, verify, forward, end-to-end"}},
+      {"bench", {specula::cli::bench_command, "run benchmarks: sampler, verify, forward, end-to-end, constraint, all"}},
       {"train", {torch_command("command train"), "train a transformer language model on a text corpus"}},
       {"train-ngram", {specula::cli::train_ngram_command, "fit a Kneser-Ney n-gram draft model to a corpus"}},
       {"train-medusa", {torch_command("command train-medusa"), "train Medusa heads on a frozen target"}},

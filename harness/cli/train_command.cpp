@@ -50,10 +50,7 @@ int train_command(const Args& args) {
   if (vm.count("corpus")) o.corpus = vm["corpus"].as<std::string>();
   if (vm.count("output")) o.output = vm["output"].as<std::string>();
   // A checkpoint is saved at the first improvement: an existing one would be gone before anyone noticed.
-  if (!o.output.empty() && !vm.count("overwrite") &&
-      std::filesystem::exists(std::filesystem::path(o.output) / "config.json"))
-    fail("--output: '", o.output, "' already holds a checkpoint; pass --overwrite to replace it");
-  if (!o.output.empty()) check_output_folder_writable(o.output, "--output");  // before training
+  if (!o.output.empty()) check_model_output_folder(o.output, vm.count("overwrite") > 0, "", "--output");
   o.tokenizer = vm["tokenizer"].as<std::string>();
   o.validation_fraction = vm["validation-fraction"].as<double>();
   o.weights_dtype = vm["weights-dtype"].as<std::string>();

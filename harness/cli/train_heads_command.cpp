@@ -32,6 +32,7 @@ int train_heads_command(const Args& args, const std::string& kind) {
     ("target", po::value<std::string>(), "the frozen target checkpoint folder")
     ("corpus", po::value<std::string>(), "training text file")
     ("output", po::value<std::string>(), "heads folder to write")
+    ("overwrite", "replace the model already in --output (never the --target)")
     ("matrices-dtype", po::value<std::string>()->default_value(d.matrices_dtype),
      "how the folder stores its matrices: float32 | float16 | bfloat16 (training runs in float32; norm gains stay float32)")
     ("validation-fraction", po::value<double>()->default_value(d.validation_fraction), "last fraction of the corpus held out")
@@ -57,7 +58,8 @@ int train_heads_command(const Args& args, const std::string& kind) {
   if (vm.count("target")) o.target = vm["target"].as<std::string>();
   if (vm.count("corpus")) o.corpus = vm["corpus"].as<std::string>();
   if (vm.count("output")) o.output = vm["output"].as<std::string>();
-  if (!o.output.empty()) check_output_folder_writable(o.output, "--output");  // before training
+  // Heads are saved at the first improvement: a model in --output would be gone before anyone noticed.
+  if (!o.output.empty()) check_model_output_folder(o.output, vm.count("overwrite") > 0, o.target, "--output");
   o.matrices_dtype = vm["matrices-dtype"].as<std::string>();
   o.validation_fraction = vm["validation-fraction"].as<double>();
   o.feature_windows = vm["feature-windows"].as<int64_t>();

@@ -11,6 +11,7 @@
 // its uniform format, so a non-uniform optimum is reported beside the best uniform tree rather than passed
 // to every drafter.
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -31,6 +32,7 @@
 #include "verify/verifiers/verification.h"
 
 namespace specula::cli {
+namespace fs = std::filesystem;
 namespace {
 
 struct Measured {
@@ -259,6 +261,7 @@ int tree_opt_command(const Args& args) {
                                : costs_from_bench(vm["forward-bench"].as<std::string>());
   TreeSearchOptions options;
   options.max_nodes = vm["max-nodes"].as<int32_t>();
+  if (options.max_nodes < 1) fail("--max-nodes must be >= 1, got ", options.max_nodes);
   options.max_depth = vm["max-depth"].as<int32_t>();
   if (vm.count("acceptance")) {
     if (vm.count("target") || vm.count("draft")) fail("--acceptance is given: drop --target/--draft (or measure)");
@@ -286,7 +289,17 @@ int tree_opt_command(const Args& args) {
               << uniform.tokens_per_step / uniform.step_cost / (best.tokens_per_step / best.step_cost) * 100
               << "% of the optimum's tokens per unit time); the head drafters take the optimum with tree=FILE\n";
   if (uniform.tree.size() == 0) {
-    std::cout << "\nno tree beats plain decoding at these costs: nothing written\n";
+    // An earlier run's tree left at --output would be read by a script as this run's answer: it is removed.
+    std::cout << "\nno tree beats plain decoding at these costs: nothing written";
+    for (const char* option : {"output", "output-ranks"}) {
+      std::error_code ec;
+      if (vm.count(option) && fs::is_regular_file(vm[option].as<std::string>(), ec)) {
+        if (!fs::remove(vm[option].as<std::string>(), ec) || ec)
+          fail("--", option, ": cannot remove the earlier '", vm[option].as<std::string>(), "': ", ec.message());
+        std::cout << "; removed the earlier --" << option << " file " << vm[option].as<std::string>();
+      }
+    }
+    std::cout << "\n";
     return 0;
   }
   write_trees(vm, best, uniform);

@@ -72,6 +72,16 @@ void check_output_file_writable(const std::string& shown, const std::string& wha
     fail(what, ": cannot write '", shown, "': no file can be created in '", folder.string(), "'", reason());
 }
 
+void check_model_output_folder(const std::string& path, bool overwrite, const std::string& source,
+                               const std::string& what) {
+  std::error_code ec;
+  if (!source.empty() && std::filesystem::exists(path, ec) && std::filesystem::equivalent(path, source, ec))
+    fail(what, ": '", path, "' is the model this command reads (", source, "): write elsewhere");
+  if (!overwrite && std::filesystem::exists(std::filesystem::path(path) / "config.json", ec))
+    fail(what, ": '", path, "' already holds a model (config.json); pass --overwrite to replace it");
+  check_output_folder_writable(path, what);
+}
+
 void check_output_folder_writable(const std::string& path, const std::string& what) {
   if (path.empty()) fail(what, ": the folder is empty");
   std::error_code ec;

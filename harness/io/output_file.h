@@ -32,6 +32,13 @@ void check_output_file_writable(const std::string& path, const std::string& what
 // takes one. An Error naming `what` and the path when it cannot.
 void check_output_folder_writable(const std::string& path, const std::string& what);
 
+// Before any expensive work, for a command that writes a model (a checkpoint, heads) into the folder `path`: refuses a
+// folder that already holds one (its config.json) unless `overwrite`, and, whatever `overwrite` says, the folder of
+// `source`, the model the command reads (a typo there would destroy what it trains on). Then as
+// check_output_folder_writable. Errors name `what`.
+void check_model_output_folder(const std::string& path, bool overwrite, const std::string& source,
+                               const std::string& what);
+
 // Creates the folder `path` will be written in (reports whose default path is under results/), if it is
 // missing; an Error naming `what` and the folder when it cannot.
 void create_parent_folder(const std::string& path, const std::string& what);

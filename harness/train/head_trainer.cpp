@@ -193,6 +193,7 @@ DraftHeadsConfig new_heads_folder(const HeadTrainOptions& o, const TransformerCo
   config.target = fs::relative(fs::absolute(o.target), fs::absolute(o.output), ec).string();
   if (ec || config.target.empty()) config.target = fs::absolute(o.target).lexically_normal().string();
   config.target_model = target_model;
+  config.target_weights_checksum = read_checkpoint_config(o.target).weights_checksum;
   config.medusa_heads = o.kind == "medusa" ? o.medusa_heads : 0;
   config.matrices_dtype = o.matrices_dtype;
   return config;
