@@ -722,10 +722,12 @@ def experiment_ini(rng, ctx):
     drafters = rng.choice(["bigram:d.txt | synthetic:alpha=0.6", "bigram:d.txt", "prompt-lookup",
                            "synthetic:alpha=0.7 | prompt-lookup:max_n=3,min_n=1"])
     methods = rng.choice(["chain, tree", "chain", "block, typical", "tree", "chain, beam"])
+    # Tree keys without a method that verifies trees are refused, like [beam] without a beam setting.
+    tree = "tree = 2,1\ntree_sampling = without-replacement\n" if "tree" in methods else ""
     text = ("# fuzz experiment\n[experiment]\nname = fuzz\ntarget = bigram:t.txt\nprompts = prompts.txt\n"
             "max_new_tokens = 6\nrepetitions = 1\nseed = 3\n\n[draft]\n"
-            f"drafter = {drafters}\nmethod = {methods}\nnum_draft_tokens = 2, 3\ntree = 2,1\n"
-            "tree_sampling = without-replacement\n\n[sampling]\ntemperature = 0, 0.8\ntop_k = 8\n")
+            f"drafter = {drafters}\nmethod = {methods}\nnum_draft_tokens = 2, 3\n{tree}"
+            "\n[sampling]\ntemperature = 0, 0.8\ntop_k = 8\n")
     if "beam" in methods and rng.random() < 0.5:  # [beam] without a beam setting is refused
         text += "\n[beam]\nwidth = 2\n"
     return text.encode()

@@ -471,6 +471,12 @@ TEST_CASE("commands that write a model never write over another unasked, nor ove
     CHECK(into_target.exit_code == 1);
     CHECK_THAT(into_target.err, Contains("is the model this command reads"));
   }
+  // The features the head trainers keep are bounded by memory before the target runs over them.
+  const CliResult huge = run_specula("train-medusa --target " + models + "target --corpus " + corpus + " --output " +
+                                     dir.file("new-heads") + " --feature-windows 100000000");
+  CHECK(huge.exit_code == 1);
+  CHECK_THAT(huge.err, Contains("--feature-windows 100000000 keeps") && Contains("over half of this machine's"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("new-heads")));
   const CliResult converted =
       run_specula("convert-heads --heads " + models + "medusa --output " + other + " --matrices-dtype float16");
   CHECK(converted.exit_code == 1);

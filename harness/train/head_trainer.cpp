@@ -253,6 +253,15 @@ HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
   target->eval();
   const int64_t T = o.seq_len;
   if (T > tc.max_seq_len) fail_parameter("seq_len", " ", T, " exceeds the target's max_seq_len ", tc.max_seq_len);
+  // The windows' features are all kept in memory (float32, d_model a position): bounded by the machine's memory before
+  // the target runs over them, so a typo is an error naming the option, not the allocator's failure minutes later.
+  const double feature_bytes = static_cast<double>(o.feature_windows + o.eval_windows) * static_cast<double>(T) *
+                               static_cast<double>(tc.d_model) * sizeof(float);
+  const double memory_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  if (memory_bytes > 0 && feature_bytes > memory_bytes / 2)
+    fail_parameter("feature_windows", " ", o.feature_windows, " keeps ", feature_bytes / (1 << 30),
+                   " GiB of target features (windows x seq_len ", T, " x d_model ", tc.d_model,
+                   " x 4 bytes), over half of this machine's ", memory_bytes / (1 << 30), " GiB");
   const auto tokenizer = with_source(o.target, [&] { return make_tokenizer(loaded.config.tokenizer); });
   const TextCorpus corpus = load_text_corpus(o.corpus, *tokenizer, o.validation_fraction, static_cast<size_t>(T) + 1);
 
@@ -311,7 +320,15 @@ HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
         best_val = val;
         result.best_step = done;
         result.val_top1 = top1;
-        config.training = {{"status", "in progress"}, {"step", done}, {"val_loss", val}};
+        // What made them, already: an interrupted run leaves these heads, which must still say how they were trained.
+        config.training = {{"status", "in progress (an interrupted run leaves it so)"},
+                           {"step", done},
+                           {"val_loss", val},
+                           {"command", o.command},
+                           {"corpus", o.corpus},
+                           {"target", o.target},
+                           {"torch_version", TORCH_VERSION}};
+        config.training.update(optimizer_record(o));
         save_draft_heads(o.output, heads, config);
         saved = ", saved " + o.output;
       }

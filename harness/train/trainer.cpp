@@ -186,7 +186,17 @@ TrainResult train_transformer(const TrainOptions& options) {
     if (val < result.best_periodic_val_loss) {
       result.best_periodic_val_loss = val;
       result.best_step = done;
-      checkpoint.training = {{"status", "in progress"}, {"step", done}, {"periodic_val_loss", val}};
+      // What made it, already: a run interrupted from here on leaves this checkpoint, which must still say how it
+      // was trained (the full record replaces this one at the end).
+      checkpoint.training = {{"status", "in progress (an interrupted run leaves it so)"},
+                             {"step", done},
+                             {"periodic_val_loss", val},
+                             {"command", options.command},
+                             {"corpus", options.corpus},
+                             {"validation_fraction", options.validation_fraction},
+                             {"parameters", options.model.parameter_count()},
+                             {"torch_version", TORCH_VERSION}};
+      checkpoint.training.update(optimizer_record(options));
       save_checkpoint(options.output, model, checkpoint);
       saved = ", saved " + options.output;
     }
