@@ -30,7 +30,7 @@ LAYERS = {
                                    "harness/models"],
     "harness/models/hf": ["kernels/shared", "verify/sampling", "harness/io", "harness/models",
                           "harness/models/transformer"],
-    "harness/models/registry": ["kernels/shared", "harness/models", "harness/models/transformer",
+    "harness/models/registry": ["kernels/shared", "harness/io", "harness/models", "harness/models/transformer",
                                 "harness/models/hf"],
     "draft": ["kernels/shared", "verify/constraints", "verify/sampling", "verify/verifiers", "verify/device",
               "harness/io", "harness/models"],

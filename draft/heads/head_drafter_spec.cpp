@@ -1,10 +1,10 @@
 #include "draft/heads/head_drafter_spec.h"
 
-#include <filesystem>
 #include <set>
 #include <sstream>
 
 #include "draft/drafter_options.h"
+#include "harness/io/input_file.h"
 #include "harness/models/transformer/transformer_config.h"
 #include "kernels/shared/error.h"
 
@@ -64,15 +64,9 @@ HeadDrafterOptions parse_head_drafter_spec(const std::string& kind, const std::s
 
 void check_head_drafter_spec(const std::string& kind, const std::string& rest, const std::string& spec) {
   const HeadDrafterOptions o = parse_head_drafter_spec(kind, rest, spec);
-  namespace fs = std::filesystem;
   const auto check = [&](const std::string& path, const char* what, bool folder) {
-    std::error_code ec;
-    const fs::file_status status = fs::status(path, ec);
-    if (!fs::exists(status))
-      fail_parameter("draft", " ", spec, ": ", what, " '", path, "': no such ", folder ? "folder" : "file");
-    if (folder != fs::is_directory(status))
-      fail_parameter("draft", " ", spec, ": ", what, " '", path, "' is ",
-                     folder ? "not a folder" : "a folder, not a file");
+    if (const std::string problem = path_kind_problem(path, folder); !problem.empty())
+      fail_parameter("draft", " ", spec, ": ", what, " '", path, "'", problem);
   };
   check(o.heads_dir, "heads folder", true);
   if (!o.target_dir.empty()) check(o.target_dir, "target", true);

@@ -15,6 +15,14 @@ std::ifstream open_input_file(const std::string& path, const std::string& what) 
   return in;
 }
 
+std::string path_kind_problem(const std::string& path, bool folder) {
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status)) return folder ? ": no such folder" : ": no such file";
+  if (folder != std::filesystem::is_directory(status)) return folder ? " is not a folder" : " is a folder, not a file";
+  return "";
+}
+
 std::string read_input_file(const std::string& path, const std::string& what) {
   std::ifstream in = open_input_file(path, what);
   std::stringstream ss;

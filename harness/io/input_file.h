@@ -15,6 +15,11 @@ std::ifstream open_input_file(const std::string& path, const std::string& what);
 // The contents of `path`, opened as open_input_file does; an Error "WHAT: cannot read 'PATH'" when a read fails.
 std::string read_input_file(const std::string& path, const std::string& what);
 
+// Whether `path` is there as a folder (`folder`) or a file, checked without reading it: "" when it is, else what is
+// wrong, to follow the quoted path in a message: ": no such folder" (or file), " is not a folder", " is a folder, not a
+// file".
+std::string path_kind_problem(const std::string& path, bool folder);
+
 // As read_input_file, but the Error is a ParameterError for `parameter` ("corpus"), so the layer that read the path
 // names its source: the command line's --corpus, an experiment's file:line: key.
 std::string read_parameter_file(const std::string& path, const std::string& parameter);

@@ -458,7 +458,7 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
   check_settings_fit(config, *target, prompts, settings);
   RunAssemblyCache cache = check_setting_samplers(config, *target, settings);
   // Checked before the folder's status changes: a refused resume leaves it as it was.
-  const std::string inputs = run_inputs_json(config, prompts);
+  const nlohmann::json inputs = run_inputs(config, prompts);
   if (resume) {
     check_inputs_unchanged(options.resume_dir, inputs);
     check_records_fit_prompts(options.resume_dir, prompts.size());
@@ -471,12 +471,13 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
     std::vector<RunRecord> resumed;
     if (resume) {
       // A folder begun before inputs.json was kept gets it now, so that later resumes are checked.
-      if (!fs::exists(dir / "inputs.json")) write_output_file((dir / "inputs.json").string(), inputs, "run");
+      if (!fs::exists(dir / "inputs.json"))
+        write_output_file((dir / "inputs.json").string(), inputs.dump() + "\n", "run");
       resumed = records_to_resume(dir);
       log(LogLevel::info, "resuming ", dir.string(), ": ", resumed.size(), " records already written");
     } else {
       write_run_description(dir, config, options);
-      write_output_file((dir / "inputs.json").string(), inputs, "run");
+      write_output_file((dir / "inputs.json").string(), inputs.dump() + "\n", "run");
     }
     AppendedOutput records_out((dir / "records.jsonl").string(), "run");
     RunProgress progress(static_cast<int64_t>(settings.size() * prompts.size() * config.repetitions), options.quiet);

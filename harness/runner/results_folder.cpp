@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
@@ -18,6 +17,7 @@
 #include "harness/io/input_file.h"
 #include "harness/io/log.h"
 #include "harness/io/output_file.h"
+#include "harness/runner/run_inputs.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -55,14 +55,20 @@ std::vector<int64_t> csv_field_counts(const std::string& text, bool& cut) {
   return counts;
 }
 
-// The settings config.resolved.ini describes: its sweep, its shard's slice for a shard, one per beam search.
-int64_t configured_settings(const fs::path& dir) {
-  const std::string path = (dir / "config.resolved.ini").string();
-  const std::pair<int, int> shard = split_shard_line(path).second;
-  const ExperimentConfig config = load_experiment(path, {});
+// The settings config.resolved.ini (`config`, read from the folder `dir`) describes: its sweep, its shard's slice for a
+// shard, one per beam search.
+int64_t configured_settings(const fs::path& dir, const ExperimentConfig& config) {
+  const std::pair<int, int> shard = split_shard_line((dir / "config.resolved.ini").string()).second;
   std::vector<Setting> settings = expand_sweep(config);
   if (shard.second > 1) settings = shard_of(settings, shard.first, shard.second);
   return static_cast<int64_t>(recorded_settings(settings).size());
+}
+
+// The folder's status line without its newline; "" without a status file.
+std::string status_line(const fs::path& dir, const std::string& what) {
+  std::string status = read_status(dir, what);
+  if (!status.empty() && status.back() == '\n') status.pop_back();
+  return status;
 }
 
 }  // namespace
@@ -155,6 +161,9 @@ void merge_results(const std::vector<std::string>& shard_dirs, const std::string
   int count = 0;
   std::set<int> indices;
   bool incomplete = false;
+  std::optional<std::string> inputs;  // the first shard's inputs.json that has one, and that shard
+  std::string inputs_from;
+  bool every_inputs = true;
   for (const std::string& d : shard_dirs) {
     const fs::path dir(d);
     const std::string status =
@@ -175,11 +184,16 @@ void merge_results(const std::vector<std::string>& shard_dirs, const std::string
       fail("merge: ", d, " is shard ", shard.first, "/", shard.second, " but an earlier one was of ", count);
     count = shard.second;
     // Shards of one run decode the same prompts with the same models (each checks its own files when it starts).
-    const fs::path own_inputs = dir / "inputs.json", first_inputs = fs::path(shard_dirs[0]) / "inputs.json";
-    if (fs::exists(own_inputs) && fs::exists(first_inputs) &&
-        read_input_file(own_inputs.string(), "merge") != read_input_file(first_inputs.string(), "merge"))
-      fail("merge: ", d, "/inputs.json differs from ", shard_dirs[0],
-           "'s: the shards decoded different prompts or models, so they are not slices of one run");
+    if (!fs::exists(dir / "inputs.json")) {
+      every_inputs = false;
+    } else {
+      const std::string own = read_input_file((dir / "inputs.json").string(), "merge");
+      if (!inputs) inputs = own;
+      if (own != *inputs)
+        fail("merge: ", d, "/inputs.json differs from ", inputs_from,
+             "'s: the shards decoded different prompts or models, so they are not slices of one run");
+      if (inputs_from.empty()) inputs_from = d;
+    }
     if (!indices.insert(shard.first).second)
       fail("merge: shard ", shard.first, "/", count, " is given twice (", d, ")");
   }
@@ -206,10 +220,7 @@ void merge_results(const std::vector<std::string>& shard_dirs, const std::string
     write_output_file((fs::path(output) / "env.json").string(),
                       read_input_file((fs::path(shard_dirs[0]) / "env.json").string(), "merge"), "merge");
   // Only where every shard kept one (a shard begun by an earlier version has none, and then no file covers the run).
-  if (std::all_of(shard_dirs.begin(), shard_dirs.end(),
-                  [](const std::string& d) { return fs::exists(fs::path(d) / "inputs.json"); }))
-    write_output_file((fs::path(output) / "inputs.json").string(),
-                      read_input_file((fs::path(shard_dirs[0]) / "inputs.json").string(), "merge"), "merge");
+  if (every_inputs && inputs) write_output_file((fs::path(output) / "inputs.json").string(), *inputs, "merge");
   std::string lines;
   for (const RunRecord& r : records) lines += r.to_json_line() + "\n";
   write_output_file((fs::path(output) / "records.jsonl").string(), lines, "merge");
@@ -225,8 +236,7 @@ SummaryCoverage check_summary_covers_folder(const std::string& folder, bool allo
   if (!fs::exists(path)) {
     // A run killed outright (SIGKILL, a lost node) writes no summary; its records and configuration are there.
     if (fs::exists(dir / "config.resolved.ini") && fs::exists(dir / "records.jsonl")) {
-      std::string status = read_status(dir, "plot");
-      if (!status.empty() && status.back() == '\n') status.pop_back();
+      const std::string status = status_line(dir, "plot");
       fail(folder,
            ": no summary.csv: the run was stopped before it wrote one (status: ", status.empty() ? "none" : status,
            "); finish it with `specula run --resume ", folder, "`");
@@ -255,10 +265,18 @@ SummaryCoverage check_summary_covers_folder(const std::string& folder, bool allo
          c.rows < recorded ? "misses settings" : "has rows no record supports",
          " (a run or merge rewrites it from the records)");
 
-  c.status = read_status(dir, "plot");
-  if (!c.status.empty() && c.status.back() == '\n') c.status.pop_back();
-  c.configured = fs::exists(dir / "config.resolved.ini") ? configured_settings(dir) : recorded;
-  c.partial = partial_settings(dir, all);
+  c.status = status_line(dir, "plot");
+  // The configuration is read once, for the settings it describes and the records a whole one has (prompts x
+  // repetitions, the prompts counted in inputs.json; without either file, the most records any setting has).
+  const fs::path resolved = dir / "config.resolved.ini", inputs = dir / "inputs.json";
+  const std::optional<ExperimentConfig> config =
+      fs::exists(resolved) ? std::optional<ExperimentConfig>(load_experiment(resolved.string(), {})) : std::nullopt;
+  c.configured = config ? configured_settings(dir, *config) : recorded;
+  const int64_t whole =
+      config && fs::exists(inputs)
+          ? static_cast<int64_t>(read_run_inputs(inputs, "plot").at("prompts").size()) * config->repetitions
+          : 0;
+  c.partial = partial_settings(all, whole);
   c.complete = (c.status.empty() || c.status == "complete") && c.rows >= c.configured && c.partial.empty();
   if (!c.complete && !allow_incomplete)
     fail(folder, " is not a complete run (status: ", c.status.empty() ? "none" : c.status, "): ", path, " covers ",
@@ -283,23 +301,6 @@ std::vector<std::string> partial_settings(const std::vector<RunRecord>& records,
       partial.push_back(row.setting_id + " (" + std::to_string(row.prompts) + " of " + std::to_string(whole) +
                         " records)");
   return partial;
-}
-
-std::vector<std::string> partial_settings(const fs::path& dir, const std::vector<RunRecord>& records) {
-  int64_t whole = 0;
-  const fs::path inputs = dir / "inputs.json", resolved = dir / "config.resolved.ini";
-  if (fs::exists(inputs) && fs::exists(resolved)) {
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(read_input_file(inputs.string(), "plot"));
-    } catch (const nlohmann::json::exception& e) {
-      fail(inputs.string(), ": not the JSON a run writes (", e.what(), ")");
-    }
-    if (!j.is_object() || !j.contains("prompts") || !j.at("prompts").is_array())
-      fail(inputs.string(), ": not the JSON a run writes (no list of prompts)");
-    whole = static_cast<int64_t>(j.at("prompts").size()) * load_experiment(resolved.string(), {}).repetitions;
-  }
-  return partial_settings(records, whole);
 }
 
 std::optional<CostProfile> folder_cost_profile(const fs::path& dir) {

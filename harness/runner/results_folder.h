@@ -70,11 +70,8 @@ struct SummaryCoverage {
   std::vector<std::string> partial;
 };
 
-// The settings of `records` with fewer records than a whole one: prompts x repetitions, the prompts counted in the
-// folder's inputs.json and the repetitions read from its config.resolved.ini (where the folder has them), else the
-// most records any setting has. Each as "ID (R of N records)", in the order of the summary.
-std::vector<std::string> partial_settings(const std::filesystem::path& dir, const std::vector<RunRecord>& records);
-// The same against `whole` records a setting (0: the most records any setting has).
+// The settings of `records` with fewer records than `whole` (a run's prompts x repetitions; 0: the most records any
+// setting has). Each as "ID (R of N records)", in the order of the summary.
 std::vector<std::string> partial_settings(const std::vector<RunRecord>& records, int64_t whole);
 // "a, b, c": a list of partial_settings for a message.
 std::string join_items(const std::vector<std::string>& items);

@@ -50,7 +50,7 @@ nlohmann::json spec_files(const std::string& spec) {
   nlohmann::json files = nlohmann::json::object();
   const size_t colon = spec.find(':');
   if (colon == std::string::npos) return files;
-  std::string rest = spec.substr(colon + 1);
+  const std::string rest = spec.substr(colon + 1);
   for (size_t from = 0; from <= rest.size();) {
     const size_t comma = std::min(rest.find(',', from), rest.size());
     std::string item = rest.substr(from, comma - from);
@@ -64,7 +64,7 @@ nlohmann::json spec_files(const std::string& spec) {
 
 }  // namespace
 
-std::string run_inputs_json(const ExperimentConfig& config, const std::vector<std::vector<int32_t>>& prompts) {
+nlohmann::json run_inputs(const ExperimentConfig& config, const std::vector<std::vector<int32_t>>& prompts) {
   nlohmann::json j;
   j["prompts"] = prompts;
   nlohmann::json models = nlohmann::json::object();
@@ -85,23 +85,27 @@ std::string run_inputs_json(const ExperimentConfig& config, const std::vector<st
       for (const std::string& value : config.axes.at(key))
         if (value != "none") add_files(value, files);
   j["files"] = files;
-  return j.dump() + "\n";
+  return j;
 }
 
-void check_inputs_unchanged(const fs::path& dir, const std::string& inputs_json) {
+nlohmann::json read_run_inputs(const fs::path& file, const std::string& what) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_input_file(file.string(), what));
+  } catch (const nlohmann::json::exception& e) {
+    fail(file.string(), ": not the JSON a run writes (", e.what(), ")");
+  }
+  if (!j.is_object() || !j.contains("prompts") || !j.at("prompts").is_array())
+    fail(file.string(), ": not the JSON a run writes (no list of prompts)");
+  return j;
+}
+
+void check_inputs_unchanged(const fs::path& dir, const nlohmann::json& now) {
   const fs::path path = dir / "inputs.json";
   if (!fs::exists(path)) return;
   const std::string where = "run --resume: " + dir.string();
   const std::string advice = ": a resumed run decodes what its records were decoded from; start a new run instead";
-  nlohmann::json was;
-  try {
-    was = nlohmann::json::parse(read_input_file(path.string(), "run --resume"));
-  } catch (const nlohmann::json::exception& e) {
-    fail(path.string(), ": not the JSON a run writes (", e.what(), ")");
-  }
-  if (!was.is_object() || !was.contains("prompts") || !was.at("prompts").is_array())
-    fail(path.string(), ": not the JSON a run writes (no list of prompts)");
-  const nlohmann::json now = nlohmann::json::parse(inputs_json);
+  const nlohmann::json was = read_run_inputs(path, "run --resume");
   const nlohmann::json& p0 = was.at("prompts");
   const nlohmann::json& p1 = now.at("prompts");
   if (p0.size() != p1.size())

@@ -5,18 +5,22 @@
 #pragma once
 
 #include <filesystem>
-#include <string>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "harness/experiment/experiment_config.h"
 
 namespace specula {
 
-// The inputs.json text of a run of `config` over `prompts`.
-std::string run_inputs_json(const ExperimentConfig& config, const std::vector<std::vector<int32_t>>& prompts);
+// What inputs.json holds for a run of `config` over `prompts` (written as its dump()).
+nlohmann::json run_inputs(const ExperimentConfig& config, const std::vector<std::vector<int32_t>>& prompts);
+
+// A folder's inputs.json, read back: throws Error naming the file where it is not the JSON a run writes (an object
+// with a list of prompts).
+nlohmann::json read_run_inputs(const std::filesystem::path& file, const std::string& what);
 
 // Throws Error naming the folder and the first input that differs from the one its inputs.json recorded. A folder
 // without inputs.json (written before it was kept) is not checked.
-void check_inputs_unchanged(const std::filesystem::path& dir, const std::string& inputs_json);
+void check_inputs_unchanged(const std::filesystem::path& dir, const nlohmann::json& now);
 
 }  // namespace specula

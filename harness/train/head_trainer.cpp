@@ -289,6 +289,10 @@ HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
   torch::optim::AdamW& optimizer = *adamw;
 
   DraftHeadsConfig config = new_heads_folder(o, tc);
+  // What made the heads, saved with them from the first save on (in_progress_record).
+  nlohmann::json in_progress = in_progress_record(o, o.command, o.corpus);
+  in_progress["target"] = o.target;
+  in_progress["torch_version"] = TORCH_VERSION;
 
   std::vector<double> top1;
   const double initial_val = evaluate(objective, val_set, o.batch_size, top1);
@@ -320,15 +324,9 @@ HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
         best_val = val;
         result.best_step = done;
         result.val_top1 = top1;
-        // What made them, already: an interrupted run leaves these heads, which must still say how they were trained.
-        config.training = {{"status", "in progress (an interrupted run leaves it so)"},
-                           {"step", done},
-                           {"val_loss", val},
-                           {"command", o.command},
-                           {"corpus", o.corpus},
-                           {"target", o.target},
-                           {"torch_version", TORCH_VERSION}};
-        config.training.update(optimizer_record(o));
+        config.training = in_progress;
+        config.training["step"] = done;
+        config.training["val_loss"] = val;
         save_draft_heads(o.output, heads, config);
         saved = ", saved " + o.output;
       }

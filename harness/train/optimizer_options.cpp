@@ -61,6 +61,14 @@ void read_optimizer_options(const po::variables_map& vm, OptimizerOptions& o) {
   o.threads = vm["threads"].as<int>();
 }
 
+nlohmann::json in_progress_record(const OptimizerOptions& options, const std::string& command,
+                                  const std::string& corpus) {
+  nlohmann::json record = {
+      {"status", "in progress (an interrupted run leaves it so)"}, {"command", command}, {"corpus", corpus}};
+  record.update(optimizer_record(options));
+  return record;
+}
+
 nlohmann::json optimizer_record(const OptimizerOptions& o) {
   return {{"steps", o.lr.total_steps},
           {"batch_size", o.batch_size},

@@ -6,6 +6,7 @@
 #include <boost/program_options.hpp>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "harness/train/lr_schedule.h"
 
@@ -38,5 +39,11 @@ void read_optimizer_options(const boost::program_options::variables_map& vm, Opt
 // The settings a trained model's record keeps: steps, batch_size, seq_len, lr, min_lr, warmup_steps,
 // weight_decay, betas, grad_clip, seed, threads.
 nlohmann::json optimizer_record(const OptimizerOptions& options);
+
+// The record a model saved during training carries until the run ends and its full record replaces it: what made it
+// (`command`, `corpus`, optimizer_record) and a status saying the run had not finished, so that an interrupted run
+// still says how its model was trained. Callers add their own fields, and the step and loss of each save.
+nlohmann::json in_progress_record(const OptimizerOptions& options, const std::string& command,
+                                  const std::string& corpus);
 
 }  // namespace specula

@@ -171,6 +171,11 @@ TrainResult train_transformer(const TrainOptions& options) {
   result.best_periodic_val_loss = INFINITY;
   TrainingLog log(total_steps, options.eval_interval);
   const auto start = Clock::now();
+  // What made the checkpoint, saved with it from the first save on (in_progress_record).
+  nlohmann::json in_progress = in_progress_record(options, options.command, options.corpus);
+  in_progress["validation_fraction"] = options.validation_fraction;
+  in_progress["parameters"] = options.model.parameter_count();
+  in_progress["torch_version"] = TORCH_VERSION;
   for (int64_t step = 0; step < total_steps; ++step) {
     const auto step_start = Clock::now();
     const double loss_value = train_step(model, *optimizer, options, data.train, rng, pick, step);
@@ -186,17 +191,9 @@ TrainResult train_transformer(const TrainOptions& options) {
     if (val < result.best_periodic_val_loss) {
       result.best_periodic_val_loss = val;
       result.best_step = done;
-      // What made it, already: a run interrupted from here on leaves this checkpoint, which must still say how it
-      // was trained (the full record replaces this one at the end).
-      checkpoint.training = {{"status", "in progress (an interrupted run leaves it so)"},
-                             {"step", done},
-                             {"periodic_val_loss", val},
-                             {"command", options.command},
-                             {"corpus", options.corpus},
-                             {"validation_fraction", options.validation_fraction},
-                             {"parameters", options.model.parameter_count()},
-                             {"torch_version", TORCH_VERSION}};
-      checkpoint.training.update(optimizer_record(options));
+      checkpoint.training = in_progress;
+      checkpoint.training["step"] = done;
+      checkpoint.training["periodic_val_loss"] = val;
       save_checkpoint(options.output, model, checkpoint);
       saved = ", saved " + options.output;
     }

@@ -1,7 +1,6 @@
 #include "harness/models/registry/model_registry.h"
 
-#include <filesystem>
-
+#include "harness/io/input_file.h"
 #include "harness/models/hf/hf_model.h"
 #include "harness/models/hf/hf_tokenizer.h"
 #include "harness/models/registry/torch_module.h"
@@ -93,12 +92,8 @@ void check_language_model_spec(const std::string& spec, const std::string& optio
   if (!kind) fail_parameter(option, ": unknown model '", spec, "' (known: ", language_model_kind_usages(), ")");
   const std::string path = colon == std::string::npos ? "" : spec.substr(colon + 1);
   if (path.empty()) fail_parameter(option, ": '", kind->kind, ":' needs ", kind->example);
-  std::error_code ec;
-  const std::filesystem::file_status status = std::filesystem::status(path, ec);
-  if (!std::filesystem::exists(status))
-    fail_parameter(option, ": no such ", kind->folder ? "folder" : "file", " '", path, "'");
-  if (kind->folder != std::filesystem::is_directory(status))
-    fail_parameter(option, ": '", path, "' is ", kind->folder ? "not a folder" : "a folder, not a file");
+  if (const std::string problem = path_kind_problem(path, kind->folder); !problem.empty())
+    fail_parameter(option, ": '", path, "'", problem);
 }
 
 std::shared_ptr<const Tokenizer> load_tokenizer_for(const std::string& model_spec) {
