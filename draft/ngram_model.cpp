@@ -192,10 +192,15 @@ void NgramModel::save(const std::string& path) const {
   write_output_file(path, out.str(), "the n-gram model");
 }
 
-NgramModel NgramModel::load(const std::string& path) {
-  std::ifstream in = open_input_file(path, "n-gram model");
-  std::string line;
-  int line_no = 0;
+namespace {
+
+// The header: magic and version, order, vocabulary. Leaves `in` at the n-gram counts.
+struct NgramHeader {
+  int32_t order;
+  int32_t vocab;
+};
+
+NgramHeader read_header(std::istream& in, const std::string& path, std::string& line, int& line_no) {
   auto expect_line = [&](const char* what) {
     if (!next_line(in, line, line_no)) fail(path, ": truncated n-gram model file: ends before ", what);
     return fields_of(line);
@@ -207,8 +212,7 @@ NgramModel NgramModel::load(const std::string& path) {
       fail(path, ":", line_no, ": expected '", key, " <", lo, "..", hi, ">', got '", line, "'");
     return v;
   };
-
-  std::vector<std::string> f = expect_line("the header");
+  const std::vector<std::string> f = expect_line("the header");
   if (f.size() != 2 || f[0] != kMagic)
     fail(path, ":", line_no, ": not a Specula n-gram model (expected '", kMagic, " ", kVersion, "', got '", line, "')");
   if (f[1] != std::to_string(kVersion))
@@ -216,6 +220,29 @@ NgramModel NgramModel::load(const std::string& path) {
          ")");
   const int32_t order = static_cast<int32_t>(header_value("order", 1, kMaxOrder));
   const int32_t vocab = static_cast<int32_t>(header_value("vocab", 1, kMaxVocab));
+  return {order, vocab};
+}
+
+}  // namespace
+
+int32_t NgramModel::read_vocab_size(const std::string& path) {
+  std::ifstream in = open_input_file(path, "n-gram model");
+  std::string line;
+  int line_no = 0;
+  return read_header(in, path, line, line_no).vocab;
+}
+
+NgramModel NgramModel::load(const std::string& path) {
+  std::ifstream in = open_input_file(path, "n-gram model");
+  std::string line;
+  int line_no = 0;
+  auto expect_line = [&](const char* what) {
+    if (!next_line(in, line, line_no)) fail(path, ": truncated n-gram model file: ends before ", what);
+    return fields_of(line);
+  };
+  const NgramHeader header = read_header(in, path, line, line_no);
+  const int32_t order = header.order, vocab = header.vocab;
+  std::vector<std::string> f;
   NgramModel m(order, vocab);
   std::vector<int64_t> expected(order);
   for (int32_t n = 1; n <= order; ++n) {

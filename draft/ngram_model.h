@@ -49,6 +49,8 @@ class NgramModel {
   static NgramModel train(const std::vector<Token>& tokens, const std::vector<Token>& labels, int32_t order,
                           int32_t vocab_size);
   static NgramModel load(const std::string& path);
+  // The vocabulary of the model at `path`, from its header alone (the file is not read further).
+  static int32_t read_vocab_size(const std::string& path);
   void save(const std::string& path) const;
 
   int32_t order() const { return order_; }

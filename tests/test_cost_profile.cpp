@@ -325,7 +325,8 @@ TEST_CASE(
   const CliResult refused = run_specula("run " + exp + " --set experiment.output_dir=" + dir.file("refused") +
                                         " --no-plots --cost-profile " + other);
   CHECK(refused.exit_code == 1);
-  CHECK_THAT(refused.err, Contains("--set experiment.cost_profile: key 'experiment.cost_profile': " + other +
+  // Named by the option that gave it.
+  CHECK_THAT(refused.err, Contains("--cost-profile: key 'experiment.cost_profile': " + other +
                                    " was measured on the target transformer:models/target, not on this "
                                    "experiment's target " +
                                    target));
@@ -333,7 +334,7 @@ TEST_CASE(
   const CliResult broken = run_specula("run " + exp + " --set experiment.output_dir=" + dir.file("refused") +
                                        " --cost-profile " + dir.write("broken.json", "{}"));
   CHECK(broken.exit_code == 1);
-  CHECK_THAT(broken.err, Contains("key 'experiment.cost_profile': cost profile " + dir.file("broken.json") +
-                                  ": holds no cost profile"));
+  CHECK_THAT(broken.err, Contains("--cost-profile: key 'experiment.cost_profile': cost profile " +
+                                  dir.file("broken.json") + ": holds no cost profile"));
   CHECK_FALSE(fs::exists(dir.file("refused")));
 }

@@ -40,7 +40,7 @@ TEST_CASE("generate writes L tokens per sample (no stop token) and the documente
   const std::string target = dir.write("t.txt", kCliTargetTable), draft = dir.write("d.txt", kCliDraftTable);
   for (const std::string method : {"ar", "chain", "block", "tree", "greedy", "typical"}) {
     INFO(method);
-    std::string extra = method == "tree" ? " --tree 2,1" : " --num-draft-tokens 3";
+    std::string extra = method == "tree" ? " --tree 2,1" : method == "ar" ? "" : " --num-draft-tokens 3";
     if (method == "greedy") extra += " --temperature 0";
     const CliResult r = run_specula("generate --target bigram:" + target +
                                     (method == "ar" ? "" : " --draft bigram:" + draft) + " --method " + method + extra +
@@ -95,9 +95,10 @@ TEST_CASE("a draft with stop tokens of its own follows the target's automaton", 
   for (const std::string method : {"ar", "chain", "block", "tree --tree 2,1"}) {
     INFO(method);
     const CliResult r = run_specula(
-        "generate --target bigram:" + target + (method == "ar" ? "" : " --draft bigram:" + target) + " --method " +
-        method + " --temperature 0 --regex 'd(a|b)' --draft-stop-tokens 3 --draft-min-tokens 2 --prompt-tokens 0 " +
-        "--max-new-tokens 8 --output " + dir.file("o.txt"));
+        "generate --target bigram:" + target +
+        (method == "ar" ? "" : " --draft bigram:" + target + " --draft-stop-tokens 3 --draft-min-tokens 2") +
+        " --method " + method + " --temperature 0 --regex 'd(a|b)' --prompt-tokens 0 --max-new-tokens 8 --output " +
+        dir.file("o.txt"));
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     if (method == "ar") greedy = read_text(dir.file("o.txt"));
@@ -219,8 +220,8 @@ TEST_CASE("generate refuses bad models and options with a message naming them", 
        "json schema '" + huge_schema + "': its regular expression ("},
       {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --regex zz" + out,
        "regex 'zz': no token can begin a match"},
-      // --print-text needs a tokenizer: refused before the run is assembled (the draft's mismatch comes later).
-      {"--target bigram:" + target + " --draft bigram:" + small +
+      // --print-text needs a tokenizer: refused before the run is assembled.
+      {"--target bigram:" + target + " --draft bigram:" + draft +
            " --method chain --prompt-tokens 0 --max-new-tokens 2 --print-text" + out,
        "--print-text: the target"},
   };
@@ -270,10 +271,12 @@ TEST_CASE("--device cuda-host runs the kernels' code on the CPU: the CPU's outpu
   REQUIRE(sample_cpu.exit_code == 0);
   CHECK(sample_host.exit_code == 0);
   CHECK(sample_host.out == sample_cpu.out);
-  const std::string base = "generate --target bigram:" + target + " --draft bigram:" + target +
+  const std::string base = "generate --target bigram:" + target +
                            " --prompt-tokens 0 --max-new-tokens 9 --num-samples 30 --temperature 0.9"
                            " --repetition-penalty 1.2 --seed 3 ";
-  for (const std::string method : {"--method ar", "--method block", "--method tree --tree 3,1 --tree-sampling topk"}) {
+  const std::string draft = " --draft bigram:" + target;
+  for (const std::string method : std::vector<std::string>{"--method ar", "--method block" + draft,
+                                                           "--method tree --tree 3,1 --tree-sampling topk" + draft}) {
     INFO(method);
     const CliResult cpu = run_specula(base + method + " --output " + dir.file("cpu"));
     REQUIRE(cpu.exit_code == 0);
@@ -302,7 +305,9 @@ TEST_CASE("--device cuda-host runs the kernels' code on the CPU: the CPU's outpu
   };
   for (const auto& [options, message] : refused) {
     INFO(options);
-    const CliResult r = run_specula(base + options + " --device cuda-host --output " + dir.file("x"));
+    const bool beam = options == "--method beam";  // which drafts nothing
+    const CliResult r =
+        run_specula(base + options + (beam ? "" : draft) + " --device cuda-host --output " + dir.file("x"));
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.err, Contains(message));
   }
@@ -527,6 +532,18 @@ TEST_CASE("outputs and bounds are checked before any model loads or any work sta
            "--output " +
            dir.file("o.txt"),
        "--num-draft-tokens must be >= 1, got -1"},  // before a tree's chain of K is made of it
+      // What only a speculative method reads is refused with another method, not ignored.
+      {"generate" + missing + " --max-new-tokens 2 --method ar --draft prompt-lookup --output " + dir.file("o.txt"),
+       "--method ar does not use a --draft model"},
+      {"generate" + missing + " --max-new-tokens 2 --num-draft-tokens 3 --output " + dir.file("o.txt"),
+       "--num-draft-tokens: --method ar drafts nothing"},
+      {"generate" + missing + " --max-new-tokens 2 --draft-temperature 0.5 --output " + dir.file("o.txt"),
+       "--draft-temperature: --method ar drafts nothing"},
+      {"generate" + missing + " --max-new-tokens 2 --method beam --tree 2,1 --output " + dir.file("o.txt"),
+       "--tree: --method beam drafts nothing"},
+      {"generate" + missing + " --max-new-tokens 2 --method chain --draft prompt-lookup --tree 2,1 --output " +
+           dir.file("o.txt"),
+       "--tree is only used by method tree"},
       {"generate" + missing + " --max-new-tokens 2 --threads 0 --output " + dir.file("o.txt"),
        "--threads must be in 1.."},
       {"generate" + missing + " --max-new-tokens 2 --stream --num-samples 2", "--stream prints one sample"},

@@ -21,6 +21,7 @@
 #include "harness/experiment/sweep.h"
 #include "harness/generation/decoding_method.h"
 #include "harness/io/file_checksum.h"
+#include "harness/runner/run_inputs.h"
 #include "kernels/cuda_device.h"
 #include "kernels/shared/error.h"
 #include "speculative_fixtures.h"
@@ -748,9 +749,10 @@ TEST_CASE("results folders: one per run, even started together; status says how 
   }
   SECTION("a run that fails after its folder exists is marked failed") {
     fs::remove_all(dir.file("results"));
-    // The drafter is loaded after the baseline has run: the folder holds records by then. (A missing file is
-    // refused before the folder is made; a damaged one is found only when it is read.)
-    const std::string damaged = dir.write("damaged.ngram", "not an n-gram model\n");
+    // The drafter is loaded after the baseline has run: the folder holds records by then. (A missing file, or a
+    // header of another vocabulary, is refused before the folder is made; a damaged body is found only when it is
+    // read.)
+    const std::string damaged = dir.write("damaged.ngram", "specula-ngram 1\norder 2\nvocab 16\nngrams 1 x\n");
     const CliResult r = run_specula("run " + exp + out + " --set 'draft.drafter=ngram:" + damaged + "'");
     CHECK(r.exit_code == 1);
     const std::vector<std::string> failed = run_folders(dir.file("results") + "/exp");
@@ -977,6 +979,30 @@ TEST_CASE("resume: a prompts file without num_prompts keeps every prompt; change
   }
 }
 
+TEST_CASE("inputs.json fingerprints what a model folder's model reads, not its notes", "[runner]") {
+  TempDir dir;
+  const std::string model = dir.file("draft");
+  fs::copy(std::string(SPECULA_SOURCE_DIR) + "/results/models/draft", model);
+  dir.write("draft/README.md", "how it was trained\n");
+  const ExperimentConfig config = load_experiment(dir.write("exp.ini", experiment_text()),
+                                                  {"draft.drafter=transformer:" + model, "draft.method=chain"});
+  const nlohmann::json before = run_inputs(config, {{0, 3}});
+  const auto files = [](const nlohmann::json& inputs) {
+    std::set<std::string> out;
+    for (const auto& [spec, per_spec] : inputs.at("models").items())
+      for (const auto& [file, fingerprint] : per_spec.items()) out.insert(file);
+    return out;
+  };
+  CHECK(files(before).count(model + "/config.json") == 1);
+  CHECK(files(before).count(model + "/weights.pt") == 1);
+  CHECK(files(before).count(model + "/README.md") == 0);
+  dir.write("draft/README.md", "how it was trained, and what it scored\n");
+  CHECK(run_inputs(config, {{0, 3}}) == before);
+  // The control: a file the model reads.
+  std::ofstream(model + "/config.json", std::ios::app) << "\n";
+  CHECK(run_inputs(config, {{0, 3}}) != before);
+}
+
 TEST_CASE("token ids outside the target's vocabulary are refused before a folder is made", "[runner][cli][errors]") {
   TempDir dir;
   const std::string exp = dir.write("exp.ini", experiment_text());
@@ -1034,6 +1060,57 @@ TEST_CASE("a sweep whose prompts and trees overflow the target is refused before
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Contains("holds 256 positions") && Contains("draft depth 5"));
   CHECK_FALSE(fs::exists(dir.file("results") + "/long"));
+}
+
+TEST_CASE("run compares every drafter's vocabulary with the target's before any model loads", "[runner][cli][errors]") {
+  TempDir dir;
+  const std::string exp = dir.write("exp.ini", experiment_text());  // a 16-token target
+  const std::string models = std::string(SPECULA_SOURCE_DIR) + "/results/models/";
+  // An n-gram model's vocabulary is read from its header alone: the rest of this file is never read.
+  const std::string ngram3 = dir.write("three.txt", "specula-ngram 1\norder 2\nvocab 3\n");
+  const std::string two = dir.write("two.txt", "0.5 1.0\n1.0 0.5\n");
+  // Heads whose target was retrained since: refused from the two configs, before either model loads. The target's
+  // folder holds its config alone, so that loading it would fail on its missing weights instead.
+  fs::create_directories(dir.file("target"));
+  fs::create_directories(dir.file("heads"));
+  nlohmann::json target = nlohmann::json::parse(read_text(models + "target/config.json"));
+  nlohmann::json heads = nlohmann::json::parse(read_text(models + "medusa/config.json"));
+  heads["target"] = "../target";
+  heads["target_weights"] = {{"bytes", target["weights"]["bytes"]}, {"crc32", target["weights"]["crc32"]}};
+  target["weights"]["crc32"] = "00000000";
+  dir.write("target/config.json", target.dump());
+  dir.write("heads/config.json", heads.dump());
+  struct Case {
+    std::string target, drafter, message;
+  };
+  const std::vector<Case> cases = {
+      {"", "bigram:" + two,
+       "target bigram:" + kTable + "target-v16.txt has 16 tokens but draft bigram:" + two + " has 2"},
+      {"", "transformer:" + models + "draft", "has 16 tokens but draft transformer:" + models + "draft has 256"},
+      {"", "ngram:" + ngram3, "has 16 tokens but draft ngram:" + ngram3 + " has 3"},
+      {"", "medusa:" + models + "medusa", "has 16 tokens but draft medusa:" + models + "medusa has 256"},
+      {"transformer:" + dir.file("target"), "medusa:" + dir.file("heads"),
+       "the heads were trained on other weights of their target"},
+      {"transformer:" + dir.file("target"), "eagle:" + dir.file("heads"), "the folder holds medusa heads, not eagle"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.drafter);
+    const std::string results = dir.file("results");
+    const CliResult r = run_specula("run " + exp + " --set experiment.output_dir=" + results +
+                                    (c.target.empty() ? "" : " --set experiment.target=" + c.target) +
+                                    " --set 'draft.drafter=prompt-lookup | " + c.drafter + "' --quiet");
+    INFO(r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err,
+               Contains("--set draft.drafter: key 'draft.drafter' = '" + c.drafter + "'") && Contains(c.message));
+    CHECK_FALSE(fs::exists(results));
+  }
+  // The target's own description is read first, under its key.
+  const CliResult missing = run_specula("run " + exp + " --set experiment.output_dir=" + dir.file("results") +
+                                        " --set experiment.target=transformer:" + dir.file("heads") + " --quiet");
+  CHECK(missing.exit_code == 1);
+  CHECK_THAT(missing.err, Contains("--set experiment.target: key 'experiment.target'") &&
+                              Contains(dir.file("heads") + "/config.json"));
 }
 
 TEST_CASE("an error the generation layer raises about a parameter names the experiment's file, line and key",
@@ -1114,6 +1191,39 @@ TEST_CASE("run on cuda-host: the CPU run's records, each saying where it was ver
   CHECK_THAT(bad.err, Contains("key 'experiment.device'") && Contains("'gpu' is not cpu, cuda or cuda-host"));
 }
 
+TEST_CASE("a benchmark's default report keeps another machine's report of the same host name", "[runner]") {
+  TempDir dir;
+  // The default path is relative to the current folder: the test moves into a scratch one and back.
+  struct InFolder {
+    fs::path before = fs::current_path();
+    explicit InFolder(const std::string& folder) { fs::current_path(folder); }
+    ~InFolder() { fs::current_path(before); }
+  } in(dir.file(""));
+  const std::string path = "results/bench/constraint-" + hostname() + ".json";
+  CHECK(default_bench_report("constraint") == path);  // none yet
+  fs::create_directories("results/bench");
+  nlohmann::json report = {{"benchmark", "constraint"}, {"machine", machine_json(1, "")}};
+  std::ofstream(path) << report.dump();
+  CHECK(default_bench_report("constraint") == path);  // this machine's own: replaced
+  for (const char* key : {"cpu_model", "cpu_avx512f", "logical_cores", "llc_bytes"}) {
+    INFO(key);
+    nlohmann::json other = report;
+    other["machine"][key] = other["machine"][key].is_boolean()          ? nlohmann::json(!other["machine"][key])
+                            : other["machine"][key].is_number_integer() ? nlohmann::json(12345)
+                                                                        : nlohmann::json("Another CPU");
+    std::ofstream(path) << other.dump();
+    CHECK_THROWS_WITH(default_bench_report("constraint"),
+                      Contains(path + ": holds the report of another machine with this host name (") &&
+                          Contains("; this one: " + cpu_model()) && Contains("give --output"));
+  }
+  // A report written before the cache was recorded is compared on what it has.
+  report["machine"].erase("llc_bytes");
+  std::ofstream(path) << report.dump();
+  CHECK(default_bench_report("constraint") == path);
+  std::ofstream(path) << "not a report";
+  CHECK_THROWS_WITH(default_bench_report("constraint"), Contains("holds something other than a benchmark report"));
+}
+
 TEST_CASE("every benchmark's machine block names the CPU, its ISA and the load around the run", "[runner]") {
   const std::string before = load_averages();
   const nlohmann::json m = machine_json(2, before);
@@ -1122,6 +1232,13 @@ TEST_CASE("every benchmark's machine block names the CPU, its ISA and the load a
     CHECK(m.contains(key));
   CHECK(m["threads_used"] == 2);
   CHECK(m["load_average_before"] == before);
+  // The last-level cache as sysfs gives it, where it does.
+  CHECK(m["llc_level"] == last_level_cache().level);
+  CHECK(m["llc_bytes"] == last_level_cache().bytes);
+  if (fs::exists("/sys/devices/system/cpu/cpu0/cache/index0/size")) {
+    CHECK(last_level_cache().level >= 1);
+    CHECK(last_level_cache().bytes >= 1024);
+  }
   CHECK(m["cpu_avx2"].get<bool>() == static_cast<bool>(__builtin_cpu_supports("avx2")));
   // Three numbers, as /proc/loadavg gives them.
   if (before != "unknown") CHECK(std::count(before.begin(), before.end(), ' ') == 2);

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <vector>
 
@@ -388,6 +389,50 @@ TEST_CASE("specula tree-opt: prints both trees, writes a --tree the generator ac
     CHECK(table.exit_code == 1);
     CHECK_THAT(table.err, StartsWith("specula tree-opt: error: --forward-cost: "));
   }
+}
+
+TEST_CASE("tree-opt --cost-profile: the profile's target curve, and its cost of the --draft model unless --draft-cost",
+          "[tree-opt][cli]") {
+  testing::TempDir dir;
+  const std::string target =
+      dir.write("t.txt", "0.5 1.0 -0.3 0.2\n1.2 -0.4 0.3 0.0\n-0.2 0.8 0.9 -1.0\n0.1 0.1 1.5 -0.5\n");
+  const std::string draft =
+      dir.write("d.txt", "0.4 1.3 -0.1 0.2\n1.0 -0.2 0.3 0.3\n-0.5 0.8 1.2 -1.0\n0.3 0.0 1.1 -0.2\n");
+  const nlohmann::json profile = {
+      {"format", "specula cost profile"},
+      {"version", 1},
+      {"machine", {{"cpu", "a test machine"}}},
+      {"device", "cpu"},
+      {"target",
+       {{"model", "bigram:" + target}, {"parameters", 16}, {"weights_dtype", "float32"}, {"one_token_us", 10}}},
+      {"rows", {{{"rows", 1}, {"cost", 1}}, {{"rows", 4}, {"cost", 1.1}}, {{"rows", 16}, {"cost", 1.5}}}},
+      {"drafts", {{{"model", "bigram:" + draft}, {"parameters", 16}, {"cost", 0.25}}}}};
+  const std::string path = dir.write("profile.json", profile.dump());
+  const std::string measure = "tree-opt --target bigram:" + target + " --draft bigram:" + draft +
+                              " --prompt-tokens 0,1 --measure-branching 3 --measure-samples 2 --measure-tokens 16 "
+                              "--max-depth 3 --cost-profile " +
+                              path;
+  const testing::CliResult r = testing::run_specula(measure);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("forward cost t(rows)/t(1): 1:1 4:1.1 16:1.5") &&
+                        Contains("draft cost per depth 0.25 (the cost profile's bigram:" + draft + ")"));
+  // --draft-cost wins over the profile; without either, the output says drafting was counted as free.
+  const testing::CliResult given = testing::run_specula(measure + " --draft-cost 0.125");
+  CHECK_THAT(given.out, Contains("draft cost per depth 0.125 (--draft-cost)"));
+  const testing::CliResult free =
+      testing::run_specula("tree-opt --acceptance 0.55,0.2 --max-depth 3 --cost-profile " + path);
+  CHECK(free.exit_code == 0);
+  CHECK_THAT(free.out, Contains("draft cost per depth 0 (not given: drafting counted as free"));
+  // Exactly one source of forward costs.
+  const testing::CliResult two =
+      testing::run_specula("tree-opt --acceptance 0.55 --forward-cost 1:1,8:1.1 --cost-profile " + path);
+  CHECK(two.exit_code == 1);
+  CHECK_THAT(two.err, Contains("give exactly one of --forward-cost, --forward-bench and --cost-profile"));
+  const testing::CliResult bad =
+      testing::run_specula("tree-opt --acceptance 0.55 --cost-profile " + dir.write("bad.json", "{}"));
+  CHECK(bad.exit_code == 1);
+  CHECK_THAT(bad.err, Contains("--cost-profile") && Contains(dir.file("bad.json")));
 }
 
 TEST_CASE("tree-opt: a failed write of --output or --output-ranks is an error naming it", "[tree-opt][cli]") {

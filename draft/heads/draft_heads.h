@@ -1,15 +1,7 @@
 // Draft heads that read the target's features (verify/ALGORITHMS.md §6): Medusa heads and the EAGLE head, as
 // LibTorch modules, and the checkpoint folder that stores them next to the target they were trained on.
 // Includes LibTorch: only for torch translation units (the torch-free face is draft/heads/head_drafters.h).
-//
-// A heads checkpoint is a folder:
-//   config.json  {"format": "specula-draft-heads-1", "kind": "medusa" | "eagle",
-//                 "target": "../target"        (the target checkpoint, relative to this folder),
-//                 "target_model": {...TransformerConfig of that target...},
-//                 "medusa_heads": K             (medusa only),
-//                 "weights": {"file": "weights.pt"}, "training": {...free-form record...}}
-//   weights.pt   a torch::serialize archive of the heads' parameters (fp32). The EAGLE head stores only its
-//                own layer: the token embedding and the LM head are the target's, frozen.
+// The checkpoint folder's config: draft_heads_config.h.
 #pragma once
 
 #include <torch/torch.h>
@@ -19,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "draft/heads/draft_heads_config.h"
 #include "harness/models/transformer/kv_cache.h"
 #include "harness/models/transformer/transformer_config.h"
 #include "harness/models/transformer/transformer_model.h"
@@ -64,32 +57,6 @@ struct EagleHeadImpl : torch::nn::Module {
   TransformerConfig config;
 };
 TORCH_MODULE(EagleHead);
-
-struct DraftHeadsConfig {
-  std::string kind;                  // "medusa" | "eagle"
-  std::string target = "../target";  // target checkpoint folder, relative to the heads folder (or absolute)
-  TransformerConfig target_model;    // the sizes of that target (checked when loading)
-  int32_t medusa_heads = 0;          // K (medusa)
-  std::string weights_file = "weights.pt";
-  // How the matrices are stored (float32 | float16 | bfloat16; norm gains stay float32): heads run with their
-  // matrices in the target's dtype by default, so 16-bit storage halves the file and changes nothing at run
-  // time. "float32" when the config does not say (heads written before the field existed).
-  std::string matrices_dtype = "float32";
-  std::optional<FileChecksum> weights_checksum;  // of weights_file, as written ("bytes", "crc32"; checked at load)
-  // The target's weights the heads were trained on ("target_weights": "bytes", "crc32", as the target's config records
-  // them): a target retrained in place keeps its sizes but not these, and heads trained on the old weights would draft
-  // for it quietly worse. Absent for heads written before the field existed, or for a target whose config records none.
-  std::optional<FileChecksum> target_weights_checksum;
-  nlohmann::json training = nlohmann::json::object();
-};
-
-inline constexpr const char* kDraftHeadsFormat = "specula-draft-heads-1";
-
-// Reads DIR/config.json; errors name the file and the bad field (unknown fields are errors too).
-DraftHeadsConfig read_draft_heads_config(const std::string& dir);
-void write_draft_heads_config(const std::string& dir, const DraftHeadsConfig& config);
-// The target folder of `config` resolved against the heads folder `dir`.
-std::string resolve_heads_target(const std::string& dir, const DraftHeadsConfig& config);
 
 // Writes DIR/config.json and the module's parameters (temporary file + rename, like save_checkpoint).
 void save_draft_heads(const std::string& dir, torch::nn::Module& heads, const DraftHeadsConfig& config);

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "draft/drafter_options.h"
+#include "draft/heads/draft_heads_config.h"
 #include "harness/io/input_file.h"
 #include "harness/models/transformer/transformer_config.h"
 #include "kernels/shared/error.h"
@@ -71,6 +72,17 @@ void check_head_drafter_spec(const std::string& kind, const std::string& rest, c
   check(o.heads_dir, "heads folder", true);
   if (!o.target_dir.empty()) check(o.target_dir, "target", true);
   if (!o.tree_file.empty()) check(o.tree_file, "tree", false);
+}
+
+int32_t head_drafter_vocab_size(const std::string& kind, const std::string& rest, const std::string& spec) {
+  check_head_drafter_spec(kind, rest, spec);
+  const HeadDrafterOptions o = parse_head_drafter_spec(kind, rest, spec);
+  const DraftHeadsConfig heads = read_draft_heads_config(o.heads_dir);
+  const std::string where = kind + ":" + o.heads_dir;  // as the drafter's load names it
+  if (heads.kind != kind) fail_parameter("draft", " ", where, ": the folder holds ", heads.kind, " heads, not ", kind);
+  const std::string target_dir = o.target_dir.empty() ? resolve_heads_target(o.heads_dir, heads) : o.target_dir;
+  check_heads_target_config(heads, target_dir, read_checkpoint_config(target_dir), where);
+  return static_cast<int32_t>(heads.target_model.vocab_size);
 }
 
 }  // namespace specula

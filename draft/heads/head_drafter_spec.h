@@ -30,4 +30,9 @@ HeadDrafterOptions parse_head_drafter_spec(const std::string& kind, const std::s
 // tree=FILE or target=DIR it names exist as what they should be.
 void check_head_drafter_spec(const std::string& kind, const std::string& rest, const std::string& spec);
 
+// The vocabulary the heads of a spec draft over (their target's), read from the configs alone after
+// check_head_drafter_spec's checks: the heads' config, and their target's, which must still be the target they were
+// trained on (check_heads_target_config). A run reads it before any model loads.
+int32_t head_drafter_vocab_size(const std::string& kind, const std::string& rest, const std::string& spec);
+
 }  // namespace specula

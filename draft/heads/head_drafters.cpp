@@ -476,15 +476,7 @@ HeadDrafterFactory::HeadDrafterFactory(const HeadDrafterOptions& options, const 
   // take the --target's dtype (as --weights-dtype made it) or, without a --target, the stored one.
   const CheckpointConfig target_config = read_checkpoint_config(s.target_dir);
   const TransformerConfig c = target_config.model;
-  if (to_json(c) != to_json(s.heads_config.target_model))
-    fail_parameter("draft", " ", where, ": the heads were trained on a target with ",
-                   s.heads_config.target_model.describe(), " but ", s.target_dir, " has ", c.describe());
-  if (s.heads_config.target_weights_checksum && target_config.weights_checksum &&
-      !(*s.heads_config.target_weights_checksum == *target_config.weights_checksum))
-    fail_parameter("draft", " ", where, ": the heads were trained on other weights of their target ", s.target_dir,
-                   " (its weights now have crc32 ", crc32_hex(target_config.weights_checksum->crc32), ", the heads' ",
-                   crc32_hex(s.heads_config.target_weights_checksum->crc32),
-                   "): the target was retrained since; train the heads again");
+  check_heads_target_config(s.heads_config, s.target_dir, target_config, where);
   const TransformerLanguageModel* transformer = nullptr;
   Transformer target_module{nullptr};
   if (target) {

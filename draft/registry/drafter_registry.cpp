@@ -1,9 +1,12 @@
 #include "draft/registry/drafter_registry.h"
 
+#include <optional>
+
 #include "draft/draft_vocabulary.h"
 #include "draft/heads/head_drafter_spec.h"
 #include "draft/heads/head_drafters.h"
 #include "draft/model_drafter.h"
+#include "draft/ngram_model.h"
 #include "harness/models/registry/model_registry.h"
 #include "harness/models/registry/torch_module.h"
 #include "kernels/shared/error.h"
@@ -21,6 +24,19 @@ namespace {
   KIND("synthetic", "synthetic:alpha=A", make_synthetic_drafter, check_synthetic_spec)                           \
   KIND("medusa", "medusa:DIR[,...]", make_torch_head_drafter, check_head_spec)                                   \
   KIND("eagle", "eagle:DIR[,...]", make_torch_head_drafter, check_head_spec)
+
+// The kinds above that draft over a vocabulary of their own files, each with the reader of its size from what
+// describes it (never its weights: drafter_vocab_size). A kind not here drafts over the target's vocabulary
+// (prompt lookup copies the context, the synthetic drafter reshapes the target's p), or has its vocabulary compared
+// with the target's when it loads (the Generator's check).
+struct OwnVocabulary {
+  const char* kind;
+  int32_t (*read)(const DrafterSpec& spec);
+};
+int32_t ngram_vocabulary(const DrafterSpec& spec) { return NgramModel::read_vocab_size(spec.rest); }
+int32_t head_vocabulary(const DrafterSpec& spec) { return head_drafter_vocab_size(spec.kind, spec.rest, spec.spec); }
+const OwnVocabulary kOwnVocabularies[] = {
+    {"ngram", ngram_vocabulary}, {"medusa", head_vocabulary}, {"eagle", head_vocabulary}};
 
 struct DrafterKind {
   const char* kind;
@@ -69,6 +85,15 @@ std::vector<std::string> drafter_kind_usages() {
 
 namespace {
 
+DrafterSpec parse_spec(const std::string& spec) {
+  const size_t colon = spec.find(':');
+  DrafterSpec parsed;
+  parsed.spec = spec;
+  parsed.kind = spec.substr(0, colon);
+  parsed.rest = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  return parsed;
+}
+
 [[noreturn]] void fail_unknown_kind(const std::string& spec) {
   std::string known;
   for (const std::string& usage : drafter_kind_usages()) known += ", " + usage;
@@ -79,24 +104,38 @@ namespace {
 }  // namespace
 
 void check_drafter_spec(const std::string& spec) {
-  const size_t colon = spec.find(':');
-  DrafterSpec parsed;
-  parsed.spec = spec;
-  parsed.kind = spec.substr(0, colon);
-  parsed.rest = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  const DrafterSpec parsed = parse_spec(spec);
   for (const DrafterKind& k : kDrafterKinds)
     if (parsed.kind == k.kind) return k.check(parsed);
   if (!is_language_model_kind(parsed.kind)) fail_unknown_kind(spec);
   check_path_spec(parsed);
 }
 
+std::optional<int32_t> drafter_vocab_size(const std::string& spec) {
+  check_drafter_spec(spec);
+  const DrafterSpec parsed = parse_spec(spec);
+  for (const OwnVocabulary& v : kOwnVocabularies)
+    if (parsed.kind == v.kind) return v.read(parsed);
+  for (const DrafterKind& k : kDrafterKinds)
+    if (parsed.kind == k.kind) return std::nullopt;
+  return language_model_vocab_size(spec, "draft");
+}
+
+void check_drafter_vocabulary(const std::string& drafter_spec, int32_t target_vocab, const std::string& target_spec) {
+  const std::optional<int32_t> draft = drafter_vocab_size(drafter_spec);
+  if (draft && *draft != target_vocab)
+    fail("vocabulary mismatch: target ", target_spec, " has ", target_vocab, " tokens but draft ", drafter_spec,
+         " has ", *draft);
+}
+
 std::shared_ptr<const DrafterFactory> load_drafter(const std::string& spec, const SamplingParams& draft_params,
                                                    std::shared_ptr<const LanguageModel> target,
                                                    const SamplingParams& target_params,
                                                    const std::string& model_device) {
-  const size_t colon = spec.find(':');
-  DrafterSpec parsed{spec,         spec.substr(0, colon), colon == std::string::npos ? "" : spec.substr(colon + 1),
-                     draft_params, std::move(target),     target_params};
+  DrafterSpec parsed = parse_spec(spec);
+  parsed.draft_params = draft_params;
+  parsed.target = std::move(target);
+  parsed.target_params = target_params;
   for (const DrafterKind& k : kDrafterKinds)
     if (parsed.kind == k.kind) return k.make(parsed);
   if (!is_language_model_kind(parsed.kind)) fail_unknown_kind(spec);

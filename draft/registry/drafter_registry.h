@@ -1,7 +1,9 @@
 // The drafter kinds `--draft` (and `[experiment] draft`) can name, as one table (drafter_registry.cpp).
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,17 @@ std::shared_ptr<const DrafterFactory> load_drafter(const std::string& spec, cons
 // load_drafter reads them. Files (and Medusa/EAGLE options) are read, and refused, when the drafter loads. Throws
 // Error naming the spec.
 void check_drafter_spec(const std::string& spec);
+
+// The vocabulary a drafter drafts over, read without loading its weights (a model's config, an n-gram model's
+// header, heads' configs, which are checked against their target's here too), after check_drafter_spec's checks;
+// nullopt for the drafter kinds without a vocabulary of their own (prompt-lookup, synthetic). Throws Error naming the
+// spec or the file.
+std::optional<int32_t> drafter_vocab_size(const std::string& spec);
+
+// Refuses a drafter whose vocabulary (drafter_vocab_size) is not the target's (`target_vocab`, e.g. from
+// language_model_vocab_size), so that a run refuses it before any model loads, not when its setting comes. Throws
+// Error naming both specs and both sizes.
+void check_drafter_vocabulary(const std::string& drafter_spec, int32_t target_vocab, const std::string& target_spec);
 
 // The registered kinds' spec syntaxes, for help and error messages.
 std::vector<std::string> drafter_kind_usages();

@@ -124,7 +124,7 @@ int bench_sampler(const Args& args) {
   options.filter = vm["filter"].as<std::string>();
   bench::check_benchmark_options(options.threads, options.min_time_s, options.filter);  // before loading LibTorch
   const std::filesystem::path output =
-      vm.count("output") ? vm["output"].as<std::string>() : "results/bench/sampler-" + hostname() + ".json";
+      vm.count("output") ? vm["output"].as<std::string>() : default_bench_report("sampler");
   check_output_file_writable(output.string(), "--output", true);  // before the timings
   if (options.threads > 1)
     std::cout << "note: with " << options.threads << " threads, OMP_WAIT_POLICY=passive is advised: LibTorch and "
@@ -251,7 +251,7 @@ int bench_verify(const Args& args) {
   options.min_time_s = vm["min-time"].as<double>();
   options.filter = vm["filter"].as<std::string>();
   const std::filesystem::path output =
-      vm.count("output") ? vm["output"].as<std::string>() : "results/bench/verify-" + hostname() + ".json";
+      vm.count("output") ? vm["output"].as<std::string>() : default_bench_report("verify");
   check_output_file_writable(output.string(), "--output", true);  // before the timings
 
   const std::string load_before = load_averages();

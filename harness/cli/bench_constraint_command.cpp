@@ -130,8 +130,7 @@ int bench_constraint_command(const Args& args) {
   options.fields = vm["fields"].as<int>();
   options.repeats = vm["repeats"].as<int>();
   bench::check_constraint_bench_options(options);
-  const std::string output =
-      vm.count("output") ? vm["output"].as<std::string>() : "results/bench/constraint-" + hostname() + ".json";
+  const std::string output = vm.count("output") ? vm["output"].as<std::string>() : default_bench_report("constraint");
   check_output_file_writable(output, "--output", true);  // before the timings
 
   const std::string load_before = load_averages();

@@ -158,8 +158,7 @@ int bench_end_to_end(const Args& args) {
                 [&] { return load_prompts(config, config.target); });
   }
   const std::string load_before = load_averages();
-  const std::string out =
-      vm.count("output") ? vm["output"].as<std::string>() : "results/bench/end-to-end-" + hostname() + ".json";
+  const std::string out = vm.count("output") ? vm["output"].as<std::string>() : default_bench_report("end-to-end");
   create_parent_folder(out, "--output");
   check_output_file_writable(out, "--output");  // before the runs
 

@@ -70,7 +70,7 @@ int bench_forward_command(const Args& args) {
     check_output_file_writable(profile_file, "--cost-profile");
   }
   const std::filesystem::path output =
-      vm.count("output") ? vm["output"].as<std::string>() : "results/bench/forward-" + hostname() + ".json";
+      vm.count("output") ? vm["output"].as<std::string>() : default_bench_report("forward");
   check_output_file_writable(output.string(), "--output", true);  // before the timings
   nlohmann::json report =
       torch_function<decltype(&bench::run_forward_benchmark)>("run_forward_benchmark")(models, o, std::cout);

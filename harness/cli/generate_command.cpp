@@ -158,7 +158,6 @@ void write_logprobs(const std::string& path, const std::vector<SequenceOutput>& 
 
 // The beam options, checked where they are read (before any model loads).
 BeamSearchConfig read_beam_config(const po::variables_map& vm) {
-  if (vm.count("draft")) fail("--method beam does not use a --draft model");
   if (vm["num-samples"].as<int64_t>() != 1)
     fail("--method beam is deterministic: --num-samples must be 1, got ", vm["num-samples"].as<int64_t>());
   BeamSearchConfig config;
@@ -302,6 +301,18 @@ void check_constraint_before_loading(RunDescription& run, Device device) {
 }
 
 // The run as the options describe it (run_builder.h), each value checked where it is read, before any model loads.
+// What only a speculative method reads, refused with plain or beam decoding rather than ignored: the draft model, its
+// shape and its sampler (the --draft-* options).
+void check_draft_options_used(const po::variables_map& vm, const DecodingMethod& method) {
+  if (method.speculative()) return;
+  const std::string name = method.beam ? "beam" : "ar";
+  if (vm.count("draft")) fail("--method ", name, " does not use a --draft model");
+  for (const auto& [option, value] : vm)
+    if (!value.defaulted() && (option == "num-draft-tokens" || option == "tree" || option == "tree-sampling" ||
+                               option.rfind("draft-", 0) == 0))
+      fail("--", option, ": --method ", name, " drafts nothing (only a speculative method reads it)");
+}
+
 RunDescription read_run(const po::variables_map& vm, Device device) {
   RunDescription run;
   run.target_spec = vm["target"].as<std::string>();
@@ -313,6 +324,7 @@ RunDescription read_run(const po::variables_map& vm, Device device) {
   run.temperature_given = vm.count("temperature") > 0;
   run.draft_temperature_given = vm.count("draft-temperature") + vm.count("temperature") > 0;
   run.method = with_source("--method", [&] { return parse_decoding_method(vm["method"].as<std::string>()); });
+  check_draft_options_used(vm, run.method);
   run.shape.num_draft_tokens = vm["num-draft-tokens"].as<int32_t>();
   run.shape.num_draft_tokens_given = !vm["num-draft-tokens"].defaulted();
   if (vm.count("tree")) run.shape.tree_shape = parse_tree_shape(vm["tree"].as<std::string>());
@@ -338,7 +350,9 @@ RunDescription read_run(const po::variables_map& vm, Device device) {
   }
   if (vm.count("draft")) {
     run.drafter_spec = vm["draft"].as<std::string>();
-    check_drafter_spec(run.drafter_spec);  // before the target loads
+    // Before either model loads: the drafter's spec, then its vocabulary against the target's.
+    check_drafter_spec(run.drafter_spec);
+    check_drafter_vocabulary(run.drafter_spec, language_model_vocab_size(run.target_spec, "target"), run.target_spec);
   }
   run.ignore_eos = vm.count("ignore-eos") > 0;
   if (vm.count("regex")) {

@@ -120,8 +120,10 @@ int run_command(const Args& args) {
   RunOptions options;
   if (vm.count("resume")) options.resume_dir = vm["resume"].as<std::string>();
   if (vm.count("set")) options.overrides = vm["set"].as<std::vector<std::string>>();
-  if (vm.count("cost-profile"))
+  if (vm.count("cost-profile")) {
     options.overrides.push_back("experiment.cost_profile=" + vm["cost-profile"].as<std::string>());
+    options.override_options["experiment.cost_profile"] = "--cost-profile";
+  }
   if (vm.count("shard"))
     std::tie(options.shard_index, options.shard_count) = parse_shard(vm["shard"].as<std::string>());
   options.quiet = vm["quiet"].as<bool>();

@@ -5,11 +5,12 @@
 // Acceptance p_k (the probability that the child of rank k of an accepted node is the accepted one) is given
 // (--acceptance) or measured here: speculative steps with a depth-1 tree of the drafter's K best candidates
 // (point-mass verification, the rule every ranked tree uses), counting which rank the verifier accepts.
-// Forward costs t(n) come from --forward-cost or a `specula bench forward` report (its first model's rows and
-// ratios). Outputs: the optimal tree (rank paths, for the head drafters' tree=FILE, written by --output-ranks)
-// and the best tree with uniform branching per depth (what --tree accepts, written by --output): --tree keeps
-// its uniform format, so a non-uniform optimum is reported beside the best uniform tree rather than passed
-// to every drafter.
+// Forward costs t(n) come from --forward-cost, a `specula bench forward` report (its first model's rows and
+// CPU-time ratios), or a cost profile (harness/experiment/cost_profile.h: its rows, and the drafter's cost where it
+// measured that draft model). Outputs: the optimal tree (rank paths, for the head drafters' tree=FILE, written by
+// --output-ranks) and the best tree with uniform branching per depth (what --tree accepts, written by --output): --tree
+// keeps its uniform format, so a non-uniform optimum is reported beside the best uniform tree rather than passed to
+// every drafter.
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -17,12 +18,14 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "draft/registry/drafter_registry.h"
 #include "draft/tree_shape_optimizer.h"
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
+#include "harness/experiment/cost_profile.h"
 #include "harness/io/input_file.h"
 #include "harness/io/output_file.h"
 #include "harness/models/registry/model_registry.h"
@@ -116,6 +119,14 @@ ForwardCost costs_from_bench(const std::string& path) {
   }
 }
 
+// A cost profile's target curve (its batch-1 rows: the tree is one sequence's).
+ForwardCost costs_from_profile(const CostProfile& profile) {
+  std::vector<std::pair<int32_t, double>> points;
+  for (const CostProfile::Point& p : profile.rows)
+    points.emplace_back(static_cast<int32_t>(std::min<int64_t>(p.rows, INT32_MAX)), p.cost);
+  return ForwardCost(points, profile.file);
+}
+
 std::vector<double> parse_rates(const std::string& text) {
   std::vector<double> out;
   std::stringstream ss(text);
@@ -170,7 +181,8 @@ po::options_description tree_opt_options() {
     ("seed", po::value<uint64_t>()->default_value(0), "Philox seed of the measurement")
     ("forward-cost", po::value<std::string>(), "t(rows) relative to 1 row: 1:1.0,8:1.1,16:1.3 (linear between)")
     ("forward-bench", po::value<std::string>(), "a `specula bench forward` JSON report (its first model, CPU-time ratios)")
-    ("draft-cost", po::value<double>()->default_value(0.0), "drafting cost of one depth level, in t(1) units")
+    ("cost-profile", po::value<std::string>(), "a cost profile (`bench forward --cost-profile`, or a report holding one): its target rows, and with --draft the draft model's cost")
+    ("draft-cost", po::value<double>()->default_value(0.0), "drafting cost of one depth level, in t(1) units (default: the --cost-profile's cost of the --draft model, else 0)")
     ("max-nodes", po::value<int32_t>()->default_value(64), "draft nodes at most (also <= the cost table's rows - 1)")
     ("max-depth", po::value<int32_t>()->default_value(8), "tree depth at most (and at most what the drafter drafts)")
     ("output", po::value<std::string>(), "file for the best uniform tree, in the --tree format")
@@ -203,6 +215,9 @@ std::vector<double> measured_acceptance(const po::variables_map& vm, int32_t& ma
   read_sampler_options(vm, params);
   check_sampler_options(params, INT32_MAX);  // before the target loads
   check_drafter_spec(vm["draft"].as<std::string>());
+  check_drafter_vocabulary(vm["draft"].as<std::string>(),
+                           language_model_vocab_size(vm["target"].as<std::string>(), "target"),
+                           vm["target"].as<std::string>());
   const auto target = load_language_model(vm["target"].as<std::string>(), "target");
   const auto drafter = load_drafter(vm["draft"].as<std::string>(), params, target, params);
   fit_depth_to_drafter(vm, *drafter, max_depth);
@@ -251,14 +266,18 @@ int tree_opt_command(const Args& args) {
     std::cout << desc << "\n";
     return 0;
   }
-  if (vm.count("forward-cost") == vm.count("forward-bench"))
-    fail("give exactly one of --forward-cost and --forward-bench");
+  if (vm.count("forward-cost") + vm.count("forward-bench") + vm.count("cost-profile") != 1)
+    fail("give exactly one of --forward-cost, --forward-bench and --cost-profile");
   // Where the trees go, before measuring the acceptance.
   for (const char* option : {"output", "output-ranks"})
     if (vm.count(option)) check_output_file_writable(vm[option].as<std::string>(), std::string("--") + option);
+  std::optional<CostProfile> profile;
+  if (vm.count("cost-profile"))
+    profile = with_source("--cost-profile", [&] { return read_cost_profile(vm["cost-profile"].as<std::string>()); });
   const ForwardCost cost = vm.count("forward-cost")
                                ? ForwardCost::parse(vm["forward-cost"].as<std::string>(), "forward_cost")
-                               : costs_from_bench(vm["forward-bench"].as<std::string>());
+                           : vm.count("forward-bench") ? costs_from_bench(vm["forward-bench"].as<std::string>())
+                                                       : costs_from_profile(*profile);
   TreeSearchOptions options;
   options.max_nodes = vm["max-nodes"].as<int32_t>();
   if (options.max_nodes < 1) fail("--max-nodes must be >= 1, got ", options.max_nodes);
@@ -272,12 +291,28 @@ int tree_opt_command(const Args& args) {
   options.draft_cost_per_depth = vm["draft-cost"].as<double>();
   if (!(options.draft_cost_per_depth >= 0.0 && std::isfinite(options.draft_cost_per_depth)))
     fail("--draft-cost must be a finite number >= 0, got ", options.draft_cost_per_depth);
+  // Where the drafting cost comes from: --draft-cost, else the profile's 1-token forward of the --draft model (one
+  // draft forward a depth level), else nothing: drafting counted as free, which favours deep trees.
+  std::string draft_cost_source = "--draft-cost";
+  if (vm["draft-cost"].defaulted()) {
+    const std::optional<double> measured =
+        profile && vm.count("draft") ? profile->draft_cost(vm["draft"].as<std::string>()) : std::nullopt;
+    if (measured) {
+      options.draft_cost_per_depth = *measured;
+      draft_cost_source = "the cost profile's " + vm["draft"].as<std::string>();
+    } else {
+      draft_cost_source = "not given: drafting counted as free (give --draft-cost)";
+    }
+  }
 
+  if (profile)
+    std::cout << "cost profile " << profile->file << ": " << profile->target << " on " << profile->machine << " ("
+              << profile->device << ")\n";
   std::cout << "positional acceptance p_k:";
   for (double p : options.acceptance) std::cout << " " << std::setprecision(4) << p;
   std::cout << "\nforward cost t(rows)/t(1):";
   for (const auto& [rows, c] : cost.points()) std::cout << " " << rows << ":" << std::setprecision(4) << c;
-  std::cout << "\ndraft cost per depth " << options.draft_cost_per_depth << "; at most "
+  std::cout << "\ndraft cost per depth " << options.draft_cost_per_depth << " (" << draft_cost_source << "); at most "
             << std::min(options.max_nodes, cost.max_rows() - 1) << " nodes, depth " << options.max_depth << "\n\n";
   const TreeChoice best = optimal_tree(options, cost);
   const TreeChoice uniform = best_uniform_tree(options, cost);

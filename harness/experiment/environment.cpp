@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "harness/experiment/build_revision.h"
+#include "kernels/shared/error.h"
 
 #ifndef SPECULA_VERSION
 #define SPECULA_VERSION "unknown"
@@ -57,6 +58,24 @@ std::string cpu_model() {
   return "unknown";
 }
 
+LastLevelCache last_level_cache() {
+  LastLevelCache llc;
+  for (int i = 0;; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i);
+    std::ifstream level_in(dir + "/level"), size_in(dir + "/size"), type_in(dir + "/type");
+    int level = 0;
+    std::string size, type;
+    if (!(level_in >> level) || !(size_in >> size)) break;
+    type_in >> type;
+    if (type == "Instruction" || level <= llc.level) continue;
+    char* end = nullptr;
+    const long long n = std::strtoll(size.c_str(), &end, 10);
+    const int64_t unit = *end == 'K' ? 1 << 10 : *end == 'M' ? 1 << 20 : *end == 'G' ? 1 << 30 : 1;
+    if (n > 0) llc = {level, static_cast<int64_t>(n) * unit};
+  }
+  return llc;
+}
+
 std::string git_revision() { return kBuildRevision; }
 
 std::string version_text() {
@@ -95,6 +114,8 @@ nlohmann::json machine_json(int threads, const std::string& load_before) {
           {"cpu_avx2", static_cast<bool>(__builtin_cpu_supports("avx2"))},
           {"cpu_avx512f", static_cast<bool>(__builtin_cpu_supports("avx512f"))},
           {"logical_cores", std::thread::hardware_concurrency()},
+          {"llc_level", last_level_cache().level},
+          {"llc_bytes", last_level_cache().bytes},
           {"threads_used", threads},
           {"omp_wait_policy", getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "unset"},
           {"load_average_before", load_before},
@@ -108,6 +129,8 @@ std::string environment_json(int threads, const std::string& command_line) {
   j["hostname"] = hostname();
   j["cpu_model"] = cpu_model();
   j["cores"] = std::thread::hardware_concurrency();
+  j["llc_level"] = last_level_cache().level;
+  j["llc_bytes"] = last_level_cache().bytes;
   j["threads"] = threads;
   j["omp_wait_policy"] = getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "";
   j["blas"] = command_output("readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3");
@@ -121,6 +144,38 @@ std::string environment_json(int threads, const std::string& command_line) {
   j["command_line"] = command_line;
   j["slurm_job"] = slurm_job();
   return j.dump(2) + "\n";
+}
+
+namespace {
+
+// "AMD EPYC, AVX-512, 2 cores, L3 32 MiB": what tells two machines' reports apart.
+std::string machine_line(const nlohmann::json& m) {
+  const auto flag = [&](const char* key) { return m.contains(key) && m[key].is_boolean() && m[key].get<bool>(); };
+  std::string line = m.value("cpu_model", std::string("unknown CPU"));
+  line += flag("cpu_avx512f") ? ", AVX-512" : flag("cpu_avx2") ? ", AVX2" : ", no AVX2";
+  if (m.contains("logical_cores")) line += ", " + m["logical_cores"].dump() + " cores";
+  if (m.contains("llc_bytes") && m["llc_bytes"].is_number_integer() && m["llc_bytes"].get<int64_t>() > 0)
+    line += ", L" + m.value("llc_level", nlohmann::json(0)).dump() + " " +
+            std::to_string(m["llc_bytes"].get<int64_t>() >> 20) + " MiB";
+  return line;
+}
+
+}  // namespace
+
+std::string default_bench_report(const std::string& kind) {
+  const std::string path = "results/bench/" + kind + "-" + hostname() + ".json";
+  std::ifstream in(path);
+  if (!in) return path;  // none yet (or unreadable: the write names it)
+  const nlohmann::json here = machine_json(1, "");
+  const nlohmann::json report = nlohmann::json::parse(in, nullptr, false);
+  if (report.is_discarded() || !report.is_object() || !report.contains("machine") || !report["machine"].is_object())
+    fail(path, ": the default report file holds something other than a benchmark report; it is kept: give --output");
+  const nlohmann::json& there = report["machine"];
+  for (const char* key : {"cpu_model", "cpu_avx2", "cpu_avx512f", "logical_cores", "llc_bytes"})
+    if (there.contains(key) && there[key] != here[key])
+      fail(path, ": holds the report of another machine with this host name (", machine_line(there),
+           "; this one: ", machine_line(here), "); it is kept: give --output");
+  return path;
 }
 
 }  // namespace specula

@@ -318,14 +318,17 @@ void check_new_experiment(const ExperimentConfig& c) {
       fail(where(key), ": key '", key, "' is given, but no setting uses a method that verifies trees (draft.method)");
 }
 
-ExperimentConfig load_experiment(const std::string& path, const std::vector<std::string>& overrides) {
+ExperimentConfig load_experiment(const std::string& path, const std::vector<std::string>& overrides,
+                                 const std::map<std::string, std::string>& override_options) {
   ExperimentConfig c;
   c.file = path;
   for (const IniEntry& e : read_ini_file(path)) apply(c, e.key, e.value, e.where());
   for (const std::string& o : overrides) {
     const size_t eq = o.find('=');
     if (eq == std::string::npos) fail_parameter("set", " '", o, "': expected section.key=value");
-    apply(c, trim(o.substr(0, eq)), o.substr(eq + 1), "--set " + trim(o.substr(0, eq)));
+    const std::string key = trim(o.substr(0, eq));
+    const auto option = override_options.find(key);
+    apply(c, key, o.substr(eq + 1), option != override_options.end() ? option->second : "--set " + key);
   }
   if (c.name.empty()) {
     std::string stem = path.substr(path.find_last_of('/') + 1);

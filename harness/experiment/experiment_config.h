@@ -78,8 +78,11 @@ struct ExperimentConfig {
 };
 
 // Reads `path` and applies `overrides` ("section.key=value", the command line wins). Throws Error naming
-// file, line and key for unknown keys, malformed values and missing required keys.
-ExperimentConfig load_experiment(const std::string& path, const std::vector<std::string>& overrides);
+// file, line and key for unknown keys, malformed values and missing required keys. An override is named
+// "--set section.key" in errors, or by `override_options`' entry for its key where a command-line option of its own
+// gave it (run's --cost-profile).
+ExperimentConfig load_experiment(const std::string& path, const std::vector<std::string>& overrides,
+                                 const std::map<std::string, std::string>& override_options = {});
 
 // Rules for an experiment a user wrote, which a run's own saved copy (config.resolved.ini, read to resume or plot it)
 // need not meet when it was written before them: no sweep value listed twice (it would be merged into one setting),

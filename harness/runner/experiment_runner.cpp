@@ -426,7 +426,7 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
   RunOptions options = requested;
   const bool resume = !options.resume_dir.empty();
   const std::string experiment_path = resume ? resumed_configuration(options) : path;
-  const ExperimentConfig config = load_experiment(experiment_path, options.overrides);
+  const ExperimentConfig config = load_experiment(experiment_path, options.overrides, options.override_options);
   if (!resume) check_new_experiment(config);
   std::vector<Setting> settings = expand_sweep(config);
   if (options.shard_count > 1) settings = shard_of(settings, options.shard_index, options.shard_count);
@@ -440,15 +440,27 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
         (config.origin.count("experiment.output_dir") ? config.origin.at("experiment.output_dir") : experiment_path) +
             ": key 'experiment.output_dir'");
   check_prompts_readable(config);
-  // Every drafter's spec, before the first record (each loads only when its settings run).
-  for (const std::string& drafter : config.axes.at("draft.drafter")) {
+  // Every drafter's spec, then the target's vocabulary from its description and every drafter's against it, before
+  // the first record (each drafter loads only when its settings run).
+  const auto at_drafter_key = [&](const std::string& drafter, auto&& check) {
     try {
-      check_drafter_spec(drafter);
+      check();
     } catch (const Error& e) {
       fail(config.origin.count("draft.drafter") ? config.origin.at("draft.drafter") : experiment_path,
            ": key 'draft.drafter' = '", drafter, "': ", e.what());
     }
+  };
+  for (const std::string& drafter : config.axes.at("draft.drafter"))
+    at_drafter_key(drafter, [&] { check_drafter_spec(drafter); });
+  int32_t target_vocab = 0;
+  try {
+    target_vocab = language_model_vocab_size(config.target, "target");
+  } catch (const Error& e) {
+    fail(config.origin.count("experiment.target") ? config.origin.at("experiment.target") : experiment_path,
+         ": key 'experiment.target' = '", config.target, "': ", e.what());
   }
+  for (const std::string& drafter : config.axes.at("draft.drafter"))
+    at_drafter_key(drafter, [&] { check_drafter_vocabulary(drafter, target_vocab, config.target); });
   omp_set_num_threads(config.threads);
   set_compute_threads(config.threads);
   const std::shared_ptr<const LanguageModel> target = load_target(config);

@@ -4,6 +4,7 @@
 // setting_configs.h's; the folder's lifecycle (status, resume, merge) results_folder.h's.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,8 @@ namespace specula {
 
 struct RunOptions {
   std::vector<std::string> overrides;  // --set section.key=value
+  // The command-line option that gave an override's key, where it is not --set (load_experiment's override_options).
+  std::map<std::string, std::string> override_options;
   int shard_index = 1, shard_count = 1;
   bool quiet = false;
   std::string command_line;

@@ -23,8 +23,9 @@ nlohmann::json fingerprint(const fs::path& path) {
   return {{"bytes", c.bytes}, {"crc32", crc32_hex(c.crc32)}, {"crc32_of", c.bytes <= kWholeUpTo ? "whole" : "blocks"}};
 }
 
-// The files under a path: the file itself, or a folder's files at any depth (hidden entries, such as .git, left out),
-// each by its path as written below `path`.
+// The files under a path: the file itself, or a folder's files at any depth, each by its path as written below `path`.
+// Left out of a folder: hidden entries (.git) and notes (*.md: a model folder's README), which no model reads, so that
+// editing them does not stop a resume.
 void add_files(const fs::path& path, nlohmann::json& files) {
   if (fs::is_regular_file(path)) {
     files[path.string()] = fingerprint(path);
@@ -37,7 +38,7 @@ void add_files(const fs::path& path, nlohmann::json& files) {
       if (it->is_directory()) it.disable_recursion_pending();
       continue;
     }
-    if (!it->is_regular_file()) continue;
+    if (!it->is_regular_file() || it->path().extension() == ".md") continue;
     if (++count > kMaxFilesPerPath)
       fail(path.string(), ": more than ", kMaxFilesPerPath, " files to fingerprint; is this the model's folder?");
     files[it->path().string()] = fingerprint(it->path());

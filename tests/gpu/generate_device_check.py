@@ -115,6 +115,14 @@ def compare(binary, device, common, label, failures, skips=None, same_logits=Tru
     print(f"{'ok  ' if len(failures) == before else 'FAIL'}  {label}{memory}")
 
 
+def for_method(args, method):
+    """`args` with `method`; plain decoding takes no draft (generate refuses --draft with --method ar)."""
+    if method.split()[:2] == ["--method", "ar"] and "--draft" in args:
+        i = args.index("--draft")
+        args = args[:i] + args[i + 2:]
+    return args + method.split()
+
+
 def greedy_on_device(binary, device, common, methods, label, failures, skips=None):
     """At T = 0 every speculative method's lines equal autoregressive decoding's on the same device (the target on
     the GPU computes in another summation order than on the CPU: equality holds within one device)."""
@@ -123,7 +131,7 @@ def greedy_on_device(binary, device, common, methods, label, failures, skips=Non
         texts = {}
         for method in ["--method ar"] + methods:
             out = os.path.join(tmp, f"{len(texts)}.txt")
-            if not generated(binary, ["generate"] + common + method.split() + ["--device", device, "--output", out],
+            if not generated(binary, ["generate"] + for_method(common, method) + ["--device", device, "--output", out],
                              device, f"{label} {method}", failures, skips):
                 return
             texts[method] = open(out).read()
@@ -151,8 +159,9 @@ def main():
         for sampler in SAMPLERS[-1:] if a.quick else SAMPLERS:
             for method in METHODS:
                 settings = "--temperature 0 --repetition-penalty 1.3" if "greedy" in method else sampler
-                common = (f"--target bigram:{target} --draft bigram:{draft} --prompt-tokens 0,2 --max-new-tokens 12 "
-                          f"--num-samples {a.samples} --seed 11 {method} {settings}").split()
+                common = for_method((f"--target bigram:{target} --draft bigram:{draft} --prompt-tokens 0,2 "
+                                     f"--max-new-tokens 12 --num-samples {a.samples} --seed 11 {settings}").split(),
+                                    method)
                 compare(a.binary, a.device, common, f"bigram {method} {settings}", failures)
     models = os.path.join(a.source, "results", "models")
     allowed = skips if a.allow_no_transformer else None

@@ -1,6 +1,7 @@
 #include "harness/models/registry/model_registry.h"
 
 #include "harness/io/input_file.h"
+#include "harness/models/hf/hf_config.h"
 #include "harness/models/hf/hf_model.h"
 #include "harness/models/hf/hf_tokenizer.h"
 #include "harness/models/registry/torch_module.h"
@@ -38,6 +39,15 @@ std::shared_ptr<const LanguageModel> load_hf(const LoadRequest& r) {
 
 std::shared_ptr<const Tokenizer> no_tokenizer(const std::string&) { return nullptr; }
 
+// Vocabularies from what describes the model, never its weights (a bigram table is its own description: small).
+int32_t bigram_vocab_size(const std::string& path) { return load_bigram_model(path).vocab_size(); }
+int32_t transformer_vocab_size(const std::string& dir) {
+  return static_cast<int32_t>(read_checkpoint_config(dir).model.vocab_size);
+}
+int32_t hf_vocab_size(const std::string& dir) {
+  return static_cast<int32_t>(read_hf_config(dir, HfLoadOptions{}.max_seq_len).model.vocab_size);
+}
+
 std::shared_ptr<const Tokenizer> transformer_tokenizer(const std::string& dir) {
   const std::string tokenizer = read_checkpoint_config(dir).tokenizer;
   return with_source(dir + "/" + kCheckpointConfigFile, [&] { return make_tokenizer(tokenizer); });
@@ -50,14 +60,16 @@ struct ModelKind {
   bool folder;          // the path names a folder (else a file)
   std::shared_ptr<const LanguageModel> (*load)(const LoadRequest&);
   std::shared_ptr<const Tokenizer> (*tokenizer)(const std::string& path);
+  int32_t (*vocab_size)(const std::string& path);
 };
 
 // One line per model kind.
 const ModelKind kModelKinds[] = {
-    {"bigram", "bigram:PATH", "a path, e.g. bigram:model.txt", false, load_bigram, no_tokenizer},
+    {"bigram", "bigram:PATH", "a path, e.g. bigram:model.txt", false, load_bigram, no_tokenizer, bigram_vocab_size},
     {"transformer", "transformer:DIR", "a checkpoint folder, e.g. transformer:results/models/target", true,
-     load_transformer, transformer_tokenizer},
-    {"hf", "hf:DIR", "a Hugging Face model folder, e.g. hf:models/TinyLlama", true, load_hf, load_hf_tokenizer},
+     load_transformer, transformer_tokenizer, transformer_vocab_size},
+    {"hf", "hf:DIR", "a Hugging Face model folder, e.g. hf:models/TinyLlama", true, load_hf, load_hf_tokenizer,
+     hf_vocab_size},
 };
 
 const ModelKind* find_kind(const std::string& kind) {
@@ -94,6 +106,12 @@ void check_language_model_spec(const std::string& spec, const std::string& optio
   if (path.empty()) fail_parameter(option, ": '", kind->kind, ":' needs ", kind->example);
   if (const std::string problem = path_kind_problem(path, kind->folder); !problem.empty())
     fail_parameter(option, ": '", path, "'", problem);
+}
+
+int32_t language_model_vocab_size(const std::string& spec, const std::string& option) {
+  check_language_model_spec(spec, option);
+  const size_t colon = spec.find(':');
+  return find_kind(spec.substr(0, colon))->vocab_size(spec.substr(colon + 1));
 }
 
 std::shared_ptr<const Tokenizer> load_tokenizer_for(const std::string& model_spec) {

@@ -30,6 +30,11 @@ std::shared_ptr<const Tokenizer> load_tokenizer_for(const std::string& model_spe
 // is checked so before the target loads (its files are read only when its settings run).
 void check_language_model_spec(const std::string& spec, const std::string& option);
 
+// The vocabulary of the model a spec names, read from its description without loading its weights (a transformer's
+// or hf: model's config.json; a bigram table, which is small), so that a drafter's vocabulary is compared with the
+// target's before either loads. Throws Error as check_language_model_spec does, or naming the file.
+int32_t language_model_vocab_size(const std::string& spec, const std::string& option);
+
 // Whether `kind` (a spec's text before ':') names a model kind.
 bool is_language_model_kind(const std::string& kind);
 
