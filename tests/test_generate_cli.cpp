@@ -493,6 +493,35 @@ TEST_CASE("commands that write a model never write over another unasked, nor ove
   CHECK(read_text(other + "/config.json") == "{\"vocab_size\": 256}\n");  // untouched throughout
 }
 
+TEST_CASE("a --config file shared with speculative methods serves --method ar: its draft options are left unused",
+          "[cli][generate]") {
+  TempDir dir;
+  const std::string target = dir.write("t.txt", kCliTargetTable), draft = dir.write("d.txt", kCliDraftTable);
+  const std::string config = dir.write(
+      "g.ini", "[generate]\ndraft = bigram:" + draft + "\nnum_draft_tokens = 4\ntree = 2,1\ndraft_temperature = 0.5\n");
+  const std::string common = "generate --config " + config + " --target bigram:" + target +
+                             " --prompt-tokens 0 --max-new-tokens 4 --seed 2 --output ";
+  const CliResult ar = run_specula(common + dir.file("ar.txt") + " --method ar");
+  INFO(ar.err);
+  REQUIRE(ar.exit_code == 0);
+  CHECK_THAT(ar.err, Contains("note: --method ar drafts nothing: the --config file's") &&
+                         Contains("num-draft-tokens") && Contains("tree") && Contains("draft-temperature"));
+  // The same output as without the file.
+  REQUIRE(run_specula("generate --target bigram:" + target +
+                      " --prompt-tokens 0 --max-new-tokens 4 --seed 2 --output " + dir.file("plain.txt"))
+              .exit_code == 0);
+  CHECK(read_text(dir.file("ar.txt")) == read_text(dir.file("plain.txt")));
+  // The speculative method reads them all.
+  const CliResult tree = run_specula(common + dir.file("tree.txt") + " --method tree");
+  INFO(tree.err);
+  CHECK(tree.exit_code == 0);
+  CHECK_THAT(tree.err, !Contains("note:"));
+  // Typed, they are refused.
+  const CliResult typed = run_specula(common + dir.file("x.txt") + " --method ar --num-draft-tokens 2");
+  CHECK(typed.exit_code == 1);
+  CHECK_THAT(typed.err, Contains("--num-draft-tokens: --method ar drafts nothing"));
+}
+
 TEST_CASE("outputs and bounds are checked before any model loads or any work starts", "[cli][errors]") {
   TempDir dir;
   const std::string table = dir.write("t.txt", kCliTargetTable);

@@ -998,9 +998,17 @@ TEST_CASE("inputs.json fingerprints what a model folder's model reads, not its n
   CHECK(files(before).count(model + "/README.md") == 0);
   dir.write("draft/README.md", "how it was trained, and what it scored\n");
   CHECK(run_inputs(config, {{0, 3}}) == before);
+  // A folder whose inputs.json an earlier build wrote with the notes in it resumes (they are compared as gone).
+  fs::create_directories(dir.file("run"));
+  nlohmann::json earlier = before;
+  earlier["models"]["transformer:" + model][model + "/README.md"] = {{"bytes", 19}, {"crc32", "01234567"}};
+  std::ofstream(dir.file("run/inputs.json")) << earlier.dump();
+  CHECK_NOTHROW(check_inputs_unchanged(dir.file("run"), before));
   // The control: a file the model reads.
   std::ofstream(model + "/config.json", std::ios::app) << "\n";
   CHECK(run_inputs(config, {{0, 3}}) != before);
+  CHECK_THROWS_WITH(check_inputs_unchanged(dir.file("run"), run_inputs(config, {{0, 3}})),
+                    Contains("file '" + model + "/config.json' is not the one the run began with"));
 }
 
 TEST_CASE("token ids outside the target's vocabulary are refused before a folder is made", "[runner][cli][errors]") {
@@ -1088,7 +1096,7 @@ TEST_CASE("run compares every drafter's vocabulary with the target's before any 
        "target bigram:" + kTable + "target-v16.txt has 16 tokens but draft bigram:" + two + " has 2"},
       {"", "transformer:" + models + "draft", "has 16 tokens but draft transformer:" + models + "draft has 256"},
       {"", "ngram:" + ngram3, "has 16 tokens but draft ngram:" + ngram3 + " has 3"},
-      {"", "medusa:" + models + "medusa", "has 16 tokens but draft medusa:" + models + "medusa has 256"},
+      {"", "medusa:" + models + "medusa", "medusa heads read a transformer target's features; the target bigram:"},
       {"transformer:" + dir.file("target"), "medusa:" + dir.file("heads"),
        "the heads were trained on other weights of their target"},
       {"transformer:" + dir.file("target"), "eagle:" + dir.file("heads"), "the folder holds medusa heads, not eagle"},
@@ -1220,6 +1228,10 @@ TEST_CASE("a benchmark's default report keeps another machine's report of the sa
   report["machine"].erase("llc_bytes");
   std::ofstream(path) << report.dump();
   CHECK(default_bench_report("constraint") == path);
+  // A hand-edited report is described as it stands.
+  report["machine"]["cpu_model"] = 7;
+  std::ofstream(path) << report.dump();
+  CHECK_THROWS_WITH(default_bench_report("constraint"), Contains("another machine with this host name (7, "));
   std::ofstream(path) << "not a report";
   CHECK_THROWS_WITH(default_bench_report("constraint"), Contains("holds something other than a benchmark report"));
 }

@@ -424,6 +424,12 @@ TEST_CASE("tree-opt --cost-profile: the profile's target curve, and its cost of 
       testing::run_specula("tree-opt --acceptance 0.55,0.2 --max-depth 3 --cost-profile " + path);
   CHECK(free.exit_code == 0);
   CHECK_THAT(free.out, Contains("draft cost per depth 0 (not given: drafting counted as free"));
+  // A profile of another target is refused, as `run` refuses it.
+  const testing::CliResult other = testing::run_specula(
+      "tree-opt --target bigram:" + draft + " --draft bigram:" + draft + " --prompt-tokens 0,1 --cost-profile " + path);
+  CHECK(other.exit_code == 1);
+  CHECK_THAT(other.err, Contains("--cost-profile: " + path + " was measured on the target bigram:" + target +
+                                 ", not on --target bigram:" + draft));
   // Exactly one source of forward costs.
   const testing::CliResult two =
       testing::run_specula("tree-opt --acceptance 0.55 --forward-cost 1:1,8:1.1 --cost-profile " + path);

@@ -122,6 +122,11 @@ std::optional<int32_t> drafter_vocab_size(const std::string& spec) {
 }
 
 void check_drafter_vocabulary(const std::string& drafter_spec, int32_t target_vocab, const std::string& target_spec) {
+  // Heads read a transformer target's features: said before a vocabulary comparison would say less.
+  const std::string kind = parse_spec(drafter_spec).kind, target_kind = parse_spec(target_spec).kind;
+  if ((kind == "medusa" || kind == "eagle") && target_kind != "transformer" && target_kind != "hf")
+    fail_parameter("draft", " ", drafter_spec, ": ", kind, " heads read a transformer target's features; the target ",
+                   target_spec, " is not a transformer (use --target transformer:DIR)");
   const std::optional<int32_t> draft = drafter_vocab_size(drafter_spec);
   if (draft && *draft != target_vocab)
     fail("vocabulary mismatch: target ", target_spec, " has ", target_vocab, " tokens but draft ", drafter_spec,

@@ -301,19 +301,31 @@ void check_constraint_before_loading(RunDescription& run, Device device) {
 }
 
 // The run as the options describe it (run_builder.h), each value checked where it is read, before any model loads.
-// What only a speculative method reads, refused with plain or beam decoding rather than ignored: the draft model, its
-// shape and its sampler (the --draft-* options).
-void check_draft_options_used(const po::variables_map& vm, const DecodingMethod& method) {
+// What only a speculative method reads (the draft model, its shape and its sampler: the --draft-* options), with plain
+// or beam decoding: refused where the command line gives it, and left unused with a note where a --config file does
+// (one file shared by a sweep's methods and its baseline).
+void check_draft_options_used(const po::variables_map& vm, const std::set<std::string>& typed,
+                              const DecodingMethod& method) {
   if (method.speculative()) return;
   const std::string name = method.beam ? "beam" : "ar";
-  if (vm.count("draft")) fail("--method ", name, " does not use a --draft model");
-  for (const auto& [option, value] : vm)
-    if (!value.defaulted() && (option == "num-draft-tokens" || option == "tree" || option == "tree-sampling" ||
-                               option.rfind("draft-", 0) == 0))
+  std::string unused;
+  for (const auto& [option, value] : vm) {
+    const bool drafts = option == "draft" || option == "num-draft-tokens" || option == "tree" ||
+                        option == "tree-sampling" || option.rfind("draft-", 0) == 0;
+    if (!drafts || value.defaulted()) continue;
+    if (!typed.count(option)) {
+      unused += (unused.empty() ? "" : ", ") + option;
+    } else if (option == "draft") {
+      fail("--method ", name, " does not use a --draft model");
+    } else {
       fail("--", option, ": --method ", name, " drafts nothing (only a speculative method reads it)");
+    }
+  }
+  if (!unused.empty())
+    std::cerr << "note: --method " << name << " drafts nothing: the --config file's " << unused << " not used\n";
 }
 
-RunDescription read_run(const po::variables_map& vm, Device device) {
+RunDescription read_run(const po::variables_map& vm, const std::set<std::string>& typed, Device device) {
   RunDescription run;
   run.target_spec = vm["target"].as<std::string>();
   read_sampler_options(vm, run.target_params);
@@ -324,10 +336,12 @@ RunDescription read_run(const po::variables_map& vm, Device device) {
   run.temperature_given = vm.count("temperature") > 0;
   run.draft_temperature_given = vm.count("draft-temperature") + vm.count("temperature") > 0;
   run.method = with_source("--method", [&] { return parse_decoding_method(vm["method"].as<std::string>()); });
-  check_draft_options_used(vm, run.method);
+  check_draft_options_used(vm, typed, run.method);
   run.shape.num_draft_tokens = vm["num-draft-tokens"].as<int32_t>();
   run.shape.num_draft_tokens_given = !vm["num-draft-tokens"].defaulted();
-  if (vm.count("tree")) run.shape.tree_shape = parse_tree_shape(vm["tree"].as<std::string>());
+  // A --config file's draft options are left unused with a method that drafts nothing (check_draft_options_used).
+  if (vm.count("tree") && run.method.speculative())
+    run.shape.tree_shape = parse_tree_shape(vm["tree"].as<std::string>());
   run.shape.tree_sampling = parse_sibling_scheme(vm["tree-sampling"].as<std::string>());
   run.max_new_tokens = vm["max-new-tokens"].as<int32_t>();
   run.seed = vm["seed"].as<uint64_t>();
@@ -348,7 +362,7 @@ RunDescription read_run(const po::variables_map& vm, Device device) {
     if (run.logprobs < 0) fail("--logprobs must be >= 0, got ", run.logprobs);
     if (run.method.beam) fail("--logprobs: beam search writes its hypotheses' log-probabilities with --nbest-output");
   }
-  if (vm.count("draft")) {
+  if (vm.count("draft") && run.method.speculative()) {
     run.drafter_spec = vm["draft"].as<std::string>();
     // Before either model loads: the drafter's spec, then its vocabulary against the target's.
     check_drafter_spec(run.drafter_spec);
@@ -418,7 +432,7 @@ int generate_command(const Args& args) {
   const Device device = parse_device(vm["device"].as<std::string>());
   require_device(device);  // "no CUDA device: ..." where there is none
   check_options_before_loading(vm);
-  const RunDescription description = read_run(vm, device);
+  const RunDescription description = read_run(vm, command_line_options(args, desc), device);
   std::optional<BeamSearchConfig> beam;
   if (description.method.beam) beam = read_beam_config(vm);  // its options, before the model loads too
   auto target = load_language_model(description.target_spec, "target", vm["weights-dtype"].as<std::string>(),

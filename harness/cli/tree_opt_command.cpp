@@ -162,7 +162,8 @@ void report(std::ostream& os, const std::string& title, const TreeChoice& c) {
 po::options_description tree_opt_options() {
   po::options_description desc(
       "specula tree-opt (--acceptance P1,P2,.. | --target MODEL --draft SPEC [--prompt-tokens ..|--prompt-text ..])\n"
-      "  (--forward-cost 1:1.0,8:1.1,.. | --forward-bench FILE.json) [--output FILE] [--output-ranks FILE]\n\n"
+      "  (--forward-cost 1:1.0,8:1.1,.. | --forward-bench FILE.json | --cost-profile FILE.json) [--output FILE]\n"
+      "  [--output-ranks FILE]\n\n"
       "Chooses the static draft tree that maximises expected tokens per unit time, F(T) / (depth x draft cost\n"
       "+ t(1 + nodes)), under Sequoia's positional acceptance (p_k = P(the rank-k child of an accepted node is\n"
       "accepted), the same at every depth). Prints the optimal tree and the best uniform-per-depth tree (the\n"
@@ -274,6 +275,10 @@ int tree_opt_command(const Args& args) {
   std::optional<CostProfile> profile;
   if (vm.count("cost-profile"))
     profile = with_source("--cost-profile", [&] { return read_cost_profile(vm["cost-profile"].as<std::string>()); });
+  // As `run` refuses it: a profile's step costs are its own target's.
+  if (profile && vm.count("target") && !same_model_spec(profile->target, vm["target"].as<std::string>()))
+    fail("--cost-profile: ", profile->file, " was measured on the target ", profile->target, ", not on --target ",
+         vm["target"].as<std::string>(), " (a profile's step costs are its target's)");
   const ForwardCost cost = vm.count("forward-cost")
                                ? ForwardCost::parse(vm["forward-cost"].as<std::string>(), "forward_cost")
                            : vm.count("forward-bench") ? costs_from_bench(vm["forward-bench"].as<std::string>())

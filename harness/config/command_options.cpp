@@ -72,6 +72,12 @@ void refuse_negative_unsigned(const po::parsed_options& parsed, const po::variab
 
 }  // namespace
 
+std::set<std::string> command_line_options(const std::vector<std::string>& args, const po::options_description& desc) {
+  std::set<std::string> out;
+  for (const po::option& o : po::command_line_parser(args).options(desc).run().options) out.insert(o.string_key);
+  return out;
+}
+
 po::variables_map parse_options(const std::vector<std::string>& args, const po::options_description& desc,
                                 const std::string& section, const std::string& config_option) {
   po::variables_map vm;

@@ -5,6 +5,7 @@
 
 #include <boost/program_options.hpp>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,11 @@ namespace po = boost::program_options;
 // Keys in the INI file may use '_' or '-' and may sit in a section named `section` (or none).
 po::variables_map parse_options(const std::vector<std::string>& args, const po::options_description& desc,
                                 const std::string& section, const std::string& config_option = "config");
+
+// The options `args` itself gives (their long names), as against what parse_options read from the --config file:
+// an option a command refuses in some combination is refused where it was typed and left unused, with a note, where a
+// shared config file gave it.
+std::set<std::string> command_line_options(const std::vector<std::string>& args, const po::options_description& desc);
 
 // "1,2,3" -> {1,2,3}; throws naming `option` on a bad entry. Empty text gives an empty list. (The sampler's
 // stop_tokens, banned_tokens and bad_words also take "none": read_sampler_options.)

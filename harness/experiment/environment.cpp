@@ -150,12 +150,19 @@ namespace {
 
 // "AMD EPYC, AVX-512, 2 cores, L3 32 MiB": what tells two machines' reports apart.
 std::string machine_line(const nlohmann::json& m) {
+  // Any field may be missing (a report written before it was recorded) or mistyped (a hand-edited file).
   const auto flag = [&](const char* key) { return m.contains(key) && m[key].is_boolean() && m[key].get<bool>(); };
-  std::string line = m.value("cpu_model", std::string("unknown CPU"));
-  line += flag("cpu_avx512f") ? ", AVX-512" : flag("cpu_avx2") ? ", AVX2" : ", no AVX2";
+  const auto known = [&](const char* key) { return m.contains(key) && m[key].is_boolean(); };
+  std::string line = !m.contains("cpu_model")     ? std::string("unknown CPU")
+                     : m["cpu_model"].is_string() ? m["cpu_model"].get<std::string>()
+                                                  : m["cpu_model"].dump();
+  line += flag("cpu_avx512f")                         ? ", AVX-512"
+          : flag("cpu_avx2")                          ? ", AVX2"
+          : known("cpu_avx2") && known("cpu_avx512f") ? ", no AVX2"
+                                                      : ", AVX unknown";
   if (m.contains("logical_cores")) line += ", " + m["logical_cores"].dump() + " cores";
   if (m.contains("llc_bytes") && m["llc_bytes"].is_number_integer() && m["llc_bytes"].get<int64_t>() > 0)
-    line += ", L" + m.value("llc_level", nlohmann::json(0)).dump() + " " +
+    line += ", L" + (m.contains("llc_level") ? m["llc_level"].dump() : std::string("?")) + " " +
             std::to_string(m["llc_bytes"].get<int64_t>() >> 20) + " MiB";
   return line;
 }

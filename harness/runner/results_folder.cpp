@@ -161,7 +161,7 @@ void merge_results(const std::vector<std::string>& shard_dirs, const std::string
   int count = 0;
   std::set<int> indices;
   bool incomplete = false;
-  std::optional<std::string> inputs;  // the first shard's inputs.json that has one, and that shard
+  std::optional<nlohmann::json> inputs;  // the first shard's inputs.json that has one, and that shard
   std::string inputs_from;
   bool every_inputs = true;
   for (const std::string& d : shard_dirs) {
@@ -187,7 +187,7 @@ void merge_results(const std::vector<std::string>& shard_dirs, const std::string
     if (!fs::exists(dir / "inputs.json")) {
       every_inputs = false;
     } else {
-      const std::string own = read_input_file((dir / "inputs.json").string(), "merge");
+      const nlohmann::json own = without_notes(read_run_inputs(dir / "inputs.json", "merge"));
       if (!inputs) inputs = own;
       if (own != *inputs)
         fail("merge: ", d, "/inputs.json differs from ", inputs_from,
@@ -220,7 +220,8 @@ void merge_results(const std::vector<std::string>& shard_dirs, const std::string
     write_output_file((fs::path(output) / "env.json").string(),
                       read_input_file((fs::path(shard_dirs[0]) / "env.json").string(), "merge"), "merge");
   // Only where every shard kept one (a shard begun by an earlier version has none, and then no file covers the run).
-  if (every_inputs && inputs) write_output_file((fs::path(output) / "inputs.json").string(), *inputs, "merge");
+  if (every_inputs && inputs)
+    write_output_file((fs::path(output) / "inputs.json").string(), inputs->dump() + "\n", "merge");
   std::string lines;
   for (const RunRecord& r : records) lines += r.to_json_line() + "\n";
   write_output_file((fs::path(output) / "records.jsonl").string(), lines, "merge");

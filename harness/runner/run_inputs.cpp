@@ -18,6 +18,9 @@ constexpr uint64_t kBlock = uint64_t{1} << 20;
 // The most files one path may contribute (a folder is walked recursively): bounds the work a stray folder can cause.
 constexpr int kMaxFilesPerPath = 1000;
 
+// A model folder's notes (its README.md), which no model reads.
+bool is_note(const fs::path& path) { return path.extension() == ".md"; }
+
 nlohmann::json fingerprint(const fs::path& path) {
   const FileChecksum c = file_sampled_checksum(path.string(), kWholeUpTo, kBlock);
   return {{"bytes", c.bytes}, {"crc32", crc32_hex(c.crc32)}, {"crc32_of", c.bytes <= kWholeUpTo ? "whole" : "blocks"}};
@@ -38,7 +41,7 @@ void add_files(const fs::path& path, nlohmann::json& files) {
       if (it->is_directory()) it.disable_recursion_pending();
       continue;
     }
-    if (!it->is_regular_file() || it->path().extension() == ".md") continue;
+    if (!it->is_regular_file() || is_note(it->path())) continue;
     if (++count > kMaxFilesPerPath)
       fail(path.string(), ": more than ", kMaxFilesPerPath, " files to fingerprint; is this the model's folder?");
     files[it->path().string()] = fingerprint(it->path());
@@ -101,12 +104,22 @@ nlohmann::json read_run_inputs(const fs::path& file, const std::string& what) {
   return j;
 }
 
+nlohmann::json without_notes(const nlohmann::json& inputs) {
+  nlohmann::json out = inputs;
+  if (!out.contains("models") || !out["models"].is_object()) return out;
+  for (auto& [spec, files] : out["models"].items()) {
+    if (!files.is_object()) continue;
+    for (auto it = files.begin(); it != files.end();) it = is_note(it.key()) ? files.erase(it) : std::next(it);
+  }
+  return out;
+}
+
 void check_inputs_unchanged(const fs::path& dir, const nlohmann::json& now) {
   const fs::path path = dir / "inputs.json";
   if (!fs::exists(path)) return;
   const std::string where = "run --resume: " + dir.string();
   const std::string advice = ": a resumed run decodes what its records were decoded from; start a new run instead";
-  const nlohmann::json was = read_run_inputs(path, "run --resume");
+  const nlohmann::json was = without_notes(read_run_inputs(path, "run --resume"));
   const nlohmann::json& p0 = was.at("prompts");
   const nlohmann::json& p1 = now.at("prompts");
   if (p0.size() != p1.size())
