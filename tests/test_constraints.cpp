@@ -6,6 +6,7 @@
 // automaton along draft paths must fail the same test.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -732,6 +733,39 @@ TEST_CASE("JSON schema errors name the schema, the feature and its position", "[
     } catch (const Error& e) {
       for (const std::string& part : c.expected) CHECK_THAT(e.what(), Contains(part));
     }
+  }
+}
+
+TEST_CASE("a deeply nested schema is refused where its expression outgrows the automaton, in bounded time",
+          "[constraints]") {
+  // Each array level writes its items twice: 20 levels would ask for gigabytes of pattern before the regex compiler
+  // could refuse its states.
+  const auto nested = [](int depth, const std::string& leaf) {
+    std::string schema = leaf;
+    for (int i = 0; i < depth; ++i) schema = R"({"type":"array","items":)" + schema + "}";
+    return schema;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(json_schema_to_regex(nested(20, R"({"type":"string"})"), "deep.json"),
+                    Contains("json schema 'deep.json': at /items/items/") &&
+                        Contains("the schema's regular expression passes 3200000 bytes here") &&
+                        Contains("nest less deeply"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+  // The bound refuses nothing the regex compiler would take: schema expressions spend at most 16 bytes per NFA
+  // state, on shapes that stress each construct (the string class, optional members' branches, counted items, enums).
+  const std::vector<std::string> shapes = {
+      nested(6, R"({"type":"string"})"),
+      nested(4, R"({"type":"string","maxLength":3})"),
+      R"({"type":"object","properties":{"a":{"type":"string"},"b":{"type":"integer"},"c":{"type":"boolean"},)"
+      R"("d":{"type":["null","number"]}}})",
+      R"({"type":"array","items":{"enum":["x","yy",{"k":[1,2]}]},"minItems":2,"maxItems":5})",
+      R"({"type":"array","items":{"type":"object","properties":{"s":{"type":"string","minLength":1}}},"maxItems":3})",
+  };
+  for (const std::string& schema : shapes) {
+    INFO(schema);
+    const std::string pattern = json_schema_to_regex(schema, "s.json");
+    const Nfa nfa = compile_json_schema(schema, "s.json");
+    CHECK(pattern.size() <= 16 * nfa.states.size());
   }
 }
 

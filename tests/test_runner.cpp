@@ -97,6 +97,14 @@ TEST_CASE("[beam] takes generate's option names too; one option under both names
   CHECK_NOTHROW(load_experiment(dir.file("b.ini"), {}));
   CHECK_THROWS_WITH(check_new_experiment(load_experiment(dir.file("b.ini"), {})),
                     Contains("b.ini:20: key 'beam.groups' is given, but no setting uses method = beam"));
+  // Unless --set chose the methods: the file's [beam] stays for the file's own methods.
+  CHECK_NOTHROW(check_new_experiment(load_experiment(dir.file("b.ini"), {"draft.method=chain"})));
+  // Token strings without any constraint would be read by nothing.
+  const std::string strings = dir.write("ts.txt", "a\nb\n");
+  CHECK_THROWS_WITH(check_new_experiment(
+                        load_experiment(dir.write("s.ini", experiment_text("token_strings = " + strings + "\n")), {})),
+                    Contains("s.ini:17: key 'sampling.token_strings' is given, but no setting has a constraint"));
+  CHECK_NOTHROW(check_new_experiment(load_experiment(dir.file("s.ini"), {"sampling.regex=none | (ab)+"})));
 }
 
 TEST_CASE("tree keys without a method that verifies trees are refused, naming the key", "[runner][config]") {
@@ -977,6 +985,19 @@ TEST_CASE("resume: a prompts file without num_prompts keeps every prompt; change
     CHECK_THAT(r.err, Contains("model 'bigram:" + draft + "': file '" + draft + "' is not the one the run began with"));
     CHECK(read_text(run + "/status") == "interrupted (SIGINT)\n");
   }
+}
+
+TEST_CASE("run checks the [beam] values together before the target loads", "[runner][cli][errors]") {
+  TempDir dir;
+  const std::string exp = dir.write("exp.ini", experiment_text());
+  // A target that could not load: the refusal comes first.
+  const CliResult r = run_specula("run " + exp + " --set experiment.output_dir=" + dir.file("results") +
+                                  " --set experiment.target=transformer:" + dir.file("no-model") +
+                                  " --set draft.method=chain,beam --set beam.width=2 --set beam.num_return=3 --quiet");
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("--set beam.num_return: key 'beam.num_return' (setting ") &&
+                        Contains("num_return must be in 0..the beam width (2), got 3"));
+  CHECK_FALSE(fs::exists(dir.file("results")));
 }
 
 TEST_CASE("inputs.json fingerprints what a model folder's model reads, not its notes", "[runner]") {

@@ -302,20 +302,30 @@ void check_new_experiment(const ExperimentConfig& c) {
       if (std::find(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(i), values[i]) !=
           values.begin() + static_cast<std::ptrdiff_t>(i))
         fail(where(key), ": key '", key, "': '", values[i], "' is listed twice");
-  // [beam] options only beam search reads: given without it, they would be silently ignored.
+  // [beam] options only beam search reads: given without it, they would be silently ignored. Likewise the tree keys,
+  // which only the methods that verify trees read. Unless --set chose the methods, which leaves the file's [beam] and
+  // tree for the file's methods (`bench end-to-end --set draft.method=block` on a file that sweeps trees).
   const std::vector<std::string>& methods = c.axes.at("draft.method");
-  if (!c.beam.empty() && std::find(methods.begin(), methods.end(), "beam") == methods.end()) {
+  const bool methods_set = where("draft.method").rfind("--set", 0) == 0;
+  if (!c.beam.empty() && !methods_set && std::find(methods.begin(), methods.end(), "beam") == methods.end()) {
     const std::string key = "beam." + c.beam.begin()->first;
     fail(where(key), ": key '", key, "' is given, but no setting uses method = beam (draft.method)");
   }
-  // Likewise the tree keys, which only the methods that verify trees read; unless --set chose the methods, which leaves
-  // the file's tree for the file's methods (`bench end-to-end --set draft.method=block` on a file that sweeps trees).
   const bool trees = std::any_of(methods.begin(), methods.end(),
                                  [](const std::string& m) { return parse_decoding_method(m).verifies_trees(); });
-  const bool methods_set = where("draft.method").rfind("--set", 0) == 0;
   for (const char* key : {"draft.tree", "draft.tree_sampling"})
     if (!trees && !methods_set && c.axes.count(key))
       fail(where(key), ": key '", key, "' is given, but no setting uses a method that verifies trees (draft.method)");
+  // Token strings are read only for a constraint (as generate refuses --token-strings without one).
+  const auto constrained = [&](const char* key) {
+    const auto it = c.axes.find(key);
+    return it != c.axes.end() &&
+           std::any_of(it->second.begin(), it->second.end(), [](const std::string& v) { return v != "none"; });
+  };
+  if (c.axes.count("sampling.token_strings") && !constrained("sampling.regex") && !constrained("sampling.json_schema"))
+    fail(where("sampling.token_strings"),
+         ": key 'sampling.token_strings' is given, but no setting has a constraint (sampling.regex or "
+         "sampling.json_schema)");
 }
 
 ExperimentConfig load_experiment(const std::string& path, const std::vector<std::string>& overrides,

@@ -440,6 +440,9 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
         (config.origin.count("experiment.output_dir") ? config.origin.at("experiment.output_dir") : experiment_path) +
             ": key 'experiment.output_dir'");
   check_prompts_readable(config);
+  // The [beam] values together (num_return against the width, groups dividing it), as generate checks them.
+  for (const Setting& setting : settings)
+    if (setting_method(setting).beam) at_setting(config, setting, [&] { check_beam_config(beam_config(config)); });
   // Every drafter's spec, then the target's vocabulary from its description and every drafter's against it, before
   // the first record (each drafter loads only when its settings run).
   const auto at_drafter_key = [&](const std::string& drafter, auto&& check) {

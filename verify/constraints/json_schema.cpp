@@ -18,11 +18,28 @@ const char* kStringChar =
 const char* kInteger = R"(-?(0|[1-9][0-9]*))";
 const char* kNumber = R"(-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?)";
 
+// The longest expression a schema may compile to. Nested arrays and optional object members write what they hold twice
+// (an array's first item and the rest, each branch of which member comes first), so a schema of a few hundred bytes
+// can ask for gigabytes; the check at each node stops the growth there. The bound refuses nothing the regex compiler
+// would take: no expression written here spends more than 16 bytes on one NFA state (the widest atom, the class of a
+// string's unescaped characters, is 14 bytes), so a longer one needs more than kMaxNfaStates states.
+constexpr size_t kMaxSchemaPatternBytes = size_t{16} * kMaxNfaStates;
+
 class SchemaCompiler {
  public:
   explicit SchemaCompiler(std::string source) : source_(std::move(source)) {}
 
   std::string compile(const Json& schema, const std::string& at) {
+    std::string out = compile_node(schema, at);
+    if (out.size() > kMaxSchemaPatternBytes)
+      error(at, "the schema's regular expression passes ", kMaxSchemaPatternBytes, " bytes here (", out.size(),
+            "): nested arrays and optional members repeat what they hold, and its automaton would need more than ",
+            kMaxNfaStates, " states; nest less deeply");
+    return out;
+  }
+
+ private:
+  std::string compile_node(const Json& schema, const std::string& at) {
     if (schema.is_boolean()) unsupported(at, schema.get<bool>() ? "true (any value)" : "false (no value)");
     if (!schema.is_object()) error(at, "a schema must be a JSON object, got ", schema.dump());
     static const std::set<std::string> known = {"type",  "enum",     "const",    "properties", "required",
@@ -51,7 +68,6 @@ class SchemaCompiler {
     return out + ")";
   }
 
- private:
   template <typename... Parts>
   [[noreturn]] void error(const std::string& at, const Parts&... parts) const {
     fail("json schema '", source_, "': at ", at.empty() ? "/" : at, ": ", parts...);
