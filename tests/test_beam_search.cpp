@@ -237,6 +237,8 @@ TEST_CASE("beam search options are checked by name", "[beam]") {
   names([](BeamSearchConfig& c) { c.num_groups = 3; }, "num_beam_groups");
   names([](BeamSearchConfig& c) { c.diversity_penalty = -1; }, "diversity_penalty");
   names([](BeamSearchConfig& c) { c.num_return = 9; }, "num_return");
+  // A diversity penalty with one group would change nothing: refused rather than ignored.
+  names([](BeamSearchConfig& c) { c.diversity_penalty = 0.5; }, "diversity_penalty");
   CHECK_THROWS_WITH(bad([](BeamSearchConfig& c) { c.num_groups = 3; }), Contains("num_beam_groups must be >= 1"));
 }
 

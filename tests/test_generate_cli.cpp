@@ -504,8 +504,8 @@ TEST_CASE("a --config file shared with speculative methods serves --method ar: i
   const CliResult ar = run_specula(common + dir.file("ar.txt") + " --method ar");
   INFO(ar.err);
   REQUIRE(ar.exit_code == 0);
-  CHECK_THAT(ar.err, Contains("note: --method ar drafts nothing: the --config file's") &&
-                         Contains("num-draft-tokens") && Contains("tree") && Contains("draft-temperature"));
+  CHECK_THAT(ar.err, Contains("note: --method ar leaves the --config file's") && Contains("num-draft-tokens") &&
+                         Contains("tree") && Contains("draft-temperature"));
   // The same output as without the file.
   REQUIRE(run_specula("generate --target bigram:" + target +
                       " --prompt-tokens 0 --max-new-tokens 4 --seed 2 --output " + dir.file("plain.txt"))
@@ -561,6 +561,28 @@ TEST_CASE("outputs and bounds are checked before any model loads or any work sta
            "--output " +
            dir.file("o.txt"),
        "--num-draft-tokens must be >= 1, got -1"},  // before a tree's chain of K is made of it
+      // Each output to a file of its own, none over an input.
+      {"generate" + missing + " --max-new-tokens 2 --output " + dir.file("o.txt") + " --metrics-json " +
+           dir.file("o.txt"),
+       "--metrics-json: '" + dir.file("o.txt") + "' is also --output's file"},
+      {"generate" + missing + " --max-new-tokens 2 --output " + dir.file("o.txt") + " --metrics-json " +
+           dir.file("sub/../o.txt"),
+       "--metrics-json: '" + dir.file("sub/../o.txt") + "' is also --output's file"},
+      {"generate" + missing + " --max-new-tokens 2 --regex a+ --token-strings " + table + " --output " + table,
+       "--output: '" + table + "' is the --token-strings file this command reads"},
+      {"generate --target bigram:" + table + " --prompt-tokens 0 --max-new-tokens 2 --output " + table,
+       "--output: '" + table + "' is the --target file this command reads"},
+      // What only beam search reads, with another method; what beam search cannot do.
+      {"generate" + missing + " --max-new-tokens 2 --nbest-output " + dir.file("nb.txt") + " --output " +
+           dir.file("o.txt"),
+       "--nbest-output: --method ar is not beam search"},
+      {"generate" + missing + " --max-new-tokens 2 --method chain --draft prompt-lookup --beam-width 8 --output " +
+           dir.file("o.txt"),
+       "--beam-width: --method chain is not beam search"},
+      {"generate" + missing + " --max-new-tokens 2 --method beam --diversity-penalty 5 --output " + dir.file("o.txt"),
+       "--diversity-penalty applies between groups of beams"},
+      {"generate" + missing + " --max-new-tokens 2 --method beam --stream", "--stream: beam search chooses"},
+      {"generate" + missing + " --max-new-tokens 2 --stream --print-text", "--stream and --print-text"},
       // What only a speculative method reads is refused with another method, not ignored.
       {"generate" + missing + " --max-new-tokens 2 --method ar --draft prompt-lookup --output " + dir.file("o.txt"),
        "--method ar does not use a --draft model"},

@@ -466,6 +466,10 @@ TEST_CASE("tree-opt: with no tree worth drafting, an earlier tree at --output is
                         Contains("removed the earlier --output file " + shape));
   CHECK_FALSE(std::filesystem::exists(shape));
   CHECK_FALSE(std::filesystem::exists(ranks));
+  const testing::CliResult same = testing::run_specula("tree-opt --acceptance 0.5 --forward-cost 1:1,8:1.1 --output " +
+                                                       shape + " --output-ranks " + shape);
+  CHECK(same.exit_code == 1);
+  CHECK_THAT(same.err, Contains("--output-ranks: '" + shape + "' is also --output's file"));
   const testing::CliResult none =
       testing::run_specula("tree-opt --acceptance 0.5 --forward-cost 1:1,8:1.1 --max-nodes 0");
   CHECK(none.exit_code == 1);

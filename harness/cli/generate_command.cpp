@@ -268,6 +268,12 @@ void check_options_before_loading(const po::variables_map& vm) {
   check_thread_count(vm["threads"].as<int32_t>());
   if (vm.count("stream") && vm["num-samples"].as<int64_t>() != 1)
     fail("--stream prints one sample: use --num-samples 1 (got ", vm["num-samples"].as<int64_t>(), ")");
+  if (vm.count("stream") && vm.count("print-text"))
+    fail("--stream and --print-text: the stream prints the text already (give one)");
+  if (vm.count("stream") && vm["method"].as<std::string>() == "beam")
+    fail(
+        "--stream: beam search chooses its hypotheses at the end, so there is nothing to stream (use --print-text or "
+        "--nbest-output)");
   // The samples' tokens are all kept until they are written: bounded before any model loads.
   const int64_t samples = vm["num-samples"].as<int64_t>();
   if (samples < 0) fail("--num-samples must be >= 0, got ", samples);
@@ -275,9 +281,18 @@ void check_options_before_loading(const po::variables_map& vm) {
   if (samples > kMaxSamples || samples * std::max<int64_t>(1, max_new_tokens) > kMaxSampledTokens)
     fail("--num-samples ", samples, " with --max-new-tokens ", max_new_tokens, ": at most ", kMaxSamples,
          " samples and ", kMaxSampledTokens, " tokens in all");
-  // Where the results go, before any model loads.
+  // Where the results go, before any model loads: each to a file of its own, none over a file the command reads.
+  std::vector<std::pair<std::string, std::string>> outputs, inputs;
   for (const char* option : {"output", "logprobs-output", "metrics-json", "nbest-output"})
-    if (vm.count(option)) check_output_file_writable(vm[option].as<std::string>(), std::string("--") + option);
+    if (vm.count(option)) outputs.emplace_back(std::string("--") + option, vm[option].as<std::string>());
+  for (const char* option : {"prompt-file", "json-schema", "token-strings", "config"})
+    if (vm.count(option)) inputs.emplace_back(std::string("--") + option, vm[option].as<std::string>());
+  for (const char* option : {"target", "draft"})  // a model spec's file or folder: kind:PATH
+    if (vm.count(option) && vm[option].as<std::string>().find(':') != std::string::npos)
+      inputs.emplace_back(std::string("--") + option,
+                          vm[option].as<std::string>().substr(vm[option].as<std::string>().find(':') + 1));
+  check_distinct_files(outputs, inputs);
+  for (const auto& [option, path] : outputs) check_output_file_writable(path, option);
 }
 
 // What a constraint's options can be checked for without the target's tokens: one constraint, a device that runs
@@ -301,28 +316,33 @@ void check_constraint_before_loading(RunDescription& run, Device device) {
 }
 
 // The run as the options describe it (run_builder.h), each value checked where it is read, before any model loads.
-// What only a speculative method reads (the draft model, its shape and its sampler: the --draft-* options), with plain
-// or beam decoding: refused where the command line gives it, and left unused with a note where a --config file does
-// (one file shared by a sweep's methods and its baseline).
-void check_draft_options_used(const po::variables_map& vm, const std::set<std::string>& typed,
-                              const DecodingMethod& method) {
-  if (method.speculative()) return;
-  const std::string name = method.beam ? "beam" : "ar";
+// What only a speculative method reads (the draft model, its shape and its sampler: the --draft-* options), and what
+// only beam search reads (--beam-width, ..., --nbest-output), with a method that does not: refused where the command
+// line gives it, and left unused with a note where a --config file does (one file shared by a sweep's methods and its
+// baseline).
+void check_method_options_used(const po::variables_map& vm, const std::set<std::string>& typed,
+                               const DecodingMethod& method) {
+  const std::string& name = method.name;
   std::string unused;
   for (const auto& [option, value] : vm) {
     const bool drafts = option == "draft" || option == "num-draft-tokens" || option == "tree" ||
                         option == "tree-sampling" || option.rfind("draft-", 0) == 0;
-    if (!drafts || value.defaulted()) continue;
+    const bool beams = option == "beam-width" || option == "num-beam-groups" || option == "diversity-penalty" ||
+                       option == "length-penalty" || option == "early-stopping" || option == "num-return" ||
+                       option == "nbest-output";
+    if (value.defaulted() || !((drafts && !method.speculative()) || (beams && !method.beam))) continue;
     if (!typed.count(option)) {
       unused += (unused.empty() ? "" : ", ") + option;
     } else if (option == "draft") {
       fail("--method ", name, " does not use a --draft model");
     } else {
-      fail("--", option, ": --method ", name, " drafts nothing (only a speculative method reads it)");
+      fail("--", option, ": --method ", name,
+           drafts ? " drafts nothing (only a speculative method reads it)"
+                  : " is not beam search (only --method beam reads it)");
     }
   }
   if (!unused.empty())
-    std::cerr << "note: --method " << name << " drafts nothing: the --config file's " << unused << " not used\n";
+    std::cerr << "note: --method " << name << " leaves the --config file's " << unused << " unused\n";
 }
 
 RunDescription read_run(const po::variables_map& vm, const std::set<std::string>& typed, Device device) {
@@ -336,7 +356,7 @@ RunDescription read_run(const po::variables_map& vm, const std::set<std::string>
   run.temperature_given = vm.count("temperature") > 0;
   run.draft_temperature_given = vm.count("draft-temperature") + vm.count("temperature") > 0;
   run.method = with_source("--method", [&] { return parse_decoding_method(vm["method"].as<std::string>()); });
-  check_draft_options_used(vm, typed, run.method);
+  check_method_options_used(vm, typed, run.method);
   run.shape.num_draft_tokens = vm["num-draft-tokens"].as<int32_t>();
   run.shape.num_draft_tokens_given = !vm["num-draft-tokens"].defaulted();
   // A --config file's draft options are left unused with a method that drafts nothing (check_draft_options_used).

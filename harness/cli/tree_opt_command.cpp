@@ -270,8 +270,13 @@ int tree_opt_command(const Args& args) {
   if (vm.count("forward-cost") + vm.count("forward-bench") + vm.count("cost-profile") != 1)
     fail("give exactly one of --forward-cost, --forward-bench and --cost-profile");
   // Where the trees go, before measuring the acceptance.
+  std::vector<std::pair<std::string, std::string>> outputs, inputs;
   for (const char* option : {"output", "output-ranks"})
-    if (vm.count(option)) check_output_file_writable(vm[option].as<std::string>(), std::string("--") + option);
+    if (vm.count(option)) outputs.emplace_back(std::string("--") + option, vm[option].as<std::string>());
+  for (const char* option : {"forward-bench", "cost-profile", "config"})
+    if (vm.count(option)) inputs.emplace_back(std::string("--") + option, vm[option].as<std::string>());
+  check_distinct_files(outputs, inputs);
+  for (const auto& [option, path] : outputs) check_output_file_writable(path, option);
   std::optional<CostProfile> profile;
   if (vm.count("cost-profile"))
     profile = with_source("--cost-profile", [&] { return read_cost_profile(vm["cost-profile"].as<std::string>()); });

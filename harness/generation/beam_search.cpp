@@ -216,6 +216,11 @@ void check_beam_config(const BeamSearchConfig& c) {
                    c.num_groups);
   if (!std::isfinite(c.diversity_penalty) || c.diversity_penalty < 0)
     fail_parameter("diversity_penalty", " must be a finite number >= 0, got ", c.diversity_penalty);
+  if (c.diversity_penalty > 0 && c.num_groups == 1)
+    fail_parameter("diversity_penalty",
+                   " applies between groups of beams, and there is one (num_beam_groups 1): it "
+                   "would change nothing, got ",
+                   c.diversity_penalty);
   if (!std::isfinite(c.length_penalty)) fail_parameter("length_penalty", " must be finite, got ", c.length_penalty);
   if (c.num_return < 0 || c.num_return > c.beam_width)
     fail_parameter("num_return", " must be in 0..the beam width (", c.beam_width, "), got ", c.num_return);

@@ -151,4 +151,26 @@ void create_parent_folder(const std::string& path, const std::string& what) {
   if (ec) fail(what, ": cannot create the folder '", parent.string(), "': ", ec.message());
 }
 
+void check_distinct_files(const std::vector<std::pair<std::string, std::string>>& outputs,
+                          const std::vector<std::pair<std::string, std::string>>& inputs) {
+  const auto resolved = [](const std::string& path) {
+    std::error_code ec;
+    const std::filesystem::path p = std::filesystem::weakly_canonical(path, ec);
+    return ec ? std::filesystem::absolute(path).lexically_normal() : p;
+  };
+  const auto device = [](const std::filesystem::path& p) { return p.string().rfind("/dev/", 0) == 0; };
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const std::filesystem::path out = resolved(outputs[i].second);
+    if (device(out)) continue;
+    for (size_t j = 0; j < i; ++j)
+      if (resolved(outputs[j].second) == out)
+        fail(outputs[i].first, ": '", outputs[i].second, "' is also ", outputs[j].first,
+             "'s file: each output needs a file of its own");
+    for (const auto& [option, path] : inputs)
+      if (resolved(path) == out)
+        fail(outputs[i].first, ": '", outputs[i].second, "' is the ", option,
+             " file this command reads: it would be written over");
+  }
+}
+
 }  // namespace specula

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace specula {
 
@@ -42,6 +44,13 @@ void check_model_output_folder(const std::string& path, bool overwrite, const st
 // Creates the folder `path` will be written in (reports whose default path is under results/), if it is
 // missing; an Error naming `what` and the folder when it cannot.
 void create_parent_folder(const std::string& path, const std::string& what);
+
+// A command's outputs and inputs, each as (option, path): refuses two outputs that are one file (the second written
+// would replace the first) and an output that is an input (read, then written over), naming both options. Paths are
+// compared once resolved (symbolic links, "..", a relative path against the absolute one); devices (/dev/null,
+// /dev/stdout) are left out.
+void check_distinct_files(const std::vector<std::pair<std::string, std::string>>& outputs,
+                          const std::vector<std::pair<std::string, std::string>>& inputs);
 
 // An output appended to as work goes on (records.jsonl): each append() writes whole lines and flushes them,
 // so an interruption leaves complete lines; a failed write is an Error naming the file.
