@@ -1,6 +1,8 @@
 // The experiment runner: config parsing and its errors, the sweep, the summary math on synthetic records,
 // the Leviathan prediction against a drafter with known i.i.d. acceptance, results-folder contents,
 // shard + merge = one run, and plots.
+#include <signal.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -783,7 +785,8 @@ TEST_CASE("merge refuses shards that are not the slices of one complete run", "[
   };
   std::vector<Case> cases = {
       {shards[0] + " " + shards[0] + merged, "given twice"},
-      {shards[0] + merged, "missing"},
+      {shards[0] + merged, "merge: shard 2 of 2 is missing"},
+      {shards[0] + " " + shards[0] + " " + shards[1] + merged, "given twice"},
       {shards[0] + " " + shards[1] + " --output " + shards[1], "is one of the shards"},
   };
   for (const Case& c : cases) {
@@ -800,6 +803,11 @@ TEST_CASE("merge refuses shards that are not the slices of one complete run", "[
   CHECK(over.exit_code == 1);
   CHECK_THAT(over.err, Contains("already holds a results folder (records.jsonl); give a new folder"));
   CHECK(read_text(dir.file("victim") + "/records.jsonl") == victim);
+  // More shards than settings: a shard with none still runs (merge counts its folder), and says so.
+  const CliResult empty =
+      run_specula("run " + exp + " --set experiment.output_dir=" + dir.file("many") + " --shard 50/50 --no-plots");
+  CHECK(empty.exit_code == 0);
+  CHECK_THAT(empty.err, Contains("shard 50/50 holds no setting: the sweep has ") && Contains("fewer than its shards"));
   // A shard of a different run (another seed).
   REQUIRE(run_specula("run " + exp + out + " --shard 2/2 --set experiment.seed=7").exit_code == 0);
   const std::vector<std::string> all = run_folders(dir.file("results") + "/exp");
@@ -807,7 +815,8 @@ TEST_CASE("merge refuses shards that are not the slices of one complete run", "[
   std::string other;
   for (const std::string& s : all)
     if (s != shards[0] && s != shards[1]) other = s;
-  CHECK_THAT(run_specula("merge " + shards[0] + " " + other + merged).err, Contains("differs"));
+  CHECK_THAT(run_specula("merge " + shards[0] + " " + other + merged).err,
+             Contains("differs") && Contains("(first at: 'seed = 7' where the other has 'seed = 3')"));
   // An interrupted shard: refused, or merged with --allow-incomplete and marked.
   std::ofstream(shards[1] + "/status") << "interrupted (SIGTERM)\n";
   std::ofstream(shards[1] + "/records.jsonl", std::ios::app) << "{\"setting_id\": \"cut short";  // killed mid-write
@@ -1393,6 +1402,17 @@ TEST_CASE("plot refuses a summary that is cut, empty, header-only, short or from
                Contains("no summary.csv: the run was stopped before it wrote one (status: running (pid 1") &&
                    Contains("specula run --resume " + run));
   }
+  // A run still going on this machine (its process alive, named specula) is said to be going, not stopped.
+  TempDir bin;
+  REQUIRE(std::system(("cp /bin/sleep " + bin.file("specula") + " && (" + bin.file("specula") + " 60 & echo $! > " +
+                       bin.file("pid") + ")")
+                          .c_str()) == 0);
+  const long pid = std::stol(read_text(bin.file("pid")));
+  std::ofstream(run + "/status", std::ios::trunc) << "running (pid " << pid << " on " << hostname() << ")\n";
+  const CliResult going = run_specula("plot " + run + " --quiet");
+  kill(static_cast<pid_t>(pid), SIGKILL);
+  CHECK(going.exit_code == 1);
+  CHECK_THAT(going.err, Contains("no summary.csv yet: the run is still going (process " + std::to_string(pid)));
 }
 
 TEST_CASE("merged metrics add the waits and keep the largest device buffer bytes", "[runner]") {

@@ -51,8 +51,6 @@ std::shared_ptr<const Tokenizer> require_tokenizer(const po::variables_map& vm, 
 // The prompt: --prompt TEXT or --prompt-file FILE through the target's tokenizer (which adds BOS as its
 // tokenizer config says), or --prompt-tokens ids.
 std::vector<Token> read_prompt(const po::variables_map& vm, const LanguageModel& target) {
-  if (vm.count("prompt") + vm.count("prompt-tokens") + vm.count("prompt-file") > 1)
-    fail("give one of --prompt TEXT, --prompt-file FILE and --prompt-tokens IDS");
   std::vector<Token> prompt;
   if (text_prompt(vm)) {
     const char* option = vm.count("prompt") ? "--prompt" : "--prompt-file";
@@ -65,6 +63,12 @@ std::vector<Token> read_prompt(const po::variables_map& vm, const LanguageModel&
     prompt = require_tokenizer(vm, target, option)->encode(text);
   }
   if (vm.count("prompt-tokens")) prompt = parse_token_list(vm["prompt-tokens"].as<std::string>(), "prompt-tokens");
+  // Named by the option that gave it, not by whichever model first needed a context.
+  if (prompt.empty())
+    fail(vm.count("prompt")        ? "--prompt"
+         : vm.count("prompt-file") ? "--prompt-file"
+                                   : "--prompt-tokens",
+         ": the prompt has no tokens: a model needs at least one token of context");
   for (Token t : prompt)
     if (t >= target.vocab_size())
       fail("--prompt-tokens: token id ", t, " is outside the vocabulary [0, ", target.vocab_size(), ")");
@@ -259,6 +263,8 @@ constexpr int64_t kMaxSampledTokens = int64_t{1} << 28;
 void check_options_before_loading(const po::variables_map& vm) {
   for (const char* required : {"target", "max-new-tokens"})
     if (!vm.count(required)) fail("--", required, " is required");
+  if (vm.count("prompt") + vm.count("prompt-tokens") + vm.count("prompt-file") != 1)
+    fail("give one of --prompt TEXT, --prompt-file FILE and --prompt-tokens IDS");
   if (!vm.count("output") && !text_prompt(vm) && !vm.count("print-text") && !vm.count("stream") &&
       !vm.count("logprobs-output"))
     fail("--output FILE is required (or --print-text, --stream, --logprobs-output, or a --prompt TEXT to print)");

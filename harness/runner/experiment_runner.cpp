@@ -429,7 +429,15 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
   const ExperimentConfig config = load_experiment(experiment_path, options.overrides, options.override_options);
   if (!resume) check_new_experiment(config);
   std::vector<Setting> settings = expand_sweep(config);
-  if (options.shard_count > 1) settings = shard_of(settings, options.shard_index, options.shard_count);
+  if (options.shard_count > 1) {
+    const int64_t speculative =
+        std::count_if(settings.begin(), settings.end(), [](const Setting& s) { return !s.baseline; });
+    settings = shard_of(settings, options.shard_index, options.shard_count);
+    // Still run (its folder is what merge counts shards by), but said: more shards than settings waste their tasks.
+    if (settings.empty())
+      log(LogLevel::warn, "shard ", options.shard_index, "/", options.shard_count, " holds no setting: the sweep has ",
+          speculative, " speculative settings, fewer than its shards");
+  }
   settings = recorded_settings(settings);
 
   // Where the results go (output_dir/NAME/, which may exist already), before any model loads; a resumed run writes

@@ -92,6 +92,25 @@ std::string running_status() {
   return "running (pid " + std::to_string(static_cast<long>(getpid())) + " on " + hostname() + ")";
 }
 
+namespace {
+
+// The process a status "running (pid P on HOST)" names, where it is a live `specula` on this machine (another process,
+// as the command asking). A recycled process id belongs to some other program: only a live `specula` counts.
+std::optional<long> live_run_process(const std::string& status) {
+  long pid = 0;
+  char host[256] = {};
+  if (std::sscanf(status.c_str(), "running (pid %ld on %255[^)])", &pid, host) != 2) return std::nullopt;
+  if (host != hostname() || pid <= 0 || pid == static_cast<long>(getpid())) return std::nullopt;
+  const bool alive = kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+  std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+  std::string name;
+  std::getline(comm, name);
+  if (alive && (!comm || name == "specula")) return pid;
+  return std::nullopt;
+}
+
+}  // namespace
+
 void check_not_running(const fs::path& dir, const std::string& status) {
   long pid = 0;
   char host[256] = {};
@@ -101,16 +120,27 @@ void check_not_running(const fs::path& dir, const std::string& status) {
         "; if that process is alive, both will write this folder");
     return;
   }
-  if (pid <= 0 || pid == static_cast<long>(getpid())) return;
-  const bool alive = kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
-  std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
-  std::string name;
-  std::getline(comm, name);
-  // A recycled process id belongs to some other program: only a live `specula` counts.
-  if (alive && (!comm || name == "specula"))
-    fail_parameter("resume", ": ", dir.string(), " is still being written by process ", pid,
+  if (const std::optional<long> live = live_run_process(status))
+    fail_parameter("resume", ": ", dir.string(), " is still being written by process ", *live,
                    " on this machine (its status reads running); stop that run first");
 }
+
+namespace {
+
+// "'temperature = 0.8' where the other has 'temperature = 0.5'": the first line two texts differ at.
+std::string first_differing_line(const std::string& a, const std::string& b) {
+  std::istringstream ia(a), ib(b);
+  std::string la, lb;
+  while (true) {
+    const bool more_a = static_cast<bool>(std::getline(ia, la)), more_b = static_cast<bool>(std::getline(ib, lb));
+    if (!more_a && !more_b) return "no line";
+    if (!more_a || !more_b || la != lb)
+      return "'" + (more_a ? la : std::string("(end)")) + "' where the other has '" +
+             (more_b ? lb : std::string("(end)")) + "'";
+  }
+}
+
+}  // namespace
 
 std::vector<RunRecord> records_so_far(const fs::path& dir) {
   return fs::exists(dir / "records.jsonl") ? read_records((dir / "records.jsonl").string()) : std::vector<RunRecord>{};
@@ -178,7 +208,8 @@ void merge_results(const std::vector<std::string>& shard_dirs, const std::string
     if (config.empty()) config = rest;
     if (rest != config)
       fail("merge: ", d, "/config.resolved.ini differs from ", shard_dirs[0],
-           "'s beyond the shard line: the shards are not slices of one run");
+           "'s beyond the shard line (first at: ", first_differing_line(rest, config),
+           "): the shards are not slices of one run");
     if (shard.second == 0) fail("merge: ", d, " is not a shard (its config.resolved.ini has no shard line)");
     if (count && shard.second != count)
       fail("merge: ", d, " is shard ", shard.first, "/", shard.second, " but an earlier one was of ", count);
@@ -201,7 +232,9 @@ void merge_results(const std::vector<std::string>& shard_dirs, const std::string
     std::string missing;
     for (int i = 1; i <= count; ++i)
       if (!indices.count(i)) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
-    if (!allow_incomplete) fail("merge: shards ", missing, " of ", count, " are missing");
+    if (!allow_incomplete)
+      fail("merge: ", missing.find(',') == std::string::npos ? "shard " : "shards ", missing, " of ", count,
+           missing.find(',') == std::string::npos ? " is" : " are", " missing");
     incomplete = true;
   }
 
@@ -238,6 +271,9 @@ SummaryCoverage check_summary_covers_folder(const std::string& folder, bool allo
     // A run killed outright (SIGKILL, a lost node) writes no summary; its records and configuration are there.
     if (fs::exists(dir / "config.resolved.ini") && fs::exists(dir / "records.jsonl")) {
       const std::string status = status_line(dir, "plot");
+      if (const std::optional<long> live = live_run_process(status))
+        fail(folder, ": no summary.csv yet: the run is still going (process ", *live,
+             " on this machine); plot it when it ends, or stop it and `specula run --resume ", folder, "`");
       fail(folder,
            ": no summary.csv: the run was stopped before it wrote one (status: ", status.empty() ? "none" : status,
            "); finish it with `specula run --resume ", folder, "`");
