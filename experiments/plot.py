@@ -97,11 +97,26 @@ def shape(row):
     return f"K={row.get('draft.num_draft_tokens', '')}"
 
 
+# The axes every label shows (drafter as the panel, method, shape, temperature); any other swept axis that differs
+# between settings (a regex, top_p, a sibling scheme) joins the label, so two settings never share one line.
+SHOWN_AXES = {"draft.drafter", "draft.method", "draft.num_draft_tokens", "draft.tree", "sampling.temperature"}
+
+
+def mark_other_axes(rows):
+    """Sets each row's "_others": 'regex=(ab|c)+ top_p=0.9' for the swept axes outside SHOWN_AXES that vary between
+    the settings that have them (a chain has no sibling scheme: that is its method's, already shown)."""
+    keys = sorted({k for r in rows for k in r if "." in k and k not in SHOWN_AXES})
+    varying = [k for k in keys if len({r[k] for r in rows if r.get(k)}) > 1]
+    for r in rows:
+        r["_others"] = " ".join(f"{k.removeprefix('sampling.')}={r[k]}" for k in varying if r.get(k))
+
+
 def series_label(row, with_shape):
     parts = [row.get("draft.method", "")]
     if with_shape:
         parts.append(shape(row))
     parts.append(f"T={row.get('sampling.temperature', '')}")
+    parts.append(row.get("_others", ""))
     return " ".join(p for p in parts if p)
 
 
@@ -205,7 +220,7 @@ def longest_drafts(spec):
     longest = {}
     for r in spec:
         key = (drafter_name(r), r.get("draft.method"), bool(r.get("draft.tree")), r.get("draft.tree"),
-               r.get("sampling.temperature"))
+               r.get("sampling.temperature"), r.get("_others"))
         if key not in longest or number(r["draft_positions"]) > number(longest[key]["draft_positions"]):
             longest[key] = r
     return list(longest.values())
@@ -248,7 +263,8 @@ def speedup_column(row):
 def speedup_vs_temperature(spec):
     # One line per method and shape; temperature is the axis, so it is not part of the label.
     layout = [(title, series) for title, series in
-              panels_by(spec, lambda r: f"{r.get('draft.method', '')} {shape(r)}", min_points=2) if series]
+              panels_by(spec, lambda r: f"{r.get('draft.method', '')} {shape(r)} {r.get('_others', '')}".strip(),
+                        min_points=2) if series]
     if not layout:
         return None
     fig, axes = grid(len(layout))
@@ -344,7 +360,9 @@ def profile_machine(results):
 
 def build_figures(rows, machine="the profile's machine"):
     """{plot name: matplotlib figure} for the rows of a summary.csv (plots without data are left out)."""
-    spec = [r for r in rows if r.get("draft.method", "") not in ("", "ar")]
+    # Speculative settings only: beam search drafts nothing (no acceptance, no draft length).
+    spec = [r for r in rows if r.get("draft.method", "") not in ("", "ar", "beam")]
+    mark_other_axes(spec)
     chains = [r for r in spec if not r.get("draft.tree")]
     figures = {
         "acceptance_vs_k": versus_k(chains, "alpha"),

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Checks the rule every plot of experiments/plot.py follows, on a synthetic summary with more settings than
-a panel may hold: every plot is drawn, no panel has more than plot.MAX_SERIES labelled series, and the
-plots over draft positions, accepted lengths and K have integer ticks only.
+a panel may hold: every plot is drawn, no panel has more than plot.MAX_SERIES labelled series, no series has two
+points at one x (two settings drawn as one line), and the plots over draft positions, accepted lengths and K have
+integer ticks only.
 
   check_plots.py               the check
   check_plots.py --self-test   a figure that breaks each rule is reported (a check that cannot fail is a
@@ -17,11 +18,14 @@ INTEGER_AXES = ("acceptance_vs_k", "speedup_vs_k", "per_position_acceptance", "a
 
 
 def synthetic_summary():
-    """Two drafters x chain/block/tree x K in {2, 4, 6} x T in {0, 0.8, 1}: 27 series per drafter."""
+    """Two drafters x (chain/block x K in {2, 4, 6}, and a tree) x T in {0, 0.8, 1}: 21 series per drafter (a tree's
+    shape is its own: a sweep gives it no K); the n-gram's chains
+    also under a regex (a swept axis no label shows by default: its settings must not share a line), and beam search
+    (no draft: in no plot)."""
     rows = []
     for drafter in ("results/models/draft", "ngram-order6.txt"):
         for method, tree in (("chain", ""), ("block", ""), ("tree", "3,2,1")):
-            for k in (2, 4, 6):
+            for k in ((3,) if tree else (2, 4, 6)):
                 for t in ("0", "0.8", "1"):
                     positions = 3 if tree else k
                     rows.append({
@@ -34,6 +38,14 @@ def synthetic_summary():
                         "per_position_acceptance": ";".join(["0.8"] * positions),
                         "accepted_length_histogram": ";".join(["5"] * (positions + 1)),
                     })
+    for r in list(rows):
+        if r["draft.drafter"] == "ngram-order6.txt" and r["draft.method"] == "chain":
+            r["sampling.regex"] = "none"
+            rows.append(dict(r, **{"sampling.regex": "(ab|c)+", "speedup": "1.2", "decode_speedup": "1.3"}))
+    rows.append({"draft.drafter": "ngram-order6.txt", "draft.method": "beam", "draft.num_draft_tokens": "4",
+                 "draft.tree": "", "sampling.temperature": "0", "sampling.regex": "none", "draft_positions": "0",
+                 "alpha": "0", "tau": "1", "speedup": "0.1", "decode_speedup": "0.1", "per_position_acceptance": "",
+                 "accepted_length_histogram": ""})
     rows.append({"draft.drafter": "", "draft.method": "ar", "sampling.temperature": "0"})
     return rows
 
@@ -46,6 +58,11 @@ def violations(name, fig):
             found.append(f"{name} panel {i}: {len(labels)} series (at most {plot.MAX_SERIES})")
         if len(set(labels)) != len(labels):
             found.append(f"{name} panel {i}: a series label twice")
+        # A series is one setting per x: two points at one x are two settings drawn as one line.
+        for line in ax.get_lines():
+            xs = list(line.get_xdata())
+            if line.get_label() in labels and len(set(xs)) != len(xs):
+                found.append(f"{name} panel {i}: series '{line.get_label()}' has two points at one x")
         if name in INTEGER_AXES:
             ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
             if any(t != int(t) for t in ticks):

@@ -346,12 +346,12 @@ TEST_CASE("specula generate --method beam: best line, n-best file, and constrain
     CHECK_THAT(r.err, Contains("regex 'a(bc|de)': no token can begin a match"));
   }
   // Errors name the option.
-  r = run_specula("generate --target bigram:" + target + " --regex '(ab' --max-new-tokens 2 --output " +
-                  dir.file("x.txt"));
+  r = run_specula("generate --target bigram:" + target +
+                  " --regex '(ab' --prompt-tokens 0 --max-new-tokens 2 --output " + dir.file("x.txt"));
   CHECK(r.exit_code != 0);
   CHECK_THAT(r.err, Contains("regex '(ab'") && Contains("position 0"));
-  r = run_specula("generate --target bigram:" + target + " --method beam --num-samples 3 --max-new-tokens 2 --output " +
-                  dir.file("x.txt"));
+  r = run_specula("generate --target bigram:" + target +
+                  " --method beam --num-samples 3 --prompt-tokens 0 --max-new-tokens 2 --output " + dir.file("x.txt"));
   CHECK(r.exit_code != 0);
   CHECK_THAT(r.err, Contains("--num-samples"));
 }

@@ -1415,6 +1415,35 @@ TEST_CASE("plot refuses a summary that is cut, empty, header-only, short or from
   CHECK_THAT(going.err, Contains("no summary.csv yet: the run is still going (process " + std::to_string(pid)));
 }
 
+TEST_CASE("the terminal table tells settings apart by every swept axis that differs", "[runner][summary]") {
+  const auto row = [](const std::string& method, const std::string& regex, const std::string& scheme) {
+    SummaryRow r;
+    r.setting = {{"draft.drafter", "bigram:d.txt"},
+                 {"draft.method", method},
+                 {"draft.num_draft_tokens", "4"},
+                 {"sampling.temperature", "0.7"},
+                 {"sampling.regex", regex}};
+    if (!scheme.empty()) r.setting["draft.tree_sampling"] = scheme;
+    return r;
+  };
+  std::ostringstream table;
+  print_summary_table({row("chain", "none", ""), row("chain", "(ab|c)+", ""), row("tree", "none", "iid"),
+                       row("tree", "(ab|c)+", "iid"), row("beam", "none", "")},
+                      table);
+  const std::string text = table.str();
+  INFO(text);
+  CHECK_THAT(text, Contains("other axes\n"));
+  CHECK_THAT(text, Contains(" regex=none\n") && Contains(" regex=(ab|c)+\n"));
+  // The sibling scheme is the same wherever it is given (a chain has none): not an axis that tells rows apart.
+  CHECK_THAT(text, !Contains("tree_sampling"));
+  // Beam search drafts nothing: no drafter, no K.
+  CHECK_THAT(text, Contains("\n-                                    beam    -  "));
+  // Without such an axis, no column.
+  std::ostringstream plain;
+  print_summary_table({row("chain", "none", ""), row("tree", "none", "iid")}, plain);
+  CHECK_THAT(plain.str(), !Contains("other axes") && !Contains("regex="));
+}
+
 TEST_CASE("merged metrics add the waits and keep the largest device buffer bytes", "[runner]") {
   GenerationMetrics a, b;
   a.growth_waits = 2;

@@ -374,21 +374,39 @@ void print_summary_table(const std::vector<SummaryRow>& rows, std::ostream& os,
     const auto it = r.setting.find(key);
     return it == r.setting.end() ? std::string() : it->second;
   };
+  // The swept axes the columns do not show (a regex, top_p, a sibling scheme) where they differ between the settings
+  // that have them: at the end of each line, so that two settings never read as one.
+  static const std::set<std::string> shown = {"draft.drafter", "draft.method", "draft.num_draft_tokens", "draft.tree",
+                                              "sampling.temperature"};
+  std::set<std::string> keys;
+  for (const SummaryRow* r : spec)
+    for (const auto& [key, v] : r->setting)
+      if (!shown.count(key)) keys.insert(key);
+  std::vector<std::string> others;
+  for (const std::string& key : keys) {
+    std::set<std::string> values;
+    for (const SummaryRow* r : spec)
+      if (r->setting.count(key)) values.insert(value(*r, key.c_str()));
+    if (values.size() > 1) others.push_back(key);
+  }
   char line[256];
   std::snprintf(line, sizeof line, "%-36s %-7s %-7s %4s %6s %6s %6s %6s %20s %9s %10s %5s\n", "drafter", "method",
                 "K/tree", "T", "alpha", "tau", "c", "verify", "decode speedup (CI)", "Leviathan", "cost model",
                 "drift");
   std::string header = line;
   if (profile) header.insert(header.size() - 1, "    profile");
+  if (!others.empty()) header.insert(header.size() - 1, "  other axes");
   os << header;
   for (const SummaryRow* r : spec) {
     const std::string tree = value(*r, "draft.tree");
-    const std::string shape = tree.empty() ? value(*r, "draft.num_draft_tokens") : tree;
+    // Beam search drafts nothing: no drafter and no draft length to show.
+    const bool beam = value(*r, "draft.method") == "beam";
+    const std::string shape = beam ? "-" : tree.empty() ? value(*r, "draft.num_draft_tokens") : tree;
     char ci[64];
     std::snprintf(ci, sizeof ci, "%.2f (%.2f-%.2f)", r->decode_speedup, r->decode_speedup_ci_low,
                   r->decode_speedup_ci_high);
     std::snprintf(line, sizeof line, "%-36.36s %-7s %-7s %4s %6.2f %6.2f %6.3f %6.2f %20s %9s %10.2f %5s\n",
-                  value(*r, "draft.drafter").c_str(), value(*r, "draft.method").c_str(), shape.c_str(),
+                  beam ? "-" : value(*r, "draft.drafter").c_str(), value(*r, "draft.method").c_str(), shape.c_str(),
                   value(*r, "sampling.temperature").c_str(), r->alpha, r->tau, r->c, r->verify_cost, ci,
                   std::isnan(r->predicted_speedup) ? "-" : fmt(r->predicted_speedup).substr(0, 5).c_str(),
                   r->cost_model_speedup, r->pair_drift.empty() ? "-" : r->pair_drift.c_str());
@@ -398,6 +416,13 @@ void print_summary_table(const std::vector<SummaryRow>& rows, std::ostream& os,
       std::snprintf(predicted, sizeof predicted, " %10s",
                     std::isnan(r->profile_speedup) ? "-" : fmt(r->profile_speedup).substr(0, 5).c_str());
       text.insert(text.size() - 1, predicted);
+    }
+    if (!others.empty()) {
+      std::string axes = " ";
+      for (const std::string& key : others)
+        if (r->setting.count(key))
+          axes += " " + (key.rfind("sampling.", 0) == 0 ? key.substr(9) : key) + "=" + value(*r, key.c_str());
+      text.insert(text.size() - 1, axes);
     }
     os << text;
   }

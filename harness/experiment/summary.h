@@ -82,7 +82,8 @@ std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records,
 void write_summary_csv(const std::vector<SummaryRow>& rows, const std::string& path);
 // The speculative rows as a table for a terminal, fastest decoding first: drafter, method, K or tree, T,
 // alpha, tau, c, verify cost, decode speedup with its 95% interval, Leviathan's prediction, the cost model,
-// and the pairs' drift flag; with a profile, its predicted speedup after the cost model, and a line naming it.
+// and the pairs' drift flag; with a profile, its predicted speedup after the cost model, and a line naming it; last,
+// the other swept axes that differ between the settings that have them (`regex=...`). Beam rows show no drafter or K.
 void print_summary_table(const std::vector<SummaryRow>& rows, std::ostream& os,
                          const std::optional<CostProfile>& profile = std::nullopt);
 
