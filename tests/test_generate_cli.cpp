@@ -107,6 +107,23 @@ TEST_CASE("a draft with stop tokens of its own follows the target's automaton", 
   }
 }
 
+TEST_CASE("generate says when a constrained output was cut by --max-new-tokens", "[cli][generate][constraints]") {
+  TempDir dir;
+  const std::string target = dir.write("t.txt", kCliTargetTable);  // tokens read as a, b, c, d
+  const std::string base = "generate --target bigram:" + target + " --regex 'abcd(ab)?' --prompt-tokens 0 --seed 1 " +
+                           "--num-samples 5 --output " + dir.file("o.txt") + " --max-new-tokens ";
+  const CliResult cut = run_specula(base + "3");
+  INFO(cut.err);
+  REQUIRE(cut.exit_code == 0);
+  CHECK_THAT(cut.err,
+             Contains("warning: 5 of 5 samples reached --max-new-tokens before their output was a whole match"));
+  // Long enough: every sample is a whole match (abcd, which may go on, or abcdab, where the match ends).
+  const CliResult whole = run_specula(base + "4");
+  INFO(whole.err);
+  REQUIRE(whole.exit_code == 0);
+  CHECK_THAT(whole.err, !Contains("whole match"));
+}
+
 TEST_CASE("a JSON schema given to generate is read once: a pipe works", "[cli][generate][constraints]") {
   TempDir dir;
   const std::string target = dir.write("t.txt", kCliTargetTable);

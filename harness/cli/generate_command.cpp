@@ -444,6 +444,17 @@ void write_samples(const po::variables_map& vm, const LanguageModel& target, con
   if (metrics.q_zero_errors > 0)
     std::cerr << "specula generate: warning: " << metrics.q_zero_errors
               << " drafted token(s) had recorded q = 0 (rejected; the draft's recorded law is inconsistent)\n";
+  // A constrained sample that reached --max-new-tokens before its output was a whole match is cut: said here, not left
+  // for whatever parses the text to find.
+  if (const TokenConstraint* c = run.target_params.constraint.get()) {
+    int64_t cut = 0;
+    for (const SequenceOutput& s : outputs)
+      if (s.stop_reason == StopReason::length && !c->complete(c->walk(s.tokens))) ++cut;
+    if (cut > 0)
+      std::cerr << "specula generate: warning: " << cut << " of " << outputs.size()
+                << " samples reached --max-new-tokens before their output was a whole match of the constraint: "
+                   "their text is cut (give more --max-new-tokens)\n";
+  }
 }
 
 }  // namespace
