@@ -705,6 +705,13 @@ TEST_CASE("JSON schema subset: compact JSON texts that follow the schema, and on
     CHECK(d->complete(d->walk(tokens_of(ok))));
   for (const char* bad : {R"({,"a":1})", R"({"a":2})", R"({"b":{}})"})
     CHECK_FALSE(d->complete(d->walk(tokens_of(bad))));
+
+  // A type's keywords apply to that type's values alone, as JSON Schema reads them: maxLength bounds the strings of a
+  // string-or-null, and leaves null alone.
+  const auto e = TokenConstraint::from_json_schema(R"({"type":["string","null"],"maxLength":3})", "nullable",
+                                                   byte_strings(128), {});
+  for (const char* ok : {"null", R"("")", R"("abc")"}) CHECK(e->complete(e->walk(tokens_of(ok))));
+  CHECK_FALSE(e->complete(e->walk(tokens_of(R"("abcd")"))));
 }
 
 TEST_CASE("JSON schema errors name the schema, the feature and its position", "[constraints]") {
@@ -723,6 +730,7 @@ TEST_CASE("JSON schema errors name the schema, the feature and its position", "[
       {R"({"properties":{"a":{"type":"string"}}})", {"without 'type'"}},
       {R"({"type":"object","properties":{"a":{"type":"string"}},"required":["b"]})", {"at /required", "\"b\""}},
       {R"({"type":"string","maxItems":2})", {"at /maxItems", "applies to type array"}},
+      {R"({"type":["integer","null"],"maxLength":2})", {"at /maxLength", "applies to type string, not integer"}},
       {R"({"type": "object", )", {"json schema 's.json'", "byte", "not valid JSON"}},
   };
   for (const Case& c : cases) {

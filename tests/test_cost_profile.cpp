@@ -297,6 +297,13 @@ TEST_CASE(
   for (const auto& e : fs::directory_iterator(dir.file("results") + "/exp")) runs.push_back(e.path());
   REQUIRE(runs.size() == 1);
   CHECK(read_cost_profile((runs[0] / "cost-profile.json").string()).max_rows() == 8);
+  CHECK_THAT(r.err, !Contains("measured no batch"));
+  // In lockstep, a profile without the run's batch size is said to give no prediction, before the run.
+  const CliResult batched = run_specula("run " + exp + " --set experiment.output_dir=" + dir.file("batched") +
+                                        " --set experiment.lockstep=true --no-plots --cost-profile " + profile);
+  INFO(batched.err);
+  CHECK(batched.exit_code == 0);
+  CHECK_THAT(batched.err, Contains("measured no batch of 4 sequences, which this lockstep run decodes"));
   CHECK_THAT(read_text((runs[0] / "config.resolved.ini").string()), Contains("cost_profile = " + profile));
   // Every step's rows are recorded, the row after the context included: the bigram drafter always fills its
   // draft, so chain K = 2 runs 3 rows a step and the 2,1 tree (4 nodes) 5.

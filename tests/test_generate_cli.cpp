@@ -592,6 +592,8 @@ TEST_CASE("outputs and bounds are checked before any model loads or any work sta
        "--output: '" + table + "' is the --token-strings file this command reads"},
       {"generate --target bigram:" + table + " --prompt-tokens 0 --max-new-tokens 2 --output " + table,
        "--output: '" + table + "' is the --target file this command reads"},
+      {"generate" + missing + " --max-new-tokens 2 --cuda-host-blocks 4 --output " + dir.file("o.txt"),
+       "--cuda-host-blocks: only --device cuda-host reads it (the device is cpu)"},
       // What only beam search reads, with another method; what beam search cannot do.
       {"generate" + missing + " --max-new-tokens 2 --nbest-output " + dir.file("nb.txt") + " --output " +
            dir.file("o.txt"),

@@ -90,6 +90,10 @@ TEST_CASE("[beam] takes generate's option names too; one option under both names
   CHECK_THAT(c.resolved_ini(), Contains("width = 6") && Contains("groups = 2"));
   CHECK_THROWS_WITH(load_experiment(dir.write("d.ini", experiment_text("\n[beam]\nwidth = 6\nbeam_width = 4\n")), beam),
                     Contains("beam_width") && Contains("repeats [beam] width"));
+  // A device run decodes in lockstep whatever the key says: its saved configuration says what was used.
+  CHECK_THAT(load_experiment(dir.file("b.ini"), {"experiment.device=cuda-host"}).resolved_ini(),
+             Contains("lockstep = true"));
+  CHECK_THAT(load_experiment(dir.file("b.ini"), {}).resolved_ini(), Contains("lockstep = false"));
   // --set overrides either spelling.
   const ExperimentConfig o = load_experiment(dir.file("b.ini"), {"draft.method=beam", "beam.width=3"});
   CHECK(o.beam.at("width") == "3");
@@ -1006,6 +1010,14 @@ TEST_CASE("run checks the [beam] values together before the target loads", "[run
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Contains("--set beam.num_return: key 'beam.num_return' (setting ") &&
                         Contains("num_return must be in 0..the beam width (2), got 3"));
+  CHECK_FALSE(fs::exists(dir.file("results")));
+  // Beam search in lockstep: timed alone against a batched baseline, its ratio would be no speedup.
+  const CliResult lockstep = run_specula("run " + exp + " --set experiment.output_dir=" + dir.file("results") +
+                                         " --set experiment.target=transformer:" + dir.file("no-model") +
+                                         " --set draft.method=chain,beam --set experiment.lockstep=true --quiet");
+  CHECK(lockstep.exit_code == 1);
+  CHECK_THAT(lockstep.err, Contains("key 'draft.method' (setting ") &&
+                               Contains("beam decodes one prompt at a time, but lockstep = true"));
   CHECK_FALSE(fs::exists(dir.file("results")));
 }
 

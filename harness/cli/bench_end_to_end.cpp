@@ -144,6 +144,11 @@ int bench_end_to_end(const Args& args) {
   const std::vector<int> batches =
       vm.count("batch") ? parse_batches(vm["batch"].as<std::string>()) : std::vector<int>{};
   if (!batches.empty()) {
+    // --batch sets these itself for each run: a --set of them would be overridden without a word.
+    for (const std::string& o : options.overrides)
+      for (const char* key : {"experiment.num_prompts", "experiment.lockstep"})
+        if (o.rfind(std::string(key) + "=", 0) == 0)
+          fail("--set ", key, ": --batch sets it for each run (num_prompts = the batch size, lockstep = true)");
     // Checked before any run: the largest batch's prompts must come from the corpus (num_prompts sets the batch).
     std::vector<std::string> largest = options.overrides;
     largest.push_back("experiment.num_prompts=" + std::to_string(*std::max_element(batches.begin(), batches.end())));

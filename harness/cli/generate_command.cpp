@@ -373,6 +373,11 @@ RunDescription read_run(const po::variables_map& vm, const std::set<std::string>
   run.seed = vm["seed"].as<uint64_t>();
   generation_config(run.method, run.shape, run.max_new_tokens, run.seed);  // its bounds, before any model loads
   run.device = device;
+  // The emulation's options, which --device cuda-host alone reads.
+  if (device != Device::cuda_host)
+    for (const char* option : {"cuda-host-threads", "cuda-host-schedule", "cuda-host-blocks", "cuda-host-exchange"})
+      if (typed.count(option))
+        fail("--", option, ": only --device cuda-host reads it (the device is ", device_name(device), ")");
   run.emulation.threads = vm["cuda-host-threads"].as<int>();
   run.emulation.schedule = with_source(
       "--cuda-host-schedule", [&] { return parse_fiber_schedule(vm["cuda-host-schedule"].as<std::string>()); });

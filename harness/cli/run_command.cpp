@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -143,9 +144,19 @@ int run_command(const Args& args) {
   if (!options.quiet) {
     std::cout << "\n";
     const std::optional<CostProfile> profile = folder_cost_profile(dir);
-    print_summary_table(summarize(read_records(dir + "/records.jsonl"), profile), std::cout, profile);
-    std::cout << "decode speedup: the decoding loop without the prompt, mean of the ratios within pairs (each "
-                 "speculative run timed beside a baseline run of the same prompt), 95% interval over prompts\n\n";
+    const std::vector<RunRecord> records = read_records(dir + "/records.jsonl");
+    print_summary_table(summarize(records, profile), std::cout, profile);
+    // What the speedup column is, as the summary computed it (harness/experiment/summary.h).
+    const bool paired = std::any_of(records.begin(), records.end(), [](const RunRecord& r) { return r.pair.present; });
+    const bool lockstep = std::any_of(records.begin(), records.end(), [](const RunRecord& r) { return r.lockstep; });
+    std::cout << "decode speedup: the decoding loop without the prompt, "
+              << (!paired    ? "the setting's rate over its baseline's per repetition (paired_timing = false), 95% "
+                               "interval over repetitions"
+                  : lockstep ? "mean of the ratios within pairs (each lockstep batch timed beside a baseline batch of "
+                               "the same prompts), 95% interval over repetitions (one batch each)"
+                             : "mean of the ratios within pairs (each speculative run timed beside a baseline run of "
+                               "the same prompt), 95% interval over prompts")
+              << "\n\n";
   }
   std::cout << "results: " << dir << "\n  summary: " << dir << "/summary.csv\n";
   if (plot) std::cout << "  plots:   " << dir << "/plots/\n";

@@ -388,8 +388,10 @@ std::string ExperimentConfig::resolved_ini() const {
   os << "max_new_tokens = " << max_new_tokens << "\nrepetitions = " << repetitions << "\nseed = " << seed
      << "\nthreads = " << threads << "\noutput_dir = " << output_dir
      << "\npaired_timing = " << (paired_timing ? "true" : "false") << "\nweights_dtype = " << weights_dtype
-     << "\nignore_eos = " << (ignore_eos ? "true" : "false") << "\ndevice = " << device
-     << "\nlockstep = " << (lockstep ? "true" : "false") << "\n";
+     << "\nignore_eos = " << (ignore_eos ? "true" : "false") << "\ndevice = "
+     << device
+     // A device run decodes each repetition's prompts in lockstep whatever the key says: written as what was used.
+     << "\nlockstep = " << (lockstep || device != "cpu" ? "true" : "false") << "\n";
   if (!cost_profile.empty()) os << "cost_profile = " << cost_profile << "\n";
   if (!beam.empty()) {
     os << "\n[beam]\n";

@@ -104,11 +104,13 @@ struct RunState {
     progress.update(++done, setting.id);
     return true;
   }
-  void add(RunRecord r, const std::string& label) {
+  // `stop_here`: whether a stop requested by a signal ends the run after this record. A lockstep batch's records are
+  // decoded together, so they are written together: a stop waits for the batch's last.
+  void add(RunRecord r, const std::string& label, bool stop_here = true) {
     records_out.append(r.to_json_line() + "\n");
     records.push_back(std::move(r));
     progress.update(++done, label);
-    throw_if_stop_requested();
+    if (stop_here) throw_if_stop_requested();
   }
 };
 
@@ -245,7 +247,7 @@ void run_generation_setting_on_device(RunState& run, const Setting& setting, con
         r.pair.load_before = load_before;
         r.pair.load_after = load_after;
       }
-      run.add(std::move(r), setting.baseline ? "baseline " + setting.id : setting.id);
+      run.add(std::move(r), setting.baseline ? "baseline " + setting.id : setting.id, k + 1 == todo.size());
     }
   }
   log_setting_totals(run, setting);
@@ -448,9 +450,17 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
         (config.origin.count("experiment.output_dir") ? config.origin.at("experiment.output_dir") : experiment_path) +
             ": key 'experiment.output_dir'");
   check_prompts_readable(config);
-  // The [beam] values together (num_return against the width, groups dividing it), as generate checks them.
+  // The [beam] values together (num_return against the width, groups dividing it), as generate checks them. Beam search
+  // decodes one prompt at a time: in lockstep its time would be set against a batched baseline's.
   for (const Setting& setting : settings)
-    if (setting_method(setting).beam) at_setting(config, setting, [&] { check_beam_config(beam_config(config)); });
+    if (setting_method(setting).beam)
+      at_setting(config, setting, [&] {
+        check_beam_config(beam_config(config));
+        if (config.lockstep && parse_device(config.device) == Device::cpu)  // a device refuses beam search itself
+          fail_parameter("method",
+                         " beam decodes one prompt at a time, but lockstep = true times the baseline as a "
+                         "batch of them: the ratio would be no speedup (run beam search without lockstep)");
+      });
   // Every drafter's spec, then the target's vocabulary from its description and every drafter's against it, before
   // the first record (each drafter loads only when its settings run).
   const auto at_drafter_key = [&](const std::string& drafter, auto&& check) {
@@ -479,6 +489,14 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
   log(LogLevel::info, "experiment ", config.name, ": target ", target->description(), ", ", settings.size(),
       " settings x ", prompts.size(), " prompts x ", config.repetitions, " repetitions");
   check_settings_fit(config, *target, prompts, settings);
+  // Said before the run rather than found as blank columns after it.
+  const bool batched = config.lockstep || parse_device(config.device) != Device::cpu;
+  if (config.profile && batched && prompts.size() > 1 &&
+      std::isnan(config.profile->verify_cost(1, static_cast<int64_t>(prompts.size()))))
+    log(LogLevel::warn, "the cost profile ", config.profile->file, " measured no batch of ", prompts.size(),
+        " sequences, which this lockstep run decodes: its settings get no profile prediction (`bench forward "
+        "--batches ",
+        prompts.size(), "` measures one)");
   RunAssemblyCache cache = check_setting_samplers(config, *target, settings);
   // Checked before the folder's status changes: a refused resume leaves it as it was.
   const nlohmann::json inputs = run_inputs(config, prompts);

@@ -58,13 +58,16 @@ class SchemaCompiler {
     }
     if (!schema.contains("type")) unsupported(at, "a schema without 'type', 'enum' or 'const' (any value)");
     const Json& type = schema["type"];
-    if (type.is_string()) return of_type(schema, type.get<std::string>(), at);
+    if (type.is_string()) return of_type(schema, type.get<std::string>(), {type.get<std::string>()}, at);
     if (!type.is_array() || type.empty()) error(at + "/type", "'type' must be a string or a non-empty array");
-    std::string out = "(";
+    std::set<std::string> types;
     for (size_t i = 0; i < type.size(); ++i) {
       if (!type[i].is_string()) error(at + "/type/" + std::to_string(i), "a type name must be a string");
-      out += (i ? "|" : "") + of_type(schema, type[i].get<std::string>(), at);
+      types.insert(type[i].get<std::string>());
     }
+    std::string out = "(";
+    for (size_t i = 0; i < type.size(); ++i)
+      out += (i ? "|" : "") + of_type(schema, type[i].get<std::string>(), types, at);
     return out + ")";
   }
 
@@ -98,10 +101,13 @@ class SchemaCompiler {
     return item + more + "{" + std::to_string(lo - 1) + "," + (hi < 0 ? "" : std::to_string(hi - 1)) + "}";
   }
 
-  std::string of_type(const Json& schema, const std::string& type, const std::string& at) {
+  // One type of the schema's `types`. A keyword of another type applies to that type's values alone, as JSON Schema
+  // reads it ({"type": ["string", "null"], "maxLength": 3}); one of a type the schema does not list is refused.
+  std::string of_type(const Json& schema, const std::string& type, const std::set<std::string>& types,
+                      const std::string& at) {
     auto only_for = [&](std::initializer_list<const char*> keys, const char* owner) {
       for (const char* k : keys)
-        if (schema.contains(k) && type != owner)
+        if (schema.contains(k) && !types.count(owner))
           error(at + "/" + k, "'", k, "' applies to type ", owner, ", not ", type);
     };
     only_for({"properties", "required"}, "object");
