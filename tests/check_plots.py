@@ -58,11 +58,15 @@ def violations(name, fig):
             found.append(f"{name} panel {i}: {len(labels)} series (at most {plot.MAX_SERIES})")
         if len(set(labels)) != len(labels):
             found.append(f"{name} panel {i}: a series label twice")
-        # A series is one setting per x: two points at one x are two settings drawn as one line.
-        for line in ax.get_lines():
+        # A series is one setting per x: two points at one x are two settings drawn as one line. A plain line carries
+        # its label; an error bar's data line is its container's (labelled) first line.
+        series = [(line.get_label(), line) for line in ax.get_lines() if line.get_label() in labels]
+        series += [(c.get_label(), c.lines[0]) for c in ax.containers
+                   if c.get_label() in labels and getattr(c, "lines", None) and c.lines[0] is not None]
+        for label, line in series:
             xs = list(line.get_xdata())
-            if line.get_label() in labels and len(set(xs)) != len(xs):
-                found.append(f"{name} panel {i}: series '{line.get_label()}' has two points at one x")
+            if len(set(xs)) != len(xs):
+                found.append(f"{name} panel {i}: series '{label}' has two points at one x")
         if name in INTEGER_AXES:
             ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
             if any(t != int(t) for t in ticks):
@@ -77,10 +81,16 @@ def main():
             ax.plot([1, 2], [i, i], label=f"s{i}")
         ax.set_xticks([1.0, 1.5, 2.0])
         found = violations("per_position_acceptance", fig)
+        # Two settings drawn as one series: a line, and an error bar (labelled through its container).
+        fig2, (ax1, ax2) = plot.plt.subplots(1, 2)
+        ax1.plot([1, 1, 2], [0, 1, 2], label="merged")
+        ax2.errorbar([1, 1, 2], [0, 1, 2], yerr=[0.1, 0.1, 0.1], label="merged")
+        found += violations("speedup_vs_tau", fig2)
         print("\n".join(found))
-        if len(found) != 2:
-            sys.exit("check_plots self-test: a panel of 7 series on half-integer ticks was not reported twice")
-        print("check_plots self-test: both broken rules reported")
+        if len(found) != 4:
+            sys.exit("check_plots self-test: a panel of 7 series on half-integer ticks, and a line and an error bar "
+                     "with two points at one x, were not reported four times")
+        print("check_plots self-test: every broken rule reported")
         return
     figures = plot.build_figures(synthetic_summary())
     missing = [n for n in plot.PLOTS if n not in figures]

@@ -291,7 +291,7 @@ TEST_CASE("bench end-to-end --batch runs each batch size in lockstep and reports
   CHECK(no_corpus.exit_code == 1);
   CHECK_THAT(no_corpus.err, Contains("--batch needs an experiment whose prompts come from a corpus"));
   // What --batch sets for each run is not --set beside it (it was overridden without a word).
-  for (const char* key : {"experiment.num_prompts=5", "experiment.lockstep=false"}) {
+  for (const char* key : {"experiment.num_prompts=5", "experiment.lockstep=false", "' experiment.num-prompts = 5'"}) {
     const CliResult set = run_specula("bench end-to-end --experiment " + experiment + " --batch 2 --set " + key +
                                       " --output " + dir.file("bad.json"));
     CHECK(set.exit_code == 1);

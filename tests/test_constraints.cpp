@@ -759,6 +759,22 @@ TEST_CASE("a deeply nested schema is refused where its expression outgrows the a
                         Contains("the schema's regular expression passes 3200000 bytes here") &&
                         Contains("nest less deeply"));
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+  // Wide as well as deep: an object's branches (one for each optional member that may come first) are quadratic in
+  // its members, and are bounded as they grow.
+  std::string wide = R"({"type":"object","properties":{)";
+  for (int i = 0; i < 6000; ++i)
+    wide += (i ? "," : "") + std::string("\"p") + std::to_string(i) + R"(":{"type":"null"})";
+  const auto wide_start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(json_schema_to_regex(wide + "}}", "wide.json"),
+                    Contains("json schema 'wide.json': at /: the schema's regular expression passes 3200000 bytes"));
+  CHECK(std::chrono::steady_clock::now() - wide_start < std::chrono::seconds(2));
+  // Every array of `schema` given `bounds` (arrays of at most one item: written once, never again under {0,0}).
+  const auto at_most_one = [](std::string schema, const std::string& bounds) {
+    const std::string array = R"("type":"array")";
+    for (size_t at = schema.find(array); at != std::string::npos; at = schema.find(array, at + array.size()))
+      schema.insert(at + array.size(), "," + bounds);
+    return schema;
+  };
   // The bound refuses nothing the regex compiler would take: schema expressions spend at most 16 bytes per NFA
   // state, on shapes that stress each construct (the string class, optional members' branches, counted items, enums).
   const std::vector<std::string> shapes = {
@@ -768,6 +784,8 @@ TEST_CASE("a deeply nested schema is refused where its expression outgrows the a
       R"("d":{"type":["null","number"]}}})",
       R"({"type":"array","items":{"enum":["x","yy",{"k":[1,2]}]},"minItems":2,"maxItems":5})",
       R"({"type":"array","items":{"type":"object","properties":{"s":{"type":"string","minLength":1}}},"maxItems":3})",
+      at_most_one(nested(8, R"({"type":"string"})"), R"("maxItems":1)"),
+      at_most_one(nested(8, R"({"type":"null"})"), R"("minItems":1,"maxItems":1)"),
   };
   for (const std::string& schema : shapes) {
     INFO(schema);

@@ -531,11 +531,17 @@ TEST_CASE("a --config file shared with speculative methods serves --method ar: i
                       " --prompt-tokens 0 --max-new-tokens 4 --seed 2 --output " + dir.file("plain.txt"))
               .exit_code == 0);
   CHECK(read_text(dir.file("ar.txt")) == read_text(dir.file("plain.txt")));
-  // The speculative method reads them all.
+  // The speculative method reads them all; a chain all but the tree.
   const CliResult tree = run_specula(common + dir.file("tree.txt") + " --method tree");
   INFO(tree.err);
   CHECK(tree.exit_code == 0);
   CHECK_THAT(tree.err, !Contains("note:"));
+  const CliResult chain = run_specula(common + dir.file("chain.txt") + " --method chain");
+  INFO(chain.err);
+  CHECK(chain.exit_code == 0);
+  CHECK_THAT(chain.err, Contains("note: --method chain leaves the --config file's tree unused"));
+  CHECK_THAT(run_specula(common + dir.file("chain.txt") + " --method chain --tree-sampling topk").err,
+             Contains("--tree-sampling is only used by method tree"));
   // Typed, they are refused.
   const CliResult typed = run_specula(common + dir.file("x.txt") + " --method ar --num-draft-tokens 2");
   CHECK(typed.exit_code == 1);
@@ -546,6 +552,8 @@ TEST_CASE("outputs and bounds are checked before any model loads or any work sta
   TempDir dir;
   const std::string table = dir.write("t.txt", kCliTargetTable);
   const std::string blocker = dir.write("blocker", "a file, not a folder");
+  const std::string linked = dir.file("linked.txt");
+  std::filesystem::create_hard_link(table, linked);
   // A target that could not load: each refusal below comes first, so the message is never the model's.
   const std::string missing = " --target transformer:" + dir.file("no-model") + " --prompt-tokens 0";
   const std::vector<RefusalCase> cases = {
@@ -592,6 +600,8 @@ TEST_CASE("outputs and bounds are checked before any model loads or any work sta
        "--output: '" + table + "' is the --token-strings file this command reads"},
       {"generate --target bigram:" + table + " --prompt-tokens 0 --max-new-tokens 2 --output " + table,
        "--output: '" + table + "' is the --target file this command reads"},
+      {"generate --target bigram:" + table + " --prompt-tokens 0 --max-new-tokens 2 --output " + linked,
+       "--output: '" + linked + "' is the --target file this command reads"},  // a hard link
       {"generate" + missing + " --max-new-tokens 2 --cuda-host-blocks 4 --output " + dir.file("o.txt"),
        "--cuda-host-blocks: only --device cuda-host reads it (the device is cpu)"},
       // What only beam search reads, with another method; what beam search cannot do.

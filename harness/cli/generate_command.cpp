@@ -290,7 +290,8 @@ void check_options_before_loading(const po::variables_map& vm) {
   // Where the results go, before any model loads: each to a file of its own, none over a file the command reads.
   std::vector<std::pair<std::string, std::string>> outputs, inputs;
   for (const char* option : {"output", "logprobs-output", "metrics-json", "nbest-output"})
-    if (vm.count(option)) outputs.emplace_back(std::string("--") + option, vm[option].as<std::string>());
+    if (vm.count(option) && (std::string(option) != "nbest-output" || vm["method"].as<std::string>() == "beam"))
+      outputs.emplace_back(std::string("--") + option, vm[option].as<std::string>());
   for (const char* option : {"prompt-file", "json-schema", "token-strings", "config"})
     if (vm.count(option)) inputs.emplace_back(std::string("--") + option, vm[option].as<std::string>());
   for (const char* option : {"target", "draft"})  // a model spec's file or folder: kind:PATH
@@ -336,9 +337,13 @@ void check_method_options_used(const po::variables_map& vm, const std::set<std::
     const bool beams = option == "beam-width" || option == "num-beam-groups" || option == "diversity-penalty" ||
                        option == "length-penalty" || option == "early-stopping" || option == "num-return" ||
                        option == "nbest-output";
-    if (value.defaulted() || !((drafts && !method.speculative()) || (beams && !method.beam))) continue;
+    const bool trees = option == "tree" || option == "tree-sampling";
+    const bool treeless = trees && method.speculative() && !method.verifies_trees();
+    if (value.defaulted() || !((drafts && !method.speculative()) || (beams && !method.beam) || treeless)) continue;
     if (!typed.count(option)) {
       unused += (unused.empty() ? "" : ", ") + option;
+    } else if (treeless) {
+      fail("--", option, " is only used by method tree");
     } else if (option == "draft") {
       fail("--method ", name, " does not use a --draft model");
     } else {
@@ -365,8 +370,8 @@ RunDescription read_run(const po::variables_map& vm, const std::set<std::string>
   check_method_options_used(vm, typed, run.method);
   run.shape.num_draft_tokens = vm["num-draft-tokens"].as<int32_t>();
   run.shape.num_draft_tokens_given = !vm["num-draft-tokens"].defaulted();
-  // A --config file's draft options are left unused with a method that drafts nothing (check_draft_options_used).
-  if (vm.count("tree") && run.method.speculative())
+  // A --config file's tree is left unused with a method that verifies none (check_method_options_used).
+  if (vm.count("tree") && run.method.verifies_trees())
     run.shape.tree_shape = parse_tree_shape(vm["tree"].as<std::string>());
   run.shape.tree_sampling = parse_sibling_scheme(vm["tree-sampling"].as<std::string>());
   run.max_new_tokens = vm["max-new-tokens"].as<int32_t>();
@@ -374,10 +379,16 @@ RunDescription read_run(const po::variables_map& vm, const std::set<std::string>
   generation_config(run.method, run.shape, run.max_new_tokens, run.seed);  // its bounds, before any model loads
   run.device = device;
   // The emulation's options, which --device cuda-host alone reads.
-  if (device != Device::cuda_host)
-    for (const char* option : {"cuda-host-threads", "cuda-host-schedule", "cuda-host-blocks", "cuda-host-exchange"})
+  if (device != Device::cuda_host) {
+    std::string unused;
+    for (const char* option : {"cuda-host-threads", "cuda-host-schedule", "cuda-host-blocks", "cuda-host-exchange"}) {
       if (typed.count(option))
         fail("--", option, ": only --device cuda-host reads it (the device is ", device_name(device), ")");
+      if (vm.count(option) && !vm[option].defaulted()) unused += (unused.empty() ? "" : ", ") + std::string(option);
+    }
+    if (!unused.empty())
+      std::cerr << "note: --device " << device_name(device) << " leaves the --config file's " << unused << " unused\n";
+  }
   run.emulation.threads = vm["cuda-host-threads"].as<int>();
   run.emulation.schedule = with_source(
       "--cuda-host-schedule", [&] { return parse_fiber_schedule(vm["cuda-host-schedule"].as<std::string>()); });

@@ -149,6 +149,9 @@ int run_command(const Args& args) {
     // What the speedup column is, as the summary computed it (harness/experiment/summary.h).
     const bool paired = std::any_of(records.begin(), records.end(), [](const RunRecord& r) { return r.pair.present; });
     const bool lockstep = std::any_of(records.begin(), records.end(), [](const RunRecord& r) { return r.lockstep; });
+    const bool beam = std::any_of(records.begin(), records.end(), [](const RunRecord& r) {
+      return r.setting.count("draft.method") && r.setting.at("draft.method") == "beam";
+    });
     std::cout << "decode speedup: the decoding loop without the prompt, "
               << (!paired    ? "the setting's rate over its baseline's per repetition (paired_timing = false), 95% "
                                "interval over repetitions"
@@ -156,6 +159,9 @@ int run_command(const Args& args) {
                                "the same prompts), 95% interval over repetitions (one batch each)"
                              : "mean of the ratios within pairs (each speculative run timed beside a baseline run of "
                                "the same prompt), 95% interval over prompts")
+              << (beam && paired ? "; beam search, not paired: its rate over its baseline's per repetition, 95% "
+                                   "interval over repetitions"
+                                 : "")
               << "\n\n";
   }
   std::cout << "results: " << dir << "\n  summary: " << dir << "/summary.csv\n";

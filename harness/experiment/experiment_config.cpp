@@ -316,13 +316,17 @@ void check_new_experiment(const ExperimentConfig& c) {
   for (const char* key : {"draft.tree", "draft.tree_sampling"})
     if (!trees && !methods_set && c.axes.count(key))
       fail(where(key), ": key '", key, "' is given, but no setting uses a method that verifies trees (draft.method)");
-  // Token strings are read only for a constraint (as generate refuses --token-strings without one).
+  // Token strings are read only for a constraint (as generate refuses --token-strings without one); unless --set chose
+  // the constraint (`--set sampling.regex=none`: a quick run without it, the file's strings kept for the file's).
   const auto constrained = [&](const char* key) {
     const auto it = c.axes.find(key);
     return it != c.axes.end() &&
            std::any_of(it->second.begin(), it->second.end(), [](const std::string& v) { return v != "none"; });
   };
-  if (c.axes.count("sampling.token_strings") && !constrained("sampling.regex") && !constrained("sampling.json_schema"))
+  const bool constraint_set =
+      where("sampling.regex").rfind("--set", 0) == 0 || where("sampling.json_schema").rfind("--set", 0) == 0;
+  if (c.axes.count("sampling.token_strings") && !constraint_set && !constrained("sampling.regex") &&
+      !constrained("sampling.json_schema"))
     fail(where("sampling.token_strings"),
          ": key 'sampling.token_strings' is given, but no setting has a constraint (sampling.regex or "
          "sampling.json_schema)");
@@ -388,10 +392,8 @@ std::string ExperimentConfig::resolved_ini() const {
   os << "max_new_tokens = " << max_new_tokens << "\nrepetitions = " << repetitions << "\nseed = " << seed
      << "\nthreads = " << threads << "\noutput_dir = " << output_dir
      << "\npaired_timing = " << (paired_timing ? "true" : "false") << "\nweights_dtype = " << weights_dtype
-     << "\nignore_eos = " << (ignore_eos ? "true" : "false") << "\ndevice = "
-     << device
-     // A device run decodes each repetition's prompts in lockstep whatever the key says: written as what was used.
-     << "\nlockstep = " << (lockstep || device != "cpu" ? "true" : "false") << "\n";
+     << "\nignore_eos = " << (ignore_eos ? "true" : "false") << "\ndevice = " << device
+     << "\nlockstep = " << (lockstep ? "true" : "false") << "\n";
   if (!cost_profile.empty()) os << "cost_profile = " << cost_profile << "\n";
   if (!beam.empty()) {
     os << "\n[beam]\n";

@@ -159,15 +159,20 @@ void check_distinct_files(const std::vector<std::pair<std::string, std::string>>
     return ec ? std::filesystem::absolute(path).lexically_normal() : p;
   };
   const auto device = [](const std::filesystem::path& p) { return p.string().rfind("/dev/", 0) == 0; };
+  const auto same = [&](const std::string& a, const std::filesystem::path& b) {
+    if (resolved(a) == b) return true;
+    std::error_code ec;
+    return std::filesystem::equivalent(a, b, ec) && !ec;  // hard links; false where either is not there
+  };
   for (size_t i = 0; i < outputs.size(); ++i) {
     const std::filesystem::path out = resolved(outputs[i].second);
     if (device(out)) continue;
     for (size_t j = 0; j < i; ++j)
-      if (resolved(outputs[j].second) == out)
+      if (same(outputs[j].second, out))
         fail(outputs[i].first, ": '", outputs[i].second, "' is also ", outputs[j].first,
              "'s file: each output needs a file of its own");
     for (const auto& [option, path] : inputs)
-      if (resolved(path) == out)
+      if (same(path, out))
         fail(outputs[i].first, ": '", outputs[i].second, "' is the ", option,
              " file this command reads: it would be written over");
   }

@@ -47,8 +47,9 @@ void create_parent_folder(const std::string& path, const std::string& what);
 
 // A command's outputs and inputs, each as (option, path): refuses two outputs that are one file (the second written
 // would replace the first) and an output that is an input (read, then written over), naming both options. Paths are
-// compared once resolved (symbolic links, "..", a relative path against the absolute one); devices (/dev/null,
-// /dev/stdout) are left out.
+// compared once resolved (symbolic links, "..", a relative path against the absolute one), and files that exist by
+// what they are (hard links). Paths under /dev/ are left out as written (/dev/null twice is fine); /dev/stdout resolves
+// to what standard output is, so two outputs to it are one file where that is a regular file, as they are.
 void check_distinct_files(const std::vector<std::pair<std::string, std::string>>& outputs,
                           const std::vector<std::pair<std::string, std::string>>& inputs);
 

@@ -19,8 +19,8 @@ nlohmann::json run_inputs(const ExperimentConfig& config, const std::vector<std:
 // with a list of prompts).
 nlohmann::json read_run_inputs(const std::filesystem::path& file, const std::string& what);
 
-// `inputs` without what the fingerprint of a model folder now leaves out (notes, *.md), which an inputs.json written
-// before it did so lists: compared as a run of this build would have written it.
+// `inputs` without the model files that are notes (*.md): a model folder's fingerprint leaves them out, and an
+// inputs.json written before it did lists them. Comparisons (resume, merge) read both sides so.
 nlohmann::json without_notes(const nlohmann::json& inputs);
 
 // Throws Error naming the folder and the first input that differs from the one its inputs.json recorded. A folder

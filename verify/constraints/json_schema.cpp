@@ -31,10 +31,7 @@ class SchemaCompiler {
 
   std::string compile(const Json& schema, const std::string& at) {
     std::string out = compile_node(schema, at);
-    if (out.size() > kMaxSchemaPatternBytes)
-      error(at, "the schema's regular expression passes ", kMaxSchemaPatternBytes, " bytes here (", out.size(),
-            "): nested arrays and optional members repeat what they hold, and its automaton would need more than ",
-            kMaxNfaStates, " states; nest less deeply");
+    bounded(out.size(), at);
     return out;
   }
 
@@ -71,6 +68,14 @@ class SchemaCompiler {
     return out + ")";
   }
 
+  // Checked at every node and, inside an object, as its branches grow (they are quadratic in its optional members).
+  void bounded(size_t bytes, const std::string& at) const {
+    if (bytes > kMaxSchemaPatternBytes)
+      error(at, "the schema's regular expression passes ", kMaxSchemaPatternBytes, " bytes here (", bytes,
+            "): nested arrays and optional members repeat what they hold, and its automaton would need more than ",
+            kMaxNfaStates, " states; nest less deeply, or make fewer members optional");
+  }
+
   template <typename... Parts>
   [[noreturn]] void error(const std::string& at, const Parts&... parts) const {
     fail("json schema '", source_, "': at ", at.empty() ? "/" : at, ": ", parts...);
@@ -91,9 +96,11 @@ class SchemaCompiler {
     return v.get<int64_t>();
   }
 
-  // `item` repeated between lo and hi (-1 = unbounded) times, separated by `sep`.
+  // `item` repeated between lo and hi (-1 = unbounded) times, separated by `sep`. At most one is the item alone: the
+  // form below would write it a second time under {0,0}, text without states.
   static std::string separated(const std::string& item, const std::string& sep, int64_t lo, int64_t hi) {
     if (hi == 0) return "";
+    if (hi == 1) return lo == 0 ? "(" + item + ")?" : item;
     const std::string more = "(" + sep + item + ")";
     if (lo == 0) {
       return "(" + item + more + (hi < 0 ? "*" : "{0," + std::to_string(hi - 1) + "}") + ")?";
@@ -170,16 +177,16 @@ class SchemaCompiler {
         first_required = i;
         break;
       }
-    std::vector<std::string> branches;
-    for (size_t k = 0; k < n && k <= first_required; ++k) {
-      std::string b = members[k];
-      for (size_t j = k + 1; j < n; ++j) b += "(," + members[j] + ")" + (required[j] ? "" : "?");
-      branches.push_back(b);
-    }
     std::string body;
-    for (size_t i = 0; i < branches.size(); ++i) body += (i ? "|" : "") + branches[i];
+    for (size_t k = 0; k < n && k <= first_required; ++k) {
+      body += (k ? "|" : "") + members[k];
+      for (size_t j = k + 1; j < n; ++j) {
+        body += "(," + members[j] + ")" + (required[j] ? "" : "?");
+        bounded(body.size(), at);
+      }
+    }
     if (first_required == n)
-      body = branches.empty() ? "" : "(" + body + ")?";
+      body = n == 0 ? "" : "(" + body + ")?";
     else
       body = "(" + body + ")";
     return "(\\{" + body + "\\})";
