@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "cli_runner.h"
 #include "draft/synthetic_drafter.h"
@@ -769,6 +771,45 @@ TEST_CASE("results folders: one per run, even started together; status says how 
     const std::vector<std::string> failed = run_folders(dir.file("results") + "/exp");
     REQUIRE(failed.size() == 1);
     CHECK_THAT(read_text(failed[0] + "/status"), Contains("failed: ") && Contains("damaged.ngram"));
+  }
+}
+
+TEST_CASE("an interrupted lockstep run writes each decoded batch whole", "[runner][cli]") {
+  TempDir dir;
+  // Four prompts a batch, long enough that the interrupt lands while a batch decodes.
+  const std::string exp = dir.write(
+      "ls.ini", "[experiment]\ntarget = bigram:" + kTable + "target-v16.txt\nprompts = " + SPECULA_SOURCE_DIR +
+                    "/experiments/prompts/table-prompts.txt\nmax_new_tokens = 300000\nrepetitions = 3\nseed = 3\n"
+                    "lockstep = true\noutput_dir = " +
+                    dir.file("results") + "\n\n[draft]\ndrafter = bigram:" + kTable +
+                    "draft-v16.txt\nmethod = chain\nnum_draft_tokens = 3\n");
+  REQUIRE(std::system(("sh -c '" + std::string(SPECULA_BINARY) + " run " + exp + " --quiet --no-plots >" +
+                       dir.file("out") + " 2>&1 & echo $! >" + dir.file("pid") + "'")
+                          .c_str()) == 0);
+  const long pid = std::stol(read_text(dir.file("pid")));
+  // Once the first batch is written, the next one is decoding: interrupt it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  std::string run;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const std::vector<std::string> folders = run_folders(dir.file("results") + "/ls");
+    if (!folders.empty() && fs::exists(folders[0] + "/records.jsonl") &&
+        fs::file_size(folders[0] + "/records.jsonl") > 0) {
+      run = folders[0];
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  REQUIRE_FALSE(run.empty());
+  kill(static_cast<pid_t>(pid), SIGINT);
+  while (std::chrono::steady_clock::now() < deadline && kill(static_cast<pid_t>(pid), 0) == 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK_THAT(read_text(run + "/status"), Contains("interrupted (SIGINT)"));
+  std::map<std::pair<std::string, int>, int> batch_records;
+  for (const RunRecord& r : read_records(run + "/records.jsonl")) ++batch_records[{r.setting_id, r.repetition}];
+  REQUIRE(batch_records.size() < 6);  // interrupted before the end
+  for (const auto& [batch, records] : batch_records) {
+    INFO(batch.first << " repetition " << batch.second);
+    CHECK(records == 4);
   }
 }
 
