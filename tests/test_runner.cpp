@@ -1041,22 +1041,26 @@ TEST_CASE("resume: a prompts file without num_prompts keeps every prompt; change
 TEST_CASE("run checks the [beam] values together before the target loads", "[runner][cli][errors]") {
   TempDir dir;
   const std::string exp = dir.write("exp.ini", experiment_text());
-  // A target that could not load: the refusal comes first.
-  const CliResult r = run_specula("run " + exp + " --set experiment.output_dir=" + dir.file("results") +
-                                  " --set experiment.target=transformer:" + dir.file("no-model") +
-                                  " --set draft.method=chain,beam --set beam.width=2 --set beam.num_return=3 --quiet");
-  CHECK(r.exit_code == 1);
-  CHECK_THAT(r.err, Contains("--set beam.num_return: key 'beam.num_return' (setting ") &&
-                        Contains("num_return must be in 0..the beam width (2), got 3"));
-  CHECK_FALSE(fs::exists(dir.file("results")));
-  // Beam search in lockstep: timed alone against a batched baseline, its ratio would be no speedup.
-  const CliResult lockstep = run_specula("run " + exp + " --set experiment.output_dir=" + dir.file("results") +
-                                         " --set experiment.target=transformer:" + dir.file("no-model") +
-                                         " --set draft.method=chain,beam --set experiment.lockstep=true --quiet");
-  CHECK(lockstep.exit_code == 1);
-  CHECK_THAT(lockstep.err, Contains("key 'draft.method' (setting ") &&
-                               Contains("beam decodes one prompt at a time, but lockstep = true"));
-  CHECK_FALSE(fs::exists(dir.file("results")));
+  struct Case {
+    std::string set, key, message;
+  };
+  const std::vector<Case> cases = {
+      {" --set beam.width=2 --set beam.num_return=3", "--set beam.num_return: key 'beam.num_return' (setting ",
+       "num_return must be in 0..the beam width (2), got 3"},
+      // Beam search in lockstep: timed alone against a batched baseline, its ratio would be no speedup.
+      {" --set experiment.lockstep=true", "key 'draft.method' (setting ",
+       "beam decodes one prompt at a time, but lockstep = true"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.set);
+    // A target that could not load: the refusal comes first.
+    const CliResult r = run_specula("run " + exp + " --set experiment.output_dir=" + dir.file("results") +
+                                    " --set experiment.target=transformer:" + dir.file("no-model") +
+                                    " --set draft.method=chain,beam" + c.set + " --quiet");
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains(c.key) && Contains(c.message));
+    CHECK_FALSE(fs::exists(dir.file("results")));
+  }
 }
 
 TEST_CASE("inputs.json fingerprints what a model folder's model reads, not its notes", "[runner]") {
