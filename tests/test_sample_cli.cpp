@@ -435,6 +435,16 @@ TEST_CASE("specula sample: bad input exits non-zero with a message naming the pa
   const std::string inf_file = dir.write("inf.txt", "0.5, 1.0, inf\n");
   expect_error("--logits '" + inf_file + "' --num-samples 10 --seed 1", Contains(inf_file) && Contains("+inf"));
   expect_error("--logits '" + dir.path("missing.txt") + "' --num-samples 10 --seed 1", Contains("missing.txt"));
+  // A value float32 cannot hold is named with its file, not found later as +inf.
+  const std::string big_file = dir.write("big.txt", "1e40 0.5\n");
+  expect_error("--logits '" + big_file + "' --num-samples 10 --seed 1",
+               Contains(big_file + ": entry 0 ('1e40') is beyond float32's range"));
+  // A row of -inf alone: said as such, not blamed on filters nobody gave.
+  const std::string masked_file = dir.write("masked.txt", "-inf -inf\n");
+  expect_error("--logits '" + masked_file + "' --num-samples 10 --seed 1",
+               Contains("every logit of the row is -inf") && !Contains("banned_tokens"));
+  // What the device's sampler cannot do is named by its flag and the device.
+  expect_error(base + "--mirostat 2 --device cuda-host", Contains("--mirostat 2 is not supported on device cuda-host"));
   expect_error(base + "--mirostat 2 --mirostat-mu nan", Contains("--mirostat-mu must be a finite number"));
   for (const char* text : {"0.5,,1.0\n", ",0.5 1.0\n", "0.5 1.0,\n"}) {
     INFO(text);

@@ -12,6 +12,7 @@
 #include "harness/io/logits_file.h"
 #include "kernels/cuda_device.h"
 #include "kernels/shared/error.h"
+#include "verify/device/batch_verifier.h"
 #include "verify/device/device_sampler.h"
 #include "verify/sampling/categorical.h"
 #include "verify/sampling/sampler_pipeline.h"
@@ -108,7 +109,11 @@ int sample_command(const Args& args) {
   }
   if (vm["print-chain"].as<bool>()) std::cerr << pipeline.describe() << "\n";
 
-  if (device != Device::cpu) return sample_on_device(device, pipeline, history, logits, vm);
+  if (device != Device::cpu) {
+    // Named by the flag and the device, as generate and run name them.
+    check_device_support(std::nullopt, pipeline.params(), 0, device);
+    return sample_on_device(device, pipeline, history, logits, vm);
+  }
   const std::vector<float> probs = pipeline.process(logits, history);
   if (print_distribution) {
     for (float p : probs) std::printf("%.9g\n", static_cast<double>(p));

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 
 #include "harness/io/input_file.h"
@@ -51,6 +52,9 @@ std::vector<float> parse_logits_text(const std::string& text, const std::string&
     if (*end != '\0') fail(source, ": entry ", index, " ('", item, "') is not a number");
     if (std::isnan(v)) fail(source, ": entry ", index, " is NaN");
     if (v == INFINITY) fail(source, ": entry ", index, " is +inf");
+    // Beyond float32 a logit would become +inf (or, below, -inf: a masked token, as written).
+    if (v > std::numeric_limits<float>::max())
+      fail(source, ": entry ", index, " ('", item, "') is beyond float32's range");
     logits.push_back(static_cast<float>(v));
   }
   if (logits.empty()) fail(source, ": no logits found");

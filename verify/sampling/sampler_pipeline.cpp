@@ -133,8 +133,11 @@ void SamplerPipeline::process(const float* logits, const TokenHistory& history, 
     masked.assign(logits, logits + vocab_size_);
     const LogitsRow before_penalties{masked.data(), vocab_size_};
     apply_step_1(before_penalties, s, history);
-    if (count_finite(before_penalties) == 0)
+    if (count_finite(before_penalties) == 0) {
+      if (std::none_of(logits, logits + vocab_size_, [](float x) { return std::isfinite(x); }))
+        fail("sampler pipeline: every logit of the row is -inf: no token can be drawn");
       fail("sampler pipeline: allowed_tokens / banned_tokens / bad_words / min_tokens leave no token at all");
+    }
   }
 
   Candidates& c = candidates;
