@@ -237,6 +237,7 @@ TEST_CASE("bench end-to-end --batch runs each batch size in lockstep and reports
   const json report = json::parse(read_text(dir.file("report.json")));
   REQUIRE(report["batches"].size() == 2);
   REQUIRE(report["batch_curve"].size() == 2);
+  CHECK(report["device"] == "cpu");
   for (size_t i = 0; i < 2; ++i) {
     const int batch = i == 0 ? 1 : 3;
     const json& run = report["batches"][i];
@@ -259,6 +260,7 @@ TEST_CASE("bench end-to-end --batch runs each batch size in lockstep and reports
   INFO(host.err);
   REQUIRE(host.exit_code == 0);
   const json host_report = json::parse(read_text(dir.file("host.json")));
+  CHECK(host_report["device"] == "cuda-host");
   REQUIRE(host_report["settings"].size() == 2);
   for (const json& setting : host_report["settings"]) CHECK(setting["device_waits_per_step"] == 1.0);
   // Refused before any run, naming the flag and the value.

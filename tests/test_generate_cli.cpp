@@ -115,13 +115,24 @@ TEST_CASE("generate says when a constrained output was cut by --max-new-tokens",
   const CliResult cut = run_specula(base + "3");
   INFO(cut.err);
   REQUIRE(cut.exit_code == 0);
-  CHECK_THAT(cut.err,
-             Contains("warning: 5 of 5 samples reached --max-new-tokens before their output was a whole match"));
+  CHECK_THAT(cut.err, Contains("warning: 5 of 5 samples reached --max-new-tokens before a whole match"));
+  // Beam search's answer too.
+  const CliResult beam = run_specula("generate --target bigram:" + target +
+                                     " --regex 'abcd(ab)?' --prompt-tokens 0 --method beam --output " +
+                                     dir.file("b.txt") + " --max-new-tokens 3");
+  INFO(beam.err);
+  CHECK(beam.exit_code == 0);
+  CHECK_THAT(beam.err, Contains("warning: the best hypothesis reached --max-new-tokens before a whole match"));
   // Long enough: every sample is a whole match (abcd, which may go on, or abcdab, where the match ends).
   const CliResult whole = run_specula(base + "4");
   INFO(whole.err);
   REQUIRE(whole.exit_code == 0);
   CHECK_THAT(whole.err, !Contains("whole match"));
+  CHECK_THAT(
+      run_specula("generate --target bigram:" + target + " --regex 'abcd(ab)?' --prompt-tokens 0 --method beam " +
+                  "--output " + dir.file("b.txt") + " --max-new-tokens 4")
+          .err,
+      !Contains("whole match"));
 }
 
 TEST_CASE("a JSON schema given to generate is read once: a pipe works", "[cli][generate][constraints]") {

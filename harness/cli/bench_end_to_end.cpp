@@ -208,6 +208,7 @@ int bench_end_to_end(const Args& args) {
                  {"experiment", experiment},
                  {"git_revision", git_revision()},
                  {"time_utc", utc_timestamp(false)},
+                 {"device", load_experiment(dir + "/config.resolved.ini", {}).device},
                  {"machine", machine}};
   if (batches.empty()) {
     report["results_dir"] = dir;
@@ -237,7 +238,7 @@ int bench_end_to_end(const Args& args) {
 
   for (const Run& run : runs) {
     if (run.batch > 0) std::cout << "\nbatch " << run.batch << " (" << run.dir << ")\n";
-    print_summary_table(run.rows, std::cout, profile);
+    print_summary_table(run.rows, std::cout, folder_cost_profile(run.dir));  // each run's own copy, named by its folder
   }
   if (!batches.empty()) {
     std::cout << "\nbest decoding speedup against autoregressive decoding of the same batch:\n"

@@ -177,6 +177,19 @@ BeamSearchConfig read_beam_config(const po::variables_map& vm) {
 }
 
 // `--method beam`: one deterministic search from the prompt.
+// A constrained output that reached --max-new-tokens before it was a whole match is cut: said here, not left for
+// whatever parses the text to find.
+bool is_cut_match(const SamplingParams& params, bool stopped, const std::vector<Token>& tokens) {
+  const TokenConstraint* c = params.constraint.get();
+  return c && !stopped && !c->complete(c->walk(tokens));
+}
+// `who` reached the limit: "3 of 5 samples", "the best hypothesis".
+void warn_cut(const std::string& who) {
+  std::cerr << "specula generate: warning: " << who
+            << " reached --max-new-tokens before a whole match of the constraint: the text is cut (give more "
+               "--max-new-tokens)\n";
+}
+
 int beam_search_command(const po::variables_map& vm, std::shared_ptr<const LanguageModel> target,
                         const SamplingParams& params, const BeamSearchConfig& config) {
   const std::vector<Token> prompt = read_prompt(vm, *target);
@@ -198,6 +211,7 @@ int beam_search_command(const po::variables_map& vm, std::shared_ptr<const Langu
   }
   if (vm.count("metrics-json"))
     write_output_file(vm["metrics-json"].as<std::string>(), metrics.to_json("beam", false), "--metrics-json");
+  if (is_cut_match(params, result.nbest[0].stopped, result.nbest[0].tokens)) warn_cut("the best hypothesis");
   return 0;
 }
 
@@ -460,17 +474,10 @@ void write_samples(const po::variables_map& vm, const LanguageModel& target, con
   if (metrics.q_zero_errors > 0)
     std::cerr << "specula generate: warning: " << metrics.q_zero_errors
               << " drafted token(s) had recorded q = 0 (rejected; the draft's recorded law is inconsistent)\n";
-  // A constrained sample that reached --max-new-tokens before its output was a whole match is cut: said here, not left
-  // for whatever parses the text to find.
-  if (const TokenConstraint* c = run.target_params.constraint.get()) {
-    int64_t cut = 0;
-    for (const SequenceOutput& s : outputs)
-      if (s.stop_reason == StopReason::length && !c->complete(c->walk(s.tokens))) ++cut;
-    if (cut > 0)
-      std::cerr << "specula generate: warning: " << cut << " of " << outputs.size()
-                << " samples reached --max-new-tokens before their output was a whole match of the constraint: "
-                   "their text is cut (give more --max-new-tokens)\n";
-  }
+  int64_t cut = 0;
+  for (const SequenceOutput& s : outputs)
+    cut += is_cut_match(run.target_params, s.stop_reason == StopReason::stop, s.tokens);
+  if (cut > 0) warn_cut(std::to_string(cut) + " of " + std::to_string(outputs.size()) + " samples");
 }
 
 }  // namespace
