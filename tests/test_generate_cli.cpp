@@ -306,8 +306,8 @@ TEST_CASE("--device cuda-host runs the kernels' code on the CPU: the CPU's outpu
                            " --prompt-tokens 0 --max-new-tokens 9 --num-samples 30 --temperature 0.9"
                            " --repetition-penalty 1.2 --seed 3 ";
   const std::string draft = " --draft bigram:" + target;
-  for (const std::string method : std::vector<std::string>{"--method ar", "--method block" + draft,
-                                                           "--method tree --tree 3,1 --tree-sampling topk" + draft}) {
+  for (const std::string& method : std::vector<std::string>{"--method ar", "--method block" + draft,
+                                                            "--method tree --tree 3,1 --tree-sampling topk" + draft}) {
     INFO(method);
     const CliResult cpu = run_specula(base + method + " --output " + dir.file("cpu"));
     REQUIRE(cpu.exit_code == 0);
