@@ -144,19 +144,15 @@ int bench_end_to_end(const Args& args) {
   const std::vector<int> batches =
       vm.count("batch") ? parse_batches(vm["batch"].as<std::string>()) : std::vector<int>{};
   if (!batches.empty()) {
-    // --batch sets these itself for each run: a --set of them would be overridden without a word. Keys read as
-    // load_experiment reads them (spaces trimmed, dashes for underscores).
-    for (const std::string& o : options.overrides) {
-      std::string key = o.substr(0, o.find('='));
-      key.erase(0, key.find_first_not_of(" \t"));
-      key.erase(key.find_last_not_of(" \t") + 1);
-      std::replace(key.begin(), key.end(), '-', '_');
-      std::string value = o.find('=') == std::string::npos ? "" : o.substr(o.find('=') + 1);
-      value.erase(0, value.find_first_not_of(" \t"));
-      value.erase(value.find_last_not_of(" \t") + 1);
-      if (key == "experiment.num_prompts" || (key == "experiment.lockstep" && value != "true"))
+    // --batch sets these itself for each run: a --set of them would be overridden without a word. The --set values
+    // as load_experiment reads them (its spellings, its origins).
+    const ExperimentConfig given = load_experiment(experiment, options.overrides);
+    const auto set = [&](const char* key) {
+      return given.origin.count(key) && given.origin.at(key).rfind("--set", 0) == 0;
+    };
+    for (const char* key : {"experiment.num_prompts", "experiment.lockstep"})
+      if (set(key) && (std::string(key) == "experiment.num_prompts" || !given.lockstep))
         fail("--set ", key, ": --batch sets it for each run (num_prompts = the batch size, lockstep = true)");
-    }
     // Checked before any run: the largest batch's prompts must come from the corpus (num_prompts sets the batch).
     std::vector<std::string> largest = options.overrides;
     largest.push_back("experiment.num_prompts=" + std::to_string(*std::max_element(batches.begin(), batches.end())));

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -337,37 +338,39 @@ void check_constraint_before_loading(RunDescription& run, Device device) {
 }
 
 // The run as the options describe it (run_builder.h), each value checked where it is read, before any model loads.
-// What only a speculative method reads (the draft model, its shape and its sampler: the --draft-* options), and what
-// only beam search reads (--beam-width, ..., --nbest-output), with a method that does not: refused where the command
-// line gives it, and left unused with a note where a --config file does (one file shared by a sweep's methods and its
-// baseline).
-void check_method_options_used(const po::variables_map& vm, const std::set<std::string>& typed,
-                               const DecodingMethod& method) {
-  const std::string& name = method.name;
+// The options this run does not read (`why_unread` says why, or "" where it reads them): refused where the command line
+// gives them, and left unused with a note where a --config file does (one file shared by a sweep's runs). `run` names
+// the run in the note: "--method ar", "--device cpu".
+void check_options_read(const po::variables_map& vm, const std::set<std::string>& typed, const std::string& run,
+                        const std::function<std::string(const std::string& option)>& why_unread) {
   std::string unused;
   for (const auto& [option, value] : vm) {
-    const bool drafts = option == "draft" || option == "num-draft-tokens" || option == "tree" ||
-                        option == "tree-sampling" || option.rfind("draft-", 0) == 0;
-    const bool beams = option == "beam-width" || option == "num-beam-groups" || option == "diversity-penalty" ||
-                       option == "length-penalty" || option == "early-stopping" || option == "num-return" ||
-                       option == "nbest-output";
-    const bool trees = option == "tree" || option == "tree-sampling";
-    const bool treeless = trees && method.speculative() && !method.verifies_trees();
-    if (value.defaulted() || !((drafts && !method.speculative()) || (beams && !method.beam) || treeless)) continue;
-    if (!typed.count(option)) {
-      unused += (unused.empty() ? "" : ", ") + option;
-    } else if (treeless) {
-      fail("--", option, " is only used by method tree");
-    } else if (option == "draft") {
-      fail("--method ", name, " does not use a --draft model");
-    } else {
-      fail("--", option, ": --method ", name,
-           drafts ? " drafts nothing (only a speculative method reads it)"
-                  : " is not beam search (only --method beam reads it)");
-    }
+    if (value.defaulted()) continue;
+    const std::string why = why_unread(option);
+    if (why.empty()) continue;
+    if (typed.count(option)) fail(why);
+    unused += (unused.empty() ? "" : ", ") + option;
   }
-  if (!unused.empty())
-    std::cerr << "note: --method " << name << " leaves the --config file's " << unused << " unused\n";
+  if (!unused.empty()) std::cerr << "note: " << run << " leaves the --config file's " << unused << " unused\n";
+}
+
+// What only a speculative method reads (the draft model, its shape and its sampler: the --draft-* options), what only
+// a method that verifies trees reads, and what only beam search reads (--beam-width, ..., --nbest-output).
+std::string unread_by_method(const std::string& option, const DecodingMethod& method) {
+  const bool drafts = option == "draft" || option == "num-draft-tokens" || option == "tree" ||
+                      option == "tree-sampling" || option.rfind("draft-", 0) == 0;
+  const bool beams = option == "beam-width" || option == "num-beam-groups" || option == "diversity-penalty" ||
+                     option == "length-penalty" || option == "early-stopping" || option == "num-return" ||
+                     option == "nbest-output";
+  const bool trees = option == "tree" || option == "tree-sampling";
+  if (trees && method.speculative() && !method.verifies_trees()) return "--" + option + " is only used by method tree";
+  if (drafts && !method.speculative())
+    return option == "draft"
+               ? "--method " + method.name + " does not use a --draft model"
+               : "--" + option + ": --method " + method.name + " drafts nothing (only a speculative method reads it)";
+  if (beams && !method.beam)
+    return "--" + option + ": --method " + method.name + " is not beam search (only --method beam reads it)";
+  return "";
 }
 
 RunDescription read_run(const po::variables_map& vm, const std::set<std::string>& typed, Device device) {
@@ -381,10 +384,11 @@ RunDescription read_run(const po::variables_map& vm, const std::set<std::string>
   run.temperature_given = vm.count("temperature") > 0;
   run.draft_temperature_given = vm.count("draft-temperature") + vm.count("temperature") > 0;
   run.method = with_source("--method", [&] { return parse_decoding_method(vm["method"].as<std::string>()); });
-  check_method_options_used(vm, typed, run.method);
+  check_options_read(vm, typed, "--method " + run.method.name,
+                     [&](const std::string& option) { return unread_by_method(option, run.method); });
   run.shape.num_draft_tokens = vm["num-draft-tokens"].as<int32_t>();
   run.shape.num_draft_tokens_given = !vm["num-draft-tokens"].defaulted();
-  // A --config file's tree is left unused with a method that verifies none (check_method_options_used).
+  // A --config file's tree is left unused with a method that verifies none (unread_by_method).
   if (vm.count("tree") && run.method.verifies_trees())
     run.shape.tree_shape = parse_tree_shape(vm["tree"].as<std::string>());
   run.shape.tree_sampling = parse_sibling_scheme(vm["tree-sampling"].as<std::string>());
@@ -393,16 +397,11 @@ RunDescription read_run(const po::variables_map& vm, const std::set<std::string>
   generation_config(run.method, run.shape, run.max_new_tokens, run.seed);  // its bounds, before any model loads
   run.device = device;
   // The emulation's options, which --device cuda-host alone reads.
-  if (device != Device::cuda_host) {
-    std::string unused;
-    for (const char* option : {"cuda-host-threads", "cuda-host-schedule", "cuda-host-blocks", "cuda-host-exchange"}) {
-      if (typed.count(option))
-        fail("--", option, ": only --device cuda-host reads it (the device is ", device_name(device), ")");
-      if (vm.count(option) && !vm[option].defaulted()) unused += (unused.empty() ? "" : ", ") + std::string(option);
-    }
-    if (!unused.empty())
-      std::cerr << "note: --device " << device_name(device) << " leaves the --config file's " << unused << " unused\n";
-  }
+  check_options_read(vm, typed, std::string("--device ") + device_name(device), [&](const std::string& option) {
+    return option.rfind("cuda-host-", 0) == 0 && device != Device::cuda_host
+               ? "--" + option + ": only --device cuda-host reads it (the device is " + device_name(device) + ")"
+               : std::string();
+  });
   run.emulation.threads = vm["cuda-host-threads"].as<int>();
   run.emulation.schedule = with_source(
       "--cuda-host-schedule", [&] { return parse_fiber_schedule(vm["cuda-host-schedule"].as<std::string>()); });
