@@ -524,6 +524,38 @@ TEST_CASE("commands that write a model never write over another unasked, nor ove
   CHECK(read_text(other + "/config.json") == "{\"vocab_size\": 256}\n");  // untouched throughout
 }
 
+TEST_CASE("generate notes sampler options its values leave unread, and decodes as without them", "[cli][generate]") {
+  TempDir dir;
+  const std::string target = dir.write("t.txt", kCliTargetTable), draft = dir.write("d.txt", kCliDraftTable);
+  const std::string common = "generate --method chain --target bigram:" + target + " --draft bigram:" + draft +
+                             " --prompt-tokens 0 --max-new-tokens 6 --seed 3 --output ";
+  const CliResult plain = run_specula(common + dir.file("plain.txt") + " --temperature 0");
+  REQUIRE(plain.exit_code == 0);
+  CHECK_THAT(plain.err, !Contains("note:"));
+  // Greedy decoding applies no filter: the target's --top-p is unread (the draft inherits temperature 0 too).
+  const CliResult greedy =
+      run_specula(common + dir.file("greedy.txt") + " --temperature 0 --top-p 0.5 --mirostat-tau 2");
+  INFO(greedy.err);
+  REQUIRE(greedy.exit_code == 0);
+  CHECK_THAT(greedy.err, Contains("note: --top-p is left unread: greedy decoding (temperature 0)") &&
+                             Contains("note: --mirostat-tau is left unread"));
+  CHECK(read_text(dir.file("greedy.txt")) == read_text(dir.file("plain.txt")));
+  // A draft that samples reads the --top-p it inherits: no note; its own greedy sampler leaves --draft-top-k unread.
+  const CliResult drafted =
+      run_specula(common + dir.file("drafted.txt") + " --temperature 0 --top-p 0.5 --draft-temperature 0.7");
+  CHECK(drafted.exit_code == 0);
+  CHECK_THAT(drafted.err, !Contains("note:"));
+  const CliResult draft_greedy =
+      run_specula(common + dir.file("g.txt") + " --temperature 0.7 --draft-temperature 0 --draft-top-k 2");
+  CHECK(draft_greedy.exit_code == 0);
+  CHECK_THAT(draft_greedy.err, Contains("note: --draft-top-k is left unread by the draft's sampler: greedy decoding"));
+  // mirostat's further parameters are read only with mirostat 2.
+  CHECK_THAT(run_specula(common + dir.file("m.txt") + " --temperature 0.7 --mirostat-eta 0.3").err,
+             Contains("note: --mirostat-eta is left unread: mirostat is off (mirostat = 0)"));
+  CHECK_THAT(run_specula(common + dir.file("m.txt") + " --temperature 0.7 --mirostat 2 --mirostat-eta 0.3").err,
+             !Contains("note:"));
+}
+
 TEST_CASE("a --config file shared with speculative methods serves --method ar: its draft options are left unused",
           "[cli][generate]") {
   TempDir dir;

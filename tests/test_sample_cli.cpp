@@ -406,6 +406,19 @@ TEST_CASE("specula sample --config: INI values apply, the command line wins", "[
   CHECK(max_diff(distribution("--config '" + flat + "'"), expected) <= 1e-6);
 }
 
+TEST_CASE("specula sample notes --mirostat-mu and other options its values leave unread", "[cli]") {
+  TempDir dir;
+  const std::string logits = dir.write("logits.txt", "0.5 1 -0.25 2\n");
+  const std::string base = "--logits '" + logits + "' --print-distribution ";
+  const RunResult off = run_sample(dir, base + "--mirostat-mu 3 --temperature 0 --top-k 2");
+  REQUIRE(off.exit_code == 0);
+  CHECK_THAT(off.err, Contains("note: --mirostat-mu is left unread: greedy decoding (temperature 0)") &&
+                          Contains("note: --top-k is left unread: greedy decoding"));
+  CHECK_THAT(run_sample(dir, base + "--mirostat-mu 3").err,
+             Contains("note: --mirostat-mu is left unread: mirostat is off (mirostat = 0)"));
+  CHECK_THAT(run_sample(dir, base + "--mirostat 2 --mirostat-mu 3 --mirostat-tau 2").err, !Contains("note:"));
+}
+
 TEST_CASE("specula sample: bad input exits non-zero with a message naming the parameter or file:line", "[cli]") {
   TempDir dir;
   const std::string logits = dir.write("logits.txt", "0.5 1.0 -0.5 2.0\n");

@@ -386,6 +386,12 @@ RunDescription read_run(const po::variables_map& vm, const std::set<std::string>
   run.method = with_source("--method", [&] { return parse_decoding_method(vm["method"].as<std::string>()); });
   check_options_read(vm, typed, "--method " + run.method.name,
                      [&](const std::string& option) { return unread_by_method(option, run.method); });
+  {  // the samplers as the run applies them: a greedy method's temperature 0 unless one is given
+    SamplingParams target = run.target_params, draft = run.draft_params;
+    apply_method_temperature(run.method, run.temperature_given, target);
+    apply_method_temperature(run.method, run.draft_temperature_given, draft);
+    note_unread_sampler_options(vm, target, run.method.speculative() ? &draft : nullptr);
+  }
   run.shape.num_draft_tokens = vm["num-draft-tokens"].as<int32_t>();
   run.shape.num_draft_tokens_given = !vm["num-draft-tokens"].defaulted();
   // A --config file's tree is left unused with a method that verifies none (unread_by_method).

@@ -90,6 +90,7 @@ int sample_command(const Args& args) {
   SamplingParams params;
   read_sampler_options(vm, params);
   check_sampler_options(params, INT32_MAX);  // before the logits are read
+  note_unread_sampler_options(vm, params, nullptr);
   const std::vector<float> logits = read_logits_file(vm["logits"].as<std::string>());
   const SamplerPipeline pipeline(params, static_cast<int32_t>(logits.size()));
   TokenHistory history;
@@ -106,6 +107,8 @@ int sample_command(const Args& args) {
   if (vm.count("mirostat-mu")) {
     history.mirostat_mu = vm["mirostat-mu"].as<double>();
     if (!std::isfinite(history.mirostat_mu)) fail("--mirostat-mu must be a finite number, got ", history.mirostat_mu);
+    const std::string why = params.unread_because("mirostat_tau");  // mu is mirostat's state, read where tau is
+    if (!why.empty()) std::cerr << "note: --mirostat-mu is left unread: " << why << "\n";
   }
   if (vm["print-chain"].as<bool>()) std::cerr << pipeline.describe() << "\n";
 

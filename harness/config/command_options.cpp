@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <iostream>
 #include <sstream>
 #include <typeinfo>
 
@@ -246,6 +247,29 @@ SamplingParams read_sampler_values(const std::map<std::string, std::string>& val
   po::store(parsed, vm);
   read_sampler_options(vm, params);
   return params;
+}
+
+void note_unread_sampler_options(const po::variables_map& vm, const SamplingParams& target,
+                                 const SamplingParams* draft) {
+  const auto given = [&](const std::string& option) { return vm.count(option) && !vm[option].defaulted(); };
+  po::options_description desc;
+  add_sampler_options(desc);
+  for (const auto& option : desc.options()) {
+    const std::string flag = option->long_name();
+    std::string parameter = flag;
+    std::replace(parameter.begin(), parameter.end(), '-', '_');
+    const std::string draft_flag = "draft-" + flag;
+    if (given(flag)) {
+      const std::string why = target.unread_because(parameter);
+      const bool draft_reads = draft && !given(draft_flag) && draft->unread_because(parameter).empty();
+      if (!why.empty() && !draft_reads) std::cerr << "note: --" << flag << " is left unread: " << why << "\n";
+    }
+    if (draft && given(draft_flag)) {
+      const std::string why = draft->unread_because(parameter);
+      if (!why.empty())
+        std::cerr << "note: --" << draft_flag << " is left unread by the draft's sampler: " << why << "\n";
+    }
+  }
 }
 
 bool sampler_option_given(const po::variables_map& vm, const std::string& name) { return vm.count(name) > 0; }

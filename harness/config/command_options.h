@@ -48,6 +48,13 @@ void read_sampler_options(const po::variables_map& vm, SamplingParams& params, c
 // names the flag the user typed. Run it with vocab_size INT32_MAX before any model loads, and again with the
 // target's vocabulary once it has loaded.
 void check_sampler_options(const SamplingParams& params, int32_t vocab_size, const std::string& prefix = "");
+// Notes on standard error each sampler option given (on the command line or in the --config file) that the samplers
+// leave unread at the values given (SamplingParams::unread_because: --top-p under greedy decoding, --mirostat-tau with
+// mirostat off). Noted, not refused: a value, not the command's shape, leaves them unread, so a loop over values runs
+// through. `draft` is the draft's sampler where the run drafts (it reads its --draft-* options and the target's options
+// it does not override), else null.
+void note_unread_sampler_options(const po::variables_map& vm, const SamplingParams& target,
+                                 const SamplingParams* draft);
 // The same reading from an experiment's values: `values` maps sampler parameter names ("top_p", underscores) to
 // their text, and each is read over `params` by the command line's own option code (one reading for flags and
 // INI keys alike). A name that is no sampler option is an Error naming it.

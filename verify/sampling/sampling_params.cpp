@@ -115,6 +115,26 @@ std::vector<FilterStage> SamplingParams::active_filters() const {
   return out;
 }
 
+std::string SamplingParams::unread_because(const std::string& parameter) const {
+  constexpr const char* kGreedy = "greedy decoding (temperature 0) applies no temperature and no filter";
+  for (const FilterStageRow& row : filter_stages())
+    for (size_t i = 0; i < row.parameters.size(); ++i) {
+      if (parameter != row.parameters[i].name) continue;
+      if (greedy()) return kGreedy;
+      if (i > 0 && !row.active(*this)) {
+        std::ostringstream os;
+        os << row.name << " is off (" << row.parameters[0].name << " = " << row.parameters[0].get(*this) << ")";
+        return os.str();
+      }
+      return "";
+    }
+  if (parameter == "sampler_order" || parameter == "dynatemp_range" || parameter == "dynatemp_exponent")
+    if (greedy()) return kGreedy;
+  if (parameter == "dynatemp_exponent" && !(dynatemp_range > 0.0f))
+    return "dynamic temperature is off (dynatemp_range = 0)";
+  return "";
+}
+
 std::string SamplingParams::describe() const {
   std::ostringstream os;
   os << "logits";

@@ -93,6 +93,10 @@ struct SamplingParams {
 
   // The filters that run, in the order they run.
   std::vector<FilterStage> active_filters() const;
+  // Why this sampler leaves `parameter` (a sampler option's name with underscores: "top_p") unread at these values,
+  // or "" where it reads it: greedy decoding applies no temperature and no filter, a filter stage's further
+  // parameters (mirostat_tau) are read only while its first turns it on, and dynatemp_exponent only with a range.
+  std::string unread_because(const std::string& parameter) const;
   // The chain as text, e.g. "logits -> penalties -> temperature -> min_p -> top_k -> top_p -> dist".
   std::string describe() const;
 };
