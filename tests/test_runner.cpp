@@ -672,6 +672,32 @@ std::vector<std::string> run_folders(const std::string& root) {
 
 }  // namespace
 
+TEST_CASE("a run that fails midway summarises the records written before the failure", "[runner][cli]") {
+  TempDir dir;
+  std::string text = experiment_text();
+  text.erase(text.find("tree = 2,1\n"), std::string("tree = 2,1\n").size());
+  const std::string exp = dir.write("exp.ini", text);
+  // An n-gram model whose header is sound (its vocabulary is checked before the run) and whose body is not: it fails
+  // when its drafter loads, after the bigram drafter's settings have run.
+  const std::string bad = dir.write("bad.txt", "specula-ngram 1\norder 2\nvocab 16\nnot a record\n");
+  const CliResult r = run_specula("run " + exp + " --set experiment.output_dir=" + dir.file("results") + " --no-plots" +
+                                  " --set draft.method=chain --set 'draft.drafter=bigram:" + kTable +
+                                  "draft-v16.txt | ngram:" + bad + "'");
+  INFO(r.err);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("bad.txt:4") && Contains("summary.csv summarises the") &&
+                        Contains("--allow-incomplete` draws them"));
+  const std::vector<std::string> runs = run_folders(dir.file("results") + "/exp");
+  REQUIRE(runs.size() == 1);
+  CHECK_THAT(read_text(runs[0] + "/status"), StartsWith("failed: ") && Contains("bad.txt:4"));
+  // The baselines and the bigram drafter's four settings (2 K x 2 temperatures), whole.
+  const std::vector<RunRecord> records = read_records(runs[0] + "/records.jsonl");
+  CHECK(records.size() == 6 * 4 * 2);
+  const std::string summary = read_text(runs[0] + "/summary.csv");
+  CHECK(std::count(summary.begin(), summary.end(), '\n') == 1 + 6);
+  CHECK_THAT(summary, !Contains("ngram:"));
+}
+
 TEST_CASE("results folders: one per run, even started together; status says how the run ended", "[runner][cli]") {
   TempDir dir;
   const std::string exp = dir.write("exp.ini", experiment_text());
@@ -1225,6 +1251,48 @@ TEST_CASE("an error the generation layer raises about a parameter names the expe
   CHECK_THAT(r.err, Contains("greedy.ini:10: key 'draft.method'") &&
                         Contains("method greedy verifies greedy decoding: use temperature 0 (got 0.8)"));
   CHECK_THAT(r.err, !Contains("--method"));
+  CHECK_FALSE(fs::exists(dir.file("results")));
+  // The same where it is one setting of a sweep whose others run: refused before the first record, not at its turn.
+  text = experiment_text();
+  text.erase(text.find("tree = 2,1\n"), std::string("tree = 2,1\n").size());
+  const CliResult swept =
+      run_specula("run " + dir.write("swept.ini", text) + " --set experiment.output_dir=" + dir.file("results") +
+                  " --set draft.method=chain,greedy --quiet");
+  CHECK(swept.exit_code == 1);
+  CHECK_THAT(swept.err, Contains("method greedy verifies greedy decoding: use temperature 0 (got 0.8)"));
+  CHECK_FALSE(fs::exists(dir.file("results")));
+  // Medusa's heads draft as many tokens ahead as there are heads: a deeper draft is refused from their config, before
+  // any model loads (the target's folder holds its config alone, so loading it would fail on its missing weights).
+  const std::string models = std::string(SPECULA_SOURCE_DIR) + "/results/models/";
+  fs::create_directories(dir.file("target"));
+  fs::create_directories(dir.file("heads"));
+  dir.write("target/config.json", read_text(models + "target/config.json"));
+  nlohmann::json heads = nlohmann::json::parse(read_text(models + "medusa/config.json"));
+  heads["target"] = "../target";
+  dir.write("heads/config.json", heads.dump());
+  const int heads_count = heads["medusa_heads"].get<int>();
+  const CliResult medusa = run_specula(
+      "run " + dir.file("swept.ini") + " --set experiment.output_dir=" + dir.file("results") +
+      " --set experiment.target=transformer:" + dir.file("target") +
+      " --set 'draft.drafter=prompt-lookup | medusa:" + dir.file("heads") +
+      "' --set draft.method=chain --set draft.num_draft_tokens=2," + std::to_string(heads_count + 1) + " --quiet");
+  CHECK(medusa.exit_code == 1);
+  INFO(medusa.err);
+  CHECK_THAT(medusa.err, Contains("key 'draft.num_draft_tokens'") &&
+                             Contains("drafts at most " + std::to_string(heads_count) + " tokens ahead"));
+  CHECK_FALSE(fs::exists(dir.file("results")));
+  // generate says both before the target loads too.
+  const CliResult deep =
+      run_specula("generate --method chain --target transformer:" + dir.file("target") +
+                  " --draft medusa:" + dir.file("heads") + " --num-draft-tokens " + std::to_string(heads_count + 1) +
+                  " --prompt-tokens 1 --max-new-tokens 8" + " --output " + dir.file("out.txt"));
+  CHECK(deep.exit_code == 1);
+  CHECK_THAT(deep.err, Contains("--num-draft-tokens asks for a draft " + std::to_string(heads_count + 1) + " deep"));
+  const CliResult hot = run_specula(
+      "generate --method greedy --temperature 0.8 --target transformer:" + dir.file("target") +
+      " --draft medusa:" + dir.file("heads") + " --prompt-tokens 1 --max-new-tokens 8 --output " + dir.file("out.txt"));
+  CHECK(hot.exit_code == 1);
+  CHECK_THAT(hot.err, Contains("--method greedy verifies greedy decoding: use temperature 0 (got 0.8)"));
   // A drafter spec the drafter refuses: its key, not the --draft flag.
   text = experiment_text();
   text.replace(text.find("| synthetic:alpha=0.6"), std::string("| synthetic:alpha=0.6").size(), "| synthetic:alpha=2");

@@ -35,4 +35,9 @@ void check_head_drafter_spec(const std::string& kind, const std::string& rest, c
 // trained on (check_heads_target_config). A run reads it before any model loads.
 int32_t head_drafter_vocab_size(const std::string& kind, const std::string& rest, const std::string& spec);
 
+// How deep the heads of a spec draft, read from their config alone: Medusa's K heads draft K tokens ahead; 0 where a
+// request's shape sets no bound the heads could miss (EAGLE, which drafts any depth, or a tree=FILE, checked against
+// the heads when it is read).
+int32_t head_drafter_max_depth(const std::string& kind, const std::string& rest, const std::string& spec);
+
 }  // namespace specula

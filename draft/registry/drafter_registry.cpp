@@ -133,6 +133,17 @@ void check_drafter_vocabulary(const std::string& drafter_spec, int32_t target_vo
          " has ", *draft);
 }
 
+int32_t drafter_max_draft_depth(const std::string& spec) {
+  const DrafterSpec parsed = parse_spec(spec);
+  return parsed.kind == "medusa" ? head_drafter_max_depth(parsed.kind, parsed.rest, spec) : 0;
+}
+
+void check_drafter_depth(const std::string& spec, int64_t depth, const char* shape_key) {
+  if (const int32_t most = drafter_max_draft_depth(spec); most > 0 && depth > most)
+    fail_parameter(shape_key, " asks for a draft ", depth, " deep, but ", spec, " drafts at most ", most,
+                   " tokens ahead");
+}
+
 std::shared_ptr<const DrafterFactory> load_drafter(const std::string& spec, const SamplingParams& draft_params,
                                                    std::shared_ptr<const LanguageModel> target,
                                                    const SamplingParams& target_params,

@@ -45,6 +45,14 @@ std::optional<int32_t> drafter_vocab_size(const std::string& spec);
 // Error naming both specs and both sizes.
 void check_drafter_vocabulary(const std::string& drafter_spec, int32_t target_vocab, const std::string& target_spec);
 
+// How many tokens ahead a drafter can draft (DrafterFactory::max_draft_depth), read without loading it, after
+// check_drafter_spec's checks: Medusa's heads from their config; 0 where there is no bound.
+int32_t drafter_max_draft_depth(const std::string& spec);
+
+// Refuses a draft `depth` tokens deep (`shape_key`: num_draft_tokens or tree) from a drafter that drafts fewer
+// (drafter_max_draft_depth), as the Generator refuses it once the drafter loads: a run says it before its first record.
+void check_drafter_depth(const std::string& spec, int64_t depth, const char* shape_key);
+
 // The registered kinds' spec syntaxes, for help and error messages.
 std::vector<std::string> drafter_kind_usages();
 

@@ -390,6 +390,7 @@ RunDescription read_run(const po::variables_map& vm, const std::set<std::string>
     SamplingParams target = run.target_params, draft = run.draft_params;
     apply_method_temperature(run.method, run.temperature_given, target);
     apply_method_temperature(run.method, run.draft_temperature_given, draft);
+    check_method_temperature(run.method.verify, target);
     note_unread_sampler_options(vm, target, run.method.speculative() ? &draft : nullptr);
   }
   run.shape.num_draft_tokens = vm["num-draft-tokens"].as<int32_t>();
@@ -428,6 +429,8 @@ RunDescription read_run(const po::variables_map& vm, const std::set<std::string>
     // Before either model loads: the drafter's spec, then its vocabulary against the target's.
     check_drafter_spec(run.drafter_spec);
     check_drafter_vocabulary(run.drafter_spec, language_model_vocab_size(run.target_spec, "target"), run.target_spec);
+    check_drafter_depth(run.drafter_spec, draft_depth(generation_config(run.method, run.shape, run.max_new_tokens, 0)),
+                        run.shape.tree_shape.empty() ? "num_draft_tokens" : "tree");
   }
   run.ignore_eos = vm.count("ignore-eos") > 0;
   if (vm.count("regex")) {

@@ -69,7 +69,10 @@ std::string run_program(const std::vector<std::string>& argv) {
 int plot_results(const std::string& dir, bool quiet, bool allow_incomplete) {
   // Nothing is drawn from a summary that is cut or misses settings (results_folder.h).
   const SummaryCoverage coverage = check_summary_covers_folder(dir, allow_incomplete);
-  if (!coverage.complete)
+  if (!coverage.checked)
+    log(LogLevel::warn, dir, " has no records.jsonl: plotting the ", coverage.rows,
+        " settings of its summary.csv as they are, unchecked against a run");
+  else if (!coverage.complete)
     log(LogLevel::warn, dir, " is not complete (status: ", coverage.status.empty() ? "none" : coverage.status,
         "): plotting the ", coverage.rows, " of ", coverage.configured, " settings its summary holds",
         coverage.partial.empty() ? "" : "; these rest on part of their records: " + join_items(coverage.partial));

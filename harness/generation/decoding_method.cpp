@@ -63,4 +63,10 @@ void apply_method_temperature(const DecodingMethod& method, bool temperature_giv
   if (method.verify && verifies_greedily(*method.verify) && !temperature_given) params.temperature = 0.0f;
 }
 
+void check_method_temperature(const std::optional<VerifyMethod>& method, const SamplingParams& params) {
+  if (method && verifies_greedily(*method) && !params.greedy())
+    fail_parameter("method", " ", verify_method_name(*method), " verifies greedy decoding: use temperature 0 (got ",
+                   params.temperature, ")");
+}
+
 }  // namespace specula

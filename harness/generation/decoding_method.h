@@ -45,5 +45,8 @@ GenerationConfig generation_config(const DecodingMethod& method, const DraftShap
 // Greedy speculation is lossless against greedy decoding: its sampler runs at temperature 0 unless a
 // temperature was given explicitly.
 void apply_method_temperature(const DecodingMethod& method, bool temperature_given, SamplingParams& params);
+// Refuses a greedy method (one whose verifier verifies greedy decoding) with a sampler that samples: `params` as the
+// run applies them (apply_method_temperature). A ParameterError for "method".
+void check_method_temperature(const std::optional<VerifyMethod>& method, const SamplingParams& params);
 
 }  // namespace specula

@@ -9,6 +9,7 @@
 
 #include "draft/constrained_drafter.h"
 #include "draft/draft_vocabulary.h"
+#include "harness/generation/decoding_method.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/host_memory.h"
 #include "kernels/shared/mutation_points.h"
@@ -52,9 +53,7 @@ Generator::Generator(std::shared_ptr<const LanguageModel> target, SamplingParams
   // Bounded before any work: a verification call holds K + 1 rows of V logits (trees: at most 4096 nodes).
   if (config_.method && config_.tree_shape.empty() && config_.num_draft_tokens > kMaxDraftTokens)
     fail_parameter("num_draft_tokens", " must be <= ", kMaxDraftTokens, ", got ", config_.num_draft_tokens);
-  if (config_.method && verifies_greedily(*config_.method) && !pipeline_.params().greedy())
-    fail_parameter("method", " ", verify_method_name(*config_.method),
-                   " verifies greedy decoding: use temperature 0 (got ", pipeline_.params().temperature, ")");
+  check_method_temperature(config_.method, pipeline_.params());
   const bool trees = config_.method && verifies_trees(*config_.method);
   if (!trees && !config_.tree_shape.empty()) fail_parameter("tree", " is only used by method tree");
   for (int32_t b : config_.tree_shape)

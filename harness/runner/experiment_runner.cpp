@@ -482,6 +482,18 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
   }
   for (const std::string& drafter : config.axes.at("draft.drafter"))
     at_drafter_key(drafter, [&] { check_drafter_vocabulary(drafter, target_vocab, config.target); });
+  // Each setting's method against its sampler (a greedy method with a temperature) and its draft's depth against its
+  // drafter's (Medusa's heads), which the Generator checks once the models load: said here, not when its turn comes.
+  for (const Setting& setting : settings)
+    at_setting(config, setting, [&] {
+      const RunDescription run = describe_setting(setting, config);
+      SamplingParams target = run.target_params;
+      apply_method_temperature(run.method, run.temperature_given, target);
+      check_method_temperature(run.method.verify, target);
+      if (!run.drafter_spec.empty())
+        check_drafter_depth(run.drafter_spec, draft_depth(setting_generation(setting, config.max_new_tokens)),
+                            run.shape.tree_shape.empty() ? "num_draft_tokens" : "tree");
+    });
   omp_set_num_threads(config.threads);
   set_compute_threads(config.threads);
   const std::shared_ptr<const LanguageModel> target = load_target(config);
@@ -543,6 +555,17 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
                              (partial.empty() ? "" : " (in part: " + join_items(partial) + ")"),
                          stop.signal);
   } catch (const std::exception& e) {
+    // What was written is summarised as for an interrupted run, so that the settings done are not lost with the one
+    // that failed (a summary that cannot be written, as on a full disk, is said and leaves the records as they are).
+    try {
+      const std::vector<RunRecord> written = records_so_far(dir);
+      write_folder_summary(dir, written);
+      if (!written.empty())
+        log(LogLevel::warn, "the run failed; ", dir.string(), "/summary.csv summarises the ", written.size(),
+            " records written before it (`specula plot ", dir.string(), " --allow-incomplete` draws them)");
+    } catch (const std::exception& summary) {
+      log(LogLevel::warn, "the run failed, and its records could not be summarised: ", summary.what());
+    }
     write_status(dir, std::string("failed: ") + e.what());
     throw;
   }

@@ -68,6 +68,9 @@ struct SummaryCoverage {
   // The summarised settings with fewer records than a whole setting has (partial_settings), each as "ID (R of N
   // records)": an interrupted run's setting in progress, whose row looks like any other.
   std::vector<std::string> partial;
+  // False for a folder without records.jsonl (a benchmark's, which keeps its summary and report alone): its summary
+  // cannot be checked against the run, and is plotted as it is only with allow_incomplete.
+  bool checked = true;
 };
 
 // The settings of `records` with fewer records than `whole` (a run's prompts x repetitions; 0: the most records any
