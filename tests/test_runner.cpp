@@ -741,6 +741,36 @@ TEST_CASE("results folders: one per run, even started together; status says how 
     CHECK_THAT(resumed.err, !Contains("still being written"));
   }
 
+  SECTION("SIGHUP stops the run as SIGTERM does; a reader gone from its stderr does not (twice: test_stop_signals)") {
+    const std::vector<std::pair<std::string, int>> cases = {{"kill -HUP $pid", 129}};
+    for (const auto& [kill_command, code] : cases) {
+      INFO(kill_command);
+      fs::remove_all(dir.file("results"));
+      const std::string slow =
+          std::string(SPECULA_BINARY) + " run " + exp + out + " --set experiment.repetitions=400 >/dev/null 2>&1";
+      const std::string records_glob = dir.file("results") + "/exp/*/records.jsonl";
+      const int status =
+          std::system(("bash -c '" + slow + " & pid=$!; for i in $(seq 600); do " + "[ -s \"$(ls " + records_glob +
+                       " 2>/dev/null | head -1)\" ] && break; sleep 0.05; done; " + kill_command + "; wait $pid'")
+                          .c_str());
+      CHECK(WEXITSTATUS(status) == code);
+      const std::vector<std::string> stopped = run_folders(dir.file("results") + "/exp");
+      REQUIRE(stopped.size() == 1);
+      CHECK(read_text(stopped[0] + "/status") == (code == 130 ? "interrupted (SIGINT)\n" : "interrupted (SIGHUP)\n"));
+      CHECK(fs::exists(stopped[0] + "/summary.csv"));
+    }
+    // Its progress read by a pipe whose reader leaves after one byte: the writes fail, the run goes on to its end.
+    fs::remove_all(dir.file("results"));
+    const std::string piped = std::string(SPECULA_BINARY) + " run " + exp +
+                              " --set experiment.output_dir=" + dir.file("results") +
+                              " --no-plots --set experiment.repetitions=20 2>&1 >/dev/null | " +
+                              "head -c 1 >/dev/null; exit ${PIPESTATUS[0]}";
+    CHECK(WEXITSTATUS(std::system(("bash -c '" + piped + "'").c_str())) == 0);
+    const std::vector<std::string> whole = run_folders(dir.file("results") + "/exp");
+    REQUIRE(whole.size() == 1);
+    CHECK(read_text(whole[0] + "/status") == "complete\n");
+  }
+
   SECTION("SIGINT: the record in progress is finished, a summary written, the folder marked, exit 130; --resume") {
     fs::remove_all(dir.file("results"));
     const std::string slow = std::string(SPECULA_BINARY) + " run " + exp + out +

@@ -519,7 +519,7 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
 
   const fs::path dir = open_results_folder(config, options, resume);
   write_status(dir, running_status());
-  const SignalGuard signals;
+  const SignalGuard signals((dir / "status").string(), dir.string());
   try {
     std::vector<RunRecord> resumed;
     if (resume) {
@@ -547,7 +547,7 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
     // which settings its summary has only in part.
     const std::vector<RunRecord> written = records_so_far(dir);
     write_folder_summary(dir, written);
-    const std::string what = std::string("interrupted (") + (stop.signal == SIGTERM ? "SIGTERM" : "SIGINT") + ")";
+    const std::string what = std::string("interrupted (") + stop_signal_name(stop.signal) + ")";
     write_status(dir, what);
     const std::vector<std::string> partial =
         partial_settings(written, static_cast<int64_t>(prompts.size()) * config.repetitions);

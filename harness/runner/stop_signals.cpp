@@ -1,32 +1,84 @@
 #include "harness/runner/stop_signals.h"
 
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
 namespace specula {
 namespace {
 
 volatile std::sig_atomic_t g_stop_signal = 0;
+volatile std::sig_atomic_t g_first_second = 0;  // CLOCK_MONOTONIC seconds of the first signal
+// What a second signal writes, prepared before the handlers are installed (a handler may only call async-signal-safe
+// functions: open, write, close, signal, raise, clock_gettime).
+char g_status_path[4096] = {};
+char g_killed_status[3][4608] = {};  // per signal: SIGINT, SIGTERM, SIGHUP
 
-// The first signal asks for a stop after the record in progress; the handler then steps aside, so a second
-// one ends the process at once (signal() is async-signal-safe).
+int slot(int signal) { return signal == SIGINT ? 0 : signal == SIGTERM ? 1 : 2; }
+
+std::sig_atomic_t monotonic_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<std::sig_atomic_t>(now.tv_sec);
+}
+
 extern "C" void request_stop(int signal) {
-  g_stop_signal = signal;
+  if (!g_stop_signal) {
+    g_stop_signal = signal;
+    g_first_second = monotonic_seconds();
+    return;
+  }
+  if (monotonic_seconds() - g_first_second <= 1) return;  // the first request, delivered twice
+  // A second request: the status says how the run ended (the write is best effort: the process is ending), then the
+  // signal's default action ends it.
+  if (g_status_path[0]) {
+    const int fd = open(g_status_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      const char* text = g_killed_status[slot(signal)];
+      [[maybe_unused]] const ssize_t n = write(fd, text, strlen(text));
+      close(fd);
+    }
+  }
   std::signal(signal, SIG_DFL);
+  raise(signal);
 }
 
 }  // namespace
+
+const char* stop_signal_name(int signal) {
+  return signal == SIGTERM ? "SIGTERM" : signal == SIGHUP ? "SIGHUP" : "SIGINT";
+}
 
 void throw_if_stop_requested() {
   if (g_stop_signal) throw StopRequested{g_stop_signal};
 }
 
-SignalGuard::SignalGuard() {
+SignalGuard::SignalGuard(const std::string& status_file, const std::string& folder) {
   g_stop_signal = 0;
+  g_status_path[0] = '\0';
+  if (status_file.size() < sizeof(g_status_path)) {
+    std::snprintf(g_status_path, sizeof(g_status_path), "%s", status_file.c_str());
+    for (int signal : {SIGINT, SIGTERM, SIGHUP})
+      std::snprintf(g_killed_status[slot(signal)], sizeof(g_killed_status[0]),
+                    "killed (a second %s): the record in progress and the summary were not written; `specula run "
+                    "--resume %s` finishes the run\n",
+                    stop_signal_name(signal), folder.c_str());
+  }
   previous_int_ = std::signal(SIGINT, request_stop);
   previous_term_ = std::signal(SIGTERM, request_stop);
+  previous_hup_ = std::signal(SIGHUP, request_stop);
+  previous_pipe_ = std::signal(SIGPIPE, SIG_IGN);
 }
 
 SignalGuard::~SignalGuard() {
   std::signal(SIGINT, previous_int_);
   std::signal(SIGTERM, previous_term_);
+  std::signal(SIGHUP, previous_hup_);
+  std::signal(SIGPIPE, previous_pipe_);
+  g_status_path[0] = '\0';
 }
 
 }  // namespace specula

@@ -1,8 +1,12 @@
-// SIGINT and SIGTERM during `specula run`: the first asks the run to stop after the record in progress (a Slurm
-// preemption sends SIGTERM), so that the folder keeps whole records and says it was interrupted.
+// SIGINT, SIGTERM and SIGHUP during `specula run`: the first asks the run to stop after the record in progress (a
+// Slurm preemption sends SIGTERM, a closed terminal SIGHUP), so that the folder keeps whole records and says it was
+// interrupted. The same signal again within a second is that request delivered twice (a `timeout -s INT` or a
+// terminal's Ctrl-C reaches the process and its group); a later one ends the process at once, its folder's status
+// first saying so. SIGPIPE is ignored: a reader of the progress output that goes away fails a write, not the run.
 #pragma once
 
 #include <csignal>
+#include <string>
 
 namespace specula {
 
@@ -14,10 +18,14 @@ struct StopRequested {
 // Called between records: throws StopRequested when a stop was asked for.
 void throw_if_stop_requested();
 
-// Installs the handlers for its lifetime (the run), and restores the previous ones.
+// The signal's name as a status says it: "SIGINT", "SIGTERM", "SIGHUP".
+const char* stop_signal_name(int signal);
+
+// Installs the handlers for its lifetime (the run), and restores the previous ones. `status_file`: the file a second
+// signal writes (the run's `status`), naming the signal and the folder's resume.
 class SignalGuard {
  public:
-  SignalGuard();
+  explicit SignalGuard(const std::string& status_file, const std::string& folder);
   ~SignalGuard();
   SignalGuard(const SignalGuard&) = delete;
   SignalGuard& operator=(const SignalGuard&) = delete;
@@ -25,6 +33,8 @@ class SignalGuard {
  private:
   void (*previous_int_)(int);
   void (*previous_term_)(int);
+  void (*previous_hup_)(int);
+  void (*previous_pipe_)(int);
 };
 
 }  // namespace specula

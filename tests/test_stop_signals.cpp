@@ -1,0 +1,83 @@
+// The run's signal handling (harness/runner/stop_signals.h), in a forked child that raises the signals itself: one
+// request delivered twice within a second is one request, and a second one later ends the process, its status file
+// saying so first.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "cli_runner.h"
+#include "harness/runner/stop_signals.h"
+
+using namespace specula;
+using namespace specula::testing;
+using Catch::Contains;
+
+namespace {
+
+// Runs `child` in a forked process with the run's handlers installed; returns waitpid's status.
+template <class Child>
+int in_child(const std::string& status_file, Child&& child) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const SignalGuard guard(status_file, "RUN-FOLDER");
+    _exit(child());
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
+}
+
+int stop_code() {
+  try {
+    throw_if_stop_requested();
+  } catch (const StopRequested& stop) {
+    return stop.signal == SIGINT ? 40 : stop.signal == SIGHUP ? 41 : 42;
+  }
+  return 43;
+}
+
+}  // namespace
+
+TEST_CASE("run's signals: a request delivered twice at once is one; a later second one ends the process", "[runner]") {
+  TempDir dir;
+  const std::string status = dir.file("status");
+  // Twice at once (a terminal's Ctrl-C reaches the process and its group): one request, the process goes on.
+  int s = in_child(status, [] {
+    raise(SIGINT);
+    raise(SIGINT);
+    return stop_code();
+  });
+  REQUIRE(WIFEXITED(s));
+  CHECK(WEXITSTATUS(s) == 40);
+  CHECK_FALSE(std::filesystem::exists(status));
+  s = in_child(status, [] {
+    raise(SIGHUP);
+    return stop_code();
+  });
+  REQUIRE(WIFEXITED(s));
+  CHECK(WEXITSTATUS(s) == 41);
+  // A second request seconds later: the status says so, and the signal's default action ends the process.
+  s = in_child(status, [] {
+    raise(SIGTERM);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2200));
+    raise(SIGTERM);
+    return 0;
+  });
+  REQUIRE(WIFSIGNALED(s));
+  CHECK(WTERMSIG(s) == SIGTERM);
+  CHECK_THAT(read_text(status), Contains("killed (a second SIGTERM)") && Contains("specula run --resume RUN-FOLDER"));
+  // A write to a pipe nobody reads fails; it does not end the process.
+  s = in_child(status, [] {
+    int fds[2];
+    if (pipe(fds) != 0) return 1;
+    close(fds[0]);
+    return write(fds[1], "x", 1) < 0 ? 44 : 45;
+  });
+  REQUIRE(WIFEXITED(s));
+  CHECK(WEXITSTATUS(s) == 44);
+}
