@@ -26,6 +26,7 @@
 #include "harness/generation/decoding_method.h"
 #include "harness/io/file_checksum.h"
 #include "harness/runner/run_inputs.h"
+#include "harness/runner/setting_configs.h"
 #include "kernels/cuda_device.h"
 #include "kernels/shared/error.h"
 #include "speculative_fixtures.h"
@@ -124,6 +125,64 @@ TEST_CASE("tree keys without a method that verifies trees are refused, naming th
                     Contains("key 'draft.tree") && Contains("no setting uses a method that verifies trees"));
   // Methods chosen with --set leave the file's tree for the file's own methods (as bench end-to-end's recipes do).
   CHECK_NOTHROW(check_new_experiment(load_experiment(dir.file("t.ini"), {"draft.method=block"})));
+}
+
+TEST_CASE("what no setting reads is refused: drafting keys where none drafts, K under shaped trees, corpus keys",
+          "[runner][config]") {
+  TempDir dir;
+  const std::string head = "[experiment]\ntarget = bigram:" + kTable +
+                           "target-v16.txt\nprompts = " + SPECULA_SOURCE_DIR +
+                           "/experiments/prompts/table-prompts.txt\nmax_new_tokens = 4\n";
+  // Autoregressive decoding alone needs no drafter: one baseline per sampler setting, and no drafter in the resolved
+  // configuration (which a resume reads back).
+  const ExperimentConfig ar = load_experiment(dir.write("ar.ini", head + "[draft]\nmethod = ar\n"), {});
+  CHECK_NOTHROW(check_new_experiment(ar));
+  CHECK(expand_sweep(ar).size() == 1);
+  CHECK_THAT(ar.resolved_ini(), !Contains("drafter"));
+  CHECK(expand_sweep(load_experiment(dir.write("resolved.ini", ar.resolved_ini()), {})).size() == 1);
+  // Given where no method drafts, what only drafting reads is refused by its key.
+  const std::vector<std::pair<std::string, std::string>> unread = {
+      {"[draft]\nmethod = ar\ndrafter = prompt-lookup\n",
+       "ar2.ini:7: key 'draft.drafter' is given, but no setting drafts"},
+      {"[draft]\nmethod = ar\nnum_draft_tokens = 2, 4\n",
+       "key 'draft.num_draft_tokens' is given, but no setting drafts"},
+      {"[draft]\nmethod = ar\n[draft_sampling]\ntop_p = 0.5\n",
+       "key 'draft_sampling.top_p' is given, but no setting drafts"},
+      {"[draft]\ndrafter = prompt-lookup\nmethod = tree\ntree = 2,1\nnum_draft_tokens = 2, 4\n",
+       "key 'draft.num_draft_tokens' is given, but every method that drafts verifies the tree of draft.tree"},
+      {"prompt_length = 8\n[draft]\nmethod = ar\n",
+       "key 'experiment.prompt_length' is given, but the prompts come from a file"},
+  };
+  for (const auto& [text, message] : unread) {
+    INFO(text);
+    CHECK_THROWS_WITH(check_new_experiment(load_experiment(dir.write("ar2.ini", head + text), {})), Contains(message));
+  }
+  // A drafting method still needs its drafter; K beside a tree is read where a chain drafts too.
+  CHECK_THROWS_WITH(load_experiment(dir.write("chain.ini", head + "[draft]\nmethod = chain\n"), {}),
+                    Contains("[draft] drafter is required"));
+  CHECK_NOTHROW(check_new_experiment(load_experiment(
+      dir.write("both.ini", head + "[draft]\ndrafter = prompt-lookup\nmethod = chain, tree\ntree = 2,1\n"
+                                   "num_draft_tokens = 2, 4\n"),
+      {})));
+  // --set of the methods leaves the file's drafting keys for the file's methods (bench end-to-end's recipes).
+  CHECK_NOTHROW(check_new_experiment(load_experiment(dir.file("both.ini"), {"draft.method=ar"})));
+}
+
+TEST_CASE("a prompts file: Windows line ends are not part of a prompt; num_prompts past its prompts is refused",
+          "[runner][config]") {
+  TempDir dir;
+  const std::string prompts = dir.write("p.txt", "0 1 2\r\n# a comment\r\n3 4\r\n");
+  ExperimentConfig c =
+      load_experiment(dir.write("p.ini", "[experiment]\ntarget = bigram:" + kTable +
+                                             "target-v16.txt\nprompts = " + prompts + "\n[draft]\nmethod = ar\n"),
+                      {});
+  CHECK(load_prompts(c, c.target) == std::vector<std::vector<int32_t>>{{0, 1, 2}, {3, 4}});
+  c = load_experiment(dir.file("p.ini"), {"experiment.num_prompts=1"});
+  CHECK(load_prompts(c, c.target).size() == 1);
+  c = load_experiment(dir.file("p.ini"), {"experiment.num_prompts=3"});
+  CHECK_THROWS_WITH(
+      load_prompts(c, c.target),
+      Contains("--set experiment.num_prompts: key 'experiment.num_prompts' = 3, but " + prompts + " holds 2 prompts"));
 }
 
 TEST_CASE("one decoding method for generate and run: names, defaults and the method's rules", "[runner][config]") {
@@ -299,7 +358,9 @@ TEST_CASE("corpus excerpts start at a line and stay inside the corpus_tail regio
   c.num_prompts = 50;
   c.corpus_tail = 0.001;  // the last 5 characters
   c.prompt_length = 5;
-  CHECK_THROWS_WITH(corpus_excerpts(corpus, c), Contains("corpus_tail region (5 characters) is shorter than"));
+  CHECK_THROWS_WITH(corpus_excerpts(corpus, c),
+                    Contains("key 'experiment.prompt_length' = 5: the corpus_tail region of") &&
+                        Contains("(5 characters) is not longer"));
 }
 
 TEST_CASE("summary math on synthetic records", "[runner][summary]") {
@@ -874,7 +935,8 @@ TEST_CASE("merge refuses shards that are not the slices of one complete run", "[
   const std::string exp = dir.write("exp.ini", experiment_text());
   const std::string out = " --set experiment.output_dir=" + dir.file("results") + " --quiet";
   REQUIRE(run_specula("run " + exp + out + " --shard 1/2").exit_code == 0);
-  REQUIRE(run_specula("run " + exp + out + " --shard 2/2").exit_code == 0);
+  // The same file spelled another way (as another working directory would): one run's slices all the same.
+  REQUIRE(run_specula("run " + dir.file("./exp.ini") + out + " --shard 2/2").exit_code == 0);
   std::vector<std::string> shards = run_folders(dir.file("results") + "/exp");
   REQUIRE(shards.size() == 2);
   const std::string merged = " --output " + dir.file("merged");

@@ -316,6 +316,32 @@ void check_new_experiment(const ExperimentConfig& c) {
   for (const char* key : {"draft.tree", "draft.tree_sampling"})
     if (!trees && !methods_set && c.axes.count(key))
       fail(where(key), ": key '", key, "' is given, but no setting uses a method that verifies trees (draft.method)");
+  // What only the methods that draft read (the drafter, K, the draft's sampler), with none that drafts; and K where
+  // every method that drafts verifies a tree given by draft.tree (the shape sets the depth).
+  const bool drafts = std::any_of(methods.begin(), methods.end(),
+                                  [](const std::string& m) { return parse_decoding_method(m).speculative(); });
+  const bool only_shaped_trees =
+      c.axes.count("draft.tree") && std::all_of(methods.begin(), methods.end(), [](const std::string& m) {
+        const DecodingMethod method = parse_decoding_method(m);
+        return !method.speculative() || method.verifies_trees();
+      });
+  for (const auto& [key, origin] : c.origin) {
+    if (methods_set) break;
+    const bool drafting_key =
+        key == "draft.drafter" || key == "draft.num_draft_tokens" || key.rfind("draft_sampling.", 0) == 0;
+    if (drafting_key && !drafts)
+      fail(origin, ": key '", key, "' is given, but no setting drafts (draft.method is ",
+           methods.size() == 1 ? methods[0] : "one of those that draft nothing", ")");
+    if (key == "draft.num_draft_tokens" && drafts && only_shaped_trees)
+      fail(origin, ": key '", key,
+           "' is given, but every method that drafts verifies the tree of draft.tree, whose shape sets the depth");
+  }
+  // The corpus's keys with a prompts file, which takes every line (or num_prompts of them).
+  if (!c.prompts_file.empty())
+    for (const char* key : {"experiment.prompt_length", "experiment.corpus_tail"})
+      if (c.origin.count(key))
+        fail(c.origin.at(key), ": key '", key, "' is given, but the prompts come from a file (experiment.prompts), ",
+             "not from a corpus (prompts_from_corpus)");
   // Token strings are read only for a constraint (as generate refuses --token-strings without one); unless --set chose
   // the constraint (`--set sampling.regex=none`: a quick run without it, the file's strings kept for the file's).
   const auto constrained = [&](const char* key) {
@@ -358,7 +384,6 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
     if (!file.empty() && std::filesystem::is_directory(file))
       fail(c.origin.count(key) ? c.origin.at(key) : path, ": key '", key, "': '", file, "' is a folder, not a file");
   }
-  if (!c.axes.count("draft.drafter")) fail(path, ": [draft] drafter is required (one or more, separated by '|')");
   if (!c.cost_profile.empty()) {
     // Read once the last value is known (--set, or a resumed run's own copy, replaces the file's), so a bad file
     // stops nothing started.
@@ -374,6 +399,13 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
            " (a profile's step costs are its target's)");
   }
   if (!c.axes.count("draft.method")) c.axes["draft.method"] = {"chain"};
+  // A drafter for the methods that draft; a sweep of autoregressive decoding and beam search alone needs none.
+  const std::vector<std::string>& methods = c.axes.at("draft.method");
+  const bool drafts = std::any_of(methods.begin(), methods.end(),
+                                  [](const std::string& m) { return parse_decoding_method(m).speculative(); });
+  if (drafts && !c.axes.count("draft.drafter"))
+    fail(path, ": [draft] drafter is required (one or more, separated by '|')");
+  if (!c.axes.count("draft.drafter")) c.axes["draft.drafter"] = {};  // an axis of no values: no setting reads it
   if (!c.axes.count("draft.num_draft_tokens"))
     c.axes["draft.num_draft_tokens"] = {std::to_string(kDefaultNumDraftTokens)};
   return c;
@@ -401,6 +433,7 @@ std::string ExperimentConfig::resolved_ini() const {
   }
   std::string section;
   for (const auto& [key, values] : axes) {
+    if (values.empty()) continue;  // an axis no setting reads (no drafter where none drafts)
     const std::string s = key.substr(0, key.find('.'));
     if (s != section) os << "\n[" << (section = s) << "]\n";
     os << key.substr(key.find('.') + 1) << " = ";
@@ -414,8 +447,10 @@ std::string ExperimentConfig::resolved_ini() const {
 std::vector<std::string> corpus_excerpts(const std::string& corpus, const ExperimentConfig& c) {
   const size_t first = corpus.size() - static_cast<size_t>(static_cast<double>(corpus.size()) * c.corpus_tail);
   if (corpus.size() - first <= static_cast<size_t>(c.prompt_length))
-    fail(c.prompts_from_corpus, ": the ", c.corpus_tail < 1.0 ? "corpus_tail region" : "corpus", " (",
-         corpus.size() - first, " characters) is shorter than prompt_length = ", c.prompt_length);
+    fail(c.origin.count("experiment.prompt_length") ? c.origin.at("experiment.prompt_length") : c.file,
+         ": key 'experiment.prompt_length' = ", c.prompt_length, ": the ",
+         c.corpus_tail < 1.0 ? "corpus_tail region" : "corpus", " of ", c.prompts_from_corpus, " (",
+         corpus.size() - first, " characters) is not longer");
   // Prompts start at line starts of the region: there are no more different prompts than such lines (checked
   // before anything is held for them, so num_prompts cannot ask for unbounded memory).
   const size_t last_start = corpus.size() - c.prompt_length;

@@ -19,7 +19,7 @@ std::string make_id(const std::map<std::string, std::string>& values) {
 std::vector<std::map<std::string, std::string>> product(const ExperimentConfig& c, bool (*keep)(const std::string&)) {
   std::vector<std::map<std::string, std::string>> out = {{}};
   for (const auto& [key, values] : c.axes) {
-    if (!keep(key)) continue;
+    if (!keep(key) || values.empty()) continue;  // an axis no setting reads (no drafter where none drafts)
     std::vector<std::map<std::string, std::string>> next;
     for (const auto& partial : out)
       for (const std::string& v : values) {

@@ -496,8 +496,9 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
     });
   omp_set_num_threads(config.threads);
   set_compute_threads(config.threads);
-  const std::shared_ptr<const LanguageModel> target = load_target(config);
+  // The prompts before the target: they need its tokenizer alone, and a corpus too short for them stops nothing loaded.
   const std::vector<std::vector<int32_t>> prompts = load_prompts(config, config.target);
+  const std::shared_ptr<const LanguageModel> target = load_target(config);
   log(LogLevel::info, "experiment ", config.name, ": target ", target->description(), ", ", settings.size(),
       " settings x ", prompts.size(), " prompts x ", config.repetitions, " repetitions");
   check_settings_fit(config, *target, prompts, settings);

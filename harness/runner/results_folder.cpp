@@ -205,10 +205,18 @@ void merge_results(const std::vector<std::string>& shard_dirs, const std::string
       incomplete = true;
     }
     const auto [rest, shard] = split_shard_line((dir / "config.resolved.ini").string());
+    // Compared without its comments: "# Resolved from FILE" names the file as each shard's command line spelled it.
+    const auto values = [](const std::string& text) {
+      std::istringstream in(text);
+      std::string line, out;
+      while (std::getline(in, line))
+        if (line.rfind('#', 0) != 0) out += line + "\n";
+      return out;
+    };
     if (config.empty()) config = rest;
-    if (rest != config)
+    if (values(rest) != values(config))
       fail("merge: ", d, "/config.resolved.ini differs from ", shard_dirs[0],
-           "'s beyond the shard line (first at: ", first_differing_line(rest, config),
+           "'s beyond the shard line (first at: ", first_differing_line(values(rest), values(config)),
            "): the shards are not slices of one run");
     if (shard.second == 0) fail("merge: ", d, " is not a shard (its config.resolved.ini has no shard line)");
     if (count && shard.second != count)

@@ -220,10 +220,14 @@ std::vector<std::vector<int32_t>> load_prompts(const ExperimentConfig& c, const 
   if (!c.prompts_file.empty()) {
     std::istringstream in(read_input_file(c.prompts_file, prompts_key(c)));
     std::string line;
-    while (std::getline(in, line))
+    while (std::getline(in, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();  // a file with Windows line ends
       if (!line.empty() && line[0] != '#') texts.push_back(unescape_newlines(line));
-    if (c.origin.count("experiment.num_prompts") && static_cast<int>(texts.size()) > c.num_prompts)
-      texts.resize(c.num_prompts);
+    }
+    if (c.origin.count("experiment.num_prompts") && static_cast<int>(texts.size()) < c.num_prompts)
+      fail(c.origin.at("experiment.num_prompts"), ": key 'experiment.num_prompts' = ", c.num_prompts, ", but ",
+           c.prompts_file, " holds ", texts.size(), " prompts");
+    if (c.origin.count("experiment.num_prompts")) texts.resize(c.num_prompts);
   } else {
     const std::string corpus = read_input_file(c.prompts_from_corpus, prompts_key(c));
     texts = corpus_excerpts(corpus, c);
