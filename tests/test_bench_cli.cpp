@@ -376,3 +376,25 @@ TEST_CASE("bench constraint reports each case's build, walks, rows and memory, a
     CHECK_FALSE(std::filesystem::exists(dir.file("never.json")));
   }
 }
+
+TEST_CASE("bench all: its help, no options, and end-to-end's prompts checked before the first benchmark runs",
+          "[cli]") {
+  const CliResult help = run_specula("bench all --help");
+  CHECK(help.exit_code == 0);
+  CHECK_THAT(help.out, Contains("Runs sampler, verify, forward") && Contains("It takes no options"));
+  const CliResult option = run_specula("bench all --min-time 1");
+  CHECK(option.exit_code == 1);
+  CHECK_THAT(option.err, Contains("bench all takes no options (got '--min-time')"));
+  // From a folder whose end-to-end experiment names a corpus that is not there: refused before the sampler's turn.
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("experiments"));
+  dir.write("experiments/bench-end-to-end.ini",
+            read_text(std::string(SPECULA_SOURCE_DIR) + "/experiments/bench-end-to-end.ini"));
+  const int status = std::system(
+      ("cd " + dir.file("") + " && " + SPECULA_BINARY + " bench all >" + dir.file("out") + " 2>" + dir.file("err"))
+          .c_str());
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK_THAT(read_text(dir.file("err")),
+             Contains("key 'experiment.prompts_from_corpus'") && Contains("tinyshakespeare.txt"));
+  CHECK_THAT(read_text(dir.file("out")), !Contains("== specula bench"));
+}

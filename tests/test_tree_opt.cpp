@@ -424,6 +424,9 @@ TEST_CASE("tree-opt --cost-profile: the profile's target curve, and its cost of 
       testing::run_specula("tree-opt --acceptance 0.55,0.2 --max-depth 3 --cost-profile " + path);
   CHECK(free.exit_code == 0);
   CHECK_THAT(free.out, Contains("draft cost per depth 0 (not given: drafting counted as free"));
+  // The help shows no default that the profile would override.
+  CHECK_THAT(testing::run_specula("tree-opt --help").out,
+             Contains("--draft-cost arg ") && !Contains("--draft-cost arg (="));
   // A profile of another target is refused, as `run` refuses it.
   const testing::CliResult other = testing::run_specula(
       "tree-opt --target bigram:" + draft + " --draft bigram:" + draft + " --prompt-tokens 0,1 --cost-profile " + path);

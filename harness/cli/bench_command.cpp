@@ -20,8 +20,10 @@
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
 #include "harness/experiment/environment.h"
+#include "harness/experiment/experiment_config.h"
 #include "harness/io/output_file.h"
 #include "harness/models/registry/torch_module.h"
+#include "harness/runner/setting_configs.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/thread_limit.h"
 
@@ -341,9 +343,19 @@ int bench_command(const Args& args) {
   if (without_device_option(args) != args) return bench_command(without_device_option(args));
   if (args[0] == "sampler") return bench_sampler(Args(args.begin() + 1, args.end()));
   if (args[0] == "verify") return bench_verify(Args(args.begin() + 1, args.end()));
-  if (args[0] == "all" && args.size() == 1) {
-    // Every default report checked before the first benchmark runs, not when its turn comes after the others.
+  if (args[0] == "all" && args.size() == 2 && (args[1] == "--help" || args[1] == "-h")) {
+    std::cout << "specula bench all\n\nRuns sampler, verify, forward (the bundled target and draft), end-to-end ("
+                 "experiments/bench-end-to-end.ini) and constraint with their defaults, one after the other, each "
+                 "writing its default report (results/bench/<benchmark>-<hostname>.json). It takes no options.\n";
+    return 0;
+  }
+  if (args[0] == "all" && args.size() > 1)
+    fail("bench all takes no options (got '", args[1], "'); see bench all --help");
+  if (args[0] == "all") {
+    // Every default report checked before the first benchmark runs, not when its turn comes after the others; and
+    // end-to-end's experiment with its prompts' file, which would otherwise be found missing after three benchmarks.
     for (const char* kind : {"sampler", "verify", "forward", "end-to-end", "constraint"}) default_bench_report(kind);
+    check_prompts_readable(load_experiment("experiments/bench-end-to-end.ini", {}));
     for (const Args& a : {Args{"sampler"}, Args{"verify"},
                           Args{"forward", "--model", "transformer:results/models/target", "--model",
                                "transformer:results/models/draft"},

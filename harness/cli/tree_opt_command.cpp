@@ -183,7 +183,7 @@ po::options_description tree_opt_options() {
     ("forward-cost", po::value<std::string>(), "t(rows) relative to 1 row: 1:1.0,8:1.1,16:1.3 (linear between)")
     ("forward-bench", po::value<std::string>(), "a `specula bench forward` JSON report (its first model, CPU-time ratios)")
     ("cost-profile", po::value<std::string>(), "a cost profile (`bench forward --cost-profile`, or a report holding one): its target rows, and with --draft the draft model's cost")
-    ("draft-cost", po::value<double>()->default_value(0.0), "drafting cost of one depth level, in t(1) units (default: the --cost-profile's cost of the --draft model, else 0)")
+    ("draft-cost", po::value<double>(), "drafting cost of one depth level, in t(1) units (default: the --cost-profile's cost of the --draft model, else 0)")
     ("max-nodes", po::value<int32_t>()->default_value(64), "draft nodes at most (also <= the cost table's rows - 1)")
     ("max-depth", po::value<int32_t>()->default_value(8), "tree depth at most (and at most what the drafter drafts)")
     ("output", po::value<std::string>(), "file for the best uniform tree, in the --tree format")
@@ -298,13 +298,13 @@ int tree_opt_command(const Args& args) {
   } else {
     options.acceptance = measured_acceptance(vm, options.max_depth);
   }
-  options.draft_cost_per_depth = vm["draft-cost"].as<double>();
+  options.draft_cost_per_depth = vm.count("draft-cost") ? vm["draft-cost"].as<double>() : 0.0;
   if (!(options.draft_cost_per_depth >= 0.0 && std::isfinite(options.draft_cost_per_depth)))
     fail("--draft-cost must be a finite number >= 0, got ", options.draft_cost_per_depth);
   // Where the drafting cost comes from: --draft-cost, else the profile's 1-token forward of the --draft model (one
   // draft forward a depth level), else nothing: drafting counted as free, which favours deep trees.
   std::string draft_cost_source = "--draft-cost";
-  if (vm["draft-cost"].defaulted()) {
+  if (!vm.count("draft-cost")) {
     const std::optional<double> measured =
         profile && vm.count("draft") ? profile->draft_cost(vm["draft"].as<std::string>()) : std::nullopt;
     if (measured) {
