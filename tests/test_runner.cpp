@@ -1030,6 +1030,28 @@ TEST_CASE("run reads every drafter's spec before its first record", "[runner][cl
   CHECK(plotted.exit_code == 0);
 }
 
+TEST_CASE("a run's size is bounded before any work: its grid of settings, and its records against memory and disk",
+          "[runner][cli][errors]") {
+  TempDir dir;
+  const std::string exp = dir.write("exp.ini", experiment_text());
+  const std::string out = " --set experiment.output_dir=" + dir.file("results") + " --quiet";
+  // 2^31 repetitions: terabytes of records, refused by the key that asks for them.
+  const CliResult many = run_specula("run " + exp + out + " --set experiment.repetitions=2147483647");
+  CHECK(many.exit_code == 1);
+  CHECK_THAT(many.err, Contains("--set experiment.repetitions: key 'experiment.repetitions' = 2147483647") &&
+                           Contains("x 4 prompts x 2147483647 repetitions") && Contains("would not fit in"));
+  // A grid of 100 x 100 x 10 combinations: refused before it is built, naming its axes.
+  std::string top_k, top_p;
+  for (int i = 1; i <= 100; ++i) top_k += (i > 1 ? "," : "") + std::to_string(i);
+  for (int i = 1; i <= 100; ++i) top_p += (i > 1 ? "," : "") + std::to_string(i / 100.0);
+  const CliResult grid = run_specula("run " + exp + out + " --set sampling.top_k=" + top_k +
+                                     " --set sampling.top_p=" + top_p + " --set sampling.min_p=0,0.1,0.2,0.3,0.4");
+  CHECK(grid.exit_code == 1);
+  CHECK_THAT(grid.err, Contains("combinations of values") && Contains("sampling.top_k (100) x sampling.top_p (100)") &&
+                           Contains("more than 65536"));
+  CHECK_FALSE(fs::exists(dir.file("results")));
+}
+
 TEST_CASE("a missing prompts file is refused with its key before the target loads", "[runner][cli][errors]") {
   TempDir dir;
   const std::string exp = dir.write("exp.ini", experiment_text());

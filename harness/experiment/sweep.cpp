@@ -49,6 +49,17 @@ std::string Setting::get_or(const std::string& key, const std::string& fallback)
 }
 
 std::vector<Setting> expand_sweep(const ExperimentConfig& config) {
+  // Bounded before the grid is built: each setting is held, and would take a run of its own.
+  double grid = 1.0;
+  std::string axes;
+  for (const auto& [key, values] : config.axes)
+    if (values.size() > 1) {
+      grid *= static_cast<double>(values.size());
+      axes += (axes.empty() ? "" : " x ") + key + " (" + std::to_string(values.size()) + ")";
+    }
+  if (grid > kMaxSweepSettings)
+    fail(config.file, ": the sweep has ", grid, " combinations of values (", axes, "), more than ", kMaxSweepSettings,
+         "; split it into experiments of fewer");
   std::vector<Setting> out;
   for (const auto& values : product(config, is_target_sampling)) {
     Setting s;

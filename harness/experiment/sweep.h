@@ -19,6 +19,9 @@ struct Setting {
   std::string get_or(const std::string& key, const std::string& fallback) const;
 };
 
+// The most combinations of values a sweep may have (expand_sweep refuses more, naming its axes).
+inline constexpr double kMaxSweepSettings = 65536;
+
 // Baselines first (one per distinct [sampling] combination), then every speculative setting. Settings
 // whose axes do not apply are dropped (a tree shape without method tree, tree_sampling without a tree).
 std::vector<Setting> expand_sweep(const ExperimentConfig& config);

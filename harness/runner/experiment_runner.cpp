@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -318,6 +319,36 @@ std::string resumed_configuration(RunOptions& options) {
 // A resumed run's records must come from prompts its configuration still gives: a folder begun by an earlier version,
 // whose config.resolved.ini wrote num_prompts = 4 for a prompts file that was not cut, would otherwise resume on
 // fewer prompts than it began with.
+// Bounded before any model loads: every record is kept until the run ends (its summary is made from them all) and
+// written to records.jsonl, each at least kMinRecordBytes of JSON whatever its tokens, so a run whose records could not
+// fit in this machine's memory, or on the disk that holds `folder`, is refused by the key that multiplies them.
+void check_records_fit(const ExperimentConfig& config, size_t settings, size_t prompts, const fs::path& folder) {
+  constexpr double kMinRecordBytes = 800;
+  const double records = static_cast<double>(settings) * static_cast<double>(prompts) * config.repetitions;
+  const double bytes = records * kMinRecordBytes;
+  const auto gb = [](double b) {
+    std::ostringstream os;
+    os << std::setprecision(3) << b / 1e9 << " GB";
+    return os.str();
+  };
+  const std::string what = std::to_string(settings) + " settings x " + std::to_string(prompts) + " prompts x " +
+                           std::to_string(config.repetitions) + " repetitions, each record at least " +
+                           std::to_string(static_cast<int>(kMinRecordBytes)) + " bytes: " + gb(bytes);
+  const std::string key =
+      config.origin.count("experiment.repetitions") ? config.origin.at("experiment.repetitions") : config.file;
+  const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  if (memory > 0 && bytes > memory)
+    fail(key, ": key 'experiment.repetitions' = ", config.repetitions, ": the run's records (", what,
+         ") would not fit in this machine's ", gb(memory), " of memory, which keeps them for the summary");
+  std::error_code ec;
+  fs::path disk = fs::absolute(folder, ec);
+  while (!disk.empty() && disk != disk.root_path() && !fs::exists(disk, ec)) disk = disk.parent_path();
+  const fs::space_info space = fs::space(disk.empty() ? fs::path(".") : disk, ec);
+  if (!ec && bytes > static_cast<double>(space.available))
+    fail(key, ": key 'experiment.repetitions' = ", config.repetitions, ": the run's records (", what,
+         ") would not fit in the ", gb(static_cast<double>(space.available)), " free on the disk of ", disk.string());
+}
+
 void check_records_fit_prompts(const fs::path& dir, size_t prompts) {
   const fs::path records = dir / "records.jsonl";
   if (!fs::exists(records)) return;
@@ -498,6 +529,8 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
   set_compute_threads(config.threads);
   // The prompts before the target: they need its tokenizer alone, and a corpus too short for them stops nothing loaded.
   const std::vector<std::vector<int32_t>> prompts = load_prompts(config, config.target);
+  check_records_fit(config, settings.size(), prompts.size(),
+                    resume ? fs::path(options.resume_dir) : fs::path(config.output_dir) / config.name);
   const std::shared_ptr<const LanguageModel> target = load_target(config);
   log(LogLevel::info, "experiment ", config.name, ": target ", target->description(), ", ", settings.size(),
       " settings x ", prompts.size(), " prompts x ", config.repetitions, " repetitions");
