@@ -323,6 +323,13 @@ TEST_CASE("experiment files: errors name the file, line and key", "[runner][conf
   CHECK_NOTHROW(check_new_experiment(load_experiment(dir.file("ok.ini"), {})));
   CHECK_THROWS_WITH(check_new_experiment(load_experiment(twice, {})),
                     Contains("twice.ini:17: key 'sampling.top_p': '0.9' is listed twice"));
+  // Likewise one number written two ways (two settings of one value), while values that differ are kept.
+  CHECK_THROWS_WITH(
+      check_new_experiment(load_experiment(dir.file("ok.ini"), {"sampling.temperature=0.8, .8"})),
+      Contains("--set sampling.temperature: key 'sampling.temperature': '.8' is listed twice (as '0.8')"));
+  CHECK_THROWS_WITH(check_new_experiment(load_experiment(dir.file("ok.ini"), {"draft.num_draft_tokens=2, 02"})),
+                    Contains("'02' is listed twice (as '2')"));
+  CHECK_NOTHROW(check_new_experiment(load_experiment(dir.file("ok.ini"), {"sampling.temperature=0.8, 0.81"})));
   CHECK_THROWS_WITH(load_experiment(dir.file("ok.ini"), {"experiment.output_dir="}),
                     Contains("--set experiment.output_dir: key 'experiment.output_dir' has no value"));
   // The largest seed is taken whole.

@@ -296,12 +296,21 @@ std::vector<std::string> split_values(const std::string& key, const std::string&
 
 void check_new_experiment(const ExperimentConfig& c) {
   const auto where = [&](const std::string& key) { return c.origin.count(key) ? c.origin.at(key) : c.file; };
-  // A value listed twice would be one setting (settings are keyed by their values): refused, not silently merged.
+  // A value listed twice would be one setting (settings are keyed by their values): refused, not silently merged; or,
+  // written two ways (0 and 0.0, 2 and 02), two settings of one value. Numbers are compared as numbers.
+  const auto same = [](const std::string& a, const std::string& b) {
+    if (a == b) return true;
+    char* end_a = nullptr;
+    char* end_b = nullptr;
+    const double x = std::strtod(a.c_str(), &end_a), y = std::strtod(b.c_str(), &end_b);
+    return !a.empty() && !b.empty() && *end_a == '\0' && *end_b == '\0' && x == y;
+  };
   for (const auto& [key, values] : c.axes)
     for (size_t i = 0; i < values.size(); ++i)
-      if (std::find(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(i), values[i]) !=
-          values.begin() + static_cast<std::ptrdiff_t>(i))
-        fail(where(key), ": key '", key, "': '", values[i], "' is listed twice");
+      for (size_t j = 0; j < i; ++j)
+        if (same(values[j], values[i]))
+          fail(where(key), ": key '", key, "': '", values[i], "' is listed twice",
+               values[i] == values[j] ? "" : " (as '" + values[j] + "')");
   // [beam] options only beam search reads: given without it, they would be silently ignored. Likewise the tree keys,
   // which only the methods that verify trees read. Unless --set chose the methods, which leaves the file's [beam] and
   // tree for the file's methods (`bench end-to-end --set draft.method=block` on a file that sweeps trees).
