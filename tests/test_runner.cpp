@@ -185,6 +185,26 @@ TEST_CASE("a prompts file: Windows line ends are not part of a prompt; num_promp
       Contains("--set experiment.num_prompts: key 'experiment.num_prompts' = 3, but " + prompts + " holds 2 prompts"));
 }
 
+TEST_CASE("experiment files: an unknown section even when empty, a byte order mark, one key set twice by --set",
+          "[runner][config][errors]") {
+  TempDir dir;
+  const std::string ok = dir.write("ok.ini", experiment_text());
+  CHECK_THROWS_WITH(load_experiment(dir.write("empty.ini", experiment_text("\n[samplng]\n")), {}),
+                    Contains("empty.ini:18: unknown section [samplng] (known: [experiment], [draft]"));
+  CHECK_NOTHROW(load_experiment(dir.write("dashes.ini", experiment_text("\n[draft-sampling]\n")), {}));
+  // A byte order mark before the first header is no part of it.
+  const ExperimentConfig bom = load_experiment(dir.write("bom.ini", "\xEF\xBB\xBF" + experiment_text()), {});
+  CHECK(bom.max_new_tokens == 12);
+  // One key twice among the overrides, under either spelling or by the option that stands for it: the last would win.
+  CHECK_THROWS_WITH(load_experiment(ok, {"sampling.top_k=4", "sampling.top-k=5"}),
+                    Contains("--set sampling.top-k: sampling.top_k is given twice (also by --set sampling.top_k)"));
+  CHECK_THROWS_WITH(load_experiment(ok, {"experiment.cost_profile=a", "experiment.cost_profile=b"},
+                                    {{"experiment.cost_profile", "--cost-profile"}}),
+                    Contains("--cost-profile: experiment.cost_profile is given twice (also by --set "
+                             "experiment.cost_profile)"));
+  CHECK_NOTHROW(load_experiment(ok, {"sampling.top_k=4", "sampling.top_p=0.5,0.9"}));
+}
+
 TEST_CASE("one decoding method for generate and run: names, defaults and the method's rules", "[runner][config]") {
   CHECK_FALSE(parse_decoding_method("ar").speculative());
   CHECK(parse_decoding_method("beam").beam);
@@ -867,8 +887,8 @@ TEST_CASE("results folders: one per run, even started together; status says how 
     REQUIRE(resumed.exit_code == 0);
     CHECK(read_text(run + "/status") == "complete\n");
     // The records of an uninterrupted run with the same configuration: the same tokens and acceptances.
-    REQUIRE(run_specula("run " + exp + out +
-                        " --set experiment.repetitions=400 --set experiment.output_dir=" + dir.file("whole"))
+    REQUIRE(run_specula("run " + exp + " --quiet --no-plots --set experiment.repetitions=400" +
+                        " --set experiment.output_dir=" + dir.file("whole"))
                 .exit_code == 0);
     auto keys = [](const std::string& folder) {
       std::multiset<std::string> k;

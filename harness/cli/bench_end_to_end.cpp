@@ -135,28 +135,33 @@ int bench_end_to_end(const Args& args) {
       fail_parameter("device", ": '", device, "' is not cpu, cuda or cuda-host");
     }
     options.overrides.push_back("experiment.device=" + device);
+    options.override_options["experiment.device"] = "--device";
   }
-  if (vm.count("cost-profile"))
+  if (vm.count("cost-profile")) {
     options.overrides.push_back("experiment.cost_profile=" + vm["cost-profile"].as<std::string>());
+    options.override_options["experiment.cost_profile"] = "--cost-profile";
+  }
   options.command_line = "specula bench end-to-end";
   for (const std::string& a : args) options.command_line += " " + a;
   const std::string experiment = vm["experiment"].as<std::string>();
   const std::vector<int> batches =
       vm.count("batch") ? parse_batches(vm["batch"].as<std::string>()) : std::vector<int>{};
+  bool lockstep_set = false;  // `--set experiment.lockstep=true` beside --batch, which sets it too
   if (!batches.empty()) {
     // --batch sets these itself for each run: a --set of them would be overridden without a word. The --set values
     // as load_experiment reads them (its spellings, its origins).
-    const ExperimentConfig given = load_experiment(experiment, options.overrides);
+    const ExperimentConfig given = load_experiment(experiment, options.overrides, options.override_options);
     const auto set = [&](const char* key) {
       return given.origin.count(key) && given.origin.at(key).rfind("--set", 0) == 0;
     };
     for (const char* key : {"experiment.num_prompts", "experiment.lockstep"})
       if (set(key) && (std::string(key) == "experiment.num_prompts" || !given.lockstep))
         fail("--set ", key, ": --batch sets it for each run (num_prompts = the batch size, lockstep = true)");
+    lockstep_set = set("experiment.lockstep");
     // Checked before any run: the largest batch's prompts must come from the corpus (num_prompts sets the batch).
     std::vector<std::string> largest = options.overrides;
     largest.push_back("experiment.num_prompts=" + std::to_string(*std::max_element(batches.begin(), batches.end())));
-    const ExperimentConfig config = load_experiment(experiment, largest);
+    const ExperimentConfig config = load_experiment(experiment, largest, options.override_options);
     if (config.prompts_from_corpus.empty())
       fail_parameter("batch",
                      " needs an experiment whose prompts come from a corpus ([experiment] prompts_from_corpus: "
@@ -184,7 +189,7 @@ int bench_end_to_end(const Args& args) {
     if (!batches.empty()) {
       run.batch = batches[i];
       o.overrides.push_back("experiment.num_prompts=" + std::to_string(run.batch));
-      o.overrides.push_back("experiment.lockstep=true");
+      if (!lockstep_set) o.overrides.push_back("experiment.lockstep=true");
       std::cout << "== batch " << run.batch << "\n" << std::flush;
     }
     run.dir = run_experiment(experiment, o);

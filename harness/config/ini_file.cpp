@@ -27,10 +27,35 @@ std::string without_inline_comment(std::string text) {
 
 }  // namespace
 
+namespace {
+
+// A UTF-8 byte order mark, which some editors write first: not part of the first line.
+std::string without_byte_order_mark(const std::string& text) {
+  return text.rfind("\xEF\xBB\xBF", 0) == 0 ? text.substr(3) : text;
+}
+
+}  // namespace
+
+std::vector<IniEntry> read_ini_sections(const std::string& path) {
+  std::vector<IniEntry> sections;
+  std::istringstream in(without_byte_order_mark(read_input_file(path, "config file")));
+  std::string raw;
+  int line_no = 0;
+  while (std::getline(in, raw)) {
+    ++line_no;
+    const std::string line = trim(raw);
+    if (line.empty() || line[0] != '[') continue;
+    const std::string header = without_inline_comment(line);
+    if (header.back() == ']' && header.size() >= 3)
+      sections.push_back({trim(header.substr(1, header.size() - 2)), "", path, line_no});
+  }
+  return sections;
+}
+
 std::vector<IniEntry> parse_ini_text(const std::string& text, const std::string& file_name) {
   std::vector<IniEntry> entries;
   std::map<std::string, int> seen;
-  std::istringstream in(text);
+  std::istringstream in(without_byte_order_mark(text));
   std::string raw, section;
   int line_no = 0;
   while (std::getline(in, raw)) {

@@ -372,12 +372,34 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
   ExperimentConfig c;
   c.file = path;
   for (const IniEntry& e : read_ini_file(path)) apply(c, e.key, e.value, e.where());
-  for (const std::string& o : overrides) {
+  // A section it knows no key of is refused too where it holds none (a misspelt, empty `[samplng]`).
+  for (const IniEntry& s : read_ini_sections(path)) {
+    std::string section = s.key;
+    std::replace(section.begin(), section.end(), '-', '_');
+    if (section != "experiment" && section != "draft" && section != "sampling" && section != "draft_sampling" &&
+        section != "beam")
+      fail(s.where(), ": unknown section [", s.key, "] (known: [experiment], [draft], [sampling], [draft_sampling], ",
+           "[beam])");
+  }
+  // The overrides' keys as read (dashes as underscores), each given once. An option that stands for a key (run's
+  // --cost-profile) is its last override of that key; the user's --set of it come before.
+  std::map<std::string, size_t> last_of;
+  for (size_t i = 0; i < overrides.size(); ++i) last_of[trim(overrides[i].substr(0, overrides[i].find('=')))] = i;
+  std::map<std::string, std::string> set_keys;
+  for (size_t i = 0; i < overrides.size(); ++i) {
+    const std::string& o = overrides[i];
     const size_t eq = o.find('=');
     if (eq == std::string::npos) fail_parameter("set", " '", o, "': expected section.key=value");
     const std::string key = trim(o.substr(0, eq));
+    std::string read = key;
+    std::replace(read.begin(), read.end(), '-', '_');
     const auto option = override_options.find(key);
-    apply(c, key, o.substr(eq + 1), option != override_options.end() ? option->second : "--set " + key);
+    const std::string given =
+        option != override_options.end() && last_of.at(key) == i ? option->second : "--set " + key;
+    if (!set_keys.emplace(read, given).second)
+      fail(given, ": ", read, " is given twice (also by ", set_keys.at(read),
+           "): the last would win unsaid; give one value, or one --set with a list to sweep it");
+    apply(c, key, o.substr(eq + 1), given);
   }
   if (c.name.empty()) {
     std::string stem = path.substr(path.find_last_of('/') + 1);
