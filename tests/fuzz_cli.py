@@ -724,9 +724,11 @@ def experiment_ini(rng, ctx):
     methods = rng.choice(["chain, tree", "chain", "block, typical", "tree", "chain, beam"])
     # Tree keys without a method that verifies trees are refused, like [beam] without a beam setting.
     tree = "tree = 2,1\ntree_sampling = without-replacement\n" if "tree" in methods else ""
+    # Likewise K where every method verifies that tree (its shape sets the depth).
+    k = "" if methods == "tree" else "num_draft_tokens = 2, 3\n"
     text = ("# fuzz experiment\n[experiment]\nname = fuzz\ntarget = bigram:t.txt\nprompts = prompts.txt\n"
             "max_new_tokens = 6\nrepetitions = 1\nseed = 3\n\n[draft]\n"
-            f"drafter = {drafters}\nmethod = {methods}\nnum_draft_tokens = 2, 3\n{tree}"
+            f"drafter = {drafters}\nmethod = {methods}\n{k}{tree}"
             "\n[sampling]\ntemperature = 0, 0.8\ntop_k = 8\n")
     if "beam" in methods and rng.random() < 0.5:  # [beam] without a beam setting is refused
         text += "\n[beam]\nwidth = 2\n"

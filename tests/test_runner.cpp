@@ -25,6 +25,7 @@
 #include "harness/experiment/sweep.h"
 #include "harness/generation/decoding_method.h"
 #include "harness/io/file_checksum.h"
+#include "harness/runner/results_folder.h"
 #include "harness/runner/run_inputs.h"
 #include "harness/runner/setting_configs.h"
 #include "kernels/cuda_device.h"
@@ -140,6 +141,12 @@ TEST_CASE("what no setting reads is refused: drafting keys where none drafts, K 
   CHECK(expand_sweep(ar).size() == 1);
   CHECK_THAT(ar.resolved_ini(), !Contains("drafter"));
   CHECK(expand_sweep(load_experiment(dir.write("resolved.ini", ar.resolved_ini()), {})).size() == 1);
+  // A resolved configuration runs again as it is: it writes no key its settings do not read (K where trees set it).
+  CHECK_NOTHROW(check_new_experiment(load_experiment(dir.file("resolved.ini"), {})));
+  const ExperimentConfig trees = load_experiment(
+      dir.write("trees.ini", head + "[draft]\ndrafter = prompt-lookup\nmethod = tree\ntree = 2,1\n"), {});
+  CHECK_THAT(trees.resolved_ini(), !Contains("num_draft_tokens"));
+  CHECK_NOTHROW(check_new_experiment(load_experiment(dir.write("trees-resolved.ini", trees.resolved_ini()), {})));
   // Given where no method drafts, what only drafting reads is refused by its key.
   const std::vector<std::pair<std::string, std::string>> unread = {
       {"[draft]\nmethod = ar\ndrafter = prompt-lookup\n",
@@ -180,9 +187,11 @@ TEST_CASE("a prompts file: Windows line ends are not part of a prompt; num_promp
   c = load_experiment(dir.file("p.ini"), {"experiment.num_prompts=1"});
   CHECK(load_prompts(c, c.target).size() == 1);
   c = load_experiment(dir.file("p.ini"), {"experiment.num_prompts=3"});
+  CHECK(load_prompts(c, c.target).size() == 2);  // as a folder begun by an earlier version resumes
   CHECK_THROWS_WITH(
-      load_prompts(c, c.target),
+      check_prompt_count(c, load_prompts(c, c.target).size()),
       Contains("--set experiment.num_prompts: key 'experiment.num_prompts' = 3, but " + prompts + " holds 2 prompts"));
+  CHECK_NOTHROW(check_prompt_count(load_experiment(dir.file("p.ini"), {"experiment.num_prompts=2"}), 2));
 }
 
 TEST_CASE("experiment files: an unknown section even when empty, a byte order mark, one key set twice by --set",
@@ -1067,7 +1076,7 @@ TEST_CASE("a run's size is bounded before any work: its grid of settings, and it
   CHECK(many.exit_code == 1);
   CHECK_THAT(many.err, Contains("--set experiment.repetitions: key 'experiment.repetitions' = 2147483647") &&
                            Contains("x 4 prompts x 2147483647 repetitions") && Contains("would not fit in"));
-  // A grid of 100 x 100 x 10 combinations: refused before it is built, naming its axes.
+  // A grid of 100 top_k x 100 top_p x 5 min_p beside the file's own axes: refused before it is built, naming them.
   std::string top_k, top_p;
   for (int i = 1; i <= 100; ++i) top_k += (i > 1 ? "," : "") + std::to_string(i);
   for (int i = 1; i <= 100; ++i) top_p += (i > 1 ? "," : "") + std::to_string(i / 100.0);
@@ -1421,6 +1430,14 @@ TEST_CASE("an error the generation layer raises about a parameter names the expe
   INFO(medusa.err);
   CHECK_THAT(medusa.err, Contains("key 'draft.num_draft_tokens'") &&
                              Contains("drafts at most " + std::to_string(heads_count) + " tokens ahead"));
+  // Method tree without a tree drafts a chain of K: the key named is still num_draft_tokens.
+  const CliResult tree = run_specula(
+      "run " + dir.file("swept.ini") + " --set experiment.output_dir=" + dir.file("results") +
+      " --set experiment.target=transformer:" + dir.file("target") +
+      " --set 'draft.drafter=medusa:" + dir.file("heads") +
+      "' --set draft.method=tree --set draft.num_draft_tokens=" + std::to_string(heads_count + 1) + " --quiet");
+  CHECK(tree.exit_code == 1);
+  CHECK_THAT(tree.err, Contains("key 'draft.num_draft_tokens'") && !Contains("key 'draft.tree'"));
   CHECK_FALSE(fs::exists(dir.file("results")));
   // generate says both before the target loads too.
   const CliResult deep =
@@ -1681,6 +1698,24 @@ TEST_CASE("plot refuses a summary that is cut, empty, header-only, short or from
   kill(static_cast<pid_t>(pid), SIGKILL);
   CHECK(going.exit_code == 1);
   CHECK_THAT(going.err, Contains("no summary.csv yet: the run is still going (process " + std::to_string(pid)));
+}
+
+TEST_CASE("plot --allow-incomplete takes a folder that keeps no records.jsonl (a benchmark's) as its summary is",
+          "[runner]") {
+  TempDir dir;
+  const std::string folder = dir.file("bench");
+  fs::create_directories(folder);
+  const std::string bench = std::string(SPECULA_SOURCE_DIR) + "/results/bench/end-to-end-27m/";
+  fs::copy_file(bench + "summary.csv", folder + "/summary.csv");
+  fs::copy_file(bench + "config.resolved.ini", folder + "/config.resolved.ini");
+  CHECK_THROWS_WITH(check_summary_covers_folder(folder, false),
+                    Contains("no records.jsonl, so summary.csv cannot be checked against the run") &&
+                        Contains("--allow-incomplete plots its summary as it is"));
+  const SummaryCoverage c = check_summary_covers_folder(folder, true);
+  CHECK_FALSE(c.checked);
+  CHECK_FALSE(c.complete);
+  const std::string summary = read_text(folder + "/summary.csv");
+  CHECK(c.rows == std::count(summary.begin(), summary.end(), '\n') - 1);
 }
 
 TEST_CASE("the terminal table tells settings apart by every swept axis that differs", "[runner][summary]") {

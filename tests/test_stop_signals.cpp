@@ -61,6 +61,15 @@ TEST_CASE("run's signals: a request delivered twice at once is one; a later seco
   });
   REQUIRE(WIFEXITED(s));
   CHECK(WEXITSTATUS(s) == 41);
+  // A signal the process was started ignoring (`nohup`'s SIGHUP) stays ignored: no stop is asked for.
+  s = in_child(status, [] {
+    signal(SIGHUP, SIG_IGN);  // before the guard, as nohup leaves it
+    const SignalGuard inner("", "");
+    raise(SIGHUP);
+    return stop_code();
+  });
+  REQUIRE(WIFEXITED(s));
+  CHECK(WEXITSTATUS(s) == 43);
   // A second request seconds later: the status says so, and the signal's default action ends the process.
   s = in_child(status, [] {
     raise(SIGTERM);

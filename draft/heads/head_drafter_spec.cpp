@@ -88,8 +88,8 @@ int32_t head_drafter_vocab_size(const std::string& kind, const std::string& rest
 int32_t head_drafter_max_depth(const std::string& kind, const std::string& rest, const std::string& spec) {
   check_head_drafter_spec(kind, rest, spec);
   const HeadDrafterOptions o = parse_head_drafter_spec(kind, rest, spec);
-  if (kind != "medusa" || !o.tree_file.empty()) return 0;  // as HeadDrafterFactory::max_draft_depth
-  return read_draft_heads_config(o.heads_dir).medusa_heads;
+  if (kind != "medusa") return 0;
+  return head_draft_bound(kind, !o.tree_file.empty(), read_draft_heads_config(o.heads_dir).medusa_heads);
 }
 
 }  // namespace specula

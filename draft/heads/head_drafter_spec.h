@@ -39,5 +39,9 @@ int32_t head_drafter_vocab_size(const std::string& kind, const std::string& rest
 // request's shape sets no bound the heads could miss (EAGLE, which drafts any depth, or a tree=FILE, checked against
 // the heads when it is read).
 int32_t head_drafter_max_depth(const std::string& kind, const std::string& rest, const std::string& spec);
+// The rule both read: `heads` Medusa heads draft that many tokens ahead; a tree file or EAGLE sets no bound.
+inline int32_t head_draft_bound(const std::string& kind, bool tree_file, int32_t heads) {
+  return kind == "medusa" && !tree_file ? heads : 0;
+}
 
 }  // namespace specula

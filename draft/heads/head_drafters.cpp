@@ -547,7 +547,8 @@ int32_t HeadDrafterFactory::vocab_size() const { return state_->target->config()
 
 int32_t HeadDrafterFactory::max_draft_depth() const {
   // A tree file was checked against the heads when it was read, and a request's shape does not apply to it.
-  return state_->options.kind == "medusa" && !state_->tree_template ? static_cast<int32_t>(state_->medusa->count) : 0;
+  return head_draft_bound(state_->options.kind, state_->tree_template.has_value(),
+                          state_->medusa ? static_cast<int32_t>(state_->medusa->count) : 0);
 }
 
 std::string HeadDrafterFactory::description() const {

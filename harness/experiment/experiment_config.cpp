@@ -308,7 +308,8 @@ void check_new_experiment(const ExperimentConfig& c) {
   for (const auto& [key, values] : c.axes)
     for (size_t i = 0; i < values.size(); ++i)
       for (size_t j = 0; j < i; ++j)
-        if (same(values[j], values[i]))
+        if (values[j] == values[i] ||
+            (!key_uses_bar_separator(key) && key != "sampling.regex" && same(values[j], values[i])))
           fail(where(key), ": key '", key, "': '", values[i], "' is listed twice",
                values[i] == values[j] ? "" : " (as '" + values[j] + "')");
   // [beam] options only beam search reads: given without it, they would be silently ignored. Likewise the tree keys,
@@ -327,13 +328,7 @@ void check_new_experiment(const ExperimentConfig& c) {
       fail(where(key), ": key '", key, "' is given, but no setting uses a method that verifies trees (draft.method)");
   // What only the methods that draft read (the drafter, K, the draft's sampler), with none that drafts; and K where
   // every method that drafts verifies a tree given by draft.tree (the shape sets the depth).
-  const bool drafts = std::any_of(methods.begin(), methods.end(),
-                                  [](const std::string& m) { return parse_decoding_method(m).speculative(); });
-  const bool only_shaped_trees =
-      c.axes.count("draft.tree") && std::all_of(methods.begin(), methods.end(), [](const std::string& m) {
-        const DecodingMethod method = parse_decoding_method(m);
-        return !method.speculative() || method.verifies_trees();
-      });
+  const bool drafts = c.drafts(), only_shaped_trees = c.depth_from_tree();
   for (const auto& [key, origin] : c.origin) {
     if (methods_set) break;
     const bool drafting_key =
@@ -431,15 +426,27 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
   }
   if (!c.axes.count("draft.method")) c.axes["draft.method"] = {"chain"};
   // A drafter for the methods that draft; a sweep of autoregressive decoding and beam search alone needs none.
-  const std::vector<std::string>& methods = c.axes.at("draft.method");
-  const bool drafts = std::any_of(methods.begin(), methods.end(),
-                                  [](const std::string& m) { return parse_decoding_method(m).speculative(); });
-  if (drafts && !c.axes.count("draft.drafter"))
+  if (c.drafts() && !c.axes.count("draft.drafter"))
     fail(path, ": [draft] drafter is required (one or more, separated by '|')");
   if (!c.axes.count("draft.drafter")) c.axes["draft.drafter"] = {};  // an axis of no values: no setting reads it
-  if (!c.axes.count("draft.num_draft_tokens"))
+  // K's default where a setting reads it (config.resolved.ini writes it, and a run of that file must not refuse it).
+  if (!c.axes.count("draft.num_draft_tokens") && c.drafts() && !c.depth_from_tree())
     c.axes["draft.num_draft_tokens"] = {std::to_string(kDefaultNumDraftTokens)};
   return c;
+}
+
+bool ExperimentConfig::drafts() const {
+  const std::vector<std::string>& methods = axes.at("draft.method");
+  return std::any_of(methods.begin(), methods.end(),
+                     [](const std::string& m) { return parse_decoding_method(m).speculative(); });
+}
+
+bool ExperimentConfig::depth_from_tree() const {
+  const std::vector<std::string>& methods = axes.at("draft.method");
+  return axes.count("draft.tree") && std::all_of(methods.begin(), methods.end(), [](const std::string& m) {
+           const DecodingMethod method = parse_decoding_method(m);
+           return !method.speculative() || method.verifies_trees();
+         });
 }
 
 std::string ExperimentConfig::resolved_ini() const {

@@ -75,6 +75,10 @@ struct ExperimentConfig {
 
   // The file with every value actually used (lists as written), for config.resolved.ini.
   std::string resolved_ini() const;
+  // Whether some setting drafts (its method is speculative); and whether every method that drafts verifies the tree of
+  // draft.tree, whose shape sets the depth, so that no setting reads num_draft_tokens.
+  bool drafts() const;
+  bool depth_from_tree() const;
 };
 
 // Reads `path` and applies `overrides` ("section.key=value", the command line wins). Throws Error naming

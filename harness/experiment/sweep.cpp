@@ -58,8 +58,8 @@ std::vector<Setting> expand_sweep(const ExperimentConfig& config) {
       axes += (axes.empty() ? "" : " x ") + key + " (" + std::to_string(values.size()) + ")";
     }
   if (grid > kMaxSweepSettings)
-    fail(config.file, ": the sweep has ", grid, " combinations of values (", axes, "), more than ", kMaxSweepSettings,
-         "; split it into experiments of fewer");
+    fail(config.file, ": the sweep has ", static_cast<int64_t>(grid), " combinations of values (", axes,
+         "), more than ", kMaxSweepSettings, "; split it into experiments of fewer");
   std::vector<Setting> out;
   for (const auto& values : product(config, is_target_sampling)) {
     Setting s;

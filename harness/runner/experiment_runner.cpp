@@ -316,13 +316,12 @@ std::string resumed_configuration(RunOptions& options) {
   return path;
 }
 
-// A resumed run's records must come from prompts its configuration still gives: a folder begun by an earlier version,
-// whose config.resolved.ini wrote num_prompts = 4 for a prompts file that was not cut, would otherwise resume on
-// fewer prompts than it began with.
 // Bounded before any model loads: every record is kept until the run ends (its summary is made from them all) and
 // written to records.jsonl, each at least kMinRecordBytes of JSON whatever its tokens, so a run whose records could not
-// fit in this machine's memory, or on the disk that holds `folder`, is refused by the key that multiplies them.
-void check_records_fit(const ExperimentConfig& config, size_t settings, size_t prompts, const fs::path& folder) {
+// fit in this machine's memory, or on the disk that holds `folder` (a new run's: a resumed one has written some), is
+// refused by the key that multiplies them.
+void check_records_fit(const ExperimentConfig& config, size_t settings, size_t prompts, const fs::path& folder,
+                       bool resume) {
   constexpr double kMinRecordBytes = 800;
   const double records = static_cast<double>(settings) * static_cast<double>(prompts) * config.repetitions;
   const double bytes = records * kMinRecordBytes;
@@ -340,6 +339,7 @@ void check_records_fit(const ExperimentConfig& config, size_t settings, size_t p
   if (memory > 0 && bytes > memory)
     fail(key, ": key 'experiment.repetitions' = ", config.repetitions, ": the run's records (", what,
          ") would not fit in this machine's ", gb(memory), " of memory, which keeps them for the summary");
+  if (resume) return;
   std::error_code ec;
   fs::path disk = fs::absolute(folder, ec);
   while (!disk.empty() && disk != disk.root_path() && !fs::exists(disk, ec)) disk = disk.parent_path();
@@ -349,6 +349,9 @@ void check_records_fit(const ExperimentConfig& config, size_t settings, size_t p
          ") would not fit in the ", gb(static_cast<double>(space.available)), " free on the disk of ", disk.string());
 }
 
+// A resumed run's records must come from prompts its configuration still gives: a folder begun by an earlier version,
+// whose config.resolved.ini wrote num_prompts = 4 for a prompts file that was not cut, would otherwise resume on
+// fewer prompts than it began with.
 void check_records_fit_prompts(const fs::path& dir, size_t prompts) {
   const fs::path records = dir / "records.jsonl";
   if (!fs::exists(records)) return;
@@ -523,14 +526,14 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
       check_method_temperature(run.method.verify, target);
       if (!run.drafter_spec.empty())
         check_drafter_depth(run.drafter_spec, draft_depth(setting_generation(setting, config.max_new_tokens)),
-                            run.shape.tree_shape.empty() ? "num_draft_tokens" : "tree");
+                            setting.values.count("draft.tree") ? "tree" : "num_draft_tokens");
     });
   omp_set_num_threads(config.threads);
   set_compute_threads(config.threads);
   // The prompts before the target: they need its tokenizer alone, and a corpus too short for them stops nothing loaded.
   const std::vector<std::vector<int32_t>> prompts = load_prompts(config, config.target);
-  check_records_fit(config, settings.size(), prompts.size(),
-                    resume ? fs::path(options.resume_dir) : fs::path(config.output_dir) / config.name);
+  if (!resume) check_prompt_count(config, prompts.size());
+  check_records_fit(config, settings.size(), prompts.size(), fs::path(config.output_dir) / config.name, resume);
   const std::shared_ptr<const LanguageModel> target = load_target(config);
   log(LogLevel::info, "experiment ", config.name, ": target ", target->description(), ", ", settings.size(),
       " settings x ", prompts.size(), " prompts x ", config.repetitions, " repetitions");
@@ -553,7 +556,7 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
 
   const fs::path dir = open_results_folder(config, options, resume);
   write_status(dir, running_status());
-  const SignalGuard signals((dir / "status").string(), dir.string());
+  SignalGuard signals((dir / "status").string(), dir.string());
   try {
     std::vector<RunRecord> resumed;
     if (resume) {
@@ -575,6 +578,7 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
     progress.finish();
     write_folder_summary(dir, run.records);
     write_status(dir, "complete");
+    signals.status_written();
     return dir.string();
   } catch (const StopRequested& stop) {
     // The record in progress was finished and written; summarise what there is and say the run is not whole, and
@@ -583,6 +587,7 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
     write_folder_summary(dir, written);
     const std::string what = std::string("interrupted (") + stop_signal_name(stop.signal) + ")";
     write_status(dir, what);
+    signals.status_written();
     const std::vector<std::string> partial =
         partial_settings(written, static_cast<int64_t>(prompts.size()) * config.repetitions);
     throw RunInterrupted("run " + what + ": " + dir.string() + " holds the records written so far and their summary" +
@@ -592,7 +597,10 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
     // What was written is summarised as for an interrupted run, so that the settings done are not lost with the one
     // that failed (a summary that cannot be written, as on a full disk, is said and leaves the records as they are).
     try {
-      const std::vector<RunRecord> written = records_so_far(dir);
+      // A failed write (a full disk) may have cut the last line: the whole records before it are kept.
+      const fs::path path = dir / "records.jsonl";
+      const std::vector<RunRecord> written =
+          fs::exists(path) ? read_records(path.string(), true) : std::vector<RunRecord>{};
       write_folder_summary(dir, written);
       if (!written.empty())
         log(LogLevel::warn, "the run failed; ", dir.string(), "/summary.csv summarises the ", written.size(),
@@ -601,6 +609,7 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
       log(LogLevel::warn, "the run failed, and its records could not be summarised: ", summary.what());
     }
     write_status(dir, std::string("failed: ") + e.what());
+    signals.status_written();
     throw;
   }
 }

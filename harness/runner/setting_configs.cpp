@@ -214,6 +214,13 @@ void check_prompts_readable(const ExperimentConfig& c) {
   open_input_file(c.prompts_file.empty() ? c.prompts_from_corpus : c.prompts_file, prompts_key(c));
 }
 
+void check_prompt_count(const ExperimentConfig& c, size_t prompts) {
+  if (!c.prompts_file.empty() && c.origin.count("experiment.num_prompts") &&
+      prompts < static_cast<size_t>(c.num_prompts))
+    fail(c.origin.at("experiment.num_prompts"), ": key 'experiment.num_prompts' = ", c.num_prompts, ", but ",
+         c.prompts_file, " holds ", prompts, " prompts");
+}
+
 std::vector<std::vector<int32_t>> load_prompts(const ExperimentConfig& c, const std::string& target_spec) {
   const std::shared_ptr<const Tokenizer> tokenizer = load_tokenizer_for(target_spec);
   std::vector<std::string> texts;
@@ -224,10 +231,8 @@ std::vector<std::vector<int32_t>> load_prompts(const ExperimentConfig& c, const 
       if (!line.empty() && line.back() == '\r') line.pop_back();  // a file with Windows line ends
       if (!line.empty() && line[0] != '#') texts.push_back(unescape_newlines(line));
     }
-    if (c.origin.count("experiment.num_prompts") && static_cast<int>(texts.size()) < c.num_prompts)
-      fail(c.origin.at("experiment.num_prompts"), ": key 'experiment.num_prompts' = ", c.num_prompts, ", but ",
-           c.prompts_file, " holds ", texts.size(), " prompts");
-    if (c.origin.count("experiment.num_prompts")) texts.resize(c.num_prompts);
+    if (c.origin.count("experiment.num_prompts") && static_cast<int>(texts.size()) > c.num_prompts)
+      texts.resize(c.num_prompts);
   } else {
     const std::string corpus = read_input_file(c.prompts_from_corpus, prompts_key(c));
     texts = corpus_excerpts(corpus, c);

@@ -49,11 +49,15 @@ void check_settings_fit(const ExperimentConfig& config, const LanguageModel& tar
 // A lower layer's error about a parameter (harness/generation names them), said as the experiment key that set it.
 [[noreturn]] void fail_at_key(const ExperimentConfig& config, const Setting& setting, const ParameterError& e);
 
-// Whether the experiment's prompts file (or corpus) opens: checked before the target loads, since the prompts are
-// read after it (text prompts need its tokenizer). Throws Error naming the key.
+// Whether the experiment's prompts file (or corpus) opens: checked with the other files before the prompts are read
+// (they need the target's tokenizer). Throws Error naming the key.
 void check_prompts_readable(const ExperimentConfig& config);
 
 // Loads the prompts of an experiment as token ids (text prompts through the target's tokenizer).
 std::vector<std::vector<int32_t>> load_prompts(const ExperimentConfig& config, const std::string& target_spec);
+// A new run's num_prompts against the prompts its file holds (load_prompts takes the first num_prompts; a file of fewer
+// would run fewer than config.resolved.ini records). Not on resume: a folder begun by an earlier version wrote
+// num_prompts = 4 for a prompts file it did not cut.
+void check_prompt_count(const ExperimentConfig& config, size_t prompts);
 
 }  // namespace specula

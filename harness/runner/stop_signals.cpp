@@ -67,11 +67,19 @@ SignalGuard::SignalGuard(const std::string& status_file, const std::string& fold
                     "--resume %s` finishes the run\n",
                     stop_signal_name(signal), folder.c_str());
   }
-  previous_int_ = std::signal(SIGINT, request_stop);
-  previous_term_ = std::signal(SIGTERM, request_stop);
-  previous_hup_ = std::signal(SIGHUP, request_stop);
+  // A signal the run was started ignoring stays ignored: `nohup` sets SIGHUP so, a shell's background job SIGINT.
+  const auto install = [](int signal) -> void (*)(int) {
+    struct sigaction was {};
+    sigaction(signal, nullptr, &was);
+    return was.sa_handler == SIG_IGN ? SIG_IGN : std::signal(signal, request_stop);
+  };
+  previous_int_ = install(SIGINT);
+  previous_term_ = install(SIGTERM);
+  previous_hup_ = install(SIGHUP);
   previous_pipe_ = std::signal(SIGPIPE, SIG_IGN);
 }
+
+void SignalGuard::status_written() { g_status_path[0] = '\0'; }
 
 SignalGuard::~SignalGuard() {
   std::signal(SIGINT, previous_int_);

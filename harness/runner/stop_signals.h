@@ -1,8 +1,10 @@
 // SIGINT, SIGTERM and SIGHUP during `specula run`: the first asks the run to stop after the record in progress (a
 // Slurm preemption sends SIGTERM, a closed terminal SIGHUP), so that the folder keeps whole records and says it was
-// interrupted. The same signal again within a second is that request delivered twice (a `timeout -s INT` or a
-// terminal's Ctrl-C reaches the process and its group); a later one ends the process at once, its folder's status
-// first saying so. SIGPIPE is ignored: a reader of the progress output that goes away fails a write, not the run.
+// interrupted. A stop signal within a second or two of the first (the clock's whole seconds) is that request
+// delivered twice (a `timeout -s INT` or a terminal's Ctrl-C reaches the process and its group); a later one ends the
+// process at once, its folder's status first saying so. A signal the process was started ignoring (`nohup`'s SIGHUP)
+// stays ignored. SIGPIPE is ignored during the run: a reader of the progress output that goes away fails a write, not
+// the run.
 #pragma once
 
 #include <csignal>
@@ -27,6 +29,8 @@ class SignalGuard {
  public:
   explicit SignalGuard(const std::string& status_file, const std::string& folder);
   ~SignalGuard();
+  // The run's final status is written: a second signal now ends the process without writing over it.
+  void status_written();
   SignalGuard(const SignalGuard&) = delete;
   SignalGuard& operator=(const SignalGuard&) = delete;
 
