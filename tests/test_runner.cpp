@@ -1421,21 +1421,19 @@ TEST_CASE("an error the generation layer raises about a parameter names the expe
   heads["target"] = "../target";
   dir.write("heads/config.json", heads.dump());
   const int heads_count = heads["medusa_heads"].get<int>();
-  const CliResult medusa = run_specula(
-      "run " + dir.file("swept.ini") + " --set experiment.output_dir=" + dir.file("results") +
-      " --set experiment.target=transformer:" + dir.file("target") +
-      " --set 'draft.drafter=prompt-lookup | medusa:" + dir.file("heads") +
-      "' --set draft.method=chain --set draft.num_draft_tokens=2," + std::to_string(heads_count + 1) + " --quiet");
+  const auto medusa_run = [&](const std::string& drafters, const std::string& method, const std::string& k) {
+    return run_specula("run " + dir.file("swept.ini") + " --set experiment.output_dir=" + dir.file("results") +
+                       " --set experiment.target=transformer:" + dir.file("target") + " --set 'draft.drafter=" +
+                       drafters + "' --set draft.method=" + method + " --set draft.num_draft_tokens=" + k + " --quiet");
+  };
+  const std::string deeper = std::to_string(heads_count + 1);
+  const CliResult medusa = medusa_run("prompt-lookup | medusa:" + dir.file("heads"), "chain", "2," + deeper);
   CHECK(medusa.exit_code == 1);
   INFO(medusa.err);
   CHECK_THAT(medusa.err, Contains("key 'draft.num_draft_tokens'") &&
                              Contains("drafts at most " + std::to_string(heads_count) + " tokens ahead"));
   // Method tree without a tree drafts a chain of K: the key named is still num_draft_tokens.
-  const CliResult tree = run_specula(
-      "run " + dir.file("swept.ini") + " --set experiment.output_dir=" + dir.file("results") +
-      " --set experiment.target=transformer:" + dir.file("target") +
-      " --set 'draft.drafter=medusa:" + dir.file("heads") +
-      "' --set draft.method=tree --set draft.num_draft_tokens=" + std::to_string(heads_count + 1) + " --quiet");
+  const CliResult tree = medusa_run("medusa:" + dir.file("heads"), "tree", deeper);
   CHECK(tree.exit_code == 1);
   CHECK_THAT(tree.err, Contains("key 'draft.num_draft_tokens'") && !Contains("key 'draft.tree'"));
   CHECK_FALSE(fs::exists(dir.file("results")));

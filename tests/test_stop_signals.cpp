@@ -70,6 +70,15 @@ TEST_CASE("run's signals: a request delivered twice at once is one; a later seco
   });
   REQUIRE(WIFEXITED(s));
   CHECK(WEXITSTATUS(s) == 43);
+  // SIGINT is handled even so: a shell starts a script's background job ignoring it, and `kill -INT` stops the run.
+  s = in_child(status, [] {
+    signal(SIGINT, SIG_IGN);
+    const SignalGuard inner("", "");
+    raise(SIGINT);
+    return stop_code();
+  });
+  REQUIRE(WIFEXITED(s));
+  CHECK(WEXITSTATUS(s) == 40);
   // A second request seconds later: the status says so, and the signal's default action ends the process.
   s = in_child(status, [] {
     raise(SIGTERM);

@@ -67,15 +67,13 @@ SignalGuard::SignalGuard(const std::string& status_file, const std::string& fold
                     "--resume %s` finishes the run\n",
                     stop_signal_name(signal), folder.c_str());
   }
-  // A signal the run was started ignoring stays ignored: `nohup` sets SIGHUP so, a shell's background job SIGINT.
-  const auto install = [](int signal) -> void (*)(int) {
-    struct sigaction was {};
-    sigaction(signal, nullptr, &was);
-    return was.sa_handler == SIG_IGN ? SIG_IGN : std::signal(signal, request_stop);
-  };
-  previous_int_ = install(SIGINT);
-  previous_term_ = install(SIGTERM);
-  previous_hup_ = install(SIGHUP);
+  // SIGINT and SIGTERM always ask for a stop (a script's `kill -INT` reaches a background run, which a shell starts
+  // with SIGINT ignored); SIGHUP only where the run was not started ignoring it, as `nohup` starts it.
+  previous_int_ = std::signal(SIGINT, request_stop);
+  previous_term_ = std::signal(SIGTERM, request_stop);
+  struct sigaction hup {};
+  sigaction(SIGHUP, nullptr, &hup);
+  previous_hup_ = hup.sa_handler == SIG_IGN ? SIG_IGN : std::signal(SIGHUP, request_stop);
   previous_pipe_ = std::signal(SIGPIPE, SIG_IGN);
 }
 

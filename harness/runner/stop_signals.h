@@ -2,9 +2,10 @@
 // Slurm preemption sends SIGTERM, a closed terminal SIGHUP), so that the folder keeps whole records and says it was
 // interrupted. A stop signal within a second or two of the first (the clock's whole seconds) is that request
 // delivered twice (a `timeout -s INT` or a terminal's Ctrl-C reaches the process and its group); a later one ends the
-// process at once, its folder's status first saying so. A signal the process was started ignoring (`nohup`'s SIGHUP)
-// stays ignored. SIGPIPE is ignored during the run: a reader of the progress output that goes away fails a write, not
-// the run.
+// process at once, its folder's status first saying so. SIGHUP stays ignored where the process was started ignoring
+// it (`nohup`); SIGINT is handled even so (a shell starts a script's background job ignoring it, and `kill -INT`
+// should still stop the run). SIGPIPE is ignored during the run: a reader of the progress output that goes away fails a
+// write, not the run.
 #pragma once
 
 #include <csignal>
