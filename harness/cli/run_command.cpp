@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -134,6 +135,9 @@ int run_command(const Args& args) {
   if (vm.count("log-level")) set_log_level(parse_log_level(vm["log-level"].as<std::string>()));
   if (options.quiet) set_log_level(LogLevel::error);
   options.command_line = join_args("run", args);
+  // A reader of the run's output that goes away (`| head`) fails the writes to it, not the run: from the first line
+  // logged, before the results folder exists, to the table printed at the end (the results are in the folder).
+  std::signal(SIGPIPE, SIG_IGN);
   std::string dir;
   try {
     dir = run_experiment(vm.count("experiment") ? vm["experiment"].as<std::string>() : "", options);
