@@ -61,22 +61,20 @@ TEST_CASE("run's signals: a request delivered twice at once is one; a later seco
   });
   REQUIRE(WIFEXITED(s));
   CHECK(WEXITSTATUS(s) == 41);
-  // A signal the process was started ignoring (`nohup`'s SIGHUP) stays ignored: no stop is asked for.
-  s = in_child(status, [] {
-    signal(SIGHUP, SIG_IGN);  // before the guard, as nohup leaves it
-    const SignalGuard inner("", "");
-    raise(SIGHUP);
-    return stop_code();
-  });
+  // A signal the process was started ignoring: SIGHUP stays ignored (`nohup`), no stop is asked for; SIGINT is handled
+  // even so (a shell starts a script's background job ignoring it, and `kill -INT` stops the run).
+  const auto started_ignoring = [&](int signal_number) {
+    return in_child(status, [signal_number] {
+      signal(signal_number, SIG_IGN);  // before the guard, as nohup or the shell leaves it
+      const SignalGuard inner("", "");
+      raise(signal_number);
+      return stop_code();
+    });
+  };
+  s = started_ignoring(SIGHUP);
   REQUIRE(WIFEXITED(s));
   CHECK(WEXITSTATUS(s) == 43);
-  // SIGINT is handled even so: a shell starts a script's background job ignoring it, and `kill -INT` stops the run.
-  s = in_child(status, [] {
-    signal(SIGINT, SIG_IGN);
-    const SignalGuard inner("", "");
-    raise(SIGINT);
-    return stop_code();
-  });
+  s = started_ignoring(SIGINT);
   REQUIRE(WIFEXITED(s));
   CHECK(WEXITSTATUS(s) == 40);
   // A second request seconds later: the status says so, and the signal's default action ends the process.

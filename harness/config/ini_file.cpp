@@ -25,10 +25,6 @@ std::string without_inline_comment(std::string text) {
   return text;
 }
 
-}  // namespace
-
-namespace {
-
 // A UTF-8 byte order mark, which some editors write first: not part of the first line.
 std::string without_byte_order_mark(const std::string& text) {
   return text.rfind("\xEF\xBB\xBF", 0) == 0 ? text.substr(3) : text;
@@ -36,23 +32,8 @@ std::string without_byte_order_mark(const std::string& text) {
 
 }  // namespace
 
-std::vector<IniEntry> read_ini_sections(const std::string& path) {
-  std::vector<IniEntry> sections;
-  std::istringstream in(without_byte_order_mark(read_input_file(path, "config file")));
-  std::string raw;
-  int line_no = 0;
-  while (std::getline(in, raw)) {
-    ++line_no;
-    const std::string line = trim(raw);
-    if (line.empty() || line[0] != '[') continue;
-    const std::string header = without_inline_comment(line);
-    if (header.back() == ']' && header.size() >= 3)
-      sections.push_back({trim(header.substr(1, header.size() - 2)), "", path, line_no});
-  }
-  return sections;
-}
-
-std::vector<IniEntry> parse_ini_text(const std::string& text, const std::string& file_name) {
+std::vector<IniEntry> parse_ini_text(const std::string& text, const std::string& file_name,
+                                     std::vector<IniEntry>* sections) {
   std::vector<IniEntry> entries;
   std::map<std::string, int> seen;
   std::istringstream in(without_byte_order_mark(text));
@@ -67,6 +48,7 @@ std::vector<IniEntry> parse_ini_text(const std::string& text, const std::string&
       if (header.back() != ']' || header.size() < 3)
         fail(file_name, ":", line_no, ": malformed section header '", line, "'");
       section = trim(header.substr(1, header.size() - 2));
+      if (sections) sections->push_back({section, "", file_name, line_no});
       continue;
     }
     const size_t eq = line.find('=');
@@ -82,8 +64,8 @@ std::vector<IniEntry> parse_ini_text(const std::string& text, const std::string&
   return entries;
 }
 
-std::vector<IniEntry> read_ini_file(const std::string& path) {
-  return parse_ini_text(read_input_file(path, "config file"), path);
+std::vector<IniEntry> read_ini_file(const std::string& path, std::vector<IniEntry>* sections) {
+  return parse_ini_text(read_input_file(path, "config file"), path, sections);
 }
 
 }  // namespace specula

@@ -19,12 +19,12 @@ struct IniEntry {
 
 // Reads and parses `path`; throws Error naming the file and line of a syntax error, a duplicate key, or
 // the file itself when it cannot be read.
-std::vector<IniEntry> read_ini_file(const std::string& path);
-std::vector<IniEntry> parse_ini_text(const std::string& text, const std::string& file_name);
-
-// The section headers of `path` in order, each as an IniEntry whose key is the section's name (value empty), so that a
-// reader can refuse a section it does not know even where no key follows it (a misspelt `[samplng]` left empty).
-std::vector<IniEntry> read_ini_sections(const std::string& path);
+// `sections`, where given, receives the section headers in order, each as an IniEntry whose key is the section's name
+// (value empty), so that a reader can refuse a section it does not know even where no key follows it (a misspelt
+// `[samplng]` left empty).
+std::vector<IniEntry> read_ini_file(const std::string& path, std::vector<IniEntry>* sections = nullptr);
+std::vector<IniEntry> parse_ini_text(const std::string& text, const std::string& file_name,
+                                     std::vector<IniEntry>* sections = nullptr);
 
 // `s` without leading and trailing spaces, tabs and carriage returns.
 std::string trim(const std::string& s);

@@ -366,9 +366,10 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
                                  const std::map<std::string, std::string>& override_options) {
   ExperimentConfig c;
   c.file = path;
-  for (const IniEntry& e : read_ini_file(path)) apply(c, e.key, e.value, e.where());
+  std::vector<IniEntry> sections;
+  for (const IniEntry& e : read_ini_file(path, &sections)) apply(c, e.key, e.value, e.where());
   // A section it knows no key of is refused too where it holds none (a misspelt, empty `[samplng]`).
-  for (const IniEntry& s : read_ini_sections(path)) {
+  for (const IniEntry& s : sections) {
     std::string section = s.key;
     std::replace(section.begin(), section.end(), '-', '_');
     if (section != "experiment" && section != "draft" && section != "sampling" && section != "draft_sampling" &&
