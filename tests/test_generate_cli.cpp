@@ -218,6 +218,10 @@ TEST_CASE("generate refuses bad models and options with a message naming them", 
        "--top-p must be in (0, 1], got 1.0000001"},
       {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --temperature 0.00012345678" + out,
        "--temperature: 0.00012345678 is below the smallest temperature"},
+      {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --temperature nan" + out,
+       "--temperature: 'nan' is not a finite number (0 = greedy)"},
+      {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --temperature inf" + out,
+       "--temperature: 'inf' is not a finite number (0 = greedy)"},
       {"--target bigram:" + target + " --max-new-tokens 2" + out,
        "give one of --prompt TEXT, --prompt-file FILE and --prompt-tokens IDS"},
       {"--target bigram:" + target + " --prompt-tokens '' --max-new-tokens 2" + out,
@@ -554,6 +558,14 @@ TEST_CASE("generate notes sampler options its values leave unread, and decodes a
              Contains("note: --mirostat-eta is left unread: mirostat is off (mirostat = 0)"));
   CHECK_THAT(run_specula(common + dir.file("m.txt") + " --temperature 0.7 --mirostat 2 --mirostat-eta 0.3").err,
              !Contains("note:"));
+  // --min-tokens bans stop tokens: a table model has no end of sequence, so it reads one only with --stop-tokens.
+  const CliResult min_unread = run_specula(common + dir.file("m.txt") + " --min-tokens 2 --draft-min-tokens 3");
+  CHECK_THAT(min_unread.err, Contains("note: --min-tokens is left unread: no stop token is set (none is given, and "
+                                      "the target names no end-of-sequence token)") &&
+                                 Contains("note: --draft-min-tokens is left unread"));
+  REQUIRE(run_specula(common + dir.file("nomin.txt")).exit_code == 0);
+  CHECK(read_text(dir.file("m.txt")) == read_text(dir.file("nomin.txt")));  // unread: the same samples
+  CHECK_THAT(run_specula(common + dir.file("m.txt") + " --min-tokens 2 --stop-tokens 3").err, !Contains("note:"));
 }
 
 TEST_CASE("a --config file shared with speculative methods serves --method ar: its draft options are left unused",
@@ -612,7 +624,11 @@ TEST_CASE("outputs and bounds are checked before any model loads or any work sta
            dir.file("o.txt"),
        "alpha must be in [0, 1], got 2"},
       {"generate" + missing + " --max-new-tokens 2000000000 --output " + dir.file("o.txt"),
-       "--max-new-tokens must be <= 1048576, got 2000000000"},
+       "--max-new-tokens must be in [1, 1048576], got 2000000000"},
+      {"generate" + missing + " --max-new-tokens 0 --output " + dir.file("o.txt"),
+       "--max-new-tokens must be in [1, 1048576], got 0"},
+      {"generate" + missing + " --max-new-tokens 2 --num-samples 0 --output " + dir.file("o.txt"),
+       "--num-samples must be >= 1, got 0"},
       {"generate" + missing + " --max-new-tokens 2 --num-samples 300000000 --output " + dir.file("o.txt"),
        "--num-samples 300000000 with --max-new-tokens 2: at most 16777216 samples"},
       {"generate" + missing + " --max-new-tokens 4096 --num-samples 100000 --output " + dir.file("o.txt"),

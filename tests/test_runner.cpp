@@ -795,6 +795,31 @@ TEST_CASE("a run that fails midway summarises the records written before the fai
   CHECK_THAT(summary, !Contains("ngram:"));
 }
 
+TEST_CASE("a min_tokens that no stop token lets bind is said once per value", "[runner][cli]") {
+  TempDir dir;
+  const auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  const std::string exp = dir.write("exp.ini", experiment_text("min_tokens = 2, 3\n"));
+  const std::string common = "run " + exp + " --no-plots --set experiment.repetitions=1 --set draft.method=chain" +
+                             " --set draft.num_draft_tokens=2 --set sampling.temperature=0.8";
+  const CliResult r = run_specula(common + " --set experiment.output_dir=" + dir.file("unread"));
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  // Each value once, though every setting (2 drafters and the baseline, per value) has it.
+  const std::string said =
+      "min_tokens = 2 is left unread: no stop token is set (none is given, and the target names "
+      "no end-of-sequence token)";
+  CHECK(count(r.err, said) == 1);
+  CHECK(count(r.err, "min_tokens = 3 is left unread") == 1);
+  const CliResult stops =
+      run_specula(common + " --set experiment.output_dir=" + dir.file("read") + " --set sampling.stop_tokens=3");
+  REQUIRE(stops.exit_code == 0);
+  CHECK_THAT(stops.err, !Contains("left unread"));
+}
+
 TEST_CASE("results folders: one per run, even started together; status says how the run ended", "[runner][cli]") {
   TempDir dir;
   const std::string exp = dir.write("exp.ini", experiment_text());

@@ -194,6 +194,16 @@ TEST_CASE("an hf checkpoint's eos_token_id ends every method; --ignore-eos does 
     CHECK(padded);
     CHECK_THAT(sampled.out, Contains("<|id:2") && Contains("--- sample 39 ---"));
   }
+  // --min-tokens bans the stop tokens: with the checkpoint's it binds; with it ignored and none given, it is noted.
+  const CliResult binding = run_specula("generate --target " + target + common +
+                                        " --temperature 0 --min-tokens 3 --output " + dir.file("min.txt"));
+  REQUIRE(binding.exit_code == 0);
+  CHECK_THAT(binding.err, !Contains("note:"));
+  const CliResult ignored = run_specula("generate --target " + target + common +
+                                        " --temperature 0 --min-tokens 3 --ignore-eos --output " + dir.file("min.txt"));
+  REQUIRE(ignored.exit_code == 0);
+  CHECK_THAT(ignored.err, Contains("note: --min-tokens is left unread: no stop token is set (none is given, and the "
+                                   "checkpoint's end of sequence is ignored)"));
   SECTION("an eos_token_id that is not an id is an error naming the file and the value") {
     dir.write("llama/generation_config.json", R"({"eos_token_id": "two"})");
     const CliResult r = run_specula("generate --target " + target + common + " --output " + dir.file("x.txt"));

@@ -285,7 +285,9 @@ void check_options_before_loading(const po::variables_map& vm) {
     fail("--output FILE is required (or --print-text, --stream, --logprobs-output, or a --prompt TEXT to print)");
   if (vm.count("logprobs") != vm.count("logprobs-output")) fail("--logprobs N and --logprobs-output FILE go together");
   const int32_t max_new_tokens = vm["max-new-tokens"].as<int32_t>();
-  if (max_new_tokens > kMaxNewTokens) fail("--max-new-tokens must be <= ", kMaxNewTokens, ", got ", max_new_tokens);
+  // As run's max_new_tokens: a sample of no tokens writes nothing, so 0 is refused before the model loads.
+  if (max_new_tokens < 1 || max_new_tokens > kMaxNewTokens)
+    fail("--max-new-tokens must be in [1, ", kMaxNewTokens, "], got ", max_new_tokens);
   check_thread_count(vm["threads"].as<int32_t>());
   if (vm.count("stream") && vm["num-samples"].as<int64_t>() != 1)
     fail("--stream prints one sample: use --num-samples 1 (got ", vm["num-samples"].as<int64_t>(), ")");
@@ -297,7 +299,7 @@ void check_options_before_loading(const po::variables_map& vm) {
         "--nbest-output)");
   // The samples' tokens are all kept until they are written: bounded before any model loads.
   const int64_t samples = vm["num-samples"].as<int64_t>();
-  if (samples < 0) fail("--num-samples must be >= 0, got ", samples);
+  if (samples < 1) fail("--num-samples must be >= 1, got ", samples);
   // The count first: the product of an unbounded count could overflow.
   if (samples > kMaxSamples || samples * std::max<int64_t>(1, max_new_tokens) > kMaxSampledTokens)
     fail("--num-samples ", samples, " with --max-new-tokens ", max_new_tokens, ": at most ", kMaxSamples,
@@ -510,6 +512,11 @@ int generate_command(const Args& args) {
   if (vm.count("print-text")) require_tokenizer(vm, *target, "--print-text");  // before the samples, not after
   RunAssemblyCache cache;
   const AssembledRun run = assemble_run(description, target, cache);  // the same assembly as `run`'s settings
+  for (const auto& [flag, params] :
+       {std::pair{"min-tokens", &run.target_params}, {"draft-min-tokens", &run.draft_params}})
+    if (vm.count(flag) && (params == &run.target_params || description.method.speculative()))
+      if (const std::string why = min_tokens_unread_because(description, *params); !why.empty())
+        std::cerr << "note: --" << flag << " is left unread: " << why << "\n";
   if (beam) return beam_search_command(vm, target, run.target_params, *beam);
   const std::vector<Token> prompt = read_prompt(vm, *target);
   const Generator generator(target, run.target_params, run.drafter, run.config);

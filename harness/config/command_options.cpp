@@ -293,6 +293,8 @@ void read_sampler_options(const po::variables_map& vm, SamplingParams& s, const 
   if (has("temperature")) {
     // Read as a double so that a value float32 would round to 0 (1e-50) is refused, not turned into greedy.
     const double t = vm[opt("temperature")].as<double>();
+    if (!std::isfinite(t))  // NaN compares false with every bound: said as what it is, not as "below the smallest"
+      fail_parameter(parameter_of(opt("temperature")), ": '", t, "' is not a finite number (0 = greedy)");
     if (t != 0.0 && !(static_cast<float>(std::fabs(t)) >= kMinTemperature))  // as stored: 0.001 is allowed
       fail_parameter(parameter_of(opt("temperature")), ": ", t, " is below the smallest temperature, ", kMinTemperature,
                      " (0 = greedy)");

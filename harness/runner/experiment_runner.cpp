@@ -451,8 +451,14 @@ RunAssemblyCache check_setting_samplers(const ExperimentConfig& config, const La
     fail(config.origin.count("experiment.target") ? config.origin.at("experiment.target") : config.file,
          ": key 'experiment.target' = '", config.target, "': ", e.what());
   }
-  for (size_t i = 0; i < settings.size(); ++i)
-    at_setting(config, settings[i], [&] { return assemble_target_sampler(runs[i], target, cache); });
+  std::set<std::string> unread;  // said once per value, not once per setting
+  for (size_t i = 0; i < settings.size(); ++i) {
+    const SamplingParams params =
+        at_setting(config, settings[i], [&] { return assemble_target_sampler(runs[i], target, cache); });
+    if (const std::string why = min_tokens_unread_because(runs[i], params); !why.empty())
+      if (unread.insert("min_tokens = " + std::to_string(params.min_tokens)).second)
+        log(LogLevel::warn, "min_tokens = ", params.min_tokens, " is left unread: ", why);
+  }
   return cache;
 }
 

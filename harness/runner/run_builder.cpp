@@ -81,6 +81,14 @@ SamplingParams assemble_target_sampler(const RunDescription& run, const Language
   return assembled_sampler(run, target, cache, run.target_params, run.temperature_given);
 }
 
+std::string min_tokens_unread_because(const RunDescription& run, const SamplingParams& assembled) {
+  if (assembled.min_tokens <= 0 || !assembled.stop_tokens.empty()) return "";
+  return std::string("no stop token is set (none is given, and ") +
+         (run.ignore_eos ? "the checkpoint's end of sequence is ignored"
+                         : "the target names no end-of-sequence token") +
+         ")";
+}
+
 AssembledRun assemble_run(const RunDescription& run, const std::shared_ptr<const LanguageModel>& target,
                           RunAssemblyCache& cache) {
   AssembledRun out;

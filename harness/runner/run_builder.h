@@ -66,6 +66,11 @@ struct AssembledRun {
 // The target's sampler alone (a paired baseline's: `method` decides its temperature, like for like).
 SamplingParams assemble_target_sampler(const RunDescription& run, const LanguageModel& target, RunAssemblyCache& cache);
 
+// Why a sampler's min_tokens changes nothing once assembled, or "" where it binds: it bans only stop tokens, and the
+// run has none (no stop tokens given, and the checkpoint's end of sequence absent or ignored). Known only after
+// assembly, which adds the checkpoint's: the front ends say it then.
+std::string min_tokens_unread_because(const RunDescription& run, const SamplingParams& assembled);
+
 // The whole run. The drafter is loaded (or taken from the cache) only for a speculative method.
 AssembledRun assemble_run(const RunDescription& run, const std::shared_ptr<const LanguageModel>& target,
                           RunAssemblyCache& cache);
