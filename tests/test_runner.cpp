@@ -25,6 +25,7 @@
 #include "harness/experiment/sweep.h"
 #include "harness/generation/decoding_method.h"
 #include "harness/io/file_checksum.h"
+#include "harness/io/home_path.h"
 #include "harness/runner/results_folder.h"
 #include "harness/runner/run_inputs.h"
 #include "harness/runner/setting_configs.h"
@@ -238,6 +239,38 @@ TEST_CASE("one decoding method for generate and run: names, defaults and the met
   CHECK(p.temperature == 0.7f);
   apply_method_temperature(parse_decoding_method("greedy"), false, p);
   CHECK(p.temperature == 0.0f);
+}
+
+TEST_CASE("experiment files: a leading ~ in a path is the home folder, as the shell makes it", "[runner][config]") {
+  TempDir dir;
+  const std::string home = dir.file("home");
+  std::filesystem::create_directories(home);
+  std::ofstream(home + "/s.json") << "{\"type\": \"string\"}";
+  const std::string text =
+      "[experiment]\ntarget = bigram:~/t.txt\nprompts = ~/p.txt\noutput_dir = ~\n"
+      "[draft]\ndrafter = bigram:~/d.txt | synthetic:alpha=0.5 | ngram:a~/b\n"
+      "[sampling]\njson_schema = ~/s.json | none\n";
+  const std::string path = dir.write("home.ini", text);
+  {
+    const ScopedEnv env("HOME", home);
+    const ExperimentConfig c = load_experiment(path, {});
+    CHECK(c.target == "bigram:" + home + "/t.txt");
+    CHECK(c.prompts_file == home + "/p.txt");
+    CHECK(c.output_dir == home);
+    CHECK(c.axes.at("draft.drafter") ==
+          std::vector<std::string>{"bigram:" + home + "/d.txt", "synthetic:alpha=0.5", "ngram:a~/b"});
+    CHECK(c.axes.at("sampling.json_schema") == std::vector<std::string>{home + "/s.json", "none"});
+    CHECK_THAT(c.resolved_ini(), Contains("output_dir = " + home + "\n"));
+    CHECK(load_experiment(path, {"experiment.output_dir=~/runs"}).output_dir == home + "/runs");
+    // Another user's home, and a `~` not first, are left as written (a missing file is named when it is opened).
+    CHECK(expand_home("~user/c.json") == "~user/c.json");
+    CHECK(expand_home("runs/~") == "runs/~");
+    CHECK(expand_home_in_spec("prompt-lookup") == "prompt-lookup");
+  }
+  const ScopedEnv no_home("HOME", "");  // no HOME: an error naming the file, line and key
+  CHECK_THROWS_WITH(
+      load_experiment(path, {}),
+      Contains("home.ini:2: key 'experiment.target': '~/t.txt': HOME is not set, so '~' names no folder"));
 }
 
 TEST_CASE("experiment files: option names with dashes, and comments after a section header", "[runner][config]") {

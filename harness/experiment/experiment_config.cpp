@@ -15,6 +15,7 @@
 #include "harness/generation/beam_search.h"
 #include "harness/generation/decoding_method.h"
 #include "harness/generation/generator.h"
+#include "harness/io/home_path.h"
 #include "harness/io/input_file.h"
 #include "kernels/cuda_device.h"
 #include "kernels/shared/error.h"
@@ -27,6 +28,16 @@
 
 namespace specula {
 namespace {
+
+// `work`'s value, or its Error placed at the file's line and key.
+template <typename Work>
+std::string with_where(const std::string& where, const std::string& key, Work&& work) {
+  try {
+    return work();
+  } catch (const Error& e) {
+    fail(where, ": key '", key, "': ", e.what());
+  }
+}
 
 const std::set<std::string>& experiment_keys() {
   static const std::set<std::string> keys = {"name",          "target",        "prompts",     "prompts_from_corpus",
@@ -151,9 +162,11 @@ void apply_key(ExperimentConfig& c, const std::string& written, const std::strin
         fail(where, ": key '", key, "': '", value, "' is not a plain folder name");
       c.name = value;
     }
-    if (name == "target") c.target = value;
-    if (name == "prompts") c.prompts_file = value;
-    if (name == "prompts_from_corpus") c.prompts_from_corpus = value;
+    // Paths written in the file: a leading `~` is the home folder, as on a command line (the shell's expansion).
+    const auto path = [&] { return with_where(where, key, [&] { return expand_home(value); }); };
+    if (name == "target") c.target = with_where(where, key, [&] { return expand_home_in_spec(value); });
+    if (name == "prompts") c.prompts_file = path();
+    if (name == "prompts_from_corpus") c.prompts_from_corpus = path();
     if (name == "num_prompts") c.num_prompts = parse_int(where, key, value, 1);
     if (name == "prompt_length") c.prompt_length = parse_int(where, key, value, 1);
     if (name == "corpus_tail") {
@@ -169,7 +182,7 @@ void apply_key(ExperimentConfig& c, const std::string& written, const std::strin
     if (name == "threads") c.threads = parse_int(where, key, value, 1, kMaxThreads);
     if (name == "output_dir") {
       if (value.empty()) fail(where, ": key '", key, "' has no value");
-      c.output_dir = value;
+      c.output_dir = path();
     }
     if (name == "weights_dtype") {
       if (value != "auto" && value != "float32" && value != "float16" && value != "bfloat16")
@@ -184,7 +197,7 @@ void apply_key(ExperimentConfig& c, const std::string& written, const std::strin
       }
       c.device = value;
     }
-    if (name == "cost_profile") c.cost_profile = value;  // read when the file is whole (load_experiment)
+    if (name == "cost_profile") c.cost_profile = path();  // read when the file is whole (load_experiment)
     if (name == "paired_timing" || name == "ignore_eos" || name == "lockstep") {
       if (value != "true" && value != "false") fail(where, ": key '", key, "': '", value, "' is not true or false");
       (name == "paired_timing" ? c.paired_timing : name == "ignore_eos" ? c.ignore_eos : c.lockstep) = value == "true";
@@ -227,6 +240,11 @@ void apply_key(ExperimentConfig& c, const std::string& written, const std::strin
     fail(where, ": ", e.what());
   }
   if (values.empty()) fail(where, ": key '", key, "' has no value");
+  for (std::string& v : values) {  // the drafters' and the constraint files' paths: `~` as on a command line
+    if (key == "draft.drafter") v = with_where(where, key, [&] { return expand_home_in_spec(v); });
+    if (key == "sampling.json_schema" || key == "sampling.token_strings")
+      v = with_where(where, key, [&] { return expand_home(v); });
+  }
   for (const std::string& v : values) check_axis_value(where, key, v);
   c.axes[key] = values;
   c.origin[key] = where;
