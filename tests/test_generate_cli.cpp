@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "cli_runner.h"
 #include "harness/config/device_options.h"
@@ -477,6 +478,38 @@ TEST_CASE("specula --version and specula version print the version, git revision
     CHECK(r.out == run_specula("--version").out);
   }
   CHECK_THAT(run_specula("--help").out, Contains("version"));
+  // Its --help describes it; an argument is refused; output lost to a full device fails, as every command's does.
+  const CliResult help = run_specula("version --help");
+  CHECK(help.exit_code == 0);
+  CHECK_THAT(help.out, StartsWith("specula version (or specula --version)\n  prints the version"));
+  const CliResult extra = run_specula("version 2");
+  CHECK(extra.exit_code == 1);
+  CHECK_THAT(extra.err, Contains("specula version: error: unexpected argument '2' (it takes none)"));
+  TempDir dir;
+  for (const char* args : {"--help", "version", "--version", "run --help"}) {
+    INFO(args);
+    const int status =
+        std::system((std::string(SPECULA_BINARY) + " " + args + " >/dev/full 2>" + dir.file("err")).c_str());
+    CHECK((WIFEXITED(status) ? WEXITSTATUS(status) : -1) == 1);
+    CHECK_THAT(read_text(dir.file("err")), Contains("writing standard output failed"));
+  }
+  // No command is a usage error (2); a command missing its operand is an error of that command (1).
+  CHECK(run_specula("").exit_code == 2);
+  const CliResult plot = run_specula("plot");
+  CHECK(plot.exit_code == 1);
+  CHECK_THAT(plot.err, Contains("specula plot: error: give a results folder: specula plot RESULTS_DIR"));
+  CHECK(run_specula("run").exit_code == 1);
+}
+
+TEST_CASE("every command's --help shows a number option's default as written, not as seventeen digits", "[cli]") {
+  for (const char* command : {"generate", "sample", "run", "bench", "tree-opt", "train", "train-ngram", "train-medusa",
+                              "train-eagle", "export", "convert-heads", "plot"}) {
+    INFO(command);
+    const CliResult help = run_specula(std::string(command) + " --help");
+    CHECK(help.exit_code == 0);
+    CHECK_FALSE(std::regex_search(help.out, std::regex("[0-9]{9}")));  // 0.10000000000000001, 0.98999999999999999
+  }
+  CHECK_THAT(run_specula("train --help").out, Contains("--validation-fraction arg (=0.1)") && Contains("(=1e-05)"));
 }
 
 TEST_CASE("--device, --cuda-host-schedule and --cuda-host-exchange parse their names and name a bad value",

@@ -110,7 +110,7 @@ int bench_sampler(const Args& args) {
   desc.add_options()
     ("help,h", "show this help")
     ("threads", po::value<int>()->default_value(1), "LibTorch and OpenMP threads (>1: set OMP_WAIT_POLICY=passive)")
-    ("min-time", po::value<double>()->default_value(0.5), "minimum measuring time per case, seconds")
+    ("min-time", double_value(0.5), "minimum measuring time per case, seconds")
     ("output", po::value<std::string>(), "JSON report (default results/bench/sampler-<hostname>.json)")
     ("filter", po::value<std::string>()->default_value("."), "regex searched in sampler/<method>/V=<V>/B=<B>");
   // clang-format on
@@ -238,7 +238,7 @@ int bench_verify(const Args& args) {
   desc.add_options()
     ("help,h", "show this help")
     ("threads", po::value<int>()->default_value(1), "OpenMP threads")
-    ("min-time", po::value<double>()->default_value(0.5), "minimum measuring time per case, seconds")
+    ("min-time", double_value(0.5), "minimum measuring time per case, seconds")
     ("output", po::value<std::string>(), "JSON report (default results/bench/verify-<hostname>.json)")
     ("filter", po::value<std::string>()->default_value("."), "regex searched in verify/<method>/<shape>/V=<V>");
   // clang-format on

@@ -36,7 +36,7 @@ int bench_forward_command(const Args& args) {
     ("chunks", po::value<std::string>()->default_value("1,2,4,8,16,32,64"), "chunk sizes K (must include 1)")
     ("trees", po::value<std::string>()->default_value("2,2,1;4,2,1"), "tree shapes separated by ';'")
     ("batches", po::value<std::string>()->default_value(""), "batch sizes B >= 2: each chunk as one pooled step of B sequences (cuda, libtorch)")
-    ("min-time", po::value<double>()->default_value(d.min_time_s), "minimum seconds timed per case")
+    ("min-time", double_value(d.min_time_s), "minimum seconds timed per case")
     ("min-iterations", po::value<int64_t>()->default_value(d.min_iterations), "minimum timed forwards per case")
     ("output", po::value<std::string>(), "JSON report (default results/bench/forward-<hostname>.json), with the cost profile")
     ("cost-profile", po::value<std::string>(), "also write the cost profile alone to this file (for run --cost-profile)");

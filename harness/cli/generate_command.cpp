@@ -257,8 +257,8 @@ po::options_description generate_options() {
     ("token-strings", po::value<std::string>(), "file: token t's string on line t (default: the tokenizer, else 'a'+t)")
     ("beam-width", po::value<int32_t>()->default_value(BeamSearchConfig{}.beam_width), "beam: beams kept per step (over all groups)")
     ("num-beam-groups", po::value<int32_t>()->default_value(BeamSearchConfig{}.num_groups), "beam: diverse beam search groups (divides the width)")
-    ("diversity-penalty", po::value<double>()->default_value(BeamSearchConfig{}.diversity_penalty), "beam: Hamming diversity penalty between groups")
-    ("length-penalty", po::value<double>()->default_value(BeamSearchConfig{}.length_penalty), "beam: score = logprob / length^alpha")
+    ("diversity-penalty", double_value(BeamSearchConfig{}.diversity_penalty), "beam: Hamming diversity penalty between groups")
+    ("length-penalty", double_value(BeamSearchConfig{}.length_penalty), "beam: score = logprob / length^alpha")
     ("early-stopping", po::value<bool>()->default_value(BeamSearchConfig{}.early_stopping), "beam: stop a group at width finished hypotheses")
     ("num-return", po::value<int32_t>()->default_value(BeamSearchConfig{}.num_return), "beam: n-best size (0 = beam width)")
     ("nbest-output", po::value<std::string>(), "beam: file, one hypothesis per line: score, logprob, stop|length, ids");

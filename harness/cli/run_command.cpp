@@ -216,10 +216,8 @@ int plot_command(const Args& args) {
     std::cout << desc << "\n";
     return 0;
   }
-  if (!vm.count("results")) {
-    std::cerr << desc << "\n";
-    return 2;
-  }
+  if (!vm.count("results"))  // an error of the command's own (exit 1), as `run` with no file
+    fail("give a results folder: specula plot RESULTS_DIR (`specula plot --help` lists the options)");
   return plot_results(vm["results"].as<std::string>(), vm["quiet"].as<bool>(), vm["allow-incomplete"].as<bool>());
 }
 

@@ -28,7 +28,7 @@ int train_command(const Args& args) {
     ("output", po::value<std::string>(), "checkpoint folder to write (a new one, or --overwrite)")
     ("overwrite", "replace the checkpoint already in --output")
     ("tokenizer", po::value<std::string>()->default_value(defaults.tokenizer), "tokenizer: byte")
-    ("validation-fraction", po::value<double>()->default_value(defaults.validation_fraction), "last fraction of the corpus held out")
+    ("validation-fraction", double_value(defaults.validation_fraction), "last fraction of the corpus held out")
     ("weights-dtype", po::value<std::string>()->default_value(defaults.weights_dtype), "checkpoint storage: float32 | float16 | bfloat16")
     ("vocab-size", po::value<int32_t>()->default_value(defaults.model.vocab_size), "vocabulary (256 for byte)")
     ("d-model", po::value<int32_t>()->default_value(defaults.model.d_model), "residual width")
@@ -36,8 +36,8 @@ int train_command(const Args& args) {
     ("n-heads", po::value<int32_t>()->default_value(defaults.model.n_heads), "attention heads")
     ("d-ff", po::value<int32_t>()->default_value(defaults.model.d_ff), "SwiGLU hidden width")
     ("max-seq-len", po::value<int32_t>()->default_value(defaults.model.max_seq_len), "positions served (KV cache capacity)")
-    ("rope-theta", po::value<double>()->default_value(defaults.model.rope_theta), "RoPE base")
-    ("norm-eps", po::value<double>()->default_value(defaults.model.norm_eps), "RMSNorm epsilon")
+    ("rope-theta", double_value(defaults.model.rope_theta), "RoPE base")
+    ("norm-eps", double_value(defaults.model.norm_eps), "RMSNorm epsilon")
     ("tie-embeddings", po::value<bool>()->default_value(defaults.model.tie_embeddings), "LM head = embedding matrix");
   // clang-format on
   add_optimizer_options(desc, defaults);

@@ -35,18 +35,18 @@ int train_heads_command(const Args& args, const std::string& kind) {
     ("overwrite", "replace the model already in --output (never the --target)")
     ("matrices-dtype", po::value<std::string>()->default_value(d.matrices_dtype),
      "how the folder stores its matrices: float32 | float16 | bfloat16 (training runs in float32; norm gains stay float32)")
-    ("validation-fraction", po::value<double>()->default_value(d.validation_fraction), "last fraction of the corpus held out")
+    ("validation-fraction", double_value(d.validation_fraction), "last fraction of the corpus held out")
     ("feature-windows", po::value<int64_t>()->default_value(d.feature_windows), "training windows run through the target");
   add_optimizer_options(desc, d);
   if (medusa)
     desc.add_options()
       ("heads", po::value<int32_t>()->default_value(d.medusa_heads), "Medusa heads K")
-      ("decay", po::value<double>()->default_value(d.medusa_decay), "loss weight of head k: decay^k");
+      ("decay", double_value(d.medusa_decay), "loss weight of head k: decay^k");
   else
     desc.add_options()
-      ("noise", po::value<double>()->default_value(d.eagle_noise), "uniform feature noise: (U - 0.5) * noise * 512 / seq-len")
-      ("feature-weight", po::value<double>()->default_value(d.eagle_feature_weight), "weight of SmoothL1 on features")
-      ("token-weight", po::value<double>()->default_value(d.eagle_token_weight), "weight of the token cross-entropy");
+      ("noise", double_value(d.eagle_noise), "uniform feature noise: (U - 0.5) * noise * 512 / seq-len")
+      ("feature-weight", double_value(d.eagle_feature_weight), "weight of SmoothL1 on features")
+      ("token-weight", double_value(d.eagle_token_weight), "weight of the token cross-entropy");
   // clang-format on
   const po::variables_map vm = parse_options(args, desc, name);
   if (vm.count("help")) {

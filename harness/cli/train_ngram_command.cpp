@@ -32,11 +32,11 @@ int train_ngram_command(const Args& args) {
     ("corpus", po::value<std::string>(), "training text")
     ("order", po::value<int32_t>(), "n-gram order N (1..16): the model reads the last N - 1 tokens")
     ("output", po::value<std::string>(), "file for the model")
-    ("validation-fraction", po::value<double>()->default_value(0.0),
+    ("validation-fraction", double_value(0.0),
      "hold out the last F of the corpus (the split `specula train` makes), e.g. 0.1; 0 = train on it all")
     ("tokenizer", po::value<std::string>()->default_value("bytes"), "bytes: token = byte value (V = 256)")
     ("distill-from", po::value<std::string>(), "target model (e.g. transformer:DIR): each n-gram ends in its choice after the context, not in the text's next token")
-    ("distill-temperature", po::value<double>()->default_value(0.0), "with --distill-from: 0 = the target's argmax (for greedy decoding), T > 0 = a draw from softmax(logits / T)")
+    ("distill-temperature", double_value(0.0), "with --distill-from: 0 = the target's argmax (for greedy decoding), T > 0 = a draw from softmax(logits / T)")
     ("seed", po::value<uint64_t>()->default_value(0), "with --distill-temperature > 0: Philox seed of the draws")
     ("threads", po::value<int32_t>()->default_value(1), "with --distill-from: target windows run in parallel (labels so far are kept in OUTPUT.labels-checkpoint: an interrupted run resumes)")
     ("config", po::value<std::string>(), "INI file with any of these options (the command line wins)");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
@@ -247,6 +248,12 @@ SamplingParams read_sampler_values(const std::map<std::string, std::string>& val
   po::store(parsed, vm);
   read_sampler_options(vm, params);
   return params;
+}
+
+po::typed_value<double>* double_value(double default_value) {
+  char text[64];
+  const std::to_chars_result r = std::to_chars(text, text + sizeof text, default_value);
+  return po::value<double>()->default_value(default_value, std::string(text, r.ptr));
 }
 
 void note_unread_sampler_options(const po::variables_map& vm, const SamplingParams& target,

@@ -40,6 +40,10 @@ std::vector<std::vector<Token>> parse_token_sequences(const std::string& text, c
 // The sampler options shared by `sample`, `generate` and experiments. With a non-empty `prefix` (e.g.
 // "draft-") every option is registered under that prefix, for `--draft-temperature` and friends.
 void add_sampler_options(po::options_description& desc, const std::string& prefix = "");
+
+// A number option whose --help shows its default as the shortest text that reads back as it ("0.1"), where Boost
+// would print seventeen digits ("0.10000000000000001").
+po::typed_value<double>* double_value(double default_value);
 // Reads the options registered by add_sampler_options into `params`, starting from `params` as given
 // (options not set keep their value). Validation against the vocabulary is the pipeline's job.
 void read_sampler_options(const po::variables_map& vm, SamplingParams& params, const std::string& prefix = "");

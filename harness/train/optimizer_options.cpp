@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "harness/config/command_options.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/thread_limit.h"
 
@@ -28,13 +29,13 @@ void add_optimizer_options(po::options_description& desc, const OptimizerOptions
     ("steps", po::value<int64_t>()->default_value(d.lr.total_steps), "optimizer steps")
     ("batch-size", po::value<int64_t>()->default_value(d.batch_size), "windows per step")
     ("seq-len", po::value<int64_t>()->default_value(d.seq_len), "tokens per window")
-    ("lr", po::value<double>()->default_value(d.lr.peak), "peak learning rate")
-    ("min-lr", po::value<double>()->default_value(d.lr.min), "learning rate at the end of the cosine")
+    ("lr", double_value(d.lr.peak), "peak learning rate")
+    ("min-lr", double_value(d.lr.min), "learning rate at the end of the cosine")
     ("warmup-steps", po::value<int64_t>()->default_value(d.lr.warmup_steps), "linear warm-up steps")
-    ("weight-decay", po::value<double>()->default_value(d.weight_decay), "AdamW decoupled weight decay (matrices)")
-    ("beta1", po::value<double>()->default_value(d.beta1), "AdamW beta1")
-    ("beta2", po::value<double>()->default_value(d.beta2), "AdamW beta2")
-    ("grad-clip", po::value<double>()->default_value(d.grad_clip), "max gradient norm (<= 0: off)")
+    ("weight-decay", double_value(d.weight_decay), "AdamW decoupled weight decay (matrices)")
+    ("beta1", double_value(d.beta1), "AdamW beta1")
+    ("beta2", double_value(d.beta2), "AdamW beta2")
+    ("grad-clip", double_value(d.grad_clip), "max gradient norm (<= 0: off)")
     ("eval-interval", po::value<int64_t>()->default_value(d.eval_interval), "steps between validation losses")
     ("eval-windows", po::value<int64_t>()->default_value(d.eval_windows), "validation windows per periodic evaluation")
     ("log-interval", po::value<int64_t>()->default_value(d.log_interval), "steps between progress lines when stderr is not a terminal")
