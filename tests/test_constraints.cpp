@@ -648,6 +648,12 @@ TEST_CASE("regex errors name the pattern, the position and the problem", "[const
       {"\\q", {"position 0", "unknown escape"}},
       {"\\bword", {"position 0", "word boundaries"}},
       {"a++", {"position 2", "possessive"}},
+      // A quantifier on a quantifier, as ECMAScript and PCRE refuse it; a lazy `?` after one is no quantifier.
+      {"a**", {"position 2", "nothing to repeat before '*': a quantifier cannot follow a quantifier"}},
+      {"(ab)?+c", {"position 5", "possessive"}},
+      {"a*?*", {"position 3", "nothing to repeat before '*'"}},
+      {"a{2}{3}", {"position 4", "nothing to repeat before '{'"}},
+      {"b?{2}", {"position 2", "nothing to repeat before '{'"}},
       {"(a{1000}){1000}", {"regex '(a{1000}){1000}'", "too large"}},
   };
   for (const Case& c : cases) {
@@ -659,6 +665,7 @@ TEST_CASE("regex errors name the pattern, the position and the problem", "[const
       for (const std::string& part : c.expected) CHECK_THAT(e.what(), Contains(part));
     }
   }
+  for (const char* lazy : {"x+?", "x??", "x{2,}?c", "(x*)*"}) CHECK_NOTHROW(compile_regex(lazy));
   // A constraint whose vocabulary differs from the model's is refused by name.
   SamplingParams s;
   s.constraint = TokenConstraint::from_regex("a*", letter_token_strings(4), {});

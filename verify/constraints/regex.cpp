@@ -133,36 +133,42 @@ class Parser {
     return make_list(Node::concat, std::move(items));
   }
 
+  // An atom and at most one quantifier: ECMAScript and PCRE refuse a quantifier on a quantifier (`a**`, `a{2}{3}`:
+  // "nothing to repeat"), and so does this, rather than give such a pattern a meaning those engines do not.
   NodePtr repetition() {
     NodePtr atom = this->atom();
-    while (more()) {
-      const char c = peek();
-      int32_t lo = 0, hi = -1;
-      const size_t q = pos_;
-      if (c == '*') {
-        ++pos_;
-      } else if (c == '+') {
-        lo = 1;
-        ++pos_;
-      } else if (c == '?') {
-        hi = 1;
-        ++pos_;
-      } else if (c == '{' && counted(lo, hi)) {
-        // parsed by counted()
-      } else {
-        break;
-      }
-      if (more() && peek() == '+') error(pos_, "possessive quantifiers are not supported");
-      if (more() && peek() == '?') ++pos_;  // lazy: the same language
-      if (hi >= 0 && lo > hi) error(q, "repetition {", lo, ",", hi, "} has min > max");
-      auto n = std::make_shared<Node>();
-      n->kind = Node::repeat;
-      n->children = {atom};
-      n->min = lo;
-      n->max = hi;
-      atom = n;
+    if (!more()) return atom;
+    const char c = peek();
+    int32_t lo = 0, hi = -1;
+    const size_t q = pos_;
+    if (c == '*') {
+      ++pos_;
+    } else if (c == '+') {
+      lo = 1;
+      ++pos_;
+    } else if (c == '?') {
+      hi = 1;
+      ++pos_;
+    } else if (c != '{' || !counted(lo, hi)) {  // counted() parses {n}, {n,}, {n,m}
+      return atom;
     }
-    return atom;
+    if (more() && peek() == '+') error(pos_, "possessive quantifiers are not supported");
+    if (more() && peek() == '?') ++pos_;  // lazy: the same language
+    if (hi >= 0 && lo > hi) error(q, "repetition {", lo, ",", hi, "} has min > max");
+    if (more()) {
+      const size_t at = pos_;
+      const char next = peek();
+      int32_t unused_lo = 0, unused_hi = -1;  // a '{' that is no repetition is refused by counted() itself
+      if (next == '*' || next == '+' || next == '?' || (next == '{' && counted(unused_lo, unused_hi)))
+        error(at, "nothing to repeat before '", next,
+              "': a quantifier cannot follow a quantifier (group the repeated part: (a*)*)");
+    }
+    auto n = std::make_shared<Node>();
+    n->kind = Node::repeat;
+    n->children = {atom};
+    n->min = lo;
+    n->max = hi;
+    return n;
   }
 
   // {n}, {n,}, {n,m}; returns false (and consumes nothing) when the brace is not a quantifier.
