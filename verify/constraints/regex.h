@@ -11,7 +11,8 @@
 //   code point above U+10FFFF), so a constrained output is valid UTF-8. A non-ASCII literal is one atom (its UTF-8
 //   bytes), so `é+` repeats the character. Classes hold ASCII characters and \xHH bytes.
 // Not regular, or not supported, and refused with an Error naming the pattern and position:
-//   backreferences, lookaround, anchors inside the pattern, \b \B, possessive quantifiers, non-ASCII
+//   backreferences, lookaround, anchors inside the pattern, \b \B, possessive quantifiers, a quantifier on a
+//   quantifier (`a**`, `a{2}{3}`; a lazy `?` is part of the one before it), non-ASCII
 //   characters inside classes, counted repetition that expands beyond kMaxNfaStates.
 #pragma once
 
