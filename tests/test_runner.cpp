@@ -894,6 +894,13 @@ TEST_CASE("results folders: one per run, even started together; status says how 
     // (--set stops the resume right after the liveness check; the whole resume is tested in the next section.)
     CHECK_THAT(resumed.err, Contains("--set: a resumed run continues as it was configured; give no overrides"));
     CHECK_THAT(resumed.err, !Contains("still being written"));
+    // Another host's process cannot be checked from here: resumed (a dead node leaves such a status), with a warning
+    // that --quiet does not hide.
+    std::ofstream(live[0] + "/status") << "running (pid 4242 on node-elsewhere-" << hostname() << ")\n";
+    const CliResult elsewhere = run_specula("run --resume " + live[0] + " --quiet --no-plots --set experiment.seed=3");
+    CHECK_THAT(elsewhere.err, Contains("specula: warning: " + live[0] +
+                                       "'s status says it is running as process 4242 on node-elsewhere-") &&
+                                  Contains("if that process is alive, both will write this folder"));
   }
 
   SECTION("SIGHUP stops the run as SIGTERM does; a reader gone from its stderr does not (twice: test_stop_signals)") {

@@ -108,7 +108,7 @@ int run_command(const Args& args) {
     ("cost-profile", po::value<std::string>(), "another machine's step costs (bench forward's report or profile): the summary adds each setting's speedup there (= --set experiment.cost_profile=FILE)")
     ("no-plots", po::bool_switch(), "do not plot at the end (run `specula plot DIR` later)")
     ("log-level", po::value<std::string>(), "error | warn | info | debug (default info, or $SPECULA_LOG_LEVEL)")
-    ("quiet,q", po::bool_switch(), "no progress output; only errors are logged");
+    ("quiet,q", po::bool_switch(), "no progress output; only errors are logged (and a resumed folder another host may be writing)");
   // clang-format on
   const po::variables_map vm = parse_with_positional(args, desc, "experiment");
   if (vm.count("help")) {

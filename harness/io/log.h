@@ -25,4 +25,14 @@ void log(LogLevel level, const Parts&... parts) {
   std::cerr << os.str() << "\n";
 }
 
+// A warning printed at every log level, --quiet's included: for what may lose data if unseen (two runs writing one
+// results folder), which a quiet batch job's log must still show.
+template <typename... Parts>
+void warn_unhidden(const Parts&... parts) {
+  std::ostringstream os;
+  os << "specula: warning: ";
+  (os << ... << parts);
+  std::cerr << os.str() << "\n";
+}
+
 }  // namespace specula

@@ -116,8 +116,9 @@ void check_not_running(const fs::path& dir, const std::string& status) {
   char host[256] = {};
   if (std::sscanf(status.c_str(), "running (pid %ld on %255[^)])", &pid, host) != 2) return;
   if (host != hostname()) {
-    log(LogLevel::warn, dir.string(), "'s status says it is running as process ", pid, " on ", host,
-        "; if that process is alive, both will write this folder");
+    // Not refused: a node that died leaves such a status, and resuming elsewhere is how its run is finished.
+    warn_unhidden(dir.string(), "'s status says it is running as process ", pid, " on ", host,
+                  "; if that process is alive, both will write this folder");
     return;
   }
   if (const std::optional<long> live = live_run_process(status))
