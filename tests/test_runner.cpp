@@ -1810,6 +1810,37 @@ TEST_CASE("the terminal table tells settings apart by every swept axis that diff
   CHECK_THAT(plain.str(), !Contains("other axes") && !Contains("regex="));
 }
 
+TEST_CASE("the terminal table cuts a long drafter spec in its middle, and widens where two would read alike",
+          "[runner][summary]") {
+  const auto table = [](const std::vector<std::string>& drafters) {
+    std::vector<SummaryRow> rows;
+    for (const std::string& d : drafters) {
+      SummaryRow r;
+      r.setting = {{"draft.drafter", d}, {"draft.method", "chain"}, {"draft.num_draft_tokens", "4"}};
+      rows.push_back(r);
+    }
+    std::ostringstream os;
+    print_summary_table(rows, os);
+    return os.str();
+  };
+  // Two bundled n-gram models share their first 36 characters: their file names, at the end, tell them apart.
+  const std::string plain = "ngram:results/models/ngram-order6.txt",
+                    distilled = "ngram:results/models/ngram-order6-distilled-27m.txt";
+  const std::string cut = table({plain, distilled, "prompt-lookup"});
+  INFO(cut);
+  CHECK_THAT(cut, StartsWith("drafter                              method "));
+  CHECK_THAT(cut, Contains("\nngram:results/mo...distilled-27m.txt chain "));
+  CHECK_THAT(cut, Contains("\nngram:results/mo.../ngram-order6.txt chain "));
+  CHECK_THAT(cut, Contains("\nprompt-lookup                        chain "));
+  // Specs alike in their first 16 and last 17 characters: the column takes the longest whole.
+  const std::string a = "ngram:/data/run-a/0123456789/model-order6.txt",
+                    b = "ngram:/data/run-b/0123456789/model-order6.txt";
+  const std::string wide = table({a, b});
+  INFO(wide);
+  CHECK_THAT(wide, StartsWith("drafter" + std::string(a.size() + 1 - 7, ' ') + "method "));
+  CHECK_THAT(wide, Contains("\n" + a + " chain ") && Contains("\n" + b + " chain "));
+}
+
 TEST_CASE("merged metrics add the waits and keep the largest device buffer bytes", "[runner]") {
   GenerationMetrics a, b;
   a.growth_waits = 2;

@@ -389,11 +389,32 @@ void print_summary_table(const std::vector<SummaryRow>& rows, std::ostream& os,
       if (r->setting.count(key)) values.insert(value(*r, key.c_str()));
     if (values.size() > 1) others.push_back(key);
   }
+  // The drafter column: a spec longer than it is cut in the middle, keeping the tail where paths differ (a model's
+  // file name). Where two specs would still read alike, the column widens to the longest, whole.
+  constexpr size_t kDrafterWidth = 36, kHead = 16;
+  std::map<std::string, std::string> drafter_text;
+  size_t width = kDrafterWidth;
+  {
+    std::set<std::string> specs, texts;
+    for (const SummaryRow* r : spec) specs.insert(value(*r, "draft.drafter"));
+    bool alike = false;
+    for (const std::string& d : specs) {
+      const std::string cut =
+          d.size() <= kDrafterWidth ? d : d.substr(0, kHead) + "..." + d.substr(d.size() - (kDrafterWidth - kHead - 3));
+      alike = alike || !texts.insert(cut).second;
+      drafter_text[d] = cut;
+      width = std::max(width, d.size());
+    }
+    if (alike)
+      for (auto& [d, text] : drafter_text) text = d;
+    else
+      width = kDrafterWidth;
+  }
+  const auto drafter_column = [&](const std::string& text) { return text + std::string(width + 1 - text.size(), ' '); };
   char line[256];
-  std::snprintf(line, sizeof line, "%-36s %-7s %-7s %4s %6s %6s %6s %6s %20s %9s %10s %5s\n", "drafter", "method",
-                "K/tree", "T", "alpha", "tau", "c", "verify", "decode speedup (CI)", "Leviathan", "cost model",
-                "drift");
-  std::string header = line;
+  std::snprintf(line, sizeof line, "%-7s %-7s %4s %6s %6s %6s %6s %20s %9s %10s %5s\n", "method", "K/tree", "T",
+                "alpha", "tau", "c", "verify", "decode speedup (CI)", "Leviathan", "cost model", "drift");
+  std::string header = drafter_column("drafter") + line;
   if (profile) header.insert(header.size() - 1, "    profile");
   if (!others.empty()) header.insert(header.size() - 1, "  other axes");
   os << header;
@@ -405,12 +426,12 @@ void print_summary_table(const std::vector<SummaryRow>& rows, std::ostream& os,
     char ci[64];
     std::snprintf(ci, sizeof ci, "%.2f (%.2f-%.2f)", r->decode_speedup, r->decode_speedup_ci_low,
                   r->decode_speedup_ci_high);
-    std::snprintf(line, sizeof line, "%-36.36s %-7s %-7s %4s %6.2f %6.2f %6.3f %6.2f %20s %9s %10.2f %5s\n",
-                  beam ? "-" : value(*r, "draft.drafter").c_str(), value(*r, "draft.method").c_str(), shape.c_str(),
-                  value(*r, "sampling.temperature").c_str(), r->alpha, r->tau, r->c, r->verify_cost, ci,
+    std::snprintf(line, sizeof line, "%-7s %-7s %4s %6.2f %6.2f %6.3f %6.2f %20s %9s %10.2f %5s\n",
+                  value(*r, "draft.method").c_str(), shape.c_str(), value(*r, "sampling.temperature").c_str(), r->alpha,
+                  r->tau, r->c, r->verify_cost, ci,
                   std::isnan(r->predicted_speedup) ? "-" : fmt(r->predicted_speedup).substr(0, 5).c_str(),
                   r->cost_model_speedup, r->pair_drift.empty() ? "-" : r->pair_drift.c_str());
-    std::string text = line;
+    std::string text = drafter_column(beam ? "-" : drafter_text.at(value(*r, "draft.drafter"))) + line;
     if (profile) {
       char predicted[32];
       std::snprintf(predicted, sizeof predicted, " %10s",
