@@ -33,6 +33,7 @@
 #include "kernels/shared/error.h"
 #include "speculative_fixtures.h"
 #include "summary_records.h"
+#include "verify/constraints/regex.h"
 
 using namespace specula;
 using namespace specula::testing;
@@ -293,6 +294,11 @@ TEST_CASE("experiment files: option names with dashes, and comments after a sect
                     Contains("twice.ini:17: key 'sampling.top-k' repeats sampling.top_k (" + twice + ":16)"));
   CHECK_THROWS_WITH(load_experiment(dir.write("typo.ini", experiment_text("top-pp = 1\n")), {}),
                     Contains("typo.ini:17: unknown key 'sampling.top-pp'"));
+  // A regex's ` #` would start a comment: written `\#` (the regex's escaped punctuation), it stays in the value.
+  const ExperimentConfig hash =
+      load_experiment(dir.write("hash.ini", experiment_text("regex = [a-z]+ \\#[0-9] ; digits\n")), {});
+  CHECK(hash.axes.at("sampling.regex") == std::vector<std::string>{"[a-z]+ \\#[0-9]"});
+  CHECK_NOTHROW(compile_regex("[a-z]+ \\#[0-9]"));
   CHECK_THROWS_WITH(load_experiment(dir.write("beam.ini", experiment_text("[beam]\nwidth = 2\nbeam-width = 2\n")), {}),
                     Contains("beam.ini:19: key 'beam.beam-width' repeats [beam] width"));
   // A bad value is named under the key as written, whether in the file or in --set.
