@@ -255,7 +255,7 @@ TEST_CASE("generate refuses bad models and options with a message naming them", 
       {unloadable + " --json-schema " + huge_schema + out,
        "json schema '" + huge_schema + "': its regular expression ("},
       {"--target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 2 --regex zz" + out,
-       "regex 'zz': no token can begin a match"},
+       "--regex: regex 'zz': no token can begin a match"},
       // --print-text needs a tokenizer: refused before the run is assembled.
       {"--target bigram:" + target + " --draft bigram:" + draft +
            " --method chain --prompt-tokens 0 --max-new-tokens 2 --print-text" + out,

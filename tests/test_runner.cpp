@@ -1369,6 +1369,8 @@ TEST_CASE("token ids outside the target's vocabulary are refused before a folder
       {" --set experiment.prompts=" + prompts, prompts + ": prompt 2 holds token 99"},
       // A constraint's automaton is built over the target's tokens before the folder too.
       {" --set 'sampling.regex=none | zzz'", "regex 'zzz': no token can begin a match"},
+      // ... and named by the key that gave it (here its --set; in a file, file:line: key).
+      {" --set 'sampling.regex=none | zzz'", "--set sampling.regex: key 'sampling.regex' (setting "},
       // ... under the setting's other masks: only a banned letter begins a match.
       {" --set sampling.regex=ab --set sampling.banned_tokens=0", "regex 'ab': no token can begin a match"},
       {" --set sampling.regex=ab --set 'sampling.bad_words=0,1'", "regex 'ab': no token can begin a match"},

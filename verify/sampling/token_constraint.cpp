@@ -522,10 +522,19 @@ std::shared_ptr<const TokenConstraint> constraint_from_options(const ConstraintO
   } else {
     strings = letter_token_strings(vocab_size);
   }
-  if (!options.regex.empty())
-    return TokenConstraint::from_regex(options.regex, std::move(strings), std::move(stop_tokens), std::move(masks));
-  return TokenConstraint::from_json_schema(texts.json_schema, options.json_schema_file, std::move(strings),
-                                           std::move(stop_tokens), std::move(masks));
+  // An automaton that cannot be built is the constraint's parameter's error, so that a front end names where it was
+  // given (--regex; an experiment's file:line: key), not only the pattern.
+  const char* parameter = options.regex.empty() ? "json_schema" : "regex";
+  try {
+    if (!options.regex.empty())
+      return TokenConstraint::from_regex(options.regex, std::move(strings), std::move(stop_tokens), std::move(masks));
+    return TokenConstraint::from_json_schema(texts.json_schema, options.json_schema_file, std::move(strings),
+                                             std::move(stop_tokens), std::move(masks));
+  } catch (const ParameterError&) {
+    throw;
+  } catch (const Error& e) {
+    fail_parameter(parameter, ": ", e.what());
+  }
 }
 
 void apply_token_constraint(LogitsRow row, const SamplingParams& s, const TokenHistory& h) {
