@@ -480,6 +480,24 @@ TEST_CASE("summary math on synthetic records", "[runner][summary]") {
   CHECK(spec.acceptance_rate == Approx(14.0 / 20.0));
   CHECK(spec.tau == Approx(2.4));
   CHECK(spec.per_position_acceptance == std::vector<double>{0.8, 0.75});
+  {  // A position no step reached has no acceptance: empty in summary.csv, null in JSON, never 0.
+    GenerationMetrics m;
+    m.resize(3);
+    m.position_reached = {10, 8, 0};
+    m.position_accepted = {8, 0, 0};
+    const std::vector<double> per = m.per_position_acceptance();
+    CHECK(per[0] == 0.8);
+    CHECK(per[1] == 0.0);
+    CHECK(std::isnan(per[2]));
+    nlohmann::json j;
+    m.write_json(j);
+    CHECK(j["per_position_acceptance"].dump() == "[0.8,0.0,null]");
+    SummaryRow row;
+    row.per_position_acceptance = per;
+    TempDir dir;
+    write_summary_csv({row}, dir.file("s.csv"));
+    CHECK_THAT(read_text(dir.file("s.csv")), Contains(",0.8;0;,"));
+  }
   const double a = 14.0 / 18.0;
   CHECK(spec.predicted_tau == Approx((1 - a * a * a) / (1 - a)));
   // Drafting cost per drafted token over the baseline's cost per target call (1.5 vs 2.5 tokens/s

@@ -1,6 +1,7 @@
 #include "harness/generation/generation_metrics.h"
 
 #include <algorithm>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 namespace specula {
@@ -46,9 +47,11 @@ void GenerationMetrics::merge(const GenerationMetrics& o) {
 }
 
 std::vector<double> GenerationMetrics::per_position_acceptance() const {
-  std::vector<double> out(position_reached.size(), 0.0);
+  // A position no step reached has no acceptance (NaN: JSON null, an empty entry in summary.csv), not 0, which would
+  // read as every draft there rejected.
+  std::vector<double> out(position_reached.size(), std::numeric_limits<double>::quiet_NaN());
   for (size_t i = 0; i < out.size(); ++i)
-    out[i] = position_reached[i] ? static_cast<double>(position_accepted[i]) / position_reached[i] : 0.0;
+    if (position_reached[i]) out[i] = static_cast<double>(position_accepted[i]) / position_reached[i];
   return out;
 }
 

@@ -60,6 +60,7 @@ struct GenerationMetrics {
   double expected_acceptance() const {
     return expected_acceptance_count ? expected_acceptance_sum / expected_acceptance_count : 0.0;
   }
+  // Accepted / reached at each draft position; NaN where no step reached it.
   std::vector<double> per_position_acceptance() const;
   // The one JSON shape of a run's metrics, written by `generate --metrics-json` (with "method" and "lossy") and
   // inside every record of `run`'s records.jsonl: the counters above under their names (proposed -> proposed_tokens,
