@@ -313,7 +313,6 @@ std::vector<std::string> split_values(const std::string& key, const std::string&
 }
 
 void check_new_experiment(const ExperimentConfig& c) {
-  const auto where = [&](const std::string& key) { return c.origin.count(key) ? c.origin.at(key) : c.file; };
   // A value listed twice would be one setting (settings are keyed by their values): refused, not silently merged; or,
   // written two ways (0 and 0.0, 2 and 02), two settings of one value. Numbers are compared as numbers.
   const auto same = [](const std::string& a, const std::string& b) {
@@ -328,22 +327,22 @@ void check_new_experiment(const ExperimentConfig& c) {
       for (size_t j = 0; j < i; ++j)
         if (values[j] == values[i] ||
             (!key_uses_bar_separator(key) && key != "sampling.regex" && same(values[j], values[i])))
-          fail(where(key), ": key '", key, "': '", values[i], "' is listed twice",
+          fail(c.where(key), ": key '", key, "': '", values[i], "' is listed twice",
                values[i] == values[j] ? "" : " (as '" + values[j] + "')");
   // [beam] options only beam search reads: given without it, they would be silently ignored. Likewise the tree keys,
   // which only the methods that verify trees read. Unless --set chose the methods, which leaves the file's [beam] and
   // tree for the file's methods (`bench end-to-end --set draft.method=block` on a file that sweeps trees).
   const std::vector<std::string>& methods = c.axes.at("draft.method");
-  const bool methods_set = where("draft.method").rfind("--set", 0) == 0;
+  const bool methods_set = c.where("draft.method").rfind("--set", 0) == 0;
   if (!c.beam.empty() && !methods_set && std::find(methods.begin(), methods.end(), "beam") == methods.end()) {
     const std::string key = "beam." + c.beam.begin()->first;
-    fail(where(key), ": key '", key, "' is given, but no setting uses method = beam (draft.method)");
+    fail(c.where(key), ": key '", key, "' is given, but no setting uses method = beam (draft.method)");
   }
   const bool trees = std::any_of(methods.begin(), methods.end(),
                                  [](const std::string& m) { return parse_decoding_method(m).verifies_trees(); });
   for (const char* key : {"draft.tree", "draft.tree_sampling"})
     if (!trees && !methods_set && c.axes.count(key))
-      fail(where(key), ": key '", key, "' is given, but no setting uses a method that verifies trees (draft.method)");
+      fail(c.where(key), ": key '", key, "' is given, but no setting uses a method that verifies trees (draft.method)");
   // What only the methods that draft read (the drafter, K, the draft's sampler), with none that drafts; and K where
   // every method that drafts verifies a tree given by draft.tree (the shape sets the depth).
   const bool drafts = c.drafts(), only_shaped_trees = c.depth_from_tree();
@@ -372,10 +371,10 @@ void check_new_experiment(const ExperimentConfig& c) {
            std::any_of(it->second.begin(), it->second.end(), [](const std::string& v) { return v != "none"; });
   };
   const bool constraint_set =
-      where("sampling.regex").rfind("--set", 0) == 0 || where("sampling.json_schema").rfind("--set", 0) == 0;
+      c.where("sampling.regex").rfind("--set", 0) == 0 || c.where("sampling.json_schema").rfind("--set", 0) == 0;
   if (c.axes.count("sampling.token_strings") && !constraint_set && !constrained("sampling.regex") &&
       !constrained("sampling.json_schema"))
-    fail(where("sampling.token_strings"),
+    fail(c.where("sampling.token_strings"),
          ": key 'sampling.token_strings' is given, but no setting has a constraint (sampling.regex or "
          "sampling.json_schema)");
 }
@@ -427,7 +426,7 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
   for (const char* key : {"experiment.prompts", "experiment.prompts_from_corpus"}) {
     const std::string& file = std::string(key) == "experiment.prompts" ? c.prompts_file : c.prompts_from_corpus;
     if (!file.empty() && std::filesystem::is_directory(file))
-      fail(c.origin.count(key) ? c.origin.at(key) : path, ": key '", key, "': '", file, "' is a folder, not a file");
+      fail(c.where(key), ": key '", key, "': '", file, "' is a folder, not a file");
   }
   if (!c.cost_profile.empty()) {
     // Read once the last value is known (--set, or a resumed run's own copy, replaces the file's), so a bad file
@@ -504,8 +503,7 @@ std::string ExperimentConfig::resolved_ini() const {
 std::vector<std::string> corpus_excerpts(const std::string& corpus, const ExperimentConfig& c) {
   const size_t first = corpus.size() - static_cast<size_t>(static_cast<double>(corpus.size()) * c.corpus_tail);
   if (corpus.size() - first <= static_cast<size_t>(c.prompt_length))
-    fail(c.origin.count("experiment.prompt_length") ? c.origin.at("experiment.prompt_length") : c.file,
-         ": key 'experiment.prompt_length' = ", c.prompt_length, ": the ",
+    fail(c.where("experiment.prompt_length"), ": key 'experiment.prompt_length' = ", c.prompt_length, ": the ",
          c.corpus_tail < 1.0 ? "corpus_tail region" : "corpus", " of ", c.prompts_from_corpus, " (",
          corpus.size() - first, " characters) is not longer");
   // Prompts start at line starts of the region: there are no more different prompts than such lines (checked
@@ -516,8 +514,7 @@ std::vector<std::string> corpus_excerpts(const std::string& corpus, const Experi
        at = corpus.find('\n', at + 1))
     ++starts;
   if (c.num_prompts > starts)
-    fail(c.origin.count("experiment.num_prompts") ? c.origin.at("experiment.num_prompts") : c.file,
-         ": key 'experiment.num_prompts' = ", c.num_prompts, ": the ",
+    fail(c.where("experiment.num_prompts"), ": key 'experiment.num_prompts' = ", c.num_prompts, ": the ",
          c.corpus_tail < 1.0 ? "corpus_tail region" : "corpus", " of ", c.prompts_from_corpus, " has only ", starts,
          " line starts to take a prompt of prompt_length = ", c.prompt_length, " from");
   std::vector<std::string> texts;

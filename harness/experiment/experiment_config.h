@@ -68,8 +68,13 @@ struct ExperimentConfig {
 
   // Sweep axes: "section.key" -> values (a single value is an axis of length 1). Ordered for stable sweeps.
   std::map<std::string, std::vector<std::string>> axes;
-  // Where each value came from, for error messages ("file:line").
+  // Where each value came from, for error messages ("file:line", or "--set KEY").
   std::map<std::string, std::string> origin;
+  // Where `key` was given, or the experiment file for a key left at its default: what an error about it names first.
+  std::string where(const std::string& key) const {
+    const auto it = origin.find(key);
+    return it == origin.end() ? file : it->second;
+  }
   // [beam] options, one value each.
   std::map<std::string, std::string> beam;
 

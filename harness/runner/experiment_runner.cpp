@@ -333,8 +333,7 @@ void check_records_fit(const ExperimentConfig& config, size_t settings, size_t p
   const std::string what = std::to_string(settings) + " settings x " + std::to_string(prompts) + " prompts x " +
                            std::to_string(config.repetitions) + " repetitions, each record at least " +
                            std::to_string(static_cast<int>(kMinRecordBytes)) + " bytes: " + gb(bytes);
-  const std::string key =
-      config.origin.count("experiment.repetitions") ? config.origin.at("experiment.repetitions") : config.file;
+  const std::string key = config.where("experiment.repetitions");
   const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
   if (memory > 0 && bytes > memory)
     fail(key, ": key 'experiment.repetitions' = ", config.repetitions, ": the run's records (", what,
@@ -369,8 +368,7 @@ std::shared_ptr<const LanguageModel> load_target(const ExperimentConfig& config)
     return load_language_model(config.target, "target", config.weights_dtype,
                                model_device_for(parse_device(config.device)));
   } catch (const ParameterError& e) {
-    const std::string where =
-        config.origin.count("experiment.target") ? config.origin.at("experiment.target") : config.file;
+    const std::string where = config.where("experiment.target");
     fail(where, ": key 'experiment.target': ", e.parameter(), e.detail());
   }
 }
@@ -448,8 +446,7 @@ RunAssemblyCache check_setting_samplers(const ExperimentConfig& config, const La
   try {
     read_target_files(config.target, target.vocab_size(), eos, token_strings, cache);
   } catch (const Error& e) {
-    fail(config.origin.count("experiment.target") ? config.origin.at("experiment.target") : config.file,
-         ": key 'experiment.target' = '", config.target, "': ", e.what());
+    fail(config.where("experiment.target"), ": key 'experiment.target' = '", config.target, "': ", e.what());
   }
   std::set<std::string> unread;  // said once per value, not once per setting
   for (size_t i = 0; i < settings.size(); ++i) {
@@ -485,10 +482,8 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
   // Where the results go (output_dir/NAME/, which may exist already), before any model loads; a resumed run writes
   // into its own folder.
   if (!resume)
-    check_output_folder_writable(
-        (fs::path(config.output_dir) / config.name).string(),
-        (config.origin.count("experiment.output_dir") ? config.origin.at("experiment.output_dir") : experiment_path) +
-            ": key 'experiment.output_dir'");
+    check_output_folder_writable((fs::path(config.output_dir) / config.name).string(),
+                                 config.where("experiment.output_dir") + ": key 'experiment.output_dir'");
   check_prompts_readable(config);
   // The [beam] values together (num_return against the width, groups dividing it), as generate checks them. Beam search
   // decodes one prompt at a time: in lockstep its time would be set against a batched baseline's.
@@ -507,8 +502,7 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
     try {
       check();
     } catch (const Error& e) {
-      fail(config.origin.count("draft.drafter") ? config.origin.at("draft.drafter") : experiment_path,
-           ": key 'draft.drafter' = '", drafter, "': ", e.what());
+      fail(config.where("draft.drafter"), ": key 'draft.drafter' = '", drafter, "': ", e.what());
     }
   };
   for (const std::string& drafter : config.axes.at("draft.drafter"))
@@ -517,8 +511,7 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
   try {
     target_vocab = language_model_vocab_size(config.target, "target");
   } catch (const Error& e) {
-    fail(config.origin.count("experiment.target") ? config.origin.at("experiment.target") : experiment_path,
-         ": key 'experiment.target' = '", config.target, "': ", e.what());
+    fail(config.where("experiment.target"), ": key 'experiment.target' = '", config.target, "': ", e.what());
   }
   for (const std::string& drafter : config.axes.at("draft.drafter"))
     at_drafter_key(drafter, [&] { check_drafter_vocabulary(drafter, target_vocab, config.target); });

@@ -55,7 +55,7 @@ void check_setting_tokens(const ExperimentConfig& config, const LanguageModel& t
       std::string key = section + "." + e.parameter();
       if (!config.origin.count(key) && config.origin.count("sampling." + e.parameter()))
         key = "sampling." + e.parameter();
-      const std::string where = config.origin.count(key) ? config.origin.at(key) : config.file;
+      const std::string where = config.where(key);
       fail(where, ": key '", key, "' (setting ", setting.id, "): ", e.what(), vocabulary());
     } catch (const Error& e) {  // a rule over two parameters: the section's values, with those it inherits
       fail(config.file, ": (setting ", setting.id, ") [", section, "]",
@@ -196,7 +196,7 @@ void check_settings_fit(const ExperimentConfig& config, const LanguageModel& tar
   const std::string key = it != keys.end()                                   ? it->second
                           : config.origin.count("sampling." + e.parameter()) ? "sampling." + e.parameter()
                                                                              : e.parameter();
-  const std::string where = config.origin.count(key) ? config.origin.at(key) : config.file;
+  const std::string where = config.where(key);
   fail(where, ": key '", key, "' (setting ", setting.id, "): ", e.parameter(), e.detail());
 }
 
@@ -205,7 +205,7 @@ namespace {
 // The key an experiment's prompts come from, and where it was set, for messages.
 std::string prompts_key(const ExperimentConfig& c) {
   const std::string key = c.prompts_file.empty() ? "experiment.prompts_from_corpus" : "experiment.prompts";
-  return (c.origin.count(key) ? c.origin.at(key) : c.file) + ": key '" + key + "'";
+  return c.where(key) + ": key '" + key + "'";
 }
 
 }  // namespace
