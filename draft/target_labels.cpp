@@ -15,6 +15,7 @@
 #include "harness/io/file_checksum.h"
 #include "harness/io/input_file.h"
 #include "harness/io/output_file.h"
+#include "kernels/shared/bounded_json.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/mutation_points.h"
 #include "verify/sampling/categorical.h"
@@ -88,7 +89,7 @@ void resume_checkpoint(const std::string& path, const nlohmann::json& header, co
     if (!std::getline(in, line)) fail(path, ": empty labels checkpoint (no header line)");
     nlohmann::json found;
     try {
-      found = nlohmann::json::parse(line);
+      found = parse_bounded_json(line);
     } catch (const nlohmann::json::exception&) {
       fail(path, ":1: not a labels checkpoint header: '", line.substr(0, 80), "'");
     }

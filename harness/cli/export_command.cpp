@@ -13,6 +13,7 @@
 #include "harness/io/output_file.h"
 #include "harness/models/hf/hf_model.h"
 #include "harness/models/registry/model_registry.h"
+#include "kernels/shared/bounded_json.h"
 #include "kernels/shared/error.h"
 
 namespace specula::cli {
@@ -56,7 +57,11 @@ int export_command(const Args& args) {
   // --overwrite replaces an export (a Hugging Face config names its `architectures`), never another kind of model.
   const std::filesystem::path config = std::filesystem::path(output) / "config.json";
   if (std::filesystem::exists(config, ec)) {
-    const nlohmann::json j = nlohmann::json::parse(read_input_file(config.string(), "--output"), nullptr, false);
+    nlohmann::json j;
+    try {
+      j = parse_bounded_json(read_input_file(config.string(), "--output"));
+    } catch (const nlohmann::json::exception&) {  // not JSON, or not JSON a tool wrote: not an export
+    }
     if (!j.is_object() || !j.contains("architectures"))
       fail("--output: '", output, "' holds a model that is not a Hugging Face export (", config.string(),
            " names no architectures); --overwrite replaces only an export: write elsewhere");

@@ -29,6 +29,7 @@
 #include "harness/io/input_file.h"
 #include "harness/io/output_file.h"
 #include "harness/models/registry/model_registry.h"
+#include "kernels/shared/bounded_json.h"
 #include "kernels/shared/error.h"
 #include "verify/sampling/sampler_pipeline.h"
 #include "verify/verifiers/target_rows.h"
@@ -102,7 +103,7 @@ ForwardCost costs_from_bench(const std::string& path) {
   std::ifstream in = open_input_file(path, "--forward-bench");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = parse_bounded_json(in);
     std::map<int32_t, std::pair<double, int>> sums;  // rows -> (sum of ratios, count): chunks and trees alike
     for (const auto& c : j.at("models").at(0).at("cases")) {
       // CPU-time ratios when the report has them (wall time is unusable on a loaded machine), else wall.

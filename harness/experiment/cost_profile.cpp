@@ -6,6 +6,7 @@
 #include <map>
 
 #include "harness/io/input_file.h"
+#include "kernels/shared/bounded_json.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -123,7 +124,7 @@ CostProfile read_cost_profile(const std::string& path) {
   const std::string text = read_input_file(path, "cost profile");
   json j;
   try {
-    j = json::parse(text);
+    j = parse_bounded_json(text);
   } catch (const json::exception& e) {
     fail("cost profile ", path, ": not JSON (", e.what(), ")");
   }

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/io/input_file.h"
+#include "kernels/shared/bounded_json.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -42,7 +43,7 @@ std::string RunRecord::to_json_line() const {
 RunRecord RunRecord::from_json_line(const std::string& line, const std::string& where) {
   RunRecord r;
   try {
-    const nlohmann::json j = nlohmann::json::parse(line);
+    const nlohmann::json j = parse_bounded_json(line);
     GenerationMetrics& m = r.metrics;
     r.setting_id = j.at("setting_id");
     r.baseline_id = j.at("baseline_id");
@@ -56,6 +57,8 @@ RunRecord RunRecord::from_json_line(const std::string& line, const std::string& 
     r.lockstep = j.value("lockstep", false);
     r.accept_lengths = j.at("accept_lengths").get<std::vector<int32_t>>();
     m = GenerationMetrics::read_json(j);  // older records: no sequences / stopped_sequences, times as *_time
+    if (const std::string problem = m.consistency_problem(); !problem.empty())
+      fail(where, ": impossible record: ", problem);
     m.sequences = 1;
     m.stopped = r.stop_reason == "stop" ? 1 : 0;
     if (j.contains("pair")) {  // absent in unpaired runs and older records

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 namespace specula {
 
@@ -23,11 +24,12 @@ void GenerationMetrics::merge(const GenerationMetrics& o) {
   accepted += o.accepted;
   emitted += o.emitted;
   q_zero_errors += o.q_zero_errors;
-  resize(static_cast<int32_t>(o.position_reached.size()));
-  for (size_t i = 0; i < o.position_reached.size(); ++i) {
-    position_reached[i] += o.position_reached[i];
-    position_accepted[i] += o.position_accepted[i];
-  }
+  // Sized by each of the other's arrays, not by one for all: a record read from a file is checked
+  // (consistency_problem), but a merge must not write past an array whatever it is given.
+  resize(static_cast<int32_t>(std::max(o.position_reached.size(), o.position_accepted.size())));
+  accepted_histogram.resize(std::max(accepted_histogram.size(), o.accepted_histogram.size()));
+  for (size_t i = 0; i < o.position_reached.size(); ++i) position_reached[i] += o.position_reached[i];
+  for (size_t i = 0; i < o.position_accepted.size(); ++i) position_accepted[i] += o.position_accepted[i];
   for (size_t i = 0; i < o.accepted_histogram.size(); ++i) accepted_histogram[i] += o.accepted_histogram[i];
   verify_rows_histogram.resize(std::max(verify_rows_histogram.size(), o.verify_rows_histogram.size()));
   for (size_t i = 0; i < o.verify_rows_histogram.size(); ++i) verify_rows_histogram[i] += o.verify_rows_histogram[i];
@@ -89,6 +91,35 @@ void GenerationMetrics::write_json(nlohmann::json& j) const {
   j["tokens_per_second"] = wall_seconds > 0 ? new_tokens / wall_seconds : 0.0;
   const double decode_seconds = wall_seconds - prompt_seconds;
   j["decode_tokens_per_second"] = decode_seconds > 0 ? new_tokens / decode_seconds : 0.0;
+}
+
+std::string GenerationMetrics::consistency_problem() const {
+  std::ostringstream os;
+  constexpr size_t kMaxPositions = 1 << 16;  // deeper than any draft: a tree shape has at most 4096 nodes
+  const size_t positions = position_reached.size();
+  if (positions > kMaxPositions)
+    os << "position_reached has " << positions << " positions (more than any draft's " << kMaxPositions << ")";
+  else if (position_accepted.size() != positions)
+    os << "position_accepted has " << position_accepted.size() << " positions, position_reached " << positions;
+  else if (accepted_histogram.size() > positions + 1)
+    os << "accepted_length_histogram has " << accepted_histogram.size() << " entries for " << positions
+       << " draft positions (at most " << positions + 1 << ")";
+  if (!os.str().empty()) return os.str();
+  for (size_t i = 0; i < positions; ++i)
+    if (position_reached[i] < 0 || position_accepted[i] < 0 || position_accepted[i] > position_reached[i]) {
+      os << "draft position " << i + 1 << " accepted " << position_accepted[i] << " of " << position_reached[i]
+         << " reached";
+      return os.str();
+    }
+  for (const int64_t* count : {&sequences, &stopped, &new_tokens, &steps, &target_calls, &draft_calls, &proposed,
+                               &accepted, &emitted, &q_zero_errors})
+    if (*count < 0) return "a count is negative (" + std::to_string(*count) + ")";
+  for (const std::vector<int64_t>* counts : {&accepted_histogram, &verify_rows_histogram, &lockstep_rows_histogram})
+    for (int64_t c : *counts)
+      if (c < 0) return "a histogram holds a negative count (" + std::to_string(c) + ")";
+  if (accepted > proposed)
+    return "accepted_tokens " + std::to_string(accepted) + " exceed proposed_tokens " + std::to_string(proposed);
+  return "";
 }
 
 GenerationMetrics GenerationMetrics::read_json(const nlohmann::json& j) {

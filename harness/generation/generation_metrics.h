@@ -60,6 +60,10 @@ struct GenerationMetrics {
   double expected_acceptance() const {
     return expected_acceptance_count ? expected_acceptance_sum / expected_acceptance_count : 0.0;
   }
+  // What makes counters read from a file impossible ("" where none): arrays of other lengths than the draft
+  // positions give (merge and the summary index one by another), more positions than the deepest draft, negative
+  // counts, more accepted than reached or proposed.
+  std::string consistency_problem() const;
   // Accepted / reached at each draft position; NaN where no step reached it.
   std::vector<double> per_position_acceptance() const;
   // The one JSON shape of a run's metrics, written by `generate --metrics-json` (with "method" and "lossy") and

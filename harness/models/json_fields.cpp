@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "kernels/shared/bounded_json.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -15,7 +16,7 @@ json read_json_file(const std::string& path, const std::string& missing) {
   std::ifstream in(path);
   if (!in) fail(path, ": ", missing);
   try {
-    return json::parse(in);
+    return parse_bounded_json(in);
   } catch (const json::exception& e) {
     fail(path, ": malformed JSON: ", e.what());
   }

@@ -4,6 +4,7 @@
 
 #include "harness/io/file_checksum.h"
 #include "harness/io/input_file.h"
+#include "kernels/shared/bounded_json.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -95,7 +96,7 @@ nlohmann::json run_inputs(const ExperimentConfig& config, const std::vector<std:
 nlohmann::json read_run_inputs(const fs::path& file, const std::string& what) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(read_input_file(file.string(), what));
+    j = parse_bounded_json(read_input_file(file.string(), what));
   } catch (const nlohmann::json::exception& e) {
     fail(file.string(), ": not the JSON a run writes (", e.what(), ")");
   }

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "kernels/shared/bounded_json.h"
 #include "kernels/shared/error.h"
 #include "verify/constraints/regex.h"
 
@@ -200,9 +201,11 @@ class SchemaCompiler {
 std::string json_schema_to_regex(const std::string& schema_json, const std::string& source) {
   Json schema;
   try {
-    schema = Json::parse(schema_json);
+    schema = parse_bounded_json<Json>(schema_json);
   } catch (const nlohmann::json::parse_error& e) {
     fail("json schema '", source, "': byte ", e.byte, ": not valid JSON (", e.what(), ")");
+  } catch (const JsonTooDeep& e) {
+    fail("json schema '", source, "': ", e.what());
   }
   return SchemaCompiler(source).compile(schema, "");
 }

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/io/output_file.h"
+#include "kernels/shared/bounded_json.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -162,7 +163,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     if (header_len == 0 || header[0] != '{') fail(path, ": header does not start with '{' (not a safetensors file?)");
     json j;
     try {
-      j = json::parse(header, header + header_len);
+      j = parse_bounded_json(header, header + header_len);
     } catch (const json::exception& e) {
       fail(path, ": malformed header JSON: ", e.what());
     }

@@ -1,0 +1,32 @@
+// JSON a user supplies, parsed with its nesting bounded. nlohmann's parser keeps its own stack, but copying, comparing
+// and printing a value recurse once per level: a file of a few hundred kilobytes nested 100,000 deep would overflow the
+// stack wherever its value is used (a model's config, a record, a schema). Every reader of such JSON parses it here.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+
+namespace specula {
+
+// Far beyond any config, record, tokenizer or schema a tool writes; far below what a thread's stack holds.
+inline constexpr int kMaxJsonDepth = 256;
+
+// Thrown as a JSON exception, so that every reader's handler of malformed JSON names its file for it too.
+class JsonTooDeep : public nlohmann::json::exception {
+ public:
+  JsonTooDeep()
+      : nlohmann::json::exception(
+            599, ("nested deeper than " + std::to_string(kMaxJsonDepth) + " levels of arrays and objects").c_str()) {}
+};
+
+// Json::parse(input...) that throws JsonTooDeep past kMaxJsonDepth levels. `Json`: nlohmann::json or ordered_json.
+template <typename Json = nlohmann::json, typename... Input>
+Json parse_bounded_json(Input&&... input) {
+  return Json::parse(std::forward<Input>(input)..., [](int depth, typename Json::parse_event_t, Json&) {
+    if (depth > kMaxJsonDepth) throw JsonTooDeep();
+    return true;
+  });
+}
+
+}  // namespace specula

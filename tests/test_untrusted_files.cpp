@@ -1,0 +1,114 @@
+// Files a user hands the tool, made to break it: JSON nested past any real file (whose copies and messages would
+// recurse off the stack), records whose arrays disagree in length (which a merge indexed one by another), and the
+// command-line paths that read each. Each must end in an error naming the file, never in a crash.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli_runner.h"
+#include "harness/experiment/run_record.h"
+#include "harness/generation/generation_metrics.h"
+#include "kernels/shared/bounded_json.h"
+#include "kernels/shared/error.h"
+#include "verify/constraints/json_schema.h"
+
+using namespace specula;
+using namespace specula::testing;
+using Catch::Matchers::Contains;
+
+namespace {
+
+std::string nested_array(int depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+
+}  // namespace
+
+TEST_CASE("JSON nested past kMaxJsonDepth is refused as JSON; at the bound it reads", "[cli][errors]") {
+  CHECK(parse_bounded_json(nested_array(kMaxJsonDepth)).is_array());
+  CHECK_THROWS_AS(parse_bounded_json(nested_array(kMaxJsonDepth + 2)), nlohmann::json::exception);
+  CHECK_THROWS_WITH(parse_bounded_json(nested_array(100000)), Contains("nested deeper than 256 levels"));
+  CHECK_THROWS_WITH(parse_bounded_json<nlohmann::ordered_json>("{\"a\": " + nested_array(300) + "}"),
+                    Contains("nested deeper"));
+  // A schema: named by its source.
+  CHECK_THROWS_WITH(compile_json_schema("{\"enum\": [" + nested_array(100000) + "]}", "s.json"),
+                    Contains("json schema 's.json': nested deeper than 256 levels"));
+}
+
+TEST_CASE("deeply nested JSON in a model's, a record's or a schema's file is an error naming the file",
+          "[cli][errors]") {
+  TempDir dir;
+  const std::string deep = nested_array(100000);
+  const std::string table = std::string(SPECULA_SOURCE_DIR) + "/experiments/tables/target-v16.txt";
+  const std::string schema = dir.write("schema.json", "{\"enum\": [" + deep + "]}");
+  const CliResult by_schema = run_specula(
+      "generate --target bigram:" + table + " --prompt-tokens 0 --max-new-tokens 2 --json-schema " + schema +
+      " --token-strings " + dir.write("ts.txt", std::string(16 * 2, 'a')) + " --output " + dir.file("o.txt"));
+  CHECK(by_schema.exit_code == 1);
+  CHECK_THAT(by_schema.err, Contains(schema) && Contains("nested deeper than 256 levels"));
+  // A transformer checkpoint's config.json (read before any weights).
+  std::filesystem::create_directories(dir.file("ckpt"));
+  dir.write("ckpt/config.json", "{\"eos_token_id\": " + deep + "}");
+  const CliResult by_config = run_specula("generate --target transformer:" + dir.file("ckpt") +
+                                          " --prompt-tokens 0 --max-new-tokens 2 --output " + dir.file("o.txt"));
+  CHECK(by_config.exit_code == 1);
+  CHECK_THAT(by_config.err, Contains(dir.file("ckpt/config.json")) && Contains("nested deeper than 256 levels"));
+  // A cost profile for tree-opt.
+  const std::string profile = dir.write("profile.json", "{\"version\": " + deep + "}");
+  const CliResult by_profile =
+      run_specula("tree-opt --cost-profile " + profile + " --acceptance 0.5 --output " + dir.file("t.txt"));
+  CHECK(by_profile.exit_code == 1);
+  CHECK_THAT(by_profile.err, Contains("nested deeper than 256 levels"));
+  // A record.
+  CHECK_THROWS_WITH(RunRecord::from_json_line("{\"setting_id\": " + deep + "}", "records.jsonl:3"),
+                    Contains("records.jsonl:3: malformed record") && Contains("nested deeper"));
+}
+
+TEST_CASE("a record whose per-position arrays disagree is refused by line; merging any arrays stays in bounds",
+          "[runner][errors]") {
+  RunRecord r;
+  r.setting_id = r.baseline_id = "s";
+  r.metrics.resize(2);
+  r.metrics.steps = 3;
+  r.metrics.proposed = 6;
+  r.metrics.accepted = 4;
+  r.metrics.position_reached = {3, 2};
+  r.metrics.position_accepted = {2, 2};
+  r.metrics.accepted_histogram = {1, 0, 2};
+  const nlohmann::json good = nlohmann::json::parse(r.to_json_line());
+  CHECK_NOTHROW(RunRecord::from_json_line(good.dump(), "r:1"));
+  struct Case {
+    const char* key;
+    nlohmann::json value;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"accepted_length_histogram", std::vector<int>(1000, 1),
+       "accepted_length_histogram has 1000 entries for 2 draft positions (at most 3)"},
+      {"position_accepted", std::vector<int>{}, "position_accepted has 0 positions, position_reached 2"},
+      {"position_reached", std::vector<int>(100000, 1), "position_reached has 100000 positions"},
+      {"position_accepted", std::vector<int>{2, 3}, "draft position 2 accepted 3 of 2 reached"},
+      {"position_reached", std::vector<int>{3, -1}, "draft position 2 accepted 2 of -1 reached"},
+      {"new_tokens", -3, "a count is negative (-3)"},
+      {"accepted_tokens", 7, "accepted_tokens 7 exceed proposed_tokens 6"},
+      {"verify_rows_histogram", std::vector<int>{1, -2}, "a histogram holds a negative count (-2)"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.key);
+    nlohmann::json bad = good;
+    bad[c.key] = c.value;
+    CHECK_THROWS_WITH(RunRecord::from_json_line(bad.dump(), "records.jsonl:7"),
+                      Contains(std::string("records.jsonl:7: impossible record: ") + c.message));
+  }
+  // Merged as they come, arrays of any lengths are summed in bounds (sanitizers check the writes).
+  GenerationMetrics total, odd;
+  odd.position_reached = {5};
+  odd.position_accepted = {1, 2, 3};
+  odd.accepted_histogram = std::vector<int64_t>(50, 1);
+  total.merge(odd);
+  total.merge(r.metrics);
+  CHECK(total.position_reached == std::vector<int64_t>{8, 2, 0});
+  CHECK(total.position_accepted == std::vector<int64_t>{3, 4, 3});
+  CHECK(total.accepted_histogram.size() == 50);
+  CHECK(total.accepted_histogram[2] == 3);
+}
