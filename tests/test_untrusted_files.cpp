@@ -112,3 +112,28 @@ TEST_CASE("a record whose per-position arrays disagree is refused by line; mergi
   CHECK(total.accepted_histogram.size() == 50);
   CHECK(total.accepted_histogram[2] == 3);
 }
+
+TEST_CASE("a transformer config whose sizes would wrap the memory check is refused by field before any allocation",
+          "[cli][errors]") {
+  TempDir dir;
+  nlohmann::json config =
+      nlohmann::json::parse(read_text(std::string(SPECULA_SOURCE_DIR) + "/results/models/draft/config.json"));
+  std::filesystem::create_directories(dir.file("big"));
+  // d_model 2^30 with d_ff 1431655679: the parameter count wrapped int64 into a small number, the memory check
+  // passed, and LibTorch was asked for 1 TiB.
+  config["model"]["d_model"] = 1073741824;
+  config["model"]["d_ff"] = 1431655679;
+  config["model"]["max_seq_len"] = 1;
+  config["weights"].erase("crc32");
+  dir.write("big/config.json", config.dump());
+  const CliResult r = run_specula("generate --target transformer:" + dir.file("big") +
+                                  " --prompt-tokens 0 --max-new-tokens 2 --output " + dir.file("o.txt"));
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains(dir.file("big")) && Contains("d_model must be <= 1048576, got 1073741824"));
+  config["model"]["d_model"] = 128;
+  dir.write("big/config.json", config.dump());
+  CHECK_THAT(run_specula("generate --target transformer:" + dir.file("big") + " --prompt-tokens 0 --max-new-tokens 2" +
+                         " --output " + dir.file("o.txt"))
+                 .err,
+             Contains("d_ff must be <= 4194304, got 1431655679"));
+}

@@ -2,6 +2,7 @@
 
 #include <boost/crc.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <vector>
 
@@ -59,6 +60,13 @@ uint32_t parse_crc32_hex(const std::string& text, const std::string& where) {
 }
 
 void check_file_checksum(const std::string& path, const FileChecksum& expected, const std::string& recorded_in) {
+  // The size first, from the folder entry: a file of another size is refused without reading it (a 50 GB stand-in
+  // would be read whole for a checksum that cannot match).
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  if (!ec && size != expected.bytes)
+    fail(path, ": ", size, " bytes, but ", recorded_in, " records ", expected.bytes,
+         " bytes: the file is damaged or was replaced (restore it, or retrain)");
   const FileChecksum got = file_checksum(path);
   if (got == expected) return;
   fail(path, ": ", got.bytes, " bytes with crc32 ", crc32_hex(got.crc32), ", but ", recorded_in, " records ",

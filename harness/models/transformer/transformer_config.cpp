@@ -4,6 +4,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "harness/io/output_file.h"
 #include "harness/models/eos_tokens.h"
@@ -55,6 +56,11 @@ void TransformerConfig::validate(const std::string& where) const {
   positive("max_seq_len", max_seq_len);
   // Every layer's RoPE tables and every session's KV cache are built for max_seq_len positions up front.
   if (max_seq_len > kMaxSeqLen) fail(where, ": max_seq_len must be <= ", kMaxSeqLen, ", got ", max_seq_len);
+  for (const auto& [name, value, bound] : {std::tuple{"vocab_size", vocab_size, kMaxVocabulary},
+                                           {"d_model", d_model, kMaxModelWidth},
+                                           {"d_ff", d_ff, kMaxFeedForward},
+                                           {"n_layers", n_layers, kMaxLayers}})
+    if (value > bound) fail(where, ": ", name, " must be <= ", bound, ", got ", value);
   if (d_model % n_heads != 0) fail(where, ": d_model ", d_model, " is not a multiple of n_heads ", n_heads);
   if (n_kv_heads < 0 || n_heads % kv_heads() != 0)
     fail(where, ": n_heads ", n_heads, " is not a multiple of n_kv_heads ", n_kv_heads);

@@ -21,6 +21,13 @@ namespace specula {
 
 // The most positions a transformer serves (the RoPE tables and KV caches are sized by it before any use).
 inline constexpr int32_t kMaxSeqLen = 1 << 20;
+// Bounds on a config's sizes, each far above any released model's (d_model 16384-25600, d_ff ~100K, vocabularies
+// ~256K, a few hundred layers), so that the parameter and memory counts, products of them, stay inside int64 and a
+// config's numbers cannot wrap the memory check that guards the allocation.
+inline constexpr int32_t kMaxModelWidth = 1 << 20;   // d_model
+inline constexpr int32_t kMaxFeedForward = 1 << 22;  // d_ff
+inline constexpr int32_t kMaxVocabulary = 1 << 24;
+inline constexpr int32_t kMaxLayers = 1 << 12;
 
 struct TransformerConfig {
   int32_t vocab_size = 256;  // byte-level tokenizer by default
