@@ -861,6 +861,19 @@ TEST_CASE("byte-level BPE: byte fallback, merge order, unsupported tokenizer.jso
     CHECK_THROWS_WITH(ByteLevelBpeTokenizer(bad_regex, "t.json"), Contains("cannot compile pre-tokenizer regex"));
     CHECK_THROWS_WITH(ByteLevelBpeTokenizer("/nonexistent/tokenizer.json"), Contains("cannot open tokenizer"));
   }
+  SECTION("an id far past the tokens the file defines is refused, not made the size of the pieces' table") {
+    json far = tokenizer;  // 262 entries: ids up to 2 x 262 + 1024 are read as holes, past that refused
+    far["model"]["vocab"]["abc"] = 2000000000;
+    CHECK_THROWS_WITH(ByteLevelBpeTokenizer(far, "t.json"),
+                      Contains("t.json: vocab entry 'abc' has id 2000000000, far past the 262 entries of model.vocab"));
+    json far_added = tokenizer;
+    far_added["added_tokens"][0]["id"] = 2000000000;
+    CHECK_THROWS_WITH(ByteLevelBpeTokenizer(far_added, "t.json"),
+                      Contains("t.json: added token") && Contains("id must be an integer in [0, 1550)"));
+    json holes = tokenizer;
+    holes["added_tokens"][0]["id"] = 1500;
+    CHECK(ByteLevelBpeTokenizer(holes, "t.json").vocab_size() == 1501);
+  }
 }
 
 TEST_CASE("SentencePiece tokenizer.model matches spm_encode; byte fallback; user-defined symbols", "[hf]") {

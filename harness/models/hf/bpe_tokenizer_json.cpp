@@ -138,10 +138,15 @@ void ByteLevelBpeTokenizer::Impl::parse_model(const json& model_json) {
 
   const json* v = get(*model, "vocab");
   if (!v || !v->is_object()) fail(where, ": model.vocab must be an object");
+  // Ids index the pieces' table, so they are bounded by what the file defines: a tokenizer numbers its tokens densely
+  // (a few holes at most), and one id of 2e9 must not size a table of two billion strings.
+  const int64_t id_bound = 2 * static_cast<int64_t>(v->size()) + 1024;
   for (const auto& item : v->items()) {
-    if (!item.value().is_number_integer() || item.value().get<int64_t>() < 0 ||
-        item.value().get<int64_t>() >= std::numeric_limits<Token>::max())
+    if (!item.value().is_number_integer() || item.value().get<int64_t>() < 0)
       fail(where, ": vocab entry '", item.key(), "' has id ", item.value().dump());
+    if (item.value().get<int64_t>() >= id_bound)
+      fail(where, ": vocab entry '", item.key(), "' has id ", item.value().dump(), ", far past the ", v->size(),
+           " entries of model.vocab (ids must be below ", id_bound, ")");
     const Token id = item.value().get<Token>();
     vocab[item.key()] = id;
     if (static_cast<size_t>(id) >= pieces.size()) pieces.resize(id + 1);
@@ -175,7 +180,12 @@ void ByteLevelBpeTokenizer::Impl::parse_model(const json& model_json) {
 void ByteLevelBpeTokenizer::Impl::parse_added_tokens(const json& added_tokens) {
   for (const json& a : added_tokens) {
     if (!get(a, "id") || !get(a, "content")) fail(where, ": added token ", a.dump(), " needs 'id' and 'content'");
-    const Token id = get(a, "id")->get<Token>();
+    const json& id_value = *get(a, "id");
+    const int64_t id_bound = 2 * static_cast<int64_t>(pieces.size() + added_tokens.size()) + 1024;  // as model.vocab's
+    if (!id_value.is_number_integer() || id_value.get<int64_t>() < 0 || id_value.get<int64_t>() >= id_bound)
+      fail(where, ": added token ", a.dump(), ": id must be an integer in [0, ", id_bound, ") (the tokens defined, ",
+           "twice over)");
+    const Token id = id_value.get<Token>();
     const std::string content = get(a, "content")->get<std::string>();
     if (content.empty()) fail(where, ": added token ", id, " has empty content");
     added.push_back({content, id});
