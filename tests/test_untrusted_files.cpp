@@ -10,6 +10,7 @@
 #include "cli_runner.h"
 #include "harness/experiment/run_record.h"
 #include "harness/generation/generation_metrics.h"
+#include "harness/models/table_model.h"
 #include "kernels/shared/bounded_json.h"
 #include "kernels/shared/error.h"
 #include "verify/constraints/json_schema.h"
@@ -136,4 +137,19 @@ TEST_CASE("a transformer config whose sizes would wrap the memory check is refus
                          " --output " + dir.file("o.txt"))
                  .err,
              Contains("d_ff must be <= 4194304, got 1431655679"));
+}
+
+TEST_CASE("a bigram table's logits are read whole and in float32's range, every row leaving a token", "[errors]") {
+  TempDir dir;
+  const auto load = [&](const std::string& text) { return load_bigram_model(dir.write("b.txt", text)); };
+  CHECK_NOTHROW(
+      load("0 1 2\n-inf -1e39 0\n1 1 1\n"));  // -inf (or below float32's range): a token never drawn after that one
+  const std::string file = dir.file("b.txt");
+  CHECK_THROWS_WITH(load("0 1\n1e39 0\n"),
+                    Contains(file + ":2: column 1: '1e39' is +inf or too large for a 32-bit float"));
+  CHECK_THROWS_WITH(load("0 1\ninf 0\n"), Contains(file + ":2: column 1: 'inf' is +inf"));
+  CHECK_THROWS_WITH(load("0 1\n-inf -inf\n"), Contains(file + ":2: every logit of the row is -inf"));
+  CHECK_THROWS_WITH(load(std::string("0 1.0\0garbage\n1 2\n", 20)), Contains(file + ":1: column 2: '1.0"));
+  CHECK_THROWS_WITH(load("0 nan\n1 2\n"), Contains(file + ":1: column 2: NaN logit"));
+  CHECK_THROWS_WITH(load("0 1\n1 2 3\n"), Contains("row has 3 logits but the first row has 2"));
 }

@@ -1,5 +1,6 @@
 #include "harness/models/table_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -72,15 +73,21 @@ TableModel load_bigram_model(const std::string& path) {
       ++column;
       char* end = nullptr;
       const double v = std::strtod(item.c_str(), &end);
-      if (*end != '\0') fail(path, ":", line_no, ": column ", column, ": '", item, "' is not a number");
+      if (end != item.c_str() + item.size())  // a NUL byte inside the item ends strtod's reading early too
+        fail(path, ":", line_no, ": column ", column, ": '", item, "' is not a number");
       if (std::isnan(v)) fail(path, ":", line_no, ": column ", column, ": NaN logit");
-      if (v == INFINITY) fail(path, ":", line_no, ": column ", column, ": +inf logit");
+      // Stored as float32: a value past its range would become +inf, which no sampler can take (-inf, a token never
+      // drawn, may be written as such or as a number below float32's range).
+      if (v == INFINITY || static_cast<float>(v) == INFINITY)
+        fail(path, ":", line_no, ": column ", column, ": '", item, "' is +inf or too large for a 32-bit float");
       logits.push_back(static_cast<float>(v));
     }
     if (column == 0) continue;  // blank line
     if (width < 0) width = column;
     if (column != width)
       fail(path, ":", line_no, ": row has ", column, " logits but the first row has ", width, " (ragged table)");
+    if (std::all_of(logits.end() - column, logits.end(), [](float x) { return x == -INFINITY; }))
+      fail(path, ":", line_no, ": every logit of the row is -inf (no token could follow its token)");
     ++rows;
   }
   if (rows == 0) fail(path, ": empty bigram model");
