@@ -258,7 +258,11 @@ NgramModel NgramModel::load(const std::string& path) {
     if (f.size() != 1 || f[0] != std::to_string(n) + "-grams")
       fail(path, ":", line_no, ": expected '", n, "-grams', got '", line, "'");
     auto& counts = m.levels_[n - 1].counts;
-    counts.reserve(static_cast<size_t>(std::min<int64_t>(expected[n - 1], 1 << 24)));
+    counts.reserve(static_cast<size_t>(std::min<int64_t>(expected[n - 1], 1 << 20)));
+    // A context's total is a sum of counts: bounded here, so that no sum the model forms can wrap (a wrapped total
+    // made probabilities of NaN, or summing past 1, with no word of the file).
+    constexpr int64_t kMaxCountSum = int64_t{1} << 62;
+    int64_t level_sum = 0;
     for (int64_t r = 0; r < expected[n - 1]; ++r) {
       if (!next_line(in, line, line_no))
         fail(path, ": truncated n-gram model file: ", n, "-grams section has ", r, " of ", expected[n - 1], " records");
@@ -267,6 +271,9 @@ NgramModel NgramModel::load(const std::string& path) {
         fail(path, ":", line_no, ": a ", n, "-gram record needs a count and ", n, " token id(s), got '", line, "'");
       int64_t c = 0;
       if (!parse_count(f[0], c) || c < 1) fail(path, ":", line_no, ": count '", f[0], "' is not an integer >= 1");
+      if (c > kMaxCountSum - level_sum)
+        fail(path, ":", line_no, ": the ", n, "-gram counts sum past 2^62 (no corpus has that many tokens)");
+      level_sum += c;
       ngram.assign(n, 0);
       for (int32_t i = 0; i < n; ++i) {
         int64_t t = 0;

@@ -423,6 +423,15 @@ TEST_CASE("Kneser-Ney: save/load round trip and corrupt files", "[drafters]") {
     CHECK_THROWS_AS(NgramModel::load(bad), Error);
   }
   CHECK_THROWS_WITH(NgramModel::load(path + ".missing"), Catch::Matchers::Contains("cannot open"));
+  {  // Counts each readable whose sum passes 2^62 (a context's total wrapped): refused where the sum passes it.
+    std::vector<std::string> many = lines;
+    for (size_t i = 7; i < many.size() && many[i].rfind("2-grams", 0) != 0 && many[i] != "end"; ++i)
+      if (std::count(many[i].begin(), many[i].end(), ' ') == 1)
+        many[i] = "999999999999999999 " + many[i].substr(many[i].find(' ') + 1);
+    const std::string bad = (temp_dir() / "bad_sum.ngram").string();
+    write_text(bad, join(many));
+    CHECK_THROWS_WITH(NgramModel::load(bad), Catch::Matchers::Contains("the 1-gram counts sum past 2^62"));
+  }
 }
 
 TEST_CASE("n-gram drafter: records exactly the processed q it sampled from", "[drafters]") {
