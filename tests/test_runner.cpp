@@ -1282,6 +1282,31 @@ TEST_CASE("resume: a prompts file without num_prompts keeps every prompt; change
     CHECK(lines(read_text(run + "/records.jsonl")) == lines(whole));
     CHECK(fs::exists(run + "/inputs.json"));
   }
+  SECTION("records that no run of this configuration writes are refused before the folder changes, naming them") {
+    const std::string first = whole.substr(0, whole.find('\n') + 1);
+    nlohmann::json record = nlohmann::json::parse(first);
+    const auto refused_with = [&](const std::string& extra_line, const std::string& message) {
+      cut();
+      std::ofstream(run + "/records.jsonl", std::ios::app) << extra_line << "\n";
+      const std::string before = read_text(run + "/records.jsonl");
+      const CliResult r = run_specula("run --resume " + run + " --quiet --no-plots");
+      INFO(r.err);
+      CHECK(r.exit_code == 1);
+      CHECK_THAT(r.err, Contains("run --resume: " + run + "/records.jsonl: record ") && Contains(message));
+      CHECK(read_text(run + "/status") == "interrupted (SIGINT)\n");
+      CHECK(read_text(run + "/records.jsonl") == before);
+    };
+    refused_with(first.substr(0, first.size() - 1), " repeats record 1 (setting '");
+    nlohmann::json other = record;
+    other["setting_id"] = "draft.method=bogus";
+    refused_with(other.dump(), ": setting 'draft.method=bogus' is not one of this run's 2 settings");
+    other = record;
+    other["repetition"] = 2;
+    refused_with(other.dump(), ": repetition 2 is outside the run's 2 (experiment.repetitions)");
+    other = record;
+    other["baseline"] = !record["baseline"].get<bool>();
+    refused_with(other.dump(), "a baseline, but the record says it is");
+  }
   SECTION("a prompt changed since the run began") {
     cut();
     std::ofstream(prompts) << "0,3\n5\n7,7,2\n12,2\n3\n9,9\n";

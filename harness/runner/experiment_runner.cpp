@@ -348,18 +348,44 @@ void check_records_fit(const ExperimentConfig& config, size_t settings, size_t p
          ") would not fit in the ", gb(static_cast<double>(space.available)), " free on the disk of ", disk.string());
 }
 
-// A resumed run's records must come from prompts its configuration still gives: a folder begun by an earlier version,
-// whose config.resolved.ini wrote num_prompts = 4 for a prompts file that was not cut, would otherwise resume on
-// fewer prompts than it began with.
-void check_records_fit_prompts(const fs::path& dir, size_t prompts) {
+// The records a resumed run keeps, read once and checked against the run they belong to before its folder changes:
+// each from a setting, prompt and repetition of this run's configuration, baseline or not as its setting is, and
+// none written twice. A folder begun by an earlier version, whose config.resolved.ini wrote num_prompts = 4 for a
+// prompts file that was not cut, would otherwise resume on fewer prompts than it began with; an edited or corrupt
+// records.jsonl would be summarised as more prompts, or another setting, than the run has. A last line cut short is
+// left out, as the resume drops it (drop_partial_record).
+std::vector<RunRecord> check_resumed_records(const fs::path& dir, size_t prompts, const std::vector<Setting>& settings,
+                                             int repetitions) {
   const fs::path records = dir / "records.jsonl";
-  if (!fs::exists(records)) return;
-  for (const RunRecord& r : read_records(records.string(), true))  // a cut last line is dropped when the run resumes
+  if (!fs::exists(records)) return {};
+  std::vector<RunRecord> out = read_records(records.string(), true);
+  std::map<std::string, const Setting*> by_id;
+  for (const Setting& s : settings) by_id[s.id] = &s;
+  std::map<std::string, size_t> seen;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const RunRecord& r = out[i];
+    const std::string which = records.string() + ": record " + std::to_string(i + 1);
     if (r.prompt_index < 0 || static_cast<size_t>(r.prompt_index) >= prompts)
       fail("run --resume: ", dir.string(), ": its records hold prompt_index ", r.prompt_index, ", but ",
            (dir / "config.resolved.ini").string(), " gives ", prompts,
            " prompts (a num_prompts line that an earlier version wrote for a prompts file cuts it: remove that line "
            "to resume)");
+    const auto setting = by_id.find(r.setting_id);
+    if (setting == by_id.end())
+      fail("run --resume: ", which, ": setting '", r.setting_id, "' is not one of this run's ", settings.size(),
+           " settings (", (dir / "config.resolved.ini").string(), ")");
+    if (r.baseline != setting->second->baseline)
+      fail("run --resume: ", which, ": setting '", r.setting_id, "' is ", setting->second->baseline ? "" : "not ",
+           "a baseline, but the record says it is", r.baseline ? "" : " not");
+    if (r.repetition < 0 || r.repetition >= repetitions)
+      fail("run --resume: ", which, ": repetition ", r.repetition, " is outside the run's ", repetitions,
+           " (experiment.repetitions)");
+    const auto [first, fresh] = seen.emplace(record_key(r.setting_id, r.prompt_index, r.repetition), i + 1);
+    if (!fresh)
+      fail("run --resume: ", which, " repeats record ", first->second, " (setting '", r.setting_id, "', prompt ",
+           r.prompt_index, ", repetition ", r.repetition, "): one of them was written twice or edited in");
+  }
+  return out;
 }
 
 // The experiment's target; an error about the model spec names the configuration's key.
@@ -548,21 +574,21 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
   RunAssemblyCache cache = check_setting_samplers(config, *target, settings);
   // Checked before the folder's status changes: a refused resume leaves it as it was.
   const nlohmann::json inputs = run_inputs(config, prompts);
+  std::vector<RunRecord> resumed;
   if (resume) {
     check_inputs_unchanged(options.resume_dir, inputs);
-    check_records_fit_prompts(options.resume_dir, prompts.size());
+    resumed = check_resumed_records(options.resume_dir, prompts.size(), settings, config.repetitions);
   }
 
   const fs::path dir = open_results_folder(config, options, resume);
   write_status(dir, running_status());
   SignalGuard signals((dir / "status").string(), dir.string());
   try {
-    std::vector<RunRecord> resumed;
     if (resume) {
       // A folder begun before inputs.json was kept gets it now, so that later resumes are checked.
       if (!fs::exists(dir / "inputs.json"))
         write_output_file((dir / "inputs.json").string(), inputs.dump() + "\n", "run");
-      resumed = records_to_resume(dir);
+      drop_partial_record(dir);
       log(LogLevel::info, "resuming ", dir.string(), ": ", resumed.size(), " records already written");
     } else {
       write_run_description(dir, config, options);

@@ -162,13 +162,24 @@ std::pair<std::string, std::pair<int, int>> split_shard_line(const std::string& 
   return {rest, shard};
 }
 
-std::vector<RunRecord> records_to_resume(const fs::path& dir) {
+void drop_partial_record(const fs::path& dir) {
   const fs::path path = dir / "records.jsonl";
-  if (!fs::exists(path)) return {};
-  const std::string text = read_input_file(path.string(), "run --resume");
-  const size_t whole = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
-  if (whole < text.size()) fs::resize_file(path, whole);
-  return read_records(path.string());
+  if (!fs::exists(path)) return;
+  // Only the file's end is read: the last '\n' in its final block (a record is far shorter than the block).
+  std::ifstream in = open_input_file(path.string(), "run --resume");
+  const uintmax_t size = fs::file_size(path);
+  uintmax_t whole = 0;
+  for (uintmax_t end = size; end > 0 && whole == 0;) {
+    const uintmax_t start = end > (1 << 16) ? end - (1 << 16) : 0;
+    std::string block(end - start, '\0');
+    in.seekg(static_cast<std::streamoff>(start));
+    if (!in.read(block.data(), static_cast<std::streamsize>(block.size())))
+      fail("run --resume: cannot read ", path.string());
+    const size_t newline = block.rfind('\n');
+    if (newline != std::string::npos) whole = start + newline + 1;
+    end = start;
+  }
+  if (whole < size) fs::resize_file(path, whole);
 }
 
 bool is_shard_folder(const std::string& dir) {

@@ -41,8 +41,8 @@ void write_folder_summary(const std::filesystem::path& dir, const std::vector<Ru
 // The records written so far (none when there is no records.jsonl).
 std::vector<RunRecord> records_so_far(const std::filesystem::path& dir);
 // A resumed run's folder: its records.jsonl cut after the last whole line (a process killed in the middle of
-// a write leaves part of one), then the records it holds.
-std::vector<RunRecord> records_to_resume(const std::filesystem::path& dir);
+// a write leaves part of one). Reads only the file's end.
+void drop_partial_record(const std::filesystem::path& dir);
 
 // A shard's resolved configuration (the file `path`) without its "; shard = i/N" line, and that line's i and N
 // (0, 0: none). A bad line is an error naming the file, not the --shard flag.
