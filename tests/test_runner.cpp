@@ -1307,6 +1307,21 @@ TEST_CASE("resume: a prompts file without num_prompts keeps every prompt; change
     other["baseline"] = !record["baseline"].get<bool>();
     refused_with(other.dump(), "a baseline, but the record says it is");
   }
+  SECTION("config.resolved.ini edited since the run began") {
+    cut();
+    const std::string resolved = read_text(run + "/config.resolved.ini");
+    std::string edited = resolved;
+    edited.replace(edited.find("max_new_tokens = 12"), 19, "max_new_tokens = 16");
+    std::ofstream(run + "/config.resolved.ini", std::ios::trunc) << edited;
+    const CliResult r = run_specula("run --resume " + run + " --quiet --no-plots");
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains("config.resolved.ini was edited since the run began ('max_new_tokens = 16' where it "
+                               "began with 'max_new_tokens = 12')"));
+    CHECK(read_text(run + "/status") == "interrupted (SIGINT)\n");
+    // Its comments may change (the first names the file it was resolved from).
+    std::ofstream(run + "/config.resolved.ini", std::ios::trunc) << "# moved here by hand\n" << resolved;
+    CHECK(run_specula("run --resume " + run + " --quiet --no-plots").exit_code == 0);
+  }
   SECTION("a prompt changed since the run began") {
     cut();
     std::ofstream(prompts) << "0,3\n5\n7,7,2\n12,2\n3\n9,9\n";
