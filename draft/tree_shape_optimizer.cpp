@@ -155,7 +155,7 @@ RankTree parse_rank_tree(const std::string& text, const std::string& where) {
 }
 
 RankTree read_rank_tree_file(const std::string& path) {
-  return parse_rank_tree(read_input_file(path, "tree file"), path);
+  return parse_rank_tree(read_text_file(path, "tree file"), path);
 }
 
 std::string format_rank_tree(const RankTree& tree) {

@@ -8,8 +8,10 @@
 #include <string>
 
 #include "cli_runner.h"
+#include "harness/config/ini_file.h"
 #include "harness/experiment/run_record.h"
 #include "harness/generation/generation_metrics.h"
+#include "harness/io/input_file.h"
 #include "harness/models/table_model.h"
 #include "kernels/shared/bounded_json.h"
 #include "kernels/shared/error.h"
@@ -152,4 +154,15 @@ TEST_CASE("a bigram table's logits are read whole and in float32's range, every 
   CHECK_THROWS_WITH(load(std::string("0 1.0\0garbage\n1 2\n", 20)), Contains(file + ":1: column 2: '1.0"));
   CHECK_THROWS_WITH(load("0 nan\n1 2\n"), Contains(file + ":1: column 2: NaN logit"));
   CHECK_THROWS_WITH(load("0 1\n1 2 3\n"), Contains("row has 3 logits but the first row has 2"));
+}
+
+TEST_CASE("a NUL byte in a text file is refused by line, where a number read up to it dropped the rest", "[errors]") {
+  TempDir dir;
+  const std::string ini = dir.write("e.ini", std::string("[experiment]\nmax_new_tokens = 8\0garbage\n", 40));
+  CHECK_THROWS_WITH(read_ini_file(ini), Contains("config file: '" + ini + "' line 2 holds a NUL byte"));
+  const std::string logits = dir.write("l.txt", std::string("1 2\0003 4\n", 8));
+  const CliResult r = run_specula("sample --logits " + logits + " --num-samples 2 --seed 1");
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("logits file: '" + logits + "' line 1 holds a NUL byte: binary data, not text"));
+  CHECK(read_text_file(dir.write("ok.txt", "a\nb\n"), "x") == "a\nb\n");
 }

@@ -333,7 +333,7 @@ void check_constraint_before_loading(RunDescription& run, Device device) {
     fail(option, " is not supported on --device ", device_name(device), " (constrained decoding runs on the CPU)");
   if (!c.regex.empty()) compile_regex(c.regex);  // its errors name the pattern and the position
   if (!c.json_schema_file.empty()) {
-    run.json_schema_text = read_input_file(c.json_schema_file, "--json-schema");
+    run.json_schema_text = read_text_file(c.json_schema_file, "--json-schema");
     compile_json_schema(run.json_schema_text, c.json_schema_file);
   }
   if (!c.token_strings_file.empty()) open_input_file(c.token_strings_file, "--token-strings");

@@ -65,7 +65,7 @@ std::vector<IniEntry> parse_ini_text(const std::string& text, const std::string&
 }
 
 std::vector<IniEntry> read_ini_file(const std::string& path, std::vector<IniEntry>* sections) {
-  return parse_ini_text(read_input_file(path, "config file"), path, sections);
+  return parse_ini_text(read_text_file(path, "config file"), path, sections);
 }
 
 }  // namespace specula

@@ -123,7 +123,7 @@ void check_axis_value(const std::string& where, const std::string& key, const st
       if (name != "regex" && !(name == "json_schema" && value == "none")) {
         // The file's own messages name its path, so the key is named without its value.
         const std::string what = where + ": key '" + key + "'";
-        const std::string text = read_input_file(value, what);
+        const std::string text = read_text_file(value, what);
         try {
           if (name == "json_schema") compile_json_schema(text, value);
         } catch (const Error& e) {

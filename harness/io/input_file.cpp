@@ -1,5 +1,6 @@
 #include "harness/io/input_file.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 
@@ -29,6 +30,16 @@ std::string read_input_file(const std::string& path, const std::string& what) {
   ss << in.rdbuf();
   if (in.bad()) fail(what, ": cannot read '", path, "'");
   return ss.str();
+}
+
+std::string read_text_file(const std::string& path, const std::string& what) {
+  std::string text = read_input_file(path, what);
+  const size_t nul = text.find('\0');
+  if (nul != std::string::npos)
+    fail(what, ": '", path, "' line ",
+         1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(nul), '\n'),
+         " holds a NUL byte: binary data, not text");
+  return text;
 }
 
 std::string read_parameter_file(const std::string& path, const std::string& parameter) {

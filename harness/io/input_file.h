@@ -15,6 +15,10 @@ std::ifstream open_input_file(const std::string& path, const std::string& what);
 // The contents of `path`, opened as open_input_file does; an Error "WHAT: cannot read 'PATH'" when a read fails.
 std::string read_input_file(const std::string& path, const std::string& what);
 
+// As read_input_file, for a text format read by lines and numbers: an Error "WHAT: 'PATH' line L holds a NUL byte"
+// where one is, since a number or key read up to it (strtod, a C string) would silently drop the rest of its line.
+std::string read_text_file(const std::string& path, const std::string& what);
+
 // Whether `path` is there as a folder (`folder`) or a file, checked without reading it: "" when it is, else what is
 // wrong, to follow the quoted path in a message: ": no such folder" (or file), " is not a folder", " is a folder, not a
 // file".

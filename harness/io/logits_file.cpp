@@ -62,7 +62,7 @@ std::vector<float> parse_logits_text(const std::string& text, const std::string&
 }
 
 std::vector<float> read_logits_file(const std::string& path) {
-  return parse_logits_text(read_input_file(path, "logits file"), path);
+  return parse_logits_text(read_text_file(path, "logits file"), path);
 }
 
 }  // namespace specula

@@ -225,7 +225,7 @@ std::vector<std::vector<int32_t>> load_prompts(const ExperimentConfig& c, const 
   const std::shared_ptr<const Tokenizer> tokenizer = load_tokenizer_for(target_spec);
   std::vector<std::string> texts;
   if (!c.prompts_file.empty()) {
-    std::istringstream in(read_input_file(c.prompts_file, prompts_key(c)));
+    std::istringstream in(read_text_file(c.prompts_file, prompts_key(c)));
     std::string line;
     while (std::getline(in, line)) {
       if (!line.empty() && line.back() == '\r') line.pop_back();  // a file with Windows line ends
