@@ -96,6 +96,10 @@ TEST_CASE("a cost profile that is not one is refused, naming the file and the fi
   json j = profile_json();
   j["version"] = 2;
   refused(j.dump(), "version 2 is not one this build reads");
+  j["version"] = 1.7;  // read as 1 by a plain get<int>
+  refused(j.dump(), "field version must be a whole number in [-2147483648, 2147483647], got 1.7");
+  j["version"] = int64_t{1} << 40;  // read as 0
+  refused(j.dump(), "field version must be a whole number in [-2147483648, 2147483647], got 1099511627776");
   j = profile_json();
   j.erase("rows");
   refused(j.dump(), "missing field rows");

@@ -166,3 +166,13 @@ TEST_CASE("a NUL byte in a text file is refused by line, where a number read up 
   CHECK_THAT(r.err, Contains("logits file: '" + logits + "' line 1 holds a NUL byte: binary data, not text"));
   CHECK(read_text_file(dir.write("ok.txt", "a\nb\n"), "x") == "a\nb\n");
 }
+
+TEST_CASE("a forward report's row count is checked whole before it is used", "[tree-opt][errors]") {
+  TempDir dir;
+  const std::string report =
+      dir.write("f.json", R"({"models": [{"cases": [{"rows": 1099511627776, "ratio_vs_1_token": 1.0}]}]})");
+  const CliResult r = run_specula("tree-opt --acceptance 0.5 --forward-bench " + report);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("--forward-bench " + report +
+                             ": a case's rows must be a whole number in [1, 2^20], got 1099511627776"));
+}

@@ -108,7 +108,10 @@ ForwardCost costs_from_bench(const std::string& path) {
     for (const auto& c : j.at("models").at(0).at("cases")) {
       // CPU-time ratios when the report has them (wall time is unusable on a loaded machine), else wall.
       const char* key = c.contains("ratio_cpu_vs_1_token") ? "ratio_cpu_vs_1_token" : "ratio_vs_1_token";
-      auto& sum = sums[c.at("rows").get<int32_t>()];
+      const nlohmann::json& rows = c.at("rows");
+      if (!rows.is_number_integer() || rows.get<int64_t>() < 1 || rows.get<int64_t>() > (int64_t{1} << 20))
+        fail("--forward-bench ", path, ": a case's rows must be a whole number in [1, 2^20], got ", rows.dump());
+      auto& sum = sums[rows.get<int32_t>()];
       sum.first += c.at(key).get<double>();
       ++sum.second;
     }

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
+#include <type_traits>
 
 #include "harness/io/input_file.h"
 #include "kernels/shared/bounded_json.h"
@@ -22,7 +24,17 @@ T field(const json& object, const char* key, const std::string& where, const std
   if (!object.is_object() || !object.contains(key))
     fail("cost profile ", file, ": missing field ", where.empty() ? "" : where + ".", key);
   try {
-    return object.at(key).get<T>();
+    const json& value = object.at(key);
+    if constexpr (std::is_integral_v<T>) {  // a whole number that fits: get<int> would truncate 1.7 and wrap 2^40
+      const bool fits = value.is_number_unsigned()  ? value.get<uint64_t>() <= uint64_t{std::numeric_limits<T>::max()}
+                        : value.is_number_integer() ? value.get<int64_t>() >= int64_t{std::numeric_limits<T>::min()} &&
+                                                          value.get<int64_t>() <= int64_t{std::numeric_limits<T>::max()}
+                                                    : false;
+      if (!fits)
+        fail("cost profile ", file, ": field ", where.empty() ? "" : where + ".", key, " must be a whole number in [",
+             std::numeric_limits<T>::min(), ", ", std::numeric_limits<T>::max(), "], got ", value.dump());
+    }
+    return value.get<T>();
   } catch (const json::exception&) {
     fail("cost profile ", file, ": field ", where.empty() ? "" : where + ".", key, " has the wrong type (",
          object.at(key).dump(), ")");
