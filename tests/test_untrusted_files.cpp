@@ -176,3 +176,13 @@ TEST_CASE("a forward report's row count is checked whole before it is used", "[t
   CHECK_THAT(r.err, Contains("--forward-bench " + report +
                              ": a case's rows must be a whole number in [1, 2^20], got 1099511627776"));
 }
+
+TEST_CASE("a file read whole must fit in memory: a larger one is refused by its size, unread", "[errors]") {
+  TempDir dir;
+  const std::string huge = dir.file("sparse");
+  std::ofstream(huge).put('x');
+  std::filesystem::resize_file(huge, uint64_t{1} << 42);  // 4 TiB, sparse: nothing is written
+  CHECK_THROWS_WITH(
+      read_input_file(huge, "config file"),
+      Contains("config file: '" + huge + "' is 4398046511104 bytes, more than half the memory available"));
+}

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <sstream>
+#include <vector>
 
 #include "kernels/shared/error.h"
+#include "kernels/shared/host_memory.h"
 
 namespace specula {
 
@@ -26,10 +28,31 @@ std::string path_kind_problem(const std::string& path, bool folder) {
 
 std::string read_input_file(const std::string& path, const std::string& what) {
   std::ifstream in = open_input_file(path, what);
-  std::stringstream ss;
-  ss << in.rdbuf();
+  // What is read whole must fit in memory, said before it is read: a file's size is known first (half the memory
+  // available at most); a stream's (a pipe, a device such as /dev/zero) is not, and it is read up to a fixed bound.
+  constexpr uint64_t kMaxStreamBytes = uint64_t{1} << 30;
+  const int64_t available = mem_available_bytes();
+  std::error_code ec;
+  const bool regular = std::filesystem::is_regular_file(path, ec);
+  const uint64_t half = available > 0 ? static_cast<uint64_t>(available) / 2 : UINT64_MAX;
+  uint64_t bound = std::min(kMaxStreamBytes, half);
+  if (regular) {
+    const uint64_t size = std::filesystem::file_size(path, ec);
+    bound = half;
+    if (!ec && size > bound)
+      fail(what, ": '", path, "' is ", size, " bytes, more than half the memory available (", available,
+           " bytes): too large to read whole");
+  }
+  std::string text;
+  std::vector<char> block(1 << 20);
+  while (in.read(block.data(), static_cast<std::streamsize>(block.size())) || in.gcount() > 0) {
+    text.append(block.data(), static_cast<size_t>(in.gcount()));
+    if (text.size() > bound)
+      fail(what, ": '", path, "' gives more than ", bound, " bytes", regular ? " (it grew while read)" : "",
+           ": too large to read whole", regular ? "" : " (a stream without end?)");
+  }
   if (in.bad()) fail(what, ": cannot read '", path, "'");
-  return ss.str();
+  return text;
 }
 
 std::string read_text_file(const std::string& path, const std::string& what) {
