@@ -584,6 +584,14 @@ TEST_CASE("hf loading refuses bad weights, devices and models too large for memo
     });
     CHECK_THROWS_WITH(load_hf_language_model(extra, quiet()),
                       Contains("unexpected tensor 'model.layers.0.self_attn.o_proj.bias'"));
+    // A config of a model far larger than its weights is refused by the numbers, before the model is built.
+    const std::string larger = variant("larger", [](auto&, auto&) {});
+    nlohmann::json config = nlohmann::json::parse(read_file(larger + "/config.json"));
+    config["intermediate_size"] = config["intermediate_size"].get<int>() * 64;
+    std::ofstream(larger + "/config.json", std::ios::trunc) << config.dump();
+    CHECK_THROWS_WITH(load_hf_language_model(larger, quiet()),
+                      Contains("model.safetensors hold 31904 numbers, but config.json describes ") &&
+                          Contains("the config does not match the weights"));
   }
   SECTION("wrong dtype, wrong shape, NaN") {
     const std::string ints =

@@ -203,7 +203,16 @@ std::shared_ptr<const LanguageModel> load_hf_language_model(const std::string& d
   step_graphs_wanted();  // a bad SPECULA_STEP_GRAPHS refused before the weights are read, on any device
   WeightFiles weights = open_weights(dir);
 
-  // Refuse what cannot fit before allocating it.
+  // Refuse what cannot be loaded before allocating it: a config whose model has more than twice the numbers its
+  // weights hold (a config of another size would otherwise build the whole model first; a tensor or two missing is
+  // left to the per-tensor check below, which names them), and a model that cannot fit.
+  int64_t stored = 0;
+  for (const auto& [name, t] : weights.tensors)
+    if (!ignored_tensor(name, config.model)) stored += t->numel();
+  if (stored < config.model.parameter_count() / 2)
+    fail(dir, ": ", weights.description, " hold ", stored, " numbers, but ", kHfConfigFile, " describes ",
+         config.model.parameter_count(), " parameters (", config.model.describe(),
+         "): the config does not match the weights");
   const torch::ScalarType kept = kept_matrices_dtype(weights, options);
   const HfMemoryPlan plan = plan_for(config, kept);
   const int64_t available = options.memory_available >= 0 ? options.memory_available : mem_available_bytes();
