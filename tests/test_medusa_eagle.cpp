@@ -786,6 +786,16 @@ TEST_CASE("head drafter specs and folders: clear errors", "[medusa][eagle]") {
     weights.close();
     CHECK_THROWS_WITH(f.drafter("medusa:" + damaged), Contains("damaged or was replaced"));
   }
+  {  // A target the heads' config names that is gone: named by that config's field, not as a stray folder.
+    const std::string moved = f.dir.str("medusa-moved");
+    fs::copy(f.medusa_dir, moved, fs::copy_options::recursive);
+    DraftHeadsConfig config = read_draft_heads_config(moved);
+    config.target = "/nonexistent-target";
+    save_draft_heads(moved, *f.medusa, config);
+    CHECK_THROWS_WITH(f.drafter("medusa:" + moved),
+                      Contains(moved + "/config.json: field 'target' = '/nonexistent-target' names no folder") &&
+                          Contains("give the spec's target=DIR"));
+  }
   // A draft deeper than the heads is refused, never cut: a tree file, a --tree shape, a chain.
   const std::string deep = f.dir.str("medusa-deep-tree.txt");
   std::ofstream(deep) << "0 0.0 0.0.1 0.0.1.0\n";

@@ -80,7 +80,13 @@ void write_draft_heads_config(const std::string& dir, const DraftHeadsConfig& c)
 
 std::string resolve_heads_target(const std::string& dir, const DraftHeadsConfig& config) {
   const fs::path target(config.target);
-  return (target.is_absolute() ? target : (fs::path(dir) / target).lexically_normal()).string();
+  const std::string resolved = (target.is_absolute() ? target : (fs::path(dir) / target).lexically_normal()).string();
+  // Named as the heads' config gives it: the checkpoint's own error would name a folder the user never wrote.
+  std::error_code ec;
+  if (!fs::is_directory(resolved, ec))
+    fail((fs::path(dir) / "config.json").string(), ": field 'target' = '", config.target, "' names no folder (",
+         resolved, "): the heads' target checkpoint was moved or removed (give the spec's target=DIR)");
+  return resolved;
 }
 
 void check_heads_target_config(const DraftHeadsConfig& heads, const std::string& target_dir,
