@@ -29,11 +29,15 @@ std::string nested_array(int depth) { return std::string(depth, '[') + std::stri
 
 TEST_CASE("JSON nested past kMaxJsonDepth is refused as JSON; at the bound it reads", "[cli][errors]") {
   CHECK(parse_bounded_json(nested_array(kMaxJsonDepth)).is_array());
-  CHECK_THROWS_AS(parse_bounded_json(nested_array(kMaxJsonDepth + 2)), nlohmann::json::exception);
+  CHECK(parse_bounded_json(std::string(kMaxJsonDepth, '[') + "1" + std::string(kMaxJsonDepth, ']')).is_array());
+  CHECK_THROWS_AS(parse_bounded_json(nested_array(kMaxJsonDepth + 1)), nlohmann::json::exception);
+  CHECK_THROWS_AS(parse_bounded_json("{\"a\": " + nested_array(kMaxJsonDepth) + "}"), JsonTooDeep);
   CHECK_THROWS_WITH(parse_bounded_json(nested_array(100000)), Contains("nested deeper than 256 levels"));
   CHECK_THROWS_WITH(parse_bounded_json<nlohmann::ordered_json>("{\"a\": " + nested_array(300) + "}"),
                     Contains("nested deeper"));
-  // A schema: named by its source.
+  // A schema: named by its source, also for a number past a double's range.
+  CHECK_THROWS_WITH(compile_json_schema("{\"type\": \"string\", \"maxLength\": 1e400}", "s.json"),
+                    Contains("json schema 's.json': ") && Contains("number overflow"));
   CHECK_THROWS_WITH(compile_json_schema("{\"enum\": [" + nested_array(100000) + "]}", "s.json"),
                     Contains("json schema 's.json': nested deeper than 256 levels"));
 }

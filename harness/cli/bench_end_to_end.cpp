@@ -29,6 +29,7 @@
 #include "harness/runner/experiment_runner.h"
 #include "harness/runner/results_folder.h"
 #include "harness/runner/setting_configs.h"
+#include "kernels/shared/bounded_json.h"
 #include "kernels/shared/error.h"
 
 #ifndef SPECULA_SOURCE_DIR
@@ -200,8 +201,12 @@ int bench_end_to_end(const Args& args) {
   const std::optional<CostProfile> profile = folder_cost_profile(dir);
   // The run's own env.json (threads, BLAS, library versions) inside the report's machine block.
   std::ifstream env_file(dir + "/env.json");
-  const json environment = json::parse(env_file, nullptr, /*allow_exceptions=*/false);
-  if (environment.is_discarded()) fail("bench end-to-end: cannot read ", dir, "/env.json");
+  json environment;
+  try {
+    environment = parse_bounded_json(env_file);
+  } catch (const json::exception& e) {
+    fail("bench end-to-end: cannot read ", dir, "/env.json: ", e.what());
+  }
   json machine = machine_json(environment.value("threads", 0), load_before);
   machine["environment"] = environment;
 

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "harness/experiment/build_revision.h"
+#include "kernels/shared/bounded_json.h"
 #include "kernels/shared/error.h"
 
 #ifndef SPECULA_VERSION
@@ -174,7 +175,11 @@ std::string default_bench_report(const std::string& kind) {
   std::ifstream in(path);
   if (!in) return path;  // none yet (or unreadable: the write names it)
   const nlohmann::json here = machine_json(1, "");
-  const nlohmann::json report = nlohmann::json::parse(in, nullptr, false);
+  nlohmann::json report = nlohmann::json::value_t::discarded;
+  try {
+    report = parse_bounded_json(in);
+  } catch (const nlohmann::json::exception&) {  // not JSON, or nested past any report: refused below
+  }
   if (report.is_discarded() || !report.is_object() || !report.contains("machine") || !report["machine"].is_object())
     fail(path, ": the default report file holds something other than a benchmark report; it is kept: give --output");
   const nlohmann::json& there = report["machine"];

@@ -23,8 +23,10 @@ class JsonTooDeep : public nlohmann::json::exception {
 // Json::parse(input...) that throws JsonTooDeep past kMaxJsonDepth levels. `Json`: nlohmann::json or ordered_json.
 template <typename Json = nlohmann::json, typename... Input>
 Json parse_bounded_json(Input&&... input) {
-  return Json::parse(std::forward<Input>(input)..., [](int depth, typename Json::parse_event_t, Json&) {
-    if (depth > kMaxJsonDepth) throw JsonTooDeep();
+  using Event = typename Json::parse_event_t;
+  return Json::parse(std::forward<Input>(input)..., [](int depth, Event event, Json&) {
+    // `depth` counts the arrays and objects around the one that starts: the 257th level starts at depth 256.
+    if ((event == Event::array_start || event == Event::object_start) && depth >= kMaxJsonDepth) throw JsonTooDeep();
     return true;
   });
 }

@@ -204,7 +204,7 @@ std::string json_schema_to_regex(const std::string& schema_json, const std::stri
     schema = parse_bounded_json<Json>(schema_json);
   } catch (const nlohmann::json::parse_error& e) {
     fail("json schema '", source, "': byte ", e.byte, ": not valid JSON (", e.what(), ")");
-  } catch (const JsonTooDeep& e) {
+  } catch (const nlohmann::json::exception& e) {  // nested too deep, a number past a double's range (1e400)
     fail("json schema '", source, "': ", e.what());
   }
   return SchemaCompiler(source).compile(schema, "");
