@@ -404,6 +404,25 @@ TEST_CASE("experiment files: errors name the file, line and key", "[runner][conf
   CHECK(load_experiment(dir.file("ok.ini"), {"experiment.seed=18446744073709551615"}).seed == UINT64_MAX);
 }
 
+TEST_CASE("config.resolved.ini reads back as the run it records: every digit, no value cut at a comment",
+          "[runner][config]") {
+  TempDir dir;
+  const std::string exp =
+      dir.write("c.ini", "[experiment]\ntarget = bigram:" + kTable + "target-v16.txt\nprompts_from_corpus = " + kTable +
+                             "target-v16.txt\ncorpus_tail = 0.1234567\n[draft]\nmethod = ar\n");
+  const ExperimentConfig c = load_experiment(exp, {});
+  const ExperimentConfig back = load_experiment(dir.write("back.ini", c.resolved_ini()), {});
+  CHECK(back.corpus_tail == 0.1234567);  // written with six digits it read back as 0.123457
+  CHECK(back.resolved_ini().substr(back.resolved_ini().find('\n')) ==
+        c.resolved_ini().substr(c.resolved_ini().find('\n')));
+  // A --set value the file would cut at a comment is refused, with the escape a file takes.
+  CHECK_THROWS_WITH(load_experiment(exp, {"sampling.regex=a #b"}),
+                    Contains("--set sampling.regex: 'a #b' holds '#' after a space") && Contains("write \\#"));
+  CHECK_THROWS_WITH(load_experiment(exp, {"sampling.regex=a\t;b"}), Contains("holds ';' after a space"));
+  CHECK(load_experiment(exp, {"sampling.regex=a \\#b"}).axes.at("sampling.regex") ==
+        std::vector<std::string>{"a \\#b"});
+}
+
 TEST_CASE("corpus excerpts start at a line and stay inside the corpus_tail region", "[runner][config]") {
   // 900 lines of "aaaa" then 100 of "bbbb": the last 10% is all b.
   std::string corpus;

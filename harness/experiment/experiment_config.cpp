@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
@@ -28,6 +29,13 @@
 
 namespace specula {
 namespace {
+
+// A number as the shortest text that reads back as it (a resume reads the file: six digits would change it).
+std::string shortest_text(double v) {
+  char text[64];
+  const std::to_chars_result r = std::to_chars(text, text + sizeof text, v);
+  return std::string(text, r.ptr);
+}
 
 // `work`'s value, or its Error placed at the file's line and key.
 template <typename Work>
@@ -412,6 +420,12 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
     if (!set_keys.emplace(read, given).second)
       fail(given, ": ", read, " is given twice (also by ", set_keys.at(read),
            "): the last would win unsaid; give one value, or one --set with a list to sweep it");
+    // config.resolved.ini holds every value, and a resume reads it: a value it would cut at a comment is refused.
+    for (const char* marker : {" #", " ;", "\t#", "\t;"})
+      if (o.find(marker, eq + 1) != std::string::npos)
+        fail(given, ": '", o.substr(eq + 1), "' holds '", std::string(marker).substr(1),
+             "' after a space, which config.resolved.ini would read as a comment; write \\",
+             std::string(marker).substr(1), " (in a regex, the same character)");
     apply(c, key, o.substr(eq + 1), given);
   }
   if (c.name.empty()) {
@@ -474,7 +488,7 @@ std::string ExperimentConfig::resolved_ini() const {
   if (!prompts_file.empty()) os << "prompts = " << prompts_file << "\n";
   if (!prompts_from_corpus.empty())
     os << "prompts_from_corpus = " << prompts_from_corpus << "\nnum_prompts = " << num_prompts
-       << "\nprompt_length = " << prompt_length << "\ncorpus_tail = " << corpus_tail << "\n";
+       << "\nprompt_length = " << prompt_length << "\ncorpus_tail = " << shortest_text(corpus_tail) << "\n";
   else if (origin.count("experiment.num_prompts"))  // a prompts file is cut to num_prompts only where one was given
     os << "num_prompts = " << num_prompts << "\n";
   os << "max_new_tokens = " << max_new_tokens << "\nrepetitions = " << repetitions << "\nseed = " << seed

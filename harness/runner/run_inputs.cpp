@@ -91,16 +91,20 @@ nlohmann::json run_inputs(const ExperimentConfig& config, const std::vector<std:
       for (const std::string& value : config.axes.at(key))
         if (value != "none") add_files(value, files);
   j["files"] = files;
-  // The configuration as resolved: a resume that finds config.resolved.ini edited would mix records of two runs.
-  // Without its comments (the first names the file it was read from) and the cost profile's path (a resume reads the
-  // folder's copy; the profile predicts, it decodes nothing).
-  std::istringstream resolved(config.resolved_ini());
-  std::string configuration;
-  for (std::string line; std::getline(resolved, line);)
-    if (!line.empty() && line[0] != '#' && line[0] != ';' && line.rfind("cost_profile = ", 0) != 0)
-      configuration += line + "\n";
-  j["configuration"] = configuration;
+  // The configuration as config.resolved.ini writes it: a resume that finds that file edited would mix records of two
+  // runs (compared with the file itself, so that a later version writing it otherwise does not refuse the resume).
+  j["configuration"] = configuration_compared(config.resolved_ini());
   return j;
+}
+
+std::string configuration_compared(const std::string& resolved_ini) {
+  // Without comments (the first names the file it was read from; a shard's names the shard) and the cost profile's
+  // path (a resume reads the folder's copy; the profile predicts, it decodes nothing).
+  std::istringstream in(resolved_ini);
+  std::string out;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty() && line[0] != '#' && line[0] != ';' && line.rfind("cost_profile = ", 0) != 0) out += line + "\n";
+  return out;
 }
 
 nlohmann::json read_run_inputs(const fs::path& file, const std::string& what) {
@@ -140,9 +144,11 @@ void check_inputs_unchanged(const fs::path& dir, const nlohmann::json& now) {
       fail(where, ": prompt ", i + 1, " (prompt_index ", i, ") is not the one the run began with (its file changed)",
            advice);
   // Its configuration (a folder begun before it was kept has none to compare).
-  if (was.contains("configuration") && was.at("configuration").is_string() &&
-      was.at("configuration") != now.at("configuration")) {
-    std::istringstream a(was.at("configuration").get<std::string>()), b(now.at("configuration").get<std::string>());
+  const std::string resolved = (dir / "config.resolved.ini").string();
+  const std::string file_now =
+      was.contains("configuration") ? configuration_compared(read_input_file(resolved, "run --resume")) : "";
+  if (was.contains("configuration") && was.at("configuration").is_string() && was.at("configuration") != file_now) {
+    std::istringstream a(was.at("configuration").get<std::string>()), b(file_now);
     std::string la, lb;  // the first line that differs
     while (true) {
       const bool more_a = static_cast<bool>(std::getline(a, la)), more_b = static_cast<bool>(std::getline(b, lb));
@@ -150,8 +156,7 @@ void check_inputs_unchanged(const fs::path& dir, const nlohmann::json& now) {
       if (!more_b) lb = "(end)";
       if (!more_a || !more_b || la != lb) break;
     }
-    fail(where, ": ", (dir / "config.resolved.ini").string(), " was edited since the run began ('", lb,
-         "' where it began with '", la, "')", advice);
+    fail(where, ": ", resolved, " was edited since the run began ('", lb, "' where it began with '", la, "')", advice);
   }
   // Each file the run began with must be there unchanged, and no file added where a folder was fingerprinted.
   const auto compare = [&](const std::string& what, const nlohmann::json& before, const nlohmann::json& after) {

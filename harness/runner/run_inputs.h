@@ -15,6 +15,10 @@ namespace specula {
 // What inputs.json holds for a run of `config` over `prompts` (written as its dump()).
 nlohmann::json run_inputs(const ExperimentConfig& config, const std::vector<std::vector<int32_t>>& prompts);
 
+// What of a config.resolved.ini text a resume compares with inputs.json's `configuration`: its lines without comments
+// and without `cost_profile`.
+std::string configuration_compared(const std::string& resolved_ini);
+
 // A folder's inputs.json, read back: throws Error naming the file where it is not the JSON a run writes (an object
 // with a list of prompts).
 nlohmann::json read_run_inputs(const std::filesystem::path& file, const std::string& what);
