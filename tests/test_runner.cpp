@@ -1408,6 +1408,7 @@ TEST_CASE("inputs.json fingerprints what a model folder's model reads, not its n
   CHECK(run_inputs(config, {{0, 3}}) == before);
   // A folder whose inputs.json an earlier build wrote with the notes in it resumes (they are compared as gone).
   fs::create_directories(dir.file("run"));
+  dir.write("run/config.resolved.ini", config.resolved_ini());  // as the run wrote it
   nlohmann::json earlier = before;
   earlier["models"]["transformer:" + model][model + "/README.md"] = {{"bytes", 19}, {"crc32", "01234567"}};
   std::ofstream(dir.file("run/inputs.json")) << earlier.dump();
