@@ -362,6 +362,13 @@ TEST_CASE("hf config: the Llama family is read; other architectures and settings
   CHECK_THROWS_WITH(hf_config_from_json(with("head_dim", 16), "c", 4096), Contains("head_dim 16"));
   CHECK_THROWS_WITH(hf_config_from_json(with("num_key_value_heads", 3), "c", 4096),
                     Contains("not a multiple of n_kv_heads 3"));
+  // Sizes past the engine's bounds (whose products would wrap the memory check), under this file's names.
+  CHECK_THROWS_WITH(hf_config_from_json(with("hidden_size", 1 << 30), "c", 4096),
+                    Contains("c: hidden_size must be <= 1048576, got 1073741824"));
+  CHECK_THROWS_WITH(hf_config_from_json(with("intermediate_size", 1431655679), "c", 4096),
+                    Contains("c: intermediate_size must be <= 4194304"));
+  CHECK_THROWS_WITH(hf_config_from_json(with("num_hidden_layers", 5000), "c", 4096),
+                    Contains("c: num_hidden_layers must be <= 4096"));
   json missing = llama;
   missing.erase("hidden_size");
   CHECK_THROWS_WITH(hf_config_from_json(missing, "c", 4096), Contains("missing field 'hidden_size'"));

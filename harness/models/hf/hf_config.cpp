@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "harness/models/json_fields.h"
 #include "kernels/shared/error.h"
@@ -130,6 +131,12 @@ HfConfig hf_config_from_json(const json& j, const std::string& where, int32_t ma
   int64_t served = std::min<int64_t>(c.max_position_embeddings, max_seq_len_cap);
   if (c.sliding_window > 0) served = std::min(served, c.sliding_window);
   m.max_seq_len = static_cast<int32_t>(served);
+  // The engine's bounds, under this file's names (validate names the engine's fields, which it does not have).
+  for (const auto& [name, value, bound] : {std::tuple{"vocab_size", m.vocab_size, kMaxVocabulary},
+                                           {"hidden_size", m.d_model, kMaxModelWidth},
+                                           {"intermediate_size", m.d_ff, kMaxFeedForward},
+                                           {"num_hidden_layers", m.n_layers, kMaxLayers}})
+    if (value > bound) fail(where, ": ", name, " must be <= ", bound, ", got ", value);
   m.validate(where);
   return c;
 }
