@@ -267,6 +267,9 @@ TEST_CASE("experiment files: a leading ~ in a path is the home folder, as the sh
     CHECK(expand_home("~user/c.json") == "~user/c.json");
     CHECK(expand_home("runs/~") == "runs/~");
     CHECK(expand_home_in_spec("prompt-lookup") == "prompt-lookup");
+    CHECK(expand_home_in_spec("medusa:~/heads,tree=~/t.txt,target=~") ==
+          "medusa:" + home + "/heads,tree=" + home + "/t.txt,target=" + home);
+    CHECK(expand_home_in_spec("prompt-lookup:max_n=4,min_n=2") == "prompt-lookup:max_n=4,min_n=2");
   }
   const ScopedEnv no_home("HOME", "");  // no HOME: an error naming the file, line and key
   CHECK_THROWS_WITH(

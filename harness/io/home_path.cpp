@@ -1,5 +1,6 @@
 #include "harness/io/home_path.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "kernels/shared/error.h"
@@ -16,7 +17,18 @@ std::string expand_home(const std::string& path) {
 std::string expand_home_in_spec(const std::string& spec) {
   const size_t colon = spec.find(':');
   if (colon == std::string::npos) return spec;
-  return spec.substr(0, colon + 1) + expand_home(spec.substr(colon + 1));
+  // After "kind:", comma-separated items, each a path or key=value (medusa:~/heads,tree=~/tree.txt,target=~/model).
+  std::string out = spec.substr(0, colon + 1);
+  const std::string rest = spec.substr(colon + 1);
+  for (size_t from = 0; from <= rest.size();) {
+    const size_t comma = std::min(rest.find(',', from), rest.size());
+    const std::string item = rest.substr(from, comma - from);
+    const size_t eq = item.find('=');
+    out += eq == std::string::npos ? expand_home(item) : item.substr(0, eq + 1) + expand_home(item.substr(eq + 1));
+    if (comma < rest.size()) out += ',';
+    from = comma + 1;
+  }
+  return out;
 }
 
 }  // namespace specula

@@ -12,8 +12,8 @@ namespace specula {
 // Error naming the path where it starts with `~` and HOME is unset or empty.
 std::string expand_home(const std::string& path);
 
-// A model or drafter spec `KIND:PATH...` with its PATH's leading `~` expanded, as expand_home does; a spec with no
-// `:` (a kind without a path) as given.
+// A model or drafter spec `KIND:ITEM,ITEM...` with each item's leading `~` expanded as expand_home does, and each
+// KEY=VALUE item's value's (medusa:~/heads,tree=~/tree.txt); a spec with no `:` (a kind without a path) as given.
 std::string expand_home_in_spec(const std::string& spec);
 
 }  // namespace specula
