@@ -13,6 +13,7 @@
 #include "harness/generation/generation_metrics.h"
 #include "harness/io/input_file.h"
 #include "harness/models/table_model.h"
+#include "harness/runner/results_folder.h"
 #include "kernels/shared/bounded_json.h"
 #include "kernels/shared/error.h"
 #include "verify/constraints/json_schema.h"
@@ -189,4 +190,22 @@ TEST_CASE("a file read whole must fit in memory: a larger one is refused by its 
   CHECK_THROWS_WITH(
       read_input_file(huge, "config file"),
       Contains("config file: '" + huge + "' is 4398046511104 bytes, more than half the memory available"));
+}
+
+TEST_CASE("a resume drops a cut last record from the file's end, whatever its length", "[runner]") {
+  TempDir dir;
+  const std::filesystem::path folder = dir.file("");
+  const auto cut = [&](const std::string& text) {
+    dir.write("records.jsonl", text);
+    drop_partial_record(folder);
+    return read_text(dir.file("records.jsonl"));
+  };
+  CHECK(cut("") == "");
+  CHECK(cut("{\"no newline at all\"") == "");
+  CHECK(cut("\n{\"cut") == "\n");
+  CHECK(cut("a\nb\n") == "a\nb\n");     // whole: left as it is
+  const std::string line(200000, 'x');  // lines longer than the blocks read from the end
+  CHECK(cut(line + "\n" + line) == line + "\n");
+  CHECK(cut(line + line) == "");
+  CHECK(cut("a\n" + line + line + line) == "a\n");
 }

@@ -64,12 +64,12 @@ void usage(std::ostream& os) {
 
 // What the program wrote to standard output, checked as a command's is: 0 when it all got there, else 1 (a full disk,
 // a closed pipe) with the error said.
-int standard_output_status() {
+int standard_output_status(const std::string& command) {
   try {
     specula::check_standard_output();
     return 0;
   } catch (const specula::Error& e) {
-    std::cerr << "specula: error: " << e.what() << "\n";
+    std::cerr << "specula" << (command.empty() ? "" : " " + command) << ": error: " << e.what() << "\n";
     return 1;
   }
 }
@@ -77,20 +77,20 @@ int standard_output_status() {
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     usage(argc < 2 ? std::cerr : std::cout);
-    return argc < 2 ? 2 : standard_output_status();
+    return argc < 2 ? 2 : standard_output_status("");
   }
   if (std::string(argv[1]) == "--version" || std::string(argv[1]) == "version") {
     const std::vector<std::string> rest(argv + 2, argv + argc);
     if (rest.size() == 1 && (rest[0] == "--help" || rest[0] == "-h")) {
       std::cout << "specula version (or specula --version)\n  prints the version, git revision and build type\n";
-      return standard_output_status();
+      return standard_output_status("version");
     }
     if (!rest.empty()) {
       std::cerr << "specula version: error: unexpected argument '" << rest[0] << "' (it takes none)\n";
       return 1;
     }
     std::cout << specula::version_text() << "\n";
-    return standard_output_status();
+    return standard_output_status("version");
   }
   const auto it = commands().find(argv[1]);
   if (it == commands().end()) {
