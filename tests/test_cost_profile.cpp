@@ -101,6 +101,9 @@ TEST_CASE("a cost profile that is not one is refused, naming the file and the fi
   j["version"] = int64_t{1} << 40;  // read as 0
   refused(j.dump(), "field version must be a whole number in [-2147483648, 2147483647], got 1099511627776");
   j = profile_json();
+  j["target"]["one_token_us"] = -5;
+  refused(j.dump(), "target.one_token_us must be > 0, got -5");
+  j = profile_json();
   j.erase("rows");
   refused(j.dump(), "missing field rows");
   j = profile_json();

@@ -369,6 +369,8 @@ TEST_CASE("hf config: the Llama family is read; other architectures and settings
                     Contains("c: intermediate_size must be <= 4194304"));
   CHECK_THROWS_WITH(hf_config_from_json(with("num_hidden_layers", 5000), "c", 4096),
                     Contains("c: num_hidden_layers must be <= 4096"));
+  CHECK_THROWS_WITH(hf_config_from_json(with("sliding_window", -5), "c", 4096),
+                    Contains("c: sliding_window must be >= 0 (0 or absent: none), got -5"));
   json missing = llama;
   missing.erase("hidden_size");
   CHECK_THROWS_WITH(hf_config_from_json(missing, "c", 4096), Contains("missing field 'hidden_size'"));

@@ -1328,6 +1328,11 @@ TEST_CASE("resume: a prompts file without num_prompts keeps every prompt; change
     other = record;
     other["baseline"] = !record["baseline"].get<bool>();
     refused_with(other.dump(), "a baseline, but the record says it is");
+    other = record;
+    other["repetition"] = 1;
+    other["prompt_index"] = 5;
+    other["tokens"] = {3, 16};
+    refused_with(other.dump(), ": token 16 is outside the target's vocabulary [0, 16)");
   }
   SECTION("config.resolved.ini edited since the run began") {
     cut();

@@ -36,6 +36,10 @@ TEST_CASE("JSON nested past kMaxJsonDepth is refused as JSON; at the bound it re
   CHECK_THROWS_WITH(parse_bounded_json(nested_array(100000)), Contains("nested deeper than 256 levels"));
   CHECK_THROWS_WITH(parse_bounded_json<nlohmann::ordered_json>("{\"a\": " + nested_array(300) + "}"),
                     Contains("nested deeper"));
+  // A key twice in one object is refused (the last one won without a word); the same key in two objects is not.
+  CHECK_THROWS_WITH(parse_bounded_json(R"({"model": {"d_model": 128, "d_ff": 4, "d_model": 4096}})"),
+                    Contains("key 'd_model' is given twice in one object"));
+  CHECK(parse_bounded_json(R"({"a": {"k": 1}, "b": {"k": 2}, "c": [{"k": 3}, {"k": 4}], "k": 5})").size() == 4);
   // A schema: named by its source, also for a number past a double's range.
   CHECK_THROWS_WITH(compile_json_schema("{\"type\": \"string\", \"maxLength\": 1e400}", "s.json"),
                     Contains("json schema 's.json': ") && Contains("number overflow"));
@@ -159,6 +163,9 @@ TEST_CASE("a bigram table's logits are read whole and in float32's range, every 
   CHECK_THROWS_WITH(load(std::string("0 1.0\0garbage\n1 2\n", 20)), Contains(file + ":1: column 2: '1.0"));
   CHECK_THROWS_WITH(load("0 nan\n1 2\n"), Contains(file + ":1: column 2: NaN logit"));
   CHECK_THROWS_WITH(load("0 1\n1 2 3\n"), Contains("row has 3 logits but the first row has 2"));
+  CHECK_THROWS_WITH(load("0,,1\n1 2\n"), Contains(file + ":1: an empty item beside the comma at character 2"));
+  CHECK_THROWS_WITH(load("0 1,\n1 2\n"), Contains(file + ":1: an empty item beside the comma at character 4"));
+  CHECK_NOTHROW(load("0, 1\n1 ,2\n"));
 }
 
 TEST_CASE("a NUL byte in a text file is refused by line, where a number read up to it dropped the rest", "[errors]") {

@@ -160,6 +160,8 @@ CostProfile read_cost_profile(const std::string& path) {
   const json& target = field<json>(j, "target", "", path);
   p.target = field<std::string>(target, "model", "target", path);
   p.one_token_us = field<double>(target, "one_token_us", "target", path);
+  if (!std::isfinite(p.one_token_us) || p.one_token_us <= 0)
+    fail("cost profile ", path, ": target.one_token_us must be > 0, got ", p.one_token_us);
   p.rows = read_curve(field<json>(j, "rows", "", path), "rows", path);
   if (j.contains("drafts")) {
     const json& drafts = j["drafts"];

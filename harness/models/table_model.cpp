@@ -64,6 +64,13 @@ TableModel load_bigram_model(const std::string& path) {
   int line_no = 0, width = -1, rows = 0;
   while (std::getline(in, line)) {
     ++line_no;
+    // Commas separate as spaces do, but an empty item between two (`1,,2`) is an error, as in a logits file.
+    for (size_t comma = line.find(','); comma != std::string::npos; comma = line.find(',', comma + 1)) {
+      const size_t next = line.find_first_not_of(" \t\r", comma + 1);
+      const size_t before = comma == 0 ? std::string::npos : line.find_last_not_of(" \t\r", comma - 1);
+      if (next == std::string::npos || line[next] == ',' || before == std::string::npos)
+        fail(path, ":", line_no, ": an empty item beside the comma at character ", comma + 1);
+    }
     for (char& c : line)
       if (c == ',') c = ' ';
     std::istringstream fields(line);

@@ -350,12 +350,12 @@ void check_records_fit(const ExperimentConfig& config, size_t settings, size_t p
 
 // The records a resumed run keeps, read once and checked against the run they belong to before its folder changes:
 // each from a setting, prompt and repetition of this run's configuration, baseline or not as its setting is, and
-// none written twice. A folder begun by an earlier version, whose config.resolved.ini wrote num_prompts = 4 for a
-// prompts file that was not cut, would otherwise resume on fewer prompts than it began with; an edited or corrupt
-// records.jsonl would be summarised as more prompts, or another setting, than the run has. A last line cut short is
-// left out, as the resume drops it (drop_partial_record).
+// none written twice, its tokens the target's. A folder begun by an earlier version, whose config.resolved.ini wrote
+// num_prompts = 4 for a prompts file that was not cut, would otherwise resume on fewer prompts than it began with; an
+// edited or corrupt records.jsonl would be summarised as more prompts, or another setting, than the run has. A last
+// line cut short is left out, as the resume drops it (drop_partial_record).
 std::vector<RunRecord> check_resumed_records(const fs::path& dir, size_t prompts, const std::vector<Setting>& settings,
-                                             int repetitions) {
+                                             int repetitions, int32_t vocab_size) {
   const fs::path records = dir / "records.jsonl";
   if (!fs::exists(records)) return {};
   std::vector<RunRecord> out = read_records(records.string(), true);
@@ -380,6 +380,9 @@ std::vector<RunRecord> check_resumed_records(const fs::path& dir, size_t prompts
     if (r.repetition < 0 || r.repetition >= repetitions)
       fail("run --resume: ", which, ": repetition ", r.repetition, " is outside the run's ", repetitions,
            " (experiment.repetitions)");
+    for (const Token t : r.tokens)
+      if (t < 0 || t >= vocab_size)
+        fail("run --resume: ", which, ": token ", t, " is outside the target's vocabulary [0, ", vocab_size, ")");
     const auto [first, fresh] = seen.emplace(record_key(r.setting_id, r.prompt_index, r.repetition), i + 1);
     if (!fresh)
       fail("run --resume: ", which, " repeats record ", first->second, " (setting '", r.setting_id, "', prompt ",
@@ -577,7 +580,8 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
   std::vector<RunRecord> resumed;
   if (resume) {
     check_inputs_unchanged(options.resume_dir, inputs);
-    resumed = check_resumed_records(options.resume_dir, prompts.size(), settings, config.repetitions);
+    resumed =
+        check_resumed_records(options.resume_dir, prompts.size(), settings, config.repetitions, target->vocab_size());
   }
 
   const fs::path dir = open_results_folder(config, options, resume);

@@ -126,6 +126,7 @@ HfConfig hf_config_from_json(const json& j, const std::string& where, int32_t ma
   // Mistral v0.1 sets sliding_window; Qwen2 carries one but uses it only with use_sliding_window.
   if (!qwen2 || bool_field_or(j, "use_sliding_window", false, where))
     c.sliding_window = int_field_or(j, "sliding_window", 0, where);
+  if (c.sliding_window < 0) fail(where, ": sliding_window must be >= 0 (0 or absent: none), got ", c.sliding_window);
   if (const json* d = json_field_if_set(j, "torch_dtype"); d && d->is_string()) c.torch_dtype = d->get<std::string>();
 
   int64_t served = std::min<int64_t>(c.max_position_embeddings, max_seq_len_cap);
