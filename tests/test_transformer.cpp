@@ -1280,6 +1280,8 @@ TEST_CASE("a corrupt or missing checkpoint gives a clear error", "[transformer]"
     const std::string p = copy("no-weights");
     fs::remove(p + "/weights.pt");
     CHECK_THROWS_WITH(load_checkpoint(p), Contains("weights.pt: missing weights file"));
+    fs::create_directories(p + "/weights.pt");  // a folder where the file should be: named as one
+    CHECK_THROWS_WITH(load_checkpoint(p), Contains("weights.pt: is a folder, not the weights file"));
   }
   // The config records the weights' size and CRC-32; one flipped bit is refused before the archive is read.
   auto without_checksum = [&](const std::string& p) {

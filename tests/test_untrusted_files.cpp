@@ -216,3 +216,10 @@ TEST_CASE("a resume drops a cut last record from the file's end, whatever its le
   CHECK(cut(line + line) == "");
   CHECK(cut("a\n" + line + line + line) == "a\n");
 }
+
+TEST_CASE("an INI line an error quotes is cut and its control bytes shown", "[config][errors]") {
+  CHECK_THROWS_WITH(parse_ini_text("a\rb\rc\r[x", "cr.ini"),
+                    Contains("cr.ini:1: expected 'key = value', got 'a\\x0Db\\x0Dc\\x0D[x'"));
+  CHECK_THROWS_WITH(parse_ini_text(std::string(500, 'x') + "\n", "long.ini"),
+                    Contains("got '" + std::string(120, 'x') + "... (500 bytes)'"));
+}

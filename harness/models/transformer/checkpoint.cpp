@@ -85,6 +85,7 @@ FileChecksum save_parameters_atomically(const std::string& dir, const std::strin
 void load_parameters(const std::string& path, torch::nn::Module& module, const std::string& config_file,
                      const std::string& stored_dtype, const std::string& owner,
                      const std::optional<FileChecksum>& checksum, DtypeScope scope) {
+  if (fs::is_directory(path)) fail(path, ": is a folder, not the weights file ", config_file, " names");
   if (!fs::is_regular_file(path)) fail(path, ": missing weights file (named by ", config_file, ")");
   if (checksum) check_file_checksum(path, *checksum, config_file);
   torch::serialize::InputArchive archive;
