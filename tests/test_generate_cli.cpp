@@ -196,7 +196,7 @@ TEST_CASE("generate refuses bad models and options with a message naming them", 
        "vocabulary mismatch"},
       {"--target bigram:" + target + " --draft bigram:" + draft +
            " --method sideways --prompt-tokens 0 --max-new-tokens 2" + out,
-       "--method: unknown method 'sideways' (known: ar, greedy, chain, tree, block, typical, beam)"},
+       "--method: unknown method 'sideways' (known: ar, greedy, chain, tree, block, typical"},  // an added one next
       {"--target bigram:" + target + " --method chain --prompt-tokens 0 --max-new-tokens 2" + out,
        "--method chain needs a draft model"},
       {"--target bigram:" + target + " --draft bigram:" + draft +

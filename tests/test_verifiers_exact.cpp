@@ -154,9 +154,11 @@ const std::vector<GenerationConfig>& exact_methods() {
 
 }  // namespace
 
+// Pinned for the built-in methods only: a method added by one line of SPECULA_VERIFY_METHODS (README, "Where new
+// things go") comes after them and leaves this test as it is.
 TEST_CASE("the methods' table: the built-in methods sit at their named rows, with their traits", "[verify]") {
   const std::vector<VerifyMethod> all = verify_methods();
-  REQUIRE(all.size() == 5);
+  REQUIRE(all.size() >= 5);
   const std::pair<VerifyMethod, const char*> named[] = {{VerifyMethod::greedy, "greedy"},
                                                         {VerifyMethod::chain, "chain"},
                                                         {VerifyMethod::tree, "tree"},
@@ -166,9 +168,9 @@ TEST_CASE("the methods' table: the built-in methods sit at their named rows, wit
     CHECK(std::string(verify_method_name(method)) == name);
     CHECK(parse_verify_method(name) == method);
   }
-  CHECK(verify_method_names() == "greedy, chain, tree, block, typical");
-  for (VerifyMethod m : all) {
-    INFO(verify_method_name(m));
+  CHECK(verify_method_names().rfind("greedy, chain, tree, block, typical", 0) == 0);
+  for (const auto& [m, name] : named) {
+    INFO(name);
     CHECK(is_lossy(m) == (m == VerifyMethod::typical));
     CHECK(verifies_trees(m) == (m == VerifyMethod::tree));
     CHECK(verifies_greedily(m) == (m == VerifyMethod::greedy));
@@ -176,7 +178,8 @@ TEST_CASE("the methods' table: the built-in methods sit at their named rows, wit
   }
   CHECK_THROWS_WITH(parse_verify_method("nope"),
                     Catch::Matchers::Contains("known: greedy, chain, tree, block, typical"));
-  CHECK_THROWS_WITH(verify_method_name(VerifyMethod(5)), Catch::Matchers::Contains("has no row"));
+  CHECK_THROWS_WITH(verify_method_name(VerifyMethod(static_cast<int32_t>(all.size()))),
+                    Catch::Matchers::Contains("has no row"));
 }
 
 TEST_CASE("every exact verifier reproduces the target's law of whole continuations", "[verify][exact]") {
