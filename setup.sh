@@ -20,23 +20,26 @@ packages=(
   clang-format                                   # the format check (ctest -R format)
   slurm-wlm munge                                # the Slurm test (ctest -L slurm): a one-node cluster on localhost
 )
+sudo_cmd=""; [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"  # also for the BLAS choice below, on a machine set up before
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}" >&2
-  sudo_cmd=""; [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
 
 # LibTorch must see OpenBLAS (OpenMP flavour), not the reference BLAS that libtorch-dev pulls in.
 if command -v update-alternatives >/dev/null; then
-  arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
+  # gcc knows the multiarch triplet (dpkg-architecture is in dpkg-dev, which is not installed).
+  arch=$(gcc -print-multiarch 2>/dev/null || dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
   for lib in libblas.so.3 liblapack.so.3; do
     alt=$(update-alternatives --list "${lib}-${arch}" 2>/dev/null | grep openblas-openmp | head -n1 || true)
-    [ -n "$alt" ] && ${sudo_cmd:-} update-alternatives --set "${lib}-${arch}" "$alt" >/dev/null 2>&1 || true
+    if [ -z "$alt" ] || ! $sudo_cmd update-alternatives --set "${lib}-${arch}" "$alt" >/dev/null 2>&1; then
+      echo "setup: warning: could not point ${lib}-${arch} at OpenBLAS (OpenMP); LibTorch will run 2-6x slower" >&2
+    fi
   done
 fi
 
