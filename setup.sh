@@ -34,9 +34,13 @@ fi
 # LibTorch must see OpenBLAS (OpenMP flavour), not the reference BLAS that libtorch-dev pulls in.
 if command -v update-alternatives >/dev/null; then
   # gcc knows the multiarch triplet (dpkg-architecture is in dpkg-dev, which is not installed).
-  arch=$(gcc -print-multiarch 2>/dev/null || dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
+  arch=$(gcc -print-multiarch 2>/dev/null || true)
+  [ -n "$arch" ] || arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
   for lib in libblas.so.3 liblapack.so.3; do
     alt=$(update-alternatives --list "${lib}-${arch}" 2>/dev/null | grep openblas-openmp | head -n1 || true)
+    # Already chosen: nothing to do (and no sudo password asked on a re-run).
+    current=$(update-alternatives --query "${lib}-${arch}" 2>/dev/null | sed -n 's/^Value: //p' || true)
+    [ -n "$alt" ] && [ "$current" = "$alt" ] && continue
     if [ -z "$alt" ] || ! $sudo_cmd update-alternatives --set "${lib}-${arch}" "$alt" >/dev/null 2>&1; then
       echo "setup: warning: could not point ${lib}-${arch} at OpenBLAS (OpenMP); LibTorch will run 2-6x slower" >&2
     fi

@@ -562,6 +562,18 @@ TEST_CASE("commands that write a model never write over another unasked, nor ove
   CHECK(exported.exit_code == 1);
   CHECK_THAT(exported.err, Contains("is not a Hugging Face export") && Contains("--overwrite replaces only an export"));
   CHECK(read_text(other + "/config.json") == "{\"vocab_size\": 256}\n");  // untouched throughout
+  // Heads copied without their target convert (the target is named, never loaded); loading them names the target.
+  const std::string alone = dir.file("alone");
+  std::filesystem::copy(models + "medusa", alone, std::filesystem::copy_options::recursive);
+  const CliResult without_target =
+      run_specula("convert-heads --heads " + alone + " --output " + dir.file("alone16") + " --matrices-dtype float16");
+  INFO(without_target.err);
+  CHECK(without_target.exit_code == 0);
+  CHECK_THAT(
+      run_specula("generate --target transformer:" + models + "target --draft medusa:" + dir.file("alone16") +
+                  " --method tree --tree 2,1 --prompt-tokens 72,101 --max-new-tokens 4 --output " + dir.file("o.txt"))
+          .err,
+      Contains(dir.file("alone16") + "/config.json: field 'target' = ") && Contains("names no folder"));
 }
 
 TEST_CASE("generate notes sampler options its values leave unread, and decodes as without them", "[cli][generate]") {

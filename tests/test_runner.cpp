@@ -270,6 +270,7 @@ TEST_CASE("experiment files: a leading ~ in a path is the home folder, as the sh
     CHECK(expand_home_in_spec("medusa:~/heads,tree=~/t.txt,target=~") ==
           "medusa:" + home + "/heads,tree=" + home + "/t.txt,target=" + home);
     CHECK(expand_home_in_spec("prompt-lookup:max_n=4,min_n=2") == "prompt-lookup:max_n=4,min_n=2");
+    CHECK(expand_home_in_spec("transformer:~/runs/lr=3e-4/ckpt") == "transformer:" + home + "/runs/lr=3e-4/ckpt");
   }
   const ScopedEnv no_home("HOME", "");  // no HOME: an error naming the file, line and key
   CHECK_THROWS_WITH(
@@ -1333,6 +1334,21 @@ TEST_CASE("resume: a prompts file without num_prompts keeps every prompt; change
     other["prompt_index"] = 5;
     other["tokens"] = {3, 16};
     refused_with(other.dump(), ": token 16 is outside the target's vocabulary [0, 16)");
+  }
+  SECTION("a folder begun without inputs.json keeps its configuration file's text, as an earlier version wrote it") {
+    cut();
+    fs::remove(run + "/inputs.json");
+    // Lines in an order this version does not write: read alike, and compared as the file has them.
+    std::string resolved = read_text(run + "/config.resolved.ini");
+    const std::string seed = "seed = 3\n", repetitions = "repetitions = 2\n";
+    REQUIRE(resolved.find(repetitions + seed) != std::string::npos);
+    resolved.replace(resolved.find(repetitions + seed), repetitions.size() + seed.size(), seed + repetitions);
+    std::ofstream(run + "/config.resolved.ini", std::ios::trunc) << resolved;
+    REQUIRE(run_specula("run --resume " + run + " --quiet --no-plots").exit_code == 0);
+    cut();  // interrupted again: the second resume compares with the inputs.json the first one wrote
+    const CliResult second = run_specula("run --resume " + run + " --quiet --no-plots");
+    INFO(second.err);
+    CHECK(second.exit_code == 0);
   }
   SECTION("config.resolved.ini edited since the run began") {
     cut();

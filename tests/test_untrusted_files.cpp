@@ -105,6 +105,12 @@ TEST_CASE("a record whose per-position arrays disagree is refused by line; mergi
       {"accepted_tokens", 7, "accepted_tokens 7 exceed proposed_tokens 6"},
       {"verify_rows_histogram", std::vector<int>{1, -2}, "a histogram holds a negative count (-2)"},
   };
+  {  // A token id past int32 is refused whole, not wrapped into the vocabulary (2^32 + 5 read as 5).
+    nlohmann::json bad = good;
+    bad["tokens"] = {3, int64_t{4294967301}};
+    CHECK_THROWS_WITH(RunRecord::from_json_line(bad.dump(), "records.jsonl:7"),
+                      Contains("records.jsonl:7: token 4294967301 is not a token id"));
+  }
   for (const Case& c : cases) {
     INFO(c.key);
     nlohmann::json bad = good;

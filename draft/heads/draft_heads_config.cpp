@@ -80,7 +80,11 @@ void write_draft_heads_config(const std::string& dir, const DraftHeadsConfig& c)
 
 std::string resolve_heads_target(const std::string& dir, const DraftHeadsConfig& config) {
   const fs::path target(config.target);
-  const std::string resolved = (target.is_absolute() ? target : (fs::path(dir) / target).lexically_normal()).string();
+  return (target.is_absolute() ? target : (fs::path(dir) / target).lexically_normal()).string();
+}
+
+std::string heads_target_folder(const std::string& dir, const DraftHeadsConfig& config) {
+  const std::string resolved = resolve_heads_target(dir, config);
   // Named as the heads' config gives it: the checkpoint's own error would name a folder the user never wrote.
   std::error_code ec;
   if (!fs::is_directory(resolved, ec))

@@ -45,6 +45,9 @@ DraftHeadsConfig read_draft_heads_config(const std::string& dir);
 void write_draft_heads_config(const std::string& dir, const DraftHeadsConfig& config);
 // The target folder of `config` resolved against the heads folder `dir`.
 std::string resolve_heads_target(const std::string& dir, const DraftHeadsConfig& config);
+// As resolve_heads_target, for loading the target: an Error naming the heads' config and its `target` where that
+// names no folder (the target was moved or removed).
+std::string heads_target_folder(const std::string& dir, const DraftHeadsConfig& config);
 
 // The heads trained on the target at `target_dir`, whose config is `target`: its sizes must be the ones the heads were
 // trained on, and its weights too where both configs record them. Throws a ParameterError for "draft" naming `where`.

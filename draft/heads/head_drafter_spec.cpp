@@ -80,7 +80,7 @@ int32_t head_drafter_vocab_size(const std::string& kind, const std::string& rest
   const DraftHeadsConfig heads = read_draft_heads_config(o.heads_dir);
   const std::string where = kind + ":" + o.heads_dir;  // as the drafter's load names it
   if (heads.kind != kind) fail_parameter("draft", " ", where, ": the folder holds ", heads.kind, " heads, not ", kind);
-  const std::string target_dir = o.target_dir.empty() ? resolve_heads_target(o.heads_dir, heads) : o.target_dir;
+  const std::string target_dir = o.target_dir.empty() ? heads_target_folder(o.heads_dir, heads) : o.target_dir;
   check_heads_target_config(heads, target_dir, read_checkpoint_config(target_dir), where);
   return static_cast<int32_t>(heads.target_model.vocab_size);
 }

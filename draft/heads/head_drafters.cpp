@@ -470,7 +470,7 @@ HeadDrafterFactory::HeadDrafterFactory(const HeadDrafterOptions& options, const 
   if (s.heads_config.kind != options.kind)
     fail_parameter("draft", " ", where, ": the folder holds ", s.heads_config.kind, " heads, not ", options.kind);
   s.target_dir =
-      options.target_dir.empty() ? resolve_heads_target(options.heads_dir, s.heads_config) : options.target_dir;
+      options.target_dir.empty() ? heads_target_folder(options.heads_dir, s.heads_config) : options.target_dir;
   // The heads' target is read once: its config first, then either the --target's own module (the same
   // checkpoint: one copy of the weights, never two even while loading) or a copy of its own, whose matrices
   // take the --target's dtype (as --weights-dtype made it) or, without a --target, the stored one.

@@ -131,7 +131,8 @@ void check_axis_value(const std::string& where, const std::string& key, const st
       if (name != "regex" && !(name == "json_schema" && value == "none")) {
         // The file's own messages name its path, so the key is named without its value.
         const std::string what = where + ": key '" + key + "'";
-        const std::string text = read_text_file(value, what);
+        // A schema is text; token strings are bytes (a byte tokenizer's token 0 is a NUL).
+        const std::string text = name == "json_schema" ? read_text_file(value, what) : read_input_file(value, what);
         try {
           if (name == "json_schema") compile_json_schema(text, value);
         } catch (const Error& e) {
@@ -420,9 +421,10 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
     if (!set_keys.emplace(read, given).second)
       fail(given, ": ", read, " is given twice (also by ", set_keys.at(read),
            "): the last would win unsaid; give one value, or one --set with a list to sweep it");
-    // config.resolved.ini holds every value, and a resume reads it: a value it would cut at a comment is refused.
+    // config.resolved.ini holds every value, and a resume reads it: a value it would cut at a comment is refused
+    // (but the cost profile's, which a resume takes from its folder's copy, never from that file).
     for (const char* marker : {" #", " ;", "\t#", "\t;"})
-      if (o.find(marker, eq + 1) != std::string::npos)
+      if (read != "experiment.cost_profile" && o.find(marker, eq + 1) != std::string::npos)
         fail(given, ": '", o.substr(eq + 1), "' holds '", std::string(marker).substr(1),
              "' after a space, which config.resolved.ini would read as a comment; write \\",
              std::string(marker).substr(1), " (in a regex, the same character)");

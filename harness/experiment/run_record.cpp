@@ -51,7 +51,11 @@ RunRecord RunRecord::from_json_line(const std::string& line, const std::string& 
     r.baseline = j.at("baseline");
     r.prompt_index = j.at("prompt_index");
     r.repetition = j.at("repetition");
-    r.tokens = j.at("tokens").get<std::vector<Token>>();
+    for (const nlohmann::json& t : j.at("tokens")) {  // read whole: get<int32_t> would wrap 2^32 + 5 into 5
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX)
+        fail(where, ": token ", t.dump(), " is not a token id");
+      r.tokens.push_back(static_cast<Token>(t.get<int64_t>()));
+    }
     r.stop_reason = j.value("stop_reason", std::string("length"));
     r.device = j.value("device", std::string("cpu"));  // absent in records written before devices
     r.lockstep = j.value("lockstep", false);

@@ -1,6 +1,7 @@
 #include "harness/io/home_path.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 
 #include "kernels/shared/error.h"
@@ -23,8 +24,12 @@ std::string expand_home_in_spec(const std::string& spec) {
   for (size_t from = 0; from <= rest.size();) {
     const size_t comma = std::min(rest.find(',', from), rest.size());
     const std::string item = rest.substr(from, comma - from);
+    // KEY=VALUE only where KEY is a name (tree, target, max_n): a path may hold '=' too (runs/lr=3e-4/ckpt).
     const size_t eq = item.find('=');
-    out += eq == std::string::npos ? expand_home(item) : item.substr(0, eq + 1) + expand_home(item.substr(eq + 1));
+    const bool keyed = eq != std::string::npos && eq > 0 &&
+                       std::all_of(item.begin(), item.begin() + static_cast<std::ptrdiff_t>(eq),
+                                   [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    out += keyed ? item.substr(0, eq + 1) + expand_home(item.substr(eq + 1)) : expand_home(item);
     if (comma < rest.size()) out += ',';
     from = comma + 1;
   }

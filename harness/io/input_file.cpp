@@ -36,14 +36,15 @@ std::string read_input_file(const std::string& path, const std::string& what) {
   const bool regular = std::filesystem::is_regular_file(path, ec);
   const uint64_t half = available > 0 ? static_cast<uint64_t>(available) / 2 : UINT64_MAX;
   uint64_t bound = std::min(kMaxStreamBytes, half);
+  std::string text;
   if (regular) {
     const uint64_t size = std::filesystem::file_size(path, ec);
     bound = half;
     if (!ec && size > bound)
       fail(what, ": '", path, "' is ", size, " bytes, more than half the memory available (", available,
            " bytes): too large to read whole");
+    if (!ec) text.reserve(size);  // one allocation, not a doubling's two
   }
-  std::string text;
   std::vector<char> block(1 << 20);
   while (in.read(block.data(), static_cast<std::streamsize>(block.size())) || in.gcount() > 0) {
     text.append(block.data(), static_cast<size_t>(in.gcount()));

@@ -30,6 +30,7 @@
 #include "harness/generation/beam_search.h"
 #include "harness/generation/decoding_method.h"
 #include "harness/generation/generator.h"
+#include "harness/io/input_file.h"
 #include "harness/io/log.h"
 #include "harness/io/output_file.h"
 #include "harness/models/eos_tokens.h"
@@ -589,9 +590,14 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
   SignalGuard signals((dir / "status").string(), dir.string());
   try {
     if (resume) {
-      // A folder begun before inputs.json was kept gets it now, so that later resumes are checked.
-      if (!fs::exists(dir / "inputs.json"))
-        write_output_file((dir / "inputs.json").string(), inputs.dump() + "\n", "run");
+      // A folder begun before inputs.json was kept gets it now, so that later resumes are checked: its configuration
+      // as the folder's file has it (an earlier version may have written it otherwise than this one would).
+      if (!fs::exists(dir / "inputs.json")) {
+        nlohmann::json kept = inputs;
+        kept["configuration"] =
+            configuration_compared(read_input_file((dir / "config.resolved.ini").string(), "run --resume"));
+        write_output_file((dir / "inputs.json").string(), kept.dump() + "\n", "run");
+      }
       drop_partial_record(dir);
       log(LogLevel::info, "resuming ", dir.string(), ": ", resumed.size(), " records already written");
     } else {

@@ -207,8 +207,15 @@ std::shared_ptr<const LanguageModel> load_hf_language_model(const std::string& d
   // weights hold (a config of another size would otherwise build the whole model first; a tensor or two missing is
   // left to the per-tensor check below, which names them), and a model that cannot fit.
   int64_t stored = 0;
-  for (const auto& [name, t] : weights.tensors)
-    if (!ignored_tensor(name, config.model)) stored += t->numel();
+  for (const auto& [name, t] : weights.tensors) {
+    if (ignored_tensor(name, config.model)) continue;
+    // A stored dtype the engine does not take (a quantized folder's packed I32 qweight) is named first: its packed
+    // numbers would otherwise read as a config larger than its weights.
+    if (t->dtype != SafetensorsDtype::F32 && t->dtype != SafetensorsDtype::F16 && t->dtype != SafetensorsDtype::BF16)
+      fail(weights.file_of[name], ": tensor '", name, "' is ", dtype_name(t->dtype),
+           "; weights must be F32, F16 or BF16");
+    stored += t->numel();
+  }
   if (stored < config.model.parameter_count() / 2)
     fail(dir, ": ", weights.description, " hold ", stored, " numbers, but ", kHfConfigFile, " describes ",
          config.model.parameter_count(), " parameters (", config.model.describe(),
