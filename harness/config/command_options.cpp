@@ -250,10 +250,14 @@ SamplingParams read_sampler_values(const std::map<std::string, std::string>& val
   return params;
 }
 
-po::typed_value<double>* double_value(double default_value) {
+std::string shortest_text(double v) {
   char text[64];
-  const std::to_chars_result r = std::to_chars(text, text + sizeof text, default_value);
-  return po::value<double>()->default_value(default_value, std::string(text, r.ptr));
+  const std::to_chars_result r = std::to_chars(text, text + sizeof text, v);
+  return std::string(text, r.ptr);
+}
+
+po::typed_value<double>* double_value(double default_value) {
+  return po::value<double>()->default_value(default_value, shortest_text(default_value));
 }
 
 void note_unread_sampler_options(const po::variables_map& vm, const SamplingParams& target,

@@ -41,6 +41,9 @@ std::vector<std::vector<Token>> parse_token_sequences(const std::string& text, c
 // "draft-") every option is registered under that prefix, for `--draft-temperature` and friends.
 void add_sampler_options(po::options_description& desc, const std::string& prefix = "");
 
+// The shortest text that reads back as `v` (std::to_chars): a --help default, a value a written config keeps.
+std::string shortest_text(double v);
+
 // A number option whose --help shows its default as the shortest text that reads back as it ("0.1"), where Boost
 // would print seventeen digits ("0.10000000000000001").
 po::typed_value<double>* double_value(double default_value);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
@@ -29,13 +28,6 @@
 
 namespace specula {
 namespace {
-
-// A number as the shortest text that reads back as it (a resume reads the file: six digits would change it).
-std::string shortest_text(double v) {
-  char text[64];
-  const std::to_chars_result r = std::to_chars(text, text + sizeof text, v);
-  return std::string(text, r.ptr);
-}
 
 // `work`'s value, or its Error placed at the file's line and key.
 template <typename Work>
@@ -490,7 +482,9 @@ std::string ExperimentConfig::resolved_ini() const {
   if (!prompts_file.empty()) os << "prompts = " << prompts_file << "\n";
   if (!prompts_from_corpus.empty())
     os << "prompts_from_corpus = " << prompts_from_corpus << "\nnum_prompts = " << num_prompts
-       << "\nprompt_length = " << prompt_length << "\ncorpus_tail = " << shortest_text(corpus_tail) << "\n";
+       << "\nprompt_length = " << prompt_length
+       << "\ncorpus_tail = " << shortest_text(corpus_tail)  // every digit: a resume reads it
+       << "\n";
   else if (origin.count("experiment.num_prompts"))  // a prompts file is cut to num_prompts only where one was given
     os << "num_prompts = " << num_prompts << "\n";
   os << "max_new_tokens = " << max_new_tokens << "\nrepetitions = " << repetitions << "\nseed = " << seed
