@@ -24,6 +24,7 @@
 #include "harness/experiment/summary.h"
 #include "harness/experiment/sweep.h"
 #include "harness/generation/decoding_method.h"
+#include "harness/io/differing_lines.h"
 #include "harness/io/file_checksum.h"
 #include "harness/io/home_path.h"
 #include "harness/runner/results_folder.h"
@@ -1964,4 +1965,14 @@ TEST_CASE("merged metrics add the waits and keep the largest device buffer bytes
   CHECK(a.device_buffer_bytes == 7000);  // a peak, not a sum
   b.merge(GenerationMetrics{});
   CHECK(b.device_buffer_bytes == 7000);
+}
+
+TEST_CASE("first_differing_lines names the first line that differs, and (end) for a text that ran out", "[runner]") {
+  using Lines = std::pair<std::string, std::string>;
+  CHECK_FALSE(first_differing_lines("a\nb\n", "a\nb\n").has_value());
+  CHECK_FALSE(first_differing_lines("a\nb\n", "a\nb").has_value());  // the same lines, one without its last end
+  CHECK(first_differing_lines("a\nb\nc\n", "a\nx\nc\n") == Lines{"b", "x"});
+  CHECK(first_differing_lines("a\n", "a\nb\n") == Lines{"(end)", "b"});
+  CHECK(first_differing_lines("a\nb\n", "a\n") == Lines{"b", "(end)"});
+  CHECK(first_differing_lines("", "a") == Lines{"(end)", "a"});
 }

@@ -14,6 +14,7 @@
 #include "harness/experiment/experiment_config.h"
 #include "harness/experiment/summary.h"
 #include "harness/experiment/sweep.h"
+#include "harness/io/differing_lines.h"
 #include "harness/io/input_file.h"
 #include "harness/io/log.h"
 #include "harness/io/output_file.h"
@@ -130,15 +131,8 @@ namespace {
 
 // "'temperature = 0.8' where the other has 'temperature = 0.5'": the first line two texts differ at.
 std::string first_differing_line(const std::string& a, const std::string& b) {
-  std::istringstream ia(a), ib(b);
-  std::string la, lb;
-  while (true) {
-    const bool more_a = static_cast<bool>(std::getline(ia, la)), more_b = static_cast<bool>(std::getline(ib, lb));
-    if (!more_a && !more_b) return "no line";
-    if (!more_a || !more_b || la != lb)
-      return "'" + (more_a ? la : std::string("(end)")) + "' where the other has '" +
-             (more_b ? lb : std::string("(end)")) + "'";
-  }
+  const auto lines = first_differing_lines(a, b);
+  return lines ? "'" + lines->first + "' where the other has '" + lines->second + "'" : "no line";
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "harness/io/differing_lines.h"
 #include "harness/io/file_checksum.h"
 #include "harness/io/input_file.h"
 #include "kernels/shared/bounded_json.h"
@@ -148,15 +149,10 @@ void check_inputs_unchanged(const fs::path& dir, const nlohmann::json& now) {
   const std::string file_now =
       was.contains("configuration") ? configuration_compared(read_input_file(resolved, "run --resume")) : "";
   if (was.contains("configuration") && was.at("configuration").is_string() && was.at("configuration") != file_now) {
-    std::istringstream a(was.at("configuration").get<std::string>()), b(file_now);
-    std::string la, lb;  // the first line that differs
-    while (true) {
-      const bool more_a = static_cast<bool>(std::getline(a, la)), more_b = static_cast<bool>(std::getline(b, lb));
-      if (!more_a) la = "(end)";
-      if (!more_b) lb = "(end)";
-      if (!more_a || !more_b || la != lb) break;
-    }
-    fail(where, ": ", resolved, " was edited since the run began ('", lb, "' where it began with '", la, "')", advice);
+    const auto lines = first_differing_lines(was.at("configuration").get<std::string>(), file_now);
+    if (!lines) fail(where, ": ", resolved, " was edited since the run began (its line ends)", advice);
+    fail(where, ": ", resolved, " was edited since the run began ('", lines->second, "' where it began with '",
+         lines->first, "')", advice);
   }
   // Each file the run began with must be there unchanged, and no file added where a folder was fingerprinted.
   const auto compare = [&](const std::string& what, const nlohmann::json& before, const nlohmann::json& after) {
