@@ -469,6 +469,62 @@ TEST_CASE("train refuses to replace an existing checkpoint unless --overwrite", 
   CHECK(read_text(config) == "{}");
 }
 
+TEST_CASE("train stopped by a signal ends after the step in progress, its last save loadable and marked so",
+          "[cli][train]") {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += "To be, or not to be, that is the question. ";
+  const std::string corpus = dir.write("corpus.txt", text);
+  // A tiny model and more steps than the test waits for; the signal is sent once a step has been logged (the
+  // handlers are the loop's) or, with a save every 5 steps, once the first save is there.
+  const auto train = [&](const std::string& output, int eval_interval, const std::string& signal,
+                         const std::string& ready) {
+    const std::string command = std::string(SPECULA_BINARY) + " train --corpus " + corpus + " --output " + output +
+                                " --d-model 32 --n-layers 1 --n-heads 2 --d-ff 64 --max-seq-len 32 --seq-len 16" +
+                                " --batch-size 2 --steps 1000000 --eval-windows 2 --log-interval 1 --eval-interval " +
+                                std::to_string(eval_interval) + " >/dev/null 2>" + dir.file("err");
+    const int status = std::system(("bash -c '" + command + " & pid=$!; for i in $(seq 1200); do " + ready +
+                                    " && break; sleep 0.05; done; kill -" + signal +
+                                    // A run that does not stop within a minute is killed: no signal handling at all
+                                    // would leave a background job ignoring SIGINT, as a shell starts it.
+                                    " $pid; for i in $(seq 1200); do kill -0 $pid 2>/dev/null || break; sleep 0.05; "
+                                    "done; kill -KILL $pid 2>/dev/null; wait $pid'")
+                                       .c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  SECTION("after a save: the save stays whole and loadable, its record's status saying where the run stopped") {
+    const std::string output = dir.file("ckpt");
+    CHECK(train(output, 5, "INT", "[ -f " + output + "/config.json ]") == 130);
+    const std::string err = read_text(dir.file("err"));
+    const std::smatch said = [&] {
+      std::smatch m;
+      std::regex_search(err, m,
+                        std::regex("interrupted \\(SIGINT\\) after step ([0-9]+) of 1000000; " + output +
+                                   " holds the model of step ([0-9]+),"));
+      return m;
+    }();
+    REQUIRE(said.size() == 3);
+    const nlohmann::json training = nlohmann::json::parse(read_text(output + "/config.json")).at("training");
+    CHECK(training.at("status") == "interrupted (SIGINT) after step " + said[1].str() + " of 1000000");
+    CHECK(training.at("step") == std::stoi(said[2].str()));
+    CHECK(std::stoi(said[2].str()) % 5 == 0);
+    CHECK(std::stoi(said[2].str()) <= std::stoi(said[1].str()));
+    const CliResult loaded = run_specula("generate --target transformer:" + output +
+                                         " --prompt-tokens 84,111 --max-new-tokens 3 --output " + dir.file("ids.txt"));
+    INFO(loaded.err);
+    CHECK(loaded.exit_code == 0);
+  }
+  SECTION("before the first save: nothing is written, and the message says when the first save would have been") {
+    const std::string output = dir.file("none");
+    CHECK(train(output, 100000, "TERM", "grep -q \"^step 3/\" " + dir.file("err")) == 143);
+    CHECK_THAT(read_text(dir.file("err")), Contains("interrupted (SIGTERM) after step ") &&
+                                               Contains("; nothing was saved to " + output +
+                                                        " (the first save follows the validation at step "
+                                                        "100000)"));
+    CHECK_FALSE(std::filesystem::exists(output));
+  }
+}
+
 TEST_CASE("specula --version and specula version print the version, git revision and build type", "[cli]") {
   for (const char* flag : {"--version", "version"}) {
     const CliResult r = run_specula(flag);

@@ -8,16 +8,20 @@
 // from flat; the embedding rows of tokens >= 16 are shrunk (x 0.05) so that the heads' top candidates are
 // mostly among the 16 tokens the target's sampler allows, and drafts are accepted often enough to exercise
 // acceptance.
+#include <signal.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
+#include <thread>
 #include <tuple>
 
 #include "draft/heads/draft_heads.h"
@@ -867,6 +871,57 @@ TEST_CASE("specula train-medusa / train-eagle: a short run lowers the loss and l
     REQUIRE(saved.training.contains("initial_val_loss"));
     CHECK(r.val_loss < saved.training["initial_val_loss"].get<double>());
     CHECK(r.val_top1.size() == (kind == "medusa" ? 2u : 1u));
+    const auto drafter = f.drafter(kind + ":" + o.output)->create();
+    const std::vector<Token> context = {1, 2, 3};
+    TokenHistory history;
+    CHECK(drafter->propose(request(context, history, {}, 2)).size() == 2);
+  }
+}
+
+TEST_CASE("train-medusa / train-eagle stopped by a signal keep their last save whole and marked interrupted",
+          "[medusa][eagle]") {
+  const Fixture& f = fixture();
+  const std::string corpus = f.dir.str("stop-corpus.txt");
+  {
+    std::ofstream out(corpus, std::ios::binary);
+    for (int i = 0; i < 3000; ++i) out << static_cast<char>((i * 7 + (i / 5) % 3) % kLive);
+  }
+  for (const std::string& kind : std::vector<std::string>{"medusa", "eagle"}) {
+    INFO(kind);
+    HeadTrainOptions o;
+    o.kind = kind;
+    o.target = f.target_dir;
+    o.corpus = corpus;
+    o.output = f.dir.str("stopped-" + kind);
+    o.medusa_heads = 2;
+    o.feature_windows = 24;
+    o.batch_size = 4;
+    o.seq_len = 32;
+    o.lr.warmup_steps = 5;
+    o.lr.total_steps = 1000000;  // more than the test waits for
+    o.eval_interval = 3;
+    o.eval_windows = 4;
+    o.log_interval = 1000000;
+    // The signal comes from another thread once the first save is there, while the loop's handlers are in place.
+    std::thread signaller([&] {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+      while (!std::filesystem::exists(o.output + "/config.json") && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      kill(getpid(), SIGINT);
+    });
+    const HeadTrainResult r = train_draft_heads(o);
+    signaller.join();
+    CHECK(r.stop.signal == SIGINT);
+    CHECK(r.steps == r.stop.steps_done);
+    CHECK(r.steps < o.lr.total_steps);
+    CHECK(r.best_step > 0);
+    CHECK(r.best_step % 3 == 0);
+    CHECK(r.best_step <= r.steps);
+    const DraftHeadsConfig saved = read_draft_heads_config(o.output);
+    CHECK(saved.training.at("status") ==
+          "interrupted (SIGINT) after step " + std::to_string(r.steps) + " of " + std::to_string(o.lr.total_steps));
+    CHECK(saved.training.at("step") == r.best_step);
+    // The saved weights match their config's checksum and load as a drafter.
     const auto drafter = f.drafter(kind + ":" + o.output)->create();
     const std::vector<Token> context = {1, 2, 3};
     TokenHistory history;

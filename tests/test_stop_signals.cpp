@@ -1,4 +1,4 @@
-// The run's signal handling (harness/runner/stop_signals.h), in a forked child that raises the signals itself: one
+// The run's signal handling (harness/io/stop_signals.h), in a forked child that raises the signals itself: one
 // request delivered twice within a second is one request, and a second one later ends the process, its status file
 // saying so first.
 #include <sys/wait.h>
@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "cli_runner.h"
-#include "harness/runner/stop_signals.h"
+#include "harness/io/stop_signals.h"
 
 using namespace specula;
 using namespace specula::testing;

@@ -68,6 +68,7 @@ int train_command(const Args& args) {
   for (const std::string& a : args) o.command += " " + a;
 
   const TrainResult r = train_transformer(o);
+  if (r.stop.signal) return 128 + r.stop.signal;  // the shell's convention, as `run`'s: said on stderr
   std::cout << "checkpoint " << o.output << ": step " << r.best_step << " of " << r.steps << ", validation loss "
             << r.val_loss << " nats/token (" << r.val_tokens << " tokens), " << r.tokens_per_second
             << " training tokens/s, " << r.seconds << " s\n";

@@ -76,6 +76,7 @@ int train_heads_command(const Args& args, const std::string& kind) {
   for (const std::string& a : args) o.command += " " + a;
 
   const HeadTrainResult r = train_draft_heads(o);
+  if (r.stop.signal) return 128 + r.stop.signal;  // the shell's convention, as `run`'s: said on stderr
   std::cout << kind << " heads " << o.output << ": step " << r.best_step << " of " << r.steps << ", validation loss "
             << r.val_loss << ", top-1";
   for (double v : r.val_top1) std::cout << " " << v;

@@ -32,7 +32,7 @@ class BatchVerifier;  // verify/device/batch_verifier.h
 // The longest draft chain a verification call takes (a tree is bounded by its 4096 nodes instead).
 inline constexpr int32_t kMaxDraftTokens = 256;
 // The most tokens one sequence may generate (max_new_tokens): bounded before any work, so a typo cannot start a
-// record that would take days and hold gigabytes (a run stops between records, harness/runner/stop_signals.h).
+// record that would take days and hold gigabytes (a run stops between records, harness/io/stop_signals.h).
 inline constexpr int32_t kMaxNewTokens = 1 << 20;
 
 // Draft tokens per step (K) when neither --num-draft-tokens nor [draft] num_draft_tokens says.

@@ -1,4 +1,4 @@
-#include "harness/runner/stop_signals.h"
+#include "harness/io/stop_signals.h"
 
 #include <fcntl.h>
 #include <time.h>
@@ -55,6 +55,8 @@ const char* stop_signal_name(int signal) {
 void throw_if_stop_requested() {
   if (g_stop_signal) throw StopRequested{g_stop_signal};
 }
+
+int stop_signal_received() { return g_stop_signal; }
 
 SignalGuard::SignalGuard(const std::string& status_file, const std::string& folder) {
   g_stop_signal = 0;

@@ -1,4 +1,5 @@
-// SIGINT, SIGTERM and SIGHUP during `specula run`: the first asks the run to stop after the record in progress (a
+// SIGINT, SIGTERM and SIGHUP during `specula run` (and training: harness/train/training_stop.h, which stops after the
+// step in progress, with no status file): the first asks the run to stop after the record in progress (a
 // Slurm preemption sends SIGTERM, a closed terminal SIGHUP), so that the folder keeps whole records and says it was
 // interrupted. A stop signal within a second or two of the first (the clock's whole seconds) is that request
 // delivered twice (a `timeout -s INT` or a terminal's Ctrl-C reaches the process and its group); a later one ends the
@@ -20,6 +21,8 @@ struct StopRequested {
 
 // Called between records: throws StopRequested when a stop was asked for.
 void throw_if_stop_requested();
+// The signal that asked for a stop, 0 while none has (for a loop that ends itself rather than unwinding).
+int stop_signal_received();
 
 // The signal's name as a status says it: "SIGINT", "SIGTERM", "SIGHUP".
 const char* stop_signal_name(int signal);

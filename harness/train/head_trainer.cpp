@@ -7,14 +7,17 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <random>
 
 #include "draft/heads/draft_heads.h"
+#include "harness/io/stop_signals.h"
 #include "harness/models/transformer/byte_tokenizer.h"
 #include "harness/models/transformer/checkpoint.h"
 #include "harness/train/adamw.h"
 #include "harness/train/progress_bar.h"
 #include "harness/train/text_corpus.h"
+#include "harness/train/training_stop.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -303,7 +306,14 @@ HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
   HeadTrainResult result;
   double best_val = INFINITY;
   TrainingLog log(total_steps, o.eval_interval);
+  // A stop signal ends the run between steps (training_stop.h), never between a save's weights and its config. The
+  // handlers are the loop's only: the final validation and record after it end at a signal, as before the loop.
+  std::optional<SignalGuard> signals(std::in_place, "", "");
   for (int64_t step = 0; step < total_steps; ++step) {
+    if (const int signal = stop_signal_received()) {
+      result.stop = {signal, step, total_steps, result.best_step};
+      break;
+    }
     const auto step_start = Clock::now();
     for (auto& group : optimizer.param_groups())
       static_cast<torch::optim::AdamWOptions&>(group.options()).lr(o.lr.at(step));
@@ -336,6 +346,20 @@ HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
     }
   }
   progress.finish();
+  if (const int signal = stop_signal_received(); signal && !result.stop.signal)  // during the last step
+    result.stop = {signal, total_steps, total_steps, result.best_step};
+  signals.reset();
+  if (result.stop.signal) {
+    result.steps = result.stop.steps_done;
+    result.val_loss = best_val;
+    if (result.stop.saved_step > 0) {
+      DraftHeadsConfig saved = read_draft_heads_config(o.output);
+      saved.training["status"] = interrupted_status(result.stop);
+      write_draft_heads_config(o.output, saved);
+    }
+    std::cerr << interrupted_message("specula train-" + o.kind, result.stop, o.output, o.eval_interval) << "\n";
+    return result;
+  }
   result.steps = total_steps;
   result.val_loss = best_val;
   result.final_train_loss = log.recent_loss();

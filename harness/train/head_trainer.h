@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "harness/train/optimizer_options.h"
+#include "harness/train/training_stop.h"
 
 namespace specula {
 
@@ -63,6 +64,7 @@ struct HeadTrainResult {
   // LMHead(f^_{t+1}) with the target's own argmax at t + 1.
   std::vector<double> val_top1;
   double seconds = 0.0;
+  TrainingStop stop;  // a stop signal's: then only steps, best_step, val_top1 and val_loss (infinite: none saved)
 };
 
 HeadTrainResult train_draft_heads(const HeadTrainOptions& options);

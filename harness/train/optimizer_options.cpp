@@ -65,7 +65,7 @@ void read_optimizer_options(const po::variables_map& vm, OptimizerOptions& o) {
 nlohmann::json in_progress_record(const OptimizerOptions& options, const std::string& command,
                                   const std::string& corpus) {
   nlohmann::json record = {
-      {"status", "in progress (an interrupted run leaves it so)"}, {"command", command}, {"corpus", corpus}};
+      {"status", "in progress (a run killed before its end leaves it so)"}, {"command", command}, {"corpus", corpus}};
   record.update(optimizer_record(options));
   return record;
 }

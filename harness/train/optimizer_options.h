@@ -41,8 +41,9 @@ void read_optimizer_options(const boost::program_options::variables_map& vm, Opt
 nlohmann::json optimizer_record(const OptimizerOptions& options);
 
 // The record a model saved during training carries until the run ends and its full record replaces it: what made it
-// (`command`, `corpus`, optimizer_record) and a status saying the run had not finished, so that an interrupted run
-// still says how its model was trained. Callers add their own fields, and the step and loss of each save.
+// (`command`, `corpus`, optimizer_record) and a status saying the run had not finished, so that a run killed before
+// its end still says how its model was trained (a stop signal's status replaces it: training_stop.h). Callers add their
+// own fields, and the step and loss of each save.
 nlohmann::json in_progress_record(const OptimizerOptions& options, const std::string& command,
                                   const std::string& corpus);
 

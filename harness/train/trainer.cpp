@@ -8,13 +8,16 @@
 #include <ctime>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 
+#include "harness/io/stop_signals.h"
 #include "harness/models/transformer/byte_tokenizer.h"
 #include "harness/models/transformer/checkpoint.h"
 #include "harness/train/adamw.h"
 #include "harness/train/progress_bar.h"
 #include "harness/train/text_corpus.h"
+#include "harness/train/training_stop.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -176,7 +179,14 @@ TrainResult train_transformer(const TrainOptions& options) {
   in_progress["validation_fraction"] = options.validation_fraction;
   in_progress["parameters"] = options.model.parameter_count();
   in_progress["torch_version"] = TORCH_VERSION;
+  // A stop signal ends the run between steps (training_stop.h), never between a save's weights and its config. The
+  // handlers are the loop's only: the final validation and record after it end at a signal, as before the loop.
+  std::optional<SignalGuard> signals(std::in_place, "", "");
   for (int64_t step = 0; step < total_steps; ++step) {
+    if (const int signal = stop_signal_received()) {
+      result.stop = {signal, step, total_steps, result.best_step};
+      break;
+    }
     const auto step_start = Clock::now();
     const double loss_value = train_step(model, *optimizer, options, data.train, rng, pick, step);
     log.add_step(loss_value, seconds_since(step_start));
@@ -202,6 +212,19 @@ TrainResult train_transformer(const TrainOptions& options) {
                   fixed_decimals(val) + " (" + std::to_string(data.val_subset.size()) + " windows)" + saved);
   }
   progress.finish();
+  if (const int signal = stop_signal_received(); signal && !result.stop.signal)  // during the last step
+    result.stop = {signal, total_steps, total_steps, result.best_step};
+  signals.reset();
+  if (result.stop.signal) {
+    result.steps = result.stop.steps_done;
+    if (result.stop.saved_step > 0) {
+      CheckpointConfig saved = read_checkpoint_config(options.output);
+      saved.training["status"] = interrupted_status(result.stop);
+      write_checkpoint_config(options.output, saved);
+    }
+    std::cerr << interrupted_message("specula train", result.stop, options.output, options.eval_interval) << "\n";
+    return result;
+  }
   result.steps = total_steps;
   result.final_train_loss = log.recent_loss();
   result.tokens_per_second = static_cast<double>(total_steps * options.batch_size * T) / log.train_seconds();

@@ -10,6 +10,7 @@
 
 #include "harness/models/transformer/transformer_config.h"
 #include "harness/train/optimizer_options.h"
+#include "harness/train/training_stop.h"
 
 namespace specula {
 
@@ -35,6 +36,7 @@ struct TrainResult {
   int64_t val_tokens = 0;
   double seconds = 0.0;
   double tokens_per_second = 0.0;  // training steps only
+  TrainingStop stop;               // a stop signal's: then only steps, best_step and best_periodic_val_loss are set
 };
 
 TrainResult train_transformer(const TrainOptions& options);

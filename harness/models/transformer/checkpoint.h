@@ -27,8 +27,9 @@ class TransformerLanguageModel;
 Transformer transformer_module(const TransformerLanguageModel& model);
 
 // Writes DIR/config.json and DIR/<config.weights_file> (parameters stored as config.weights_dtype), creating
-// DIR. The weights are written to a temporary file and renamed, so an interrupted save leaves the previous
-// checkpoint readable. config.model is replaced by the model's own config.
+// DIR. Each file is written whole and renamed into place, the weights first, so a reader never sees half a file; a
+// process killed between the two renames leaves weights that the old config's checksum refuses (training defers stop
+// signals past a save: harness/train/training_stop.h). config.model is replaced by the model's own config.
 void save_checkpoint(const std::string& dir, Transformer& model, CheckpointConfig config);
 
 // The torch dtype of a checkpoint dtype name (float32 | float16 | bfloat16; checked where the name is read).
