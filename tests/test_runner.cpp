@@ -1040,6 +1040,47 @@ TEST_CASE("results folders: one per run, even started together; status says how 
   }
 }
 
+TEST_CASE("a run killed by a second signal mid-record says so, and --resume finishes it", "[long][runner][cli]") {
+  TempDir dir;
+  // One prompt: the baseline's record comes first and is quick; the speculative record after it takes seconds (a long
+  // output), so that both signals land while it decodes.
+  const std::string exp = dir.write(
+      "killed.ini", "[experiment]\ntarget = bigram:" + kTable + "target-v16.txt\nprompts = " +
+                        dir.write("prompt.txt", "0,3\n") +
+                        "\nmax_new_tokens = 300000\nrepetitions = 1\nseed = 3\noutput_dir = " + dir.file("results") +
+                        "\n\n[draft]\ndrafter = bigram:" + kTable + "draft-v16.txt\nmethod = chain\nnum_draft_tokens = 3\n");
+  const std::string records_glob = dir.file("results") + "/killed/*/records.jsonl";
+  // The first signal once the baseline's record is written; the second 2.5 s later, past the second or two within
+  // which a repeat is the same request.
+  const int status = std::system(("bash -c '" + std::string(SPECULA_BINARY) + " run " + exp +
+                                  " --quiet --no-plots >/dev/null 2>" + dir.file("err") +
+                                  " & pid=$!; for i in $(seq 1200); do [ -s \"$(ls " + records_glob +
+                                  " 2>/dev/null | head -1)\" ] && break; sleep 0.05; done; kill -INT $pid; sleep 2.5; "
+                                  "kill -INT $pid; wait $pid'")
+                                     .c_str());
+  CHECK(WEXITSTATUS(status) == 130);  // killed by SIGINT, as the shell reports it
+  const std::vector<std::string> runs = run_folders(dir.file("results") + "/killed");
+  REQUIRE(runs.size() == 1);
+  const std::string run = runs[0];
+  CHECK(read_text(run + "/status") ==
+        "killed (a second SIGINT): the record in progress and the summary were not written; `specula run --resume " +
+            run + "` finishes the run\n");
+  const std::vector<RunRecord> before = read_records(run + "/records.jsonl");
+  REQUIRE(before.size() == 1);  // the baseline's, whole; the speculative one was cut off before it was written
+  CHECK(before[0].baseline);
+  CHECK_FALSE(fs::exists(run + "/summary.csv"));
+  const CliResult resumed = run_specula("run --resume " + run + " --quiet --no-plots");
+  INFO(resumed.err);
+  CHECK(resumed.exit_code == 0);
+  CHECK(read_text(run + "/status") == "complete\n");
+  const std::vector<RunRecord> after = read_records(run + "/records.jsonl");
+  REQUIRE(after.size() == 2);
+  CHECK(after[0].tokens == before[0].tokens);
+  CHECK_FALSE(after[1].baseline);
+  CHECK(static_cast<int64_t>(after[1].tokens.size()) == 300000);
+  CHECK(fs::exists(run + "/summary.csv"));
+}
+
 TEST_CASE("an interrupted lockstep run writes each decoded batch whole", "[runner][cli]") {
   TempDir dir;
   // Four prompts a batch, long enough that the interrupt lands while a batch decodes.
