@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
@@ -838,32 +839,42 @@ TEST_CASE("head drafter specs and folders: clear errors", "[medusa][eagle]") {
 // ---------------------------------------------------------------------------------------------------------
 // Training
 
-TEST_CASE("specula train-medusa / train-eagle: a short run lowers the loss and loads as a drafter", "[medusa][eagle]") {
-  const Fixture& f = fixture();
-  const std::string corpus = f.dir.str("corpus.txt");
-  {
-    // Text the target's live tokens can say (bytes 0..15), with structure to learn.
+namespace {
+
+// A small training run of `kind` heads on the fixture's target, over a corpus of text the target's live tokens can
+// say (bytes 0..15), with structure to learn; written to the fixture's folder under `output`.
+HeadTrainOptions small_head_training(const Fixture& f, const std::string& kind, const std::string& output) {
+  const std::string corpus = f.dir.str("heads-corpus.txt");
+  if (!std::filesystem::exists(corpus)) {
     std::ofstream out(corpus, std::ios::binary);
     for (int i = 0; i < 3000; ++i) out << static_cast<char>((i * 7 + (i / 5) % 3) % kLive);
   }
+  HeadTrainOptions o;
+  o.kind = kind;
+  o.target = f.target_dir;
+  o.corpus = corpus;
+  o.output = f.dir.str(output);
+  o.medusa_heads = 2;
+  o.feature_windows = 24;
+  o.batch_size = 4;
+  o.seq_len = 32;
+  o.lr.peak = 3e-3;
+  o.lr.min = 3e-4;
+  o.lr.warmup_steps = 5;
+  o.lr.total_steps = 60;
+  o.eval_interval = 20;
+  o.eval_windows = 4;
+  o.log_interval = 1000;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("specula train-medusa / train-eagle: a short run lowers the loss and loads as a drafter", "[medusa][eagle]") {
+  const Fixture& f = fixture();
   for (const std::string& kind : std::vector<std::string>{"medusa", "eagle"}) {
     INFO(kind);
-    HeadTrainOptions o;
-    o.kind = kind;
-    o.target = f.target_dir;
-    o.corpus = corpus;
-    o.output = f.dir.str("trained-" + kind);
-    o.medusa_heads = 2;
-    o.feature_windows = 24;
-    o.batch_size = 4;
-    o.seq_len = 32;
-    o.lr.peak = 3e-3;
-    o.lr.min = 3e-4;
-    o.lr.warmup_steps = 5;
-    o.lr.total_steps = 60;
-    o.eval_interval = 20;
-    o.eval_windows = 4;
-    o.log_interval = 1000;
+    const HeadTrainOptions o = small_head_training(f, kind, "trained-" + kind);
     const HeadTrainResult r = train_draft_heads(o);
     const DraftHeadsConfig saved = read_draft_heads_config(o.output);
     CHECK(saved.kind == kind);
@@ -881,36 +892,40 @@ TEST_CASE("specula train-medusa / train-eagle: a short run lowers the loss and l
 TEST_CASE("train-medusa / train-eagle stopped by a signal keep their last save whole and marked interrupted",
           "[medusa][eagle]") {
   const Fixture& f = fixture();
-  const std::string corpus = f.dir.str("stop-corpus.txt");
-  {
-    std::ofstream out(corpus, std::ios::binary);
-    for (int i = 0; i < 3000; ++i) out << static_cast<char>((i * 7 + (i / 5) % 3) % kLive);
-  }
   for (const std::string& kind : std::vector<std::string>{"medusa", "eagle"}) {
     INFO(kind);
-    HeadTrainOptions o;
-    o.kind = kind;
-    o.target = f.target_dir;
-    o.corpus = corpus;
-    o.output = f.dir.str("stopped-" + kind);
-    o.medusa_heads = 2;
-    o.feature_windows = 24;
-    o.batch_size = 4;
-    o.seq_len = 32;
-    o.lr.warmup_steps = 5;
+    HeadTrainOptions o = small_head_training(f, kind, "stopped-" + kind);
     o.lr.total_steps = 1000000;  // more than the test waits for
     o.eval_interval = 3;
-    o.eval_windows = 4;
-    o.log_interval = 1000000;
     // The signal comes from another thread once the first save is there, while the loop's handlers are in place.
+    // It signals only then, and only while training runs: a SIGINT outside the loop would end the test process. The
+    // handlers in place before are back after.
+    struct sigaction before {};
+    sigaction(SIGINT, nullptr, &before);
+    std::atomic<bool> returned{false};
     std::thread signaller([&] {
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-      while (!std::filesystem::exists(o.output + "/config.json") && std::chrono::steady_clock::now() < deadline)
+      while (!std::filesystem::exists(o.output + "/config.json") && !returned &&
+             std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      kill(getpid(), SIGINT);
+      if (std::filesystem::exists(o.output + "/config.json") && !returned) kill(getpid(), SIGINT);
     });
-    const HeadTrainResult r = train_draft_heads(o);
-    signaller.join();
+    struct Joined {
+      std::atomic<bool>& returned;
+      std::thread& thread;
+      ~Joined() {
+        returned = true;
+        thread.join();
+      }
+    };
+    HeadTrainResult r;
+    {
+      const Joined joined{returned, signaller};
+      r = train_draft_heads(o);
+    }
+    struct sigaction after {};
+    sigaction(SIGINT, nullptr, &after);
+    CHECK(after.sa_handler == before.sa_handler);
     CHECK(r.stop.signal == SIGINT);
     CHECK(r.steps == r.stop.steps_done);
     CHECK(r.steps < o.lr.total_steps);

@@ -1,6 +1,7 @@
-// The run's signal handling (harness/io/stop_signals.h), in a forked child that raises the signals itself: one
-// request delivered twice within a second is one request, and a second one later ends the process, its status file
-// saying so first.
+// The signal handling of runs and training (harness/io/stop_signals.h), in a forked child that raises the signals
+// itself: one request delivered twice within a second is one request, and a second one later ends the process, its
+// status file saying so first; training asks for a stop only in its loop, and a held write finishes before a signal
+// ends the process.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "cli_runner.h"
+#include "harness/io/output_file.h"
 #include "harness/io/stop_signals.h"
 
 using namespace specula;
@@ -96,4 +98,73 @@ TEST_CASE("run's signals: a request delivered twice at once is one; a later seco
   });
   REQUIRE(WIFEXITED(s));
   CHECK(WEXITSTATUS(s) == 44);
+}
+
+TEST_CASE("training's signals: a stop is asked for in the loop only; no signal ends the process inside a held write",
+          "[runner]") {
+  const auto in_training_child = [](auto&& child) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      signal(SIGINT, SIG_IGN);  // as a shell starts a script's background job
+      const SignalGuard guard("", "", true);
+      _exit(child());
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return status;
+  };
+  // Outside the loop a signal ends the process at once, as the default action would, though it started ignoring it.
+  int s = in_training_child([] {
+    raise(SIGINT);
+    return 50;
+  });
+  REQUIRE(WIFSIGNALED(s));
+  CHECK(WTERMSIG(s) == SIGINT);
+  // In the loop it asks for a stop, and the process goes on to stop itself.
+  s = in_training_child([] {
+    const StopDeferral loop;
+    raise(SIGTERM);
+    return stop_signal_received() == SIGTERM ? 51 : 52;
+  });
+  REQUIRE(WIFEXITED(s));
+  CHECK(WEXITSTATUS(s) == 51);
+  // A signal that ends the process inside a held write ends it when the write is done: the marker is written first.
+  TempDir dir;
+  const std::string marker = dir.file("written");
+  s = in_training_child([&marker] {
+    {
+      const HeldWrite held;
+      raise(SIGTERM);
+      write_output_file(marker, "both files\n", "test");
+    }
+    return 53;  // not reached
+  });
+  REQUIRE(WIFSIGNALED(s));
+  CHECK(WTERMSIG(s) == SIGTERM);
+  CHECK(read_text(marker) == "both files\n");
+  // So does a second signal in the loop, two seconds after the first.
+  const std::string second = dir.file("second");
+  s = in_training_child([&second] {
+    const StopDeferral loop;
+    raise(SIGINT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+    {
+      const HeldWrite held;
+      raise(SIGINT);
+      write_output_file(second, "whole\n", "test");
+    }
+    return 54;  // not reached
+  });
+  REQUIRE(WIFSIGNALED(s));
+  CHECK(WTERMSIG(s) == SIGINT);
+  CHECK(read_text(second) == "whole\n");
+  // SIGPIPE is left as it was: a training run whose log reader went away ends, as before.
+  s = in_training_child([] {
+    int fds[2];
+    if (pipe(fds) != 0) return 55;
+    close(fds[0]);
+    return write(fds[1], "x", 1) < 0 ? 56 : 57;
+  });
+  REQUIRE(WIFSIGNALED(s));
+  CHECK(WTERMSIG(s) == SIGPIPE);
 }

@@ -8,8 +8,8 @@
 
 namespace specula {
 
-// The first line of `a` and of `b` that differ, "(end)" standing for the line of a text that ran out first; none
-// when the texts hold the same lines.
+// The first line of `a` and of `b` that differ, "(end)" standing for the line of a text that ran out first, control
+// bytes written as escapes ("[experiment]\\r" for a line of a CRLF file); none when the texts hold the same lines.
 std::optional<std::pair<std::string, std::string>> first_differing_lines(const std::string& a, const std::string& b);
 
 }  // namespace specula

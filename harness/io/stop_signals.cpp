@@ -4,14 +4,21 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 
 namespace specula {
 namespace {
 
-volatile std::sig_atomic_t g_stop_signal = 0;
-volatile std::sig_atomic_t g_first_second = 0;  // CLOCK_MONOTONIC seconds of the first signal
+// Lock-free atomics: a handler may run on any thread (training's OpenMP workers among them) while the main thread reads
+// the flag, and a lock-free atomic is safe to touch in a handler.
+std::atomic<int> g_stop_signal{0};
+std::atomic<long> g_first_second{0};  // CLOCK_MONOTONIC seconds of the first signal
+std::atomic<int> g_deferring{1};      // 0: a signal ends the process at once (training outside its loop)
+std::atomic<int> g_held{0};           // a HeldWrite is open
+std::atomic<int> g_held_signal{0};    // the signal that ends the process when it closes
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<long>::is_always_lock_free);
 // What a second signal writes, prepared before the handlers are installed (a handler may only call async-signal-safe
 // functions: open, write, close, signal, raise, clock_gettime).
 char g_status_path[4096] = {};
@@ -19,19 +26,30 @@ char g_killed_status[3][4608] = {};  // per signal: SIGINT, SIGTERM, SIGHUP
 
 int slot(int signal) { return signal == SIGINT ? 0 : signal == SIGTERM ? 1 : 2; }
 
-std::sig_atomic_t monotonic_seconds() {
+long monotonic_seconds() {
   timespec now{};
   clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<std::sig_atomic_t>(now.tv_sec);
+  return static_cast<long>(now.tv_sec);
+}
+
+// The signal's default action, now or, inside a HeldWrite, when it closes.
+void end_process(int signal) {
+  if (g_held.load()) {
+    g_held_signal.store(signal);
+    return;
+  }
+  std::signal(signal, SIG_DFL);
+  raise(signal);
 }
 
 extern "C" void request_stop(int signal) {
-  if (!g_stop_signal) {
-    g_stop_signal = signal;
-    g_first_second = monotonic_seconds();
+  if (!g_deferring.load()) return end_process(signal);
+  if (!g_stop_signal.load()) {
+    g_first_second.store(monotonic_seconds());
+    g_stop_signal.store(signal);
     return;
   }
-  if (monotonic_seconds() - g_first_second <= 1) return;  // the first request, delivered twice
+  if (monotonic_seconds() - g_first_second.load() <= 1) return;  // the first request, delivered twice
   // A second request: the status says how the run ended (the write is best effort: the process is ending), then the
   // signal's default action ends it.
   if (g_status_path[0]) {
@@ -42,8 +60,7 @@ extern "C" void request_stop(int signal) {
       close(fd);
     }
   }
-  std::signal(signal, SIG_DFL);
-  raise(signal);
+  end_process(signal);
 }
 
 }  // namespace
@@ -53,13 +70,15 @@ const char* stop_signal_name(int signal) {
 }
 
 void throw_if_stop_requested() {
-  if (g_stop_signal) throw StopRequested{g_stop_signal};
+  if (const int signal = g_stop_signal.load()) throw StopRequested{signal};
 }
 
-int stop_signal_received() { return g_stop_signal; }
+int stop_signal_received() { return g_stop_signal.load(); }
 
-SignalGuard::SignalGuard(const std::string& status_file, const std::string& folder) {
-  g_stop_signal = 0;
+SignalGuard::SignalGuard(const std::string& status_file, const std::string& folder, bool for_training)
+    : for_training_(for_training) {
+  g_stop_signal.store(0);
+  g_deferring.store(for_training ? 0 : 1);
   g_status_path[0] = '\0';
   if (status_file.size() < sizeof(g_status_path)) {
     std::snprintf(g_status_path, sizeof(g_status_path), "%s", status_file.c_str());
@@ -76,7 +95,7 @@ SignalGuard::SignalGuard(const std::string& status_file, const std::string& fold
   struct sigaction hup {};
   sigaction(SIGHUP, nullptr, &hup);
   previous_hup_ = hup.sa_handler == SIG_IGN ? SIG_IGN : std::signal(SIGHUP, request_stop);
-  previous_pipe_ = std::signal(SIGPIPE, SIG_IGN);
+  previous_pipe_ = for_training ? SIG_DFL : std::signal(SIGPIPE, SIG_IGN);
 }
 
 void SignalGuard::status_written() { g_status_path[0] = '\0'; }
@@ -85,8 +104,21 @@ SignalGuard::~SignalGuard() {
   std::signal(SIGINT, previous_int_);
   std::signal(SIGTERM, previous_term_);
   std::signal(SIGHUP, previous_hup_);
-  std::signal(SIGPIPE, previous_pipe_);
+  if (!for_training_) std::signal(SIGPIPE, previous_pipe_);
   g_status_path[0] = '\0';
+  g_deferring.store(1);
+}
+
+StopDeferral::StopDeferral() { g_deferring.store(1); }
+StopDeferral::~StopDeferral() { g_deferring.store(0); }
+
+HeldWrite::HeldWrite() { g_held.store(1); }
+HeldWrite::~HeldWrite() {
+  g_held.store(0);
+  if (const int signal = g_held_signal.exchange(0)) {
+    std::signal(signal, SIG_DFL);
+    raise(signal);
+  }
 }
 
 }  // namespace specula

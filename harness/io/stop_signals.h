@@ -1,5 +1,4 @@
-// SIGINT, SIGTERM and SIGHUP during `specula run` (and training: harness/train/training_stop.h, which stops after the
-// step in progress, with no status file): the first asks the run to stop after the record in progress (a
+// SIGINT, SIGTERM and SIGHUP during `specula run`: the first asks the run to stop after the record in progress (a
 // Slurm preemption sends SIGTERM, a closed terminal SIGHUP), so that the folder keeps whole records and says it was
 // interrupted. A stop signal within a second or two of the first (the clock's whole seconds) is that request
 // delivered twice (a `timeout -s INT` or a terminal's Ctrl-C reaches the process and its group); a later one ends the
@@ -7,6 +6,9 @@
 // it (`nohup`); SIGINT is handled even so (a shell starts a script's background job ignoring it, and `kill -INT`
 // should still stop the run). SIGPIPE is ignored during the run: a reader of the progress output that goes away fails a
 // write, not the run.
+// Training (harness/train/training_stop.h) asks for a stop only inside its loop (StopDeferral); elsewhere a signal ends
+// the process at once, as the default action would, even where the process was started ignoring SIGINT. In both, a
+// signal that would end the process during a HeldWrite (a model's weights and config) ends it after the write.
 #pragma once
 
 #include <csignal>
@@ -28,10 +30,12 @@ int stop_signal_received();
 const char* stop_signal_name(int signal);
 
 // Installs the handlers for its lifetime (the run), and restores the previous ones. `status_file`: the file a second
-// signal writes (the run's `status`), naming the signal and the folder's resume.
+// signal writes (the run's `status`), naming the signal and the folder's resume ("" for none). A guard `for_training`
+// asks for stops only inside a StopDeferral and leaves SIGPIPE as it was (a training run's log reader that goes away
+// ends it, as before).
 class SignalGuard {
  public:
-  explicit SignalGuard(const std::string& status_file, const std::string& folder);
+  explicit SignalGuard(const std::string& status_file, const std::string& folder, bool for_training = false);
   ~SignalGuard();
   // The run's final status is written: a second signal now ends the process without writing over it.
   void status_written();
@@ -43,6 +47,27 @@ class SignalGuard {
   void (*previous_term_)(int);
   void (*previous_hup_)(int);
   void (*previous_pipe_)(int);
+  bool for_training_;
+};
+
+// Within its scope (a training loop, under a SignalGuard for_training), the first stop signal asks for a stop instead
+// of ending the process.
+class StopDeferral {
+ public:
+  StopDeferral();
+  ~StopDeferral();
+  StopDeferral(const StopDeferral&) = delete;
+  StopDeferral& operator=(const StopDeferral&) = delete;
+};
+
+// Within its scope (a save of two files that are read together), a signal that would end the process ends it when the
+// scope ends, so that no signal lands between the two.
+class HeldWrite {
+ public:
+  HeldWrite();
+  ~HeldWrite();
+  HeldWrite(const HeldWrite&) = delete;
+  HeldWrite& operator=(const HeldWrite&) = delete;
 };
 
 }  // namespace specula

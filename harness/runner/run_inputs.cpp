@@ -150,7 +150,7 @@ void check_inputs_unchanged(const fs::path& dir, const nlohmann::json& now) {
       was.contains("configuration") ? configuration_compared(read_input_file(resolved, "run --resume")) : "";
   if (was.contains("configuration") && was.at("configuration").is_string() && was.at("configuration") != file_now) {
     const auto lines = first_differing_lines(was.at("configuration").get<std::string>(), file_now);
-    if (!lines) fail(where, ": ", resolved, " was edited since the run began (its line ends)", advice);
+    if (!lines) fail(where, ": ", resolved, " was edited since the run began", advice);  // both are whole lines
     fail(where, ": ", resolved, " was edited since the run began ('", lines->second, "' where it began with '",
          lines->first, "')", advice);
   }

@@ -246,6 +246,9 @@ nlohmann::json training_record(const HeadTrainOptions& o, const HeadTrainResult&
 
 HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
   o.validate();
+  // Stop signals (training_stop.h): before and after the loop they end the process at once; in it, after the step.
+  const SignalGuard signals("", "", true);
+  const bool output_held_model = std::filesystem::exists(std::filesystem::path(o.output) / "config.json");
   torch::set_num_threads(o.threads);
   torch::manual_seed(o.seed);
   const auto start = Clock::now();
@@ -306,12 +309,11 @@ HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
   HeadTrainResult result;
   double best_val = INFINITY;
   TrainingLog log(total_steps, o.eval_interval);
-  // A stop signal ends the run between steps (training_stop.h), never between a save's weights and its config. The
-  // handlers are the loop's only: the final validation and record after it end at a signal, as before the loop.
-  std::optional<SignalGuard> signals(std::in_place, "", "");
+  // A stop signal ends the loop between steps, never between a save's weights and its config (HeldWrite).
+  std::optional<StopDeferral> deferral(std::in_place);
   for (int64_t step = 0; step < total_steps; ++step) {
     if (const int signal = stop_signal_received()) {
-      result.stop = {signal, step, total_steps, result.best_step};
+      result.stop = {signal, step, total_steps, result.best_step, output_held_model};
       break;
     }
     const auto step_start = Clock::now();
@@ -337,7 +339,10 @@ HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
         config.training = in_progress;
         config.training["step"] = done;
         config.training["val_loss"] = val;
-        save_draft_heads(o.output, heads, config);
+        {
+          const HeldWrite held;
+          save_draft_heads(o.output, heads, config);
+        }
         saved = ", saved " + o.output;
       }
       log.add_evaluation(seconds_since(eval_start));
@@ -346,9 +351,9 @@ HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
     }
   }
   progress.finish();
-  if (const int signal = stop_signal_received(); signal && !result.stop.signal)  // during the last step
-    result.stop = {signal, total_steps, total_steps, result.best_step};
-  signals.reset();
+  deferral.reset();  // a signal from here on ends the process at once; one that came in the last step stops it here
+  if (const int signal = stop_signal_received(); signal && !result.stop.signal)
+    result.stop = {signal, total_steps, total_steps, result.best_step, output_held_model};
   if (result.stop.signal) {
     result.steps = result.stop.steps_done;
     result.val_loss = best_val;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -150,6 +151,9 @@ void TrainOptions::validate() const {
 
 TrainResult train_transformer(const TrainOptions& options) {
   options.validate();
+  // Stop signals (training_stop.h): before and after the loop they end the process at once; in it, after the step.
+  const SignalGuard signals("", "", true);
+  const bool output_held_model = std::filesystem::exists(std::filesystem::path(options.output) / "config.json");
   torch::set_num_threads(options.threads);
   torch::manual_seed(options.seed);
   const int64_t T = options.seq_len;
@@ -179,12 +183,11 @@ TrainResult train_transformer(const TrainOptions& options) {
   in_progress["validation_fraction"] = options.validation_fraction;
   in_progress["parameters"] = options.model.parameter_count();
   in_progress["torch_version"] = TORCH_VERSION;
-  // A stop signal ends the run between steps (training_stop.h), never between a save's weights and its config. The
-  // handlers are the loop's only: the final validation and record after it end at a signal, as before the loop.
-  std::optional<SignalGuard> signals(std::in_place, "", "");
+  // A stop signal ends the loop between steps, never between a save's weights and its config (HeldWrite).
+  std::optional<StopDeferral> deferral(std::in_place);
   for (int64_t step = 0; step < total_steps; ++step) {
     if (const int signal = stop_signal_received()) {
-      result.stop = {signal, step, total_steps, result.best_step};
+      result.stop = {signal, step, total_steps, result.best_step, output_held_model};
       break;
     }
     const auto step_start = Clock::now();
@@ -204,7 +207,10 @@ TrainResult train_transformer(const TrainOptions& options) {
       checkpoint.training = in_progress;
       checkpoint.training["step"] = done;
       checkpoint.training["periodic_val_loss"] = val;
-      save_checkpoint(options.output, model, checkpoint);
+      {
+        const HeldWrite held;
+        save_checkpoint(options.output, model, checkpoint);
+      }
       saved = ", saved " + options.output;
     }
     log.add_evaluation(seconds_since(eval_start));
@@ -212,9 +218,9 @@ TrainResult train_transformer(const TrainOptions& options) {
                   fixed_decimals(val) + " (" + std::to_string(data.val_subset.size()) + " windows)" + saved);
   }
   progress.finish();
-  if (const int signal = stop_signal_received(); signal && !result.stop.signal)  // during the last step
-    result.stop = {signal, total_steps, total_steps, result.best_step};
-  signals.reset();
+  deferral.reset();  // a signal from here on ends the process at once; one that came in the last step stops it here
+  if (const int signal = stop_signal_received(); signal && !result.stop.signal)
+    result.stop = {signal, total_steps, total_steps, result.best_step, output_held_model};
   if (result.stop.signal) {
     result.steps = result.stop.steps_done;
     if (result.stop.saved_step > 0) {

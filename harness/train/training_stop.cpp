@@ -14,6 +14,8 @@ std::string interrupted_status(const TrainingStop& stop) {
 std::string interrupted_message(const std::string& command, const TrainingStop& stop, const std::string& output,
                                 int64_t eval_interval) {
   const std::string head = command + ": " + interrupted_status(stop) + "; ";
+  if (stop.saved_step == 0 && stop.output_held_model)
+    return head + "nothing was saved; " + output + " still holds the model it held before this run";
   if (stop.saved_step == 0)
     return head + "nothing was saved to " + output + " (the first save follows the validation at step " +
            std::to_string(std::min(eval_interval, stop.total_steps)) + ")";
