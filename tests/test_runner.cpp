@@ -2,6 +2,8 @@
 // the Leviathan prediction against a drafter with known i.i.d. acceptance, results-folder contents,
 // shard + merge = one run, and plots.
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -1081,6 +1083,49 @@ TEST_CASE("a run killed by a second signal mid-record says so, and --resume fini
   CHECK_FALSE(after[1].baseline);
   CHECK(static_cast<int64_t>(after[1].tokens.size()) == 300000);
   CHECK(fs::exists(run + "/summary.csv"));
+}
+
+TEST_CASE("a script running `specula run` stops with it at Ctrl-C: the run ends by the signal after its cleanup",
+          "[runner][cli]") {
+  TempDir dir;
+  const std::string exp = dir.write(
+      "ctrl-c.ini", "[experiment]\ntarget = bigram:" + kTable + "target-v16.txt\nprompts = " + SPECULA_SOURCE_DIR +
+                        "/experiments/prompts/table-prompts.txt\nmax_new_tokens = 64\nrepetitions = 400\nseed = 3\n"
+                        "output_dir = " +
+                        dir.file("results") + "\n\n[draft]\ndrafter = bigram:" + kTable +
+                        "draft-v16.txt\nmethod = chain\nnum_draft_tokens = 3\n");
+  // A script in its own process group, as a terminal's foreground job: Ctrl-C reaches the script and the run. bash ends
+  // the script only where its child died of SIGINT; a child that exits 130 is taken to have handled it.
+  const std::string script = std::string(SPECULA_BINARY) + " run " + exp + " --quiet --no-plots >/dev/null 2>" +
+                             dir.file("err") + "; echo went on >" + dir.file("after");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    signal(SIGINT, SIG_DFL);
+    execl("/bin/bash", "bash", "-c", script.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  std::string run;
+  while (run.empty() && std::chrono::steady_clock::now() < deadline) {
+    for (const std::string& folder : run_folders(dir.file("results") + "/ctrl-c"))
+      if (fs::exists(folder + "/records.jsonl") && fs::file_size(folder + "/records.jsonl") > 0) run = folder;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  REQUIRE_FALSE(run.empty());
+  kill(-pid, SIGINT);
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) kill(-pid, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK(WIFSIGNALED(status));
+  CHECK((WIFSIGNALED(status) ? WTERMSIG(status) : 0) == SIGINT);
+  CHECK_FALSE(fs::exists(dir.file("after")));
+  CHECK(read_text(run + "/status") == "interrupted (SIGINT)\n");
+  CHECK_THAT(read_text(dir.file("err")),
+             Contains("run interrupted (SIGINT): " + run + " holds the records written so far"));
 }
 
 TEST_CASE("an interrupted lockstep run writes each decoded batch whole", "[runner][cli]") {

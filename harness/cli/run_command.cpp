@@ -18,6 +18,7 @@
 #include "harness/experiment/summary.h"
 #include "harness/experiment/sweep.h"
 #include "harness/io/log.h"
+#include "harness/io/stop_signals.h"
 #include "harness/runner/experiment_runner.h"
 #include "harness/runner/results_folder.h"
 #include "kernels/shared/error.h"
@@ -143,7 +144,7 @@ int run_command(const Args& args) {
     dir = run_experiment(vm.count("experiment") ? vm["experiment"].as<std::string>() : "", options);
   } catch (const RunInterrupted& e) {
     std::cerr << "specula run: " << e.what() << "\n";
-    return 128 + e.signal;  // the shell's convention: 130 for SIGINT, 143 for SIGTERM
+    return end_by_signal(e.signal);  // a shell reports 130 for SIGINT, 143 for SIGTERM
   }
   // A shard (started with --shard, or resumed from a shard's folder) is plotted after the merge, not alone.
   const bool plot = !vm["no-plots"].as<bool>() && options.shard_count == 1 && !is_shard_folder(dir);

@@ -7,6 +7,7 @@
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
 #include "harness/io/output_file.h"
+#include "harness/io/stop_signals.h"
 #include "harness/train/trainer.h"
 #include "kernels/shared/error.h"
 
@@ -68,7 +69,7 @@ int train_command(const Args& args) {
   for (const std::string& a : args) o.command += " " + a;
 
   const TrainResult r = train_transformer(o);
-  if (r.stop.signal) return 128 + r.stop.signal;  // the shell's convention, as `run`'s: said on stderr
+  if (r.stop.signal) return end_by_signal(r.stop.signal);  // as `run`: said on stderr, a shell reports 128 + signal
   std::cout << "checkpoint " << o.output << ": step " << r.best_step << " of " << r.steps << ", validation loss "
             << r.val_loss << " nats/token (" << r.val_tokens << " tokens), " << r.tokens_per_second
             << " training tokens/s, " << r.seconds << " s\n";

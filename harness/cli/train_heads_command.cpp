@@ -6,6 +6,7 @@
 #include "harness/cli/commands.h"
 #include "harness/config/command_options.h"
 #include "harness/io/output_file.h"
+#include "harness/io/stop_signals.h"
 #include "harness/train/head_trainer.h"
 #include "kernels/shared/error.h"
 
@@ -76,7 +77,7 @@ int train_heads_command(const Args& args, const std::string& kind) {
   for (const std::string& a : args) o.command += " " + a;
 
   const HeadTrainResult r = train_draft_heads(o);
-  if (r.stop.signal) return 128 + r.stop.signal;  // the shell's convention, as `run`'s: said on stderr
+  if (r.stop.signal) return end_by_signal(r.stop.signal);  // as `run`: said on stderr, a shell reports 128 + signal
   std::cout << kind << " heads " << o.output << ": step " << r.best_step << " of " << r.steps << ", validation loss "
             << r.val_loss << ", top-1";
   for (double v : r.val_top1) std::cout << " " << v;

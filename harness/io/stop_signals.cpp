@@ -75,6 +75,17 @@ void throw_if_stop_requested() {
 
 int stop_signal_received() { return g_stop_signal.load(); }
 
+int end_by_signal(int signal) {
+  std::fflush(nullptr);  // what was printed, before the process ends without its exit handlers
+  std::signal(signal, SIG_DFL);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, signal);
+  sigprocmask(SIG_UNBLOCK, &set, nullptr);
+  raise(signal);
+  return 128 + signal;
+}
+
 SignalGuard::SignalGuard(const std::string& status_file, const std::string& folder, bool for_training)
     : for_training_(for_training) {
   g_stop_signal.store(0);

@@ -26,6 +26,12 @@ void throw_if_stop_requested();
 // The signal that asked for a stop, 0 while none has (for a loop that ends itself rather than unwinding).
 int stop_signal_received();
 
+// After a stop's cleanup (the status and message written): ends the process by `signal`'s default action, as a program
+// that handles a signal should, so that a script running it stops too (bash ends a script at a child's SIGINT only
+// when the child died of it; a child that exits 130 is taken to have handled it). A shell reports 128 + signal;
+// returns that where the signal cannot end the process.
+int end_by_signal(int signal);
+
 // The signal's name as a status says it: "SIGINT", "SIGTERM", "SIGHUP".
 const char* stop_signal_name(int signal);
 
