@@ -499,9 +499,11 @@ TEST_CASE("train stopped by a signal ends after the step in progress, its last s
       _exit(127);
     }
     int status = 0;
+    bool reaped = false;  // ended before the signal: its pid may be another process's by now
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (!ready() && std::chrono::steady_clock::now() < deadline && waitpid(pid, &status, WNOHANG) == 0)
+    while (!ready() && std::chrono::steady_clock::now() < deadline && !(reaped = waitpid(pid, &status, WNOHANG) != 0))
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (reaped) return status;
     kill(pid, signal);
     while (waitpid(pid, &status, WNOHANG) == 0) {
       if (std::chrono::steady_clock::now() > deadline + std::chrono::seconds(60)) kill(pid, SIGKILL);

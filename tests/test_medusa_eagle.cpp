@@ -13,12 +13,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
@@ -902,25 +902,34 @@ TEST_CASE("train-medusa / train-eagle stopped by a signal keep their last save w
     // handlers in place before are back after.
     struct sigaction before {};
     sigaction(SIGINT, nullptr, &before);
-    std::atomic<bool> returned{false};
+    // The signaller raises it on its own thread (delivered before raise returns), under a lock the caller takes to mark
+    // the training returned.
+    std::mutex lock;
+    bool returned = false;
     std::thread signaller([&] {
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-      while (!std::filesystem::exists(o.output + "/config.json") && !returned &&
-             std::chrono::steady_clock::now() < deadline)
+      while (!std::filesystem::exists(o.output + "/config.json") && std::chrono::steady_clock::now() < deadline) {
+        if (const std::lock_guard<std::mutex> hold(lock); returned) return;
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      if (std::filesystem::exists(o.output + "/config.json") && !returned) kill(getpid(), SIGINT);
+      }
+      const std::lock_guard<std::mutex> hold(lock);
+      if (!returned && std::filesystem::exists(o.output + "/config.json")) raise(SIGINT);
     });
     struct Joined {
-      std::atomic<bool>& returned;
+      std::mutex& lock;
+      bool& returned;
       std::thread& thread;
       ~Joined() {
-        returned = true;
+        {
+          const std::lock_guard<std::mutex> hold(lock);
+          returned = true;
+        }
         thread.join();
       }
     };
     HeadTrainResult r;
     {
-      const Joined joined{returned, signaller};
+      const Joined joined{lock, returned, signaller};
       r = train_draft_heads(o);
     }
     struct sigaction after {};

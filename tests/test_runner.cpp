@@ -1090,7 +1090,7 @@ TEST_CASE("a script running `specula run` stops with it at Ctrl-C: the run ends 
   TempDir dir;
   const std::string exp = dir.write(
       "ctrl-c.ini", "[experiment]\ntarget = bigram:" + kTable + "target-v16.txt\nprompts = " + SPECULA_SOURCE_DIR +
-                        "/experiments/prompts/table-prompts.txt\nmax_new_tokens = 64\nrepetitions = 400\nseed = 3\n"
+                        "/experiments/prompts/table-prompts.txt\nmax_new_tokens = 64\nrepetitions = 4000\nseed = 3\n"
                         "output_dir = " +
                         dir.file("results") + "\n\n[draft]\ndrafter = bigram:" + kTable +
                         "draft-v16.txt\nmethod = chain\nnum_draft_tokens = 3\n");

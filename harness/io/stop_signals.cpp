@@ -1,6 +1,7 @@
 #include "harness/io/stop_signals.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,8 +17,9 @@ namespace {
 std::atomic<int> g_stop_signal{0};
 std::atomic<long> g_first_second{0};  // CLOCK_MONOTONIC seconds of the first signal
 std::atomic<int> g_deferring{1};      // 0: a signal ends the process at once (training outside its loop)
-std::atomic<int> g_held{0};           // a HeldWrite is open
-std::atomic<int> g_held_signal{0};    // the signal that ends the process when it closes
+// 0: no HeldWrite open; 1: one open; 2 + signal: one open, and `signal` ends the process when it closes. One atomic,
+// so that a handler on another thread and the closing write cannot both miss the signal.
+std::atomic<int> g_held{0};
 static_assert(std::atomic<int>::is_always_lock_free && std::atomic<long>::is_always_lock_free);
 // What a second signal writes, prepared before the handlers are installed (a handler may only call async-signal-safe
 // functions: open, write, close, signal, raise, clock_gettime).
@@ -34,22 +36,22 @@ long monotonic_seconds() {
 
 // The signal's default action, now or, inside a HeldWrite, when it closes.
 void end_process(int signal) {
-  if (g_held.load()) {
-    g_held_signal.store(signal);
-    return;
-  }
+  int open_write = 1;
+  if (g_held.compare_exchange_strong(open_write, 2 + signal) || open_write >= 2) return;
   std::signal(signal, SIG_DFL);
   raise(signal);
 }
 
 extern "C" void request_stop(int signal) {
+  // The first request delivered twice (a terminal's Ctrl-C reaches the process and its group) is one, in the loop or
+  // after it.
+  if (g_stop_signal.load() && monotonic_seconds() - g_first_second.load() <= 1) return;
   if (!g_deferring.load()) return end_process(signal);
   if (!g_stop_signal.load()) {
     g_first_second.store(monotonic_seconds());
     g_stop_signal.store(signal);
     return;
   }
-  if (monotonic_seconds() - g_first_second.load() <= 1) return;  // the first request, delivered twice
   // A second request: the status says how the run ended (the write is best effort: the process is ending), then the
   // signal's default action ends it.
   if (g_status_path[0]) {
@@ -81,7 +83,7 @@ int end_by_signal(int signal) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, signal);
-  sigprocmask(SIG_UNBLOCK, &set, nullptr);
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
   raise(signal);
   return 128 + signal;
 }
@@ -90,6 +92,7 @@ SignalGuard::SignalGuard(const std::string& status_file, const std::string& fold
     : for_training_(for_training) {
   g_stop_signal.store(0);
   g_deferring.store(for_training ? 0 : 1);
+  g_held.store(0);
   g_status_path[0] = '\0';
   if (status_file.size() < sizeof(g_status_path)) {
     std::snprintf(g_status_path, sizeof(g_status_path), "%s", status_file.c_str());
@@ -100,22 +103,31 @@ SignalGuard::SignalGuard(const std::string& status_file, const std::string& fold
                     stop_signal_name(signal), folder.c_str());
   }
   // SIGINT and SIGTERM always ask for a stop (a script's `kill -INT` reaches a background run, which a shell starts
-  // with SIGINT ignored); SIGHUP only where the run was not started ignoring it, as `nohup` starts it.
-  previous_int_ = std::signal(SIGINT, request_stop);
-  previous_term_ = std::signal(SIGTERM, request_stop);
-  struct sigaction hup {};
-  sigaction(SIGHUP, nullptr, &hup);
-  previous_hup_ = hup.sa_handler == SIG_IGN ? SIG_IGN : std::signal(SIGHUP, request_stop);
-  previous_pipe_ = for_training ? SIG_DFL : std::signal(SIGPIPE, SIG_IGN);
+  // with SIGINT ignored); SIGHUP only where the run was not started ignoring it, as `nohup` starts it. The previous
+  // actions are kept whole (their flags and masks), to be put back.
+  struct sigaction stop {};
+  stop.sa_handler = request_stop;
+  stop.sa_flags = SA_RESTART;
+  sigemptyset(&stop.sa_mask);
+  sigaction(SIGINT, &stop, &previous_int_);
+  sigaction(SIGTERM, &stop, &previous_term_);
+  sigaction(SIGHUP, nullptr, &previous_hup_);
+  if (previous_hup_.sa_handler != SIG_IGN) sigaction(SIGHUP, &stop, nullptr);
+  if (!for_training) {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, &previous_pipe_);
+  }
 }
 
 void SignalGuard::status_written() { g_status_path[0] = '\0'; }
 
 SignalGuard::~SignalGuard() {
-  std::signal(SIGINT, previous_int_);
-  std::signal(SIGTERM, previous_term_);
-  std::signal(SIGHUP, previous_hup_);
-  if (!for_training_) std::signal(SIGPIPE, previous_pipe_);
+  sigaction(SIGINT, &previous_int_, nullptr);
+  sigaction(SIGTERM, &previous_term_, nullptr);
+  sigaction(SIGHUP, &previous_hup_, nullptr);
+  if (!for_training_) sigaction(SIGPIPE, &previous_pipe_, nullptr);
   g_status_path[0] = '\0';
   g_deferring.store(1);
 }
@@ -125,10 +137,9 @@ StopDeferral::~StopDeferral() { g_deferring.store(0); }
 
 HeldWrite::HeldWrite() { g_held.store(1); }
 HeldWrite::~HeldWrite() {
-  g_held.store(0);
-  if (const int signal = g_held_signal.exchange(0)) {
-    std::signal(signal, SIG_DFL);
-    raise(signal);
+  if (const int state = g_held.exchange(0); state >= 2) {
+    std::signal(state - 2, SIG_DFL);
+    raise(state - 2);
   }
 }
 

@@ -11,6 +11,8 @@
 // signal that would end the process during a HeldWrite (a model's weights and config) ends it after the write.
 #pragma once
 
+#include <signal.h>
+
 #include <csignal>
 #include <string>
 
@@ -49,10 +51,10 @@ class SignalGuard {
   SignalGuard& operator=(const SignalGuard&) = delete;
 
  private:
-  void (*previous_int_)(int);
-  void (*previous_term_)(int);
-  void (*previous_hup_)(int);
-  void (*previous_pipe_)(int);
+  struct sigaction previous_int_ {};
+  struct sigaction previous_term_ {};
+  struct sigaction previous_hup_ {};
+  struct sigaction previous_pipe_ {};
   bool for_training_;
 };
 
