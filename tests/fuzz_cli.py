@@ -1345,6 +1345,14 @@ def normalize_shard(folder, scratch):
         text = f.read().replace(scratch, "/fuzz-setup")
     with open(path, "w") as f:
         f.write(text)
+    # inputs.json keeps the configuration a resume compares with that file: the same paths in both.
+    path = os.path.join(folder, "inputs.json")
+    with open(path) as f:
+        inputs = json.load(f)
+    if isinstance(inputs.get("configuration"), str):
+        inputs["configuration"] = inputs["configuration"].replace(scratch, "/fuzz-setup")
+    with open(path, "w") as f:
+        f.write(json.dumps(inputs) + "\n")
 
 
 def prepare(ctx, binary, scratch, env):
