@@ -82,8 +82,8 @@ TokenTree sample_draft_tree(const DraftRequest& request, int32_t vocab_size, con
 
 TokenHistory path_history(const SamplerPipeline& pipeline, const TokenHistory& committed, const TokenTree& tree,
                           int32_t row, const std::function<const float*(int32_t)>& law_of_row) {
-  if (row == 0) return committed;
-  TokenHistory h = committed;
+  TokenHistory h = pipeline.trimmed(committed);
+  if (row == 0) return h;
   for (int32_t n : tree.path_nodes(row - 1))
     h = pipeline.advance(std::move(h), tree.tokens[n], law_of_row(tree.parent[n] + 1));
   return h;

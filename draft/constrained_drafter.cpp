@@ -22,7 +22,7 @@ class ConstrainedDrafter : public Drafter {
     const TokenTree proposed = inner_->propose(request);
     int32_t removed = 0;
     TokenTree tree = cut_illegal_point_masses(proposed, *constraint_, request.history->constraint_state,
-                                              static_cast<int32_t>(request.history->output.size()), &removed);
+                                              static_cast<int32_t>(request.history->produced()), &removed);
     removed_ += removed;
     sync();
     return tree;

@@ -416,7 +416,8 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
         for (int64_t e = static_cast<int64_t>(d) - 1, m = k; e >= 0; m /= shape[e], --e)
           path.push_back(static_cast<int32_t>(B * before[e] + i * n[e] + m));
         std::reverse(path.begin(), path.end());
-        histories[i][d].push_back(pending_history(*requests[i].history, std::move(path)));
+        histories[i][d].push_back(
+            pending_history(ranked ? ranking_pipeline_ : pipeline_, *requests[i].history, std::move(path)));
       }
     }
   // A ranked row: processed once by the ranking pipeline, its children its best tokens (no key, no law).

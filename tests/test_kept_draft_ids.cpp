@@ -76,10 +76,10 @@ std::vector<DraftDraw> depth_draws(const float* rows, int32_t d, uint64_t step, 
 // device: sequence b's node k of depth 0 is the plan's draw b * 2 + k.
 const TokenHistory kCommitted{{1, 2}, {}, std::nan("")};
 std::vector<TokenHistory> root_histories() { return std::vector<TokenHistory>(B, kCommitted); }
-std::vector<TokenHistory> pending_histories() {
+std::vector<TokenHistory> pending_histories(const SamplerPipeline& draft) {
   std::vector<TokenHistory> h;
   for (int64_t b = 0; b < B; ++b)
-    for (int32_t k = 0; k < 2; ++k) h.push_back(pending_history(kCommitted, {static_cast<int32_t>(b * 2 + k)}));
+    for (int32_t k = 0; k < 2; ++k) h.push_back(pending_history(draft, kCommitted, {static_cast<int32_t>(b * 2 + k)}));
   return h;
 }
 
@@ -107,7 +107,7 @@ int64_t differing_steps(int steps, float target_temperature, int64_t* stop_emitt
   const SamplerPipeline draft(draft_params(penalised), V), target(target_params(target_temperature, penalised), V);
   BatchVerifier kept(Device::cuda_host, target, VerifyMethod::tree),
       host(Device::cuda_host, target, VerifyMethod::tree);
-  const std::vector<TokenHistory> roots = root_histories(), pending = pending_histories();
+  const std::vector<TokenHistory> roots = root_histories(), pending = pending_histories(draft);
   const TokenHistory& committed = kCommitted;
   int64_t differing = 0;
   for (int step = 0; step < steps; ++step) {
@@ -196,7 +196,7 @@ TEST_CASE("pending ids left out of the penalty counts change the drafts and the 
 TEST_CASE("kept ids: bad plans and batches are refused", "[verify][device]") {
   const SamplerPipeline draft(draft_params(), V), target(target_params(), V);
   BatchVerifier v(Device::cuda_host, target, VerifyMethod::tree);
-  const std::vector<TokenHistory> roots = root_histories(), pending = pending_histories();
+  const std::vector<TokenHistory> roots = root_histories(), pending = pending_histories(draft);
   const TokenHistory& committed = kCommitted;
   CHECK_THROWS_WITH(v.keep_planned_ids(B), Contains("keep_planned_ids without a plan"));
   const float* laws = v.draft_laws(B, N);
@@ -257,7 +257,7 @@ TEST_CASE("kept ids: bad plans and batches are refused", "[verify][device]") {
 TEST_CASE("histories with ids still in device memory are refused where nothing can count them", "[verify][device]") {
   SamplingParams params = draft_params(true);
   const SamplerPipeline pipeline(params, V);
-  const TokenHistory pending = pending_history(kCommitted, {0, 1});
+  const TokenHistory pending = pending_history(pipeline, kCommitted, {0, 1});
   REQUIRE(pending.output.size() == 2);
   const std::vector<float> logits(V, 0.5f);
   CHECK_THROWS_WITH(pipeline.process(logits, pending),
@@ -269,7 +269,8 @@ TEST_CASE("histories with ids still in device memory are refused where nothing c
   CHECK_THROWS_WITH(SamplerBatch(V, {SamplerBatchRow{&params, &short_of, RandomKey{}}}),
                     Contains("row 0: 2 pending ids for 1 output tokens"));
   CHECK_THROWS_WITH(pending.extended(4), Contains("a token added after ids still in device memory"));
-  CHECK_THROWS_WITH(pending_history(pending, {2}), Contains("the committed history has ids still in device memory"));
+  CHECK_THROWS_WITH(pending_history(pipeline, pending, {2}),
+                    Contains("the committed history has ids still in device memory"));
   // The batch counts the known tokens alone: the placeholders (token 0) add nothing, the device adds the ids.
   const TokenHistory known = [] {
     TokenHistory h = kCommitted.extended(5);

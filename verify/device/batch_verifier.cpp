@@ -1296,7 +1296,7 @@ const float* BatchVerifier::process_step_rows(const std::vector<DeviceStep>& ste
         // The ids still in device memory: the path's, where the kept plan holds them (sequence b's at b * width).
         std::vector<int32_t> path = step.tree->path_nodes(r - 1);
         for (int32_t& n : path) n += static_cast<int32_t>(static_cast<int64_t>(b) * kept_->width);
-        extended.push_back(pending_history(*step.history, std::move(path)));
+        extended.push_back(pending_history(target_, *step.history, std::move(path)));
       } else {
         extended.push_back(row_history(target_, *step.history, *step.tree, nullptr, r));
       }

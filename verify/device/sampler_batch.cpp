@@ -64,8 +64,7 @@ SamplerBatch::SamplerBatch(int32_t vocab_size, const std::vector<SamplerBatchRow
     const TokenHistory& h = *batch_rows[r].history;
     const bool penalised = s.penalised();
     any_allowed = any_allowed || !s.allowed_tokens.empty();
-    any_banned = any_banned || !s.banned_tokens.empty() ||
-                 (static_cast<int32_t>(h.output.size()) < s.min_tokens && !s.stop_tokens.empty());
+    any_banned = any_banned || !s.banned_tokens.empty() || (h.produced() < s.min_tokens && !s.stop_tokens.empty());
     any_prompt = any_prompt || s.repetition_penalty != 1.0f;
     any_counts = any_counts || penalised;
     any_bias = any_bias || !s.logit_bias.empty();
@@ -83,6 +82,8 @@ SamplerBatch::SamplerBatch(int32_t vocab_size, const std::vector<SamplerBatchRow
     if (h.pending_ids.size() > h.output.size())
       fail("row ", r, ": ", h.pending_ids.size(), " pending ids for ", h.output.size(), " output tokens");
     const size_t known = h.output.size() - h.pending_ids.size();
+    if (s.penalised() && h.output_dropped > 0)
+      fail("row ", r, ": its history left out ", h.output_dropped, " output tokens, but a penalty counts them");
     SamplerRowParams& row = rows[r];
     row.temperature = s.temperature;
     row.min_p = s.min_p;
@@ -118,7 +119,7 @@ SamplerBatch::SamplerBatch(int32_t vocab_size, const std::vector<SamplerBatchRow
       row.flags |= kRowAllowed;
       for (Token t : s.allowed_tokens) set_bit(allowed, wo, t);
     }
-    const bool stops_banned = static_cast<int32_t>(h.output.size()) < s.min_tokens && !s.stop_tokens.empty();
+    const bool stops_banned = h.produced() < s.min_tokens && !s.stop_tokens.empty();
     if (!s.banned_tokens.empty() || stops_banned) {
       row.flags |= kRowBanned;
       for (Token t : s.banned_tokens) set_bit(banned, wo, t);

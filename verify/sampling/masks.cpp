@@ -29,7 +29,7 @@ void apply_masks_and_bias(LogitsRow row, const SamplingParams& s, const TokenHis
   for (Token t : s.banned_tokens) row.logits[t] = kNegInf;
   for (const auto& word : s.bad_words)
     if (bad_word_prefix_matches(word, h.output)) row.logits[word.back()] = kNegInf;
-  const int32_t produced = static_cast<int32_t>(h.output.size());
+  const int64_t produced = h.produced();
   const int32_t threshold = mutant_on(Mutant::min_tokens_off_by_one) ? s.min_tokens - 1 : s.min_tokens;
   if (produced < threshold)
     for (Token t : s.stop_tokens) row.logits[t] = kNegInf;

@@ -20,10 +20,17 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Penalties index the row by history tokens, so an id outside the vocabulary must be an error, not a read
 // or write out of bounds. The ids are checked only where something reads them (a penalty, or a filter stage that
 // reads the history): the check walks the whole history, as they do, and other rows stay independent of its length.
-void check_history(const TokenHistory& h, int32_t vocab_size, bool reads_ids) {
+void check_history(const TokenHistory& h, const SamplingParams& s, int32_t vocab_size, bool reads_ids,
+                   size_t bad_word_tail) {
   if (!h.pending_ids.empty())
     fail("history: its last ", h.pending_ids.size(),
          " output tokens are still in device memory; the host cannot read them");
+  if (h.output_dropped > 0 && s.penalised())
+    fail("history: its first ", h.output_dropped,
+         " output tokens were left out (SamplerPipeline::trimmed), but a penalty counts them");
+  if (h.output_dropped > 0 && h.output.size() < bad_word_tail)
+    fail("history: it holds the last ", h.output.size(), " of ", h.produced(),
+         " output tokens, but a bad word reads the last ", bad_word_tail);
   if (!reads_ids) return;
   for (const auto* part : {&h.prompt, &h.output})
     for (Token t : *part)
@@ -98,8 +105,9 @@ bool any_finite(LogitsRow row, const RowSummary& summary) {
 }  // namespace
 
 SamplerPipeline::SamplerPipeline(SamplingParams params, int32_t vocab_size)
-    : params_(std::move(params)), vocab_size_(vocab_size), reads_history_ids_(params_.penalised()) {
+    : params_(std::move(params)), vocab_size_(vocab_size), reads_history_ids_(params_.penalised()), bad_word_tail_(0) {
   params_.validate(vocab_size_);
+  for (const std::vector<Token>& word : params_.bad_words) bad_word_tail_ = std::max(bad_word_tail_, word.size() - 1);
   for (FilterStage stage : params_.active_filters())
     reads_history_ids_ = reads_history_ids_ || filter_stage(stage).reads_history;
 }
@@ -111,7 +119,7 @@ void SamplerPipeline::process(const float* logits, const TokenHistory& history, 
   thread_local Candidates candidates;
   scratch.resize(vocab_size_);
   copy_checked_logits(logits, vocab_size_, scratch.data());
-  check_history(history, vocab_size_, reads_history_ids_);
+  check_history(history, params_, vocab_size_, reads_history_ids_, bad_word_tail_);
   LogitsRow row{scratch.data(), vocab_size_};
   const SamplingParams& s = params_;
 
@@ -196,6 +204,17 @@ TokenHistory SamplerPipeline::advance(TokenHistory&& history, Token token, const
     history.mirostat_mu = mu - params_.mirostat_eta * (surprise - params_.mirostat_tau);
   }
   return std::move(history);
+}
+
+TokenHistory SamplerPipeline::trimmed(const TokenHistory& history) const {
+  if (params_.penalised() || !history.pending_ids.empty()) return history;
+  const size_t keep = std::min(history.output.size(), bad_word_tail_);
+  TokenHistory h;
+  h.output.assign(history.output.end() - static_cast<std::ptrdiff_t>(keep), history.output.end());
+  h.output_dropped = history.output_dropped + static_cast<int64_t>(history.output.size() - keep);
+  h.mirostat_mu = history.mirostat_mu;
+  h.constraint_state = history.constraint_state;
+  return h;
 }
 
 void process_batch(const float* logits, int32_t rows, int32_t vocab_size, const SamplerPipeline* const* pipelines,

@@ -39,10 +39,17 @@ class SamplerPipeline {
   // not the O(n^2) of a copy a token.
   TokenHistory advance(TokenHistory&& history, Token token, const float* probs) const;
 
+  // The part of `history` this pipeline reads, for a draft or verifier row to start from: the whole history where a
+  // penalty counts its ids (or where ids are still in device memory); otherwise its states and the output's last tokens
+  // a bad word can match, the rest counted in output_dropped and the prompt left out. A row then costs that tail, not
+  // the output's length: a whole copy per row would make a generation's cost grow with the square of its length.
+  TokenHistory trimmed(const TokenHistory& history) const;
+
  private:
   SamplingParams params_;
   int32_t vocab_size_;
   bool reads_history_ids_;  // a penalty or an active filter stage reads the history's ids
+  size_t bad_word_tail_;    // output tokens a bad word's prefix reads: the longest word's length - 1
 };
 
 // A batch of rows [B, V] with per-row pipelines and histories, processed in parallel over rows.

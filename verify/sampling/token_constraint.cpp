@@ -540,7 +540,7 @@ std::shared_ptr<const TokenConstraint> constraint_from_options(const ConstraintO
 void apply_token_constraint(LogitsRow row, const SamplingParams& s, const TokenHistory& h) {
   if (!s.constraint) return;
   thread_local TokenSet scratch;
-  const TokenSet* allowed = s.constraint->allowed(h.constraint_state, static_cast<int32_t>(h.output.size()), scratch);
+  const TokenSet* allowed = s.constraint->allowed(h.constraint_state, static_cast<int32_t>(h.produced()), scratch);
   if (!allowed) return;  // the path left the language: this row is never used (see the header)
   const bool kept = any_kept(row, *allowed);
   if (!kept && s.constraint_yields_to_masks) return;  // a draft's row: see SamplingParams
@@ -548,7 +548,8 @@ void apply_token_constraint(LogitsRow row, const SamplingParams& s, const TokenH
   // it no token.
   if (!kept && h.constraint_state == TokenConstraint::kStopped) return;
   if (!kept)
-    fail(s.constraint->description(), ": no token can continue the output '", s.constraint->text(h.output),
+    fail(s.constraint->description(), ": no token can continue the output '", h.output_dropped > 0 ? "..." : "",
+         s.constraint->text(h.output),
          "' (every token that continues the match is masked here by the model's own -inf logits, or by masks the "
          "automaton was not built with)");
   keep_only(row, *allowed);

@@ -24,6 +24,13 @@ struct TokenHistory {
   // kept proposals, verify/device/batch_verifier.h), whose sampler adds them to the penalty counts there. The CPU's
   // pipeline refuses such a history; empty everywhere else.
   std::vector<int32_t> pending_ids{};
+  // Output tokens left out before `output` (SamplerPipeline::trimmed): a row whose pipeline counts no ids reads only
+  // the output's length and its last few tokens (bad words), so a draft or verifier row holds that tail instead of a
+  // copy of the whole output. 0 in a whole history.
+  int64_t output_dropped = 0;
+
+  // Tokens generated so far, held or left out (min_tokens and the constraint's length limit read it).
+  int64_t produced() const { return output_dropped + static_cast<int64_t>(output.size()); }
 
   // One more generated token, in place.
   void extend(Token t) {

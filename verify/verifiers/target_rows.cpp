@@ -9,8 +9,8 @@ namespace specula {
 
 TokenHistory row_history(const SamplerPipeline& pipeline, const TokenHistory& committed, const TokenTree& tree,
                          const float* probs, int32_t row) {
-  if (row == 0 || mutant_on(Mutant::penalties_ignore_draft_prefix)) return committed;
-  TokenHistory h = committed;
+  TokenHistory h = pipeline.trimmed(committed);
+  if (row == 0 || mutant_on(Mutant::penalties_ignore_draft_prefix)) return h;
   const int32_t V = pipeline.vocab_size();
   for (int32_t n : tree.path_nodes(row - 1))
     h = pipeline.advance(std::move(h), tree.tokens[n], probs + static_cast<size_t>(tree.parent[n] + 1) * V);
@@ -18,9 +18,10 @@ TokenHistory row_history(const SamplerPipeline& pipeline, const TokenHistory& co
   return h;
 }
 
-TokenHistory pending_history(const TokenHistory& committed, std::vector<int32_t> path) {
+TokenHistory pending_history(const SamplerPipeline& pipeline, const TokenHistory& committed,
+                             std::vector<int32_t> path) {
   if (!committed.pending_ids.empty()) fail("pending_history: the committed history has ids still in device memory");
-  TokenHistory h = committed;
+  TokenHistory h = pipeline.trimmed(committed);
   h.output.resize(h.output.size() + path.size(), 0);
   h.pending_ids = std::move(path);
   return h;

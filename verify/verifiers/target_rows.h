@@ -23,6 +23,6 @@ TokenHistory row_history(const SamplerPipeline& pipeline, const TokenHistory& co
 // The history of a row whose drafted path past `committed` is not on the host (its ids still in a device's memory, at
 // indices `path` of the array the device call names, oldest first): placeholders with TokenHistory::pending_ids, so
 // that the device's sampler reads the path's length (min_tokens) here and its ids' counts (penalties) there.
-TokenHistory pending_history(const TokenHistory& committed, std::vector<int32_t> path);
+TokenHistory pending_history(const SamplerPipeline& pipeline, const TokenHistory& committed, std::vector<int32_t> path);
 
 }  // namespace specula
