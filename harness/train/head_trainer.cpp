@@ -7,7 +7,6 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
-#include <optional>
 #include <random>
 
 #include "draft/heads/draft_heads.h"
@@ -247,8 +246,7 @@ nlohmann::json training_record(const HeadTrainOptions& o, const HeadTrainResult&
 HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
   o.validate();
   // Stop signals (training_stop.h): before and after the loop they end the process at once; in it, after the step.
-  const SignalGuard signals("", "", true);
-  const bool output_held_model = std::filesystem::exists(std::filesystem::path(o.output) / "config.json");
+  TrainingStopper stopper("specula train-" + o.kind, o.output, o.lr.total_steps, o.eval_interval);
   torch::set_num_threads(o.threads);
   torch::manual_seed(o.seed);
   const auto start = Clock::now();
@@ -310,12 +308,9 @@ HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
   double best_val = INFINITY;
   TrainingLog log(total_steps, o.eval_interval);
   // A stop signal ends the loop between steps, never between a save's weights and its config (HeldWrite).
-  std::optional<StopDeferral> deferral(std::in_place);
+  stopper.begin_loop();
   for (int64_t step = 0; step < total_steps; ++step) {
-    if (const int signal = stop_signal_received()) {
-      result.stop = {signal, step, total_steps, result.best_step, output_held_model};
-      break;
-    }
+    if (stopper.stop_before(step, result.best_step)) break;
     const auto step_start = Clock::now();
     for (auto& group : optimizer.param_groups())
       static_cast<torch::optim::AdamWOptions&>(group.options()).lr(o.lr.at(step));
@@ -351,18 +346,15 @@ HeadTrainResult train_draft_heads(const HeadTrainOptions& o) {
     }
   }
   progress.finish();
-  deferral.reset();  // a signal from here on ends the process at once; one that came in the last step stops it here
-  if (const int signal = stop_signal_received(); signal && !result.stop.signal)
-    result.stop = {signal, total_steps, total_steps, result.best_step, output_held_model};
-  if (result.stop.signal) {
+  if (stopper.end_loop(result.best_step)) {
+    result.stop = stopper.stop();
     result.steps = result.stop.steps_done;
     result.val_loss = best_val;
-    if (result.stop.saved_step > 0) {
+    stopper.report([&](const std::string& status) {
       DraftHeadsConfig saved = read_draft_heads_config(o.output);
-      saved.training["status"] = interrupted_status(result.stop);
+      saved.training["status"] = status;
       write_draft_heads_config(o.output, saved);
-    }
-    std::cerr << interrupted_message("specula train-" + o.kind, result.stop, o.output, o.eval_interval) << "\n";
+    });
     return result;
   }
   result.steps = total_steps;

@@ -6,10 +6,8 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
-#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <random>
 
 #include "harness/io/stop_signals.h"
@@ -152,8 +150,7 @@ void TrainOptions::validate() const {
 TrainResult train_transformer(const TrainOptions& options) {
   options.validate();
   // Stop signals (training_stop.h): before and after the loop they end the process at once; in it, after the step.
-  const SignalGuard signals("", "", true);
-  const bool output_held_model = std::filesystem::exists(std::filesystem::path(options.output) / "config.json");
+  TrainingStopper stopper("specula train", options.output, options.lr.total_steps, options.eval_interval);
   torch::set_num_threads(options.threads);
   torch::manual_seed(options.seed);
   const int64_t T = options.seq_len;
@@ -184,12 +181,9 @@ TrainResult train_transformer(const TrainOptions& options) {
   in_progress["parameters"] = options.model.parameter_count();
   in_progress["torch_version"] = TORCH_VERSION;
   // A stop signal ends the loop between steps, never between a save's weights and its config (HeldWrite).
-  std::optional<StopDeferral> deferral(std::in_place);
+  stopper.begin_loop();
   for (int64_t step = 0; step < total_steps; ++step) {
-    if (const int signal = stop_signal_received()) {
-      result.stop = {signal, step, total_steps, result.best_step, output_held_model};
-      break;
-    }
+    if (stopper.stop_before(step, result.best_step)) break;
     const auto step_start = Clock::now();
     const double loss_value = train_step(model, *optimizer, options, data.train, rng, pick, step);
     log.add_step(loss_value, seconds_since(step_start));
@@ -218,17 +212,14 @@ TrainResult train_transformer(const TrainOptions& options) {
                   fixed_decimals(val) + " (" + std::to_string(data.val_subset.size()) + " windows)" + saved);
   }
   progress.finish();
-  deferral.reset();  // a signal from here on ends the process at once; one that came in the last step stops it here
-  if (const int signal = stop_signal_received(); signal && !result.stop.signal)
-    result.stop = {signal, total_steps, total_steps, result.best_step, output_held_model};
-  if (result.stop.signal) {
+  if (stopper.end_loop(result.best_step)) {
+    result.stop = stopper.stop();
     result.steps = result.stop.steps_done;
-    if (result.stop.saved_step > 0) {
+    stopper.report([&](const std::string& status) {
       CheckpointConfig saved = read_checkpoint_config(options.output);
-      saved.training["status"] = interrupted_status(result.stop);
+      saved.training["status"] = status;
       write_checkpoint_config(options.output, saved);
-    }
-    std::cerr << interrupted_message("specula train", result.stop, options.output, options.eval_interval) << "\n";
+    });
     return result;
   }
   result.steps = total_steps;

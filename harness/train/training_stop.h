@@ -8,7 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
+
+#include "harness/io/stop_signals.h"
 
 namespace specula {
 
@@ -29,5 +33,31 @@ std::string interrupted_status(const TrainingStop& stop);
 // have been).
 std::string interrupted_message(const std::string& command, const TrainingStop& stop, const std::string& output,
                                 int64_t eval_interval);
+
+// The stop signals of one training run, for both trainers. Made first, before loading: signals end the process at once
+// until begin_loop, after which they end the loop between steps (stop_before) until end_loop.
+class TrainingStopper {
+ public:
+  TrainingStopper(std::string command, std::string output, int64_t total_steps, int64_t eval_interval);
+
+  void begin_loop() { deferral_.emplace(); }
+  // Whether a signal came before `step`: then the run stops there, with the model of `saved_step` (0: none) saved.
+  bool stop_before(int64_t step, int64_t saved_step);
+  // After the loop: a signal from here on ends the process at once, and one that came in the last step stops the run
+  // here. True when the run was stopped.
+  bool end_loop(int64_t saved_step);
+  const TrainingStop& stop() const { return stop_; }
+  // A stopped run's ending: the saved model's record gets its status through `set_status` (when one was saved), and
+  // stderr the message.
+  void report(const std::function<void(const std::string& status)>& set_status) const;
+
+ private:
+  const SignalGuard guard_;
+  std::optional<StopDeferral> deferral_;
+  const std::string command_, output_;
+  const int64_t total_steps_, eval_interval_;
+  const bool output_held_model_;
+  TrainingStop stop_;
+};
 
 }  // namespace specula
