@@ -167,6 +167,7 @@ void Generator::begin_sessions(Sequence& s) const {
   s.context = *s.prompt;
   s.history = TokenHistory{};
   s.history.prompt = *s.prompt;
+  pipeline_.keep_counts(s.history);  // a penalised step's rows read the counts, not the whole history
   // A pattern that matches only the empty output (with no stop token to emit) has ended before any token.
   if (pipeline_.params().match_ended(s.history)) s.out.stop_reason = StopReason::stop;
   if (config_.method) s.metrics->resize(static_cast<int32_t>(draft_depth(config_)));

@@ -6,6 +6,7 @@
 
 #include "kernels/shared/error.h"
 #include "verify/sampling/filter_stages.h"
+#include "verify/sampling/penalty_counts.h"
 
 namespace specula {
 namespace {
@@ -82,8 +83,14 @@ SamplerBatch::SamplerBatch(int32_t vocab_size, const std::vector<SamplerBatchRow
     if (h.pending_ids.size() > h.output.size())
       fail("row ", r, ": ", h.pending_ids.size(), " pending ids for ", h.output.size(), " output tokens");
     const size_t known = h.output.size() - h.pending_ids.size();
-    if (s.penalised() && h.output_dropped > 0)
+    if (s.penalised() && h.output_dropped > 0 && !h.counts)
       fail("row ", r, ": its history left out ", h.output_dropped, " output tokens, but a penalty counts them");
+    // A history with counts (penalty_counts.h) gives them, and the held tokens past them; one without gives every id.
+    const PenaltyCounts* counts = s.penalised() ? h.counts.get() : nullptr;
+    if (counts && counts->vocab_size != vocab)
+      fail("row ", r, ": its penalty counts are of a vocabulary of ", counts->vocab_size, ", not ", vocab);
+    const size_t first_uncounted = counts ? h.output.size() - uncounted_tokens(h) : 0;
+    if (first_uncounted > known) fail("row ", r, ": its penalty counts cover output tokens still in device memory");
     SamplerRowParams& row = rows[r];
     row.temperature = s.temperature;
     row.min_p = s.min_p;
@@ -128,15 +135,22 @@ SamplerBatch::SamplerBatch(int32_t vocab_size, const std::vector<SamplerBatchRow
     }
     if (s.repetition_penalty != 1.0f) {
       row.flags |= kRowPrompt;
-      for (Token t : h.prompt) {
-        if (t < 0 || t >= vocab) fail("row ", r, ": prompt token ", t, " is outside the vocabulary [0, ", vocab, ")");
-        set_bit(prompt, wo, t);
+      if (counts) {
+        for (Token t : counts->seen)
+          if (counts->in_prompt[t] > 0) set_bit(prompt, wo, t);
+      } else {
+        for (Token t : h.prompt) {
+          if (t < 0 || t >= vocab) fail("row ", r, ": prompt token ", t, " is outside the vocabulary [0, ", vocab, ")");
+          set_bit(prompt, wo, t);
+        }
       }
     }
     if (s.penalised()) {
       // The tokens the host knows; the pending ones' counts are added on the device (kernels/pending_counts.h).
       row.flags |= kRowCounts;
-      for (size_t i = 0; i < known; ++i) {
+      if (counts)
+        for (Token t : counts->produced) output_counts[vo + static_cast<size_t>(t)] += counts->in_output[t];
+      for (size_t i = first_uncounted; i < known; ++i) {
         const Token t = h.output[i];
         if (t < 0 || t >= vocab) fail("row ", r, ": output token ", t, " is outside the vocabulary [0, ", vocab, ")");
         ++output_counts[vo + static_cast<size_t>(t)];

@@ -34,8 +34,10 @@ struct FilterStageRow {
   bool (*active)(const SamplingParams& s);
   void (*validate)(const SamplingParams& s);  // fail_parameter(name, " must be ..., got ", value) when out of range
   void (*apply)(Candidates& c, const SamplingParams& s, const TokenHistory& h);
-  bool reads_history;  // the processed row depends on the token history (mirostat's mu)
-  bool device;         // the CUDA fused sampler applies it; a device run of an active stage without it is refused
+  // The processed row depends on the token history (mirostat's mu): a draft or verifier row then gets the whole history
+  // (SamplerPipeline::trimmed), except mirostat's, which reads mu alone.
+  bool reads_history;
+  bool device;  // the CUDA fused sampler applies it; a device run of an active stage without it is refused
 };
 
 // The table in canonical order (the order active stages missing from sampler_order run in): the built-in rows,

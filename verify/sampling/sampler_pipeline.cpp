@@ -10,6 +10,7 @@
 #include "kernels/shared/mutation_points.h"
 #include "verify/sampling/filter_stages.h"
 #include "verify/sampling/logits_processors.h"
+#include "verify/sampling/penalty_counts.h"
 #include "verify/sampling/token_constraint.h"
 
 namespace specula {
@@ -19,24 +20,37 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Penalties index the row by history tokens, so an id outside the vocabulary must be an error, not a read
 // or write out of bounds. The ids are checked only where something reads them (a penalty, or a filter stage that
-// reads the history): the check walks the whole history, as they do, and other rows stay independent of its length.
+// reads the history): the check walks what they walk, the ids past the counts or the whole history, and other rows
+// stay independent of its length.
 void check_history(const TokenHistory& h, const SamplingParams& s, int32_t vocab_size, bool reads_ids,
                    size_t bad_word_tail) {
   if (!h.pending_ids.empty())
     fail("history: its last ", h.pending_ids.size(),
          " output tokens are still in device memory; the host cannot read them");
-  if (h.output_dropped > 0 && s.penalised())
+  if (h.output_dropped > 0 && s.penalised() && !h.counts)
     fail("history: its first ", h.output_dropped,
          " output tokens were left out (SamplerPipeline::trimmed), but a penalty counts them");
   if (h.output_dropped > 0 && h.output.size() < bad_word_tail)
     fail("history: it holds the last ", h.output.size(), " of ", h.produced(),
          " output tokens, but a bad word reads the last ", bad_word_tail);
+  // Counted ids were checked as they were counted.
+  size_t unchecked = h.output.size();
+  if (h.counts) {
+    const PenaltyCounts& c = *h.counts;
+    if (c.vocab_size != vocab_size)
+      fail("history: its penalty counts are of a vocabulary of ", c.vocab_size, ", not ", vocab_size);
+    if (!h.prompt.empty() && static_cast<int64_t>(h.prompt.size()) != c.prompt_size)
+      fail("history: its penalty counts are of a prompt of ", c.prompt_size, " tokens, not ", h.prompt.size());
+    unchecked = uncounted_tokens(h);
+  }
   if (!reads_ids) return;
-  for (const auto* part : {&h.prompt, &h.output})
-    for (Token t : *part)
+  if (!h.counts)
+    for (Token t : h.prompt)
       if (t < 0 || t >= vocab_size)
-        fail("history: ", part == &h.prompt ? "prompt" : "output", " token id ", t, " is outside the vocabulary [0, ",
-             vocab_size, ")");
+        fail("history: prompt token id ", t, " is outside the vocabulary [0, ", vocab_size, ")");
+  for (size_t i = h.output.size() - unchecked; i < h.output.size(); ++i)
+    if (h.output[i] < 0 || h.output[i] >= vocab_size)
+      fail("history: output token id ", h.output[i], " is outside the vocabulary [0, ", vocab_size, ")");
 }
 
 double mirostat_mu(const SamplingParams& s, const TokenHistory& h) {
@@ -105,11 +119,21 @@ bool any_finite(LogitsRow row, const RowSummary& summary) {
 }  // namespace
 
 SamplerPipeline::SamplerPipeline(SamplingParams params, int32_t vocab_size)
-    : params_(std::move(params)), vocab_size_(vocab_size), reads_history_ids_(params_.penalised()), bad_word_tail_(0) {
+    : params_(std::move(params)),
+      vocab_size_(vocab_size),
+      reads_history_ids_(params_.penalised()),
+      stage_reads_ids_(false),
+      bad_word_tail_(0) {
   params_.validate(vocab_size_);
   for (const std::vector<Token>& word : params_.bad_words) bad_word_tail_ = std::max(bad_word_tail_, word.size() - 1);
-  for (FilterStage stage : params_.active_filters())
+  // A constraint's dead-end error shows the output's end: a trimmed row keeps that much of it.
+  constexpr size_t kConstraintContext = 32;
+  kept_tail_ = std::max(bad_word_tail_, params_.constraint ? kConstraintContext : 0);
+  for (FilterStage stage : params_.active_filters()) {
     reads_history_ids_ = reads_history_ids_ || filter_stage(stage).reads_history;
+    // A stage that reads the history may read any of it, except mirostat, which reads mu alone.
+    stage_reads_ids_ = stage_reads_ids_ || (filter_stage(stage).reads_history && stage != FilterStage::mirostat);
+  }
 }
 
 void SamplerPipeline::process(const float* logits, const TokenHistory& history, float* probs) const {
@@ -119,6 +143,9 @@ void SamplerPipeline::process(const float* logits, const TokenHistory& history, 
   thread_local Candidates candidates;
   scratch.resize(vocab_size_);
   copy_checked_logits(logits, vocab_size_, scratch.data());
+  if (history.output_dropped > 0 && stage_reads_ids_)
+    fail("history: its first ", history.output_dropped,
+         " output tokens were left out (SamplerPipeline::trimmed), but a filter stage reads the history");
   check_history(history, params_, vocab_size_, reads_history_ids_, bad_word_tail_);
   LogitsRow row{scratch.data(), vocab_size_};
   const SamplingParams& s = params_;
@@ -196,6 +223,8 @@ TokenHistory SamplerPipeline::advance(TokenHistory&& history, Token token, const
   const double mu = mirostat ? mirostat_mu(params_, history) : 0.0;  // the state before the token
   const int32_t state = history.constraint_state;
   history.extend(token);
+  // Counts this history alone holds are kept up; shared ones (a step's rows hold them) leave the token uncounted.
+  if (history.counts && history.counts.use_count() == 1) history.counts->catch_up(history);
   if (params_.constraint) history.constraint_state = params_.constraint->next_state(state, token);
   if (mirostat) {
     // Surprise of the emitted token under the distribution it was drawn from (llama.cpp computes it on
@@ -207,14 +236,21 @@ TokenHistory SamplerPipeline::advance(TokenHistory&& history, Token token, const
 }
 
 TokenHistory SamplerPipeline::trimmed(const TokenHistory& history) const {
-  if (params_.penalised() || !history.pending_ids.empty()) return history;
-  const size_t keep = std::min(history.output.size(), bad_word_tail_);
+  const bool penalised = params_.penalised();
+  if (!history.pending_ids.empty() || (penalised && !history.counts) || stage_reads_ids_) return history;
+  const size_t keep = std::min(history.output.size(), std::max(kept_tail_, penalised ? uncounted_tokens(history) : 0));
   TokenHistory h;
   h.output.assign(history.output.end() - static_cast<std::ptrdiff_t>(keep), history.output.end());
   h.output_dropped = history.output_dropped + static_cast<int64_t>(history.output.size() - keep);
   h.mirostat_mu = history.mirostat_mu;
   h.constraint_state = history.constraint_state;
+  if (penalised) h.counts = history.counts;
   return h;
+}
+
+void SamplerPipeline::keep_counts(TokenHistory& history) const {
+  if (params_.penalised() && !history.counts)
+    history.counts = std::make_shared<PenaltyCounts>(PenaltyCounts::of(history, vocab_size_));
 }
 
 void process_batch(const float* logits, int32_t rows, int32_t vocab_size, const SamplerPipeline* const* pipelines,

@@ -39,17 +39,23 @@ class SamplerPipeline {
   // not the O(n^2) of a copy a token.
   TokenHistory advance(TokenHistory&& history, Token token, const float* probs) const;
 
-  // The part of `history` this pipeline reads, for a draft or verifier row to start from: the whole history where a
-  // penalty counts its ids (or where ids are still in device memory); otherwise its states and the output's last tokens
-  // a bad word can match, the rest counted in output_dropped and the prompt left out. A row then costs that tail, not
-  // the output's length: a whole copy per row would make a generation's cost grow with the square of its length.
+  // The part of `history` this pipeline reads, for a draft or verifier row to start from: its states, its counts where
+  // a penalty reads them, and the output's last tokens that a bad word can match or the counts have not counted, the
+  // rest counted in output_dropped and the prompt left out. A row then costs that tail, not the output's length: a
+  // whole copy per row would make a generation's cost grow with the square of its length. The whole history where a
+  // penalty reads ids it has no counts for, or where ids are still in device memory.
   TokenHistory trimmed(const TokenHistory& history) const;
+  // Gives a sequence's history its penalty counts (verify/sampling/penalty_counts.h), which advance then keeps up,
+  // where a penalty reads them; else nothing. Costs the history's length and two vocabulary-sized arrays, once.
+  void keep_counts(TokenHistory& history) const;
 
  private:
   SamplingParams params_;
   int32_t vocab_size_;
   bool reads_history_ids_;  // a penalty or an active filter stage reads the history's ids
+  bool stage_reads_ids_;    // an active filter stage other than mirostat (which reads mu) reads the history
   size_t bad_word_tail_;    // output tokens a bad word's prefix reads: the longest word's length - 1
+  size_t kept_tail_;        // output tokens a trimmed row keeps: that, or a constraint's error message's context
 };
 
 // A batch of rows [B, V] with per-row pipelines and histories, processed in parallel over rows.

@@ -4,6 +4,7 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <string>
 
 #include "kernels/shared/error.h"
 #include "kernels/shared/mutation_points.h"
@@ -549,8 +550,11 @@ void apply_token_constraint(LogitsRow row, const SamplingParams& s, const TokenH
   if (!kept && h.constraint_state == TokenConstraint::kStopped) return;
   if (!kept)
     fail(s.constraint->description(), ": no token can continue the output '", h.output_dropped > 0 ? "..." : "",
-         s.constraint->text(h.output),
-         "' (every token that continues the match is masked here by the model's own -inf logits, or by masks the "
+         s.constraint->text(h.output), "'",
+         h.output_dropped > 0
+             ? " (its last " + std::to_string(h.output.size()) + " of " + std::to_string(h.produced()) + " tokens)"
+             : std::string(),
+         " (every token that continues the match is masked here by the model's own -inf logits, or by masks the "
          "automaton was not built with)");
   keep_only(row, *allowed);
 }

@@ -5,12 +5,15 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/shared/error.h"
 #include "verify/sampling/sampling_params.h"
 
 namespace specula {
+
+struct PenaltyCounts;  // verify/sampling/penalty_counts.h
 
 struct TokenHistory {
   std::vector<Token> prompt;
@@ -24,10 +27,14 @@ struct TokenHistory {
   // kept proposals, verify/device/batch_verifier.h), whose sampler adds them to the penalty counts there. The CPU's
   // pipeline refuses such a history; empty everywhere else.
   std::vector<int32_t> pending_ids{};
-  // Output tokens left out before `output` (SamplerPipeline::trimmed): a row whose pipeline counts no ids reads only
-  // the output's length and its last few tokens (bad words), so a draft or verifier row holds that tail instead of a
-  // copy of the whole output. 0 in a whole history.
+  // Output tokens left out before `output` (SamplerPipeline::trimmed): a row reads only the output's length, its last
+  // few tokens (bad words, and the tokens `counts` has not counted) and the counts, so a draft or verifier row holds
+  // that tail instead of a copy of the whole output. 0 in a whole history.
   int64_t output_dropped = 0;
+  // The penalties' counts of the prompt and of the output's first tokens (SamplerPipeline::keep_counts), shared by the
+  // rows a step trims from this history, and kept up by advance where this history alone holds them. Null: the
+  // penalties walk the history.
+  std::shared_ptr<PenaltyCounts> counts{};
 
   // Tokens generated so far, held or left out (min_tokens and the constraint's length limit read it).
   int64_t produced() const { return output_dropped + static_cast<int64_t>(output.size()); }
