@@ -1054,6 +1054,18 @@ std::string write_bigram_table(const TempDir& dir, const std::string& name, int3
   return dir.write(name, table.str());
 }
 
+// A chain experiment (K = 3) of a target and a draft table, `name`.ini in `dir`, its results under dir/results;
+// `experiment_keys` are the rest of [experiment] (prompts, lengths, repetitions, ...), each line ending in \n.
+std::string table_chain_experiment(const TempDir& dir, const std::string& name, const std::string& target,
+                                   const std::string& draft, const std::string& experiment_keys) {
+  return dir.write(name + ".ini", "[experiment]\ntarget = bigram:" + target + "\n" + experiment_keys +
+                                      "output_dir = " + dir.file("results") + "\n\n[draft]\ndrafter = bigram:" + draft +
+                                      "\nmethod = chain\nnum_draft_tokens = 3\n");
+}
+
+const std::string kTablePrompts =
+    std::string("prompts = ") + SPECULA_SOURCE_DIR + "/experiments/prompts/table-prompts.txt\n";
+
 }  // namespace
 
 TEST_CASE("a run killed by a second signal mid-record says so, and --resume finishes it", "[long][runner][cli]") {
@@ -1062,12 +1074,9 @@ TEST_CASE("a run killed by a second signal mid-record says so, and --resume fini
   // on the development VMs (a vocabulary of 512, whose rows cost what the tables of 16 do not, and a draft table far
   // from the target's, whose tokens are seldom accepted), so that both signals, 2.1 s apart, land while it decodes even
   // on a machine several times faster.
-  const std::string exp = dir.write(
-      "killed.ini", "[experiment]\ntarget = bigram:" + write_bigram_table(dir, "target.txt", 512, 0.0) +
-                        "\nprompts = " + dir.write("prompt.txt", "0,3\n") +
-                        "\nmax_new_tokens = 400000\nrepetitions = 1\nseed = 3\noutput_dir = " + dir.file("results") +
-                        "\n\n[draft]\ndrafter = bigram:" + write_bigram_table(dir, "draft.txt", 512, 1.0) +
-                        "\nmethod = chain\nnum_draft_tokens = 3\n");
+  const std::string exp = table_chain_experiment(
+      dir, "killed", write_bigram_table(dir, "target.txt", 512, 0.0), write_bigram_table(dir, "draft.txt", 512, 1.0),
+      "prompts = " + dir.write("prompt.txt", "0,3\n") + "\nmax_new_tokens = 400000\nrepetitions = 1\nseed = 3\n");
   const std::string records_glob = dir.file("results") + "/killed/*/records.jsonl";
   // The first signal once the baseline's record is written; the second 2.1 s later, past the clock's whole second
   // within which a repeat is the same request.
@@ -1103,12 +1112,8 @@ TEST_CASE("a run killed by a second signal mid-record says so, and --resume fini
 TEST_CASE("a script running `specula run` stops with it at Ctrl-C: the run ends by the signal after its cleanup",
           "[runner][cli]") {
   TempDir dir;
-  const std::string exp = dir.write(
-      "ctrl-c.ini", "[experiment]\ntarget = bigram:" + kTable + "target-v16.txt\nprompts = " + SPECULA_SOURCE_DIR +
-                        "/experiments/prompts/table-prompts.txt\nmax_new_tokens = 64\nrepetitions = 4000\nseed = 3\n"
-                        "output_dir = " +
-                        dir.file("results") + "\n\n[draft]\ndrafter = bigram:" + kTable +
-                        "draft-v16.txt\nmethod = chain\nnum_draft_tokens = 3\n");
+  const std::string exp = table_chain_experiment(dir, "ctrl-c", kTable + "target-v16.txt", kTable + "draft-v16.txt",
+                                                 kTablePrompts + "max_new_tokens = 64\nrepetitions = 4000\nseed = 3\n");
   // A script in its own process group, as a terminal's foreground job: Ctrl-C reaches the script and the run. bash ends
   // the script only where its child died of SIGINT; a child that exits 130 is taken to have handled it.
   const std::string script = std::string(SPECULA_BINARY) + " run " + exp + " --quiet --no-plots >/dev/null 2>" +
@@ -1146,12 +1151,9 @@ TEST_CASE("a script running `specula run` stops with it at Ctrl-C: the run ends 
 TEST_CASE("an interrupted lockstep run writes each decoded batch whole", "[runner][cli]") {
   TempDir dir;
   // Four prompts a batch, long enough that the interrupt lands while a batch decodes.
-  const std::string exp = dir.write(
-      "ls.ini", "[experiment]\ntarget = bigram:" + kTable + "target-v16.txt\nprompts = " + SPECULA_SOURCE_DIR +
-                    "/experiments/prompts/table-prompts.txt\nmax_new_tokens = 300000\nrepetitions = 3\nseed = 3\n"
-                    "lockstep = true\noutput_dir = " +
-                    dir.file("results") + "\n\n[draft]\ndrafter = bigram:" + kTable +
-                    "draft-v16.txt\nmethod = chain\nnum_draft_tokens = 3\n");
+  const std::string exp =
+      table_chain_experiment(dir, "ls", kTable + "target-v16.txt", kTable + "draft-v16.txt",
+                             kTablePrompts + "max_new_tokens = 300000\nrepetitions = 3\nseed = 3\nlockstep = true\n");
   REQUIRE(std::system(("sh -c '" + std::string(SPECULA_BINARY) + " run " + exp + " --quiet --no-plots >" +
                        dir.file("out") + " 2>&1 & echo $! >" + dir.file("pid") + "'")
                           .c_str()) == 0);
