@@ -37,6 +37,7 @@ class ConstrainedDrafterFactory : public DrafterFactory {
   std::string description() const override { return inner_->description(); }
   int32_t max_draft_depth() const override { return inner_->max_draft_depth(); }
   bool records_draft_laws() const override { return inner_->records_draft_laws(); }
+  bool drafts_penalised() const override { return inner_->drafts_penalised(); }
 
  private:
   std::shared_ptr<const DrafterFactory> inner_;

@@ -102,6 +102,9 @@ class DrafterFactory {
   // The sampler settings of the draws this kind may make on the device (draws_on_device), so that a run sizes their
   // buffers before its first step (BatchVerifier::check_fits); nullopt for a kind that never draws there.
   virtual std::optional<SamplingParams> device_draw_params() const { return std::nullopt; }
+  // Whether its rows' pipeline is penalised: the generator then keeps a sequence's penalty counts for them
+  // (verify/sampling/penalty_counts.h), whether or not the target's pipeline is.
+  virtual bool drafts_penalised() const { return false; }
   // Whether the draws it makes on a GPU whose verifier follows `verifier_stream` (the target's stream, or none) read
   // rows its model computed on the host (a draft model off the GPU, or on another stream), uploaded depth by depth
   // through a staging array that a run reserves before its first step (BatchVerifier::reserve).

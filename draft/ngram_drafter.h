@@ -18,6 +18,7 @@ class NgramDrafterFactory : public DrafterFactory {
   std::unique_ptr<Drafter> create() const override;
   int32_t vocab_size() const override { return model_->vocab_size(); }
   std::string description() const override { return description_; }
+  bool drafts_penalised() const override { return pipeline_.params().penalised(); }
 
  private:
   std::shared_ptr<const NgramModel> model_;

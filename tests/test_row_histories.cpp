@@ -5,12 +5,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "draft/candidate_sampling.h"
+#include "draft/model_drafter.h"
+#include "harness/generation/generator.h"
+#include "harness/models/table_model.h"
 #include "verify/device/sampler_batch.h"
 #include "verify/sampling/filter_stages.h"
 #include "verify/sampling/penalty_counts.h"
@@ -293,9 +297,12 @@ TEST_CASE("a trimmed row reads the produced length: a constraint under min_token
       trimmed.push_back(trimmed.back().extended(t));
       walked.push_back(walked.back().extended(t));
     }
+    for (size_t r = 0; r < trimmed.size(); ++r) CHECK(trimmed[r].output.size() < 10);
+    // And the sequence's own row (autoregressive decoding), whole with its counts: every held token is counted.
+    trimmed.push_back(sequence);
+    walked.push_back(walked[0]);
     std::vector<SamplerBatchRow> trimmed_rows, walked_rows;
     for (size_t r = 0; r < trimmed.size(); ++r) {
-      CHECK(trimmed[r].output.size() < 10);
       trimmed_rows.push_back(SamplerBatchRow{s, &trimmed[r], RandomKey{}});
       walked_rows.push_back(SamplerBatchRow{s, &walked[r], RandomKey{}});
     }
@@ -304,9 +311,10 @@ TEST_CASE("a trimmed row reads the produced length: a constraint under min_token
     CHECK(from_trimmed.prompt == from_walked.prompt);
     CHECK(from_trimmed.output_counts == from_walked.output_counts);
     for (size_t r = 0; r < trimmed.size(); ++r) CHECK(from_trimmed.rows[r].flags == from_walked.rows[r].flags);
-    REQUIRE(from_walked.banned.size() == 3);  // one word a row
+    REQUIRE(from_walked.banned.size() == 4);  // one word a row
     CHECK(from_walked.banned[0] == 1u << 9);
     CHECK(from_walked.banned[1] == 0u);
+    CHECK(from_walked.banned[3] == 1u << 9);
     if (s->penalised()) CHECK(from_walked.output_counts[2 * kV + 7] == from_walked.output_counts[7] + 1);
   }
 }
@@ -361,4 +369,69 @@ TEST_CASE("a row whose filter stage reads the history gets the whole history", "
   REQUIRE(waitpid(pid, &status, 0) == pid);
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+}
+
+namespace {
+
+// Proposes nothing and notes, at every step, whether the committed history it is given has penalty counts and whether
+// they are caught up (the generator's sequence alone holds them between steps).
+class CountsProbe : public Drafter {
+ public:
+  explicit CountsProbe(std::vector<std::string>* seen) : seen_(seen) {}
+  std::string name() const override { return "counts-probe"; }
+  TokenTree propose(const DraftRequest& r) override {
+    const TokenHistory& h = *r.history;
+    seen_->push_back(!h.counts ? "none" : h.counts->output_counted == h.produced() ? "current" : "behind");
+    return TokenTree::chain({});
+  }
+
+ private:
+  std::vector<std::string>* seen_;
+};
+
+class CountsProbeFactory : public DrafterFactory {
+ public:
+  CountsProbeFactory(bool penalised, std::vector<std::string>* seen) : penalised_(penalised), seen_(seen) {}
+  std::unique_ptr<Drafter> create() const override { return std::make_unique<CountsProbe>(seen_); }
+  int32_t vocab_size() const override { return kV; }
+  std::string description() const override { return "counts-probe"; }
+  bool drafts_penalised() const override { return penalised_; }
+
+ private:
+  bool penalised_;
+  std::vector<std::string>* seen_;
+};
+
+}  // namespace
+
+TEST_CASE("the generator keeps a sequence's penalty counts where the target's or the draft's settings penalise",
+          "[sampler]") {
+  std::vector<float> logits(static_cast<size_t>(kV) * kV);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(std::sin(0.9 * static_cast<double>(i)));
+  const auto target = std::make_shared<TableModel>(1, kV, logits, "counts table");
+  SamplingParams plain;
+  plain.temperature = 0.8f;
+  SamplingParams penalised = plain;
+  penalised.repetition_penalty = 1.2f;
+  GenerationConfig config;
+  config.method = VerifyMethod::chain;
+  config.num_draft_tokens = 2;
+  config.max_new_tokens = 20;
+  struct Run {
+    const SamplingParams* target;
+    bool draft_penalised;
+    const char* expected;
+  };
+  for (const Run& run : {Run{&plain, false, "none"}, Run{&penalised, false, "current"}, Run{&plain, true, "current"}}) {
+    INFO("target penalised " << run.target->penalised() << ", draft penalised " << run.draft_penalised);
+    std::vector<std::string> seen;
+    const auto probe = std::make_shared<CountsProbeFactory>(run.draft_penalised, &seen);
+    GenerationMetrics metrics;
+    Generator(target, *run.target, probe, config).generate({1, 2}, 0, metrics);
+    REQUIRE(seen.size() >= 20);  // one step a token: nothing is proposed
+    CHECK(std::count(seen.begin(), seen.end(), run.expected) == static_cast<std::ptrdiff_t>(seen.size()));
+  }
+  // The drafters that process rows say whether their settings penalise.
+  CHECK(ModelDrafterFactory(target, penalised).drafts_penalised());
+  CHECK_FALSE(ModelDrafterFactory(target, plain).drafts_penalised());
 }

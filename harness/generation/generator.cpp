@@ -15,6 +15,7 @@
 #include "kernels/shared/mutation_points.h"
 #include "verify/device/batch_verifier.h"
 #include "verify/sampling/categorical.h"
+#include "verify/sampling/penalty_counts.h"
 #include "verify/verifiers/target_rows.h"
 #include "verify/verifiers/token_tree.h"
 
@@ -167,7 +168,9 @@ void Generator::begin_sessions(Sequence& s) const {
   s.context = *s.prompt;
   s.history = TokenHistory{};
   s.history.prompt = *s.prompt;
-  pipeline_.keep_counts(s.history);  // a penalised step's rows read the counts, not the whole history
+  // A penalised step's rows, the target's or the draft's, read the counts instead of the whole history.
+  if (pipeline_.params().penalised() || (drafter_ && drafter_->drafts_penalised()))
+    s.history.counts = std::make_shared<PenaltyCounts>(PenaltyCounts::of(s.history, target_->vocab_size()));
   // A pattern that matches only the empty output (with no stop token to emit) has ended before any token.
   if (pipeline_.params().match_ended(s.history)) s.out.stop_reason = StopReason::stop;
   if (config_.method) s.metrics->resize(static_cast<int32_t>(draft_depth(config_)));
