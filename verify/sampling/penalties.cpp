@@ -83,17 +83,14 @@ void penalise_walked(LogitsRow row, const SamplingParams& s, const TokenHistory&
 void penalise_counted(LogitsRow row, const SamplingParams& s, const TokenHistory& h) {
   const PenaltyCounts& c = *h.counts;
   const Token* const end = h.output.data() + h.output.size();
-  const Token* const past = end - uncounted_tokens(h);
+  IdTally extra(row.size);  // the tokens past the counts, tallied once for both penalties
+  extra.add(end - uncounted_tokens(h), end);
   if (s.repetition_penalty != 1.0f) {
     for (Token t : c.seen) penalise_repetition(row, s, t);
-    IdTally extra(row.size);
-    extra.add(past, end);
     for (Token t : extra.distinct())
       if (c.in_prompt[t] == 0 && c.in_output[t] == 0) penalise_repetition(row, s, t);
   }
   if (frequency_or_presence(s)) {
-    IdTally extra(row.size);
-    extra.add(past, end);
     const bool with_prompt = mutant_on(Mutant::frequency_penalty_counts_prompt);
     const auto count = [&](Token t) { return c.in_output[t] + extra.count(t) + (with_prompt ? c.in_prompt[t] : 0); };
     for (Token t : c.produced) penalise_frequency(row, s, t, count(t));

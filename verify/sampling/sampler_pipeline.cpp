@@ -23,13 +23,16 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // reads the history): the check walks what they walk, the ids past the counts or the whole history, and other rows
 // stay independent of its length.
 void check_history(const TokenHistory& h, const SamplingParams& s, int32_t vocab_size, bool reads_ids,
-                   size_t bad_word_tail) {
+                   bool stage_reads_ids, size_t bad_word_tail) {
   if (!h.pending_ids.empty())
     fail("history: its last ", h.pending_ids.size(),
          " output tokens are still in device memory; the host cannot read them");
   if (h.output_dropped > 0 && s.penalised() && !h.counts)
     fail("history: its first ", h.output_dropped,
          " output tokens were left out (SamplerPipeline::trimmed), but a penalty counts them");
+  if (h.output_dropped > 0 && stage_reads_ids)
+    fail("history: its first ", h.output_dropped,
+         " output tokens were left out (SamplerPipeline::trimmed), but a filter stage reads the history");
   if (h.output_dropped > 0 && h.output.size() < bad_word_tail)
     fail("history: it holds the last ", h.output.size(), " of ", h.produced(),
          " output tokens, but a bad word reads the last ", bad_word_tail);
@@ -143,10 +146,7 @@ void SamplerPipeline::process(const float* logits, const TokenHistory& history, 
   thread_local Candidates candidates;
   scratch.resize(vocab_size_);
   copy_checked_logits(logits, vocab_size_, scratch.data());
-  if (history.output_dropped > 0 && stage_reads_ids_)
-    fail("history: its first ", history.output_dropped,
-         " output tokens were left out (SamplerPipeline::trimmed), but a filter stage reads the history");
-  check_history(history, params_, vocab_size_, reads_history_ids_, bad_word_tail_);
+  check_history(history, params_, vocab_size_, reads_history_ids_, stage_reads_ids_, bad_word_tail_);
   LogitsRow row{scratch.data(), vocab_size_};
   const SamplingParams& s = params_;
 
