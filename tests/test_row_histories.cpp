@@ -189,6 +189,12 @@ TEST_CASE("a row's history a pipeline cannot read whole is refused by name", "[s
   CHECK_THROWS_WITH(SamplerPipeline(penalised, kV).process(logits, trimmed),
                     Contains("history: its first 4999 output tokens were left out (SamplerPipeline::trimmed), but a "
                              "penalty counts them"));
+  // The device's batch makes the same check.
+  SamplingParams presence;
+  presence.presence_penalty = 0.5f;
+  CHECK_THROWS_WITH(SamplerBatch(kV, {SamplerBatchRow{&presence, &trimmed, RandomKey{}}}),
+                    Contains("row 0: history: its first 4999 output tokens were left out (SamplerPipeline::trimmed), "
+                             "but a penalty counts them"));
   // A history with ids still in device memory is kept whole: its placeholders are its last tokens.
   TokenHistory pending = committed;
   pending.output.push_back(0);
@@ -243,6 +249,15 @@ TEST_CASE("a sequence's penalty counts are kept up as it grows, and left alone w
   CHECK_THROWS_WITH(law_of(other_prompt), Contains("penalty counts are of a prompt of 40 tokens, not 39"));
   CHECK_THROWS_WITH(SamplerPipeline(params, kV + 1).process(std::vector<float>(kV + 1, 0.0f), sequence),
                     Contains("penalty counts are of a vocabulary of 10, not 11"));
+  // The device's batch makes the same checks.
+  const auto batch_of = [&](int32_t vocab, const TokenHistory& h) {
+    return SamplerBatch(vocab, {SamplerBatchRow{&params, &h, RandomKey{}}});
+  };
+  CHECK_NOTHROW(batch_of(kV, sequence));
+  CHECK_THROWS_WITH(batch_of(kV, shorter), Contains("row 0: history: its penalty counts cover 5034 output tokens"));
+  CHECK_THROWS_WITH(batch_of(kV, other_prompt), Contains("row 0: history: its penalty counts are of a prompt of 40"));
+  CHECK_THROWS_WITH(batch_of(kV + 1, sequence),
+                    Contains("row 0: history: its penalty counts are of a vocabulary of 10"));
   TokenHistory bad_id = long_history();
   bad_id.output.push_back(kV);
   CHECK_THROWS_WITH(pipeline.keep_counts(bad_id), Contains("history: output token id 10 is outside the vocabulary"));

@@ -83,13 +83,15 @@ SamplerBatch::SamplerBatch(int32_t vocab_size, const std::vector<SamplerBatchRow
     if (h.pending_ids.size() > h.output.size())
       fail("row ", r, ": ", h.pending_ids.size(), " pending ids for ", h.output.size(), " output tokens");
     const size_t known = h.output.size() - h.pending_ids.size();
-    if (s.penalised() && h.output_dropped > 0 && !h.counts)
-      fail("row ", r, ": its history left out ", h.output_dropped, " output tokens, but a penalty counts them");
+    size_t uncounted = 0;
+    try {
+      uncounted = check_penalty_counts(h, s.penalised(), vocab);
+    } catch (const Error& e) {
+      fail("row ", r, ": ", e.what());
+    }
     // A history with counts (penalty_counts.h) gives them, and the held tokens past them; one without gives every id.
     const PenaltyCounts* counts = s.penalised() ? h.counts.get() : nullptr;
-    if (counts && counts->vocab_size != vocab)
-      fail("row ", r, ": its penalty counts are of a vocabulary of ", counts->vocab_size, ", not ", vocab);
-    const size_t first_uncounted = counts ? h.output.size() - uncounted_tokens(h) : 0;
+    const size_t first_uncounted = counts ? h.output.size() - uncounted : 0;
     if (first_uncounted > known) fail("row ", r, ": its penalty counts cover output tokens still in device memory");
     SamplerRowParams& row = rows[r];
     row.temperature = s.temperature;

@@ -54,4 +54,17 @@ size_t uncounted_tokens(const TokenHistory& history) {
   return static_cast<size_t>(uncounted);
 }
 
+size_t check_penalty_counts(const TokenHistory& history, bool penalised, int32_t vocab_size) {
+  if (history.output_dropped > 0 && penalised && !history.counts)
+    fail("history: its first ", history.output_dropped,
+         " output tokens were left out (SamplerPipeline::trimmed), but a penalty counts them");
+  if (!history.counts) return history.output.size();
+  const PenaltyCounts& c = *history.counts;
+  if (c.vocab_size != vocab_size)
+    fail("history: its penalty counts are of a vocabulary of ", c.vocab_size, ", not ", vocab_size);
+  if (!history.prompt.empty() && static_cast<int64_t>(history.prompt.size()) != c.prompt_size)
+    fail("history: its penalty counts are of a prompt of ", c.prompt_size, " tokens, not ", history.prompt.size());
+  return uncounted_tokens(history);
+}
+
 }  // namespace specula

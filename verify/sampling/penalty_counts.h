@@ -30,4 +30,10 @@ struct PenaltyCounts {
 // counts were shared); they are held. Refused by name where counts and history disagree.
 size_t uncounted_tokens(const TokenHistory& history);
 
+// The checks every reader of a row's penalties makes before it reads them (the pipeline's check_history and the
+// device's SamplerBatch): a history that left output tokens out needs counts where `penalised`, and counts must be of
+// `vocab_size` and of the history's prompt (its length; a held prompt only) and output. Returns how many of the held
+// output tokens are not counted: all of them without counts.
+size_t check_penalty_counts(const TokenHistory& history, bool penalised, int32_t vocab_size);
+
 }  // namespace specula

@@ -27,9 +27,6 @@ void check_history(const TokenHistory& h, const SamplingParams& s, int32_t vocab
   if (!h.pending_ids.empty())
     fail("history: its last ", h.pending_ids.size(),
          " output tokens are still in device memory; the host cannot read them");
-  if (h.output_dropped > 0 && s.penalised() && !h.counts)
-    fail("history: its first ", h.output_dropped,
-         " output tokens were left out (SamplerPipeline::trimmed), but a penalty counts them");
   if (h.output_dropped > 0 && stage_reads_ids)
     fail("history: its first ", h.output_dropped,
          " output tokens were left out (SamplerPipeline::trimmed), but a filter stage reads the history");
@@ -37,15 +34,7 @@ void check_history(const TokenHistory& h, const SamplingParams& s, int32_t vocab
     fail("history: it holds the last ", h.output.size(), " of ", h.produced(),
          " output tokens, but a bad word reads the last ", bad_word_tail);
   // Counted ids were checked as they were counted.
-  size_t unchecked = h.output.size();
-  if (h.counts) {
-    const PenaltyCounts& c = *h.counts;
-    if (c.vocab_size != vocab_size)
-      fail("history: its penalty counts are of a vocabulary of ", c.vocab_size, ", not ", vocab_size);
-    if (!h.prompt.empty() && static_cast<int64_t>(h.prompt.size()) != c.prompt_size)
-      fail("history: its penalty counts are of a prompt of ", c.prompt_size, " tokens, not ", h.prompt.size());
-    unchecked = uncounted_tokens(h);
-  }
+  const size_t unchecked = check_penalty_counts(h, s.penalised(), vocab_size);
   if (!reads_ids) return;
   if (!h.counts)
     for (Token t : h.prompt)
