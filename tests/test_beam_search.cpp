@@ -1,8 +1,9 @@
 // Beam search (harness/generation/beam_search.h) against exhaustive search on small table models: with a
 // width of at least V^L nothing is ever pruned, so the best hypothesis and the n-best list must equal the
 // exhaustive optimum over every continuation (stop-ended or full-length), scores included. Also: width 1
-// is greedy decoding, constraints and penalties apply to beams, diverse beam search's groups, one target
-// call per step, and `specula generate --method beam` end to end.
+// is greedy decoding, constraints and penalties apply to beams, diverse beam search's groups, one batched
+// target call per step with a session per beam (rows run bounded, sessions bounded before the search), and
+// `specula generate --method beam` end to end.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -71,7 +72,84 @@ SamplingParams beam_params(std::vector<Token> stops) {
   return s;
 }
 
+// A table model whose sessions count the rows a caching session runs: the context past the prefix it shares with the
+// session's last context (a KV cache keeps that prefix), and the tree's nodes.
+class RowCounter : public LanguageModel {
+ public:
+  RowCounter(std::shared_ptr<const TableModel> table, int64_t session_bytes)
+      : table_(std::move(table)), session_bytes_(session_bytes) {}
+  int32_t vocab_size() const override { return table_->vocab_size(); }
+  std::string description() const override { return "row counter"; }
+  std::unique_ptr<ModelSession> new_session() const override {
+    ++sessions;
+    return std::make_unique<Session>(*this);
+  }
+  void batch_tree_logits(const std::vector<TreeLogitsCall>& calls) const override {
+    ++batches;
+    LanguageModel::batch_tree_logits(calls);
+  }
+  int64_t session_bytes() const override { return session_bytes_; }
+  mutable int64_t sessions = 0, batches = 0, rows = 0;
+
+ private:
+  class Session : public ModelSession {
+   public:
+    explicit Session(const RowCounter& model) : model_(model), table_(model.table_->new_session()) {}
+    void tree_logits(const std::vector<Token>& context, const TokenTree& tree, float* out) override {
+      const size_t n = std::min(last_.size(), context.size());
+      const size_t shared =
+          static_cast<size_t>(std::mismatch(last_.begin(), last_.begin() + n, context.begin()).first - last_.begin());
+      model_.rows += static_cast<int64_t>(context.size() - shared) + tree.size();
+      last_ = context;
+      table_->tree_logits(context, tree, out);
+    }
+
+   private:
+    const RowCounter& model_;
+    std::unique_ptr<ModelSession> table_;
+    std::vector<Token> last_;
+  };
+  std::shared_ptr<const TableModel> table_;
+  int64_t session_bytes_;
+};
+
 }  // namespace
+
+TEST_CASE("beam search runs each beam in its own session, one batched call a step, sessions bounded first", "[beam]") {
+  constexpr int32_t V = 16, L = 300;
+  const TablePair pair = random_pair(2, V, 76, 1.0, 0.0);
+  const std::vector<Token> prompt = {0, 3};
+  for (const int32_t groups : {1, 2}) {
+    INFO("groups " << groups);
+    BeamSearchConfig config;
+    config.beam_width = 4;
+    config.num_groups = groups;
+    config.diversity_penalty = groups > 1 ? 0.5 : 0.0;
+    config.max_new_tokens = L;
+    const auto counter = std::make_shared<RowCounter>(pair.target, 0);
+    GenerationMetrics m;
+    const BeamSearchOutput out = BeamSearch(counter, beam_params({}), config).search(prompt, m);
+    GenerationMetrics plain;
+    CHECK(BeamSearch(pair.target, beam_params({}), config).search(prompt, plain).nbest[0].tokens ==
+          out.nbest[0].tokens);
+    REQUIRE(m.steps == L);
+    CHECK(counter->batches == m.steps);
+    CHECK(m.target_calls == m.steps);
+    CHECK(counter->sessions <= config.beam_width);
+    // A beam that continues in its parent's session runs one row; a sibling reruns its part since its session's beam
+    // diverged. One session's tree of every beam's suffix since the beams diverged would run the beams' whole suffixes
+    // every step: here thousands of rows a step by the end.
+    INFO("rows " << counter->rows);
+    CHECK(counter->rows <= 3 * config.beam_width * L);
+  }
+  // Bounded before any call: a beam a session, in the host's memory.
+  const auto huge = std::make_shared<RowCounter>(pair.target, int64_t{1} << 56);
+  BeamSearchConfig config;
+  GenerationMetrics m;
+  CHECK_THROWS_WITH(BeamSearch(huge, beam_params({}), config).search(prompt, m),
+                    Contains("beam search: 4 beams need") && Contains("use a narrower beam_width"));
+  CHECK(huge->sessions == 0);
+}
 
 TEST_CASE("beam search with width >= V^L finds the exhaustive optimum and its n-best list", "[beam]") {
   constexpr int32_t V = 4, L = 3;

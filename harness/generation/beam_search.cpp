@@ -7,6 +7,7 @@
 #include <map>
 
 #include "kernels/shared/error.h"
+#include "kernels/shared/host_memory.h"
 
 namespace specula {
 namespace {
@@ -17,6 +18,7 @@ struct Beam {
   std::vector<Token> tokens;
   TokenHistory history;
   double logprob = 0.0;
+  int32_t session = -1;  // the session that ran its parent's call: it holds all of this beam but its last token
 };
 
 struct Candidate {
@@ -34,46 +36,93 @@ void add_finished(std::vector<BeamHypothesis>& finished, BeamHypothesis h, int32
   if (static_cast<int32_t>(finished.size()) > capacity) finished.pop_back();
 }
 
-// One step's target call: the context (prompt plus the live beams' longest common prefix) and the trie of
-// the beams' remaining suffixes; beam b's next-token row is row_of[b] (0: the context's last row).
+// One step's target call: a row per distinct live beam (identical beams of different groups share one), the
+// next-token logits after the prompt and its tokens; beam b's row is row_of[b], run in session session_of_row[row].
 struct StepRows {
-  std::vector<Token> context;
-  TokenTree tree;
   std::map<const Beam*, int32_t> row_of;
+  std::vector<int32_t> session_of_row;
+  std::vector<float> logits;  // [rows, V]
 };
 
-StepRows step_rows(const std::vector<Token>& prompt, const std::vector<const Beam*>& beams) {
-  size_t lcp = beams[0]->tokens.size();
-  for (const Beam* b : beams) {
-    size_t k = 0;
-    while (k < lcp && k < b->tokens.size() && b->tokens[k] == beams[0]->tokens[k]) ++k;
-    lcp = k;
-  }
-  StepRows rows;
-  rows.context = prompt;
-  rows.context.insert(rows.context.end(), beams[0]->tokens.begin(), beams[0]->tokens.begin() + lcp);
-  std::map<std::pair<int32_t, Token>, int32_t> trie;  // (parent node, token) -> node
-  for (const Beam* b : beams) {
-    int32_t node = -1;
-    for (size_t k = lcp; k < b->tokens.size(); ++k) {
-      const auto key = std::make_pair(node, b->tokens[k]);
-      auto it = trie.find(key);
-      if (it == trie.end()) {
-        rows.tree.add(b->tokens[k], node);
-        it = trie.emplace(key, rows.tree.size() - 1).first;
-      }
-      node = it->second;
+// The search's target sessions, one per distinct live beam at most, each keeping its own sequence's cache. A beam
+// continues in its parent's session (one new token to run); a sibling takes a session its own beam left (a beam that
+// was pruned or ended), the one whose sequence shares the longest prefix with it, and runs the rest; a new session
+// only when none is free. A step's calls are one batched call (LanguageModel::batch_tree_logits), so a model that
+// batches forwards reads its weights once a step, and no step reruns a beam's whole suffix since the beams diverged.
+class BeamSessions {
+ public:
+  explicit BeamSessions(const LanguageModel& target) : target_(target) {}
+
+  StepRows step(const std::vector<Token>& prompt, const std::vector<const Beam*>& beams) {
+    StepRows rows;
+    std::map<std::vector<Token>, int32_t> row_of_tokens;
+    std::vector<const Beam*> first;  // the first beam of each row
+    for (const Beam* b : beams) {
+      const auto [it, fresh] = row_of_tokens.emplace(b->tokens, static_cast<int32_t>(first.size()));
+      if (fresh) first.push_back(b);
+      rows.row_of[b] = it->second;
     }
-    rows.row_of[b] = node + 1;
+    const size_t n = first.size();
+    rows.session_of_row.assign(n, -1);
+    std::vector<char> taken(sessions_.size(), 0);
+    for (size_t r = 0; r < n; ++r) {
+      const int32_t s = first[r]->session;
+      if (s >= 0 && !taken[s]) rows.session_of_row[r] = s, taken[s] = 1;
+    }
+    for (size_t r = 0; r < n; ++r) {
+      if (rows.session_of_row[r] >= 0) continue;
+      int32_t best = -1;
+      size_t best_shared = 0;
+      for (size_t s = 0; s < sessions_.size(); ++s) {
+        if (taken[s]) continue;
+        const size_t shared = shared_prefix(sessions_[s].tokens, first[r]->tokens);
+        if (best < 0 || shared > best_shared) best = static_cast<int32_t>(s), best_shared = shared;
+      }
+      if (best < 0) {
+        best = static_cast<int32_t>(sessions_.size());
+        sessions_.push_back({target_.new_session(), {}});
+        taken.push_back(0);
+      }
+      rows.session_of_row[r] = best;
+      taken[best] = 1;
+    }
+    const int32_t V = target_.vocab_size();
+    rows.logits.resize(n * static_cast<size_t>(V));
+    std::vector<std::vector<Token>> contexts(n, prompt);
+    std::vector<TreeLogitsCall> calls(n);
+    for (size_t r = 0; r < n; ++r) {
+      contexts[r].insert(contexts[r].end(), first[r]->tokens.begin(), first[r]->tokens.end());
+      Session& session = sessions_[rows.session_of_row[r]];
+      calls[r].session = session.session.get();
+      calls[r].context = &contexts[r];
+      calls[r].tree = &no_tree_;
+      calls[r].out = rows.logits.data() + r * static_cast<size_t>(V);
+      session.tokens = first[r]->tokens;
+    }
+    target_.batch_tree_logits(calls);
+    return rows;
   }
-  return rows;
-}
+
+ private:
+  struct Session {
+    std::unique_ptr<ModelSession> session;
+    std::vector<Token> tokens;  // the beam whose logits it computed last
+  };
+  static size_t shared_prefix(const std::vector<Token>& a, const std::vector<Token>& b) {
+    return static_cast<size_t>(std::mismatch(a.begin(), a.begin() + std::min(a.size(), b.size()), b.begin()).first -
+                               a.begin());
+  }
+  const LanguageModel& target_;
+  std::vector<Session> sessions_;
+  const TokenTree no_tree_{};
+};
 
 // The step's processed rows, computed once per row (beams of different groups may share one).
 class ProcessedRows {
  public:
-  ProcessedRows(const SamplerPipeline& pipeline, const StepRows& rows, const std::vector<float>& logits, int32_t V)
-      : pipeline_(pipeline), rows_(rows), logits_(logits), V_(V) {}
+  ProcessedRows(const SamplerPipeline& pipeline, const StepRows& rows, int32_t V)
+      : pipeline_(pipeline), rows_(rows), logits_(rows.logits), V_(V) {}
+  int32_t session_of(const Beam& b) const { return rows_.session_of_row[rows_.row_of.at(&b)]; }
   const std::vector<float>& of(const Beam& b) {
     const int32_t row = rows_.row_of.at(&b);
     auto it = probs_.find(row);
@@ -147,6 +196,7 @@ std::vector<Beam> extend_group(const BeamSearch& search, const std::vector<Beam>
     next.tokens.push_back(c.token);
     next.history = std::move(history);
     next.logprob = c.logprob;
+    next.session = rows.session_of(parent);
     next_live.push_back(std::move(next));
     ++chosen_count[c.token];
     if (static_cast<int32_t>(next_live.size()) == B) break;
@@ -246,7 +296,14 @@ BeamSearchOutput BeamSearch::search(const std::vector<Token>& prompt, Generation
   const bool ended_at_start = pipeline_.params().match_ended(root.history);
   if (!ended_at_start)
     for (auto& group : live) group.push_back(root);
-  auto session = target_->new_session();
+  // Bounded before work: a session a beam, alive together, in the host's memory (a model's own on a GPU).
+  if (const int64_t session = target_->session_bytes(), available = mem_available_bytes();
+      !target_->sessions_in_device_memory() && session > 0 && available >= 0 &&
+      session * config_.beam_width > available)
+    fail("beam search: ", config_.beam_width, " beams need ", (session * config_.beam_width) >> 20,
+         " MiB of target sessions (", session >> 20, " MiB each: KV cache and rows) but ", available >> 20,
+         " MiB is available (MemAvailable): use a narrower beam_width");
+  BeamSessions sessions(*target_);
 
   for (int32_t t = 0; t < L; ++t) {
     std::vector<const Beam*> beams;
@@ -254,14 +311,12 @@ BeamSearchOutput BeamSearch::search(const std::vector<Token>& prompt, Generation
       if (!done[g])
         for (const Beam& b : live[g]) beams.push_back(&b);
     if (beams.empty()) break;
-    const StepRows rows = step_rows(prompt, beams);
-    std::vector<float> logits(static_cast<size_t>(rows.tree.size() + 1) * V);
     const auto t0 = Clock::now();
-    session->tree_logits(rows.context, rows.tree, logits.data());
+    const StepRows rows = sessions.step(prompt, beams);
     metrics.target_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
     ++metrics.target_calls;
     ++metrics.steps;
-    ProcessedRows processed(pipeline_, rows, logits, V);
+    ProcessedRows processed(pipeline_, rows, V);
     std::vector<int32_t> chosen_count(V, 0);  // tokens chosen by earlier groups at this step
     std::vector<std::vector<Beam>> next_live(G);
     for (int32_t g = 0; g < G; ++g)
