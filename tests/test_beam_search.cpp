@@ -16,6 +16,7 @@
 #include "cli_runner.h"
 #include "harness/generation/beam_search.h"
 #include "kernels/shared/error.h"
+#include "kernels/shared/host_memory.h"
 #include "speculative_fixtures.h"
 #include "verify/sampling/token_constraint.h"
 
@@ -73,7 +74,8 @@ SamplingParams beam_params(std::vector<Token> stops) {
 }
 
 // A table model whose sessions count the rows a caching session runs: the context past the prefix it shares with the
-// session's last context (a KV cache keeps that prefix), and the tree's nodes.
+// session's last context (a KV cache keeps that prefix), and the tree's nodes; a fresh session's first call for a
+// context alone that another fresh session ran last runs nothing (a transformer's prompt cache).
 class RowCounter : public LanguageModel {
  public:
   RowCounter(std::shared_ptr<const TableModel> table, int64_t session_bytes)
@@ -99,7 +101,10 @@ class RowCounter : public LanguageModel {
       const size_t n = std::min(last_.size(), context.size());
       const size_t shared =
           static_cast<size_t>(std::mismatch(last_.begin(), last_.begin() + n, context.begin()).first - last_.begin());
-      model_.rows += static_cast<int64_t>(context.size() - shared) + tree.size();
+      const bool prompt_alone = last_.empty() && tree.size() == 0;
+      if (!(prompt_alone && context == model_.last_prompt_))
+        model_.rows += static_cast<int64_t>(context.size() - shared) + tree.size();
+      if (prompt_alone) model_.last_prompt_ = context;
       last_ = context;
       table_->tree_logits(context, tree, out);
     }
@@ -111,6 +116,7 @@ class RowCounter : public LanguageModel {
   };
   std::shared_ptr<const TableModel> table_;
   int64_t session_bytes_;
+  mutable std::vector<Token> last_prompt_;
 };
 
 }  // namespace
@@ -142,7 +148,21 @@ TEST_CASE("beam search runs each beam in its own session, one batched call a ste
     INFO("rows " << counter->rows);
     CHECK(counter->rows <= 3 * config.beam_width * L);
   }
-  // Bounded before any call: a beam a session, in the host's memory.
+  // A new session is given the prompt alone first, which the first session's prompt serves: a long prompt runs once.
+  {
+    std::vector<Token> long_prompt;
+    for (int32_t i = 0; i < 60; ++i) long_prompt.push_back((i * 7 + 3) % V);
+    BeamSearchConfig config;
+    config.max_new_tokens = 3;
+    const auto counter = std::make_shared<RowCounter>(pair.target, 0);
+    GenerationMetrics m;
+    BeamSearch(counter, beam_params({}), config).search(long_prompt, m);
+    INFO("rows " << counter->rows);
+    CHECK(counter->sessions == config.beam_width);
+    CHECK(counter->rows <= 60 + 2 * config.beam_width * config.max_new_tokens);
+  }
+  // Bounded before any call: a beam a session, in the host's memory (where its size can be read).
+  if (mem_available_bytes() < 0) return;
   const auto huge = std::make_shared<RowCounter>(pair.target, int64_t{1} << 56);
   BeamSearchConfig config;
   GenerationMetrics m;

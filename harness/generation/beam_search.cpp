@@ -53,7 +53,9 @@ class BeamSessions {
  public:
   explicit BeamSessions(const LanguageModel& target) : target_(target) {}
 
-  StepRows step(const std::vector<Token>& prompt, const std::vector<const Beam*>& beams) {
+  // The step's rows; the time spent in the model (sessions made, their prompts, the batched call) is added to
+  // `target_seconds`.
+  StepRows step(const std::vector<Token>& prompt, const std::vector<const Beam*>& beams, double& target_seconds) {
     StepRows rows;
     std::map<std::vector<Token>, int32_t> row_of_tokens;
     std::vector<const Beam*> first;  // the first beam of each row
@@ -80,7 +82,7 @@ class BeamSessions {
       }
       if (best < 0) {
         best = static_cast<int32_t>(sessions_.size());
-        sessions_.push_back({target_.new_session(), {}});
+        sessions_.push_back(fresh_session(prompt, !first[r]->tokens.empty(), target_seconds));
         taken.push_back(0);
       }
       rows.session_of_row[r] = best;
@@ -99,7 +101,9 @@ class BeamSessions {
       calls[r].out = rows.logits.data() + r * static_cast<size_t>(V);
       session.tokens = first[r]->tokens;
     }
+    const auto start = Clock::now();
     target_.batch_tree_logits(calls);
+    target_seconds += std::chrono::duration<double>(Clock::now() - start).count();
     return rows;
   }
 
@@ -108,6 +112,19 @@ class BeamSessions {
     std::unique_ptr<ModelSession> session;
     std::vector<Token> tokens;  // the beam whose logits it computed last
   };
+  // A new session; one for a beam past the prompt is first given the prompt alone, which a model that keeps its last
+  // prompt's cache (a transformer's prompt cache, which the first step's session filled) serves without running it,
+  // so that the beam's call runs its own tokens alone.
+  Session fresh_session(const std::vector<Token>& prompt, bool past_prompt, double& target_seconds) {
+    const auto start = Clock::now();
+    Session fresh{target_.new_session(), {}};
+    if (past_prompt) {
+      std::vector<float> logits(static_cast<size_t>(target_.vocab_size()));
+      fresh.session->next_logits(prompt, logits.data());
+    }
+    target_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+    return fresh;
+  }
   static size_t shared_prefix(const std::vector<Token>& a, const std::vector<Token>& b) {
     return static_cast<size_t>(std::mismatch(a.begin(), a.begin() + std::min(a.size(), b.size()), b.begin()).first -
                                a.begin());
@@ -296,10 +313,9 @@ BeamSearchOutput BeamSearch::search(const std::vector<Token>& prompt, Generation
   const bool ended_at_start = pipeline_.params().match_ended(root.history);
   if (!ended_at_start)
     for (auto& group : live) group.push_back(root);
-  // Bounded before work: a session a beam, alive together, in the host's memory (a model's own on a GPU).
+  // Bounded before work: a session a beam, alive together, in the host's memory (beam search runs on the CPU).
   if (const int64_t session = target_->session_bytes(), available = mem_available_bytes();
-      !target_->sessions_in_device_memory() && session > 0 && available >= 0 &&
-      session * config_.beam_width > available)
+      !ended_at_start && L > 0 && session > 0 && available >= 0 && session * config_.beam_width > available)
     fail("beam search: ", config_.beam_width, " beams need ", (session * config_.beam_width) >> 20,
          " MiB of target sessions (", session >> 20, " MiB each: KV cache and rows) but ", available >> 20,
          " MiB is available (MemAvailable): use a narrower beam_width");
@@ -311,9 +327,7 @@ BeamSearchOutput BeamSearch::search(const std::vector<Token>& prompt, Generation
       if (!done[g])
         for (const Beam& b : live[g]) beams.push_back(&b);
     if (beams.empty()) break;
-    const auto t0 = Clock::now();
-    const StepRows rows = sessions.step(prompt, beams);
-    metrics.target_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+    const StepRows rows = sessions.step(prompt, beams, metrics.target_seconds);
     ++metrics.target_calls;
     ++metrics.steps;
     ProcessedRows processed(pipeline_, rows, V);

@@ -23,8 +23,9 @@
 //     caching its own sequence, and every step is one batched target call (LanguageModel::batch_tree_logits) with a
 //     row per distinct beam. A beam continues in its parent's session, so its step runs one new token; a sibling
 //     takes the session of a beam that left (pruned or ended) whose sequence shares the longest prefix with it, and
-//     runs the rest once. A step's cost does not grow with how long ago the beams diverged, as one session's tree of
-//     every beam's suffix would. Sessions are bounded before the search: beam_width of them, in the host's memory.
+//     runs the rest once; a new session is first given the prompt alone, which a transformer's prompt cache serves. A
+//     step's cost does not grow with how long ago the beams diverged, as one session's tree of every beam's suffix
+//     would. Sessions are bounded before the search: beam_width of them, in the host's memory.
 #pragma once
 
 #include <memory>

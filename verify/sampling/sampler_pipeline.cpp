@@ -27,14 +27,14 @@ void check_history(const TokenHistory& h, const SamplingParams& s, int32_t vocab
   if (!h.pending_ids.empty())
     fail("history: its last ", h.pending_ids.size(),
          " output tokens are still in device memory; the host cannot read them");
+  // The held tokens the counts have not counted, whose ids are checked below: counted ids were checked as counted.
+  const size_t unchecked = check_penalty_counts(h, s.penalised(), vocab_size);
   if (h.output_dropped > 0 && stage_reads_ids)
     fail("history: its first ", h.output_dropped,
          " output tokens were left out (SamplerPipeline::trimmed), but a filter stage reads the history");
   if (h.output_dropped > 0 && h.output.size() < bad_word_tail)
     fail("history: it holds the last ", h.output.size(), " of ", h.produced(),
          " output tokens, but a bad word reads the last ", bad_word_tail);
-  // Counted ids were checked as they were counted.
-  const size_t unchecked = check_penalty_counts(h, s.penalised(), vocab_size);
   if (!reads_ids) return;
   if (!h.counts)
     for (Token t : h.prompt)
