@@ -11,18 +11,22 @@ tables=$root/experiments/tables
 bigram="--target bigram:$tables/target-v16.txt --prompt-tokens 0,3"
 # "To be, or not to be" in the byte tokenizer's ids.
 transformer="--target transformer:$root/results/models/target --prompt-tokens 84,111,32,98,101,44,32,111,114,32,110,111,116,32,116,111,32,98,101"
+# A long prompt, short outputs: 230 ids (the byte tokenizer's of 230 letters of this measurement's own text).
+long_prompt=$(head -c 230 "$0" | od -An -tu1 -v | tr -s ' \n' ',' | sed 's/^,//; s/,$//')
 declare -A cases=(
   [bigram-w4-2000]="$bigram --beam-width 4 --max-new-tokens 2000"
   [bigram-w4-penalised-2000]="$bigram --beam-width 4 --max-new-tokens 2000 --repetition-penalty 1.05 --frequency-penalty 0.0001"
   [transformer-w4-200]="$transformer --beam-width 4 --max-new-tokens 200"
   [transformer-w8-g2-200]="$transformer --beam-width 8 --num-beam-groups 2 --diversity-penalty 0.5 --max-new-tokens 200"
   [transformer-w16-200]="$transformer --beam-width 16 --max-new-tokens 200 --early-stopping false"
+  [transformer-w16-prompt230-20]="--target transformer:$root/results/models/target --prompt-tokens $long_prompt --beam-width 16 --max-new-tokens 20"
 )
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 printf 'case\tbinary\tround\tseconds\tsame_best\tsame_nbest_tokens\n'
 for round in $(seq "$rounds"); do
-  for name in bigram-w4-2000 bigram-w4-penalised-2000 transformer-w4-200 transformer-w8-g2-200 transformer-w16-200; do
+  for name in bigram-w4-2000 bigram-w4-penalised-2000 transformer-w4-200 transformer-w8-g2-200 transformer-w16-200 \
+      transformer-w16-prompt230-20; do
     for which in before after; do
       bin=$before; [ "$which" = after ] && bin=$after
       start=$(date +%s.%N)
