@@ -45,9 +45,9 @@ struct StepRows {
 };
 
 // The search's target sessions, one per distinct live beam at most, each keeping its own sequence's cache. A beam
-// continues in its parent's session (one new token to run); a sibling takes a session its own beam left (a beam that
-// was pruned or ended), the one whose sequence shares the longest prefix with it, and runs the rest; a new session
-// only when none is free. A step's calls are one batched call (LanguageModel::batch_tree_logits), so a model that
+// continues in its parent's session (one new token to run); a sibling takes a free session (its beam was pruned or
+// ended), the one whose sequence shares the longest prefix with it, and runs the rest; a new session only when none
+// is free. A step's calls are one batched call (LanguageModel::batch_tree_logits), so a model that
 // batches forwards reads its weights once a step, and no step reruns a beam's whole suffix since the beams diverged.
 class BeamSessions {
  public:
