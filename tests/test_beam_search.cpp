@@ -15,6 +15,7 @@
 
 #include "cli_runner.h"
 #include "harness/generation/beam_search.h"
+#include "harness/generation/beam_sessions.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/host_memory.h"
 #include "speculative_fixtures.h"
@@ -169,6 +170,42 @@ TEST_CASE("beam search runs each beam in its own session, one batched call a ste
   CHECK_THROWS_WITH(BeamSearch(huge, beam_params({}), config).search(prompt, m),
                     Contains("beam search: 4 beams need") && Contains("use a narrower beam_width"));
   CHECK(huge->sessions == 0);
+}
+
+TEST_CASE("beam sessions: a beam continues in its parent's session, a sibling in the free one sharing most", "[beam]") {
+  const TablePair pair = random_pair(2, 16, 77, 1.0, 0.0);
+  const auto counter = std::make_shared<RowCounter>(pair.target, 0);
+  const std::vector<Token> prompt = {0, 3};
+  BeamSessions sessions(*counter);
+  double seconds = 0.0;
+  // Each row's logits are the table's after the prompt and the row's tokens, whichever session ran it.
+  const auto run = [&](const std::vector<std::vector<Token>>& tokens, const std::vector<int32_t>& parents) {
+    std::vector<BeamRow> beams;
+    for (size_t i = 0; i < tokens.size(); ++i) beams.push_back({&tokens[i], parents[i]});
+    const int64_t rows_before = counter->rows;
+    BeamStep step = sessions.step(prompt, beams, seconds);
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      std::vector<Token> context = prompt;
+      context.insert(context.end(), tokens[i].begin(), tokens[i].end());
+      const float* expected = pair.target->row_after(context);
+      CHECK(std::equal(expected, expected + 16, step.logits.begin() + step.row_of[i] * 16));
+    }
+    return std::make_pair(step, counter->rows - rows_before);
+  };
+  CHECK(run({{}}, {-1}).first.session_of_row == std::vector<int32_t>{0});
+  // New sessions past the prompt are given it alone first, which the first session's prompt serves.
+  const auto [second, second_rows] = run({{1, 1}, {2, 2}, {2, 3}}, {-1, -1, -1});
+  CHECK(second.session_of_row == std::vector<int32_t>{0, 1, 2});
+  CHECK(second_rows == 2 + 2 + 2);
+  // {2, 3, 9} continues in its parent's session 2, though {2, 3, 8}, an earlier row, shares more with it than with
+  // any other; {2, 3, 8} takes session 1 ({2, 2}, one token shared) over session 0 ({1, 1}, none); identical beams
+  // share a row.
+  const auto [third, third_rows] = run({{2, 3, 8}, {2, 3, 9}, {2, 2, 7}, {2, 3, 9}}, {-1, 2, -1, 2});
+  CHECK(third.row_of == std::vector<int32_t>{0, 1, 2, 1});
+  CHECK(third.session_of_row == std::vector<int32_t>{1, 2, 0});
+  CHECK(third_rows == 2 + 1 + 3);
+  CHECK(sessions.size() == 3);
+  CHECK(counter->batches == 3);
 }
 
 TEST_CASE("beam search with width >= V^L finds the exhaustive optimum and its n-best list", "[beam]") {

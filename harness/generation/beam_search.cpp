@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 
+#include "harness/generation/beam_sessions.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/host_memory.h"
 
@@ -36,116 +37,21 @@ void add_finished(std::vector<BeamHypothesis>& finished, BeamHypothesis h, int32
   if (static_cast<int32_t>(finished.size()) > capacity) finished.pop_back();
 }
 
-// One step's target call: a row per distinct live beam (identical beams of different groups share one), the
-// next-token logits after the prompt and its tokens; beam b's row is row_of[b], run in session session_of_row[row].
-struct StepRows {
-  std::map<const Beam*, int32_t> row_of;
-  std::vector<int32_t> session_of_row;
-  std::vector<float> logits;  // [rows, V]
-};
-
-// The search's target sessions, one per distinct live beam at most, each keeping its own sequence's cache. A beam
-// continues in its parent's session (one new token to run); a sibling takes a free session (its beam was pruned or
-// ended), the one whose sequence shares the longest prefix with it, and runs the rest; a new session only when none
-// is free. A step's calls are one batched call (LanguageModel::batch_tree_logits), so a model that
-// batches forwards reads its weights once a step, and no step reruns a beam's whole suffix since the beams diverged.
-class BeamSessions {
- public:
-  explicit BeamSessions(const LanguageModel& target) : target_(target) {}
-
-  // The step's rows; the time spent in the model (sessions made, their prompts, the batched call) is added to
-  // `target_seconds`.
-  StepRows step(const std::vector<Token>& prompt, const std::vector<const Beam*>& beams, double& target_seconds) {
-    StepRows rows;
-    std::map<std::vector<Token>, int32_t> row_of_tokens;
-    std::vector<const Beam*> first;  // the first beam of each row
-    for (const Beam* b : beams) {
-      const auto [it, fresh] = row_of_tokens.emplace(b->tokens, static_cast<int32_t>(first.size()));
-      if (fresh) first.push_back(b);
-      rows.row_of[b] = it->second;
-    }
-    const size_t n = first.size();
-    rows.session_of_row.assign(n, -1);
-    std::vector<char> taken(sessions_.size(), 0);
-    for (size_t r = 0; r < n; ++r) {
-      const int32_t s = first[r]->session;
-      if (s >= 0 && !taken[s]) rows.session_of_row[r] = s, taken[s] = 1;
-    }
-    for (size_t r = 0; r < n; ++r) {
-      if (rows.session_of_row[r] >= 0) continue;
-      int32_t best = -1;
-      size_t best_shared = 0;
-      for (size_t s = 0; s < sessions_.size(); ++s) {
-        if (taken[s]) continue;
-        const size_t shared = shared_prefix(sessions_[s].tokens, first[r]->tokens);
-        if (best < 0 || shared > best_shared) best = static_cast<int32_t>(s), best_shared = shared;
-      }
-      if (best < 0) {
-        best = static_cast<int32_t>(sessions_.size());
-        sessions_.push_back(fresh_session(prompt, !first[r]->tokens.empty(), target_seconds));
-        taken.push_back(0);
-      }
-      rows.session_of_row[r] = best;
-      taken[best] = 1;
-    }
-    const int32_t V = target_.vocab_size();
-    rows.logits.resize(n * static_cast<size_t>(V));
-    std::vector<std::vector<Token>> contexts(n, prompt);
-    std::vector<TreeLogitsCall> calls(n);
-    for (size_t r = 0; r < n; ++r) {
-      contexts[r].insert(contexts[r].end(), first[r]->tokens.begin(), first[r]->tokens.end());
-      Session& session = sessions_[rows.session_of_row[r]];
-      calls[r].session = session.session.get();
-      calls[r].context = &contexts[r];
-      calls[r].tree = &no_tree_;
-      calls[r].out = rows.logits.data() + r * static_cast<size_t>(V);
-      session.tokens = first[r]->tokens;
-    }
-    const auto start = Clock::now();
-    target_.batch_tree_logits(calls);
-    target_seconds += std::chrono::duration<double>(Clock::now() - start).count();
-    return rows;
-  }
-
- private:
-  struct Session {
-    std::unique_ptr<ModelSession> session;
-    std::vector<Token> tokens;  // the beam whose logits it computed last
-  };
-  // A new session; one for a beam past the prompt is first given the prompt alone, which a model that keeps its last
-  // prompt's cache (a transformer's prompt cache, which the first step's session filled) serves without running it,
-  // so that the beam's call runs its own tokens alone.
-  Session fresh_session(const std::vector<Token>& prompt, bool past_prompt, double& target_seconds) {
-    const auto start = Clock::now();
-    Session fresh{target_.new_session(), {}};
-    if (past_prompt) {
-      std::vector<float> logits(static_cast<size_t>(target_.vocab_size()));
-      fresh.session->next_logits(prompt, logits.data());
-    }
-    target_seconds += std::chrono::duration<double>(Clock::now() - start).count();
-    return fresh;
-  }
-  static size_t shared_prefix(const std::vector<Token>& a, const std::vector<Token>& b) {
-    return static_cast<size_t>(std::mismatch(a.begin(), a.begin() + std::min(a.size(), b.size()), b.begin()).first -
-                               a.begin());
-  }
-  const LanguageModel& target_;
-  std::vector<Session> sessions_;
-  const TokenTree no_tree_{};
-};
-
 // The step's processed rows, computed once per row (beams of different groups may share one).
 class ProcessedRows {
  public:
-  ProcessedRows(const SamplerPipeline& pipeline, const StepRows& rows, int32_t V)
-      : pipeline_(pipeline), rows_(rows), logits_(rows.logits), V_(V) {}
-  int32_t session_of(const Beam& b) const { return rows_.session_of_row[rows_.row_of.at(&b)]; }
+  // `beams`: the beams given to the step, in order.
+  ProcessedRows(const SamplerPipeline& pipeline, const BeamStep& step, const std::vector<const Beam*>& beams, int32_t V)
+      : pipeline_(pipeline), step_(step), V_(V) {
+    for (size_t i = 0; i < beams.size(); ++i) row_of_[beams[i]] = step.row_of[i];
+  }
+  int32_t session_of(const Beam& b) const { return step_.session_of_row[row_of_.at(&b)]; }
   const std::vector<float>& of(const Beam& b) {
-    const int32_t row = rows_.row_of.at(&b);
+    const int32_t row = row_of_.at(&b);
     auto it = probs_.find(row);
     if (it == probs_.end()) {
       std::vector<float> p(V_);
-      pipeline_.process(logits_.data() + static_cast<size_t>(row) * V_, b.history, p.data());
+      pipeline_.process(step_.logits.data() + static_cast<size_t>(row) * V_, b.history, p.data());
       it = probs_.emplace(row, std::move(p)).first;
     }
     return it->second;
@@ -153,8 +59,8 @@ class ProcessedRows {
 
  private:
   const SamplerPipeline& pipeline_;
-  const StepRows& rows_;
-  const std::vector<float>& logits_;
+  const BeamStep& step_;
+  std::map<const Beam*, int32_t> row_of_;
   int32_t V_;
   std::map<int32_t, std::vector<float>> probs_;
 };
@@ -327,10 +233,12 @@ BeamSearchOutput BeamSearch::search(const std::vector<Token>& prompt, Generation
       if (!done[g])
         for (const Beam& b : live[g]) beams.push_back(&b);
     if (beams.empty()) break;
-    const StepRows rows = sessions.step(prompt, beams, metrics.target_seconds);
+    std::vector<BeamRow> beam_rows;
+    for (const Beam* b : beams) beam_rows.push_back({&b->tokens, b->session});
+    const BeamStep rows = sessions.step(prompt, beam_rows, metrics.target_seconds);
     ++metrics.target_calls;
     ++metrics.steps;
-    ProcessedRows processed(pipeline_, rows, V);
+    ProcessedRows processed(pipeline_, rows, beams, V);
     std::vector<int32_t> chosen_count(V, 0);  // tokens chosen by earlier groups at this step
     std::vector<std::vector<Beam>> next_live(G);
     for (int32_t g = 0; g < G; ++g)

@@ -19,13 +19,14 @@
 //     logprob + log p(x) - lambda * (number of times x was chosen by groups 0..g-1 at this step)
 //     (Hamming diversity). The penalty steers selection only: a hypothesis's logprob and score are the
 //     model's, so n-best scores are comparable across groups. Group 0 is plain beam search of width B.
-//   * Sessions: a target session per distinct live beam (identical beams of different groups share one), each
-//     caching its own sequence, and every step is one batched target call (LanguageModel::batch_tree_logits) with a
-//     row per distinct beam. A beam continues in its parent's session, so its step runs one new token; a sibling
-//     takes the session of a beam that left (pruned or ended) whose sequence shares the longest prefix with it, and
-//     runs the rest once; a new session is first given the prompt alone, which a transformer's prompt cache serves. A
-//     step's cost does not grow with how long ago the beams diverged, as one session's tree of every beam's suffix
-//     would. Sessions are bounded before the search: beam_width of them, in the host's memory.
+//   * Sessions (beam_sessions.h): a target session per distinct live beam (identical beams of different groups
+//     share one), each caching its own sequence, and every step is one batched target call
+//     (LanguageModel::batch_tree_logits) with a row per distinct beam. A beam continues in its parent's session, so
+//     its step runs one new token; a sibling takes the session of a beam that left (pruned or ended) whose sequence
+//     shares the longest prefix with it, and runs the rest once; a new session is first given the prompt alone,
+//     which a transformer's prompt cache serves. A step's cost does not grow with how long ago the beams diverged,
+//     as one session's tree of every beam's suffix would. Sessions are bounded before the search: beam_width of
+//     them, in the host's memory.
 #pragma once
 
 #include <memory>
