@@ -194,18 +194,31 @@ TEST_CASE("beam sessions: a beam continues in its parent's session, a sibling in
   };
   CHECK(run({{}}, {-1}).first.session_of_row == std::vector<int32_t>{0});
   // New sessions past the prompt are given it alone first, which the first session's prompt serves.
-  const auto [second, second_rows] = run({{1, 1}, {2, 2}, {2, 3}}, {-1, -1, -1});
+  const auto [second, second_rows] = run({{2, 2}, {1, 1}, {2, 3}}, {-1, -1, -1});
   CHECK(second.session_of_row == std::vector<int32_t>{0, 1, 2});
   CHECK(second_rows == 2 + 2 + 2);
   // {2, 3, 9} continues in its parent's session 2, though {2, 3, 8}, an earlier row, shares more with it than with
-  // any other; {2, 3, 8} takes session 1 ({2, 2}, one token shared) over session 0 ({1, 1}, none); identical beams
+  // any other; {2, 3, 8} takes session 0 ({2, 2}, one token shared) over session 1 ({1, 1}, none); identical beams
   // share a row.
   const auto [third, third_rows] = run({{2, 3, 8}, {2, 3, 9}, {2, 2, 7}, {2, 3, 9}}, {-1, 2, -1, 2});
   CHECK(third.row_of == std::vector<int32_t>{0, 1, 2, 1});
-  CHECK(third.session_of_row == std::vector<int32_t>{1, 2, 0});
+  CHECK(third.session_of_row == std::vector<int32_t>{0, 2, 1});
   CHECK(third_rows == 2 + 1 + 3);
+  // Two children of one session: the first continues there, the second takes the free session sharing most (session
+  // 1's {2, 2, 7}: all three tokens, against session 0's {2, 3, 8}: one), here the higher index.
+  const auto [fourth, fourth_rows] = run({{2, 3, 9, 4}, {2, 2, 7, 5}}, {2, 2});
+  CHECK(fourth.session_of_row == std::vector<int32_t>{2, 1});
+  CHECK(fourth_rows == 1 + 1);
+  // A tie (sessions 0 and 1 share nothing with {6, 6, 6, 6, 6}) goes to the lowest index.
+  const auto [fifth, fifth_rows] = run({{2, 3, 9, 4, 1}, {6, 6, 6, 6, 6}}, {2, -1});
+  CHECK(fifth.session_of_row == std::vector<int32_t>{2, 0});
+  CHECK(fifth_rows == 1 + 5);
+  // A parent session that does not exist is a caller's error, not "no parent".
+  const std::vector<Token> tokens = {1};
+  CHECK_THROWS_WITH(sessions.step(prompt, {BeamRow{&tokens, 3}}, seconds),
+                    Contains("beam sessions: parent session 3, but there are 3"));
   CHECK(sessions.size() == 3);
-  CHECK(counter->batches == 3);
+  CHECK(counter->batches == 5);
 }
 
 TEST_CASE("beam search with width >= V^L finds the exhaustive optimum and its n-best list", "[beam]") {

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <map>
 
+#include "kernels/shared/error.h"
+
 namespace specula {
 namespace {
 
@@ -34,7 +36,9 @@ BeamStep BeamSessions::step(const std::vector<Token>& prompt, const std::vector<
   std::vector<char> taken(sessions_.size(), 0);
   for (size_t r = 0; r < n; ++r) {
     const int32_t s = first[r]->parent_session;
-    if (s >= 0 && static_cast<size_t>(s) < sessions_.size() && !taken[s]) out.session_of_row[r] = s, taken[s] = 1;
+    if (s >= static_cast<int32_t>(sessions_.size()))
+      fail("beam sessions: parent session ", s, ", but there are ", sessions_.size());
+    if (s >= 0 && !taken[s]) out.session_of_row[r] = s, taken[s] = 1;
   }
   for (size_t r = 0; r < n; ++r) {
     if (out.session_of_row[r] >= 0) continue;
