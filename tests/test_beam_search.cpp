@@ -24,6 +24,8 @@
 using namespace specula;
 using namespace specula::testing;
 using Catch::Matchers::Contains;
+using Catch::Matchers::EndsWith;
+using Catch::Matchers::StartsWith;
 
 namespace {
 
@@ -169,6 +171,15 @@ TEST_CASE("beam search runs each beam in its own session, one batched call a ste
   GenerationMetrics m;
   CHECK_THROWS_WITH(BeamSearch(huge, beam_params({}), config).search(prompt, m),
                     Contains("beam search: 4 beams need") && Contains("use a narrower beam_width"));
+  CHECK(huge->sessions == 0);
+  // Lockstep decoding's batch is bounded by the same check, in its own words.
+  GenerationConfig lockstep;
+  lockstep.lockstep = true;
+  lockstep.max_new_tokens = 4;
+  GenerationMetrics lm;
+  CHECK_THROWS_WITH(Generator(huge, beam_params({}), nullptr, lockstep).generate_many(prompt, 0, 3, lm),
+                    StartsWith("lockstep: 3 sequences need ") &&
+                        EndsWith(" MiB is available (MemAvailable): run fewer sequences together"));
   CHECK(huge->sessions == 0);
 }
 

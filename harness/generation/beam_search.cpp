@@ -5,10 +5,11 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <string>
 
 #include "harness/generation/beam_sessions.h"
+#include "harness/generation/session_memory.h"
 #include "kernels/shared/error.h"
-#include "kernels/shared/host_memory.h"
 
 namespace specula {
 namespace {
@@ -220,11 +221,10 @@ BeamSearchOutput BeamSearch::search(const std::vector<Token>& prompt, Generation
   if (!ended_at_start)
     for (auto& group : live) group.push_back(root);
   // Bounded before work: a session a beam, alive together, in the host's memory (beam search runs on the CPU).
-  if (const int64_t session = target_->session_bytes(), available = mem_available_bytes();
-      !ended_at_start && L > 0 && session > 0 && available >= 0 && session * config_.beam_width > available)
-    fail("beam search: ", config_.beam_width, " beams need ", (session * config_.beam_width) >> 20,
-         " MiB of target sessions (", session >> 20, " MiB each: KV cache and rows) but ", available >> 20,
-         " MiB is available (MemAvailable): use a narrower beam_width");
+  if (!ended_at_start && L > 0)
+    check_sessions_fit_host(*target_, config_.beam_width,
+                            "beam search: " + std::to_string(config_.beam_width) + " beams",
+                            "use a narrower beam_width");
   BeamSessions sessions(*target_);
 
   for (int32_t t = 0; t < L; ++t) {

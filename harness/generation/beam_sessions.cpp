@@ -14,9 +14,7 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 size_t shared_prefix(const std::vector<Token>& a, const std::vector<Token>& b) {
-  const size_t n = std::min(a.size(), b.size());
-  return static_cast<size_t>(std::mismatch(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(n), b.begin()).first -
-                             a.begin());
+  return static_cast<size_t>(std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
 }
 
 }  // namespace

@@ -10,8 +10,8 @@
 #include "draft/constrained_drafter.h"
 #include "draft/draft_vocabulary.h"
 #include "harness/generation/decoding_method.h"
+#include "harness/generation/session_memory.h"
 #include "kernels/shared/error.h"
-#include "kernels/shared/host_memory.h"
 #include "kernels/shared/mutation_points.h"
 #include "verify/device/batch_verifier.h"
 #include "verify/sampling/categorical.h"
@@ -545,11 +545,9 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     r.host_q = drafter_ && (!draft || siblings_on_host) && drafter_->records_draft_laws() && !ranked;
     device->reserve(r);
   }
-  if (const int64_t available = mem_available_bytes();
-      !sessions_on_device && session > 0 && available >= 0 && sessions > available)
-    fail("lockstep: ", batch.size(), " sequences need ", sessions >> 20, " MiB of target sessions (", session >> 20,
-         " MiB each: KV cache and rows) but ", available >> 20,
-         " MiB is available (MemAvailable): run fewer sequences together");
+  if (!sessions_on_device)
+    check_sessions_fit_host(*target_, static_cast<int64_t>(batch.size()),
+                            "lockstep: " + std::to_string(batch.size()) + " sequences", "run fewer sequences together");
   // The sequences begin together: sessions, then (speculative methods) the target's prefill of every prompt in one
   // batched call, then the drafters (which may read the prefill's features). Every sequence starts at the phase's
   // start and is charged its wall as prompt time, as the baseline's batched first step is.
