@@ -878,6 +878,35 @@ TEST_CASE("byte-level BPE: byte fallback, merge order, unsupported tokenizer.jso
     CHECK_THROWS_WITH(ByteLevelBpeTokenizer(bad_regex, "t.json"), Contains("cannot compile pre-tokenizer regex"));
     CHECK_THROWS_WITH(ByteLevelBpeTokenizer("/nonexistent/tokenizer.json"), Contains("cannot open tokenizer"));
   }
+  SECTION("merges: the tokenizers library's rules") {
+    json repeated = tokenizer;  // "b c" again, last: it now ranks after "a b" and "ab c", so "abc" is one token
+    repeated["model"]["merges"] = {"b c", "a b", "ab c", "b c"};
+    CHECK(ByteLevelBpeTokenizer(repeated, "t.json").encode("abc") == std::vector<Token>{4});
+    json header = tokenizer;  // merges.txt's header line, skipped
+    header["model"]["merges"] = {"#version: 0.2", "b c", "a b", "ab c"};
+    CHECK(ByteLevelBpeTokenizer(header, "t.json").encode("abc") == std::vector<Token>{0, 5});
+    json pairs = tokenizer;  // the newer [left, right] form
+    pairs["model"]["merges"] =
+        json::array({json::array({"b", "c"}), json::array({"a", "b"}), json::array({"ab", "c"})});
+    CHECK(ByteLevelBpeTokenizer(pairs, "t.json").encode("abc") == std::vector<Token>{0, 5});
+    for (const auto& [merge, missing] : std::vector<std::pair<json, std::string>>{
+             {"a x", "'x'"}, {"x a", "'x'"}, {"c a", "'ca'"}, {json::array({"ab", "b"}), "'abb'"}}) {
+      json outside = tokenizer;
+      outside["model"]["merges"] = {"b c", merge};
+      CHECK_THROWS_WITH(ByteLevelBpeTokenizer(outside, "t.json"),
+                        Contains("t.json: model.merges[1] '") && Contains(missing + " is not in model.vocab"));
+    }
+    json three = tokenizer;
+    three["model"]["merges"] = {"a b c"};
+    CHECK_THROWS_WITH(ByteLevelBpeTokenizer(three, "t.json"),
+                      Contains("t.json: model.merges[0] 'a b c' is not two symbols"));
+  }
+  SECTION("two vocabulary entries of one id are refused, naming both") {
+    json twice = tokenizer;
+    twice["model"]["vocab"]["bc"] = 3;  // "ab"'s id
+    CHECK_THROWS_WITH(ByteLevelBpeTokenizer(twice, "t.json"),
+                      Contains("t.json: vocab entries 'ab' and 'bc' both have id 3"));
+  }
   SECTION("an id far past the tokens the file defines is refused, not made the size of the pieces' table") {
     json far = tokenizer;  // 262 entries: ids up to 2 x 262 + 1024 are read as holes, past that refused
     far["model"]["vocab"]["abc"] = 2000000000;

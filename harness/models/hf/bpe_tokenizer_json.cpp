@@ -141,6 +141,7 @@ void ByteLevelBpeTokenizer::Impl::parse_model(const json& model_json) {
   // Ids index the pieces' table, so they are bounded by what the file defines: a tokenizer numbers its tokens densely
   // (a few holes at most), and one id of 2e9 must not size a table of two billion strings.
   const int64_t id_bound = 2 * static_cast<int64_t>(v->size()) + 1024;
+  std::vector<bool> has_entry;  // by id
   for (const auto& item : v->items()) {
     if (!item.value().is_number_integer() || item.value().get<int64_t>() < 0)
       fail(where, ": vocab entry '", item.key(), "' has id ", item.value().dump());
@@ -149,24 +150,41 @@ void ByteLevelBpeTokenizer::Impl::parse_model(const json& model_json) {
            " entries of model.vocab (ids must be below ", id_bound, ")");
     const Token id = item.value().get<Token>();
     vocab[item.key()] = id;
-    if (static_cast<size_t>(id) >= pieces.size()) pieces.resize(id + 1);
+    if (static_cast<size_t>(id) >= pieces.size()) pieces.resize(id + 1), has_entry.resize(id + 1);
+    // Two entries of one id would decode that id as either: the file is not one tokenizer.
+    if (has_entry[id])
+      fail(where, ": vocab entries '", pieces[id], "' and '", item.key(), "' both have id ", id,
+           " (model.vocab maps each id to one token)");
     pieces[id] = item.key();
+    has_entry[id] = true;
   }
   const json* merges = get(*model, "merges");
   if (merges) {
     if (!merges->is_array()) fail(where, ": model.merges must be an array");
     int32_t rank = 0;
-    for (const json& m : *merges) {
-      std::string key;
+    for (size_t i = 0; i < merges->size(); ++i) {
+      const json& m = (*merges)[i];
+      std::string left, right;
       if (m.is_string()) {
-        key = m.get<std::string>();
-        if (std::count(key.begin(), key.end(), ' ') != 1) fail(where, ": merge '", key, "' is not two symbols");
+        const std::string line = m.get<std::string>();
+        if (line.rfind("#version", 0) == 0) continue;  // a merges.txt header, skipped and unranked as HF does
+        const size_t space = line.find(' ');
+        if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos)
+          fail(where, ": model.merges[", i, "] '", line, "' is not two symbols");
+        left = line.substr(0, space), right = line.substr(space + 1);
       } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-        key = m[0].get<std::string>() + " " + m[1].get<std::string>();
+        left = m[0].get<std::string>(), right = m[1].get<std::string>();
       } else {
-        fail(where, ": merge ", m.dump(), " is not \"a b\" or [\"a\", \"b\"]");
+        fail(where, ": model.merges[", i, "] ", m.dump(), " is not \"a b\" or [\"a\", \"b\"]");
       }
-      merge_rank.emplace(key, rank++);  // a repeated merge keeps its first (best) rank
+      // Both symbols and their join must be tokens, or a merge would build a symbol the vocabulary cannot encode
+      // (the tokenizers library refuses such a file: MergeTokenOutOfVocabulary).
+      for (const std::string& symbol : {left, right, left + right})
+        if (!vocab.count(symbol))
+          fail(where, ": model.merges[", i, "] '", left, " ", right, "': '", symbol, "' is not in model.vocab");
+      // A repeated merge takes its last rank, as in the tokenizers library (its merge map is collected from the
+      // list in order, a later entry replacing an earlier one) and GPT-2's encoder.py (dict(zip(merges, ranks))).
+      merge_rank[left + " " + right] = rank++;
     }
   }
   if (const json* u = get(*model, "unk_token")) {
