@@ -166,7 +166,8 @@ TEST_CASE("speculative decoding at temperature 0 prints exactly greedy decoding'
   REQUIRE(
       run_specula("generate --target bigram:" + target + " --method ar" + common + " --output " + dir.file("ar.txt"))
           .exit_code == 0);
-  for (const std::string method : {"chain", "block", "tree", "greedy"}) {
+  for (const std::string method : {"chain", "block", "tree", "greedy", "chain --num-draft-tokens-schedule heuristic",
+                                   "block --num-draft-tokens-schedule heuristic --num-draft-tokens 6"}) {
     INFO(method);
     REQUIRE(run_specula("generate --target bigram:" + target + " --draft bigram:" + draft + " --method " + method +
                         common + " --draft-temperature 1 --output " + dir.file("s.txt"))
@@ -463,6 +464,30 @@ TEST_CASE("the draft length is bounded before any work", "[cli][errors]") {
   std::string shorter = base;
   shorter.replace(shorter.find("--max-new-tokens 4"), 18, "--max-new-tokens 2");
   CHECK(run_specula(shorter + " --method chain").exit_code == 0);
+}
+
+TEST_CASE(
+    "--num-draft-tokens-schedule: a chain's K moves; a tree, a method that drafts nothing, a bad name are refused",
+    "[cli][errors]") {
+  TempDir dir;
+  const std::string target = dir.write("t.txt", kCliTargetTable), draft = dir.write("d.txt", kCliDraftTable);
+  const std::string plain =
+      "generate --target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 8 --output " + dir.file("o.txt");
+  const std::string base = plain + " --draft bigram:" + draft;
+  CHECK(run_specula(base + " --method chain --num-draft-tokens-schedule heuristic").exit_code == 0);
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {" --method tree --tree 2,1 --num-draft-tokens-schedule heuristic",
+       "error: --num-draft-tokens-schedule heuristic moves a chain's K; method tree verifies a tree of a fixed shape"},
+      {" --method ar --num-draft-tokens-schedule heuristic", "--num-draft-tokens-schedule: --method ar drafts nothing"},
+      {" --method chain --num-draft-tokens-schedule adaptive",
+       "--num-draft-tokens-schedule: unknown num_draft_tokens_schedule 'adaptive' (known: constant, heuristic)"}};
+  for (const auto& [options, message] : refused) {
+    INFO(options);
+    // --method ar without --draft, which it would refuse first.
+    const CliResult r = run_specula((options.find("--method ar") != std::string::npos ? plain : base) + options);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains(message));
+  }
 }
 
 TEST_CASE("train refuses to replace an existing checkpoint unless --overwrite", "[cli][errors]") {

@@ -26,6 +26,7 @@
 #include "harness/experiment/summary.h"
 #include "harness/experiment/sweep.h"
 #include "harness/generation/decoding_method.h"
+#include "harness/generation/draft_schedule.h"
 #include "harness/io/differing_lines.h"
 #include "harness/io/file_checksum.h"
 #include "harness/io/home_path.h"
@@ -131,6 +132,77 @@ TEST_CASE("tree keys without a method that verifies trees are refused, naming th
                     Contains("key 'draft.tree") && Contains("no setting uses a method that verifies trees"));
   // Methods chosen with --set leave the file's tree for the file's own methods (as bench end-to-end's recipes do).
   CHECK_NOTHROW(check_new_experiment(load_experiment(dir.file("t.ini"), {"draft.method=block"})));
+}
+
+TEST_CASE(
+    "the draft length schedule: an axis of the methods that verify chains, dropped for trees, refused without one",
+    "[runner][config]") {
+  TempDir dir;
+  const std::string head =
+      "[experiment]\ntarget = bigram:" + kTable + "target-v16.txt\nprompts = " + SPECULA_SOURCE_DIR +
+      "/experiments/prompts/table-prompts.txt\nmax_new_tokens = 4\n[draft]\ndrafter = prompt-lookup\n";
+  const ExperimentConfig c =
+      load_experiment(dir.write("s.ini", head + "method = chain, tree\ntree = 2,1\nnum_draft_tokens = 3\n"
+                                                "num_draft_tokens_schedule = constant, heuristic\n"),
+                      {});
+  CHECK_NOTHROW(check_new_experiment(c));
+  std::map<std::string, std::string> schedules;  // method + schedule of each speculative setting
+  for (const Setting& s : expand_sweep(c)) {
+    if (s.baseline) continue;
+    schedules[s.id] = s.get("draft.method") + " " + s.get_or("draft.num_draft_tokens_schedule", "-");
+    if (s.get("draft.method") == "chain")
+      CHECK(setting_generation(s, c).num_draft_tokens_schedule ==
+            parse_draft_schedule(s.get("draft.num_draft_tokens_schedule")));
+  }
+  std::multiset<std::string> seen;
+  for (const auto& [id, text] : schedules) seen.insert(text);
+  CHECK(seen == std::multiset<std::string>{"chain constant", "chain heuristic", "tree -"});  // one tree: none applies
+  CHECK_THAT(c.resolved_ini(), Contains("num_draft_tokens_schedule = constant, heuristic"));
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"method = chain\nnum_draft_tokens_schedule = adaptive\n", "r.ini:8: key 'draft.num_draft_tokens_schedule'"},
+      {"method = tree\ntree = 2,1\nnum_draft_tokens_schedule = heuristic\n",
+       "r.ini:9: key 'draft.num_draft_tokens_schedule' moves a chain's K, but no setting uses a method that verifies "
+       "chains"},
+      {"method = ar\nnum_draft_tokens_schedule = heuristic\n",
+       "r.ini:7: key 'draft.num_draft_tokens_schedule' is given, but no setting drafts"}};
+  for (const auto& [text, message] : refused) {
+    INFO(text);
+    // Without a drafter where nothing drafts (which would be refused first, as a drafting key too).
+    const std::string file =
+        text.rfind("method = ar", 0) == 0 ? head.substr(0, head.find("drafter")) + text : head + text;
+    CHECK_THROWS_WITH(check_new_experiment(load_experiment(dir.write("r.ini", file), {})), Contains(message));
+  }
+  CHECK_THROWS_WITH(
+      load_experiment(dir.write("r.ini", head + "method = chain\nnum_draft_tokens_schedule = adaptive\n"), {}),
+      Contains("unknown num_draft_tokens_schedule 'adaptive'"));
+  // A tree sweep that says the schedule is constant asks for nothing it cannot do.
+  CHECK_NOTHROW(check_new_experiment(load_experiment(
+      dir.write("r.ini", head + "method = tree\ntree = 2,1\nnum_draft_tokens_schedule = constant\n"), {})));
+}
+
+TEST_CASE("every experiment file under experiments/ is one a new run accepts, read from the repository's root",
+          "[runner][config]") {
+  // Their paths are relative to the root, where the README runs them: the test reads them from there and comes back.
+  struct InFolder {
+    fs::path before = fs::current_path();
+    explicit InFolder(const std::string& folder) { fs::current_path(folder); }
+    ~InFolder() { fs::current_path(before); }
+  } in(SPECULA_SOURCE_DIR);
+  int experiments = 0;
+  for (const fs::directory_entry& entry : fs::directory_iterator("experiments")) {
+    if (entry.path().extension() != ".ini") continue;
+    std::ifstream file(entry.path());
+    std::string first;
+    while (std::getline(file, first) && (first.empty() || first[0] == '#')) {
+    }
+    if (first != "[experiment]") continue;  // a trainer's file
+    INFO(entry.path().string());
+    ++experiments;
+    const ExperimentConfig c = load_experiment(entry.path().string(), {});
+    CHECK_NOTHROW(check_new_experiment(c));
+    CHECK_FALSE(expand_sweep(c).empty());
+  }
+  CHECK(experiments >= 7);
 }
 
 TEST_CASE("what no setting reads is refused: drafting keys where none drafts, K under shaped trees, corpus keys",
@@ -532,6 +604,48 @@ TEST_CASE("summary math on synthetic records", "[runner][summary]") {
   CHECK(spec.predicted_speedup == Approx(predicted_speedup(a, 2, spec.c)));
   CHECK(predicted_speedup(0.8, 4, 0.0) == Approx((1 - std::pow(0.8, 5)) / 0.2));
   CHECK(predicted_speedup(0.5, 1, 1.0) == Approx(0.75));
+}
+
+TEST_CASE("summary: a K that moves between steps has no Leviathan prediction; its c is per token drafted",
+          "[runner][summary]") {
+  // As "summary math on synthetic records", K = 2 at most, but 15 tokens drafted in 10 steps per record.
+  std::vector<RunRecord> records;
+  for (const bool baseline : {true, false})
+    for (int rep = 0; rep < 2; ++rep) {
+      RunRecord r;
+      r.baseline = baseline;
+      r.setting_id = baseline ? "base" : "spec";
+      r.baseline_id = "base";
+      r.setting = {{"draft.method", baseline ? "ar" : "chain"}, {"draft.num_draft_tokens", "2"}};
+      if (!baseline) r.setting["draft.num_draft_tokens_schedule"] = "heuristic";
+      r.repetition = rep;
+      r.metrics.new_tokens = 100;
+      r.metrics.wall_seconds = 1.0;
+      if (baseline) {
+        r.metrics.target_calls = 100;
+        r.metrics.target_seconds = 1.0;  // 10 ms a target call
+      } else {
+        r.metrics.resize(2);
+        r.metrics.steps = 10;
+        r.metrics.proposed = 15;
+        r.metrics.accepted = 9;
+        r.metrics.emitted = 19;
+        r.metrics.position_reached = {10, 5};
+        r.metrics.position_accepted = {6, 3};
+        r.metrics.draft_seconds = 0.03;
+      }
+      records.push_back(r);
+    }
+  const std::vector<SummaryRow> rows = summarize(records);
+  REQUIRE(rows.size() == 2);
+  const SummaryRow& spec = rows[1];
+  CHECK(std::isnan(spec.predicted_tau));
+  CHECK(std::isnan(spec.predicted_speedup));
+  CHECK(spec.c == Approx(0.06 / (20 * 0.01 * 1.5)));  // drafting time / (steps x unit x tokens drafted a step)
+  CHECK(spec.alpha == Approx(9.0 / 15.0));
+  TempDir dir;
+  write_summary_csv(rows, dir.file("s.csv"));
+  CHECK_THAT(read_text(dir.file("s.csv")), Contains("draft.num_draft_tokens_schedule") && Contains(",heuristic,"));
 }
 
 TEST_CASE("summary: decoding apart from the prompt, verification cost and the cost model", "[runner][summary]") {

@@ -115,6 +115,8 @@ std::string describe(const GenerationConfig& c) {
   os << (c.method ? verify_method_name(*c.method) : "ar") << " K=" << c.num_draft_tokens << " tree=";
   for (int32_t b : c.tree_shape) os << b << ",";
   os << " scheme=" << sibling_scheme_name(c.tree_sampling);
+  if (c.num_draft_tokens_schedule != DraftSchedule::constant)
+    os << " schedule=" << draft_schedule_name(c.num_draft_tokens_schedule);
   return os.str();
 }
 
@@ -238,6 +240,10 @@ TEST_CASE("at temperature 0 every method outputs exactly what greedy decoding ou
   std::vector<GenerationConfig> configs = exact_methods();
   configs.push_back(chain_config(VerifyMethod::greedy, 3));
   configs.push_back(chain_config(VerifyMethod::typical, 3));
+  for (const VerifyMethod m : {VerifyMethod::chain, VerifyMethod::block, VerifyMethod::greedy}) {
+    configs.push_back(chain_config(m, 4));  // K moving between steps (draft_schedule.h)
+    configs.back().num_draft_tokens_schedule = DraftSchedule::heuristic;
+  }
   for (GenerationConfig config : configs) {
     config.max_new_tokens = 12;
     for (const SamplingParams& draft : {greedy, plain()}) {  // greedy drafts and sampled drafts
@@ -275,6 +281,10 @@ TEST_CASE("at temperature 0 every method stops where greedy decoding stops", "[v
   std::vector<GenerationConfig> configs = exact_methods();
   configs.push_back(chain_config(VerifyMethod::greedy, 3));
   configs.push_back(chain_config(VerifyMethod::typical, 3));
+  for (const VerifyMethod m : {VerifyMethod::chain, VerifyMethod::block, VerifyMethod::greedy}) {
+    configs.push_back(chain_config(m, 4));  // K moving between steps (draft_schedule.h)
+    configs.back().num_draft_tokens_schedule = DraftSchedule::heuristic;
+  }
   for (GenerationConfig config : configs) {
     config.max_new_tokens = 12;
     INFO(describe(config));
@@ -774,9 +784,12 @@ TEST_CASE("long speculative sequences follow the target's conditional laws", "[v
   };
   GenerationConfig chain4 = chain_config(VerifyMethod::chain, 4), block4 = chain_config(VerifyMethod::block, 4),
                    tree = tree_config({3, 2, 1}, SiblingScheme::without_replacement);
+  GenerationConfig moving = chain_config(VerifyMethod::chain, 4);  // K from 4 down to 1 and back (draft_schedule.h)
+  moving.num_draft_tokens_schedule = DraftSchedule::heuristic;
   const std::vector<Case> cases = {{"full pipeline, chain K=4", full_pipeline(), chain4},
                                    {"full pipeline, block K=4", full_pipeline(), block4},
-                                   {"exotic pipeline, tree 3,2,1", exotic_pipeline(), tree}};
+                                   {"exotic pipeline, tree 3,2,1", exotic_pipeline(), tree},
+                                   {"full pipeline, chain K=4 under the heuristic schedule", full_pipeline(), moving}};
   for (Case c : cases) {
     INFO(c.name);
     c.config.max_new_tokens = L;
@@ -810,11 +823,20 @@ TEST_CASE("long speculative sequences follow the target's conditional laws", "[v
     const stats::GofResult correct = transition_test();
     INFO(correct.detail);
     CHECK(correct.passed(stats::kAlpha));
-    // The same test catches penalties that ignore the draft prefix.
-    const ScopedMutant on(Mutant::penalties_ignore_draft_prefix);
-    const stats::GofResult broken = transition_test();
-    INFO("mutant: " << broken.detail);
-    CHECK_FALSE(broken.passed(stats::kAlpha));
+    {  // The same test catches penalties that ignore the draft prefix.
+      const ScopedMutant on(Mutant::penalties_ignore_draft_prefix);
+      const stats::GofResult broken = transition_test();
+      INFO("mutant: " << broken.detail);
+      CHECK_FALSE(broken.passed(stats::kAlpha));
+    }
+    if (c.config.num_draft_tokens_schedule != DraftSchedule::constant) {
+      // A draft length must be decided before the draws: one read off them (the chain cut before its first token the
+      // draft drew with probability < 0.3) is caught.
+      const ScopedMutant on(Mutant::draft_cut_at_unlikely_token);
+      const stats::GofResult broken = transition_test();
+      INFO("mutant draft_cut_at_unlikely_token: " << broken.detail);
+      CHECK_FALSE(broken.passed(stats::kAlpha));
+    }
   }
 }
 

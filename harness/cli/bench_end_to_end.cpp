@@ -58,6 +58,9 @@ json row_json(const SummaryRow& r) {
             {"decode_tokens_per_s", number(r.decode_tokens_per_s)},
             {"device_waits_per_step", number(r.device_waits_per_step)}};
   if (r.baseline) return j;
+  // Only a sweep that names a schedule has it: rows of a fixed K read as before.
+  if (const std::string schedule = setting_value(r, "draft.num_draft_tokens_schedule"); !schedule.empty())
+    j["num_draft_tokens_schedule"] = schedule;
   j.update({{"alpha", number(r.alpha)},
             {"tau", number(r.tau)},
             {"c", number(r.c)},

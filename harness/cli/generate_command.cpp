@@ -22,6 +22,7 @@
 #include "harness/config/device_options.h"
 #include "harness/generation/beam_search.h"
 #include "harness/generation/decoding_method.h"
+#include "harness/generation/draft_schedule.h"
 #include "harness/generation/generator.h"
 #include "harness/io/input_file.h"
 #include "harness/io/output_file.h"
@@ -229,6 +230,7 @@ po::options_description generate_options() {
     ("draft", po::value<std::string>(), "draft model, e.g. bigram:PATH")
     ("method", po::value<std::string>()->default_value("ar"), methods.c_str())
     ("num-draft-tokens", po::value<int32_t>()->default_value(kDefaultNumDraftTokens), "draft length K (a method that verifies trees takes --tree; without it, it drafts a chain of K)")
+    ("num-draft-tokens-schedule", po::value<std::string>()->default_value("constant"), "how a chain's K moves between a sample's steps: constant | heuristic (starts at --num-draft-tokens; +2 after a step that accepted every draft, -1 after one that did not, within 1..K)")
     ("tree", po::value<std::string>(), "tree shape for --method tree: children per depth, e.g. 2,2,1")
     ("tree-sampling", po::value<std::string>()->default_value("iid"), "sibling scheme: iid | without-replacement | topk")
     ("prompt-tokens", po::value<std::string>(), "prompt token ids, e.g. 0,3")
@@ -359,8 +361,8 @@ void check_options_read(const po::variables_map& vm, const std::set<std::string>
 // What only a speculative method reads (the draft model, its shape and its sampler: the --draft-* options), what only
 // a method that verifies trees reads, and what only beam search reads (--beam-width, ..., --nbest-output).
 std::string unread_by_method(const std::string& option, const DecodingMethod& method) {
-  const bool drafts = option == "draft" || option == "num-draft-tokens" || option == "tree" ||
-                      option == "tree-sampling" || option.rfind("draft-", 0) == 0;
+  const bool drafts = option == "draft" || option == "num-draft-tokens" || option == "num-draft-tokens-schedule" ||
+                      option == "tree" || option == "tree-sampling" || option.rfind("draft-", 0) == 0;
   const bool beams = option == "beam-width" || option == "num-beam-groups" || option == "diversity-penalty" ||
                      option == "length-penalty" || option == "early-stopping" || option == "num-return" ||
                      option == "nbest-output";
@@ -401,6 +403,9 @@ RunDescription read_run(const po::variables_map& vm, const std::set<std::string>
   if (vm.count("tree") && run.method.verifies_trees())
     run.shape.tree_shape = parse_tree_shape(vm["tree"].as<std::string>());
   run.shape.tree_sampling = parse_sibling_scheme(vm["tree-sampling"].as<std::string>());
+  run.shape.num_draft_tokens_schedule = with_source("--num-draft-tokens-schedule", [&] {
+    return parse_draft_schedule(vm["num-draft-tokens-schedule"].as<std::string>());
+  });
   run.max_new_tokens = vm["max-new-tokens"].as<int32_t>();
   run.seed = vm["seed"].as<uint64_t>();
   generation_config(run.method, run.shape, run.max_new_tokens, run.seed);  // its bounds, before any model loads

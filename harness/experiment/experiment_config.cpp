@@ -14,6 +14,7 @@
 #include "harness/experiment/cost_profile.h"
 #include "harness/generation/beam_search.h"
 #include "harness/generation/decoding_method.h"
+#include "harness/generation/draft_schedule.h"
 #include "harness/generation/generator.h"
 #include "harness/io/home_path.h"
 #include "harness/io/input_file.h"
@@ -49,7 +50,8 @@ const std::set<std::string>& experiment_keys() {
 }
 
 const std::set<std::string>& draft_keys() {
-  static const std::set<std::string> keys = {"drafter", "method", "num_draft_tokens", "tree", "tree_sampling"};
+  static const std::set<std::string> keys = {"drafter", "method",       "num_draft_tokens", "num_draft_tokens_schedule",
+                                             "tree",    "tree_sampling"};
   return keys;
 }
 
@@ -118,6 +120,8 @@ void check_axis_value(const std::string& where, const std::string& key, const st
       parse_tree_shape(value, "tree");
     } else if (key == "draft.tree_sampling") {
       parse_sibling_scheme(value);
+    } else if (key == "draft.num_draft_tokens_schedule") {
+      parse_draft_schedule(value);
     } else if (section == "sampling" && constraint_keys().count(name)) {
       if (name == "regex" && value != "none") compile_regex(value);
       if (name != "regex" && !(name == "json_schema" && value == "none")) {
@@ -349,8 +353,8 @@ void check_new_experiment(const ExperimentConfig& c) {
   const bool drafts = c.drafts(), only_shaped_trees = c.depth_from_tree();
   for (const auto& [key, origin] : c.origin) {
     if (methods_set) break;
-    const bool drafting_key =
-        key == "draft.drafter" || key == "draft.num_draft_tokens" || key.rfind("draft_sampling.", 0) == 0;
+    const bool drafting_key = key == "draft.drafter" || key == "draft.num_draft_tokens" ||
+                              key == "draft.num_draft_tokens_schedule" || key.rfind("draft_sampling.", 0) == 0;
     if (drafting_key && !drafts)
       fail(origin, ": key '", key, "' is given, but no setting drafts (draft.method is ",
            methods.size() == 1 ? methods[0] : "one of those that draft nothing", ")");
@@ -358,6 +362,17 @@ void check_new_experiment(const ExperimentConfig& c) {
       fail(origin, ": key '", key,
            "' is given, but every method that drafts verifies the tree of draft.tree, whose shape sets the depth");
   }
+  // The schedule of a chain's K, with no method that verifies chains (a sweep that has one drops it for the others).
+  const bool chains = std::any_of(methods.begin(), methods.end(), [](const std::string& m) {
+    const DecodingMethod method = parse_decoding_method(m);
+    return method.speculative() && !method.verifies_trees();
+  });
+  const std::vector<std::string> no_schedule = {draft_schedule_name(DraftSchedule::constant)};
+  if (!chains && !methods_set && c.axes.count("draft.num_draft_tokens_schedule") &&
+      c.axes.at("draft.num_draft_tokens_schedule") != no_schedule)
+    fail(c.where("draft.num_draft_tokens_schedule"),
+         ": key 'draft.num_draft_tokens_schedule' moves a chain's K, but no setting uses a method that verifies chains "
+         "(draft.method)");
   // The corpus's keys with a prompts file, which takes every line (or num_prompts of them).
   if (!c.prompts_file.empty())
     for (const char* key : {"experiment.prompt_length", "experiment.corpus_tail"})

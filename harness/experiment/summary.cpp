@@ -239,16 +239,21 @@ void add_speculation(const std::vector<const RunRecord*>& records, const Generat
   row.per_position_acceptance = total.per_position_acceptance();
   row.accepted_length_histogram = total.accepted_histogram;
   const int k = row.draft_positions;
-  row.predicted_tau = expected_tokens_per_step(row.alpha, k);
+  // Leviathan et al.'s formulas take one K for every step; a schedule that moves it has no such K.
+  const auto schedule = first.setting.find("draft.num_draft_tokens_schedule");
+  const bool moving_k = schedule != first.setting.end() && schedule->second != "constant";
+  row.predicted_tau = moving_k ? NAN : expected_tokens_per_step(row.alpha, k);
   const auto bt_calls = baselines.target.find(first.baseline_id);
   const double t_target = bt_calls != baselines.target.end() && bt_calls->second.second > 0
                               ? bt_calls->second.first / bt_calls->second.second
                               : NAN;
   const double paired = paired_step_units(records);
   const double step_units = paired > 0 ? paired : static_cast<double>(total.steps) * t_target;
-  row.c = total.steps && k ? total.draft_seconds / (step_units * k) : NAN;
+  // Per draft token: K of them a step, or as many as a moving K drafted on average.
+  const double drafted = moving_k && total.steps ? static_cast<double>(total.proposed) / total.steps : k;
+  row.c = total.steps && drafted > 0 ? total.draft_seconds / (step_units * drafted) : NAN;
   const bool tree = first.setting.count("draft.tree") > 0;
-  row.predicted_speedup = tree ? NAN : predicted_speedup(row.alpha, k, row.c);
+  row.predicted_speedup = tree || moving_k ? NAN : predicted_speedup(row.alpha, k, row.c);
   row.verify_cost = total.steps > 0 ? total.target_seconds / step_units : NAN;
   row.draft_cost = total.steps > 0 ? total.draft_seconds / step_units : NAN;
   row.cost_model_speedup = row.tau / (row.draft_cost + row.verify_cost);

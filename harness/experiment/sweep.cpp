@@ -77,8 +77,9 @@ std::vector<Setting> expand_sweep(const ExperimentConfig& config) {
     if (!parse_decoding_method(method).verifies_trees()) {
       values.erase("draft.tree");
       values.erase("draft.tree_sampling");
-    } else if (values.count("draft.tree")) {
-      values.erase("draft.num_draft_tokens");  // the shape sets the depth
+    } else {
+      values.erase("draft.num_draft_tokens_schedule");                         // a tree's shape is fixed
+      if (values.count("draft.tree")) values.erase("draft.num_draft_tokens");  // the shape sets the depth
     }
     Setting s;
     s.values = values;

@@ -35,6 +35,7 @@ struct DraftShape {
   bool num_draft_tokens_given = false;  // false: the default, cut to max_new_tokens when that is smaller
   std::vector<int32_t> tree_shape;
   SiblingScheme tree_sampling = SiblingScheme::iid;
+  DraftSchedule num_draft_tokens_schedule = DraftSchedule::constant;  // a chain's K between steps (draft_schedule.h)
 };
 
 // The generation loop's configuration. Method tree with no shape verifies one chain of K drawn i.i.d.

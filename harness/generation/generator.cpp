@@ -38,6 +38,25 @@ double acceptance_probability(const float* p, const std::vector<float>& q, Token
 
 const char* stop_reason_name(StopReason reason) { return reason == StopReason::stop ? "stop" : "length"; }
 
+namespace {
+
+// A mutant's draft length read off the step's own draws: a chain cut before the first token its draft drew with
+// probability below 0.3, that token dropped (an early stop on the draft's confidence that forgets what the cut
+// conditions on).
+void cut_at_unlikely_token(TokenTree& tree) {
+  for (int32_t i = 0; i < tree.size(); ++i) {
+    if (tree.parent[i] != i - 1) return;  // chains only
+    const std::vector<float>& q = tree.q_at_row(i);
+    if (q.empty() || q[tree.tokens[i]] >= 0.3f) continue;
+    tree.tokens.resize(i);
+    tree.parent.resize(i);
+    tree.draft_q.resize(std::min(tree.draft_q.size(), static_cast<size_t>(i) + 1));
+    return;
+  }
+}
+
+}  // namespace
+
 Generator::Generator(std::shared_ptr<const LanguageModel> target, SamplingParams target_params,
                      std::shared_ptr<const DrafterFactory> drafter, GenerationConfig config)
     : target_(std::move(target)),
@@ -56,6 +75,8 @@ Generator::Generator(std::shared_ptr<const LanguageModel> target, SamplingParams
     fail_parameter("num_draft_tokens", " must be <= ", kMaxDraftTokens, ", got ", config_.num_draft_tokens);
   check_method_temperature(config_.method, pipeline_.params());
   const bool trees = config_.method && verifies_trees(*config_.method);
+  if (config_.method)
+    check_draft_schedule(config_.num_draft_tokens_schedule, trees, verify_method_name(*config_.method));
   if (!trees && !config_.tree_shape.empty()) fail_parameter("tree", " is only used by method tree");
   for (int32_t b : config_.tree_shape)
     if (b != 1 && !trees) fail_parameter("tree", " with branching needs method tree");
@@ -134,6 +155,7 @@ struct Generator::Sequence {
   TokenHistory history;
   SequenceOutput out;
   uint64_t step = 0;
+  int32_t num_draft_tokens = 0;  // the next step's chain length (GenerationConfig::num_draft_tokens_schedule)
   int64_t draft_forwards_before = 0;
   Clock::time_point start;
   // The step in flight.
@@ -166,6 +188,7 @@ void Generator::begin_sessions(Sequence& s) const {
   s.start = Clock::now();
   s.target = target_->new_session();
   s.context = *s.prompt;
+  s.num_draft_tokens = config_.num_draft_tokens;
   s.history = TokenHistory{};
   s.history.prompt = *s.prompt;
   // A penalised step's rows, the target's or the draft's, read the counts instead of the whole history.
@@ -252,14 +275,17 @@ DraftRequest Generator::draft_request(Sequence& s) const {
   DraftRequest request;
   request.context = &s.context;
   request.history = &s.history;
-  request.num_draft_tokens = config_.num_draft_tokens;
+  request.num_draft_tokens = s.num_draft_tokens;
   request.tree_shape = config_.tree_shape;
   request.scheme = config_.tree_sampling;
   request.rng = s.rng = StepRandom{config_.seed, s.id, s.step};
   return request;
 }
 
-void Generator::draft(Sequence& s) const { s.tree = s.drafter->propose(draft_request(s)); }
+void Generator::draft(Sequence& s) const {
+  s.tree = s.drafter->propose(draft_request(s));
+  if (mutant_on(Mutant::draft_cut_at_unlikely_token)) cut_at_unlikely_token(s.tree);
+}
 
 void Generator::commit_step(Sequence& s, const VerifyOutcome& outcome, const float* probs, double expected_sum,
                             int32_t expected_count) const {
@@ -326,6 +352,10 @@ void Generator::commit_step(Sequence& s, const VerifyOutcome& outcome, const flo
   metrics.expected_acceptance_count += expected_count;
   out.accept_lengths.push_back(outcome.accepted);
   ++s.step;
+  // The next K from this step's outcome, decided before the next step draws anything (verify/ALGORITHMS.md §1, "A
+  // draft length that varies").
+  s.num_draft_tokens = next_num_draft_tokens(config_.num_draft_tokens_schedule, s.num_draft_tokens, outcome.accepted,
+                                             config_.num_draft_tokens);
 }
 
 SequenceOutput Generator::generate(const std::vector<Token>& prompt, uint64_t sequence, GenerationMetrics& metrics,

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "draft/drafter.h"
+#include "harness/generation/draft_schedule.h"
 #include "harness/generation/generation_metrics.h"
 #include "harness/models/language_model.h"
 #include "kernels/cuda_device.h"
@@ -40,8 +41,10 @@ inline constexpr int32_t kDefaultNumDraftTokens = 4;
 
 struct GenerationConfig {
   std::optional<VerifyMethod> method;                 // nullopt = autoregressive baseline (`ar`)
-  int32_t num_draft_tokens = kDefaultNumDraftTokens;  // chain length K
-  std::vector<int32_t> tree_shape;                    // for method tree; empty = chain of K with i.i.d. draws
+  int32_t num_draft_tokens = kDefaultNumDraftTokens;  // chain length K (the most a schedule asks for)
+  // How a chain's K moves between a sequence's steps (draft_schedule.h): constant, or from K down to 1 and back.
+  DraftSchedule num_draft_tokens_schedule = DraftSchedule::constant;
+  std::vector<int32_t> tree_shape;  // for method tree; empty = chain of K with i.i.d. draws
   SiblingScheme tree_sampling = SiblingScheme::iid;
   int32_t max_new_tokens = 16;
   uint64_t seed = 0;

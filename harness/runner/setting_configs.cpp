@@ -6,6 +6,7 @@
 
 #include "harness/config/command_options.h"
 #include "harness/config/device_options.h"
+#include "harness/generation/draft_schedule.h"
 #include "harness/io/input_file.h"
 #include "harness/models/registry/model_registry.h"
 #include "harness/models/tokenizer.h"
@@ -85,6 +86,7 @@ RunDescription describe_setting(const Setting& setting, const ExperimentConfig& 
   run.shape.num_draft_tokens_given = true;  // setting_generation already applied the default's cut
   run.shape.tree_shape = g.tree_shape;
   run.shape.tree_sampling = g.tree_sampling;
+  run.shape.num_draft_tokens_schedule = g.num_draft_tokens_schedule;
   run.target_params = sampler_params(setting, "sampling", SamplingParams{});
   run.draft_params = sampler_params(setting, "draft_sampling", run.target_params);
   run.temperature_given = setting.values.count("sampling.temperature") > 0;
@@ -128,6 +130,8 @@ GenerationConfig setting_generation(const Setting& setting, int32_t max_new_toke
     shape.num_draft_tokens_given = setting.values.count("draft.num_draft_tokens") > 0;
     if (setting.values.count("draft.tree")) shape.tree_shape = parse_tree_shape(setting.get("draft.tree"));
     shape.tree_sampling = parse_sibling_scheme(setting.get_or("draft.tree_sampling", "iid"));
+    shape.num_draft_tokens_schedule =
+        parse_draft_schedule(setting.get_or("draft.num_draft_tokens_schedule", "constant"));
   }
   return generation_config(method, shape, max_new_tokens, 0);
 }
@@ -180,6 +184,7 @@ void check_settings_fit(const ExperimentConfig& config, const LanguageModel& tar
       {"draft", "draft.drafter"},
       {"method", "draft.method"},
       {"num_draft_tokens", "draft.num_draft_tokens"},
+      {"num_draft_tokens_schedule", "draft.num_draft_tokens_schedule"},
       {"tree", "draft.tree"},
       {"max_new_tokens", "experiment.max_new_tokens"},
       {"beam_width", "beam.width"},

@@ -1,0 +1,178 @@
+// The schedule of a chain's draft length (harness/generation/draft_schedule.h): its transitions, the K the generator
+// asks each step's drafter for (one sequence alone and in lockstep), its refusals, and greedy equality. Its law is the
+// long-sequence law test's (test_verifiers_exact.cpp), which also catches a draft length read off the step's draws.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "harness/generation/decoding_method.h"
+#include "harness/generation/draft_schedule.h"
+#include "harness/generation/generator.h"
+#include "kernels/shared/error.h"
+#include "speculative_fixtures.h"
+
+using namespace specula;
+using namespace specula::testing;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// What one step of the scripted drafter proposes: `length` tokens (-1: the K asked for), of which the first `good`
+// are the target's greedy continuation and the rest are not (at temperature 0 a chain accepts exactly the good ones).
+struct ScriptStep {
+  int32_t length;
+  int32_t good;
+};
+
+// The Ks asked for, per sequence (the prompt's first token names it), shared by the drafters a factory makes.
+struct AskedLog {
+  std::mutex mutex;
+  std::map<Token, std::vector<int32_t>> asked;
+};
+
+class ScriptedDrafter : public Drafter {
+ public:
+  ScriptedDrafter(std::shared_ptr<const TableModel> target, std::vector<ScriptStep> script,
+                  std::shared_ptr<AskedLog> log)
+      : target_(std::move(target)), script_(std::move(script)), log_(std::move(log)) {}
+  std::string name() const override { return "scripted"; }
+  TokenTree propose(const DraftRequest& request) override {
+    {
+      const std::lock_guard<std::mutex> lock(log_->mutex);
+      log_->asked[request.context->front()].push_back(request.num_draft_tokens);
+    }
+    const ScriptStep step = step_ < script_.size() ? script_[step_] : ScriptStep{-1, 1 << 20};
+    ++step_;
+    const int32_t n = step.length < 0 ? request.num_draft_tokens : std::min(step.length, request.num_draft_tokens);
+    const int32_t V = target_->vocab_size();
+    std::vector<Token> context = *request.context, drafts;
+    for (int32_t i = 0; i < n; ++i) {
+      const float* row = target_->row_after(context);
+      const Token best = static_cast<Token>(std::max_element(row, row + V) - row);
+      const Token t = i < step.good ? best : (best + 1) % V;
+      drafts.push_back(t);
+      context.push_back(t);
+    }
+    return TokenTree::chain(drafts);
+  }
+
+ private:
+  std::shared_ptr<const TableModel> target_;
+  std::vector<ScriptStep> script_;
+  std::shared_ptr<AskedLog> log_;
+  size_t step_ = 0;
+};
+
+class ScriptedFactory : public DrafterFactory {
+ public:
+  ScriptedFactory(std::shared_ptr<const TableModel> target, std::vector<ScriptStep> script)
+      : target_(std::move(target)), script_(std::move(script)), log_(std::make_shared<AskedLog>()) {}
+  std::unique_ptr<Drafter> create() const override { return std::make_unique<ScriptedDrafter>(target_, script_, log_); }
+  int32_t vocab_size() const override { return target_->vocab_size(); }
+  std::string description() const override { return "scripted"; }
+  bool records_draft_laws() const override { return false; }
+  std::vector<int32_t> asked(Token sequence) const { return log_->asked.at(sequence); }
+
+ private:
+  std::shared_ptr<const TableModel> target_;
+  std::vector<ScriptStep> script_;
+  std::shared_ptr<AskedLog> log_;
+};
+
+SamplingParams greedy() {
+  SamplingParams s;
+  s.temperature = 0.0f;
+  return s;
+}
+
+GenerationConfig chain(VerifyMethod method, int32_t k, DraftSchedule schedule) {
+  GenerationConfig c;
+  c.method = method;
+  c.num_draft_tokens = k;
+  c.num_draft_tokens_schedule = schedule;
+  c.max_new_tokens = 60;
+  c.seed = 20261207;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("draft schedule: heuristic moves K by +2 after a whole acceptance, -1 after a rejection, within 1..K",
+          "[verify][schedule]") {
+  using S = DraftSchedule;
+  CHECK(next_num_draft_tokens(S::heuristic, 4, 4, 6) == 6);
+  CHECK(next_num_draft_tokens(S::heuristic, 5, 5, 6) == 6);  // capped at K
+  CHECK(next_num_draft_tokens(S::heuristic, 6, 6, 6) == 6);
+  CHECK(next_num_draft_tokens(S::heuristic, 4, 3, 6) == 3);
+  CHECK(next_num_draft_tokens(S::heuristic, 4, 0, 6) == 3);
+  CHECK(next_num_draft_tokens(S::heuristic, 1, 0, 6) == 1);  // never below 1
+  CHECK(next_num_draft_tokens(S::heuristic, 1, 1, 6) == 3);
+  CHECK(next_num_draft_tokens(S::constant, 2, 0, 6) == 6);
+  CHECK(next_num_draft_tokens(S::constant, 6, 6, 6) == 6);
+  CHECK(parse_draft_schedule("heuristic") == S::heuristic);
+  CHECK(parse_draft_schedule("constant") == S::constant);
+  CHECK(std::string(draft_schedule_name(S::heuristic)) == "heuristic");
+  CHECK_THROWS_WITH(parse_draft_schedule("adaptive"),
+                    Contains("unknown num_draft_tokens_schedule 'adaptive' (known: constant, heuristic)"));
+}
+
+TEST_CASE(
+    "draft schedule: each step asks its drafter for the K its sequence's earlier steps set, alone and in lockstep",
+    "[verify][schedule]") {
+  const TablePair pair = random_pair(1, 8, 31, 2.0, 1.0);
+  // Rejections from K = 4 down past 1, then whole acceptances back up to the cap; a step that accepts some of its
+  // drafts; and a drafter that proposes fewer than asked, all accepted, which still shrinks K (HF's rule: the drafts
+  // asked for, not those proposed).
+  const std::vector<ScriptStep> script = {{-1, 0}, {-1, 0}, {-1, 0}, {-1, 0}, {-1, 0}, {-1, 9},
+                                          {-1, 9}, {-1, 9}, {-1, 2}, {-1, 9}, {2, 9},  {-1, 9}};
+  const std::vector<int32_t> expected = {4, 3, 2, 1, 1, 1, 3, 4, 4, 3, 4, 3, 4};
+  for (const bool lockstep : {false, true}) {
+    for (const VerifyMethod method : {VerifyMethod::chain, VerifyMethod::greedy, VerifyMethod::block}) {
+      INFO("method " << verify_method_name(method) << (lockstep ? ", lockstep" : ", alone"));
+      const auto drafter = std::make_shared<ScriptedFactory>(pair.target, script);
+      GenerationConfig config = chain(method, 4, DraftSchedule::heuristic);
+      config.lockstep = lockstep;
+      const Generator generator(pair.target, greedy(), drafter, config);
+      std::vector<std::vector<Token>> prompts = {{1, 2}, {5, 0}};
+      std::vector<const std::vector<Token>*> batch = {&prompts[0], &prompts[1]};
+      std::vector<GenerationMetrics> metrics(2);
+      const std::vector<SequenceOutput> out = generator.generate_batch(batch, {0, 1}, metrics);
+      for (const Token sequence : {Token{1}, Token{5}}) {
+        const std::vector<int32_t> asked = drafter->asked(sequence);
+        REQUIRE(asked.size() >= expected.size());
+        CHECK(std::vector<int32_t>(asked.begin(), asked.begin() + expected.size()) == expected);
+      }
+      // The script's acceptances as the verifier saw them: K accepted where every draft was good.
+      CHECK(std::vector<int32_t>(out[0].accept_lengths.begin(), out[0].accept_lengths.begin() + 12) ==
+            std::vector<int32_t>{0, 0, 0, 0, 0, 1, 3, 4, 2, 3, 2, 3});
+    }
+  }
+  SECTION("a constant schedule asks for K at every step") {
+    const auto drafter = std::make_shared<ScriptedFactory>(pair.target, script);
+    const Generator generator(pair.target, greedy(), drafter, chain(VerifyMethod::chain, 4, DraftSchedule::constant));
+    GenerationMetrics metrics;
+    generator.generate({1, 2}, 0, metrics);
+    const std::vector<int32_t> asked = drafter->asked(1);
+    CHECK(std::all_of(asked.begin(), asked.end(), [](int32_t k) { return k == 4; }));
+  }
+}
+
+TEST_CASE("draft schedule: a schedule that moves K is refused with a tree, by name", "[verify][schedule]") {
+  const TablePair pair = random_pair(1, 8, 31, 2.0, 1.0);
+  DraftShape shape;
+  shape.num_draft_tokens_schedule = DraftSchedule::heuristic;
+  CHECK_THROWS_WITH(generation_config(parse_decoding_method("tree"), shape, 16, 0),
+                    Contains("heuristic moves a chain's K; method tree verifies a tree of a fixed shape"));
+  CHECK_NOTHROW(generation_config(parse_decoding_method("block"), shape, 16, 0));
+  CHECK(generation_config(parse_decoding_method("chain"), shape, 16, 0).num_draft_tokens_schedule ==
+        DraftSchedule::heuristic);
+  CHECK(generation_config(parse_decoding_method("ar"), shape, 16, 0).num_draft_tokens_schedule ==
+        DraftSchedule::constant);  // nothing drafts
+  GenerationConfig tree = chain(VerifyMethod::tree, 2, DraftSchedule::heuristic);
+  tree.tree_shape = {2, 1};
+  CHECK_THROWS_WITH(
+      Generator(pair.target, greedy(), std::make_shared<ScriptedFactory>(pair.target, std::vector<ScriptStep>{}), tree),
+      Contains("num_draft_tokens_schedule") && Contains("method tree verifies a tree of a fixed shape"));
+}
