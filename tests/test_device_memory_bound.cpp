@@ -55,6 +55,7 @@ TEST_CASE("a device run's step buffers stay within the bound checked before its 
     std::vector<int32_t> shape;
     SiblingScheme scheme;
     int32_t draft_tokens = 4;
+    DraftSchedule schedule = DraftSchedule::constant;
   };
   const std::vector<Case> cases = {
       Case{std::nullopt, {}, SiblingScheme::iid}, Case{VerifyMethod::chain, {}, SiblingScheme::iid},
@@ -64,7 +65,9 @@ TEST_CASE("a device run's step buffers stay within the bound checked before its 
       Case{VerifyMethod::tree, {2, 2}, SiblingScheme::without_replacement},
       // Paths longer than the per-row floor's 8 pending ids (a penalised target and
       // draft count a chain's pending ids on the device).
-      Case{VerifyMethod::chain, {}, SiblingScheme::iid, 20}};
+      Case{VerifyMethod::chain, {}, SiblingScheme::iid, 20},
+      // A K that moves apart between the sequences: the steps whose Ks differ draft on the host, q rows uploaded.
+      Case{VerifyMethod::chain, {}, SiblingScheme::iid, 6, DraftSchedule::heuristic}};
   const int64_t sequences = 4;
   // The draft's settings: plain, with every buffer, or drawn on the host (dynatemp: its q rows are uploaded).
   enum class Draft { plain, every_buffer, on_host };
@@ -83,9 +86,10 @@ TEST_CASE("a device run's step buffers stay within the bound checked before its 
         GenerationConfig config;
         config.method = c.method;
         config.num_draft_tokens = c.draft_tokens;
+        config.num_draft_tokens_schedule = c.schedule;
         config.tree_shape = c.shape;
         config.tree_sampling = c.scheme;
-        config.max_new_tokens = 2 * c.draft_tokens + 2;
+        config.max_new_tokens = c.schedule == DraftSchedule::constant ? 2 * c.draft_tokens + 2 : 40;
         config.seed = 3;
         config.device = Device::cuda_host;
         const auto drafter = c.method ? std::make_shared<ModelDrafterFactory>(model, draft) : nullptr;

@@ -6,7 +6,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 
+#include "draft/model_drafter.h"
 #include "harness/generation/decoding_method.h"
 #include "harness/generation/draft_schedule.h"
 #include "harness/generation/generator.h"
@@ -25,6 +27,7 @@ struct ScriptStep {
   int32_t length;
   int32_t good;
 };
+using Scripts = std::map<Token, std::vector<ScriptStep>>;  // by the prompt's first token: one script a sequence
 
 // The Ks asked for, per sequence (the prompt's first token names it), shared by the drafters a factory makes.
 struct AskedLog {
@@ -34,16 +37,17 @@ struct AskedLog {
 
 class ScriptedDrafter : public Drafter {
  public:
-  ScriptedDrafter(std::shared_ptr<const TableModel> target, std::vector<ScriptStep> script,
-                  std::shared_ptr<AskedLog> log)
-      : target_(std::move(target)), script_(std::move(script)), log_(std::move(log)) {}
+  ScriptedDrafter(std::shared_ptr<const TableModel> target, const Scripts* scripts, std::shared_ptr<AskedLog> log)
+      : target_(std::move(target)), scripts_(scripts), log_(std::move(log)) {}
   std::string name() const override { return "scripted"; }
   TokenTree propose(const DraftRequest& request) override {
+    const Token sequence = request.context->front();
     {
       const std::lock_guard<std::mutex> lock(log_->mutex);
-      log_->asked[request.context->front()].push_back(request.num_draft_tokens);
+      log_->asked[sequence].push_back(request.num_draft_tokens);
     }
-    const ScriptStep step = step_ < script_.size() ? script_[step_] : ScriptStep{-1, 1 << 20};
+    const std::vector<ScriptStep>& script = scripts_->at(sequence);
+    const ScriptStep step = step_ < script.size() ? script[step_] : ScriptStep{-1, 1 << 20};
     ++step_;
     const int32_t n = step.length < 0 ? request.num_draft_tokens : std::min(step.length, request.num_draft_tokens);
     const int32_t V = target_->vocab_size();
@@ -60,16 +64,18 @@ class ScriptedDrafter : public Drafter {
 
  private:
   std::shared_ptr<const TableModel> target_;
-  std::vector<ScriptStep> script_;
+  const Scripts* scripts_;
   std::shared_ptr<AskedLog> log_;
   size_t step_ = 0;
 };
 
 class ScriptedFactory : public DrafterFactory {
  public:
-  ScriptedFactory(std::shared_ptr<const TableModel> target, std::vector<ScriptStep> script)
-      : target_(std::move(target)), script_(std::move(script)), log_(std::make_shared<AskedLog>()) {}
-  std::unique_ptr<Drafter> create() const override { return std::make_unique<ScriptedDrafter>(target_, script_, log_); }
+  ScriptedFactory(std::shared_ptr<const TableModel> target, Scripts scripts)
+      : target_(std::move(target)), scripts_(std::move(scripts)), log_(std::make_shared<AskedLog>()) {}
+  std::unique_ptr<Drafter> create() const override {
+    return std::make_unique<ScriptedDrafter>(target_, &scripts_, log_);
+  }
   int32_t vocab_size() const override { return target_->vocab_size(); }
   std::string description() const override { return "scripted"; }
   bool records_draft_laws() const override { return false; }
@@ -77,7 +83,7 @@ class ScriptedFactory : public DrafterFactory {
 
  private:
   std::shared_ptr<const TableModel> target_;
-  std::vector<ScriptStep> script_;
+  Scripts scripts_;
   std::shared_ptr<AskedLog> log_;
 };
 
@@ -102,15 +108,19 @@ GenerationConfig chain(VerifyMethod method, int32_t k, DraftSchedule schedule) {
 TEST_CASE("draft schedule: heuristic moves K by +2 after a whole acceptance, -1 after a rejection, within 1..K",
           "[verify][schedule]") {
   using S = DraftSchedule;
-  CHECK(next_num_draft_tokens(S::heuristic, 4, 4, 6) == 6);
-  CHECK(next_num_draft_tokens(S::heuristic, 5, 5, 6) == 6);  // capped at K
-  CHECK(next_num_draft_tokens(S::heuristic, 6, 6, 6) == 6);
-  CHECK(next_num_draft_tokens(S::heuristic, 4, 3, 6) == 3);
-  CHECK(next_num_draft_tokens(S::heuristic, 4, 0, 6) == 3);
-  CHECK(next_num_draft_tokens(S::heuristic, 1, 0, 6) == 1);  // never below 1
-  CHECK(next_num_draft_tokens(S::heuristic, 1, 1, 6) == 3);
-  CHECK(next_num_draft_tokens(S::constant, 2, 0, 6) == 6);
-  CHECK(next_num_draft_tokens(S::constant, 6, 6, 6) == 6);
+  // (k asked, proposed, accepted, K)
+  CHECK(next_num_draft_tokens(S::heuristic, 4, 4, 4, 6) == 6);
+  CHECK(next_num_draft_tokens(S::heuristic, 5, 5, 5, 6) == 6);  // capped at K
+  CHECK(next_num_draft_tokens(S::heuristic, 6, 6, 6, 6) == 6);
+  CHECK(next_num_draft_tokens(S::heuristic, 4, 4, 3, 6) == 3);
+  CHECK(next_num_draft_tokens(S::heuristic, 4, 4, 0, 6) == 3);
+  CHECK(next_num_draft_tokens(S::heuristic, 1, 1, 0, 6) == 1);  // never below 1
+  CHECK(next_num_draft_tokens(S::heuristic, 1, 1, 1, 6) == 3);
+  CHECK(next_num_draft_tokens(S::heuristic, 4, 2, 2, 6) == 6);  // every draft proposed accepted: grows from the K asked
+  CHECK(next_num_draft_tokens(S::heuristic, 4, 0, 0, 6) == 6);  // nothing proposed, nothing rejected
+  CHECK(next_num_draft_tokens(S::heuristic, 4, 2, 1, 6) == 3);
+  CHECK(next_num_draft_tokens(S::constant, 2, 2, 0, 6) == 6);
+  CHECK(next_num_draft_tokens(S::constant, 6, 6, 6, 6) == 6);
   CHECK(parse_draft_schedule("heuristic") == S::heuristic);
   CHECK(parse_draft_schedule("constant") == S::constant);
   CHECK(std::string(draft_schedule_name(S::heuristic)) == "heuristic");
@@ -122,16 +132,22 @@ TEST_CASE(
     "draft schedule: each step asks its drafter for the K its sequence's earlier steps set, alone and in lockstep",
     "[verify][schedule]") {
   const TablePair pair = random_pair(1, 8, 31, 2.0, 1.0);
-  // Rejections from K = 4 down past 1, then whole acceptances back up to the cap; a step that accepts some of its
-  // drafts; and a drafter that proposes fewer than asked, all accepted, which still shrinks K (HF's rule: the drafts
-  // asked for, not those proposed).
-  const std::vector<ScriptStep> script = {{-1, 0}, {-1, 0}, {-1, 0}, {-1, 0}, {-1, 0}, {-1, 9},
-                                          {-1, 9}, {-1, 9}, {-1, 2}, {-1, 9}, {2, 9},  {-1, 9}};
-  const std::vector<int32_t> expected = {4, 3, 2, 1, 1, 1, 3, 4, 4, 3, 4, 3, 4};
+  // Sequence 1: rejections from K = 4 down past 1, whole acceptances back up to the cap, a step that accepts some of
+  // its drafts, and a proposal shorter than asked, all accepted, which grows K (transformers compares the matches with
+  // the candidates made). Sequence 5: acceptances at the cap first, then the same way down and up. Their Ks differ at
+  // most steps, so one K for the batch would show.
+  const Scripts scripts = {
+      {1, {{-1, 0}, {-1, 0}, {-1, 0}, {-1, 0}, {-1, 0}, {-1, 9}, {-1, 9}, {-1, 9}, {-1, 2}, {1, 9}, {-1, 0}, {-1, 9}}},
+      {5,
+       {{-1, 9}, {-1, 9}, {-1, 0}, {-1, 0}, {-1, 0}, {-1, 0}, {-1, 0}, {-1, 9}, {-1, 9}, {-1, 9}, {-1, 9}, {-1, 9}}}};
+  const std::map<Token, std::vector<int32_t>> asked_for = {{1, {4, 3, 2, 1, 1, 1, 3, 4, 4, 3, 4, 3, 4}},
+                                                           {5, {4, 4, 4, 3, 2, 1, 1, 1, 3, 4, 4, 4, 4}}};
+  const std::map<Token, std::vector<int32_t>> accepted = {{1, {0, 0, 0, 0, 0, 1, 3, 4, 2, 1, 0, 3}},
+                                                          {5, {4, 4, 0, 0, 0, 0, 0, 1, 3, 4, 4, 4}}};
   for (const bool lockstep : {false, true}) {
     for (const VerifyMethod method : {VerifyMethod::chain, VerifyMethod::greedy, VerifyMethod::block}) {
       INFO("method " << verify_method_name(method) << (lockstep ? ", lockstep" : ", alone"));
-      const auto drafter = std::make_shared<ScriptedFactory>(pair.target, script);
+      const auto drafter = std::make_shared<ScriptedFactory>(pair.target, scripts);
       GenerationConfig config = chain(method, 4, DraftSchedule::heuristic);
       config.lockstep = lockstep;
       const Generator generator(pair.target, greedy(), drafter, config);
@@ -139,18 +155,22 @@ TEST_CASE(
       std::vector<const std::vector<Token>*> batch = {&prompts[0], &prompts[1]};
       std::vector<GenerationMetrics> metrics(2);
       const std::vector<SequenceOutput> out = generator.generate_batch(batch, {0, 1}, metrics);
-      for (const Token sequence : {Token{1}, Token{5}}) {
-        const std::vector<int32_t> asked = drafter->asked(sequence);
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        const Token sequence = prompts[i][0];
+        INFO("sequence " << sequence);
+        const std::vector<int32_t> asked = drafter->asked(sequence), &expected = asked_for.at(sequence);
         REQUIRE(asked.size() >= expected.size());
         CHECK(std::vector<int32_t>(asked.begin(), asked.begin() + expected.size()) == expected);
+        // The script's acceptances as the verifier saw them.
+        const std::vector<int32_t>& lengths = out[i].accept_lengths;
+        REQUIRE(lengths.size() >= accepted.at(sequence).size());
+        CHECK(std::vector<int32_t>(lengths.begin(), lengths.begin() + accepted.at(sequence).size()) ==
+              accepted.at(sequence));
       }
-      // The script's acceptances as the verifier saw them: K accepted where every draft was good.
-      CHECK(std::vector<int32_t>(out[0].accept_lengths.begin(), out[0].accept_lengths.begin() + 12) ==
-            std::vector<int32_t>{0, 0, 0, 0, 0, 1, 3, 4, 2, 3, 2, 3});
     }
   }
   SECTION("a constant schedule asks for K at every step") {
-    const auto drafter = std::make_shared<ScriptedFactory>(pair.target, script);
+    const auto drafter = std::make_shared<ScriptedFactory>(pair.target, scripts);
     const Generator generator(pair.target, greedy(), drafter, chain(VerifyMethod::chain, 4, DraftSchedule::constant));
     GenerationMetrics metrics;
     generator.generate({1, 2}, 0, metrics);
@@ -172,7 +192,27 @@ TEST_CASE("draft schedule: a schedule that moves K is refused with a tree, by na
         DraftSchedule::constant);  // nothing drafts
   GenerationConfig tree = chain(VerifyMethod::tree, 2, DraftSchedule::heuristic);
   tree.tree_shape = {2, 1};
-  CHECK_THROWS_WITH(
-      Generator(pair.target, greedy(), std::make_shared<ScriptedFactory>(pair.target, std::vector<ScriptStep>{}), tree),
-      Contains("num_draft_tokens_schedule") && Contains("method tree verifies a tree of a fixed shape"));
+  CHECK_THROWS_WITH(Generator(pair.target, greedy(), std::make_shared<ScriptedFactory>(pair.target, Scripts{}), tree),
+                    Contains("num_draft_tokens_schedule") && Contains("method tree verifies a tree of a fixed shape"));
+}
+
+TEST_CASE("draft schedule: on cuda-host a batch whose Ks move apart drafts on the host without growing a buffer",
+          "[device][schedule]") {
+  // V = 4096: a q row (16 KiB) exceeds the reservation's per-row floor, so the uploaded q rows must be reserved.
+  const TablePair pair = random_pair(1, 4096, 77, 2.0, 1.5);
+  SamplingParams sampled;
+  sampled.temperature = 1.0f;
+  GenerationConfig config = chain(VerifyMethod::chain, 6, DraftSchedule::heuristic);
+  config.max_new_tokens = 40;
+  config.device = Device::cuda_host;
+  const Generator generator(pair.target, sampled, std::make_shared<ModelDrafterFactory>(pair.draft, sampled), config);
+  GenerationMetrics metrics;
+  const std::vector<SequenceOutput> out = generator.generate_many({1, 2}, 0, 4, metrics);
+  // The sequences' acceptances differ, so their Ks move apart (each step's K follows its own acceptances).
+  std::set<std::vector<int32_t>> lengths;
+  for (const SequenceOutput& s : out) lengths.insert(s.accept_lengths);
+  REQUIRE(lengths.size() > 1);
+  CHECK(metrics.q_zero_errors == 0);
+  CHECK(metrics.device_buffer_bytes <= generator.device_step_bytes(4));
+  CHECK(metrics.growth_waits == 0);
 }

@@ -477,7 +477,8 @@ TEST_CASE(
   CHECK(run_specula(base + " --method chain --num-draft-tokens-schedule heuristic").exit_code == 0);
   const std::vector<std::pair<std::string, std::string>> refused = {
       {" --method tree --tree 2,1 --num-draft-tokens-schedule heuristic",
-       "error: --num-draft-tokens-schedule heuristic moves a chain's K; method tree verifies a tree of a fixed shape"},
+       "error: --num-draft-tokens-schedule: method tree verifies a tree of a fixed shape (only the methods that verify "
+       "chains read it)"},
       {" --method ar --num-draft-tokens-schedule heuristic", "--num-draft-tokens-schedule: --method ar drafts nothing"},
       {" --method chain --num-draft-tokens-schedule adaptive",
        "--num-draft-tokens-schedule: unknown num_draft_tokens_schedule 'adaptive' (known: constant, heuristic)"}};
@@ -751,6 +752,18 @@ TEST_CASE("a --config file shared with speculative methods serves --method ar: i
   const CliResult typed = run_specula(common + dir.file("x.txt") + " --method ar --num-draft-tokens 2");
   CHECK(typed.exit_code == 1);
   CHECK_THAT(typed.err, Contains("--num-draft-tokens: --method ar drafts nothing"));
+  // A chain's schedule in the file serves the chains, and is left unused by a tree.
+  const std::string schedule =
+      dir.write("h.ini", "[generate]\ndraft = bigram:" + draft + "\nnum_draft_tokens_schedule = heuristic\n");
+  const std::string with_schedule = "generate --config " + schedule + " --target bigram:" + target +
+                                    " --prompt-tokens 0 --max-new-tokens 4 --seed 2 --output " + dir.file("h.txt");
+  const CliResult scheduled_tree = run_specula(with_schedule + " --method tree --tree 2,1");
+  INFO(scheduled_tree.err);
+  CHECK(scheduled_tree.exit_code == 0);
+  CHECK_THAT(scheduled_tree.err, Contains("leaves the --config file's num-draft-tokens-schedule unused"));
+  const CliResult scheduled_chain = run_specula(with_schedule + " --method chain");
+  CHECK(scheduled_chain.exit_code == 0);
+  CHECK_THAT(scheduled_chain.err, !Contains("note:"));
 }
 
 TEST_CASE("outputs and bounds are checked before any model loads or any work starts", "[cli][errors]") {

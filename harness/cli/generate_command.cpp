@@ -368,6 +368,9 @@ std::string unread_by_method(const std::string& option, const DecodingMethod& me
                      option == "nbest-output";
   const bool trees = option == "tree" || option == "tree-sampling";
   if (trees && method.speculative() && !method.verifies_trees()) return "--" + option + " is only used by method tree";
+  if (option == "num-draft-tokens-schedule" && method.verifies_trees())
+    return "--" + option + ": method " + method.name +
+           " verifies a tree of a fixed shape (only the methods that verify chains read it)";
   if (drafts && !method.speculative())
     return option == "draft"
                ? "--method " + method.name + " does not use a --draft model"
@@ -403,9 +406,11 @@ RunDescription read_run(const po::variables_map& vm, const std::set<std::string>
   if (vm.count("tree") && run.method.verifies_trees())
     run.shape.tree_shape = parse_tree_shape(vm["tree"].as<std::string>());
   run.shape.tree_sampling = parse_sibling_scheme(vm["tree-sampling"].as<std::string>());
-  run.shape.num_draft_tokens_schedule = with_source("--num-draft-tokens-schedule", [&] {
-    return parse_draft_schedule(vm["num-draft-tokens-schedule"].as<std::string>());
-  });
+  // A --config file's schedule is left unused with a method that verifies trees (unread_by_method).
+  if (run.method.speculative() && !run.method.verifies_trees())
+    run.shape.num_draft_tokens_schedule = with_source("--num-draft-tokens-schedule", [&] {
+      return parse_draft_schedule(vm["num-draft-tokens-schedule"].as<std::string>());
+    });
   run.max_new_tokens = vm["max-new-tokens"].as<int32_t>();
   run.seed = vm["seed"].as<uint64_t>();
   generation_config(run.method, run.shape, run.max_new_tokens, run.seed);  // its bounds, before any model loads

@@ -16,9 +16,9 @@ const char* draft_schedule_name(DraftSchedule schedule) {
   return schedule == DraftSchedule::heuristic ? "heuristic" : "constant";
 }
 
-int32_t next_num_draft_tokens(DraftSchedule schedule, int32_t k, int32_t accepted, int32_t k_max) {
+int32_t next_num_draft_tokens(DraftSchedule schedule, int32_t k, int32_t proposed, int32_t accepted, int32_t k_max) {
   if (schedule == DraftSchedule::constant) return k_max;
-  return accepted >= k ? std::min(k + 2, k_max) : std::max(k - 1, 1);
+  return accepted >= proposed ? std::min(k + 2, k_max) : std::max(k - 1, 1);
 }
 
 void check_draft_schedule(DraftSchedule schedule, bool trees, const std::string& method) {

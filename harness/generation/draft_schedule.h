@@ -1,6 +1,7 @@
 // How a chain's draft length K moves between the steps of one sequence (--num-draft-tokens-schedule, [draft]
 // num_draft_tokens_schedule). K is decided before a step drafts, from the sequence's earlier steps alone, so each step
-// is an ordinary chain of its K and the output keeps the target's law (verify/ALGORITHMS.md §9a).
+// is an ordinary chain of its K and the output keeps the target's law (verify/ALGORITHMS.md §1, "A draft length that
+// varies between steps").
 #pragma once
 
 #include <cstdint>
@@ -17,12 +18,14 @@ enum class DraftSchedule {
 DraftSchedule parse_draft_schedule(const std::string& text);
 const char* draft_schedule_name(DraftSchedule schedule);
 
-// The next step's K after a step that asked for `k` drafts and accepted `accepted` of them. heuristic: two more after a
-// step that accepted every draft it asked for, one fewer (never below 1) otherwise, never above `k_max` (the K given,
-// which bounds a run's buffers, graphs and positions); each sequence starts at k_max (transformers'
-// AssistedCandidateGenerator.update_candidate_strategy, its schedule reset for every generation as
-// "heuristic_transient" does).
-int32_t next_num_draft_tokens(DraftSchedule schedule, int32_t k, int32_t accepted, int32_t k_max);
+// The next step's K after a step that asked for `k` drafts, got `proposed` (a drafter may propose fewer: prompt lookup
+// without a match, a constraint's cut) and accepted `accepted` of them. heuristic: two more after a step that accepted
+// every draft proposed, one fewer (never below 1) otherwise (transformers' AssistedCandidateGenerator.
+// update_candidate_strategy, which compares the matches with the candidates made; versions before it compared them
+// with the tokens asked for). Bounded where transformers is not: never above `k_max`, the K given, which bounds a
+// run's buffers, graphs and positions; and each sequence starts at k_max (as "heuristic_transient" resets it for
+// every generation).
+int32_t next_num_draft_tokens(DraftSchedule schedule, int32_t k, int32_t proposed, int32_t accepted, int32_t k_max);
 
 // Refuses a schedule that moves K with `method`, which verifies trees of a fixed shape (`trees`): a ParameterError for
 // "num_draft_tokens_schedule".

@@ -354,8 +354,8 @@ void Generator::commit_step(Sequence& s, const VerifyOutcome& outcome, const flo
   ++s.step;
   // The next K from this step's outcome, decided before the next step draws anything (verify/ALGORITHMS.md §1, "A
   // draft length that varies").
-  s.num_draft_tokens = next_num_draft_tokens(config_.num_draft_tokens_schedule, s.num_draft_tokens, outcome.accepted,
-                                             config_.num_draft_tokens);
+  s.num_draft_tokens = next_num_draft_tokens(config_.num_draft_tokens_schedule, s.num_draft_tokens, depth,
+                                             outcome.accepted, config_.num_draft_tokens);
 }
 
 SequenceOutput Generator::generate(const std::vector<Token>& prompt, uint64_t sequence, GenerationMetrics& metrics,
@@ -572,7 +572,10 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     const bool siblings_on_host =
         r.draft_depths_alone &&
         std::any_of(config_.tree_shape.begin(), config_.tree_shape.end(), [&](int32_t b) { return b > most; });
-    r.host_q = drafter_ && (!draft || siblings_on_host) && drafter_->records_draft_laws() && !ranked;
+    // A moving K drafts on the host the steps whose sequences ask for different Ks (a draft drawn on the device draws
+    // one chain length for the whole batch, DrafterFactory::draws_on_device).
+    const bool moving_k = config_.num_draft_tokens_schedule != DraftSchedule::constant && draft_depth(config_) > 1;
+    r.host_q = drafter_ && (!draft || siblings_on_host || moving_k) && drafter_->records_draft_laws() && !ranked;
     device->reserve(r);
   }
   if (!sessions_on_device)
