@@ -608,44 +608,32 @@ TEST_CASE("summary math on synthetic records", "[runner][summary]") {
 
 TEST_CASE("summary: a K that moves between steps has no Leviathan prediction; its c is per token drafted",
           "[runner][summary]") {
-  // As "summary math on synthetic records", K = 2 at most, but 15 tokens drafted in 10 steps per record.
-  std::vector<RunRecord> records;
-  for (const bool baseline : {true, false})
-    for (int rep = 0; rep < 2; ++rep) {
-      RunRecord r;
-      r.baseline = baseline;
-      r.setting_id = baseline ? "base" : "spec";
-      r.baseline_id = "base";
-      r.setting = {{"draft.method", baseline ? "ar" : "chain"}, {"draft.num_draft_tokens", "2"}};
-      if (!baseline) r.setting["draft.num_draft_tokens_schedule"] = "heuristic";
-      r.repetition = rep;
-      r.metrics.new_tokens = 100;
-      r.metrics.wall_seconds = 1.0;
-      if (baseline) {
-        r.metrics.target_calls = 100;
-        r.metrics.target_seconds = 1.0;  // 10 ms a target call
-      } else {
-        r.metrics.resize(2);
-        r.metrics.steps = 10;
-        r.metrics.proposed = 15;
-        r.metrics.accepted = 9;
-        r.metrics.emitted = 19;
-        r.metrics.position_reached = {10, 5};
-        r.metrics.position_accepted = {6, 3};
-        r.metrics.draft_seconds = 0.03;
-      }
-      records.push_back(r);
-    }
+  // chain_cost_records' chain of K = 4 under the heuristic schedule: 60 tokens drafted in its 25 steps.
+  std::vector<RunRecord> records = chain_cost_records();
+  RunRecord& spec = records[1];
+  spec.setting["draft.num_draft_tokens_schedule"] = "heuristic";
+  spec.metrics.proposed = 60;
+  spec.metrics.accepted = 45;
+  spec.metrics.position_reached = {25, 20, 10, 5};
+  spec.metrics.position_accepted = {20, 15, 7, 3};
   const std::vector<SummaryRow> rows = summarize(records);
   REQUIRE(rows.size() == 2);
-  const SummaryRow& spec = rows[1];
-  CHECK(std::isnan(spec.predicted_tau));
-  CHECK(std::isnan(spec.predicted_speedup));
-  CHECK(spec.c == Approx(0.06 / (20 * 0.01 * 1.5)));  // drafting time / (steps x unit x tokens drafted a step)
-  CHECK(spec.alpha == Approx(9.0 / 15.0));
+  CHECK(std::isnan(rows[1].predicted_tau));
+  CHECK(std::isnan(rows[1].predicted_speedup));
+  // Drafting time / (steps x the baseline's 10 ms decoding call x 2.4 tokens drafted a step).
+  CHECK(rows[1].c == Approx(0.05 / (25 * 0.01 * 2.4)));
+  CHECK(rows[1].alpha == Approx(0.75));
   TempDir dir;
   write_summary_csv(rows, dir.file("s.csv"));
   CHECK_THAT(read_text(dir.file("s.csv")), Contains("draft.num_draft_tokens_schedule") && Contains(",heuristic,"));
+  // At K = 1 the schedule cannot move K: the prediction stands.
+  spec.setting["draft.num_draft_tokens"] = "1";
+  spec.metrics.resize(1);
+  spec.metrics.position_reached = {25};
+  spec.metrics.position_accepted = {20};
+  spec.metrics.proposed = 25;
+  spec.metrics.accepted = 20;
+  CHECK_FALSE(std::isnan(summarize(records)[1].predicted_speedup));
 }
 
 TEST_CASE("summary: decoding apart from the prompt, verification cost and the cost model", "[runner][summary]") {
