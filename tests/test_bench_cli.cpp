@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "cli_runner.h"
@@ -375,6 +376,32 @@ TEST_CASE("bench constraint reports each case's build, walks, rows and memory, a
     CHECK_THAT(refused.err, Contains(message));
     CHECK_FALSE(std::filesystem::exists(dir.file("never.json")));
   }
+}
+
+TEST_CASE("bench end-to-end names a setting's draft-length schedule where the sweep gives one", "[cli]") {
+  TempDir dir;
+  const std::string source = SPECULA_SOURCE_DIR;
+  const std::string experiment =
+      dir.write("schedule.ini", "[experiment]\nname = schedule\ntarget = transformer:" + source +
+                                    "/results/models/target\nprompts_from_corpus = " + source +
+                                    "/../shared/data/tinyshakespeare.txt\nnum_prompts = 1\nprompt_length = 16\n"
+                                    "max_new_tokens = 8\nrepetitions = 1\noutput_dir = " +
+                                    dir.file("results") + "\n\n[draft]\ndrafter = ngram:" + source +
+                                    "/results/models/ngram-order4.txt\nmethod = chain\nnum_draft_tokens = 3\n"
+                                    "num_draft_tokens_schedule = constant, heuristic\n\n[sampling]\ntemperature = 0\n");
+  const CliResult r = run_specula("bench end-to-end --experiment " + experiment + " --output " + dir.file("r.json"));
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const json report = json::parse(read_text(dir.file("r.json")));
+  std::multiset<std::string> schedules;
+  for (const json& setting : report["settings"])
+    schedules.insert(setting["method"] == "ar"
+                         ? "baseline: " + std::to_string(setting.contains("num_draft_tokens_schedule"))
+                         : setting.value("num_draft_tokens_schedule", "none"));
+  CHECK(schedules == std::multiset<std::string>{"baseline: 0", "constant", "heuristic"});
+  // The heuristic row has no Leviathan prediction.
+  for (const json& setting : report["settings"])
+    if (setting.value("num_draft_tokens_schedule", "") == "heuristic") CHECK(setting["predicted_speedup"].is_null());
 }
 
 TEST_CASE("bench all: its help, no options, and end-to-end's prompts checked before the first benchmark runs",
