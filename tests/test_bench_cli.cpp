@@ -218,18 +218,28 @@ TEST_CASE("bench verify and bench sampler run the cases their filter names, and 
   }
 }
 
+namespace {
+
+// A small end-to-end experiment: the bundled 3.5 M target and 4-gram, chain at T = 0, one 16-token prompt from the
+// corpus, 8 new tokens; `draft` adds to its [draft] section.
+std::string small_experiment(TempDir& dir, const std::string& name, int repetitions, const std::string& draft) {
+  const std::string source = SPECULA_SOURCE_DIR;
+  return dir.write(name + ".ini", "[experiment]\nname = " + name + "\ntarget = transformer:" + source +
+                                      "/results/models/target\nprompts_from_corpus = " + source +
+                                      "/../shared/data/tinyshakespeare.txt\nnum_prompts = 1\nprompt_length = 16\n"
+                                      "max_new_tokens = 8\nrepetitions = " +
+                                      std::to_string(repetitions) + "\noutput_dir = " + dir.file("results") +
+                                      "\n\n[draft]\ndrafter = ngram:" + source +
+                                      "/results/models/ngram-order4.txt\nmethod = chain\n" + draft +
+                                      "\n[sampling]\ntemperature = 0\n");
+}
+
+}  // namespace
+
 TEST_CASE("bench end-to-end --batch runs each batch size in lockstep and reports the speedup curve", "[cli]") {
   TempDir dir;
   const std::string source = SPECULA_SOURCE_DIR;
-  const std::string experiment =
-      dir.write("batch.ini", "[experiment]\nname = batch\ntarget = transformer:" + source +
-                                 "/results/models/target\nprompts_from_corpus = " + source +
-                                 "/../shared/data/tinyshakespeare.txt\nnum_prompts = 1\n"
-                                 "prompt_length = 16\nmax_new_tokens = 8\nrepetitions = 2\n"
-                                 "output_dir = " +
-                                 dir.file("results") + "\n\n[draft]\ndrafter = ngram:" + source +
-                                 "/results/models/ngram-order4.txt\nmethod = chain\n"
-                                 "num_draft_tokens = 2\n\n[sampling]\ntemperature = 0\n");
+  const std::string experiment = small_experiment(dir, "batch", 2, "num_draft_tokens = 2\n");
   const CliResult r =
       run_specula("bench end-to-end --experiment " + experiment + " --batch 1,3 --output " + dir.file("report.json"));
   INFO(r.err);
@@ -380,15 +390,8 @@ TEST_CASE("bench constraint reports each case's build, walks, rows and memory, a
 
 TEST_CASE("bench end-to-end names a setting's draft-length schedule where the sweep gives one", "[cli]") {
   TempDir dir;
-  const std::string source = SPECULA_SOURCE_DIR;
   const std::string experiment =
-      dir.write("schedule.ini", "[experiment]\nname = schedule\ntarget = transformer:" + source +
-                                    "/results/models/target\nprompts_from_corpus = " + source +
-                                    "/../shared/data/tinyshakespeare.txt\nnum_prompts = 1\nprompt_length = 16\n"
-                                    "max_new_tokens = 8\nrepetitions = 1\noutput_dir = " +
-                                    dir.file("results") + "\n\n[draft]\ndrafter = ngram:" + source +
-                                    "/results/models/ngram-order4.txt\nmethod = chain\nnum_draft_tokens = 3\n"
-                                    "num_draft_tokens_schedule = constant, heuristic\n\n[sampling]\ntemperature = 0\n");
+      small_experiment(dir, "schedule", 1, "num_draft_tokens = 3\nnum_draft_tokens_schedule = constant, heuristic\n");
   const CliResult r = run_specula("bench end-to-end --experiment " + experiment + " --output " + dir.file("r.json"));
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
