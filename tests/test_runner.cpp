@@ -626,14 +626,21 @@ TEST_CASE("summary: a K that moves between steps has no Leviathan prediction; it
   TempDir dir;
   write_summary_csv(rows, dir.file("s.csv"));
   CHECK_THAT(read_text(dir.file("s.csv")), Contains("draft.num_draft_tokens_schedule") && Contains(",heuristic,"));
-  // At K = 1 the schedule cannot move K: the prediction stands.
+  std::ostringstream table;
+  print_summary_table(rows, table);
+  CHECK_THAT(table.str(), Contains(" <=4 "));  // the terminal table's K column: at most 4
+  // At K = 1 the schedule cannot move K: the prediction stands, and the table shows K as it is.
   spec.setting["draft.num_draft_tokens"] = "1";
   spec.metrics.resize(1);
   spec.metrics.position_reached = {25};
   spec.metrics.position_accepted = {20};
   spec.metrics.proposed = 25;
   spec.metrics.accepted = 20;
-  CHECK_FALSE(std::isnan(summarize(records)[1].predicted_speedup));
+  const std::vector<SummaryRow> at_one = summarize(records);
+  CHECK_FALSE(std::isnan(at_one[1].predicted_speedup));
+  std::ostringstream one;
+  print_summary_table(at_one, one);
+  CHECK_THAT(one.str(), !Contains("<="));
 }
 
 TEST_CASE("summary: decoding apart from the prompt, verification cost and the cost model", "[runner][summary]") {

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "harness/generation/draft_schedule.h"
 #include "harness/io/output_file.h"
 #include "kernels/shared/error.h"
 #include "verify/verifiers/verify_methods.h"
@@ -224,10 +225,10 @@ double paired_step_units(const std::vector<const RunRecord*>& records) {
   return total;
 }
 
-// Whether a setting's K moves between steps (harness/generation/draft_schedule.h).
-bool moves_k(const std::map<std::string, std::string>& setting) {
-  const auto schedule = setting.find("draft.num_draft_tokens_schedule");
-  return schedule != setting.end() && schedule->second != "constant";
+// Whether a row's K moves between steps (harness/generation/draft_schedule.h): its schedule, at its draft depth.
+bool k_moves(const SummaryRow& row) {
+  const auto schedule = row.setting.find("draft.num_draft_tokens_schedule");
+  return schedule != row.setting.end() && moves_k(parse_draft_schedule(schedule->second), row.draft_positions);
 }
 
 // A speculative setting's acceptance statistics and its cost model (verify/ALGORITHMS.md §7), with the baseline's
@@ -245,8 +246,8 @@ void add_speculation(const std::vector<const RunRecord*>& records, const Generat
   row.per_position_acceptance = total.per_position_acceptance();
   row.accepted_length_histogram = total.accepted_histogram;
   const int k = row.draft_positions;
-  // Leviathan et al.'s formulas take one K for every step; a schedule that moves it has no such K (at K = 1 it has).
-  const bool moving_k = moves_k(first.setting) && k > 1;
+  // Leviathan et al.'s formulas take one K for every step; a schedule that moves it has no such K.
+  const bool moving_k = k_moves(row);
   row.predicted_tau = moving_k ? NAN : expected_tokens_per_step(row.alpha, k);
   const auto bt_calls = baselines.target.find(first.baseline_id);
   const double t_target = bt_calls != baselines.target.end() && bt_calls->second.second > 0
@@ -433,7 +434,7 @@ void print_summary_table(const std::vector<SummaryRow>& rows, std::ostream& os,
     // Beam search drafts nothing: no drafter and no draft length to show.
     const bool beam = value(*r, "draft.method") == "beam";
     const std::string k = value(*r, "draft.num_draft_tokens");
-    const std::string shape = beam ? "-" : !tree.empty() ? tree : moves_k(r->setting) && k != "1" ? "<=" + k : k;
+    const std::string shape = beam ? "-" : !tree.empty() ? tree : k_moves(*r) ? "<=" + k : k;
     char ci[64];
     std::snprintf(ci, sizeof ci, "%.2f (%.2f-%.2f)", r->decode_speedup, r->decode_speedup_ci_low,
                   r->decode_speedup_ci_high);

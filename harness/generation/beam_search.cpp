@@ -9,6 +9,7 @@
 
 #include "harness/generation/beam_sessions.h"
 #include "harness/generation/session_memory.h"
+#include "kernels/shared/elapsed.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -254,7 +255,7 @@ BeamSearchOutput BeamSearch::search(const std::vector<Token>& prompt, Generation
     }
   }
   BeamSearchOutput out = best_hypotheses(config_, finished, ended_at_start);
-  out.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  out.wall_seconds = seconds_since(start);
   ++metrics.sequences;
   if (out.nbest[0].stopped) ++metrics.stopped;  // the best hypothesis is the sequence the run reports
   metrics.new_tokens += static_cast<int64_t>(out.nbest[0].tokens.size());

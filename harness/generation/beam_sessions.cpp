@@ -4,14 +4,13 @@
 #include <chrono>
 #include <map>
 
+#include "kernels/shared/elapsed.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 size_t shared_prefix(const std::vector<Token>& a, const std::vector<Token>& b) {
   return static_cast<size_t>(std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());

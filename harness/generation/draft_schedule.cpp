@@ -21,6 +21,8 @@ int32_t next_num_draft_tokens(DraftSchedule schedule, int32_t k, int32_t propose
   return accepted >= proposed ? std::min(k + 2, k_max) : std::max(k - 1, 1);
 }
 
+bool moves_k(DraftSchedule schedule, int64_t k_max) { return schedule != DraftSchedule::constant && k_max > 1; }
+
 void check_draft_schedule(DraftSchedule schedule, bool trees, const std::string& method) {
   if (trees && schedule != DraftSchedule::constant)
     fail_parameter("num_draft_tokens_schedule", " ", draft_schedule_name(schedule), " moves a chain's K; method ",

@@ -27,6 +27,9 @@ const char* draft_schedule_name(DraftSchedule schedule);
 // every generation).
 int32_t next_num_draft_tokens(DraftSchedule schedule, int32_t k, int32_t proposed, int32_t accepted, int32_t k_max);
 
+// Whether `schedule` moves K between steps for a run whose K is `k_max` (at K = 1 it cannot).
+bool moves_k(DraftSchedule schedule, int64_t k_max);
+
 // Refuses a schedule that moves K with `method`, which verifies trees of a fixed shape (`trees`): a ParameterError for
 // "num_draft_tokens_schedule".
 void check_draft_schedule(DraftSchedule schedule, bool trees, const std::string& method);

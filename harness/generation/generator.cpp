@@ -11,6 +11,7 @@
 #include "draft/draft_vocabulary.h"
 #include "harness/generation/decoding_method.h"
 #include "harness/generation/session_memory.h"
+#include "kernels/shared/elapsed.h"
 #include "kernels/shared/error.h"
 #include "kernels/shared/mutation_points.h"
 #include "verify/device/batch_verifier.h"
@@ -23,7 +24,6 @@ namespace specula {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // sum_x min(p(x), q(x)): the probability that a draw from q is accepted against p (= 1 - TV(p, q)).
 // For a point-mass candidate d it is p(d).
@@ -574,7 +574,7 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
         std::any_of(config_.tree_shape.begin(), config_.tree_shape.end(), [&](int32_t b) { return b > most; });
     // A moving K drafts on the host the steps whose sequences ask for different Ks (a draft drawn on the device draws
     // one chain length for the whole batch, DrafterFactory::draws_on_device).
-    const bool moving_k = config_.num_draft_tokens_schedule != DraftSchedule::constant && draft_depth(config_) > 1;
+    const bool moving_k = moves_k(config_.num_draft_tokens_schedule, draft_depth(config_));
     r.host_q = drafter_ && (!draft || siblings_on_host || moving_k) && drafter_->records_draft_laws() && !ranked;
     device->reserve(r);
   }

@@ -17,6 +17,7 @@
 #include "harness/train/progress_bar.h"
 #include "harness/train/text_corpus.h"
 #include "harness/train/training_stop.h"
+#include "kernels/shared/elapsed.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
@@ -24,7 +25,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Windows of T + 1 tokens and the target's features of their first T positions.
 struct FeatureSet {

@@ -17,13 +17,13 @@
 #include "harness/train/progress_bar.h"
 #include "harness/train/text_corpus.h"
 #include "harness/train/training_stop.h"
+#include "kernels/shared/elapsed.h"
 #include "kernels/shared/error.h"
 
 namespace specula {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 torch::Tensor to_tensor(const std::vector<Token>& tokens) {
   return torch::tensor(std::vector<int64_t>(tokens.begin(), tokens.end()), torch::kInt64);
