@@ -183,9 +183,22 @@ class ModelDrafter : public Drafter {
     return counted(std::move(tree), p.start);
   }
   TokenTree finish_on_device(Proposal& p, const float* laws) {
+    cut_to_request(p);
     p.tree.draft_q.clear();
     p.tree.device_q = laws;
     return counted(std::move(p.tree), p.start);
+  }
+
+  // A chain drawn at a batch's longest length (propose_on_device, propose_fed: chains of a moving K) cut to its own
+  // request's K. Its first K draws are a K chain's, key for key and law for law (the same slots, from the same rows),
+  // and K was set before any draw, so the cut chain is the one the CPU draws (verify/ALGORITHMS.md §1).
+  static void cut_to_request(Proposal& p) {
+    if (!p.request->tree_shape.empty() || mutant_on(Mutant::device_chains_not_cut)) return;
+    const size_t k = static_cast<size_t>(p.request->num_draft_tokens);
+    if (p.tree.tokens.size() <= k) return;
+    p.tree.tokens.resize(k);
+    p.tree.parent.resize(k);
+    if (p.tree.draft_q.size() > k + 1) p.tree.draft_q.resize(k + 1);
   }
 
   TokenTree finish(Proposal& p) {
@@ -230,8 +243,9 @@ std::optional<SamplingParams> ModelDrafterFactory::device_draw_params() const {
 bool ModelDrafterFactory::draws_on_device(const std::vector<DraftRequest>& requests) const {
   if (requests.empty() || !requests[0].device) return false;
   const DraftRequest& first = requests[0];
-  // Chains of one length, or trees of one shape whose siblings are i.i.d. draws (a sampler's draws, each from its
-  // own key), ranked (a processed row's most probable tokens) or drawn without replacement.
+  // Chains (of any lengths: drawn at the longest, each cut to its own), or trees of one shape whose siblings are
+  // i.i.d. draws (a sampler's draws, each from its own key), ranked (a processed row's most probable tokens) or drawn
+  // without replacement.
   const bool chain = first.tree_shape.empty() && first.num_draft_tokens >= 1;
   const bool iid_tree = !first.tree_shape.empty() && first.scheme == SiblingScheme::iid;
   // Every depth has children (a shape of 0 children would end the CPU's proposal early); a ranked node, or one drawn
@@ -242,7 +256,7 @@ bool ModelDrafterFactory::draws_on_device(const std::vector<DraftRequest>& reque
   return (chain || (!first.tree_shape.empty() && branches)) && !unsupported_on_cuda(pipeline_.params()) &&
          std::all_of(requests.begin(), requests.end(), [&](const DraftRequest& r) {
            return r.device == first.device && r.tree_shape == first.tree_shape &&
-                  (chain ? r.num_draft_tokens == first.num_draft_tokens : r.scheme == first.scheme);
+                  (chain ? r.num_draft_tokens >= 1 : r.scheme == first.scheme);
          });
 }
 
@@ -254,6 +268,14 @@ bool ModelDrafterFactory::draws_on_device(const std::vector<DraftRequest>& reque
 namespace {
 bool draws_fed(const LanguageModel& model, const BatchVerifier& device, bool out_on_gpu) {
   return (out_on_gpu || device.device() == Device::cuda_host) && model.reads_device_tokens_in(out_on_gpu);
+}
+
+// The shape a batch's requests are drawn at on the device: their tree's, or a chain of the longest K among them.
+std::vector<int32_t> batch_draft_shape(const std::vector<DraftRequest>& requests) {
+  if (!requests[0].tree_shape.empty()) return requests[0].tree_shape;
+  int32_t longest = 0;
+  for (const DraftRequest& r : requests) longest = std::max(longest, r.num_draft_tokens);
+  return std::vector<int32_t>(static_cast<size_t>(longest), 1);
 }
 
 // Child j of the k-th frontier row (row `frontier_row` of a sequence whose tree has `nodes` nodes so far), drawn i.i.d.
@@ -283,7 +305,7 @@ DraftDraw iid_child(DeviceDraw row, int64_t sequence, const StepRandom& rng, uin
 std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<ModelDrafter*>& own,
                                                               const std::vector<DraftRequest>& requests) const {
   BatchVerifier& device = *requests[0].device;
-  const std::vector<int32_t> shape = draft_shape(requests[0]);
+  const std::vector<int32_t> shape = batch_draft_shape(requests);
   const SiblingScheme scheme = requests[0].tree_shape.empty() ? SiblingScheme::iid : requests[0].scheme;
   const bool ranked = scheme == SiblingScheme::deterministic;
   // N: the nodes of a full tree (i.i.d. and ranked siblings always come in their count; siblings drawn without
@@ -388,7 +410,7 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
   static std::atomic<uint64_t> rounds{0};
   const uint64_t round = ++rounds;
   BatchVerifier& device = *requests[0].device;
-  const std::vector<int32_t> shape = draft_shape(requests[0]);
+  const std::vector<int32_t> shape = batch_draft_shape(requests);
   const bool ranked = !requests[0].tree_shape.empty() && requests[0].scheme == SiblingScheme::deterministic;
   const bool siblings = !requests[0].tree_shape.empty() && requests[0].scheme == SiblingScheme::without_replacement;
   const int32_t nodes = static_cast<int32_t>(tree_shape_nodes(shape));

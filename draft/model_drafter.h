@@ -26,10 +26,11 @@ class ModelDrafterFactory : public DrafterFactory {
   std::vector<TokenTree> propose_batch(const std::vector<Drafter*>& drafters,
                                        const std::vector<DraftRequest>& requests) const override;
   bool batches_proposals() const override { return model_->batches_forwards(); }
-  // Chains of one length, and trees of one shape (a ranked node, or one whose siblings are drawn without replacement,
-  // asking at most BatchVerifier::most_ranked_children), are drawn on the device when the requests carry its verifier
-  // and the draft's settings are within what the fused sampler applies (propose_batch): their laws left there, ranked
-  // trees verified as point masses.
+  // Chains (of any lengths: a moving K's, drawn at the longest and each cut to its own), and trees of one shape (a
+  // ranked node, or one whose siblings are drawn without replacement, asking at most
+  // BatchVerifier::most_ranked_children), are drawn on the device when the requests carry its verifier and the draft's
+  // settings are within what the fused sampler applies (propose_batch): their laws left there, ranked trees verified as
+  // point masses.
   bool draws_on_device(const std::vector<DraftRequest>& requests) const override;
   // The draft's settings (a ranked tree's at temperature 1 take the same buffers), unless the fused sampler cannot
   // apply them (then the draft is drawn on the host).

@@ -14,6 +14,7 @@
 #include "harness/generation/generator.h"
 #include "kernels/shared/error.h"
 #include "speculative_fixtures.h"
+#include "tests/support/mutant_switch.h"
 
 using namespace specula;
 using namespace specula::testing;
@@ -196,23 +197,74 @@ TEST_CASE("draft schedule: a schedule that moves K is refused with a tree, by na
                     Contains("num_draft_tokens_schedule") && Contains("method tree verifies a tree of a fixed shape"));
 }
 
-TEST_CASE("draft schedule: on cuda-host a batch whose Ks move apart drafts on the host without growing a buffer",
-          "[device][schedule]") {
-  // V = 4096: a q row (16 KiB) exceeds the reservation's per-row floor, so the uploaded q rows must be reserved.
+namespace {
+
+// A draft model's factory that counts the lockstep steps whose sequences asked for different Ks, and of those the
+// ones it drew on the device.
+class MixedKSeen : public ModelDrafterFactory {
+ public:
+  using ModelDrafterFactory::ModelDrafterFactory;
+  std::vector<TokenTree> propose_batch(const std::vector<Drafter*>& drafters,
+                                       const std::vector<DraftRequest>& requests) const override {
+    const auto k = [](const DraftRequest& r) { return r.num_draft_tokens; };
+    const auto [shortest, longest] = std::minmax_element(
+        requests.begin(), requests.end(), [&](const DraftRequest& a, const DraftRequest& b) { return k(a) < k(b); });
+    if (k(*shortest) != k(*longest)) {
+      ++mixed;
+      on_device += draws_on_device(requests);
+    }
+    return ModelDrafterFactory::propose_batch(drafters, requests);
+  }
+  mutable int64_t mixed = 0, on_device = 0;
+};
+
+}  // namespace
+
+// A batch's chains of different Ks are drawn on the device at the longest K, each cut to its own: the sequences are
+// the CPU's (each alone), and the laws fit the buffers reserved for the deepest draft. V = 4096: a q row (16 KiB)
+// exceeds the reservation's per-row floor, so a buffer sized for less would grow.
+TEST_CASE(
+    "draft schedule: on cuda-host a batch whose Ks move apart draws its chains on the device, the CPU's sequences",
+    "[device][schedule]") {
   const TablePair pair = random_pair(1, 4096, 77, 2.0, 1.5);
   SamplingParams sampled;
   sampled.temperature = 1.0f;
   GenerationConfig config = chain(VerifyMethod::chain, 6, DraftSchedule::heuristic);
   config.max_new_tokens = 40;
-  config.device = Device::cuda_host;
-  const Generator generator(pair.target, sampled, std::make_shared<ModelDrafterFactory>(pair.draft, sampled), config);
-  GenerationMetrics metrics;
-  const std::vector<SequenceOutput> out = generator.generate_many({1, 2}, 0, 4, metrics);
-  // The sequences' acceptances differ, so their Ks move apart (each step's K follows its own acceptances).
+  int64_t mixed = 0, on_device = 0;  // the cuda-host run's steps (MixedKSeen)
+  const auto run = [&](Device device) {
+    GenerationConfig c = config;
+    c.device = device;
+    const auto factory = std::make_shared<MixedKSeen>(pair.draft, sampled);
+    const Generator generator(pair.target, sampled, factory, c);
+    GenerationMetrics metrics;
+    std::vector<SequenceOutput> out = generator.generate_many({1, 2}, 0, 4, metrics);
+    CHECK(metrics.q_zero_errors == 0);
+    if (device != Device::cpu) {
+      CHECK(metrics.device_buffer_bytes <= generator.device_step_bytes(4));
+      CHECK(metrics.growth_waits == 0);
+    }
+    mixed = factory->mixed;
+    on_device = factory->on_device;
+    return out;
+  };
+  const std::vector<SequenceOutput> cpu = run(Device::cpu);
+  const std::vector<SequenceOutput> device = run(Device::cuda_host);
+  // The sequences' acceptances differ, so their Ks move apart, and those steps drew on the device.
   std::set<std::vector<int32_t>> lengths;
-  for (const SequenceOutput& s : out) lengths.insert(s.accept_lengths);
+  for (const SequenceOutput& s : cpu) lengths.insert(s.accept_lengths);
   REQUIRE(lengths.size() > 1);
-  CHECK(metrics.q_zero_errors == 0);
-  CHECK(metrics.device_buffer_bytes <= generator.device_step_bytes(4));
-  CHECK(metrics.growth_waits == 0);
+  CHECK(mixed > 0);
+  CHECK(on_device == mixed);
+  REQUIRE(device.size() == cpu.size());
+  for (size_t n = 0; n < cpu.size(); ++n) {
+    CHECK(device[n].tokens == cpu[n].tokens);
+    CHECK(device[n].accept_lengths == cpu[n].accept_lengths);
+  }
+  // Every chain left at the batch's longest K: other steps than the CPU's.
+  const ScopedMutant on(Mutant::device_chains_not_cut);
+  const std::vector<SequenceOutput> broken = run(Device::cuda_host);
+  int64_t differing = 0;
+  for (size_t n = 0; n < cpu.size(); ++n) differing += broken[n].accept_lengths != cpu[n].accept_lengths;
+  CHECK(differing > 0);
 }

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -54,12 +55,13 @@ SamplingParams drafting() {
   return s;
 }
 
-// `steps` proposals of `shape` (empty: a chain of 4) for three sequences, fed on cuda-host and on the CPU, each step's
-// contexts then following a path of the CPU's trees plus one token. Counts the trees that differ; `waits` gets the
-// fed proposals' downloads.
+// `steps` proposals of `shape` (empty: a chain of 4, or of chain_lengths[i] for sequence i) for three sequences, fed on
+// cuda-host and on the CPU, each step's contexts then following a path of the CPU's trees plus one token. Counts the
+// trees that differ; `waits` gets the fed proposals' downloads.
 // `params`: the draft's and the target's settings.
 int64_t differing_trees(const std::string& model_device, const std::vector<int32_t>& shape, SiblingScheme scheme,
-                        int steps, std::vector<uint64_t>* waits = nullptr, const SamplingParams& params = drafting()) {
+                        int steps, std::vector<uint64_t>* waits = nullptr, const SamplingParams& params = drafting(),
+                        const std::vector<int32_t>& chain_lengths = {}) {
   const auto model = std::make_shared<SessionsSeen>(kDraftDir, "auto", model_device);
   const int32_t V = model->vocab_size();
   const SamplerPipeline target(params, V);
@@ -82,7 +84,7 @@ int64_t differing_trees(const std::string& model_device, const std::vector<int32
       DraftRequest r;
       r.context = &contexts[i];
       r.history = &histories[i];
-      r.num_draft_tokens = 4;
+      r.num_draft_tokens = chain_lengths.empty() ? 4 : chain_lengths[i];
       std::vector<int32_t> tree(shape.begin(), shape.end());  // empty: a chain
       r.tree_shape.swap(tree);
       r.scheme = scheme;
@@ -129,7 +131,11 @@ int64_t differing_trees(const std::string& model_device, const std::vector<int32
     (k % 2 ? cpu_kept : fed_kept) += model->sessions[k]->stats().path_nodes_compacted;
   if (differing == 0) {  // (a mutant's other trees do not hold the paths the contexts follow)
     CHECK(fed_kept > 0);
-    CHECK(fed_kept == cpu_kept);
+    // A chain cut to its own K keeps the nodes drawn past it, so its session may have more of the path than the CPU's.
+    if (chain_lengths.empty())
+      CHECK(fed_kept == cpu_kept);
+    else
+      CHECK(fed_kept >= cpu_kept);
   }
   CHECK(device.staging_waits() == 0);  // no staging buffer written while its upload might still run on a GPU
   return differing;
@@ -163,6 +169,21 @@ TEST_CASE("a draft transformer's chains and trees drawn fed on cuda-host are the
   CHECK(differing_trees("cpu", {}, SiblingScheme::iid, 2) > 0);
   CHECK(differing_trees("cpu", {2, 1, 1}, SiblingScheme::deterministic, 2) > 0);
   CHECK(differing_trees("cpu", {2, 1, 1}, SiblingScheme::without_replacement, 2) > 0);
+}
+
+// Chains of a moving K: each sequence asks for its own length, the batch is drawn at the longest, and each chain is cut
+// to its own, its laws those of its rows.
+TEST_CASE("a draft transformer's chains of different lengths drawn fed on cuda-host are each the CPU's chain",
+          "[device]") {
+  const std::vector<int32_t> lengths = {2, 5, 3};
+  for (const std::string model_device : {"cpu", "libtorch"}) {
+    INFO("draft on " << model_device);
+    std::vector<uint64_t> waits;
+    CHECK(differing_trees(model_device, {}, SiblingScheme::iid, 4, &waits, drafting(), lengths) == 0);
+    for (uint64_t w : waits) CHECK(w == 2);
+  }
+  const ScopedMutant on(Mutant::device_chains_not_cut);
+  CHECK(differing_trees("cpu", {}, SiblingScheme::iid, 2, nullptr, drafting(), lengths) > 0);
 }
 
 TEST_CASE("fed siblings without replacement whose rows run out of mass: the CPU's smaller trees, one wait a proposal",
@@ -278,6 +299,49 @@ TEST_CASE("a session's pending tokens read where they lie give the tokens' bits,
     along.push_back(9);
     fed_session->next_logits(along, x.data());
     CHECK(fed.stats().path_nodes_compacted == kept);
+  }
+}
+
+// A chain drawn at a batch's longest K and cut to its own: the session computed every depth's pending node, is told the
+// cut chain's ids alone, and keeps the nodes it was told; a context along them follows them, and the nodes past the
+// cut stay pending, followed by no context.
+TEST_CASE("a session told a cut chain's ids follows the path along them", "[transformer]") {
+  for (const std::string model_device : {"cpu", "libtorch"}) {
+    INFO("model on " << model_device);
+    const auto model = load_language_model(kDraft, "draft", "auto", model_device);
+    const int32_t V = model->vocab_size();
+    const auto fed_session = model->new_session();
+    const auto plain_session = model->new_session();
+    auto& fed = dynamic_cast<TransformerSession&>(*fed_session);
+    const std::vector<Token> context = {5, 6, 7, 8};
+    std::vector<float> row(static_cast<size_t>(V));
+    fed_session->next_logits(context, row.data());
+    plain_session->next_logits(context, row.data());
+    // Three depths of a chain, each forward reading its newest node's id where it lies (round 4); the plain session
+    // makes the same calls with the ids on the host (LibTorch's GEMMs may sum a row differently beside other rows).
+    TokenTree pending, real;
+    std::vector<float> rows(static_cast<size_t>(4 * V));
+    const std::vector<int32_t> ids = {11, 12, 13};
+    for (const int32_t& id : ids) {
+      real.add(id, real.size() - 1);
+      plain_session->tree_logits(context, real, rows.data());
+      pending.add(kPendingToken, pending.size() - 1);
+      TreeLogitsCall call{fed_session.get(), &context, &pending, row.data(), false, pending.size()};
+      call.device_tokens = &id;
+      call.device_tokens_from = pending.size() - 1;
+      call.pending_round = 4;
+      model->batch_tree_logits({call});
+    }
+    const int64_t compacted = fed.stats().path_nodes_compacted;
+    fed_session->tree_tokens_known(TokenTree::chain({11}), 4);  // cut to K = 1
+    std::vector<Token> next = context;
+    next.push_back(11);
+    next.push_back(9);
+    std::vector<float> x(static_cast<size_t>(V)), y(static_cast<size_t>(V));
+    fed_session->next_logits(next, x.data());
+    plain_session->next_logits(next, y.data());
+    CHECK(fed.stats().path_nodes_compacted == compacted + 1);
+    CHECK(x == y);
   }
 }
 
@@ -441,6 +505,42 @@ TEST_CASE(
       CHECK(device.draft_kept == cpu.draft_kept);
     }
   CHECK(rejected > 0);
+}
+
+// A moving K (the heuristic schedule): the sequences' Ks move apart, each step's chains are drawn fed at the batch's
+// longest K and each cut to its own, their ids kept on the device for the target's forward and verification, and the
+// drafter's session told the cut chain's ids. The CPU's sequences, one wait a step.
+TEST_CASE("a moving K's chains drawn fed, their ids kept on the device: the CPU's sequences, one wait a step",
+          "[device][schedule]") {
+  GenerationConfig config = fed_config(VerifyMethod::chain, {}, SiblingScheme::iid);
+  config.num_draft_tokens = 6;
+  config.num_draft_tokens_schedule = DraftSchedule::heuristic;
+  config.max_new_tokens = 24;
+  config.seed = 11;
+  SamplingParams unstopped = drafting();  // no stop token: every sequence runs its 24 tokens, over many steps
+  unstopped.stop_tokens.clear();
+  for (const std::string model_device : {"cpu", "libtorch"}) {
+    INFO("models on " << model_device);
+    GenerationConfig c = config;
+    const RunOf cpu = run_of(c, unstopped, model_device);
+    c.device = Device::cuda_host;
+    const RunOf device = run_of(c, unstopped, model_device);
+    std::set<std::vector<int32_t>> lengths;  // the sequences' steps differ, so their Ks moved apart
+    for (const SequenceOutput& s : cpu.out) lengths.insert(s.accept_lengths);
+    CHECK(lengths.size() > 1);
+    REQUIRE(device.out.size() == cpu.out.size());
+    for (size_t n = 0; n < cpu.out.size(); ++n) {
+      CHECK(device.out[n].tokens == cpu.out[n].tokens);
+      CHECK(device.out[n].accept_lengths == cpu.out[n].accept_lengths);
+    }
+    REQUIRE(device.metrics.steps > 0);
+    CHECK(device.metrics.device_waits == device.metrics.steps);
+    CHECK(device.metrics.staging_waits == 0);
+    CHECK(device.draft_kept >= cpu.draft_kept);  // told the ids, the draft's sessions kept the accepted paths
+  }
+  // Every chain left at the batch's longest K: other sequences.
+  const ScopedMutant on(Mutant::device_chains_not_cut);
+  CHECK(differing_sequences(config, unstopped) > 0);
 }
 
 TEST_CASE("a draft's ids kept for verification from the wrong depth change the sequences", "[device][mutant]") {

@@ -246,7 +246,24 @@ TEST_CASE("kept ids: bad plans and batches are refused", "[verify][device]") {
   trees[1].device_tokens = nullptr;
   CHECK_THROWS_WITH(v.verify(steps, LogitsAt::device), Contains("1 of a batch of 2 steps"));
   trees[1].device_tokens = ids + N;
-  CHECK(v.verify(steps, LogitsAt::device).size() == 2);
+  // A step's tree may be its kept ids' first nodes (a chain cut to its own K), but the widest must be as wide as they
+  // are, the stride verification reads them at.
+  std::vector<TokenTree> cut = trees;
+  for (TokenTree& t : cut) {
+    t.tokens.pop_back();
+    t.parent.pop_back();
+  }
+  const std::vector<DeviceStep> narrow = {DeviceStep{steps[0].logits, &cut[0], &committed, steps[0].rng},
+                                          DeviceStep{steps[1].logits, &cut[1], &committed, steps[1].rng}};
+  CHECK_THROWS_WITH(v.verify(narrow, LogitsAt::device),
+                    Contains("the widest of the steps' drafts has 3 nodes, where the kept plan's have 4"));
+  // (each step's rows follow the one before's in device_logits: step 1's after step 0's four)
+  steps[0].tree = &cut[0];
+  steps[1].logits = rows + N * V;
+  const std::vector<DeviceStepResult> results = v.verify(steps, LogitsAt::device);
+  REQUIRE(results.size() == 2);
+  CHECK(results[0].draft_tokens.size() == 3);  // each step's own nodes' ids come back
+  CHECK(results[1].draft_tokens.size() == 4);
   // Once: the kept ids were the verification's.
   CHECK_THROWS_WITH(v.verify(steps, LogitsAt::device), Contains("no plan kept them"));
 }

@@ -572,10 +572,8 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     const bool siblings_on_host =
         r.draft_depths_alone &&
         std::any_of(config_.tree_shape.begin(), config_.tree_shape.end(), [&](int32_t b) { return b > most; });
-    // A moving K drafts on the host the steps whose sequences ask for different Ks (a draft drawn on the device draws
-    // one chain length for the whole batch, DrafterFactory::draws_on_device).
-    const bool moving_k = moves_k(config_.num_draft_tokens_schedule, draft_depth(config_));
-    r.host_q = drafter_ && (!draft || siblings_on_host || moving_k) && drafter_->records_draft_laws() && !ranked;
+    // (A moving K's chains are drawn there too, at the batch's longest K, within the deepest draft's buffers.)
+    r.host_q = drafter_ && (!draft || siblings_on_host) && drafter_->records_draft_laws() && !ranked;
     device->reserve(r);
   }
   if (!sessions_on_device)

@@ -622,12 +622,19 @@ const int32_t* BatchVerifier::kept_draft_ids(const std::vector<DeviceStep>& step
   if (n != steps.size() || static_cast<int64_t>(n) != kept_->sequences)
     fail("batch verifier: ", n, " of a batch of ", steps.size(), " steps have their draft ids in device memory, where ",
          kept_->sequences, " sequences' ids were kept");
+  // A step's tree is its kept ids, or their first nodes (a chain drawn at the batch's longest K, cut to its own); the
+  // widest is the kept ids' width, the stride at which verification reads them.
+  int32_t widest = 0;
   for (size_t b = 0; b < n; ++b) {
     const TokenTree& tree = *steps[b].tree;
-    if (tree.device_tokens != kept_->ids + static_cast<int64_t>(b) * kept_->width || tree.size() != kept_->width)
+    if (tree.device_tokens != kept_->ids + static_cast<int64_t>(b) * kept_->width || tree.size() > kept_->width)
       fail("batch verifier: step ", b, "'s draft ids are in device memory but not at its ", kept_->width,
            " ids of the kept plan");
+    widest = std::max(widest, tree.size());
   }
+  if (widest != kept_->width)
+    fail("batch verifier: the widest of the steps' drafts has ", widest, " nodes, where the kept plan's have ",
+         kept_->width);
   return kept_->ids;
 }
 
@@ -1344,7 +1351,7 @@ std::vector<DeviceStepResult> BatchVerifier::verify(const std::vector<DeviceStep
   });
   for (size_t b = 0; b < results.size(); ++b)
     results[b].draft_tokens.assign(ids + b * static_cast<size_t>(kept.width),
-                                   ids + (b + 1) * static_cast<size_t>(kept.width));
+                                   ids + b * static_cast<size_t>(kept.width) + steps[b].tree->size());
   return results;
 }
 

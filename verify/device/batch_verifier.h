@@ -60,8 +60,8 @@ struct DeviceStep {
 
 struct DeviceStepResult {
   VerifyOutcome outcome;
-  // The tree's node ids when they were in device memory (TokenTree::device_tokens), brought back with the outcome
-  // (-1 for a hole: a node of siblings without replacement never drawn, on no accepted path); empty otherwise.
+  // The tree's node ids when they were in device memory (TokenTree::device_tokens), its size's, brought back with the
+  // outcome (-1 for a hole: a node of siblings without replacement never drawn, on no accepted path); empty otherwise.
   std::vector<Token> draft_tokens;
   double expected_acceptance_sum = 0.0;  // GenerationMetrics::expected_acceptance_sum of this step
   int32_t expected_acceptance_count = 0;
@@ -223,7 +223,8 @@ class BatchVerifier {
   // sequence by sequence (each depth's ids split evenly among `sequences` in order, sequence i's W ids at
   // [i * W, (i + 1) * W), depth by depth: a fed proposal's tree nodes in order), with its draws' statuses, and returns
   // that array (valid until the next keep_planned_ids). A verify() whose trees have TokenTree::device_tokens there
-  // (sequence b's at b * W, W nodes, its host tokens pending) reads the ids in place, for the draft tokens as the
+  // (sequence b's at b * W: W nodes, or its first ones when a chain was cut to its own K, the widest W; its host tokens
+  // pending) reads the ids in place, for the draft tokens as the
   // target's forward did for its rows, and brings them back with its results (DeviceStepResult::draft_tokens),
   // refusing them as planned_tokens does when a draw failed: the proposal and its verification wait once in all. A
   // penalised target's rows count their paths' ids there too (TokenHistory::pending_ids into the kept ids). A sibling

@@ -820,23 +820,25 @@ void TransformerSession::tree_tokens_known(const TokenTree& tree, uint64_t round
   Cache& c = *cache_;
   if (c.pending_round == 0) return;
   // The remembered nodes are the given tree's first ones (a drafter's proposal grows past its last forward: the last
-  // depth's nodes were drawn after it), of the round that computed them.
-  const size_t n = c.tree_tokens.size();
-  const bool grows_it = round == c.pending_round && tree.tokens.size() >= n && tree.parent.size() >= n &&
-                        std::equal(c.tree_parents.begin(), c.tree_parents.end(), tree.parent.begin());
+  // depth's nodes were drawn after it), of the round that computed them; or the given tree is theirs cut short (a
+  // chain drawn at a batch's longest K, cut to its own): the nodes past it stay pending, and no context follows them.
+  const size_t n = c.tree_tokens.size(), known = std::min(n, tree.tokens.size());
+  const bool grows_it = round == c.pending_round && tree.parent.size() >= known &&
+                        std::equal(c.tree_parents.begin(), c.tree_parents.begin() + static_cast<std::ptrdiff_t>(known),
+                                   tree.parent.begin());
   if (!grows_it) {
     c.forget_tree();
     return;
   }
-  for (size_t j = 0; j < n; ++j) {
+  for (size_t j = 0; j < known; ++j) {
     const Token t = tree.tokens[j];
     if (t < 0 || t >= c.state->model->config().vocab_size)
       fail(c.state->dir, ": tree_tokens_known was given token ", t, ", outside the vocabulary");
     if (c.tree_tokens[j] != kPendingToken && c.tree_tokens[j] != t)
       fail(c.state->dir, ": tree_tokens_known was given node ", j, " as ", t, ", computed as ", c.tree_tokens[j]);
   }
-  std::copy(tree.tokens.begin(), tree.tokens.begin() + static_cast<std::ptrdiff_t>(n), c.tree_tokens.begin());
-  c.pending_round = 0;
+  std::copy(tree.tokens.begin(), tree.tokens.begin() + static_cast<std::ptrdiff_t>(known), c.tree_tokens.begin());
+  if (known == n) c.pending_round = 0;
 }
 
 int32_t TransformerSession::feature_size() const { return cache_->state->model->config().d_model; }
