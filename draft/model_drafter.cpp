@@ -191,11 +191,13 @@ class ModelDrafter : public Drafter {
 
   // A chain drawn at a batch's longest length (propose_on_device, propose_fed: chains of a moving K) cut to its own
   // request's K. Its first K draws are a K chain's, key for key and law for law (the same slots, from the same rows),
-  // and K was set before any draw, so the cut chain is the one the CPU draws (verify/ALGORITHMS.md §1).
-  static void cut_to_request(Proposal& p) {
+  // and K was set before any draw, so the cut chain is the one the CPU draws (verify/ALGORITHMS.md §1). Its forwards
+  // are counted as the CPU's, one a depth of its own.
+  void cut_to_request(Proposal& p) {
     if (!p.request->tree_shape.empty() || mutant_on(Mutant::device_chains_not_cut)) return;
     const size_t k = static_cast<size_t>(p.request->num_draft_tokens);
     if (p.tree.tokens.size() <= k) return;
+    counters_.n_forward -= static_cast<int64_t>(p.tree.tokens.size() - k);
     p.tree.tokens.resize(k);
     p.tree.parent.resize(k);
     if (p.tree.draft_q.size() > k + 1) p.tree.draft_q.resize(k + 1);

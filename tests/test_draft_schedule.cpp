@@ -14,6 +14,7 @@
 #include "harness/generation/generator.h"
 #include "kernels/shared/error.h"
 #include "speculative_fixtures.h"
+#include "tests/support/mixed_k_seen.h"
 #include "tests/support/mutant_switch.h"
 
 using namespace specula;
@@ -197,29 +198,6 @@ TEST_CASE("draft schedule: a schedule that moves K is refused with a tree, by na
                     Contains("num_draft_tokens_schedule") && Contains("method tree verifies a tree of a fixed shape"));
 }
 
-namespace {
-
-// A draft model's factory that counts the lockstep steps whose sequences asked for different Ks, and of those the
-// ones it drew on the device.
-class MixedKSeen : public ModelDrafterFactory {
- public:
-  using ModelDrafterFactory::ModelDrafterFactory;
-  std::vector<TokenTree> propose_batch(const std::vector<Drafter*>& drafters,
-                                       const std::vector<DraftRequest>& requests) const override {
-    const auto k = [](const DraftRequest& r) { return r.num_draft_tokens; };
-    const auto [shortest, longest] = std::minmax_element(
-        requests.begin(), requests.end(), [&](const DraftRequest& a, const DraftRequest& b) { return k(a) < k(b); });
-    if (k(*shortest) != k(*longest)) {
-      ++mixed;
-      on_device += draws_on_device(requests);
-    }
-    return ModelDrafterFactory::propose_batch(drafters, requests);
-  }
-  mutable int64_t mixed = 0, on_device = 0;
-};
-
-}  // namespace
-
 // A batch's chains of different Ks are drawn on the device at the longest K, each cut to its own: the sequences are
 // the CPU's (each alone), and the laws fit the buffers reserved for the deepest draft. V = 4096: a q row (16 KiB)
 // exceeds the reservation's per-row floor, so a buffer sized for less would grow.
@@ -232,6 +210,7 @@ TEST_CASE(
   GenerationConfig config = chain(VerifyMethod::chain, 6, DraftSchedule::heuristic);
   config.max_new_tokens = 40;
   int64_t mixed = 0, on_device = 0;  // the cuda-host run's steps (MixedKSeen)
+  int32_t spread = 0;
   const auto run = [&](Device device) {
     GenerationConfig c = config;
     c.device = device;
@@ -246,6 +225,7 @@ TEST_CASE(
     }
     mixed = factory->mixed;
     on_device = factory->on_device;
+    spread = factory->widest_spread;
     return out;
   };
   const std::vector<SequenceOutput> cpu = run(Device::cpu);
@@ -256,6 +236,7 @@ TEST_CASE(
   REQUIRE(lengths.size() > 1);
   CHECK(mixed > 0);
   CHECK(on_device == mixed);
+  CHECK(spread >= 2);
   REQUIRE(device.size() == cpu.size());
   for (size_t n = 0; n < cpu.size(); ++n) {
     CHECK(device[n].tokens == cpu[n].tokens);

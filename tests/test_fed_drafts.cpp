@@ -11,7 +11,6 @@
 #include <cmath>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -20,6 +19,7 @@
 #include "harness/models/registry/model_registry.h"
 #include "harness/models/transformer/transformer_language_model.h"
 #include "kernels/shared/error.h"
+#include "tests/support/mixed_k_seen.h"
 #include "tests/support/mutant_switch.h"
 #include "verify/device/batch_verifier.h"
 #include "verify/verifiers/verify_methods.h"
@@ -413,6 +413,9 @@ struct RunOf {
   std::vector<SequenceOutput> out;
   GenerationMetrics metrics;
   int64_t target_kept = 0, draft_kept = 0;  // path nodes the sessions kept (moved into place) over the run
+  // Steps whose sequences asked for different Ks (a moving K), those drawn on the device, their widest spread of Ks.
+  int64_t mixed_steps = 0, mixed_on_device = 0;
+  int32_t widest_spread = 0;
 };
 
 // Four sequences of `config` in lockstep (every call of both models batched) with a draft transformer and a target
@@ -424,12 +427,15 @@ RunOf run_of(GenerationConfig config, const SamplingParams& target_params, const
   const auto target = std::make_shared<KeptSeen>(kDraftDir, "auto", model_device);
   target->reads_ids = target_reads_ids;
   const auto draft = std::make_shared<KeptSeen>(kDraftDir, "auto", model_device);
-  const auto drafter = std::make_shared<ModelDrafterFactory>(draft, draft_params);
+  const auto drafter = std::make_shared<MixedKSeen>(draft, draft_params);
   config.lockstep = true;
   RunOf run;
   run.out = Generator(target, target_params, drafter, config).generate_many({10, 20, 30}, 0, 4, run.metrics);
   run.target_kept = target->total();
   run.draft_kept = draft->total();
+  run.mixed_steps = drafter->mixed;
+  run.mixed_on_device = drafter->on_device;
+  run.widest_spread = drafter->widest_spread;
   return run;
 }
 
@@ -507,27 +513,30 @@ TEST_CASE(
   CHECK(rejected > 0);
 }
 
-// A moving K (the heuristic schedule): the sequences' Ks move apart, each step's chains are drawn fed at the batch's
-// longest K and each cut to its own, their ids kept on the device for the target's forward and verification, and the
-// drafter's session told the cut chain's ids. The CPU's sequences, one wait a step.
+// A moving K (the heuristic schedule): the sequences' Ks move apart (a hot draft, so that they move far), each step's
+// chains are drawn fed at the batch's longest K and each cut to its own, their ids kept on the device for the target's
+// forward and verification, and the drafter's session told the cut chain's ids, some cut more than one node short of
+// what it computed. The CPU's sequences and forwards, one wait a step.
 TEST_CASE("a moving K's chains drawn fed, their ids kept on the device: the CPU's sequences, one wait a step",
           "[device][schedule]") {
   GenerationConfig config = fed_config(VerifyMethod::chain, {}, SiblingScheme::iid);
   config.num_draft_tokens = 6;
   config.num_draft_tokens_schedule = DraftSchedule::heuristic;
-  config.max_new_tokens = 24;
+  config.max_new_tokens = 48;
   config.seed = 11;
-  SamplingParams unstopped = drafting();  // no stop token: every sequence runs its 24 tokens, over many steps
+  SamplingParams unstopped = drafting();  // no stop token: every sequence runs its 48 tokens, over many steps
   unstopped.stop_tokens.clear();
+  SamplingParams hot = other_draft();
+  hot.temperature = 2.0f;
   for (const std::string model_device : {"cpu", "libtorch"}) {
     INFO("models on " << model_device);
     GenerationConfig c = config;
-    const RunOf cpu = run_of(c, unstopped, model_device);
+    const RunOf cpu = run_of(c, unstopped, model_device, hot);
     c.device = Device::cuda_host;
-    const RunOf device = run_of(c, unstopped, model_device);
-    std::set<std::vector<int32_t>> lengths;  // the sequences' steps differ, so their Ks moved apart
-    for (const SequenceOutput& s : cpu.out) lengths.insert(s.accept_lengths);
-    CHECK(lengths.size() > 1);
+    const RunOf device = run_of(c, unstopped, model_device, hot);
+    CHECK(device.mixed_steps > 0);
+    CHECK(device.mixed_on_device == device.mixed_steps);
+    CHECK(device.widest_spread >= 2);
     REQUIRE(device.out.size() == cpu.out.size());
     for (size_t n = 0; n < cpu.out.size(); ++n) {
       CHECK(device.out[n].tokens == cpu.out[n].tokens);
@@ -536,11 +545,12 @@ TEST_CASE("a moving K's chains drawn fed, their ids kept on the device: the CPU'
     REQUIRE(device.metrics.steps > 0);
     CHECK(device.metrics.device_waits == device.metrics.steps);
     CHECK(device.metrics.staging_waits == 0);
+    CHECK(device.metrics.draft_calls == cpu.metrics.draft_calls);
     CHECK(device.draft_kept >= cpu.draft_kept);  // told the ids, the draft's sessions kept the accepted paths
   }
   // Every chain left at the batch's longest K: other sequences.
   const ScopedMutant on(Mutant::device_chains_not_cut);
-  CHECK(differing_sequences(config, unstopped) > 0);
+  CHECK(differing_sequences(config, unstopped, hot) > 0);
 }
 
 TEST_CASE("a draft's ids kept for verification from the wrong depth change the sequences", "[device][mutant]") {

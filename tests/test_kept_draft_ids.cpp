@@ -262,8 +262,10 @@ TEST_CASE("kept ids: bad plans and batches are refused", "[verify][device]") {
   steps[1].logits = rows + N * V;
   const std::vector<DeviceStepResult> results = v.verify(steps, LogitsAt::device);
   REQUIRE(results.size() == 2);
-  CHECK(results[0].draft_tokens.size() == 3);  // each step's own nodes' ids come back
-  CHECK(results[1].draft_tokens.size() == 4);
+  // Each step's own nodes' ids come back, from its row of the kept ids (on cuda-host the device's memory is the
+  // host's).
+  CHECK(results[0].draft_tokens == std::vector<Token>(ids, ids + 3));
+  CHECK(results[1].draft_tokens == std::vector<Token>(ids + N, ids + 2 * N));
   // Once: the kept ids were the verification's.
   CHECK_THROWS_WITH(v.verify(steps, LogitsAt::device), Contains("no plan kept them"));
 }

@@ -33,8 +33,9 @@ class ModelSession {
   // target again.
   virtual const float* context_features(const std::vector<Token>& /*tokens*/, int64_t /*n*/) { return nullptr; }
   // After calls of round `round` whose trees had pending tokens (TreeLogitsCall::device_tokens): the last call's tree,
-  // or a tree grown from it, with them known, so that the session can follow the accepted path next (its remembered
-  // nodes' keys and values kept). A session not told, or told of another round or tree, forgets those nodes.
+  // a tree grown from it, or its first nodes (a chain cut to its own K), with them known, so that the session can
+  // follow the accepted path next (its remembered nodes' keys and values kept; nodes past a cut stay pending, and no
+  // context follows them). A session not told, or told of another round or tree, forgets those nodes.
   virtual void tree_tokens_known(const TokenTree& /*tree*/, uint64_t /*round*/) {}
   virtual int32_t feature_size() const { return 0; }
 };
