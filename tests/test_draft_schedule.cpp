@@ -14,7 +14,7 @@
 #include "harness/generation/generator.h"
 #include "kernels/shared/error.h"
 #include "speculative_fixtures.h"
-#include "tests/support/mixed_k_seen.h"
+#include "mixed_k_seen.h"
 #include "tests/support/mutant_switch.h"
 
 using namespace specula;

@@ -19,7 +19,7 @@
 #include "harness/models/registry/model_registry.h"
 #include "harness/models/transformer/transformer_language_model.h"
 #include "kernels/shared/error.h"
-#include "tests/support/mixed_k_seen.h"
+#include "mixed_k_seen.h"
 #include "tests/support/mutant_switch.h"
 #include "verify/device/batch_verifier.h"
 #include "verify/verifiers/verify_methods.h"
