@@ -13,8 +13,8 @@
 #include "harness/generation/draft_schedule.h"
 #include "harness/generation/generator.h"
 #include "kernels/shared/error.h"
-#include "speculative_fixtures.h"
 #include "mixed_k_seen.h"
+#include "speculative_fixtures.h"
 #include "tests/support/mutant_switch.h"
 
 using namespace specula;
