@@ -69,7 +69,9 @@ TokenTree sample_draft_tree(const DraftRequest& request, int32_t vocab_size, con
         tree.draft_q.emplace_back();
         next_frontier.push_back(tree.size());
       }
+      const bool doubt = stops_after_doubt(request, laws[i].data(), tree);
       tree.draft_q[frontier[i]] = std::move(laws[i]);
+      if (doubt) next_frontier.clear();
     }
     frontier = std::move(next_frontier);
     if (frontier.empty()) break;
@@ -78,6 +80,17 @@ TokenTree sample_draft_tree(const DraftRequest& request, int32_t vocab_size, con
   if (tree.scheme == SiblingScheme::deterministic) tree.draft_q.clear();
   tree.draft_q.resize(tree.size() + 1);
   return tree;
+}
+
+bool stops_after_doubt(const DraftRequest& request, const float* q, TokenTree& tree) {
+  if (request.confidence_threshold <= 0.0f || !request.tree_shape.empty() || tree.size() == 0) return false;
+  if (q[tree.tokens.back()] >= request.confidence_threshold) return false;
+  if (mutant_on(Mutant::confidence_stop_drops_draft)) {  // NOT exact: the stop decided by the draft it drops
+    tree.tokens.pop_back();
+    tree.parent.pop_back();
+    if (tree.draft_q.size() > static_cast<size_t>(tree.size()) + 1) tree.draft_q.pop_back();
+  }
+  return true;
 }
 
 TokenHistory path_history(const SamplerPipeline& pipeline, const TokenHistory& committed, const TokenTree& tree,

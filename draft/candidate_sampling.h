@@ -32,6 +32,13 @@ using RowLaws =
 // draw_children. draft_q holds every row's law, or nothing when the scheme is deterministic (point masses).
 TokenTree sample_draft_tree(const DraftRequest& request, int32_t vocab_size, const RowLaws& row_laws);
 
+// A chain's early stop on the draft's doubt (DraftRequest::confidence_threshold; Hugging Face's
+// assistant_confidence_threshold, after Mamou et al. 2024, "Dynamic Speculation Lookahead"): true when the chain's
+// newest draft, the tree's last node, was drawn from `q` with q(draft) below the threshold, and then no more drafts are
+// drawn this step. The draft is kept: whether a draft is proposed depends only on the drafts before it, so each
+// proposed draft's law is still its q (verify/ALGORITHMS.md §1). Trees and an empty chain never stop.
+bool stops_after_doubt(const DraftRequest& request, const float* q, TokenTree& tree);
+
 // The history of row `row` (0 = committed): `committed` advanced through the tokens on the row's path, each
 // with the processed law of its parent row, `law_of_row(parent_row)` (mirostat's mu reads it).
 TokenHistory path_history(const SamplerPipeline& pipeline, const TokenHistory& committed, const TokenTree& tree,

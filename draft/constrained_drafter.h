@@ -38,6 +38,7 @@ class ConstrainedDrafterFactory : public DrafterFactory {
   int32_t max_draft_depth() const override { return inner_->max_draft_depth(); }
   bool records_draft_laws() const override { return inner_->records_draft_laws(); }
   bool drafts_penalised() const override { return inner_->drafts_penalised(); }
+  bool stops_on_confidence() const override { return inner_->stops_on_confidence(); }
 
  private:
   std::shared_ptr<const DrafterFactory> inner_;

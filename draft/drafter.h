@@ -27,6 +27,8 @@ struct DraftRequest {
   int32_t num_draft_tokens = 0;                 // chain length K (used when tree_shape is empty)
   std::vector<int32_t> tree_shape;              // branching per depth, e.g. {2, 2, 1}; empty = chain
   SiblingScheme scheme = SiblingScheme::iid;
+  // A chain stops after a draft its law gave less than this (0: never; stops_after_doubt, candidate_sampling.h).
+  float confidence_threshold = 0.0f;
   StepRandom rng;  // draws use RandomRole::draft
   // The verifier on the device (--device cuda | cuda-host) of a lockstep batch, null on the CPU: a drafter kind that
   // can draw there (a draft model's chains and trees, propose_batch) leaves its laws in the verifier's memory
@@ -112,6 +114,9 @@ class DrafterFactory {
   // Whether its drafts may carry q rows (sampled drafts, verified against their laws), which a run verifying on a
   // device with a method that reads q uploads at every step; false for a kind that proposes point masses alone.
   virtual bool records_draft_laws() const { return true; }
+  // Whether its chains honour DraftRequest::confidence_threshold (drafters that draw from a law: a draft model, an
+  // n-gram, the synthetic drafter); the generator refuses a threshold for a kind that would ignore it.
+  virtual bool stops_on_confidence() const { return false; }
 };
 
 // What a drafter kind is built from (draft/registry/drafter_registry.cpp): the --draft spec split at its first

@@ -95,6 +95,7 @@ class ModelDrafter : public Drafter {
       } else {
         recorded.assign(q, q + vocab_size_);
       }
+      if (stops_after_doubt(*p.request, q, tree)) next_frontier.clear();
     }
     p.frontier = std::move(next_frontier);
   }
@@ -243,7 +244,8 @@ std::optional<SamplingParams> ModelDrafterFactory::device_draw_params() const {
 }
 
 bool ModelDrafterFactory::draws_on_device(const std::vector<DraftRequest>& requests) const {
-  if (requests.empty() || !requests[0].device) return false;
+  // A chain that may stop on the draft's doubt reads each draft's probability before the next: drawn on the host.
+  if (requests.empty() || !requests[0].device || requests[0].confidence_threshold > 0.0f) return false;
   const DraftRequest& first = requests[0];
   // Chains (of any lengths: drawn at the longest, each cut to its own), or trees of one shape whose siblings are
   // i.i.d. draws (a sampler's draws, each from its own key), ranked (a processed row's most probable tokens) or drawn

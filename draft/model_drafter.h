@@ -26,6 +26,7 @@ class ModelDrafterFactory : public DrafterFactory {
   std::vector<TokenTree> propose_batch(const std::vector<Drafter*>& drafters,
                                        const std::vector<DraftRequest>& requests) const override;
   bool batches_proposals() const override { return model_->batches_forwards(); }
+  bool stops_on_confidence() const override { return true; }
   // Chains (of any lengths: a moving K's, drawn at the longest and each cut to its own), and trees of one shape (a
   // ranked node, or one whose siblings are drawn without replacement, asking at most
   // BatchVerifier::most_ranked_children), are drawn on the device when the requests carry its verifier and the draft's

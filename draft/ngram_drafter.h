@@ -19,6 +19,7 @@ class NgramDrafterFactory : public DrafterFactory {
   int32_t vocab_size() const override { return model_->vocab_size(); }
   std::string description() const override { return description_; }
   bool drafts_penalised() const override { return pipeline_.params().penalised(); }
+  bool stops_on_confidence() const override { return true; }
 
  private:
   std::shared_ptr<const NgramModel> model_;

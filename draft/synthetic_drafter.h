@@ -27,6 +27,7 @@ class SyntheticDrafterFactory : public DrafterFactory {
   std::unique_ptr<Drafter> create() const override;
   int32_t vocab_size() const override { return target_->vocab_size(); }
   std::string description() const override;
+  bool stops_on_confidence() const override { return true; }
   double alpha() const { return alpha_; }
 
  private:

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "draft/model_drafter.h"
+#include "draft/synthetic_drafter.h"
 #include "harness/generation/decoding_method.h"
 #include "harness/generation/draft_schedule.h"
 #include "harness/generation/generator.h"
@@ -248,4 +249,125 @@ TEST_CASE(
   int64_t differing = 0;
   for (size_t n = 0; n < cpu.size(); ++n) differing += broken[n].accept_lengths != cpu[n].accept_lengths;
   CHECK(differing > 0);
+}
+
+// A chain's early stop on the draft's doubt (DraftRequest::confidence_threshold, stops_after_doubt): every draft but
+// the last was drawn with q >= the threshold, and the last below it unless the chain is whole; the drafts drawn are
+// those of the same request without the threshold (the stop changes no draw). A draft model (its own loop) and the
+// synthetic drafter (sample_draft_tree's, which the n-gram shares). Its law is battery F's (test_verifiers_exact.cpp).
+TEST_CASE("confidence threshold: a chain stops after the first draft its law gave less than it, keeping that draft",
+          "[verify][schedule]") {
+  const TablePair pair = random_pair(1, 16, 91, 1.5, 1.0);
+  SamplingParams sampled;
+  sampled.temperature = 1.0f;
+  const std::vector<std::shared_ptr<const DrafterFactory>> factories = {
+      std::make_shared<ModelDrafterFactory>(pair.draft, sampled),
+      std::make_shared<SyntheticDrafterFactory>(pair.target, sampled, 0.5)};
+  for (const auto& factory : factories) {
+    INFO(factory->description());
+    CHECK(factory->stops_on_confidence());
+    const auto drafter = factory->create();
+    int64_t short_chains = 0, whole = 0;
+    for (uint64_t step = 0; step < 200; ++step) {
+      const std::vector<Token> context = {static_cast<Token>(step % 16)};
+      const TokenHistory history{context, {}};
+      DraftRequest r;
+      r.context = &context;
+      r.history = &history;
+      r.num_draft_tokens = 6;
+      r.confidence_threshold = 0.3f;
+      r.rng = StepRandom{3, 0, step};
+      const TokenTree t = drafter->propose(r);
+      REQUIRE(t.size() >= 1);
+      for (int32_t i = 0; i < t.size(); ++i) {
+        const float q = t.q_at_row(i)[static_cast<size_t>(t.tokens[i])];
+        if (i + 1 < t.size())
+          CHECK(q >= 0.3f);
+        else if (t.size() < 6)
+          CHECK(q < 0.3f);
+      }
+      ++(t.size() < 6 ? short_chains : whole);
+      DraftRequest plain = r;
+      plain.confidence_threshold = 0.0f;
+      const TokenTree u = factory->create()->propose(plain);
+      REQUIRE(u.size() == 6);
+      CHECK(std::equal(t.tokens.begin(), t.tokens.end(), u.tokens.begin()));
+    }
+    CHECK(short_chains > 0);
+    CHECK(whole > 0);
+  }
+  // Dropping the doubted draft instead: a chain's last draft then has q >= the threshold while it stops short.
+  const ScopedMutant on(Mutant::confidence_stop_drops_draft);
+  const auto drafter = factories[0]->create();
+  int64_t dropped = 0;
+  for (uint64_t step = 0; step < 50; ++step) {
+    const std::vector<Token> context = {static_cast<Token>(step % 16)};
+    const TokenHistory history{context, {}};
+    DraftRequest r;
+    r.context = &context;
+    r.history = &history;
+    r.num_draft_tokens = 6;
+    r.confidence_threshold = 0.3f;
+    r.rng = StepRandom{3, 0, step};
+    const TokenTree t = drafter->propose(r);
+    dropped +=
+        t.size() < 6 && (t.size() == 0 || t.q_at_row(t.size() - 1)[static_cast<size_t>(t.tokens.back())] >= 0.3f);
+  }
+  CHECK(dropped > 0);
+}
+
+TEST_CASE("confidence threshold: refused with a tree, outside [0, 1) and for a drafter without a law, by name",
+          "[verify][schedule]") {
+  const TablePair pair = random_pair(1, 8, 31, 2.0, 1.0);
+  DraftShape shape;
+  shape.confidence_threshold = 0.4;
+  CHECK_THROWS_WITH(generation_config(parse_decoding_method("tree"), shape, 16, 0),
+                    Contains("0.4 stops a chain early; method tree verifies a tree of a fixed shape"));
+  CHECK(generation_config(parse_decoding_method("chain"), shape, 16, 0).confidence_threshold == 0.4);
+  CHECK(generation_config(parse_decoding_method("ar"), shape, 16, 0).confidence_threshold == 0.0);
+  shape.confidence_threshold = 1.0;
+  CHECK_THROWS_WITH(generation_config(parse_decoding_method("chain"), shape, 16, 0),
+                    Contains("confidence_threshold must be in [0, 1)"));
+  GenerationConfig config = chain(VerifyMethod::chain, 4, DraftSchedule::constant);
+  config.confidence_threshold = 0.4;
+  CHECK_THROWS_WITH(Generator(pair.target, greedy(), std::make_shared<ScriptedFactory>(pair.target, Scripts{}), config),
+                    Contains("confidence_threshold 0.4: drafter scripted does not stop on its confidence"));
+  CHECK_NOTHROW(Generator(pair.target, greedy(), std::make_shared<ModelDrafterFactory>(pair.draft, greedy()), config));
+  CHECK(moves_k(DraftSchedule::constant, 4, 0.4));
+  CHECK_FALSE(moves_k(DraftSchedule::constant, 1, 0.4));
+  CHECK_FALSE(moves_k(DraftSchedule::constant, 4, 0.0));
+}
+
+// On cuda-host a draft that may stop on its doubt is drawn on the host (each draft's probability read before the
+// next), its q rows within the run's reservation: the CPU's sequences, no buffer grown.
+TEST_CASE("confidence threshold: on cuda-host the chains are drawn on the host, the CPU's sequences, within bounds",
+          "[device][schedule]") {
+  const TablePair pair = random_pair(1, 4096, 77, 2.0, 1.5);
+  SamplingParams sampled;
+  sampled.temperature = 1.0f;
+  GenerationConfig config = chain(VerifyMethod::chain, 6, DraftSchedule::heuristic);
+  config.max_new_tokens = 40;
+  config.confidence_threshold = 0.3;
+  const auto run = [&](Device device) {
+    GenerationConfig c = config;
+    c.device = device;
+    const auto factory = std::make_shared<MixedKSeen>(pair.draft, sampled);
+    const Generator generator(pair.target, sampled, factory, c);
+    GenerationMetrics metrics;
+    std::vector<SequenceOutput> out = generator.generate_many({1, 2}, 0, 4, metrics);
+    CHECK(metrics.q_zero_errors == 0);
+    CHECK(metrics.proposed < 6 * metrics.steps);
+    if (device != Device::cpu) {
+      CHECK(factory->on_device == 0);
+      CHECK(metrics.device_buffer_bytes <= generator.device_step_bytes(4));
+      CHECK(metrics.growth_waits == 0);
+    }
+    return out;
+  };
+  const std::vector<SequenceOutput> cpu = run(Device::cpu), device = run(Device::cuda_host);
+  REQUIRE(device.size() == cpu.size());
+  for (size_t n = 0; n < cpu.size(); ++n) {
+    CHECK(device[n].tokens == cpu[n].tokens);
+    CHECK(device[n].accept_lengths == cpu[n].accept_lengths);
+  }
 }

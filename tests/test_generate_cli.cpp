@@ -491,6 +491,36 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("--confidence-threshold: a chain stops early; a tree, a method that drafts nothing, a bad value are refused",
+          "[cli][errors]") {
+  TempDir dir;
+  const std::string target = dir.write("t.txt", kCliTargetTable), draft = dir.write("d.txt", kCliDraftTable);
+  const std::string plain =
+      "generate --target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 8 --output " + dir.file("o.txt");
+  const std::string base = plain + " --draft bigram:" + draft;
+  CHECK(run_specula(base + " --method chain --confidence-threshold 0.4").exit_code == 0);
+  CHECK(run_specula(base + " --method chain --confidence-threshold 0.4 --num-draft-tokens-schedule heuristic")
+            .exit_code == 0);
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {" --method tree --tree 2,1 --confidence-threshold 0.4",
+       "error: --confidence-threshold: method tree verifies a tree of a fixed shape (only the methods that verify "
+       "chains read it)"},
+      {" --method ar --confidence-threshold 0.4", "--confidence-threshold: --method ar drafts nothing"},
+      {" --method chain --confidence-threshold 1", "error: --confidence-threshold must be in [0, 1)"},
+      {" --method chain --confidence-threshold -0.1", "error: --confidence-threshold must be in [0, 1)"},
+      {" --method chain --draft prompt-lookup --confidence-threshold 0.4",
+       "error: --confidence-threshold 0.4: drafter prompt-lookup does not stop on its confidence"}};
+  for (const auto& [options, message] : refused) {
+    INFO(options);
+    const std::string head =
+        options.find("--method ar") != std::string::npos || options.find("prompt-lookup") != std::string::npos ? plain
+                                                                                                               : base;
+    const CliResult r = run_specula(head + options);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains(message));
+  }
+}
+
 TEST_CASE("train refuses to replace an existing checkpoint unless --overwrite", "[cli][errors]") {
   TempDir dir;
   std::filesystem::create_directory(dir.file("out"));

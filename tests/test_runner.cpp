@@ -180,6 +180,52 @@ TEST_CASE(
       dir.write("r.ini", head + "method = tree\ntree = 2,1\nnum_draft_tokens_schedule = constant\n"), {})));
 }
 
+TEST_CASE("the confidence threshold: an axis of the methods that verify chains, dropped for trees, refused without one",
+          "[runner][config]") {
+  TempDir dir;
+  const std::string head =
+      "[experiment]\ntarget = bigram:" + kTable + "target-v16.txt\nprompts = " + SPECULA_SOURCE_DIR +
+      "/experiments/prompts/table-prompts.txt\nmax_new_tokens = 4\n[draft]\ndrafter = bigram:" + kTable +
+      "draft-v16.txt\n";
+  const ExperimentConfig c = load_experiment(
+      dir.write("s.ini",
+                head + "method = chain, tree\ntree = 2,1\nnum_draft_tokens = 3\nconfidence_threshold = 0, 0.4\n"),
+      {});
+  CHECK_NOTHROW(check_new_experiment(c));
+  std::multiset<std::string> seen;  // method + threshold of each speculative setting
+  for (const Setting& s : expand_sweep(c)) {
+    if (s.baseline) continue;
+    seen.insert(s.get("draft.method") + " " + s.get_or("draft.confidence_threshold", "-"));
+    if (s.get("draft.method") == "chain")
+      CHECK(setting_generation(s, c).confidence_threshold == std::stod(s.get("draft.confidence_threshold")));
+  }
+  CHECK(seen == std::multiset<std::string>{"chain 0", "chain 0.4", "tree -"});
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"method = chain\nconfidence_threshold = 1.5\n",
+       "r.ini:8: key 'draft.confidence_threshold' = '1.5': confidence_threshold '1.5' is not a number in [0, 1)"},
+      {"method = chain\nconfidence_threshold = high\n", "confidence_threshold 'high' is not a number in [0, 1)"},
+      {"method = tree\ntree = 2,1\nconfidence_threshold = 0.4\n",
+       "r.ini:9: key 'draft.confidence_threshold' stops a chain early, but no setting uses a method that verifies "
+       "chains"},
+      {"method = ar\nconfidence_threshold = 0.4\n",
+       "r.ini:7: key 'draft.confidence_threshold' is given, but no setting drafts"}};
+  for (const auto& [text, message] : refused) {
+    INFO(text);
+    const std::string file =
+        text.rfind("method = ar", 0) == 0 ? head.substr(0, head.find("drafter")) + text : head + text;
+    CHECK_THROWS_WITH(check_new_experiment(load_experiment(dir.write("r.ini", file), {})), Contains(message));
+  }
+  // A drafter that proposes without a law to doubt: `run` refuses it by key before any model loads.
+  const std::string lookup =
+      head.substr(0, head.find("drafter")) + "drafter = prompt-lookup\nmethod = chain\nconfidence_threshold = 0.4\n";
+  const CliResult r =
+      run_specula("run " + dir.write("p.ini", lookup) + " --set experiment.output_dir=" + dir.file("out") + " --quiet");
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("key 'draft.confidence_threshold'") &&
+                        Contains("drafter prompt-lookup does not stop on its confidence"));
+  CHECK_FALSE(fs::exists(dir.file("out")));
+}
+
 TEST_CASE("every experiment file under experiments/ is one a new run accepts, read from the repository's root",
           "[runner][config]") {
   // Their paths are relative to the root, where the README runs them: the test reads them from there and comes back.

@@ -786,10 +786,13 @@ TEST_CASE("long speculative sequences follow the target's conditional laws", "[v
                    tree = tree_config({3, 2, 1}, SiblingScheme::without_replacement);
   GenerationConfig moving = chain_config(VerifyMethod::chain, 4);  // K from 4 down to 1 and back (draft_schedule.h)
   moving.num_draft_tokens_schedule = DraftSchedule::heuristic;
+  GenerationConfig doubting = chain_config(VerifyMethod::chain, 4);  // stops after a draft q gave < 0.3, keeping it
+  doubting.confidence_threshold = 0.3;
   const std::vector<Case> cases = {{"full pipeline, chain K=4", full_pipeline(), chain4},
                                    {"full pipeline, block K=4", full_pipeline(), block4},
                                    {"exotic pipeline, tree 3,2,1", exotic_pipeline(), tree},
-                                   {"full pipeline, chain K=4 under the heuristic schedule", full_pipeline(), moving}};
+                                   {"full pipeline, chain K=4 under the heuristic schedule", full_pipeline(), moving},
+                                   {"full pipeline, chain K=4 stopping on doubt below 0.3", full_pipeline(), doubting}};
   for (Case c : cases) {
     INFO(c.name);
     c.config.max_new_tokens = L;
@@ -835,6 +838,18 @@ TEST_CASE("long speculative sequences follow the target's conditional laws", "[v
       const ScopedMutant on(Mutant::draft_cut_at_unlikely_token);
       const stats::GofResult broken = transition_test();
       INFO("mutant draft_cut_at_unlikely_token: " << broken.detail);
+      CHECK_FALSE(broken.passed(stats::kAlpha));
+    }
+    if (c.config.confidence_threshold > 0.0) {
+      // The chains did stop early, and not always at their first draft.
+      GenerationMetrics m;
+      generator.generate_many(prompt, 0, 500, m);
+      CHECK(m.proposed < 4 * m.steps);
+      CHECK(m.proposed > m.steps);
+      // A stop that drops the draft it doubts decides by that draft: caught.
+      const ScopedMutant on(Mutant::confidence_stop_drops_draft);
+      const stats::GofResult broken = transition_test();
+      INFO("mutant confidence_stop_drops_draft: " << broken.detail);
       CHECK_FALSE(broken.passed(stats::kAlpha));
     }
   }

@@ -144,6 +144,13 @@ void check_drafter_depth(const std::string& spec, int64_t depth, const char* sha
                    " tokens ahead");
 }
 
+void check_drafter_confidence(const std::string& spec, double threshold) {
+  const std::string kind = parse_spec(spec).kind;
+  if (threshold > 0.0 && (kind == "prompt-lookup" || kind == "medusa" || kind == "eagle"))
+    fail_parameter("confidence_threshold", " ", threshold, ": drafter ", spec,
+                   " does not stop on its confidence (a draft model, an n-gram and the synthetic drafter do)");
+}
+
 std::shared_ptr<const DrafterFactory> load_drafter(const std::string& spec, const SamplingParams& draft_params,
                                                    std::shared_ptr<const LanguageModel> target,
                                                    const SamplingParams& target_params,

@@ -53,6 +53,12 @@ int32_t drafter_max_draft_depth(const std::string& spec);
 // (drafter_max_draft_depth), as the Generator refuses it once the drafter loads: a run says it before its first record.
 void check_drafter_depth(const std::string& spec, int64_t depth, const char* shape_key);
 
+// Refuses a chain's early stop on the draft's doubt (`threshold` > 0, DraftRequest::confidence_threshold) for a
+// drafter kind that proposes without a law to doubt (prompt-lookup, medusa, eagle:
+// DrafterFactory::stops_on_confidence), read from the spec alone, as the Generator refuses it once the drafter loads: a
+// ParameterError for "confidence_threshold".
+void check_drafter_confidence(const std::string& spec, double threshold);
+
 // The registered kinds' spec syntaxes, for help and error messages.
 std::vector<std::string> drafter_kind_usages();
 

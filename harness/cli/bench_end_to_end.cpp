@@ -61,6 +61,8 @@ json row_json(const SummaryRow& r) {
   // Only a sweep that names a schedule has it: rows of a fixed K read as before.
   if (const std::string schedule = setting_value(r, "draft.num_draft_tokens_schedule"); !schedule.empty())
     j["num_draft_tokens_schedule"] = schedule;
+  if (const std::string threshold = setting_value(r, "draft.confidence_threshold"); !threshold.empty())
+    j["confidence_threshold"] = std::stod(threshold);
   j.update({{"alpha", number(r.alpha)},
             {"tau", number(r.tau)},
             {"c", number(r.c)},

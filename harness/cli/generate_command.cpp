@@ -231,6 +231,7 @@ po::options_description generate_options() {
     ("method", po::value<std::string>()->default_value("ar"), methods.c_str())
     ("num-draft-tokens", po::value<int32_t>()->default_value(kDefaultNumDraftTokens), "draft length K (a method that verifies trees takes --tree; without it, it drafts a chain of K)")
     ("num-draft-tokens-schedule", po::value<std::string>()->default_value("constant"), "how a chain's K moves between a sample's steps: constant | heuristic (starts at --num-draft-tokens; +2 after a step that accepted every draft, -1 after one that did not, within 1..K)")
+    ("confidence-threshold", po::value<double>()->default_value(0.0), "a chain stops early after a draft its law gave less than this, keeping that draft (0: never; Hugging Face's assistant_confidence_threshold)")
     ("tree", po::value<std::string>(), "tree shape for --method tree: children per depth, e.g. 2,2,1")
     ("tree-sampling", po::value<std::string>()->default_value("iid"), "sibling scheme: iid | without-replacement | topk")
     ("prompt-tokens", po::value<std::string>(), "prompt token ids, e.g. 0,3")
@@ -362,13 +363,14 @@ void check_options_read(const po::variables_map& vm, const std::set<std::string>
 // a method that verifies trees reads, and what only beam search reads (--beam-width, ..., --nbest-output).
 std::string unread_by_method(const std::string& option, const DecodingMethod& method) {
   const bool drafts = option == "draft" || option == "num-draft-tokens" || option == "num-draft-tokens-schedule" ||
-                      option == "tree" || option == "tree-sampling" || option.rfind("draft-", 0) == 0;
+                      option == "confidence-threshold" || option == "tree" || option == "tree-sampling" ||
+                      option.rfind("draft-", 0) == 0;
   const bool beams = option == "beam-width" || option == "num-beam-groups" || option == "diversity-penalty" ||
                      option == "length-penalty" || option == "early-stopping" || option == "num-return" ||
                      option == "nbest-output";
   const bool trees = option == "tree" || option == "tree-sampling";
   if (trees && method.speculative() && !method.verifies_trees()) return "--" + option + " is only used by method tree";
-  if (option == "num-draft-tokens-schedule" && method.verifies_trees())
+  if ((option == "num-draft-tokens-schedule" || option == "confidence-threshold") && method.verifies_trees())
     return "--" + option + ": method " + method.name +
            " verifies a tree of a fixed shape (only the methods that verify chains read it)";
   if (drafts && !method.speculative())
@@ -407,10 +409,17 @@ RunDescription read_run(const po::variables_map& vm, const std::set<std::string>
     run.shape.tree_shape = parse_tree_shape(vm["tree"].as<std::string>());
   run.shape.tree_sampling = parse_sibling_scheme(vm["tree-sampling"].as<std::string>());
   // A --config file's schedule is left unused with a method that verifies trees (unread_by_method).
-  if (run.method.speculative() && !run.method.verifies_trees())
+  if (run.method.speculative() && !run.method.verifies_trees()) {
     run.shape.num_draft_tokens_schedule = with_source("--num-draft-tokens-schedule", [&] {
       return parse_draft_schedule(vm["num-draft-tokens-schedule"].as<std::string>());
     });
+    run.shape.confidence_threshold = vm["confidence-threshold"].as<double>();
+    SamplingParams draft = run.draft_params;  // as the run applies it
+    apply_method_temperature(run.method, run.draft_temperature_given, draft);
+    if (run.shape.confidence_threshold > 0.0 && draft.temperature == 0.0f)
+      std::cerr << "note: the draft samples at temperature 0, whose law is a point mass that never doubts: "
+                   "--confidence-threshold stops no chain\n";
+  }
   run.max_new_tokens = vm["max-new-tokens"].as<int32_t>();
   run.seed = vm["seed"].as<uint64_t>();
   generation_config(run.method, run.shape, run.max_new_tokens, run.seed);  // its bounds, before any model loads
@@ -443,6 +452,7 @@ RunDescription read_run(const po::variables_map& vm, const std::set<std::string>
     check_drafter_vocabulary(run.drafter_spec, language_model_vocab_size(run.target_spec, "target"), run.target_spec);
     check_drafter_depth(run.drafter_spec, draft_depth(generation_config(run.method, run.shape, run.max_new_tokens, 0)),
                         run.shape.tree_shape.empty() ? "num_draft_tokens" : "tree");
+    check_drafter_confidence(run.drafter_spec, run.shape.confidence_threshold);
   }
   run.ignore_eos = vm.count("ignore-eos") > 0;
   if (vm.count("regex")) {

@@ -50,8 +50,9 @@ const std::set<std::string>& experiment_keys() {
 }
 
 const std::set<std::string>& draft_keys() {
-  static const std::set<std::string> keys = {"drafter", "method",       "num_draft_tokens", "num_draft_tokens_schedule",
-                                             "tree",    "tree_sampling"};
+  static const std::set<std::string> keys = {
+      "drafter", "method",       "num_draft_tokens", "num_draft_tokens_schedule", "confidence_threshold",
+      "tree",    "tree_sampling"};
   return keys;
 }
 
@@ -122,6 +123,8 @@ void check_axis_value(const std::string& where, const std::string& key, const st
       parse_sibling_scheme(value);
     } else if (key == "draft.num_draft_tokens_schedule") {
       parse_draft_schedule(value);
+    } else if (key == "draft.confidence_threshold") {
+      parse_confidence_threshold(value);
     } else if (section == "sampling" && constraint_keys().count(name)) {
       if (name == "regex" && value != "none") compile_regex(value);
       if (name != "regex" && !(name == "json_schema" && value == "none")) {
@@ -354,7 +357,8 @@ void check_new_experiment(const ExperimentConfig& c) {
   for (const auto& [key, origin] : c.origin) {
     if (methods_set) break;
     const bool drafting_key = key == "draft.drafter" || key == "draft.num_draft_tokens" ||
-                              key == "draft.num_draft_tokens_schedule" || key.rfind("draft_sampling.", 0) == 0;
+                              key == "draft.num_draft_tokens_schedule" || key == "draft.confidence_threshold" ||
+                              key.rfind("draft_sampling.", 0) == 0;
     if (drafting_key && !drafts)
       fail(origin, ": key '", key, "' is given, but no setting drafts (draft.method is ",
            methods.size() == 1 ? methods[0] : "one of those that draft nothing", ")");
@@ -372,6 +376,12 @@ void check_new_experiment(const ExperimentConfig& c) {
       c.axes.at("draft.num_draft_tokens_schedule") != no_schedule)
     fail(c.where("draft.num_draft_tokens_schedule"),
          ": key 'draft.num_draft_tokens_schedule' moves a chain's K, but no setting uses a method that verifies chains "
+         "(draft.method)");
+  if (!chains && !methods_set && c.axes.count("draft.confidence_threshold") &&
+      std::any_of(c.axes.at("draft.confidence_threshold").begin(), c.axes.at("draft.confidence_threshold").end(),
+                  [](const std::string& v) { return parse_confidence_threshold(v) > 0.0; }))
+    fail(c.where("draft.confidence_threshold"),
+         ": key 'draft.confidence_threshold' stops a chain early, but no setting uses a method that verifies chains "
          "(draft.method)");
   // The corpus's keys with a prompts file, which takes every line (or num_prompts of them).
   if (!c.prompts_file.empty())

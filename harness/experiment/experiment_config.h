@@ -3,7 +3,8 @@
 //   [experiment]  name, target, prompts | prompts_from_corpus (+ num_prompts, prompt_length, corpus_tail),
 //                 max_new_tokens, repetitions, seed, threads, output_dir, paired_timing, weights_dtype,
 //                 ignore_eos, device, cost_profile, lockstep
-//   [draft]       drafter, method, num_draft_tokens, num_draft_tokens_schedule, tree, tree_sampling
+//   [draft]       drafter, method, num_draft_tokens, num_draft_tokens_schedule, confidence_threshold, tree,
+//                 tree_sampling
 //   [sampling]    any sampler option of `specula sample` (target and draft)
 //   [draft_sampling]  sampler overrides for the draft only
 //   [beam]        options of `method = beam` (not swept): width, groups, diversity_penalty,

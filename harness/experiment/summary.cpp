@@ -225,10 +225,14 @@ double paired_step_units(const std::vector<const RunRecord*>& records) {
   return total;
 }
 
-// Whether a row's K moves between steps (harness/generation/draft_schedule.h): its schedule, at its draft depth.
+// Whether a row's chains may be shorter than its K (harness/generation/draft_schedule.h): its schedule and its
+// confidence threshold, at its draft depth.
 bool k_moves(const SummaryRow& row) {
   const auto schedule = row.setting.find("draft.num_draft_tokens_schedule");
-  return schedule != row.setting.end() && moves_k(parse_draft_schedule(schedule->second), row.draft_positions);
+  const auto threshold = row.setting.find("draft.confidence_threshold");
+  return moves_k(schedule == row.setting.end() ? DraftSchedule::constant : parse_draft_schedule(schedule->second),
+                 row.draft_positions,
+                 threshold == row.setting.end() ? 0.0 : parse_confidence_threshold(threshold->second));
 }
 
 // A speculative setting's acceptance statistics and its cost model (verify/ALGORITHMS.md §7), with the baseline's

@@ -78,7 +78,8 @@ std::vector<Setting> expand_sweep(const ExperimentConfig& config) {
       values.erase("draft.tree");
       values.erase("draft.tree_sampling");
     } else {
-      values.erase("draft.num_draft_tokens_schedule");                         // a tree's shape is fixed
+      values.erase("draft.num_draft_tokens_schedule");  // a tree's shape is fixed
+      values.erase("draft.confidence_threshold");
       if (values.count("draft.tree")) values.erase("draft.num_draft_tokens");  // the shape sets the depth
     }
     Setting s;

@@ -40,7 +40,11 @@ GenerationConfig generation_config(const DecodingMethod& method, const DraftShap
   // Refused here, before any model loads, as the Generator refuses it.
   if (!method.verifies_trees() && !config.tree_shape.empty()) fail_parameter("tree", " is only used by method tree");
   check_draft_schedule(shape.num_draft_tokens_schedule, method.verifies_trees(), method.name);
-  if (method.speculative()) config.num_draft_tokens_schedule = shape.num_draft_tokens_schedule;
+  check_confidence_threshold(shape.confidence_threshold, method.verifies_trees(), method.name);
+  if (method.speculative()) {
+    config.num_draft_tokens_schedule = shape.num_draft_tokens_schedule;
+    config.confidence_threshold = shape.confidence_threshold;
+  }
   // Before a tree method's chain of K is made of it.
   if (config.method && config.tree_shape.empty() && config.num_draft_tokens < 1)
     fail_parameter("num_draft_tokens", " must be >= 1, got ", config.num_draft_tokens);

@@ -36,6 +36,7 @@ struct DraftShape {
   std::vector<int32_t> tree_shape;
   SiblingScheme tree_sampling = SiblingScheme::iid;
   DraftSchedule num_draft_tokens_schedule = DraftSchedule::constant;  // a chain's K between steps (draft_schedule.h)
+  double confidence_threshold = 0.0;  // a chain's early stop on the draft's doubt (draft_schedule.h)
 };
 
 // The generation loop's configuration. Method tree with no shape verifies one chain of K drawn i.i.d.

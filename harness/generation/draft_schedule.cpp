@@ -1,6 +1,8 @@
 #include "harness/generation/draft_schedule.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 
 #include "kernels/shared/error.h"
 
@@ -21,12 +23,31 @@ int32_t next_num_draft_tokens(DraftSchedule schedule, int32_t k, int32_t propose
   return accepted >= proposed ? std::min(k + 2, k_max) : std::max(k - 1, 1);
 }
 
-bool moves_k(DraftSchedule schedule, int64_t k_max) { return schedule != DraftSchedule::constant && k_max > 1; }
+bool moves_k(DraftSchedule schedule, int64_t k_max, double confidence_threshold) {
+  return (schedule != DraftSchedule::constant || confidence_threshold > 0.0) && k_max > 1;
+}
 
 void check_draft_schedule(DraftSchedule schedule, bool trees, const std::string& method) {
   if (trees && schedule != DraftSchedule::constant)
     fail_parameter("num_draft_tokens_schedule", " ", draft_schedule_name(schedule), " moves a chain's K; method ",
                    method, " verifies a tree of a fixed shape (the schedule is for methods that verify chains)");
+}
+
+double parse_confidence_threshold(const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno == ERANGE || !(v >= 0.0 && v < 1.0))
+    fail("confidence_threshold '", text, "' is not a number in [0, 1)");
+  return v;
+}
+
+void check_confidence_threshold(double threshold, bool trees, const std::string& method) {
+  if (!(threshold >= 0.0 && threshold < 1.0))
+    fail_parameter("confidence_threshold", " must be in [0, 1) (0: chains never stop early), got ", threshold);
+  if (trees && threshold > 0.0)
+    fail_parameter("confidence_threshold", " ", threshold, " stops a chain early; method ", method,
+                   " verifies a tree of a fixed shape (the stop is for methods that verify chains)");
 }
 
 }  // namespace specula

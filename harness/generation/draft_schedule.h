@@ -27,11 +27,21 @@ const char* draft_schedule_name(DraftSchedule schedule);
 // every generation).
 int32_t next_num_draft_tokens(DraftSchedule schedule, int32_t k, int32_t proposed, int32_t accepted, int32_t k_max);
 
-// Whether `schedule` moves K between steps for a run whose K is `k_max` (at K = 1 it cannot).
-bool moves_k(DraftSchedule schedule, int64_t k_max);
+// Whether a run's chains may be shorter than its K, `k_max`: `schedule` moves K between steps, or a chain stops early
+// on the draft's doubt (`confidence_threshold` > 0). At K = 1 neither can.
+bool moves_k(DraftSchedule schedule, int64_t k_max, double confidence_threshold = 0.0);
 
 // Refuses a schedule that moves K with `method`, which verifies trees of a fixed shape (`trees`): a ParameterError for
 // "num_draft_tokens_schedule".
 void check_draft_schedule(DraftSchedule schedule, bool trees, const std::string& method);
+
+// A chain's early stop on the draft's doubt (--confidence-threshold, [draft] confidence_threshold; Hugging Face's
+// assistant_confidence_threshold): after a draft its law gave less than the threshold, no more are drawn that step, and
+// that draft is kept (the drafter applies it: stops_after_doubt, draft/candidate_sampling.h). 0 never stops.
+// parse_confidence_threshold reads one ("0.4"), throwing Error outside [0, 1); check_confidence_threshold refuses one
+// outside [0, 1), and one above 0 with `method`, which verifies trees of a fixed shape (`trees`): a ParameterError for
+// "confidence_threshold".
+double parse_confidence_threshold(const std::string& text);
+void check_confidence_threshold(double threshold, bool trees, const std::string& method);
 
 }  // namespace specula

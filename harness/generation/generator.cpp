@@ -75,8 +75,13 @@ Generator::Generator(std::shared_ptr<const LanguageModel> target, SamplingParams
     fail_parameter("num_draft_tokens", " must be <= ", kMaxDraftTokens, ", got ", config_.num_draft_tokens);
   check_method_temperature(config_.method, pipeline_.params());
   const bool trees = config_.method && verifies_trees(*config_.method);
-  if (config_.method)
+  if (config_.method) {
     check_draft_schedule(config_.num_draft_tokens_schedule, trees, verify_method_name(*config_.method));
+    check_confidence_threshold(config_.confidence_threshold, trees, verify_method_name(*config_.method));
+    if (config_.confidence_threshold > 0.0 && drafter_ && !drafter_->stops_on_confidence())
+      fail_parameter("confidence_threshold", " ", config_.confidence_threshold, ": drafter ", drafter_->description(),
+                     " does not stop on its confidence (a draft model, an n-gram and the synthetic drafter do)");
+  }
   if (!trees && !config_.tree_shape.empty()) fail_parameter("tree", " is only used by method tree");
   for (int32_t b : config_.tree_shape)
     if (b != 1 && !trees) fail_parameter("tree", " with branching needs method tree");
@@ -276,6 +281,7 @@ DraftRequest Generator::draft_request(Sequence& s) const {
   request.context = &s.context;
   request.history = &s.history;
   request.num_draft_tokens = s.num_draft_tokens;
+  request.confidence_threshold = static_cast<float>(config_.confidence_threshold);
   request.tree_shape = config_.tree_shape;
   request.scheme = config_.tree_sampling;
   request.rng = s.rng = StepRandom{config_.seed, s.id, s.step};
@@ -572,8 +578,10 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     const bool siblings_on_host =
         r.draft_depths_alone &&
         std::any_of(config_.tree_shape.begin(), config_.tree_shape.end(), [&](int32_t b) { return b > most; });
-    // (A moving K's chains are drawn there too, at the batch's longest K, within the deepest draft's buffers.)
-    r.host_q = drafter_ && (!draft || siblings_on_host) && drafter_->records_draft_laws() && !ranked;
+    // (A moving K's chains are drawn there too, at the batch's longest K, within the deepest draft's buffers; chains
+    // that may stop on the draft's doubt are drawn on the host, DrafterFactory::draws_on_device.)
+    const bool doubts = config_.confidence_threshold > 0.0;
+    r.host_q = drafter_ && (!draft || siblings_on_host || doubts) && drafter_->records_draft_laws() && !ranked;
     device->reserve(r);
   }
   if (!sessions_on_device)

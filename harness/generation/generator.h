@@ -44,6 +44,8 @@ struct GenerationConfig {
   int32_t num_draft_tokens = kDefaultNumDraftTokens;  // chain length K (the most a schedule asks for)
   // How a chain's K moves between a sequence's steps (draft_schedule.h): constant, or from K down to 1 and back.
   DraftSchedule num_draft_tokens_schedule = DraftSchedule::constant;
+  // A chain stops after a draft its law gave less than this, the draft kept (0: never; draft_schedule.h).
+  double confidence_threshold = 0.0;
   std::vector<int32_t> tree_shape;  // for method tree; empty = chain of K with i.i.d. draws
   SiblingScheme tree_sampling = SiblingScheme::iid;
   int32_t max_new_tokens = 16;

@@ -553,9 +553,12 @@ std::string run_experiment(const std::string& path, const RunOptions& requested)
       SamplingParams target = run.target_params;
       apply_method_temperature(run.method, run.temperature_given, target);
       check_method_temperature(run.method.verify, target);
-      if (!run.drafter_spec.empty())
-        check_drafter_depth(run.drafter_spec, draft_depth(setting_generation(setting, config.max_new_tokens)),
+      if (!run.drafter_spec.empty()) {
+        const GenerationConfig g = setting_generation(setting, config.max_new_tokens);
+        check_drafter_depth(run.drafter_spec, draft_depth(g),
                             setting.values.count("draft.tree") ? "tree" : "num_draft_tokens");
+        check_drafter_confidence(run.drafter_spec, g.confidence_threshold);
+      }
     });
   omp_set_num_threads(config.threads);
   set_compute_threads(config.threads);

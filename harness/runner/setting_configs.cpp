@@ -87,6 +87,7 @@ RunDescription describe_setting(const Setting& setting, const ExperimentConfig& 
   run.shape.tree_shape = g.tree_shape;
   run.shape.tree_sampling = g.tree_sampling;
   run.shape.num_draft_tokens_schedule = g.num_draft_tokens_schedule;
+  run.shape.confidence_threshold = g.confidence_threshold;
   run.target_params = sampler_params(setting, "sampling", SamplingParams{});
   run.draft_params = sampler_params(setting, "draft_sampling", run.target_params);
   run.temperature_given = setting.values.count("sampling.temperature") > 0;
@@ -132,6 +133,7 @@ GenerationConfig setting_generation(const Setting& setting, int32_t max_new_toke
     shape.tree_sampling = parse_sibling_scheme(setting.get_or("draft.tree_sampling", "iid"));
     shape.num_draft_tokens_schedule =
         parse_draft_schedule(setting.get_or("draft.num_draft_tokens_schedule", "constant"));
+    shape.confidence_threshold = parse_confidence_threshold(setting.get_or("draft.confidence_threshold", "0"));
   }
   return generation_config(method, shape, max_new_tokens, 0);
 }
@@ -185,6 +187,7 @@ void check_settings_fit(const ExperimentConfig& config, const LanguageModel& tar
       {"method", "draft.method"},
       {"num_draft_tokens", "draft.num_draft_tokens"},
       {"num_draft_tokens_schedule", "draft.num_draft_tokens_schedule"},
+      {"confidence_threshold", "draft.confidence_threshold"},
       {"tree", "draft.tree"},
       {"max_new_tokens", "experiment.max_new_tokens"},
       {"beam_width", "beam.width"},

@@ -68,6 +68,7 @@ enum class Mutant {
   stop_checked_per_step,            // a stop token ends the sequence only after its step: later tokens kept
   tree_proposed_counts_nodes,       // a tree step adds its nodes, not its depth, to the proposed positions
   tree_reached_counts_every_depth,  // a tree step counts every depth as reached, not those up to the rejection
+  confidence_stop_drops_draft,      // a chain's stop on the draft's doubt drops the draft it doubts
   draft_cut_at_unlikely_token,      // a chain cut before its first token the draft drew with probability < 0.3
   // Kernels.
   top_p_float_pass_uncertified,  // the float-first top-p threshold used without the guard band's proof
