@@ -52,16 +52,22 @@ std::vector<int32_t> draft_shape(const DraftRequest& request) {
   return std::vector<int32_t>(std::max(request.num_draft_tokens, 0), 1);
 }
 
-TokenTree sample_draft_tree(const DraftRequest& request, int32_t vocab_size, const RowLaws& row_laws) {
+TokenTree sample_draft_tree(const DraftRequest& request, int32_t vocab_size, const RowLaws& row_laws,
+                            const RowLaws& doubt_laws) {
   TokenTree tree;
   tree.scheme = request.tree_shape.empty() ? SiblingScheme::iid : request.scheme;
   tree.draft_q.emplace_back();
   std::vector<int32_t> frontier = {0};  // rows whose children are drawn next
-  std::vector<std::vector<float>> laws;
+  std::vector<std::vector<float>> laws, doubts;
   uint32_t slot = 0;
+  const bool doubted = doubt_laws && request.confidence_threshold > 0.0f;
   for (int32_t branching : draft_shape(request)) {
     laws.assign(frontier.size(), {});
     row_laws(tree, frontier, laws);
+    if (doubted) {
+      doubts.assign(frontier.size(), {});
+      doubt_laws(tree, frontier, doubts);
+    }
     std::vector<int32_t> next_frontier;
     for (size_t i = 0; i < frontier.size(); ++i) {
       for (Token c : draw_children(laws[i].data(), vocab_size, branching, tree.scheme, request.rng, slot)) {
@@ -69,7 +75,7 @@ TokenTree sample_draft_tree(const DraftRequest& request, int32_t vocab_size, con
         tree.draft_q.emplace_back();
         next_frontier.push_back(tree.size());
       }
-      const bool doubt = stops_after_doubt(request, laws[i].data(), tree);
+      const bool doubt = stops_after_doubt(request, (doubted ? doubts : laws)[i].data(), tree);
       tree.draft_q[frontier[i]] = std::move(laws[i]);
       if (doubt) next_frontier.clear();
     }

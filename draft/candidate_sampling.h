@@ -30,7 +30,10 @@ using RowLaws =
 // A draft tree of the request's shape (a chain of K when tree_shape is empty, drawn i.i.d.), built depth by
 // depth: `row_laws` is called once per depth for the frontier rows, and their children are drawn with
 // draw_children. draft_q holds every row's law, or nothing when the scheme is deterministic (point masses).
-TokenTree sample_draft_tree(const DraftRequest& request, int32_t vocab_size, const RowLaws& row_laws);
+// `doubt_laws`, when given, fills the laws a chain's drafts are doubted with instead (stops_after_doubt): a greedy
+// draft's rows at temperature 1.
+TokenTree sample_draft_tree(const DraftRequest& request, int32_t vocab_size, const RowLaws& row_laws,
+                            const RowLaws& doubt_laws = nullptr);
 
 // A chain's early stop on the draft's doubt (DraftRequest::confidence_threshold; Hugging Face's
 // assistant_confidence_threshold, after Mamou et al. 2024, "Dynamic Speculation Lookahead"): true when the chain's

@@ -95,9 +95,19 @@ class ModelDrafter : public Drafter {
       } else {
         recorded.assign(q, q + vocab_size_);
       }
-      if (stops_after_doubt(*p.request, q, tree)) next_frontier.clear();
+      if (stops_after_doubt(*p.request, doubt_law(p, row, q, h), tree)) next_frontier.clear();
     }
     p.frontier = std::move(next_frontier);
+  }
+
+  // The law a chain's draft from row `row` is doubted with (stops_after_doubt): the one it was drawn from, `q`, or,
+  // when the draft samples at temperature 0 (a point mass, which never doubts), the row at temperature 1 (the ranking
+  // pipeline's), as Hugging Face reads a greedy assistant's softmax. Either is a function of the drafts so far.
+  const float* doubt_law(const Proposal& p, int32_t row, const float* q, const TokenHistory& h) {
+    if (p.request->confidence_threshold <= 0.0f || p.pipeline->params().temperature != 0.0f) return q;
+    doubt_row_.resize(static_cast<size_t>(vocab_size_));
+    ranking_pipeline_.process(p.logits.data() + static_cast<size_t>(row) * vocab_size_, h, doubt_row_.data());
+    return doubt_row_.data();
   }
 
   // On the device (propose_on_device): the next depth's forward, of which `out` gets the frontier's rows alone (the
@@ -226,7 +236,9 @@ class ModelDrafter : public Drafter {
   const SamplerPipeline& pipeline_;
   const SamplerPipeline& ranking_pipeline_;
   int32_t vocab_size_;
-  uint64_t pending_round_ = 0;  // the round of the last proposal whose ids stayed on the device, until told them
+  uint64_t pending_round_ = 0;
+  std::vector<float> doubt_row_;  // doubt_law's row at temperature 1  // the round of the last proposal whose ids
+                                  // stayed on the device, until told them
 };
 
 ModelDrafterFactory::ModelDrafterFactory(std::shared_ptr<const LanguageModel> model, SamplingParams draft_params)

@@ -27,25 +27,29 @@ class NgramDrafter : public Drafter {
     std::vector<double> kn(V);
     std::vector<float> logits(V);
     std::vector<Token> history;
-    const SamplerPipeline& pipeline = ranked_tree(request) ? ranking_pipeline_ : pipeline_;
-    auto row_laws = [&](const TokenTree& tree, const std::vector<int32_t>& rows,
-                        std::vector<std::vector<float>>& laws) {
-      for (size_t i = 0; i < rows.size(); ++i) {
-        const int32_t row = rows[i];
-        const std::vector<Token> path = row == 0 ? std::vector<Token>{} : tree.path(row - 1);
-        const size_t from = context.size() - std::min(context.size(), keep > path.size() ? keep - path.size() : 0);
-        history.assign(context.begin() + from, context.end());
-        history.insert(history.end(), path.begin(), path.end());
-        model_.distribution(history.data(), history.size(), kn.data());
-        for (int32_t x = 0; x < V; ++x) logits[x] = static_cast<float>(std::log(kn[x]));
-        // The draft pipeline sees the row's own path; ancestors advance with the law they were drawn from.
-        const TokenHistory h =
-            path_history(pipeline, *request.history, tree, row, [&](int32_t r) { return tree.draft_q[r].data(); });
-        laws[i].resize(V);
-        pipeline.process(logits.data(), h, laws[i].data());
-      }
+    // Each row's law under `pipeline`: the draft's (a ranked tree's at temperature 1), and a greedy draft's at
+    // temperature 1 for the chain's doubt (stops_after_doubt).
+    const auto laws_under = [&](const SamplerPipeline& pipeline) {
+      return [&](const TokenTree& tree, const std::vector<int32_t>& rows, std::vector<std::vector<float>>& laws) {
+        for (size_t i = 0; i < rows.size(); ++i) {
+          const int32_t row = rows[i];
+          const std::vector<Token> path = row == 0 ? std::vector<Token>{} : tree.path(row - 1);
+          const size_t from = context.size() - std::min(context.size(), keep > path.size() ? keep - path.size() : 0);
+          history.assign(context.begin() + from, context.end());
+          history.insert(history.end(), path.begin(), path.end());
+          model_.distribution(history.data(), history.size(), kn.data());
+          for (int32_t x = 0; x < V; ++x) logits[x] = static_cast<float>(std::log(kn[x]));
+          // The draft pipeline sees the row's own path; ancestors advance with the law they were drawn from.
+          const TokenHistory h =
+              path_history(pipeline, *request.history, tree, row, [&](int32_t r) { return tree.draft_q[r].data(); });
+          laws[i].resize(V);
+          pipeline.process(logits.data(), h, laws[i].data());
+        }
+      };
     };
-    TokenTree tree = sample_draft_tree(request, V, row_laws);
+    const bool greedy = pipeline_.params().temperature == 0.0f;
+    TokenTree tree = sample_draft_tree(request, V, laws_under(ranked_tree(request) ? ranking_pipeline_ : pipeline_),
+                                       greedy ? RowLaws(laws_under(ranking_pipeline_)) : RowLaws());
     return counted(std::move(tree), start);
   }
 

@@ -405,6 +405,17 @@ TEST_CASE("bench end-to-end names a setting's draft-length schedule where the sw
   // The heuristic row has no Leviathan prediction.
   for (const json& setting : report["settings"])
     if (setting.value("num_draft_tokens_schedule", "") == "heuristic") CHECK(setting["predicted_speedup"].is_null());
+  // A confidence threshold is named the same way, as a number.
+  const std::string doubting = small_experiment(
+      dir, "doubt", 1, "num_draft_tokens = 3\nconfidence_threshold = 0, 0.4\n[draft_sampling]\ntemperature = 0.8\n");
+  const CliResult d = run_specula("bench end-to-end --experiment " + doubting + " --output " + dir.file("d.json"));
+  INFO(d.err);
+  REQUIRE(d.exit_code == 0);
+  std::multiset<double> thresholds;
+  const json doubt_report = json::parse(read_text(dir.file("d.json")));
+  for (const json& setting : doubt_report["settings"])
+    if (setting["method"] != "ar") thresholds.insert(setting.at("confidence_threshold").get<double>());
+  CHECK(thresholds == std::multiset<double>{0.0, 0.4});
 }
 
 TEST_CASE("bench all: its help, no options, and end-to-end's prompts checked before the first benchmark runs",

@@ -9,6 +9,8 @@
 #include <set>
 
 #include "draft/model_drafter.h"
+#include "draft/ngram_drafter.h"
+#include "draft/ngram_model.h"
 #include "draft/synthetic_drafter.h"
 #include "harness/generation/decoding_method.h"
 #include "harness/generation/draft_schedule.h"
@@ -370,4 +372,32 @@ TEST_CASE("confidence threshold: on cuda-host the chains are drawn on the host, 
     CHECK(device[n].tokens == cpu[n].tokens);
     CHECK(device[n].accept_lengths == cpu[n].accept_lengths);
   }
+}
+
+// A greedy draft (temperature 0, a point mass) doubts with its law at temperature 1: its chains stop early, and greedy
+// speculation still equals greedy decoding (chain and block; a draft model and an n-gram).
+TEST_CASE("confidence threshold: a greedy draft doubts at temperature 1, and equals greedy decoding",
+          "[verify][schedule]") {
+  const TablePair pair = random_pair(1, 16, 53, 1.2, 1.0);
+  GenerationConfig ar;
+  ar.max_new_tokens = 48;
+  GenerationMetrics m;
+  const std::vector<Token> prompt = {1, 2};
+  const std::vector<Token> expected = Generator(pair.target, greedy(), nullptr, ar).generate(prompt, 0, m).tokens;
+  std::vector<int32_t> corpus;
+  for (int32_t i = 0; i < 4000; ++i) corpus.push_back(static_cast<int32_t>(philox_uniform(5, 1, i) * 16) % 16);
+  const auto ngram = std::make_shared<NgramModel>(NgramModel::train(corpus, 2, 16));
+  const std::vector<std::shared_ptr<const DrafterFactory>> drafters = {
+      std::make_shared<ModelDrafterFactory>(pair.draft, greedy()),
+      std::make_shared<NgramDrafterFactory>(ngram, greedy(), "ngram")};
+  for (const auto& drafter : drafters)
+    for (const VerifyMethod method : {VerifyMethod::chain, VerifyMethod::block}) {
+      INFO(drafter->description() << " / " << verify_method_name(method));
+      GenerationConfig config = chain(method, 6, DraftSchedule::constant);
+      config.max_new_tokens = 48;
+      config.confidence_threshold = 0.5;
+      GenerationMetrics metrics;
+      CHECK(Generator(pair.target, greedy(), drafter, config).generate(prompt, 0, metrics).tokens == expected);
+      CHECK(metrics.proposed < 6 * metrics.steps);  // chains stopped early
+    }
 }

@@ -687,6 +687,23 @@ TEST_CASE("summary: a K that moves between steps has no Leviathan prediction; it
   std::ostringstream one;
   print_summary_table(at_one, one);
   CHECK_THAT(one.str(), !Contains("<="));
+  // A constant K whose chains stop on the draft's doubt moves K too (at K = 4; a threshold of 0 stops nothing).
+  spec.setting["draft.num_draft_tokens"] = "4";
+  spec.setting["draft.num_draft_tokens_schedule"] = "constant";
+  spec.metrics.resize(4);
+  spec.metrics.position_reached = {25, 20, 10, 5};
+  spec.metrics.position_accepted = {20, 15, 7, 3};
+  spec.metrics.proposed = 60;
+  spec.metrics.accepted = 45;
+  for (const auto& [threshold, moves] : {std::pair<const char*, bool>{"0.4", true}, {"0", false}}) {
+    INFO("confidence_threshold " << threshold);
+    spec.setting["draft.confidence_threshold"] = threshold;
+    const std::vector<SummaryRow> doubting = summarize(records);
+    CHECK(std::isnan(doubting[1].predicted_speedup) == moves);
+    std::ostringstream t;
+    print_summary_table(doubting, t);
+    CHECK((t.str().find(" <=4 ") != std::string::npos) == moves);
+  }
 }
 
 TEST_CASE("summary: decoding apart from the prompt, verification cost and the cost model", "[runner][summary]") {

@@ -788,11 +788,15 @@ TEST_CASE("long speculative sequences follow the target's conditional laws", "[v
   moving.num_draft_tokens_schedule = DraftSchedule::heuristic;
   GenerationConfig doubting = chain_config(VerifyMethod::chain, 4);  // stops after a draft q gave < 0.3, keeping it
   doubting.confidence_threshold = 0.3;
-  const std::vector<Case> cases = {{"full pipeline, chain K=4", full_pipeline(), chain4},
-                                   {"full pipeline, block K=4", full_pipeline(), block4},
-                                   {"exotic pipeline, tree 3,2,1", exotic_pipeline(), tree},
-                                   {"full pipeline, chain K=4 under the heuristic schedule", full_pipeline(), moving},
-                                   {"full pipeline, chain K=4 stopping on doubt below 0.3", full_pipeline(), doubting}};
+  GenerationConfig doubting_block = chain_config(VerifyMethod::block, 4);
+  doubting_block.confidence_threshold = 0.3;
+  const std::vector<Case> cases = {
+      {"full pipeline, chain K=4", full_pipeline(), chain4},
+      {"full pipeline, block K=4", full_pipeline(), block4},
+      {"exotic pipeline, tree 3,2,1", exotic_pipeline(), tree},
+      {"full pipeline, chain K=4 under the heuristic schedule", full_pipeline(), moving},
+      {"full pipeline, chain K=4 stopping on doubt below 0.3", full_pipeline(), doubting},
+      {"full pipeline, block K=4 stopping on doubt below 0.3", full_pipeline(), doubting_block}};
   for (Case c : cases) {
     INFO(c.name);
     c.config.max_new_tokens = L;

@@ -414,11 +414,6 @@ RunDescription read_run(const po::variables_map& vm, const std::set<std::string>
       return parse_draft_schedule(vm["num-draft-tokens-schedule"].as<std::string>());
     });
     run.shape.confidence_threshold = vm["confidence-threshold"].as<double>();
-    SamplingParams draft = run.draft_params;  // as the run applies it
-    apply_method_temperature(run.method, run.draft_temperature_given, draft);
-    if (run.shape.confidence_threshold > 0.0 && draft.temperature == 0.0f)
-      std::cerr << "note: the draft samples at temperature 0, whose law is a point mass that never doubts: "
-                   "--confidence-threshold stops no chain\n";
   }
   run.max_new_tokens = vm["max-new-tokens"].as<int32_t>();
   run.seed = vm["seed"].as<uint64_t>();

@@ -45,6 +45,9 @@ double parse_confidence_threshold(const std::string& text) {
 void check_confidence_threshold(double threshold, bool trees, const std::string& method) {
   if (!(threshold >= 0.0 && threshold < 1.0))
     fail_parameter("confidence_threshold", " must be in [0, 1) (0: chains never stop early), got ", threshold);
+  // Applied in float (DraftRequest::confidence_threshold): one that rounds to 0 there would stop nothing.
+  if (threshold > 0.0 && static_cast<float>(threshold) == 0.0f)
+    fail_parameter("confidence_threshold", " ", threshold, " is 0 in float, where drafts are doubted");
   if (trees && threshold > 0.0)
     fail_parameter("confidence_threshold", " ", threshold, " stops a chain early; method ", method,
                    " verifies a tree of a fixed shape (the stop is for methods that verify chains)");
