@@ -253,6 +253,26 @@ TEST_CASE(
   CHECK(differing > 0);
 }
 
+namespace {
+
+// A chain of K = 6 at threshold 0.3 after the one-token context of `step`, with its own keys.
+struct DoubtingRequest {
+  explicit DoubtingRequest(uint64_t step) : context{static_cast<Token>(step % 16)}, history{context, {}} {
+    request.context = &context;
+    request.history = &history;
+    request.num_draft_tokens = 6;
+    request.confidence_threshold = 0.3f;
+    request.rng = StepRandom{3, 0, step};
+  }
+  DoubtingRequest(const DoubtingRequest&) = delete;
+  DoubtingRequest& operator=(const DoubtingRequest&) = delete;
+  const std::vector<Token> context;
+  const TokenHistory history;
+  DraftRequest request;
+};
+
+}  // namespace
+
 // A chain's early stop on the draft's doubt (DraftRequest::confidence_threshold, stops_after_doubt): every draft but
 // the last was drawn with q >= the threshold, and the last below it unless the chain is whole; the drafts drawn are
 // those of the same request without the threshold (the stop changes no draw). A draft model (its own loop) and the
@@ -271,14 +291,8 @@ TEST_CASE("confidence threshold: a chain stops after the first draft its law gav
     const auto drafter = factory->create();
     int64_t short_chains = 0, whole = 0;
     for (uint64_t step = 0; step < 200; ++step) {
-      const std::vector<Token> context = {static_cast<Token>(step % 16)};
-      const TokenHistory history{context, {}};
-      DraftRequest r;
-      r.context = &context;
-      r.history = &history;
-      r.num_draft_tokens = 6;
-      r.confidence_threshold = 0.3f;
-      r.rng = StepRandom{3, 0, step};
+      const DoubtingRequest doubting(step);
+      const DraftRequest& r = doubting.request;
       const TokenTree t = drafter->propose(r);
       REQUIRE(t.size() >= 1);
       for (int32_t i = 0; i < t.size(); ++i) {
@@ -303,15 +317,7 @@ TEST_CASE("confidence threshold: a chain stops after the first draft its law gav
   const auto drafter = factories[0]->create();
   int64_t dropped = 0;
   for (uint64_t step = 0; step < 50; ++step) {
-    const std::vector<Token> context = {static_cast<Token>(step % 16)};
-    const TokenHistory history{context, {}};
-    DraftRequest r;
-    r.context = &context;
-    r.history = &history;
-    r.num_draft_tokens = 6;
-    r.confidence_threshold = 0.3f;
-    r.rng = StepRandom{3, 0, step};
-    const TokenTree t = drafter->propose(r);
+    const TokenTree t = drafter->propose(DoubtingRequest(step).request);
     dropped +=
         t.size() < 6 && (t.size() == 0 || t.q_at_row(t.size() - 1)[static_cast<size_t>(t.tokens.back())] >= 0.3f);
   }
