@@ -586,6 +586,8 @@ def generate_base_items(rng, method=None):
         items.append(Opt("--draft", "bigram:d.txt", "str"))
     if method in ("chain", "block", "typical", "greedy"):
         items.append(Opt("--num-draft-tokens", "3", "int"))
+        if rng.random() < 0.3:  # a chain that stops on the draft's doubt
+            items.append(Opt("--confidence-threshold", "0.4", "float"))
     if method == "tree":
         items += [Opt("--tree", "2,1", "tree"), Opt("--tree-sampling", rng.choice(["iid", "without-replacement", "topk"]),
                                                      "str")]
