@@ -11,6 +11,7 @@
 #include "draft/model_drafter.h"
 #include "draft/ngram_drafter.h"
 #include "draft/ngram_model.h"
+#include "draft/registry/drafter_registry.h"
 #include "draft/synthetic_drafter.h"
 #include "harness/generation/decoding_method.h"
 #include "harness/generation/draft_schedule.h"
@@ -341,6 +342,13 @@ TEST_CASE("confidence threshold: refused with a tree, outside [0, 1) and for a d
   CHECK_THROWS_WITH(Generator(pair.target, greedy(), std::make_shared<ScriptedFactory>(pair.target, Scripts{}), config),
                     Contains("confidence_threshold 0.4: drafter scripted does not stop on its confidence"));
   CHECK_NOTHROW(Generator(pair.target, greedy(), std::make_shared<ModelDrafterFactory>(pair.draft, greedy()), config));
+  // Before any model loads, from the spec's kind (the registry's table): kinds without a law are refused.
+  for (const char* spec : {"prompt-lookup", "medusa:/heads", "eagle:/heads"})
+    CHECK_THROWS_WITH(check_drafter_confidence(spec, 0.4),
+                      Contains(std::string("drafter ") + spec + " does not stop on its confidence"));
+  for (const char* spec : {"ngram:/m.txt", "synthetic:alpha=0.5", "transformer:/draft", "bigram:/d.txt"})
+    CHECK_NOTHROW(check_drafter_confidence(spec, 0.4));
+  CHECK_NOTHROW(check_drafter_confidence("prompt-lookup", 0.0));
   CHECK(moves_k(DraftSchedule::constant, 4, 0.4));
   CHECK_FALSE(moves_k(DraftSchedule::constant, 1, 0.4));
   CHECK_FALSE(moves_k(DraftSchedule::constant, 4, 0.0));

@@ -1,5 +1,7 @@
 #include "draft/registry/drafter_registry.h"
 
+#include <algorithm>
+#include <iterator>
 #include <optional>
 
 #include "draft/draft_vocabulary.h"
@@ -14,16 +16,19 @@
 namespace specula {
 namespace {
 
-// One line per drafter kind: KIND(kind, usage, maker, check). `kind` is the spec's text before ':', `usage` its
-// syntax for messages, `maker` a DrafterMaker defined in the drafter's own file, `check` a DrafterSpecCheck that reads
-// the spec without loading anything (check_drafter_spec), defined beside the maker. A spec whose kind is not here is
-// read as a language model (any kind of harness/models/registry) drafting with the draft's sampling parameters.
+// One line per drafter kind: KIND(kind, usage, maker, check, doubts). `kind` is the spec's text before ':', `usage`
+// its syntax for messages, `maker` a DrafterMaker defined in the drafter's own file, `check` a DrafterSpecCheck that
+// reads the spec without loading anything (check_drafter_spec), defined beside the maker, and `doubts` whether its
+// chains stop on the draft's doubt (DrafterFactory::stops_on_confidence, read before it loads). A spec whose kind is
+// not here is read as a language model (any kind of harness/models/registry) drafting with the draft's sampling
+// parameters, which doubts.
 #define SPECULA_DRAFTER_KINDS(KIND)                                                                              \
-  KIND("prompt-lookup", "prompt-lookup[:max_n=N,min_n=M]", make_prompt_lookup_drafter, check_prompt_lookup_spec) \
-  KIND("ngram", "ngram:PATH", make_ngram_drafter, check_ngram_spec)                                              \
-  KIND("synthetic", "synthetic:alpha=A", make_synthetic_drafter, check_synthetic_spec)                           \
-  KIND("medusa", "medusa:DIR[,...]", make_torch_head_drafter, check_head_spec)                                   \
-  KIND("eagle", "eagle:DIR[,...]", make_torch_head_drafter, check_head_spec)
+  KIND("prompt-lookup", "prompt-lookup[:max_n=N,min_n=M]", make_prompt_lookup_drafter, check_prompt_lookup_spec, \
+       false)                                                                                                    \
+  KIND("ngram", "ngram:PATH", make_ngram_drafter, check_ngram_spec, true)                                        \
+  KIND("synthetic", "synthetic:alpha=A", make_synthetic_drafter, check_synthetic_spec, true)                     \
+  KIND("medusa", "medusa:DIR[,...]", make_torch_head_drafter, check_head_spec, false)                            \
+  KIND("eagle", "eagle:DIR[,...]", make_torch_head_drafter, check_head_spec, false)
 
 // The kinds above that draft over a vocabulary of their own files, each with the reader of its size from what
 // describes it (never its weights: drafter_vocab_size). A kind not here drafts over the target's vocabulary
@@ -43,6 +48,7 @@ struct DrafterKind {
   const char* usage;
   DrafterMaker make;
   DrafterSpecCheck check;
+  bool doubts;
 };
 
 }  // namespace
@@ -58,7 +64,7 @@ void check_path_spec(const DrafterSpec& spec) {
 void check_head_spec(const DrafterSpec& spec) { check_head_drafter_spec(spec.kind, spec.rest, spec.spec); }
 
 // Each maker's and check's declaration, so that registering a drafter takes its line above and nothing else.
-#define SPECULA_DECLARE_MAKER(kind, usage, maker, check)                \
+#define SPECULA_DECLARE_MAKER(kind, usage, maker, check, doubts)        \
   std::shared_ptr<const DrafterFactory> maker(const DrafterSpec& spec); \
   void check(const DrafterSpec& spec);
 SPECULA_DRAFTER_KINDS(SPECULA_DECLARE_MAKER)
@@ -71,7 +77,7 @@ std::shared_ptr<const DrafterFactory> make_torch_head_drafter(const DrafterSpec&
 
 namespace {
 
-#define SPECULA_TABLE_ROW(kind, usage, maker, check) {kind, usage, maker, check},
+#define SPECULA_TABLE_ROW(kind, usage, maker, check, doubts) {kind, usage, maker, check, doubts},
 const DrafterKind kDrafterKinds[] = {SPECULA_DRAFTER_KINDS(SPECULA_TABLE_ROW)};
 #undef SPECULA_TABLE_ROW
 
@@ -146,7 +152,9 @@ void check_drafter_depth(const std::string& spec, int64_t depth, const char* sha
 
 void check_drafter_confidence(const std::string& spec, double threshold) {
   const std::string kind = parse_spec(spec).kind;
-  if (threshold > 0.0 && (kind == "prompt-lookup" || kind == "medusa" || kind == "eagle"))
+  const auto row = std::find_if(std::begin(kDrafterKinds), std::end(kDrafterKinds),
+                                [&](const DrafterKind& k) { return kind == k.kind; });
+  if (threshold > 0.0 && row != std::end(kDrafterKinds) && !row->doubts)
     fail_parameter("confidence_threshold", " ", threshold, ": drafter ", spec,
                    " does not stop on its confidence (a draft model, an n-gram and the synthetic drafter do)");
 }

@@ -127,7 +127,10 @@ int64_t draft_nodes(const GenerationConfig& config) {
 }
 
 std::optional<SamplingParams> Generator::device_draft_params() const {
-  return drafter_ ? drafter_->device_draw_params() : std::nullopt;
+  // A chain that may stop on the draft's doubt is drafted on the host (DrafterFactory::draws_on_device): no draws on
+  // the device to size.
+  if (!drafter_ || config_.confidence_threshold > 0.0) return std::nullopt;
+  return drafter_->device_draw_params();
 }
 
 int64_t Generator::device_step_bytes(int64_t sequences) const {
@@ -578,10 +581,8 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
     const bool siblings_on_host =
         r.draft_depths_alone &&
         std::any_of(config_.tree_shape.begin(), config_.tree_shape.end(), [&](int32_t b) { return b > most; });
-    // (A moving K's chains are drawn there too, at the batch's longest K, within the deepest draft's buffers; chains
-    // that may stop on the draft's doubt are drawn on the host, DrafterFactory::draws_on_device.)
-    const bool doubts = config_.confidence_threshold > 0.0;
-    r.host_q = drafter_ && (!draft || siblings_on_host || doubts) && drafter_->records_draft_laws() && !ranked;
+    // (A moving K's chains are drawn there too, at the batch's longest K, within the deepest draft's buffers.)
+    r.host_q = drafter_ && (!draft || siblings_on_host) && drafter_->records_draft_laws() && !ranked;
     device->reserve(r);
   }
   if (!sessions_on_device)

@@ -132,7 +132,8 @@ class Generator {
 
  private:
   struct Sequence;  // one sequence in flight (generator.cpp)
-  // The settings of the draws the drafter may make on a device (DrafterFactory::device_draw_params), or none.
+  // The settings of the draws the drafter may make on a device (DrafterFactory::device_draw_params), or none (also
+  // for chains that may stop on the draft's doubt, drafted on the host).
   std::optional<SamplingParams> device_draft_params() const;
   // A sequence's start: its sessions, the target's prefill of its prompt (speculative methods), its drafter. In
   // lockstep the three run as phases over the batch, the prefill batched.
