@@ -236,9 +236,8 @@ class ModelDrafter : public Drafter {
   const SamplerPipeline& pipeline_;
   const SamplerPipeline& ranking_pipeline_;
   int32_t vocab_size_;
-  uint64_t pending_round_ = 0;
-  std::vector<float> doubt_row_;  // doubt_law's row at temperature 1  // the round of the last proposal whose ids
-                                  // stayed on the device, until told them
+  uint64_t pending_round_ = 0;    // the round of the last proposal whose ids stayed on the device, until told them
+  std::vector<float> doubt_row_;  // doubt_law's row at temperature 1
 };
 
 ModelDrafterFactory::ModelDrafterFactory(std::shared_ptr<const LanguageModel> model, SamplingParams draft_params)
