@@ -202,55 +202,71 @@ TEST_CASE("draft schedule: a schedule that moves K is refused with a tree, by na
                     Contains("num_draft_tokens_schedule") && Contains("method tree verifies a tree of a fixed shape"));
 }
 
+namespace {
+
+// Four sequences of `config` from a table pair at V = 4096 (a q row, 16 KiB, exceeds the reservation's per-row floor,
+// so a buffer sized for less would grow), sampled at temperature 1, on `device`: their outputs and metrics, and the
+// drafter's count of the steps whose sequences asked for different Ks (MixedKSeen). On a device the run's buffers must
+// stay within its reservation.
+struct WideBatch {
+  std::vector<SequenceOutput> out;
+  GenerationMetrics metrics;
+  int64_t mixed = 0, mixed_on_device = 0;
+  int32_t widest_spread = 0;
+};
+
+WideBatch run_wide_batch(GenerationConfig config, Device device) {
+  static const TablePair pair = random_pair(1, 4096, 77, 2.0, 1.5);
+  SamplingParams sampled;
+  sampled.temperature = 1.0f;
+  config.device = device;
+  const auto factory = std::make_shared<MixedKSeen>(pair.draft, sampled);
+  const Generator generator(pair.target, sampled, factory, config);
+  WideBatch run;
+  run.out = generator.generate_many({1, 2}, 0, 4, run.metrics);
+  CHECK(run.metrics.q_zero_errors == 0);
+  if (device != Device::cpu) {
+    CHECK(run.metrics.device_buffer_bytes <= generator.device_step_bytes(4));
+    CHECK(run.metrics.growth_waits == 0);
+  }
+  run.mixed = factory->mixed;
+  run.mixed_on_device = factory->on_device;
+  run.widest_spread = factory->widest_spread;
+  return run;
+}
+
+// The sequences of two runs that differ in their tokens or their acceptances.
+int64_t differing_sequences(const std::vector<SequenceOutput>& a, const std::vector<SequenceOutput>& b) {
+  REQUIRE(a.size() == b.size());
+  int64_t differing = 0;
+  for (size_t n = 0; n < a.size(); ++n)
+    differing += a[n].tokens != b[n].tokens || a[n].accept_lengths != b[n].accept_lengths;
+  return differing;
+}
+
+}  // namespace
+
 // A batch's chains of different Ks are drawn on the device at the longest K, each cut to its own: the sequences are
-// the CPU's (each alone), and the laws fit the buffers reserved for the deepest draft. V = 4096: a q row (16 KiB)
-// exceeds the reservation's per-row floor, so a buffer sized for less would grow.
+// the CPU's (each alone), and the laws fit the buffers reserved for the deepest draft.
 TEST_CASE(
     "draft schedule: on cuda-host a batch whose Ks move apart draws its chains on the device, the CPU's sequences",
     "[device][schedule]") {
-  const TablePair pair = random_pair(1, 4096, 77, 2.0, 1.5);
-  SamplingParams sampled;
-  sampled.temperature = 1.0f;
   GenerationConfig config = chain(VerifyMethod::chain, 6, DraftSchedule::heuristic);
   config.max_new_tokens = 40;
-  int64_t mixed = 0, on_device = 0;  // the cuda-host run's steps (MixedKSeen)
-  int32_t spread = 0;
-  const auto run = [&](Device device) {
-    GenerationConfig c = config;
-    c.device = device;
-    const auto factory = std::make_shared<MixedKSeen>(pair.draft, sampled);
-    const Generator generator(pair.target, sampled, factory, c);
-    GenerationMetrics metrics;
-    std::vector<SequenceOutput> out = generator.generate_many({1, 2}, 0, 4, metrics);
-    CHECK(metrics.q_zero_errors == 0);
-    if (device != Device::cpu) {
-      CHECK(metrics.device_buffer_bytes <= generator.device_step_bytes(4));
-      CHECK(metrics.growth_waits == 0);
-    }
-    mixed = factory->mixed;
-    on_device = factory->on_device;
-    spread = factory->widest_spread;
-    return out;
-  };
-  const std::vector<SequenceOutput> cpu = run(Device::cpu);
-  const std::vector<SequenceOutput> device = run(Device::cuda_host);
+  const WideBatch cpu = run_wide_batch(config, Device::cpu), device = run_wide_batch(config, Device::cuda_host);
   // The sequences' acceptances differ, so their Ks move apart, and those steps drew on the device.
   std::set<std::vector<int32_t>> lengths;
-  for (const SequenceOutput& s : cpu) lengths.insert(s.accept_lengths);
+  for (const SequenceOutput& s : cpu.out) lengths.insert(s.accept_lengths);
   REQUIRE(lengths.size() > 1);
-  CHECK(mixed > 0);
-  CHECK(on_device == mixed);
-  CHECK(spread >= 2);
-  REQUIRE(device.size() == cpu.size());
-  for (size_t n = 0; n < cpu.size(); ++n) {
-    CHECK(device[n].tokens == cpu[n].tokens);
-    CHECK(device[n].accept_lengths == cpu[n].accept_lengths);
-  }
+  CHECK(device.mixed > 0);
+  CHECK(device.mixed_on_device == device.mixed);
+  CHECK(device.widest_spread >= 2);
+  CHECK(differing_sequences(device.out, cpu.out) == 0);
   // Every chain left at the batch's longest K: other steps than the CPU's.
   const ScopedMutant on(Mutant::device_chains_not_cut);
-  const std::vector<SequenceOutput> broken = run(Device::cuda_host);
+  const WideBatch broken = run_wide_batch(config, Device::cuda_host);
   int64_t differing = 0;
-  for (size_t n = 0; n < cpu.size(); ++n) differing += broken[n].accept_lengths != cpu[n].accept_lengths;
+  for (size_t n = 0; n < cpu.out.size(); ++n) differing += broken.out[n].accept_lengths != cpu.out[n].accept_lengths;
   CHECK(differing > 0);
 }
 
@@ -358,34 +374,13 @@ TEST_CASE("confidence threshold: refused with a tree, outside [0, 1) and for a d
 // next), its q rows within the run's reservation: the CPU's sequences, no buffer grown.
 TEST_CASE("confidence threshold: on cuda-host the chains are drawn on the host, the CPU's sequences, within bounds",
           "[device][schedule]") {
-  const TablePair pair = random_pair(1, 4096, 77, 2.0, 1.5);
-  SamplingParams sampled;
-  sampled.temperature = 1.0f;
   GenerationConfig config = chain(VerifyMethod::chain, 6, DraftSchedule::heuristic);
   config.max_new_tokens = 40;
   config.confidence_threshold = 0.3;
-  const auto run = [&](Device device) {
-    GenerationConfig c = config;
-    c.device = device;
-    const auto factory = std::make_shared<MixedKSeen>(pair.draft, sampled);
-    const Generator generator(pair.target, sampled, factory, c);
-    GenerationMetrics metrics;
-    std::vector<SequenceOutput> out = generator.generate_many({1, 2}, 0, 4, metrics);
-    CHECK(metrics.q_zero_errors == 0);
-    CHECK(metrics.proposed < 6 * metrics.steps);
-    if (device != Device::cpu) {
-      CHECK(factory->on_device == 0);
-      CHECK(metrics.device_buffer_bytes <= generator.device_step_bytes(4));
-      CHECK(metrics.growth_waits == 0);
-    }
-    return out;
-  };
-  const std::vector<SequenceOutput> cpu = run(Device::cpu), device = run(Device::cuda_host);
-  REQUIRE(device.size() == cpu.size());
-  for (size_t n = 0; n < cpu.size(); ++n) {
-    CHECK(device[n].tokens == cpu[n].tokens);
-    CHECK(device[n].accept_lengths == cpu[n].accept_lengths);
-  }
+  const WideBatch cpu = run_wide_batch(config, Device::cpu), device = run_wide_batch(config, Device::cuda_host);
+  for (const WideBatch* run : {&cpu, &device}) CHECK(run->metrics.proposed < 6 * run->metrics.steps);
+  CHECK(device.mixed_on_device == 0);
+  CHECK(differing_sequences(device.out, cpu.out) == 0);
 }
 
 // A greedy draft (temperature 0, a point mass) doubts with its law at temperature 1: its chains stop early, and greedy
