@@ -172,10 +172,12 @@ class ModelDrafter : public Drafter {
     std::copy(tokens, tokens + p.tree.size(), p.tree.tokens.begin());
     session_->tree_tokens_known(p.tree, round);
   }
-  // A proposal of round `round` whose ids stay on the device, at `ids`: its tree, pending until tokens_known(tree).
-  TokenTree finish_with_ids_on_device(Proposal& p, const float* laws, const int32_t* ids, uint64_t round) {
+  // A proposal of round `round` whose ids stay on the device, at `ids`: its tree (a chain cut by `doubts`, as
+  // finish_on_device cuts it), pending until tokens_known(tree).
+  TokenTree finish_with_ids_on_device(Proposal& p, const float* laws, const int32_t* ids, uint64_t round,
+                                      const std::vector<float>& doubts) {
     pending_round_ = round;
-    TokenTree tree = laws ? finish_on_device(p, laws) : finish(p);
+    TokenTree tree = laws ? finish_on_device(p, laws, doubts) : finish(p);
     tree.device_tokens = ids;
     return tree;
   }
@@ -193,20 +195,29 @@ class ModelDrafter : public Drafter {
     tree.device_q = laws;
     return counted(std::move(tree), p.start);
   }
-  TokenTree finish_on_device(Proposal& p, const float* laws) {
-    cut_to_request(p);
+  TokenTree finish_on_device(Proposal& p, const float* laws, const std::vector<float>& doubts = {}) {
+    cut_to_request(p, doubts);
     p.tree.draft_q.clear();
     p.tree.device_q = laws;
     return counted(std::move(p.tree), p.start);
   }
 
   // A chain drawn at a batch's longest length (propose_on_device, propose_fed: chains of a moving K) cut to its own
-  // request's K. Its first K draws are a K chain's, key for key and law for law (the same slots, from the same rows),
-  // and K was set before any draw, so the cut chain is the one the CPU draws (verify/ALGORITHMS.md §1). Its forwards
-  // are counted as the CPU's, one a depth of its own.
-  void cut_to_request(Proposal& p) {
+  // request's K, and, where the request may stop on the draft's doubt, after the first draft whose value in `doubts`
+  // (its probability under the law it was drawn from: chain_doubts) is below the threshold, keeping that draft, as
+  // stops_after_doubt stops the CPU's chain. Its first K draws are a K chain's, key for key and law for law (the same
+  // slots, from the same rows); K was set before any draw, and whether a draft is kept depends on the drafts before it
+  // alone, so the cut chain is the one the CPU draws (verify/ALGORITHMS.md §1). Its forwards are counted as the CPU's,
+  // one a depth of its own.
+  void cut_to_request(Proposal& p, const std::vector<float>& doubts) {
     if (!p.request->tree_shape.empty() || mutant_on(Mutant::device_chains_not_cut)) return;
-    const size_t k = static_cast<size_t>(p.request->num_draft_tokens);
+    size_t k = std::min(static_cast<size_t>(p.request->num_draft_tokens), p.tree.tokens.size());
+    for (size_t d = 0; d < std::min(k, doubts.size()); ++d)
+      if (doubts[d] < p.request->confidence_threshold) {
+        // NOT exact under the mutant: the stop decided by the draft it drops (stops_after_doubt's).
+        k = mutant_on(Mutant::confidence_stop_drops_draft) ? d : d + 1;
+        break;
+      }
     if (p.tree.tokens.size() <= k) return;
     counters_.n_forward -= static_cast<int64_t>(p.tree.tokens.size() - k);
     p.tree.tokens.resize(k);
@@ -255,9 +266,12 @@ std::optional<SamplingParams> ModelDrafterFactory::device_draw_params() const {
 }
 
 bool ModelDrafterFactory::draws_on_device(const std::vector<DraftRequest>& requests) const {
-  // A chain that may stop on the draft's doubt reads each draft's probability before the next: drawn on the host.
-  if (requests.empty() || !requests[0].device || requests[0].confidence_threshold > 0.0f) return false;
+  if (requests.empty() || !requests[0].device) return false;
   const DraftRequest& first = requests[0];
+  // A chain that may stop on the draft's doubt is drawn whole and cut by its drafts' probabilities under the laws the
+  // device keeps (chain_doubts). A greedy draft doubts with its law at temperature 1 (ModelDrafter::doubt_law), which
+  // the device does not keep: drawn on the host.
+  if (first.confidence_threshold > 0.0f && pipeline_.params().temperature == 0.0f) return false;
   // Chains (of any lengths: drawn at the longest, each cut to its own), or trees of one shape whose siblings are
   // i.i.d. draws (a sampler's draws, each from its own key), ranked (a processed row's most probable tokens) or drawn
   // without replacement.
@@ -283,6 +297,28 @@ bool ModelDrafterFactory::draws_on_device(const std::vector<DraftRequest>& reque
 namespace {
 bool draws_fed(const LanguageModel& model, const BatchVerifier& device, bool out_on_gpu) {
   return (out_on_gpu || device.device() == Device::cuda_host) && model.reads_device_tokens_in(out_on_gpu);
+}
+
+// The probability each draft of a chain drawn on the device had under the law it was drawn from (draft d of sequence i
+// from row d of its draft laws), up to its request's own K, for the chains whose requests may stop on the draft's
+// doubt; none for the others. One gather and one download for the batch, of the drafts' tokens known on the host
+// (BatchVerifier::draft_law_values) or of their ids kept on the device (`kept`: kept_law_values, before the target's
+// forward and verification read them).
+std::vector<std::vector<float>> chain_doubts(BatchVerifier& device,
+                                             const std::vector<ModelDrafter::Proposal>& proposals, bool kept) {
+  std::vector<DraftLawEntry> entries;
+  for (size_t i = 0; i < proposals.size(); ++i) {
+    const ModelDrafter::Proposal& p = proposals[i];
+    if (p.request->confidence_threshold <= 0.0f || !p.request->tree_shape.empty()) continue;
+    const int32_t own = std::min(p.request->num_draft_tokens, p.tree.size());
+    for (int32_t d = 0; d < own; ++d)
+      entries.push_back(
+          DraftLawEntry{static_cast<int64_t>(i), d, kept ? Token{-1} : p.tree.tokens[static_cast<size_t>(d)], d});
+  }
+  const std::vector<float> values = kept ? device.kept_law_values(entries) : device.draft_law_values(entries);
+  std::vector<std::vector<float>> doubts(proposals.size());
+  for (size_t e = 0; e < entries.size(); ++e) doubts[static_cast<size_t>(entries[e].sequence)].push_back(values[e]);
+  return doubts;
 }
 
 // The shape a batch's requests are drawn at on the device: their tree's, or a chain of the longest K among them.
@@ -402,10 +438,11 @@ std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<
       next += n;
     }
   }
+  const std::vector<std::vector<float>> doubts = chain_doubts(device, proposals, false);
   std::vector<TokenTree> out;
   for (int64_t i = 0; i < B; ++i)
     out.push_back(ranked ? own[i]->finish(proposals[i])
-                         : own[i]->finish_on_device(proposals[i], laws + i * (nodes + 1) * V));
+                         : own[i]->finish_on_device(proposals[i], laws + i * (nodes + 1) * V, doubts[i]));
   return out;
 }
 
@@ -417,8 +454,8 @@ std::vector<TokenTree> ModelDrafterFactory::propose_on_device(const std::vector<
 // depth before drew where that depth's launches left them (TreeLogitsCall::device_tokens). On a GPU the host enqueues
 // the whole proposal without waiting and waits once, for every depth's ids, at the end, or not at all when they may
 // stay on the device (DraftRequest::ids_may_stay_on_device: BatchVerifier::keep_planned_ids, the trees' device_tokens;
-// siblings without replacement then stay at their full shape, with holes); the draws are propose_on_device's, key for
-// key.
+// siblings without replacement then stay at their full shape, with holes; a chain that may stop on the draft's doubt
+// then waits for its drafts' probabilities alone, chain_doubts); the draws are propose_on_device's, key for key.
 std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelDrafter*>& own,
                                                         const std::vector<DraftRequest>& requests,
                                                         bool out_on_gpu) const {
@@ -513,13 +550,15 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
     for (int64_t i = 0; i < B; ++i) own[i]->add_pending(proposals[i], shape[d]);
   }
   if (requests[0].ids_may_stay_on_device) {
-    // No wait: the target's forward and verification read the ids on the device, sequence by sequence (siblings
-    // without replacement at their full shape, a node never drawn a hole that verification leaves out).
+    // No wait for the ids: the target's forward and verification read them on the device, sequence by sequence
+    // (siblings without replacement at their full shape, a node never drawn a hole that verification leaves out). A
+    // chain that may stop on the draft's doubt waits for its drafts' probabilities alone, to be cut.
     const int32_t* const ids = device.keep_planned_ids(B);
+    const std::vector<std::vector<float>> doubts = chain_doubts(device, proposals, true);
     std::vector<TokenTree> out;
     for (int64_t i = 0; i < B; ++i)
       out.push_back(own[i]->finish_with_ids_on_device(proposals[i], ranked ? nullptr : laws + i * (nodes + 1) * V,
-                                                      ids + i * nodes, round));
+                                                      ids + i * nodes, round, doubts[i]));
     return out;
   }
   // One wait: every depth's ids, depth d's of sequence i at B * before[d] + i * n[d].
@@ -531,21 +570,25 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
     for (int64_t t = 0; t < n[d]; ++t)
       parent_row[static_cast<size_t>(before[d] + t)] =
           static_cast<int32_t>(d == 0 ? 0 : before[d] + 1 - f[d] + t / shape[d]);
-  std::vector<TokenTree> out;
+  std::vector<std::vector<Token>> own_tokens(static_cast<size_t>(B));
   for (int64_t i = 0; i < B; ++i) {
-    std::vector<Token> own_tokens;
     for (size_t d = 0; d < K; ++d) {
       const auto first = tokens.begin() + B * before[d] + i * n[d];
-      own_tokens.insert(own_tokens.end(), first, first + n[d]);
+      own_tokens[i].insert(own_tokens[i].end(), first, first + n[d]);
     }
+    if (!siblings) own[i]->tokens_known(proposals[i], own_tokens[i].data(), round);
+  }
+  const std::vector<std::vector<float>> doubts = chain_doubts(device, proposals, false);
+  std::vector<TokenTree> out;
+  for (int64_t i = 0; i < B; ++i) {
     if (!siblings) {
-      own[i]->tokens_known(proposals[i], own_tokens.data(), round);
       out.push_back(ranked ? own[i]->finish(proposals[i])
-                           : own[i]->finish_on_device(proposals[i], laws + i * (nodes + 1) * V));
+                           : own[i]->finish_on_device(proposals[i], laws + i * (nodes + 1) * V, doubts[i]));
       continue;
     }
     // The full shape's ids (-1: never drawn): the session is told what its forwards read for them.
-    own[i]->tokens_known(proposals[i], with_placeholders(own_tokens).data(), round);
+    const std::vector<Token>& drawn = own_tokens[static_cast<size_t>(i)];
+    own[i]->tokens_known(proposals[i], with_placeholders(drawn).data(), round);
     // The tree of the nodes drawn, in the plan's order (the CPU's: a depth's drawn nodes are the next frontier, each
     // row's children in turn), each law moved to its row there.
     TokenTree tree;
@@ -554,10 +597,10 @@ std::vector<TokenTree> ModelDrafterFactory::propose_fed(const std::vector<ModelD
     row[0] = 0;
     std::vector<std::pair<int32_t, int32_t>> moves;
     for (int32_t m = 0; m < nodes; ++m) {
-      if (own_tokens[static_cast<size_t>(m)] < 0) continue;
+      if (drawn[static_cast<size_t>(m)] < 0) continue;
       const int32_t parent = row[static_cast<size_t>(parent_row[static_cast<size_t>(m)])];
       if (parent < 0) fail(description(), ": a fed tree's node ", m, " was drawn under a node never drawn");
-      tree.add(own_tokens[static_cast<size_t>(m)], parent - 1);
+      tree.add(drawn[static_cast<size_t>(m)], parent - 1);
       row[static_cast<size_t>(m) + 1] = tree.size();
       if (m < before[K - 1]) moves.emplace_back(m + 1, tree.size());  // a node with children: its law
     }

@@ -27,8 +27,9 @@ class ModelDrafterFactory : public DrafterFactory {
                                        const std::vector<DraftRequest>& requests) const override;
   bool batches_proposals() const override { return model_->batches_forwards(); }
   bool stops_on_confidence() const override { return true; }
-  // Chains (of any lengths: a moving K's, drawn at the longest and each cut to its own), and trees of one shape (a
-  // ranked node, or one whose siblings are drawn without replacement, asking at most
+  // Chains (of any lengths: a moving K's, drawn at the longest and each cut to its own; a chain that may stop on the
+  // draft's doubt drawn whole and cut by its drafts' probabilities, unless the draft is greedy), and trees of one shape
+  // (a ranked node, or one whose siblings are drawn without replacement, asking at most
   // BatchVerifier::most_ranked_children), are drawn on the device when the requests carry its verifier and the draft's
   // settings are within what the fused sampler applies (propose_batch): their laws left there, ranked trees verified as
   // point masses.

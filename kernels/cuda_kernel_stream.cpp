@@ -37,6 +37,7 @@ class CudaStream final : public KernelStream {
   void ranked_children(const RankedChildrenParams& p) override { launch_ranked_children(p, stream_); }
   void sibling_draws(const SiblingDrawParams& p) override { launch_sibling_draws(p, stream_); }
   void pending_counts(const PendingCountsParams& p) override { launch_pending_counts(p, stream_); }
+  void law_values(const LawValuesParams& p) override { launch_law_values(p, stream_); }
   int64_t free_device_memory() const override {
     size_t free = 0, total = 0;
     if (cudaMemGetInfo(&free, &total) != cudaSuccess) {

@@ -4,6 +4,7 @@
 #include "kernels/draft_children.h"
 #include "kernels/group_workspace.h"
 #include "kernels/kernel_stream.h"
+#include "kernels/law_values.h"
 #include "kernels/pending_counts.h"
 #include "kernels/philox_fill.h"
 #include "kernels/sampler_kernels.h"
@@ -57,6 +58,11 @@ void launch_sibling_draws(const SiblingDrawParams& p, CUstream_st*) {
 }
 
 void launch_pending_counts(const PendingCountsParams& p, CUstream_st*) {
+  p.check();
+  require_cuda_device();
+}
+
+void launch_law_values(const LawValuesParams& p, CUstream_st*) {
   p.check();
   require_cuda_device();
 }

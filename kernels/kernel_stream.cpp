@@ -107,6 +107,7 @@ class EmulatedStream final : public KernelStream {
   void ranked_children(const RankedChildrenParams& p) override { emulate_ranked_children(p, options_); }
   void sibling_draws(const SiblingDrawParams& p) override { emulate_sibling_draws(p, options_); }
   void pending_counts(const PendingCountsParams& p) override { add_pending_counts_host(p); }
+  void law_values(const LawValuesParams& p) override { read_law_values_host(p); }
   int64_t free_device_memory() const override { return mem_available_bytes(); }
 
  protected:

@@ -19,6 +19,7 @@
 #include "kernels/cuda_device.h"
 #include "kernels/draft_children.h"
 #include "kernels/emulated_kernels.h"
+#include "kernels/law_values.h"
 #include "kernels/pending_counts.h"
 #include "kernels/sampler_kernels.h"
 #include "kernels/shared/error.h"
@@ -109,6 +110,7 @@ class KernelStream {
   virtual void ranked_children(const RankedChildrenParams& p) = 0;
   virtual void sibling_draws(const SiblingDrawParams& p) = 0;
   virtual void pending_counts(const PendingCountsParams& p) = 0;
+  virtual void law_values(const LawValuesParams& p) = 0;
 
   // Waits for everything enqueued; throws Error on an asynchronous failure. Every staging slot is free again after.
   void synchronize() {

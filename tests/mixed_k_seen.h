@@ -1,6 +1,7 @@
-// A draft model's factory that counts the lockstep steps whose sequences asked for different chain lengths (a moving
-// K, harness/generation/draft_schedule.h), how many of them it drew on the device, and the widest spread of Ks in one
-// step: tests that a moving K is drawn on the device read them.
+// A draft model's factory that counts the lockstep steps, how many of them it drew on the device, the steps whose
+// sequences asked for different chain lengths (a moving K, harness/generation/draft_schedule.h) and how many of those
+// it drew there, and the widest spread of Ks in one step: tests that a moving K, or a chain that may stop on the
+// draft's doubt, is drawn on the device read them.
 #pragma once
 
 #include <algorithm>
@@ -19,6 +20,8 @@ class MixedKSeen : public ModelDrafterFactory {
     const auto [shortest, longest] = std::minmax_element(
         requests.begin(), requests.end(),
         [](const DraftRequest& a, const DraftRequest& b) { return a.num_draft_tokens < b.num_draft_tokens; });
+    ++steps;
+    steps_on_device += draws_on_device(requests);
     if (shortest->num_draft_tokens != longest->num_draft_tokens) {
       ++mixed;
       on_device += draws_on_device(requests);
@@ -26,7 +29,7 @@ class MixedKSeen : public ModelDrafterFactory {
     }
     return ModelDrafterFactory::propose_batch(drafters, requests);
   }
-  mutable int64_t mixed = 0, on_device = 0;
+  mutable int64_t steps = 0, steps_on_device = 0, mixed = 0, on_device = 0;
   mutable int32_t widest_spread = 0;
 };
 

@@ -42,6 +42,7 @@ int main() {
 #include "kernels/philox_fill.h"
 #include "kernels/sampler_kernels.h"
 #include "kernels/shared/philox.h"
+#include "law_values_case.h"
 #include "pending_counts_case.h"
 #include "sibling_draw_case.h"
 #include "tests/statistics/goodness_of_fit.h"
@@ -577,6 +578,23 @@ TEST_CASE("pending counts on the GPU are the host's", "[gpu][penalties][sanitize
     add_pending_counts_host(c.params(expected.data(), c.ids.data(), c.entries.data()));
     INFO(rows << " rows, V = " << vocab << ", " << n << " entries");
     CHECK(d_counts.to_host() == expected);
+  }
+}
+
+// Law values gathered on the GPU are the host's (a float read, moved bit for bit), failed draws' -1 among them.
+TEST_CASE("law values on the GPU are the host's", "[gpu][sanitize]") {
+  for (const auto& [rows, vocab, n] : {std::tuple{1, 1, 1}, std::tuple{5, 37, 50}, std::tuple{8, 128256, 5000}}) {
+    const testing::LawValuesCase c = testing::law_values_case(static_cast<uint64_t>(vocab + n), rows, vocab, n);
+    const DeviceArray<float> d_laws(c.laws);
+    const DeviceArray<int32_t> d_ids(c.ids);
+    const DeviceArray<int64_t> d_entries(c.entries);
+    DeviceArray<float> d_values(static_cast<size_t>(n));
+    launch_law_values(c.params(d_laws.get(), d_ids.get(), d_entries.get(), d_values.get()));
+    check_cuda(cudaDeviceSynchronize(), "law values");
+    std::vector<float> expected(static_cast<size_t>(n));
+    read_law_values_host(c.params(c.laws.data(), c.ids.data(), c.entries.data(), expected.data()));
+    INFO(rows << " rows, V = " << vocab << ", " << n << " entries");
+    CHECK(d_values.to_host() == expected);
   }
 }
 

@@ -211,16 +211,17 @@ namespace {
 struct WideBatch {
   std::vector<SequenceOutput> out;
   GenerationMetrics metrics;
-  int64_t mixed = 0, mixed_on_device = 0;
+  int64_t steps = 0, steps_on_device = 0, mixed = 0, mixed_on_device = 0;
   int32_t widest_spread = 0;
 };
 
-WideBatch run_wide_batch(GenerationConfig config, Device device) {
+WideBatch run_wide_batch(GenerationConfig config, Device device, float draft_temperature = 1.0f) {
   static const TablePair pair = random_pair(1, 4096, 77, 2.0, 1.5);
-  SamplingParams sampled;
+  SamplingParams sampled, draft;
   sampled.temperature = 1.0f;
+  draft.temperature = draft_temperature;
   config.device = device;
-  const auto factory = std::make_shared<MixedKSeen>(pair.draft, sampled);
+  const auto factory = std::make_shared<MixedKSeen>(pair.draft, draft);
   const Generator generator(pair.target, sampled, factory, config);
   WideBatch run;
   run.out = generator.generate_many({1, 2}, 0, 4, run.metrics);
@@ -229,6 +230,8 @@ WideBatch run_wide_batch(GenerationConfig config, Device device) {
     CHECK(run.metrics.device_buffer_bytes <= generator.device_step_bytes(4));
     CHECK(run.metrics.growth_waits == 0);
   }
+  run.steps = factory->steps;
+  run.steps_on_device = factory->steps_on_device;
   run.mixed = factory->mixed;
   run.mixed_on_device = factory->on_device;
   run.widest_spread = factory->widest_spread;
@@ -370,17 +373,40 @@ TEST_CASE("confidence threshold: refused with a tree, outside [0, 1) and for a d
   CHECK_FALSE(moves_k(DraftSchedule::constant, 4, 0.0));
 }
 
-// On cuda-host a draft that may stop on its doubt is drawn on the host (each draft's probability read before the
-// next), its q rows within the run's reservation: the CPU's sequences, no buffer grown.
-TEST_CASE("confidence threshold: on cuda-host the chains are drawn on the host, the CPU's sequences, within bounds",
-          "[device][schedule]") {
+// On cuda-host a sampled draft that may stop on its doubt is drawn on the device at the batch's longest K and each
+// chain cut by its drafts' probabilities under the laws kept there (one gather, one download): the CPU's sequences,
+// with the CPU's draft forwards, every step drawn there, no buffer grown. A greedy draft doubts with its law at
+// temperature 1, which the device does not keep: drawn on the host, its q rows within the reservation, the CPU's
+// sequences too.
+TEST_CASE(
+    "confidence threshold: on cuda-host a sampled draft's chains are drawn and cut on the device, a greedy "
+    "draft's on the host, the CPU's sequences, within bounds",
+    "[device][schedule]") {
   GenerationConfig config = chain(VerifyMethod::chain, 6, DraftSchedule::heuristic);
   config.max_new_tokens = 40;
   config.confidence_threshold = 0.3;
   const WideBatch cpu = run_wide_batch(config, Device::cpu), device = run_wide_batch(config, Device::cuda_host);
   for (const WideBatch* run : {&cpu, &device}) CHECK(run->metrics.proposed < 6 * run->metrics.steps);
-  CHECK(device.mixed_on_device == 0);
+  CHECK(device.steps > 0);
+  CHECK(device.steps_on_device == device.steps);
+  CHECK(device.mixed > 0);
   CHECK(differing_sequences(device.out, cpu.out) == 0);
+  CHECK(device.metrics.draft_calls == cpu.metrics.draft_calls);
+  CHECK(device.metrics.proposed == cpu.metrics.proposed);
+  // Under a constant K the doubt alone cuts: chains left uncut are other steps than the CPU's.
+  GenerationConfig constant = config;
+  constant.num_draft_tokens_schedule = DraftSchedule::constant;
+  const WideBatch constant_cpu = run_wide_batch(constant, Device::cpu);
+  CHECK(differing_sequences(run_wide_batch(constant, Device::cuda_host).out, constant_cpu.out) == 0);
+  {
+    const ScopedMutant on(Mutant::device_chains_not_cut);
+    CHECK(differing_sequences(run_wide_batch(constant, Device::cuda_host).out, constant_cpu.out) > 0);
+  }
+  const WideBatch greedy_cpu = run_wide_batch(config, Device::cpu, 0.0f),
+                  greedy_device = run_wide_batch(config, Device::cuda_host, 0.0f);
+  CHECK(greedy_device.metrics.proposed < 6 * greedy_device.metrics.steps);
+  CHECK(greedy_device.steps_on_device == 0);
+  CHECK(differing_sequences(greedy_device.out, greedy_cpu.out) == 0);
 }
 
 // A greedy draft (temperature 0, a point mass) doubts with its law at temperature 1: its chains stop early, and greedy

@@ -413,8 +413,9 @@ struct RunOf {
   std::vector<SequenceOutput> out;
   GenerationMetrics metrics;
   int64_t target_kept = 0, draft_kept = 0;  // path nodes the sessions kept (moved into place) over the run
-  // Steps whose sequences asked for different Ks (a moving K), those drawn on the device, their widest spread of Ks.
-  int64_t mixed_steps = 0, mixed_on_device = 0;
+  // The draft's steps and those drawn on the device; steps whose sequences asked for different Ks (a moving K), those
+  // drawn on the device, their widest spread of Ks.
+  int64_t steps = 0, steps_on_device = 0, mixed_steps = 0, mixed_on_device = 0;
   int32_t widest_spread = 0;
 };
 
@@ -433,6 +434,8 @@ RunOf run_of(GenerationConfig config, const SamplingParams& target_params, const
   run.out = Generator(target, target_params, drafter, config).generate_many({10, 20, 30}, 0, 4, run.metrics);
   run.target_kept = target->total();
   run.draft_kept = draft->total();
+  run.steps = drafter->steps;
+  run.steps_on_device = drafter->steps_on_device;
   run.mixed_steps = drafter->mixed;
   run.mixed_on_device = drafter->on_device;
   run.widest_spread = drafter->widest_spread;
@@ -551,6 +554,54 @@ TEST_CASE("a moving K's chains drawn fed, their ids kept on the device: the CPU'
   // Every chain left at the batch's longest K: other sequences.
   const ScopedMutant on(Mutant::device_chains_not_cut);
   CHECK(differing_sequences(config, unstopped, hot) > 0);
+}
+
+// A chain that may stop on the draft's doubt (confidence_threshold), its draft sampled: drawn fed at the batch's
+// longest K and each chain cut after its first draft whose probability under its law is below the threshold, the
+// probabilities gathered on the device. With a target that reads the ids where they lie, they stay there, and a step
+// waits for the probabilities and for verification; with one that does not, the ids come back first (three waits).
+// Under a constant K and the heuristic schedule: the CPU's sequences and draft forwards, every step drawn on the
+// device.
+TEST_CASE(
+    "a chain that stops on the draft's doubt drawn fed on cuda-host: the CPU's sequences, every step on the device",
+    "[device][schedule]") {
+  SamplingParams unstopped = drafting();  // no stop token: every sequence runs its tokens, over many steps
+  unstopped.stop_tokens.clear();
+  for (const DraftSchedule schedule : {DraftSchedule::constant, DraftSchedule::heuristic})
+    for (const bool target_reads_ids : {true, false})
+      for (const std::string model_device : {"cpu", "libtorch"}) {
+        INFO("models on " << model_device << ", " << draft_schedule_name(schedule) << " schedule, the target "
+                          << (target_reads_ids ? "reads" : "does not read") << " the ids on the device");
+        GenerationConfig config = fed_config(VerifyMethod::chain, {}, SiblingScheme::iid);
+        config.num_draft_tokens = 6;
+        config.num_draft_tokens_schedule = schedule;
+        config.confidence_threshold = 0.4;
+        config.max_new_tokens = 32;
+        config.seed = 11;
+        const RunOf cpu = run_of(config, unstopped, model_device, other_draft(), target_reads_ids);
+        config.device = Device::cuda_host;
+        const RunOf device = run_of(config, unstopped, model_device, other_draft(), target_reads_ids);
+        REQUIRE(device.out.size() == cpu.out.size());
+        for (size_t n = 0; n < cpu.out.size(); ++n) {
+          CHECK(device.out[n].tokens == cpu.out[n].tokens);
+          CHECK(device.out[n].accept_lengths == cpu.out[n].accept_lengths);
+        }
+        REQUIRE(device.metrics.steps > 0);
+        CHECK(device.steps_on_device == device.steps);
+        CHECK(device.metrics.proposed < 6 * device.metrics.steps);  // chains stopped on their doubt
+        CHECK(device.metrics.proposed > device.metrics.steps);      // and not always at their first draft
+        CHECK(device.metrics.proposed == cpu.metrics.proposed);
+        CHECK(device.metrics.draft_calls == cpu.metrics.draft_calls);
+        CHECK(device.metrics.device_waits == (target_reads_ids ? 2 : 3) * device.metrics.steps);
+        CHECK(device.metrics.staging_waits == 0);
+      }
+  // Chains left uncut by their doubts: other sequences.
+  GenerationConfig config = fed_config(VerifyMethod::chain, {}, SiblingScheme::iid);
+  config.num_draft_tokens = 6;
+  config.confidence_threshold = 0.4;
+  config.max_new_tokens = 32;
+  const ScopedMutant on(Mutant::device_chains_not_cut);
+  CHECK(differing_sequences(config, unstopped) > 0);
 }
 
 TEST_CASE("a draft's ids kept for verification from the wrong depth change the sequences", "[device][mutant]") {

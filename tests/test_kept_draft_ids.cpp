@@ -246,28 +246,53 @@ TEST_CASE("kept ids: bad plans and batches are refused", "[verify][device]") {
   trees[1].device_tokens = nullptr;
   CHECK_THROWS_WITH(v.verify(steps, LogitsAt::device), Contains("1 of a batch of 2 steps"));
   trees[1].device_tokens = ids + N;
-  // A step's tree may be its kept ids' first nodes (a chain cut to its own K), but the widest must be as wide as they
-  // are, the stride verification reads them at.
+  // The kept ids' values in their laws (kept_law_values): node m of sequence b drawn from row law_row(m) of its laws
+  // (on cuda-host the device's memory is the host's); entries outside the laws or the kept ids are refused.
+  const auto law_row = [](int32_t m) { return m < 2 ? 0 : m - 1; };
+  std::vector<DraftLawEntry> entries;
+  for (int64_t b = 0; b < B; ++b)
+    for (int32_t m = 0; m < N; ++m) entries.push_back(DraftLawEntry{b, law_row(m), -1, m});
+  const std::vector<float> values = v.kept_law_values(entries);
+  REQUIRE(values.size() == entries.size());
+  for (const DraftLawEntry& e : entries) {
+    const Token id = ids[e.sequence * N + e.node];
+    CHECK(values[static_cast<size_t>(e.sequence * N + e.node)] == laws[(e.sequence * (N + 1) + e.row) * V + id]);
+    CHECK(values[static_cast<size_t>(e.sequence * N + e.node)] > 0.0f);  // a drawn token had mass
+  }
+  CHECK_THROWS_WITH(v.kept_law_values({DraftLawEntry{0, 0, -1, N}}), Contains("reads node 4 of sequence 0, but 2"));
+  CHECK_THROWS_WITH(v.kept_law_values({DraftLawEntry{0, N + 1, -1, 0}}), Contains("a draft law value of row 5"));
+  CHECK_THROWS_WITH(v.draft_law_values({DraftLawEntry{0, 0, V, -1}}), Contains("reads token 37, not a token"));
+  // A step's tree may be its kept ids' first nodes (a chain cut to its own K, or after the draft's doubt), every
+  // step's among them: verification reads the ids at the kept width, their stride.
   std::vector<TokenTree> cut = trees;
   for (TokenTree& t : cut) {
     t.tokens.pop_back();
     t.parent.pop_back();
   }
-  const std::vector<DeviceStep> narrow = {DeviceStep{steps[0].logits, &cut[0], &committed, steps[0].rng},
-                                          DeviceStep{steps[1].logits, &cut[1], &committed, steps[1].rng}};
-  CHECK_THROWS_WITH(v.verify(narrow, LogitsAt::device),
-                    Contains("the widest of the steps' drafts has 3 nodes, where the kept plan's have 4"));
   // (each step's rows follow the one before's in device_logits: step 1's after step 0's four)
+  const std::vector<DeviceStep> narrow = {DeviceStep{rows, &cut[0], &committed, steps[0].rng},
+                                          DeviceStep{rows + N * V, &cut[1], &committed, steps[1].rng}};
+  const std::vector<DeviceStepResult> cut_results = v.verify(narrow, LogitsAt::device);
+  REQUIRE(cut_results.size() == 2);
+  CHECK(cut_results[0].draft_tokens == std::vector<Token>(ids, ids + 3));
+  CHECK(cut_results[1].draft_tokens == std::vector<Token>(ids + N, ids + N + 3));
+  // Once: the kept ids were the verification's.
+  CHECK_THROWS_WITH(v.verify(narrow, LogitsAt::device), Contains("no plan kept them"));
+  CHECK_THROWS_WITH(v.kept_law_values(entries), Contains("kept_law_values without kept ids"));
+  // One step cut, the other whole, from a new plan's kept ids.
+  plan();
+  v.launch_planned(0);
+  v.launch_planned(1);
+  const int32_t* again = v.keep_planned_ids(B);
+  cut[0].device_tokens = again;
+  trees[1].device_tokens = again + N;
   steps[0].tree = &cut[0];
   steps[1].logits = rows + N * V;
   const std::vector<DeviceStepResult> results = v.verify(steps, LogitsAt::device);
   REQUIRE(results.size() == 2);
-  // Each step's own nodes' ids come back, from its row of the kept ids (on cuda-host the device's memory is the
-  // host's).
-  CHECK(results[0].draft_tokens == std::vector<Token>(ids, ids + 3));
-  CHECK(results[1].draft_tokens == std::vector<Token>(ids + N, ids + 2 * N));
-  // Once: the kept ids were the verification's.
-  CHECK_THROWS_WITH(v.verify(steps, LogitsAt::device), Contains("no plan kept them"));
+  // Each step's own nodes' ids come back, from its row of the kept ids.
+  CHECK(results[0].draft_tokens == std::vector<Token>(again, again + 3));
+  CHECK(results[1].draft_tokens == std::vector<Token>(again + N, again + 2 * N));
 }
 
 // A history with pending ids is read only where a device array of them is named: the host's pipeline, a row sampler,

@@ -12,6 +12,7 @@
 
 #include "draft/model_drafter.h"
 #include "kernels/shared/error.h"
+#include "mixed_k_seen.h"
 #include "speculative_fixtures.h"
 #include "tests/statistics/transition_test.h"
 #include "tests/support/mutant_switch.h"
@@ -935,6 +936,37 @@ TEST_CASE("on cuda-host every exact verifier reproduces the target's law of whol
       CHECK(c.gof.passed(stats::kAlpha));
       CHECK(c.run.metrics.q_zero_errors == 0);
     }
+}
+
+// A chain that may stop on the draft's doubt, drawn on the device at K and cut there by its drafts' probabilities under
+// the laws the device keeps (ModelDrafterFactory::draws_on_device): the target's law of whole continuations, chain and
+// block, every step drawn on the device; a cut that drops the doubted draft is caught.
+TEST_CASE("on cuda-host a chain cut after the draft's doubt keeps the target's law", "[verify][exact][device]") {
+  const TablePair pair = random_pair(2, kV, 11, 1.2, 0.8);
+  for (const VerifyMethod method : {VerifyMethod::chain, VerifyMethod::block}) {
+    GenerationConfig config = on_device(chain_config(method, 3), 4);
+    config.confidence_threshold = 0.45;
+    INFO("cuda-host " << describe(config) << " stopping on doubt below 0.45");
+    const auto law_check = [&](GenerationMetrics* metrics = nullptr) {
+      const auto drafter = std::make_shared<MixedKSeen>(pair.draft, stopping());
+      const Generator generator(pair.target, stopping(), drafter, config);
+      const RunResult run = run_generator(generator, kPrompt, 20000, kV);
+      CHECK(drafter->steps_on_device == drafter->steps);
+      if (metrics) *metrics = run.metrics;
+      return stats::g_test(
+          run.counts, exact_sequence_law(*pair.target, generator.target_pipeline(), kPrompt, config.max_new_tokens));
+    };
+    GenerationMetrics m;
+    const stats::GofResult correct = law_check(&m);
+    INFO(correct.detail);
+    CHECK(correct.passed(stats::kAlpha));
+    CHECK(m.proposed < 3 * m.steps);  // the chains stopped on their doubt
+    CHECK(m.proposed > m.steps);      // and not always at their first draft
+    const ScopedMutant on(Mutant::confidence_stop_drops_draft);
+    const stats::GofResult broken = law_check();
+    INFO("mutant confidence_stop_drops_draft: " << broken.detail);
+    CHECK_FALSE(broken.passed(stats::kAlpha));
+  }
 }
 
 TEST_CASE("on cuda-host with every row split over a cluster, the verifiers keep the target's law",

@@ -127,10 +127,12 @@ int64_t draft_nodes(const GenerationConfig& config) {
 }
 
 std::optional<SamplingParams> Generator::device_draft_params() const {
-  // A chain that may stop on the draft's doubt is drafted on the host (DrafterFactory::draws_on_device): no draws on
-  // the device to size.
-  if (!drafter_ || config_.confidence_threshold > 0.0) return std::nullopt;
-  return drafter_->device_draw_params();
+  if (!drafter_) return std::nullopt;
+  const std::optional<SamplingParams> draft = drafter_->device_draw_params();
+  // A chain that may stop on a greedy draft's doubt is drafted on the host, as ModelDrafterFactory::draws_on_device
+  // decides (its doubt reads the law at temperature 1, which the device does not keep): no draws there to size.
+  if (draft && config_.confidence_threshold > 0.0 && draft->temperature == 0.0f) return std::nullopt;
+  return draft;
 }
 
 int64_t Generator::device_step_bytes(int64_t sequences) const {

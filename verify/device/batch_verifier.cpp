@@ -60,6 +60,9 @@ enum Slot : int {
   kKeptIds,
   kKeptStatus,
   kPendingEntries,
+  kLawIds,
+  kLawEntries,
+  kLawValues,
   // A plan's sampler inputs are staged in slots of their own, from kPlanStaging + the slot's number: its uploads may
   // still be in flight when verification stages its own (no wait between them once the ids stay on the device).
   kPlanStaging,
@@ -416,6 +419,67 @@ void BatchVerifier::move_draft_laws(int64_t sequence, const std::vector<std::pai
   }
 }
 
+std::vector<float> BatchVerifier::draft_law_values(const std::vector<DraftLawEntry>& entries) {
+  std::vector<int32_t> tokens;
+  std::vector<int64_t> index;
+  for (const DraftLawEntry& e : entries) {
+    if (e.token < 0 || e.token >= vocab_)
+      fail("batch verifier: draft_law_values reads token ", e.token, ", not a token of [0, ", vocab_, ")");
+    index.push_back(static_cast<int64_t>(tokens.size()));
+    tokens.push_back(e.token);
+  }
+  return law_values(entries, stream_->upload(kLawIds, tokens), index);
+}
+
+std::vector<float> BatchVerifier::kept_law_values(const std::vector<DraftLawEntry>& entries) {
+  if (!kept_) fail("batch verifier: kept_law_values without kept ids (keep_planned_ids)");
+  std::vector<int64_t> index;
+  for (const DraftLawEntry& e : entries) {
+    if (e.sequence < 0 || e.sequence >= kept_->sequences || e.node < 0 || e.node >= kept_->width)
+      fail("batch verifier: kept_law_values reads node ", e.node, " of sequence ", e.sequence, ", but ",
+           kept_->sequences, " sequences' ids of ", kept_->width, " nodes were kept");
+    index.push_back(e.sequence * kept_->width + e.node);
+  }
+  return law_values(entries, kept_->ids, index);
+}
+
+std::vector<float> BatchVerifier::law_values(const std::vector<DraftLawEntry>& entries, const int32_t* ids,
+                                             const std::vector<int64_t>& id_index) {
+  if (entries.empty()) return {};
+  const int64_t N = draft_depth_;
+  if (!draft_laws_) fail("batch verifier: draft law values before draft_laws");
+  std::vector<int64_t> pairs;
+  for (size_t e = 0; e < entries.size(); ++e) {
+    const DraftLawEntry& entry = entries[e];
+    if (entry.sequence < 0 || entry.sequence >= draft_sequences_ || entry.row < 0 || entry.row > N)
+      fail("batch verifier: a draft law value of row ", entry.row, " of sequence ", entry.sequence,
+           ", but draft_laws made room for ", draft_sequences_, " sequences of rows 0 to ", N);
+    pairs.push_back(entry.sequence * (N + 1) + entry.row);
+    pairs.push_back(id_index[e]);
+  }
+  KernelStream& s = *stream_;
+  const size_t n = entries.size();
+  LawValuesParams p;
+  p.laws = draft_laws_;
+  p.ids = ids;
+  p.entries = s.upload(kLawEntries, pairs);
+  p.values = s.device_array<float>(kLawValues, n);
+  p.n = static_cast<int32_t>(n);
+  p.rows = draft_sequences_ * (N + 1);
+  p.vocab = vocab_;
+  s.law_values(p);
+  float* values = s.host_array<float>(kLawValues, n);
+  s.to_host(values, p.values, n * sizeof(float));
+  s.synchronize();
+  ++waits_;
+  // A processed law's value is a probability: anything else is a failed draw's (-1), refused before a chain is cut.
+  for (size_t e = 0; e < n; ++e)
+    if (!(values[e] >= 0.0f && values[e] <= 1.0f))
+      fail("batch verifier: the draft drawn from row ", entries[e].row, " of sequence ", entries[e].sequence,
+           " has the value ", values[e], " in its law, not a probability (a failed draw)");
+  return std::vector<float>(values, values + n);
+}
+
 const int32_t* BatchVerifier::launch_planned(size_t depth) {
   if (!planned_ || depth + 1 >= planned_->first_draw.size())
     fail("batch verifier: launch_planned(", depth, ") without a plan of that depth");
@@ -622,19 +686,14 @@ const int32_t* BatchVerifier::kept_draft_ids(const std::vector<DeviceStep>& step
   if (n != steps.size() || static_cast<int64_t>(n) != kept_->sequences)
     fail("batch verifier: ", n, " of a batch of ", steps.size(), " steps have their draft ids in device memory, where ",
          kept_->sequences, " sequences' ids were kept");
-  // A step's tree is its kept ids, or their first nodes (a chain drawn at the batch's longest K, cut to its own); the
-  // widest is the kept ids' width, the stride at which verification reads them.
-  int32_t widest = 0;
+  // A step's tree is its kept ids, or their first nodes (a chain drawn at the batch's longest K, cut to its own K or
+  // after the draft's doubt; every step's may be cut): verify() reads them at the kept ids' width, their stride.
   for (size_t b = 0; b < n; ++b) {
     const TokenTree& tree = *steps[b].tree;
     if (tree.device_tokens != kept_->ids + static_cast<int64_t>(b) * kept_->width || tree.size() > kept_->width)
       fail("batch verifier: step ", b, "'s draft ids are in device memory but not at its ", kept_->width,
            " ids of the kept plan");
-    widest = std::max(widest, tree.size());
   }
-  if (widest != kept_->width)
-    fail("batch verifier: the widest of the steps' drafts has ", widest, " nodes, where the kept plan's have ",
-         kept_->width);
   return kept_->ids;
 }
 
@@ -1321,9 +1380,11 @@ std::vector<DeviceStepResult> BatchVerifier::verify(const std::vector<DeviceStep
   if (steps.empty()) return {};
   KernelStream& s = *stream_;
   const VerifyMethod method = *method_;
-  const BatchShape shape = batch_shape(steps, method);
+  BatchShape shape = batch_shape(steps, method);
   // 1. The sampler pipeline on every target row. 2. The recorded draft laws. 3. Drafts, keys and layout.
   const int32_t* kept_ids = kept_draft_ids(steps);  // checked before any launch
+  // Kept ids are read at their width, the batch's drafts' stride, which its trees may all be shorter than.
+  if (kept_ids) shape.width = std::max(shape.width, static_cast<int32_t>(kept_->width));
   int32_t* d_sampler_status = nullptr;
   const float* d_p = process_step_rows(steps, at, shape.rows, &d_sampler_status);
   const DraftLaws laws = upload_draft_laws(s, steps, shape, vocab_, !verifies_greedily(method), draft_laws_,

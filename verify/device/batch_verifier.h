@@ -82,6 +82,16 @@ struct DraftDraw {
   int32_t law_row = 0;
 };
 
+// A draft's probability under the law it was drawn from: row `row` of sequence `sequence`'s draft laws, at the draft's
+// token: `token` (BatchVerifier::draft_law_values), or the id of node `node` among the sequence's kept ids
+// (BatchVerifier::kept_law_values).
+struct DraftLawEntry {
+  int64_t sequence = 0;
+  int32_t row = 0;
+  Token token = -1;
+  int32_t node = -1;
+};
+
 // Where a fused-sampler launch of BatchVerifier reads and writes rows, other than one logits row and one scratch row
 // each in order: a draft model's draws (draw_drafts). SamplerKernelParams::logits_rows / probs_rows.
 struct SamplerRowMaps {
@@ -217,6 +227,14 @@ class BatchVerifier {
   // stream behind the draws that wrote them: a fixed-shape proposal's laws to the rows of its tree without the nodes
   // never drawn. Each row moves to a row no later than itself, the rows and their destinations in increasing order.
   void move_draft_laws(int64_t sequence, const std::vector<std::pair<int32_t, int32_t>>& moves);
+  // The value of each entry in draft_laws, gathered on the device behind the draws that wrote them and downloaded
+  // together (one wait): what a chain drawn there whose request may stop on the draft's doubt is cut by
+  // (DraftRequest::confidence_threshold). draft_law_values reads each entry's `token`, uploaded; kept_law_values the
+  // id of its `node` where keep_planned_ids keeps it, before verification reads them, so those ids need not come back
+  // first. Throws Error for an entry outside the laws or the kept ids, and for a value that is not a probability (a
+  // failed draw's).
+  std::vector<float> draft_law_values(const std::vector<DraftLawEntry>& entries);
+  std::vector<float> kept_law_values(const std::vector<DraftLawEntry>& entries);
   const int32_t* launch_planned(size_t depth);
   std::vector<Token> planned_tokens();
   // Instead of planned_tokens, once every depth is launched: ends the plan keeping its ids in device memory, regrouped
@@ -376,6 +394,9 @@ class BatchVerifier {
   // The kept ids verify() reads in place for `steps` (null when no step's tree has device_tokens), checked: every
   // tree there, at its sequence's ids, in a batch of the kept plan's sequences.
   const int32_t* kept_draft_ids(const std::vector<DeviceStep>& steps) const;
+  // draft_law_values' and kept_law_values' gather: entry e's row, and its id at ids[id_index[e]].
+  std::vector<float> law_values(const std::vector<DraftLawEntry>& entries, const int32_t* ids,
+                                const std::vector<int64_t>& id_index);
   uint64_t waits_ = 0;
 };
 
