@@ -32,6 +32,7 @@ METHODS = [
     "--method greedy --num-draft-tokens 3",
     "--method chain --num-draft-tokens 4",
     "--method block --num-draft-tokens 3",
+    "--method chain --num-draft-tokens 4 --confidence-threshold 0.4",
     "--method tree --tree 2,2",
     "--method tree --tree 2,2,1 --tree-sampling without-replacement",
     "--method tree --tree 3,1 --tree-sampling topk",
@@ -183,15 +184,18 @@ def main():
     if not a.quick:
         # Siblings without replacement: the draft's depths are fed at the full shape and its ids stay on the device,
         # the nodes never drawn holes that verification leaves out (top-k 2 under four siblings: every root runs out,
-        # its drawn nodes keyed as the smaller trees'): one wait a step.
-        for method in ["--method tree --tree 2,2,1 --tree-sampling without-replacement",
-                       "--method tree --tree 4,2 --tree-sampling without-replacement --top-k 2"]:
+        # its drawn nodes keyed as the smaller trees'): one wait a step. A chain that stops on the draft's doubt is drawn
+        # fed and cut by its drafts' probabilities, gathered on the device while the ids stay there: two waits a step
+        # (the probabilities, then verification).
+        for method, waits in [("--method tree --tree 2,2,1 --tree-sampling without-replacement", 1),
+                              ("--method tree --tree 4,2 --tree-sampling without-replacement --top-k 2", 1),
+                              ("--method chain --num-draft-tokens 6 --confidence-threshold 0.4", 2)]:
             if os.path.exists(os.path.join(models, "target", "config.json")):
                 common = (f"--target transformer:{models}/target --draft transformer:{models}/draft --prompt-tokens "
                           f"82,79,77,69,79,58,10 --max-new-tokens 24 --num-samples 8 --seed 5 --temperature 0.8 "
                           f"{method}").split()
                 compare(a.binary, a.device, common, f"transformer {method}", failures, allowed,
-                        same_logits=a.device != "cuda", waits_a_step=1)
+                        same_logits=a.device != "cuda", waits_a_step=waits)
             elif allowed is None:
                 failures.append(f"transformer {method}: no bundled checkpoints in {models}")
             else:
@@ -201,7 +205,8 @@ def main():
                   f"82,79,77,69,79,58,10 --max-new-tokens 32 --num-samples 2 --temperature 0").split()
         greedy_on_device(a.binary, a.device, common,
                          ["--method greedy --num-draft-tokens 4", "--method chain --num-draft-tokens 4",
-                          "--method block --num-draft-tokens 4", "--method tree --tree 2,2,1"],
+                          "--method block --num-draft-tokens 4", "--method tree --tree 2,2,1",
+                          "--method chain --num-draft-tokens 6 --confidence-threshold 0.4"],
                          "transformer greedy equality on the device", failures, allowed)
         # Penalised: the draft's depths and the target's rows count their paths' ids on the device (pending counts).
         greedy_on_device(a.binary, a.device, common + "--repetition-penalty 1.3 --frequency-penalty 0.3".split(),
