@@ -18,6 +18,8 @@
 namespace specula {
 
 class LanguageModel;  // harness/models/language_model.h
+
+class LanguageModel;  // harness/models/language_model.h
 class ModelSession;   // harness/models/language_model.h
 class BatchVerifier;  // verify/device/batch_verifier.h
 
@@ -87,6 +89,9 @@ class DrafterFactory {
   // The deepest draft this drafter can propose (Medusa: one level per head), 0 when any depth is possible. The
   // generator refuses a --tree or --num-draft-tokens deeper than it, instead of cutting the draft silently.
   virtual int32_t max_draft_depth() const { return 0; }
+  // The model its drafts are drawn from, where one is (a draft model), for what a run reports of it (its step graphs:
+  // LanguageModel::step_graph_tally); null otherwise.
+  virtual const LanguageModel* draft_model() const { return nullptr; }
   // Proposals of several drafters this factory created (one per sequence of a lockstep batch, each at most once):
   // the trees each drafter's propose() would return, with its counters. A drafter kind that batches_proposals()
   // runs its model once per draft depth for all of them (LanguageModel::batch_tree_logits); the default proposes

@@ -21,6 +21,7 @@ class ModelDrafterFactory : public DrafterFactory {
   std::unique_ptr<Drafter> create() const override;
   int32_t vocab_size() const override { return model_->vocab_size(); }
   std::string description() const override { return model_->description(); }
+  const LanguageModel* draft_model() const override { return model_.get(); }
   bool drafts_penalised() const override { return pipeline_.params().penalised(); }
   // One draft forward per depth for all the drafters, when the model batches its forwards (a transformer).
   std::vector<TokenTree> propose_batch(const std::vector<Drafter*>& drafters,

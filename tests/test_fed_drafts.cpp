@@ -550,6 +550,17 @@ TEST_CASE("a moving K's chains drawn fed, their ids kept on the device: the CPU'
     CHECK(device.metrics.staging_waits == 0);
     CHECK(device.metrics.draft_calls == cpu.metrics.draft_calls);
     CHECK(device.draft_kept >= cpu.draft_kept);  // told the ids, the draft's sessions kept the accepted paths
+    // Step graphs run on LibTorch's path alone (each step: a pooled step a draft depth, and the target's), and none
+    // replays without a GPU.
+    INFO(device.metrics.step_graphs_built << " step graphs built, " << device.metrics.step_graphs_evicted
+                                          << " evicted, in " << device.metrics.steps << " steps");
+    if (model_device == "libtorch") {
+      CHECK(device.metrics.step_graph_runs >= 2 * device.metrics.steps);
+      CHECK(device.metrics.step_graphs_built > 0);
+    } else {
+      CHECK(device.metrics.step_graph_runs == 0);
+    }
+    CHECK(device.metrics.step_graph_replays == 0);
   }
   // Every chain left at the batch's longest K: other sequences.
   const ScopedMutant on(Mutant::device_chains_not_cut);

@@ -839,6 +839,10 @@ TEST_CASE("a record's times survive records.jsonl; older records (no prompt time
   r.metrics.staging_waits = 3;
   r.metrics.growth_waits = 2;
   r.metrics.device_buffer_bytes = 123456;
+  r.metrics.step_graph_runs = 40;
+  r.metrics.step_graph_replays = 31;
+  r.metrics.step_graphs_built = 6;
+  r.metrics.step_graphs_evicted = 1;
   const std::string line = r.to_json_line();
   const RunRecord back = RunRecord::from_json_line(line, "records.jsonl:1");
   CHECK(back.metrics.verify_rows_histogram == r.metrics.verify_rows_histogram);
@@ -847,6 +851,10 @@ TEST_CASE("a record's times survive records.jsonl; older records (no prompt time
   CHECK(back.metrics.staging_waits == 3);
   CHECK(back.metrics.growth_waits == 2);
   CHECK(back.metrics.device_buffer_bytes == 123456);
+  CHECK(back.metrics.step_graph_runs == 40);
+  CHECK(back.metrics.step_graph_replays == 31);
+  CHECK(back.metrics.step_graphs_built == 6);
+  CHECK(back.metrics.step_graphs_evicted == 1);
   CHECK(back.metrics.wall_seconds == 1.5);
   CHECK(back.metrics.prompt_seconds == 0.25);
   CHECK(back.metrics.target_seconds == 0.75);
@@ -871,6 +879,8 @@ TEST_CASE("a record's times survive records.jsonl; older records (no prompt time
   j.erase("staging_waits");
   j.erase("growth_waits");
   j.erase("device_buffer_bytes");
+  for (const char* key : {"step_graph_runs", "step_graph_replays", "step_graphs_built", "step_graphs_evicted"})
+    j.erase(key);
   const RunRecord before = RunRecord::from_json_line(j.dump(), "old.jsonl:1");
   CHECK(before.metrics.prompt_seconds == 0.0);
   CHECK(before.metrics.lockstep_rows_histogram.empty());
@@ -878,6 +888,8 @@ TEST_CASE("a record's times survive records.jsonl; older records (no prompt time
   CHECK(before.metrics.staging_waits == 0);
   CHECK(before.metrics.growth_waits == 0);
   CHECK(before.metrics.device_buffer_bytes == 0);
+  CHECK(before.metrics.step_graph_runs == 0);
+  CHECK(before.metrics.step_graphs_evicted == 0);
   // Records written before the one metrics shape named their times *_time.
   nlohmann::json old = nlohmann::json::parse(line);
   for (const char* name : {"wall", "prompt", "target", "draft", "verify"}) {
@@ -2229,15 +2241,24 @@ TEST_CASE("the terminal table cuts a long drafter spec in its middle, and widens
   CHECK_THAT(wide, Contains("\n" + a + " chain ") && Contains("\n" + b + " chain "));
 }
 
-TEST_CASE("merged metrics add the waits and keep the largest device buffer bytes", "[runner]") {
+TEST_CASE("merged metrics add the waits and step graphs, and keep the largest device buffer bytes", "[runner]") {
   GenerationMetrics a, b;
   a.growth_waits = 2;
   a.staging_waits = 1;
   a.device_buffer_bytes = 5000;
+  a.step_graph_runs = 10;
+  a.step_graph_replays = 8;
   b.growth_waits = 3;
   b.device_buffer_bytes = 7000;
+  b.step_graph_runs = 4;
+  b.step_graphs_built = 2;
+  b.step_graphs_evicted = 1;
   a.merge(b);
   CHECK(a.growth_waits == 5);
+  CHECK(a.step_graph_runs == 14);
+  CHECK(a.step_graph_replays == 8);
+  CHECK(a.step_graphs_built == 2);
+  CHECK(a.step_graphs_evicted == 1);
   CHECK(a.staging_waits == 1);
   CHECK(a.device_buffer_bytes == 7000);  // a peak, not a sum
   b.merge(GenerationMetrics{});

@@ -880,6 +880,8 @@ TEST_CASE("static-shape steps (what CUDA graphs replay) match a full recompute a
   CHECK(on.step_graph_calls == 3);
   CHECK(on.step_graphs_built == 2);  // 6 rows (prompt + tree), then 4 (bonus + tree) twice, all in 64 columns
   CHECK(off.step_graph_calls == 0);
+  CHECK(dynamic.step_graph_tally().runs == 0);
+  const StepGraphTally before = graphs.step_graph_tally();
   {  // Trees of 1..12 nodes after one context: 11 shapes (4 rows twice), the least recently used 3 making room.
     auto session = graphs.new_session();
     auto& s = dynamic_cast<TransformerSession&>(*session);
@@ -904,6 +906,12 @@ TEST_CASE("static-shape steps (what CUDA graphs replay) match a full recompute a
     CHECK(s.stats().step_graphs_built == 12);
     CHECK(s.stats().step_graphs_evicted == 4);
   }
+  // The model counts every session's step graphs (LanguageModel::step_graph_tally); nothing replays without a GPU.
+  const StepGraphTally after = graphs.step_graph_tally();
+  CHECK(after.runs - before.runs == 15);
+  CHECK(after.built - before.built == 12);
+  CHECK(after.evicted - before.evicted == 4);
+  CHECK(after.replays == 0);
   {  // A longer model: the steps' columns move from the 128 bucket to 256 as the context passes them.
     TransformerConfig long_config = small_config();
     long_config.max_seq_len = 512;

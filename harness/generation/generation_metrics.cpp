@@ -40,6 +40,10 @@ void GenerationMetrics::merge(const GenerationMetrics& o) {
   staging_waits += o.staging_waits;
   growth_waits += o.growth_waits;
   device_buffer_bytes = std::max(device_buffer_bytes, o.device_buffer_bytes);
+  step_graph_runs += o.step_graph_runs;
+  step_graph_replays += o.step_graph_replays;
+  step_graphs_built += o.step_graphs_built;
+  step_graphs_evicted += o.step_graphs_evicted;
   expected_acceptance_sum += o.expected_acceptance_sum;
   expected_acceptance_count += o.expected_acceptance_count;
   draft_seconds += o.draft_seconds;
@@ -80,6 +84,10 @@ void GenerationMetrics::write_json(nlohmann::json& j) const {
   j["staging_waits"] = staging_waits;
   j["growth_waits"] = growth_waits;
   j["device_buffer_bytes"] = device_buffer_bytes;
+  j["step_graph_runs"] = step_graph_runs;
+  j["step_graph_replays"] = step_graph_replays;
+  j["step_graphs_built"] = step_graphs_built;
+  j["step_graphs_evicted"] = step_graphs_evicted;
   j["expected_acceptance"] = expected_acceptance();
   j["expected_acceptance_sum"] = expected_acceptance_sum;
   j["expected_acceptance_count"] = expected_acceptance_count;
@@ -150,6 +158,12 @@ GenerationMetrics GenerationMetrics::read_json(const nlohmann::json& j) {
   if (j.contains("staging_waits")) m.staging_waits = j.at("staging_waits");
   if (j.contains("growth_waits")) m.growth_waits = j.at("growth_waits");
   if (j.contains("device_buffer_bytes")) m.device_buffer_bytes = j.at("device_buffer_bytes");
+  // Records written before step graphs were counted have none.
+  for (const auto& [key, field] : {std::pair{"step_graph_runs", &GenerationMetrics::step_graph_runs},
+                                   std::pair{"step_graph_replays", &GenerationMetrics::step_graph_replays},
+                                   std::pair{"step_graphs_built", &GenerationMetrics::step_graphs_built},
+                                   std::pair{"step_graphs_evicted", &GenerationMetrics::step_graphs_evicted}})
+    if (j.contains(key)) m.*field = j.at(key);
   m.expected_acceptance_sum = j.at("expected_acceptance_sum");
   m.expected_acceptance_count = j.at("expected_acceptance_count");
   m.draft_seconds = seconds("draft_seconds", "draft_time");

@@ -45,6 +45,10 @@ struct GenerationMetrics {
   // (its batch's, all slots together: KernelStream::requested_device_bytes), which BatchVerifier::check_fits bounds
   // before the run. The buffers hold up to half again. Merged as a maximum.
   int64_t device_buffer_bytes = 0;
+  // The target's and the draft model's step graphs (LanguageModel::step_graph_tally) during the steps this sequence
+  // decoded in lockstep (a batch's counts charged to each of its sequences, as device_waits): static-shape steps run,
+  // of those replayed from a captured CUDA graph, graphs built and graphs evicted for room. 0 without step graphs.
+  int64_t step_graph_runs = 0, step_graph_replays = 0, step_graphs_built = 0, step_graphs_evicted = 0;
   double expected_acceptance_sum = 0.0;  // sum over tested positions of sum_x min(p, q)
   int64_t expected_acceptance_count = 0;
   double draft_seconds = 0.0, target_seconds = 0.0, verify_seconds = 0.0, wall_seconds = 0.0;

@@ -126,6 +126,16 @@ int64_t draft_nodes(const GenerationConfig& config) {
   return tree_shape_nodes(config.tree_shape);
 }
 
+StepGraphTally Generator::step_graph_tally() const {
+  StepGraphTally t = target_->step_graph_tally();
+  const LanguageModel* draft = drafter_ ? drafter_->draft_model() : nullptr;
+  if (draft && draft != target_.get()) {
+    const StepGraphTally d = draft->step_graph_tally();
+    t = StepGraphTally{t.runs + d.runs, t.replays + d.replays, t.built + d.built, t.evicted + d.evicted};
+  }
+  return t;
+}
+
 std::optional<SamplingParams> Generator::device_draft_params() const {
   if (!drafter_) return std::nullopt;
   const std::optional<SamplingParams> draft = drafter_->device_draw_params();
@@ -613,11 +623,27 @@ std::vector<SequenceOutput> Generator::generate_lockstep(std::vector<Sequence>& 
   }
   for (Sequence& s : batch) s.start = start;
   static std::atomic<uint64_t> rounds{0};
+  // The models' step graphs during each step, charged to each of its sequences as the device's waits are.
+  StepGraphTally graphs_before = step_graph_tally();
+  std::vector<size_t> stepped;  // the sequences of the step before
+  const auto charge_graphs = [&] {
+    const StepGraphTally now = step_graph_tally();
+    for (size_t i : stepped) {
+      GenerationMetrics& m = *batch[i].metrics;
+      m.step_graph_runs += now.runs - graphs_before.runs;
+      m.step_graph_replays += now.replays - graphs_before.replays;
+      m.step_graphs_built += now.built - graphs_before.built;
+      m.step_graphs_evicted += now.evicted - graphs_before.evicted;
+    }
+    graphs_before = now;
+  };
   for (;;) {
+    charge_graphs();
     std::vector<size_t> active;
     for (size_t i = 0; i < batch.size(); ++i)
       if (!finished(batch[i])) active.push_back(i);
     if (active.empty()) break;
+    stepped = active;
     // The device's waits during the step (for results, and the staging guard's), charged to each of its sequences (by
     // charge_waits, before the step ends).
     const uint64_t waits_before = device ? device->waits() : 0, staging_before = device ? device->staging_waits() : 0,

@@ -133,8 +133,10 @@ class Generator {
  private:
   struct Sequence;  // one sequence in flight (generator.cpp)
   // The settings of the draws the drafter may make on a device (DrafterFactory::device_draw_params), or none (also
-  // for chains that may stop on the draft's doubt, drafted on the host).
+  // for chains that may stop on a greedy draft's doubt, drafted on the host).
   std::optional<SamplingParams> device_draft_params() const;
+  // The target's and the draft model's step graphs so far (LanguageModel::step_graph_tally), each model once.
+  StepGraphTally step_graph_tally() const;
   // A sequence's start: its sessions, the target's prefill of its prompt (speculative methods), its drafter. In
   // lockstep the three run as phases over the batch, the prefill batched.
   void begin(Sequence& s) const;

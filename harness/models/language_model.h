@@ -74,6 +74,14 @@ void check_rows_asked(const TreeLogitsCall& call, const std::string& model);
 std::vector<Token> with_placeholders(std::vector<Token> ids);
 TokenTree with_placeholders(TokenTree tree);
 
+// What a model's step graphs did since it was made (LanguageModel::step_graph_tally): the static-shape steps run, of
+// those replayed from a captured CUDA graph, the graphs built (each shape once, again after an eviction or a cache that
+// grew), and those evicted to make room. On a GPU every shape's first run is eager (its warm-up) and the later ones
+// replay, so runs far above replays, or evictions, mean shapes that keep changing.
+struct StepGraphTally {
+  int64_t runs = 0, replays = 0, built = 0, evicted = 0;
+};
+
 class LanguageModel {
  public:
   virtual ~LanguageModel() = default;
@@ -93,6 +101,8 @@ class LanguageModel {
   // Bytes one session may hold at most (a KV cache and its rows; 0: negligible), so that a batch of sessions alive
   // together (lockstep decoding) is bounded before it starts.
   virtual int64_t session_bytes() const { return 0; }
+  // Its step graphs' counts so far (zero for a model without them).
+  virtual StepGraphTally step_graph_tally() const { return {}; }
   // Whether those bytes are the GPU's (a model on a CUDA device): then the bound is the device's free memory,
   // not the host's.
   virtual bool sessions_in_device_memory() const { return false; }

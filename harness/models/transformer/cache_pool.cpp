@@ -26,13 +26,15 @@ int64_t checked_slots(const Transformer& model, int64_t slots, const std::vector
 
 }  // namespace
 
-CachePool::CachePool(Transformer model, int64_t slots, const std::vector<KVCache*>& caches, bool capture)
+CachePool::CachePool(Transformer model, int64_t slots, const std::vector<KVCache*>& caches, bool capture,
+                     StepGraphCounters* counters)
     : model_(std::move(model)),
       capture_(capture),
       slots_(checked_slots(model_, slots, caches)),
       pool_(model_->config().n_layers, static_cast<int64_t>(caches.size()), model_->config().kv_heads(), slots_ + 1,
             model_->config().head_dim(),
-            model_->embedding->weight.options().dtype(torch::kFloat32)) {  // as new_cache keeps a sequence's
+            model_->embedding->weight.options().dtype(torch::kFloat32)),  // as new_cache keeps a sequence's
+      graphs_(counters) {
   pool_.use_libtorch_operations();
   for (size_t b = 0; b < caches.size(); ++b) {
     const auto [keys, values] = pool_.row_storage(static_cast<int64_t>(b), slots_);

@@ -34,7 +34,9 @@ class CachePool {
  public:
   // Moves `caches` (batch 1, made by `model`'s new_cache, distinct, each at most `slots` long) into rows 0.. of a
   // new pool of `slots` slots a row (and the scratch slot). `capture`: its steps are captured as CUDA graphs.
-  CachePool(Transformer model, int64_t slots, const std::vector<KVCache*>& caches, bool capture);
+  // `counters`: the model's step-graph counters, which its graphs count into (null: none).
+  CachePool(Transformer model, int64_t slots, const std::vector<KVCache*>& caches, bool capture,
+            StepGraphCounters* counters = nullptr);
   CachePool(const CachePool&) = delete;
   CachePool& operator=(const CachePool&) = delete;
 

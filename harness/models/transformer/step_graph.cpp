@@ -43,6 +43,7 @@ struct StepGraph::State {
   StagedInputs staged;
   StepOutputs out;
   int64_t runs = 0;
+  StepGraphCounters* counters = nullptr;
 #ifdef SPECULA_TORCH_CUDA
   std::unique_ptr<at::cuda::CUDAGraph> graph;
   at::cuda::CUDAEvent uploaded;  // after the last copy from `staging`: the host waits for it before writing again
@@ -132,6 +133,7 @@ struct StepGraph::State {
         }
       }
       graph->replay();
+      if (counters) ++counters->replays;
       return out;
     }
 #endif
@@ -155,7 +157,8 @@ int64_t step_columns(int64_t length, int64_t rows, int64_t capacity) {
   return std::min(columns, capacity);
 }
 
-StepGraph::StepGraph(Transformer model, KVCache& cache, int64_t rows, int64_t columns, bool capture)
+StepGraph::StepGraph(Transformer model, KVCache& cache, int64_t rows, int64_t columns, bool capture,
+                     StepGraphCounters* counters)
     : state_(std::make_unique<State>()) {
   const torch::Device device = model->embedding->weight.device();
   if (model->decode_step()) fail("step graph: the model is on the decoding step; graphs run LibTorch's operations");
@@ -170,6 +173,7 @@ StepGraph::StepGraph(Transformer model, KVCache& cache, int64_t rows, int64_t co
   s.rows = rows;
   s.columns = columns;
   s.capture = capture;
+  s.counters = counters;
   s.generation = cache.generation();
   const int64_t batch = cache.batch(), n = batch * rows;
   const torch::TensorOptions ids = torch::TensorOptions().dtype(torch::kInt64);
@@ -274,6 +278,7 @@ StepOutputs StepGraph::run_staged(int64_t picked, const std::vector<FedTokens>& 
     flat_tokens.narrow(0, f.row, n).copy_(f.ids, /*non_blocking=*/true);
   }
   ++s.runs;
+  if (s.counters) ++s.counters->runs;
   const StepOutputs& out = s.run_step();
   if (picked < 0) return out;
   const torch::Tensor index = s.picked.narrow(0, 0, picked);
@@ -294,9 +299,12 @@ StepGraph& StepGraphSet::get(const Transformer& model, KVCache& cache, int64_t r
   if (graphs_.size() >= kMaxGraphs) {
     graphs_.erase(graphs_.begin());
     ++evicted_;
+    if (counters_) ++counters_->evicted;
   }
-  graphs_.push_back(std::make_unique<StepGraph>(model, cache, rows, columns, capture && evicted_ < kMaxEvictions));
+  graphs_.push_back(
+      std::make_unique<StepGraph>(model, cache, rows, columns, capture && evicted_ < kMaxEvictions, counters_));
   ++built_;
+  if (counters_) ++counters_->built;
   return *graphs_.back();
 }
 

@@ -14,6 +14,7 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -62,13 +63,21 @@ struct FedTokens {
   torch::Tensor ids;
 };
 
+// A model's step graphs over all its sessions' and pools' sets, as LanguageModel::step_graph_tally reports them: steps
+// run, of those replayed from a CUDA graph, graphs built and graphs evicted for room. Atomic: a batch's drafters may
+// run steps on several host threads at once.
+struct StepGraphCounters {
+  std::atomic<int64_t> runs{0}, replays{0}, built{0}, evicted{0};
+};
+
 class StepGraph {
  public:
   // For `rows` rows a sequence attending over slots [0, columns) of `cache` (batch B: B sequences, each its batch
   // row) of `model`, which must be off the decoding step (LibTorch's operations). `capture`: record a CUDA graph at
   // the second run (needs step_graphs_capture(model's device)); else run eagerly. A capture that fails is reported
-  // on standard error and the step runs eagerly.
-  StepGraph(Transformer model, KVCache& cache, int64_t rows, int64_t columns, bool capture);
+  // on standard error and the step runs eagerly. `counters`: where its runs and replays are also counted (null: not).
+  StepGraph(Transformer model, KVCache& cache, int64_t rows, int64_t columns, bool capture,
+            StepGraphCounters* counters = nullptr);
   ~StepGraph();
   StepGraph(const StepGraph&) = delete;
   StepGraph& operator=(const StepGraph&) = delete;
@@ -109,6 +118,9 @@ class StepGraphSet {
   static constexpr size_t kMaxGraphs = 8;
   static constexpr int64_t kMaxEvictions = 32;
 
+  // `counters`: the model's (StepGraphCounters), counted into beside the set's own counts; null: none.
+  explicit StepGraphSet(StepGraphCounters* counters = nullptr) : counters_(counters) {}
+
   // The step of `rows` rows a sequence over `columns` columns of `cache`, built on first use; `capture` as
   // StepGraph's (while fewer than kMaxEvictions evictions).
   StepGraph& get(const Transformer& model, KVCache& cache, int64_t rows, int64_t columns, bool capture);
@@ -119,6 +131,7 @@ class StepGraphSet {
  private:
   std::vector<std::unique_ptr<StepGraph>> graphs_;  // the most recently used last
   int64_t built_ = 0, evicted_ = 0, dropped_ = 0;
+  StepGraphCounters* counters_ = nullptr;
 };
 
 // Whether steps on `device` can be captured as CUDA graphs: LibTorch has CUDA (compiled with SPECULA_TORCH_CUDA)

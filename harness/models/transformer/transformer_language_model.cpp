@@ -63,6 +63,8 @@ struct TransformerModelState {
   // Lone calls of a few rows run as static-shape steps (step_graph.h), captured as CUDA graphs where possible.
   bool step_graphs = false;
   bool capture_graphs = false;
+  // Every step graph's runs, replays, builds and evictions, over the sessions' sets and the batches' pools.
+  mutable StepGraphCounters graph_counters;
 };
 
 namespace {
@@ -133,6 +135,11 @@ TransformerLanguageModel::~TransformerLanguageModel() = default;
 int32_t TransformerLanguageModel::vocab_size() const { return state_->config.model.vocab_size; }
 int32_t TransformerLanguageModel::max_seq_len() const { return state_->config.model.max_seq_len; }
 int64_t TransformerLanguageModel::parameter_count() const { return state_->config.model.parameter_count(); }
+StepGraphTally TransformerLanguageModel::step_graph_tally() const {
+  const StepGraphCounters& c = state_->graph_counters;
+  return StepGraphTally{c.runs.load(), c.replays.load(), c.built.load(), c.evicted.load()};
+}
+
 int64_t TransformerLanguageModel::session_bytes() const {
   const TransformerConfig& c = state_->model->config();
   // The KV cache, the linear prefix's hidden states, and their host copy (context_features).
@@ -201,7 +208,8 @@ std::unique_ptr<ModelSession> TransformerLanguageModel::new_session() const {
 
 // Slots [0, linear.size()) of the KV cache hold `linear`; slots linear.size() + j hold node j of `tree`.
 struct TransformerSession::Cache {
-  explicit Cache(std::shared_ptr<TransformerModelState> s) : state(std::move(s)), kv(state->model->new_cache(1)) {}
+  explicit Cache(std::shared_ptr<TransformerModelState> s)
+      : state(std::move(s)), kv(state->model->new_cache(1)), graphs(&state->graph_counters) {}
   ~Cache() {
     if (pool) pool->release(kv);
   }
@@ -584,8 +592,8 @@ CachePool& pool_for(const TransformerModelState& state, const std::vector<Pendin
     if (call->cache->pool) call->cache->pool->release(call->cache->kv);
     caches.push_back(&call->cache->kv);
   }
-  auto pool =
-      std::make_shared<CachePool>(state.model, pool_row_slots(state.model->config()), caches, state.capture_graphs);
+  auto pool = std::make_shared<CachePool>(state.model, pool_row_slots(state.model->config()), caches,
+                                          state.capture_graphs, &state.graph_counters);
   for (PendingCall* call : calls) {
     call->cache->pool = pool;
     ++call->cache->stats.pools_joined;

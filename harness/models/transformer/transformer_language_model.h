@@ -64,6 +64,7 @@ class TransformerLanguageModel : public LanguageModel {
   // The KV cache at max_seq_len (float32, wherever the model computes), the hidden rows kept on the host, and with
   // step graphs a bound on what the session's graphs keep.
   int64_t session_bytes() const override;
+  StepGraphTally step_graph_tally() const override;
   bool sessions_in_device_memory() const override;
   // A model on the GPU: rows [row 0 | nodes] go from the session's logits there to a GPU out device to device; the
   // hidden states still come to the host (the sessions' features, d floats a row). On a CUDA LibTorch the copies are
