@@ -262,7 +262,11 @@ TEST_CASE("bench end-to-end --batch runs each batch size in lockstep and reports
     CHECK(std::count(records.begin(), records.end(), '\n') == 2 * 2 * batch);  // baseline and chain, 2 repetitions
     CHECK_THAT(records, Contains("\"lockstep\":true"));
     CHECK(run["settings"].size() == 2);
-    for (const json& setting : run["settings"]) CHECK(setting["device_waits_per_step"] == 0.0);  // on the CPU
+    for (const json& setting : run["settings"]) {
+      CHECK(setting["device_waits_per_step"] == 0.0);       // on the CPU
+      CHECK(setting["step_graph_replay_share"].is_null());  // table models: no step graph
+      CHECK(setting["step_graphs_evicted_per_step"] == 0.0);
+    }
   }
   // On cuda-host: the baseline's draw and a host drafter's verification wait once a step.
   const CliResult host =

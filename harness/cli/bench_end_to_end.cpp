@@ -56,7 +56,9 @@ json row_json(const SummaryRow& r) {
             {"temperature", setting_value(r, "sampling.temperature")},
             {"tokens_per_s", number(r.tokens_per_s)},
             {"decode_tokens_per_s", number(r.decode_tokens_per_s)},
-            {"device_waits_per_step", number(r.device_waits_per_step)}};
+            {"device_waits_per_step", number(r.device_waits_per_step)},
+            {"step_graph_replay_share", number(r.step_graph_replay_share)},
+            {"step_graphs_evicted_per_step", number(r.step_graphs_evicted_per_step)}};
   if (r.baseline) return j;
   // Only a sweep that names a schedule has it: rows of a fixed K read as before.
   if (const std::string schedule = setting_value(r, "draft.num_draft_tokens_schedule"); !schedule.empty())

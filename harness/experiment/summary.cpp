@@ -355,8 +355,14 @@ std::vector<SummaryRow> summarize(const std::vector<RunRecord>& records, const s
     row.tokens_per_s = all.rate();
     row.decode_tokens_per_s = all.decode_rate();
     row.q_zero_errors = total.q_zero_errors;
-    if (total.steps > 0)
+    if (total.steps > 0) {
       row.device_waits_per_step = static_cast<double>(total.device_waits) / static_cast<double>(total.steps);
+      row.step_graphs_evicted_per_step =
+          static_cast<double>(total.step_graphs_evicted) / static_cast<double>(total.steps);
+    }
+    if (total.step_graph_runs > 0)
+      row.step_graph_replay_share =
+          static_cast<double>(total.step_graph_replays) / static_cast<double>(total.step_graph_runs);
     if (const auto bt = baselines.totals.find(first.baseline_id); bt != baselines.totals.end())
       add_speedups(per_rep, bt->second, row);
     if (row.baseline) {

@@ -71,6 +71,10 @@ struct SummaryRow {
   // The host's waits for the device a step (GenerationMetrics::device_waits / steps): 0 on the CPU; on a device one for
   // the step's draw or verification, plus what drafting waited (kernels/README.md, "What a step waits for").
   double device_waits_per_step = NAN;
+  // The models' step graphs (GenerationMetrics::step_graph_*): the share of their steps replayed from a captured CUDA
+  // graph (NaN: no step graph ran), and the graphs evicted for room a step (shapes that keep changing).
+  double step_graph_replay_share = NAN;
+  double step_graphs_evicted_per_step = NAN;
   int64_t pairs = 0;             // paired timings behind speedup (0: unpaired, per-repetition totals)
   double pair_load_average = 0;  // mean 1-minute load average around the pairs
   std::string pair_drift;        // "yes" / "no"; "" when not paired or too few pairs per repetition

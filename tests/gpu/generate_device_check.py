@@ -110,9 +110,17 @@ def compare(binary, device, common, label, failures, skips=None, same_logits=Tru
         for key in ("steps", "accepted_tokens", "proposed_tokens", "emitted_tokens") if same_logits else ():
             if key in cpu_m and cpu_m.get(key) != dev_m.get(key):
                 failures.append(f"{label}: {key} {dev_m.get(key)} on {device}, {cpu_m.get(key)} on cpu")
-        # What the step buffers cost (each bounded before the first step) and how often growing one drained the stream.
+        # The models' step graphs: on a GPU a transformer's steps replay captured graphs after each shape's first run.
+        runs, replays = dev_m.get("step_graph_runs", 0), dev_m.get("step_graph_replays", 0)
+        if device == "cuda" and runs > 0 and replays == 0:
+            failures.append(f"{label}: none of {runs} step graph runs replayed a CUDA graph on {device} (no capture: "
+                            "see the run's standard error)")
+        # What the step buffers cost (each bounded before the first step), how often growing one drained the stream, and
+        # the step graphs (a lockstep batch's counted for each of its sequences).
+        graphs = (f", {replays} of {runs} step graph runs replayed, {dev_m.get('step_graphs_built', 0)} built, "
+                  f"{dev_m.get('step_graphs_evicted', 0)} evicted" if runs else "")
         memory = (f" ({dev_m.get('device_buffer_bytes', 0) / 1024:.0f} KiB of step buffers, "
-                  f"{dev_m.get('growth_waits', 0)} growth waits)")
+                  f"{dev_m.get('growth_waits', 0)} growth waits{graphs})")
     print(f"{'ok  ' if len(failures) == before else 'FAIL'}  {label}{memory}")
 
 
@@ -186,8 +194,10 @@ def main():
         # the nodes never drawn holes that verification leaves out (top-k 2 under four siblings: every root runs out,
         # its drawn nodes keyed as the smaller trees'): one wait a step. A chain that stops on the draft's doubt is drawn
         # fed and cut by its drafts' probabilities, gathered on the device while the ids stay there: two waits a step
-        # (the probabilities, then verification).
-        for method, waits in [("--method tree --tree 2,2,1 --tree-sampling without-replacement", 1),
+        # (the probabilities, then verification). A moving K draws each step's chains at its longest K and cuts them, its
+        # ids on the device: one wait a step, and the step graphs' shapes vary with the Ks.
+        for method, waits in [("--method chain --num-draft-tokens 8 --num-draft-tokens-schedule heuristic", 1),
+                              ("--method tree --tree 2,2,1 --tree-sampling without-replacement", 1),
                               ("--method tree --tree 4,2 --tree-sampling without-replacement --top-k 2", 1),
                               ("--method chain --num-draft-tokens 6 --confidence-threshold 0.4", 2)]:
             if os.path.exists(os.path.join(models, "target", "config.json")):
