@@ -18,8 +18,6 @@
 namespace specula {
 
 class LanguageModel;  // harness/models/language_model.h
-
-class LanguageModel;  // harness/models/language_model.h
 class ModelSession;   // harness/models/language_model.h
 class BatchVerifier;  // verify/device/batch_verifier.h
 
@@ -38,8 +36,8 @@ struct DraftRequest {
   BatchVerifier* device = nullptr;
   // With `device`: the target reads a draft's ids where a fed proposal's draws left them, and so does verification,
   // so a drafter that draws fed may leave them there (TokenTree::device_tokens, BatchVerifier::keep_planned_ids):
-  // the step then waits once, for verification, instead of once more for the draft's ids. Its sessions learn the ids
-  // from tokens_known.
+  // the step then waits once, for verification, instead of once more for the draft's ids (a chain that may stop on the
+  // draft's doubt waits once more, for its drafts' probabilities). Its sessions learn the ids from tokens_known.
   bool ids_may_stay_on_device = false;
 };
 

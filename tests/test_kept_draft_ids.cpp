@@ -293,6 +293,13 @@ TEST_CASE("kept ids: bad plans and batches are refused", "[verify][device]") {
   // Each step's own nodes' ids come back, from its row of the kept ids.
   CHECK(results[0].draft_tokens == std::vector<Token>(again, again + 3));
   CHECK(results[1].draft_tokens == std::vector<Token>(again + N, again + 2 * N));
+  // A failed draw's value (-1) is refused, named by the draw's status as verification names it.
+  plan();
+  v.device_logits(B * 2)[0] = std::nanf("");  // sequence 0's root row at the first depth
+  v.launch_planned(0);
+  v.launch_planned(1);
+  v.keep_planned_ids(B);
+  CHECK_THROWS_WITH(v.kept_law_values(entries), Contains("draft from row 0 of sequence 0: "));
 }
 
 // A history with pending ids is read only where a device array of them is named: the host's pipeline, a row sampler,

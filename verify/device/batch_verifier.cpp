@@ -419,6 +419,21 @@ void BatchVerifier::move_draft_laws(int64_t sequence, const std::vector<std::pai
   }
 }
 
+namespace {
+
+bool is_probability(float v) { return v >= 0.0f && v <= 1.0f; }
+
+// A processed law's value is a probability: anything else is a failed draw's (-1), refused before a chain is cut.
+std::vector<float> check_law_values(const std::vector<DraftLawEntry>& entries, std::vector<float> values) {
+  for (size_t e = 0; e < values.size(); ++e)
+    if (!is_probability(values[e]))
+      fail("batch verifier: the draft drawn from row ", entries[e].row, " of sequence ", entries[e].sequence,
+           " has the value ", values[e], " in its law, not a probability (a failed draw)");
+  return values;
+}
+
+}  // namespace
+
 std::vector<float> BatchVerifier::draft_law_values(const std::vector<DraftLawEntry>& entries) {
   std::vector<int32_t> tokens;
   std::vector<int64_t> index;
@@ -428,7 +443,7 @@ std::vector<float> BatchVerifier::draft_law_values(const std::vector<DraftLawEnt
     index.push_back(static_cast<int64_t>(tokens.size()));
     tokens.push_back(e.token);
   }
-  return law_values(entries, stream_->upload(kLawIds, tokens), index);
+  return check_law_values(entries, law_values(entries, stream_->upload(kLawIds, tokens), index));
 }
 
 std::vector<float> BatchVerifier::kept_law_values(const std::vector<DraftLawEntry>& entries) {
@@ -440,7 +455,16 @@ std::vector<float> BatchVerifier::kept_law_values(const std::vector<DraftLawEntr
            kept_->sequences, " sequences' ids of ", kept_->width, " nodes were kept");
     index.push_back(e.sequence * kept_->width + e.node);
   }
-  return law_values(entries, kept_->ids, index);
+  const std::vector<float> values = law_values(entries, kept_->ids, index);
+  if (std::all_of(values.begin(), values.end(), is_probability)) return values;
+  // A failed draw leaves -1: named by its status, as verification names it (the kept statuses, downloaded).
+  KernelStream& s = *stream_;
+  int32_t* status = s.host_array<int32_t>(kKeptStatus, static_cast<size_t>(kept_->rows));
+  s.to_host(status, kept_->status, static_cast<size_t>(kept_->rows) * sizeof(int32_t));
+  s.synchronize();
+  ++waits_;
+  check_planned_statuses(kept_->plan, status, kept_->rows);
+  return check_law_values(entries, values);
 }
 
 std::vector<float> BatchVerifier::law_values(const std::vector<DraftLawEntry>& entries, const int32_t* ids,
@@ -472,11 +496,6 @@ std::vector<float> BatchVerifier::law_values(const std::vector<DraftLawEntry>& e
   s.to_host(values, p.values, n * sizeof(float));
   s.synchronize();
   ++waits_;
-  // A processed law's value is a probability: anything else is a failed draw's (-1), refused before a chain is cut.
-  for (size_t e = 0; e < n; ++e)
-    if (!(values[e] >= 0.0f && values[e] <= 1.0f))
-      fail("batch verifier: the draft drawn from row ", entries[e].row, " of sequence ", entries[e].sequence,
-           " has the value ", values[e], " in its law, not a probability (a failed draw)");
   return std::vector<float>(values, values + n);
 }
 

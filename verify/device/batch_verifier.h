@@ -241,10 +241,11 @@ class BatchVerifier {
   // sequence by sequence (each depth's ids split evenly among `sequences` in order, sequence i's W ids at
   // [i * W, (i + 1) * W), depth by depth: a fed proposal's tree nodes in order), with its draws' statuses, and returns
   // that array (valid until the next keep_planned_ids). A verify() whose trees have TokenTree::device_tokens there
-  // (sequence b's at b * W: W nodes, or its first ones when a chain was cut to its own K, the widest W; its host tokens
-  // pending) reads the ids in place, for the draft tokens as the target's forward did for its rows, and brings them
-  // back with its results (DeviceStepResult::draft_tokens), refusing them as planned_tokens does when a draw failed:
-  // the proposal and its verification wait once in all. A penalised target's rows count their paths' ids there too
+  // (sequence b's at b * W: W nodes, or its first ones when a chain was cut to its own K or after the draft's doubt,
+  // any or all of them shorter than W; its host tokens pending) reads the ids in place, for the draft tokens as the
+  // target's forward did for its rows, and brings them back with its results (DeviceStepResult::draft_tokens), refusing
+  // them as planned_tokens does when a draw failed: the proposal and its verification wait once in all (once more for
+  // a chain cut after the draft's doubt: kept_law_values). A penalised target's rows count their paths' ids there too
   // (TokenHistory::pending_ids into the kept ids). A sibling plan's ids come back with their holes (-1), checked as
   // planned_tokens checks them.
   const int32_t* keep_planned_ids(int64_t sequences);
