@@ -95,7 +95,8 @@ enum class Mutant {
   device_siblings_carry_dropped,   // a fixed-shape tree's depths each start at the sequence's first uniform
   kept_ids_depths_misplaced,       // a fed draft's ids kept for verification take each depth's from the depth before
   tree_holes_keyed_by_shape,       // a tree with holes is verified with its full shape's keys, not its drawn nodes'
-  device_chains_not_cut,           // a moving K's chains drawn on the device all keep the batch's longest K
+  device_chains_not_cut,  // chains drawn on the device keep the batch's longest K: none cut to its own K or after a
+                          // doubt
   pending_counts_skip_newest,  // a penalised row's pending draft ids leave out the newest one (its own node's token)
 };
 
