@@ -254,6 +254,34 @@ GofRun run_two_token_gof(const std::shared_ptr<const DrafterFactory>& drafter, V
 // ---------------------------------------------------------------------------------------------------------
 // Candidates
 
+// The drafter registry's `doubts` column (which check_drafter_confidence reads from a spec before any model loads) says
+// what each kind's loaded factory says (DrafterFactory::stops_on_confidence), kind by kind: the built-in kinds and a
+// language model's spec.
+TEST_CASE("each drafter kind's registry row and its loaded factory agree on stopping on the draft's doubt",
+          "[medusa][eagle][drafters]") {
+  const Fixture& f = fixture();
+  const std::string bundled_ngram = std::string(SPECULA_SOURCE_DIR) + "/results/models/ngram-order4.txt";
+  int64_t doubting = 0, refused = 0;
+  for (const std::string& spec :
+       {std::string("prompt-lookup"), std::string("synthetic:alpha=0.5"), "ngram:" + bundled_ngram,
+        "transformer:" + f.target_dir, "medusa:" + f.medusa_dir, "eagle:" + f.eagle_dir}) {
+    INFO(spec);
+    const bool stops = f.drafter(spec)->stops_on_confidence();
+    bool refuses = false;
+    try {
+      check_drafter_confidence(spec, 0.4);
+    } catch (const std::exception& e) {
+      refuses = true;
+      CHECK_THAT(e.what(), Catch::Contains("does not stop on its confidence"));
+    }
+    CHECK(stops != refuses);
+    doubting += stops;
+    refused += refuses;
+  }
+  CHECK(doubting == 3);  // ngram, synthetic, a draft model
+  CHECK(refused == 3);   // prompt-lookup, medusa, eagle
+}
+
 TEST_CASE("medusa: candidates are each head's top-k on f_{L-2}; chains, --tree shapes and tree files", "[medusa]") {
   const Fixture& f = fixture();
   const auto factory = f.drafter("medusa:" + f.medusa_dir);
