@@ -12,6 +12,13 @@
 
 namespace specula {
 
+// What MixedKSeen counted: the steps, those drawn on the device, the steps whose sequences asked for different Ks and
+// those of them drawn there, and the widest spread of Ks in one step.
+struct DraftStepCounts {
+  int64_t steps = 0, steps_on_device = 0, mixed = 0, mixed_on_device = 0;
+  int32_t widest_spread = 0;
+};
+
 class MixedKSeen : public ModelDrafterFactory {
  public:
   using ModelDrafterFactory::ModelDrafterFactory;
@@ -20,17 +27,17 @@ class MixedKSeen : public ModelDrafterFactory {
     const auto [shortest, longest] = std::minmax_element(
         requests.begin(), requests.end(),
         [](const DraftRequest& a, const DraftRequest& b) { return a.num_draft_tokens < b.num_draft_tokens; });
-    ++steps;
-    steps_on_device += draws_on_device(requests);
+    const bool on_device = draws_on_device(requests);
+    ++counts.steps;
+    counts.steps_on_device += on_device;
     if (shortest->num_draft_tokens != longest->num_draft_tokens) {
-      ++mixed;
-      on_device += draws_on_device(requests);
-      widest_spread = std::max(widest_spread, longest->num_draft_tokens - shortest->num_draft_tokens);
+      ++counts.mixed;
+      counts.mixed_on_device += on_device;
+      counts.widest_spread = std::max(counts.widest_spread, longest->num_draft_tokens - shortest->num_draft_tokens);
     }
     return ModelDrafterFactory::propose_batch(drafters, requests);
   }
-  mutable int64_t steps = 0, steps_on_device = 0, mixed = 0, on_device = 0;
-  mutable int32_t widest_spread = 0;
+  mutable DraftStepCounts counts;
 };
 
 }  // namespace specula

@@ -211,8 +211,7 @@ namespace {
 struct WideBatch {
   std::vector<SequenceOutput> out;
   GenerationMetrics metrics;
-  int64_t steps = 0, steps_on_device = 0, mixed = 0, mixed_on_device = 0;
-  int32_t widest_spread = 0;
+  DraftStepCounts drafts;  // the drafter's steps, on the device or not, and its moving K's (MixedKSeen)
 };
 
 WideBatch run_wide_batch(GenerationConfig config, Device device, float draft_temperature = 1.0f) {
@@ -230,11 +229,7 @@ WideBatch run_wide_batch(GenerationConfig config, Device device, float draft_tem
     CHECK(run.metrics.device_buffer_bytes <= generator.device_step_bytes(4));
     CHECK(run.metrics.growth_waits == 0);
   }
-  run.steps = factory->steps;
-  run.steps_on_device = factory->steps_on_device;
-  run.mixed = factory->mixed;
-  run.mixed_on_device = factory->on_device;
-  run.widest_spread = factory->widest_spread;
+  run.drafts = factory->counts;
   return run;
 }
 
@@ -261,9 +256,9 @@ TEST_CASE(
   std::set<std::vector<int32_t>> lengths;
   for (const SequenceOutput& s : cpu.out) lengths.insert(s.accept_lengths);
   REQUIRE(lengths.size() > 1);
-  CHECK(device.mixed > 0);
-  CHECK(device.mixed_on_device == device.mixed);
-  CHECK(device.widest_spread >= 2);
+  CHECK(device.drafts.mixed > 0);
+  CHECK(device.drafts.mixed_on_device == device.drafts.mixed);
+  CHECK(device.drafts.widest_spread >= 2);
   CHECK(differing_sequences(device.out, cpu.out) == 0);
   // Every chain left at the batch's longest K: other steps than the CPU's.
   const ScopedMutant on(Mutant::device_chains_not_cut);
@@ -387,9 +382,9 @@ TEST_CASE(
   config.confidence_threshold = 0.3;
   const WideBatch cpu = run_wide_batch(config, Device::cpu), device = run_wide_batch(config, Device::cuda_host);
   for (const WideBatch* run : {&cpu, &device}) CHECK(run->metrics.proposed < 6 * run->metrics.steps);
-  CHECK(device.steps > 0);
-  CHECK(device.steps_on_device == device.steps);
-  CHECK(device.mixed > 0);
+  CHECK(device.drafts.steps > 0);
+  CHECK(device.drafts.steps_on_device == device.drafts.steps);
+  CHECK(device.drafts.mixed > 0);
   CHECK(differing_sequences(device.out, cpu.out) == 0);
   CHECK(device.metrics.draft_calls == cpu.metrics.draft_calls);
   CHECK(device.metrics.proposed == cpu.metrics.proposed);
@@ -405,7 +400,7 @@ TEST_CASE(
   const WideBatch greedy_cpu = run_wide_batch(config, Device::cpu, 0.0f),
                   greedy_device = run_wide_batch(config, Device::cuda_host, 0.0f);
   CHECK(greedy_device.metrics.proposed < 6 * greedy_device.metrics.steps);
-  CHECK(greedy_device.steps_on_device == 0);
+  CHECK(greedy_device.drafts.steps_on_device == 0);
   CHECK(differing_sequences(greedy_device.out, greedy_cpu.out) == 0);
 }
 

@@ -413,10 +413,7 @@ struct RunOf {
   std::vector<SequenceOutput> out;
   GenerationMetrics metrics;
   int64_t target_kept = 0, draft_kept = 0;  // path nodes the sessions kept (moved into place) over the run
-  // The draft's steps and those drawn on the device; steps whose sequences asked for different Ks (a moving K), those
-  // drawn on the device, their widest spread of Ks.
-  int64_t steps = 0, steps_on_device = 0, mixed_steps = 0, mixed_on_device = 0;
-  int32_t widest_spread = 0;
+  DraftStepCounts drafts;  // the drafter's steps, on the device or not, and its moving K's (MixedKSeen)
 };
 
 // Four sequences of `config` in lockstep (every call of both models batched) with a draft transformer and a target
@@ -434,11 +431,7 @@ RunOf run_of(GenerationConfig config, const SamplingParams& target_params, const
   run.out = Generator(target, target_params, drafter, config).generate_many({10, 20, 30}, 0, 4, run.metrics);
   run.target_kept = target->total();
   run.draft_kept = draft->total();
-  run.steps = drafter->steps;
-  run.steps_on_device = drafter->steps_on_device;
-  run.mixed_steps = drafter->mixed;
-  run.mixed_on_device = drafter->on_device;
-  run.widest_spread = drafter->widest_spread;
+  run.drafts = drafter->counts;
   return run;
 }
 
@@ -537,9 +530,9 @@ TEST_CASE("a moving K's chains drawn fed, their ids kept on the device: the CPU'
     const RunOf cpu = run_of(c, unstopped, model_device, hot);
     c.device = Device::cuda_host;
     const RunOf device = run_of(c, unstopped, model_device, hot);
-    CHECK(device.mixed_steps > 0);
-    CHECK(device.mixed_on_device == device.mixed_steps);
-    CHECK(device.widest_spread >= 2);
+    CHECK(device.drafts.mixed > 0);
+    CHECK(device.drafts.mixed_on_device == device.drafts.mixed);
+    CHECK(device.drafts.widest_spread >= 2);
     REQUIRE(device.out.size() == cpu.out.size());
     for (size_t n = 0; n < cpu.out.size(); ++n) {
       CHECK(device.out[n].tokens == cpu.out[n].tokens);
@@ -598,7 +591,7 @@ TEST_CASE(
           CHECK(device.out[n].accept_lengths == cpu.out[n].accept_lengths);
         }
         REQUIRE(device.metrics.steps > 0);
-        CHECK(device.steps_on_device == device.steps);
+        CHECK(device.drafts.steps_on_device == device.drafts.steps);
         CHECK(device.metrics.proposed < 6 * device.metrics.steps);  // chains stopped on their doubt
         CHECK(device.metrics.proposed > device.metrics.steps);      // and not always at their first draft
         CHECK(device.metrics.proposed == cpu.metrics.proposed);

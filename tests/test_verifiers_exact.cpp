@@ -952,8 +952,8 @@ TEST_CASE("on cuda-host a chain cut after the draft's doubt keeps the target's l
       const Generator generator(pair.target, stopping(), drafter, config);
       const RunResult run = run_generator(generator, kPrompt, 20000, kV);
       // (a table model does not batch its forwards: its proposals reach propose_batch only when drawn on the device)
-      REQUIRE(drafter->steps > 0);
-      CHECK(drafter->steps_on_device == drafter->steps);
+      REQUIRE(drafter->counts.steps > 0);
+      CHECK(drafter->counts.steps_on_device == drafter->counts.steps);
       if (metrics) *metrics = run.metrics;
       return stats::g_test(
           run.counts, exact_sequence_law(*pair.target, generator.target_pipeline(), kPrompt, config.max_new_tokens));
