@@ -120,6 +120,23 @@ TEST_CASE("[beam] takes generate's option names too; one option under both names
   CHECK_NOTHROW(check_new_experiment(load_experiment(dir.file("s.ini"), {"sampling.regex=none"})));  // --set chose it
 }
 
+namespace {
+
+// Each of `refused` (lines that end `head`'s [draft] section, and the message) refused by check_new_experiment. A case
+// whose method is ar goes without head's drafter, which would be refused first where nothing drafts (as a drafting key
+// too).
+void check_draft_refusals(const TempDir& dir, const std::string& head,
+                          const std::vector<std::pair<std::string, std::string>>& refused) {
+  for (const auto& [text, message] : refused) {
+    INFO(text);
+    const std::string file =
+        text.rfind("method = ar", 0) == 0 ? head.substr(0, head.find("drafter")) + text : head + text;
+    CHECK_THROWS_WITH(check_new_experiment(load_experiment(dir.write("r.ini", file), {})), Contains(message));
+  }
+}
+
+}  // namespace
+
 TEST_CASE("tree keys without a method that verifies trees are refused, naming the key", "[runner][config]") {
   TempDir dir;
   std::string text = experiment_text();
@@ -165,13 +182,7 @@ TEST_CASE(
        "chains"},
       {"method = ar\nnum_draft_tokens_schedule = heuristic\n",
        "r.ini:7: key 'draft.num_draft_tokens_schedule' is given, but no setting drafts"}};
-  for (const auto& [text, message] : refused) {
-    INFO(text);
-    // Without a drafter where nothing drafts (which would be refused first, as a drafting key too).
-    const std::string file =
-        text.rfind("method = ar", 0) == 0 ? head.substr(0, head.find("drafter")) + text : head + text;
-    CHECK_THROWS_WITH(check_new_experiment(load_experiment(dir.write("r.ini", file), {})), Contains(message));
-  }
+  check_draft_refusals(dir, head, refused);
   CHECK_THROWS_WITH(
       load_experiment(dir.write("r.ini", head + "method = chain\nnum_draft_tokens_schedule = adaptive\n"), {}),
       Contains("unknown num_draft_tokens_schedule 'adaptive'"));
@@ -209,12 +220,7 @@ TEST_CASE("the confidence threshold: an axis of the methods that verify chains, 
        "chains"},
       {"method = ar\nconfidence_threshold = 0.4\n",
        "r.ini:7: key 'draft.confidence_threshold' is given, but no setting drafts"}};
-  for (const auto& [text, message] : refused) {
-    INFO(text);
-    const std::string file =
-        text.rfind("method = ar", 0) == 0 ? head.substr(0, head.find("drafter")) + text : head + text;
-    CHECK_THROWS_WITH(check_new_experiment(load_experiment(dir.write("r.ini", file), {})), Contains(message));
-  }
+  check_draft_refusals(dir, head, refused);
   // A drafter that proposes without a law to doubt: `run` refuses it by key before any model loads.
   const std::string lookup =
       head.substr(0, head.find("drafter")) + "drafter = prompt-lookup\nmethod = chain\nconfidence_threshold = 0.4\n";
