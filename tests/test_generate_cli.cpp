@@ -466,14 +466,38 @@ TEST_CASE("the draft length is bounded before any work", "[cli][errors]") {
   CHECK(run_specula(shorter + " --method chain").exit_code == 0);
 }
 
+namespace {
+
+// `generate` over the CLI's bigram tables: `plain` without a draft, `base` with the draft table.
+struct BigramGenerate {
+  TempDir dir;
+  std::string plain, base;
+  BigramGenerate()
+      : plain("generate --target bigram:" + dir.write("t.txt", kCliTargetTable) +
+              " --prompt-tokens 0 --max-new-tokens 8 --output " + dir.file("o.txt")),
+        base(plain + " --draft bigram:" + dir.write("d.txt", kCliDraftTable)) {}
+};
+
+// Each of `refused` (options, and the message) exits 1 naming it: after `plain` where the options draft nothing
+// (--method ar, which would refuse a --draft first) or name their own --draft, else after `base`.
+void check_generate_refusals(const BigramGenerate& g, const std::vector<std::pair<std::string, std::string>>& refused) {
+  for (const auto& [options, message] : refused) {
+    INFO(options);
+    const bool plain =
+        options.find("--method ar") != std::string::npos || options.find("--draft ") != std::string::npos;
+    const CliResult r = run_specula((plain ? g.plain : g.base) + options);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains(message));
+  }
+}
+
+}  // namespace
+
 TEST_CASE(
     "--num-draft-tokens-schedule: a chain's K moves; a tree, a method that drafts nothing, a bad name are refused",
     "[cli][errors]") {
-  TempDir dir;
-  const std::string target = dir.write("t.txt", kCliTargetTable), draft = dir.write("d.txt", kCliDraftTable);
-  const std::string plain =
-      "generate --target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 8 --output " + dir.file("o.txt");
-  const std::string base = plain + " --draft bigram:" + draft;
+  const BigramGenerate g;
+  const std::string& base = g.base;
   CHECK(run_specula(base + " --method chain --num-draft-tokens-schedule heuristic").exit_code == 0);
   const std::vector<std::pair<std::string, std::string>> refused = {
       {" --method tree --tree 2,1 --num-draft-tokens-schedule heuristic",
@@ -482,22 +506,13 @@ TEST_CASE(
       {" --method ar --num-draft-tokens-schedule heuristic", "--num-draft-tokens-schedule: --method ar drafts nothing"},
       {" --method chain --num-draft-tokens-schedule adaptive",
        "--num-draft-tokens-schedule: unknown num_draft_tokens_schedule 'adaptive' (known: constant, heuristic)"}};
-  for (const auto& [options, message] : refused) {
-    INFO(options);
-    // --method ar without --draft, which it would refuse first.
-    const CliResult r = run_specula((options.find("--method ar") != std::string::npos ? plain : base) + options);
-    CHECK(r.exit_code == 1);
-    CHECK_THAT(r.err, Contains(message));
-  }
+  check_generate_refusals(g, refused);
 }
 
 TEST_CASE("--confidence-threshold: a chain stops early; a tree, a method that drafts nothing, a bad value are refused",
           "[cli][errors]") {
-  TempDir dir;
-  const std::string target = dir.write("t.txt", kCliTargetTable), draft = dir.write("d.txt", kCliDraftTable);
-  const std::string plain =
-      "generate --target bigram:" + target + " --prompt-tokens 0 --max-new-tokens 8 --output " + dir.file("o.txt");
-  const std::string base = plain + " --draft bigram:" + draft;
+  const BigramGenerate g;
+  const std::string& base = g.base;
   CHECK(run_specula(base + " --method chain --confidence-threshold 0.4").exit_code == 0);
   CHECK(run_specula(base + " --method chain --confidence-threshold 0.4 --num-draft-tokens-schedule heuristic")
             .exit_code == 0);
@@ -510,15 +525,7 @@ TEST_CASE("--confidence-threshold: a chain stops early; a tree, a method that dr
       {" --method chain --confidence-threshold -0.1", "error: --confidence-threshold must be in [0, 1)"},
       {" --method chain --draft prompt-lookup --confidence-threshold 0.4",
        "error: --confidence-threshold 0.4: drafter prompt-lookup does not stop on its confidence"}};
-  for (const auto& [options, message] : refused) {
-    INFO(options);
-    const std::string head =
-        options.find("--method ar") != std::string::npos || options.find("prompt-lookup") != std::string::npos ? plain
-                                                                                                               : base;
-    const CliResult r = run_specula(head + options);
-    CHECK(r.exit_code == 1);
-    CHECK_THAT(r.err, Contains(message));
-  }
+  check_generate_refusals(g, refused);
 }
 
 TEST_CASE("train refuses to replace an existing checkpoint unless --overwrite", "[cli][errors]") {
